@@ -1,0 +1,108 @@
+"""langfx_nb: typed, traceable language-model programs, with live Jupyter widgets.
+
+``import langfx_nb as lf``; the whole public API is re-exported here once. The notebook layer
+(``lf.nb``) and the provider adapters (``lf.llms.Gemini`` ...) are imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import llms
+from .errors import (
+    AgentError,
+    AuthenticationError,
+    BudgetExceededError,
+    ContentFilteredError,
+    ContextLengthError,
+    EmptyGenerationError,
+    ExecutionTimeoutError,
+    GenerationError,
+    IncompleteGenerationError,
+    InvalidRequestError,
+    LangFxError,
+    LMError,
+    MappingError,
+    NetworkBlockedError,
+    RateLimitError,
+    RetryableError,
+    ServerError,
+    StreamProtocolError,
+    TemplateError,
+    ToolDeniedError,
+    ToolExecutionError,
+    UnsupportedCapabilityError,
+)
+from .llms import LanguageModel, SamplingOptions, SamplingResult, StreamChunk
+from .messages import (
+    AIMessage,
+    ComplexMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from .modalities import PDF, Audio, Image, Mime, Video
+
+__version__ = "0.1.0"
+
+# Each area appends its names below; keep the list sorted (a test checks it is complete).
+__all__ = [
+    "PDF",
+    "AIMessage",
+    "AgentError",
+    "Audio",
+    "AuthenticationError",
+    "BudgetExceededError",
+    "ComplexMessage",
+    "ContentFilteredError",
+    "ContextLengthError",
+    "EmptyGenerationError",
+    "ExecutionTimeoutError",
+    "GenerationError",
+    "Image",
+    "IncompleteGenerationError",
+    "InvalidRequestError",
+    "LMError",
+    "LangFxError",
+    "LanguageModel",
+    "MappingError",
+    "Message",
+    "Mime",
+    "NetworkBlockedError",
+    "RateLimitError",
+    "RetryableError",
+    "SamplingOptions",
+    "SamplingResult",
+    "ServerError",
+    "StreamChunk",
+    "StreamProtocolError",
+    "SystemMessage",
+    "TemplateError",
+    "ToolCall",
+    "ToolDeniedError",
+    "ToolExecutionError",
+    "ToolMessage",
+    "UnsupportedCapabilityError",
+    "Usage",
+    "UserMessage",
+    "Video",
+    "llms",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "nb":  # the notebook layer imports IPython/ipywidgets: only on first access
+        import importlib
+
+        return importlib.import_module(".notebook", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext langfx_nb``: register the magics and rich displays."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)

@@ -1,0 +1,160 @@
+"""The whole langfx_nb error tree, sorted by what a caller can do about it.
+
+    LangFxError
+    ├── TemplateError                 a prompt could not be rendered (missing variable, bad syntax)
+    ├── LMError                       a model call failed
+    │   ├── RetryableError            trying again later may succeed (retries act only on these)
+    │   │   ├── RateLimitError        429 / quota; carries ``retry_after`` seconds when known
+    │   │   └── ServerError           5xx, overloaded, dropped connection, in-stream server error
+    │   ├── AuthenticationError       401 / 403 / invalid key: fix credentials
+    │   ├── InvalidRequestError       other 4xx: fix the request
+    │   │   └── ContextLengthError    the prompt is too long for the model
+    │   ├── UnsupportedCapabilityError the model cannot do what was asked (raised before any I/O)
+    │   ├── GenerationError           the model answered, but not usefully
+    │   │   ├── ContentFilteredError  safety block, refusal, blocked prompt
+    │   │   ├── IncompleteGenerationError  truncated at max tokens
+    │   │   └── EmptyGenerationError  no text and no tool calls
+    │   ├── StreamProtocolError       a malformed or out-of-order response stream
+    │   └── NetworkBlockedError       a real network request while requests are blocked (tests)
+    ├── MappingError                  model output did not parse/validate into the schema
+    ├── AgentError                    a tool-using run stopped
+    │   ├── ToolDeniedError           the ``allow_tool`` policy refused a call
+    │   ├── ToolExecutionError        unknown tool, bad arguments, a tool raised, bad output
+    │   └── BudgetExceededError       step / tool-call limits ran out
+    └── ExecutionTimeoutError         a deadline expired (also a TimeoutError)
+
+Messages never contain provider error bodies or secrets: adapters keep the HTTP status and a
+short provider error *type* at most.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentError",
+    "AuthenticationError",
+    "BudgetExceededError",
+    "ContentFilteredError",
+    "ContextLengthError",
+    "EmptyGenerationError",
+    "ExecutionTimeoutError",
+    "GenerationError",
+    "IncompleteGenerationError",
+    "InvalidRequestError",
+    "LMError",
+    "LangFxError",
+    "MappingError",
+    "NetworkBlockedError",
+    "RateLimitError",
+    "RetryableError",
+    "ServerError",
+    "StreamProtocolError",
+    "TemplateError",
+    "ToolDeniedError",
+    "ToolExecutionError",
+    "UnsupportedCapabilityError",
+]
+
+
+class LangFxError(Exception):
+    """Root of every error langfx_nb raises on purpose."""
+
+
+class TemplateError(LangFxError, ValueError):
+    """A template could not be parsed or rendered; the message names the variable or position."""
+
+
+class LMError(LangFxError):
+    """A language-model call failed. ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RetryableError(LMError):
+    """Trying the same request again later may succeed."""
+
+
+class RateLimitError(RetryableError):
+    def __init__(
+        self, message: str, *, status: int | None = 429, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class ServerError(RetryableError):
+    """The provider failed or was overloaded (5xx, 529, an in-stream error, a dropped link)."""
+
+
+class AuthenticationError(LMError):
+    pass
+
+
+class InvalidRequestError(LMError):
+    pass
+
+
+class ContextLengthError(InvalidRequestError):
+    pass
+
+
+class UnsupportedCapabilityError(LMError):
+    """The request needs something this model does not support; raised before any I/O."""
+
+
+class GenerationError(LMError):
+    """The model produced a response that cannot be used as an answer."""
+
+
+class ContentFilteredError(GenerationError):
+    pass
+
+
+class IncompleteGenerationError(GenerationError):
+    pass
+
+
+class EmptyGenerationError(GenerationError):
+    pass
+
+
+class StreamProtocolError(LMError):
+    pass
+
+
+class NetworkBlockedError(LMError):
+    pass
+
+
+class MappingError(LangFxError):
+    """Model output did not parse or validate. Keeps a bounded copy of the raw response."""
+
+    MAX_RAW_CHARS = 2000
+
+    def __init__(self, message: str, *, raw: str = "", detail: Any = None) -> None:
+        self.raw = raw if len(raw) <= self.MAX_RAW_CHARS else raw[: self.MAX_RAW_CHARS] + "…"
+        self.detail = detail
+        super().__init__(message)
+
+
+class AgentError(LangFxError):
+    pass
+
+
+class ToolDeniedError(AgentError):
+    pass
+
+
+class ToolExecutionError(AgentError):
+    pass
+
+
+class BudgetExceededError(AgentError):
+    pass
+
+
+class ExecutionTimeoutError(LangFxError, TimeoutError):
+    pass

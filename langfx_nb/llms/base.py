@@ -1,0 +1,416 @@
+"""LanguageModel: the one place that owns normalization, options, capabilities, cache,
+retries, usage and cancellation. Providers implement ``_sample`` (and ``_stream``).
+
+Option precedence: model defaults → options the caller passes (a Session merges its own
+defaults under the explicit call options before calling). Nothing here mutates the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..errors import RetryableError, UnsupportedCapabilityError
+from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
+from ..modalities import Mime
+from .cache import Cache
+from .streaming import StreamAccumulator, StreamChunk
+
+__all__ = [
+    "Capabilities",
+    "LMRequest",
+    "LanguageModel",
+    "RetryPolicy",
+    "Sample",
+    "SamplingOptions",
+    "SamplingResult",
+    "ToolSpec",
+    "allow_model_requests",
+    "model_requests_allowed",
+]
+
+Prompt = str | Message[Any] | Sequence[Message[Any]]
+ToolChoice = Literal["auto", "any", "none"] | str
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingOptions:
+    """Sampling knobs shared by all providers; ``None`` means "provider default"."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+
+    def merged(self, **overrides: Any) -> SamplingOptions:
+        """A copy with the non-``None`` overrides applied; ``self`` is left unchanged."""
+        unknown = set(overrides) - _SAMPLING_FIELDS
+        if unknown:
+            raise TypeError(f"unknown sampling option(s): {', '.join(sorted(unknown))}")
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        if isinstance(changes.get("stop"), (list, str)):
+            stop = changes["stop"]
+            changes["stop"] = (stop,) if isinstance(stop, str) else tuple(stop)
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+_SAMPLING_FIELDS = frozenset(f.name for f in dataclasses.fields(SamplingOptions))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What a model is told about a tool: a name, a description and a JSON input schema."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": dict(self.input_schema),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a model can accept; requests needing more fail before any I/O."""
+
+    modalities: frozenset[str] = frozenset()  # e.g. {"image", "pdf"}; text is always allowed
+    tools: bool = False
+    native_schema: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LMRequest:
+    """A normalized request: system text apart, then role-scoped turns, options, tools."""
+
+    messages: tuple[Message[Any], ...]
+    options: SamplingOptions = SamplingOptions()
+    system: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
+    response_schema: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Canonical JSON form; the cache key hashes this."""
+        out: dict[str, Any] = {"messages": [m.to_json() for m in self.messages]}
+        if self.system is not None:
+            out["system"] = self.system
+        if opts := self.options.to_json():
+            out["options"] = opts
+        if self.tools:
+            out["tools"] = [t.to_json() for t in self.tools]
+        if self.tool_choice is not None:
+            out["tool_choice"] = self.tool_choice
+        if self.response_schema is not None:
+            out["response_schema"] = self.response_schema
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    response: AIMessage[Any]
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingResult:
+    samples: list[Sample]
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Opt-in retries of ``RetryableError``s: exponential backoff with jitter.
+
+    A ``RateLimitError.retry_after`` from the provider wins over the computed delay. ``sleep``
+    and ``random`` are injectable so tests use a fake clock.
+    """
+
+    max_attempts: int = 3
+    initial_delay: float = 1.0
+    max_delay: float = 30.0
+    multiplier: float = 2.0
+    jitter: float = 0.5
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, compare=False)
+    random: Callable[[], float] = field(default=random.random, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def delay(self, attempt: int, error: BaseException) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None:
+            return max(0.0, float(retry_after))
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
+        return base * (1.0 - self.jitter * self.random())
+
+
+_ALLOW_REQUESTS = True
+
+
+def allow_model_requests(allowed: bool) -> None:
+    """Turn real network model requests on or off (tests switch them off).
+
+    Injected transports and clients (``httpx.MockTransport`` etc.) are never blocked.
+    """
+    global _ALLOW_REQUESTS
+    _ALLOW_REQUESTS = allowed
+
+
+def model_requests_allowed() -> bool:
+    return _ALLOW_REQUESTS
+
+
+_CALL_KEYS = frozenset(
+    {"system_message", "tools", "tool_choice", "response_schema", "cache_seed", "use_cache"}
+)
+
+
+class LanguageModel:
+    """Base class for every model. Subclasses implement ``_sample`` and optionally ``_stream``.
+
+    Public methods are coroutines / async iterators: ``call``, ``sample``, ``stream``.
+    """
+
+    provider: ClassVar[str] = "custom"
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        sampling: SamplingOptions | None = None,
+        cache: Cache | None = None,
+        retry: RetryPolicy | None = None,
+        max_attempts: int | None = None,
+        **sampling_options: Any,
+    ) -> None:
+        self.model = model
+        self.sampling = (sampling or SamplingOptions()).merged(**sampling_options)
+        self.cache = cache
+        if retry is None and max_attempts is not None:
+            retry = RetryPolicy(max_attempts=max_attempts)
+        self.retry = retry
+        self.total_usage = Usage()
+        self.num_requests = 0
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        """``provider:model``; also the provenance stamped on responses."""
+        return f"{self.provider}:{self.model}" if self.model else self.provider
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What distinguishes this model's answers; providers add endpoint details."""
+        return {"model": self.model_id, "class": type(self).__qualname__}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_id!r})"
+
+    @property
+    def supports_streaming(self) -> bool:
+        return type(self)._stream is not LanguageModel._stream
+
+    # -- request building ----------------------------------------------------------------
+    def build_request(self, prompt: Prompt, **options: Any) -> LMRequest:
+        """Normalize a prompt and options and check capabilities (no I/O happens here)."""
+        extra = {k: options.pop(k) for k in list(options) if k in _CALL_KEYS}
+        opts = self.sampling.merged(**options)
+        turns, system = _normalize_prompt(prompt)
+        if (sm := extra.get("system_message")) is not None:
+            sm_text = sm.text if isinstance(sm, Message) else str(sm)
+            system = sm_text if system is None else f"{sm_text}\n\n{system}"
+        tools = tuple(extra.get("tools") or ())
+        request = LMRequest(
+            messages=tuple(turns),
+            options=opts,
+            system=system,
+            tools=tuple(t if isinstance(t, ToolSpec) else _tool_spec(t) for t in tools),
+            tool_choice=extra.get("tool_choice"),
+            response_schema=extra.get("response_schema"),
+        )
+        self.check_capabilities(request)
+        return request
+
+    def check_capabilities(self, request: LMRequest) -> None:
+        caps = self.capabilities
+        if request.tools and not caps.tools:
+            raise UnsupportedCapabilityError(f"{self.model_id} does not support tools")
+        if request.response_schema is not None and not caps.native_schema:
+            raise UnsupportedCapabilityError(
+                f"{self.model_id} does not support native structured output"
+            )
+        for m in request.messages:
+            for p in m.parts:
+                if isinstance(p, Mime) and p.kind not in caps.modalities:
+                    raise UnsupportedCapabilityError(
+                        f"{self.model_id} does not accept {p.kind} input"
+                    )
+
+    def _cache_key(self, request: LMRequest, cache_seed: int) -> str:
+        payload = {"lm": self.cache_identity(), "request": request.to_json(), "seed": cache_seed}
+        text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=repr)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    # -- public API ----------------------------------------------------------------------
+    async def call(self, prompt: Prompt, **options: Any) -> AIMessage[Any]:
+        """Send one prompt and return the response message."""
+        cache_seed = int(options.pop("cache_seed", 0) or 0)
+        use_cache = bool(options.pop("use_cache", True))
+        request = self.build_request(prompt, **options)
+        key = None
+        if self.cache is not None and use_cache:
+            key = self._cache_key(request, cache_seed)
+            hit = await self.cache.get(key)
+            if hit is not None:
+                cached = Message.from_json(hit)
+                assert isinstance(cached, AIMessage)
+                cached.metadata["cache_hit"] = True
+                cached.metadata["cache_key"] = key
+                return cached
+        response = await self._with_retries(lambda: self._sample(request))
+        response = self._finish(response)
+        if key is not None and self.cache is not None:
+            response.metadata["cache_key"] = key
+            await self.cache.put(key, response.to_json())
+        return response
+
+    async def sample(self, prompts: Sequence[Prompt], **options: Any) -> list[SamplingResult]:
+        """One sampling result per prompt, in order (run concurrently)."""
+        responses = await asyncio.gather(*(self.call(p, **dict(options)) for p in prompts))
+        return [SamplingResult([Sample(r)], r.usage) for r in responses]
+
+    async def stream(self, prompt: Prompt, **options: Any) -> AsyncIterator[StreamChunk]:
+        """Yield chunks as they arrive; errors raise from the iterator.
+
+        Models without ``_stream`` raise ``UnsupportedCapabilityError`` unless called with
+        ``emulate=True``, which yields the whole ``_sample`` response as one final chunk.
+        Retries (when configured) happen only before the first chunk is yielded.
+        """
+        emulate = bool(options.pop("emulate", False))
+        options.pop("cache_seed", None)
+        options.pop("use_cache", None)
+        request = self.build_request(prompt, **options)
+        if not self.supports_streaming:
+            if not emulate:
+                raise UnsupportedCapabilityError(f"{self.model_id} does not support streaming")
+            response = self._finish(await self._with_retries(lambda: self._sample(request)))
+            acc = StreamAccumulator(self.model_id)
+            for p in response.parts:
+                acc.add_part(p)
+            acc.metadata.update(response.metadata)
+            yield StreamChunk(
+                response.text,
+                0,
+                True,
+                response.usage,
+                response.metadata.get("finish_reason"),
+                (),
+                acc,
+                len(acc.parts),
+            )
+            return
+        attempt = 0
+        while True:
+            attempt += 1
+            agen = self._stream(request)
+            emitted = False
+            try:
+                async for chunk in agen:
+                    if chunk.final:
+                        self._account(chunk.usage)
+                    emitted = True
+                    yield chunk
+                return
+            except RetryableError as exc:
+                if emitted or not self._should_retry(attempt):
+                    raise
+                await self._backoff(attempt, exc)
+            finally:
+                await agen.aclose()
+
+    # -- provider hooks --------------------------------------------------------------------
+    async def _sample(self, request: LMRequest) -> AIMessage[Any]:
+        raise NotImplementedError
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
+        raise NotImplementedError
+        yield  # pragma: no cover  (makes this an async generator)
+
+    # -- internals -----------------------------------------------------------------------
+    def _finish(self, response: AIMessage[Any]) -> AIMessage[Any]:
+        if response.provenance is None:
+            response.provenance = Provenance(model=self.model_id)
+        self._account(response.usage)
+        return response
+
+    def _account(self, usage: Usage | None) -> None:
+        self.num_requests += 1
+        if usage is not None:
+            self.total_usage = self.total_usage + usage
+
+    def _should_retry(self, attempt: int) -> bool:
+        return self.retry is not None and attempt < self.retry.max_attempts
+
+    async def _backoff(self, attempt: int, error: BaseException) -> None:
+        assert self.retry is not None
+        await self.retry.sleep(self.retry.delay(attempt, error))
+
+    async def _with_retries(self, fn: Callable[[], Awaitable[AIMessage[Any]]]) -> AIMessage[Any]:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await fn()
+            except RetryableError as exc:
+                if not self._should_retry(attempt):
+                    raise
+                await self._backoff(attempt, exc)
+
+
+def _tool_spec(tool: Any) -> ToolSpec:
+    """Accept any object with a ``spec`` (``lf.Tool``) or a name/description/input_schema."""
+    spec = getattr(tool, "spec", None)
+    if isinstance(spec, ToolSpec):
+        return spec
+    if isinstance(tool, Mapping):
+        return ToolSpec(tool["name"], tool.get("description", ""), tool["input_schema"])
+    raise TypeError(f"not a tool: {tool!r}")
+
+
+def _normalize_prompt(prompt: Prompt) -> tuple[list[Message[Any]], str | None]:
+    """Flatten a prompt into turns; leading system turns become the separate system text."""
+    if isinstance(prompt, str):
+        return [UserMessage(prompt)], None
+    if isinstance(prompt, Message):
+        turns = prompt.turns()
+    else:
+        turns = [t for m in prompt for t in m.turns()]
+    system_parts: list[str] = []
+    body: list[Message[Any]] = []
+    for t in turns:
+        if isinstance(t, SystemMessage) and not body:
+            system_parts.append(t.text)
+        elif isinstance(t, SystemMessage):
+            raise UnsupportedCapabilityError("system messages must come before other turns")
+        else:
+            body.append(t)
+    if not body:
+        raise ValueError("a prompt needs at least one non-system message")
+    return body, ("\n\n".join(system_parts) if system_parts else None)

@@ -1,0 +1,114 @@
+"""Response caches: an in-memory LRU and a SQLite file that survives kernel restarts.
+
+Both store a response message's versioned JSON under a key the LanguageModel base computes
+from the model identity, the whole normalized request and ``cache_seed``. Caching is opt-in:
+pass ``cache=`` to a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Cache", "InMemoryCache", "SQLiteCache"]
+
+
+@runtime_checkable
+class Cache(Protocol):
+    async def get(self, key: str) -> dict[str, Any] | None: ...
+    async def put(self, key: str, value: dict[str, Any]) -> None: ...
+    async def delete(self, key: str) -> None: ...
+
+
+class InMemoryCache:
+    """A bounded LRU, local to this process."""
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        value = self._data.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._data.move_to_end(key)
+        self.hits += 1
+        return value
+
+    async def put(self, key: str, value: dict[str, Any]) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.max_entries:
+            self._data.popitem(last=False)
+
+    async def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class SQLiteCache:
+    """A persistent cache in one SQLite file, safe with concurrent writers (WAL, busy timeout).
+
+    Each operation opens a short-lived connection in a worker thread, so the event loop never
+    blocks on disk and several kernels can share the file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self._ready = False
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if not self._ready:
+            with self._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT "
+                    "NULL, created REAL NOT NULL DEFAULT (julianday('now')))"
+                )
+                self._ready = True
+        return conn
+
+    def _run(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        conn = self._connect()
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.close()
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        rows = await asyncio.to_thread(self._run, "SELECT value FROM responses WHERE key=?", (key,))
+        if not rows:
+            self.misses += 1
+            return None
+        self.hits += 1
+        value: dict[str, Any] = json.loads(rows[0][0])
+        return value
+
+    async def put(self, key: str, value: dict[str, Any]) -> None:
+        text = json.dumps(value, ensure_ascii=False)
+        await asyncio.to_thread(
+            self._run, "INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, text)
+        )
+
+    async def delete(self, key: str) -> None:
+        await asyncio.to_thread(self._run, "DELETE FROM responses WHERE key=?", (key,))
+
+    def __len__(self) -> int:
+        return int(self._run("SELECT COUNT(*) FROM responses", ())[0][0])

@@ -1,0 +1,448 @@
+"""Messages: an ordered list of content parts plus metadata, usage and provenance.
+
+Parts are the source of truth (text, modalities, tool calls, tool results, opaque provider
+continuation data); ``.text`` is derived from them. Every message round-trips through
+versioned JSON (``to_json`` / ``Message.from_json``); nothing executable is serialized.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from .modalities import Mime, modality_from_json
+
+__all__ = [
+    "AIMessage",
+    "ComplexMessage",
+    "ContinuationPart",
+    "Message",
+    "Part",
+    "Provenance",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolMessage",
+    "ToolResultPart",
+    "Usage",
+    "UserMessage",
+]
+
+JSON_VERSION = 1
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A complete model-requested call. Arguments are unvalidated until a tool checks them."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    kind: Literal["tool_call"] = "tool_call"
+
+    def __post_init__(self) -> None:
+        if not self.id or not self.name:
+            raise ValueError("a tool call needs an id and a name")
+        if not isinstance(self.args, dict):
+            raise ValueError("tool call arguments must be a JSON object")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultPart:
+    """The JSON text a tool returned, correlated to the call by ``call_id``."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationPart:
+    """Opaque provider state (e.g. thought signatures) that must go back to the same model."""
+
+    provider: str
+    model: str
+    data: Any
+    kind: Literal["continuation"] = "continuation"
+
+
+Part = TextPart | Mime | ToolCall | ToolResultPart | ContinuationPart
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them; ``None`` means unknown, never guessed."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        def add(a: int | None, b: int | None) -> int | None:
+            if a is None:
+                return b
+            return a if b is None else a + b
+
+        return Usage(
+            *(add(getattr(self, f), getattr(other, f)) for f in _USAGE_FIELDS),
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {f: v for f in _USAGE_FIELDS if (v := getattr(self, f)) is not None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Usage:
+        return cls(**{f: data.get(f) for f in _USAGE_FIELDS})
+
+
+_USAGE_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Which model produced a message, and within which invocation (trace node id)."""
+
+    model: str | None = None
+    invocation_id: str | None = None
+
+
+def _coerce_parts(content: str | Part | Iterable[str | Part] | None) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextPart(content)] if content else []
+    if isinstance(content, (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart)):
+        return [content]
+    parts: list[Part] = []
+    for item in content:
+        if isinstance(item, str):
+            if item:
+                parts.append(TextPart(item))
+        elif isinstance(item, (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart)):
+            parts.append(item)
+        else:
+            raise TypeError(f"not a message part: {type(item).__name__}")
+    return _merge_text(parts)
+
+
+def _merge_text(parts: list[Part]) -> list[Part]:
+    """Join adjacent text parts so equal content has one canonical shape."""
+    out: list[Part] = []
+    for p in parts:
+        if isinstance(p, TextPart) and out and isinstance(out[-1], TextPart):
+            out[-1] = TextPart(out[-1].text + p.text)
+        else:
+            out.append(p)
+    return out
+
+
+class Message(Generic[T]):
+    """A turn of a conversation. ``result`` holds the typed value of a structured query."""
+
+    role: ClassVar[str] = "message"
+    _roles: ClassVar[dict[str, type[Message[Any]]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Message._roles[cls.role] = cls
+
+    def __init__(
+        self,
+        content: str | Part | Iterable[str | Part] | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        usage: Usage | None = None,
+        result: T | None = None,
+        provenance: Provenance | None = None,
+    ) -> None:
+        self.parts: list[Part] = _coerce_parts(content)
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.usage = usage
+        self.result = result
+        self.provenance = provenance
+
+    # -- derived views -------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        """Text parts joined; modalities appear as short placeholders."""
+        out: list[str] = []
+        for p in self.parts:
+            if isinstance(p, TextPart):
+                out.append(p.text)
+            elif isinstance(p, Mime):
+                out.append(p.placeholder())
+            elif isinstance(p, ToolResultPart):
+                out.append(p.content)
+        return "".join(out)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def modalities(self) -> list[Mime]:
+        return [p for p in self.parts if isinstance(p, Mime)]
+
+    def turns(self) -> list[Message[Any]]:
+        """This message as a flat list of role-scoped turns (ComplexMessage overrides)."""
+        return [self]
+
+    def with_(self, **changes: Any) -> Message[T]:
+        """A copy with some attributes replaced (messages are treated as values)."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.parts = list(self.parts)
+        new.metadata = dict(self.metadata)
+        for k, v in changes.items():
+            if k == "parts":
+                v = _coerce_parts(v)
+            setattr(new, k, v)
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(self) is type(other)
+            and isinstance(other, Message)
+            and self.parts == other.parts
+            and self.metadata == other.metadata
+            and self.usage == other.usage
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        text = self.text
+        short = text if len(text) <= 60 else text[:57] + "..."
+        extra = f", tool_calls={len(self.tool_calls)}" if self.tool_calls else ""
+        return f"{type(self).__name__}({short!r}{extra})"
+
+    def __str__(self) -> str:
+        return self.text
+
+    # -- serialization -------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """Versioned plain-JSON form. ``result`` is stored as JSON data when it has one."""
+        out: dict[str, Any] = {
+            "version": JSON_VERSION,
+            "role": self.role,
+            "parts": [_part_to_json(p) for p in self.parts],
+        }
+        if self.metadata:
+            out["metadata"] = _jsonable(self.metadata)
+        if self.usage is not None:
+            out["usage"] = self.usage.to_json()
+        if self.result is not None:
+            out["result"] = _jsonable(self.result)
+        if self.provenance is not None:
+            out["provenance"] = {
+                k: v
+                for k, v in (
+                    ("model", self.provenance.model),
+                    ("invocation_id", self.provenance.invocation_id),
+                )
+                if v is not None
+            }
+        return out
+
+    def to_json_str(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_json(), ensure_ascii=False, **kwargs)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> Message[Any]:
+        """Rebuild a message. ``result`` comes back as plain JSON data, not the original type."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        assert isinstance(data, Mapping)
+        version = data.get("version")
+        if version != JSON_VERSION:
+            raise ValueError(f"unsupported message JSON version: {version!r}")
+        role = data.get("role")
+        klass = Message._roles.get(role or "")
+        if klass is None:
+            raise ValueError(f"unknown message role: {role!r}")
+        if klass is ComplexMessage:
+            return ComplexMessage(
+                [Message.from_json(t) for t in data.get("turns", [])],
+                metadata=data.get("metadata"),
+            )
+        msg: Message[Any] = klass.__new__(klass)
+        Message.__init__(
+            msg,
+            [_part_from_json(p) for p in data.get("parts", [])],
+            metadata=data.get("metadata"),
+            usage=Usage.from_json(data["usage"]) if "usage" in data else None,
+            result=data.get("result"),
+            provenance=Provenance(**data["provenance"]) if "provenance" in data else None,
+        )
+        return msg
+
+
+class UserMessage(Message[T]):
+    role: ClassVar[str] = "user"
+
+
+class AIMessage(Message[T]):
+    role: ClassVar[str] = "ai"
+
+
+class SystemMessage(Message[T]):
+    role: ClassVar[str] = "system"
+
+
+class ToolMessage(Message[T]):
+    """The result of one tool call, sent back to the model."""
+
+    role: ClassVar[str] = "tool"
+
+    def __init__(
+        self,
+        content: str,
+        call_id: str,
+        name: str = "",
+        *,
+        is_error: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(ToolResultPart(call_id, name, content, is_error), metadata=metadata)
+
+    @property
+    def call_id(self) -> str:
+        part = self.parts[0]
+        assert isinstance(part, ToolResultPart)
+        return part.call_id
+
+
+class ComplexMessage(Message[T]):
+    """An ordered transcript of role-scoped turns, sent to a model as one prompt."""
+
+    role: ClassVar[str] = "complex"
+
+    def __init__(
+        self,
+        messages: Sequence[Message[Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(None, metadata=metadata)
+        flat: list[Message[Any]] = []
+        for m in messages:
+            flat.extend(m.turns())
+        self.messages = flat
+
+    @property
+    def parts(self) -> list[Part]:
+        return [p for m in self.messages for p in m.parts]
+
+    @parts.setter
+    def parts(self, value: list[Part]) -> None:
+        if value:
+            raise AttributeError("a ComplexMessage's parts come from its turns")
+
+    def turns(self) -> list[Message[Any]]:
+        return list(self.messages)
+
+    def __iter__(self) -> Iterator[Message[Any]]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ComplexMessage) and self.messages == other.messages
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"ComplexMessage({len(self.messages)} turns)"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": JSON_VERSION,
+            "role": self.role,
+            "turns": [m.to_json() for m in self.messages],
+        }
+        if self.metadata:
+            out["metadata"] = _jsonable(self.metadata)
+        return out
+
+
+# -- helpers --------------------------------------------------------------------------------
+def _part_to_json(p: Part) -> dict[str, Any]:
+    if isinstance(p, Mime):
+        return p.to_json()
+    if isinstance(p, TextPart):
+        return {"kind": "text", "text": p.text}
+    if isinstance(p, ToolCall):
+        return {"kind": "tool_call", "id": p.id, "name": p.name, "args": _jsonable(p.args)}
+    if isinstance(p, ToolResultPart):
+        out: dict[str, Any] = {
+            "kind": "tool_result",
+            "call_id": p.call_id,
+            "name": p.name,
+            "content": p.content,
+        }
+        if p.is_error:
+            out["is_error"] = True
+        return out
+    return {
+        "kind": "continuation",
+        "provider": p.provider,
+        "model": p.model,
+        "data": _jsonable(p.data),
+    }
+
+
+def _part_from_json(d: Mapping[str, Any]) -> Part:
+    kind = d.get("kind")
+    if kind == "text":
+        return TextPart(d["text"])
+    if kind == "tool_call":
+        return ToolCall(d["id"], d["name"], dict(d["args"]))
+    if kind == "tool_result":
+        return ToolResultPart(
+            d["call_id"], d.get("name", ""), d["content"], bool(d.get("is_error", False))
+        )
+    if kind == "continuation":
+        return ContinuationPart(d["provider"], d["model"], d["data"])
+    if kind in Mime._registry or kind == "mime":
+        return modality_from_json(dict(d))
+    raise ValueError(f"unknown message part kind: {kind!r}")
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON data for a value; pydantic models and dataclasses via their JSON mode."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Message):
+        return value.to_json()
+    if isinstance(value, Mime):
+        return value.to_json()
+    from pydantic import TypeAdapter  # imported lazily: only rich results need it
+
+    try:
+        return TypeAdapter(type(value)).dump_python(value, mode="json")
+    except Exception:
+        return repr(value)

@@ -45,6 +45,8 @@ from .messages import (
     UserMessage,
 )
 from .modalities import PDF, Audio, Image, Mime, Video
+from .structured.query import query
+from .template import LangFunc, Template
 
 __version__ = "0.1.0"
 
@@ -66,6 +68,7 @@ __all__ = [
     "IncompleteGenerationError",
     "InvalidRequestError",
     "LMError",
+    "LangFunc",
     "LangFxError",
     "LanguageModel",
     "MappingError",
@@ -80,6 +83,7 @@ __all__ = [
     "StreamChunk",
     "StreamProtocolError",
     "SystemMessage",
+    "Template",
     "TemplateError",
     "ToolCall",
     "ToolDeniedError",
@@ -90,6 +94,7 @@ __all__ = [
     "UserMessage",
     "Video",
     "llms",
+    "query",
 ]
 
 

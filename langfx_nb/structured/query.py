@@ -1,0 +1,65 @@
+"""``lf.query``: one prompt, one model call, a typed answer.
+
+Without a schema the answer is the response text. With a schema the call goes through a
+``Mapping`` (prompt protocol → model → parse → pydantic validation) and the answer is the
+validated value; ``returns_message=True`` gives the response message with ``.result`` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..messages import AIMessage, Message
+from ..template import Template, render_prompt
+
+if TYPE_CHECKING:
+    from ..llms.base import LanguageModel
+
+__all__ = ["query"]
+
+
+async def query(
+    prompt: str | Template | Message[Any] | Sequence[Message[Any]],
+    schema: Any = None,
+    *,
+    lm: LanguageModel | None = None,
+    vars: Mapping[str, Any] | None = None,
+    returns_message: bool = False,
+    protocol: str = "python",
+    native_structured_output: bool = False,
+    examples: Sequence[Any] | None = None,
+    system_message: str | Message[Any] | None = None,
+    **options: Any,
+) -> Any:
+    """Ask ``lm`` and return ``str`` (no schema) or the validated value of ``schema``.
+
+    A ``str`` prompt is a Template rendered with ``vars``; a ``Template`` is rendered with
+    ``vars``; a ``Message`` is sent as is. ``options`` are model call options (sampling,
+    ``cache_seed``, ...), kept apart from template variables so names never collide.
+    """
+    if lm is None:
+        raise TypeError("query() needs a model: pass lm=")
+    if schema is None:
+        if native_structured_output:
+            raise TypeError("native_structured_output=True needs a schema")
+        if examples:
+            raise TypeError("examples= need a schema")
+        message = render_prompt(prompt, vars)
+        if system_message is not None:
+            options["system_message"] = system_message
+        response: AIMessage[Any] = await lm.call(message, **options)
+        response.result = response.text
+        return response if returns_message else response.text
+    from .mapping import Mapping as _Mapping
+
+    mapping: _Mapping = _Mapping(
+        prompt,
+        schema,
+        protocol=protocol,
+        native_structured_output=native_structured_output,
+        examples=examples,
+        system_message=system_message,
+    )
+    response = await mapping.call(vars, lm=lm, **options)
+    return response if returns_message else response.result

@@ -73,10 +73,11 @@ class SQLiteCache:
         self.misses = 0
 
     def _connect(self) -> sqlite3.Connection:
+        if not self._ready:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         if not self._ready:
             with self._lock:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT "

@@ -1,0 +1,480 @@
+"""Shared httpx plumbing for the provider adapters.
+
+One base class (``HTTPModel``) owns what the three providers have in common: where requests
+go (``base_url``), how they are sent (an injected ``httpx.AsyncClient`` or transport, else a
+client of our own per event loop), how the key is found, how HTTP failures become errors from
+``langfx_nb.errors``, and how a server-sent-event stream is decoded.
+
+Rules a caller may rely on:
+
+- Nothing happens at construction: no network, no environment lookup.
+- An explicit ``api_key`` (a string, or an async function returning one) always wins. Without
+  one, the provider's environment variable is read at request time, and only sent to the
+  provider's own default endpoint; a custom ``base_url`` never receives an environment key
+  (so a local vLLM server never sees your OpenAI key).
+- No key at all is an ``AuthenticationError`` before sending, unless the request does not go
+  to the default endpoint unaided (a custom ``base_url``, ``transport`` or ``http_client``):
+  then it is sent without credentials, for gateways that authenticate on their own.
+- ``allow_model_requests(False)`` blocks requests that would use a real network client; an
+  injected transport or client is never blocked.
+- Keys never appear in ``repr``, exceptions or ``cache_identity``. Error messages carry the
+  HTTP status and the provider's short error type or code, never the response body.
+- Every streamed response is closed in ``finally``: on normal end, early ``break``,
+  cancellation and errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, NoReturn
+
+import httpx
+
+from ..errors import (
+    AuthenticationError,
+    ContextLengthError,
+    InvalidRequestError,
+    LMError,
+    NetworkBlockedError,
+    RateLimitError,
+    ServerError,
+    StreamProtocolError,
+)
+from ..messages import ContinuationPart, Message
+from .base import LanguageModel, model_requests_allowed
+
+__all__ = [
+    "ErrorInfo",
+    "HTTPModel",
+    "KeyResolver",
+    "SSEEvent",
+    "SSEParser",
+    "error_from_status",
+    "iter_sse",
+    "parse_google_duration",
+    "parse_retry_after",
+]
+
+KeyResolver = Callable[[], Awaitable[str]]
+_MAX_ERROR_BODY = 64 * 1024
+_BOM = b"\xef\xbb\xbf"
+_SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+class _Secret:
+    """Holds a key so that ``repr``/``vars`` of a model never show it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | KeyResolver) -> None:
+        self._value = value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    async def get(self) -> str:
+        value = self._value
+        if isinstance(value, str):
+            return value
+        return await value()
+
+
+# -- errors --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """What an adapter learned from an error body; ``code`` is the short type shown to users."""
+
+    code: str | None = None
+    retry_after: float | None = None
+    context_length: bool = False
+    auth: bool = False
+
+
+def safe_code(value: Any) -> str | None:
+    """A provider error type/code, only if it looks like an identifier (never free text)."""
+    if isinstance(value, str) and _SAFE_CODE.match(value):
+        return value
+    return None
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def parse_google_duration(value: Any) -> float | None:
+    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds."""
+    if isinstance(value, str) and value.endswith("s"):
+        try:
+            return max(0.0, float(value[:-1]))
+        except ValueError:
+            return None
+    return None
+
+
+def error_from_status(
+    provider: str, status: int, info: ErrorInfo, retry_after: float | None = None
+) -> LMError:
+    """The error class for an HTTP failure; the message is status + short code only."""
+    code = f" ({info.code})" if info.code else ""
+    message = f"{provider} request failed: HTTP {status}{code}"
+    if status in (401, 403) or info.auth:
+        return AuthenticationError(message, status=status)
+    if status == 429:
+        wait = info.retry_after if info.retry_after is not None else retry_after
+        return RateLimitError(message, status=status, retry_after=wait)
+    if status >= 500 or status == 408:
+        return ServerError(message, status=status)
+    if info.context_length:
+        return ContextLengthError(message, status=status)
+    return InvalidRequestError(message, status=status)
+
+
+# -- server-sent events --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    event: str
+    data: str
+
+
+class SSEParser:
+    """Incremental ``text/event-stream`` decoder over bytes (WHATWG SSE rules).
+
+    Lines are split on bytes (CR, LF or CRLF; a CR that ends a chunk is held back until the
+    next byte shows whether an LF follows), and each field value is decoded as UTF-8 on its
+    own: a line-break byte never occurs inside a multi-byte character, so every split of the
+    same bytes gives the same events. Comments, ``id`` and ``retry`` are ignored; an event
+    still unterminated at end of stream is discarded, as the standard says. Invalid UTF-8 is
+    a ``StreamProtocolError``.
+    """
+
+    __slots__ = ("_buf", "_data", "_event", "_started")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._event = ""
+        self._data: list[str] = []
+        self._started = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._buf:
+            chunk = self._buf + chunk
+        if not self._started:
+            if len(chunk) < 3 and _BOM.startswith(chunk):
+                self._buf = chunk  # perhaps a byte-order mark split across chunks
+                return []
+            self._started = True
+            if chunk.startswith(_BOM):
+                chunk = chunk[3:]
+        if b"\r" in chunk:
+            tail = b""
+            if chunk[-1] == 13:
+                chunk, tail = chunk[:-1], b"\r"
+            lines = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            self._buf = lines.pop() + tail
+        else:
+            lines = chunk.split(b"\n")
+            self._buf = lines.pop()
+        return self._lines(lines) if lines else []
+
+    def close(self) -> list[SSEEvent]:
+        """Process a final line ended by a held-back CR; drop any unterminated rest."""
+        buf, self._buf = self._buf, b""
+        if buf.endswith(b"\r"):
+            return self._lines(buf[:-1].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"))
+        return []
+
+    def _lines(self, lines: list[bytes]) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:  # a blank line dispatches; an event without data is dropped
+                    out.append(SSEEvent(self._event or "message", "\n".join(data)))
+                    data = self._data = []
+                self._event = ""
+                continue
+            if line[0] == 58:  # ":" starts a comment
+                continue
+            name, colon, value = line.partition(b":")
+            if colon and value[:1] == b" ":
+                value = value[1:]
+            try:
+                if name == b"data":
+                    data.append(value.decode())
+                elif name == b"event":
+                    self._event = value.decode()
+            except UnicodeDecodeError as exc:
+                raise StreamProtocolError("event stream is not valid UTF-8") from exc
+        return out
+
+
+async def iter_sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[SSEEvent]:
+    """The events of a byte stream (see ``SSEParser``)."""
+    parser = SSEParser()
+    async for chunk in chunks:
+        if chunk:
+            for event in parser.feed(chunk):
+                yield event
+    for event in parser.close():
+        yield event
+
+
+# -- the shared model base -----------------------------------------------------------------
+class HTTPModel(LanguageModel):
+    """A ``LanguageModel`` reached over HTTP. Subclasses set the class variables below and
+    implement ``_auth_headers``, ``_error_info``, ``_sample`` and ``_stream``."""
+
+    default_base_url: ClassVar[str] = ""
+    env_vars: ClassVar[tuple[str, ...]] = ()
+    default_timeout: ClassVar[httpx.Timeout] = httpx.Timeout(120.0, connect=10.0)
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | KeyResolver | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> None:
+        if not model or not isinstance(model, str):
+            raise ValueError(f"{type(self).__name__} needs a model id, e.g. model='...'")
+        if http_client is not None and transport is not None:
+            raise ValueError("pass http_client= or transport=, not both")
+        super().__init__(model, **kw)
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self._key = _Secret(api_key) if api_key is not None else None
+        self._http_client = http_client
+        self._transport = transport
+        if timeout is None:
+            timeout = self.default_timeout
+        self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        self._extra_headers = dict(headers or {})
+        self.extra_body = dict(extra_body or {})
+        self._own_clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
+
+    # -- identity --------------------------------------------------------------------------
+    @property
+    def uses_default_endpoint(self) -> bool:
+        return self.base_url == self.default_base_url.rstrip("/")
+
+    def cache_identity(self) -> dict[str, Any]:
+        out = {**super().cache_identity(), "base_url": self.base_url}
+        if self.extra_body:
+            out["extra_body"] = self.extra_body
+        return out
+
+    def __repr__(self) -> str:
+        where = "" if self.uses_default_endpoint else f", base_url={self.base_url!r}"
+        return f"{type(self).__name__}({self.model!r}{where})"
+
+    # -- keys and clients --------------------------------------------------------------------
+    async def _api_key(self) -> str | None:
+        """The key for this request (see module docstring for the rule)."""
+        if self._key is not None:
+            key = await self._key.get()
+            if not key:
+                raise AuthenticationError(f"{self.provider}: the api_key resolver returned no key")
+            return key
+        unaided = self.uses_default_endpoint and self._transport is None
+        unaided = unaided and self._http_client is None
+        if self.uses_default_endpoint:
+            import os
+
+            for var in self.env_vars:
+                if value := os.environ.get(var):
+                    return value
+        if unaided:
+            names = " or ".join(self.env_vars)
+            raise AuthenticationError(f"{self.provider}: no API key: pass api_key= or set {names}")
+        return None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http_client is not None:
+            return self._http_client
+        if self._transport is None and not model_requests_allowed():
+            raise NetworkBlockedError(
+                f"{self.model_id}: real model requests are blocked (allow_model_requests(False))"
+            )
+        loop = asyncio.get_running_loop()
+        held = self._own_clients.get(id(loop))
+        if held is not None and held[0] is loop and not held[1].is_closed:
+            return held[1]
+        for key, (old_loop, _) in list(self._own_clients.items()):
+            if old_loop.is_closed():
+                del self._own_clients[key]
+        client = httpx.AsyncClient(transport=self._transport, timeout=self._timeout)
+        self._own_clients[id(loop)] = (loop, client)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients this model created (an injected client is left to its owner)."""
+        clients = [c for _, c in self._own_clients.values()]
+        self._own_clients.clear()
+        for c in clients:
+            await c.aclose()
+
+    # -- provider hooks --------------------------------------------------------------------
+    def _auth_headers(self, key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _error_info(self, status: int, body: Any) -> ErrorInfo:
+        """Pull the short code (and hints) out of a parsed error body."""
+        raise NotImplementedError
+
+    # -- requests ----------------------------------------------------------------------------
+    async def _headers(self) -> dict[str, str]:
+        key = await self._api_key()
+        return {
+            "content-type": "application/json",
+            **self._auth_headers(key),
+            **self._extra_headers,
+        }
+
+    def _body(self, body: dict[str, Any]) -> bytes:
+        if self.extra_body:
+            body = {**body, **self.extra_body}
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
+        """POST and return the parsed JSON body of a 2xx response."""
+        headers = await self._headers()
+        client = self._client()
+        try:
+            response = await client.post(url, content=self._body(body), headers=headers)
+        except httpx.TransportError as exc:
+            raise _transport_error(self.provider, exc) from exc
+        try:
+            if response.status_code >= 400:
+                self._raise_status(response, response.content)
+            try:
+                return json.loads(response.content)
+            except ValueError as exc:
+                raise StreamProtocolError(
+                    f"{self.provider}: response body is not JSON (HTTP {response.status_code})"
+                ) from exc
+        finally:
+            await response.aclose()
+
+    async def _sse(self, url: str, body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
+        """POST and yield the server-sent events of the response; always closes it."""
+        headers = await self._headers()
+        headers["accept"] = "text/event-stream"
+        client = self._client()
+        request = client.build_request("POST", url, content=self._body(body), headers=headers)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise _transport_error(self.provider, exc) from exc
+        try:
+            if response.status_code >= 400:
+                raw = b""
+                try:
+                    async for part in response.aiter_bytes():
+                        raw += part
+                        if len(raw) > _MAX_ERROR_BODY:
+                            break
+                except httpx.TransportError:
+                    pass
+                self._raise_status(response, raw)
+            try:
+                async for event in iter_sse(response.aiter_bytes()):
+                    yield event
+            except httpx.TransportError as exc:
+                raise _transport_error(self.provider, exc) from exc
+        finally:
+            await response.aclose()
+
+    def _raise_status(self, response: httpx.Response, raw: bytes) -> NoReturn:
+        status = response.status_code
+        try:
+            parsed: Any = json.loads(raw[:_MAX_ERROR_BODY]) if raw else None
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and parsed:  # Google sometimes wraps errors in a list
+            parsed = parsed[0]
+        try:
+            info = self._error_info(status, parsed) if isinstance(parsed, dict) else ErrorInfo()
+        except Exception:  # a malformed error body must not mask the HTTP failure
+            info = ErrorInfo()
+        raise error_from_status(self.provider, status, info, parse_retry_after(response.headers))
+
+    # -- continuation ----------------------------------------------------------------------
+    def _continuation(self, data: dict[str, Any]) -> ContinuationPart:
+        return ContinuationPart(
+            self.provider, self.model or "", {"base_url": self.base_url, **data}
+        )
+
+    def _own_continuation(self, message: Message[Any]) -> ContinuationPart | None:
+        """This model's continuation part in ``message``; foreign ones are rejected."""
+        found: ContinuationPart | None = None
+        for p in message.parts:
+            if not isinstance(p, ContinuationPart):
+                continue
+            base = p.data.get("base_url") if isinstance(p.data, dict) else None
+            if p.provider != self.provider or p.model != self.model or base != self.base_url:
+                raise InvalidRequestError(
+                    f"{self.model_id}: the transcript holds continuation data from "
+                    f"{p.provider}:{p.model} at another model or endpoint; drop its "
+                    "ContinuationPart parts to reuse the transcript with this model"
+                )
+            found = p
+        return found
+
+
+def _transport_error(provider: str, exc: httpx.TransportError) -> ServerError:
+    kind = type(exc).__name__
+    return ServerError(f"{provider}: connection failed ({kind})")
+
+
+def json_object(text: str, what: str) -> dict[str, Any]:
+    """Parse JSON text that must be an object (tool-call arguments)."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise StreamProtocolError(f"{what} is not valid JSON") from exc
+    if not isinstance(value, dict):
+        raise StreamProtocolError(f"{what} is not a JSON object")
+    return value
+
+
+def tool_result_value(content: str) -> Any:
+    """A tool result's JSON text as data (plain text stays a string)."""
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content

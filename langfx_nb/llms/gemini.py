@@ -1,0 +1,482 @@
+"""Google Gemini (Developer API): ``generateContent`` and ``streamGenerateContent?alt=sse``.
+
+Requests go to ``{base_url}/models/{model}:generateContent`` with the key in the
+``x-goog-api-key`` header (never in the URL). Tools are declared with
+``parametersJsonSchema``; native structured output uses ``responseJsonSchema`` within a
+conservative keyword subset (``GEMINI_SCHEMA_KEYWORDS``) checked before sending.
+
+Continuation: when a response carries thought signatures, thought parts or provider call ids,
+the raw response parts are kept in a ``ContinuationPart`` and sent back verbatim on later
+turns to the same model and endpoint; other models reject them before sending.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, ClassVar
+
+from ..errors import (
+    ContentFilteredError,
+    EmptyGenerationError,
+    GenerationError,
+    IncompleteGenerationError,
+    InvalidRequestError,
+    StreamProtocolError,
+    UnsupportedCapabilityError,
+)
+from ..messages import (
+    AIMessage,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    ToolResultPart,
+    Usage,
+    UserMessage,
+)
+from ..modalities import Mime
+from ._http import (
+    ErrorInfo,
+    HTTPModel,
+    error_from_status,
+    parse_google_duration,
+    safe_code,
+    tool_result_value,
+)
+from .base import Capabilities, LMRequest
+from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
+
+__all__ = ["GEMINI_SCHEMA_KEYWORDS", "Gemini", "GoogleGenAI", "gemini_schema"]
+
+GEMINI_SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "title",
+        "description",
+        "enum",
+        "const",
+        "anyOf",
+        "$defs",
+        "$ref",
+        "$schema",
+        "default",
+    }
+)
+_TRUNCATED = frozenset({"MAX_TOKENS"})
+_FILTERED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+_OK = frozenset({"STOP", "FINISH_REASON_UNSPECIFIED"})
+_TEXT_KEYS = frozenset({"text", "thought", "thoughtSignature"})
+
+
+def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON schema rewritten for ``responseJsonSchema``: local ``$ref``s inlined, ``const``
+    as a one-value ``enum``, ``$schema``/``default`` dropped. Any keyword outside
+    ``GEMINI_SCHEMA_KEYWORDS`` (formats, patterns, recursion...) raises
+    ``UnsupportedCapabilityError`` so nothing is silently relaxed."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any, path: str, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, bool):
+            return node
+        if not isinstance(node, Mapping):
+            raise UnsupportedCapabilityError(f"gemini: schema at {path} is not an object")
+        unknown = set(node) - GEMINI_SCHEMA_KEYWORDS
+        if unknown:
+            raise UnsupportedCapabilityError(
+                f"gemini: responseJsonSchema does not support {', '.join(sorted(unknown))} "
+                f"(at {path}); use prompt-based JSON instead"
+            )
+        if "$ref" in node:
+            ref = node["$ref"]
+            if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
+                raise UnsupportedCapabilityError(f"gemini: unsupported $ref {ref!r} at {path}")
+            name = ref[len("#/$defs/") :]
+            if name in seen:
+                raise UnsupportedCapabilityError(f"gemini: recursive schema {name!r} at {path}")
+            if name not in defs:
+                raise UnsupportedCapabilityError(f"gemini: unknown $ref {ref!r} at {path}")
+            merged = {k: v for k, v in node.items() if k != "$ref"}
+            target = walk(defs[name], ref, (*seen, name))
+            return {**target, **{k: walk_value(k, v, path, seen) for k, v in merged.items()}}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("$schema", "$defs", "default"):
+                continue
+            if key == "const":
+                out["enum"] = [value]
+                continue
+            out[key] = walk_value(key, value, path, seen)
+        if "enum" in out and not all(isinstance(v, (str, int, float)) for v in out["enum"]):
+            raise UnsupportedCapabilityError(f"gemini: enum values at {path} must be str/number")
+        return out
+
+    def walk_value(key: str, value: Any, path: str, seen: tuple[str, ...]) -> Any:
+        if key == "properties":
+            return {k: walk(v, f"{path}.{k}", seen) for k, v in dict(value).items()}
+        if key in ("items", "additionalProperties"):
+            return walk(value, f"{path}[]", seen)
+        if key == "anyOf":
+            return [walk(v, f"{path}|{i}", seen) for i, v in enumerate(value)]
+        return value
+
+    return walk(schema, "$", ())
+
+
+class Gemini(HTTPModel):
+    """Gemini through the Generative Language API (``v1beta``)."""
+
+    provider: ClassVar[str] = "gemini"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        modalities=frozenset({"image", "audio", "video", "pdf"}), tools=True, native_schema=True
+    )
+    default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
+    env_vars: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+    # -- wire details --------------------------------------------------------------------
+    def _auth_headers(self, key: str | None) -> dict[str, str]:
+        return {"x-goog-api-key": key} if key else {}
+
+    def _error_info(self, status: int, body: Any) -> ErrorInfo:
+        err = body.get("error") or {}
+        code = safe_code(err.get("status"))
+        retry_after = None
+        auth = False
+        for detail in err.get("details") or ():
+            if not isinstance(detail, dict):
+                continue
+            kind = str(detail.get("@type", ""))
+            if kind.endswith("google.rpc.RetryInfo"):
+                retry_after = parse_google_duration(detail.get("retryDelay"))
+            elif kind.endswith("google.rpc.ErrorInfo"):
+                reason = safe_code(detail.get("reason"))
+                if reason in ("API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED"):
+                    auth = True
+                    code = reason
+        message = str(err.get("message", "")).lower()
+        context = "token count" in message and ("exceed" in message or "maximum" in message)
+        return ErrorInfo(code, retry_after, context_length=context, auth=auth)
+
+    def _url(self, method: str) -> str:
+        model = self.model or ""
+        path = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+        return f"{self.base_url}/{path}:{method}"
+
+    def check_capabilities(self, request: LMRequest) -> None:
+        super().check_capabilities(request)
+        if request.response_schema is not None:
+            gemini_schema(request.response_schema)
+
+    # -- encoding --------------------------------------------------------------------------
+    def encode(self, request: LMRequest) -> dict[str, Any]:
+        """The JSON body for a request (no I/O; raises before sending on bad input)."""
+        provider_ids: set[str] = set()
+        contents: list[dict[str, Any]] = []
+
+        def add(role: str, parts: list[dict[str, Any]]) -> None:
+            if not parts:
+                return
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": role, "parts": parts})
+
+        for turn in request.messages:
+            if isinstance(turn, AIMessage):
+                add("model", self._model_parts(turn, provider_ids))
+            elif isinstance(turn, (UserMessage, ToolMessage)):
+                add("user", self._user_parts(turn, provider_ids))
+            else:
+                raise InvalidRequestError(f"gemini: cannot send a {turn.role!r} turn")
+        body: dict[str, Any] = {"contents": contents}
+        if request.system:
+            body["systemInstruction"] = {"parts": [{"text": request.system}]}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {
+                            "name": t.name,
+                            "description": t.description,
+                            "parametersJsonSchema": dict(t.input_schema),
+                        }
+                        for t in request.tools
+                    ]
+                }
+            ]
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            mode = {"auto": "AUTO", "any": "ANY", "none": "NONE"}.get(choice)
+            config: dict[str, Any] = {"mode": mode or "ANY"}
+            if mode is None:
+                if choice not in {t.name for t in request.tools}:
+                    raise InvalidRequestError(f"gemini: tool_choice names unknown tool {choice!r}")
+                config["allowedFunctionNames"] = [choice]
+            body["toolConfig"] = {"functionCallingConfig": config}
+        gen: dict[str, Any] = {}
+        o = request.options
+        for key, value in (
+            ("temperature", o.temperature),
+            ("topP", o.top_p),
+            ("topK", o.top_k),
+            ("maxOutputTokens", o.max_tokens),
+            ("seed", o.seed),
+        ):
+            if value is not None:
+                gen[key] = value
+        if o.stop:
+            gen["stopSequences"] = list(o.stop)
+        if request.response_schema is not None:
+            gen["responseMimeType"] = "application/json"
+            gen["responseJsonSchema"] = gemini_schema(request.response_schema)
+        if gen:
+            body["generationConfig"] = gen
+        return body
+
+    def _model_parts(self, turn: Message[Any], provider_ids: set[str]) -> list[dict[str, Any]]:
+        cont = self._own_continuation(turn)
+        if cont is not None:
+            raw = list(cont.data.get("parts") or ())
+            for p in raw:
+                call = p.get("functionCall") if isinstance(p, dict) else None
+                if isinstance(call, dict) and call.get("id"):
+                    provider_ids.add(str(call["id"]))
+            return raw
+        parts: list[dict[str, Any]] = []
+        for p in turn.parts:
+            if isinstance(p, TextPart):
+                parts.append({"text": p.text})
+            elif isinstance(p, ToolCall):
+                parts.append({"functionCall": {"name": p.name, "args": p.args}})
+            elif isinstance(p, Mime):
+                parts.append(_media(p))
+            else:
+                raise InvalidRequestError(f"gemini: a model turn cannot hold a {p.kind} part")
+        return parts
+
+    def _user_parts(self, turn: Message[Any], provider_ids: set[str]) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        for p in turn.parts:
+            if isinstance(p, TextPart):
+                parts.append({"text": p.text})
+            elif isinstance(p, Mime):
+                parts.append(_media(p))
+            elif isinstance(p, ToolResultPart):
+                value = tool_result_value(p.content)
+                if p.is_error:
+                    response = {"error": value}
+                elif isinstance(value, dict):
+                    response = value
+                else:
+                    response = {"result": value}
+                fr: dict[str, Any] = {"name": p.name, "response": response}
+                if p.call_id in provider_ids:
+                    fr["id"] = p.call_id
+                if not p.name:
+                    raise InvalidRequestError("gemini: a tool result needs the tool's name")
+                parts.append({"functionResponse": fr})
+            else:
+                raise InvalidRequestError(f"gemini: a user turn cannot hold a {p.kind} part")
+        return parts
+
+    # -- calls -----------------------------------------------------------------------------
+    async def _sample(self, request: LMRequest) -> AIMessage[Any]:
+        data = await self._post_json(self._url("generateContent"), self.encode(request))
+        decoder = _Decoder(self)
+        for _ in decoder.feed(data):
+            pass
+        decoder.finish()
+        return decoder.acc.message()
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
+        decoder = _Decoder(self)
+        events = self._sse(self._url("streamGenerateContent") + "?alt=sse", self.encode(request))
+        try:
+            async for event in events:
+                try:
+                    data = json.loads(event.data)
+                except ValueError as exc:
+                    raise StreamProtocolError("gemini: stream event is not JSON") from exc
+                for chunk in decoder.feed(data):
+                    yield chunk
+        finally:
+            await events.aclose()
+        yield decoder.finish()
+
+
+GoogleGenAI = Gemini  # the name Python users of Google's SDK know
+
+
+def _media(p: Mime) -> dict[str, Any]:
+    if p.data is not None:
+        return {"inlineData": {"mimeType": p.mime_type, "data": p.to_base64()}}
+    return {"fileData": {"mimeType": p.mime_type, "fileUri": p.uri}}
+
+
+class _Decoder:
+    """Turns ``GenerateContentResponse`` objects (one, or one per stream event) into chunks."""
+
+    def __init__(self, lm: Gemini) -> None:
+        self.lm = lm
+        self.acc = StreamAccumulator(lm.model_id)
+        self.raw: list[dict[str, Any]] = []
+        self._text: list[str] | None = None  # pieces of the open plain-text raw part
+        self._thought = False
+        self.needs_continuation = False
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.block_reason: str | None = None
+        self.has_output = False
+        self.response_id: str | None = None
+
+    def feed(self, data: Any) -> list[StreamChunk]:
+        if not isinstance(data, dict):
+            raise StreamProtocolError("gemini: response is not a JSON object")
+        if "error" in data:
+            err = data["error"] if isinstance(data["error"], dict) else {}
+            code = err.get("code")
+            status = code if isinstance(code, int) else 500
+            info = self.lm._error_info(status, data)
+            raise error_from_status("gemini", status, info)
+        if (usage := data.get("usageMetadata")) is not None:
+            self.usage = usage
+        if (rid := data.get("responseId")) is not None:
+            self.response_id = rid
+        feedback = data.get("promptFeedback") or {}
+        if feedback.get("blockReason"):
+            self.block_reason = safe_code(feedback["blockReason"]) or "BLOCKED"
+        chunks: list[StreamChunk] = []
+        candidates = data.get("candidates") or ()
+        for cand in candidates:
+            if cand.get("index", 0) != 0:
+                continue
+            for part in (cand.get("content") or {}).get("parts") or ():
+                chunk = self._part(part)
+                if chunk is not None:
+                    chunks.append(chunk)
+            if cand.get("finishReason"):
+                self.finish_reason = str(cand["finishReason"])
+        return chunks
+
+    def _part(self, part: dict[str, Any]) -> StreamChunk | None:
+        sig = part.get("thoughtSignature")
+        if sig is not None:
+            self.needs_continuation = True
+        if "text" in part or (sig is not None and set(part) <= _TEXT_KEYS):
+            text = str(part.get("text", ""))
+            thought = bool(part.get("thought"))
+            if thought:
+                self.needs_continuation = True
+            if self._text is None or self._thought != thought:
+                self._close_text()
+                self._text = []
+                self._thought = thought
+            self._text.append(text)
+            if sig is not None:
+                self._close_text(sig)
+            if thought or not text:
+                return None
+            self.has_output = True
+            return self.acc.text(text)
+        if "functionCall" in part:
+            self._close_text()
+            fc = part["functionCall"]
+            if not isinstance(fc, dict) or not fc.get("name"):
+                raise StreamProtocolError("gemini: malformed functionCall part")
+            args = fc.get("args") or {}
+            if not isinstance(args, dict):
+                raise StreamProtocolError("gemini: functionCall args is not an object")
+            call_id = fc.get("id")
+            if call_id:
+                self.needs_continuation = True
+            else:
+                call_id = f"call_{uuid.uuid4().hex[:16]}"
+            self.raw.append(dict(part))
+            call = ToolCall(str(call_id), str(fc["name"]), args)
+            self.has_output = True
+            return self.acc.events(
+                ToolCallStart(call.id, call.name),
+                ToolCallDelta(call.id, json.dumps(args, ensure_ascii=False)),
+                ToolCallEnd(call),
+            )
+        kinds = ", ".join(sorted(k for k in part if k not in _TEXT_KEYS)) or "empty"
+        raise StreamProtocolError(f"gemini: unsupported response part type ({kinds})")
+
+    def _close_text(self, signature: str | None = None) -> None:
+        if self._text is None:
+            return
+        part: dict[str, Any] = {"text": "".join(self._text)}
+        if self._thought:
+            part["thought"] = True
+        if signature is not None:
+            part["thoughtSignature"] = signature
+        self.raw.append(part)
+        self._text = None
+
+    def finish(self) -> StreamChunk:
+        self._close_text()
+        if self.block_reason and not self.has_output:
+            raise ContentFilteredError(f"gemini: the prompt was blocked ({self.block_reason})")
+        reason = self.finish_reason
+        if reason is None:
+            if not self.has_output:
+                raise EmptyGenerationError("gemini: the response has no candidates")
+            raise StreamProtocolError("gemini: the response ended without a finish reason")
+        code = safe_code(reason) or "unknown"
+        if reason in _TRUNCATED:
+            raise IncompleteGenerationError(f"gemini: output truncated ({code})")
+        if reason in _FILTERED:
+            raise ContentFilteredError(f"gemini: response blocked ({code})")
+        if reason not in _OK:
+            raise GenerationError(f"gemini: generation stopped ({code})")
+        if not self.has_output:
+            raise EmptyGenerationError("gemini: the model returned no text and no tool calls")
+        if self.needs_continuation:
+            self.acc.add_part(self.lm._continuation({"parts": self.raw}))
+        has_calls = any(isinstance(p, ToolCall) for p in self.acc.parts)
+        metadata: dict[str, Any] = {"provider_finish_reason": reason}
+        if self.response_id:
+            metadata["response_id"] = self.response_id
+        return self.acc.finish(
+            usage=_usage(self.usage),
+            finish_reason="tool_calls" if has_calls else "stop",
+            metadata=metadata,
+        )
+
+
+def _usage(u: dict[str, Any] | None) -> Usage | None:
+    if not u:
+        return None
+    prompt = u.get("promptTokenCount")
+    cands = u.get("candidatesTokenCount")
+    thoughts = u.get("thoughtsTokenCount")
+    completion = cands if thoughts is None or cands is None else cands + thoughts
+    if completion is None and thoughts is not None:
+        completion = thoughts
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=u.get("totalTokenCount"),
+        cached_tokens=u.get("cachedContentTokenCount"),
+        reasoning_tokens=thoughts,
+    )

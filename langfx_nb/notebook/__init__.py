@@ -1,0 +1,113 @@
+"""``lf.nb``: the notebook layer — magics, live widgets and rich display.
+
+This is the only package that imports IPython, ipywidgets or anywidget; ``import langfx_nb``
+never loads it (``lf.nb`` imports it on first access). ``%load_ext langfx_nb`` calls
+``load_ipython_extension`` below.
+
+Widget classes are re-exported from their own modules (``TraceExplorer``, ``ApprovalPolicy``,
+``StreamView`` ...) and imported when first used, so the magics stay usable and quick to load.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .magics import MarkdownText, NotebookState, state, use
+
+__all__ = [
+    "ApprovalPolicy",
+    "ApprovalWidget",
+    "EventBridge",
+    "MarkdownText",
+    "NotebookState",
+    "StreamView",
+    "TraceExplorer",
+    "load_ipython_extension",
+    "state",
+    "use",
+]
+
+MIN_IPYKERNEL = (7, 4)
+
+# name → module (relative to this package) for the widget classes, imported on first access.
+_LAZY = {
+    "ApprovalPolicy": ".approval",
+    "ApprovalWidget": ".approval",
+    "EventBridge": ".bridge",
+    "StreamView": ".stream_view",
+    "TraceExplorer": ".trace_explorer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name], __name__)
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _widget(name: str) -> Any:
+    """A widget class by name; a clear error if the widget module is missing."""
+    try:
+        return __getattr__(name)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"lf.nb.{name} is not available in this build: {exc}") from exc
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def check_kernel(ip: Any) -> None:
+    """Refuse to load under an ipykernel older than 7.4, with the reason and the fix.
+
+    Only ipykernel ≥ 7.4 handles widget messages (an Approve click) while a cell awaits; on
+    older kernels an approval prompt would wait forever. Plain terminal IPython is fine.
+    """
+    if getattr(ip, "kernel", None) is None:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("ipykernel")
+    except PackageNotFoundError:
+        return
+    if _version_tuple(found) < MIN_IPYKERNEL:
+        raise ImportError(
+            f"langfx_nb needs ipykernel>=7.4 (found {found}): older kernels do not handle "
+            "widget clicks while a cell awaits, so tool approvals would hang. "
+            "Upgrade with: pip install -U 'ipykernel>=7.4', then restart the kernel."
+        )
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext langfx_nb``: the ``%%lf`` transformer and magic, and rich display."""
+    check_kernel(ipython)
+    from .magics import register
+
+    register(ipython)
+    try:
+        render = importlib.import_module(".render", __name__)
+    except ImportError:
+        return
+    register_formatters = getattr(render, "register_formatters", None)
+    if register_formatters is not None:
+        register_formatters(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext langfx_nb``: remove the transformer (the magic stays registered)."""
+    from .magics import transform_lf_cell
+
+    cleanup = ipython.input_transformers_cleanup
+    while transform_lf_cell in cleanup:
+        cleanup.remove(transform_lf_cell)

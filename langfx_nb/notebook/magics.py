@@ -1,0 +1,640 @@
+"""``%%lf`` and ``%lf``: run queries and agents from notebook cells.
+
+Why an input transformer: a run may wait for a click (a tool approval). ipykernel ≥ 7.4
+handles widget messages only while a cell is suspended at an ``await``, and IPython cell
+magics are synchronous functions. So a cell starting with ``%%lf`` is rewritten *before* it
+is compiled into one line of ordinary Python::
+
+    await __import__('langfx_nb.notebook.magics', fromlist=['_']).run_cell_magic_async(
+        'query --schema Answer', '<the cell body>', globals())
+
+IPython's autoawait then runs that coroutine on the kernel's own event loop, like any other
+top-level ``await``. Nothing blocks the loop; ``nest_asyncio`` and ``jupyter_ui_poll`` are not
+used (both fail on ipykernel 7.x). The registered ``lf`` magic still exists, so ``%lf help``
+and tab completion work; if the ``%%lf`` cell magic is ever reached directly (the
+transformer bypassed), it explains that instead of blocking.
+
+The cell body is a ``lf.Template``: ``{{name}}`` reads the notebook namespace, single braces
+(code, JSON) are plain text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import html
+import os
+import re
+import shlex
+import typing
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from ..errors import LangFxError
+from ..llms.base import LanguageModel
+from ..template import Template
+
+__all__ = [
+    "APPROVE_ENV",
+    "MarkdownText",
+    "NotebookState",
+    "run_cell_magic_async",
+    "state",
+    "transform_lf_cell",
+    "use",
+]
+
+APPROVE_ENV = "LANGFX_NB_APPROVE"
+"""When set (``deny``, ``allow`` or ``allow:add,search``), replaces every ``ask`` approval of
+``%%lf agent`` — the unattended mode for headless runs (nbval, nbconvert, CI)."""
+
+_MODULE = __name__
+_CELL_RE = re.compile(r"%%lf(?=\s|$)")
+
+
+# ---------------------------------------------------------------------------------------------
+# State shared by the magics of one kernel
+
+
+@dataclass
+class NotebookState:
+    """What the notebook remembers between cells: the default model and the last runs."""
+
+    lm: LanguageModel | None = None
+    lm_name: str | None = None
+    sessions: list[Any] = field(default_factory=list)
+
+    @property
+    def last_session(self) -> Any:
+        return self.sessions[-1] if self.sessions else None
+
+
+state = NotebookState()
+
+
+def use(lm: LanguageModel | str, *, name: str | None = None) -> LanguageModel:
+    """Make ``lm`` the model ``%%lf`` cells use when they have no ``--lm``.
+
+    ``lm`` is a model or a registry id such as ``"fake:echo"``. Returns the model.
+    """
+    if isinstance(lm, str):
+        name, lm = lm, _from_registry(lm)
+    if not isinstance(lm, LanguageModel):
+        raise TypeError(f"use() needs a LanguageModel, not {type(lm).__name__}")
+    state.lm = lm
+    state.lm_name = name
+    return lm
+
+
+def _from_registry(model_id: str) -> LanguageModel:
+    from .. import llms
+
+    get = getattr(llms, "get", None)
+    if get is None:
+        raise UsageError(f"cannot resolve {model_id!r}: this build has no model registry")
+    model: LanguageModel = get(model_id)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+class MarkdownText(str):
+    """A ``str`` that a notebook displays as Markdown: what ``%%lf query`` returns for text.
+
+    Model text is untrusted, so HTML in it is shown as text (``<`` and ``&`` are escaped
+    outside code spans and fences); Markdown emphasis, lists and code still render.
+    """
+
+    __slots__ = ()
+
+    def _repr_markdown_(self) -> str:
+        return escape_markdown_html(str(self))
+
+
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def escape_markdown_html(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` everywhere except inside code fences and code spans.
+
+    Markdown renderers pass raw HTML through (and entity references are decoded), so this
+    is what keeps ``<img onerror=...>`` in a model answer visible as text. Inside code the
+    renderer shows characters literally already, so escaping there would show ``&lt;``.
+    """
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.splitlines(keepends=True):
+        m = _FENCE_RE.match(line)
+        if fence is not None:
+            out.append(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            continue
+        if m:
+            fence = m.group(1)
+            out.append(line)
+            continue
+        out.append(_escape_outside_spans(line))
+    return "".join(out)
+
+
+def _escape_outside_spans(line: str) -> str:
+    parts: list[str] = []
+    pos = 0
+    while pos < len(line):
+        tick = line.find("`", pos)
+        if tick < 0:
+            break
+        run = len(line) - len(line[tick:].lstrip("`"))
+        close = line.find("`" * run, tick + run)
+        # A closing run must be exactly as long (CommonMark); otherwise it is literal text.
+        while close >= 0 and line[close + run : close + run + 1] == "`":
+            close = line.find("`" * run, close + run + 1)
+        if close < 0:
+            parts.append(_escape(line[pos : tick + run]))
+            pos = tick + run
+            continue
+        parts.append(_escape(line[pos:tick]))
+        parts.append(line[tick : close + run])
+        pos = close + run
+    parts.append(_escape(line[pos:]))
+    return "".join(parts)
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _present(value: Any) -> Any:
+    return MarkdownText(value) if type(value) is str else value
+
+
+# ---------------------------------------------------------------------------------------------
+# The input transformer
+
+
+def transform_lf_cell(lines: list[str]) -> list[str]:
+    """IPython cleanup transform: a ``%%lf ...`` cell becomes one awaited call.
+
+    Other cells pass through unchanged. The result is a single line, so a traceback's line 1
+    points at the ``%%lf`` line of the cell the user wrote.
+    """
+    if not lines or not _CELL_RE.match(lines[0]):
+        return lines
+    line = lines[0][len("%%lf") :].strip()
+    body = "".join(lines[1:])
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    if ip is not None and not getattr(ip, "autoawait", True):
+        call = f"__import__({_MODULE!r}, fromlist=['_'])._autoawait_off()"
+        return [call + "\n"]
+    call = (
+        f"await __import__({_MODULE!r}, fromlist=['_'])"
+        f".run_cell_magic_async({line!r}, {body!r}, globals())"
+    )
+    return [call + "\n"]
+
+
+# Not run by IPython's check_complete, so a terminal still treats %%lf as a cell magic
+# (a blank line ends it) instead of parsing the rewritten source.
+transform_lf_cell.has_side_effects = True  # type: ignore[attr-defined]
+
+
+def _autoawait_off() -> NoReturn:
+    raise UsageError("%%lf cells need top-level await: run `%autoawait on` first")
+
+
+# ---------------------------------------------------------------------------------------------
+# Option parsing
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ``UsageError`` (a short message in the notebook) instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}\n{self.format_usage().strip()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise UsageError(message or self.format_usage().strip())
+
+
+def _query_parser() -> _Parser:
+    p = _Parser(prog="%%lf query", add_help=False, allow_abbrev=False)
+    p.add_argument("--lm", metavar="VAR", help="model variable (default: %%lf use / lf.nb.use)")
+    p.add_argument("--schema", metavar="TYPE", help="answer type from the namespace")
+    p.add_argument("-o", "--out", metavar="VAR", help="also store the result in VAR")
+    p.add_argument("--protocol", choices=("python", "json"), default="python")
+    p.add_argument("--stream", action="store_true", help="show the answer as it streams")
+    p.add_argument("--system", metavar="TEXT", help="system message")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--returns-message", action="store_true", help="return the Message")
+    return p
+
+
+def _agent_parser() -> _Parser:
+    p = _Parser(prog="%%lf agent", add_help=False, allow_abbrev=False)
+    p.add_argument("--lm", metavar="VAR", help="model variable (default: %%lf use / lf.nb.use)")
+    p.add_argument("--tools", metavar="A,B", default="", help="tools from the namespace")
+    p.add_argument(
+        "--approve",
+        metavar="MODE",
+        default="ask",
+        help="ask | deny | allow | allow:add,search (default ask)",
+    )
+    p.add_argument("--instructions", metavar="TEXT", help="system instructions for the agent")
+    p.add_argument("--max-steps", type=int, help="model steps (default 8)")
+    p.add_argument("--max-tool-calls", type=int, help="tool calls (default 12)")
+    p.add_argument("--timeout", type=float, help="seconds for the whole run (default 60)")
+    p.add_argument("-o", "--out", metavar="VAR", help="also store the answer in VAR")
+    p.add_argument("--no-trace", action="store_true", help="do not show the live trace")
+    return p
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%lf: cannot parse options: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolving names against the notebook namespace
+
+
+def _resolve_lm(name: str | None, ns: Mapping[str, Any]) -> LanguageModel:
+    if name is None:
+        if state.lm is None:
+            raise UsageError(
+                "no model: pass --lm VAR, or set a default with `%lf use VAR` or lf.nb.use(lm)"
+            )
+        return state.lm
+    if name in ns:
+        value = ns[name]
+        if not isinstance(value, LanguageModel):
+            raise UsageError(f"--lm {name}: {name} is a {type(value).__name__}, not a model")
+        return value
+    if ":" in name:
+        return _from_registry(name)
+    raise UsageError(f"--lm {name}: no variable named {name!r} in the notebook")
+
+
+_TYPE_NODES = (
+    ast.Expression,
+    ast.Name,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Tuple,
+    ast.Constant,
+    ast.BinOp,
+    ast.BitOr,
+    ast.Load,
+)
+
+
+def resolve_type(expr: str, ns: Mapping[str, Any]) -> Any:
+    """A type named in an option: ``Answer``, ``list[Item]``, ``Literal['a', 'b']``, ``int | None``.
+
+    Only names, attributes, subscripts, ``|`` and constants are accepted, looked up in the
+    notebook namespace, then builtins and ``typing``; nothing is evaluated as code.
+    """
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError:
+        raise UsageError(f"--schema {expr}: not a type expression") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _TYPE_NODES):
+            raise UsageError(f"--schema {expr}: only names like Answer or list[Item] are allowed")
+
+    def build(node: ast.AST) -> Any:
+        if isinstance(node, ast.Name):
+            for scope in (ns, vars(builtins), vars(typing)):
+                if node.id in scope:
+                    return scope[node.id]
+            raise UsageError(f"--schema {expr}: no type named {node.id!r} in the notebook")
+        if isinstance(node, ast.Attribute):
+            base = build(node.value)
+            try:
+                return getattr(base, node.attr)
+            except AttributeError:
+                raise UsageError(f"--schema {expr}: {node.attr!r} not found") from None
+        if isinstance(node, ast.Subscript):
+            args = node.slice
+            items = args.elts if isinstance(args, ast.Tuple) else [args]
+            built = tuple(build(a) for a in items)
+            return build(node.value)[built if len(built) > 1 else built[0]]
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.BinOp):
+            return build(node.left) | build(node.right)
+        raise UsageError(f"--schema {expr}: unsupported syntax")
+
+    return build(tree.body)
+
+
+def _template_vars(template: Template, ns: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: ns[name] for name in template.variables if name in ns}
+
+
+def _template(body: str) -> Template:
+    if not body.strip():
+        raise UsageError("%%lf: the cell body (the prompt) is empty")
+    return Template(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# The coroutine the rewritten cell awaits
+
+
+async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any]) -> Any:
+    """Run one ``%%lf`` cell on the running event loop; the return value is the cell's value.
+
+    Our own errors (``LangFxError``) are re-raised without the library's internal frames, so
+    the notebook shows a short message; anything else keeps its full traceback.
+    """
+    __tracebackhide__ = True
+    args = _split(line)
+    if not args:
+        raise UsageError("%%lf needs a command: `%%lf query` or `%%lf agent` (see %lf help)")
+    command, rest = args[0], args[1:]
+    try:
+        if command == "query":
+            return await _run_query(rest, body, ns)
+        if command == "agent":
+            return await _run_agent(rest, body, ns)
+    except LangFxError as exc:
+        raise exc.with_traceback(None)  # noqa: B904 - the same exception, internal frames cut
+    if command in _LINE_COMMANDS:
+        raise UsageError(f"`{command}` is a line command: write `%lf {command} ...`")
+    raise UsageError(f"%%lf: unknown command {command!r}; use query or agent (see %lf help)")
+
+
+def _core(name: str) -> Any:
+    """A name from the public API (``lf.Agent`` ...), or None when this build lacks it."""
+    import langfx_nb
+
+    return getattr(langfx_nb, name, None)
+
+
+def _require(name: str) -> Callable[..., Any]:
+    value = _core(name)
+    if value is None:
+        raise UsageError(f"%%lf agent needs lf.{name}, which this build does not have yet")
+    return value
+
+
+def _sampling(opts: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if opts.temperature is not None:
+        out["temperature"] = opts.temperature
+    if opts.max_tokens is not None:
+        out["max_tokens"] = opts.max_tokens
+    return out
+
+
+async def _run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
+    opts = _query_parser().parse_args(argv)
+    lm = _resolve_lm(opts.lm, ns)
+    schema = resolve_type(opts.schema, ns) if opts.schema else None
+    template = _template(body)
+    kwargs: dict[str, Any] = dict(
+        lm=lm,
+        vars=_template_vars(template, ns),
+        protocol=opts.protocol,
+        system_message=opts.system,
+        **_sampling(opts),
+    )
+    if opts.stream:
+        value = await _stream_query(template, schema, opts.returns_message, kwargs)
+    else:
+        from ..structured.query import query
+
+        value = await query(template, schema, returns_message=opts.returns_message, **kwargs)
+    value = _present(value)
+    if opts.out:
+        ns[opts.out] = value
+    return value
+
+
+async def _stream_query(
+    template: Template, schema: Any, returns_message: bool, kwargs: dict[str, Any]
+) -> Any:
+    query_stream = _core("query_stream")
+    if query_stream is None:
+        raise UsageError("--stream needs lf.query_stream, which this build does not have yet")
+    from . import _widget
+
+    view = _widget("StreamView")()
+    if schema is None:
+        kwargs = {k: v for k, v in kwargs.items() if k != "protocol"}
+    value = await view.consume(query_stream(template, schema, **kwargs))
+    if returns_message:
+        message = getattr(view, "message", None)
+        return message if message is not None else value
+    return value
+
+
+def _approval(mode: str, tool_names: Sequence[str]) -> Any:
+    """``--approve`` → an ``ApprovalPolicy``; ``$LANGFX_NB_APPROVE`` replaces ``ask``."""
+    if mode == "ask" and os.environ.get(APPROVE_ENV):
+        mode = os.environ[APPROVE_ENV].strip()
+    from . import _widget
+
+    policy_cls = _widget("ApprovalPolicy")
+    if mode == "ask":
+        return policy_cls(mode="ask")
+    if mode == "deny":
+        return policy_cls(mode="deny")
+    if mode == "allow":
+        return policy_cls(mode="allow", allow=list(tool_names))
+    if mode.startswith("allow:"):
+        names = [n.strip() for n in mode[len("allow:") :].split(",") if n.strip()]
+        return policy_cls(mode="allow", allow=names)
+    raise UsageError(f"--approve {mode}: expected ask, deny, allow or allow:NAME,NAME")
+
+
+async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
+    opts = _agent_parser().parse_args(argv)
+    lm = _resolve_lm(opts.lm, ns)
+    names = [n.strip() for n in opts.tools.split(",") if n.strip()]
+    tools = []
+    for name in names:
+        if name not in ns:
+            raise UsageError(f"--tools: no tool named {name!r} in the notebook")
+        tools.append(ns[name])
+    template = _template(body)
+    prompt = template.render(_template_vars(template, ns))
+    policy = _approval(opts.approve, names)
+
+    agent_cls = _require("Agent")
+    agent_kw: dict[str, Any] = {"tools": tools, "allow_tool": policy}
+    if opts.instructions:
+        agent_kw["instructions"] = opts.instructions
+    limits = {
+        k: v
+        for k, v in (
+            ("max_steps", opts.max_steps),
+            ("max_tool_calls", opts.max_tool_calls),
+            ("max_execution_time", opts.timeout),
+        )
+        if v is not None
+    }
+    if limits:
+        agent_kw["limits"] = _require("AgentLimits")(**limits)
+    agent = agent_cls(prompt, **agent_kw)
+
+    session = _require("Session")(lm=lm)
+    state.sessions.append(session)
+    from IPython.display import display
+
+    if not opts.no_trace:
+        from . import _widget
+
+        display(_widget("TraceExplorer")(session))  # type: ignore[no-untyped-call]
+    answer = await agent.invoke(session)
+    value = _present(answer)
+    if opts.out:
+        ns[opts.out] = value
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Line commands: %lf use | trace | models | help
+
+
+_HELP = """\
+%%lf query [options]      the cell body is a prompt template; {{name}} reads the notebook
+    --lm VAR              model variable or registry id (default: %lf use / lf.nb.use)
+    --schema TYPE         answer type: Answer, list[Item], int, Literal['a','b'] ...
+    -o, --out VAR         also store the result in VAR
+    --protocol python|json  structured-answer protocol (default python)
+    --stream              show the answer live as it streams (text or fields)
+    --system TEXT         system message
+    --temperature T, --max-tokens N, --returns-message (return the whole Message)
+%%lf agent [options]      run a tool-using agent on the cell body, with a live trace
+    --tools add,search    tools from the notebook (made with @lf.tool)
+    --approve MODE        ask (click to approve, default) | deny | allow | allow:add,search
+                          $LANGFX_NB_APPROVE replaces `ask` for headless runs
+    --instructions TEXT, --max-steps N, --max-tool-calls N, --timeout S, -o VAR, --no-trace
+%lf use VAR               default model for %%lf cells (a variable or an id like fake:echo)
+%lf trace [SESSION]       trace explorer on the last %%lf agent run, or on SESSION
+%lf models                the default model, models in the notebook, provider keys present
+%lf help                  this text
+"""
+
+_LINE_COMMANDS = ("use", "trace", "models", "help")
+
+_KEY_VARS = {
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+}
+
+
+def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
+    args = _split(line)
+    if not args or args[0] == "help":
+        print(_HELP, end="")
+        return None
+    command, rest = args[0], args[1:]
+    if command == "use":
+        if len(rest) != 1:
+            raise UsageError("usage: %lf use VAR (a model variable or an id like fake:echo)")
+        name = rest[0]
+        model = _resolve_lm(name, ns)
+        use(model, name=name)
+        return None
+    if command == "trace":
+        if len(rest) > 1:
+            raise UsageError("usage: %lf trace [SESSION]")
+        if rest:
+            if rest[0] not in ns:
+                raise UsageError(f"%lf trace: no variable named {rest[0]!r} in the notebook")
+            session = ns[rest[0]]
+        else:
+            session = state.last_session
+            if session is None:
+                raise UsageError("%lf trace: no %%lf agent run yet; pass a session: %lf trace S")
+        from . import _widget
+
+        return _widget("TraceExplorer")(session)
+    if command == "models":
+        print(_models_text(ns), end="")
+        return None
+    if command in ("query", "agent"):
+        raise UsageError(f"`{command}` is a cell command: start the cell with `%%lf {command}`")
+    raise UsageError(f"%lf: unknown command {command!r} (see %lf help)")
+
+
+def _models_text(ns: Mapping[str, Any]) -> str:
+    lines = []
+    if state.lm is None:
+        lines.append("default model: none (set one with %lf use VAR)")
+    else:
+        label = f" ({state.lm_name})" if state.lm_name else ""
+        lines.append(f"default model: {state.lm!r}{label}")
+    found = sorted(
+        (k, v) for k, v in ns.items() if not k.startswith("_") and isinstance(v, LanguageModel)
+    )
+    if found:
+        lines.append("models in the notebook:")
+        lines.extend(f"  {k} = {v!r}" for k, v in found)
+    lines.append("provider keys in the environment (values never shown):")
+    for provider, names in _KEY_VARS.items():
+        present = [n for n in names if os.environ.get(n)]
+        lines.append(f"  {provider}: {', '.join(present) if present else 'not set'}")
+    return "\n".join(lines) + "\n"
+
+
+@magics_class
+class LfMagics(Magics):
+    """The registered ``lf`` magic: line commands run here; cells go through the transformer."""
+
+    @line_cell_magic
+    def lf(self, line: str, cell: str | None = None) -> Any:
+        __tracebackhide__ = True
+        if cell is not None:
+            raise UsageError(
+                "%%lf runs as top-level async code through an input transformer, which did "
+                "not handle this cell. Put %%lf on the first line of the cell and keep "
+                "`%autoawait` on; it cannot be called via run_cell_magic or nested in "
+                "another cell magic."
+            )
+        assert self.shell is not None
+        return _line_command(line, self.shell.user_ns)
+
+
+def _complete(ip: Any, event: Any) -> list[str]:
+    words = event.line.split()
+    cell = bool(words) and words[0].startswith("%%")
+    if len(words) == 1 or (len(words) == 2 and not event.line.endswith(" ")):
+        return ["query", "agent"] if cell else list(_LINE_COMMANDS)
+    command = words[1] if len(words) > 1 else ""
+    if cell and command in ("query", "agent"):
+        parser = _query_parser() if command == "query" else _agent_parser()
+        return [a for a in parser._option_string_actions if a.startswith("--")]
+    if command in ("use", "trace"):
+        return [k for k in ip.user_ns if not k.startswith("_")]
+    return []
+
+
+def register(ip: Any) -> None:
+    """Install the transformer, the ``lf`` magic and option completion (idempotent)."""
+    cleanup = ip.input_transformers_cleanup
+    if transform_lf_cell not in cleanup:
+        cleanup.append(transform_lf_cell)
+    # IPython ships a shell alias `%lf` (ls -F -l | grep ^-); ours replaces it, and dropping it
+    # from the defaults keeps `%reset` from logging "Invalid alias" when it re-adds aliases.
+    aliases = ip.alias_manager
+    aliases.default_aliases = [a for a in aliases.default_aliases if a[0] != "lf"]
+    ip.register_magics(LfMagics)
+    for key in ("%lf", "%%lf"):
+        ip.set_hook("complete_command", _complete, str_key=key)

@@ -45,6 +45,7 @@ from .messages import (
     UserMessage,
 )
 from .modalities import PDF, Audio, Image, Mime, Video
+from .structured.mapping import Mapping, MappingExample
 from .structured.query import query
 from .template import LangFunc, Template
 
@@ -71,7 +72,9 @@ __all__ = [
     "LangFunc",
     "LangFxError",
     "LanguageModel",
+    "Mapping",
     "MappingError",
+    "MappingExample",
     "Message",
     "Mime",
     "NetworkBlockedError",

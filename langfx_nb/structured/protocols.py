@@ -1,0 +1,530 @@
+"""Prompt protocols: how a schema is asked for in a prompt, and how the answer is read back.
+
+``python`` (the default) asks for one restricted Python constructor expression, e.g.
+``Basket(items=[Fruit(name='apple', count=1)])``, and reads it with ``ast`` against an
+allow-list: literals, lists/dicts/tuples, unary minus on numbers, and keyword-argument calls
+to the schema's own class names. Nothing from the response is ever executed: no ``eval``, no
+name lookups, no attribute access; anything else is a ``MappingError``.
+
+``json`` asks for ``{"result": ...}`` in a ```json block and reads it with ``json.loads``.
+
+Both end in the same pydantic validation of the schema. The exact prompt formats are
+written down in ``docs/protocols.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import json
+import math
+import re
+from collections.abc import Mapping as AbcMapping
+from functools import lru_cache
+from typing import Any, ClassVar, cast
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from ..errors import MappingError
+from ..schema import Schema, annotation_text, class_fields, format_validation_error
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_RESPONSE_CHARS",
+    "JsonProtocol",
+    "Protocol",
+    "PythonProtocol",
+    "extract_code_block",
+    "get_protocol",
+    "parse_python_expr",
+    "python_type_source",
+    "to_python_expr",
+]
+
+MAX_RESPONSE_CHARS = 1_000_000  # larger responses are rejected before any parsing
+MAX_DEPTH = 100  # nesting of containers/calls in one answer
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
+
+
+def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool]:
+    """The answer inside a fenced block, preferring one tagged with ``languages``.
+
+    Returns ``(code, fenced)``. Without any fence the whole text is the answer. Prose around
+    the block is ignored; an unclosed fence (a truncated response) runs to the end.
+    """
+    if "```" not in text:
+        return text.strip(), False
+    untagged: str | None = None
+    other: str | None = None
+    for m in _FENCE.finditer(text):
+        lang = m.group(1).lower()
+        if lang in languages:
+            return m.group(2).strip(), True
+        if not lang and untagged is None:
+            untagged = m.group(2)
+        elif other is None:
+            other = m.group(2)
+    block = untagged if untagged is not None else other
+    if block is None:
+        return text.strip(), False
+    return block.strip(), True
+
+
+def _check_size(text: str, raw: str) -> None:
+    if len(text) > MAX_RESPONSE_CHARS:
+        raise MappingError(
+            f"response too large to parse ({len(text)} characters; "
+            f"the limit is {MAX_RESPONSE_CHARS})",
+            raw=raw,
+            detail="too large",
+        )
+
+
+# -- python: rendering -------------------------------------------------------------------------
+def to_python_expr(value: Any, *, width: int = 80, _indent: int = 0) -> str:
+    """A value as the restricted constructor expression the python protocol reads back.
+
+    Models, dataclasses render as ``Name(field=...)``; TypedDicts are dicts at runtime and
+    render as dict literals; enums as their values; NaN/infinity as strings pydantic accepts.
+    Short values stay on one line, longer ones are indented two spaces per level.
+    """
+    flat = _expr(value, None)
+    if len(flat) + _indent <= width:
+        return flat
+    return _expr(value, _indent)
+
+
+def _expr(value: Any, indent: int | None) -> str:
+    if value is None or isinstance(value, (bool, str)):
+        return repr(value)
+    if isinstance(value, enum.Enum):
+        return _expr(value.value, indent)
+    if isinstance(value, int):
+        return repr(int(value))
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return repr(str(value))
+        return repr(value)
+    if isinstance(value, BaseModel):
+        items = [
+            (info.alias or name, getattr(value, name))
+            for name, info in type(value).model_fields.items()
+        ]
+        return _call(type(value).__name__, items, indent)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+        return _call(type(value).__name__, items, indent)
+    if isinstance(value, AbcMapping):
+        return _container(
+            "{", "}", [f"{_expr(k, None)}: " for k in value], list(value.values()), indent
+        )
+    if isinstance(value, tuple):
+        inner = _container("(", ")", None, list(value), indent)
+        return inner[:-1] + ",)" if len(value) == 1 else inner
+    if isinstance(value, (list, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return _container("[", "]", None, list(items), indent)
+    raise TypeError(f"cannot write a {type(value).__name__} as a python-protocol expression")
+
+
+def _call(name: str, items: list[tuple[str, Any]], indent: int | None) -> str:
+    return _container(f"{name}(", ")", [f"{k}=" for k, _ in items], [v for _, v in items], indent)
+
+
+def _container(
+    open_: str, close: str, prefixes: list[str] | None, values: list[Any], indent: int | None
+) -> str:
+    if indent is None or not values:
+        body = ", ".join(
+            (prefixes[i] if prefixes else "") + _expr(v, None) for i, v in enumerate(values)
+        )
+        return f"{open_}{body}{close}"
+    pad = " " * (indent + 2)
+    lines = []
+    for i, v in enumerate(values):
+        prefix = prefixes[i] if prefixes else ""
+        lines.append(pad + prefix + to_python_expr(v, _indent=indent + 2 + len(prefix)))
+    return open_ + "\n" + ",\n".join(lines) + "\n" + " " * indent + close
+
+
+def python_type_source(schema: Schema) -> str:
+    """The OUTPUT PYTHON TYPE section body: the type, then its classes as Python source.
+
+    Dependencies come before the classes that use them; field descriptions become comments
+    above their fields and a class docstring stays a docstring.
+    """
+    if not schema.classes:
+        return schema.name
+    blocks = [_class_source(cls) for cls in schema.classes.values()]
+    return schema.name + "\n\n```python\n" + "\n\n".join(blocks) + "\n```"
+
+
+def _class_source(cls: type) -> str:
+    lines = [f"class {cls.__name__}:"]
+    doc = (cls.__doc__ or "").strip() if _own_doc(cls) else ""
+    if doc:
+        lines.append('  """' + doc.replace('"""', "'''").replace("\n", "\n  ") + '"""')
+    fields = class_fields(cls)
+    for f in fields:
+        if f.description:
+            lines.extend("  # " + line for line in f.description.strip().splitlines())
+        line = f"  {f.name}: {annotation_text(f.annotation)}"
+        if f.has_default and _simple_literal(f.default):
+            line += f" = {_expr(f.default, None)}"
+        lines.append(line)
+    if not fields and not doc:
+        lines.append("  pass")
+    return "\n".join(lines)
+
+
+def _own_doc(cls: type) -> bool:
+    """Skip docstrings a class only inherits from BaseModel/TypedDict/dict plumbing."""
+    return (
+        "__doc__" in cls.__dict__
+        and cls.__doc__ is not None
+        and not (dataclasses.is_dataclass(cls) and cls.__doc__.startswith(cls.__name__ + "("))
+    )
+
+
+def _simple_literal(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str, enum.Enum)):
+        return True
+    return isinstance(value, (list, tuple)) and not value
+
+
+# -- python: parsing ---------------------------------------------------------------------------
+_NODE_NAMES = {
+    ast.Name: "a variable name",
+    ast.Attribute: "attribute access",
+    ast.Subscript: "subscripting",
+    ast.Lambda: "a lambda",
+    ast.ListComp: "a comprehension",
+    ast.SetComp: "a comprehension",
+    ast.DictComp: "a comprehension",
+    ast.GeneratorExp: "a generator expression",
+    ast.JoinedStr: "an f-string",
+    ast.Starred: "star unpacking",
+    ast.NamedExpr: "an assignment expression",
+    ast.BinOp: "an operator",
+    ast.BoolOp: "a boolean operator",
+    ast.Compare: "a comparison",
+    ast.IfExp: "a conditional expression",
+    ast.Set: "a set literal",
+    ast.Await: "await",
+}
+
+
+class _Reader:
+    """Converts an allow-listed AST into values, constructing only the schema's classes."""
+
+    def __init__(self, schema: Schema, raw: str) -> None:
+        self.schema = schema
+        self.raw = raw
+
+    def fail(self, node: ast.AST, what: str) -> MappingError:
+        where = (
+            f" at line {getattr(node, 'lineno', '?')}, column {getattr(node, 'col_offset', -1) + 1}"
+        )
+        return MappingError(
+            f"{what}{where} is not allowed in a python-protocol answer; expected only literals, "
+            f"lists, dicts, tuples and keyword calls to {_names(self.schema)}",
+            raw=self.raw,
+            detail=what + where,
+        )
+
+    def value(self, node: ast.AST, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise MappingError(
+                f"answer nested more than {MAX_DEPTH} levels deep", raw=self.raw, detail="too deep"
+            )
+        if isinstance(node, ast.Constant):
+            const = node.value
+            if const is None or isinstance(const, (str, bool, int, float)):
+                return const
+            raise self.fail(node, f"a {type(const).__name__} literal")
+        if isinstance(node, ast.List):
+            return [self.value(e, depth + 1) for e in node.elts]
+        if isinstance(node, ast.Tuple):
+            return tuple(self.value(e, depth + 1) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            out: dict[Any, Any] = {}
+            for k, v in zip(node.keys, node.values, strict=True):
+                if k is None:
+                    raise self.fail(v, "'**' unpacking")
+                key = self.value(k, depth + 1)
+                if not isinstance(key, (str, int, float, bool, type(None), tuple)):
+                    raise self.fail(k, "an unhashable dict key")
+                out[key] = self.value(v, depth + 1)
+            return out
+        if isinstance(node, ast.UnaryOp):
+            operand = node.operand
+            if (
+                isinstance(node.op, (ast.USub, ast.UAdd))
+                and isinstance(operand, ast.Constant)
+                and type(operand.value) in (int, float)
+            ):
+                number = cast("int | float", operand.value)
+                return -number if isinstance(node.op, ast.USub) else number
+            raise self.fail(node, "an operator other than a sign on a number")
+        if isinstance(node, ast.Call):
+            return self.call(node, depth)
+        raise self.fail(node, _NODE_NAMES.get(type(node), f"a {type(node).__name__} expression"))
+
+    def call(self, node: ast.Call, depth: int) -> Any:
+        func = node.func
+        if not isinstance(func, ast.Name):
+            raise self.fail(func, "calling something other than a schema class name")
+        name = func.id
+        if name not in self.schema.classes:
+            raise self.fail(func, f"calling {name!r} (not a class of this schema)")
+        if node.args:
+            raise self.fail(node.args[0], f"a positional argument to {name}")
+        kwargs: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.fail(kw.value, "'**' unpacking")
+            if kw.arg.startswith("__"):
+                raise self.fail(kw.value, f"the dunder argument {kw.arg!r}")
+            kwargs[kw.arg] = self.value(kw.value, depth + 1)
+        try:
+            return self.schema.construct(name, kwargs)
+        except ValidationError as exc:
+            raise MappingError(
+                f"{name}(...) did not validate: {format_validation_error(exc)}",
+                raw=self.raw,
+                detail=exc.errors(include_url=False, include_context=False),
+            ) from None
+
+
+def _names(schema: Schema) -> str:
+    return ", ".join(schema.classes) if schema.classes else "no classes"
+
+
+def parse_python_expr(code: str, schema: Schema, *, raw: str | None = None) -> Any:
+    """Read one restricted constructor expression into plain values and schema instances.
+
+    Validation against the whole schema happens afterwards (``PythonProtocol.parse``).
+    """
+    raw = code if raw is None else raw
+    _check_size(code, raw)
+    if not code.strip():
+        raise MappingError(
+            f"empty answer; expected a Python expression of type {schema.name}",
+            raw=raw,
+            detail="empty",
+        )
+    try:
+        tree = ast.parse(code.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        msg = getattr(exc, "msg", None) or type(exc).__name__
+        line = getattr(exc, "lineno", None)
+        where = f" at line {line}" if line else ""
+        raise MappingError(
+            f"the answer is not one Python expression ({msg}{where}); expected a value of type "
+            f"{schema.name} such as {_hint(schema)} in a ```python block",
+            raw=raw,
+            detail=f"syntax: {msg}{where}",
+        ) from None
+    return _Reader(schema, raw).value(tree.body, 0)
+
+
+def _hint(schema: Schema) -> str:
+    if schema.is_object:
+        return f"{schema.name}(field=...)"
+    return "a literal"
+
+
+def _candidate(text: str, schema: Schema) -> str | None:
+    """From prose with an unfenced answer, the span from its likely start to its last bracket."""
+    starts = [i for n in schema.classes if (i := text.find(n + "(")) >= 0]
+    if not starts:
+        starts = [i for ch in "[{" if (i := text.find(ch)) >= 0]
+    if not starts:
+        return None
+    start = min(starts)
+    end = max(text.rfind(ch) for ch in ")]}")
+    if end <= start:
+        return None
+    return text[start : end + 1]
+
+
+# -- protocols ---------------------------------------------------------------------------------
+class Protocol:
+    """How a structured query is asked for and read back; see ``docs/protocols.md``."""
+
+    name: ClassVar[str]
+    request_header: ClassVar[str] = "REQUEST:"
+    context_header: ClassVar[str] = "CONTEXT:"
+
+    def instruction(self) -> str:
+        raise NotImplementedError
+
+    def type_section(self, schema: Schema) -> str:
+        raise NotImplementedError
+
+    def answer_section(self, value: Any, schema: Schema) -> str:
+        raise NotImplementedError
+
+    def output_header(self) -> str:
+        raise NotImplementedError
+
+    def parse(self, text: str, schema: Schema) -> Any:
+        """The validated value from a response text; ``MappingError`` on any failure."""
+        raise NotImplementedError
+
+    def _validate(self, value: Any, schema: Schema, raw: str) -> Any:
+        try:
+            return schema.validate(value)
+        except ValidationError as exc:
+            raise MappingError(
+                f"the answer does not match {schema.name}: {format_validation_error(exc)}",
+                raw=raw,
+                detail=exc.errors(include_url=False, include_context=False),
+            ) from None
+
+
+class PythonProtocol(Protocol):
+    name = "python"
+
+    def instruction(self) -> str:
+        return (
+            "Please respond to the last REQUEST with an OUTPUT PYTHON OBJECT of the OUTPUT "
+            "PYTHON TYPE. Write it as one Python expression in a ```python code block, using "
+            "only literals (strings, numbers, True, False, None, lists, dicts, tuples) and the "
+            "classes defined in OUTPUT PYTHON TYPE called with keyword arguments. Do not use "
+            "variables, imports, functions or any other code."
+        )
+
+    def type_section(self, schema: Schema) -> str:
+        return "OUTPUT PYTHON TYPE:\n" + python_type_source(schema)
+
+    def output_header(self) -> str:
+        return "OUTPUT PYTHON OBJECT:"
+
+    def answer_section(self, value: Any, schema: Schema) -> str:
+        return f"OUTPUT PYTHON OBJECT:\n```python\n{to_python_expr(value)}\n```"
+
+    def parse(self, text: str, schema: Schema) -> Any:
+        _check_size(text, text)
+        code, fenced = extract_code_block(text, ("python", "py", "python3"))
+        try:
+            value = parse_python_expr(code, schema, raw=text)
+        except MappingError:
+            candidate = None if fenced else _candidate(text, schema)
+            if candidate is None or candidate == code:
+                raise
+            value = parse_python_expr(candidate, schema, raw=text)
+        return self._validate(value, schema, text)
+
+
+class JsonProtocol(Protocol):
+    name = "json"
+
+    def instruction(self) -> str:
+        return (
+            "Please respond to the last REQUEST with an OUTPUT JSON OBJECT: a JSON object of "
+            'the form {"result": <value>} in a ```json code block, where <value> conforms to '
+            "the RESULT SCHEMA (a JSON Schema)."
+        )
+
+    def type_section(self, schema: Schema) -> str:
+        text = schema.memo.get("json_prompt_schema")
+        if text is None:
+            text = json.dumps(_strip_titles(schema.json_schema()), ensure_ascii=False)
+            schema.memo["json_prompt_schema"] = text
+        return "RESULT SCHEMA:\n" + text
+
+    def output_header(self) -> str:
+        return "OUTPUT JSON OBJECT:"
+
+    def answer_section(self, value: Any, schema: Schema) -> str:
+        data = json.dumps({"result": _json_data(value)}, ensure_ascii=False)
+        return f"OUTPUT JSON OBJECT:\n```json\n{data}\n```"
+
+    def parse(self, text: str, schema: Schema) -> Any:
+        _check_size(text, text)
+        code, fenced = extract_code_block(text, ("json", "json5", "jsonc"))
+        data = _loads(code)
+        if data is _FAIL and not fenced:
+            start, end = code.find("{"), code.rfind("}")
+            if 0 <= start < end:
+                data = _loads(code[start : end + 1])
+        if data is _FAIL:
+            what = "empty" if not code else "not valid JSON"
+            raise MappingError(
+                f'the answer is {what}; expected a JSON object {{"result": ...}} with a value '
+                f"of type {schema.name} in a ```json block",
+                raw=text,
+                detail=what,
+            )
+        if isinstance(data, dict) and len(data) == 1 and "result" in data:
+            data = data["result"]
+        return self._validate(data, schema, text)
+
+
+def _strip_titles(node: Any, in_properties: bool = False) -> Any:
+    """Drop pydantic's generated ``title`` keywords: they repeat the field names and cost
+    tokens. Property *names* (keys of ``properties``) are kept, even one called "title"."""
+    if isinstance(node, dict):
+        return {
+            k: _strip_titles(v, k in ("properties", "$defs") and not in_properties)
+            for k, v in node.items()
+            if in_properties or not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+_FAIL: Any = object()
+
+
+def _loads(text: str) -> Any:
+    if not text:
+        return _FAIL
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _FAIL
+
+
+def _json_data(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return TypeAdapter(type(value)).dump_python(value, mode="json", by_alias=True)
+
+
+_PROTOCOLS: dict[str, Protocol] = {"python": PythonProtocol(), "json": JsonProtocol()}
+
+
+def get_protocol(name: str | Protocol) -> Protocol:
+    if isinstance(name, Protocol):
+        return name
+    try:
+        return _PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; use 'python' or 'json'") from None
+
+
+# -- the built-in worked example -----------------------------------------------------------------
+@lru_cache(maxsize=1)
+def default_example() -> tuple[str, Any, Schema]:
+    """The worked example shown when a query has no examples of its own.
+
+    It shows nesting (a class inside a list inside a class), a description comment and a
+    number, which together cover most of what a model needs to write a valid answer.
+    """
+
+    class Fruit(BaseModel):
+        name: str
+        count: int = Field(description="How many of this fruit are mentioned.")
+
+    class Basket(BaseModel):
+        """The fruits mentioned in the text."""
+
+        items: list[Fruit]
+
+    value = Basket(items=[Fruit(name="apple", count=1), Fruit(name="banana", count=2)])
+    return "Which fruits are in 'an apple and two bananas'?", value, Schema.of(Basket)

@@ -18,6 +18,7 @@ from .base import (
 )
 from .cache import Cache, InMemoryCache, SQLiteCache
 from .fake import Echo, Fake, Scripted, StaticMapping, StaticResponse, StaticSequence
+from .registry import get
 from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "ToolCallStart",
     "ToolSpec",
     "allow_model_requests",
+    "get",
     "model_requests_allowed",
 ]
 

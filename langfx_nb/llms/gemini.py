@@ -5,9 +5,10 @@ Requests go to ``{base_url}/models/{model}:generateContent`` with the key in the
 ``parametersJsonSchema``; native structured output uses ``responseJsonSchema`` within a
 conservative keyword subset (``GEMINI_SCHEMA_KEYWORDS``) checked before sending.
 
-Continuation: when a response carries thought signatures, thought parts or provider call ids,
-the raw response parts are kept in a ``ContinuationPart`` and sent back verbatim on later
-turns to the same model and endpoint; other models reject them before sending.
+Continuation: the raw response parts (with thought signatures, thought parts and provider
+call ids) are kept in a ``ContinuationPart`` and sent back verbatim on later turns to the same
+model and endpoint; another model or endpoint rejects them before sending. Calls without a
+provider id get a local ``call_...`` id, which is never sent back.
 """
 
 from __future__ import annotations
@@ -342,7 +343,6 @@ class _Decoder:
         self.raw: list[dict[str, Any]] = []
         self._text: list[str] | None = None  # pieces of the open plain-text raw part
         self._thought = False
-        self.needs_continuation = False
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.block_reason: str | None = None
@@ -380,13 +380,9 @@ class _Decoder:
 
     def _part(self, part: dict[str, Any]) -> StreamChunk | None:
         sig = part.get("thoughtSignature")
-        if sig is not None:
-            self.needs_continuation = True
         if "text" in part or (sig is not None and set(part) <= _TEXT_KEYS):
             text = str(part.get("text", ""))
             thought = bool(part.get("thought"))
-            if thought:
-                self.needs_continuation = True
             if self._text is None or self._thought != thought:
                 self._close_text()
                 self._text = []
@@ -406,11 +402,7 @@ class _Decoder:
             args = fc.get("args") or {}
             if not isinstance(args, dict):
                 raise StreamProtocolError("gemini: functionCall args is not an object")
-            call_id = fc.get("id")
-            if call_id:
-                self.needs_continuation = True
-            else:
-                call_id = f"call_{uuid.uuid4().hex[:16]}"
+            call_id = fc.get("id") or f"call_{uuid.uuid4().hex[:16]}"
             self.raw.append(dict(part))
             call = ToolCall(str(call_id), str(fc["name"]), args)
             self.has_output = True
@@ -451,8 +443,7 @@ class _Decoder:
             raise GenerationError(f"gemini: generation stopped ({code})")
         if not self.has_output:
             raise EmptyGenerationError("gemini: the model returned no text and no tool calls")
-        if self.needs_continuation:
-            self.acc.add_part(self.lm._continuation({"parts": self.raw}))
+        self.acc.add_part(self.lm._continuation({"parts": self.raw}))
         has_calls = any(isinstance(p, ToolCall) for p in self.acc.parts)
         metadata: dict[str, Any] = {"provider_finish_reason": reason}
         if self.response_id:

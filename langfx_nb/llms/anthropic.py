@@ -1,0 +1,438 @@
+"""Anthropic Messages API: ``POST {base_url}/messages``, plain and SSE-streamed.
+
+The key goes in ``x-api-key`` with ``anthropic-version: 2023-06-01``. ``max_tokens`` is
+required by the API and defaults to 4096 here. Leading system turns become the top-level
+``system`` field; tool results become ``tool_result`` blocks in the following user turn.
+
+The stream's event order is checked: nothing but ``ping`` before ``message_start``, deltas
+only for open blocks, all blocks closed before ``message_stop``, and ``message_stop`` is
+required for success. Unknown event types are ignored (the API reserves the right to add
+them); unknown content-block or delta types are a ``StreamProtocolError`` rather than
+silently lost output. Thinking blocks are kept (not shown as text) so they go back intact.
+
+Native structured output is not implemented: a ``response_schema`` raises
+``UnsupportedCapabilityError`` before sending (use prompt-based JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Any, ClassVar
+
+from ..errors import (
+    ContentFilteredError,
+    EmptyGenerationError,
+    GenerationError,
+    IncompleteGenerationError,
+    InvalidRequestError,
+    StreamProtocolError,
+    UnsupportedCapabilityError,
+)
+from ..messages import (
+    AIMessage,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    ToolResultPart,
+    Usage,
+    UserMessage,
+)
+from ..modalities import Mime
+from ._http import ErrorInfo, HTTPModel, error_from_status, json_object, safe_code
+from .base import Capabilities, LMRequest
+from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
+
+__all__ = ["Anthropic"]
+
+API_VERSION = "2023-06-01"
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+_OK = frozenset({"end_turn", "stop_sequence", "tool_use"})
+_TRUNCATED = frozenset({"max_tokens", "model_context_window_exceeded", "pause_turn"})
+_STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+class Anthropic(HTTPModel):
+    """Claude models through the Anthropic Messages API."""
+
+    provider: ClassVar[str] = "anthropic"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        modalities=frozenset({"image", "pdf"}), tools=True, native_schema=False
+    )
+    default_base_url: ClassVar[str] = "https://api.anthropic.com/v1"
+    env_vars: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+    default_max_tokens: ClassVar[int] = 4096
+
+    def _auth_headers(self, key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION}
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def _error_info(self, status: int, body: Any) -> ErrorInfo:
+        err = body.get("error") or {}
+        code = safe_code(err.get("type"))
+        message = str(err.get("message", "")).lower()
+        context = "prompt is too long" in message or "context window" in message
+        return ErrorInfo(code, context_length=context)
+
+    def check_capabilities(self, request: LMRequest) -> None:
+        if request.response_schema is not None:
+            raise UnsupportedCapabilityError(
+                f"{self.model_id}: native structured output is not implemented for Anthropic; "
+                "use prompt-based JSON (native_structured_output=False)"
+            )
+        super().check_capabilities(request)
+        if request.options.seed is not None:
+            raise UnsupportedCapabilityError(f"{self.model_id}: the Messages API has no seed")
+        for turn in request.messages:
+            for p in turn.parts:
+                if isinstance(p, Mime) and p.kind == "image" and p.mime_type not in _IMAGE_TYPES:
+                    raise UnsupportedCapabilityError(
+                        f"{self.model_id}: image type {p.mime_type} is not accepted "
+                        "(png, jpeg, gif, webp)"
+                    )
+
+    # -- encoding --------------------------------------------------------------------------
+    def encode(self, request: LMRequest, *, stream: bool = False) -> dict[str, Any]:
+        """The JSON body for a request (no I/O; raises before sending on bad input)."""
+        messages: list[dict[str, Any]] = []
+        for turn in request.messages:
+            if isinstance(turn, AIMessage):
+                role, blocks = "assistant", self._assistant_blocks(turn)
+            elif isinstance(turn, (UserMessage, ToolMessage)):
+                role, blocks = "user", self._user_blocks(turn)
+            else:
+                raise InvalidRequestError(f"anthropic: cannot send a {turn.role!r} turn")
+            if not blocks:
+                continue
+            if messages and messages[-1]["role"] == role:
+                messages[-1]["content"].extend(blocks)
+            else:
+                messages.append({"role": role, "content": blocks})
+        o = request.options
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": o.max_tokens or self.default_max_tokens,
+            "messages": messages,
+        }
+        if request.system:
+            body["system"] = request.system
+        for key, value in (("temperature", o.temperature), ("top_p", o.top_p), ("top_k", o.top_k)):
+            if value is not None:
+                body[key] = value
+        if o.stop:
+            body["stop_sequences"] = list(o.stop)
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            if choice in ("auto", "any", "none"):
+                body["tool_choice"] = {"type": choice}
+            elif choice in {t.name for t in request.tools}:
+                body["tool_choice"] = {"type": "tool", "name": choice}
+            else:
+                raise InvalidRequestError(f"anthropic: tool_choice names unknown tool {choice!r}")
+        if stream:
+            body["stream"] = True
+        return body
+
+    def _assistant_blocks(self, turn: Message[Any]) -> list[dict[str, Any]]:
+        cont = self._own_continuation(turn)
+        if cont is not None:
+            return [dict(b) for b in cont.data.get("content") or ()]
+        blocks: list[dict[str, Any]] = []
+        for p in turn.parts:
+            if isinstance(p, TextPart):
+                blocks.append({"type": "text", "text": p.text})
+            elif isinstance(p, ToolCall):
+                blocks.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.args})
+            else:
+                raise UnsupportedCapabilityError(
+                    f"anthropic: an assistant turn cannot hold a {p.kind} part"
+                )
+        return blocks
+
+    def _user_blocks(self, turn: Message[Any]) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        for p in turn.parts:
+            if isinstance(p, TextPart):
+                blocks.append({"type": "text", "text": p.text})
+            elif isinstance(p, ToolResultPart):
+                block: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": p.call_id,
+                    "content": p.content,
+                }
+                if p.is_error:
+                    block["is_error"] = True
+                blocks.append(block)
+            elif isinstance(p, Mime):
+                blocks.append(_media_block(p))
+            else:
+                raise InvalidRequestError(f"anthropic: a user turn cannot hold a {p.kind} part")
+        return blocks
+
+    # -- calls -----------------------------------------------------------------------------
+    async def _sample(self, request: LMRequest) -> AIMessage[Any]:
+        data = await self._post_json(f"{self.base_url}/messages", self.encode(request))
+        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+            raise StreamProtocolError("anthropic: response is not a message")
+        state = _State(self)
+        state.message_start(data)
+        for index, block in enumerate(data["content"]):
+            state.block_start(index, block, whole=True)
+            state.block_stop(index)
+        state.stopped = True
+        state.finish()
+        return state.acc.message()
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
+        state = _State(self)
+        events = self._sse(f"{self.base_url}/messages", self.encode(request, stream=True))
+        try:
+            async for event in events:
+                kind = event.event
+                if kind == "ping":
+                    continue
+                try:
+                    data = json.loads(event.data)
+                except ValueError as exc:
+                    raise StreamProtocolError("anthropic: stream event is not JSON") from exc
+                if not isinstance(data, dict):
+                    raise StreamProtocolError("anthropic: stream event is not a JSON object")
+                if kind == "message" and isinstance(data.get("type"), str):
+                    kind = data["type"]  # tolerate servers that omit the event: line
+                chunk = state.event(kind, data)
+                if chunk is not None:
+                    yield chunk
+        finally:
+            await events.aclose()
+        if not state.stopped:
+            raise StreamProtocolError("anthropic: the stream ended before message_stop")
+        yield state.finish()
+
+
+def _media_block(p: Mime) -> dict[str, Any]:
+    kind = "image" if p.kind == "image" else "document"
+    if p.data is not None:
+        source = {"type": "base64", "media_type": p.mime_type, "data": p.to_base64()}
+    elif p.uri is not None and p.uri.startswith(("https://", "http://")):
+        source = {"type": "url", "url": p.uri}
+    else:
+        raise UnsupportedCapabilityError("anthropic: media URIs must be http(s) URLs")
+    return {"type": kind, "source": source}
+
+
+class _State:
+    """The Messages protocol state machine, shared by plain and streamed responses."""
+
+    def __init__(self, lm: Anthropic) -> None:
+        self.lm = lm
+        self.acc = StreamAccumulator(lm.model_id)
+        self.started = False
+        self.stopped = False
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.pieces: dict[int, list[str]] = {}
+        self.open: set[int] = set()
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.message_id: str | None = None
+
+    def event(self, kind: str, data: dict[str, Any]) -> StreamChunk | None:
+        if kind == "error":
+            err = data.get("error") if isinstance(data.get("error"), dict) else {}
+            code = safe_code((err or {}).get("type"))
+            status = _STREAM_ERROR_STATUS.get(code or "", 500)
+            raise error_from_status("anthropic", status, ErrorInfo(code))
+        if not self.started and kind != "message_start":
+            raise StreamProtocolError(
+                f"anthropic: {safe_code(kind) or 'event'} before message_start"
+            )
+        if self.stopped and kind in _KNOWN_EVENTS:
+            raise StreamProtocolError(f"anthropic: {kind} after message_stop")
+        if kind == "message_start":
+            if self.started:
+                raise StreamProtocolError("anthropic: a second message_start")
+            message = data.get("message")
+            if not isinstance(message, dict):
+                raise StreamProtocolError("anthropic: message_start without a message")
+            self.message_start(message)
+            return None
+        if kind == "content_block_start":
+            return self.block_start(_index(data), data.get("content_block"), whole=False)
+        if kind == "content_block_delta":
+            return self.block_delta(_index(data), data.get("delta"))
+        if kind == "content_block_stop":
+            return self.block_stop(_index(data))
+        if kind == "message_delta":
+            delta = data.get("delta") or {}
+            if delta.get("stop_reason") is not None:
+                self.stop_reason = str(delta["stop_reason"])
+            if isinstance(data.get("usage"), dict):
+                self.usage.update(data["usage"])
+            return None
+        if kind == "message_stop":
+            if self.open:
+                raise StreamProtocolError("anthropic: message_stop with content blocks still open")
+            self.stopped = True
+            return None
+        return None  # unknown event types may be added by the API: ignored
+
+    def message_start(self, message: dict[str, Any]) -> None:
+        self.started = True
+        self.message_id = message.get("id")
+        if isinstance(message.get("usage"), dict):
+            self.usage.update(message["usage"])
+        if message.get("stop_reason") is not None:
+            self.stop_reason = str(message["stop_reason"])
+
+    def block_start(self, index: int, block: Any, *, whole: bool) -> StreamChunk | None:
+        if index in self.blocks:
+            raise StreamProtocolError(f"anthropic: content block {index} started twice")
+        if not isinstance(block, dict):
+            raise StreamProtocolError("anthropic: content_block_start without a block")
+        kind = block.get("type")
+        if kind not in _BLOCKS:
+            name = safe_code(kind) or "unknown"
+            raise StreamProtocolError(f"anthropic: unsupported content block type {name!r}")
+        block = dict(block)
+        self.blocks[index] = block
+        self.open.add(index)
+        if kind == "text":
+            text = str(block.get("text") or "")
+            self.pieces[index] = [text]
+            return self.acc.text(text) if text else None
+        if kind == "tool_use":
+            if not block.get("id") or not block.get("name"):
+                raise StreamProtocolError("anthropic: tool_use block without id or name")
+            if whole:
+                if not isinstance(block.get("input"), dict):
+                    raise StreamProtocolError("anthropic: tool_use input is not an object")
+                self.pieces[index] = [json.dumps(block["input"], ensure_ascii=False)]
+            else:
+                self.pieces[index] = []
+            return self.acc.events(ToolCallStart(str(block["id"]), str(block["name"])))
+        if kind == "thinking":
+            self.pieces[index] = [str(block.get("thinking") or "")]
+        return None
+
+    def block_delta(self, index: int, delta: Any) -> StreamChunk | None:
+        if index not in self.open:
+            raise StreamProtocolError(f"anthropic: delta for content block {index} not open")
+        if not isinstance(delta, dict):
+            raise StreamProtocolError("anthropic: content_block_delta without a delta")
+        block = self.blocks[index]
+        kind = delta.get("type")
+        btype = block["type"]
+        if kind == "text_delta" and btype == "text":
+            text = str(delta.get("text", ""))
+            self.pieces[index].append(text)
+            return self.acc.text(text) if text else None
+        if kind == "input_json_delta" and btype == "tool_use":
+            fragment = str(delta.get("partial_json", ""))
+            if not fragment:
+                return None
+            self.pieces[index].append(fragment)
+            return self.acc.events(ToolCallDelta(str(block["id"]), fragment))
+        if kind == "thinking_delta" and btype == "thinking":
+            self.pieces[index].append(str(delta.get("thinking", "")))
+            return None
+        if kind == "signature_delta" and btype == "thinking":
+            block["signature"] = delta.get("signature")
+            return None
+        if kind == "citations_delta" and btype == "text":
+            block.setdefault("citations", []).append(delta.get("citation"))
+            return None
+        name = safe_code(kind) or "unknown"
+        raise StreamProtocolError(f"anthropic: unsupported delta {name!r} for a {btype} block")
+
+    def block_stop(self, index: int) -> StreamChunk | None:
+        if index not in self.open:
+            raise StreamProtocolError(f"anthropic: stop for content block {index} not open")
+        self.open.discard(index)
+        block = self.blocks[index]
+        kind = block["type"]
+        if kind == "text":
+            block["text"] = "".join(self.pieces.pop(index))
+        elif kind == "thinking":
+            block["thinking"] = "".join(self.pieces.pop(index))
+        elif kind == "tool_use":
+            args = json_object("".join(self.pieces.pop(index)), "anthropic tool_use input")
+            block["input"] = args
+            call = ToolCall(str(block["id"]), str(block["name"]), args)
+            return self.acc.events(ToolCallEnd(call))
+        return None
+
+    def finish(self) -> StreamChunk:
+        reason = self.stop_reason
+        code = safe_code(reason) or "unknown"
+        if reason in _TRUNCATED:
+            raise IncompleteGenerationError(f"anthropic: output truncated ({code})")
+        if reason == "refusal":
+            raise ContentFilteredError("anthropic: the model refused (refusal)")
+        if reason is not None and reason not in _OK:
+            raise GenerationError(f"anthropic: generation stopped ({code})")
+        calls = [p for p in self.acc.parts if isinstance(p, ToolCall)]
+        text = any(isinstance(p, TextPart) and p.text for p in self.acc.parts)
+        if not calls and not text:
+            raise EmptyGenerationError("anthropic: the model returned no text and no tool calls")
+        content = [self.blocks[i] for i in sorted(self.blocks)]
+        self.acc.add_part(self.lm._continuation({"id": self.message_id, "content": content}))
+        metadata: dict[str, Any] = {"provider_finish_reason": reason}
+        if self.message_id:
+            metadata["response_id"] = self.message_id
+        return self.acc.finish(
+            usage=_usage(self.usage),
+            finish_reason="tool_calls" if calls else "stop",
+            metadata=metadata,
+        )
+
+
+_KNOWN_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+
+
+def _index(data: dict[str, Any]) -> int:
+    index = data.get("index")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise StreamProtocolError("anthropic: content block event without an index")
+    return index
+
+
+def _usage(u: dict[str, Any]) -> Usage | None:
+    if not u:
+        return None
+    inp = u.get("input_tokens")
+    created = u.get("cache_creation_input_tokens")
+    read = u.get("cache_read_input_tokens")
+    prompt = None if inp is None else inp + (created or 0) + (read or 0)
+    out = u.get("output_tokens")
+    total = None if prompt is None or out is None else prompt + out
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=out, total_tokens=total, cached_tokens=read
+    )

@@ -1,0 +1,394 @@
+"""OpenAI Chat Completions: ``POST {base_url}/chat/completions``, plain and SSE-streamed.
+
+Works with OpenAI-compatible servers (vLLM, llama.cpp server, Ollama, gateways) through
+``base_url``: a custom ``base_url`` needs no key, and never receives ``OPENAI_API_KEY`` from
+the environment (pass ``api_key=`` explicitly if the server wants one). The key goes in the
+``Authorization: Bearer`` header.
+
+Differences by endpoint: the default endpoint gets ``max_completion_tokens`` (what current
+OpenAI models require); other servers get the older ``max_tokens`` that they understand.
+Streams ask for usage with ``stream_options.include_usage`` (turn off with
+``stream_usage=False`` for servers that reject it) and end at ``data: [DONE]``; tool-call
+fragments are matched by ``index``. Native structured output uses ``response_format``
+``json_schema``, with ``strict`` on exactly when the schema meets OpenAI's strict rules.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, ClassVar
+
+from ..errors import (
+    ContentFilteredError,
+    EmptyGenerationError,
+    GenerationError,
+    IncompleteGenerationError,
+    InvalidRequestError,
+    StreamProtocolError,
+    UnsupportedCapabilityError,
+)
+from ..messages import (
+    AIMessage,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    ToolResultPart,
+    Usage,
+    UserMessage,
+)
+from ..modalities import Mime
+from ._http import ErrorInfo, HTTPModel, error_from_status, json_object, safe_code
+from .base import Capabilities, LMRequest
+from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
+
+__all__ = ["OpenAI"]
+
+_OK = frozenset({"stop", "tool_calls", "function_call"})
+
+
+class OpenAI(HTTPModel):
+    """Chat Completions models at OpenAI or any OpenAI-compatible server."""
+
+    provider: ClassVar[str] = "openai"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        modalities=frozenset({"image"}), tools=True, native_schema=True
+    )
+    default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+
+    def __init__(self, model: str, *, stream_usage: bool = True, **kw: Any) -> None:
+        super().__init__(model, **kw)
+        self.stream_usage = stream_usage
+
+    def _auth_headers(self, key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    def _error_info(self, status: int, body: Any) -> ErrorInfo:
+        err = body.get("error")
+        if not isinstance(err, dict):
+            return ErrorInfo()
+        code = safe_code(err.get("code")) or safe_code(err.get("type"))
+        message = str(err.get("message", "")).lower()
+        context = code == "context_length_exceeded" or "maximum context length" in message
+        auth = code in ("invalid_api_key", "invalid_authentication")
+        return ErrorInfo(code, context_length=context, auth=auth)
+
+    def check_capabilities(self, request: LMRequest) -> None:
+        super().check_capabilities(request)
+        if request.options.top_k is not None and self.uses_default_endpoint:
+            raise UnsupportedCapabilityError(f"{self.model_id}: OpenAI has no top_k option")
+
+    # -- encoding --------------------------------------------------------------------------
+    def encode(self, request: LMRequest, *, stream: bool = False) -> dict[str, Any]:
+        """The JSON body for a request (no I/O; raises before sending on bad input)."""
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        for turn in request.messages:
+            if isinstance(turn, AIMessage):
+                messages.append(self._assistant(turn))
+            elif isinstance(turn, ToolMessage):
+                part = turn.parts[0]
+                assert isinstance(part, ToolResultPart)
+                messages.append(
+                    {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
+                )
+            elif isinstance(turn, UserMessage):
+                messages.extend(self._user(turn))
+            else:
+                raise InvalidRequestError(f"openai: cannot send a {turn.role!r} turn")
+        o = request.options
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if o.max_tokens is not None:
+            key = "max_completion_tokens" if self.uses_default_endpoint else "max_tokens"
+            body[key] = o.max_tokens
+        for key, value in (
+            ("temperature", o.temperature),
+            ("top_p", o.top_p),
+            ("top_k", o.top_k),
+            ("seed", o.seed),
+        ):
+            if value is not None:
+                body[key] = value
+        if o.stop:
+            body["stop"] = list(o.stop)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.input_schema),
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            if choice in ("auto", "none"):
+                body["tool_choice"] = choice
+            elif choice == "any":
+                body["tool_choice"] = "required"
+            elif choice in {t.name for t in request.tools}:
+                body["tool_choice"] = {"type": "function", "function": {"name": choice}}
+            else:
+                raise InvalidRequestError(f"openai: tool_choice names unknown tool {choice!r}")
+        if request.response_schema is not None:
+            schema = dict(request.response_schema)
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _schema_name(schema),
+                    "schema": schema,
+                    "strict": _strict_ok(schema),
+                },
+            }
+        if stream:
+            body["stream"] = True
+            if self.stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _assistant(self, turn: Message[Any]) -> dict[str, Any]:
+        self._own_continuation(turn)  # rejects another model's data; OpenAI needs none back
+        text: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for p in turn.parts:
+            if isinstance(p, TextPart):
+                text.append(p.text)
+            elif isinstance(p, ToolCall):
+                calls.append(
+                    {
+                        "id": p.id,
+                        "type": "function",
+                        "function": {
+                            "name": p.name,
+                            "arguments": json.dumps(p.args, ensure_ascii=False),
+                        },
+                    }
+                )
+            elif p.kind != "continuation":
+                raise UnsupportedCapabilityError(
+                    f"openai: an assistant turn cannot hold a {p.kind} part"
+                )
+        out: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
+        if calls:
+            out["tool_calls"] = calls
+        return out
+
+    def _user(self, turn: Message[Any]) -> list[dict[str, Any]]:
+        if all(isinstance(p, TextPart) for p in turn.parts):
+            return [{"role": "user", "content": turn.text}]
+        content: list[dict[str, Any]] = []
+        extra: list[dict[str, Any]] = []
+        for p in turn.parts:
+            if isinstance(p, TextPart):
+                content.append({"type": "text", "text": p.text})
+            elif isinstance(p, Mime):
+                url = p.uri if p.data is None else f"data:{p.mime_type};base64,{p.to_base64()}"
+                content.append({"type": "image_url", "image_url": {"url": url}})
+            elif isinstance(p, ToolResultPart):
+                extra.append({"role": "tool", "tool_call_id": p.call_id, "content": p.content})
+            else:
+                raise InvalidRequestError(f"openai: a user turn cannot hold a {p.kind} part")
+        return [*extra, {"role": "user", "content": content}] if content else extra
+
+    # -- calls -----------------------------------------------------------------------------
+    async def _sample(self, request: LMRequest) -> AIMessage[Any]:
+        data = await self._post_json(f"{self.base_url}/chat/completions", self.encode(request))
+        if not isinstance(data, dict):
+            raise StreamProtocolError("openai: response is not a JSON object")
+        state = _State(self)
+        state.meta(data)
+        choices = data.get("choices") or []
+        choice = next((c for c in choices if c.get("index", 0) == 0), None)
+        if choice is not None:
+            message = choice.get("message") or {}
+            if message.get("refusal"):
+                state.refused = True
+            if message.get("content"):
+                state.acc.text(str(message["content"]))
+            for i, call in enumerate(message.get("tool_calls") or ()):
+                state.tool_delta({"index": i, **call}, whole=True)
+            state.finish_reason = choice.get("finish_reason")
+        return _final(state).aggregated
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
+        state = _State(self)
+        url = f"{self.base_url}/chat/completions"
+        events = self._sse(url, self.encode(request, stream=True))
+        done = False
+        try:
+            async for event in events:
+                if event.data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    data = json.loads(event.data)
+                except ValueError as exc:
+                    raise StreamProtocolError("openai: stream event is not JSON") from exc
+                if not isinstance(data, dict):
+                    raise StreamProtocolError("openai: stream event is not a JSON object")
+                for chunk in state.chunk(data):
+                    yield chunk
+        finally:
+            await events.aclose()
+        if not done and state.finish_reason is None:
+            raise StreamProtocolError("openai: the stream ended before [DONE]")
+        for chunk in state.close_calls():
+            yield chunk
+        yield _final(state)
+
+
+def _schema_name(schema: Mapping[str, Any]) -> str:
+    title = schema.get("title")
+    if isinstance(title, str) and safe_code(title) and len(title) <= 64 and "." not in title:
+        return title
+    return "response"
+
+
+def _strict_ok(schema: Any) -> bool:
+    """OpenAI strict mode: every object closed (additionalProperties false), all required."""
+    if isinstance(schema, list):
+        return all(_strict_ok(s) for s in schema)
+    if not isinstance(schema, Mapping):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        if schema.get("additionalProperties") is not False:
+            return False
+        if set(schema.get("required") or ()) != set(props):
+            return False
+    return all(_strict_ok(v) for k, v in schema.items() if isinstance(v, (Mapping, list)))
+
+
+class _State:
+    def __init__(self, lm: OpenAI) -> None:
+        self.lm = lm
+        self.acc = StreamAccumulator(lm.model_id)
+        self.calls: dict[int, dict[str, Any]] = {}  # index -> {id, name, args: [str], started}
+        self.finish_reason: str | None = None
+        self.refused = False
+        self.refusal_pieces = 0
+        self.usage: dict[str, Any] | None = None
+        self.id: str | None = None
+        self.fingerprint: str | None = None
+
+    def meta(self, data: dict[str, Any]) -> None:
+        if self.id is None and data.get("id"):
+            self.id = str(data["id"])
+        if data.get("system_fingerprint"):
+            self.fingerprint = str(data["system_fingerprint"])
+        if isinstance(data.get("usage"), dict):
+            self.usage = data["usage"]
+
+    def chunk(self, data: dict[str, Any]) -> list[StreamChunk]:
+        if "error" in data:  # compatible servers report failures in-stream this way
+            err = data["error"] if isinstance(data["error"], dict) else {}
+            code = err.get("code")
+            status = code if isinstance(code, int) else 500
+            raise error_from_status("openai", status, self.lm._error_info(status, data))
+        self.meta(data)
+        out: list[StreamChunk] = []
+        for choice in data.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if delta.get("refusal"):
+                self.refused = True
+            text = delta.get("content")
+            if text:
+                out.append(self.acc.text(str(text)))
+            for call in delta.get("tool_calls") or ():
+                chunk = self.tool_delta(call, whole=False)
+                if chunk is not None:
+                    out.append(chunk)
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        return out
+
+    def tool_delta(self, call: dict[str, Any], *, whole: bool) -> StreamChunk | None:
+        index = call.get("index", 0)
+        if not isinstance(index, int):
+            raise StreamProtocolError("openai: tool call delta without an index")
+        fn = call.get("function") or {}
+        state = self.calls.get(index)
+        if state is None:
+            state = self.calls[index] = {"id": None, "name": None, "args": [], "started": False}
+        if call.get("id") and state["id"] is None:
+            state["id"] = str(call["id"])
+        if fn.get("name") and state["name"] is None:
+            state["name"] = str(fn["name"])
+        events: list[Any] = []
+        if not state["started"] and state["name"] is not None:
+            if state["id"] is None:  # some compatible servers send no id
+                state["id"] = f"call_{uuid.uuid4().hex[:16]}"
+            state["started"] = True
+            events.append(ToolCallStart(state["id"], state["name"]))
+            if state["args"]:
+                events.append(ToolCallDelta(state["id"], "".join(state["args"])))
+        fragment = fn.get("arguments")
+        if fragment:
+            state["args"].append(str(fragment))
+            if state["started"]:
+                events.append(ToolCallDelta(state["id"], str(fragment)))
+        if whole:
+            for chunk in self.close_calls():
+                events.extend(chunk.events)
+        return self.acc.events(*events) if events else None
+
+    def close_calls(self) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        for index in sorted(self.calls):
+            state = self.calls.pop(index)
+            if not state["started"]:
+                raise StreamProtocolError("openai: a tool call arrived without a name")
+            args = json_object("".join(state["args"]), "openai tool call arguments")
+            out.append(self.acc.events(ToolCallEnd(ToolCall(state["id"], state["name"], args))))
+        return out
+
+
+def _final(state: _State) -> StreamChunk:
+    reason = state.finish_reason
+    code = safe_code(reason) or "unknown"
+    if state.refused:
+        raise ContentFilteredError("openai: the model refused (refusal)")
+    if reason == "length":
+        raise IncompleteGenerationError("openai: output truncated (length)")
+    if reason == "content_filter":
+        raise ContentFilteredError("openai: response blocked (content_filter)")
+    if reason is not None and reason not in _OK:
+        raise GenerationError(f"openai: generation stopped ({code})")
+    calls = [p for p in state.acc.parts if isinstance(p, ToolCall)]
+    if not calls and not any(isinstance(p, TextPart) and p.text for p in state.acc.parts):
+        raise EmptyGenerationError("openai: the model returned no text and no tool calls")
+    data: dict[str, Any] = {"id": state.id}
+    if state.fingerprint:
+        data["system_fingerprint"] = state.fingerprint
+    state.acc.add_part(state.lm._continuation(data))
+    metadata: dict[str, Any] = {"provider_finish_reason": reason}
+    if state.id:
+        metadata["response_id"] = state.id
+    return state.acc.finish(
+        usage=_usage(state.usage),
+        finish_reason="tool_calls" if calls else "stop",
+        metadata=metadata,
+    )
+
+
+def _usage(u: dict[str, Any] | None) -> Usage | None:
+    if not u:
+        return None
+    prompt_details = u.get("prompt_tokens_details") or {}
+    completion_details = u.get("completion_tokens_details") or {}
+    return Usage(
+        prompt_tokens=u.get("prompt_tokens"),
+        completion_tokens=u.get("completion_tokens"),
+        total_tokens=u.get("total_tokens"),
+        cached_tokens=prompt_details.get("cached_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
+    )

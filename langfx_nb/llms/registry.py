@@ -1,0 +1,64 @@
+"""``lf.llms.get("provider:model")``: a small explicit resolver for magics and quick starts.
+
+Only the names listed here resolve; there is no plugin discovery and no default model. Extra
+keyword arguments go to the model's constructor (``api_key=``, ``base_url=``, sampling...).
+
+- ``gemini:MODEL`` (alias ``google:MODEL``), ``anthropic:MODEL``, ``openai:MODEL``
+- ``fake:echo``, ``fake:static?text=...`` (the text is URL-decoded)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+from urllib.parse import parse_qs
+
+from .base import LanguageModel
+
+__all__ = ["get", "providers"]
+
+_PROVIDERS = {
+    "gemini": (".gemini", "Gemini"),
+    "google": (".gemini", "Gemini"),
+    "anthropic": (".anthropic", "Anthropic"),
+    "openai": (".openai", "OpenAI"),
+}
+
+
+def providers() -> list[str]:
+    """The provider prefixes ``get`` understands."""
+    return sorted([*_PROVIDERS, "fake"])
+
+
+def get(spec: str, **kwargs: Any) -> LanguageModel:
+    """A model from ``"provider:model"``; raises ``ValueError`` for anything else."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ValueError(f"expected 'provider:model', got {spec!r}")
+    provider, _, rest = spec.partition(":")
+    provider = provider.strip().lower()
+    if provider == "fake":
+        return _fake(rest, kwargs)
+    if provider not in _PROVIDERS:
+        known = ", ".join(providers())
+        raise ValueError(f"unknown model provider {provider!r} (known: {known})")
+    model = rest.strip()
+    if not model:
+        raise ValueError(f"{spec!r} names no model")
+    module_name, cls_name = _PROVIDERS[provider]
+    cls = getattr(importlib.import_module(module_name, __package__), cls_name)
+    return cls(model, **kwargs)
+
+
+def _fake(rest: str, kwargs: dict[str, Any]) -> LanguageModel:
+    from .fake import Echo, StaticResponse
+
+    name, _, query = rest.partition("?")
+    name = name.strip().lower()
+    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    if name == "echo":
+        return Echo(**kwargs)
+    if name == "static":
+        if "text" not in params:
+            raise ValueError("fake:static needs ?text=...")
+        return StaticResponse(params["text"], **kwargs)
+    raise ValueError(f"unknown fake model {name!r} (fake:echo, fake:static?text=...)")

@@ -5,7 +5,7 @@ handles widget messages only while a cell is suspended at an ``await``, and IPyt
 magics are synchronous functions. So a cell starting with ``%%lf`` is rewritten *before* it
 is compiled into one line of ordinary Python::
 
-    await __import__('langfx_nb.notebook.magics', fromlist=['_']).run_cell_magic_async(
+    await __import__('langfx_nb').nb.magics.run_cell_magic_async(
         'query --schema Answer', '<the cell body>', globals())
 
 IPython's autoawait then runs that coroutine on the kernel's own event loop, like any other
@@ -53,7 +53,6 @@ APPROVE_ENV = "LANGFX_NB_APPROVE"
 """When set (``deny``, ``allow`` or ``allow:add,search``), replaces every ``ask`` approval of
 ``%%lf agent`` — the unattended mode for headless runs (nbval, nbconvert, CI)."""
 
-_MODULE = __name__
 _CELL_RE = re.compile(r"%%lf(?=\s|$)")
 
 
@@ -152,7 +151,8 @@ def _escape_outside_spans(line: str) -> str:
         tick = line.find("`", pos)
         if tick < 0:
             break
-        run = len(line) - len(line[tick:].lstrip("`"))
+        rest = line[tick:]
+        run = len(rest) - len(rest.lstrip("`"))
         close = line.find("`" * run, tick + run)
         # A closing run must be exactly as long (CommonMark); otherwise it is literal text.
         while close >= 0 and line[close + run : close + run + 1] == "`":
@@ -194,11 +194,11 @@ def transform_lf_cell(lines: list[str]) -> list[str]:
 
     ip = get_ipython()
     if ip is not None and not getattr(ip, "autoawait", True):
-        call = f"__import__({_MODULE!r}, fromlist=['_'])._autoawait_off()"
+        call = "__import__('langfx_nb').nb.magics._autoawait_off()"
         return [call + "\n"]
     call = (
-        f"await __import__({_MODULE!r}, fromlist=['_'])"
-        f".run_cell_magic_async({line!r}, {body!r}, globals())"
+        f"await __import__('langfx_nb').nb.magics.run_cell_magic_async({line!r}, {body!r}, "
+        "globals())"
     )
     return [call + "\n"]
 
@@ -371,7 +371,8 @@ async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any
         if command == "agent":
             return await _run_agent(rest, body, ns)
     except LangFxError as exc:
-        raise exc.with_traceback(None)  # noqa: B904 - the same exception, internal frames cut
+        # The same exception with the library's internal frames cut: the message says it all.
+        raise exc.with_traceback(None)  # noqa: B904
     if command in _LINE_COMMANDS:
         raise UsageError(f"`{command}` is a line command: write `%lf {command} ...`")
     raise UsageError(f"%%lf: unknown command {command!r}; use query or agent (see %lf help)")

@@ -1,0 +1,280 @@
+"""``%%lf`` / ``%lf``: the input transformer on source text, and the magics in a real shell."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from pydantic import BaseModel
+
+import langfx_nb as lf
+from langfx_nb.notebook import check_kernel, magics
+from langfx_nb.notebook.magics import (
+    MarkdownText,
+    escape_markdown_html,
+    resolve_type,
+    transform_lf_cell,
+)
+
+
+def _lines(cell: str) -> list[str]:
+    return cell.splitlines(keepends=True)
+
+
+def _call_args(source: str) -> list[Any]:
+    """The literal arguments of the awaited call the transformer produced."""
+    tree = ast.parse(source)
+    (stmt,) = tree.body
+    assert isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Await)
+    call = stmt.value.value
+    assert isinstance(call, ast.Call)
+    assert isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic_async"
+    return [ast.literal_eval(a) for a in call.args[:2]]
+
+
+# -- the transformer on source text ------------------------------------------------------------
+
+
+def test_other_cells_pass_through() -> None:
+    for cell in ["x = 1\n", "%lf help\n", "%%lfx query\nhi\n", "# %%lf query\n", "%%time\nx\n"]:
+        assert transform_lf_cell(_lines(cell)) == _lines(cell)
+
+
+def test_lf_cell_becomes_one_awaited_call() -> None:
+    out = transform_lf_cell(_lines("%%lf query --schema int\nWhat is {{x}} + {a: 1}?\n"))
+    assert len(out) == 1
+    assert _call_args(out[0]) == ["query --schema int", "What is {{x}} + {a: 1}?\n"]
+    assert out[0].rstrip().endswith("globals())")
+
+
+@given(
+    line=st.text(
+        alphabet=st.characters(blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+    ),
+    body=st.text(),
+)
+def test_any_line_and_body_survive_the_rewrite(line: str, body: str) -> None:
+    cell = "%%lf " + line + "\n" + body
+    (out,) = transform_lf_cell(cell.splitlines(keepends=True))
+    got_line, got_body = _call_args(out)
+    assert got_line == line.strip()
+    assert got_body == "".join(cell.splitlines(keepends=True)[1:])
+
+
+def test_shell_transform_keeps_ipython_syntax_in_the_body() -> None:
+    ip = _shell()
+    src = ip.transform_cell("%%lf query\n!ls {{x}}\n%who\nWhat?\n")
+    assert _call_args(src)[1] == "!ls {{x}}\n%who\nWhat?\n"
+
+
+# -- a real InteractiveShell -------------------------------------------------------------------
+
+
+def _shell() -> InteractiveShell:
+    ip = InteractiveShell.instance()
+    if magics.transform_lf_cell not in ip.input_transformers_cleanup:
+        ip.run_line_magic("load_ext", "langfx_nb")
+    return ip
+
+
+@pytest.fixture
+def ip() -> Iterator[InteractiveShell]:
+    shell = _shell()
+    shell.user_ns.update({"lf": lf})
+    saved = magics.state.lm, magics.state.lm_name
+    yield shell
+    magics.state.lm, magics.state.lm_name = saved
+    for name in ("lm", "x", "ans", "Answer", "Item", "msg"):
+        shell.user_ns.pop(name, None)
+
+
+def run(ip: InteractiveShell, cell: str) -> Any:
+    result = ip.run_cell(cell, store_history=True)
+    if result.error_before_exec is not None:
+        raise result.error_before_exec
+    if result.error_in_exec is not None:
+        raise result.error_in_exec
+    return result.result
+
+
+def test_query_cell_value_is_the_answer_rendered_from_the_namespace(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=lf.llms.Echo(), x=41)
+    value = run(ip, '%%lf query --lm lm -o ans\nWhat is {{x}} + 1? {"a": {b}}\n')
+    assert value == 'What is 41 + 1? {"a": {b}}\n'
+    assert isinstance(value, MarkdownText)
+    assert ip.user_ns["ans"] == value
+    assert ip.user_ns["Out"][ip.execution_count - 1] == value  # it is the cell's value
+
+
+def test_default_model_from_lf_use_and_from_nb_use(ip: InteractiveShell) -> None:
+    ip.user_ns["lm"] = lf.llms.StaticResponse("from the default")
+    run(ip, "%lf use lm")
+    assert run(ip, "%%lf query\nhi\n") == "from the default"
+    lf.nb.use(lf.llms.StaticResponse("set in Python"))
+    assert run(ip, "%%lf query\nhi\n") == "set in Python"
+
+
+def test_no_model_is_a_usage_error(ip: InteractiveShell) -> None:
+    magics.state.lm = None
+    with pytest.raises(UsageError, match="no model"):
+        run(ip, "%%lf query\nhi\n")
+
+
+def test_missing_template_variable_is_a_template_error(ip: InteractiveShell) -> None:
+    ip.user_ns["lm"] = lf.llms.Echo()
+    with pytest.raises(lf.TemplateError, match="nowhere"):
+        run(ip, "%%lf query --lm lm\nHi {{nowhere}}\n")
+
+
+def test_options_reach_the_model(ip: InteractiveShell) -> None:
+    lm = lf.llms.Scripted(["ok"])
+    ip.user_ns["lm"] = lm
+    run(ip, '%%lf query --lm lm --system "Be brief." --temperature 0.2 --max-tokens 7\nhi\n')
+    (request,) = lm.requests
+    assert request.system == "Be brief."
+    assert request.options.temperature == 0.2
+    assert request.options.max_tokens == 7
+
+
+def test_returns_message(ip: InteractiveShell) -> None:
+    ip.user_ns["lm"] = lf.llms.StaticResponse("hello")
+    msg = run(ip, "%%lf query --lm lm --returns-message\nhi\n")
+    assert isinstance(msg, lf.AIMessage)
+    assert msg.text == "hello"
+
+
+def test_bad_options_are_short_usage_errors(ip: InteractiveShell) -> None:
+    ip.user_ns["lm"] = lf.llms.Echo()
+    with pytest.raises(UsageError, match="unrecognized arguments: --nope"):
+        run(ip, "%%lf query --lm lm --nope\nhi\n")
+    with pytest.raises(UsageError, match="invalid choice"):
+        run(ip, "%%lf query --lm lm --protocol yaml\nhi\n")
+    with pytest.raises(UsageError, match="no variable named 'other'"):
+        run(ip, "%%lf query --lm other\nhi\n")
+    with pytest.raises(UsageError, match="unknown command 'ask'"):
+        run(ip, "%%lf ask\nhi\n")
+    with pytest.raises(UsageError, match="empty"):
+        run(ip, "%%lf query --lm lm\n\n")
+
+
+def test_model_errors_surface_as_the_library_error_without_internal_frames(
+    ip: InteractiveShell,
+) -> None:
+    ip.user_ns["lm"] = lf.llms.Scripted([lf.AuthenticationError("bad key (401)", status=401)])
+    with pytest.raises(lf.AuthenticationError, match=r"bad key \(401\)") as info:
+        run(ip, "%%lf query --lm lm\nhi\n")
+    frames = [f.co_name for f in _frames(info.value.__traceback__)]
+    assert "_sample" not in frames and "call" not in frames
+
+
+def _frames(tb: Any) -> Iterator[Any]:
+    while tb is not None:
+        yield tb.tb_frame.f_code
+        tb = tb.tb_next
+
+
+def test_autoawait_off_is_explained(ip: InteractiveShell) -> None:
+    ip.user_ns["lm"] = lf.llms.Echo()
+    ip.autoawait = False
+    try:
+        with pytest.raises(UsageError, match="autoawait on"):
+            run(ip, "%%lf query --lm lm\nhi\n")
+    finally:
+        ip.autoawait = True
+
+
+def test_cell_magic_called_directly_explains_the_transformer(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="input transformer"):
+        ip.run_cell_magic("lf", "query", "hi\n")
+
+
+def test_line_commands(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "%lf help")
+    assert "%%lf query" in capsys.readouterr().out
+    ip.user_ns["lm"] = lf.llms.Echo()
+    run(ip, "%lf use lm")
+    run(ip, "%lf models")
+    out = capsys.readouterr().out
+    assert "default model: Echo('fake:echo') (lm)" in out
+    assert "values never shown" in out
+    with pytest.raises(UsageError, match="cell command"):
+        run(ip, "%lf query")
+    with pytest.raises(UsageError, match="no %%lf agent run yet"):
+        magics.state.sessions.clear()
+        run(ip, "%lf trace")
+
+
+def _completions(ip: InteractiveShell, line: str) -> set[str]:
+    from IPython.core.completer import provisionalcompleter
+
+    assert ip.Completer is not None
+    with provisionalcompleter():
+        return {c.text for c in ip.Completer.completions(line, len(line))}
+
+
+def test_completion_offers_commands_and_options(ip: InteractiveShell) -> None:
+    assert {"use", "trace", "models", "help"} <= _completions(ip, "%lf ")
+    assert "--schema" in _completions(ip, "%%lf query --sch")
+
+
+# -- typed results -----------------------------------------------------------------------------
+
+
+class Item(BaseModel):
+    name: str
+
+
+def test_resolve_type_accepts_type_expressions_only() -> None:
+    ns = {"Item": Item}
+    assert resolve_type("Item", ns) is Item
+    assert resolve_type("list[Item]", ns) == list[Item]
+    assert resolve_type("Literal['a', 'b']", ns) == Literal["a", "b"]
+    assert resolve_type("int | None", ns) == int | None
+    for bad in ["__import__('os')", "Item()", "[Item]", "lambda: 1", "Item.__subclasses__()"]:
+        with pytest.raises(UsageError):
+            resolve_type(bad, ns)
+    with pytest.raises(UsageError, match="no type named 'Missing'"):
+        resolve_type("Missing", ns)
+
+
+# -- untrusted text ----------------------------------------------------------------------------
+
+
+def test_markdown_display_shows_html_as_text() -> None:
+    text = MarkdownText("Hi <img src=x onerror=alert(1)> <script>alert(2)</script> & `a<b`")
+    md = text._repr_markdown_()
+    assert "<img" not in md and "<script" not in md
+    assert "&lt;img src=x onerror=alert(1)&gt;" in md
+    assert "&amp;" in md
+    assert "`a<b`" in md  # code spans show characters literally already
+
+
+def test_markdown_escape_leaves_code_fences_alone() -> None:
+    text = "before <b>\n```html\n<b>x</b>\n```\nafter <i>\n"
+    assert (
+        escape_markdown_html(text) == "before &lt;b&gt;\n```html\n<b>x</b>\n```\nafter &lt;i&gt;\n"
+    )
+
+
+# -- kernel version check ----------------------------------------------------------------------
+
+
+class _FakeKernelShell:
+    kernel = object()
+
+
+def test_old_ipykernel_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "6.29.5")
+    with pytest.raises(ImportError, match=r"ipykernel>=7.4 \(found 6.29.5\).*pip install"):
+        check_kernel(_FakeKernelShell())
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.4.0")
+    check_kernel(_FakeKernelShell())
+    check_kernel(object())  # a terminal shell without a kernel is fine

@@ -1,0 +1,12 @@
+// Comm message kinds: mirror of langfx_nb/notebook/bridge.py MessageKind.
+// tests/notebook/test_widgets_bundle.py keeps the two equal; change both together.
+export const KINDS = {
+  "EVENTS": "events",
+  "SNAPSHOT": "snapshot",
+  "SYNC": "sync",
+  "RENDERED": "rendered",
+  "DECISION": "decision",
+  "DECISION_RESULT": "decision_result"
+} as const;
+
+export type Kind = (typeof KINDS)[keyof typeof KINDS];

@@ -1,0 +1,70 @@
+// Pure StreamView state: patches from the kernel (see stream_view.py StreamReducer) applied to
+// a partial JSON value, the set of open/completed field paths, and the terminal status.
+
+export type PathKey = string | number;
+
+export interface StreamState {
+  mode: "object" | "text" | "idle";
+  value: unknown;
+  text: string;
+  open: string[];
+  done: string[];
+  status: string;
+  error: string | null;
+  seq?: number;
+}
+
+export function emptyStream(): StreamState {
+  return { mode: "idle", value: null, text: "", open: [], done: [], status: "idle", error: null };
+}
+
+export const pathKey = (path: PathKey[]): string => JSON.stringify(path);
+
+function setAt(root: unknown, path: PathKey[], fn: (old: unknown) => unknown): unknown {
+  if (path.length === 0) return fn(root);
+  const [head, ...rest] = path;
+  let container: Record<string, unknown> | unknown[];
+  if (typeof head === "number") container = Array.isArray(root) ? root : [];
+  else container = root && typeof root === "object" && !Array.isArray(root) ? (root as Record<string, unknown>) : {};
+  const old = (container as Record<string | number, unknown>)[head as never];
+  (container as Record<string | number, unknown>)[head as never] = setAt(old, rest, fn);
+  return container;
+}
+
+export function applyStreamPatch(state: StreamState, patch: Record<string, unknown>): void {
+  const path = (patch.path as PathKey[] | undefined) ?? [];
+  switch (patch.op) {
+    case "reset":
+      Object.assign(state, emptyStream(), { mode: patch.mode ?? "object", status: "streaming" });
+      break;
+    case "set":
+      state.mode = "object";
+      state.value = setAt(state.value, path, () => patch.value);
+      break;
+    case "open": {
+      const key = pathKey(path);
+      if (!state.open.includes(key)) state.open.push(key);
+      if (patch.value !== undefined) state.value = setAt(state.value, path, (old) => old ?? patch.value);
+      break;
+    }
+    case "append":
+      state.value = setAt(state.value, path, (old) => (typeof old === "string" ? old : "") + String(patch.delta ?? ""));
+      break;
+    case "done": {
+      const key = pathKey(path);
+      state.open = state.open.filter((k) => k !== key);
+      if (!state.done.includes(key)) state.done.push(key);
+      if ("value" in patch) state.value = setAt(state.value, path, () => patch.value);
+      break;
+    }
+    case "text":
+      state.mode = "text";
+      state.text += String(patch.delta ?? "");
+      break;
+    case "status":
+      state.status = String(patch.status);
+      if (patch.error != null) state.error = String(patch.error);
+      if ("value" in patch && patch.value !== undefined) state.value = patch.value;
+      break;
+  }
+}

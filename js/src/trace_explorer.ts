@@ -1,0 +1,266 @@
+// TraceExplorer view: a virtualized tree (only rows on screen are in the DOM), search that
+// keeps ancestors of matches, a detail pane, expand state shared by all views of the model.
+import { KINDS } from "./kinds";
+import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree } from "./dom";
+import { Patch, Row, TraceNode, TraceStore, durationMs, visibleRows, windowRange } from "./tree";
+
+const ROW_H = 22;
+const VIEWPORT_H = 360;
+
+interface Model {
+  get(name: string): any;
+  on(event: string, cb: (...args: any[]) => void): void;
+  off(event?: string, cb?: (...args: any[]) => void): void;
+  send(content: unknown): void;
+}
+
+interface Shared {
+  store: TraceStore;
+  expanded: Map<string, boolean>;
+  selected: string | null;
+  query: string;
+  seq: number;
+  listeners: Set<(patches: Patch[]) => void>;
+}
+
+type Hook = (info: { patches: Patch[]; renderedAt: number; nodes: number }) => void;
+
+const CSS = `
+.lfx-te{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px}
+.lfx-te-bar{display:flex;gap:8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#ddd)}
+.lfx-te-bar input{flex:1;min-width:80px}
+.lfx-te-main{display:flex;min-height:${VIEWPORT_H}px}
+.lfx-te-scroll{flex:3;height:${VIEWPORT_H}px;overflow:auto;position:relative}
+.lfx-te-row{position:absolute;left:0;right:0;height:${ROW_H}px;display:flex;align-items:center;gap:6px;white-space:nowrap;cursor:pointer;padding-right:6px;box-sizing:border-box}
+.lfx-te-row:hover{background:var(--jp-layout-color2,#f3f3f3)}
+.lfx-te-row.lfx-sel{background:var(--jp-brand-color3,#dbe8fb)}
+.lfx-te-row.lfx-match .lfx-te-name{text-decoration:underline dotted}
+.lfx-te-caret{width:14px;text-align:center;flex:none;color:#666}
+.lfx-te-kind{font-size:10px;color:#555;border:1px solid #ccc;border-radius:3px;padding:0 3px;flex:none}
+.lfx-te-name{overflow:hidden;text-overflow:ellipsis;flex:1}
+.lfx-te-num{color:#666;font-size:11px;flex:none}
+.lfx-te-detail{flex:2;border-left:1px solid var(--jp-border-color2,#ddd);padding:6px;height:${VIEWPORT_H}px;overflow:auto;box-sizing:border-box}
+.lfx-te-detail h4{margin:6px 0 2px 0;font-size:12px}
+`;
+
+const DETAIL_ORDER: [string, string][] = [
+  ["error", "Error"],
+  ["messages", "Prompt messages"],
+  ["prompt", "Prompt"],
+  ["inputs", "Inputs"],
+  ["args", "Tool arguments"],
+  ["raw_response", "Raw response"],
+  ["response", "Response"],
+  ["parsed", "Parsed result"],
+  ["outputs", "Output"],
+  ["decision", "Policy decision"],
+  ["usage", "Usage"],
+];
+const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost"]);
+
+function createShared(): Shared {
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, listeners: new Set() };
+}
+
+export default () => {
+  const shared = createShared();
+  let pendingPatches: Patch[] = [];
+
+  function applyState(state: any): void {
+    if (state && Array.isArray(state.nodes)) {
+      shared.store.load(state.nodes as TraceNode[]);
+      shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
+    }
+  }
+
+  return {
+    initialize({ model }: { model: Model }) {
+      applyState(model.get("state"));
+      model.on("msg:custom", (msg: any) => {
+        if (msg?.kind === KINDS.EVENTS) {
+          if (typeof msg.seq === "number" && msg.seq <= shared.seq) return; // already in a snapshot
+          shared.seq = msg.seq ?? shared.seq;
+          const patches = msg.events as Patch[];
+          for (const p of patches) shared.store.apply(p);
+          for (const l of shared.listeners) l(patches);
+        } else if (msg?.kind === KINDS.SNAPSHOT) {
+          applyState({ ...msg.state, seq: msg.seq });
+          for (const l of shared.listeners) l([]);
+        }
+      });
+    },
+
+    render({ model, el }: { model: Model; el: HTMLElement }) {
+      const root = h("div", { class: "lfx lfx-te" });
+      injectCss(root, CSS);
+      const title = h("b", { text: model.get("title") || "Trace" });
+      const search = h("input", { type: "search", placeholder: "filter: name, kind, status, error…" }) as HTMLInputElement;
+      search.value = shared.query;
+      const summary = h("span", { class: "lfx-muted" });
+      const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0 });
+      const spacer = h("div", { style: "position:relative;width:100%" });
+      scroll.append(spacer);
+      const detail = h("div", { class: "lfx-te-detail" });
+      root.append(h("div", { class: "lfx-te-bar" }, title, search, summary), h("div", { class: "lfx-te-main" }, scroll, detail));
+      el.append(root);
+
+      let rows: Row[] = [];
+      let rowsVersion = -1;
+      let rowsKey = "";
+      let frame = 0;
+      let detailFor = "";
+      const pool: HTMLElement[] = [];
+
+      const schedule = (patches: Patch[]) => {
+        pendingPatches = pendingPatches.concat(patches);
+        if (!frame) frame = requestAnimationFrame(draw);
+      };
+
+      function draw(): void {
+        frame = 0;
+        const store = shared.store;
+        const key = `${shared.query}\u0000${expandKey}`;
+        if (rowsVersion !== store.version || rowsKey !== key) {
+          rows = visibleRows(store, shared.expanded, shared.query);
+          rowsVersion = store.version;
+          rowsKey = key;
+        }
+        spacer.style.height = `${rows.length * ROW_H}px`;
+        const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || VIEWPORT_H, ROW_H, rows.length);
+        const roll = store.rollups();
+        const now = Date.now();
+        for (let i = start; i < end; i++) {
+          const row = rows[i];
+          const slot = i - start;
+          let div = pool[slot];
+          if (!div) {
+            div = h("div", { class: "lfx-te-row", role: "treeitem" });
+            pool[slot] = div;
+            spacer.append(div);
+          }
+          fillRow(div, row, store.nodes.get(row.id)!, roll.get(row.id), now);
+          div.style.top = `${i * ROW_H}px`;
+          div.style.display = "";
+        }
+        for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
+        let running = 0;
+        let failed = 0;
+        for (const n of store.nodes.values()) {
+          if (n.status === "running") running++;
+          else if (n.status === "failed" || n.status === "denied" || n.status === "timed_out") failed++;
+        }
+        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied` +
+          (shared.query ? ` · ${rows.length} shown` : "");
+        drawDetail();
+        const patches = pendingPatches;
+        pendingPatches = [];
+        const hook = (globalThis as any).__lfxTraceHook as Hook | undefined;
+        if (hook) hook({ patches, renderedAt: Date.now(), nodes: store.nodes.size });
+      }
+
+      let expandKey = 0;
+      function fillRow(div: HTMLElement, row: Row, node: TraceNode, r: { tokens: number; cost: number } | undefined, now: number): void {
+        div.dataset.id = row.id;
+        div.className = `lfx-te-row${shared.selected === row.id ? " lfx-sel" : ""}${row.match ? " lfx-match" : ""}`;
+        div.setAttribute("aria-expanded", String(row.expanded));
+        div.style.paddingLeft = `${row.depth * 14 + 2}px`;
+        clear(div);
+        const status = String(node.status ?? "");
+        div.append(
+          h("span", { class: "lfx-te-caret", "data-caret": "1", text: row.hasChildren ? (row.expanded ? "▾" : "▸") : "" }),
+          h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
+          h("span", { class: "lfx-te-name", text: String(node.name ?? row.id) }),
+          h("span", { class: `lfx-st lfx-st-${status}`, text: status }),
+          h("span", { class: "lfx-te-num", text: fmtDuration(durationMs(node, now)) }),
+          h("span", { class: "lfx-te-num", text: r && r.tokens ? `${r.tokens} tok` : "" }),
+          h("span", { class: "lfx-te-num", text: r ? fmtCost(r.cost) : "" }),
+        );
+        if (node.error) div.title = errorText(node.error);
+        else div.removeAttribute("title");
+      }
+
+      function drawDetail(): void {
+        const id = shared.selected;
+        const node = id ? shared.store.nodes.get(id) : undefined;
+        const key = node ? `${id}:${shared.store.version}` : "";
+        if (key === detailFor) return;
+        detailFor = key;
+        clear(detail);
+        if (!node) {
+          detail.append(h("div", { class: "lfx-muted", text: "Select a node to see its details." }));
+          return;
+        }
+        const r = shared.store.rollups().get(node.id);
+        detail.append(
+          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: `lfx-st lfx-st-${node.status}`, text: String(node.status ?? "") })),
+          h("div", { class: "lfx-muted", text: `${node.kind ?? "node"} · ${fmtDuration(durationMs(node, Date.now())) || "—"}` +
+            (r ? ` · ${r.tokens} tokens · ${fmtCost(r.cost) || "$0"} (incl. ${r.descendants} below)` : "") }),
+        );
+        const shown = new Set<string>();
+        for (const [k, label] of DETAIL_ORDER) {
+          if (node[k] == null || node[k] === "") continue;
+          shown.add(k);
+          detail.append(h("h4", { text: label }));
+          detail.append(k === "error" ? h("div", { class: "lfx-err", text: errorText(node[k]) }) : jsonTree(node[k]));
+        }
+        for (const [k, v] of Object.entries(node)) {
+          if (shown.has(k) || SUMMARY_KEYS.has(k) || v == null || v === "") continue;
+          detail.append(h("h4", { text: k }), jsonTree(v));
+        }
+      }
+
+      scroll.addEventListener("scroll", () => schedule([]));
+      scroll.addEventListener("click", (ev) => {
+        const target = ev.target as HTMLElement;
+        const rowEl = target.closest(".lfx-te-row") as HTMLElement | null;
+        if (!rowEl?.dataset.id) return;
+        const id = rowEl.dataset.id;
+        const row = rows.find((r) => r.id === id);
+        if (target.dataset.caret && row?.hasChildren) {
+          shared.expanded.set(id, !row.expanded);
+          expandKey++;
+        } else shared.selected = id;
+        for (const l of shared.listeners) l([]);
+      });
+      scroll.addEventListener("keydown", (ev) => {
+        const idx = rows.findIndex((r) => r.id === shared.selected);
+        const row = rows[idx];
+        if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+          const next = rows[Math.max(0, Math.min(rows.length - 1, idx + (ev.key === "ArrowDown" ? 1 : -1)))];
+          if (next) shared.selected = next.id;
+        } else if ((ev.key === "ArrowRight" || ev.key === "ArrowLeft") && row?.hasChildren) {
+          shared.expanded.set(row.id, ev.key === "ArrowRight");
+          expandKey++;
+        } else return;
+        ev.preventDefault();
+        for (const l of shared.listeners) l([]);
+      });
+      let searchTimer: ReturnType<typeof setTimeout> | undefined;
+      search.addEventListener("input", () => {
+        clearTimeout(searchTimer);
+        searchTimer = setTimeout(() => {
+          shared.query = search.value;
+          for (const l of shared.listeners) l([]);
+        }, 120);
+      });
+      const onTitle = () => (title.textContent = model.get("title") || "Trace");
+      model.on("change:title", onTitle);
+      const listener = (patches: Patch[]) => {
+        if (patches.length === 0 && expandKey >= 0) {
+          // UI change shared by views (expand/select/query): force a row rebuild.
+          rowsVersion = -1;
+          if (search.value !== shared.query && document.activeElement !== search) search.value = shared.query;
+        }
+        schedule(patches);
+      };
+      shared.listeners.add(listener);
+      schedule([]);
+      model.send({ kind: KINDS.SYNC });
+      return () => {
+        shared.listeners.delete(listener);
+        model.off("change:title", onTitle);
+        if (frame) cancelAnimationFrame(frame);
+      };
+    },
+  };
+};

@@ -1,0 +1,244 @@
+"""Core events → batched widget messages, plus the cumulative state behind them.
+
+Jupyter Server drops comm traffic above 1,000 messages/s (3 s window); a widget that sent one
+message per trace event would go stale and could leave its cell stuck at ``[*]``. The
+:class:`EventBridge` therefore sends **at most one custom message per ``interval``** (~50 ms)
+carrying the list of events that arrived meanwhile, and flushes whatever is pending when a run
+ends. Every event is also folded into a reducer whose snapshot is published to a synced trait
+(throttled) and on demand, so a re-display or a page reload shows the truth rather than only the
+events a view happened to see.
+
+The message kinds are defined once here (:class:`MessageKind`) and mirrored in
+``js/src/kinds.ts``; a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+__all__ = [
+    "MESSAGE_KINDS",
+    "Clock",
+    "EventBridge",
+    "MessageKind",
+    "Reducer",
+    "to_jsonable",
+]
+
+
+class MessageKind(enum.StrEnum):
+    """Every custom comm message carries ``{"kind": <one of these>, ...}``."""
+
+    EVENTS = "events"  # kernel → view: {"seq": int, "events": [...]} (one batch)
+    SNAPSHOT = "snapshot"  # kernel → view: {"seq": int, "state": {...}} (full state)
+    SYNC = "sync"  # view → kernel: a view (re)rendered; please send a snapshot
+    RENDERED = "rendered"  # view → kernel: {"prompt_id"} an approval prompt is on screen
+    DECISION = "decision"  # view → kernel: {"prompt_id", "call_id", "action", "args"?, "note"?}
+    DECISION_RESULT = "decision_result"  # kernel → view: {"prompt_id", "ok", "error"?}
+
+
+MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """The two things the bridge needs from an event loop (tests inject a fake)."""
+
+    def time(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
+
+
+class Reducer(Protocol):
+    """Folds events into cumulative state; returns the (JSON-able) patch to send to views."""
+
+    def apply(self, event: Mapping[str, Any]) -> list[dict[str, Any]]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+def to_jsonable(value: Any, *, _depth: int = 0) -> Any:
+    """Plain JSON data from events: dataclasses, pydantic models, tuples, enums, exceptions.
+
+    Anything unknown becomes its ``repr`` (display only; never evaluated).
+    """
+    if _depth > 64:
+        return "…"
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, enum.Enum):
+        return to_jsonable(value.value, _depth=_depth + 1)
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v, _depth=_depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v, _depth=_depth + 1) for v in value]
+    if isinstance(value, BaseException):
+        return {"type": type(value).__name__, "message": str(value)}
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        try:
+            return to_jsonable(to_json(), _depth=_depth + 1)
+        except Exception:
+            pass
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return to_jsonable(dump(mode="json"), _depth=_depth + 1)
+        except Exception:
+            pass
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: to_jsonable(getattr(value, f.name), _depth=_depth + 1)
+            for f in dataclasses.fields(value)
+        }
+    return repr(value)
+
+
+class _LoopClock:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def time(self) -> float:
+        return self.loop.time()
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        return self.loop.call_later(delay, callback)
+
+
+class EventBridge:
+    """Throttles events into batches: ≤ 1 ``send`` per ``interval`` seconds, never more.
+
+    The first event after a quiet period goes out on the next loop turn (so a burst in the same
+    turn shares one message); later events wait for the window to pass. ``flush()`` sends what is
+    pending immediately (end of a run) and publishes the state.
+
+    ``push`` is safe to call from any thread: off the loop thread it hops over with
+    ``call_soon_threadsafe``. Without any event loop (plain scripts), events are sent at once.
+    """
+
+    def __init__(
+        self,
+        send: Callable[[dict[str, Any]], None],
+        reducer: Reducer,
+        *,
+        on_state: Callable[[dict[str, Any]], None] | None = None,
+        interval: float = 0.05,
+        state_interval: float = 2.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self._send = send
+        self.reducer = reducer
+        self._on_state = on_state
+        self.interval = interval
+        self.state_interval = state_interval
+        self._clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._pending: list[dict[str, Any]] = []
+        self._timer: Timer | None = None
+        self._last_send = float("-inf")
+        self._last_state = float("-inf")
+        self._state_dirty = False
+        self.seq = 0  # number of the last batch sent
+        self.messages_sent = 0
+        self.events_sent = 0
+
+    # -- entry points -------------------------------------------------------------------------
+
+    def push(self, event: Mapping[str, Any]) -> None:
+        """Fold one core event into the state and queue its patch for the next batch."""
+        if self._clock is not None:
+            self._push(event)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            if self._loop is None:
+                self._loop, self._loop_thread = running, threading.get_ident()
+            if running is self._loop:
+                self._push(event)
+                return
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and threading.get_ident() != self._loop_thread:
+            loop.call_soon_threadsafe(self._push, event)
+            return
+        self._push(event)
+
+    def flush(self) -> None:
+        """Send pending events now and publish the cumulative state (end of a run)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._send_pending()
+        self.publish_state()
+
+    def snapshot_message(self) -> dict[str, Any]:
+        """A full-state message for a view that (re)rendered. Sends pending events first so the
+        snapshot's ``seq`` covers exactly the batches already sent."""
+        self.flush()
+        return {"kind": MessageKind.SNAPSHOT.value, "seq": self.seq, "state": self.snapshot()}
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.reducer.snapshot()
+
+    def publish_state(self) -> None:
+        if self._on_state is not None and self._state_dirty:
+            self._state_dirty = False
+            self._last_state = self._now()
+            state = self.reducer.snapshot()
+            state["seq"] = self.seq
+            self._on_state(state)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        if self._clock is not None:
+            return self._clock.time()
+        if self._loop is not None:
+            return self._loop.time()
+        return 0.0
+
+    def _push(self, event: Mapping[str, Any]) -> None:
+        patches = self.reducer.apply(event)
+        if not patches:
+            return
+        self._pending.extend(patches)
+        self._state_dirty = True
+        if self._timer is not None:
+            return
+        clock: Clock | None = self._clock
+        if clock is None and self._loop is not None and not self._loop.is_closed():
+            clock = _LoopClock(self._loop)
+        if clock is None:  # no event loop at all: nothing could fire a timer later
+            self._send_pending()
+            return
+        wait = max(0.0, self._last_send + self.interval - clock.time())
+        self._timer = clock.call_later(wait, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._send_pending()
+        if self._now() - self._last_state >= self.state_interval:
+            self.publish_state()
+
+    def _send_pending(self) -> None:
+        if not self._pending:
+            return
+        events, self._pending = self._pending, []
+        self.seq += 1
+        self._last_send = self._now()
+        self.messages_sent += 1
+        self.events_sent += len(events)
+        self._send({"kind": MessageKind.EVENTS.value, "seq": self.seq, "events": events})

@@ -1,0 +1,249 @@
+"""TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
+
+Core trace events (``node_start`` / ``node_update`` / ``node_end`` / ``log``) are normalized here
+into flat node patches ``{"op": "node", "id": ..., <fields>}`` that the JS merges into its store,
+so the one place that knows the core's event shape is :func:`normalize_node`. The view renders
+only the rows on screen, so 10,000 nodes stay smooth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from .bridge import Clock, EventBridge, MessageKind, to_jsonable
+from .render import WidgetDisplayMixin, trace_html, trace_text
+
+__all__ = ["TraceExplorer", "TraceReducer", "load_trace_nodes", "normalize_node"]
+
+_STATIC = Path(__file__).parent / "static"
+
+# Core field names (and a few likely spellings) → the names the view uses.
+_RENAME = {
+    "node_id": "id",
+    "parent_id": "parent",
+    "started_at": "start",
+    "start_time": "start",
+    "ended_at": "end",
+    "end_time": "end",
+    "input": "inputs",
+    "output": "outputs",
+    "result": "outputs",
+}
+
+
+def normalize_node(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A core node record (from an event or a saved trace) → the view's flat node dict."""
+    node: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in ("type", "children"):
+            continue
+        node[_RENAME.get(key, key)] = to_jsonable(value)
+    if "id" in node:
+        node["id"] = str(node["id"])
+    if node.get("parent") is not None:
+        node["parent"] = str(node["parent"])
+    return node
+
+
+def load_trace_nodes(trace: Mapping[str, Any] | list[Any]) -> list[dict[str, Any]]:
+    """Flatten a saved trace (flat ``nodes`` list or nested ``children``) into view nodes."""
+    out: list[dict[str, Any]] = []
+
+    def walk(raw: Mapping[str, Any], parent: str | None) -> None:
+        node = normalize_node(raw)
+        if "id" not in node:
+            node["id"] = f"n{len(out)}"
+        if parent is not None and node.get("parent") is None:
+            node["parent"] = parent
+        out.append(node)
+        for child in raw.get("children") or ():
+            if isinstance(child, Mapping):
+                walk(child, node["id"])
+
+    items: Iterable[Any]
+    if isinstance(trace, list):
+        items = trace
+    elif isinstance(trace.get("nodes"), list):
+        items = trace["nodes"]
+    elif isinstance(trace.get("root"), Mapping):
+        items = [trace["root"]]
+    elif isinstance(trace.get("trace"), Mapping | list):
+        return load_trace_nodes(trace["trace"])
+    else:
+        items = [trace]
+    for item in items:
+        if isinstance(item, Mapping):
+            walk(item, None)
+    return out
+
+
+class TraceReducer:
+    """Cumulative trace state: nodes by id in arrival order."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self._logs = 0
+
+    def load(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        for node in nodes:
+            self._merge(dict(node))
+
+    def _merge(self, patch: dict[str, Any]) -> dict[str, Any]:
+        node_id = patch["id"]
+        current = self.nodes.get(node_id)
+        if current is None:
+            self.nodes[node_id] = current = {"id": node_id, "parent": None, "status": "running"}
+        current.update(patch)
+        return current
+
+    def apply(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        kind = event.get("type", "")
+        if kind == "log":
+            body = event.get("node") if isinstance(event.get("node"), Mapping) else event
+            assert isinstance(body, Mapping)
+            node = normalize_node(body)
+            self._logs += 1
+            node.setdefault("id", f"log-{self._logs}")
+            node["kind"] = "log"
+            node.setdefault("status", "ok")
+            node.setdefault("name", str(node.get("message", node.get("level", "log")))[:200])
+        elif kind in ("node_start", "node_update", "node_end"):
+            body = event.get("node") if isinstance(event.get("node"), Mapping) else event
+            assert isinstance(body, Mapping)
+            node = normalize_node(body)
+            if "id" not in node:
+                return []
+            if kind == "node_start":
+                node.setdefault("status", "running")
+        else:
+            return []
+        self._merge(dict(node))
+        return [{"op": "node", **node}]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"nodes": list(self.nodes.values())}
+
+
+def _read_trace(source: str | Path | Mapping[str, Any]) -> Any:
+    if isinstance(source, Mapping):
+        return source
+    if isinstance(source, Path) or (
+        isinstance(source, str) and not source.lstrip().startswith("{")
+    ):
+        return json.loads(Path(source).read_text(encoding="utf-8"))
+    return json.loads(source)
+
+
+class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
+    """Live tree of a Session (subscribes to its events) or a saved trace (offline).
+
+    ``source`` is a ``Session``, a trace dict, trace JSON text, or a path to a trace JSON file.
+    """
+
+    _esm = _STATIC / "trace_explorer.js"
+    state = traitlets.Dict().tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(
+        self,
+        source: Any = None,
+        *,
+        title: str = "",
+        interval: float = 0.05,
+        clock: Clock | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(title=title, **kwargs)
+        self._reducer = TraceReducer()
+        self._bridge = EventBridge(
+            self._send_message,
+            self._reducer,
+            on_state=self._set_state,
+            interval=interval,
+            clock=clock,
+        )
+        self._unsubscribe: Callable[[], Any] | None = None
+        self._session: Any = None
+        self.on_msg(self._on_view_message)
+        if source is not None:
+            if hasattr(source, "subscribe"):
+                self.watch(source)
+            else:
+                self._reducer.load(load_trace_nodes(_read_trace(source)))
+                self._bridge._state_dirty = True
+                self._bridge.publish_state()
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def watch(self, session: Any) -> None:
+        """Show ``session``'s trace so far, then follow its live events."""
+        self._session = session
+        trace_json = getattr(session, "trace_json", None)
+        if callable(trace_json):
+            data = trace_json()
+            if isinstance(data, str):
+                data = json.loads(data)
+            self._reducer.load(load_trace_nodes(data))
+        self._bridge._state_dirty = True
+        self._bridge.publish_state()
+        handle = session.subscribe(self.push)
+        if callable(handle):
+            self._unsubscribe = handle
+        elif hasattr(session, "unsubscribe"):
+            self._unsubscribe = lambda: session.unsubscribe(self.push)
+
+    def push(self, event: Mapping[str, Any]) -> None:
+        """Feed one core event (the Session observer). Never raises into the caller."""
+        try:
+            self._bridge.push(event)
+            if event.get("type") == "node_end":
+                body = event.get("node") if isinstance(event.get("node"), Mapping) else event
+                assert isinstance(body, Mapping)
+                if body.get("parent_id", body.get("parent")) is None:  # the run is over
+                    self.flush()
+        except Exception:  # an observer must never break the run it watches
+            pass
+
+    def flush(self) -> None:
+        """Send pending events now, publish the state and refresh the static fallback."""
+        self._bridge.flush()
+        self._refresh_displays()
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self._reducer.nodes.values())
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            try:
+                self._unsubscribe()
+            finally:
+                self._unsubscribe = None
+        super().close()
+
+    # -- fallbacks ------------------------------------------------------------------------------
+
+    def _fallback_html(self) -> str:
+        return trace_html(self.nodes, title=self.title)
+
+    def _fallback_text(self) -> str:
+        return trace_text(self.nodes, title=self.title)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def _send_message(self, message: dict[str, Any]) -> None:
+        if self.comm is not None:
+            self.send(message)
+
+    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
+            self._send_message(self._bridge.snapshot_message())

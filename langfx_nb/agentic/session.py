@@ -1,0 +1,651 @@
+"""Session: the shared trace, model, defaults and deadline of a run, and its bound views.
+
+A ``Session`` you construct is the *root*. ``Action.call`` receives a *view*: another
+``Session`` object that shares the root's trace store, observers, prices and model, but is
+bound to one invocation (its trace node, ancestry, effective deadline and defaults). Work
+started through a view (``query``, ``generate``, nested ``invoke``, ``concurrent_map``) is
+attributed to that invocation without any global "current action". A view stops accepting
+new work once its invocation has ended.
+
+Option precedence for model calls: model defaults → session defaults → invocation defaults
+→ the options of the call itself. Nothing is mutated: each layer is a new mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+
+from ..errors import ExecutionTimeoutError, ToolDeniedError
+from ..messages import AIMessage, Message
+from .clock import Clock, MonotonicClock
+from .observers import Observer, ObserverHub
+from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, message_preview, preview
+from .usage import Price, UsageSummary
+
+if TYPE_CHECKING:
+    from ..llms.base import LanguageModel
+
+__all__ = ["Session"]
+
+ItemT = TypeVar("ItemT")
+R = TypeVar("R")
+
+_INF = float("inf")
+_LEVELS = frozenset({"debug", "info", "warning", "error"})
+DEFAULT_MAX_CONCURRENCY = 32
+
+
+class _State:
+    """What the root session and all of its views share."""
+
+    __slots__ = (
+        "clock",
+        "created_at",
+        "disposed",
+        "hub",
+        "max_text_chars",
+        "metadata",
+        "read_only",
+        "store",
+        "tasks",
+    )
+
+    def __init__(
+        self, store: TraceStore, hub: ObserverHub, clock: Clock, metadata: dict[str, Any]
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.clock = clock
+        self.metadata = metadata
+        self.max_text_chars = 4000
+        self.disposed = False
+        self.read_only = False
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.created_at = datetime.datetime.now(datetime.UTC).isoformat()
+
+
+class Session:
+    """Runs share one trace, one budget of time and one model through a session.
+
+    ``Session(lm, temperature=0.2)`` keeps ``temperature`` as a default for its queries.
+    ``max_trace_nodes`` bounds the details kept (see ``trace``); ``prices`` maps model ids
+    to a ``Price`` so ``usage_summary`` can report cost; ``clock`` is replaceable in tests.
+    """
+
+    __slots__ = ("_ancestry", "_deadline", "_defaults", "_lm", "_node", "_open", "_state")
+
+    def __init__(
+        self,
+        lm: LanguageModel | None = None,
+        *,
+        max_trace_nodes: int = 10_000,
+        metadata: Mapping[str, Any] | None = None,
+        prices: Mapping[str, Price] | None = None,
+        clock: Clock | None = None,
+        max_text_chars: int = 4000,
+        observer_queue_size: int = 10_000,
+        **defaults: Any,
+    ) -> None:
+        clock = clock or MonotonicClock()
+        hub = ObserverHub(observer_queue_size)
+        store = TraceStore(
+            max_nodes=max_trace_nodes,
+            clock_now=clock.now,
+            session_id=uuid.uuid4().hex[:12],
+            prices=prices,
+            hub=hub,
+        )
+        self._state = _State(store, hub, clock, dict(metadata or {}))
+        self._state.max_text_chars = max_text_chars
+        self._node = store.root
+        self._lm = lm
+        self._defaults: Mapping[str, Any] = MappingProxyType(dict(defaults))
+        self._deadline = _INF
+        self._ancestry: tuple[str, ...] = (store.root.id,)
+        self._open = True
+
+    # -- views ---------------------------------------------------------------------------
+    def _bind(
+        self,
+        node: TraceNode,
+        *,
+        deadline: float | None = None,
+        lm: LanguageModel | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """A view for work under ``node``; it inherits everything it is not given."""
+        view = object.__new__(Session)
+        view._state = self._state
+        view._node = node
+        view._lm = lm if lm is not None else self._lm
+        view._defaults = (
+            MappingProxyType({**self._defaults, **defaults}) if defaults else self._defaults
+        )
+        view._deadline = self._deadline if deadline is None else min(deadline, self._deadline)
+        view._ancestry = (*self._ancestry, node.id) if node is not self._node else self._ancestry
+        view._open = True
+        return view
+
+    def _close_view(self) -> None:
+        self._open = False
+
+    def _check_usable(self) -> None:
+        state = self._state
+        if state.read_only:
+            raise RuntimeError("a loaded trace is read-only: start a new Session to run work")
+        if state.disposed:
+            raise RuntimeError("this session has been disposed")
+        if not self._open:
+            raise RuntimeError("this session view belongs to an invocation that has ended")
+        if self._deadline != _INF and state.clock.now() >= self._deadline:
+            raise ExecutionTimeoutError("the deadline passed before the work could start")
+
+    def _status_for(self, exc: BaseException) -> NodeStatus:
+        """The trace outcome of an exception raised under this view."""
+        if isinstance(exc, ExecutionTimeoutError):
+            return "timed_out"
+        if isinstance(exc, asyncio.CancelledError):
+            if self._deadline != _INF and self._state.clock.now() >= self._deadline:
+                return "timed_out"
+            return "cancelled"
+        if isinstance(exc, ToolDeniedError):
+            return "denied"
+        return "failed"
+
+    def _start(self, kind: NodeKind, name: str, **fields: Any) -> TraceNode:
+        return self._state.store.start(kind, name, self._node, **fields)
+
+    def _finish(
+        self,
+        node: TraceNode,
+        status: NodeStatus,
+        *,
+        outputs: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self._state.store.finish(node, status, outputs=outputs, error=error)
+
+    def _preview(self, value: Any) -> Any:
+        return preview(value, self._state.max_text_chars)
+
+    # -- what a view carries -------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self._state.store.session_id
+
+    @property
+    def lm(self) -> LanguageModel | None:
+        return self._lm
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        """Options merged under every model call made through this view (read-only)."""
+        return self._defaults
+
+    @property
+    def node(self) -> TraceNode:
+        """The trace node work started here is attributed to (the root for the session)."""
+        return self._node
+
+    @property
+    def ancestry(self) -> tuple[str, ...]:
+        """Node ids from the root down to this view's invocation."""
+        return self._ancestry
+
+    @property
+    def deadline(self) -> float | None:
+        """Absolute effective deadline on the session clock, or None."""
+        return None if self._deadline == _INF else self._deadline
+
+    @property
+    def remaining_time(self) -> float | None:
+        if self._deadline == _INF:
+            return None
+        return max(0.0, self._deadline - self._state.clock.now())
+
+    @property
+    def clock(self) -> Clock:
+        return self._state.clock
+
+    @property
+    def is_root(self) -> bool:
+        return self._node is self._state.store.root
+
+    # -- trace inspection ----------------------------------------------------------------
+    @property
+    def root(self) -> TraceNode:
+        return self._state.store.root
+
+    @property
+    def all_queries(self) -> list[TraceNode]:
+        """Query nodes still held by the store (see ``usage_summary`` for exact totals)."""
+        return self._state.store.of_kind("query")
+
+    @property
+    def all_actions(self) -> list[TraceNode]:
+        return self._state.store.of_kind("action")
+
+    @property
+    def all_tool_calls(self) -> list[TraceNode]:
+        return self._state.store.of_kind("tool_call")
+
+    @property
+    def all_logs(self) -> list[TraceNode]:
+        return self._state.store.of_kind("log")
+
+    def find(self, node_id: str) -> TraceNode | None:
+        return self._state.store.nodes.get(node_id)
+
+    @property
+    def usage_summary(self) -> UsageSummary:
+        return self._state.store.usage_summary()
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Free-form session metadata (shared by all views); saved with the trace."""
+        return self._state.metadata
+
+    @property
+    def observer_errors(self) -> int:
+        return self._state.hub.errors
+
+    @property
+    def dropped_events(self) -> int:
+        return self._state.hub.dropped
+
+    # -- progress and logs -----------------------------------------------------------------
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The progress last reported for this view's node."""
+        return self._node.progress
+
+    def set_progress(
+        self, done: int | float, total: int | float | None = None, message: str | None = None
+    ) -> None:
+        progress: dict[str, Any] = {"done": done}
+        if total is not None:
+            progress["total"] = total
+        if message is not None:
+            progress["message"] = message
+        self._state.store.update(self._node, progress=progress)
+
+    def log(self, level: str, message: str, **data: Any) -> TraceNode:
+        """Record a log entry under this view's node (``debug``/``info``/``warning``/``error``)."""
+        if level not in _LEVELS:
+            raise ValueError(f"log level must be one of {sorted(_LEVELS)}")
+        if self._state.read_only:
+            raise RuntimeError("a loaded trace is read-only")
+        return self._state.store.log(self._node, level, str(message), self._preview(data))
+
+    # -- observers and lifetime ----------------------------------------------------------
+    def subscribe(self, observer: Observer) -> Callable[[], None]:
+        """Receive trace events (plain dicts, see docs/agentic.md); returns ``unsubscribe``.
+
+        Sync observers run inline and must be cheap; async observers get a bounded queue.
+        Either way, what an observer raises is counted in ``observer_errors`` and ignored.
+        """
+        return self._state.hub.subscribe(observer)
+
+    async def dispose(self) -> None:
+        """Cancel and settle work still running, end the root node, drop the observers.
+
+        The model is not closed: it may be shared. Calling ``dispose`` again does nothing.
+        """
+        if not self.is_root:
+            raise RuntimeError("only the root session can be disposed, not an invocation view")
+        state = self._state
+        if state.disposed:
+            return
+        state.disposed = True
+        tasks = [t for t in state.tasks if not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if not state.read_only:
+            state.store.finish(state.store.root, "ok")
+        await state.hub.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.dispose()
+
+    # -- model calls ---------------------------------------------------------------------
+    def _model(self, lm: LanguageModel | None) -> LanguageModel:
+        model = lm if lm is not None else self._lm
+        if model is None:
+            raise TypeError("no model: pass Session(lm=...), invoke(lm=...) or lm=")
+        return model
+
+    async def query(
+        self,
+        prompt: Any,
+        schema: Any = None,
+        *,
+        lm: LanguageModel | None = None,
+        returns_message: bool = False,
+        **options: Any,
+    ) -> Any:
+        """``lf.query`` with this session's model and defaults, recorded as a query node.
+
+        Returns what ``lf.query`` returns: text without a schema, the validated value with
+        one, the response message with ``returns_message=True``.
+        """
+        from ..structured.query import query as query_fn
+
+        self._check_usable()
+        model = self._model(lm)
+        merged = {**self._defaults, **options} if self._defaults else options
+        name = "query" if schema is None else f"query:{_schema_name(schema)}"
+        inputs: dict[str, Any] = {"prompt": self._prompt_preview(prompt)}
+        if schema is not None:
+            inputs["schema"] = _schema_name(schema)
+        if merged:
+            inputs["options"] = self._preview(merged)
+        node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
+        recorder = _Recorder(self, node)
+        try:
+            message = await query_fn(
+                prompt,
+                schema,
+                lm=cast("LanguageModel", _TracingModel(model, recorder)),
+                returns_message=True,
+                **merged,
+            )
+        except BaseException as exc:
+            self._finish(node, self._status_for(exc), error=exc)
+            raise
+        outputs = node.outputs if isinstance(node.outputs, dict) else {}
+        if schema is not None:
+            outputs["result"] = self._preview(message.result)
+        self._finish(node, "ok", outputs=outputs)
+        if returns_message:
+            return message
+        return message.result if schema is not None else message.text
+
+    async def generate(
+        self,
+        prompt: str | Message[Any] | Sequence[Message[Any]],
+        *,
+        lm: LanguageModel | None = None,
+        name: str = "generate",
+        stream: bool = False,
+        **options: Any,
+    ) -> AIMessage[Any]:
+        """One traced model call with no template rendering and no parsing.
+
+        With ``stream=True`` the response is streamed (emulated for models that cannot) and
+        each text delta reaches observers as a ``node_update`` with ``changes.delta``;
+        cancelling the caller closes the stream.
+        """
+        self._check_usable()
+        model = self._model(lm)
+        merged = {**self._defaults, **options} if self._defaults else options
+        inputs: dict[str, Any] = {"prompt": self._prompt_preview(prompt)}
+        tools = merged.get("tools")
+        if tools:
+            inputs["tools"] = [getattr(getattr(t, "spec", t), "name", "?") for t in tools]
+        plain = {k: v for k, v in merged.items() if k != "tools"}
+        if plain:
+            inputs["options"] = self._preview(plain)
+        node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
+        recorder = _Recorder(self, node)
+        try:
+            if stream:
+                response = await self._stream(model, prompt, node, merged)
+            else:
+                response = await model.call(prompt, **merged)
+            recorder.after(response, model)
+        except BaseException as exc:
+            self._finish(node, self._status_for(exc), error=exc)
+            raise
+        self._finish(node, "ok")
+        return response
+
+    async def _stream(
+        self, model: LanguageModel, prompt: Any, node: TraceNode, options: dict[str, Any]
+    ) -> AIMessage[Any]:
+        store = self._state.store
+        final: AIMessage[Any] | None = None
+        agen = model.stream(prompt, emulate=True, **options)
+        try:
+            async for chunk in agen:
+                if chunk.delta and store.hub.active:
+                    store.update(node, delta=chunk.delta)
+                if chunk.final:
+                    final = chunk.aggregated
+        finally:
+            await agen.aclose()  # type: ignore[attr-defined]
+        if final is None:
+            from ..errors import StreamProtocolError
+
+            raise StreamProtocolError("the model stream ended without a final chunk")
+        return final
+
+    def _prompt_preview(self, prompt: Any) -> Any:
+        if isinstance(prompt, Message):
+            return message_preview(prompt, self._state.max_text_chars)
+        if isinstance(prompt, (list, tuple)) and all(isinstance(m, Message) for m in prompt):
+            from ..messages import ComplexMessage
+
+            return message_preview(ComplexMessage(prompt), self._state.max_text_chars)
+        return self._preview(prompt if isinstance(prompt, str) else str(prompt))
+
+    # -- fan-out ---------------------------------------------------------------------------
+    @overload
+    async def concurrent_map(
+        self,
+        items: Iterable[ItemT],
+        fn: Callable[[ItemT, Session], Awaitable[R]],
+        *,
+        max_concurrency: int = ...,
+        on_error: Literal["fail_fast"] = ...,
+    ) -> list[R]: ...
+
+    @overload
+    async def concurrent_map(
+        self,
+        items: Iterable[ItemT],
+        fn: Callable[[ItemT, Session], Awaitable[R]],
+        *,
+        max_concurrency: int = ...,
+        on_error: Literal["collect"],
+    ) -> list[R | Exception]: ...
+
+    async def concurrent_map(
+        self,
+        items: Iterable[ItemT],
+        fn: Callable[[ItemT, Session], Awaitable[R]],
+        *,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        on_error: Literal["fail_fast", "collect"] = "fail_fast",
+    ) -> list[Any]:
+        """``await fn(item, branch)`` for every item, at most ``max_concurrency`` at a time.
+
+        Results keep the input order. ``fail_fast``: the first exception cancels the other
+        branches, waits for them to settle, then is raised. ``collect``: an item's exception
+        takes its place in the results and the others go on. Each branch gets its own view
+        of this session, closed when the branch finishes. Progress (done/total/failed) is
+        reported on this view's node.
+        """
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        if on_error not in ("fail_fast", "collect"):
+            raise ValueError("on_error must be 'fail_fast' or 'collect'")
+        self._check_usable()
+        values = list(items)
+        total = len(values)
+        if not total:
+            return []
+        results: list[Any] = [None] * total
+        indices = iter(range(total))
+        store = self._state.store
+        node = self._node
+        counts = [0, 0]  # done, failed
+        collect = on_error == "collect"
+
+        async def worker() -> None:
+            for i in indices:
+                branch = self._bind(node)
+                try:
+                    results[i] = await fn(values[i], branch)
+                except Exception as exc:
+                    counts[1] += 1
+                    if not collect:
+                        raise
+                    results[i] = exc
+                finally:
+                    branch._open = False
+                    counts[0] += 1
+                    store.update(
+                        node, progress={"done": counts[0], "total": total, "failed": counts[1]}
+                    )
+
+        tasks = self._state.tasks
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, total))]
+        tasks.update(workers)
+        try:
+            pending: set[asyncio.Future[None]] = set(workers)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+                for t in done:
+                    if t.cancelled():
+                        raise asyncio.CancelledError()
+                    exc = t.exception()
+                    if exc is not None:
+                        raise exc
+        finally:
+            for t in workers:
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            tasks.difference_update(workers)
+        return results
+
+    # -- saving and loading --------------------------------------------------------------
+    def trace_json(self) -> dict[str, Any]:
+        """The whole held trace plus exact totals, as versioned plain JSON data.
+
+        Holds previews only: no model objects, clients, keys or closures.
+        """
+        state = self._state
+        header = {
+            "id": state.store.session_id,
+            "created_at": state.created_at,
+            "metadata": preview(state.metadata, state.max_text_chars),
+            "max_trace_nodes": state.store.max_nodes,
+            "observer_errors": state.hub.errors,
+            "dropped_events": state.hub.dropped,
+        }
+        return state.store.to_json(header)
+
+    def trace_json_str(self, **kwargs: Any) -> str:
+        return json.dumps(self.trace_json(), ensure_ascii=False, **kwargs)
+
+    @classmethod
+    def load_trace(
+        cls, data: Mapping[str, Any] | str, *, prices: Mapping[str, Price] | None = None
+    ) -> Session:
+        """A read-only session showing a saved trace (queries and invokes raise)."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        assert isinstance(data, Mapping)
+        store = TraceStore.from_json(data, prices)
+        session = cls()
+        state = session._state
+        state.store = store
+        store.hub = state.hub
+        header = data.get("session") or {}
+        state.metadata = dict(header.get("metadata") or {})
+        state.created_at = str(header.get("created_at", ""))
+        state.read_only = True
+        state.disposed = True
+        session._node = store.root
+        session._ancestry = (store.root.id,)
+        return session
+
+    def __repr__(self) -> str:
+        where = "root" if self.is_root else f"view of node {self._node.id}"
+        return f"Session({self.id}, {where})"
+
+
+class _Recorder:
+    """Writes what a model call saw and returned into a query node."""
+
+    __slots__ = ("node", "session")
+
+    def __init__(self, session: Session, node: TraceNode) -> None:
+        self.session = session
+        self.node = node
+
+    def before(self, prompt: Any, options: Mapping[str, Any]) -> None:
+        node = self.node
+        attempts = node.metadata.get("attempts", 0) + 1
+        node.metadata["attempts"] = attempts
+        if attempts == 1 and isinstance(node.inputs, dict):
+            node.inputs["rendered_prompt"] = self.session._prompt_preview(prompt)
+
+    def after(self, response: AIMessage[Any], model: LanguageModel) -> None:
+        node = self.node
+        model_id = (response.provenance.model if response.provenance else None) or model.model_id
+        self.session._state.store.record_usage(node, model_id, response.usage)
+        outputs: dict[str, Any] = {"text": self.session._preview(response.text)}
+        calls = response.tool_calls
+        if calls:
+            outputs["tool_calls"] = [
+                {"id": c.id, "name": c.name, "args": self.session._preview(c.args)} for c in calls
+            ]
+        finish = response.metadata.get("finish_reason")
+        if finish is not None:
+            outputs["finish_reason"] = finish
+        if response.metadata.get("cache_hit"):
+            outputs["cache_hit"] = True
+        node.outputs = outputs
+
+
+class _TracingModel:
+    """Stands in for a model inside ``lf.query``: records each ``call`` and delegates the rest.
+
+    It reports the wrapped model's class to ``isinstance`` so code that checks for a
+    ``LanguageModel`` accepts it.
+    """
+
+    __slots__ = ("_lf_inner", "_lf_recorder")
+
+    def __init__(self, inner: LanguageModel, recorder: _Recorder) -> None:
+        self._lf_inner = inner
+        self._lf_recorder = recorder
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._lf_inner)
+
+    async def call(self, prompt: Any, **options: Any) -> AIMessage[Any]:
+        self._lf_recorder.before(prompt, options)
+        response = await self._lf_inner.call(prompt, **options)
+        self._lf_recorder.after(response, self._lf_inner)
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lf_inner, name)
+
+    def __repr__(self) -> str:
+        return repr(self._lf_inner)
+
+
+def _schema_name(schema: Any) -> str:
+    name = getattr(schema, "__qualname__", None) or getattr(schema, "__name__", None)
+    return str(name) if name else repr(schema)[:80]

@@ -1,0 +1,425 @@
+"""Trace records, the bounded store that keeps them, and their versioned JSON form.
+
+Every session has one tree of ``TraceNode``s: the session root, then actions, queries, tool
+calls and logs below the invocation that made them. Nodes hold JSON-able *previews* of
+inputs and outputs (long text truncated, secrets redacted, model objects reduced to their
+id), never live objects, so a trace can always be saved and shown.
+
+Bounded store: at most ``max_nodes`` nodes keep their details. When a node finishes and the
+limit is exceeded, the oldest *finished* nodes are evicted first (with any descendants still
+held); running nodes and the root are never evicted. Counters survive eviction: per
+kind/status counts, request counts, token usage and cost stay exact, and each parent keeps
+``evicted_children`` so a viewer can say how many children it no longer shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..messages import Message, Usage
+from ..modalities import Mime
+from .observers import ObserverHub
+from .usage import ModelUsage, Price, UsageSummary, find_price
+
+__all__ = [
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "NodeKind",
+    "NodeStatus",
+    "TraceNode",
+    "TraceStore",
+    "error_info",
+    "preview",
+]
+
+TRACE_FORMAT = "langfx_nb.trace"
+TRACE_VERSION = 1
+
+NodeKind = Literal["session", "action", "query", "tool_call", "log"]
+NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_out"]
+KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
+STATUSES: tuple[NodeStatus, ...] = ("running", "ok", "failed", "denied", "cancelled", "timed_out")
+
+_SECRET = re.compile(r"api[_-]?key|secret|password|passwd|token$|authorization|credential", re.I)
+MAX_ERROR_CHARS = 300
+
+
+@dataclass(eq=False, slots=True)
+class TraceNode:
+    """One step of a run. Times are seconds since the session started (its clock)."""
+
+    id: str
+    parent_id: str | None
+    kind: NodeKind
+    name: str
+    start: float
+    status: NodeStatus = "running"
+    end: float | None = None
+    inputs: Any = None
+    outputs: Any = None
+    error: dict[str, str] | None = None
+    usage: Usage | None = None
+    decision: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    children_map: dict[str, TraceNode] = field(default_factory=dict, repr=False)
+    evicted_children: int = 0
+
+    @property
+    def children(self) -> tuple[TraceNode, ...]:
+        """Children still held by the store, in start order."""
+        return tuple(self.children_map.values())
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end is None else self.end - self.start
+
+    def walk(self) -> Iterator[TraceNode]:
+        """This node and its held descendants, depth first."""
+        yield self
+        for child in tuple(self.children_map.values()):
+            yield from child.walk()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "kind": self.kind,
+            "name": self.name,
+            "status": self.status,
+            "start": self.start,
+            "end": self.end,
+        }
+        for key in ("inputs", "outputs", "error", "decision", "progress"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.usage is not None:
+            out["usage"] = self.usage.to_json()
+        if self.metadata:
+            out["metadata"] = self.metadata
+        if self.evicted_children:
+            out["evicted_children"] = self.evicted_children
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TraceNode:
+        return cls(
+            id=str(data["id"]),
+            parent_id=data.get("parent_id"),
+            kind=data["kind"],
+            name=str(data.get("name", "")),
+            start=float(data.get("start", 0.0)),
+            status=data.get("status", "ok"),
+            end=data.get("end"),
+            inputs=data.get("inputs"),
+            outputs=data.get("outputs"),
+            error=data.get("error"),
+            usage=Usage.from_json(data["usage"]) if "usage" in data else None,
+            decision=data.get("decision"),
+            progress=data.get("progress"),
+            metadata=dict(data.get("metadata") or {}),
+            evicted_children=int(data.get("evicted_children", 0)),
+        )
+
+
+def error_info(exc: BaseException) -> dict[str, str]:
+    """Class name and a short message: enough to show, never a provider body."""
+    message = str(exc)
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[: MAX_ERROR_CHARS - 1] + "…"
+    return {"type": type(exc).__name__, "message": message}
+
+
+def preview(value: Any, max_chars: int = 4000, *, _depth: int = 0) -> Any:
+    """A JSON-able, bounded picture of ``value`` for the trace (not a faithful encoding).
+
+    Strings are cut at ``max_chars``; containers at 100 items and depth 8; messages become
+    ``{role, text}``; models, functions and other objects become short descriptions.
+    Mapping keys that look like credentials are redacted.
+    """
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        return value if len(value) <= max_chars else value[:max_chars] + "…"
+    if _depth >= 8:
+        return "…"
+    if isinstance(value, Message):
+        return message_preview(value, max_chars)
+    if isinstance(value, Mime):
+        return value.placeholder()
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for i, (k, v) in enumerate(value.items()):
+            if i >= 100:
+                out["…"] = f"{len(value) - 100} more"
+                break
+            key = str(k)
+            out[key] = (
+                "<redacted>" if _SECRET.search(key) else preview(v, max_chars, _depth=_depth + 1)
+            )
+        return out
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+        out_list = [preview(v, max_chars, _depth=_depth + 1) for v in items[:100]]
+        if len(items) > 100:
+            out_list.append(f"… {len(items) - 100} more")
+        return out_list
+    model_id = getattr(value, "model_id", None)
+    if isinstance(model_id, str):  # a LanguageModel: its id only, never its keys or client
+        return {"model": model_id}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):  # pydantic models
+        try:
+            return preview(dump(mode="json"), max_chars, _depth=_depth + 1)
+        except Exception:
+            pass
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"__type__": type(value).__name__, **preview(fields, max_chars, _depth=_depth + 1)}
+    if isinstance(value, type):
+        return value.__qualname__
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def message_preview(message: Message[Any], max_chars: int = 4000, max_turns: int = 20) -> Any:
+    """``{role, text}`` per turn; only the last ``max_turns`` turns of a long transcript."""
+    turns = message.turns()
+    out: list[dict[str, Any]] = []
+    for turn in turns[-max_turns:]:
+        entry: dict[str, Any] = {"role": turn.role, "text": preview(turn.text, max_chars)}
+        calls = turn.tool_calls
+        if calls:
+            entry["tool_calls"] = [
+                {"id": c.id, "name": c.name, "args": preview(c.args, max_chars)} for c in calls
+            ]
+        call_id = getattr(turn, "call_id", None)
+        if call_id is not None:
+            entry["call_id"] = call_id
+        out.append(entry)
+    if len(turns) == 1 and len(out) == 1:
+        return out[0]
+    if len(turns) > max_turns:
+        return {"omitted_turns": len(turns) - max_turns, "turns": out}
+    return out
+
+
+class TraceStore:
+    """The node tree of one session, bounded, with exact counters and event fan-out."""
+
+    def __init__(
+        self,
+        *,
+        max_nodes: int,
+        clock_now: Callable[[], float],
+        session_id: str,
+        prices: Mapping[str, Price] | None = None,
+        hub: ObserverHub | None = None,
+    ) -> None:
+        if max_nodes < 1:
+            raise ValueError("max_trace_nodes must be at least 1")
+        self.max_nodes = max_nodes
+        self._now = clock_now
+        self.t0 = clock_now()
+        self.session_id = session_id
+        self.prices: dict[str, Price] = dict(prices or {})
+        self.hub = hub or ObserverHub()
+        self.nodes: dict[str, TraceNode] = {}
+        self._finished: deque[TraceNode] = deque()
+        self._next_id = 0
+        self._seq = 0
+        self.counts: dict[str, dict[str, int]] = {}
+        self.started: dict[str, int] = {}
+        self.evicted = 0
+        self.requests: dict[str, int] = {}
+        self.usage_by_model: dict[str, Usage] = {}
+        self.root = self._new("session", "session", None)
+
+    # -- time and events -----------------------------------------------------------------
+    def time(self) -> float:
+        return self._now() - self.t0
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        self._seq += 1
+        event["seq"] = self._seq
+        event["session_id"] = self.session_id
+        self.hub.emit(event)
+
+    # -- node lifecycle ------------------------------------------------------------------
+    def _new(self, kind: NodeKind, name: str, parent: TraceNode | None, **fields: Any) -> TraceNode:
+        node_id = str(self._next_id)
+        self._next_id += 1
+        node = TraceNode(node_id, parent.id if parent else None, kind, name, self.time(), **fields)
+        self.nodes[node_id] = node
+        self.started[kind] = self.started.get(kind, 0) + 1
+        if parent is not None and parent.id in self.nodes:
+            parent.children_map[node_id] = node
+        return node
+
+    def start(self, kind: NodeKind, name: str, parent: TraceNode, **fields: Any) -> TraceNode:
+        node = self._new(kind, name, parent, **fields)
+        if self.hub.active:
+            self._emit({"type": "node_start", "node": node.to_json()})
+        return node
+
+    def update(self, node: TraceNode, **changes: Any) -> None:
+        """Change fields of a running node (progress, decision, metadata) and tell observers.
+
+        ``delta`` is special: streamed text that is sent to observers but not stored.
+        """
+        delta = changes.pop("delta", None)
+        for key, value in changes.items():
+            setattr(node, key, value)
+        if self.hub.active:
+            payload = {k: (v.to_json() if isinstance(v, Usage) else v) for k, v in changes.items()}
+            if delta is not None:
+                payload["delta"] = delta
+            self._emit({"type": "node_update", "node_id": node.id, "changes": payload})
+
+    def finish(
+        self,
+        node: TraceNode,
+        status: NodeStatus,
+        *,
+        outputs: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        if node.status != "running":
+            return
+        node.status = status
+        node.end = self.time()
+        if outputs is not None:
+            node.outputs = outputs
+        if error is not None:
+            node.error = error_info(error)
+        by_status = self.counts.setdefault(node.kind, {})
+        by_status[status] = by_status.get(status, 0) + 1
+        if self.hub.active:
+            self._emit({"type": "node_end", "node": node.to_json()})
+        self._finished.append(node)
+        self._evict()
+
+    def log(self, parent: TraceNode, level: str, message: str, data: Any) -> TraceNode:
+        node = self._new("log", level, parent, inputs={"message": message, **data}, status="ok")
+        node.end = node.start
+        by_status = self.counts.setdefault("log", {})
+        by_status["ok"] = by_status.get("ok", 0) + 1
+        if self.hub.active:
+            self._emit({"type": "log", "node": node.to_json()})
+        self._finished.append(node)
+        self._evict()
+        return node
+
+    def record_usage(self, node: TraceNode, model_id: str, usage: Usage | None) -> None:
+        """One model request: counted per model; usage added to the node and the totals."""
+        self.requests[model_id] = self.requests.get(model_id, 0) + 1
+        if usage is not None:
+            node.usage = usage if node.usage is None else node.usage + usage
+            prior = self.usage_by_model.get(model_id)
+            self.usage_by_model[model_id] = usage if prior is None else prior + usage
+
+    # -- eviction ------------------------------------------------------------------------
+    def _evict(self) -> None:
+        nodes = self.nodes
+        while len(nodes) > self.max_nodes and self._finished:
+            node = self._finished.popleft()
+            if node.id not in nodes:
+                continue  # already gone with an evicted ancestor
+            parent = nodes.get(node.parent_id) if node.parent_id is not None else None
+            if parent is not None:
+                parent.children_map.pop(node.id, None)
+                parent.evicted_children += 1
+            for gone in node.walk():
+                if nodes.pop(gone.id, None) is not None:
+                    self.evicted += 1
+
+    # -- queries over the held nodes -----------------------------------------------------
+    def of_kind(self, kind: NodeKind) -> list[TraceNode]:
+        return [n for n in self.nodes.values() if n.kind == kind]
+
+    def usage_summary(self) -> UsageSummary:
+        by_model: dict[str, ModelUsage] = {}
+        total = Usage()
+        cost: float | None = None
+        unpriced: list[str] = []
+        for model_id, requests in self.requests.items():
+            usage = self.usage_by_model.get(model_id, Usage())
+            total = total + usage
+            price = find_price(self.prices, model_id)
+            model_cost = price.cost(usage) if price is not None else None
+            if model_cost is None:
+                unpriced.append(model_id)
+            else:
+                cost = (cost or 0.0) + model_cost
+            by_model[model_id] = ModelUsage(requests, usage, model_cost)
+        counts = {k: dict(v) for k, v in self.counts.items()}
+        for kind, n in self.started.items():
+            finished = sum(self.counts.get(kind, {}).values())
+            if n > finished:
+                counts.setdefault(kind, {})["running"] = n - finished
+        return UsageSummary(
+            requests=sum(self.requests.values()),
+            usage=total,
+            cost=cost,
+            by_model=by_model,
+            unpriced_models=tuple(unpriced),
+            counts=counts,
+            evicted_nodes=self.evicted,
+        )
+
+    # -- JSON ----------------------------------------------------------------------------
+    def to_json(self, session: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "format": TRACE_FORMAT,
+            "version": TRACE_VERSION,
+            "session": dict(session),
+            "summary": self.usage_summary().to_json(),
+            "counts": {"started": dict(self.started), "finished": self.counts},
+            "nodes": [n.to_json() for n in self.nodes.values()],
+        }
+
+    @classmethod
+    def from_json(
+        cls, data: Mapping[str, Any], prices: Mapping[str, Price] | None = None
+    ) -> TraceStore:
+        if data.get("format") != TRACE_FORMAT:
+            raise ValueError("not a langfx_nb trace")
+        if data.get("version") != TRACE_VERSION:
+            raise ValueError(f"unsupported trace version: {data.get('version')!r}")
+        session = data.get("session") or {}
+        store = cls(
+            max_nodes=max(1, int(session.get("max_trace_nodes", 1)), len(data["nodes"])),
+            clock_now=lambda: 0.0,
+            session_id=str(session.get("id", "")),
+            prices=prices,
+        )
+        store.nodes.clear()
+        for raw in data["nodes"]:
+            node = TraceNode.from_json(raw)
+            store.nodes[node.id] = node
+            parent = store.nodes.get(node.parent_id) if node.parent_id is not None else None
+            if parent is not None:
+                parent.children_map[node.id] = node
+        roots = [n for n in store.nodes.values() if n.kind == "session"]
+        if not roots:
+            raise ValueError("trace has no session root")
+        store.root = roots[0]
+        summary = data.get("summary") or {}
+        for model_id, entry in (summary.get("by_model") or {}).items():
+            store.requests[model_id] = int(entry.get("requests", 0))
+            store.usage_by_model[model_id] = Usage.from_json(entry.get("usage") or {})
+        counts = data.get("counts") or {}
+        store.started = {k: int(v) for k, v in (counts.get("started") or {}).items()}
+        store.counts = {k: dict(v) for k, v in (counts.get("finished") or {}).items()}
+        store.evicted = int(summary.get("evicted_nodes", 0))
+        store._next_id = len(store.nodes)
+        return store

@@ -83,17 +83,24 @@ def _check_size(text: str, raw: str) -> None:
 
 
 # -- python: rendering -------------------------------------------------------------------------
-def to_python_expr(value: Any, *, width: int = 80, _indent: int = 0) -> str:
+def to_python_expr(value: Any) -> str:
     """A value as the restricted constructor expression the python protocol reads back.
 
     Models, dataclasses render as ``Name(field=...)``; TypedDicts are dicts at runtime and
     render as dict literals; enums as their values; NaN/infinity as strings pydantic accepts.
     Short values stay on one line, longer ones are indented two spaces per level.
     """
+    return _pretty(value, 0, 0)
+
+
+_WIDTH = 80
+
+
+def _pretty(value: Any, indent: int, column: int) -> str:
     flat = _expr(value, None)
-    if len(flat) + _indent <= width:
+    if column + len(flat) <= _WIDTH:
         return flat
-    return _expr(value, _indent)
+    return _expr(value, indent)
 
 
 def _expr(value: Any, indent: int | None) -> str:
@@ -145,7 +152,7 @@ def _container(
     lines = []
     for i, v in enumerate(values):
         prefix = prefixes[i] if prefixes else ""
-        lines.append(pad + prefix + to_python_expr(v, _indent=indent + 2 + len(prefix)))
+        lines.append(pad + prefix + _pretty(v, indent + 2, indent + 2 + len(prefix)))
     return open_ + "\n" + ",\n".join(lines) + "\n" + " " * indent + close
 
 
@@ -191,7 +198,7 @@ def _own_doc(cls: type) -> bool:
 def _simple_literal(value: Any) -> bool:
     if value is None or isinstance(value, (bool, int, float, str, enum.Enum)):
         return True
-    return isinstance(value, (list, tuple)) and not value
+    return isinstance(value, (list, tuple, dict)) and not value
 
 
 # -- python: parsing ---------------------------------------------------------------------------

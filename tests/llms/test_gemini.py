@@ -309,14 +309,20 @@ async def test_unsupported_part_type_is_an_error() -> None:
 
 
 async def test_stream_without_finish_reason_is_a_protocol_error() -> None:
-    data = b'data: {"candidates":[{"content":{"parts":[{"text":"cut"}],"role":"model"},"index":0}]}\r\n\r\n'
+    data = (
+        b'data: {"candidates":[{"content":{"parts":[{"text":"cut"}],"role":"model"},"index":0}]}'
+        b"\r\n\r\n"
+    )
     with pytest.raises(lf.StreamProtocolError):
         async for _ in model(Server(Reply.sse(data))).stream("x"):
             pass
 
 
 async def test_in_stream_error_object() -> None:
-    data = b'data: {"error": {"code": 503, "message": "overloaded SECRET", "status": "UNAVAILABLE"}}\r\n\r\n'
+    data = (
+        b'data: {"error": {"code": 503, "message": "overloaded SECRET", "status": "UNAVAILABLE"}}'
+        b"\r\n\r\n"
+    )
     with pytest.raises(lf.ServerError) as info:
         async for _ in model(Server(Reply.sse(data))).stream("x"):
             pass

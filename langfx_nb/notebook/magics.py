@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import functools
 import html
 import os
 import re
@@ -357,8 +358,8 @@ def _template(body: str) -> Template:
 async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any]) -> Any:
     """Run one ``%%lf`` cell on the running event loop; the return value is the cell's value.
 
-    Our own errors (``LangFxError``) are re-raised without the library's internal frames, so
-    the notebook shows a short message; anything else keeps its full traceback.
+    Our own errors (``LangFxError``) display as one short line (``Type: message``) instead of
+    a traceback through the library's internals; anything else shows its full traceback.
     """
     __tracebackhide__ = True
     args = _split(line)
@@ -371,8 +372,10 @@ async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any
         if command == "agent":
             return await _run_agent(rest, body, ns)
     except LangFxError as exc:
-        # The same exception with the library's internal frames cut: the message says it all.
-        raise exc.with_traceback(None)  # noqa: B904
+        # Shown as one line (type: message); the full traceback stays on the exception for
+        # %debug. IPython renders an exception through `_render_traceback_` when it has one.
+        exc._render_traceback_ = functools.partial(_short_traceback, exc, command)  # type: ignore[attr-defined]
+        raise
     if command in _LINE_COMMANDS:
         raise UsageError(f"`{command}` is a line command: write `%lf {command} ...`")
     raise UsageError(f"%%lf: unknown command {command!r}; use query or agent (see %lf help)")
@@ -390,6 +393,14 @@ def _require(name: str) -> Callable[..., Any]:
     if value is None:
         raise UsageError(f"%%lf agent needs lf.{name}, which this build does not have yet")
     return value
+
+
+def _short_traceback(exc: BaseException, command: str) -> list[str]:
+    red, reset = "\x1b[0;31m", "\x1b[0m"
+    return [
+        f"{red}{type(exc).__name__}{reset}: {exc}",
+        f"(raised by %%lf {command}; run %debug to inspect the full traceback)",
+    ]
 
 
 def _sampling(opts: argparse.Namespace) -> dict[str, Any]:

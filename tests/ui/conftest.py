@@ -1,0 +1,337 @@
+"""The shared real-browser harness: JupyterLab on 127.0.0.1 driven by Debian's chromium.
+
+Session-scoped: one JupyterLab server (on a temporary copy of ``notebooks/``, isolated config,
+runtime and workspace dirs, a random token, ``--expose-app-in-browser`` so tests can run
+JupyterLab commands) and one headless chromium launched through Playwright from
+``/usr/bin/chromium`` (``playwright install`` is never used). Each test gets a fresh page;
+``Lab.open(name)`` opens a notebook in a fresh workspace (``?reset``) so no earlier layout or
+kernel leaks in. Screenshots go to ``artifacts/ui/`` (gitignored). Everything started here is
+stopped at the end of the session, including the kernels the server started.
+
+Every browser test carries ``@pytest.mark.browser``; run them with
+``.venv/bin/pytest tests/ui -m browser``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = ROOT / "artifacts" / "ui"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SERVER_START_TIMEOUT = 90.0  # a loaded 2-core CI box can take a while to import JupyterLab
+KERNEL_TIMEOUT_MS = 90_000
+
+
+# Render every cell (no windowing, so off-screen outputs exist in the DOM) and no news toast.
+_LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LabServer:
+    """A JupyterLab process serving a directory; ``url(path)`` adds the token."""
+
+    def __init__(self, root: Path, home: Path) -> None:
+        self.root = root
+        self.port = _free_port()
+        self.token = secrets.token_hex(16)
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = home / "jupyterlab.log"
+        settings = home / "lab-settings"
+        for plugin, values in _LAB_SETTINGS.items():
+            path = settings / f"{plugin}.jupyterlab-settings"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+        env = {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(home / "config"),
+            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+            "IPYTHONDIR": str(home / "ipython"),
+            "JUPYTER_PLATFORM_DIRS": "1",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        }
+        env.pop("LANGFX_NB_APPROVE", None)  # the browser tests click: `ask` must really ask
+        jupyter = Path(sys.executable).with_name("jupyter")
+        cmd = [
+            str(jupyter),
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--port-retries=0",
+            f"--ServerApp.token={self.token}",
+            "--ServerApp.password=",
+            "--allow-root",
+            f"--ServerApp.root_dir={root}",
+            f"--LabApp.workspaces_dir={home / 'workspaces'}",
+            f"--LabApp.user_settings_dir={settings}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def url(self, path: str, **query: str) -> str:
+        params = "&".join(
+            [*(f"{k}={v}" if v else k for k, v in query.items()), f"token={self.token}"]
+        )
+        return f"{self.base}{path}?{params}"
+
+    def api(self, path: str, method: str = "GET") -> Any:
+        req = urllib.request.Request(
+            f"{self.base}{path}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+            data=b"" if method == "POST" else None,
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited early; see {self.log_path}")
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                self.api("/api/status")
+                return
+            time.sleep(0.25)
+        raise RuntimeError(f"JupyterLab did not start in {SERVER_START_TIMEOUT:.0f}s")
+
+    def stop(self) -> None:
+        """Shut the server (and the kernels it started) down; kill it if it will not go."""
+        with contextlib.suppress(Exception):
+            for kernel in self.api("/api/kernels"):
+                self.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+        with contextlib.suppress(Exception):
+            self.api("/api/shutdown", method="POST")
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    if not NOTEBOOKS.is_dir():
+        pytest.skip("no notebooks/ directory")
+    home = tmp_path_factory.mktemp("jupyter-home")
+    root = tmp_path_factory.mktemp("lab-root")
+    for nb in NOTEBOOKS.iterdir():
+        if nb.is_file():
+            shutil.copy2(nb, root / nb.name)
+    server = LabServer(root, home)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Lab:
+    """One page of JupyterLab plus the helpers the UI tests share."""
+
+    def __init__(self, page: Any, server: LabServer, name: str) -> None:
+        self.page = page
+        self.server = server
+        self.name = name
+        self.console: list[str] = []
+        page.on("console", lambda msg: self.console.append(f"{msg.type}: {msg.text}"))
+        page.on("pageerror", lambda err: self.console.append(f"pageerror: {err}"))
+
+    # -- navigation ----------------------------------------------------------------------------
+
+    def open(self, notebook: str) -> None:
+        """Open ``notebook`` in a fresh workspace and wait for its kernel to be idle."""
+        workspace = f"t{uuid.uuid4().hex[:10]}"
+        self.page.goto(
+            self.server.url(f"/lab/workspaces/{workspace}/tree/{notebook}", reset=""),
+            wait_until="domcontentloaded",
+        )
+        self.page.wait_for_function("() => !!window.jupyterapp", timeout=60_000)
+        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        self.wait_kernel_idle()
+
+    def command(self, command: str, args: dict[str, Any] | None = None) -> None:
+        self.page.evaluate(
+            "([c, a]) => window.jupyterapp.commands.execute(c, a)", [command, args or {}]
+        )
+
+    # -- running -------------------------------------------------------------------------------
+
+    def kernel_status(self) -> str | None:
+        status: str | None = self.page.evaluate(
+            """() => {
+                const w = window.jupyterapp.shell.currentWidget;
+                const k = w && w.sessionContext && w.sessionContext.session
+                    && w.sessionContext.session.kernel;
+                return k ? k.status : null;
+            }"""
+        )
+        return status
+
+    def wait_kernel_idle(self, timeout_ms: int = KERNEL_TIMEOUT_MS) -> None:
+        self.page.wait_for_function(
+            """() => {
+                const w = window.jupyterapp.shell.currentWidget;
+                const k = w && w.sessionContext && w.sessionContext.session
+                    && w.sessionContext.session.kernel;
+                return !!k && k.status === 'idle';
+            }""",
+            timeout=timeout_ms,
+        )
+
+    def run_all(self) -> None:
+        """Run every cell (as the Run ▸ Run All Cells menu does); does not wait."""
+        self.command("notebook:run-all-cells")
+
+    def run_all_and_wait(self, timeout_ms: int = KERNEL_TIMEOUT_MS) -> None:
+        self.run_all()
+        self.wait_cells_done(timeout_ms)
+
+    def wait_cells_done(self, timeout_ms: int = KERNEL_TIMEOUT_MS) -> None:
+        """Wait until no code cell is queued or running (`[*]`) and the kernel is idle."""
+        self.page.wait_for_function(
+            """() => {
+                const prompts = [...document.querySelectorAll(
+                    '.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')];
+                const w = window.jupyterapp.shell.currentWidget;
+                const k = w && w.sessionContext.session && w.sessionContext.session.kernel;
+                return prompts.length > 0 && prompts.every(p => !p.textContent.includes('*'))
+                    && !!k && k.status === 'idle';
+            }""",
+            timeout=timeout_ms,
+        )
+
+    def select_cell(self, index: int) -> None:
+        self.page.evaluate(
+            "(i) => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = i; }", index
+        )
+
+    def run_cell(self, index: int) -> None:
+        """Select code cell ``index`` and press Shift+Enter, as a user would; does not wait."""
+        self.select_cell(index)
+        self.page.locator(".jp-Notebook .jp-Cell").nth(index).click()
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("Shift+Enter")
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def cell(self, index: int) -> Any:
+        return self.page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+    def cell_index(self, source_contains: str) -> int:
+        """Index of the first cell whose source contains the text."""
+        index: int = self.page.evaluate(
+            """(needle) => {
+                const cells = window.jupyterapp.shell.currentWidget.content.widgets;
+                return cells.findIndex(c => c.model.sharedModel.getSource().includes(needle));
+            }""",
+            source_contains,
+        )
+        if index < 0:
+            raise LookupError(f"no cell contains {source_contains!r}")
+        return index
+
+    def output_text(self, index: int) -> str:
+        text: str = self.cell(index).locator(".jp-OutputArea").inner_text()
+        return text
+
+    def errors(self) -> list[str]:
+        """The error outputs of all cells (ename: evalue lines)."""
+        found: list[str] = self.page.evaluate(
+            """() => window.jupyterapp.shell.currentWidget.content.widgets
+                .filter(c => c.model.type === 'code')
+                .flatMap(c => { const o = c.model.outputs; const out = [];
+                    for (let i = 0; i < o.length; i++) { const j = o.get(i).toJSON();
+                        if (j.output_type === 'error') out.push(j.ename + ': ' + j.evalue); }
+                    return out; })"""
+        )
+        return found
+
+    def screenshot(self, label: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.name}-{label}")
+        path = ARTIFACTS / f"{safe}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture
+def lab(browser: Any, lab_server: LabServer, request: pytest.FixtureRequest) -> Iterator[Lab]:
+    """A fresh browser context and page on the shared JupyterLab; screenshot at the end."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    harness = Lab(page, lab_server, request.node.name)
+    try:
+        yield harness
+    finally:
+        with contextlib.suppress(Exception):
+            harness.screenshot("final")
+        context.close()
+        with contextlib.suppress(Exception):
+            for kernel in lab_server.api("/api/kernels"):
+                lab_server.api(f"/api/kernels/{kernel['id']}", method="DELETE")

@@ -35,7 +35,7 @@ async def test_text_stream_at_every_split(split: str) -> None:
     assert msg.text == text and chunks[-1].finish_reason == "stop"
     # prompt = input + cache creation + cache read; cached = cache read
     assert msg.usage == lf.Usage(472 + 100 + 2048, 15, 472 + 100 + 2048 + 15, 2048, None)
-    cont = [p for p in msg.parts if isinstance(p, ContinuationPart)][0]
+    cont = next(p for p in msg.parts if isinstance(p, ContinuationPart))
     assert cont.data["content"] == [{"type": "text", "text": text}]
     req = server.requests[0]
     assert str(req.url) == "https://api.anthropic.com/v1/messages"
@@ -140,7 +140,7 @@ async def test_thinking_blocks_are_kept_for_the_next_turn_but_not_shown() -> Non
     chunks = await drain(model(server))
     msg = chunks[-1].aggregated
     assert msg.text == "4"
-    cont = [p for p in msg.parts if isinstance(p, ContinuationPart)][0]
+    cont = next(p for p in msg.parts if isinstance(p, ContinuationPart))
     assert cont.data["content"][0] == {
         "type": "thinking",
         "thinking": "The user wants 2+2. That is 4.",

@@ -386,7 +386,8 @@ class Protocol:
             return schema.validate(value)
         except ValidationError as exc:
             raise MappingError(
-                f"the answer does not match {schema.name}: {format_validation_error(exc)}",
+                f"the answer does not match the expected type {schema.name}: "
+                f"{format_validation_error(exc)}",
                 raw=raw,
                 detail=exc.errors(include_url=False, include_context=False),
             ) from None
@@ -418,8 +419,11 @@ class PythonProtocol(Protocol):
         code, fenced = extract_code_block(text, ("python", "py", "python3"))
         try:
             value = parse_python_expr(code, schema, raw=text)
-        except MappingError:
-            candidate = None if fenced else _candidate(text, schema)
+        except MappingError as exc:
+            # Prose around an unfenced answer is a syntax error; look for the answer inside it.
+            # An expression that parsed but used something not allowed is never trimmed down.
+            syntax = isinstance(exc.detail, str) and exc.detail.startswith("syntax")
+            candidate = None if fenced or not syntax else _candidate(text, schema)
             if candidate is None or candidate == code:
                 raise
             value = parse_python_expr(candidate, schema, raw=text)

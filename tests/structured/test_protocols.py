@@ -184,7 +184,7 @@ def test_validation_failure_says_what_and_where() -> None:
 
 
 def test_wrong_top_level_type() -> None:
-    with pytest.raises(lf.MappingError, match="does not match list\\[Item\\]"):
+    with pytest.raises(lf.MappingError, match="does not match the expected type list\\[Item\\]"):
         PY.parse("Item(name='a')", Schema.of(list[Item]))
 
 

@@ -11,11 +11,20 @@ export interface StreamState {
   done: string[];
   status: string;
   error: string | null;
+  tools: Record<string, ToolCallView>;
   seq?: number;
 }
 
+/** A streamed tool call: display only (partial arguments are never executed). */
+export interface ToolCallView {
+  name: string;
+  args_text: string;
+  args?: unknown;
+  done: boolean;
+}
+
 export function emptyStream(): StreamState {
-  return { mode: "idle", value: null, text: "", open: [], done: [], status: "idle", error: null };
+  return { mode: "idle", value: null, text: "", open: [], done: [], status: "idle", error: null, tools: {} };
 }
 
 export const pathKey = (path: PathKey[]): string => JSON.stringify(path);
@@ -61,6 +70,17 @@ export function applyStreamPatch(state: StreamState, patch: Record<string, unkno
       state.mode = "text";
       state.text += String(patch.delta ?? "");
       break;
+    case "tool": {
+      const id = String(patch.id);
+      const t = (state.tools[id] ??= { name: "", args_text: "", done: false });
+      if (typeof patch.name === "string") t.name = patch.name;
+      if (typeof patch.delta === "string") t.args_text += patch.delta;
+      if ("args" in patch) {
+        t.args = patch.args;
+        t.done = true;
+      }
+      break;
+    }
     case "status":
       state.status = String(patch.status);
       if (patch.error != null) state.error = String(patch.error);

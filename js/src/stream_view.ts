@@ -74,6 +74,16 @@ export default () => {
         clear(body);
         if (state.mode === "text") body.append(markdown(state.text));
         else if (state.value !== null && state.value !== undefined) body.append(fieldTree(state.value, [], new Set(state.open), new Set(state.done)));
+        const tools = Object.entries(state.tools);
+        if (tools.length) {
+          const list = h("ul", { class: "lfx-sv-tools" });
+          for (const [id, t] of tools) {
+            list.append(h("li", { class: t.done ? "lfx-done" : "lfx-open" },
+              h("span", { class: "lfx-key", text: `tool call ${t.name} (${id}) ` }),
+              t.done ? jsonTree(t.args) : h("code", { text: t.args_text })));
+          }
+          body.append(list);
+        }
         clear(foot);
         if (state.error) foot.append(h("div", { class: "lfx-err", text: state.error }));
         else if (state.status === "complete") foot.append(h("div", { class: "lfx-muted", text: "✓ validated" }));

@@ -20,6 +20,7 @@ interface Shared {
   selected: string | null;
   query: string;
   seq: number;
+  summary: Record<string, any> | null;
   listeners: Set<(patches: Patch[]) => void>;
 }
 
@@ -59,7 +60,7 @@ const DETAIL_ORDER: [string, string][] = [
 const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost"]);
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, summary: null, listeners: new Set() };
 }
 
 export default () => {
@@ -69,6 +70,7 @@ export default () => {
   function applyState(state: any): void {
     if (state && Array.isArray(state.nodes)) {
       shared.store.load(state.nodes as TraceNode[]);
+      shared.summary = state.summary ?? null;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
     }
   }
@@ -150,6 +152,7 @@ export default () => {
           else if (n.status === "failed" || n.status === "denied" || n.status === "timed_out") failed++;
         }
         summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied` +
+          (typeof shared.summary?.cost === "number" ? ` · ${fmtCost(shared.summary.cost) || "$0"} total` : "") +
           (shared.query ? ` · ${rows.length} shown` : "");
         drawDetail();
         const patches = pendingPatches;
@@ -171,7 +174,7 @@ export default () => {
           h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
           h("span", { class: "lfx-te-name", text: String(node.name ?? row.id) }),
           h("span", { class: `lfx-st lfx-st-${status}`, text: status }),
-          h("span", { class: "lfx-te-num", text: fmtDuration(durationMs(node, now)) }),
+          h("span", { class: "lfx-te-num", text: fmtDuration(durationMs(node)) }),
           h("span", { class: "lfx-te-num", text: r && r.tokens ? `${r.tokens} tok` : "" }),
           h("span", { class: "lfx-te-num", text: r ? fmtCost(r.cost) : "" }),
         );
@@ -193,7 +196,7 @@ export default () => {
         const r = shared.store.rollups().get(node.id);
         detail.append(
           h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: `lfx-st lfx-st-${node.status}`, text: String(node.status ?? "") })),
-          h("div", { class: "lfx-muted", text: `${node.kind ?? "node"} · ${fmtDuration(durationMs(node, Date.now())) || "—"}` +
+          h("div", { class: "lfx-muted", text: `${node.kind ?? "node"} · ${fmtDuration(durationMs(node)) || "—"}` +
             (r ? ` · ${r.tokens} tokens · ${fmtCost(r.cost) || "$0"} (incl. ${r.descendants} below)` : "") }),
         );
         const shown = new Set<string>();

@@ -129,10 +129,10 @@ export function costOf(node: TraceNode): number {
   return u && typeof u.cost === "number" ? u.cost : 0;
 }
 
-export function durationMs(node: TraceNode, now: number): number | null {
-  if (typeof node.start !== "number") return null;
-  const end = typeof node.end === "number" ? node.end : node.status === "running" ? now / 1000 : null;
-  return end === null ? null : Math.max(0, (end - node.start) * 1000);
+/** Trace times are seconds on the session's clock; a running node has no duration yet. */
+export function durationMs(node: TraceNode): number | null {
+  if (typeof node.start !== "number" || typeof node.end !== "number") return null;
+  return Math.max(0, (node.end - node.start) * 1000);
 }
 
 /** The text a search matches against: name, kind, status, error. */

@@ -30,6 +30,15 @@ test("text streams accumulate; failures keep the error text", () => {
   assert.equal(s.error, "bad json");
 });
 
+test("streamed tool calls accumulate argument text, then the final call", () => {
+  const s = emptyStream();
+  applyStreamPatch(s, { op: "tool", id: "c1", name: "add" });
+  applyStreamPatch(s, { op: "tool", id: "c1", delta: '{"a": 1' });
+  assert.equal(s.tools.c1.args_text, '{"a": 1');
+  applyStreamPatch(s, { op: "tool", id: "c1", args: { a: 1 } });
+  assert.deepEqual(s.tools.c1, { name: "add", args_text: '{"a": 1', args: { a: 1 }, done: true });
+});
+
 test("schema form parses and rejects field input", () => {
   assert.equal(parseField("integer", " 3 ", "a"), 3);
   assert.throws(() => parseField("integer", "3.5", "a"), /integer/);

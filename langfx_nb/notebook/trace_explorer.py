@@ -88,6 +88,7 @@ class TraceReducer:
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.summary: dict[str, Any] | None = None  # session totals from a saved trace
         self._logs = 0
 
     def load(self, nodes: Iterable[Mapping[str, Any]]) -> None:
@@ -113,6 +114,14 @@ class TraceReducer:
             node["kind"] = "log"
             node.setdefault("status", "ok")
             node.setdefault("name", str(node.get("message", node.get("level", "log")))[:200])
+        elif kind == "node_update" and "changes" in event:
+            changes = event.get("changes")
+            if not isinstance(changes, Mapping) or event.get("node_id") is None:
+                return []
+            node = normalize_node({k: v for k, v in changes.items() if k != "delta"})
+            if not node:
+                return []  # streamed text only: shown by StreamView, not stored in the trace
+            node["id"] = str(event["node_id"])
         elif kind in ("node_start", "node_update", "node_end"):
             body = event.get("node") if isinstance(event.get("node"), Mapping) else event
             assert isinstance(body, Mapping)
@@ -126,8 +135,18 @@ class TraceReducer:
         self._merge(dict(node))
         return [{"op": "node", **node}]
 
+    def is_run_end(self, event: Mapping[str, Any]) -> bool:
+        """A node directly under the session root (or the root itself) finished."""
+        if event.get("type") != "node_end" or not isinstance(event.get("node"), Mapping):
+            return False
+        parent = event["node"].get("parent_id", event["node"].get("parent"))
+        return parent is None or self.nodes.get(str(parent), {}).get("kind") == "session"
+
     def snapshot(self) -> dict[str, Any]:
-        return {"nodes": list(self.nodes.values())}
+        out: dict[str, Any] = {"nodes": list(self.nodes.values())}
+        if self.summary is not None:
+            out["summary"] = self.summary
+        return out
 
 
 def _read_trace(source: str | Path | Mapping[str, Any]) -> Any:
@@ -138,6 +157,11 @@ def _read_trace(source: str | Path | Mapping[str, Any]) -> Any:
     ):
         return json.loads(Path(source).read_text(encoding="utf-8"))
     return json.loads(source)
+
+
+def _summary(data: Any) -> dict[str, Any] | None:
+    summary = data.get("summary") if isinstance(data, Mapping) else None
+    return to_jsonable(summary) if isinstance(summary, Mapping) else None
 
 
 class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
@@ -175,7 +199,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[mi
             if hasattr(source, "subscribe"):
                 self.watch(source)
             else:
-                self._reducer.load(load_trace_nodes(_read_trace(source)))
+                data = _read_trace(source)
+                self._reducer.load(load_trace_nodes(data))
+                self._reducer.summary = _summary(data)
                 self._bridge._state_dirty = True
                 self._bridge.publish_state()
 
@@ -190,6 +216,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[mi
             if isinstance(data, str):
                 data = json.loads(data)
             self._reducer.load(load_trace_nodes(data))
+            self._reducer.summary = _summary(data)
         self._bridge._state_dirty = True
         self._bridge.publish_state()
         handle = session.subscribe(self.push)
@@ -202,11 +229,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[mi
         """Feed one core event (the Session observer). Never raises into the caller."""
         try:
             self._bridge.push(event)
-            if event.get("type") == "node_end":
-                body = event.get("node") if isinstance(event.get("node"), Mapping) else event
-                assert isinstance(body, Mapping)
-                if body.get("parent_id", body.get("parent")) is None:  # the run is over
-                    self.flush()
+            if self._reducer.is_run_end(event):  # the run is over: show the truth now
+                self.flush()
         except Exception:  # an observer must never break the run it watches
             pass
 

@@ -1,0 +1,391 @@
+"""ApprovalPolicy: an ``allow_tool`` policy that asks a person in the notebook, or runs unattended.
+
+Modes:
+- ``"ask"``: each call not on the allow-list is shown in an :class:`ApprovalWidget` (tool name,
+  description, validated arguments as a tree) with Approve / Approve with edited arguments /
+  Deny / Deny with a note / "always allow this tool for this run". The policy ``await``s a
+  future that the widget's message handler resolves (``call_soon_threadsafe``: handlers may run
+  on another thread). Nothing blocks the loop, so ipykernel ≥ 7.4 delivers the click while the
+  cell awaits.
+- ``"allow"``: unattended; tools on ``allow`` run, all others are denied.
+- ``"deny"``: unattended; every call is denied.
+
+Safety properties a user relies on:
+- A decision is bound to one prompt: it must carry that prompt's id *and* call id, and only the
+  first decision counts. A stale click (an old prompt) or a second click is refused.
+- Fail closed: if no frontend reports the prompt as rendered within ``render_timeout`` seconds
+  (nbconvert, nbval, a closed browser tab), the call is denied with a clear message.
+- Who decided and when is returned in the decision (``by``) and logged under the tool call in
+  the session trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import getpass
+import secrets
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anywidget
+import traitlets
+
+from ..errors import ToolDeniedError
+from .bridge import MessageKind, to_jsonable
+from .render import WidgetDisplayMixin, _CSS, _esc, value_html
+
+__all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
+
+_STATIC = Path(__file__).parent / "static"
+
+Mode = Literal["ask", "allow", "deny"]
+Action = Literal["approve", "approve_edited", "deny", "deny_note"]
+_ACTIONS = ("approve", "approve_edited", "deny", "deny_note")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a person decided for one prompt (as received from the frontend, validated)."""
+
+    action: Action
+    args: dict[str, Any] | None = None
+    note: str | None = None
+    always: bool = False
+
+
+@dataclass(slots=True)
+class _Prompt:
+    prompt_id: str
+    call_id: str
+    tool: str
+    loop: asyncio.AbstractEventLoop
+    decided: asyncio.Future[Decision]
+    rendered: asyncio.Future[bool]
+    validate: Callable[[Mapping[str, Any]], Any] | None
+    closed: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
+    """Shows the pending tool call (if any) and the decisions made so far."""
+
+    _esm = _STATIC / "approval.js"
+    state = traitlets.Dict({"pending": None, "history": [], "notice": None}).tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._lock = threading.Lock()
+        self._prompts: dict[str, _Prompt] = {}
+        self.on_msg(self._on_view_message)
+
+    # -- kernel side ----------------------------------------------------------------------------
+
+    def open_prompt(self, prompt: _Prompt) -> None:
+        with self._lock:
+            self._prompts[prompt.prompt_id] = prompt
+        self.state = {**self.state, "pending": prompt.info, "notice": None}
+
+    def close_prompt(self, prompt: _Prompt, entry: dict[str, Any], notice: str | None = None) -> None:
+        with self._lock:
+            prompt.closed = True
+            self._prompts.pop(prompt.prompt_id, None)
+        pending = self.state.get("pending")
+        still = pending if pending and pending.get("prompt_id") != prompt.prompt_id else None
+        self.state = {"pending": still, "history": [*self.state.get("history", []), entry], "notice": notice}
+        self._refresh_displays()
+
+    # -- messages from the view -----------------------------------------------------------------
+
+    def _reply(self, prompt_id: Any, ok: bool, error: str | None = None) -> None:
+        msg: dict[str, Any] = {"kind": MessageKind.DECISION_RESULT.value, "prompt_id": prompt_id, "ok": ok}
+        if error:
+            msg["error"] = error
+        if self.comm is not None:
+            self.send(msg)
+
+    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, Mapping):
+            return
+        kind = content.get("kind")
+        if kind == MessageKind.RENDERED.value:
+            with self._lock:
+                prompt = self._prompts.get(str(content.get("prompt_id")))
+            if prompt is not None:
+                prompt.loop.call_soon_threadsafe(_resolve, prompt.rendered, True)
+        elif kind == MessageKind.DECISION.value:
+            self.handle_decision(content)
+
+    def handle_decision(self, content: Mapping[str, Any]) -> bool:
+        """Accept a decision for exactly the prompt it names, once. Returns whether accepted."""
+        prompt_id = content.get("prompt_id")
+        action = content.get("action")
+        with self._lock:
+            prompt = self._prompts.get(str(prompt_id))
+            if prompt is None or prompt.closed or prompt.decided.done():
+                stale = True
+            else:
+                stale = str(content.get("call_id")) != prompt.call_id
+        if stale or prompt is None:
+            self._reply(prompt_id, False, "This approval prompt is no longer waiting (stale or already decided).")
+            return False
+        if action not in _ACTIONS:
+            self._reply(prompt_id, False, f"unknown action {action!r}")
+            return False
+        args: dict[str, Any] | None = None
+        if action == "approve_edited":
+            raw = content.get("args")
+            if not isinstance(raw, Mapping):
+                self._reply(prompt_id, False, "edited arguments must be a JSON object")
+                return False
+            args = dict(raw)
+            if prompt.validate is not None:
+                try:
+                    prompt.validate(args)
+                except Exception as exc:  # shown under the form; the prompt keeps waiting
+                    self._reply(prompt_id, False, str(exc)[:500])
+                    return False
+        note = content.get("note")
+        decision = Decision(
+            action=action,
+            args=args,
+            note=str(note)[:2000] if isinstance(note, str) and note.strip() else None,
+            always=bool(content.get("always")),
+        )
+        with self._lock:  # first decision wins, even if two arrive on different threads
+            if prompt.closed:
+                accepted = False
+            else:
+                object.__setattr__(prompt, "closed", True)
+                accepted = True
+        if not accepted:
+            self._reply(prompt_id, False, "This approval prompt was already decided.")
+            return False
+        prompt.loop.call_soon_threadsafe(_resolve, prompt.rendered, True)
+        prompt.loop.call_soon_threadsafe(_resolve, prompt.decided, decision)
+        self._reply(prompt_id, True)
+        return True
+
+    # -- fallbacks ------------------------------------------------------------------------------
+
+    def _fallback_text(self) -> str:
+        history = self.state.get("history", [])
+        pending = self.state.get("pending")
+        approved = sum(1 for h in history if h.get("approved"))
+        text = f"ApprovalWidget: {len(history)} decisions ({approved} approved, {len(history) - approved} denied)"
+        if pending:
+            text += f"; waiting: {pending.get('tool')} ({pending.get('call_id')})"
+        return text
+
+    def _fallback_html(self) -> str:
+        rows = []
+        pending = self.state.get("pending")
+        if pending:
+            rows.append(
+                f"<div><b>waiting for approval:</b> {_esc(pending.get('tool'))} "
+                f"({_esc(pending.get('call_id'))}) {value_html(pending.get('args') or {}, depth=1)}</div>"
+            )
+        for h in self.state.get("history", []):
+            note = f" — “{_esc(h['note'])}”" if h.get("note") else ""
+            rows.append(
+                f"<li>{_esc(h.get('decision'))}: <b>{_esc(h.get('tool'))}</b> ({_esc(h.get('call_id'))})"
+                f" by {_esc(h.get('who'))}{note}</li>"
+            )
+        notice = self.state.get("notice")
+        if notice:
+            rows.append(f'<div class="lfx-st-failed">{_esc(notice)}</div>')
+        return f'{_CSS}<div class="lfx-fb"><div class="lfx-k">{_esc(self._fallback_text())}</div><ul>{"".join(rows)}</ul></div>'
+
+
+class ApprovalPolicy:
+    """``allow_tool`` for ``lf.Agent``: ``Agent(..., allow_tool=ApprovalPolicy())``.
+
+    ``tools`` (the agent's ``Tool``s) give the prompt each tool's description and input schema
+    and re-validate edited arguments; without them the agent still re-validates on its side.
+    ``deny_message``: for unattended denials, tell the model this instead of stopping the run.
+    """
+
+    def __init__(
+        self,
+        mode: Mode = "ask",
+        *,
+        allow: Iterable[str] = (),
+        tools: Iterable[Any] = (),
+        render_timeout: float = 15.0,
+        who: str | None = None,
+        deny_message: str | None = None,
+        display: Callable[[Any], Any] | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        if mode not in ("ask", "allow", "deny"):
+            raise ValueError(f"mode must be 'ask', 'allow' or 'deny', not {mode!r}")
+        if render_timeout <= 0:
+            raise ValueError("render_timeout must be positive")
+        self.mode: Mode = mode
+        self.allow = frozenset(allow)
+        self.tools: dict[str, Any] = {}
+        self.register(tools)
+        self.render_timeout = render_timeout
+        self.who = who or _default_who()
+        self.deny_message = deny_message
+        self._display = display
+        self._sleep = sleep
+        self._always: dict[tuple[str, ...], set[str]] = {}
+        self._widget: ApprovalWidget | None = None
+        self._shown = False
+
+    def register(self, tools: Iterable[Any]) -> None:
+        """Tell the policy about tools (for descriptions, schemas and re-validation)."""
+        for tool in tools:
+            self.tools[str(tool.name)] = tool
+
+    @property
+    def widget(self) -> ApprovalWidget:
+        if self._widget is None:
+            self._widget = ApprovalWidget()
+        return self._widget
+
+    def __repr__(self) -> str:
+        allow = f", allow={sorted(self.allow)!r}" if self.allow else ""
+        return f"ApprovalPolicy(mode={self.mode!r}{allow})"
+
+    async def __call__(self, call: Any, session: Any) -> Any:
+        from ..agentic.agent import Approve, Deny
+
+        name = str(call.name)
+        run = _run_key(session)
+        if name in self.allow:
+            return Approve(by=f"allow-list ({self.who})")
+        if name in self._always.get(run, set()):
+            return Approve(by=f"{self.who} (always allow for this run)")
+        if self.mode != "ask":
+            why = f"tool {name!r} is not on the allow-list" if self.mode == "allow" else "mode='deny'"
+            _log(session, "warning", f"tool call {name} ({call.id}) denied: {why}", call.id, "policy")
+            return Deny(f"{self.deny_message} ({why})", by="policy") if self.deny_message else False
+        return await self._ask(call, session, run, Approve, Deny)
+
+    async def _ask(self, call: Any, session: Any, run: tuple[str, ...], approve: Any, deny: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        tool = self.tools.get(str(call.name))
+        spec = getattr(tool, "spec", None)
+        prompt = _Prompt(
+            prompt_id=secrets.token_hex(8),
+            call_id=str(call.id),
+            tool=str(call.name),
+            loop=loop,
+            decided=loop.create_future(),
+            rendered=loop.create_future(),
+            validate=getattr(tool, "validate_args", None),
+        )
+        prompt.info = {
+            "prompt_id": prompt.prompt_id,
+            "call_id": prompt.call_id,
+            "tool": prompt.tool,
+            "description": str(getattr(tool, "description", "") or ""),
+            "args": to_jsonable(getattr(call, "args", {})),
+            "schema": to_jsonable(getattr(spec, "input_schema", None)),
+        }
+        widget = self.widget
+        widget.open_prompt(prompt)
+        if not self._shown:
+            self._shown = True
+            self._show(widget)
+        entry: dict[str, Any] = {"prompt_id": prompt.prompt_id, "call_id": prompt.call_id, "tool": prompt.tool}
+        try:
+            if not await self._wait_rendered(prompt):
+                message = (
+                    f"approval prompt for tool {prompt.tool!r} (call {prompt.call_id}) was not shown by "
+                    f"any notebook frontend within {self.render_timeout:g} s, so the call was denied "
+                    "(fail closed). For headless runs use ApprovalPolicy(mode='deny') or "
+                    "ApprovalPolicy(mode='allow', allow=[...])."
+                )
+                entry.update(decision="denied (no frontend)", approved=False, who="policy", when=_now_iso())
+                widget.close_prompt(prompt, entry, notice=message)
+                _log(session, "warning", message, prompt.call_id, "policy")
+                raise ToolDeniedError(message)
+            decision = await prompt.decided
+        except asyncio.CancelledError:
+            if not prompt.closed or prompt.prompt_id in widget._prompts:
+                entry.update(decision="cancelled", approved=False, who="-", when=_now_iso())
+                widget.close_prompt(prompt, entry)
+            raise
+        by, when = f"{self.who} (notebook)", _now_iso()
+        entry.update(who=self.who, when=when)
+        if decision.always:
+            self._always.setdefault(run, set()).add(prompt.tool)
+        if decision.action == "approve":
+            entry.update(decision="approved" + (" (always)" if decision.always else ""), approved=True)
+            result: Any = approve(by=by)
+        elif decision.action == "approve_edited":
+            entry.update(decision="approved with edited arguments", approved=True, args=decision.args)
+            result = approve(args=decision.args, by=by)
+        elif decision.action == "deny_note":
+            note = decision.note or "The user declined this tool call."
+            entry.update(decision="denied with note", approved=False, note=note)
+            result = deny(note, by=by)
+        else:
+            entry.update(decision="denied", approved=False)
+            result = False
+        widget.close_prompt(prompt, entry)
+        _log(session, "info", f"tool call {prompt.tool} ({prompt.call_id}) {entry['decision']}", prompt.call_id, by, when)
+        return result
+
+    async def _wait_rendered(self, prompt: _Prompt) -> bool:
+        if prompt.rendered.done():
+            return True
+        timer = asyncio.ensure_future(self._sleep(self.render_timeout))
+        try:
+            await asyncio.wait({prompt.rendered, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        return prompt.rendered.done()
+
+    def _show(self, widget: ApprovalWidget) -> None:
+        if self._display is not None:
+            self._display(widget)
+            return
+        try:
+            from IPython import get_ipython
+
+            if get_ipython() is None:
+                return
+            widget._ipython_display_()
+        except ImportError:
+            return
+
+
+def _default_who() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "notebook user"
+
+
+def _run_key(session: Any) -> tuple[str, ...]:
+    """The agent run a tool call belongs to: the session id and the call's parent node."""
+    sid = str(getattr(session, "id", id(session)))
+    ancestry = getattr(session, "ancestry", None)
+    if isinstance(ancestry, tuple) and len(ancestry) >= 2:
+        return (sid, str(ancestry[-2]))
+    return (sid,)
+
+
+def _log(session: Any, level: str, message: str, call_id: str, by: str, when: str | None = None) -> None:
+    log = getattr(session, "log", None)
+    if callable(log):
+        try:
+            log(level, message, call_id=call_id, by=by, at=when or _now_iso())
+        except Exception:  # a read-only or closed session view must not break the decision
+            pass

@@ -1,0 +1,282 @@
+"""StreamView: ``query_stream`` events shown live — the object filling in field by field.
+
+Stream events (``langfx_nb.structured.events``) become small patches (``open`` / ``append`` /
+``done`` / ``text`` / ``tool`` / ``status``) that the JS view applies with the same rules as
+:class:`StreamReducer` here, which keeps the cumulative state for re-displays, page reloads and
+the static fallback. Text streams (plain ``str`` chunks or ``StreamChunk``s) render as growing
+Markdown built from text nodes only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from .bridge import Clock, EventBridge, MessageKind, to_jsonable
+from .render import WidgetDisplayMixin, stream_html, stream_text
+
+__all__ = ["StreamReducer", "StreamView", "path_key"]
+
+_STATIC = Path(__file__).parent / "static"
+
+
+STREAM_END = "stream_end"  # synthetic: the iterator finished without a terminal event
+
+
+def path_key(path: Any) -> str:
+    """The same key as ``JSON.stringify(path)`` in the view."""
+    return json.dumps(list(path), separators=(",", ":"), ensure_ascii=False)
+
+
+def _set_at(root: Any, path: list[Any], fn: Any) -> Any:
+    if not path:
+        return fn(root)
+    head, rest = path[0], path[1:]
+    if isinstance(head, int):
+        container: Any = root if isinstance(root, list) else []
+        while len(container) <= head:
+            container.append(None)
+        container[head] = _set_at(container[head], rest, fn)
+    else:
+        container = root if isinstance(root, dict) else {}
+        container[head] = _set_at(container.get(head), rest, fn)
+    return container
+
+
+def _event_type(event: Any) -> str:
+    if isinstance(event, Mapping):
+        return str(event.get("type", ""))
+    return str(getattr(event, "type", "") or "")
+
+
+def _get(event: Any, name: str, default: Any = None) -> Any:
+    if isinstance(event, Mapping):
+        return event.get(name, default)
+    return getattr(event, name, default)
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, BaseException):
+        return f"{type(error).__name__}: {error}"
+    if isinstance(error, Mapping):
+        return f"{error.get('type', 'Error')}: {error.get('message', '')}"
+    return str(error)
+
+
+class StreamReducer:
+    """Cumulative view state of one stream, built from the same patches the view applies."""
+
+    def __init__(self) -> None:
+        self.reset("idle")
+
+    def reset(self, mode: str) -> None:
+        self.mode = mode
+        self.value: Any = None
+        self.text = ""
+        self.open: list[str] = []
+        self.done: list[str] = []
+        self.status = "idle" if mode == "idle" else "streaming"
+        self.error: str | None = None
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.result: Any = None
+
+    def patches(self, event: Any) -> list[dict[str, Any]]:
+        """The patches for one event (without applying them)."""
+        kind = _event_type(event)
+        out: list[dict[str, Any]] = []
+        if not kind:  # a text chunk: str or StreamChunk
+            delta = event if isinstance(event, str) else _get(event, "delta", "")
+            if self.mode != "text":
+                out.append({"op": "reset", "mode": "text"})
+            if delta:
+                out.append({"op": "text", "delta": str(delta)})
+            if _get(event, "final", False):
+                out.append({"op": "status", "status": "complete"})
+            return out
+        if kind == STREAM_END:
+            return [{"op": "status", "status": "complete" if self.mode == "text" else "ended"}]
+        if self.mode == "idle" or (self.mode == "text" and kind.startswith(("object", "array", "field"))):
+            out.append({"op": "reset", "mode": "object"})
+        path = list(to_jsonable(_get(event, "path", ()) or ()))
+        if kind == "object_start":
+            out.append({"op": "open", "path": path, "value": {}})
+        elif kind == "array_start":
+            out.append({"op": "open", "path": path, "value": []})
+        elif kind == "field_start":
+            out.append({"op": "open", "path": path})
+        elif kind == "string_field_delta":
+            out.append({"op": "append", "path": path, "delta": str(_get(event, "delta", ""))})
+        elif kind == "field_end":
+            out.append({"op": "done", "path": path, "value": to_jsonable(_get(event, "value"))})
+        elif kind in ("object_end", "array_end"):
+            out.append({"op": "done", "path": path})
+        elif kind == "tool_call_start":
+            out.append({"op": "tool", "id": str(_get(event, "id")), "name": str(_get(event, "name"))})
+        elif kind == "tool_call_delta":
+            out.append({"op": "tool", "id": str(_get(event, "id")), "delta": str(_get(event, "delta", ""))})
+        elif kind == "tool_call_end":
+            call = _get(event, "call")
+            out.append(
+                {
+                    "op": "tool",
+                    "id": str(_get(call, "id")),
+                    "name": str(_get(call, "name")),
+                    "args": to_jsonable(_get(call, "args", {})),
+                }
+            )
+        elif kind == "generation_complete":
+            out.append({"op": "status", "status": "complete", "value": to_jsonable(_get(event, "value"))})
+        elif kind in ("parsing_failed", "generation_failed"):
+            out.append({"op": "status", "status": kind, "error": _error_text(_get(event, "error"))})
+        elif kind == "cancelled":
+            out.append({"op": "status", "status": "cancelled"})
+        return out
+
+    def apply_patch(self, p: Mapping[str, Any]) -> None:
+        op = p.get("op")
+        path = list(p.get("path") or [])
+        if op == "reset":
+            self.reset(str(p.get("mode", "object")))
+        elif op == "open":
+            key = path_key(path)
+            if key not in self.open:
+                self.open.append(key)
+            if "value" in p:
+                self.value = _set_at(self.value, path, lambda old: p["value"] if old is None else old)
+        elif op == "append":
+            delta = str(p.get("delta", ""))
+            self.value = _set_at(self.value, path, lambda old: (old if isinstance(old, str) else "") + delta)
+        elif op == "done":
+            key = path_key(path)
+            self.open = [k for k in self.open if k != key]
+            if key not in self.done:
+                self.done.append(key)
+            if "value" in p:
+                self.value = _set_at(self.value, path, lambda _old: p["value"])
+        elif op == "text":
+            self.mode = "text"
+            self.text += str(p.get("delta", ""))
+        elif op == "tool":
+            tool = self.tools.setdefault(str(p["id"]), {"name": "", "args_text": "", "done": False})
+            if "name" in p:
+                tool["name"] = p["name"]
+            if "delta" in p:
+                tool["args_text"] += p["delta"]
+            if "args" in p:
+                tool["args"], tool["done"] = p["args"], True
+        elif op == "status":
+            self.status = str(p.get("status"))
+            if p.get("error") is not None:
+                self.error = str(p["error"])
+            if p.get("value") is not None:
+                self.value = p["value"]
+
+    def apply(self, event: Any) -> list[dict[str, Any]]:
+        patches = self.patches(event)
+        for p in patches:
+            self.apply_patch(p)
+        return patches
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "value": self.value,
+            "text": self.text,
+            "open": list(self.open),
+            "done": list(self.done),
+            "status": self.status,
+            "error": self.error,
+            "tools": {k: dict(v) for k, v in self.tools.items()},
+        }
+
+
+class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
+    """Live view of a structured or text stream.
+
+    ``value = await StreamView().consume(lf.query_stream(...))`` displays the view, feeds it
+    every event and returns the validated value (or the text); a parsing or generation failure
+    is shown in the view and raised. ``push(event)`` feeds events one at a time instead.
+    """
+
+    _esm = _STATIC / "stream_view.js"
+    state = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, *, interval: float = 0.05, clock: Clock | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._reducer = StreamReducer()
+        self._bridge = EventBridge(
+            self._send_message, self._reducer, on_state=self._set_state, interval=interval, clock=clock
+        )
+        self._displayed = False
+        self.on_msg(self._on_view_message)
+
+    def push(self, event: Any) -> None:
+        """Feed one stream event (or a text chunk)."""
+        self._bridge.push(event)
+        if _event_type(event) in ("generation_complete", "parsing_failed", "generation_failed", "cancelled"):
+            self.flush()
+
+    def flush(self) -> None:
+        self._bridge.flush()
+        self._refresh_displays()
+
+    async def consume(self, stream: AsyncIterable[Any], *, display: bool = True) -> Any:
+        """Display (once), stream every event into the view, return the outcome."""
+        if display and not self._displayed:
+            self._displayed = True
+            self._ipython_display_()
+        outcome: Any = None
+        failure: BaseException | None = None
+        text: list[str] = []
+        try:
+            async for event in stream:
+                self.push(event)
+                kind = _event_type(event)
+                if kind == "generation_complete":
+                    outcome = _get(event, "value")
+                elif kind in ("parsing_failed", "generation_failed"):
+                    error = _get(event, "error")
+                    failure = error if isinstance(error, BaseException) else RuntimeError(str(error))
+                elif not kind:
+                    text.append(event if isinstance(event, str) else str(_get(event, "delta", "")))
+        finally:
+            if self._reducer.status == "streaming":  # a text stream simply ends
+                self._bridge.push({"type": STREAM_END})
+            self.flush()
+        if failure is not None:
+            raise failure
+        return "".join(text) if self._reducer.mode == "text" else outcome
+
+    @property
+    def value(self) -> Any:
+        return self._reducer.value
+
+    @property
+    def text(self) -> str:
+        return self._reducer.text
+
+    @property
+    def status(self) -> str:
+        return self._reducer.status
+
+    def _fallback_html(self) -> str:
+        return stream_html(self._reducer.snapshot())
+
+    def _fallback_text(self) -> str:
+        return stream_text(self._reducer.snapshot())
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def _send_message(self, message: dict[str, Any]) -> None:
+        if self.comm is not None:
+            self.send(message)
+
+    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
+            self._send_message(self._bridge.snapshot_message())

@@ -1,0 +1,253 @@
+"""ApprovalPolicy: clicks decide exactly their own call; unattended modes; fail closed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.llms import Scripted
+from langfx_nb.notebook.approval import ApprovalPolicy, ApprovalWidget
+
+from ._fakes import record_sends
+
+
+CALLS: list[tuple[int, int]] = []
+
+
+@lf.tool
+async def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first number
+        b: the second number
+    """
+    CALLS.append((a, b))
+    return a + b
+
+
+def final_step(request: Any) -> str:
+    return f"The answer is {request.messages[-1].text}."
+
+
+def script(*calls: lf.ToolCall) -> Scripted:
+    return Scripted([list(calls) if len(calls) > 1 else calls[0], final_step])
+
+
+async def never_sleep(_seconds: float) -> None:  # the render timeout never fires
+    await asyncio.Event().wait()
+
+
+async def instant_sleep(_seconds: float) -> None:  # the render timeout fires at once
+    return None
+
+
+def ask_policy(**kw: Any) -> ApprovalPolicy:
+    kw.setdefault("sleep", never_sleep)
+    return ApprovalPolicy(tools=[add], display=lambda w: None, who="tester", **kw)
+
+
+async def wait_for_pending(widget: ApprovalWidget, previous: str | None = None) -> dict[str, Any]:
+    for _ in range(1000):
+        pending = widget.state.get("pending")
+        if pending and pending["prompt_id"] != previous:
+            return pending
+        await asyncio.sleep(0)
+    raise AssertionError("no approval prompt appeared")
+
+
+def click(widget: ApprovalWidget, pending: dict[str, Any], action: str, **extra: Any) -> None:
+    widget._on_view_message(widget, {"kind": "rendered", "prompt_id": pending["prompt_id"]}, [])
+    widget._on_view_message(
+        widget,
+        {"kind": "decision", "prompt_id": pending["prompt_id"], "call_id": pending["call_id"], "action": action, **extra},
+        [],
+    )
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls() -> None:
+    CALLS.clear()
+
+
+async def test_approve_runs_the_tool_and_records_who() -> None:
+    policy = ask_policy()
+    sent = record_sends(policy.widget)
+    agent = lf.Agent("add 2 and 3", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 2, "b": 3}))) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        pending = await wait_for_pending(policy.widget)
+        assert pending["tool"] == "add" and pending["call_id"] == "c1"
+        assert pending["description"].startswith("Add two integers")
+        assert pending["args"] == {"a": 2, "b": 3}
+        assert pending["schema"]["properties"]["a"]["type"] == "integer"
+        click(policy.widget, pending, "approve")
+        assert await task == "The answer is 5."
+        tool_node = session.all_tool_calls[0]
+        assert tool_node.decision["outcome"] == "approve"
+        assert tool_node.decision["by"] == "tester (notebook)"
+        logs = [n for n in session.all_logs if n.inputs.get("call_id") == "c1"]
+        assert logs and logs[0].inputs["by"] == "tester (notebook)" and logs[0].inputs["at"].endswith("Z")
+    assert CALLS == [(2, 3)]
+    assert sent[-1] == {"kind": "decision_result", "prompt_id": pending["prompt_id"], "ok": True}
+    assert policy.widget.state["pending"] is None
+    assert policy.widget.state["history"][0]["decision"] == "approved"
+
+
+async def test_deny_stops_the_run_with_tool_denied_error_and_a_denied_node() -> None:
+    policy = ask_policy()
+    record_sends(policy.widget)
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 1, "b": 1}))) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        click(policy.widget, await wait_for_pending(policy.widget), "deny")
+        with pytest.raises(lf.ToolDeniedError):
+            await task
+        assert session.all_tool_calls[0].status == "denied"
+        assert session.all_tool_calls[0].decision["outcome"] == "stop"
+    assert CALLS == []
+
+
+async def test_deny_with_note_tells_the_model_and_the_run_continues() -> None:
+    policy = ask_policy()
+    record_sends(policy.widget)
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 1, "b": 1}))) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        click(policy.widget, await wait_for_pending(policy.widget), "deny_note", note="use 7 instead")
+        assert await task == "The answer is use 7 instead."
+        assert session.all_tool_calls[0].decision["message"] == "use 7 instead"
+    assert CALLS == []
+
+
+async def test_edited_arguments_are_revalidated_before_they_count() -> None:
+    policy = ask_policy()
+    sent = record_sends(policy.widget)
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 1, "b": 1}))) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        pending = await wait_for_pending(policy.widget)
+        click(policy.widget, pending, "approve_edited", args={"a": "many", "b": 1})
+        assert sent[-1]["ok"] is False and "invalid arguments" in sent[-1]["error"]
+        assert not task.done()
+        click(policy.widget, pending, "approve_edited", args={"a": 10, "b": 20})
+        assert await task == "The answer is 30."
+        assert session.all_tool_calls[0].decision["args"] == {"a": 10, "b": 20}
+    assert CALLS == [(10, 20)]
+
+
+async def test_a_stale_or_second_click_cannot_approve_another_call() -> None:
+    policy = ask_policy()
+    sent = record_sends(policy.widget)
+    widget = policy.widget
+    agent = lf.Agent(
+        "add twice", tools=[add], allow_tool=policy, limits=lf.AgentLimits(max_tool_calls=4)
+    )
+    model = script(lf.ToolCall("c1", "add", {"a": 1, "b": 2}), lf.ToolCall("c2", "add", {"a": 3, "b": 4}))
+    async with lf.Session(model) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        first = await wait_for_pending(widget)
+        # a decision naming the right prompt but another call id is refused
+        widget.handle_decision({"prompt_id": first["prompt_id"], "call_id": "c2", "action": "approve"})
+        assert sent[-1]["ok"] is False
+        click(widget, first, "approve")
+        second = await wait_for_pending(widget, previous=first["prompt_id"])
+        assert second["call_id"] == "c2"
+        # the old prompt's button clicked again: stale, must not approve c2
+        assert widget.handle_decision({**first, "action": "approve"}) is False
+        assert sent[-1]["ok"] is False and "no longer waiting" in sent[-1]["error"]
+        await asyncio.sleep(0)
+        assert not task.done()
+        click(widget, second, "deny")
+        with pytest.raises(lf.ToolDeniedError):
+            await task
+        # and a second click on an already decided prompt is refused too
+        assert widget.handle_decision({**second, "action": "approve"}) is False
+    assert CALLS == []  # c1 was approved, but the batch stopped at c2 before anything ran
+
+
+async def test_always_allow_skips_the_prompt_for_the_rest_of_the_run() -> None:
+    policy = ask_policy()
+    record_sends(policy.widget)
+    model = Scripted(
+        [lf.ToolCall("c1", "add", {"a": 1, "b": 2}), lf.ToolCall("c2", "add", {"a": 3, "b": 4}), "done"]
+    )
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(model) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        click(policy.widget, await wait_for_pending(policy.widget), "approve", always=True)
+        assert await task == "done"
+        assert "always" in session.all_tool_calls[1].decision["by"]
+    assert CALLS == [(1, 2), (3, 4)]
+    assert len(policy.widget.state["history"]) == 1
+
+
+async def test_prompt_never_rendered_fails_closed_with_a_clear_message() -> None:
+    policy = ask_policy(sleep=instant_sleep, render_timeout=7)
+    record_sends(policy.widget)
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 1, "b": 1}))) as session:
+        with pytest.raises(lf.ToolDeniedError) as info:
+            await agent.invoke(session)
+    cause = info.value.__cause__
+    assert isinstance(cause, lf.ToolDeniedError)
+    assert "not shown by any notebook frontend within 7 s" in str(cause)
+    assert "mode='deny'" in str(cause)
+    assert policy.widget.state["pending"] is None
+    assert "fail closed" in policy.widget.state["notice"]
+    assert CALLS == []
+
+
+async def test_a_click_from_another_thread_resolves_the_wait() -> None:
+    policy = ask_policy()
+    record_sends(policy.widget)
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 4, "b": 4}))) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        pending = await wait_for_pending(policy.widget)
+        t = threading.Thread(target=click, args=(policy.widget, pending, "approve"))
+        t.start()
+        t.join()
+        assert await task == "The answer is 8."
+
+
+@pytest.mark.parametrize(
+    ("policy", "expect"),
+    [
+        (ApprovalPolicy(mode="allow", allow=["add"]), "ok"),
+        (ApprovalPolicy(mode="allow", allow=["other"]), "denied"),
+        (ApprovalPolicy(mode="deny"), "denied"),
+        (ApprovalPolicy(mode="deny", deny_message="not in CI"), "told"),
+    ],
+)
+async def test_unattended_modes_never_prompt(policy: ApprovalPolicy, expect: str) -> None:
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 2, "b": 2}))) as session:
+        if expect == "denied":
+            with pytest.raises(lf.ToolDeniedError):
+                await agent.invoke(session)
+        elif expect == "told":
+            assert "not in CI" in await agent.invoke(session)
+        else:
+            assert await agent.invoke(session) == "The answer is 4."
+    assert policy._widget is None  # nothing was displayed
+
+
+def test_policy_rejects_unknown_modes_and_has_a_stable_repr() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        ApprovalPolicy(mode="sometimes")  # type: ignore[arg-type]
+    assert repr(ApprovalPolicy(mode="allow", allow=["b", "a"])) == "ApprovalPolicy(mode='allow', allow=['a', 'b'])"
+
+
+def test_widget_text_repr_is_deterministic() -> None:
+    widget = ApprovalWidget()
+    widget.state = {
+        "pending": None,
+        "history": [{"tool": "add", "call_id": "c1", "decision": "approved", "approved": True, "who": "x"}],
+        "notice": None,
+    }
+    assert widget._fallback_text() == "ApprovalWidget: 1 decisions (1 approved, 0 denied)"

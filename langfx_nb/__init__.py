@@ -58,8 +58,27 @@ from .messages import (
     UserMessage,
 )
 from .modalities import PDF, Audio, Image, Mime, Video
+from .structured.events import (
+    ArrayEnd,
+    ArrayStart,
+    Cancelled,
+    FieldEnd,
+    FieldStart,
+    GenerationComplete,
+    GenerationFailed,
+    ObjectEnd,
+    ObjectStart,
+    ParsingFailed,
+    StreamEvent,
+    StringFieldDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
 from .structured.mapping import Mapping, MappingExample
 from .structured.query import query
+from .structured.query_stream import query_stream
+from .structured.stream_parser import StreamParseError, StreamParser
 from .template import LangFunc, Template
 
 __version__ = "0.1.0"
@@ -73,16 +92,23 @@ __all__ = [
     "AgentError",
     "AgentLimits",
     "Approve",
+    "ArrayEnd",
+    "ArrayStart",
     "Audio",
     "AuthenticationError",
     "BudgetExceededError",
+    "Cancelled",
     "ComplexMessage",
     "ContentFilteredError",
     "ContextLengthError",
     "Deny",
     "EmptyGenerationError",
     "ExecutionTimeoutError",
+    "FieldEnd",
+    "FieldStart",
+    "GenerationComplete",
     "GenerationError",
+    "GenerationFailed",
     "Image",
     "IncompleteGenerationError",
     "InvalidRequestError",
@@ -96,6 +122,9 @@ __all__ = [
     "Message",
     "Mime",
     "NetworkBlockedError",
+    "ObjectEnd",
+    "ObjectStart",
+    "ParsingFailed",
     "Price",
     "RateLimitError",
     "RetryableError",
@@ -104,12 +133,19 @@ __all__ = [
     "ServerError",
     "Session",
     "StreamChunk",
+    "StreamEvent",
+    "StreamParseError",
+    "StreamParser",
     "StreamProtocolError",
+    "StringFieldDelta",
     "SystemMessage",
     "Template",
     "TemplateError",
     "Tool",
     "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
     "ToolDeniedError",
     "ToolExecutionError",
     "ToolMessage",
@@ -121,6 +157,7 @@ __all__ = [
     "Video",
     "llms",
     "query",
+    "query_stream",
     "tool",
 ]
 

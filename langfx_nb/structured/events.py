@@ -61,7 +61,8 @@ class _EventJSON:
     def to_json(self) -> dict[str, Any]:
         """A plain dict with the ``type`` discriminator (paths become lists)."""
         out: dict[str, Any] = {"type": self.type}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        names: tuple[str, ...] = getattr(self, "__slots__", ())
+        for name in names:
             out[name] = _jsonable(getattr(self, name))
         return out
 

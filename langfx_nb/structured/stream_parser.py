@@ -30,11 +30,11 @@ the same non-streaming parser ``lf.query`` uses.
 
 from __future__ import annotations
 
+import json.decoder
 import re
 import unicodedata
 from json import JSONDecodeError
-from json.decoder import scanstring as _json_scanstring
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..errors import MappingError
 from .events import (
@@ -63,6 +63,8 @@ _CLOSER = ("}", "]", ")", "}", "]", ")")
 _DICTLIKE = (True, False, True, True, False, False)
 _SEPARATOR = (":", "", "=", ":", "", "")
 
+_JSON_OPENERS = {"[": _ARR, "{": _OBJ}
+_PY_OPENERS = {"[": _LIST, "(": _TUPLE, "{": _DICT}
 _WS_CHARS = " \t\r\n"
 _ws_match = re.compile(r"[ \t\r\n]+").match
 _bare_match = re.compile(r"[A-Za-z0-9_.+\-]+").match
@@ -98,6 +100,37 @@ _PY_SIMPLE_ESCAPES = {
 }
 _PY_ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}
 _EXCERPT = 24
+# the C string decoder behind json.loads (typeshed does not declare it)
+_json_scanstring = cast("Any", getattr(json.decoder, "scanstring"))  # noqa: B009
+
+# Events are frozen dataclasses; their generated __init__ pays for frozen-ness on every
+# assignment. The hot paths build them through the slot descriptors instead (same object).
+_new = object.__new__
+_set_delta_path = StringFieldDelta.__dict__["path"].__set__
+_set_delta_text = StringFieldDelta.__dict__["delta"].__set__
+_set_start_path = FieldStart.__dict__["path"].__set__
+_set_end_path = FieldEnd.__dict__["path"].__set__
+_set_end_value = FieldEnd.__dict__["value"].__set__
+
+
+def _delta_event(path: Path, delta: str) -> StringFieldDelta:
+    ev = _new(StringFieldDelta)
+    _set_delta_path(ev, path)
+    _set_delta_text(ev, delta)
+    return ev
+
+
+def _start_event(path: Path) -> FieldStart:
+    ev = _new(FieldStart)
+    _set_start_path(ev, path)
+    return ev
+
+
+def _end_event(path: Path, value: Any) -> FieldEnd:
+    ev = _new(FieldEnd)
+    _set_end_path(ev, path)
+    _set_end_value(ev, value)
+    return ev
 
 
 class StreamParseError(MappingError):
@@ -161,6 +194,7 @@ class StreamParser:
         self._name = ""
         self._value: Any = None
         self._error: StreamParseError | None = None
+        self._json_str = False  # inside a JSON string: feed() may take its fast path
 
     # -- public API ---------------------------------------------------------------------------
     @property
@@ -179,9 +213,7 @@ class StreamParser:
 
     def feed(self, chunk: str) -> list[FieldEvent]:
         """Consume one chunk; return the events it completes. Raises ``StreamParseError``."""
-        if self._error is not None:
-            raise self._error
-        if self._state == _STR and self._quote not in chunk and not self._py:
+        if self._json_str and '"' not in chunk:
             # Fast path: the chunk continues a JSON string and cannot end it.
             tail = self._tail
             buf = tail + chunk if tail else chunk
@@ -204,7 +236,12 @@ class StreamParser:
                 self._pieces.append(piece)
                 if self._is_key:
                     return []
-                return [StringFieldDelta(self._path, piece)]
+                ev = _new(StringFieldDelta)
+                _set_delta_path(ev, self._path)
+                _set_delta_text(ev, piece)
+                return [ev]
+        if self._error is not None:
+            raise self._error
         if self._state == _DONE:
             self._fed += len(chunk)
             return []
@@ -219,6 +256,7 @@ class StreamParser:
         except StreamParseError as exc:
             exc.events = out
             self._error = exc
+            self._json_str = False
             raise
         return out
 
@@ -249,6 +287,7 @@ class StreamParser:
         except StreamParseError as exc:
             exc.events = out
             self._error = exc
+            self._json_str = False
             raise
         return out
 
@@ -265,8 +304,10 @@ class StreamParser:
         while i < n:
             st = self._state
             if st == _STR:
-                i = self._scan_py_string(buf, i, base, out) if py else self._scan_json_string(
-                    buf, i, base, out
+                i = (
+                    self._scan_py_string(buf, i, base, out)
+                    if py
+                    else self._scan_json_string(buf, i, base, out)
                 )
                 continue
             if st == _BARE:
@@ -285,7 +326,9 @@ class StreamParser:
                 return
             c = buf[i]
             if c in _WS_CHARS:
-                i = _ws_match(buf, i).end()  # type: ignore[union-attr]
+                i += 1
+                if i < n and buf[i] in _WS_CHARS:
+                    i = _ws_match(buf, i).end()  # type: ignore[union-attr]
                 continue
             if st == _AFTER:
                 top = stack[-1]
@@ -300,9 +343,7 @@ class StreamParser:
                     self._close_container(out)
                     i += 1
                 else:
-                    raise self._fail(
-                        f"expected ',' or {top.closer!r}, got {c!r}", base + i, buf, i
-                    )
+                    raise self._fail(f"expected ',' or {top.closer!r}, got {c!r}", base + i, buf, i)
             elif st == _VALUE:
                 i = self._start_value(c, buf, i, base, out)
             elif st == _KEY:
@@ -318,9 +359,9 @@ class StreamParser:
                         self._state = _STR_OPEN
                     else:
                         i += 1
-                elif kind == _CALL and (c.isalpha() or c == "_"):
-                    self._begin_bare(is_key=True)
-                elif kind == _DICT and (c.isdigit() or c == "-"):
+                elif (kind == _CALL and (c.isalpha() or c == "_")) or (
+                    kind == _DICT and (c.isdigit() or c == "-")
+                ):
                     self._begin_bare(is_key=True)
                 else:
                     raise self._fail(f"expected a key, got {c!r}", base + i, buf, i)
@@ -357,9 +398,7 @@ class StreamParser:
             else:  # pragma: no cover - every state is handled above
                 raise AssertionError(st)
 
-    def _scan_prelude(
-        self, buf: str, i: int, base: int, out: list[FieldEvent], final: bool
-    ) -> int:
+    def _scan_prelude(self, buf: str, i: int, base: int, out: list[FieldEvent], final: bool) -> int:
         """Find where the document starts: after a code fence line, or at the value itself."""
         n = len(buf)
         st = self._state
@@ -435,19 +474,19 @@ class StreamParser:
             return i + 1
         if self._py:
             if c in "'\"":
-                out.append(FieldStart(path))
+                out.append(_start_event(path))
                 self._begin_string(is_key=False)
                 self._state = _STR_OPEN
                 return i
-            kind = {"[": _LIST, "(": _TUPLE, "{": _DICT}.get(c)
+            kind = _PY_OPENERS.get(c)
         else:
             if c == '"':
-                out.append(FieldStart(path))
+                out.append(_start_event(path))
                 self._begin_string(is_key=False)
                 return i + 1
-            kind = {"[": _ARR, "{": _OBJ}.get(c)
+            kind = _JSON_OPENERS.get(c)
         if kind is not None:
-            out.append(FieldStart(path))
+            out.append(_start_event(path))
             if _DICTLIKE[kind]:
                 out.append(ObjectStart(path))
                 stack.append(_Frame(kind, path, {}))
@@ -459,7 +498,7 @@ class StreamParser:
                 self._state = _VALUE
             return i + 1
         if c.isalnum() or c in "-+._":
-            out.append(FieldStart(path))
+            out.append(_start_event(path))
             self._begin_bare(is_key=False)
             return i
         raise self._fail(f"unexpected character {c!r}", base + i, buf, i)
@@ -474,7 +513,7 @@ class StreamParser:
         self._finish_value(frame.value, out)
 
     def _finish_value(self, value: Any, out: list[FieldEvent]) -> None:
-        out.append(FieldEnd(self._path, value))
+        out.append(_end_event(self._path, value))
         stack = self._stack
         if not stack:
             self._value = value
@@ -499,17 +538,23 @@ class StreamParser:
         token = "".join(self._pieces)
         self._pieces = []
         pos = base + j - len(token)
-        # errors show the token and what follows it
-        ctx, at = (buf[max(0, j - len(token)) :], len(token)) if nxt else (token, len(token))
         if self._is_key:
             top = self._stack[-1]
             if top.kind == _CALL:
                 if not _PY_IDENT.fullmatch(token):
-                    raise self._fail(f"invalid argument name {token!r}", pos, ctx, at)
+                    raise self._fail(
+                        f"invalid argument name {token!r}",
+                        pos,
+                        *self._token_context(token, buf, j, nxt),
+                    )
                 top.key = token
             else:
                 if not _PY_INT.fullmatch(token):
-                    raise self._fail(f"unsupported dict key {token!r}", pos, ctx, at)
+                    raise self._fail(
+                        f"unsupported dict key {token!r}",
+                        pos,
+                        *self._token_context(token, buf, j, nxt),
+                    )
                 top.key = int(token.replace("_", ""))
             self._state = _SEP
             return j
@@ -532,7 +577,9 @@ class StreamParser:
                 self._state = _NAME
                 return j
             else:
-                raise self._fail(f"invalid literal {token!r}", pos, ctx, at)
+                raise self._fail(
+                    f"invalid literal {token!r}", pos, *self._token_context(token, buf, j, nxt)
+                )
         elif token == "true":
             value = True
         elif token == "false":
@@ -543,9 +590,18 @@ class StreamParser:
             is_int = "." not in token and "e" not in token and "E" not in token
             value = int(token) if is_int else float(token)
         else:
-            raise self._fail(f"invalid literal {token!r}", pos, ctx, at)
+            raise self._fail(
+                f"invalid literal {token!r}", pos, *self._token_context(token, buf, j, nxt)
+            )
         self._finish_value(value, out)
         return j
+
+    @staticmethod
+    def _token_context(token: str, buf: str, j: int, nxt: str | None) -> tuple[str, int]:
+        """Text for an error excerpt: the token and what follows it (built only on error)."""
+        if nxt is None:
+            return token, len(token)
+        return token + buf[j : j + _EXCERPT], len(token)
 
     # -- strings ------------------------------------------------------------------------------
     def _begin_string(self, *, is_key: bool) -> None:
@@ -555,8 +611,10 @@ class StreamParser:
         self._triple = False
         self._raw = False
         self._state = _STR
+        self._json_str = not self._py
 
     def _end_string(self, out: list[FieldEvent]) -> None:
+        self._json_str = False
         if self._is_key:
             self._stack[-1].key = "".join(self._pieces)
             self._pieces = []
@@ -575,7 +633,7 @@ class StreamParser:
         if piece:
             self._pieces.append(piece)
             if not self._is_key:
-                out.append(StringFieldDelta(self._path, piece))
+                out.append(_delta_event(self._path, piece))
 
     def _scan_json_string(self, buf: str, i: int, base: int, out: list[FieldEvent]) -> int:
         n = len(buf)
@@ -605,7 +663,7 @@ class StreamParser:
 
     def _json_decode(self, s: str, start: int, base: int, buf: str, i: int) -> str:
         try:
-            return _json_scanstring(s, start, False)[0]  # type: ignore[no-any-return]
+            return cast(str, _json_scanstring(s, start, False)[0])
         except JSONDecodeError as exc:
             pos = exc.pos - start
             raise self._fail(

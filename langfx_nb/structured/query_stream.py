@@ -1,0 +1,281 @@
+"""``lf.query_stream``: ``lf.query`` with progress: text deltas, or field events and one outcome.
+
+``query_stream`` is a plain function: it checks everything it can (model given and able to
+stream, schema adaptable, prompt renderable, request capabilities) and raises *before* the
+first ``await``; it then returns an async generator. Nothing is sent until iteration starts.
+
+Without a schema the generator yields the response text as ``str`` deltas; model errors
+raise from the iterator, as with ``lm.stream``.
+
+With a schema it yields field events from the single-pass ``StreamParser`` (paths relative to
+the answer, so the JSON protocol's ``{"result": ...}`` wrapper is invisible), tool-call display
+events from the model's chunks, and then exactly one terminal event:
+
+* ``GenerationComplete(value, message)``: ``value`` is what ``lf.query`` returns for the same
+  response text: the same prompt rendering (``Mapping``) and the same non-streaming protocol
+  parser and pydantic validation run once on the complete text. ``message.result`` is set.
+* ``ParsingFailed(error, text)``: a ``MappingError``. When the stream parser already failed,
+  its error (with position and excerpt) is reported; otherwise the protocol parser's error.
+* ``GenerationFailed(error)``: the model or transport raised (usually an ``LMError``).
+* ``Cancelled()``: the consuming task was cancelled while waiting on this stream. The
+  upstream is closed first, then ``Cancelled`` is yielded; the next ``__anext__`` re-raises
+  ``CancelledError``. If the consumer stops iterating at ``Cancelled`` instead, the task is
+  cancelled again (``task.cancel()``), so the cancellation is never swallowed.
+
+Breaking out of the loop early ends the stream without a terminal event; the upstream model
+stream is closed in ``finally`` when the generator is closed: immediately with
+``contextlib.aclosing(...)``/``await agen.aclose()``, or when the event loop finalizes the
+dropped generator. Tool calls are reported, never executed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MappingError, UnsupportedCapabilityError
+from ..messages import AIMessage, Message
+from ..template import Template, render_prompt
+from .events import (
+    Cancelled,
+    FieldEvent,
+    FieldStart,
+    GenerationComplete,
+    GenerationFailed,
+    ObjectStart,
+    ParsingFailed,
+    StreamEvent,
+    StringFieldDelta,
+)
+from .stream_parser import StreamParseError, StreamParser, _delta_event
+
+if TYPE_CHECKING:
+    from ..llms.base import LanguageModel
+    from ..llms.streaming import StreamChunk
+    from .mapping import Mapping as _Mapping
+    from .protocols import Protocol
+
+__all__ = ["query_stream"]
+
+_EXCERPT = 24
+_STREAM_ONLY = ("emulate", "cache_seed", "use_cache")
+
+
+def query_stream(
+    prompt: str | Template | Message[Any] | Sequence[Message[Any]],
+    schema: Any = None,
+    *,
+    lm: LanguageModel | None = None,
+    vars: Mapping[str, Any] | None = None,
+    protocol: str | Protocol = "python",
+    native_structured_output: bool = False,
+    examples: Sequence[Any] | None = None,
+    system_message: str | Message[Any] | None = None,
+    **options: Any,
+) -> AsyncGenerator[Any, None]:
+    """Stream a query: ``str`` deltas without a schema; field events then one terminal event
+    with a schema. Setup errors raise here, before iteration starts."""
+    if lm is None:
+        raise TypeError("query_stream() needs a model: pass lm=")
+    if not lm.supports_streaming and not options.get("emulate"):
+        raise UnsupportedCapabilityError(
+            f"{lm.model_id} does not support streaming (pass emulate=True for one final chunk)"
+        )
+    if schema is None:
+        if native_structured_output:
+            raise TypeError("native_structured_output=True needs a schema")
+        if examples:
+            raise TypeError("examples= need a schema")
+        message = render_prompt(prompt, vars)
+        if system_message is not None:
+            options["system_message"] = system_message
+        _check_request(lm, message, options)
+        return _text_stream(lm, message, options)
+
+    from .mapping import Mapping as _MappingCls
+    from .mapping import native_response_schema
+
+    mapping = _MappingCls(
+        prompt,
+        schema,
+        protocol=protocol,
+        native_structured_output=native_structured_output,
+        examples=examples,
+        system_message=system_message,
+    )
+    message = mapping.prompt(vars)
+    if mapping.system_message is not None and "system_message" not in options:
+        options["system_message"] = mapping.system_message
+    if native_structured_output:
+        options["response_schema"] = native_response_schema(mapping.schema)
+        grammar, unwrap = "json", not mapping.schema.is_object
+    else:
+        grammar = mapping.protocol.name
+        if grammar not in ("json", "python"):
+            raise ValueError(f"protocol {grammar!r} cannot be streamed")
+        unwrap = grammar == "json"
+    _check_request(lm, message, options)
+    return _event_stream(lm, message, options, mapping, grammar, unwrap)
+
+
+def _check_request(lm: LanguageModel, message: Any, options: dict[str, Any]) -> None:
+    """Normalize the request and check capabilities now, so misuse fails before iteration."""
+    lm.build_request(message, **{k: v for k, v in options.items() if k not in _STREAM_ONLY})
+
+
+async def _text_stream(
+    lm: LanguageModel, message: Any, options: dict[str, Any]
+) -> AsyncGenerator[str, None]:
+    upstream = lm.stream(message, **options)
+    try:
+        async for chunk in upstream:
+            if chunk.delta:
+                yield chunk.delta
+    finally:
+        await _aclose(upstream)
+
+
+async def _event_stream(
+    lm: LanguageModel,
+    message: Any,
+    options: dict[str, Any],
+    mapping: _Mapping,
+    grammar: str,
+    unwrap: bool,
+) -> AsyncGenerator[StreamEvent, None]:
+    parser = StreamParser("python" if grammar == "python" else "json")
+    rebase = _ResultUnwrapper() if unwrap else None
+    parse_error: StreamParseError | None = None
+    pieces: list[str] = []
+    last: StreamChunk | None = None
+    upstream = lm.stream(message, **options)
+    terminal: StreamEvent | None = None
+    try:
+        try:
+            async for chunk in upstream:
+                last = chunk
+                if chunk.events:
+                    for tool_event in chunk.events:
+                        yield tool_event
+                delta = chunk.delta
+                if not delta:
+                    continue
+                pieces.append(delta)
+                if parse_error is not None:
+                    continue
+                try:
+                    events: list[FieldEvent] = parser.feed(delta)
+                except StreamParseError as exc:
+                    parse_error = _with_context(exc, pieces)
+                    events = exc.events
+                if rebase is not None:
+                    events = rebase(events)
+                for ev in events:
+                    yield ev
+            if parse_error is None:
+                try:
+                    events = parser.close()
+                except StreamParseError as exc:
+                    parse_error = _with_context(exc, pieces)
+                    events = exc.events
+                for ev in rebase(events) if rebase is not None else events:
+                    yield ev
+        except asyncio.CancelledError:
+            await _aclose(upstream)
+            terminal = Cancelled()
+        except Exception as exc:  # the model or transport failed
+            terminal = GenerationFailed(exc)
+        else:
+            terminal = _outcome(mapping, last, "".join(pieces), parse_error)
+    finally:
+        await _aclose(upstream)
+    if not isinstance(terminal, Cancelled):
+        yield terminal
+        return
+    try:
+        yield terminal
+    except GeneratorExit:
+        task = asyncio.current_task()
+        if task is not None:
+            task.cancel()  # the consumer stopped at Cancelled: keep the task cancelled
+        raise
+    raise asyncio.CancelledError
+
+
+def _outcome(
+    mapping: _Mapping, last: StreamChunk | None, text: str, parse_error: StreamParseError | None
+) -> StreamEvent:
+    response: AIMessage[Any] = last.aggregated if last is not None else AIMessage("")
+    response = mapping.transform_output(response)
+    raw = mapping.postprocess_response(response)
+    try:
+        value = mapping.postprocess_result(mapping.parse_result(raw))
+    except MappingError as exc:
+        return ParsingFailed(parse_error if parse_error is not None else exc, text)
+    response.result = value
+    meta = response.metadata
+    meta["protocol"] = "native" if mapping.native_structured_output else mapping.protocol.name
+    meta["schema"] = mapping.schema.name
+    meta["raw_response"] = raw
+    return GenerationComplete(value, response)
+
+
+def _with_context(exc: StreamParseError, pieces: list[str]) -> StreamParseError:
+    """The parser sees one chunk at a time; rebuild the excerpt from the whole text."""
+    text = "".join(pieces)
+    pos = min(exc.position, len(text))
+    excerpt = text[max(0, pos - _EXCERPT) : pos + _EXCERPT]
+    reason = str(exc).split(" at position ")[0]
+    better = StreamParseError(reason, position=exc.position, excerpt=excerpt)
+    better.events = exc.events
+    return better
+
+
+async def _aclose(agen: AsyncIterator[Any]) -> None:
+    aclose = getattr(agen, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+class _ResultUnwrapper:
+    """Hides the JSON protocol's ``{"result": ...}`` wrapper: when the root object's first key
+    is ``result``, events are re-rooted under it and everything outside it is dropped; any
+    other first key means there is no wrapper and events pass through unchanged."""
+
+    __slots__ = ("_held", "_mode")
+
+    def __init__(self) -> None:
+        self._mode = 0  # 0 undecided, 1 unwrapping, 2 pass-through
+        self._held: list[FieldEvent] = []
+
+    def __call__(self, events: list[FieldEvent]) -> list[FieldEvent]:
+        if self._mode == 2:
+            return events
+        out: list[FieldEvent] = []
+        for ev in events:
+            mode = self._mode
+            if mode == 0:
+                path = ev.path
+                if not path and isinstance(ev, (FieldStart, ObjectStart)):
+                    self._held.append(ev)
+                    continue
+                if path == ("result",) and isinstance(ev, FieldStart):
+                    self._mode = mode = 1
+                    self._held = []
+                else:
+                    self._mode = mode = 2
+                    out.extend(self._held)
+                    self._held = []
+            if mode == 2:
+                out.append(ev)
+                continue
+            path = ev.path
+            if not path or path[0] != "result":
+                continue
+            if isinstance(ev, StringFieldDelta):
+                out.append(_delta_event(path[1:], ev.delta))
+            else:
+                out.append(dataclasses.replace(ev, path=path[1:]))
+        return out

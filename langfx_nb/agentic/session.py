@@ -354,7 +354,11 @@ class Session:
         if schema is not None:
             inputs["schema"] = _schema_name(schema)
         if merged:
-            inputs["options"] = self._preview(merged)
+            shown = dict(merged)
+            if "vars" in shown:
+                inputs["vars"] = self._preview(shown.pop("vars"))
+            if shown:
+                inputs["options"] = self._preview(shown)
         node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
         recorder = _Recorder(self, node)
         try:

@@ -209,7 +209,7 @@ async def test_tool_call_budget_is_checked_for_the_whole_batch(
     add: lf.Tool[Any, Any], ran: Calls
 ) -> None:
     batch = [TC(f"c{i}", "add", {"a": i, "b": 0}) for i in range(3)]
-    lm = Scripted([batch[:2], batch[2:] + [TC("c9", "add", {"a": 9, "b": 0})], "x"])
+    lm = Scripted([batch[:2], [*batch[2:], TC("c9", "add", {"a": 9, "b": 0})], "x"])
     limits = lf.AgentLimits(max_tool_calls=3)
     with pytest.raises(BudgetExceededError, match="max_tool_calls=3"):
         await lf.Agent("go", tools=[add], limits=limits).invoke(lm=lm)

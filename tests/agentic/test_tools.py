@@ -55,7 +55,9 @@ def test_validate_args_names_the_problem() -> None:
 
 def test_tool_decorator_infers_schema_description_and_output() -> None:
     @lf.tool
-    async def weather(city: str, days: int = 1, unit: Annotated[str, Field(pattern="^[CF]$")] = "C") -> dict[str, float]:  # fmt: skip
+    async def weather(
+        city: str, days: int = 1, unit: Annotated[str, Field(pattern="^[CF]$")] = "C"
+    ) -> dict[str, float]:
         """Forecast the weather.
 
         Args:

@@ -17,7 +17,7 @@ import json
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -196,7 +196,10 @@ class Schema:
     @property
     def name(self) -> str:
         """The type as written in Python: ``Answer``, ``list[Item]``, ``int``."""
-        return annotation_text(self.type)
+        name = self.memo.get("name")
+        if name is None:
+            name = self.memo["name"] = annotation_text(self.type)
+        return cast("str", name)
 
     @property
     def is_object(self) -> bool:

@@ -49,14 +49,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _widget(name: str) -> Any:
-    """A widget class by name; a clear error if the widget module is missing."""
-    try:
-        return __getattr__(name)
-    except (ImportError, AttributeError) as exc:
-        raise ImportError(f"lf.nb.{name} is not available in this build: {exc}") from exc
-
-
 def _version_tuple(text: str) -> tuple[int, ...]:
     parts = []
     for piece in text.split(".")[:3]:

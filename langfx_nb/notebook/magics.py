@@ -29,7 +29,7 @@ import os
 import re
 import shlex
 import typing
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -381,20 +381,6 @@ async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any
     raise UsageError(f"%%lf: unknown command {command!r}; use query or agent (see %lf help)")
 
 
-def _core(name: str) -> Any:
-    """A name from the public API (``lf.Agent`` ...), or None when this build lacks it."""
-    import langfx_nb
-
-    return getattr(langfx_nb, name, None)
-
-
-def _require(name: str) -> Callable[..., Any]:
-    value = _core(name)
-    if value is None:
-        raise UsageError(f"%%lf agent needs lf.{name}, which this build does not have yet")
-    return value
-
-
 def _short_traceback(exc: BaseException, command: str) -> list[str]:
     red, reset = "\x1b[0;31m", "\x1b[0m"
     return [
@@ -439,57 +425,63 @@ async def _run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
 async def _stream_query(
     template: Template, schema: Any, returns_message: bool, kwargs: dict[str, Any]
 ) -> Any:
-    query_stream = _core("query_stream")
-    if query_stream is None:
-        raise UsageError("--stream needs lf.query_stream, which this build does not have yet")
-    from . import _widget
+    from ..structured.query_stream import query_stream
+    from .stream_view import StreamView
 
-    view = _widget("StreamView")()
-    if schema is None:
-        kwargs = {k: v for k, v in kwargs.items() if k != "protocol"}
-    value = await view.consume(query_stream(template, schema, **kwargs))
-    if returns_message:
-        message = getattr(view, "message", None)
-        return message if message is not None else value
-    return value
+    if returns_message and schema is None:
+        raise UsageError("--returns-message with --stream needs --schema (text streams as str)")
+    seen: list[Any] = []
+
+    async def events() -> AsyncIterator[Any]:
+        async for event in query_stream(template, schema, **kwargs):
+            if getattr(event, "type", None) == "generation_complete":
+                seen.append(event.message)
+            yield event
+
+    value = await StreamView().consume(events())
+    return seen[-1] if returns_message and seen else value
 
 
-def _approval(mode: str, tool_names: Sequence[str]) -> Any:
+def _approval(mode: str, tools: Sequence[Any]) -> Any:
     """``--approve`` → an ``ApprovalPolicy``; ``$LANGFX_NB_APPROVE`` replaces ``ask``."""
+    from .approval import ApprovalPolicy
+
     if mode == "ask" and os.environ.get(APPROVE_ENV):
         mode = os.environ[APPROVE_ENV].strip()
-    from . import _widget
-
-    policy_cls = _widget("ApprovalPolicy")
     if mode == "ask":
-        return policy_cls(mode="ask")
+        return ApprovalPolicy(mode="ask", tools=tools)
     if mode == "deny":
-        return policy_cls(mode="deny")
+        return ApprovalPolicy(mode="deny", tools=tools)
     if mode == "allow":
-        return policy_cls(mode="allow", allow=list(tool_names))
+        return ApprovalPolicy(mode="allow", allow=[t.name for t in tools], tools=tools)
     if mode.startswith("allow:"):
         names = [n.strip() for n in mode[len("allow:") :].split(",") if n.strip()]
-        return policy_cls(mode="allow", allow=names)
+        return ApprovalPolicy(mode="allow", allow=names, tools=tools)
     raise UsageError(f"--approve {mode}: expected ask, deny, allow or allow:NAME,NAME")
 
 
+MAX_SESSIONS = 20  # the sessions of recent agent runs kept for %lf trace
+
+
 async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
+    from IPython.display import display
+
+    from ..agentic import Agent, AgentLimits, Session, Tool
+    from .trace_explorer import TraceExplorer
+
     opts = _agent_parser().parse_args(argv)
     lm = _resolve_lm(opts.lm, ns)
-    names = [n.strip() for n in opts.tools.split(",") if n.strip()]
-    tools = []
-    for name in names:
+    tools: list[Tool[Any, Any]] = []
+    for name in (n.strip() for n in opts.tools.split(",")):
+        if not name:
+            continue
         if name not in ns:
-            raise UsageError(f"--tools: no tool named {name!r} in the notebook")
+            raise UsageError(f"--tools: no variable named {name!r} in the notebook")
+        if not isinstance(ns[name], Tool):
+            raise UsageError(f"--tools: {name} is not a tool (make it with @lf.tool)")
         tools.append(ns[name])
     template = _template(body)
     prompt = template.render(_template_vars(template, ns))
-    policy = _approval(opts.approve, names)
-
-    agent_cls = _require("Agent")
-    agent_kw: dict[str, Any] = {"tools": tools, "allow_tool": policy}
-    if opts.instructions:
-        agent_kw["instructions"] = opts.instructions
     limits = {
         k: v
         for k, v in (
@@ -499,19 +491,32 @@ async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         )
         if v is not None
     }
-    if limits:
-        agent_kw["limits"] = _require("AgentLimits")(**limits)
-    agent = agent_cls(prompt, **agent_kw)
-
-    session = _require("Session")(lm=lm)
+    try:
+        agent_limits = AgentLimits(**limits) if limits else None
+    except ValueError as exc:
+        raise UsageError(f"%%lf agent: {exc}") from None
+    agent = Agent(
+        prompt,
+        instructions=opts.instructions,
+        tools=tools,
+        limits=agent_limits,
+        allow_tool=_approval(opts.approve, tools),
+    )
+    session = Session(lm)
     state.sessions.append(session)
-    from IPython.display import display
-
+    del state.sessions[:-MAX_SESSIONS]
+    explorer = None
     if not opts.no_trace:
-        from . import _widget
-
-        display(_widget("TraceExplorer")(session))  # type: ignore[no-untyped-call]
-    answer = await agent.invoke(session)
+        explorer = TraceExplorer(session)
+        display(explorer)  # type: ignore[no-untyped-call]
+    try:
+        answer = await agent.invoke(session)
+    finally:
+        # Ends the trace's root node (so the explorer shows the run finished) and drops the
+        # observers; the trace stays readable for `%lf trace`.
+        await session.dispose()
+        if explorer is not None:
+            explorer.flush()
     value = _present(answer)
     if opts.out:
         ns[opts.out] = value
@@ -575,9 +580,9 @@ def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
             session = state.last_session
             if session is None:
                 raise UsageError("%lf trace: no %%lf agent run yet; pass a session: %lf trace S")
-        from . import _widget
+        from .trace_explorer import TraceExplorer
 
-        return _widget("TraceExplorer")(session)
+        return TraceExplorer(session)
     if command == "models":
         print(_models_text(ns), end="")
         return None

@@ -90,7 +90,7 @@ def ip() -> Iterator[InteractiveShell]:
     saved = magics.state.lm, magics.state.lm_name
     yield shell
     magics.state.lm, magics.state.lm_name = saved
-    for name in ("lm", "x", "ans", "Answer", "Item", "msg"):
+    for name in ("lm", "x", "ans", "Answer", "Item", "msg", "City", "add"):
         shell.user_ns.pop(name, None)
 
 
@@ -215,6 +215,90 @@ def _completions(ip: InteractiveShell, line: str) -> set[str]:
 def test_completion_offers_commands_and_options(ip: InteractiveShell) -> None:
     assert {"use", "trace", "models", "help"} <= _completions(ip, "%lf ")
     assert "--schema" in _completions(ip, "%%lf query --sch")
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+
+class City(BaseModel):
+    name: str
+    landmarks: list[str]
+
+
+CITY_ANSWER = "```python\nCity(name='Paris', landmarks=['Louvre', 'Eiffel Tower'])\n```"
+
+
+def test_stream_query_text_and_typed(ip: InteractiveShell) -> None:
+    ip.user_ns["lm"] = lf.llms.StaticResponse("streamed **text**", chunk_size=3)
+    assert run(ip, "%%lf query --lm lm --stream\nhi\n") == "streamed **text**"
+    ip.user_ns.update(lm=lf.llms.StaticResponse(CITY_ANSWER, chunk_size=5), City=City)
+    city = run(ip, "%%lf query --lm lm --stream --schema City -o ans\nParis\n")
+    assert city == City(name="Paris", landmarks=["Louvre", "Eiffel Tower"])
+    assert ip.user_ns["ans"] is city
+    msg = run(ip, "%%lf query --lm lm --stream --schema City --returns-message\nParis\n")
+    assert isinstance(msg, lf.AIMessage) and msg.result == city
+
+
+def test_stream_parse_failure_raises(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=lf.llms.StaticResponse("no python here"), City=City)
+    with pytest.raises(lf.MappingError):
+        run(ip, "%%lf query --lm lm --stream --schema City\nParis\n")
+
+
+# -- agents ------------------------------------------------------------------------------------
+
+
+@lf.tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _agent_model() -> lf.LanguageModel:
+    return lf.llms.Scripted([lf.ToolCall("c1", "add", {"a": 2, "b": 3}), "The sum is 5."])
+
+
+def test_agent_with_allow_list_runs_tools_and_keeps_the_trace(ip: InteractiveShell) -> None:
+    from langfx_nb.notebook.trace_explorer import TraceExplorer
+
+    ip.user_ns.update(lm=_agent_model(), add=add, x=2)
+    answer = run(
+        ip, "%%lf agent --lm lm --tools add --approve allow:add -o ans\nWhat is {{x}} + 3?\n"
+    )
+    assert answer == "The sum is 5." and isinstance(answer, MarkdownText)
+    assert ip.user_ns["ans"] == answer
+    session = magics.state.last_session
+    assert [n.name for n in session.all_tool_calls] == ["add"]
+    assert "What is 2 + 3?" in ip.user_ns["lm"].requests[0].messages[0].text
+    assert isinstance(run(ip, "%lf trace"), TraceExplorer)
+
+
+def test_agent_deny_raises_tool_denied(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=_agent_model(), add=add)
+    with pytest.raises(lf.ToolDeniedError, match="add"):
+        run(ip, "%%lf agent --lm lm --tools add --approve deny\nWhat is 2 + 3?\n")
+
+
+def test_unattended_env_replaces_ask(ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(magics.APPROVE_ENV, "allow:add")
+    ip.user_ns.update(lm=_agent_model(), add=add)
+    assert run(ip, "%%lf agent --lm lm --tools add\nWhat is 2 + 3?\n") == "The sum is 5."
+    # An explicit unattended mode is not overridden.
+    ip.user_ns["lm"] = _agent_model()
+    with pytest.raises(lf.ToolDeniedError):
+        run(ip, "%%lf agent --lm lm --tools add --approve deny\nWhat is 2 + 3?\n")
+
+
+def test_agent_option_errors(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=_agent_model(), add=add)
+    with pytest.raises(UsageError, match="no variable named 'search'"):
+        run(ip, "%%lf agent --lm lm --tools add,search\nhi\n")
+    with pytest.raises(UsageError, match="lm is not a tool"):
+        run(ip, "%%lf agent --lm lm --tools lm\nhi\n")
+    with pytest.raises(UsageError, match="expected ask, deny"):
+        run(ip, "%%lf agent --lm lm --tools add --approve maybe\nhi\n")
+    with pytest.raises(UsageError, match="max_steps"):
+        run(ip, "%%lf agent --lm lm --max-steps 0\nhi\n")
 
 
 # -- typed results -----------------------------------------------------------------------------

@@ -99,7 +99,7 @@ class Mapping(LangFunc):
         self.schema = Schema.of(schema)
         self.protocol = get_protocol(protocol)
         self.native_structured_output = native_structured_output
-        self.examples = tuple(examples) if examples else None
+        self.examples = tuple(examples) if examples is not None else None
         if self.examples and native_structured_output:
             raise ValueError("examples are not used with native_structured_output=True")
         for ex in self.examples or ():

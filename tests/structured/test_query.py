@@ -138,6 +138,14 @@ async def test_user_examples_replace_the_builtin_example() -> None:
     assert prompt.count("REQUEST:\n") == 3
 
 
+async def test_empty_examples_show_no_example() -> None:
+    lm = Scripted([fenced("1")])
+    await lf.query("q", int, lm=lm, examples=[])
+    prompt = lm.requests[0].messages[-1].text
+    assert prompt.count("REQUEST:") == 1
+    assert prompt.endswith("\n\nREQUEST:\nq\n\nOUTPUT PYTHON TYPE:\nint\n\nOUTPUT PYTHON OBJECT:\n")
+
+
 async def test_json_examples() -> None:
     lm = Scripted([fenced('{"result": {"items": []}}', "json")])
     ex = lf.MappingExample("Fruits in 'a fig'?", Answer(items=[Item(name="fig")]))

@@ -19,8 +19,10 @@ events from the model's chunks, and then exactly one terminal event:
 * ``GenerationFailed(error)``: the model or transport raised (usually an ``LMError``).
 * ``Cancelled()``: the consuming task was cancelled while waiting on this stream. The
   upstream is closed first, then ``Cancelled`` is yielded; the next ``__anext__`` re-raises
-  ``CancelledError``. If the consumer stops iterating at ``Cancelled`` instead, the task is
-  cancelled again (``task.cancel()``), so the cancellation is never swallowed.
+  ``CancelledError``. If the consumer instead closes the stream at ``Cancelled`` (``break``
+  inside ``contextlib.aclosing``, or ``aclose()``), the task is cancelled again
+  (``task.cancel()``), so the cancellation is not swallowed. If the task is cancelled while
+  it is not waiting on this stream, the stream just closes when it is closed or collected.
 
 Breaking out of the loop early ends the stream without a terminal event; the upstream model
 stream is closed in ``finally`` when the generator is closed: immediately with
@@ -194,12 +196,14 @@ async def _event_stream(
     if not isinstance(terminal, Cancelled):
         yield terminal
         return
+    cancelled_task = asyncio.current_task()
     try:
         yield terminal
     except GeneratorExit:
-        task = asyncio.current_task()
-        if task is not None:
-            task.cancel()  # the consumer stopped at Cancelled: keep the task cancelled
+        # The consumer stopped at Cancelled (closed us from its own task): keep that task
+        # cancelled so the cancellation still reaches whoever requested it.
+        if cancelled_task is not None and asyncio.current_task() is cancelled_task:
+            cancelled_task.cancel()
         raise
     raise asyncio.CancelledError
 

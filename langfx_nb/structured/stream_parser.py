@@ -192,6 +192,7 @@ class StreamParser:
         self._raw = False
         self._is_key = False
         self._name = ""
+        self._name_pos = 0
         self._value: Any = None
         self._error: StreamParseError | None = None
         self._json_str = False  # inside a JSON string: feed() may take its fast path
@@ -386,7 +387,7 @@ class StreamParser:
                 if c != "(":
                     raise self._fail(
                         f"name {self._name!r} is not a value (only calls of class names are)",
-                        base + i,
+                        self._name_pos,
                         buf,
                         i,
                     )
@@ -574,6 +575,7 @@ class StreamParser:
                 return j
             elif _PY_NAME.fullmatch(token):
                 self._name = token
+                self._name_pos = pos
                 self._state = _NAME
                 return j
             else:

@@ -1,0 +1,346 @@
+"""The incremental parser: any document, cut anywhere, gives the same values as a full parse."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from langfx_nb import (
+    ArrayEnd,
+    ArrayStart,
+    FieldEnd,
+    FieldStart,
+    MappingError,
+    ObjectEnd,
+    ObjectStart,
+    StreamParseError,
+    StreamParser,
+    StringFieldDelta,
+)
+from langfx_nb.structured.protocols import to_python_expr
+
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# Text with escapes, control characters, quotes, backslashes, non-ASCII and astral characters.
+_text = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("\"\\/\n\t\r\b\f\x00\x1f'aZ é中😀\U0001f680{}[],:=()#`")),
+        st.characters(codec="utf-8"),
+    ),
+    max_size=30,
+)
+_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _text,
+)
+_json_value = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(_text, inner, max_size=5)),
+    max_leaves=25,
+)
+_json_doc = st.one_of(st.lists(_json_value, max_size=5), st.dictionaries(_text, _json_value))
+
+
+def _chunks(data: st.DataObject, text: str) -> list[str]:
+    """Cut ``text`` into pieces: all single characters, or random sizes (often tiny)."""
+    if data.draw(st.booleans(), label="one char at a time"):
+        return list(text)
+    sizes = st.one_of(st.integers(1, 4), st.integers(1, 64))
+    out, i = [], 0
+    while i < len(text):
+        n = data.draw(sizes, label="chunk size")
+        out.append(text[i : i + n])
+        i += n
+    return out
+
+
+def _run(grammar: str, chunks: list[str]) -> tuple[Any, list[Any]]:
+    parser = StreamParser(grammar)  # type: ignore[arg-type]
+    events: list[Any] = []
+    for c in chunks:
+        events += parser.feed(c)
+    events += parser.close()
+    assert parser.done
+    return parser.value, events
+
+
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+def _check_events(events: list[Any], expected: Any) -> None:
+    """Deltas add up to each string; every field_end is the matching part of the document;
+    starts and ends nest properly."""
+    deltas: dict[tuple[Any, ...], list[str]] = {}
+    open_fields: list[tuple[Any, ...]] = []
+    containers: list[tuple[str, tuple[Any, ...]]] = []
+    for ev in events:
+        if isinstance(ev, FieldStart):
+            open_fields.append(ev.path)
+            deltas[ev.path] = []
+        elif isinstance(ev, StringFieldDelta):
+            assert open_fields[-1] == ev.path
+            assert ev.delta
+            deltas[ev.path].append(ev.delta)
+        elif isinstance(ev, FieldEnd):
+            assert open_fields.pop() == ev.path
+            assert ev.value == _at(expected, ev.path)
+            if isinstance(ev.value, str):
+                assert "".join(deltas[ev.path]) == ev.value
+            else:
+                assert deltas[ev.path] == []
+        elif isinstance(ev, (ObjectStart, ArrayStart)):
+            assert open_fields[-1] == ev.path
+            containers.append((ev.type, ev.path))
+        elif isinstance(ev, (ObjectEnd, ArrayEnd)):
+            kind, path = containers.pop()
+            assert path == ev.path
+            assert kind.split("_")[0] == ev.type.split("_")[0]
+    assert not open_fields
+    assert not containers
+
+
+def _lists(value: Any) -> Any:
+    """Tuples as lists (the stream parser reports every sequence as an array)."""
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    return value
+
+
+# -- JSON ------------------------------------------------------------------------------------
+@SETTINGS
+@given(
+    doc=_json_doc,
+    ensure_ascii=st.booleans(),
+    indent=st.sampled_from([None, 2]),
+    frame=st.sampled_from(["bare", "fence", "prose"]),
+    data=st.data(),
+)
+def test_json_any_document_any_chunking(
+    doc: Any, ensure_ascii: bool, indent: int | None, frame: str, data: st.DataObject
+) -> None:
+    body = json.dumps(doc, ensure_ascii=ensure_ascii, indent=indent)
+    text = {
+        "bare": body,
+        "fence": f"Here you go:\n```json\n{body}\n```\nAnything after is ignored {{[",
+        "prose": f"The answer is {body} -- and that is all.",
+    }[frame]
+    value, events = _run("json", _chunks(data, text))
+    expected = json.loads(body)
+    assert value == expected
+    _check_events(events, expected)
+
+
+@pytest.mark.parametrize(
+    "literal", ["\\ud83d\\ude00", "\\u00e9", "\\n", "\\\\", '\\"', "\\ud83d", "\\udc00x"]
+)
+def test_json_escapes_split_at_every_position(literal: str) -> None:
+    text = f'["a{literal}b{literal}"]'
+    expected = json.loads(text)
+    for cut in range(len(text) + 1):
+        for c2 in range(cut, len(text) + 1):
+            value, events = _run("json", [text[:cut], text[cut:c2], text[c2:]])
+            assert value == expected
+            _check_events(events, expected)
+
+
+def test_surrogate_pairs_never_split_across_deltas() -> None:
+    text = '{"s": "' + "x\\ud83d\\ude00" * 20 + '"}'
+    _, events = _run("json", list(text))
+    deltas = [e.delta for e in events if isinstance(e, StringFieldDelta)]
+    for d in deltas:
+        d.encode("utf-8")  # a lone surrogate would fail to encode
+    assert "".join(deltas) == "x😀" * 20
+
+
+def test_one_delta_per_chunk_per_string() -> None:
+    text = '{"s": "' + "abc\\n" * 50 + '"}'
+    chunks = [text[i : i + 16] for i in range(0, len(text), 16)]
+    parser = StreamParser("json")
+    for c in chunks:
+        events = parser.feed(c)
+        assert sum(isinstance(e, StringFieldDelta) for e in events) <= 1
+
+
+def test_json_event_sequence() -> None:
+    _, events = _run("json", ['{"a": [1, {"b"', ': "x"}], "c": true}'])
+    assert [(e.type, getattr(e, "path", None)) for e in events] == [
+        ("field_start", ()),
+        ("object_start", ()),
+        ("field_start", ("a",)),
+        ("array_start", ("a",)),
+        ("field_start", ("a", 0)),
+        ("field_end", ("a", 0)),
+        ("field_start", ("a", 1)),
+        ("object_start", ("a", 1)),
+        ("field_start", ("a", 1, "b")),
+        ("string_field_delta", ("a", 1, "b")),
+        ("field_end", ("a", 1, "b")),
+        ("object_end", ("a", 1)),
+        ("field_end", ("a", 1)),
+        ("array_end", ("a",)),
+        ("field_end", ("a",)),
+        ("field_start", ("c",)),
+        ("field_end", ("c",)),
+        ("object_end", ()),
+        ("field_end", ()),
+    ]
+
+
+def test_events_are_frozen_and_serializable() -> None:
+    ev = StringFieldDelta(("a", 0), "x")
+    with pytest.raises(AttributeError):
+        ev.delta = "y"  # type: ignore[misc]
+    assert ev.to_json() == {"type": "string_field_delta", "path": ["a", 0], "delta": "x"}
+    _, events = _run("json", ['{"a": "x"}'])
+    assert events[2] == FieldStart(("a",))  # fast-built events compare like normal ones
+
+
+def test_text_after_the_document_is_ignored() -> None:
+    value, _ = _run("json", ['```json\n{"a": 1}\n```\n', "and now {broken prose [", "]"])
+    assert value == {"a": 1}
+
+
+# -- Python ------------------------------------------------------------------------------------
+_py_value = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(_text, inner, max_size=5),
+    ),
+    max_leaves=25,
+)
+
+
+@SETTINGS
+@given(value=_py_value, fenced=st.booleans(), data=st.data())
+def test_python_any_literal_any_chunking(value: Any, fenced: bool, data: st.DataObject) -> None:
+    code = to_python_expr(value)
+    text = f"Sure.\n```python\n{code}\n```\nDone." if fenced else code
+    parsed, events = _run("python", _chunks(data, text))
+    expected = _lists(ast.literal_eval(code))
+    assert parsed == expected
+    _check_events(events, expected)
+
+
+_CALL = (
+    "Answer(items=[Item(name='a', color=\"red\"), Item(name='b\\'c', color='\\u00e9\\N{BULLET}')],"
+    " n=-3, f=1.5e3, ok=True, x=None, t=(1, 2,), d={'k': 'v', 1: 2}, s='''tri'ple\n''',"
+    " c=\"ab\" 'cd', r=r'a\\n', h=0x1F, e='\\U0001F600\\x41\\101',)"
+)
+_CALL_VALUE = {
+    "items": [{"name": "a", "color": "red"}, {"name": "b'c", "color": "é•"}],
+    "n": -3,
+    "f": 1500.0,
+    "ok": True,
+    "x": None,
+    "t": [1, 2],
+    "d": {"k": "v", 1: 2},
+    "s": "tri'ple\n",
+    "c": "abcd",
+    "r": "a\\n",
+    "h": 31,
+    "e": "😀AA",
+}
+
+
+@SETTINGS
+@given(data=st.data())
+def test_python_calls_any_chunking(data: st.DataObject) -> None:
+    text = f"```python\n{_CALL}\n```"
+    value, events = _run("python", _chunks(data, text))
+    assert value == _CALL_VALUE
+    _check_events(events, _CALL_VALUE)
+    names = [(e.path, e.name) for e in events if isinstance(e, ObjectStart)]
+    assert names == [((), "Answer"), (("items", 0), "Item"), (("items", 1), "Item"), (("d",), None)]
+
+
+def test_python_bare_answer_without_fence() -> None:
+    assert _run("python", ["Answer(n", "=1)"])[0] == {"n": 1}
+    assert _run("python", ["[1, 2]"])[0] == [1, 2]
+    assert _run("python", ["  42"])[0] == 42
+    assert _run("python", ["'", "'"])[0] == ""
+    assert _run("python", ["Here it is:\n```py", "thon\nAnswer(n=2)\n```"])[0] == {"n": 2}
+
+
+# -- malformed input ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("grammar", "text", "position"),
+    [
+        ("json", '{"a": tru}', 6),
+        ("json", '{"a" 1}', 5),
+        ("json", '{"a": "x', 8),
+        ("json", "no json here", 12),
+        ("json", '{"a": "\\q"}', 7),
+        ("json", '{"a": "\\u12G4"}', 8),  # where json.loads reports it
+        ("json", "[1,,2]", 3),
+        ("json", '{"a": 1} ', None),
+        ("python", "Answer(1)", 7),
+        ("python", "Answer(a=foo)", 9),
+        ("python", "Answer(a=1", 10),
+        ("python", "```python\nx.y + 1\n```", None),
+        ("python", "just prose", 10),
+        ("python", "'''abc''", 8),
+    ],
+)
+def test_malformed_input_fails_with_position(grammar: str, text: str, position: int | None) -> None:
+    parser = StreamParser(grammar)  # type: ignore[arg-type]
+    if position is None and grammar == "json":
+        for c in text:
+            parser.feed(c)
+        assert parser.close() == [] and parser.value == {"a": 1}
+        return
+    with pytest.raises(StreamParseError) as info:
+        for c in text:
+            parser.feed(c)
+        parser.close()
+    err = info.value
+    assert isinstance(err, MappingError)
+    if position is not None:
+        assert err.position == position
+    assert 0 <= err.position <= len(text)
+    assert f"position {err.position}" in str(err)
+    with pytest.raises(StreamParseError):  # a failed parser stays failed
+        parser.feed("more")
+
+
+@SETTINGS
+@given(doc=_json_doc, data=st.data())
+def test_corrupted_documents_end_in_an_error_or_a_value(doc: Any, data: st.DataObject) -> None:
+    text = json.dumps(doc)
+    i = data.draw(st.integers(0, len(text)), label="corruption point")
+    junk = data.draw(st.sampled_from(["", "}", "]", '"', "\\", ",", ":", "x", "\\u12"]))
+    bad = text[:i] + junk + text[i + data.draw(st.integers(0, 3)) :]
+    parser = StreamParser("json")
+    try:
+        for c in _chunks(data, bad):
+            parser.feed(c)
+        parser.close()
+    except StreamParseError as err:
+        assert 0 <= err.position <= len(bad)
+        return
+    # The parser accepts a little more than json.loads (trailing commas, raw control
+    # characters); whatever it accepts must agree with what a lenient reading gives.
+    assert parser.done
+
+
+def test_unknown_grammar_is_rejected() -> None:
+    with pytest.raises(ValueError, match="grammar"):
+        StreamParser("yaml")  # type: ignore[arg-type]

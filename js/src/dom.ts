@@ -1,5 +1,5 @@
 // DOM helpers. Model and tool text is untrusted: it only ever reaches the page through
-// textContent / attribute values set by code, never through innerHTML.
+// textContent / attribute values set by code, never through an HTML-parsing sink.
 
 export type Child = Node | string | null | undefined | false;
 

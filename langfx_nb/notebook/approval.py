@@ -22,6 +22,7 @@ Safety properties a user relies on:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as _dt
 import getpass
 import secrets
@@ -36,7 +37,7 @@ import traitlets
 
 from ..errors import ToolDeniedError
 from .bridge import MessageKind, to_jsonable
-from .render import WidgetDisplayMixin, _CSS, _esc, value_html
+from .render import _CSS, WidgetDisplayMixin, _esc, value_html
 
 __all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
 
@@ -79,11 +80,11 @@ def _now_iso() -> str:
     return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
+class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
     """Shows the pending tool call (if any) and the decisions made so far."""
 
     _esm = _STATIC / "approval.js"
-    state = traitlets.Dict({"pending": None, "history": [], "notice": None}).tag(sync=True)
+    state: Any = traitlets.Dict({"pending": None, "history": [], "notice": None}).tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -98,19 +99,29 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[m
             self._prompts[prompt.prompt_id] = prompt
         self.state = {**self.state, "pending": prompt.info, "notice": None}
 
-    def close_prompt(self, prompt: _Prompt, entry: dict[str, Any], notice: str | None = None) -> None:
+    def close_prompt(
+        self, prompt: _Prompt, entry: dict[str, Any], notice: str | None = None
+    ) -> None:
         with self._lock:
             prompt.closed = True
             self._prompts.pop(prompt.prompt_id, None)
         pending = self.state.get("pending")
         still = pending if pending and pending.get("prompt_id") != prompt.prompt_id else None
-        self.state = {"pending": still, "history": [*self.state.get("history", []), entry], "notice": notice}
+        self.state = {
+            "pending": still,
+            "history": [*self.state.get("history", []), entry],
+            "notice": notice,
+        }
         self._refresh_displays()
 
     # -- messages from the view -----------------------------------------------------------------
 
     def _reply(self, prompt_id: Any, ok: bool, error: str | None = None) -> None:
-        msg: dict[str, Any] = {"kind": MessageKind.DECISION_RESULT.value, "prompt_id": prompt_id, "ok": ok}
+        msg: dict[str, Any] = {
+            "kind": MessageKind.DECISION_RESULT.value,
+            "prompt_id": prompt_id,
+            "ok": ok,
+        }
         if error:
             msg["error"] = error
         if self.comm is not None:
@@ -139,7 +150,11 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[m
             else:
                 stale = str(content.get("call_id")) != prompt.call_id
         if stale or prompt is None:
-            self._reply(prompt_id, False, "This approval prompt is no longer waiting (stale or already decided).")
+            self._reply(
+                prompt_id,
+                False,
+                "This approval prompt is no longer waiting (stale or already decided).",
+            )
             return False
         if action not in _ACTIONS:
             self._reply(prompt_id, False, f"unknown action {action!r}")
@@ -184,7 +199,8 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[m
         history = self.state.get("history", [])
         pending = self.state.get("pending")
         approved = sum(1 for h in history if h.get("approved"))
-        text = f"ApprovalWidget: {len(history)} decisions ({approved} approved, {len(history) - approved} denied)"
+        denied = len(history) - approved
+        text = f"ApprovalWidget: {len(history)} decisions ({approved} approved, {denied} denied)"
         if pending:
             text += f"; waiting: {pending.get('tool')} ({pending.get('call_id')})"
         return text
@@ -193,20 +209,22 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[m
         rows = []
         pending = self.state.get("pending")
         if pending:
+            args = value_html(pending.get("args") or {}, depth=1)
             rows.append(
                 f"<div><b>waiting for approval:</b> {_esc(pending.get('tool'))} "
-                f"({_esc(pending.get('call_id'))}) {value_html(pending.get('args') or {}, depth=1)}</div>"
+                f"({_esc(pending.get('call_id'))}) {args}</div>"
             )
         for h in self.state.get("history", []):
             note = f" — “{_esc(h['note'])}”" if h.get("note") else ""
             rows.append(
-                f"<li>{_esc(h.get('decision'))}: <b>{_esc(h.get('tool'))}</b> ({_esc(h.get('call_id'))})"
-                f" by {_esc(h.get('who'))}{note}</li>"
+                f"<li>{_esc(h.get('decision'))}: <b>{_esc(h.get('tool'))}</b> "
+                f"({_esc(h.get('call_id'))}) by {_esc(h.get('who'))}{note}</li>"
             )
         notice = self.state.get("notice")
         if notice:
             rows.append(f'<div class="lfx-st-failed">{_esc(notice)}</div>')
-        return f'{_CSS}<div class="lfx-fb"><div class="lfx-k">{_esc(self._fallback_text())}</div><ul>{"".join(rows)}</ul></div>'
+        head = f'<div class="lfx-k">{_esc(self._fallback_text())}</div>'
+        return f'{_CSS}<div class="lfx-fb">{head}<ul>{"".join(rows)}</ul></div>'
 
 
 class ApprovalPolicy:
@@ -271,12 +289,18 @@ class ApprovalPolicy:
         if name in self._always.get(run, set()):
             return Approve(by=f"{self.who} (always allow for this run)")
         if self.mode != "ask":
-            why = f"tool {name!r} is not on the allow-list" if self.mode == "allow" else "mode='deny'"
-            _log(session, "warning", f"tool call {name} ({call.id}) denied: {why}", call.id, "policy")
+            why = (
+                f"tool {name!r} is not on the allow-list" if self.mode == "allow" else "mode='deny'"
+            )
+            _log(
+                session, "warning", f"tool call {name} ({call.id}) denied: {why}", call.id, "policy"
+            )
             return Deny(f"{self.deny_message} ({why})", by="policy") if self.deny_message else False
         return await self._ask(call, session, run, Approve, Deny)
 
-    async def _ask(self, call: Any, session: Any, run: tuple[str, ...], approve: Any, deny: Any) -> Any:
+    async def _ask(
+        self, call: Any, session: Any, run: tuple[str, ...], approve: Any, deny: Any
+    ) -> Any:
         loop = asyncio.get_running_loop()
         tool = self.tools.get(str(call.name))
         spec = getattr(tool, "spec", None)
@@ -302,16 +326,23 @@ class ApprovalPolicy:
         if not self._shown:
             self._shown = True
             self._show(widget)
-        entry: dict[str, Any] = {"prompt_id": prompt.prompt_id, "call_id": prompt.call_id, "tool": prompt.tool}
+        entry: dict[str, Any] = {
+            "prompt_id": prompt.prompt_id,
+            "call_id": prompt.call_id,
+            "tool": prompt.tool,
+        }
         try:
             if not await self._wait_rendered(prompt):
                 message = (
-                    f"approval prompt for tool {prompt.tool!r} (call {prompt.call_id}) was not shown by "
-                    f"any notebook frontend within {self.render_timeout:g} s, so the call was denied "
+                    f"approval prompt for tool {prompt.tool!r} (call {prompt.call_id}) was not "
+                    f"shown by any notebook frontend within {self.render_timeout:g} s, so the call "
+                    "was denied "
                     "(fail closed). For headless runs use ApprovalPolicy(mode='deny') or "
                     "ApprovalPolicy(mode='allow', allow=[...])."
                 )
-                entry.update(decision="denied (no frontend)", approved=False, who="policy", when=_now_iso())
+                entry.update(
+                    decision="denied (no frontend)", approved=False, who="policy", when=_now_iso()
+                )
                 widget.close_prompt(prompt, entry, notice=message)
                 _log(session, "warning", message, prompt.call_id, "policy")
                 raise ToolDeniedError(message)
@@ -326,10 +357,14 @@ class ApprovalPolicy:
         if decision.always:
             self._always.setdefault(run, set()).add(prompt.tool)
         if decision.action == "approve":
-            entry.update(decision="approved" + (" (always)" if decision.always else ""), approved=True)
+            entry.update(
+                decision="approved" + (" (always)" if decision.always else ""), approved=True
+            )
             result: Any = approve(by=by)
         elif decision.action == "approve_edited":
-            entry.update(decision="approved with edited arguments", approved=True, args=decision.args)
+            entry.update(
+                decision="approved with edited arguments", approved=True, args=decision.args
+            )
             result = approve(args=decision.args, by=by)
         elif decision.action == "deny_note":
             note = decision.note or "The user declined this tool call."
@@ -339,7 +374,14 @@ class ApprovalPolicy:
             entry.update(decision="denied", approved=False)
             result = False
         widget.close_prompt(prompt, entry)
-        _log(session, "info", f"tool call {prompt.tool} ({prompt.call_id}) {entry['decision']}", prompt.call_id, by, when)
+        _log(
+            session,
+            "info",
+            f"tool call {prompt.tool} ({prompt.call_id}) {entry['decision']}",
+            prompt.call_id,
+            by,
+            when,
+        )
         return result
 
     async def _wait_rendered(self, prompt: _Prompt) -> bool:
@@ -382,10 +424,11 @@ def _run_key(session: Any) -> tuple[str, ...]:
     return (sid,)
 
 
-def _log(session: Any, level: str, message: str, call_id: str, by: str, when: str | None = None) -> None:
+def _log(
+    session: Any, level: str, message: str, call_id: str, by: str, when: str | None = None
+) -> None:
     log = getattr(session, "log", None)
     if callable(log):
-        try:
+        # a read-only or closed session view must not break the decision
+        with contextlib.suppress(Exception):
             log(level, message, call_id=call_id, by=by, at=when or _now_iso())
-        except Exception:  # a read-only or closed session view must not break the decision
-            pass

@@ -8,6 +8,7 @@ notebook test can sanitize them with one regex.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -131,7 +132,11 @@ def _tokens(node: Mapping[str, Any]) -> int:
     total = usage.get("total_tokens")
     if isinstance(total, int):
         return total
-    return sum(v for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens") and isinstance(v, int))
+    return sum(
+        v
+        for k, v in usage.items()
+        if k in ("prompt_tokens", "completion_tokens") and isinstance(v, int)
+    )
 
 
 def _cost(node: Mapping[str, Any]) -> float:
@@ -193,7 +198,9 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
         extra = f" · {tok} tok" if tok else ""
         extra += f" · ${cost:.4f}" if cost else ""
         err = node.get("error")
-        err_html = f'<div class="lfx-st-failed">{_esc(_clip(_error_text(err), 500))}</div>' if err else ""
+        err_html = (
+            f'<div class="lfx-st-failed">{_esc(_clip(_error_text(err), 500))}</div>' if err else ""
+        )
         kids = children.get(str(node["id"]), [])
         inner = ""
         if kids and shown < MAX_ROWS:
@@ -206,10 +213,15 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
         )
 
     body = "".join(row(n) for n in children.get(None, []) if shown < MAX_ROWS)
-    more = f"<div>… {len(nodes) - shown} more nodes (open the live explorer)</div>" if shown < len(nodes) else ""
+    more = (
+        f"<div>… {len(nodes) - shown} more nodes (open the live explorer)</div>"
+        if shown < len(nodes)
+        else ""
+    )
     head = f"<b>{_esc(title)}</b> " if title else ""
     summary = _esc(trace_text(nodes))
-    return f'{_CSS}<div class="lfx-fb">{head}<div class="lfx-k">{summary}</div><ul>{body}</ul>{more}</div>'
+    head += f'<div class="lfx-k">{summary}</div>'
+    return f'{_CSS}<div class="lfx-fb">{head}<ul>{body}</ul>{more}</div>'
 
 
 def trace_text(nodes: Iterable[Mapping[str, Any]], *, title: str = "") -> str:
@@ -229,7 +241,10 @@ def trace_text(nodes: Iterable[Mapping[str, Any]], *, title: str = "") -> str:
 
 def stream_html(state: Mapping[str, Any]) -> str:
     status = str(state.get("status", "idle"))
-    parts = [f'<div class="lfx-k">StreamView · <span class="lfx-st-{_esc(status)}">{_esc(status)}</span></div>']
+    parts = [
+        f'<div class="lfx-k">StreamView · '
+        f'<span class="lfx-st-{_esc(status)}">{_esc(status)}</span></div>'
+    ]
     if state.get("mode") == "text":
         parts.append(f"<pre>{_esc(_clip(str(state.get('text', '')), 20_000))}</pre>")
     elif state.get("value") is not None:
@@ -272,7 +287,7 @@ def register_formatters(ipython: Any) -> None:
     except ImportError:  # pragma: no cover - pydantic is a core dependency
         pass
     try:
-        from ..agentic import Session  # type: ignore[attr-defined]
+        from ..agentic.session import Session
 
         html_fmt.for_type(Session, session_html)
     except ImportError:
@@ -304,7 +319,7 @@ class WidgetDisplayMixin:
 
         bundle = self._repr_mimebundle_()
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
-        handle = display(data, metadata=meta, raw=True, display_id=True)
+        handle = display(data, metadata=meta, raw=True, display_id=True)  # type: ignore[no-untyped-call]
         if handle is not None:
             if not hasattr(self, "_display_handles"):
                 self._display_handles = []
@@ -317,7 +332,5 @@ class WidgetDisplayMixin:
         bundle = self._repr_mimebundle_()
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
         for handle in handles:
-            try:
+            with contextlib.suppress(Exception):  # a closed frontend must not break the run
                 handle.update(data, metadata=meta, raw=True)
-            except Exception:
-                pass

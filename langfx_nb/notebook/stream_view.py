@@ -100,7 +100,9 @@ class StreamReducer:
             return out
         if kind == STREAM_END:
             return [{"op": "status", "status": "complete" if self.mode == "text" else "ended"}]
-        if self.mode == "idle" or (self.mode == "text" and kind.startswith(("object", "array", "field"))):
+        if self.mode == "idle" or (
+            self.mode == "text" and kind.startswith(("object", "array", "field"))
+        ):
             out.append({"op": "reset", "mode": "object"})
         path = list(to_jsonable(_get(event, "path", ()) or ()))
         if kind == "object_start":
@@ -116,9 +118,13 @@ class StreamReducer:
         elif kind in ("object_end", "array_end"):
             out.append({"op": "done", "path": path})
         elif kind == "tool_call_start":
-            out.append({"op": "tool", "id": str(_get(event, "id")), "name": str(_get(event, "name"))})
+            out.append(
+                {"op": "tool", "id": str(_get(event, "id")), "name": str(_get(event, "name"))}
+            )
         elif kind == "tool_call_delta":
-            out.append({"op": "tool", "id": str(_get(event, "id")), "delta": str(_get(event, "delta", ""))})
+            out.append(
+                {"op": "tool", "id": str(_get(event, "id")), "delta": str(_get(event, "delta", ""))}
+            )
         elif kind == "tool_call_end":
             call = _get(event, "call")
             out.append(
@@ -130,7 +136,9 @@ class StreamReducer:
                 }
             )
         elif kind == "generation_complete":
-            out.append({"op": "status", "status": "complete", "value": to_jsonable(_get(event, "value"))})
+            out.append(
+                {"op": "status", "status": "complete", "value": to_jsonable(_get(event, "value"))}
+            )
         elif kind in ("parsing_failed", "generation_failed"):
             out.append({"op": "status", "status": kind, "error": _error_text(_get(event, "error"))})
         elif kind == "cancelled":
@@ -147,10 +155,14 @@ class StreamReducer:
             if key not in self.open:
                 self.open.append(key)
             if "value" in p:
-                self.value = _set_at(self.value, path, lambda old: p["value"] if old is None else old)
+                self.value = _set_at(
+                    self.value, path, lambda old: p["value"] if old is None else old
+                )
         elif op == "append":
             delta = str(p.get("delta", ""))
-            self.value = _set_at(self.value, path, lambda old: (old if isinstance(old, str) else "") + delta)
+            self.value = _set_at(
+                self.value, path, lambda old: (old if isinstance(old, str) else "") + delta
+            )
         elif op == "done":
             key = path_key(path)
             self.open = [k for k in self.open if k != key]
@@ -195,7 +207,7 @@ class StreamReducer:
         }
 
 
-class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
+class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live view of a structured or text stream.
 
     ``value = await StreamView().consume(lf.query_stream(...))`` displays the view, feeds it
@@ -206,11 +218,17 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
     _esm = _STATIC / "stream_view.js"
     state = traitlets.Dict().tag(sync=True)
 
-    def __init__(self, *, interval: float = 0.05, clock: Clock | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, interval: float = 0.05, clock: Clock | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._reducer = StreamReducer()
         self._bridge = EventBridge(
-            self._send_message, self._reducer, on_state=self._set_state, interval=interval, clock=clock
+            self._send_message,
+            self._reducer,
+            on_state=self._set_state,
+            interval=interval,
+            clock=clock,
         )
         self._displayed = False
         self.on_msg(self._on_view_message)
@@ -218,7 +236,12 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
     def push(self, event: Any) -> None:
         """Feed one stream event (or a text chunk)."""
         self._bridge.push(event)
-        if _event_type(event) in ("generation_complete", "parsing_failed", "generation_failed", "cancelled"):
+        if _event_type(event) in (
+            "generation_complete",
+            "parsing_failed",
+            "generation_failed",
+            "cancelled",
+        ):
             self.flush()
 
     def flush(self) -> None:
@@ -241,7 +264,9 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
                     outcome = _get(event, "value")
                 elif kind in ("parsing_failed", "generation_failed"):
                     error = _get(event, "error")
-                    failure = error if isinstance(error, BaseException) else RuntimeError(str(error))
+                    failure = (
+                        error if isinstance(error, BaseException) else RuntimeError(str(error))
+                    )
                 elif not kind:
                     text.append(event if isinstance(event, str) else str(_get(event, "delta", "")))
         finally:

@@ -164,7 +164,7 @@ def _summary(data: Any) -> dict[str, Any] | None:
     return to_jsonable(summary) if isinstance(summary, Mapping) else None
 
 
-class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):  # type: ignore[misc]
+class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
     ``source`` is a ``Session``, a trace dict, trace JSON text, or a path to a trace JSON file.

@@ -14,7 +14,6 @@ from langfx_nb.notebook.approval import ApprovalPolicy, ApprovalWidget
 
 from ._fakes import record_sends
 
-
 CALLS: list[tuple[int, int]] = []
 
 
@@ -64,7 +63,13 @@ def click(widget: ApprovalWidget, pending: dict[str, Any], action: str, **extra:
     widget._on_view_message(widget, {"kind": "rendered", "prompt_id": pending["prompt_id"]}, [])
     widget._on_view_message(
         widget,
-        {"kind": "decision", "prompt_id": pending["prompt_id"], "call_id": pending["call_id"], "action": action, **extra},
+        {
+            "kind": "decision",
+            "prompt_id": pending["prompt_id"],
+            "call_id": pending["call_id"],
+            "action": action,
+            **extra,
+        },
         [],
     )
 
@@ -91,7 +96,11 @@ async def test_approve_runs_the_tool_and_records_who() -> None:
         assert tool_node.decision["outcome"] == "approve"
         assert tool_node.decision["by"] == "tester (notebook)"
         logs = [n for n in session.all_logs if n.inputs.get("call_id") == "c1"]
-        assert logs and logs[0].inputs["by"] == "tester (notebook)" and logs[0].inputs["at"].endswith("Z")
+        assert (
+            logs
+            and logs[0].inputs["by"] == "tester (notebook)"
+            and logs[0].inputs["at"].endswith("Z")
+        )
     assert CALLS == [(2, 3)]
     assert sent[-1] == {"kind": "decision_result", "prompt_id": pending["prompt_id"], "ok": True}
     assert policy.widget.state["pending"] is None
@@ -118,7 +127,9 @@ async def test_deny_with_note_tells_the_model_and_the_run_continues() -> None:
     agent = lf.Agent("add", tools=[add], allow_tool=policy)
     async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 1, "b": 1}))) as session:
         task = asyncio.ensure_future(agent.invoke(session))
-        click(policy.widget, await wait_for_pending(policy.widget), "deny_note", note="use 7 instead")
+        click(
+            policy.widget, await wait_for_pending(policy.widget), "deny_note", note="use 7 instead"
+        )
         assert await task == "The answer is use 7 instead."
         assert session.all_tool_calls[0].decision["message"] == "use 7 instead"
     assert CALLS == []
@@ -147,12 +158,16 @@ async def test_a_stale_or_second_click_cannot_approve_another_call() -> None:
     agent = lf.Agent(
         "add twice", tools=[add], allow_tool=policy, limits=lf.AgentLimits(max_tool_calls=4)
     )
-    model = script(lf.ToolCall("c1", "add", {"a": 1, "b": 2}), lf.ToolCall("c2", "add", {"a": 3, "b": 4}))
+    model = script(
+        lf.ToolCall("c1", "add", {"a": 1, "b": 2}), lf.ToolCall("c2", "add", {"a": 3, "b": 4})
+    )
     async with lf.Session(model) as session:
         task = asyncio.ensure_future(agent.invoke(session))
         first = await wait_for_pending(widget)
         # a decision naming the right prompt but another call id is refused
-        widget.handle_decision({"prompt_id": first["prompt_id"], "call_id": "c2", "action": "approve"})
+        widget.handle_decision(
+            {"prompt_id": first["prompt_id"], "call_id": "c2", "action": "approve"}
+        )
         assert sent[-1]["ok"] is False
         click(widget, first, "approve")
         second = await wait_for_pending(widget, previous=first["prompt_id"])
@@ -174,7 +189,11 @@ async def test_always_allow_skips_the_prompt_for_the_rest_of_the_run() -> None:
     policy = ask_policy()
     record_sends(policy.widget)
     model = Scripted(
-        [lf.ToolCall("c1", "add", {"a": 1, "b": 2}), lf.ToolCall("c2", "add", {"a": 3, "b": 4}), "done"]
+        [
+            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
+            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
+            "done",
+        ]
     )
     agent = lf.Agent("add", tools=[add], allow_tool=policy)
     async with lf.Session(model) as session:
@@ -240,14 +259,19 @@ async def test_unattended_modes_never_prompt(policy: ApprovalPolicy, expect: str
 def test_policy_rejects_unknown_modes_and_has_a_stable_repr() -> None:
     with pytest.raises(ValueError, match="mode"):
         ApprovalPolicy(mode="sometimes")  # type: ignore[arg-type]
-    assert repr(ApprovalPolicy(mode="allow", allow=["b", "a"])) == "ApprovalPolicy(mode='allow', allow=['a', 'b'])"
+    assert (
+        repr(ApprovalPolicy(mode="allow", allow=["b", "a"]))
+        == "ApprovalPolicy(mode='allow', allow=['a', 'b'])"
+    )
 
 
 def test_widget_text_repr_is_deterministic() -> None:
     widget = ApprovalWidget()
     widget.state = {
         "pending": None,
-        "history": [{"tool": "add", "call_id": "c1", "decision": "approved", "approved": True, "who": "x"}],
+        "history": [
+            {"tool": "add", "call_id": "c1", "decision": "approved", "approved": True, "who": "x"}
+        ],
         "notice": None,
     }
     assert widget._fallback_text() == "ApprovalWidget: 1 decisions (1 approved, 0 denied)"

@@ -26,7 +26,9 @@ class ListReducer:
 def make(clock: FakeClock | None = None, interval: float = 0.05):
     sent: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
-    bridge = EventBridge(sent.append, ListReducer(), on_state=states.append, interval=interval, clock=clock)
+    bridge = EventBridge(
+        sent.append, ListReducer(), on_state=states.append, interval=interval, clock=clock
+    )
     return bridge, sent, states
 
 
@@ -74,7 +76,7 @@ def test_flush_sends_pending_now_and_publishes_state() -> None:
 
 def test_state_trait_is_throttled_but_final_state_is_exact() -> None:
     clock = FakeClock()
-    bridge, sent, states = make(clock)
+    bridge, _sent, states = make(clock)
     for n in range(300):  # 3 s of events, one per 10 ms
         bridge.push({"n": n})
         clock.advance(0.01)

@@ -1,0 +1,156 @@
+"""Static fallbacks: final state without a kernel, untrusted text escaped, stable text/plain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pydantic
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.messages import AIMessage, ToolCall, Usage
+from langfx_nb.notebook import render
+from langfx_nb.notebook.approval import ApprovalWidget
+from langfx_nb.notebook.stream_view import StreamView
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+
+HOSTILE = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+
+
+def assert_inert(html: str) -> None:
+    assert "<img" not in html and "<script>alert" not in html
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html
+
+
+class Point(pydantic.BaseModel):
+    label: str
+    x: int
+
+
+def test_message_html_escapes_text_tool_args_and_result() -> None:
+    msg = AIMessage(
+        [HOSTILE, ToolCall("c1", "search", {"q": HOSTILE})],
+        usage=Usage(3, 4, 7),
+        result=Point(label=HOSTILE, x=1),
+    )
+    html = render.message_html(msg)
+    assert_inert(html)
+    assert "search" in html and "total 7" in html
+
+
+def test_value_html_is_a_readable_tree() -> None:
+    html = render.value_html(Point(label="a<b", x=2))
+    assert "Point" in html and "a&lt;b" in html and "x:" in html
+    assert render.value_text(Point(label="a", x=2)).startswith("Point {")
+
+
+def test_trace_html_escapes_names_errors_and_rolls_up_tokens() -> None:
+    nodes = [
+        {"id": "0", "parent": None, "kind": "session", "name": "session", "status": "running"},
+        {
+            "id": "1",
+            "parent": "0",
+            "kind": "query",
+            "name": HOSTILE,
+            "status": "ok",
+            "start": 0,
+            "end": 0.25,
+            "usage": {"total_tokens": 10},
+        },
+        {
+            "id": "2",
+            "parent": "0",
+            "kind": "tool_call",
+            "name": "t",
+            "status": "failed",
+            "error": {"type": "ToolExecutionError", "message": HOSTILE},
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2},
+        },
+    ]
+    html = render.trace_html(nodes)
+    assert_inert(html)
+    assert "13 tok" in html  # the session row rolls up both children
+    assert '<span class="lfx-dur">250 ms</span>' in html
+    assert render.trace_text(nodes) == "TraceExplorer: 3 nodes (failed 1, ok 1, running 1)"
+
+
+def test_trace_html_is_bounded_for_huge_traces() -> None:
+    nodes = [{"id": str(i), "parent": None, "name": f"n{i}", "status": "ok"} for i in range(5000)]
+    html = render.trace_html(nodes)
+    assert "4500 more nodes" in html
+    assert len(html) < 200_000
+
+
+def test_widget_bundles_carry_html_and_deterministic_text() -> None:
+    explorer = TraceExplorer({"nodes": [{"id": "a", "name": HOSTILE, "status": "ok"}]})
+    data = explorer._repr_mimebundle_()
+    data = data[0] if isinstance(data, tuple) else data
+    assert data["text/plain"] == "TraceExplorer: 1 nodes (ok 1)"
+    assert_inert(data["text/html"])
+    assert "application/vnd.jupyter.widget-view+json" in data
+    again = TraceExplorer(
+        {"nodes": [{"id": "a", "name": HOSTILE, "status": "ok"}]}
+    )._repr_mimebundle_()
+    again = again[0] if isinstance(again, tuple) else again
+    assert again["text/plain"] == data["text/plain"] and again["text/html"] == data["text/html"]
+
+
+def test_stream_view_fallback_shows_the_final_value_escaped() -> None:
+    view = StreamView()
+    view.push({"type": "object_start", "path": []})
+    view.push({"type": "field_start", "path": ["label"]})
+    view.push({"type": "string_field_delta", "path": ["label"], "delta": HOSTILE})
+    view.push({"type": "field_end", "path": ["label"], "value": HOSTILE})
+    view.push({"type": "object_end", "path": []})
+    html = view._fallback_html()
+    assert_inert(html)
+    assert view._fallback_text() == f"StreamView[streaming]: {json.dumps({'label': HOSTILE})}"
+
+
+def test_text_stream_fallback_is_plain_escaped_text() -> None:
+    view = StreamView()
+    for chunk in ["# Title\n", HOSTILE]:
+        view.push(chunk)
+    assert_inert(view._fallback_html())
+    assert view.text == "# Title\n" + HOSTILE
+
+
+def test_approval_fallback_escapes_arguments_and_notes() -> None:
+    widget = ApprovalWidget()
+    widget.state = {
+        "pending": {"prompt_id": "p", "call_id": "c2", "tool": "t", "args": {"q": HOSTILE}},
+        "history": [
+            {
+                "tool": "t",
+                "call_id": "c1",
+                "decision": "denied with note",
+                "approved": False,
+                "who": "me",
+                "note": HOSTILE,
+            }
+        ],
+        "notice": None,
+    }
+    html = widget._fallback_html()
+    assert html.count("&lt;img src=x") == 2 and "<img" not in html
+
+
+def test_session_html_and_formatters(tmp_path: Path) -> None:
+    ip = pytest.importorskip("IPython.core.interactiveshell").InteractiveShell.instance()
+    render.register_formatters(ip)
+    fmt = ip.display_formatter.formatters["text/html"]
+    assert "Point" in fmt(Point(label="a", x=1))
+    assert_inert(fmt(AIMessage(HOSTILE)))
+    html = fmt(lf.Session())
+    assert "TraceExplorer: 1 nodes (running 1)" in html
+
+
+def test_jsonable_reprs_unknown_objects_without_evaluating_them() -> None:
+    class Weird:
+        def __repr__(self) -> str:
+            return HOSTILE
+
+    html = render.value_html({"w": Weird()})
+    assert_inert(html)

@@ -1,0 +1,89 @@
+"""StreamView: field-by-field state from real query_stream events, text streams, failures."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.llms import StaticResponse
+from langfx_nb.notebook.stream_view import StreamReducer, StreamView, path_key
+
+from ._fakes import record_sends
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    tags: list[str]
+
+
+ANSWER = '```python\nPerson(name="Ada <b>L</b>", tags=["math", "poetry"])\n```'
+
+
+async def test_structured_stream_fills_in_and_completes() -> None:
+    view = StreamView()
+    sent = record_sends(view)
+    lm = StaticResponse(ANSWER, chunk_size=3)
+    value = await view.consume(lf.query_stream("who?", Person, lm=lm), display=False)
+    assert value == Person(name="Ada <b>L</b>", tags=["math", "poetry"])
+    assert view.status == "complete"
+    assert view.value == {"name": "Ada <b>L</b>", "tags": ["math", "poetry"]}
+    state = view.state
+    assert state["status"] == "complete"
+    assert path_key(["name"]) in state["done"] and path_key(["tags", 1]) in state["done"]
+    assert state["open"] == []
+    patches = [p for m in sent if m["kind"] == "events" for p in m["events"]]
+    appends = [p for p in patches if p["op"] == "append" and p["path"] == ["name"]]
+    assert len(appends) > 1  # the string grew over several chunks
+    assert len([m for m in sent if m["kind"] == "events"]) < len(patches)
+
+
+async def test_parsing_failure_is_shown_and_raised() -> None:
+    view = StreamView()
+    record_sends(view)
+    lm = StaticResponse("```python\nPerson(name=1 +)\n```", chunk_size=5)
+    with pytest.raises(lf.MappingError):
+        await view.consume(lf.query_stream("who?", Person, lm=lm), display=False)
+    assert view.status == "parsing_failed"
+    assert "expected" in view.state["error"]  # the parser's reason, shown as text
+
+
+async def test_text_stream_grows_and_completes() -> None:
+    view = StreamView()
+    record_sends(view)
+    text = await view.consume(
+        lf.query_stream("hi", lm=StaticResponse("# Hello\n*world*", chunk_size=2)), display=False
+    )
+    assert text == "# Hello\n*world*"
+    assert view.state["mode"] == "text" and view.state["status"] == "complete"
+    assert view._fallback_text() == "StreamView[complete]: # Hello\n*world*"
+
+
+def test_tool_call_stream_events_are_display_only() -> None:
+    from langfx_nb.llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart
+
+    r = StreamReducer()
+    r.apply(ToolCallStart("c1", "add"))
+    r.apply(ToolCallDelta("c1", '{"a": 1'))
+    assert r.snapshot()["tools"]["c1"] == {"name": "add", "args_text": '{"a": 1', "done": False}
+    r.apply(ToolCallEnd(lf.ToolCall("c1", "add", {"a": 1})))
+    assert r.snapshot()["tools"]["c1"]["args"] == {"a": 1}
+
+
+def test_reducer_rebuilds_nested_values_from_patches() -> None:
+    r = StreamReducer()
+    for event in [
+        {"type": "object_start", "path": []},
+        {"type": "array_start", "path": ["xs"]},
+        {"type": "field_start", "path": ["xs", 0]},
+        {"type": "string_field_delta", "path": ["xs", 0], "delta": "é"},
+        {"type": "field_end", "path": ["xs", 0], "value": "é"},
+        {"type": "array_end", "path": ["xs"]},
+        {"type": "object_end", "path": []},
+        {"type": "generation_failed", "error": RuntimeError("network")},
+    ]:
+        r.apply(event)
+    snap = r.snapshot()
+    assert snap["value"] == {"xs": ["é"]}
+    assert snap["status"] == "generation_failed" and snap["error"] == "RuntimeError: network"
+    assert path_key(["xs", 0]) == '["xs",0]'  # JSON.stringify form, as the view computes it

@@ -1,0 +1,165 @@
+"""TraceExplorer follows a live Session, loads saved traces, and never breaks the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import langfx_nb as lf
+from langfx_nb.llms import Scripted
+from langfx_nb.notebook.trace_explorer import TraceExplorer, TraceReducer, load_trace_nodes
+
+from ._fakes import FakeClock, record_sends
+
+
+@lf.tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def batches(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in sent if m["kind"] == "events"]
+
+
+async def test_live_session_events_arrive_batched_and_state_matches_the_trace() -> None:
+    model = Scripted([lf.ToolCall("c1", "add", {"a": 1, "b": 2}), "three"])
+    async with lf.Session(model) as session:
+        explorer = TraceExplorer(session)
+        sent = record_sends(explorer)
+        answer = await lf.Agent("add", tools=[add]).invoke(session)
+        assert answer == "three"
+        explorer.flush()
+        final = {n["id"]: n for n in explorer.state["nodes"]}
+        trace = {n["id"]: n for n in session.trace_json()["nodes"]}
+        assert final.keys() == trace.keys()
+        for node_id, node in trace.items():
+            assert final[node_id]["status"] == node["status"]
+            assert final[node_id]["kind"] == node["kind"]
+            assert final[node_id].get("parent") == node["parent_id"]
+        kinds = sorted({n["kind"] for n in final.values()})
+        assert kinds == ["action", "query", "session", "tool_call"]
+        events = [e for m in batches(sent) for e in m["events"]]
+        assert len(batches(sent)) < len(events)  # batched, not one message per event
+        assert final[session.all_tool_calls[0].id]["decision"]["outcome"] == "approve"
+        explorer.close()
+
+
+async def test_explorer_flushes_when_the_run_ends() -> None:
+    clock = FakeClock()  # timers never fire on their own: only the end-of-run flush sends
+    async with lf.Session(Scripted(["hi"])) as session:
+        explorer = TraceExplorer(session, clock=clock)
+        sent = record_sends(explorer)
+        await lf.Agent("hello").invoke(session)
+        statuses = {e["id"]: e.get("status") for m in batches(sent) for e in m["events"]}
+        agent_node = session.all_actions[0]
+        assert statuses[agent_node.id] == "ok"
+        explorer.close()
+
+
+async def test_an_observer_error_never_reaches_the_run() -> None:
+    async with lf.Session(Scripted(["ok"])) as session:
+        explorer = TraceExplorer(session)
+
+        def boom(_message: dict[str, Any]) -> None:
+            raise RuntimeError("frontend gone")
+
+        explorer._send_message = boom  # type: ignore[method-assign]
+        explorer._bridge._send = boom
+        assert await lf.Agent("x").invoke(session) == "ok"
+
+
+async def test_saved_trace_loads_from_dict_text_and_path(tmp_path: Path) -> None:
+    async with lf.Session(Scripted(["fine"])) as session:
+        await lf.Agent("go").invoke(session)
+        data = session.trace_json()
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(data))
+    for source in (data, json.dumps(data), path, str(path)):
+        explorer = TraceExplorer(source)
+        assert len(explorer.state["nodes"]) == len(data["nodes"])
+        assert explorer.state["summary"]["requests"] is not None or "summary" in explorer.state
+    text = TraceExplorer(data)._fallback_text()
+    assert text.startswith(f"TraceExplorer: {len(data['nodes'])} nodes")
+
+
+def test_session_load_trace_round_trip_is_viewable() -> None:
+    nodes = [
+        {
+            "id": "0",
+            "parent_id": None,
+            "kind": "session",
+            "name": "session",
+            "status": "running",
+            "start": 0.0,
+        },
+        {
+            "id": "1",
+            "parent_id": "0",
+            "kind": "action",
+            "name": "A",
+            "status": "ok",
+            "start": 0.0,
+            "end": 1.5,
+        },
+    ]
+    explorer = TraceExplorer({"format": "langfx_nb.trace", "version": 1, "nodes": nodes})
+    assert [n["parent"] for n in explorer.nodes] == [None, "0"]
+
+
+def test_nested_children_traces_are_flattened() -> None:
+    trace = {
+        "root": {
+            "id": "r",
+            "name": "root",
+            "children": [{"id": "a", "name": "a", "children": [{"name": "leaf"}]}],
+        }
+    }
+    flat = load_trace_nodes(trace)
+    assert [(n["id"], n.get("parent")) for n in flat] == [("r", None), ("a", "r"), ("n2", "a")]
+
+
+def test_reducer_handles_update_changes_and_logs() -> None:
+    r = TraceReducer()
+    r.apply(
+        {"type": "node_start", "node": {"id": "1", "parent_id": None, "kind": "query", "name": "q"}}
+    )
+    assert r.apply({"type": "node_update", "node_id": "1", "changes": {"delta": "tok"}}) == []
+    r.apply({"type": "node_update", "node_id": "1", "changes": {"usage": {"total_tokens": 5}}})
+    r.apply(
+        {
+            "type": "log",
+            "node": {
+                "id": "2",
+                "parent_id": "1",
+                "kind": "log",
+                "name": "info",
+                "inputs": {"message": "m"},
+            },
+        }
+    )
+    r.apply(
+        {
+            "type": "node_end",
+            "node": {
+                "id": "1",
+                "parent_id": None,
+                "kind": "query",
+                "name": "q",
+                "status": "failed",
+                "error": {"type": "LMError", "message": "x"},
+            },
+        }
+    )
+    nodes = r.snapshot()["nodes"]
+    assert nodes[0]["usage"] == {"total_tokens": 5} and nodes[0]["status"] == "failed"
+    assert nodes[1]["kind"] == "log" and nodes[1]["parent"] == "1"
+    assert r.apply({"type": "something_else"}) == []
+
+
+def test_sync_request_answers_with_a_snapshot() -> None:
+    explorer = TraceExplorer({"nodes": [{"id": "a", "name": "a", "status": "ok"}]})
+    sent = record_sends(explorer)
+    explorer._on_view_message(explorer, {"kind": "sync"}, [])
+    assert sent[-1]["kind"] == "snapshot" and sent[-1]["state"]["nodes"][0]["id"] == "a"

@@ -15,8 +15,14 @@ CODE = "import time; t = time.perf_counter(); import {mod}; print(time.perf_coun
 
 def measure(module: str, runs: int = 7) -> float:
     times = [
-        float(subprocess.run([sys.executable, "-c", CODE.format(mod=module)], check=True,
-                             capture_output=True, text=True).stdout)
+        float(
+            subprocess.run(
+                [sys.executable, "-c", CODE.format(mod=module)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
         for _ in range(runs)
     ]
     return statistics.median(times)
@@ -27,8 +33,10 @@ def main() -> None:
     ours = measure("langfx_nb")
     for name, seconds in baseline.items():
         print(f"import {name:<18} {seconds * 1000:7.1f} ms")
-    print(f"import {'langfx_nb':<18} {ours * 1000:7.1f} ms "
-          f"({ours / baseline['pydantic, httpx']:.2f}x pydantic+httpx; target <= 300 ms)")
+    print(
+        f"import {'langfx_nb':<18} {ours * 1000:7.1f} ms "
+        f"({ours / baseline['pydantic, httpx']:.2f}x pydantic+httpx; target <= 300 ms)"
+    )
 
 
 if __name__ == "__main__":

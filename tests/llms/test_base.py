@@ -137,10 +137,19 @@ async def test_retries_are_opt_in() -> None:
 
 async def test_retry_backoff_with_jitter_and_retry_after() -> None:
     clock = FakeClock()
-    policy = RetryPolicy(max_attempts=4, initial_delay=1, multiplier=2, jitter=0.5,
-                         sleep=clock.sleep, random=lambda: 1.0)
-    errors: list[Exception] = [lf.ServerError("a"), lf.RateLimitError("b", retry_after=7),
-                               lf.ServerError("c")]
+    policy = RetryPolicy(
+        max_attempts=4,
+        initial_delay=1,
+        multiplier=2,
+        jitter=0.5,
+        sleep=clock.sleep,
+        random=lambda: 1.0,
+    )
+    errors: list[Exception] = [
+        lf.ServerError("a"),
+        lf.RateLimitError("b", retry_after=7),
+        lf.ServerError("c"),
+    ]
     lm = Flaky(errors, retry=policy)
     assert (await lm.call("hi")).text == "ok"
     assert lm.calls == 4
@@ -157,8 +166,10 @@ async def test_non_retryable_errors_are_not_retried() -> None:
 
 async def test_retries_give_up_after_max_attempts() -> None:
     clock = FakeClock()
-    lm = Flaky([lf.ServerError(str(i)) for i in range(5)],
-               retry=RetryPolicy(max_attempts=3, sleep=clock.sleep))
+    lm = Flaky(
+        [lf.ServerError(str(i)) for i in range(5)],
+        retry=RetryPolicy(max_attempts=3, sleep=clock.sleep),
+    )
     with pytest.raises(lf.ServerError, match="2"):
         await lm.call("hi")
     assert lm.calls == 3 and len(clock.slept) == 2
@@ -233,9 +244,7 @@ async def test_sqlite_cache_survives_restart_and_concurrent_writers(tmp_path) ->
 async def test_sqlite_cache_two_writers_on_one_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "shared.sqlite"
     c1, c2 = SQLiteCache(path), SQLiteCache(path)
-    await asyncio.gather(
-        *(c.put(f"k{i}", {"i": i}) for i in range(30) for c in (c1, c2))
-    )
+    await asyncio.gather(*(c.put(f"k{i}", {"i": i}) for i in range(30) for c in (c1, c2)))
     assert len(c1) == 30 and await c2.get("k7") == {"i": 7}
 
 
@@ -248,8 +257,9 @@ async def test_fakes() -> None:
     with pytest.raises(lf.InvalidRequestError):
         await StaticMapping({"k": "v"}).call("other")
     call = lf.ToolCall("c1", "add", {"a": 1, "b": 2})
-    lm = Scripted([lambda req: f"saw {req.messages[-1].text}", [call], lf.ServerError("x")],
-                  chunk_size=4)
+    lm = Scripted(
+        [lambda req: f"saw {req.messages[-1].text}", [call], lf.ServerError("x")], chunk_size=4
+    )
     assert (await lm.call("hi")).text == "saw hi"
     chunks = [c async for c in lm.stream("go")]
     kinds = [e.type for c in chunks for e in c.events]

@@ -45,27 +45,58 @@ __all__ = [
 MAX_RESPONSE_CHARS = 1_000_000  # larger responses are rejected before any parsing
 MAX_DEPTH = 100  # nesting of containers/calls in one answer
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
+_LANG = re.compile(r"[A-Za-z0-9_+.-]*")
 
 
 def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool]:
     """The answer inside a fenced block, preferring one tagged with ``languages``.
 
-    Returns ``(code, fenced)``. Without any fence the whole text is the answer. Prose around
-    the block is ignored; an unclosed fence (a truncated response) runs to the end.
+    Returns ``(code, fenced)``. Preference: the first block tagged with one of
+    ``languages``, else the first untagged block, else the first block of another language;
+    without any fence the whole text is the answer. Prose around the block is ignored; an
+    unclosed fence (a truncated response) runs to the end. One pass over the lines, so the
+    time is linear in the text even for adversarial input (a regex here was quadratic).
     """
     if "```" not in text:
         return text.strip(), False
     untagged: str | None = None
     other: str | None = None
-    for m in _FENCE.finditer(text):
-        lang = m.group(1).lower()
+    lines = text.split("\n")
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        i += 1
+        k = line.find("```")
+        if k < 0:
+            continue
+        rest = line[k + 3 :]
+        lang_match = _LANG.match(rest)
+        lang = lang_match.group().lower() if lang_match else ""
+        end = rest.find("```")
+        if end >= 0:  # a one-line block: ```python A(x=1)```
+            if lang and rest[len(lang) : len(lang) + 1] in (" ", "\t"):
+                code = rest[len(lang) : end]
+            else:
+                code, lang = rest[:end], ""
+            if not code.strip():
+                continue
+        else:
+            body_lines: list[str] = []
+            while i < n:
+                c = lines[i].find("```")
+                if c >= 0:
+                    body_lines.append(lines[i][:c])
+                    i += 1
+                    break
+                body_lines.append(lines[i])
+                i += 1
+            code = "\n".join(body_lines)
         if lang in languages:
-            return m.group(2).strip(), True
+            return code.strip(), True
         if not lang and untagged is None:
-            untagged = m.group(2)
-        elif other is None:
-            other = m.group(2)
+            untagged = code
+        elif lang and other is None:
+            other = code
     block = untagged if untagged is not None else other
     if block is None:
         return text.strip(), False

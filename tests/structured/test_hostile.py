@@ -52,6 +52,9 @@ def _generated() -> dict[str, str]:
         "100k unary minus signs": "Answer(name='x', n=" + "-" * 100_000 + "1)",
         "null bytes": "Answer(name='x')\x00__import__('os')",
         "deeply nested dicts": "{'a': " * 120 + "1" + "}" * 120,
+        "300k fences on one line": "```" * 300_000,
+        "200k one-line fences": "```x\n" * 200_000,
+        "an unclosed fence before 900k backticks": "```python\n" + "`" * 900_000,
     }
 
 
@@ -126,6 +129,17 @@ def test_generated_hostile_input_is_rejected(name: str, watch: list[str]) -> Non
         PythonProtocol().parse(response, Schema.of(Answer))
     assert watch == []
     assert len(info.value.raw) <= lf.MappingError.MAX_RAW_CHARS + 1
+
+
+@pytest.mark.parametrize("protocol", ["python", "json"])
+@pytest.mark.parametrize("name", ["300k fences on one line", "200k one-line fences"])
+def test_many_fences_are_handled_in_linear_time(protocol: str, name: str) -> None:
+    """Fence extraction is one pass; a backtracking regex took minutes on these inputs.
+    (No timing assert: the per-test timeout is the guard.)"""
+    from langfx_nb.structured.protocols import get_protocol
+
+    with pytest.raises(lf.MappingError):
+        get_protocol(protocol).parse(_generated()[name], Schema.of(Answer))
 
 
 def test_size_limit_applies_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:

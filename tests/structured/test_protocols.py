@@ -139,6 +139,10 @@ def test_schema_is_cached_per_type() -> None:
         ("```json\n{}\n```\n```python\nA()\n```", "A()"),
         ("```python\nA(x=1", "A(x=1"),  # truncated: runs to the end
         ("```python title='x'\nA()\n```", "A()"),
+        ("```python A(x=1)```", "A(x=1)"),
+        ("Answer: ```A()``` done", "A()"),
+        ("```python\nA()```", "A()"),
+        ("```json\n{}\n```\n```\nB()\n```", "B()"),
     ],
 )
 def test_extract_code_block(text: str, code: str) -> None:

@@ -213,7 +213,8 @@ class OpenAI(HTTPModel):
             if message.get("content"):
                 state.acc.text(str(message["content"]))
             for i, call in enumerate(message.get("tool_calls") or ()):
-                state.tool_delta({"index": i, **call}, whole=True)
+                state.tool_delta({**call, "index": i})
+            state.close_calls()
             state.finish_reason = choice.get("finish_reason")
         return _final(state).aggregated
 
@@ -304,14 +305,14 @@ class _State:
             if text:
                 out.append(self.acc.text(str(text)))
             for call in delta.get("tool_calls") or ():
-                chunk = self.tool_delta(call, whole=False)
+                chunk = self.tool_delta(call)
                 if chunk is not None:
                     out.append(chunk)
             if choice.get("finish_reason"):
                 self.finish_reason = str(choice["finish_reason"])
         return out
 
-    def tool_delta(self, call: dict[str, Any], *, whole: bool) -> StreamChunk | None:
+    def tool_delta(self, call: dict[str, Any]) -> StreamChunk | None:
         index = call.get("index", 0)
         if not isinstance(index, int):
             raise StreamProtocolError("openai: tool call delta without an index")
@@ -336,9 +337,6 @@ class _State:
             state["args"].append(str(fragment))
             if state["started"]:
                 events.append(ToolCallDelta(state["id"], str(fragment)))
-        if whole:
-            for chunk in self.close_calls():
-                events.extend(chunk.events)
         return self.acc.events(*events) if events else None
 
     def close_calls(self) -> list[StreamChunk]:

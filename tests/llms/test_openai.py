@@ -1,0 +1,250 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.llms.base import ToolSpec
+from langfx_nb.llms.openai import OpenAI
+from langfx_nb.messages import ContinuationPart
+
+from .wire import SECRET_KEY, SPLITS, Reply, Server, fixture, splits
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Current weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+TIME = ToolSpec(
+    "get_time", "Time in a zone.", {"type": "object", "properties": {"tz": {"type": "string"}}}
+)
+USAGE = lf.Usage(19, 10, 29, 6, 2)
+
+
+def model(server: Server, **kw: object) -> OpenAI:
+    kw.setdefault("api_key", SECRET_KEY)
+    return OpenAI("gpt-4o", transport=server.transport, **kw)
+
+
+async def drain(lm: OpenAI, prompt: str | lf.Message = "x", **kw: object) -> list[lf.StreamChunk]:
+    return [c async for c in lm.stream(prompt, **kw)]
+
+
+@pytest.mark.parametrize("split", SPLITS)
+async def test_text_stream_at_every_split(split: str) -> None:
+    server = Server(Reply.sse(splits(fixture("openai_text.sse"))[split]))
+    chunks = await drain(model(server), "Hi", system_message="Be brief.", max_tokens=50)
+    text = "Hej! Smörgåsbord och 日本語 🎉 klart."
+    assert "".join(c.delta for c in chunks) == text
+    msg = chunks[-1].aggregated
+    assert msg.text == text and msg.usage == USAGE
+    cont = next(p for p in msg.parts if isinstance(p, ContinuationPart))
+    assert cont.data["id"] == "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG"
+    req = server.requests[0]
+    assert str(req.url) == "https://api.openai.com/v1/chat/completions"
+    assert req.headers["authorization"] == f"Bearer {SECRET_KEY}"
+    assert SECRET_KEY not in str(req.url)
+    assert server.body == {
+        "model": "gpt-4o",
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        "max_completion_tokens": 50,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    assert server.all_closed()
+
+
+@pytest.mark.parametrize("split", SPLITS)
+async def test_parallel_tool_call_fragments_matched_by_index(split: str) -> None:
+    server = Server(Reply.sse(splits(fixture("openai_tool.sse"))[split]))
+    chunks = await drain(model(server), "Weather?", tools=[WEATHER, TIME], tool_choice="any")
+    events = [e for c in chunks for e in c.events]
+    starts = [(e.id, e.name) for e in events if e.type == "tool_call_start"]
+    assert starts == [("call_DdmO9pD3xa9XTPNJ32zg2hcA", "get_weather"), ("call_ABC2", "get_time")]
+    deltas = "".join(e.delta for e in events if e.type == "tool_call_delta" and e.id == "call_ABC2")
+    assert deltas == '{"tz": "CET"}'
+    msg = chunks[-1].aggregated
+    assert msg.tool_calls == [
+        lf.ToolCall("call_DdmO9pD3xa9XTPNJ32zg2hcA", "get_weather", {"city": "Zürich"}),
+        lf.ToolCall("call_ABC2", "get_time", {"tz": "CET"}),
+    ]
+    assert chunks[-1].finish_reason == "tool_calls"
+    assert server.body["tool_choice"] == "required"
+    assert server.body["tools"][0] == {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": dict(WEATHER.input_schema),
+        },
+    }
+
+
+async def test_tool_round_trip_and_images() -> None:
+    server = Server(
+        Reply.json(fixture("openai_completion_tool.json")),
+        Reply.json(fixture("openai_completion_json.json")),
+    )
+    lm = model(server)
+    img = lf.Image.from_bytes(b"\x89PNG\r\n\x1a\n0000")
+    prompt = lf.UserMessage(["Weather here? ", img, lf.Image.from_uri("https://x.test/a.png")])
+    first = await lm.call(prompt, tools=[WEATHER], tool_choice="get_weather")
+    assert server.body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert server.body["messages"][0]["content"] == [
+        {"type": "text", "text": "Weather here? "},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{img.to_base64()}"}},
+        {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+    ]
+    call = first.tool_calls[0]
+    assert call == lf.ToolCall("call_abc123", "get_weather", {"city": "Boston, MA"})
+    assert first.usage == lf.Usage(82, 17, 99, 0, 0)
+    await lm.call(
+        lf.ComplexMessage(
+            [lf.UserMessage("Weather?"), first, lf.ToolMessage('{"f": 50}', call.id, "get_weather")]
+        ),
+        tools=[WEATHER],
+    )
+    assert server.body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_abc123",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Boston, MA"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_abc123", "content": '{"f": 50}'},
+    ]
+    other = OpenAI("gpt-4o-mini", api_key=SECRET_KEY, transport=server.transport)
+    with pytest.raises(lf.InvalidRequestError, match="continuation"):
+        await other.call(
+            lf.ComplexMessage([lf.UserMessage("Weather?"), first, lf.UserMessage("?")])
+        )
+
+
+async def test_response_format_json_schema_strict_only_when_valid() -> None:
+    strict = {
+        "title": "Person",
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    loose = {"type": "object", "properties": {"name": {"type": "string"}}}
+    server = Server(
+        Reply.json(fixture("openai_completion_json.json")),
+        Reply.json(fixture("openai_completion_json.json")),
+    )
+    msg = await model(server).call("Who?", response_schema=strict)
+    assert json.loads(msg.text) == {"name": "Ada", "age": 36}
+    assert server.body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "Person", "schema": strict, "strict": True},
+    }
+    await model(server).call("Who?", response_schema=loose)
+    assert server.body["response_format"]["json_schema"]["strict"] is False
+    assert server.body["response_format"]["json_schema"]["name"] == "response"
+
+
+async def test_compatible_server_needs_no_key_and_never_gets_the_env_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-SECRET")
+    server = Server(Reply.sse(fixture("openai_text.sse")))
+    lm = OpenAI("llama3", base_url="http://127.0.0.1:8080/v1/", transport=server.transport)
+    await drain(lm, "Hi", max_tokens=5)
+    req = server.requests[0]
+    assert str(req.url) == "http://127.0.0.1:8080/v1/chat/completions"
+    assert "authorization" not in req.headers
+    assert server.body["max_tokens"] == 5 and "max_completion_tokens" not in server.body
+    assert "127.0.0.1" in repr(lm) and lm.cache_identity()["base_url"] == "http://127.0.0.1:8080/v1"
+    # the default endpoint reads the env var at request time
+    server = Server(Reply.sse(fixture("openai_text.sse")))
+    await drain(OpenAI("gpt-4o", transport=server.transport))
+    assert server.requests[0].headers["authorization"] == "Bearer sk-env-SECRET"
+
+
+async def test_compatible_server_quirks() -> None:
+    """No usage chunk, no [DONE], no tool-call id: still a complete answer."""
+    data = (
+        b'data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":'
+        b'[{"index":0,"function":{"name":"get_weather","arguments":"{\\"city\\":"}}]}}]}\n\n'
+        b'data: {"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,'
+        b'"function":{"arguments":"\\"Oslo\\"}"}}]},"finish_reason":"tool_calls"}]}\n\n'
+    )
+    lm = model(Server(Reply.sse(data)), stream_usage=False, base_url="http://localhost:11434/v1")
+    chunks = await drain(lm, tools=[WEATHER])
+    msg = chunks[-1].aggregated
+    assert msg.tool_calls[0].name == "get_weather" and msg.tool_calls[0].args == {"city": "Oslo"}
+    assert msg.tool_calls[0].id.startswith("call_")
+    assert msg.usage is None
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("openai_refusal.sse", lf.ContentFilteredError),
+        ("openai_length.sse", lf.IncompleteGenerationError),
+    ],
+)
+@pytest.mark.parametrize("split", ["whole", "one_byte"])
+async def test_stream_finish_reasons(name: str, error: type[Exception], split: str) -> None:
+    server = Server(Reply.sse(splits(fixture(name))[split]))
+    with pytest.raises(error):
+        await drain(model(server))
+    assert server.all_closed()
+
+
+async def test_refusal_and_content_filter_non_streaming() -> None:
+    with pytest.raises(lf.ContentFilteredError):
+        await model(Server(Reply.json(fixture("openai_completion_refusal.json")))).call("x")
+    body = json.loads(fixture("openai_completion_json.json"))
+    body["choices"][0]["finish_reason"] = "content_filter"
+    with pytest.raises(lf.ContentFilteredError):
+        await model(Server(Reply.json(body))).call("x")
+    body["choices"][0]["finish_reason"] = "stop"
+    body["choices"][0]["message"]["content"] = ""
+    with pytest.raises(lf.EmptyGenerationError):
+        await model(Server(Reply.json(body))).call("x")
+
+
+async def test_stream_cut_before_done_is_a_protocol_error() -> None:
+    data = b'data: {"id":"x","choices":[{"index":0,"delta":{"content":"partial"}}]}\n\n'
+    with pytest.raises(lf.StreamProtocolError):
+        await drain(model(Server(Reply.sse(data))))
+
+
+async def test_top_k_rejected_at_openai() -> None:
+    with pytest.raises(lf.UnsupportedCapabilityError):
+        await model(Server()).call("x", top_k=3)
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "error", "code"),
+    [
+        ("openai_error_429.json", 429, lf.RateLimitError, "rate_limit_exceeded"),
+        ("openai_error_401.json", 401, lf.AuthenticationError, "invalid_api_key"),
+        ("openai_error_context.json", 400, lf.ContextLengthError, "context_length_exceeded"),
+        ("openai_error_500.json", 500, lf.ServerError, "server_error"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_error_bodies(
+    name: str, status: int, error: type[Exception], code: str, stream: bool
+) -> None:
+    server = Server(Reply.json(fixture(name), status=status, headers={"retry-after-ms": "1500"}))
+    with pytest.raises(error) as info:
+        if stream:
+            await drain(model(server))
+        else:
+            await model(server).call("x")
+    text = str(info.value) + repr(info.value)
+    assert f"HTTP {status} ({code})" in text
+    assert "SECRET" not in text
+    if status == 429:
+        assert info.value.retry_after == 1.5  # type: ignore[attr-defined]
+    assert server.all_closed()

@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 __all__ = ["FieldDesc", "Schema", "annotation_text", "is_typeddict"]
 
 _NoneType = type(None)
+_MAX_CACHED = 512
 
 
 def is_typeddict(tp: Any) -> bool:
@@ -190,6 +191,8 @@ class Schema:
         except TypeError:  # an unhashable type expression: adapt it every time
             return cls(tp)
         if hit is None:
+            if len(cls._cache) >= _MAX_CACHED:  # types made on the fly must not pile up
+                cls._cache.pop(next(iter(cls._cache)))
             hit = cls._cache[tp] = cls(tp)
         return hit
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ from typing import Any, Literal, Union, cast, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-__all__ = ["FieldDesc", "Schema", "annotation_text", "is_typeddict"]
+__all__ = ["FieldDesc", "Schema", "annotation_text", "class_name", "is_typeddict"]
 
 _NoneType = type(None)
 _MAX_CACHED = 512
@@ -30,6 +31,12 @@ _MAX_CACHED = 512
 
 def is_typeddict(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
+
+
+def class_name(cls: type) -> str:
+    """The identifier a model writes for a class: generic ``Page[Item]`` → ``Page_Item``."""
+    name = cls.__name__
+    return name if name.isidentifier() else re.sub(r"\W+", "_", name).strip("_")
 
 
 def _is_class_type(tp: Any) -> bool:
@@ -135,7 +142,7 @@ def annotation_text(tp: Any) -> str:
     if isinstance(tp, type):
         if tp in (list, set, frozenset):
             return "list"
-        return tp.__name__
+        return class_name(tp) if _is_class_type(tp) else tp.__name__
     return str(tp).replace("typing.", "")
 
 
@@ -157,13 +164,14 @@ def _walk_classes(tp: Any, found: dict[str, type], seen: set[int]) -> None:
     seen.add(id(tp))
     for f in class_fields(tp):
         _walk_classes(f.annotation, found, seen)
-    other = found.get(tp.__name__)
+    name = class_name(tp)
+    other = found.get(name)
     if other is not None and other is not tp:
         raise TypeError(
-            f"schema uses two different classes named {tp.__name__!r}; rename one so a model "
+            f"schema uses two different classes named {name!r}; rename one so a model "
             "can tell them apart"
         )
-    found[tp.__name__] = tp
+    found[name] = tp
 
 
 class Schema:

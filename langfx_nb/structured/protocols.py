@@ -27,7 +27,7 @@ from typing import Any, ClassVar, cast
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ..errors import MappingError
-from ..schema import Schema, annotation_text, class_fields, format_validation_error
+from ..schema import Schema, annotation_text, class_fields, class_name, format_validation_error
 
 __all__ = [
     "MAX_DEPTH",
@@ -150,10 +150,10 @@ def _expr(value: Any, indent: int | None) -> str:
             (info.alias or name, getattr(value, name))
             for name, info in type(value).model_fields.items()
         ]
-        return _call(type(value).__name__, items, indent)
+        return _call(class_name(type(value)), items, indent)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         items = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
-        return _call(type(value).__name__, items, indent)
+        return _call(class_name(type(value)), items, indent)
     if isinstance(value, AbcMapping):
         return _container(
             "{", "}", [f"{_expr(k, None)}: " for k in value], list(value.values()), indent
@@ -200,7 +200,7 @@ def python_type_source(schema: Schema) -> str:
 
 
 def _class_source(cls: type) -> str:
-    lines = [f"class {cls.__name__}:"]
+    lines = [f"class {class_name(cls)}:"]
     doc = (cls.__doc__ or "").strip() if _own_doc(cls) else ""
     if doc:
         lines.append('  """' + doc.replace('"""', "'''").replace("\n", "\n  ") + '"""')

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import pytest
 from pydantic import BaseModel
@@ -282,3 +282,16 @@ async def test_bad_arguments() -> None:
         await lf.query("q", int, lm=StaticResponse("1"), examples=[("a", 1)])
     with pytest.raises(TypeError, match="schema"):
         await lf.query("q", lm=StaticResponse("1"), native_structured_output=True)
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+
+
+async def test_generic_model_gets_an_identifier_name() -> None:
+    lm = Scripted([fenced("Page_Item(items=[Item(name='a')])")])
+    assert await lf.query("q", Page[Item], lm=lm) == Page[Item](items=[Item(name="a")])
+    assert "class Page_Item:\n  items: list[Item]" in lm.requests[0].messages[-1].text

@@ -12,11 +12,15 @@ caches per type, so a query in a loop pays for none of it twice.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
 import json
+import pathlib
 import re
 import types
 import typing
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, cast, get_args, get_origin
 
@@ -27,6 +31,16 @@ __all__ = ["FieldDesc", "Schema", "annotation_text", "class_name", "is_typeddict
 
 _NoneType = type(None)
 _MAX_CACHED = 512
+# Types an answer cannot construct (no calls allowed) but pydantic reads from literals.
+_AS_TEXT: dict[type, str] = {
+    datetime.datetime: "str",  # ISO 8601
+    datetime.date: "str",
+    datetime.time: "str",
+    datetime.timedelta: "float",  # seconds
+    decimal.Decimal: "str",
+    uuid.UUID: "str",
+    pathlib.Path: "str",
+}
 
 
 def is_typeddict(tp: Any) -> bool:
@@ -142,6 +156,8 @@ def annotation_text(tp: Any) -> str:
     if isinstance(tp, type):
         if tp in (list, set, frozenset):
             return "list"
+        if tp in _AS_TEXT:
+            return _AS_TEXT[tp]
         return class_name(tp) if _is_class_type(tp) else tp.__name__
     return str(tp).replace("typing.", "")
 

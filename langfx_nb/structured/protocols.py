@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import datetime
+import decimal
 import enum
 import json
 import math
+import pathlib
 import re
+import uuid
 from collections.abc import Mapping as AbcMapping
 from functools import lru_cache
 from typing import Any, ClassVar, cast
@@ -82,10 +86,10 @@ def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool
                 continue
         else:
             body_lines: list[str] = []
-            while i < n:
-                c = lines[i].find("```")
-                if c >= 0:
-                    body_lines.append(lines[i][:c])
+            while i < n:  # a closing fence starts its line or ends it ("A(x=1)```")
+                stripped = lines[i].strip()
+                if stripped.startswith("```") or stripped.endswith("```"):
+                    body_lines.append(stripped[:-3] if not stripped.startswith("```") else "")
                     i += 1
                     break
                 body_lines.append(lines[i])
@@ -145,6 +149,12 @@ def _expr(value: Any, indent: int | None) -> str:
         if math.isnan(value) or math.isinf(value):
             return repr(str(value))
         return repr(value)
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date subclass
+        return repr(value.isoformat())
+    if isinstance(value, datetime.timedelta):
+        return repr(value.total_seconds())
+    if isinstance(value, (decimal.Decimal, uuid.UUID, pathlib.PurePath)):
+        return repr(str(value))
     if isinstance(value, BaseModel):
         items = [
             (info.alias or name, getattr(value, name))

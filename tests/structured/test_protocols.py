@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
+import decimal
 import enum
 import math
+import uuid
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -143,6 +146,7 @@ def test_schema_is_cached_per_type() -> None:
         ("Answer: ```A()``` done", "A()"),
         ("```python\nA()```", "A()"),
         ("```json\n{}\n```\n```\nB()\n```", "B()"),
+        ("```python\nA(s='```', t=1)\n```", "A(s='```', t=1)"),
     ],
 )
 def test_extract_code_block(text: str, code: str) -> None:
@@ -358,3 +362,26 @@ def test_arbitrary_text_never_escapes_mapping_error(text: str) -> None:
     for proto in (PY, JS):
         with contextlib.suppress(lf.MappingError):
             proto.parse(text, Schema.of(Answer))
+
+
+class Event(BaseModel):
+    when: datetime.datetime
+    day: datetime.date
+    length: datetime.timedelta
+    price: decimal.Decimal
+    id: uuid.UUID
+
+
+def test_stringly_types_are_shown_and_written_as_literals() -> None:
+    src = python_type_source(Schema.of(Event))
+    assert "  when: str\n  day: str\n  length: float\n  price: str\n  id: str" in src
+    value = Event(
+        when=datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.UTC),
+        day=datetime.date(2024, 5, 2),
+        length=datetime.timedelta(minutes=90),
+        price=decimal.Decimal("9.99"),
+        id=uuid.UUID(int=7),
+    )
+    text = to_python_expr(value)
+    assert "when='2024-05-01T12:30:00+00:00',\n  day='2024-05-02',\n  length=5400.0," in text
+    assert PY.parse(text, Schema.of(Event)) == value

@@ -162,8 +162,9 @@ class Mapping(LangFunc):
             value = self.postprocess_result(self.parse_result(text))
         except MappingError:
             key = response.metadata.get("cache_key")
-            if key is not None and model.cache is not None:
-                await model.cache.delete(key)
+            cache = getattr(model, "cache", None)
+            if key is not None and cache is not None:
+                await cache.delete(key)
             raise
         response.result = value
         meta = response.metadata
@@ -180,7 +181,7 @@ class Mapping(LangFunc):
         if self._frame is not None:
             return self._frame
         if self.examples is None:
-            key = ("frame", self.protocol.name, id(self.protocol))
+            key = ("frame", self.protocol)
             frame = self.schema.memo.get(key)
             if frame is None:
                 frame = self.schema.memo[key] = self._build_frame()

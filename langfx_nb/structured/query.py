@@ -15,6 +15,8 @@ from ..template import Template, render_prompt
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
+    from .mapping import MappingExample
+    from .protocols import Protocol
 
 __all__ = ["query"]
 
@@ -26,9 +28,9 @@ async def query(
     lm: LanguageModel | None = None,
     vars: Mapping[str, Any] | None = None,
     returns_message: bool = False,
-    protocol: str = "python",
+    protocol: str | Protocol = "python",
     native_structured_output: bool = False,
-    examples: Sequence[Any] | None = None,
+    examples: Sequence[MappingExample] | None = None,
     system_message: str | Message[Any] | None = None,
     **options: Any,
 ) -> Any:
@@ -45,6 +47,8 @@ async def query(
             raise TypeError("native_structured_output=True needs a schema")
         if examples:
             raise TypeError("examples= need a schema")
+        if isinstance(protocol, str) and protocol not in ("python", "json"):
+            raise ValueError(f"unknown protocol {protocol!r}; use 'python' or 'json'")
         message = render_prompt(prompt, vars)
         if system_message is not None:
             options["system_message"] = system_message

@@ -69,6 +69,7 @@ _WS_CHARS = " \t\r\n"
 _ws_match = re.compile(r"[ \t\r\n]+").match
 _bare_match = re.compile(r"[A-Za-z0-9_.+\-]+").match
 _json_start_search = re.compile(r"```|[{\[]").search
+_json_string_end = re.compile(r'(?:[^"\\]++|\\[\s\S])*+"').match
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _PY_INT = re.compile(r"[+-]?(?:[1-9](?:_?[0-9])*|0(?:_?0)*)")
 _PY_INT_BASE = re.compile(r"[+-]?0(?:[xX](?:_?[0-9a-fA-F])+|[oO](?:_?[0-7])+|[bB](?:_?[01])+)")
@@ -215,32 +216,17 @@ class StreamParser:
     def feed(self, chunk: str) -> list[FieldEvent]:
         """Consume one chunk; return the events it completes. Raises ``StreamParseError``."""
         if self._json_str and '"' not in chunk:
-            # Fast path: the chunk continues a JSON string and cannot end it.
-            tail = self._tail
-            buf = tail + chunk if tail else chunk
-            piece: str | None = buf
-            if "\\" in buf:
-                n = len(buf)
-                cut = _json_safe_cut(buf, 0, n)
-                piece = buf[:cut] if cut < n else buf
-                if "\\" in piece:
-                    try:
-                        piece = _json_scanstring(piece + '"', 0, False)[0]
-                    except JSONDecodeError:
-                        piece = None  # the general path below reports the error
-                if piece is not None:
-                    self._tail = buf[cut:]
-            if piece is not None:
+            # Fast paths: the chunk continues a JSON string value and cannot end it.
+            if "\\" not in chunk and chunk:
                 self._fed += len(chunk)
-                if not piece:
-                    return []
-                self._pieces.append(piece)
-                if self._is_key:
-                    return []
+                self._pieces.append(chunk)
                 ev = _new(StringFieldDelta)
                 _set_delta_path(ev, self._path)
-                _set_delta_text(ev, piece)
+                _set_delta_text(ev, chunk)
                 return [ev]
+            events = self._escaped_run(chunk)
+            if events is not None:
+                return events
         if self._error is not None:
             raise self._error
         if self._state == _DONE:
@@ -259,7 +245,31 @@ class StreamParser:
             self._error = exc
             self._json_str = False
             raise
+        # feed() may skip the state machine while inside a JSON string value with nothing
+        # held back
+        self._json_str = (
+            self._state == _STR and not self._py and not self._is_key and not self._tail
+        )
         return out
+
+    def _escaped_run(self, chunk: str) -> list[FieldEvent] | None:
+        """A chunk inside a JSON string value with escapes but no quote: decode it in C."""
+        n = len(chunk)
+        cut = _json_safe_cut(chunk, 0, n)
+        seg = chunk[:cut] if cut < n else chunk
+        if "\\" in seg:
+            try:
+                seg = _json_scanstring(seg + '"', 0, False)[0]
+            except JSONDecodeError:
+                return None  # the state machine reports it with a position
+        self._fed += n
+        if cut < n:
+            self._tail = chunk[cut:]
+            self._json_str = False
+        if not seg:
+            return []
+        self._pieces.append(seg)
+        return [_delta_event(self._path, seg)]
 
     def close(self) -> list[FieldEvent]:
         """End of input: finish a trailing token or raise ``StreamParseError`` if incomplete."""
@@ -613,10 +623,8 @@ class StreamParser:
         self._triple = False
         self._raw = False
         self._state = _STR
-        self._json_str = not self._py
 
     def _end_string(self, out: list[FieldEvent]) -> None:
-        self._json_str = False
         if self._is_key:
             self._stack[-1].key = "".join(self._pieces)
             self._pieces = []
@@ -638,16 +646,13 @@ class StreamParser:
                 out.append(_delta_event(self._path, piece))
 
     def _scan_json_string(self, buf: str, i: int, base: int, out: list[FieldEvent]) -> int:
-        n = len(buf)
-        q = buf.find('"', i)
-        while q != -1:
-            k = q
-            while k > i and buf[k - 1] == "\\":
-                k -= 1
-            if not (q - k) & 1:
-                break
-            q = buf.find('"', q + 1)
+        if "\\" in buf:
+            m = _json_string_end(buf, i)  # skips escaped quotes in C
+            q = m.end() - 1 if m is not None else -1
+        else:
+            q = buf.find('"', i)
         if q == -1:
+            n = len(buf)
             cut = _json_safe_cut(buf, i, n)
             if cut > i:
                 seg = buf[i:cut]
@@ -659,8 +664,18 @@ class StreamParser:
         seg = buf[i:q]
         if "\\" in seg:
             seg = self._json_decode(buf, i, base, buf, i)
-        self._piece(seg, out)
-        self._end_string(out)
+        if self._is_key:
+            self._pieces.append(seg)
+            self._end_string(out)
+            return q + 1
+        pieces = self._pieces
+        path = self._path
+        if seg:
+            pieces.append(seg)
+            out.append(_delta_event(path, seg))
+        value = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        self._pieces = []
+        self._finish_value(value, out)
         return q + 1
 
     def _json_decode(self, s: str, start: int, base: int, buf: str, i: int) -> str:

@@ -1,0 +1,251 @@
+"""Streaming structured output: our single-pass parser against re-parsing the growing buffer.
+
+    .venv/bin/python benchmarks/stream_parser.py [--quick]
+
+Every approach receives the same text in chunks of N characters (the model layer hands out
+decoded ``str``) and must be able to show the partial value after every chunk:
+
+* ours          ``StreamParser("json").feed(chunk)`` per chunk (events out, no re-scan)
+* jiter         ``jiter.from_json(buffer_bytes, partial_mode="trailing-strings")`` per chunk
+* pydantic      ``pydantic_core.from_json(buffer, allow_partial=True)`` per chunk
+* partial-json  ``partial_json_parser.loads(buffer)`` per chunk
+* json.loads    one parse of the whole document at the end: the floor, not a streaming option
+
+Re-parsing is quadratic, so on the 1 MB document the peers are not run on every chunk:
+
+* ``~`` (jiter, pydantic): the cost of the parse after chunk k is measured at the midpoints of
+  12 equal slices of the stream and summed as a midpoint Riemann estimate.
+* ``>=`` (partial-json, whose single parses are themselves superlinear): parses are timed on
+  prefixes up to 64 KB only, and the full stream is bounded from below by assuming each parse
+  grows only linearly beyond that.
+
+Timings are process CPU time (``time.process_time``, so other load on a shared machine does
+not count), the minimum of several runs; all ratios compare numbers taken in this same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jiter
+import partial_json_parser
+import pydantic_core
+
+from langfx_nb.structured.stream_parser import StreamParser
+
+_VOCABULARY = """the model streams a structured answer while the user watches each field fill in
+café naïve Größe façade déjà-vu 中文 字段 流式 😀 🚀 data value list nested"""
+WORDS = _VOCABULARY.split()
+
+
+def _text(rng: random.Random, n: int) -> str:
+    """Prose with the escapes models produce: quotes, newlines, tabs, backslashes."""
+    out: list[str] = []
+    size = 0
+    while size < n:
+        w = rng.choice(WORDS)
+        r = rng.random()
+        if r < 0.02:
+            w = f'"{w}"'
+        elif r < 0.03:
+            w += "\n"
+        elif r < 0.035:
+            w = "C:\\" + w
+        elif r < 0.04:
+            w += "\t"
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n]
+
+
+def structured_doc(target: int) -> str:
+    """A {"result": ...} answer: records with long strings and nested lists of numbers."""
+    rng = random.Random(42)
+    items: list[dict[str, Any]] = []
+    size = 0
+    while size < target:
+        item = {
+            "id": len(items),
+            "title": _text(rng, 60),
+            "body": _text(rng, 3000),
+            "tags": [_text(rng, 8) for _ in range(4)],
+            "scores": [[round(rng.random(), 4) for _ in range(3)] for _ in range(2)],
+        }
+        items.append(item)
+        size += len(json.dumps(item, ensure_ascii=False)) + 2
+    return json.dumps({"result": {"items": items}}, ensure_ascii=False)
+
+
+def string_doc(target: int) -> str:
+    """One huge string field."""
+    return json.dumps({"result": {"text": _text(random.Random(7), target)}}, ensure_ascii=False)
+
+
+def chunked(doc: str, size: int) -> list[str]:
+    return [doc[i : i + size] for i in range(0, len(doc), size)]
+
+
+# CPU time of this process: the benchmark machine is shared, and waiting for a core is not
+# work done by the parser. Every figure below, the floor included, uses the same clock.
+clock = time.process_time
+
+
+def best_of(fn: Callable[[], Any], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        t0 = clock()
+        fn()
+        best = min(best, clock() - t0)
+    return best
+
+
+def ours(chunks: list[str]) -> Callable[[], Any]:
+    def run() -> Any:
+        parser = StreamParser("json")
+        feed = parser.feed
+        for c in chunks:
+            feed(c)
+        parser.close()
+        return parser.value
+
+    return run
+
+
+def _prefix_ends(doc: str, size: int) -> list[int]:
+    return [*range(size, len(doc), size), len(doc)]
+
+
+def _peers(doc: str, ends: list[int]) -> dict[str, Callable[[int], Any]]:
+    data = doc.encode()
+    # the byte offset of each cut, so jiter parses exactly the same prefixes (as bytes)
+    offsets, start, nbytes = {}, 0, 0
+    for end in ends:
+        nbytes += len(doc[start:end].encode())
+        offsets[end], start = nbytes, end
+    return {
+        "jiter": lambda end: jiter.from_json(data[: offsets[end]], partial_mode="trailing-strings"),
+        "pydantic": lambda end: pydantic_core.from_json(doc[:end], allow_partial=True),
+        "partial-json": lambda end: partial_json_parser.loads(doc[:end]),
+    }
+
+
+def reparse_full(parse: Callable[[int], Any], ends: list[int]) -> float:
+    t0 = clock()
+    for end in ends:
+        parse(end)
+    return clock() - t0
+
+
+def reparse_sampled(parse: Callable[[int], Any], ends: list[int], slices: int = 12) -> float:
+    n = len(ends)
+    total = 0.0
+    for j in range(slices):
+        end = ends[min(n - 1, int((j + 0.5) * n / slices))]
+        total += best_of(lambda end=end: parse(end), 3)  # type: ignore[misc]
+    return total * n / slices
+
+
+def reparse_lower_bound(parse: Callable[[int], Any], ends: list[int], cap: int = 65536) -> float:
+    probes = [e for e in ends if e <= cap]
+    samples = [probes[int((j + 0.5) * len(probes) / 4)] for j in range(4)]
+    rate = max(best_of(lambda e=e: parse(e), 2) / e for e in samples)  # type: ignore[misc]
+    return rate * sum(ends)
+
+
+def fmt_ms(seconds: float, mark: str = "") -> str:
+    ms = seconds * 1e3
+    text = f"{ms:,.0f}" if ms >= 100 else f"{ms:.2f}" if ms < 10 else f"{ms:.1f}"
+    return mark + text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
+    args = ap.parse_args()
+    repeat = 3 if args.quick else 5
+    docs = {"10 KB": structured_doc(10_000), "1 MB": structured_doc(1_000_000)}
+    print(f"python {sys.version.split()[0]}; chunk sizes in characters; times in ms\n")
+    header = (
+        f"{'doc':>6} {'chunk':>5} {'chunks':>7} | {'ours':>8} {'ours/json':>9} | "
+        f"{'jiter':>10} {'jiter/ours':>10} | {'pydantic':>10} {'pyd/ours':>9} | "
+        f"{'partial-json':>13} {'pj/ours':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    results: dict[tuple[str, int], dict[str, float]] = {}
+    for name, doc in docs.items():
+        floor = best_of(lambda doc=doc: json.loads(doc), 20)  # type: ignore[misc]
+        expected = json.loads(doc)
+        big = len(doc) > 100_000
+        for size in (4, 16, 256):
+            chunks = chunked(doc, size)
+            run = ours(chunks)
+            assert run() == expected
+            t_ours = best_of(run, repeat)
+            floor = min(floor, best_of(lambda doc=doc: json.loads(doc), 5))  # type: ignore[misc]
+            ends = _prefix_ends(doc, size)
+            peers = _peers(doc, ends)
+            row = {"ours": t_ours, "json": floor}
+            cells = []
+            for peer, parse in peers.items():
+                if not big:
+                    t, mark = reparse_full(parse, ends), ""
+                elif peer == "partial-json":
+                    t, mark = reparse_lower_bound(parse, ends), ">="
+                else:
+                    t, mark = reparse_sampled(parse, ends), "~"
+                row[peer] = t
+                cells.append((fmt_ms(t, mark), f"{mark}{t / t_ours:,.0f}x"))
+            results[(name, size)] = row
+            print(
+                f"{name:>6} {size:>5} {len(chunks):>7} | {fmt_ms(t_ours):>8} "
+                f"{t_ours / floor:>8.1f}x | {cells[0][0]:>10} {cells[0][1]:>10} | "
+                f"{cells[1][0]:>10} {cells[1][1]:>9} | {cells[2][0]:>13} {cells[2][1]:>9}"
+            )
+        print(f"{'':>6} json.loads of the whole {name} document: {fmt_ms(floor)} ms")
+
+    print("\nlinearity (ours, 4-character chunks; doubling the document should double the time)")
+    linear_ok = True
+    for label, make in (("structured", structured_doc), ("one string field", string_doc)):
+        small, large = make(1_000_000), make(2_000_000)
+        cs, cl = chunked(small, 4), chunked(large, 4)
+        ts = tl = float("inf")
+        for _ in range(repeat):  # interleaved, so load changes hit both sizes alike
+            ts = min(ts, best_of(ours(cs), 1))
+            tl = min(tl, best_of(ours(cl), 1))
+        ratio = (tl / ts) / (len(large) / len(small))
+        linear_ok &= 0.9 <= ratio <= 1.1
+        print(
+            f"  {label:<17} {len(small) / 1e6:.2f} MB: {fmt_ms(ts)} ms   "
+            f"{len(large) / 1e6:.2f} MB: {fmt_ms(tl)} ms   time ratio / size ratio = {ratio:.2f}"
+        )
+
+    r16 = results[("1 MB", 16)]
+    r4 = results[("1 MB", 4)]
+    vs_json = r16["ours"] / r16["json"]
+    vs_jiter = r4["jiter"] / r4["ours"]
+    print("\ntargets")
+    print(f"  linear within +-10%:                         {'met' if linear_ok else 'NOT met'}")
+    print(
+        f"  <= 10x json.loads, 1 MB, 16-char chunks:     {vs_json:.1f}x  "
+        f"{'met' if vs_json <= 10 else 'NOT met'}"
+    )
+    print(
+        f"  >= 1000x faster than jiter, 1 MB, 4-char:    ~{vs_jiter:,.0f}x  "
+        f"{'met' if vs_jiter >= 1000 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

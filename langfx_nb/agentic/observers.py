@@ -80,11 +80,12 @@ class ObserverHub:
         self.errors = 0
         self.dropped = 0
         self._warned: set[int] = set()
+        self.active = False
 
-    @property
-    def active(self) -> bool:
-        """True when someone listens; event dicts are only built then."""
-        return bool(self._sync or self._async)
+    def _refresh(self) -> None:
+        #: True when someone listens; event dicts are only built then (a plain attribute:
+        #: it is read on every trace operation).
+        self.active = bool(self._sync or self._async)
 
     def subscribe(self, observer: Observer) -> Callable[[], None]:
         if inspect.iscoroutinefunction(observer) or inspect.iscoroutinefunction(
@@ -92,10 +93,12 @@ class ObserverHub:
         ):
             sub = _AsyncObserver(observer, self, self.queue_size)
             self._async.append(sub)
+            self._refresh()
 
             def unsubscribe_async() -> None:
                 if sub in self._async:
                     self._async.remove(sub)
+                    self._refresh()
                     sub.closed = True
                     if sub.task is not None:
                         sub.task.cancel()
@@ -104,10 +107,12 @@ class ObserverHub:
         if not callable(observer):
             raise TypeError("an observer must be callable")
         self._sync.append(observer)
+        self._refresh()
 
         def unsubscribe() -> None:
             if observer in self._sync:
                 self._sync.remove(observer)
+                self._refresh()
 
         return unsubscribe
 
@@ -130,5 +135,6 @@ class ObserverHub:
         """Stop async drainers (pending events are discarded) and forget every observer."""
         subs, self._async = self._async, []
         self._sync = []
+        self._refresh()
         for sub in subs:
             await sub.close()

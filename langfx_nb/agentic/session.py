@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from ..errors import ExecutionTimeoutError, ToolDeniedError
 from ..messages import AIMessage, Message
+from ..structured.query import query as query_fn
 from .clock import Clock, MonotonicClock
 from .observers import Observer, ObserverHub
 from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, message_preview, preview
@@ -96,7 +98,7 @@ class Session:
         hub = ObserverHub(observer_queue_size)
         store = TraceStore(
             max_nodes=max_trace_nodes,
-            clock_now=clock.now,
+            clock_now=time.monotonic if type(clock) is MonotonicClock else clock.now,
             session_id=uuid.uuid4().hex[:12],
             prices=prices,
             hub=hub,
@@ -158,8 +160,14 @@ class Session:
             return "denied"
         return "failed"
 
-    def _start(self, kind: NodeKind, name: str, **fields: Any) -> TraceNode:
-        return self._state.store.start(kind, name, self._node, **fields)
+    def _start(
+        self,
+        kind: NodeKind,
+        name: str,
+        inputs: Any = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> TraceNode:
+        return self._state.store.start(kind, name, self._node, inputs, metadata)
 
     def _finish(
         self,
@@ -281,6 +289,8 @@ class Session:
             raise ValueError(f"log level must be one of {sorted(_LEVELS)}")
         if self._state.read_only:
             raise RuntimeError("a loaded trace is read-only")
+        if not self._open:
+            raise RuntimeError("this session view belongs to an invocation that has ended")
         return self._state.store.log(self._node, level, str(message), self._preview(data))
 
     # -- observers and lifetime ----------------------------------------------------------
@@ -344,22 +354,13 @@ class Session:
         Returns what ``lf.query`` returns: text without a schema, the validated value with
         one, the response message with ``returns_message=True``.
         """
-        from ..structured.query import query as query_fn
-
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         name = "query" if schema is None else f"query:{_schema_name(schema)}"
-        inputs: dict[str, Any] = {"prompt": self._prompt_preview(prompt)}
-        if schema is not None:
-            inputs["schema"] = _schema_name(schema)
-        if merged:
-            shown = dict(merged)
-            if "vars" in shown:
-                inputs["vars"] = self._preview(shown.pop("vars"))
-            if shown:
-                inputs["options"] = self._preview(shown)
-        node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
+        node = self._start("query", name, metadata={"model": model.model_id})
+        shown = dict(merged) if merged else None  # a shallow copy: previewed on first read
+        node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
         recorder = _Recorder(self, node)
         try:
             message = await query_fn(
@@ -372,10 +373,10 @@ class Session:
         except BaseException as exc:
             self._finish(node, self._status_for(exc), error=exc)
             raise
-        outputs = node.outputs if isinstance(node.outputs, dict) else {}
         if schema is not None:
-            outputs["result"] = self._preview(message.result)
-        self._finish(node, "ok", outputs=outputs)
+            result = self._preview(message.result)  # eager: results may be mutable objects
+            node.defer("outputs", lambda: {"result": result})
+        self._finish(node, "ok")
         if returns_message:
             return message
         return message.result if schema is not None else message.text
@@ -398,7 +399,7 @@ class Session:
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
-        inputs: dict[str, Any] = {"prompt": self._prompt_preview(prompt)}
+        inputs: dict[str, Any] = {}
         tools = merged.get("tools")
         if tools:
             inputs["tools"] = [getattr(getattr(t, "spec", t), "name", "?") for t in tools]
@@ -406,6 +407,7 @@ class Session:
         if plain:
             inputs["options"] = self._preview(plain)
         node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
+        node.defer("inputs", lambda: {"prompt": self._prompt_preview(prompt)})
         recorder = _Recorder(self, node)
         try:
             if stream:
@@ -438,6 +440,20 @@ class Session:
 
             raise StreamProtocolError("the model stream ended without a final chunk")
         return final
+
+    def _query_inputs(
+        self, prompt: Any, schema: Any, options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        inputs: dict[str, Any] = {"prompt": self._prompt_preview(prompt)}
+        if schema is not None:
+            inputs["schema"] = _schema_name(schema)
+        if options:
+            if "vars" in options:
+                options = dict(options)
+                inputs["vars"] = self._preview(options.pop("vars"))
+            if options:
+                inputs["options"] = self._preview(options)
+        return inputs
 
     def _prompt_preview(self, prompt: Any) -> Any:
         if isinstance(prompt, Message):
@@ -599,25 +615,31 @@ class _Recorder:
         node = self.node
         attempts = node.metadata.get("attempts", 0) + 1
         node.metadata["attempts"] = attempts
-        if attempts == 1 and isinstance(node.inputs, dict):
-            node.inputs["rendered_prompt"] = self.session._prompt_preview(prompt)
+        if attempts == 1:
+            session = self.session
+            node.defer("inputs", lambda: {"rendered_prompt": session._prompt_preview(prompt)})
+        else:
+            node.outputs = None  # the last attempt's response is the one shown
 
     def after(self, response: AIMessage[Any], model: LanguageModel) -> None:
         node = self.node
         model_id = (response.provenance.model if response.provenance else None) or model.model_id
         self.session._state.store.record_usage(node, model_id, response.usage)
-        outputs: dict[str, Any] = {"text": self.session._preview(response.text)}
-        calls = response.tool_calls
-        if calls:
-            outputs["tool_calls"] = [
-                {"id": c.id, "name": c.name, "args": self.session._preview(c.args)} for c in calls
-            ]
-        finish = response.metadata.get("finish_reason")
-        if finish is not None:
-            outputs["finish_reason"] = finish
-        if response.metadata.get("cache_hit"):
-            outputs["cache_hit"] = True
-        node.outputs = outputs
+        show = self.session._preview  # not `self`: a thunk holding the recorder makes a cycle
+        node.defer("outputs", lambda: _response_preview(response, show))
+
+
+def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:
+    outputs: dict[str, Any] = {"text": show(response.text)}
+    calls = response.tool_calls
+    if calls:
+        outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]
+    finish = response.metadata.get("finish_reason")
+    if finish is not None:
+        outputs["finish_reason"] = finish
+    if response.metadata.get("cache_hit"):
+        outputs["cache_hit"] = True
+    return outputs
 
 
 class _TracingModel:

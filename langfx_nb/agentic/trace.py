@@ -19,7 +19,6 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..messages import Message, Usage
@@ -46,30 +45,130 @@ NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_ou
 KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
 STATUSES: tuple[NodeStatus, ...] = ("running", "ok", "failed", "denied", "cancelled", "timed_out")
 
+_USAGE_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+)
 _SECRET = re.compile(r"api[_-]?key|secret|password|passwd|token$|authorization|credential", re.I)
 MAX_ERROR_CHARS = 300
 
 
-@dataclass(eq=False, slots=True)
 class TraceNode:
-    """One step of a run. Times are seconds since the session started (its clock)."""
+    """One step of a run. Times are seconds since the session started (its clock).
 
-    id: str
-    parent_id: str | None
-    kind: NodeKind
-    name: str
-    start: float
-    status: NodeStatus = "running"
-    end: float | None = None
-    inputs: Any = None
-    outputs: Any = None
-    error: dict[str, str] | None = None
-    usage: Usage | None = None
-    decision: dict[str, Any] | None = None
-    progress: dict[str, Any] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    children_map: dict[str, TraceNode] = field(default_factory=dict, repr=False)
-    evicted_children: int = 0
+    ``inputs`` and ``outputs`` are JSON-able previews. Previews of values that are
+    immutable by convention (messages, response text) may be computed on first read
+    (``defer``), so a run nobody watches does not pay for them.
+    """
+
+    __slots__ = (
+        "_inputs",
+        "_outputs",
+        "_pending",
+        "children_map",
+        "decision",
+        "end",
+        "error",
+        "evicted_children",
+        "id",
+        "kind",
+        "metadata",
+        "name",
+        "parent_id",
+        "progress",
+        "start",
+        "status",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        parent_id: str | None,
+        kind: NodeKind,
+        name: str,
+        start: float,
+        status: NodeStatus = "running",
+        end: float | None = None,
+        inputs: Any = None,
+        outputs: Any = None,
+        error: dict[str, str] | None = None,
+        usage: Usage | None = None,
+        decision: dict[str, Any] | None = None,
+        progress: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        evicted_children: int = 0,
+    ) -> None:
+        self.id = id
+        self.parent_id = parent_id
+        self.kind = kind
+        self.name = name
+        self.start = start
+        self.status = status
+        self.end = end
+        self._inputs = inputs
+        self._outputs = outputs
+        self._pending: list[tuple[str, Callable[[], dict[str, Any]]]] | None = None
+        self.error = error
+        self.usage = usage
+        self.decision = decision
+        self.progress = progress
+        self.metadata: dict[str, Any] = {} if metadata is None else metadata
+        self.children_map: dict[str, TraceNode] = {}
+        self.evicted_children = evicted_children
+
+    def __repr__(self) -> str:
+        return f"TraceNode({self.id}, {self.kind}, {self.name!r}, {self.status})"
+
+    def defer(
+        self, field: Literal["inputs", "outputs"], thunk: Callable[[], dict[str, Any]]
+    ) -> None:
+        """Merge ``thunk()`` into the ``field`` dict when it is first read."""
+        if self._pending is None:
+            self._pending = []
+        self._pending.append((field, thunk))
+
+    def _resolve(self, field: str) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        keep = []
+        for name, thunk in pending:
+            if name != field:
+                keep.append((name, thunk))
+                continue
+            current = getattr(self, "_" + name)
+            merged = dict(current) if isinstance(current, dict) else {}
+            merged.update(thunk())
+            setattr(self, "_" + name, merged)
+        self._pending = keep or None
+
+    @property
+    def inputs(self) -> Any:
+        self._resolve("inputs")
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, value: Any) -> None:
+        self._drop("inputs")
+        self._inputs = value
+
+    @property
+    def outputs(self) -> Any:
+        self._resolve("outputs")
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, value: Any) -> None:
+        self._drop("outputs")
+        self._outputs = value
+
+    def _drop(self, field: str) -> None:
+        if self._pending:
+            self._pending = [p for p in self._pending if p[0] != field] or None
 
     @property
     def children(self) -> tuple[TraceNode, ...]:
@@ -237,11 +336,12 @@ class TraceStore:
         self._finished: deque[TraceNode] = deque()
         self._next_id = 0
         self._seq = 0
-        self.counts: dict[str, dict[str, int]] = {}
+        self._counts: dict[tuple[str, str], int] = {}
         self.started: dict[str, int] = {}
         self.evicted = 0
         self.requests: dict[str, int] = {}
-        self.usage_by_model: dict[str, Usage] = {}
+        self._usage: dict[str, list[int | None]] = {}
+        self._usage_pending: dict[str, list[Usage]] = {}
         self.root = self._new("session", "session", None)
 
     # -- time and events -----------------------------------------------------------------
@@ -255,18 +355,48 @@ class TraceStore:
         self.hub.emit(event)
 
     # -- node lifecycle ------------------------------------------------------------------
-    def _new(self, kind: NodeKind, name: str, parent: TraceNode | None, **fields: Any) -> TraceNode:
+    def _new(
+        self,
+        kind: NodeKind,
+        name: str,
+        parent: TraceNode | None,
+        inputs: Any = None,
+        metadata: dict[str, Any] | None = None,
+        status: NodeStatus = "running",
+    ) -> TraceNode:
         node_id = str(self._next_id)
         self._next_id += 1
-        node = TraceNode(node_id, parent.id if parent else None, kind, name, self.time(), **fields)
+        node = TraceNode(
+            node_id,
+            parent.id if parent is not None else None,
+            kind,
+            name,
+            self._now() - self.t0,
+            status,
+            None,
+            inputs,
+            None,
+            None,
+            None,
+            None,
+            None,
+            metadata,
+        )
         self.nodes[node_id] = node
         self.started[kind] = self.started.get(kind, 0) + 1
-        if parent is not None and parent.id in self.nodes:
+        if parent is not None:
             parent.children_map[node_id] = node
         return node
 
-    def start(self, kind: NodeKind, name: str, parent: TraceNode, **fields: Any) -> TraceNode:
-        node = self._new(kind, name, parent, **fields)
+    def start(
+        self,
+        kind: NodeKind,
+        name: str,
+        parent: TraceNode,
+        inputs: Any = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> TraceNode:
+        node = self._new(kind, name, parent, inputs, metadata)
         if self.hub.active:
             self._emit({"type": "node_start", "node": node.to_json()})
         return node
@@ -296,27 +426,28 @@ class TraceStore:
         if node.status != "running":
             return
         node.status = status
-        node.end = self.time()
+        node.end = self._now() - self.t0
         if outputs is not None:
             node.outputs = outputs
         if error is not None:
             node.error = error_info(error)
-        by_status = self.counts.setdefault(node.kind, {})
-        by_status[status] = by_status.get(status, 0) + 1
+        key = (node.kind, status)
+        self._counts[key] = self._counts.get(key, 0) + 1
         if self.hub.active:
             self._emit({"type": "node_end", "node": node.to_json()})
         self._finished.append(node)
-        self._evict()
+        if len(self.nodes) > self.max_nodes:
+            self._evict()
 
     def log(self, parent: TraceNode, level: str, message: str, data: Any) -> TraceNode:
-        node = self._new("log", level, parent, inputs={"message": message, **data}, status="ok")
+        node = self._new("log", level, parent, {"message": message, **data}, None, "ok")
         node.end = node.start
-        by_status = self.counts.setdefault("log", {})
-        by_status["ok"] = by_status.get("ok", 0) + 1
+        self._counts["log", "ok"] = self._counts.get(("log", "ok"), 0) + 1
         if self.hub.active:
             self._emit({"type": "log", "node": node.to_json()})
         self._finished.append(node)
-        self._evict()
+        if len(self.nodes) > self.max_nodes:
+            self._evict()
         return node
 
     def record_usage(self, node: TraceNode, model_id: str, usage: Usage | None) -> None:
@@ -324,8 +455,38 @@ class TraceStore:
         self.requests[model_id] = self.requests.get(model_id, 0) + 1
         if usage is not None:
             node.usage = usage if node.usage is None else node.usage + usage
-            prior = self.usage_by_model.get(model_id)
-            self.usage_by_model[model_id] = usage if prior is None else prior + usage
+            pending = self._usage_pending.get(model_id)
+            if pending is None:
+                pending = self._usage_pending[model_id] = []
+            pending.append(usage)  # summed in batches: Usage.__add__ per request is slow
+            if len(pending) >= 256:
+                self._fold(model_id)
+
+    def _fold(self, model_id: str) -> None:
+        pending = self._usage_pending.pop(model_id, [])
+        totals = self._usage.get(model_id)
+        if totals is None:
+            totals = self._usage[model_id] = [None] * len(_USAGE_FIELDS)
+        for usage in pending:
+            for i, f in enumerate(_USAGE_FIELDS):
+                value = getattr(usage, f)
+                if value is not None:
+                    prior = totals[i]
+                    totals[i] = value if prior is None else prior + value
+
+    @property
+    def usage_by_model(self) -> dict[str, Usage]:
+        for model_id in list(self._usage_pending):
+            self._fold(model_id)
+        return {m: Usage(*totals) for m, totals in self._usage.items()}
+
+    @property
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Finished nodes per kind and status, evicted ones included."""
+        out: dict[str, dict[str, int]] = {}
+        for (kind, status), n in self._counts.items():
+            out.setdefault(kind, {})[status] = n
+        return out
 
     # -- eviction ------------------------------------------------------------------------
     def _evict(self) -> None:
@@ -338,6 +499,10 @@ class TraceStore:
             if parent is not None:
                 parent.children_map.pop(node.id, None)
                 parent.evicted_children += 1
+            if not node.children_map:
+                del nodes[node.id]
+                self.evicted += 1
+                continue
             for gone in node.walk():
                 if nodes.pop(gone.id, None) is not None:
                     self.evicted += 1
@@ -351,8 +516,9 @@ class TraceStore:
         total = Usage()
         cost: float | None = None
         unpriced: list[str] = []
+        usage_by_model = self.usage_by_model
         for model_id, requests in self.requests.items():
-            usage = self.usage_by_model.get(model_id, Usage())
+            usage = usage_by_model.get(model_id, Usage())
             total = total + usage
             price = find_price(self.prices, model_id)
             model_cost = price.cost(usage) if price is not None else None
@@ -361,9 +527,9 @@ class TraceStore:
             else:
                 cost = (cost or 0.0) + model_cost
             by_model[model_id] = ModelUsage(requests, usage, model_cost)
-        counts = {k: dict(v) for k, v in self.counts.items()}
+        counts = self.counts
         for kind, n in self.started.items():
-            finished = sum(self.counts.get(kind, {}).values())
+            finished = sum(counts.get(kind, {}).values())
             if n > finished:
                 counts.setdefault(kind, {})["running"] = n - finished
         return UsageSummary(
@@ -416,10 +582,15 @@ class TraceStore:
         summary = data.get("summary") or {}
         for model_id, entry in (summary.get("by_model") or {}).items():
             store.requests[model_id] = int(entry.get("requests", 0))
-            store.usage_by_model[model_id] = Usage.from_json(entry.get("usage") or {})
+            usage = Usage.from_json(entry.get("usage") or {})
+            store._usage[model_id] = [getattr(usage, f) for f in _USAGE_FIELDS]
         counts = data.get("counts") or {}
         store.started = {k: int(v) for k, v in (counts.get("started") or {}).items()}
-        store.counts = {k: dict(v) for k, v in (counts.get("finished") or {}).items()}
+        store._counts = {
+            (kind, status): int(n)
+            for kind, by_status in (counts.get("finished") or {}).items()
+            for status, n in by_status.items()
+        }
         store.evicted = int(summary.get("evicted_nodes", 0))
         store._next_id = len(store.nodes)
         return store

@@ -126,7 +126,7 @@ def test_template_requires_str() -> None:
         lf.Template(3)  # type: ignore[arg-type]
 
 
-_text_no_braces = st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=40)
+_text_no_braces = st.text(alphabet=st.characters(exclude_characters="{}"), max_size=40)
 
 
 @given(st.lists(st.tuples(_text_no_braces, st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True))))

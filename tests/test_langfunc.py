@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -109,3 +110,23 @@ async def test_query_vars_do_not_collide_with_options() -> None:
 async def test_query_needs_a_model() -> None:
     with pytest.raises(TypeError, match="lm="):
         await lf.query("hi")
+
+
+class Tracking(Echo):
+    closed = 0
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[lf.StreamChunk, None]:
+        try:
+            async for chunk in super()._stream(request):
+                yield chunk
+        finally:
+            Tracking.closed += 1
+
+
+async def test_stream_early_exit_closes_the_model_stream() -> None:
+    f = lf.LangFunc("abcdefghijklmnop", lm=Tracking(chunk_size=2))
+    agen = f.stream()
+    async for _ in agen:
+        break
+    await agen.aclose()  # type: ignore[attr-defined]
+    assert Tracking.closed == 1

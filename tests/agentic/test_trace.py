@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import langfx_nb as lf
+from langfx_nb.agentic import strict_json
+from langfx_nb.agentic.trace import preview
+from langfx_nb.llms import Echo, LanguageModel
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),  # NaN and infinities included
+    st.text(max_size=50),
+    st.binary(max_size=10),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.tuples(inner, inner),
+        st.frozensets(st.integers(), max_size=3),
+        st.dictionaries(st.one_of(st.text(max_size=10), st.integers()), inner, max_size=5),
+    ),
+    max_leaves=30,
+)
+
+
+@given(values)
+def test_preview_is_always_strict_json(value: Any) -> None:
+    json.dumps(preview(value, 20), allow_nan=False)
+
+
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=30),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@given(json_values)
+def test_strict_json_round_trips_plain_json(value: Any) -> None:
+    assert json.loads(strict_json(value)) == value
+
+
+def test_preview_bounds_and_redacts() -> None:
+    shown = preview({"text": "x" * 50, "items": list(range(150)), "API_KEY": "k"}, 10)
+    assert shown["text"] == "x" * 10 + "…"
+    assert len(shown["items"]) == 101 and shown["items"][-1] == "… 50 more"
+    assert shown["API_KEY"] == "<redacted>"
+    assert preview(math.nan) == "nan"
+    assert preview(Echo()) == {"model": "fake:echo"}
+
+
+async def test_the_tracing_stand_in_passes_for_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+
+    class Probe(Echo):
+        async def call(self, prompt: Any, **options: Any) -> Any:
+            return await super().call(prompt, **options)
+
+    lm = Probe()
+    original = lf.query
+
+    async def spy(*args: Any, **kw: Any) -> Any:
+        seen.append(isinstance(kw["lm"], LanguageModel) and isinstance(kw["lm"], Probe))
+        return await original(*args, **kw)
+
+    monkeypatch.setattr("langfx_nb.agentic.session.query_fn", spy)
+    async with lf.Session(lm) as session:
+        assert await session.query("hi") == "hi"
+    assert seen == [True]

@@ -359,7 +359,9 @@ class Session:
         merged = {**self._defaults, **options} if self._defaults else options
         name = "query" if schema is None else f"query:{_schema_name(schema)}"
         node = self._start("query", name, metadata={"model": model.model_id})
-        shown = dict(merged) if merged else None  # a shallow copy: previewed on first read
+        shown = dict(merged) if merged else None  # copied now, previewed on first read
+        if shown and isinstance(shown.get("vars"), Mapping):
+            shown["vars"] = dict(shown["vars"])
         node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
         recorder = _Recorder(self, node)
         try:

@@ -303,9 +303,11 @@ class Session:
         return self._state.hub.subscribe(observer)
 
     async def dispose(self) -> None:
-        """Cancel and settle work still running, end the root node, drop the observers.
+        """Cancel and settle ``concurrent_map`` branches still running, end the root node,
+        stop async observers, and refuse new work from the session and all its views.
 
-        The model is not closed: it may be shared. Calling ``dispose`` again does nothing.
+        Invocations awaited elsewhere are not cancelled (their callers own them). The model
+        is not closed: it may be shared. Calling ``dispose`` again does nothing.
         """
         if not self.is_root:
             raise RuntimeError("only the root session can be disposed, not an invocation view")

@@ -29,6 +29,7 @@ import argparse
 import gc
 import json
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -41,7 +42,7 @@ import jiter
 import partial_json_parser
 import pydantic_core
 
-from langfx_nb.structured.stream_parser import StreamParser
+from langfx_nb.structured.stream_parser import StreamParser, _delta_event
 
 _VOCABULARY = """the model streams a structured answer while the user watches each field fill in
 café naïve Größe façade déjà-vu 中文 字段 流式 😀 🚀 data value list nested"""
@@ -118,6 +119,23 @@ def ours(chunks: list[str]) -> Callable[[], Any]:
             feed(c)
         parser.close()
         return parser.value
+
+    return run
+
+
+def python_floor(chunks: list[str]) -> Callable[[], Any]:
+    """What remains if parsing were free: one Python call and one event per chunk."""
+
+    class Null:
+        path = ("result", "text")
+
+        def feed(self, chunk: str) -> list[Any]:
+            return [_delta_event(self.path, chunk)]
+
+    def run() -> None:
+        feed = Null().feed
+        for c in chunks:
+            feed(c)
 
     return run
 
@@ -220,16 +238,28 @@ def main() -> None:
     for label, make in (("structured", structured_doc), ("one string field", string_doc)):
         small, large = make(1_000_000), make(2_000_000)
         cs, cl = chunked(small, 4), chunked(large, 4)
-        ts = tl = float("inf")
-        for _ in range(repeat):  # interleaved, so load changes hit both sizes alike
-            ts = min(ts, best_of(ours(cs), 1))
-            tl = min(tl, best_of(ours(cl), 1))
+        ratios, ts, tl = [], float("inf"), float("inf")
+        for _ in range(repeat + 4):  # paired runs: load changes hit both sizes alike
+            a, b = best_of(ours(cs), 1), best_of(ours(cl), 1)
+            ratios.append((b / a) / (len(large) / len(small)))
+            ts, tl = min(ts, a), min(tl, b)
         ratio = (tl / ts) / (len(large) / len(small))
         linear_ok &= 0.9 <= ratio <= 1.1
         print(
             f"  {label:<17} {len(small) / 1e6:.2f} MB: {fmt_ms(ts)} ms   "
             f"{len(large) / 1e6:.2f} MB: {fmt_ms(tl)} ms   time ratio / size ratio = {ratio:.2f}"
+            f"  (single pairs: median {statistics.median(ratios):.2f},"
+            f" {min(ratios):.2f}..{max(ratios):.2f})"
         )
+
+    chunks16 = chunked(docs["1 MB"], 16)
+    t_floor = best_of(python_floor(chunks16), repeat)
+    t_json = results[("1 MB", 16)]["json"]
+    print(
+        "\nfloor of any pure-Python push parser (a method call that only builds the one"
+        f"\nStringFieldDelta per chunk), 1 MB, 16-char chunks: {fmt_ms(t_floor)} ms ="
+        f" {t_floor / t_json:.1f}x json.loads"
+    )
 
     r16 = results[("1 MB", 16)]
     r4 = results[("1 MB", 4)]

@@ -188,6 +188,7 @@ class StreamParser:
         self._fed = 0  # characters fed before the current chunk
         # current string / bare token
         self._pieces: list[str] = []
+        self._blocks: list[str] = []  # joined runs of 256 pieces (a long string's past)
         self._quote = '"'
         self._triple = False
         self._raw = False
@@ -219,7 +220,11 @@ class StreamParser:
             # Fast paths: the chunk continues a JSON string value and cannot end it.
             if "\\" not in chunk and chunk:
                 self._fed += len(chunk)
-                self._pieces.append(chunk)
+                pieces = self._pieces
+                pieces.append(chunk)
+                if len(pieces) > 255:  # bound the number of live small strings
+                    self._blocks.append("".join(pieces))
+                    pieces.clear()
                 ev = _new(StringFieldDelta)
                 _set_delta_path(ev, self._path)
                 _set_delta_text(ev, chunk)
@@ -546,8 +551,7 @@ class StreamParser:
     def _finish_bare(
         self, nxt: str | None, base: int, buf: str, j: int, out: list[FieldEvent]
     ) -> int:
-        token = "".join(self._pieces)
-        self._pieces = []
+        token = self._take()
         pos = base + j - len(token)
         if self._is_key:
             top = self._stack[-1]
@@ -626,8 +630,7 @@ class StreamParser:
 
     def _end_string(self, out: list[FieldEvent]) -> None:
         if self._is_key:
-            self._stack[-1].key = "".join(self._pieces)
-            self._pieces = []
+            self._stack[-1].key = self._take()
             self._state = _SEP
         elif self._py:
             self._state = _STR_AFTER  # a following literal would continue this string
@@ -635,9 +638,18 @@ class StreamParser:
             self._finish_string_value(out)
 
     def _finish_string_value(self, out: list[FieldEvent]) -> None:
-        value = "".join(self._pieces)
-        self._pieces = []
+        value = self._take()
         self._finish_value(value, out)
+
+    def _take(self) -> str:
+        """The current string or token, joined once; resets the accumulators."""
+        pieces = self._pieces
+        self._pieces = []
+        if self._blocks:
+            blocks, self._blocks = self._blocks, []
+            blocks.extend(pieces)
+            return "".join(blocks)
+        return pieces[0] if len(pieces) == 1 else "".join(pieces)
 
     def _piece(self, piece: str, out: list[FieldEvent]) -> None:
         if piece:
@@ -673,8 +685,7 @@ class StreamParser:
         if seg:
             pieces.append(seg)
             out.append(_delta_event(path, seg))
-        value = pieces[0] if len(pieces) == 1 else "".join(pieces)
-        self._pieces = []
+        value = self._take()
         self._finish_value(value, out)
         return q + 1
 

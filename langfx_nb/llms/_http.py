@@ -26,15 +26,17 @@ Rules a caller may rely on:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NamedTuple, NoReturn
 
 import httpx
+from pydantic_core import from_json
 
 from ..errors import (
     AuthenticationError,
@@ -55,13 +57,16 @@ __all__ = [
     "KeyResolver",
     "SSEEvent",
     "SSEParser",
+    "body_chunks",
     "error_from_status",
     "iter_sse",
+    "loads",
     "parse_google_duration",
     "parse_retry_after",
 ]
 
 KeyResolver = Callable[[], Awaitable[str]]
+loads = from_json  # JSON text → data; pydantic-core's parser is several times faster than json
 _MAX_ERROR_BODY = 64 * 1024
 _BOM = b"\xef\xbb\xbf"
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -158,8 +163,7 @@ def error_from_status(
 
 
 # -- server-sent events --------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
     event: str
     data: str
 
@@ -167,25 +171,31 @@ class SSEEvent:
 class SSEParser:
     """Incremental ``text/event-stream`` decoder over bytes (WHATWG SSE rules).
 
-    Lines are split on bytes (CR, LF or CRLF; a CR that ends a chunk is held back until the
-    next byte shows whether an LF follows), and each field value is decoded as UTF-8 on its
-    own: a line-break byte never occurs inside a multi-byte character, so every split of the
-    same bytes gives the same events. Comments, ``id`` and ``retry`` are ignored; an event
-    still unterminated at end of stream is discarded, as the standard says. Invalid UTF-8 is
-    a ``StreamProtocolError``.
+    Lines end at CR, LF or CRLF (``bytes.splitlines`` splits on exactly these); a CR that
+    ends a chunk completes its line at once, and a LF starting the next chunk is then
+    skipped. Each field value is decoded as UTF-8 on its own: a line-break byte never occurs
+    inside a multi-byte character, so every split of the same bytes gives the same events.
+    Comments, ``id`` and ``retry`` are ignored; an event still unterminated at end of stream
+    is discarded, as the standard says. Invalid UTF-8 is a ``StreamProtocolError``.
     """
 
-    __slots__ = ("_buf", "_data", "_event", "_started")
+    __slots__ = ("_buf", "_data", "_event", "_skip_lf", "_started")
 
     def __init__(self) -> None:
         self._buf = b""
         self._event = ""
         self._data: list[str] = []
+        self._skip_lf = False
         self._started = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
         if self._buf:
             chunk = self._buf + chunk
+            self._buf = b""
         if not self._started:
             if len(chunk) < 3 and _BOM.startswith(chunk):
                 self._buf = chunk  # perhaps a byte-order mark split across chunks
@@ -193,47 +203,43 @@ class SSEParser:
             self._started = True
             if chunk.startswith(_BOM):
                 chunk = chunk[3:]
-        if b"\r" in chunk:
-            tail = b""
-            if chunk[-1] == 13:
-                chunk, tail = chunk[:-1], b"\r"
-            lines = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-            self._buf = lines.pop() + tail
-        else:
-            lines = chunk.split(b"\n")
+        if not chunk:
+            return []
+        lines = chunk.splitlines()
+        last = chunk[-1]
+        if last == 13:  # CR: the line is complete; a LF may follow in the next chunk
+            self._skip_lf = True
+        elif last != 10:
             self._buf = lines.pop()
-        return self._lines(lines) if lines else []
-
-    def close(self) -> list[SSEEvent]:
-        """Process a final line ended by a held-back CR; drop any unterminated rest."""
-        buf, self._buf = self._buf, b""
-        if buf.endswith(b"\r"):
-            return self._lines(buf[:-1].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"))
-        return []
-
-    def _lines(self, lines: list[bytes]) -> list[SSEEvent]:
         out: list[SSEEvent] = []
         data = self._data
-        for line in lines:
-            if not line:
-                if data:  # a blank line dispatches; an event without data is dropped
-                    out.append(SSEEvent(self._event or "message", "\n".join(data)))
-                    data = self._data = []
-                self._event = ""
-                continue
-            if line[0] == 58:  # ":" starts a comment
-                continue
-            name, colon, value = line.partition(b":")
-            if colon and value[:1] == b" ":
-                value = value[1:]
-            try:
-                if name == b"data":
-                    data.append(value.decode())
-                elif name == b"event":
-                    self._event = value.decode()
-            except UnicodeDecodeError as exc:
-                raise StreamProtocolError("event stream is not valid UTF-8") from exc
+        try:
+            for line in lines:
+                if not line:
+                    if data:  # a blank line dispatches; an event without data is dropped
+                        out.append(SSEEvent(self._event or "message", "\n".join(data)))
+                        data = self._data = []
+                    self._event = ""
+                elif line[:5] == b"data:":
+                    value = line[5:]
+                    data.append((value[1:] if value[:1] == b" " else value).decode())
+                elif line[0] != 58:  # ":" starts a comment
+                    name, colon, value = line.partition(b":")
+                    if colon and value[:1] == b" ":
+                        value = value[1:]
+                    if name == b"event":
+                        self._event = value.decode()
+                    elif name == b"data":
+                        data.append(value.decode())
+        except UnicodeDecodeError as exc:
+            raise StreamProtocolError("event stream is not valid UTF-8") from exc
         return out
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: an unterminated line or event is discarded."""
+        self._buf = b""
+        self._data = []
+        return []
 
 
 async def iter_sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[SSEEvent]:
@@ -380,7 +386,7 @@ class HTTPModel(LanguageModel):
             if response.status_code >= 400:
                 self._raise_status(response, response.content)
             try:
-                return json.loads(response.content)
+                return loads(response.content)
             except ValueError as exc:
                 raise StreamProtocolError(
                     f"{self.provider}: response body is not JSON (HTTP {response.status_code})"
@@ -388,8 +394,14 @@ class HTTPModel(LanguageModel):
         finally:
             await response.aclose()
 
-    async def _sse(self, url: str, body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
-        """POST and yield the server-sent events of the response; always closes it."""
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, url: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+        """POST for a server-sent-event stream and hand over the (2xx) response.
+
+        Adapters iterate ``response.aiter_bytes()`` through an ``SSEParser`` inside the
+        ``async with`` (no extra async generator per event). Transport failures inside the
+        block become ``ServerError``; the response is closed on every exit path.
+        """
         headers = await self._headers()
         headers["accept"] = "text/event-stream"
         client = self._client()
@@ -410,8 +422,7 @@ class HTTPModel(LanguageModel):
                     pass
                 self._raise_status(response, raw)
             try:
-                async for event in iter_sse(response.aiter_bytes()):
-                    yield event
+                yield response
             except httpx.TransportError as exc:
                 raise _transport_error(self.provider, exc) from exc
         finally:
@@ -420,7 +431,7 @@ class HTTPModel(LanguageModel):
     def _raise_status(self, response: httpx.Response, raw: bytes) -> NoReturn:
         status = response.status_code
         try:
-            parsed: Any = json.loads(raw[:_MAX_ERROR_BODY]) if raw else None
+            parsed: Any = loads(raw[:_MAX_ERROR_BODY]) if raw else None
         except ValueError:
             parsed = None
         if isinstance(parsed, list) and parsed:  # Google sometimes wraps errors in a list
@@ -454,6 +465,13 @@ class HTTPModel(LanguageModel):
         return found
 
 
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The response body as received: raw chunks when there is no content encoding (one
+    generator hop less per chunk on the hot path), else httpx's decoded bytes."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    return response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()
+
+
 def _transport_error(provider: str, exc: httpx.TransportError) -> ServerError:
     kind = type(exc).__name__
     return ServerError(f"{provider}: connection failed ({kind})")
@@ -464,7 +482,7 @@ def json_object(text: str, what: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError as exc:
         raise StreamProtocolError(f"{what} is not valid JSON") from exc
     if not isinstance(value, dict):
@@ -475,6 +493,6 @@ def json_object(text: str, what: str) -> dict[str, Any]:
 def tool_result_value(content: str) -> Any:
     """A tool result's JSON text as data (plain text stays a string)."""
     try:
-        return json.loads(content)
+        return loads(content)
     except ValueError:
         return content

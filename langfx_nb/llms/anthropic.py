@@ -40,7 +40,16 @@ from ..messages import (
     UserMessage,
 )
 from ..modalities import Mime
-from ._http import ErrorInfo, HTTPModel, error_from_status, json_object, safe_code
+from ._http import (
+    ErrorInfo,
+    HTTPModel,
+    SSEParser,
+    body_chunks,
+    error_from_status,
+    json_object,
+    loads,
+    safe_code,
+)
 from .base import Capabilities, LMRequest
 from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
 
@@ -205,25 +214,25 @@ class Anthropic(HTTPModel):
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
         state = _State(self)
-        events = self._sse(f"{self.base_url}/messages", self.encode(request, stream=True))
-        try:
-            async for event in events:
-                kind = event.event
-                if kind == "ping":
-                    continue
-                try:
-                    data = json.loads(event.data)
-                except ValueError as exc:
-                    raise StreamProtocolError("anthropic: stream event is not JSON") from exc
-                if not isinstance(data, dict):
-                    raise StreamProtocolError("anthropic: stream event is not a JSON object")
-                if kind == "message" and isinstance(data.get("type"), str):
-                    kind = data["type"]  # tolerate servers that omit the event: line
-                chunk = state.event(kind, data)
-                if chunk is not None:
-                    yield chunk
-        finally:
-            await events.aclose()
+        parser = SSEParser()
+        url = f"{self.base_url}/messages"
+        async with self._open_stream(url, self.encode(request, stream=True)) as response:
+            async for raw in body_chunks(response):
+                for event in parser.feed(raw):
+                    kind = event.event
+                    if kind == "ping":
+                        continue
+                    try:
+                        data = loads(event.data)
+                    except ValueError as exc:
+                        raise StreamProtocolError("anthropic: stream event is not JSON") from exc
+                    if not isinstance(data, dict):
+                        raise StreamProtocolError("anthropic: stream event is not a JSON object")
+                    if kind == "message" and isinstance(data.get("type"), str):
+                        kind = data["type"]  # tolerate servers that omit the event: line
+                    chunk = state.event(kind, data)
+                    if chunk is not None:
+                        yield chunk
         if not state.stopped:
             raise StreamProtocolError("anthropic: the stream ended before message_stop")
         yield state.finish()

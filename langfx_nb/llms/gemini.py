@@ -41,7 +41,10 @@ from ..modalities import Mime
 from ._http import (
     ErrorInfo,
     HTTPModel,
+    SSEParser,
+    body_chunks,
     error_from_status,
+    loads,
     parse_google_duration,
     safe_code,
     tool_result_value,
@@ -311,17 +314,17 @@ class Gemini(HTTPModel):
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
         decoder = _Decoder(self)
-        events = self._sse(self._url("streamGenerateContent") + "?alt=sse", self.encode(request))
-        try:
-            async for event in events:
-                try:
-                    data = json.loads(event.data)
-                except ValueError as exc:
-                    raise StreamProtocolError("gemini: stream event is not JSON") from exc
-                for chunk in decoder.feed(data):
-                    yield chunk
-        finally:
-            await events.aclose()
+        parser = SSEParser()
+        url = self._url("streamGenerateContent") + "?alt=sse"
+        async with self._open_stream(url, self.encode(request)) as response:
+            async for raw in body_chunks(response):
+                for event in parser.feed(raw):
+                    try:
+                        data = loads(event.data)
+                    except ValueError as exc:
+                        raise StreamProtocolError("gemini: stream event is not JSON") from exc
+                    for chunk in decoder.feed(data):
+                        yield chunk
         yield decoder.finish()
 
 
@@ -358,24 +361,36 @@ class _Decoder:
             status = code if isinstance(code, int) else 500
             info = self.lm._error_info(status, data)
             raise error_from_status("gemini", status, info)
-        if (usage := data.get("usageMetadata")) is not None:
+        get = data.get
+        if (usage := get("usageMetadata")) is not None:
             self.usage = usage
-        if (rid := data.get("responseId")) is not None:
+        if (rid := get("responseId")) is not None:
             self.response_id = rid
-        feedback = data.get("promptFeedback") or {}
-        if feedback.get("blockReason"):
+        if (feedback := get("promptFeedback")) and feedback.get("blockReason"):
             self.block_reason = safe_code(feedback["blockReason"]) or "BLOCKED"
         chunks: list[StreamChunk] = []
-        candidates = data.get("candidates") or ()
-        for cand in candidates:
+        for cand in get("candidates") or ():
             if cand.get("index", 0) != 0:
                 continue
-            for part in (cand.get("content") or {}).get("parts") or ():
+            content = cand.get("content")
+            for part in (content.get("parts") if content else None) or ():
+                text = part.get("text")
+                if (
+                    text  # the common case: a plain answer-text fragment
+                    and len(part) == 1
+                    and self._text is not None
+                    and not self._thought
+                    and type(text) is str
+                ):
+                    self._text.append(text)
+                    self.has_output = True
+                    chunks.append(self.acc.text(text))
+                    continue
                 chunk = self._part(part)
                 if chunk is not None:
                     chunks.append(chunk)
-            if cand.get("finishReason"):
-                self.finish_reason = str(cand["finishReason"])
+            if reason := cand.get("finishReason"):
+                self.finish_reason = str(reason)
         return chunks
 
     def _part(self, part: dict[str, Any]) -> StreamChunk | None:

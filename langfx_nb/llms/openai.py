@@ -40,7 +40,16 @@ from ..messages import (
     UserMessage,
 )
 from ..modalities import Mime
-from ._http import ErrorInfo, HTTPModel, error_from_status, json_object, safe_code
+from ._http import (
+    ErrorInfo,
+    HTTPModel,
+    SSEParser,
+    body_chunks,
+    error_from_status,
+    json_object,
+    loads,
+    safe_code,
+)
 from .base import Capabilities, LMRequest
 from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
 
@@ -220,24 +229,25 @@ class OpenAI(HTTPModel):
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
         state = _State(self)
+        parser = SSEParser()
         url = f"{self.base_url}/chat/completions"
-        events = self._sse(url, self.encode(request, stream=True))
         done = False
-        try:
-            async for event in events:
-                if event.data == "[DONE]":
-                    done = True
+        async with self._open_stream(url, self.encode(request, stream=True)) as response:
+            async for raw in body_chunks(response):
+                for event in parser.feed(raw):
+                    if event.data == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        data = loads(event.data)
+                    except ValueError as exc:
+                        raise StreamProtocolError("openai: stream event is not JSON") from exc
+                    if not isinstance(data, dict):
+                        raise StreamProtocolError("openai: stream event is not a JSON object")
+                    for chunk in state.chunk(data):
+                        yield chunk
+                if done:
                     break
-                try:
-                    data = json.loads(event.data)
-                except ValueError as exc:
-                    raise StreamProtocolError("openai: stream event is not JSON") from exc
-                if not isinstance(data, dict):
-                    raise StreamProtocolError("openai: stream event is not a JSON object")
-                for chunk in state.chunk(data):
-                    yield chunk
-        finally:
-            await events.aclose()
         if not done and state.finish_reason is None:
             raise StreamProtocolError("openai: the stream ended before [DONE]")
         for chunk in state.close_calls():

@@ -1,0 +1,227 @@
+"""Adapter cost per streamed event against a plain ``aiter_lines`` pass over the same bytes.
+
+For each provider a long response (``--events`` text deltas, default 10,000, in that
+provider's wire format) is served from an in-process ``httpx.MockTransport``. Two framings:
+``per-event`` hands the client one chunk per SSE event (how a live stream arrives), ``bulk``
+hands it 64 KiB chunks. Both sides use the same client and transport in the same run; the
+baseline only iterates ``response.aiter_lines()``, the adapter does everything
+(``lm.stream``: SSE decoding, JSON, protocol checks, chunks, final message). Target: ≤ 3×.
+
+    .venv/bin/python benchmarks/provider_stream.py [--events N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import statistics
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+
+from langfx_nb.llms._http import HTTPModel
+from langfx_nb.llms.anthropic import Anthropic
+from langfx_nb.llms.gemini import Gemini
+from langfx_nb.llms.openai import OpenAI
+
+WORDS = [
+    *("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog"),
+    *("—", "café", "日本", ""),
+]
+
+
+def _delta(i: int) -> str:
+    return WORDS[i % len(WORDS)] + " "
+
+
+def _dump(obj: object) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def gemini_events(n: int) -> list[bytes]:
+    out = []
+    for i in range(n):
+        cand: dict[str, object] = {
+            "content": {"parts": [{"text": _delta(i)}], "role": "model"},
+            "index": 0,
+        }
+        if i == n - 1:
+            cand["finishReason"] = "STOP"
+        obj = {
+            "candidates": [cand],
+            "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9},
+            "modelVersion": "gemini-2.5-flash",
+            "responseId": "bench",
+        }
+        out.append(f"data: {_dump(obj)}\r\n\r\n".encode())
+    return out
+
+
+def anthropic_events(n: int) -> list[bytes]:
+    def ev(name: str, obj: object) -> bytes:
+        return f"event: {name}\ndata: {_dump(obj)}\n\n".encode()
+
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "claude-bench",
+            "stop_reason": None,
+            "usage": {"input_tokens": 9, "output_tokens": 1},
+        },
+    }
+    out = [
+        ev("message_start", start),
+        ev(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+    ]
+    for i in range(n):
+        out.append(
+            ev(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": _delta(i)},
+                },
+            )
+        )
+    out.append(ev("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    out.append(
+        ev(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": n},
+            },
+        )
+    )
+    out.append(ev("message_stop", {"type": "message_stop"}))
+    return out
+
+
+def openai_events(n: int) -> list[bytes]:
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        obj = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-bench",
+            "system_fingerprint": "fp_bench",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        return f"data: {_dump(obj)}\n\n".encode()
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": _delta(i)}) for i in range(n)]
+    out.append(chunk({}, "stop"))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for c in self.chunks:
+            yield c
+
+
+def _transport(chunks: list[bytes]) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Body(chunks)
+        )
+
+    return httpx.MockTransport(handle)
+
+
+def _bulk(chunks: list[bytes], size: int = 65536) -> list[bytes]:
+    data = b"".join(chunks)
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+async def _baseline(client: httpx.AsyncClient) -> int:
+    lines = 0
+    async with client.stream("POST", "https://bench.invalid/x") as r:
+        async for _ in r.aiter_lines():
+            lines += 1
+    return lines
+
+
+async def _adapter(lm: HTTPModel) -> str:
+    last = None
+    async for chunk in lm.stream("go"):
+        last = chunk
+    assert last is not None and last.final
+    return last.aggregated.text
+
+
+async def _cpu(fn: Callable[[], Awaitable[object]]) -> float:
+    t0 = time.process_time()
+    await fn()
+    return time.process_time() - t0
+
+
+async def _paired(
+    base: Callable[[], Awaitable[object]], adapter: Callable[[], Awaitable[object]], repeat: int
+) -> tuple[float, float, float]:
+    """Best baseline, best adapter and median per-pair ratio, in CPU time of this process
+    (the machine is shared, so wall time would measure the neighbours)."""
+    bases, adapters, ratios = [], [], []
+    for _ in range(repeat):
+        b = await _cpu(base)
+        a = await _cpu(adapter)
+        bases.append(b)
+        adapters.append(a)
+        ratios.append(a / b)
+    return min(bases), min(adapters), statistics.median(ratios)
+
+
+async def main(n: int, repeat: int) -> None:
+    cases: list[tuple[str, Callable[[int], list[bytes]], type[HTTPModel]]] = [
+        ("gemini", gemini_events, Gemini),
+        ("anthropic", anthropic_events, Anthropic),
+        ("openai", openai_events, OpenAI),
+    ]
+    print(f"{n} text-delta events per stream, best of {repeat}")
+    print("CPU time per event; ratio of the best runs, and median ratio of paired runs")
+    header = f"{'adapter':<10} {'framing':<10} {'lines µs/ev':>12} {'adapter µs/ev':>14}"
+    print(f"{header} {'best ratio':>10} {'median':>10}")
+    for name, make, cls in cases:
+        events = make(n)
+        for framing, chunks in (("per-event", events), ("bulk", _bulk(events))):
+            transport = _transport(chunks)
+            async with httpx.AsyncClient(transport=transport) as client:
+                lm = cls("bench-model", api_key="bench", http_client=client)
+                text = await _adapter(lm)  # warm up and check
+                assert text == "".join(_delta(i) for i in range(n)), name
+                base, adapt, ratio = await _paired(
+                    functools.partial(_baseline, client), functools.partial(_adapter, lm), repeat
+                )
+            print(
+                f"{name:<10} {framing:<10} {base / n * 1e6:>12.2f} {adapt / n * 1e6:>14.2f} "
+                f"{adapt / base:>9.2f}× {ratio:>9.2f}×"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    asyncio.run(main(args.events, args.repeat))

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..errors import ExecutionTimeoutError, ToolDeniedError
 from ..messages import AIMessage, Message
@@ -39,6 +39,7 @@ ItemT = TypeVar("ItemT")
 R = TypeVar("R")
 
 _INF = float("inf")
+_NO_RESULT: Any = object()
 _LEVELS = frozenset({"debug", "info", "warning", "error"})
 DEFAULT_MAX_CONCURRENCY = 32
 
@@ -360,27 +361,23 @@ class Session:
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         name = "query" if schema is None else f"query:{_schema_name(schema)}"
-        node = self._start("query", name, metadata={"model": model.model_id})
+        node = self._state.store.start("query", name, self._node, None, {"model": model.model_id})
         shown = dict(merged) if merged else None  # copied now, previewed on first read
-        if shown and isinstance(shown.get("vars"), Mapping):
+        if shown and "vars" in shown and isinstance(shown["vars"], dict):
             shown["vars"] = dict(shown["vars"])
         node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
-        recorder = _Recorder(self, node)
+        tracer = _TracingModel(model, self._state.store, node)
         try:
-            message = await query_fn(
-                prompt,
-                schema,
-                lm=cast("LanguageModel", _TracingModel(model, recorder)),
-                returns_message=True,
-                **merged,
-            )
+            message = await query_fn(prompt, schema, lm=tracer, returns_message=True, **merged)  # type: ignore[arg-type]
         except BaseException as exc:
+            tracer._lf_flush(self, node)
             self._finish(node, self._status_for(exc), error=exc)
             raise
-        if schema is not None:
-            result = self._preview(message.result)  # eager: results may be mutable objects
-            node.defer("outputs", lambda: {"result": result})
-        self._finish(node, "ok")
+        if schema is not None:  # previewed now: a result may be a mutable object
+            tracer._lf_flush(self, node, self._preview(message.result))
+        else:
+            tracer._lf_flush(self, node)
+        self._state.store.finish(node, "ok")
         if returns_message:
             return message
         return message.result if schema is not None else message.text
@@ -412,13 +409,12 @@ class Session:
             inputs["options"] = self._preview(plain)
         node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
         node.defer("inputs", lambda: {"prompt": self._prompt_preview(prompt)})
-        recorder = _Recorder(self, node)
         try:
             if stream:
                 response = await self._stream(model, prompt, node, merged)
             else:
                 response = await model.call(prompt, **merged)
-            recorder.after(response, model)
+            _record_response(self, node, response, model)
         except BaseException as exc:
             self._finish(node, self._status_for(exc), error=exc)
             raise
@@ -606,31 +602,14 @@ class Session:
         return f"Session({self.id}, {where})"
 
 
-class _Recorder:
-    """Writes what a model call saw and returned into a query node."""
-
-    __slots__ = ("node", "session")
-
-    def __init__(self, session: Session, node: TraceNode) -> None:
-        self.session = session
-        self.node = node
-
-    def before(self, prompt: Any, options: Mapping[str, Any]) -> None:
-        node = self.node
-        attempts = node.metadata.get("attempts", 0) + 1
-        node.metadata["attempts"] = attempts
-        if attempts == 1:
-            session = self.session
-            node.defer("inputs", lambda: {"rendered_prompt": session._prompt_preview(prompt)})
-        else:
-            node.outputs = None  # the last attempt's response is the one shown
-
-    def after(self, response: AIMessage[Any], model: LanguageModel) -> None:
-        node = self.node
-        model_id = (response.provenance.model if response.provenance else None) or model.model_id
-        self.session._state.store.record_usage(node, model_id, response.usage)
-        show = self.session._preview  # not `self`: a thunk holding the recorder makes a cycle
-        node.defer("outputs", lambda: _response_preview(response, show))
+def _record_response(
+    session: Session, node: TraceNode, response: AIMessage[Any], model: LanguageModel
+) -> None:
+    """Count the request and its usage now; preview the response when first read."""
+    model_id = (response.provenance.model if response.provenance else None) or model.model_id
+    session._state.store.record_usage(node, model_id, response.usage)
+    show = session._preview
+    node.defer("outputs", lambda: _response_preview(response, show))
 
 
 def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:
@@ -647,27 +626,55 @@ def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> d
 
 
 class _TracingModel:
-    """Stands in for a model inside ``lf.query``: records each ``call`` and delegates the rest.
+    """Stands in for a model inside ``lf.query``: counts each ``call`` (request, usage) and
+    keeps the first prompt and last response for the query node; delegates the rest.
 
     It reports the wrapped model's class to ``isinstance`` so code that checks for a
     ``LanguageModel`` accepts it.
     """
 
-    __slots__ = ("_lf_inner", "_lf_recorder")
+    __slots__ = ("_lf_attempts", "_lf_inner", "_lf_node", "_lf_prompt", "_lf_response", "_lf_store")
 
-    def __init__(self, inner: LanguageModel, recorder: _Recorder) -> None:
+    def __init__(self, inner: LanguageModel, store: TraceStore, node: TraceNode) -> None:
         self._lf_inner = inner
-        self._lf_recorder = recorder
+        self._lf_store = store
+        self._lf_node = node
+        self._lf_attempts = 0
+        self._lf_prompt: Any = None
+        self._lf_response: AIMessage[Any] | None = None
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:
         return type(self._lf_inner)
 
     async def call(self, prompt: Any, **options: Any) -> AIMessage[Any]:
-        self._lf_recorder.before(prompt, options)
-        response = await self._lf_inner.call(prompt, **options)
-        self._lf_recorder.after(response, self._lf_inner)
+        if not self._lf_attempts:
+            self._lf_prompt = prompt
+        self._lf_attempts += 1
+        inner = self._lf_inner
+        response = await inner.call(prompt, **options)
+        self._lf_response = response
+        model_id = (response.provenance.model if response.provenance else None) or inner.model_id
+        self._lf_store.record_usage(self._lf_node, model_id, response.usage)
         return response
+
+    def _lf_flush(self, session: Session, node: TraceNode, result: Any = _NO_RESULT) -> None:
+        """Attach what the calls saw to the node (previewed on first read)."""
+        attempts = self._lf_attempts
+        if not attempts:
+            return
+        node.metadata["attempts"] = attempts
+        prompt, response = self._lf_prompt, self._lf_response
+        node.defer("inputs", lambda: {"rendered_prompt": session._prompt_preview(prompt)})
+        show = session._preview
+
+        def outputs() -> dict[str, Any]:
+            out = _response_preview(response, show) if response is not None else {}
+            if result is not _NO_RESULT:
+                out["result"] = result
+            return out
+
+        node.defer("outputs", outputs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._lf_inner, name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -52,6 +53,7 @@ _USAGE_FIELDS = (
     "cached_tokens",
     "reasoning_tokens",
 )
+_USAGE_GETTERS = tuple(operator.attrgetter(f) for f in _USAGE_FIELDS)
 _SECRET = re.compile(r"api[_-]?key|secret|password|passwd|token$|authorization|credential", re.I)
 MAX_ERROR_CHARS = 300
 
@@ -459,7 +461,7 @@ class TraceStore:
             if pending is None:
                 pending = self._usage_pending[model_id] = []
             pending.append(usage)  # summed in batches: Usage.__add__ per request is slow
-            if len(pending) >= 256:
+            if len(pending) >= 1024:
                 self._fold(model_id)
 
     def _fold(self, model_id: str) -> None:
@@ -467,12 +469,11 @@ class TraceStore:
         totals = self._usage.get(model_id)
         if totals is None:
             totals = self._usage[model_id] = [None] * len(_USAGE_FIELDS)
-        for usage in pending:
-            for i, f in enumerate(_USAGE_FIELDS):
-                value = getattr(usage, f)
-                if value is not None:
-                    prior = totals[i]
-                    totals[i] = value if prior is None else prior + value
+        for i, getter in enumerate(_USAGE_GETTERS):
+            known = [v for v in map(getter, pending) if v is not None]
+            if known:
+                prior = totals[i]
+                totals[i] = sum(known) + (prior or 0)
 
     @property
     def usage_by_model(self) -> dict[str, Usage]:

@@ -442,3 +442,24 @@ async def test_trace_of_an_agent_run_round_trips(add: lf.Tool[Any, Any]) -> None
     (call,) = loaded.all_tool_calls
     assert call.decision is not None and call.decision["by"] == "tester"
     assert loaded.trace_json()["nodes"] == data["nodes"]
+
+
+async def test_observers_see_a_pending_call_then_its_decision_then_its_end(
+    add: lf.Tool[Any, Any],
+) -> None:
+    events: list[dict[str, Any]] = []
+    lm = Scripted([TC("c1", "add", {"a": 1, "b": 2}), "3"])
+    policy = lambda c, s: lf.Approve(by="user")  # noqa: E731
+    async with lf.Session(lm) as session:
+        session.subscribe(events.append)
+        await lf.Agent("go", tools=[add], allow_tool=policy).invoke(session)
+        call_id = session.all_tool_calls[0].id
+    mine = [
+        e for e in events if e.get("node_id") == call_id or e.get("node", {}).get("id") == call_id
+    ]
+    assert [e["type"] for e in mine] == ["node_start", "node_update", "node_end"]
+    start, update, end = mine
+    assert start["node"]["status"] == "running" and start["node"]["inputs"]["call_id"] == "c1"
+    assert update["changes"]["decision"]["outcome"] == "approve"
+    assert update["changes"]["decision"]["by"] == "user"
+    assert end["node"]["status"] == "ok" and end["node"]["outputs"] == {"json": "3"}

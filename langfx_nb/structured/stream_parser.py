@@ -69,7 +69,6 @@ _WS_CHARS = " \t\r\n"
 _ws_match = re.compile(r"[ \t\r\n]+").match
 _bare_match = re.compile(r"[A-Za-z0-9_.+\-]+").match
 _json_start_search = re.compile(r"```|[{\[]").search
-_json_string_end = re.compile(r'(?:[^"\\]++|\\[\s\S])*+"').match
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _PY_INT = re.compile(r"[+-]?(?:[1-9](?:_?[0-9])*|0(?:_?0)*)")
 _PY_INT_BASE = re.compile(r"[+-]?0(?:[xX](?:_?[0-9a-fA-F])+|[oO](?:_?[0-7])+|[bB](?:_?[01])+)")
@@ -369,6 +368,13 @@ class StreamParser:
                     i += 1
                     continue
                 kind = top.kind
+                if kind == _OBJ and c == '"':
+                    q = buf.find('"', i + 1)
+                    if q != -1 and "\\" not in buf[i + 1 : q]:  # a whole plain key: common
+                        top.key = buf[i + 1 : q]
+                        self._state = _SEP
+                        i = q + 1
+                        continue
                 if (kind == _OBJ and c == '"') or (kind == _DICT and c in "'\""):
                     self._begin_string(is_key=True)
                     if kind == _DICT:
@@ -498,6 +504,12 @@ class StreamParser:
         else:
             if c == '"':
                 out.append(_start_event(path))
+                q = buf.find('"', i + 1)
+                if q != -1 and "\\" not in buf[i + 1 : q]:  # a whole plain string: common
+                    if q > i + 1:
+                        out.append(_delta_event(path, buf[i + 1 : q]))
+                    self._finish_value(buf[i + 1 : q], out)
+                    return q + 1
                 self._begin_string(is_key=False)
                 return i + 1
             kind = _JSON_OPENERS.get(c)
@@ -658,11 +670,14 @@ class StreamParser:
                 out.append(_delta_event(self._path, piece))
 
     def _scan_json_string(self, buf: str, i: int, base: int, out: list[FieldEvent]) -> int:
-        if "\\" in buf:
-            m = _json_string_end(buf, i)  # skips escaped quotes in C
-            q = m.end() - 1 if m is not None else -1
-        else:
-            q = buf.find('"', i)
+        q = buf.find('"', i)
+        while q > i and buf[q - 1] == "\\":  # maybe escaped: count the backslashes
+            k = q - 1
+            while k > i and buf[k - 1] == "\\":
+                k -= 1
+            if not (q - k) & 1:
+                break
+            q = buf.find('"', q + 1)
         if q == -1:
             n = len(buf)
             cut = _json_safe_cut(buf, i, n)

@@ -160,6 +160,26 @@ def test_json_escapes_split_at_every_position(literal: str) -> None:
             _check_events(events, expected)
 
 
+@pytest.mark.parametrize(
+    ("grammar", "text"),
+    [
+        ("json", r'{"a": "x", "b": "C:\\d\"", "c": ["\\", "é\u00e9\ud83d\ude00"], "d": -1.5e3}'),
+        ("python", r"""A(a='x', b='C:\\d\'', c=["\\", '''é\n'''], d=-1.5e3, e=r'\'')"""),
+    ],
+)
+def test_every_three_way_split(grammar: str, text: str) -> None:
+    """Chunk boundaries at every pair of positions (e.g. a chunk that starts with a closing
+    quote and ends with a backslash)."""
+    python_value = {"a": "x", "b": "C:\\d'", "c": ["\\", "é\n"], "d": -1500.0, "e": "\\'"}
+    value, _ = _run(grammar, [text])
+    assert value == (json.loads(text) if grammar == "json" else python_value)
+    for a in range(len(text) + 1):
+        for b in range(a, len(text) + 1):
+            got, events = _run(grammar, [text[:a], text[a:b], text[b:]])
+            assert got == value
+            _check_events(events, value)
+
+
 def test_surrogate_pairs_never_split_across_deltas() -> None:
     text = '{"s": "' + "x\\ud83d\\ude00" * 20 + '"}'
     _, events = _run("json", list(text))

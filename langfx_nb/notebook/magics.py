@@ -254,7 +254,9 @@ def _agent_parser() -> _Parser:
     p.add_argument("--instructions", metavar="TEXT", help="system instructions for the agent")
     p.add_argument("--max-steps", type=int, help="model steps (default 8)")
     p.add_argument("--max-tool-calls", type=int, help="tool calls (default 12)")
-    p.add_argument("--timeout", type=float, help="seconds for the whole run (default 60)")
+    p.add_argument(
+        "--timeout", type=float, help="seconds for the whole run (default 60; 900 with ask)"
+    )
     p.add_argument("-o", "--out", metavar="VAR", help="also store the answer in VAR")
     p.add_argument("--no-trace", action="store_true", help="do not show the live trace")
     return p
@@ -461,6 +463,7 @@ def _approval(mode: str, tools: Sequence[Any]) -> Any:
 
 
 MAX_SESSIONS = 20  # the sessions of recent agent runs kept for %lf trace
+ASK_TIMEOUT = 900.0  # default run deadline (s) when a person approves: 60 s is too short
 
 
 async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
@@ -482,12 +485,16 @@ async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         tools.append(ns[name])
     template = _template(body)
     prompt = template.render(_template_vars(template, ns))
+    policy = _approval(opts.approve, tools)
+    timeout = opts.timeout
+    if timeout is None and policy.mode == "ask":
+        timeout = ASK_TIMEOUT  # waiting for a person counts against the run's deadline
     limits = {
         k: v
         for k, v in (
             ("max_steps", opts.max_steps),
             ("max_tool_calls", opts.max_tool_calls),
-            ("max_execution_time", opts.timeout),
+            ("max_execution_time", timeout),
         )
         if v is not None
     }
@@ -500,7 +507,7 @@ async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         instructions=opts.instructions,
         tools=tools,
         limits=agent_limits,
-        allow_tool=_approval(opts.approve, tools),
+        allow_tool=policy,
     )
     session = Session(lm)
     state.sessions.append(session)
@@ -540,7 +547,8 @@ _HELP = """\
     --tools add,search    tools from the notebook (made with @lf.tool)
     --approve MODE        ask (click to approve, default) | deny | allow | allow:add,search
                           $LANGFX_NB_APPROVE replaces `ask` for headless runs
-    --instructions TEXT, --max-steps N, --max-tool-calls N, --timeout S, -o VAR, --no-trace
+    --timeout S           deadline for the whole run (default 60 s; 900 s when asking)
+    --instructions TEXT, --max-steps N, --max-tool-calls N, -o VAR, --no-trace
 %lf use VAR               default model for %%lf cells (a variable or an id like fake:echo)
 %lf trace [SESSION]       trace explorer on the last %%lf agent run, or on SESSION
 %lf models                the default model, models in the notebook, provider keys present

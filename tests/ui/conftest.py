@@ -215,8 +215,10 @@ class Lab:
         self.wait_kernel_idle()
 
     def command(self, command: str, args: dict[str, Any] | None = None) -> None:
+        """Start a JupyterLab command; returns at once (Run All's promise would wait for every
+        cell, including one waiting for a click)."""
         self.page.evaluate(
-            "([c, a]) => window.jupyterapp.commands.execute(c, a)", [command, args or {}]
+            "([c, a]) => { window.jupyterapp.commands.execute(c, a); }", [command, args or {}]
         )
 
     # -- running -------------------------------------------------------------------------------
@@ -283,17 +285,30 @@ class Lab:
         return self.page.locator(".jp-Notebook .jp-Cell").nth(index)
 
     def cell_index(self, source_contains: str) -> int:
-        """Index of the first cell whose source contains the text."""
+        """Index of the first code cell whose source contains the text."""
         index: int = self.page.evaluate(
             """(needle) => {
                 const cells = window.jupyterapp.shell.currentWidget.content.widgets;
-                return cells.findIndex(c => c.model.sharedModel.getSource().includes(needle));
+                return cells.findIndex(c => c.model.type === 'code'
+                    && c.model.sharedModel.getSource().includes(needle));
             }""",
             source_contains,
         )
         if index < 0:
             raise LookupError(f"no cell contains {source_contains!r}")
         return index
+
+    def code_cells(self) -> list[tuple[int, str]]:
+        """(index, source) of every code cell, in order."""
+        cells: list[tuple[int, str]] = [
+            (int(i), str(src))
+            for i, src in self.page.evaluate(
+                """() => window.jupyterapp.shell.currentWidget.content.widgets
+                    .map((c, i) => [i, c.model.type, c.model.sharedModel.getSource()])
+                    .filter(x => x[1] === 'code').map(x => [x[0], x[2]])"""
+            )
+        ]
+        return cells
 
     def output_text(self, index: int) -> str:
         text: str = self.cell(index).locator(".jp-OutputArea").inner_text()

@@ -32,3 +32,53 @@ def test_quickstart_runs_and_shows_a_typed_result(lab: Lab) -> None:
     for expected in ("City", "Paris", "France", "2.1", "Eiffel Tower"):
         assert expected in text, text
     assert "(2100.0, 'Eiffel Tower')" in lab.output_text(lab.cell_index("city.population"))
+
+
+AGENT_NB = "03_agents_with_approval.ipynb"
+
+
+def test_agent_notebook_shows_the_trace_and_a_click_approves(lab: Lab) -> None:
+    lab.open(AGENT_NB)
+    lab.run_all()
+    ask = lab.cell_index("%%lf agent --lm calc --tools add -o calc_answer")
+
+    # The unattended run above finished with a live trace explorer showing its tool calls.
+    guide = lab.cell(lab.cell_index("--approve allow:search,add"))
+    guide.locator(".lfx-te").wait_for()
+    guide.locator(".lfx-te-row", has_text="search").first.wait_for()
+    assert "330 m tall" in guide.locator(".jp-OutputArea").inner_text()
+
+    # The `ask` cell waits for a click: its prompt shows the tool and its arguments.
+    prompt = lab.cell(ask).locator(".lfx-ap-pending")
+    prompt.wait_for(timeout=60_000)
+    assert prompt.locator(".lfx-ap-tool").inner_text() == "add"
+    assert "Add two integers." in prompt.inner_text()
+    assert lab.cell(ask).locator(".jp-InputArea-prompt").inner_text().strip() == "[*]:"
+    lab.screenshot("waiting-for-approval")
+    prompt.locator("button.lfx-approve").click()
+
+    lab.wait_cells_done()
+    lab.screenshot("after-approve")
+    assert "2 + 3 = 5." in lab.output_text(ask)
+    assert lab.cell(ask).locator(".lfx-te-row .lfx-st-denied").count() == 0
+    errors = lab.errors()
+    assert len(errors) == 1 and errors[0].startswith("ToolDeniedError"), errors  # the last cell
+
+
+def test_clicking_deny_stops_the_run_with_tool_denied(lab: Lab) -> None:
+    lab.open(AGENT_NB)
+    # Run the setup cells (no agent runs), then the `ask` cell alone, as a user would.
+    target = lab.cell_index("%%lf agent --lm calc --tools add -o calc_answer")
+    for index, source in lab.code_cells():
+        if index < target and "%%lf agent" not in source:
+            lab.run_cell(index)
+            lab.wait_cells_done()
+    lab.run_cell(target)
+    prompt = lab.cell(target).locator(".lfx-ap-pending")
+    prompt.wait_for(timeout=60_000)
+    prompt.locator("button.lfx-deny").click()
+    lab.wait_cells_done()
+    lab.screenshot("after-deny")
+    assert any(e.startswith("ToolDeniedError") for e in lab.errors()), lab.errors()
+    assert "ToolDeniedError" in lab.output_text(target)
+    lab.cell(target).locator(".lfx-te-row .lfx-st-denied").first.wait_for()

@@ -487,3 +487,21 @@ async def test_dispose_ends_root_and_refuses_new_work() -> None:
     assert events[-1]["type"] == "node_end" and events[-1]["node"]["kind"] == "session"
     with pytest.raises(RuntimeError, match="disposed"):
         await session.query("x")
+
+
+async def test_unsubscribing_an_async_observer_stops_its_events() -> None:
+    received: list[str] = []
+
+    async def observer(event: dict[str, Any]) -> None:
+        received.append(event["type"])
+
+    session = lf.Session(Echo())
+    unsubscribe = session.subscribe(observer)
+    await Ask("x").invoke(session)
+    await settle()
+    assert received == ["node_start", "node_start", "node_end", "node_end"]
+    unsubscribe()
+    await Ask("y").invoke(session)
+    await settle()
+    assert len(received) == 4
+    await session.dispose()

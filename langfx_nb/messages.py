@@ -145,13 +145,22 @@ def _coerce_parts(content: str | Part | Iterable[str | Part] | None) -> list[Par
 
 
 def _merge_text(parts: list[Part]) -> list[Part]:
-    """Join adjacent text parts so equal content has one canonical shape."""
+    """Join adjacent text parts so equal content has one canonical shape.
+
+    Runs are joined once (linear): a streamed answer arrives as thousands of small parts.
+    """
     out: list[Part] = []
+    run: list[TextPart] = []
     for p in parts:
-        if isinstance(p, TextPart) and out and isinstance(out[-1], TextPart):
-            out[-1] = TextPart(out[-1].text + p.text)
-        else:
-            out.append(p)
+        if isinstance(p, TextPart):
+            run.append(p)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else TextPart("".join(t.text for t in run)))
+            run = []
+        out.append(p)
+    if run:
+        out.append(run[0] if len(run) == 1 else TextPart("".join(t.text for t in run)))
     return out
 
 

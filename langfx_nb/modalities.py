@@ -47,6 +47,7 @@ class Mime:
     uri: str | None = None
     kind: ClassVar[str] = "mime"
     prefix: ClassVar[str] = ""
+    default_mime: ClassVar[str] = "application/octet-stream"
     _registry: ClassVar[dict[str, type[Mime]]] = {}
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -63,12 +64,12 @@ class Mime:
     @classmethod
     def from_uri(cls, uri: str, mime_type: str | None = None) -> Self:
         """A descriptor only: the URI is not fetched, here or later, by the library."""
-        mime = mime_type or mimetypes.guess_type(uri)[0] or cls._default_mime()
+        mime = mime_type or mimetypes.guess_type(uri)[0] or cls.default_mime
         return cls(mime_type=mime, uri=uri)
 
     @classmethod
     def from_bytes(cls, data: bytes, mime_type: str | None = None) -> Self:
-        mime = mime_type or _sniff(data) or cls._default_mime()
+        mime = mime_type or _sniff(data) or cls.default_mime
         return cls(mime_type=mime, data=bytes(data))
 
     @classmethod
@@ -76,12 +77,8 @@ class Mime:
         """Read a local file now (a small, bounded read, like ``open``)."""
         p = Path(path)
         data = p.read_bytes()
-        mime = mime_type or mimetypes.guess_type(p.name)[0] or _sniff(data) or cls._default_mime()
+        mime = mime_type or mimetypes.guess_type(p.name)[0] or _sniff(data) or cls.default_mime
         return cls(mime_type=mime, data=data)
-
-    @classmethod
-    def _default_mime(cls) -> str:
-        return "application/octet-stream"
 
     def to_base64(self) -> str:
         if self.data is None:
@@ -109,36 +106,28 @@ class Image(Mime):
     kind: ClassVar[str] = "image"
     prefix: ClassVar[str] = "image/"
 
-    @classmethod
-    def _default_mime(cls) -> str:
-        return "image/png"
+    default_mime: ClassVar[str] = "image/png"
 
 
 class Audio(Mime):
     kind: ClassVar[str] = "audio"
     prefix: ClassVar[str] = "audio/"
 
-    @classmethod
-    def _default_mime(cls) -> str:
-        return "audio/wav"
+    default_mime: ClassVar[str] = "audio/wav"
 
 
 class Video(Mime):
     kind: ClassVar[str] = "video"
     prefix: ClassVar[str] = "video/"
 
-    @classmethod
-    def _default_mime(cls) -> str:
-        return "video/mp4"
+    default_mime: ClassVar[str] = "video/mp4"
 
 
 class PDF(Mime):
     kind: ClassVar[str] = "pdf"
     prefix: ClassVar[str] = "application/pdf"
 
-    @classmethod
-    def _default_mime(cls) -> str:
-        return "application/pdf"
+    default_mime: ClassVar[str] = "application/pdf"
 
 
 def modality_from_json(data: dict[str, Any]) -> Mime:

@@ -105,28 +105,24 @@ class Mime:
 class Image(Mime):
     kind: ClassVar[str] = "image"
     prefix: ClassVar[str] = "image/"
-
     default_mime: ClassVar[str] = "image/png"
 
 
 class Audio(Mime):
     kind: ClassVar[str] = "audio"
     prefix: ClassVar[str] = "audio/"
-
     default_mime: ClassVar[str] = "audio/wav"
 
 
 class Video(Mime):
     kind: ClassVar[str] = "video"
     prefix: ClassVar[str] = "video/"
-
     default_mime: ClassVar[str] = "video/mp4"
 
 
 class PDF(Mime):
     kind: ClassVar[str] = "pdf"
     prefix: ClassVar[str] = "application/pdf"
-
     default_mime: ClassVar[str] = "application/pdf"
 
 

@@ -215,7 +215,7 @@ class StreamParser:
 
     def feed(self, chunk: str) -> list[FieldEvent]:
         """Consume one chunk; return the events it completes. Raises ``StreamParseError``."""
-        if self._json_str and '"' not in chunk:
+        if self._json_str and ('"' not in chunk or _only_escaped_quotes(chunk)):
             # Fast paths: the chunk continues a JSON string value and cannot end it.
             if "\\" not in chunk and chunk:
                 self._fed += len(chunk)
@@ -796,6 +796,20 @@ class StreamParser:
         if t == "\r":
             return r if r + 2 == n else n
         return n
+
+
+def _only_escaped_quotes(chunk: str) -> bool:
+    """Every ``"`` in this chunk of string content is escaped (the chunk starts at an escape
+    boundary), so the string goes on."""
+    q = chunk.find('"')
+    while q != -1:
+        k = q
+        while k > 0 and chunk[k - 1] == "\\":
+            k -= 1
+        if not (q - k) & 1:
+            return False
+        q = chunk.find('"', q + 1)
+    return True
 
 
 def _json_safe_cut(buf: str, i: int, n: int) -> int:

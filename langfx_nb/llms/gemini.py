@@ -195,6 +195,7 @@ class Gemini(HTTPModel):
     def encode(self, request: LMRequest) -> dict[str, Any]:
         """The JSON body for a request (no I/O; raises before sending on bad input)."""
         provider_ids: set[str] = set()
+        names = {c.id: c.name for m in request.messages for c in m.tool_calls}
         contents: list[dict[str, Any]] = []
 
         def add(role: str, parts: list[dict[str, Any]]) -> None:
@@ -209,7 +210,7 @@ class Gemini(HTTPModel):
             if isinstance(turn, AIMessage):
                 add("model", self._model_parts(turn, provider_ids))
             elif isinstance(turn, (UserMessage, ToolMessage)):
-                add("user", self._user_parts(turn, provider_ids))
+                add("user", self._user_parts(turn, provider_ids, names))
             else:
                 raise InvalidRequestError(f"gemini: cannot send a {turn.role!r} turn")
         body: dict[str, Any] = {"contents": contents}
@@ -278,7 +279,9 @@ class Gemini(HTTPModel):
                 raise InvalidRequestError(f"gemini: a model turn cannot hold a {p.kind} part")
         return parts
 
-    def _user_parts(self, turn: Message[Any], provider_ids: set[str]) -> list[dict[str, Any]]:
+    def _user_parts(
+        self, turn: Message[Any], provider_ids: set[str], names: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
         for p in turn.parts:
             if isinstance(p, TextPart):
@@ -293,11 +296,15 @@ class Gemini(HTTPModel):
                     response = value
                 else:
                     response = {"result": value}
-                fr: dict[str, Any] = {"name": p.name, "response": response}
+                name = p.name or names.get(p.call_id)  # Gemini matches results by name
+                if not name:
+                    raise InvalidRequestError(
+                        "gemini: a tool result needs the tool's name (or its call earlier in "
+                        "the transcript)"
+                    )
+                fr: dict[str, Any] = {"name": name, "response": response}
                 if p.call_id in provider_ids:
                     fr["id"] = p.call_id
-                if not p.name:
-                    raise InvalidRequestError("gemini: a tool result needs the tool's name")
                 parts.append({"functionResponse": fr})
             else:
                 raise InvalidRequestError(f"gemini: a user turn cannot hold a {p.kind} part")

@@ -287,3 +287,16 @@ async def test_overloaded_stream_is_retried_before_the_first_chunk() -> None:
     chunks = await drain(lm)
     assert chunks[-1].aggregated.text.startswith("Grüß Gott!")
     assert sleeps == [1.0] and server.all_closed()
+
+
+async def test_in_stream_rate_limit_error_keeps_its_class() -> None:
+    data = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":{}}}\n\n'
+        b'event: error\ndata: {"type":"error","error":{"type":"rate_limit_error",'
+        b'"message":"slow down SECRET"}}\n\n'
+    )
+    server = Server(Reply.sse(data))
+    with pytest.raises(lf.RateLimitError) as info:
+        await drain(model(server))
+    assert "rate_limit_error" in str(info.value) and "SECRET" not in str(info.value)
+    assert server.all_closed()

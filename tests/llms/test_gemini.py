@@ -160,7 +160,7 @@ async def test_streamed_tool_calls(split: str) -> None:
     server.replies.append(Reply.json(fixture("gemini_generate_text.json")))
     results = [
         lf.ToolMessage('"sunny"', calls[0].id, "get_weather"),
-        lf.ToolMessage('"10:00"', calls[1].id, "get_time"),
+        lf.ToolMessage('"10:00"', calls[1].id),  # the name is found from the call
     ]
     await model(server).call(lf.ComplexMessage([lf.UserMessage("Weather?"), msg, *results]))
     contents = server.body["contents"]

@@ -248,3 +248,27 @@ async def test_error_bodies(
     if status == 429:
         assert info.value.retry_after == 1.5  # type: ignore[attr-defined]
     assert server.all_closed()
+
+
+async def test_in_stream_error_object_from_a_compatible_server() -> None:
+    data = (
+        b'data: {"id":"x","choices":[{"index":0,"delta":{"content":"par"}}]}\n\n'
+        b'data: {"error":{"message":"CUDA out of memory SECRET","type":"server_error",'
+        b'"code":503}}\n\n'
+    )
+    server = Server(Reply.sse(data))
+    with pytest.raises(lf.ServerError) as info:
+        await drain(model(server, base_url="http://localhost:8000/v1"))
+    assert "SECRET" not in str(info.value)
+    assert server.all_closed()
+
+
+async def test_own_client_is_reused_and_closed() -> None:
+    server = Server(Reply.sse(fixture("openai_text.sse")), Reply.sse(fixture("openai_text.sse")))
+    lm = model(server)
+    await drain(lm)
+    first = lm._client()
+    await drain(lm)
+    assert lm._client() is first
+    await lm.aclose()
+    assert first.is_closed

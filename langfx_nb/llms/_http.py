@@ -421,12 +421,34 @@ class HTTPModel(LanguageModel):
                 except httpx.TransportError:
                     pass
                 self._raise_status(response, raw)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                await self._json_instead_of_stream(response)
             try:
                 yield response
             except httpx.TransportError as exc:
                 raise _transport_error(self.provider, exc) from exc
         finally:
             await response.aclose()
+
+    async def _json_instead_of_stream(self, response: httpx.Response) -> NoReturn:
+        """A 2xx JSON body where an event stream was asked for: gateways report errors so."""
+        raw = await response.aread()
+        try:
+            parsed = loads(raw[:_MAX_ERROR_BODY])
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and parsed:
+            parsed = parsed[0]
+        err = parsed.get("error") if isinstance(parsed, dict) else None
+        if isinstance(err, dict):
+            code = err.get("code")
+            status = code if isinstance(code, int) and code >= 400 else 500
+            try:
+                info = self._error_info(status, parsed)
+            except Exception:
+                info = ErrorInfo()
+            raise error_from_status(self.provider, status, info)
+        raise StreamProtocolError(f"{self.provider}: expected an event stream, got JSON")
 
     def _raise_status(self, response: httpx.Response, raw: bytes) -> NoReturn:
         status = response.status_code

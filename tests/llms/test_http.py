@@ -235,3 +235,15 @@ def test_import_does_not_load_provider_code() -> None:
         "lf.llms.Gemini; assert 'langfx_nb.llms.gemini' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("cls", PROVIDERS)
+async def test_json_body_where_a_stream_was_expected(cls: type[HTTPModel]) -> None:
+    error = {"error": {"code": 503, "message": "SECRET", "status": "UNAVAILABLE", "type": "x"}}
+    server = Server(Reply.json(error), Reply.json({"id": "not a stream"}))
+    with pytest.raises(lf.ServerError) as info:
+        [c async for c in make(cls, server, api_key=SECRET_KEY).stream("x")]
+    assert "SECRET" not in str(info.value)
+    with pytest.raises(lf.StreamProtocolError):
+        [c async for c in make(cls, server, api_key=SECRET_KEY).stream("x")]
+    assert server.all_closed()

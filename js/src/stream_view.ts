@@ -48,6 +48,14 @@ export default () => {
   return {
     initialize({ model }: { model: Model }) {
       load(model.get("state"));
+      model.on("change:state", () => {
+        const s = model.get("state");
+        if (!s || typeof s.seq !== "number") return;
+        if (s.seq > seq || (s.seq === 0 && seq === 0)) {
+          load(s);
+          for (const l of listeners) l();
+        }
+      });
       model.on("msg:custom", (msg: any) => {
         if (msg?.kind === KINDS.EVENTS) {
           if (typeof msg.seq === "number" && msg.seq <= seq) return;
@@ -93,7 +101,7 @@ export default () => {
       };
       listeners.add(listener);
       draw();
-      model.send({ kind: KINDS.SYNC });
+      model.send({ kind: KINDS.SYNC, seq });
       return () => {
         listeners.delete(listener);
         if (frame) cancelAnimationFrame(frame);

@@ -2,7 +2,7 @@
 // keeps ancestors of matches, a detail pane, expand state shared by all views of the model.
 import { KINDS } from "./kinds";
 import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree } from "./dom";
-import { Patch, Row, TraceNode, TraceStore, durationMs, visibleRows, windowRange } from "./tree";
+import { Patch, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
 
 const ROW_H = 22;
 const VIEWPORT_H = 360;
@@ -20,6 +20,7 @@ interface Shared {
   selected: string | null;
   query: string;
   seq: number;
+  layout: number;
   summary: Record<string, any> | null;
   listeners: Set<(patches: Patch[]) => void>;
 }
@@ -30,7 +31,7 @@ const CSS = `
 .lfx-te{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px}
 .lfx-te-bar{display:flex;gap:8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#ddd)}
 .lfx-te-bar input{flex:1;min-width:80px}
-.lfx-te-main{display:flex;min-height:${VIEWPORT_H}px}
+.lfx-te-main{display:flex}
 .lfx-te-scroll{flex:3;height:${VIEWPORT_H}px;overflow:auto;position:relative}
 .lfx-te-row{position:absolute;left:0;right:0;height:${ROW_H}px;display:flex;align-items:center;gap:6px;white-space:nowrap;cursor:pointer;padding-right:6px;box-sizing:border-box}
 .lfx-te-row:hover{background:var(--jp-layout-color2,#f3f3f3)}
@@ -60,12 +61,24 @@ const DETAIL_ORDER: [string, string][] = [
 const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost"]);
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, summary: null, listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, summary: null, listeners: new Set() };
 }
 
 export default () => {
   const shared = createShared();
   let pendingPatches: Patch[] = [];
+
+  /** The state trait / snapshot buffer: UTF-8 JSON bytes (a DataView in anywidget). */
+  function decode(raw: any): any {
+    if (!raw) return null;
+    if (raw instanceof DataView || ArrayBuffer.isView(raw)) {
+      const view = raw as ArrayBufferView;
+      const text = new TextDecoder().decode(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
+      return text ? JSON.parse(text) : null;
+    }
+    if (raw instanceof ArrayBuffer) return JSON.parse(new TextDecoder().decode(new Uint8Array(raw)));
+    return typeof raw === "object" ? raw : null;
+  }
 
   function applyState(state: any): void {
     if (state && Array.isArray(state.nodes)) {
@@ -77,8 +90,21 @@ export default () => {
 
   return {
     initialize({ model }: { model: Model }) {
-      applyState(model.get("state"));
-      model.on("msg:custom", (msg: any) => {
+      applyState(decode(model.get("state")));
+      // The synced state trait: newer than what this page has seen (page reload, a state set
+      // after the widget opened, a saved trace) → adopt it. Equal seq: already applied live.
+      model.on("change:state", () => {
+        // Once live batches arrive they are the truth; a later trait copy has the same seq,
+        // and decoding megabytes of it would only stall the page.
+        if (shared.seq > 0) return;
+        const state = decode(model.get("state"));
+        if (!state || typeof state.seq !== "number") return;
+        if (state.seq > shared.seq || (state.seq === 0 && shared.seq === 0)) {
+          applyState(state);
+          for (const l of shared.listeners) l([]);
+        }
+      });
+      model.on("msg:custom", (msg: any, buffers?: any[]) => {
         if (msg?.kind === KINDS.EVENTS) {
           if (typeof msg.seq === "number" && msg.seq <= shared.seq) return; // already in a snapshot
           shared.seq = msg.seq ?? shared.seq;
@@ -86,7 +112,7 @@ export default () => {
           for (const p of patches) shared.store.apply(p);
           for (const l of shared.listeners) l(patches);
         } else if (msg?.kind === KINDS.SNAPSHOT) {
-          applyState({ ...msg.state, seq: msg.seq });
+          applyState({ ...(msg.state ?? decode(buffers?.[0])), seq: msg.seq });
           for (const l of shared.listeners) l([]);
         }
       });
@@ -106,9 +132,7 @@ export default () => {
       root.append(h("div", { class: "lfx-te-bar" }, title, search, summary), h("div", { class: "lfx-te-main" }, scroll, detail));
       el.append(root);
 
-      let rows: Row[] = [];
-      let rowsVersion = -1;
-      let rowsKey = "";
+      const rows = new RowModel(shared.store);
       let frame = 0;
       let detailFor = "";
       const pool: HTMLElement[] = [];
@@ -121,18 +145,19 @@ export default () => {
       function draw(): void {
         frame = 0;
         const store = shared.store;
-        const key = `${shared.query}\u0000${expandKey}`;
-        if (rowsVersion !== store.version || rowsKey !== key) {
-          rows = visibleRows(store, shared.expanded, shared.query);
-          rowsVersion = store.version;
-          rowsKey = key;
+        rows.update(shared.expanded, shared.query, String(shared.layout));
+        const count = rows.ids.length;
+        spacer.style.height = `${count * ROW_H}px`;
+        // short traces get a short pane; long ones scroll inside VIEWPORT_H
+        const paneH = `${Math.min(VIEWPORT_H, Math.max(count, 8) * ROW_H + 2)}px`;
+        if (scroll.style.height !== paneH) {
+          scroll.style.height = paneH;
+          detail.style.height = paneH;
         }
-        spacer.style.height = `${rows.length * ROW_H}px`;
-        const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || VIEWPORT_H, ROW_H, rows.length);
+        const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || VIEWPORT_H, ROW_H, count);
         const roll = store.rollups();
-        const now = Date.now();
         for (let i = start; i < end; i++) {
-          const row = rows[i];
+          const id = rows.ids[i];
           const slot = i - start;
           let div = pool[slot];
           if (!div) {
@@ -140,20 +165,17 @@ export default () => {
             pool[slot] = div;
             spacer.append(div);
           }
-          fillRow(div, row, store.nodes.get(row.id)!, roll.get(row.id), now);
+          fillRow(div, id, store.nodes.get(id)!, roll.get(id));
           div.style.top = `${i * ROW_H}px`;
           div.style.display = "";
         }
         for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
-        let running = 0;
-        let failed = 0;
-        for (const n of store.nodes.values()) {
-          if (n.status === "running") running++;
-          else if (n.status === "failed" || n.status === "denied" || n.status === "timed_out") failed++;
-        }
+        const c = store.statusCounts;
+        const running = c.get("running") ?? 0;
+        const failed = (c.get("failed") ?? 0) + (c.get("denied") ?? 0) + (c.get("timed_out") ?? 0);
         summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied` +
           (typeof shared.summary?.cost === "number" ? ` · ${fmtCost(shared.summary.cost) || "$0"} total` : "") +
-          (shared.query ? ` · ${rows.length} shown` : "");
+          (shared.query ? ` · ${count} shown` : "");
         drawDetail();
         const patches = pendingPatches;
         pendingPatches = [];
@@ -161,18 +183,27 @@ export default () => {
         if (hook) hook({ patches, renderedAt: Date.now(), nodes: store.nodes.size });
       }
 
-      let expandKey = 0;
-      function fillRow(div: HTMLElement, row: Row, node: TraceNode, r: { tokens: number; cost: number } | undefined, now: number): void {
-        div.dataset.id = row.id;
-        div.className = `lfx-te-row${shared.selected === row.id ? " lfx-sel" : ""}${row.match ? " lfx-match" : ""}`;
-        div.setAttribute("aria-expanded", String(row.expanded));
-        div.style.paddingLeft = `${row.depth * 14 + 2}px`;
+      // expansion is shared by all views of this model: a shared counter says it changed
+      const bumpLayout = () => shared.layout++;
+      function fillRow(div: HTMLElement, id: string, node: TraceNode, r: { tokens: number; cost: number } | undefined): void {
+        const kids = shared.store.children(id);
+        const hasChildren = rows.matches ? kids.some((k) => rows.depth.has(k)) : kids.length > 0;
+        const expanded = hasChildren && rows.isOpen(id, shared.expanded);
+        const match = rows.matches?.has(id) ?? false;
+        // rebuild the row's cells only when something it shows changed
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${rows.depth.get(id)}`;
+        if (div.dataset.key === key) return;
+        div.dataset.key = key;
+        div.dataset.id = id;
+        div.className = `lfx-te-row${shared.selected === id ? " lfx-sel" : ""}${match ? " lfx-match" : ""}`;
+        div.setAttribute("aria-expanded", String(expanded));
+        div.style.paddingLeft = `${(rows.depth.get(id) ?? 0) * 14 + 2}px`;
         clear(div);
         const status = String(node.status ?? "");
         div.append(
-          h("span", { class: "lfx-te-caret", "data-caret": "1", text: row.hasChildren ? (row.expanded ? "▾" : "▸") : "" }),
+          h("span", { class: "lfx-te-caret", "data-caret": "1", text: hasChildren ? (expanded ? "▾" : "▸") : "" }),
           h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
-          h("span", { class: "lfx-te-name", text: String(node.name ?? row.id) }),
+          h("span", { class: "lfx-te-name", text: String(node.name ?? id) }),
           h("span", { class: `lfx-st lfx-st-${status}`, text: status }),
           h("span", { class: "lfx-te-num", text: fmtDuration(durationMs(node)) }),
           h("span", { class: "lfx-te-num", text: r && r.tokens ? `${r.tokens} tok` : "" }),
@@ -218,22 +249,21 @@ export default () => {
         const rowEl = target.closest(".lfx-te-row") as HTMLElement | null;
         if (!rowEl?.dataset.id) return;
         const id = rowEl.dataset.id;
-        const row = rows.find((r) => r.id === id);
-        if (target.dataset.caret && row?.hasChildren) {
-          shared.expanded.set(id, !row.expanded);
-          expandKey++;
+        if (target.dataset.caret && shared.store.children(id).length) {
+          shared.expanded.set(id, !rows.isOpen(id, shared.expanded));
+          bumpLayout();
         } else shared.selected = id;
         for (const l of shared.listeners) l([]);
       });
       scroll.addEventListener("keydown", (ev) => {
-        const idx = rows.findIndex((r) => r.id === shared.selected);
-        const row = rows[idx];
+        const idx = shared.selected === null ? -1 : rows.ids.indexOf(shared.selected);
+        const id = idx >= 0 ? rows.ids[idx] : null;
         if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
-          const next = rows[Math.max(0, Math.min(rows.length - 1, idx + (ev.key === "ArrowDown" ? 1 : -1)))];
-          if (next) shared.selected = next.id;
-        } else if ((ev.key === "ArrowRight" || ev.key === "ArrowLeft") && row?.hasChildren) {
-          shared.expanded.set(row.id, ev.key === "ArrowRight");
-          expandKey++;
+          const next = rows.ids[Math.max(0, Math.min(rows.ids.length - 1, idx + (ev.key === "ArrowDown" ? 1 : -1)))];
+          if (next) shared.selected = next;
+        } else if ((ev.key === "ArrowRight" || ev.key === "ArrowLeft") && id && shared.store.children(id).length) {
+          shared.expanded.set(id, ev.key === "ArrowRight");
+          bumpLayout();
         } else return;
         ev.preventDefault();
         for (const l of shared.listeners) l([]);
@@ -249,16 +279,14 @@ export default () => {
       const onTitle = () => (title.textContent = model.get("title") || "Trace");
       model.on("change:title", onTitle);
       const listener = (patches: Patch[]) => {
-        if (patches.length === 0 && expandKey >= 0) {
-          // UI change shared by views (expand/select/query): force a row rebuild.
-          rowsVersion = -1;
+        if (patches.length === 0) {
           if (search.value !== shared.query && document.activeElement !== search) search.value = shared.query;
         }
         schedule(patches);
       };
       shared.listeners.add(listener);
       schedule([]);
-      model.send({ kind: KINDS.SYNC });
+      model.send({ kind: KINDS.SYNC, seq: shared.seq });
       return () => {
         shared.listeners.delete(listener);
         model.off("change:title", onTitle);

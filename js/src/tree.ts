@@ -39,30 +39,133 @@ export class TraceStore {
   nodes = new Map<string, TraceNode>();
   /** Bumped on every change; derived data is cached per version. */
   version = 0;
-  private structure = -1;
+  /** Bumped when the tree changed in a way incremental consumers cannot follow (a node moved,
+   *  an orphan found its parent, a reload). Consumers then rebuild from scratch. */
+  epoch = 0;
+  /** Ids in creation order: consumers remember how far they have read. */
+  created: string[] = [];
+  /** Count of nodes per status, kept exact on every change. */
+  statusCounts = new Map<string, number>();
   private kids = new Map<string, string[]>();
   private rootIds: string[] = [];
-  private rollupVersion = -1;
-  private rollupCache = new Map<string, Rollup>();
+  /** Parent ids that orphans point at (their arrival restructures the tree). */
+  private waiting = new Set<string>();
+  private structureEpoch = -1;
+  private roll = new Map<string, Rollup>();
+  private own = new Map<string, [number, number]>();
+  private rollEpoch = -1;
+
+  private stamps = new Map<string, number>();
+
+  /** The store version at which this node last changed (for cheap "did it change?" checks). */
+  stamp(id: string): number {
+    return this.stamps.get(id) ?? 0;
+  }
 
   apply(patch: Patch): void {
     if (patch.op !== "node" || typeof patch.id !== "string") return;
     const { op: _op, ...fields } = patch;
-    const current = this.nodes.get(patch.id);
-    if (current) Object.assign(current, fields);
-    else this.nodes.set(patch.id, { status: "running", parent: null, ...fields } as TraceNode);
+    const id = patch.id;
+    const current = this.nodes.get(id);
     this.version++;
+    this.stamps.set(id, this.version);
+    if (current) {
+      const oldStatus = String(current.status ?? "");
+      const oldParent = current.parent ?? null;
+      Object.assign(current, fields);
+      if ("parent" in fields && (current.parent ?? null) !== oldParent) this.epoch++;
+      if (String(current.status ?? "") !== oldStatus) {
+        this.count(oldStatus, -1);
+        this.count(String(current.status ?? ""), 1);
+      }
+      this.updateOwn(current);
+      return;
+    }
+    const node = { status: "running", parent: null, ...fields } as TraceNode;
+    this.nodes.set(id, node);
+    this.created.push(id);
+    this.count(String(node.status ?? ""), 1);
+    if (this.waiting.has(id)) this.epoch++; // its children arrived first: rebuild lazily
+    if (this.structureEpoch === this.epoch) {
+      const parent = node.parent;
+      if (parent != null && parent !== id && this.nodes.has(parent)) {
+        let list = this.kids.get(parent);
+        if (!list) this.kids.set(parent, (list = []));
+        list.push(id);
+      } else {
+        this.rootIds.push(id);
+        if (parent != null) this.waiting.add(parent);
+      }
+    }
+    if (this.rollEpoch === this.epoch) {
+      const t = tokensOf(node);
+      const c = costOf(node);
+      this.own.set(id, [t, c]);
+      this.roll.set(id, { tokens: t, cost: c, descendants: 0 });
+      for (const a of this.ancestors(id)) {
+        const r = this.roll.get(a);
+        if (r) {
+          r.tokens += t;
+          r.cost += c;
+          r.descendants += 1;
+        }
+      }
+    }
   }
 
   load(nodes: TraceNode[]): void {
     this.nodes.clear();
-    for (const n of nodes) this.nodes.set(String(n.id), { ...n, id: String(n.id) });
+    this.stamps.clear();
+    this.created = [];
+    this.statusCounts.clear();
+    for (const n of nodes) {
+      const id = String(n.id);
+      this.nodes.set(id, { ...n, id });
+      this.created.push(id);
+      this.count(String(n.status ?? ""), 1);
+    }
     this.version++;
+    this.epoch++;
+    for (const id of this.created) this.stamps.set(id, this.version);
+  }
+
+  private count(status: string, delta: number): void {
+    this.statusCounts.set(status, (this.statusCounts.get(status) ?? 0) + delta);
+  }
+
+  private updateOwn(node: TraceNode): void {
+    if (this.rollEpoch !== this.epoch) return;
+    const prev = this.own.get(node.id) ?? [0, 0];
+    const t = tokensOf(node);
+    const c = costOf(node);
+    if (t === prev[0] && c === prev[1]) return;
+    this.own.set(node.id, [t, c]);
+    for (const a of [node.id, ...this.ancestors(node.id)]) {
+      const r = this.roll.get(a);
+      if (r) {
+        r.tokens += t - prev[0];
+        r.cost += c - prev[1];
+      }
+    }
+  }
+
+  /** Parent, grandparent, … (known nodes only; stops on cycles). */
+  ancestors(id: string): string[] {
+    const out: string[] = [];
+    const seen = new Set<string>([id]);
+    let cur = this.nodes.get(id)?.parent;
+    while (cur != null && this.nodes.has(cur) && !seen.has(cur)) {
+      out.push(cur);
+      seen.add(cur);
+      cur = this.nodes.get(cur)!.parent;
+    }
+    return out;
   }
 
   private ensureStructure(): void {
-    if (this.structure === this.version) return;
+    if (this.structureEpoch === this.epoch) return;
     this.kids.clear();
+    this.waiting.clear();
     this.rootIds = [];
     for (const node of this.nodes.values()) {
       const parent = node.parent;
@@ -70,9 +173,12 @@ export class TraceStore {
         let list = this.kids.get(parent);
         if (!list) this.kids.set(parent, (list = []));
         list.push(node.id);
-      } else this.rootIds.push(node.id);
+      } else {
+        this.rootIds.push(node.id);
+        if (parent != null) this.waiting.add(parent);
+      }
     }
-    this.structure = this.version;
+    this.structureEpoch = this.epoch;
   }
 
   children(id: string): string[] {
@@ -85,11 +191,13 @@ export class TraceStore {
     return this.rootIds;
   }
 
-  /** Tokens and cost of each node including all descendants (iterative post-order). */
+  /** Tokens and cost of each node including all descendants. Kept incrementally; rebuilt
+   *  (iterative post-order) only after a structural change. */
   rollups(): Map<string, Rollup> {
-    if (this.rollupVersion === this.version) return this.rollupCache;
+    if (this.rollEpoch === this.epoch) return this.roll;
     this.ensureStructure();
     const out = new Map<string, Rollup>();
+    this.own.clear();
     const stack: [string, boolean][] = this.rootIds.map((id) => [id, false]);
     while (stack.length) {
       const [id, visited] = stack.pop()!;
@@ -100,6 +208,7 @@ export class TraceStore {
       }
       const node = this.nodes.get(id)!;
       const own: Rollup = { tokens: tokensOf(node), cost: costOf(node), descendants: 0 };
+      this.own.set(id, [own.tokens, own.cost]);
       for (const c of this.kids.get(id) ?? []) {
         const r = out.get(c);
         if (!r) continue;
@@ -109,9 +218,89 @@ export class TraceStore {
       }
       out.set(id, own);
     }
-    this.rollupCache = out;
-    this.rollupVersion = this.version;
+    this.roll = out;
+    this.rollEpoch = this.epoch;
     return out;
+  }
+}
+
+/**
+ * The visible rows of one view, kept up to date incrementally: a new node is spliced in after
+ * the last visible row of its parent's subtree (usually an append), so a live trace with many
+ * thousands of nodes costs O(new nodes) per frame, not O(all nodes). Expand/collapse, a
+ * search query or a structural change rebuild the list with `visibleRows`.
+ */
+export class RowModel {
+  ids: string[] = [];
+  depth = new Map<string, number>();
+  matches: Set<string> | null = null;
+  private read = 0;
+  private epoch = -1;
+  private key = "";
+  private version = -1;
+
+  constructor(private store: TraceStore) {}
+
+  /** Bring the rows up to date; `layoutKey` changes whenever expansion state changes. */
+  update(expanded: Map<string, boolean>, query: string, layoutKey: string): void {
+    const store = this.store;
+    const key = `${layoutKey}\u0000${query}`;
+    if (query.trim()) {
+      if (this.key !== key || this.version !== store.version) this.rebuild(expanded, query, key);
+      return;
+    }
+    if (this.key !== key || this.epoch !== store.epoch) {
+      this.rebuild(expanded, query, key);
+      return;
+    }
+    const created = store.created;
+    for (; this.read < created.length; this.read++) this.insert(created[this.read], expanded);
+    this.version = store.version;
+  }
+
+  private rebuild(expanded: Map<string, boolean>, query: string, key: string): void {
+    const rows = visibleRows(this.store, expanded, query);
+    this.ids = rows.map((r) => r.id);
+    this.depth = new Map(rows.map((r) => [r.id, r.depth]));
+    this.matches = query.trim() ? new Set(rows.filter((r) => r.match).map((r) => r.id)) : null;
+    this.read = this.store.created.length;
+    this.epoch = this.store.epoch;
+    this.version = this.store.version;
+    this.key = key;
+  }
+
+  isOpen(id: string, expanded: Map<string, boolean>): boolean {
+    if (this.matches) return true;
+    return expanded.get(id) ?? (this.depth.get(id) ?? 0) < DEFAULT_OPEN_DEPTH;
+  }
+
+  private insert(id: string, expanded: Map<string, boolean>): void {
+    const node = this.store.nodes.get(id);
+    if (!node || this.depth.has(id)) return;
+    const parent = node.parent != null && this.store.nodes.has(node.parent) ? node.parent : null;
+    if (parent === null) {
+      this.ids.push(id);
+      this.depth.set(id, 0);
+      return;
+    }
+    if (!this.depth.has(parent) || !this.isOpen(parent, expanded)) return; // hidden
+    // the last visible row of the parent's subtree, not counting this node
+    let cur = parent;
+    while (this.isOpen(cur, expanded)) {
+      const kids = this.store.children(cur);
+      let last: string | null = null;
+      for (let i = kids.length - 1; i >= 0; i--) {
+        if (kids[i] !== id && this.depth.has(kids[i])) {
+          last = kids[i];
+          break;
+        }
+      }
+      if (last === null) break;
+      cur = last;
+    }
+    const at = this.ids[this.ids.length - 1] === cur ? this.ids.length - 1 : this.ids.lastIndexOf(cur);
+    this.ids.splice(at + 1, 0, id);
+    this.depth.set(id, this.depth.get(parent)! + 1);
   }
 }
 

@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import enum
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -133,7 +134,7 @@ class EventBridge:
         *,
         on_state: Callable[[dict[str, Any]], None] | None = None,
         interval: float = 0.05,
-        state_interval: float = 2.0,
+        state_interval: float = 5.0,
         clock: Clock | None = None,
     ) -> None:
         self._send = send
@@ -149,6 +150,7 @@ class EventBridge:
         self._last_send = float("-inf")
         self._last_state = float("-inf")
         self._state_dirty = False
+        self._state_cost = 0.0
         self.seq = 0  # number of the last batch sent
         self.messages_sent = 0
         self.events_sent = 0
@@ -194,12 +196,26 @@ class EventBridge:
         return self.reducer.snapshot()
 
     def publish_state(self) -> None:
+        """Copy the cumulative state into the synced trait (if it changed).
+
+        Publishing a big state costs kernel CPU and bandwidth, so while events flow it happens
+        at most every ``state_interval`` seconds *and* the next periodic publish waits 200× as
+        long as this one took in the kernel (a big trace costs the browser far more to parse
+        than the kernel to send; views get live batches anyway, and a (re)rendered view asks
+        for a fresh snapshot)."""
         if self._on_state is not None and self._state_dirty:
             self._state_dirty = False
-            self._last_state = self._now()
+            started = time.perf_counter()
             state = self.reducer.snapshot()
             state["seq"] = self.seq
             self._on_state(state)
+            self._state_cost = time.perf_counter() - started
+            self._last_state = self._now()
+
+    @property
+    def is_current(self) -> bool:
+        """Nothing is waiting to be sent."""
+        return not self._pending
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -230,7 +246,7 @@ class EventBridge:
     def _on_timer(self) -> None:
         self._timer = None
         self._send_pending()
-        if self._now() - self._last_state >= self.state_interval:
+        if self._now() - self._last_state >= max(self.state_interval, 200 * self._state_cost):
             self.publish_state()
 
     def _send_pending(self) -> None:

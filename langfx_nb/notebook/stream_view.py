@@ -304,4 +304,6 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
+            if content.get("seq") == self._bridge.seq and self._bridge.is_current:
+                return  # the view already has exactly this state (e.g. a saved trace)
             self._send_message(self._bridge.snapshot_message())

@@ -37,13 +37,16 @@ _RENAME = {
 }
 
 
-def normalize_node(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A core node record (from an event or a saved trace) → the view's flat node dict."""
+def normalize_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
+    """A core node record (from an event or a saved trace) → the view's flat node dict.
+
+    ``plain=True``: the values are already JSON data (a saved trace), so they are not walked.
+    """
     node: dict[str, Any] = {}
     for key, value in raw.items():
         if key in ("type", "children"):
             continue
-        node[_RENAME.get(key, key)] = to_jsonable(value)
+        node[_RENAME.get(key, key)] = value if plain else to_jsonable(value)
     if "id" in node:
         node["id"] = str(node["id"])
     if node.get("parent") is not None:
@@ -52,11 +55,13 @@ def normalize_node(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_trace_nodes(trace: Mapping[str, Any] | list[Any]) -> list[dict[str, Any]]:
-    """Flatten a saved trace (flat ``nodes`` list or nested ``children``) into view nodes."""
+    """Flatten a saved trace (flat ``nodes`` list or nested ``children``) into view nodes.
+
+    The trace must be JSON data (as ``Session.trace_json()`` returns or a file holds)."""
     out: list[dict[str, Any]] = []
 
     def walk(raw: Mapping[str, Any], parent: str | None) -> None:
-        node = normalize_node(raw)
+        node = normalize_node(raw, plain=True)
         if "id" not in node:
             node["id"] = f"n{len(out)}"
         if parent is not None and node.get("parent") is None:
@@ -113,7 +118,10 @@ class TraceReducer:
             node.setdefault("id", f"log-{self._logs}")
             node["kind"] = "log"
             node.setdefault("status", "ok")
-            node.setdefault("name", str(node.get("message", node.get("level", "log")))[:200])
+            inputs = node.get("inputs")
+            message = inputs.get("message") if isinstance(inputs, Mapping) else node.get("message")
+            level = node.get("name") or node.get("level") or "log"
+            node["name"] = f"{level}: {message}"[:200] if message is not None else str(level)
         elif kind == "node_update" and "changes" in event:
             changes = event.get("changes")
             if not isinstance(changes, Mapping) or event.get("node_id") is None:
@@ -159,6 +167,10 @@ def _read_trace(source: str | Path | Mapping[str, Any]) -> Any:
     return json.loads(source)
 
 
+def _encode(state: Mapping[str, Any]) -> bytes:
+    return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 def _summary(data: Any) -> dict[str, Any] | None:
     summary = data.get("summary") if isinstance(data, Mapping) else None
     return to_jsonable(summary) if isinstance(summary, Mapping) else None
@@ -171,7 +183,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """
 
     _esm = _STATIC / "trace_explorer.js"
-    state = traitlets.Dict().tag(sync=True)
+    # The cumulative state as UTF-8 JSON bytes: ipywidgets ships bytes as one binary buffer
+    # instead of walking (and re-encoding) a 10,000-node structure on every publish.
+    state = traitlets.Bytes(b"").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
@@ -183,8 +197,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         clock: Clock | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(title=title, **kwargs)
         self._reducer = TraceReducer()
+        initial = b""
+        if source is not None and not hasattr(source, "subscribe"):
+            data = _read_trace(source)
+            self._reducer.load(load_trace_nodes(data))
+            self._reducer.summary = _summary(data)
+            initial = _encode({**self._reducer.snapshot(), "seq": 0})
+        # the saved trace travels with the widget's opening message (one message, not two)
+        super().__init__(title=title, state=initial or b"", **kwargs)
         self._bridge = EventBridge(
             self._send_message,
             self._reducer,
@@ -195,15 +216,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._unsubscribe: Callable[[], Any] | None = None
         self._session: Any = None
         self.on_msg(self._on_view_message)
-        if source is not None:
-            if hasattr(source, "subscribe"):
-                self.watch(source)
-            else:
-                data = _read_trace(source)
-                self._reducer.load(load_trace_nodes(data))
-                self._reducer.summary = _summary(data)
-                self._bridge._state_dirty = True
-                self._bridge.publish_state()
+        if source is not None and hasattr(source, "subscribe"):
+            self.watch(source)
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -261,8 +275,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     # -- plumbing -------------------------------------------------------------------------------
 
+    @property
+    def snapshot(self) -> dict[str, Any]:
+        """The state the synced trait holds, decoded (what a reloaded page starts from)."""
+        return json.loads(self.state) if self.state else {}
+
     def _set_state(self, state: dict[str, Any]) -> None:
-        self.state = state
+        self.state = _encode(state)
 
     def _send_message(self, message: dict[str, Any]) -> None:
         if self.comm is not None:
@@ -270,4 +289,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
-            self._send_message(self._bridge.snapshot_message())
+            if content.get("seq") == self._bridge.seq and self._bridge.is_current:
+                return  # the view already has exactly this state (e.g. a saved trace)
+            message = self._bridge.snapshot_message()
+            state = message.pop("state")
+            if self.comm is not None:
+                self.send(message, buffers=[_encode(state)])

@@ -31,7 +31,7 @@ async def test_live_session_events_arrive_batched_and_state_matches_the_trace() 
         answer = await lf.Agent("add", tools=[add]).invoke(session)
         assert answer == "three"
         explorer.flush()
-        final = {n["id"]: n for n in explorer.state["nodes"]}
+        final = {n["id"]: n for n in explorer.snapshot["nodes"]}
         trace = {n["id"]: n for n in session.trace_json()["nodes"]}
         assert final.keys() == trace.keys()
         for node_id, node in trace.items():
@@ -78,8 +78,8 @@ async def test_saved_trace_loads_from_dict_text_and_path(tmp_path: Path) -> None
     path.write_text(json.dumps(data))
     for source in (data, json.dumps(data), path, str(path)):
         explorer = TraceExplorer(source)
-        assert len(explorer.state["nodes"]) == len(data["nodes"])
-        assert explorer.state["summary"]["requests"] is not None or "summary" in explorer.state
+        assert len(explorer.snapshot["nodes"]) == len(data["nodes"])
+        assert explorer.snapshot["summary"]["requests"] is not None or "summary" in explorer.snapshot
     text = TraceExplorer(data)._fallback_text()
     assert text.startswith(f"TraceExplorer: {len(data['nodes'])} nodes")
 
@@ -161,5 +161,10 @@ def test_reducer_handles_update_changes_and_logs() -> None:
 def test_sync_request_answers_with_a_snapshot() -> None:
     explorer = TraceExplorer({"nodes": [{"id": "a", "name": "a", "status": "ok"}]})
     sent = record_sends(explorer)
+    buffers: list[list[bytes]] = []
+    explorer.send = lambda content, buffers_=None, **kw: (sent.append(content), buffers.append(kw.get("buffers") or buffers_))
+    explorer._on_view_message(explorer, {"kind": "sync", "seq": 0}, [])
+    assert sent == []  # the view already has the saved trace (same seq, nothing pending)
     explorer._on_view_message(explorer, {"kind": "sync"}, [])
-    assert sent[-1]["kind"] == "snapshot" and sent[-1]["state"]["nodes"][0]["id"] == "a"
+    assert sent[-1] == {"kind": "snapshot", "seq": 0}
+    assert json.loads(buffers[-1][0])["nodes"][0]["id"] == "a"

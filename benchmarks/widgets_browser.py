@@ -1,0 +1,278 @@
+"""Widgets measured in a real JupyterLab + Debian chromium (headless).
+
+1. Live throughput: a cell emits trace events through a real ``lf.Session`` (``session.log``,
+   2,000 events/s for 10 s) while a ``TraceExplorer`` watches it. In the page, a hook records
+   every node patch the explorer rendered and when (``Date.now()`` after the frame that shows
+   it), so we get loss (ids received vs. emitted) and event-to-screen latency (render time −
+   the kernel's emit time carried in the event). Also checked: the cell finishes (no ``[*]``).
+   Baseline in the same run: the same emission loop with no explorer attached (kernel-side
+   cost of watching = ratio of the two loop durations).
+2. Saved trace: a 10,000-node trace JSON is opened with ``TraceExplorer(path)``; we time from
+   "run cell" to the first rows on screen, then to the tree answering a click (expand) — the
+   "interactive" point. Baseline: the same for a 10-node trace (the fixed cost of any widget).
+
+Run: ``.venv/bin/python benchmarks/widgets_browser.py`` (takes ~1 minute; starts and stops its
+own JupyterLab on 127.0.0.1). ``--rate`` / ``--seconds`` / ``--nodes`` change the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.ui.conftest import CHROMIUM, CHROMIUM_ARGS, Lab, LabServer  # noqa: E402
+
+HOOK = """() => {
+  window.__lfxBench = {ids: new Set(), lat: [], frames: 0, nodes: 0};
+  window.__lfxTraceHook = ({patches, renderedAt, nodes}) => {
+    const b = window.__lfxBench;
+    b.frames++; b.nodes = nodes;
+    for (const p of patches) {
+      const t = p.inputs && p.inputs.t;
+      if (typeof t === 'number' && !b.ids.has(p.id)) { b.ids.add(p.id); b.lat.push(renderedAt - t); }
+    }
+  };
+}"""
+
+LIVE_SETUP = """
+import asyncio, time
+import langfx_nb as lf
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+
+async def emit(session, rate, seconds):
+    total = int(rate * seconds)
+    step = 0.01  # emit in 10 ms slices, yielding to the loop in between
+    per = max(1, int(rate * step))
+    t0 = time.monotonic()
+    sent = 0
+    while sent < total:
+        for _ in range(min(per, total - sent)):
+            session.log("info", "tick", t=time.time() * 1000, i=sent)
+            sent += 1
+        delay = t0 + sent / rate - time.monotonic()
+        await asyncio.sleep(max(0.0, delay))
+    return sent, time.monotonic() - t0
+"""
+
+
+def notebook(cells: list[str]) -> str:
+    return json.dumps(
+        {
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": {},
+                    "outputs": [],
+                    "source": textwrap.dedent(c).strip(),
+                }
+                for c in cells
+            ],
+            "metadata": {
+                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            },
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def run_cell_nowait(lab: Lab, index: int) -> None:
+    lab.page.evaluate(
+        """(i) => { const nb = window.jupyterapp.shell.currentWidget.content;
+                    nb.activeCellIndex = i;
+                    window.jupyterapp.commands.execute('notebook:run-cell'); return true; }""",
+        index,
+    )
+
+
+def cell_done(lab: Lab, index: int, timeout_ms: int = 120_000) -> None:
+    lab.page.wait_for_function(
+        """(i) => { const c = window.jupyterapp.shell.currentWidget.content.widgets[i];
+                    const p = c.node.querySelector('.jp-InputArea-prompt').textContent;
+                    return /\\[\\d+\\]/.test(p); }""",
+        arg=index,
+        timeout=timeout_ms,
+    )
+
+
+def big_trace(n: int) -> dict[str, Any]:
+    """A realistic nested trace: session → actions → queries/tool calls/logs."""
+    nodes: list[dict[str, Any]] = [
+        {"id": "0", "parent_id": None, "kind": "session", "name": "session", "status": "ok",
+         "start": 0.0, "end": float(n)}
+    ]
+    kinds = ["query", "tool_call", "log", "query"]
+    action = "0"
+    for i in range(1, n):
+        if i % 100 == 1:
+            action = str(i)
+            nodes.append({"id": action, "parent_id": "0", "kind": "action", "name": f"Agent {i // 100}",
+                          "status": "ok", "start": float(i), "end": float(i + 99)})
+            continue
+        kind = kinds[i % 4]
+        node = {"id": str(i), "parent_id": action, "kind": kind, "name": f"{kind} {i}",
+                "status": "failed" if i % 97 == 0 else "ok", "start": float(i), "end": i + 0.25,
+                "inputs": {"prompt": f"question number {i} " * 3}, "outputs": {"text": f"answer {i}"}}
+        if kind == "query":
+            node["usage"] = {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}
+        if i % 97 == 0:
+            node["error"] = {"type": "ToolExecutionError", "message": f"tool failed on {i}"}
+        nodes.append(node)
+    return {"format": "langfx_nb.trace", "version": 1, "session": {"id": "bench"}, "nodes": nodes}
+
+
+def live(lab: Lab, rate: int, seconds: float) -> dict[str, Any]:
+    cells = [
+        LIVE_SETUP,
+        f"""
+baseline_session = lf.Session()
+sent0, took0 = await emit(baseline_session, {rate}, {seconds})
+print(f"BASELINE {{sent0}} {{took0:.3f}}")
+""",
+        """
+session = lf.Session(max_trace_nodes=1000)
+explorer = TraceExplorer(session, title="benchmark")
+explorer
+""",
+        f"""
+sent, took = await emit(session, {rate}, {seconds})
+explorer.flush()
+print(f"EMITTED {{sent}} {{took:.3f}} messages={{explorer._bridge.messages_sent}}")
+""",
+    ]
+    (lab.server.root / "bench_live.ipynb").write_text(notebook(cells))
+    lab.open("bench_live.ipynb")
+    lab.page.evaluate(HOOK)
+    for i in range(3):
+        run_cell_nowait(lab, i)
+        cell_done(lab, i)
+    try:
+        lab.page.wait_for_selector(".lfx-te-row", timeout=60_000)
+    except Exception:
+        lab.screenshot("bench-live-no-rows")
+        print("\n".join(lab.console[-20:]), lab.page.evaluate(
+            "() => [...document.querySelectorAll('.jp-OutputArea-output')].map(e => e.innerText.slice(0, 500))"))
+        raise
+    run_cell_nowait(lab, 3)
+    cell_done(lab, 3, timeout_ms=int(seconds * 1000) + 120_000)
+    total = int(rate * seconds)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        got = lab.page.evaluate("() => window.__lfxBench.ids.size")
+        if got >= total:
+            break
+        time.sleep(0.2)
+    lat: list[float] = lab.page.evaluate("() => window.__lfxBench.lat")
+    frames = lab.page.evaluate("() => window.__lfxBench.frames")
+    base_out = lab.output_text(1)
+    out = lab.output_text(3)
+    stuck = "*" in lab.cell(3).locator(".jp-InputArea-prompt").inner_text()
+    lab.screenshot("bench-live")
+    base_took = float(base_out.split("BASELINE")[1].split()[1])
+    took = float(out.split("EMITTED")[1].split()[1])
+    messages = int(out.split("messages=")[1].split()[0])
+    lat.sort()
+    return {
+        "emitted": int(out.split("EMITTED")[1].split()[0]),
+        "received": len(lat),
+        "messages": messages,
+        "frames": frames,
+        "p50": statistics.median(lat) if lat else float("nan"),
+        "p95": lat[int(0.95 * (len(lat) - 1))] if lat else float("nan"),
+        "max": lat[-1] if lat else float("nan"),
+        "took": took,
+        "base_took": base_took,
+        "cell_stuck": stuck,
+    }
+
+
+def open_trace(lab: Lab, name: str, nodes: int) -> dict[str, float]:
+    path = lab.server.root / f"{name}.json"
+    path.write_text(json.dumps(big_trace(nodes)))
+    cells = [
+        "from langfx_nb.notebook.trace_explorer import TraceExplorer",
+        f"TraceExplorer({path.name!r}, title={name!r})",
+    ]
+    (lab.server.root / f"{name}.ipynb").write_text(notebook(cells))
+    lab.open(f"{name}.ipynb")
+    run_cell_nowait(lab, 0)
+    cell_done(lab, 0)
+    lab.page.wait_for_timeout(300)
+    t0 = lab.page.evaluate("() => Date.now()")
+    run_cell_nowait(lab, 1)
+    lab.page.wait_for_function(
+        "(n) => { const s = document.querySelector('.lfx-te-bar .lfx-muted');"
+        " return document.querySelectorAll('.lfx-te-row').length > 0 && s && s.textContent.startsWith(n + ' nodes'); }",
+        arg=nodes,
+        timeout=60_000,
+    )
+    t_rows = lab.page.evaluate("() => Date.now()")
+    # interactive: collapse the first action (a click on its caret) and see the rows change
+    before = lab.page.evaluate("() => document.querySelector('.lfx-te-row[data-id=\"1\"]').getAttribute('aria-expanded')")
+    lab.page.locator('.lfx-te-row[data-id="1"] .lfx-te-caret').click()
+    lab.page.wait_for_function(
+        "(b) => document.querySelector('.lfx-te-row[data-id=\"1\"]').getAttribute('aria-expanded') !== b",
+        arg=before,
+        timeout=10_000,
+    )
+    t_click = lab.page.evaluate("() => Date.now()")
+    lab.screenshot(f"bench-{name}")
+    return {"rows_ms": t_rows - t0, "interactive_ms": t_click - t0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    home, root = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
+    server = LabServer(root, home)
+    try:
+        server.wait_ready()
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+                lab = Lab(ctx.new_page(), server, "bench")
+                lab.page.set_default_timeout(60_000)
+                r = live(lab, args.rate, args.seconds)
+                small = open_trace(lab, "trace_small", 10)
+                big = open_trace(lab, "trace_big", args.nodes)
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+
+    print(f"\nLive trace: {args.rate} events/s for {args.seconds:g} s through lf.Session.log → TraceExplorer")
+    print(f"  emitted {r['emitted']}, rendered {r['received']} "
+          f"(loss {r['emitted'] - r['received']}), {r['messages']} comm messages "
+          f"({r['emitted'] / max(1, r['messages']):.0f} events/message), {r['frames']} frames")
+    print(f"  event-to-screen latency: p50 {r['p50']:.0f} ms, p95 {r['p95']:.0f} ms, max {r['max']:.0f} ms"
+          f"  (target p95 ≤ 150 ms)")
+    print(f"  emit loop {r['took']:.2f} s with explorer vs {r['base_took']:.2f} s without "
+          f"(ratio {r['took'] / r['base_took']:.2f}×); cell finished: {not r['cell_stuck']}")
+    print(f"\nSaved trace: {args.nodes} nodes vs 10 nodes (run cell → rows on screen → click answered)")
+    print(f"  10 nodes:    rows {small['rows_ms']:.0f} ms, interactive {small['interactive_ms']:.0f} ms")
+    print(f"  {args.nodes} nodes: rows {big['rows_ms']:.0f} ms, interactive {big['interactive_ms']:.0f} ms"
+          f"  (ratio {big['interactive_ms'] / max(1, small['interactive_ms']):.2f}×; target ≤ 1000 ms)")
+    ok = (r["emitted"] == r["received"] and r["p95"] <= 150 and not r["cell_stuck"]
+          and big["interactive_ms"] <= 1000)
+    print(f"\nall targets met: {ok}")
+
+
+if __name__ == "__main__":
+    main()

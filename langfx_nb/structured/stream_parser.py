@@ -69,6 +69,11 @@ _WS_CHARS = " \t\r\n"
 _ws_match = re.compile(r"[ \t\r\n]+").match
 _bare_match = re.compile(r"[A-Za-z0-9_.+\-]+").match
 _json_start_search = re.compile(r"```|[{\[]").search
+_json_next_key = re.compile(r',[ \t\r\n]*"([^"\\]*)"[ \t\r\n]*:[ \t\r\n]*').match
+_number_match = re.compile(
+    r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?=[ \t\r\n,\]})])"
+).match
+_NUMBER_START = "-0123456789"
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _PY_INT = re.compile(r"[+-]?(?:[1-9](?:_?[0-9])*|0(?:_?0)*)")
 _PY_INT_BASE = re.compile(r"[+-]?0(?:[xX](?:_?[0-9a-fA-F])+|[oO](?:_?[0-7])+|[bB](?:_?[01])+)")
@@ -349,6 +354,13 @@ class StreamParser:
                 top = stack[-1]
                 if c == ",":
                     if top.dictlike:
+                        m = None if py else _json_next_key(buf, i)
+                        if m is not None:  # `, "key": ` in one step: the common case
+                            key = top.key = m.group(1)
+                            self._path = (*top.path, key)
+                            self._state = _VALUE
+                            i = m.end()
+                            continue
                         self._state = _KEY
                     else:
                         self._path = (*top.path, len(top.value))
@@ -494,6 +506,16 @@ class StreamParser:
         if stack and c == stack[-1].closer and not stack[-1].dictlike:
             self._close_container(out)  # empty list or trailing comma
             return i + 1
+        if c in _NUMBER_START:
+            m = _number_match(buf, i)
+            if m is not None:  # a number whose end is in sight: no token state needed
+                token = m.group()
+                out.append(_start_event(path))
+                if "." in token or "e" in token or "E" in token:
+                    self._finish_value(float(token), out)
+                else:
+                    self._finish_value(int(token), out)
+                return m.end()
         if self._py:
             if c in "'\"":
                 out.append(_start_event(path))

@@ -326,7 +326,11 @@ class Lab:
         )
         return found
 
-    def screenshot(self, label: str) -> Path:
+    def screenshot(self, label: str, cell: int | None = None) -> Path:
+        """Save a PNG under artifacts/ui/; ``cell`` scrolls that cell into view first."""
+        if cell is not None:
+            with contextlib.suppress(Exception):
+                self.cell(cell).scroll_into_view_if_needed(timeout=5_000)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.name}-{label}")
         path = ARTIFACTS / f"{safe}.png"

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.browser
 def test_quickstart_runs_and_shows_a_typed_result(lab: Lab) -> None:
     lab.open("01_quickstart.ipynb")
     lab.run_all_and_wait()
-    lab.screenshot("after-run-all")
+    lab.screenshot("after-run-all", cell=lab.cell_index("--schema City -o city"))
 
     # Only the last cell fails, on purpose (it demonstrates a MappingError).
     errors = lab.errors()
@@ -54,11 +54,11 @@ def test_agent_notebook_shows_the_trace_and_a_click_approves(lab: Lab) -> None:
     assert prompt.locator(".lfx-ap-tool").inner_text() == "add"
     assert "Add two integers." in prompt.inner_text()
     assert lab.cell(ask).locator(".jp-InputArea-prompt").inner_text().strip() == "[*]:"
-    lab.screenshot("waiting-for-approval")
+    lab.screenshot("waiting-for-approval", cell=ask)
     prompt.locator("button.lfx-approve").click()
 
     lab.wait_cells_done()
-    lab.screenshot("after-approve")
+    lab.screenshot("after-approve", cell=ask)
     assert "2 + 3 = 5." in lab.output_text(ask)
     assert lab.cell(ask).locator(".lfx-te-row .lfx-st-denied").count() == 0
     errors = lab.errors()
@@ -78,7 +78,45 @@ def test_clicking_deny_stops_the_run_with_tool_denied(lab: Lab) -> None:
     prompt.wait_for(timeout=60_000)
     prompt.locator("button.lfx-deny").click()
     lab.wait_cells_done()
-    lab.screenshot("after-deny")
+    lab.screenshot("after-deny", cell=target)
     assert any(e.startswith("ToolDeniedError") for e in lab.errors()), lab.errors()
     assert "ToolDeniedError" in lab.output_text(target)
     lab.cell(target).locator(".lfx-te-row .lfx-st-denied").first.wait_for()
+
+
+def test_streaming_notebook_shows_stream_views_and_typed_results(lab: Lab) -> None:
+    lab.open("02_structured_streaming.ipynb")
+    lab.run_all_and_wait()
+    errors = lab.errors()
+    assert len(errors) == 1 and errors[0].startswith("MappingError"), errors  # the last cell
+    recipe = lab.cell_index("--schema Recipe --stream -o recipe")
+    lab.screenshot("recipe-streamed", cell=recipe)
+    view = lab.cell(recipe).locator(".lfx-sv")
+    assert view.count() == 1
+    assert "Crêpes" in view.inner_text()
+    assert lab.cell(recipe).locator(".lfx-sv li.lfx-done").count() >= 4  # finished fields
+    assert "(['flour', 'milk', 'eggs'], 30)" in lab.output_text(
+        lab.cell_index("[i.name for i in recipe.ingredients]")
+    )
+    failed = lab.cell(lab.cell_index("--lm sloppy"))
+    assert "MappingError" in failed.inner_text()
+
+
+def test_trace_notebook_live_saved_and_big_traces(lab: Lab) -> None:
+    lab.open("04_trace_explorer.ipynb")
+    lab.run_all_and_wait()
+    assert lab.errors() == []
+    live = lab.cell(lab.cell_index("explorer = lf.nb.TraceExplorer(session"))
+    live.locator(".lfx-te-row", has_text="Guide").first.wait_for()
+    assert live.locator(".lfx-te-row", has_text="query:Fact").count() >= 1
+    saved = lab.cell(lab.cell_index("saved.write_text"))
+    saved.locator(".lfx-te-row", has_text="Guide").first.wait_for()
+    lab.screenshot("saved-trace", cell=lab.cell_index("saved.write_text"))
+
+    big = lab.cell(lab.cell_index("big = lf.Session()"))
+    big.locator(".lfx-te-row").first.wait_for()
+    assert big.locator(".lfx-te-row").count() < 200  # only the visible rows are drawn
+    big.locator(".lfx-te-bar input").fill("warning")
+    big.locator(".lfx-te-bar", has_text="21 shown").wait_for()  # 20 warnings + their ancestor
+    big.locator(".lfx-te-row", has_text="warning").first.wait_for()
+    lab.screenshot("big-trace-filtered", cell=lab.cell_index("big = lf.Session()"))

@@ -52,6 +52,7 @@ from ..messages import ContinuationPart, Message
 from .base import LanguageModel, model_requests_allowed
 
 __all__ = [
+    "MALFORMED",
     "ErrorInfo",
     "HTTPModel",
     "KeyResolver",
@@ -67,6 +68,9 @@ __all__ = [
 
 KeyResolver = Callable[[], Awaitable[str]]
 loads = from_json  # JSON text → data; pydantic-core's parser is several times faster than json
+# What decoding a malformed (but syntactically JSON) response raises; adapters turn these into
+# StreamProtocolError so hostile input never escapes as a bare TypeError/KeyError.
+MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError)
 _MAX_ERROR_BODY = 64 * 1024
 _BOM = b"\xef\xbb\xbf"
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")

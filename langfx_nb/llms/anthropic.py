@@ -41,6 +41,7 @@ from ..messages import (
 )
 from ..modalities import Mime
 from ._http import (
+    MALFORMED,
     ErrorInfo,
     HTTPModel,
     SSEParser,
@@ -204,12 +205,15 @@ class Anthropic(HTTPModel):
         if not isinstance(data, dict) or not isinstance(data.get("content"), list):
             raise StreamProtocolError("anthropic: response is not a message")
         state = _State(self)
-        state.message_start(data)
-        for index, block in enumerate(data["content"]):
-            state.block_start(index, block, whole=True)
-            state.block_stop(index)
-        state.stopped = True
-        state.finish()
+        try:
+            state.message_start(data)
+            for index, block in enumerate(data["content"]):
+                state.block_start(index, block, whole=True)
+                state.block_stop(index)
+            state.stopped = True
+            state.finish()
+        except MALFORMED as exc:
+            raise StreamProtocolError("anthropic: malformed response") from exc
         return state.acc.message()
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
@@ -224,18 +228,22 @@ class Anthropic(HTTPModel):
                         continue
                     try:
                         data = loads(event.data)
-                    except ValueError as exc:
-                        raise StreamProtocolError("anthropic: stream event is not JSON") from exc
-                    if not isinstance(data, dict):
-                        raise StreamProtocolError("anthropic: stream event is not a JSON object")
-                    if kind == "message" and isinstance(data.get("type"), str):
-                        kind = data["type"]  # tolerate servers that omit the event: line
-                    chunk = state.event(kind, data)
+                        if not isinstance(data, dict):
+                            raise TypeError("not an object")
+                        if kind == "message" and isinstance(data.get("type"), str):
+                            kind = data["type"]  # tolerate servers that omit the event: line
+                        chunk = state.event(kind, data)
+                    except MALFORMED as exc:
+                        raise StreamProtocolError("anthropic: malformed stream event") from exc
                     if chunk is not None:
                         yield chunk
         if not state.stopped:
             raise StreamProtocolError("anthropic: the stream ended before message_stop")
-        yield state.finish()
+        try:
+            final = state.finish()
+        except MALFORMED as exc:
+            raise StreamProtocolError("anthropic: malformed stream") from exc
+        yield final
 
 
 def _media_block(p: Mime) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from ..messages import (
 )
 from ..modalities import Mime
 from ._http import (
+    MALFORMED,
     ErrorInfo,
     HTTPModel,
     SSEParser,
@@ -314,9 +315,11 @@ class Gemini(HTTPModel):
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
         data = await self._post_json(self._url("generateContent"), self.encode(request))
         decoder = _Decoder(self)
-        for _ in decoder.feed(data):
-            pass
-        decoder.finish()
+        try:
+            decoder.feed(data)
+            decoder.finish()
+        except MALFORMED as exc:
+            raise StreamProtocolError("gemini: malformed response") from exc
         return decoder.acc.message()
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
@@ -327,12 +330,16 @@ class Gemini(HTTPModel):
             async for raw in body_chunks(response):
                 for event in parser.feed(raw):
                     try:
-                        data = loads(event.data)
-                    except ValueError as exc:
-                        raise StreamProtocolError("gemini: stream event is not JSON") from exc
-                    for chunk in decoder.feed(data):
+                        chunks = decoder.feed(loads(event.data))
+                    except MALFORMED as exc:
+                        raise StreamProtocolError("gemini: malformed stream event") from exc
+                    for chunk in chunks:
                         yield chunk
-        yield decoder.finish()
+        try:
+            final = decoder.finish()
+        except MALFORMED as exc:
+            raise StreamProtocolError("gemini: malformed stream") from exc
+        yield final
 
 
 GoogleGenAI = Gemini  # the name Python users of Google's SDK know

@@ -41,6 +41,7 @@ from ..messages import (
 )
 from ..modalities import Mime
 from ._http import (
+    MALFORMED,
     ErrorInfo,
     HTTPModel,
     SSEParser,
@@ -212,20 +213,23 @@ class OpenAI(HTTPModel):
         if not isinstance(data, dict):
             raise StreamProtocolError("openai: response is not a JSON object")
         state = _State(self)
-        state.meta(data)
-        choices = data.get("choices") or []
-        choice = next((c for c in choices if c.get("index", 0) == 0), None)
-        if choice is not None:
-            message = choice.get("message") or {}
-            if message.get("refusal"):
-                state.refused = True
-            if message.get("content"):
-                state.acc.text(str(message["content"]))
-            for i, call in enumerate(message.get("tool_calls") or ()):
-                state.tool_delta({**call, "index": i})
-            state.close_calls()
-            state.finish_reason = choice.get("finish_reason")
-        return _final(state).aggregated
+        try:
+            state.meta(data)
+            choices = data.get("choices") or []
+            choice = next((c for c in choices if c.get("index", 0) == 0), None)
+            if choice is not None:
+                message = choice.get("message") or {}
+                if message.get("refusal"):
+                    state.refused = True
+                if message.get("content"):
+                    state.acc.text(str(message["content"]))
+                for i, call in enumerate(message.get("tool_calls") or ()):
+                    state.tool_delta({**call, "index": i})
+                state.close_calls()
+                state.finish_reason = choice.get("finish_reason")
+            return _final(state).aggregated
+        except MALFORMED as exc:
+            raise StreamProtocolError("openai: malformed response") from exc
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
         state = _State(self)
@@ -240,19 +244,23 @@ class OpenAI(HTTPModel):
                         break
                     try:
                         data = loads(event.data)
-                    except ValueError as exc:
-                        raise StreamProtocolError("openai: stream event is not JSON") from exc
-                    if not isinstance(data, dict):
-                        raise StreamProtocolError("openai: stream event is not a JSON object")
-                    for chunk in state.chunk(data):
+                        if not isinstance(data, dict):
+                            raise TypeError("not an object")
+                        chunks = state.chunk(data)
+                    except MALFORMED as exc:
+                        raise StreamProtocolError("openai: malformed stream event") from exc
+                    for chunk in chunks:
                         yield chunk
                 if done:
                     break
         if not done and state.finish_reason is None:
             raise StreamProtocolError("openai: the stream ended before [DONE]")
-        for chunk in state.close_calls():
+        try:
+            tail = [*state.close_calls(), _final(state)]
+        except MALFORMED as exc:
+            raise StreamProtocolError("openai: malformed stream") from exc
+        for chunk in tail:
             yield chunk
-        yield _final(state)
 
 
 def _schema_name(schema: Mapping[str, Any]) -> str:

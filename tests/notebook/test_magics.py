@@ -356,3 +356,85 @@ def test_old_ipykernel_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.4.0")
     check_kernel(_FakeKernelShell())
     check_kernel(object())  # a terminal shell without a kernel is fine
+
+
+# -- a real ipykernel: the cell awaits, so the kernel still handles messages ------------------
+
+KERNEL_SETUP = '''
+import asyncio
+from comm import get_comm_manager
+import langfx_nb as lf
+
+clicked = asyncio.Event()
+loop = asyncio.get_event_loop()
+
+
+def target(comm, open_msg):
+    @comm.on_msg
+    def _(msg):
+        loop.call_soon_threadsafe(clicked.set)
+
+
+get_comm_manager().register_target("lfx-test-click", target)
+
+
+class WaitsForClick(lf.llms.Fake):
+    """Answers only after a frontend message arrives, like a tool call waiting for Approve."""
+
+    def respond(self, request):
+        return "clicked!"
+
+    async def _sample(self, request):
+        await clicked.wait()
+        return self._response(request)
+
+
+lm = WaitsForClick()
+%load_ext langfx_nb
+'''
+
+
+def _reply(kc: Any, msg_id: str, timeout: float) -> dict[str, Any]:
+    while True:
+        msg = kc.get_shell_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            return msg  # type: ignore[no-any-return]
+
+
+def _iopub_until_idle(kc: Any, msg_id: str, timeout: float) -> list[dict[str, Any]]:
+    out = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        out.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return out
+
+
+def test_in_a_real_kernel_a_waiting_lf_cell_still_receives_frontend_messages() -> None:
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        setup = kc.execute(KERNEL_SETUP)
+        assert _reply(kc, setup, 60)["content"]["status"] == "ok"
+        cell = kc.execute("%%lf query --lm lm\nWait for the click.\n")
+        # While that cell awaits the model, a widget-like comm message must get through.
+        comm_id = "c0ffee"
+        open_msg = kc.session.msg(
+            "comm_open", {"comm_id": comm_id, "target_name": "lfx-test-click", "data": {}}
+        )
+        kc.shell_channel.send(open_msg)
+        kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {}}))
+        reply = _reply(kc, cell, 30)  # a blocked loop would never see the message: timeout
+        assert reply["content"]["status"] == "ok", reply["content"]
+        results = [
+            m["content"]["data"]
+            for m in _iopub_until_idle(kc, cell, 30)
+            if m["msg_type"] == "execute_result"
+        ]
+        assert results and results[0]["text/markdown"] == "clicked!"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

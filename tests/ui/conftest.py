@@ -165,9 +165,8 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         pytest.skip("no notebooks/ directory")
     home = tmp_path_factory.mktemp("jupyter-home")
     root = tmp_path_factory.mktemp("lab-root")
-    for nb in NOTEBOOKS.iterdir():
-        if nb.is_file():
-            shutil.copy2(nb, root / nb.name)
+    for nb in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy2(nb, root / nb.name)
     server = LabServer(root, home)
     try:
         server.wait_ready()

@@ -434,13 +434,14 @@ class HTTPModel(LanguageModel):
         finally:
             await response.aclose()
 
-    async def _json_instead_of_stream(self, response: httpx.Response) -> NoReturn:
-        """A 2xx JSON body where an event stream was asked for: gateways report errors so."""
+    async def _json_instead_of_stream(self, response: httpx.Response) -> None:
+        """A 2xx JSON body where an event stream was asked for: gateways report errors so.
+        A body labelled JSON that is not JSON is read as an event stream after all."""
         raw = await response.aread()
         try:
-            parsed = loads(raw[:_MAX_ERROR_BODY])
+            parsed = loads(raw)
         except ValueError:
-            parsed = None
+            return
         if isinstance(parsed, list) and parsed:
             parsed = parsed[0]
         err = parsed.get("error") if isinstance(parsed, dict) else None
@@ -494,6 +495,8 @@ class HTTPModel(LanguageModel):
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The response body as received: raw chunks when there is no content encoding (one
     generator hop less per chunk on the hot path), else httpx's decoded bytes."""
+    if response.is_stream_consumed:  # already read (e.g. a mislabelled body): replay it
+        return response.aiter_bytes()
     encoding = response.headers.get("content-encoding", "").strip().lower()
     return response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()
 

@@ -247,3 +247,13 @@ async def test_json_body_where_a_stream_was_expected(cls: type[HTTPModel]) -> No
     with pytest.raises(lf.StreamProtocolError):
         [c async for c in make(cls, server, api_key=SECRET_KEY).stream("x")]
     assert server.all_closed()
+
+
+@pytest.mark.parametrize("cls", PROVIDERS)
+async def test_event_stream_mislabelled_as_json_is_still_read(cls: type[HTTPModel]) -> None:
+    reply = Reply.sse(fixture(STREAMS[cls]))
+    reply.headers["content-type"] = "application/json"
+    server = Server(reply)
+    chunks = [c async for c in make(cls, server, api_key=SECRET_KEY).stream("x")]
+    assert chunks[-1].final and chunks[-1].aggregated.text
+    assert server.all_closed()

@@ -147,7 +147,8 @@ async def _event_stream(
     grammar: str,
     unwrap: bool,
 ) -> AsyncGenerator[StreamEvent, None]:
-    parser = StreamParser("python" if grammar == "python" else "json")
+    # Both JSON modes answer with an object ({"result": ...} or the native object schema).
+    parser = StreamParser("python" if grammar == "python" else "json", object_root=True)
     rebase = _ResultUnwrapper() if unwrap else None
     parse_error: StreamParseError | None = None
     pieces: list[str] = []

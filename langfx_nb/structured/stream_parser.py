@@ -69,6 +69,7 @@ _WS_CHARS = " \t\r\n"
 _ws_match = re.compile(r"[ \t\r\n]+").match
 _bare_match = re.compile(r"[A-Za-z0-9_.+\-]+").match
 _json_start_search = re.compile(r"```|[{\[]").search
+_json_object_start_search = re.compile(r"```|\{").search
 _json_next_key = re.compile(r',[ \t\r\n]*"([^"\\]*)"[ \t\r\n]*:[ \t\r\n]*').match
 _number_match = re.compile(
     r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?=[ \t\r\n,\]})])"
@@ -180,11 +181,14 @@ def _unescape_py(m: re.Match[str]) -> str:
 class StreamParser:
     """Incremental parser for one document. Not thread-safe; one instance per stream."""
 
-    def __init__(self, grammar: Grammar = "json") -> None:
+    def __init__(self, grammar: Grammar = "json", *, object_root: bool = False) -> None:
+        """``object_root=True`` (JSON): the document is an object, so an unfenced document
+        starts at the first ``{`` and a ``[`` in prose before it is not mistaken for it."""
         if grammar not in ("json", "python"):
             raise ValueError(f"unknown grammar {grammar!r}; expected 'json' or 'python'")
         self.grammar: Grammar = grammar
         self._py = grammar == "python"
+        self._start_search = _json_object_start_search if object_root else _json_start_search
         self._state = _PRE
         self._stack: list[_Frame] = []
         self._path: Path = ()
@@ -443,7 +447,7 @@ class StreamParser:
             self._state = _VALUE
             return j + 1
         if st == _PRE and not self._py:
-            m = _json_start_search(buf, i)
+            m = self._start_search(buf, i)
             if m is None:
                 return self._hold_backticks(buf, i, final)
             if m.group() == "```":

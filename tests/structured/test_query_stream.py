@@ -306,3 +306,14 @@ async def test_json_without_result_wrapper_keeps_its_paths() -> None:
     )
     assert isinstance(check_terminal(events), lf.GenerationComplete)
     assert lf.FieldEnd(("n",), -3) in events
+
+
+async def test_unfenced_json_after_prose_with_brackets() -> None:
+    body = json.dumps({"result": ANSWER.model_dump()})
+    text = f"Here is the answer [as JSON]: {body} Hope that helps [really]."
+    events = await collect(
+        lf.query_stream("q", Answer, lm=StaticResponse(text, chunk_size=5), protocol="json")
+    )
+    done = check_terminal(events)
+    assert isinstance(done, lf.GenerationComplete) and done.value == ANSWER
+    assert lf.FieldEnd(("n",), -3) in events

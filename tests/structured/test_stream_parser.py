@@ -232,6 +232,15 @@ def test_events_are_frozen_and_serializable() -> None:
     assert events[2] == FieldStart(("a",))  # fast-built events compare like normal ones
 
 
+def test_object_root_skips_brackets_in_prose() -> None:
+    parser = StreamParser("json", object_root=True)
+    events = parser.feed('Here it is [as JSON]: {"a": [1]} and [more]') + parser.close()
+    assert parser.value == {"a": [1]}
+    assert events[0] == FieldStart(())
+    with pytest.raises(StreamParseError):
+        StreamParser("json").feed("Here it is [as JSON]: ")
+
+
 def test_text_after_the_document_is_ignored() -> None:
     value, _ = _run("json", ['```json\n{"a": 1}\n```\n', "and now {broken prose [", "]"])
     assert value == {"a": 1}

@@ -92,13 +92,12 @@ def use(lm: LanguageModel | str, *, name: str | None = None) -> LanguageModel:
 
 
 def _from_registry(model_id: str) -> LanguageModel:
-    from .. import llms
+    from ..llms.registry import get
 
-    get = getattr(llms, "get", None)
-    if get is None:
-        raise UsageError(f"cannot resolve {model_id!r}: this build has no model registry")
-    model: LanguageModel = get(model_id)
-    return model
+    try:
+        return get(model_id)
+    except ValueError as exc:
+        raise UsageError(f"cannot resolve model {model_id!r}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -120,6 +120,14 @@ def test_default_model_from_lf_use_and_from_nb_use(ip: InteractiveShell) -> None
     assert run(ip, "%%lf query\nhi\n") == "set in Python"
 
 
+def test_models_by_registry_id(ip: InteractiveShell) -> None:
+    run(ip, "%lf use fake:echo")
+    assert run(ip, "%%lf query\nhello {{x}}\n".replace("{{x}}", "there")) == "hello there\n"
+    assert run(ip, "%%lf query --lm fake:echo\nagain\n") == "again\n"
+    with pytest.raises(UsageError, match="cannot resolve model 'nope:x'"):
+        run(ip, "%lf use nope:x")
+
+
 def test_no_model_is_a_usage_error(ip: InteractiveShell) -> None:
     magics.state.lm = None
     with pytest.raises(UsageError, match="no model"):

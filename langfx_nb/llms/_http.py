@@ -264,7 +264,8 @@ class HTTPModel(LanguageModel):
 
     default_base_url: ClassVar[str] = ""
     env_vars: ClassVar[tuple[str, ...]] = ()
-    default_timeout: ClassVar[httpx.Timeout] = httpx.Timeout(120.0, connect=10.0)
+    # generous read timeout: a non-streamed answer from a thinking model can take minutes
+    default_timeout: ClassVar[httpx.Timeout] = httpx.Timeout(600.0, connect=10.0)
 
     def __init__(
         self,

@@ -11,9 +11,15 @@ Widget classes are re-exported from their own modules (``TraceExplorer``, ``Appr
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .magics import MarkdownText, NotebookState, state, use
+
+if TYPE_CHECKING:
+    from .approval import ApprovalPolicy, ApprovalWidget
+    from .bridge import EventBridge
+    from .stream_view import StreamView
+    from .trace_explorer import TraceExplorer
 
 __all__ = [
     "ApprovalPolicy",

@@ -348,6 +348,20 @@ def test_markdown_escape_leaves_code_fences_alone() -> None:
     )
 
 
+# -- the lf.nb package ---------------------------------------------------------------------------
+
+
+def test_lf_nb_exports_the_widgets_and_the_magics_helpers() -> None:
+    from langfx_nb.notebook import approval, stream_view, trace_explorer
+
+    assert lf.nb.TraceExplorer is trace_explorer.TraceExplorer
+    assert lf.nb.ApprovalPolicy is approval.ApprovalPolicy
+    assert lf.nb.StreamView is stream_view.StreamView
+    for name in lf.nb.__all__:
+        assert getattr(lf.nb, name) is not None, name
+    assert lf.nb.use is magics.use
+
+
 # -- kernel version check ----------------------------------------------------------------------
 
 

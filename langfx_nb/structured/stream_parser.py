@@ -55,7 +55,7 @@ Grammar = Literal["json", "python"]
 
 # Parser states.
 _PRE, _PROSE, _FENCE_INFO, _VALUE, _KEY, _SEP, _AFTER = 0, 1, 2, 3, 4, 5, 6
-_STR, _STR_OPEN, _STR_AFTER, _BARE, _NAME, _DONE = 7, 8, 9, 10, 11, 12
+_STR, _STR_OPEN, _STR_AFTER, _BARE, _NAME, _DONE, _COMMENT = 7, 8, 9, 10, 11, 12, 13
 
 # Container kinds: (closer, dict-like, separator after a key).
 _OBJ, _ARR, _CALL, _DICT, _LIST, _TUPLE = 0, 1, 2, 3, 4, 5
@@ -203,6 +203,7 @@ class StreamParser:
         self._is_key = False
         self._name = ""
         self._name_pos = 0
+        self._resume = _VALUE  # the state a Python comment returns to
         self._value: Any = None
         self._error: StreamParseError | None = None
         self._json_str = False  # inside a JSON string: feed() may take its fast path
@@ -294,6 +295,8 @@ class StreamParser:
             base = self._fed - len(tail)
             if tail:
                 self._run(tail, base, out, True)
+            if self._state == _COMMENT:
+                self._state = self._resume
             state = self._state
             if state == _BARE:
                 self._finish_bare(None, base + len(tail), "", 0, out)
@@ -348,11 +351,23 @@ class StreamParser:
                 continue
             if st == _DONE:
                 return
+            if st == _COMMENT:  # Python: a comment runs to the end of the line
+                j = buf.find("\n", i)
+                if j == -1:
+                    return
+                self._state = self._resume
+                i = j + 1
+                continue
             c = buf[i]
             if c in _WS_CHARS:
                 i += 1
                 if i < n and buf[i] in _WS_CHARS:
                     i = _ws_match(buf, i).end()  # type: ignore[union-attr]
+                continue
+            if c == "#" and py and st != _STR_OPEN:
+                self._resume = st
+                self._state = _COMMENT
+                i += 1
                 continue
             if st == _AFTER:
                 top = stack[-1]

@@ -309,6 +309,16 @@ def test_python_bare_answer_without_fence() -> None:
     assert _run("python", ["Here it is:\n```py", "thon\nAnswer(n=2)\n```"])[0] == {"n": 2}
 
 
+def test_python_comments_are_skipped() -> None:
+    text = (
+        "```python\n# the answer\nAnswer(  # fruits\n  n=1,  # one\n  s='# not a comment',\n)\n```"
+    )
+    for size in (1, 2, 3, 100):
+        chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        assert _run("python", chunks)[0] == {"n": 1, "s": "# not a comment"}
+    assert _run("python", ["'ab'  # trailing"])[0] == "ab"
+
+
 # -- malformed input ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("grammar", "text", "position"),

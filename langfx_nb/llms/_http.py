@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import os
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -322,8 +323,6 @@ class HTTPModel(LanguageModel):
         unaided = self.uses_default_endpoint and self._transport is None
         unaided = unaided and self._http_client is None
         if self.uses_default_endpoint:
-            import os
-
             for var in self.env_vars:
                 if value := os.environ.get(var):
                     return value
@@ -381,8 +380,8 @@ class HTTPModel(LanguageModel):
 
     async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
         """POST and return the parsed JSON body of a 2xx response."""
+        client = self._client()  # a blocked network fails before the key is even looked up
         headers = await self._headers()
-        client = self._client()
         try:
             response = await client.post(url, content=self._body(body), headers=headers)
         except httpx.TransportError as exc:
@@ -407,9 +406,9 @@ class HTTPModel(LanguageModel):
         ``async with`` (no extra async generator per event). Transport failures inside the
         block become ``ServerError``; the response is closed on every exit path.
         """
+        client = self._client()
         headers = await self._headers()
         headers["accept"] = "text/event-stream"
-        client = self._client()
         request = client.build_request("POST", url, content=self._body(body), headers=headers)
         try:
             response = await client.send(request, stream=True)

@@ -257,3 +257,23 @@ async def test_event_stream_mislabelled_as_json_is_still_read(cls: type[HTTPMode
     chunks = [c async for c in make(cls, server, api_key=SECRET_KEY).stream("x")]
     assert chunks[-1].final and chunks[-1].aggregated.text
     assert server.all_closed()
+
+
+@pytest.mark.parametrize("cls", PROVIDERS)
+async def test_blocked_network_wins_over_a_missing_key(
+    cls: type[HTTPModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in cls.env_vars:
+        monkeypatch.delenv(var, raising=False)
+    called = False
+
+    async def resolver() -> str:
+        nonlocal called
+        called = True
+        return "k"
+
+    with pytest.raises(lf.NetworkBlockedError):
+        await make(cls).call("x")
+    with pytest.raises(lf.NetworkBlockedError):
+        [c async for c in make(cls, api_key=resolver).stream("x")]
+    assert not called

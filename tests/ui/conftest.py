@@ -213,6 +213,29 @@ class Lab:
         self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
         self.wait_kernel_idle()
 
+    def write_notebook(self, name: str, cells: list[str]) -> str:
+        """Write a notebook of code cells into the served directory; returns its name."""
+        nb = {
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "id": f"c{i}",
+                    "metadata": {},
+                    "outputs": [],
+                    "source": src.strip("\n"),
+                }
+                for i, src in enumerate(cells)
+            ],
+            "metadata": {
+                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
+            },
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+        (self.server.root / name).write_text(json.dumps(nb))
+        return name
+
     def command(self, command: str, args: dict[str, Any] | None = None) -> None:
         """Start a JupyterLab command; returns at once (Run All's promise would wait for every
         cell, including one waiting for a click)."""

@@ -120,3 +120,30 @@ def test_trace_notebook_live_saved_and_big_traces(lab: Lab) -> None:
     big.locator(".lfx-te-bar", has_text="21 shown").wait_for()  # 20 warnings + their ancestor
     big.locator(".lfx-te-row", has_text="warning").first.wait_for()
     lab.screenshot("big-trace-filtered", cell=lab.cell_index("big = lf.Session()"))
+
+
+HOSTILE = (
+    "Hi <img src=x onerror=\"window.__lfx_pwned = 'img'\"> "
+    "<script>window.__lfx_pwned = 'script'</script> **bold**"
+)
+
+
+def test_hostile_model_text_in_a_query_cell_shows_as_text_and_runs_nothing(lab: Lab) -> None:
+    name = lab.write_notebook(
+        "magic_hostile.ipynb",
+        [
+            "import langfx_nb as lf\n%load_ext langfx_nb",
+            f"hostile = lf.llms.StaticResponse({HOSTILE!r})",
+            "%%lf query --lm hostile\nsay hi",
+        ],
+    )
+    lab.open(name)
+    lab.run_all_and_wait()
+    assert lab.errors() == []
+    out = lab.cell(2).locator(".jp-OutputArea")
+    text = out.inner_text()
+    assert "<img src=x onerror=" in text and "<script>" in text
+    assert out.locator("img, script").count() == 0
+    assert out.locator("strong").inner_text() == "bold"  # Markdown still renders
+    assert lab.page.evaluate("() => window.__lfx_pwned === undefined")
+    lab.screenshot("hostile-text", cell=2)

@@ -383,3 +383,23 @@ def test_corrupted_documents_end_in_an_error_or_a_value(doc: Any, data: st.DataO
 def test_unknown_grammar_is_rejected() -> None:
     with pytest.raises(ValueError, match="grammar"):
         StreamParser("yaml")  # type: ignore[arg-type]
+
+
+@SETTINGS
+@given(
+    text=st.text(alphabet=st.sampled_from(list("{}[]()\"'\\,:=#`\n xyAZ019.-+_éu😀")), max_size=80),
+    grammar=st.sampled_from(["json", "python"]),
+    data=st.data(),
+)
+def test_arbitrary_text_never_raises_anything_else(
+    text: str, grammar: str, data: st.DataObject
+) -> None:
+    parser = StreamParser(grammar)  # type: ignore[arg-type]
+    try:
+        for c in _chunks(data, text):
+            parser.feed(c)
+        parser.close()
+    except StreamParseError as err:
+        assert 0 <= err.position <= len(text)
+    else:
+        assert parser.done

@@ -513,7 +513,9 @@ async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
     del state.sessions[:-MAX_SESSIONS]
     explorer = None
     if not opts.no_trace:
-        explorer = TraceExplorer(session)
+        first = body.strip().splitlines()[0]
+        title = f"%%lf agent · {first if len(first) <= 60 else first[:57] + '...'}"
+        explorer = TraceExplorer(session, title=title)
         display(explorer)  # type: ignore[no-untyped-call]
     try:
         answer = await agent.invoke(session)

@@ -6,7 +6,9 @@ export const KINDS = {
   "SYNC": "sync",
   "RENDERED": "rendered",
   "DECISION": "decision",
-  "DECISION_RESULT": "decision_result"
+  "DECISION_RESULT": "decision_result",
+  "DETAIL_REQUEST": "detail_request",
+  "DETAIL": "detail"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

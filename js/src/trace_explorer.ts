@@ -21,6 +21,7 @@ interface Shared {
   query: string;
   seq: number;
   layout: number;
+  requested: Set<string>;
   summary: Record<string, any> | null;
   listeners: Set<(patches: Patch[]) => void>;
 }
@@ -58,10 +59,16 @@ const DETAIL_ORDER: [string, string][] = [
   ["decision", "Policy decision"],
   ["usage", "Usage"],
 ];
-const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost"]);
+const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial"]);
+
+/** Benchmarks set `globalThis.__lfxTimings = []` to get a breakdown of where time goes. */
+function timing(label: string, since: number): void {
+  const t = (globalThis as any).__lfxTimings;
+  if (Array.isArray(t)) t.push([label, Math.round((performance.now() - since) * 10) / 10]);
+}
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, summary: null, listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, requested: new Set(), summary: null, listeners: new Set() };
 }
 
 export default () => {
@@ -71,6 +78,15 @@ export default () => {
   /** The state trait / snapshot buffer: UTF-8 JSON bytes (a DataView in anywidget). */
   function decode(raw: any): any {
     if (!raw) return null;
+    const t0 = performance.now();
+    try {
+      return decodeRaw(raw);
+    } finally {
+      timing("decode", t0);
+    }
+  }
+
+  function decodeRaw(raw: any): any {
     if (raw instanceof DataView || ArrayBuffer.isView(raw)) {
       const view = raw as ArrayBufferView;
       const text = new TextDecoder().decode(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
@@ -82,7 +98,9 @@ export default () => {
 
   function applyState(state: any): void {
     if (state && Array.isArray(state.nodes)) {
+      const t0 = performance.now();
       shared.store.load(state.nodes as TraceNode[]);
+      timing("store.load", t0);
       shared.summary = state.summary ?? null;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
     }
@@ -111,6 +129,9 @@ export default () => {
           const patches = msg.events as Patch[];
           for (const p of patches) shared.store.apply(p);
           for (const l of shared.listeners) l(patches);
+        } else if (msg?.kind === KINDS.DETAIL && msg.node) {
+          shared.store.apply({ ...msg.node, op: "node", id: String(msg.id), partial: false });
+          for (const l of shared.listeners) l([]);
         } else if (msg?.kind === KINDS.SNAPSHOT) {
           applyState({ ...(msg.state ?? decode(buffers?.[0])), seq: msg.seq });
           for (const l of shared.listeners) l([]);
@@ -144,8 +165,10 @@ export default () => {
 
       function draw(): void {
         frame = 0;
+        const t0 = performance.now();
         const store = shared.store;
         rows.update(shared.expanded, shared.query, String(shared.layout));
+        timing("rows", t0);
         const count = rows.ids.length;
         spacer.style.height = `${count * ROW_H}px`;
         // short traces get a short pane; long ones scroll inside VIEWPORT_H
@@ -155,7 +178,9 @@ export default () => {
           detail.style.height = paneH;
         }
         const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || VIEWPORT_H, ROW_H, count);
+        const t1 = performance.now();
         const roll = store.rollups();
+        timing("rollups", t1);
         for (let i = start; i < end; i++) {
           const id = rows.ids[i];
           const slot = i - start;
@@ -177,6 +202,7 @@ export default () => {
           (typeof shared.summary?.cost === "number" ? ` · ${fmtCost(shared.summary.cost) || "$0"} total` : "") +
           (shared.query ? ` · ${count} shown` : "");
         drawDetail();
+        timing("draw", t0);
         const patches = pendingPatches;
         pendingPatches = [];
         const hook = (globalThis as any).__lfxTraceHook as Hook | undefined;
@@ -230,6 +256,14 @@ export default () => {
           h("div", { class: "lfx-muted", text: `${node.kind ?? "node"} · ${fmtDuration(durationMs(node)) || "—"}` +
             (r ? ` · ${r.tokens} tokens · ${fmtCost(r.cost) || "$0"} (incl. ${r.descendants} below)` : "") }),
         );
+        if (node.partial) {
+          // snapshots carry summaries; the full record (prompt, response, args…) on demand
+          if (!shared.requested.has(node.id)) {
+            shared.requested.add(node.id);
+            model.send({ kind: KINDS.DETAIL_REQUEST, id: node.id });
+          }
+          detail.append(h("div", { class: "lfx-muted", text: "loading details…" }));
+        }
         const shown = new Set<string>();
         for (const [k, label] of DETAIL_ORDER) {
           if (node[k] == null || node[k] === "") continue;

@@ -262,7 +262,7 @@ class ApprovalPolicy:
         self._sleep = sleep
         self._always: dict[tuple[str, ...], set[str]] = {}
         self._widget: ApprovalWidget | None = None
-        self._shown = False
+        self._shown_for: set[tuple[str, ...]] = set()
 
     def register(self, tools: Iterable[Any]) -> None:
         """Tell the policy about tools (for descriptions, schemas and re-validation)."""
@@ -323,8 +323,8 @@ class ApprovalPolicy:
         }
         widget = self.widget
         widget.open_prompt(prompt)
-        if not self._shown:
-            self._shown = True
+        if run not in self._shown_for:  # once per agent run, in the cell that runs it
+            self._shown_for.add(run)
             self._show(widget)
         entry: dict[str, Any] = {
             "prompt_id": prompt.prompt_id,

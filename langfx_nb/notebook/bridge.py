@@ -41,6 +41,8 @@ class MessageKind(enum.StrEnum):
     RENDERED = "rendered"  # view → kernel: {"prompt_id"} an approval prompt is on screen
     DECISION = "decision"  # view → kernel: {"prompt_id", "call_id", "action", "args"?, "note"?}
     DECISION_RESULT = "decision_result"  # kernel → view: {"prompt_id", "ok", "error"?}
+    DETAIL_REQUEST = "detail_request"  # view → kernel: {"id"} the full record of one node
+    DETAIL = "detail"  # kernel → view: {"id", "node"} (snapshots carry summaries only)
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}

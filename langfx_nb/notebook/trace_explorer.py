@@ -88,6 +88,32 @@ def load_trace_nodes(trace: Mapping[str, Any] | list[Any]) -> list[dict[str, Any
     return out
 
 
+# What a tree row, the roll-ups and the search need. Snapshots (the state trait, a reload)
+# carry only these; the detail pane asks the kernel for the rest of a node when selected.
+SUMMARY_KEYS = frozenset(
+    {
+        "id",
+        "parent",
+        "kind",
+        "name",
+        "status",
+        "start",
+        "end",
+        "usage",
+        "cost",
+        "error",
+        "evicted_children",
+    }
+)
+
+
+def summarize(node: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in node.items() if k in SUMMARY_KEYS}
+    if len(out) < len(node):
+        out["partial"] = True
+    return out
+
+
 class TraceReducer:
     """Cumulative trace state: nodes by id in arrival order."""
 
@@ -151,7 +177,7 @@ class TraceReducer:
         return parent is None or self.nodes.get(str(parent), {}).get("kind") == "session"
 
     def snapshot(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"nodes": list(self.nodes.values())}
+        out: dict[str, Any] = {"nodes": [summarize(n) for n in self.nodes.values()]}
         if self.summary is not None:
             out["summary"] = self.summary
         return out
@@ -288,6 +314,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self.send(message)
 
     def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, Mapping) and content.get("kind") == MessageKind.DETAIL_REQUEST.value:
+            node = self._reducer.nodes.get(str(content.get("id")))
+            if node is not None:
+                self._send_message(
+                    {"kind": MessageKind.DETAIL.value, "id": node["id"], "node": node}
+                )
+            return
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
             if content.get("seq") == self._bridge.seq and self._bridge.is_current:
                 return  # the view already has exactly this state (e.g. a saved trace)

@@ -42,7 +42,8 @@ async def test_live_session_events_arrive_batched_and_state_matches_the_trace() 
         assert kinds == ["action", "query", "session", "tool_call"]
         events = [e for m in batches(sent) for e in m["events"]]
         assert len(batches(sent)) < len(events)  # batched, not one message per event
-        assert final[session.all_tool_calls[0].id]["decision"]["outcome"] == "approve"
+        by_id = {n["id"]: n for n in explorer.nodes}
+        assert by_id[session.all_tool_calls[0].id]["decision"]["outcome"] == "approve"
         explorer.close()
 
 
@@ -79,7 +80,9 @@ async def test_saved_trace_loads_from_dict_text_and_path(tmp_path: Path) -> None
     for source in (data, json.dumps(data), path, str(path)):
         explorer = TraceExplorer(source)
         assert len(explorer.snapshot["nodes"]) == len(data["nodes"])
-        assert explorer.snapshot["summary"]["requests"] is not None or "summary" in explorer.snapshot
+        assert (
+            explorer.snapshot["summary"]["requests"] is not None or "summary" in explorer.snapshot
+        )
     text = TraceExplorer(data)._fallback_text()
     assert text.startswith(f"TraceExplorer: {len(data['nodes'])} nodes")
 
@@ -162,9 +165,32 @@ def test_sync_request_answers_with_a_snapshot() -> None:
     explorer = TraceExplorer({"nodes": [{"id": "a", "name": "a", "status": "ok"}]})
     sent = record_sends(explorer)
     buffers: list[list[bytes]] = []
-    explorer.send = lambda content, buffers_=None, **kw: (sent.append(content), buffers.append(kw.get("buffers") or buffers_))
+    explorer.send = lambda content, buffers_=None, **kw: (
+        sent.append(content),
+        buffers.append(kw.get("buffers") or buffers_),
+    )
     explorer._on_view_message(explorer, {"kind": "sync", "seq": 0}, [])
     assert sent == []  # the view already has the saved trace (same seq, nothing pending)
     explorer._on_view_message(explorer, {"kind": "sync"}, [])
     assert sent[-1] == {"kind": "snapshot", "seq": 0}
     assert json.loads(buffers[-1][0])["nodes"][0]["id"] == "a"
+
+
+def test_snapshots_carry_summaries_and_details_come_on_request() -> None:
+    node = {
+        "id": "q",
+        "parent_id": None,
+        "kind": "query",
+        "name": "q",
+        "status": "ok",
+        "inputs": {"prompt": "long prompt " * 100},
+        "outputs": {"text": "answer"},
+    }
+    explorer = TraceExplorer({"nodes": [node]})
+    (summary,) = explorer.snapshot["nodes"]
+    assert summary["partial"] is True and "inputs" not in summary and summary["name"] == "q"
+    sent = record_sends(explorer)
+    explorer._on_view_message(explorer, {"kind": "detail_request", "id": "q"}, [])
+    assert sent[-1]["kind"] == "detail" and sent[-1]["node"]["outputs"] == {"text": "answer"}
+    explorer._on_view_message(explorer, {"kind": "detail_request", "id": "missing"}, [])
+    assert len(sent) == 1

@@ -198,7 +198,8 @@ explorer
     """
 text = await session.query("say it")
 view = StreamView()
-await view.consume(lf.query_stream("again", lm=StaticResponse("# Title\\n" + HOSTILE, chunk_size=7)))
+lm = StaticResponse("# Title\\n" + HOSTILE, chunk_size=7)
+await view.consume(lf.query_stream("again", lm=lm))
 session.log("info", HOSTILE)
 lf.AIMessage(HOSTILE)
 """,

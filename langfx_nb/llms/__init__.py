@@ -55,6 +55,7 @@ _PROVIDERS = {
     "GoogleGenAI": ".gemini",
     "Anthropic": ".anthropic",
     "OpenAI": ".openai",
+    "OpenAIResponses": ".openai",
 }
 
 

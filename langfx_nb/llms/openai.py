@@ -54,7 +54,7 @@ from ._http import (
 from .base import Capabilities, LMRequest
 from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
 
-__all__ = ["OpenAI"]
+__all__ = ["OpenAI", "OpenAIResponses"]
 
 _OK = frozenset({"stop", "tool_calls", "function_call"})
 
@@ -408,3 +408,303 @@ def _usage(u: dict[str, Any] | None) -> Usage | None:
         cached_tokens=prompt_details.get("cached_tokens"),
         reasoning_tokens=completion_details.get("reasoning_tokens"),
     )
+
+
+# -- the Responses API ---------------------------------------------------------------------
+_RESPONSE_ITEMS = frozenset({"message", "function_call", "reasoning"})
+
+
+class OpenAIResponses(OpenAI):
+    """OpenAI's Responses API (``POST {base_url}/responses``), the second OpenAI mode.
+
+    Stateless by default (``store=False``). The answer's raw output items (messages,
+    function calls, reasoning) are the continuation data and go back as input items on the
+    next turn to the same model and endpoint; reasoning items are only sent back when they
+    carry ``encrypted_content`` (ask for it with
+    ``extra_body={"include": ["reasoning.encrypted_content"]}``), since a stateless server
+    cannot resolve them otherwise. Streams end at ``response.completed`` (or
+    ``response.incomplete`` / ``response.failed``); the final message is built from that
+    terminal response, the deltas before it are for display.
+    """
+
+    def __init__(self, model: str, *, store: bool = False, **kw: Any) -> None:
+        super().__init__(model, **kw)
+        self.store = store
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {**super().cache_identity(), "api": "responses"}
+
+    def encode(self, request: LMRequest, *, stream: bool = False) -> dict[str, Any]:
+        items: list[dict[str, Any]] = []
+        for turn in request.messages:
+            if isinstance(turn, AIMessage):
+                items.extend(self._assistant_items(turn))
+            elif isinstance(turn, (UserMessage, ToolMessage)):
+                items.extend(self._user_items(turn))
+            else:
+                raise InvalidRequestError(f"openai: cannot send a {turn.role!r} turn")
+        o = request.options
+        body: dict[str, Any] = {"model": self.model, "input": items, "store": self.store}
+        if request.system:
+            body["instructions"] = request.system
+        if o.max_tokens is not None:
+            body["max_output_tokens"] = o.max_tokens
+        for key, value in (("temperature", o.temperature), ("top_p", o.top_p)):
+            if value is not None:
+                body[key] = value
+        if o.stop or o.seed is not None or o.top_k is not None:
+            raise UnsupportedCapabilityError(
+                f"{self.model_id}: the Responses API has no stop, seed or top_k option"
+            )
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.input_schema),
+                    "strict": _strict_ok(t.input_schema),
+                }
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            if choice in ("auto", "none"):
+                body["tool_choice"] = choice
+            elif choice == "any":
+                body["tool_choice"] = "required"
+            elif choice in {t.name for t in request.tools}:
+                body["tool_choice"] = {"type": "function", "name": choice}
+            else:
+                raise InvalidRequestError(f"openai: tool_choice names unknown tool {choice!r}")
+        if request.response_schema is not None:
+            schema = dict(request.response_schema)
+            body["text"] = {
+                "format": {
+                    "type": "json_schema",
+                    "name": _schema_name(schema),
+                    "schema": schema,
+                    "strict": _strict_ok(schema),
+                }
+            }
+        if stream:
+            body["stream"] = True
+        return body
+
+    def _assistant_items(self, turn: Message[Any]) -> list[dict[str, Any]]:
+        cont = self._own_continuation(turn)
+        raw = cont.data.get("output") if cont is not None else None
+        if isinstance(raw, list):
+            out = []
+            for item in raw:
+                kind = item.get("type")
+                if kind == "reasoning":
+                    if self.store or item.get("encrypted_content"):
+                        out.append(dict(item))
+                    continue
+                # ids refer to stored items; by value they are not needed
+                out.append({k: v for k, v in item.items() if self.store or k != "id"})
+            return out
+        items: list[dict[str, Any]] = []
+        text = [p.text for p in turn.parts if isinstance(p, TextPart)]
+        if text:
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "".join(text)}],
+                }
+            )
+        for p in turn.parts:
+            if isinstance(p, ToolCall):
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": p.id,
+                        "name": p.name,
+                        "arguments": json.dumps(p.args, ensure_ascii=False),
+                    }
+                )
+            elif not isinstance(p, TextPart) and p.kind != "continuation":
+                raise UnsupportedCapabilityError(
+                    f"openai: an assistant turn cannot hold a {p.kind} part"
+                )
+        return items
+
+    def _user_items(self, turn: Message[Any]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        content: list[dict[str, Any]] = []
+        for p in turn.parts:
+            if isinstance(p, TextPart):
+                content.append({"type": "input_text", "text": p.text})
+            elif isinstance(p, Mime):
+                url = p.uri if p.data is None else f"data:{p.mime_type};base64,{p.to_base64()}"
+                content.append({"type": "input_image", "image_url": url})
+            elif isinstance(p, ToolResultPart):
+                items.append(
+                    {"type": "function_call_output", "call_id": p.call_id, "output": p.content}
+                )
+            else:
+                raise InvalidRequestError(f"openai: a user turn cannot hold a {p.kind} part")
+        if content:
+            items.append({"role": "user", "content": content})
+        return items
+
+    async def _sample(self, request: LMRequest) -> AIMessage[Any]:
+        data = await self._post_json(f"{self.base_url}/responses", self.encode(request))
+        state = _ResponsesState(self)
+        try:
+            return state.final(data)[-1].aggregated
+        except MALFORMED as exc:
+            raise StreamProtocolError("openai: malformed response") from exc
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
+        state = _ResponsesState(self)
+        parser = SSEParser()
+        url = f"{self.base_url}/responses"
+        final: list[StreamChunk] | None = None
+        async with self._open_stream(url, self.encode(request, stream=True)) as response:
+            async for raw in body_chunks(response):
+                for event in parser.feed(raw):
+                    try:
+                        data = loads(event.data)
+                        if not isinstance(data, dict):
+                            raise TypeError("not an object")
+                        chunk = state.event(data)
+                        if state.terminal is not None:
+                            final = state.final(state.terminal)
+                    except MALFORMED as exc:
+                        raise StreamProtocolError("openai: malformed stream event") from exc
+                    if chunk is not None:
+                        yield chunk
+                    if final is not None:
+                        break
+                if final is not None:
+                    break
+        if final is None:
+            raise StreamProtocolError("openai: the stream ended before response.completed")
+        for chunk in final:
+            yield chunk
+
+
+class _ResponsesState:
+    def __init__(self, lm: OpenAIResponses) -> None:
+        self.lm = lm
+        self.acc = StreamAccumulator(lm.model_id)
+        self.calls: dict[str, tuple[str, str]] = {}  # item id -> (call id, name)
+        self.streamed_text = False
+        self.terminal: dict[str, Any] | None = None
+
+    def event(self, data: dict[str, Any]) -> StreamChunk | None:
+        kind = data.get("type")
+        if kind == "response.output_text.delta":
+            delta = str(data.get("delta") or "")
+            self.streamed_text = True
+            return self.acc.text(delta) if delta else None
+        if kind == "response.function_call_arguments.delta":
+            call = self.calls.get(str(data.get("item_id")))
+            delta = str(data.get("delta") or "")
+            if call is None or not delta:
+                return None
+            return self.acc.events(ToolCallDelta(call[0], delta))
+        if kind == "response.output_item.added":
+            item = data.get("item") or {}
+            if item.get("type") == "function_call":
+                call_id, name = str(item.get("call_id") or ""), str(item.get("name") or "")
+                if not call_id or not name:
+                    raise StreamProtocolError("openai: function_call item without id or name")
+                self.calls[str(item.get("id"))] = (call_id, name)
+                return self.acc.events(ToolCallStart(call_id, name))
+            return None
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            response = data.get("response")
+            if not isinstance(response, dict):
+                raise StreamProtocolError(f"openai: {kind} without a response")
+            self.terminal = response
+            return None
+        if kind == "error":
+            code = safe_code(data.get("code")) or safe_code(data.get("type"))
+            raise error_from_status(
+                "openai", _RESPONSES_ERROR_STATUS.get(code or "", 500), ErrorInfo(code)
+            )
+        return None  # other events (created, in_progress, *.done, reasoning...) add nothing
+
+    def final(self, response: Any) -> list[StreamChunk]:
+        """The closing chunks (completed tool calls, then the final marker)."""
+        if not isinstance(response, dict):
+            raise StreamProtocolError("openai: response is not a JSON object")
+        status = response.get("status")
+        if status == "failed" or isinstance(response.get("error"), dict):
+            err = response.get("error") or {}
+            code = safe_code(err.get("code"))
+            raise error_from_status(
+                "openai", _RESPONSES_ERROR_STATUS.get(code or "", 500), ErrorInfo(code)
+            )
+        output = response.get("output") or []
+        refused = False
+        text_parts: list[str] = []
+        calls: list[ToolCall] = []
+        for item in output:
+            kind = item.get("type")
+            if kind not in _RESPONSE_ITEMS:
+                name = safe_code(kind) or "unknown"
+                raise StreamProtocolError(f"openai: unsupported output item type {name!r}")
+            if kind == "message":
+                for part in item.get("content") or ():
+                    ptype = part.get("type")
+                    if ptype == "output_text":
+                        text_parts.append(str(part.get("text") or ""))
+                    elif ptype == "refusal":
+                        refused = True
+                    else:
+                        name = safe_code(ptype) or "unknown"
+                        raise StreamProtocolError(f"openai: unsupported content type {name!r}")
+            elif kind == "function_call":
+                args = json_object(str(item.get("arguments") or ""), "openai function arguments")
+                calls.append(ToolCall(str(item["call_id"]), str(item["name"]), args))
+        if refused:
+            raise ContentFilteredError("openai: the model refused (refusal)")
+        if status == "incomplete":
+            reason = safe_code((response.get("incomplete_details") or {}).get("reason"))
+            if reason == "content_filter":
+                raise ContentFilteredError("openai: response blocked (content_filter)")
+            raise IncompleteGenerationError(f"openai: output truncated ({reason or 'unknown'})")
+        text = "".join(text_parts)
+        if not self.streamed_text and text:
+            self.acc.text(text)
+        out = [self.acc.events(ToolCallEnd(call)) for call in calls]
+        if not calls and not text:
+            raise EmptyGenerationError("openai: the model returned no text and no tool calls")
+        self.acc.add_part(
+            self.lm._continuation({"id": response.get("id"), "api": "responses", "output": output})
+        )
+        usage = response.get("usage") or {}
+        out.append(self._finish(response, usage, calls))
+        return out
+
+    def _finish(self, response: dict[str, Any], usage: Any, calls: list[ToolCall]) -> StreamChunk:
+        return self.acc.finish(
+            usage=Usage(
+                prompt_tokens=usage.get("input_tokens"),
+                completion_tokens=usage.get("output_tokens"),
+                total_tokens=usage.get("total_tokens"),
+                cached_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens"),
+                reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens"),
+            )
+            if usage
+            else None,
+            finish_reason="tool_calls" if calls else "stop",
+            metadata={
+                "provider_finish_reason": response.get("status"),
+                "response_id": response.get("id"),
+            },
+        )
+
+
+_RESPONSES_ERROR_STATUS = {
+    "rate_limit_exceeded": 429,
+    "server_error": 500,
+    "invalid_prompt": 400,
+    "invalid_request_error": 400,
+    "context_length_exceeded": 400,
+}

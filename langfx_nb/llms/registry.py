@@ -3,7 +3,8 @@
 Only the names listed here resolve; there is no plugin discovery and no default model. Extra
 keyword arguments go to the model's constructor (``api_key=``, ``base_url=``, sampling...).
 
-- ``gemini:MODEL`` (alias ``google:MODEL``), ``anthropic:MODEL``, ``openai:MODEL``
+- ``gemini:MODEL`` (alias ``google:MODEL``), ``anthropic:MODEL``, ``openai:MODEL``,
+  ``openai-responses:MODEL`` (OpenAI's Responses API)
 - ``fake:echo``, ``fake:static?text=...`` (the text is URL-decoded)
 """
 
@@ -22,6 +23,7 @@ _PROVIDERS = {
     "google": (".gemini", "Gemini"),
     "anthropic": (".anthropic", "Anthropic"),
     "openai": (".openai", "OpenAI"),
+    "openai-responses": (".openai", "OpenAIResponses"),
 }
 
 

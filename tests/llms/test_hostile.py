@@ -16,7 +16,7 @@ from langfx_nb.llms._http import HTTPModel
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.base import ToolSpec
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai import OpenAI, OpenAIResponses
 
 from .wire import Reply, Server
 
@@ -29,11 +29,15 @@ KEYS = [
     *("input", "partial_json", "stop_reason", "input_tokens", "output_tokens", "signature"),
     *("thinking", "citation", "choices", "tool_calls", "function", "arguments", "refusal"),
     *("finish_reason", "prompt_tokens", "completion_tokens", "prompt_tokens_details"),
+    *("response", "output", "item", "item_id", "call_id", "incomplete_details", "reason"),
 ]
 STRINGS = [
     *("STOP", "MAX_TOKENS", "SAFETY", "text", "tool_use", "text_delta", "input_json_delta"),
     *("thinking_delta", "end_turn", "max_tokens", "refusal", "stop", "length", "tool_calls"),
     *("message_start", "content_block_start", "model", "user", "{", '{"a":', "", "x"),
+    *("response.completed", "response.output_text.delta", "response.output_item.added"),
+    *("response.function_call_arguments.delta", "function_call", "message", "output_text"),
+    *("completed", "incomplete", "failed", "reasoning", "refusal"),
 ]
 scalars = st.one_of(
     st.none(),
@@ -84,7 +88,7 @@ async def run(cls: type[HTTPModel], reply: Reply, stream: bool) -> Server:
     return server
 
 
-@pytest.mark.parametrize("cls", [Gemini, Anthropic, OpenAI])
+@pytest.mark.parametrize("cls", [Gemini, Anthropic, OpenAI, OpenAIResponses])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     objs=st.lists(objects, min_size=1, max_size=6),
@@ -97,7 +101,7 @@ def test_any_json_stream_fails_cleanly(
     assert server.all_closed()
 
 
-@pytest.mark.parametrize("cls", [Gemini, Anthropic, OpenAI])
+@pytest.mark.parametrize("cls", [Gemini, Anthropic, OpenAI, OpenAIResponses])
 @settings(max_examples=150, deadline=None)
 @given(body=values, status=st.sampled_from([200, 400, 401, 429, 500, 529]))
 def test_any_json_body_fails_cleanly(cls: type[HTTPModel], body: Any, status: int) -> None:

@@ -15,7 +15,7 @@ import langfx_nb as lf
 from langfx_nb.llms._http import HTTPModel, parse_google_duration, parse_retry_after
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai import OpenAI, OpenAIResponses
 
 from .wire import SECRET_KEY, Reply, Server, fixture
 
@@ -23,6 +23,7 @@ STREAMS = {
     Gemini: "gemini_text.sse",
     Anthropic: "anthropic_text.sse",
     OpenAI: "openai_text.sse",
+    OpenAIResponses: "openai_responses_text.sse",
 }
 PROVIDERS = list(STREAMS)
 

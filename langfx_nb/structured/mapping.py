@@ -156,22 +156,32 @@ class Mapping(LangFunc):
             options["system_message"] = self.system_message
         if self.native_structured_output:
             options["response_schema"] = native_response_schema(self.schema)
-        response = self.transform_output(await model.call(prompt, **options))
-        text = self.postprocess_response(response)
+        raw_response = await model.call(prompt, **options)
         try:
-            value = self.postprocess_result(self.parse_result(text))
+            response = self.finish(raw_response)
         except MappingError:
-            key = response.metadata.get("cache_key")
+            key = raw_response.metadata.get("cache_key")
             cache = getattr(model, "cache", None)
             if key is not None and cache is not None:
                 await cache.delete(key)
             raise
-        response.result = value
+        response.metadata["rendered_prompt"] = prompt.text
+        return response
+
+    def finish(self, response: AIMessage[Any]) -> AIMessage[Any]:
+        """Turn a complete model response into the answer message (``.result`` set).
+
+        Runs ``transform_output`` → ``postprocess_response`` → ``parse_result`` →
+        ``postprocess_result``; raises ``MappingError``. Shared by ``call`` and
+        ``query_stream`` so both end in the same value.
+        """
+        response = self.transform_output(response)
+        text = self.postprocess_response(response)
+        response.result = self.postprocess_result(self.parse_result(text))
         meta = response.metadata
         meta["protocol"] = "native" if self.native_structured_output else self.protocol.name
         meta["schema"] = self.schema.name
         meta["raw_response"] = text
-        meta["rendered_prompt"] = prompt.text
         return response
 
     # -- prompt pieces ---------------------------------------------------------------------

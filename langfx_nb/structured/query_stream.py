@@ -213,18 +213,11 @@ def _outcome(
     mapping: _Mapping, last: StreamChunk | None, text: str, parse_error: StreamParseError | None
 ) -> StreamEvent:
     response: AIMessage[Any] = last.aggregated if last is not None else AIMessage("")
-    response = mapping.transform_output(response)
-    raw = mapping.postprocess_response(response)
     try:
-        value = mapping.postprocess_result(mapping.parse_result(raw))
+        response = mapping.finish(response)
     except MappingError as exc:
         return ParsingFailed(parse_error if parse_error is not None else exc, text)
-    response.result = value
-    meta = response.metadata
-    meta["protocol"] = "native" if mapping.native_structured_output else mapping.protocol.name
-    meta["schema"] = mapping.schema.name
-    meta["raw_response"] = raw
-    return GenerationComplete(value, response)
+    return GenerationComplete(response.result, response)
 
 
 def _with_context(exc: StreamParseError, pieces: list[str]) -> StreamParseError:

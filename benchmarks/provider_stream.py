@@ -25,7 +25,7 @@ import httpx
 from langfx_nb.llms._http import HTTPModel
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai import OpenAI, OpenAIResponses
 
 WORDS = [
     *("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog"),
@@ -132,6 +132,32 @@ def openai_events(n: int) -> list[bytes]:
     return out
 
 
+def responses_events(n: int) -> list[bytes]:
+    def ev(obj: dict[str, object]) -> bytes:
+        return f"event: {obj['type']}\ndata: {_dump(obj)}\n\n".encode()
+
+    text = "".join(_delta(i) for i in range(n))
+    item = {"id": "msg_b", "type": "message", "role": "assistant", "status": "completed"}
+    done = {**item, "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    response = {"id": "resp_b", "object": "response", "status": "completed", "output": [done]}
+    out = [ev({"type": "response.created", "response": {**response, "status": "in_progress"}})]
+    out += [
+        ev(
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_b",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": _delta(i),
+                "sequence_number": i + 1,
+            }
+        )
+        for i in range(n)
+    ]
+    out.append(ev({"type": "response.completed", "response": response}))
+    return out
+
+
 class _Body(httpx.AsyncByteStream):
     def __init__(self, chunks: list[bytes]) -> None:
         self.chunks = chunks
@@ -197,6 +223,7 @@ async def main(n: int, repeat: int) -> None:
         ("gemini", gemini_events, Gemini),
         ("anthropic", anthropic_events, Anthropic),
         ("openai", openai_events, OpenAI),
+        ("responses", responses_events, OpenAIResponses),
     ]
     print(f"{n} text-delta events per stream, best of {repeat}")
     print("CPU time per event; ratio of the best runs, and median ratio of paired runs")
@@ -222,6 +249,6 @@ async def main(n: int, repeat: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=21)
     args = parser.parse_args()
     asyncio.run(main(args.events, args.repeat))

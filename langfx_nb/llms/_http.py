@@ -169,8 +169,18 @@ def error_from_status(
 
 # -- server-sent events --------------------------------------------------------------------
 class SSEEvent(NamedTuple):
+    """One event: its name, and its data as the raw UTF-8 bytes (JSON parsers take bytes and
+    check the encoding themselves, so the hot path never decodes twice)."""
+
     event: str
-    data: str
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        try:
+            return self.data.decode()
+        except UnicodeDecodeError as exc:
+            raise StreamProtocolError("event stream is not valid UTF-8") from exc
 
 
 class SSEParser:
@@ -178,10 +188,11 @@ class SSEParser:
 
     Lines end at CR, LF or CRLF (``bytes.splitlines`` splits on exactly these); a CR that
     ends a chunk completes its line at once, and a LF starting the next chunk is then
-    skipped. Each field value is decoded as UTF-8 on its own: a line-break byte never occurs
-    inside a multi-byte character, so every split of the same bytes gives the same events.
-    Comments, ``id`` and ``retry`` are ignored; an event still unterminated at end of stream
-    is discarded, as the standard says. Invalid UTF-8 is a ``StreamProtocolError``.
+    skipped. Lines are cut as bytes and a line-break byte never occurs inside a multi-byte
+    UTF-8 character, so every split of the same bytes gives the same events. Comments, ``id``
+    and ``retry`` are ignored; an event still unterminated at end of stream is discarded, as
+    the standard says. Invalid UTF-8 is a ``StreamProtocolError`` (event names here; data
+    when it is decoded: ``SSEEvent.text``, or the JSON parser).
     """
 
     __slots__ = ("_buf", "_data", "_event", "_skip_lf", "_started")
@@ -189,7 +200,7 @@ class SSEParser:
     def __init__(self) -> None:
         self._buf = b""
         self._event = ""
-        self._data: list[str] = []
+        self._data: list[bytes] = []
         self._skip_lf = False
         self._started = False
 
@@ -222,12 +233,13 @@ class SSEParser:
             for line in lines:
                 if not line:
                     if data:  # a blank line dispatches; an event without data is dropped
-                        out.append(SSEEvent(self._event or "message", "\n".join(data)))
+                        joined = data[0] if len(data) == 1 else b"\n".join(data)
+                        out.append(SSEEvent(self._event or "message", joined))
                         data = self._data = []
                     self._event = ""
                 elif line[:5] == b"data:":
                     value = line[5:]
-                    data.append((value[1:] if value[:1] == b" " else value).decode())
+                    data.append(value[1:] if value[:1] == b" " else value)
                 elif line[0] != 58:  # ":" starts a comment
                     name, colon, value = line.partition(b":")
                     if colon and value[:1] == b" ":
@@ -235,7 +247,7 @@ class SSEParser:
                     if name == b"event":
                         self._event = value.decode()
                     elif name == b"data":
-                        data.append(value.decode())
+                        data.append(value)
         except UnicodeDecodeError as exc:
             raise StreamProtocolError("event stream is not valid UTF-8") from exc
         return out

@@ -239,7 +239,7 @@ class OpenAI(HTTPModel):
         async with self._open_stream(url, self.encode(request, stream=True)) as response:
             async for raw in body_chunks(response):
                 for event in parser.feed(raw):
-                    if event.data == "[DONE]":
+                    if event.data == b"[DONE]":
                         done = True
                         break
                     try:

@@ -57,26 +57,29 @@ def test_any_split_any_line_ending(
         pieces.append(raw[last:c])
         last = c
     pieces.append(raw[last:])
-    expected = [SSEEvent(name or "message", "\n".join(d)) for name, d in evs]
+    expected = [SSEEvent(name or "message", "\n".join(d).encode()) for name, d in evs]
     assert parse(pieces) == expected
     assert parse([raw[i : i + 1] for i in range(len(raw))]) == expected
 
 
 def test_cr_then_lf_across_chunks_is_one_line_break() -> None:
     assert parse([b"event: a\r", b"\ndata: 1\r", b"\ndata: 2\r", b"\n\r", b"\n"]) == [
-        SSEEvent("a", "1\n2")
+        SSEEvent("a", b"1\n2")
     ]
     # a lone CR at the very end still ends the last line
-    assert parse([b"data: x\r", b"\r"]) == [SSEEvent("message", "x")]
+    assert parse([b"data: x\r", b"\r"]) == [SSEEvent("message", b"x")]
 
 
 def test_unterminated_event_is_discarded_and_bom_skipped() -> None:
-    assert parse([b"\xef\xbb", b"\xbfdata: a\n\ndata: cut"]) == [SSEEvent("message", "a")]
+    assert parse([b"\xef\xbb", b"\xbfdata: a\n\ndata: cut"]) == [SSEEvent("message", b"a")]
 
 
 def test_invalid_utf8_is_a_protocol_error() -> None:
     with pytest.raises(StreamProtocolError):
-        parse([b"data: \xff\xfe\n\n"])
+        parse([b"event: \xff\n\n"])
+    (event,) = parse([b"data: \xff\xfe\n\n"])
+    with pytest.raises(StreamProtocolError):
+        _ = event.text
 
 
 @pytest.mark.parametrize(
@@ -95,7 +98,7 @@ def test_fixtures_agree_with_httpx_sse_at_every_split(name: str) -> None:
             200, headers={"content-type": "text/event-stream"}, content=stream()
         )
         source = httpx_sse.EventSource(response)
-        return [SSEEvent(e.event, e.data) async for e in source.aiter_sse()]
+        return [SSEEvent(e.event, e.data.encode()) async for e in source.aiter_sse()]
 
     async def ours(chunks: list[bytes]) -> list[SSEEvent]:
         async def stream() -> AsyncIterator[bytes]:

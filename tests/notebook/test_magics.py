@@ -348,6 +348,15 @@ def test_markdown_escape_leaves_code_fences_alone() -> None:
     )
 
 
+def test_unload_removes_the_transformer_and_load_is_idempotent(ip: InteractiveShell) -> None:
+    ip.run_line_magic("load_ext", "langfx_nb")
+    assert ip.input_transformers_cleanup.count(transform_lf_cell) == 1
+    lf.nb.unload_ipython_extension(ip)
+    assert transform_lf_cell not in ip.input_transformers_cleanup
+    ip.run_line_magic("load_ext", "langfx_nb")
+    assert ip.input_transformers_cleanup.count(transform_lf_cell) == 1
+
+
 # -- the lf.nb package ---------------------------------------------------------------------------
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from .conftest import Lab
 
-pytestmark = pytest.mark.browser
+# Starting JupyterLab and a kernel on a loaded CI machine can eat most of the default 120 s.
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
 def test_quickstart_runs_and_shows_a_typed_result(lab: Lab) -> None:

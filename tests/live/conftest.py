@@ -24,6 +24,7 @@ PROVIDERS = {
     ),
     "anthropic": (("ANTHROPIC_API_KEY",), "LANGFX_LIVE_ANTHROPIC_MODEL", "claude-haiku-4-5"),
     "openai": (("OPENAI_API_KEY",), "LANGFX_LIVE_OPENAI_MODEL", "gpt-4o-mini"),
+    "openai-responses": (("OPENAI_API_KEY",), "LANGFX_LIVE_OPENAI_MODEL", "gpt-4o-mini"),
 }
 
 
@@ -31,7 +32,7 @@ PROVIDERS = {
 async def lm(request: pytest.FixtureRequest) -> AsyncIterator[LanguageModel]:
     name = request.param
     keys, model_var, fallback = PROVIDERS[name]
-    base_url = os.environ.get("OPENAI_BASE_URL") if name == "openai" else None
+    base_url = os.environ.get("OPENAI_BASE_URL") if name.startswith("openai") else None
     if not any(os.environ.get(k) for k in keys) and not base_url:
         pytest.skip(f"set {' or '.join(keys)} to run the live {name} tests")
     kwargs: dict[str, object] = {"max_attempts": 3}

@@ -48,7 +48,8 @@ async def test_text_stream(lm: LanguageModel) -> None:
     message = chunks[-1].aggregated
     assert "".join(c.delta for c in chunks) == message.text
     assert "20" in message.text
-    assert message.usage is not None and message.usage.prompt_tokens
+    if getattr(lm, "uses_default_endpoint", True):  # compatible servers may omit usage
+        assert message.usage is not None and message.usage.prompt_tokens
 
 
 async def test_structured_stream(lm: LanguageModel) -> None:

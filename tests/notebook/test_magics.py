@@ -353,7 +353,8 @@ def test_unload_removes_the_transformer_and_load_is_idempotent(ip: InteractiveSh
     assert ip.input_transformers_cleanup.count(transform_lf_cell) == 1
     lf.nb.unload_ipython_extension(ip)
     assert transform_lf_cell not in ip.input_transformers_cleanup
-    ip.run_line_magic("load_ext", "langfx_nb")
+    lf.nb.load_ipython_extension(ip)
+    lf.nb.load_ipython_extension(ip)
     assert ip.input_transformers_cleanup.count(transform_lf_cell) == 1
 
 

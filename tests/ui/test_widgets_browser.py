@@ -226,3 +226,20 @@ def test_hostile_model_text_is_shown_as_text_and_runs_nothing(lab: Lab) -> None:
         assert lab.page.locator(f"{area} img").count() == 0, area
         assert lab.page.locator(f"{area} script").count() == 0, area
     lab.screenshot("hostile")
+
+
+def test_page_reload_shows_the_final_trace_from_the_kernel(lab: Lab) -> None:
+    lab.open(write_notebook(lab, "w_reload.ipynb", AGENT_CELLS))
+    run_all_nowait(lab)
+    approve = lab.page.locator(".lfx-ap .lfx-approve")
+    approve.wait_for(state="visible", timeout=60_000)
+    approve.click()
+    lab.wait_cells_done()
+    before = wait_row(lab, "tool_call", "ok")
+    lab.command("docmanager:save")  # outputs (the widget views) are kept; the kernel lives on
+    lab.page.reload(wait_until="domcontentloaded")
+    lab.page.wait_for_function("() => !!window.jupyterapp", timeout=60_000)
+    lab.wait_kernel_idle()
+    after = wait_row(lab, "tool_call", "ok", timeout_s=60)
+    assert sorted(map(str, after)) == sorted(map(str, before))
+    lab.screenshot("reloaded")

@@ -165,6 +165,18 @@ def rollups(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
             kids.setdefault(str(parent), []).append(node_id)
         else:
             roots.append(node_id)
+    position = {node_id: i for i, node_id in enumerate(own)}
+    if all(position[k] > position[p] for p, ks in kids.items() for k in ks):
+        # the usual case (every child listed after its parent): one reverse pass
+        totals = dict(own)
+        parent_of = {k: p for p, ks in kids.items() for k in ks}
+        for node_id in reversed(list(own)):
+            parent = parent_of.get(node_id)
+            if parent is not None:
+                pt, pc = totals[parent]
+                nt, nc = totals[node_id]
+                totals[parent] = (pt + nt, pc + nc)
+        return totals
     out: dict[str, tuple[int, float]] = {}
     stack: list[tuple[str, bool]] = [(r, False) for r in roots]
     while stack:

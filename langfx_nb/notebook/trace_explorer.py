@@ -122,9 +122,16 @@ class TraceReducer:
         self.summary: dict[str, Any] | None = None  # session totals from a saved trace
         self._logs = 0
 
-    def load(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+    def load(self, nodes: Iterable[dict[str, Any]]) -> None:
+        """Adopt already-normalized nodes (they become the reducer's own records)."""
         for node in nodes:
-            self._merge(dict(node))
+            current = self.nodes.get(node["id"])
+            if current is None:
+                node.setdefault("parent", None)
+                node.setdefault("status", "running")
+                self.nodes[node["id"]] = node
+            else:
+                current.update(node)
 
     def _merge(self, patch: dict[str, Any]) -> dict[str, Any]:
         node_id = patch["id"]

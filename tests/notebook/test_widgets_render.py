@@ -154,3 +154,15 @@ def test_jsonable_reprs_unknown_objects_without_evaluating_them() -> None:
 
     html = render.value_html({"w": Weird()})
     assert_inert(html)
+
+
+def test_rollups_do_not_depend_on_the_order_nodes_are_listed_in() -> None:
+    nodes = [
+        {"id": "r", "parent": None, "usage": {"total_tokens": 1}},
+        {"id": "a", "parent": "r", "usage": {"total_tokens": 2}, "cost": 0.5},
+        {"id": "b", "parent": "a", "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+        {"id": "c", "parent": "r"},
+    ]
+    expected = {"r": (10, 0.5), "a": (9, 0.5), "b": (7, 0.0), "c": (0, 0.0)}
+    assert render.rollups(nodes) == expected
+    assert render.rollups(list(reversed(nodes))) == expected  # children listed first

@@ -54,6 +54,8 @@ APPROVE_ENV = "LANGFX_NB_APPROVE"
 """When set (``deny``, ``allow`` or ``allow:add,search``), replaces every ``ask`` approval of
 ``%%lf agent`` — the unattended mode for headless runs (nbval, nbconvert, CI)."""
 
+MAX_SESSIONS = 20  # the sessions of recent %%lf runs kept for %lf trace
+ASK_TIMEOUT = 900.0  # default run deadline (s) when a person approves: 60 s is too short
 _CELL_RE = re.compile(r"%%lf(?=\s|$)")
 
 
@@ -414,9 +416,17 @@ async def _run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
     if opts.stream:
         value = await _stream_query(template, schema, opts.returns_message, kwargs)
     else:
-        from ..structured.query import query
+        # A session per cell: `%lf trace` then shows the prompt, raw response, parsed value or
+        # error of the last query, which is how a failed typed query is debugged.
+        from ..agentic import Session
 
-        value = await query(template, schema, returns_message=opts.returns_message, **kwargs)
+        session = _remember(Session(lm))
+        try:
+            value = await session.query(
+                template, schema, returns_message=opts.returns_message, **kwargs
+            )
+        finally:
+            await session.dispose()
     value = _present(value)
     if opts.out:
         ns[opts.out] = value
@@ -443,6 +453,12 @@ async def _stream_query(
     return seen[-1] if returns_message and seen else value
 
 
+def _remember(session: Any) -> Any:
+    state.sessions.append(session)
+    del state.sessions[:-MAX_SESSIONS]
+    return session
+
+
 def _approval(mode: str, tools: Sequence[Any]) -> Any:
     """``--approve`` → an ``ApprovalPolicy``; ``$LANGFX_NB_APPROVE`` replaces ``ask``."""
     from .approval import ApprovalPolicy
@@ -459,10 +475,6 @@ def _approval(mode: str, tools: Sequence[Any]) -> Any:
         names = [n.strip() for n in mode[len("allow:") :].split(",") if n.strip()]
         return ApprovalPolicy(mode="allow", allow=names, tools=tools)
     raise UsageError(f"--approve {mode}: expected ask, deny, allow or allow:NAME,NAME")
-
-
-MAX_SESSIONS = 20  # the sessions of recent agent runs kept for %lf trace
-ASK_TIMEOUT = 900.0  # default run deadline (s) when a person approves: 60 s is too short
 
 
 async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
@@ -508,9 +520,7 @@ async def _run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         limits=agent_limits,
         allow_tool=policy,
     )
-    session = Session(lm)
-    state.sessions.append(session)
-    del state.sessions[:-MAX_SESSIONS]
+    session = _remember(Session(lm))
     explorer = None
     if not opts.no_trace:
         first = body.strip().splitlines()[0]
@@ -551,7 +561,7 @@ _HELP = """\
     --timeout S           deadline for the whole run (default 60 s; 900 s when asking)
     --instructions TEXT, --max-steps N, --max-tool-calls N, -o VAR, --no-trace
 %lf use VAR               default model for %%lf cells (a variable or an id like fake:echo)
-%lf trace [SESSION]       trace explorer on the last %%lf agent run, or on SESSION
+%lf trace [SESSION]       trace explorer on the last %%lf run, or on SESSION
 %lf models                the default model, models in the notebook, provider keys present
 %lf help                  this text
 """
@@ -588,7 +598,7 @@ def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
         else:
             session = state.last_session
             if session is None:
-                raise UsageError("%lf trace: no %%lf agent run yet; pass a session: %lf trace S")
+                raise UsageError("%lf trace: no %%lf run yet; pass a session: %lf trace S")
         from .trace_explorer import TraceExplorer
 
         return TraceExplorer(session)

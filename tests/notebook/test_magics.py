@@ -207,7 +207,7 @@ def test_line_commands(ip: InteractiveShell, capsys: pytest.CaptureFixture[str])
     assert "values never shown" in out
     with pytest.raises(UsageError, match="cell command"):
         run(ip, "%lf query")
-    with pytest.raises(UsageError, match="no %%lf agent run yet"):
+    with pytest.raises(UsageError, match="no %%lf run yet"):
         magics.state.sessions.clear()
         run(ip, "%lf trace")
 
@@ -245,6 +245,16 @@ def test_stream_query_text_and_typed(ip: InteractiveShell) -> None:
     assert ip.user_ns["ans"] is city
     msg = run(ip, "%%lf query --lm lm --stream --schema City --returns-message\nParis\n")
     assert isinstance(msg, lf.AIMessage) and msg.result == city
+
+
+def test_a_failed_typed_query_can_be_inspected_with_lf_trace(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=lf.llms.StaticResponse("no python here"), City=City)
+    with pytest.raises(lf.MappingError):
+        run(ip, "%%lf query --lm lm --schema City\nParis\n")
+    (query,) = magics.state.last_session.all_queries
+    assert query.name == "query:City" and query.status == "failed"
+    explorer = run(ip, "%lf trace")
+    assert "failed 1" in repr(explorer._fallback_text())
 
 
 def test_stream_parse_failure_raises(ip: InteractiveShell) -> None:

@@ -243,3 +243,22 @@ def test_page_reload_shows_the_final_trace_from_the_kernel(lab: Lab) -> None:
     after = wait_row(lab, "tool_call", "ok", timeout_s=60)
     assert sorted(map(str, after)) == sorted(map(str, before))
     lab.screenshot("reloaded")
+
+
+def test_approve_with_edited_arguments_from_the_schema_form(lab: Lab) -> None:
+    lab.open(write_notebook(lab, "w_edit.ipynb", AGENT_CELLS))
+    run_all_nowait(lab)
+    prompt = lab.page.locator(".lfx-ap-pending")
+    prompt.locator("button.lfx-edit").wait_for(state="visible", timeout=60_000)
+    prompt.locator("button.lfx-edit").click()
+    field = prompt.locator('input[name="a"]')
+    assert field.input_value() == "2"
+    field.fill("2.5")  # not an integer: refused in the page, the prompt keeps waiting
+    prompt.locator("button.lfx-approve-edited").click()
+    assert "a: expected an integer" in prompt.locator(".lfx-err").inner_text()
+    field.fill("10")
+    prompt.locator("button.lfx-approve-edited").click()
+    lab.wait_cells_done()
+    assert "ANSWER: The answer is 13." in lab.output_text(2)
+    assert "approved with edited arguments" in lab.page.locator(".lfx-ap-hist").inner_text()
+    lab.screenshot("edited")

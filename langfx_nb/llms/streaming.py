@@ -48,7 +48,7 @@ class ToolCallEnd:
 ToolCallStreamEvent = ToolCallStart | ToolCallDelta | ToolCallEnd
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class StreamChunk:
     """One step of a model stream. ``aggregated`` is everything received so far."""
 

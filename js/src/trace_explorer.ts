@@ -67,6 +67,12 @@ function timing(label: string, since: number): void {
   if (Array.isArray(t)) t.push([label, Math.round((performance.now() - since) * 10) / 10]);
 }
 
+/** An absolute timestamp (ms since the epoch) for the benchmark's timeline. */
+function mark(label: string): void {
+  const t = (globalThis as any).__lfxTimings;
+  if (Array.isArray(t)) t.push([`@${label}`, Date.now()]);
+}
+
 function createShared(): Shared {
   return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, requested: new Set(), summary: null, listeners: new Set() };
 }
@@ -108,6 +114,7 @@ export default () => {
 
   return {
     initialize({ model }: { model: Model }) {
+      mark("initialize");
       applyState(decode(model.get("state")));
       // The synced state trait: newer than what this page has seen (page reload, a state set
       // after the widget opened, a saved trace) → adopt it. Equal seq: already applied live.
@@ -203,6 +210,7 @@ export default () => {
           (shared.query ? ` · ${count} shown` : "");
         drawDetail();
         timing("draw", t0);
+        mark("drawn");
         const patches = pendingPatches;
         pendingPatches = [];
         const hook = (globalThis as any).__lfxTraceHook as Hook | undefined;

@@ -29,7 +29,8 @@ __all__ = [
     "value_text",
 ]
 
-MAX_ROWS = 500  # a static page is not the place for 10,000 rows; the live widget is
+MAX_ROWS = 300  # a static page is not the place for 10,000 rows; the live widget is
+MAX_ROLLUP_NODES = 3000  # above this the static fallback shows each node's own tokens/cost
 MAX_TEXT = 4000
 
 _CSS = (
@@ -197,6 +198,10 @@ def rollups(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
     return out
 
 
+def _own_values(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
+    return {str(n["id"]): (_tokens(n), _cost(n)) for n in nodes}
+
+
 def _duration(node: Mapping[str, Any]) -> str:
     start, end = node.get("start"), node.get("end")
     if isinstance(start, int | float) and isinstance(end, int | float):
@@ -219,7 +224,8 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
     for node in nodes:
         parent = node.get("parent")
         children.setdefault(parent if parent in ids else None, []).append(node)
-    sums = rollups(nodes)
+    # Roll-ups over a huge trace would make every display slower; the live view has them.
+    sums = rollups(nodes) if len(nodes) <= MAX_ROLLUP_NODES else _own_values(nodes)
     shown = 0
 
     def row(node: Mapping[str, Any]) -> str:

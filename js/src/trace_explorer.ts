@@ -134,7 +134,10 @@ export default () => {
           if (typeof msg.seq === "number" && msg.seq <= shared.seq) return; // already in a snapshot
           shared.seq = msg.seq ?? shared.seq;
           const patches = msg.events as Patch[];
-          for (const p of patches) shared.store.apply(p);
+          for (const p of patches) {
+            if (p.op === "summary") shared.summary = (p.summary as Record<string, any>) ?? null;
+            else shared.store.apply(p);
+          }
           for (const l of shared.listeners) l(patches);
         } else if (msg?.kind === KINDS.DETAIL && msg.node) {
           shared.store.apply({ ...msg.node, op: "node", id: String(msg.id), partial: false });

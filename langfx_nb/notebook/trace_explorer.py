@@ -8,6 +8,7 @@ only the rows on screen, so 10,000 nodes stay smooth.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -88,6 +89,8 @@ def load_trace_nodes(trace: Mapping[str, Any] | list[Any]) -> list[dict[str, Any
     return out
 
 
+SUMMARY_EVENT = "_session_summary"  # synthetic: the explorer's own end-of-run totals
+
 # What a tree row, the roll-ups and the search need. Snapshots (the state trait, a reload)
 # carry only these; the detail pane asks the kernel for the rest of a node when selected.
 SUMMARY_KEYS = frozenset(
@@ -143,6 +146,9 @@ class TraceReducer:
 
     def apply(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type", "")
+        if kind == SUMMARY_EVENT:  # session totals (tokens, cost), sent when a run ends
+            self.summary = to_jsonable(event.get("summary"))
+            return [{"op": "summary", "summary": self.summary}]
         if kind == "log":
             body = event.get("node") if isinstance(event.get("node"), Mapping) else event
             assert isinstance(body, Mapping)
@@ -283,6 +289,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def flush(self) -> None:
         """Send pending events now, publish the state and refresh the static fallback."""
+        session = self._session
+        if session is not None:
+            with contextlib.suppress(Exception):  # totals are a nicety; never break the run
+                summary = session.usage_summary.to_json()
+                self._bridge.push({"type": SUMMARY_EVENT, "summary": summary})
         self._bridge.flush()
         self._refresh_displays()
 

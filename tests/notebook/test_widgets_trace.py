@@ -53,7 +53,12 @@ async def test_explorer_flushes_when_the_run_ends() -> None:
         explorer = TraceExplorer(session, clock=clock)
         sent = record_sends(explorer)
         await lf.Agent("hello").invoke(session)
-        statuses = {e["id"]: e.get("status") for m in batches(sent) for e in m["events"]}
+        statuses = {
+            e["id"]: e.get("status")
+            for m in batches(sent)
+            for e in m["events"]
+            if e["op"] == "node"
+        }
         agent_node = session.all_actions[0]
         assert statuses[agent_node.id] == "ok"
         explorer.close()
@@ -194,3 +199,14 @@ def test_snapshots_carry_summaries_and_details_come_on_request() -> None:
     assert sent[-1]["kind"] == "detail" and sent[-1]["node"]["outputs"] == {"text": "answer"}
     explorer._on_view_message(explorer, {"kind": "detail_request", "id": "missing"}, [])
     assert len(sent) == 1
+
+
+async def test_session_totals_reach_the_view_when_a_run_ends() -> None:
+    async with lf.Session(Scripted(["hello there"])) as session:
+        explorer = TraceExplorer(session)
+        sent = record_sends(explorer)
+        await lf.Agent("hi").invoke(session)
+        summaries = [p for m in batches(sent) for p in m["events"] if p["op"] == "summary"]
+        assert summaries and summaries[-1]["summary"]["usage"]["total_tokens"] > 0
+        assert explorer.snapshot["summary"] == summaries[-1]["summary"]
+        explorer.close()

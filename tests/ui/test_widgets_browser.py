@@ -214,6 +214,8 @@ def test_hostile_model_text_is_shown_as_text_and_runs_nothing(lab: Lab) -> None:
     row = lab.page.locator(".lfx-te-row", has_text="log").first
     row.wait_for(timeout=30_000)
     lab.page.locator(".lfx-te-row .lfx-te-kind", has_text="query").first.click()
+    # details may come on demand from the kernel (snapshots carry node summaries)
+    lab.page.locator(".lfx-te-detail", has_text="Output").wait_for(timeout=30_000)
     detail = lab.page.locator(".lfx-te-detail").inner_text()
     assert "<img src=x onerror=" in detail, detail
     sv = lab.page.locator(".lfx-sv").inner_text()

@@ -274,6 +274,20 @@ class Lab:
     def run_all_and_wait(self, timeout_ms: int = KERNEL_TIMEOUT_MS) -> None:
         self.run_all()
         self.wait_cells_done(timeout_ms)
+        self.wait_all_rendered()
+
+    def wait_all_rendered(self, timeout_ms: int = 20_000) -> bool:
+        """Best effort: wait until every output in the notebook shows some text (Markdown,
+        HTML and widget views render after the kernel is idle). False on timeout."""
+        try:
+            self.page.wait_for_function(
+                """() => [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')]
+                    .every(o => o.textContent.trim().length > 0)""",
+                timeout=timeout_ms,
+            )
+        except Exception:
+            return False
+        return True
 
     def wait_cells_done(self, timeout_ms: int = KERNEL_TIMEOUT_MS) -> None:
         """Wait until no code cell is queued or running (`[*]`) and the kernel is idle."""
@@ -332,7 +346,22 @@ class Lab:
         ]
         return cells
 
+    def wait_outputs_rendered(self, index: int, timeout_ms: int = 30_000) -> None:
+        """Wait until cell ``index`` has outputs and each has rendered some text (Markdown
+        and HTML render asynchronously, after the kernel is already idle)."""
+        self.page.wait_for_function(
+            """(i) => {
+                const cell = window.jupyterapp.shell.currentWidget.content.widgets[i];
+                const outs = [...cell.node.querySelectorAll('.jp-OutputArea-output')];
+                return outs.length > 0 && outs.every(o => o.textContent.trim().length > 0);
+            }""",
+            arg=index,
+            timeout=timeout_ms,
+        )
+
     def output_text(self, index: int) -> str:
+        """The rendered text of cell ``index``'s outputs (waits until they are rendered)."""
+        self.wait_outputs_rendered(index)
         text: str = self.cell(index).locator(".jp-OutputArea").inner_text()
         return text
 
@@ -348,6 +377,23 @@ class Lab:
         )
         return found
 
+    def dump_state(self, label: str) -> Path:
+        """Write every code cell's prompt, source head and outputs plus the browser console
+        to artifacts/ui/ (what a failed run in CI leaves to look at)."""
+        cells = self.page.evaluate(
+            """() => window.jupyterapp.shell.currentWidget.content.widgets
+                .filter(c => c.model.type === 'code')
+                .map(c => ({prompt: c.promptNode ? c.promptNode.textContent : '',
+                            source: c.model.sharedModel.getSource().slice(0, 80),
+                            outputs: c.model.outputs.toJSON()}))"""
+        )
+        state = {"kernel": self.kernel_status(), "cells": cells, "console": self.console[-200:]}
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.name}-{label}")
+        path = ARTIFACTS / f"{safe}.json"
+        path.write_text(json.dumps(state, indent=1, default=str))
+        return path
+
     def screenshot(self, label: str, cell: int | None = None) -> Path:
         """Save a PNG under artifacts/ui/; ``cell`` scrolls that cell into view first."""
         if cell is not None:
@@ -358,6 +404,17 @@ class Lab:
         path = ARTIFACTS / f"{safe}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
 
 
 @pytest.fixture
@@ -372,6 +429,9 @@ def lab(browser: Any, lab_server: LabServer, request: pytest.FixtureRequest) -> 
     finally:
         with contextlib.suppress(Exception):
             harness.screenshot("final")
+        if request.node.stash.get(_FAILED, False):
+            with contextlib.suppress(Exception):
+                harness.dump_state("failed")
         context.close()
         with contextlib.suppress(Exception):
             for kernel in lab_server.api("/api/kernels"):

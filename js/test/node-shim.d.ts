@@ -10,3 +10,6 @@ declare module "node:assert/strict" {
   };
   export default assert;
 }
+declare module "node:fs" {
+  export function readFileSync(path: URL | string, encoding: "utf-8"): string;
+}

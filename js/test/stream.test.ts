@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { applyStreamPatch, emptyStream, pathKey } from "../src/stream";
 import { fieldKind, parseField, resolveRef } from "../src/schema_form";
 
@@ -51,4 +52,14 @@ test("schema form parses and rejects field input", () => {
   const root = { $defs: { P: { type: "integer" } }, properties: { p: { $ref: "#/$defs/P" } } };
   assert.equal(resolveRef(root.properties.p, root).type, "integer");
   assert.equal(resolveRef({ anyOf: [{ type: "string" }, { type: "null" }] }, {}).type, "string");
+});
+
+test("the view replays the kernel's patches into the kernel's snapshot (parity fixture)", () => {
+  // js/test/fixtures/stream_parity.json is written by tests/notebook/test_widgets_parity.py
+  const fixture = JSON.parse(readFileSync(new URL("../test/fixtures/stream_parity.json", import.meta.url), "utf-8"));
+  for (const [name, c] of Object.entries(fixture) as [string, any][]) {
+    const s = emptyStream();
+    for (const p of c.patches) applyStreamPatch(s, JSON.parse(JSON.stringify(p)));
+    assert.deepEqual({ ...s }, c.snapshot, name);
+  }
 });

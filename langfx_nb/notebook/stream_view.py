@@ -48,6 +48,17 @@ def _set_at(root: Any, path: list[Any], fn: Any) -> Any:
     return container
 
 
+def _copy(value: Any) -> Any:
+    """A structural copy of JSON data: the state must never share a container with a patch
+    (patches wait up to one batch interval before they are sent, while the state keeps
+    growing)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
 def _event_type(event: Any) -> str:
     if isinstance(event, Mapping):
         return str(event.get("type", ""))
@@ -156,7 +167,7 @@ class StreamReducer:
                 self.open.append(key)
             if "value" in p:
                 self.value = _set_at(
-                    self.value, path, lambda old: p["value"] if old is None else old
+                    self.value, path, lambda old: _copy(p["value"]) if old is None else old
                 )
         elif op == "append":
             delta = str(p.get("delta", ""))
@@ -169,7 +180,8 @@ class StreamReducer:
             if key not in self.done:
                 self.done.append(key)
             if "value" in p:
-                self.value = _set_at(self.value, path, lambda _old: p["value"])
+                value = p["value"]
+                self.value = _set_at(self.value, path, lambda _old: _copy(value))
         elif op == "text":
             self.mode = "text"
             self.text += str(p.get("delta", ""))
@@ -180,13 +192,13 @@ class StreamReducer:
             if "delta" in p:
                 tool["args_text"] += p["delta"]
             if "args" in p:
-                tool["args"], tool["done"] = p["args"], True
+                tool["args"], tool["done"] = _copy(p["args"]), True
         elif op == "status":
             self.status = str(p.get("status"))
             if p.get("error") is not None:
                 self.error = str(p["error"])
-            if p.get("value") is not None:
-                self.value = p["value"]
+            if "value" in p:
+                self.value = _copy(p["value"])
 
     def apply(self, event: Any) -> list[dict[str, Any]]:
         patches = self.patches(event)

@@ -87,3 +87,14 @@ def test_reducer_rebuilds_nested_values_from_patches() -> None:
     assert snap["value"] == {"xs": ["é"]}
     assert snap["status"] == "generation_failed" and snap["error"] == "RuntimeError: network"
     assert path_key(["xs", 0]) == '["xs",0]'  # JSON.stringify form, as the view computes it
+
+
+def test_queued_patches_are_never_changed_by_later_events() -> None:
+    r = StreamReducer()
+    first = r.apply({"type": "object_start", "path": []})
+    r.apply({"type": "field_start", "path": ["name"]})
+    r.apply({"type": "string_field_delta", "path": ["name"], "delta": "Ada"})
+    done = r.apply({"type": "field_end", "path": ["name"], "value": "Ada"})
+    r.apply({"type": "generation_complete", "value": {"name": "Ada"}})
+    assert first[-1] == {"op": "open", "path": [], "value": {}}  # still what was sent
+    assert done[-1]["value"] == "Ada" and r.value == {"name": "Ada"}

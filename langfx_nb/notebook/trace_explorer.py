@@ -266,8 +266,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         trace_json = getattr(session, "trace_json", None)
         if callable(trace_json):
             data = trace_json()
-            if isinstance(data, str):
-                data = json.loads(data)
+            # a live session's records keep changing under us: take a copy, not references
+            data = json.loads(data) if isinstance(data, str) else to_jsonable(data)
             self._reducer.load(load_trace_nodes(data))
             self._reducer.summary = _summary(data)
         self._bridge._state_dirty = True

@@ -175,3 +175,10 @@ def load_ipython_extension(ipython: Any) -> None:
     from .notebook import load_ipython_extension as load
 
     load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext langfx_nb``: remove the ``%%lf`` input transformer and magics."""
+    from .notebook import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -19,7 +19,7 @@ def test_all_is_sorted_and_complete() -> None:
         name
         for name, value in vars(lf).items()
         if not name.startswith("_")
-        and name not in {"annotations", "Any", "load_ipython_extension"}
+        and name not in {"annotations", "Any", "load_ipython_extension", "unload_ipython_extension"}
         and not (isinstance(value, types.ModuleType) and name != "llms")
     }
     assert public == set(lf.__all__)

@@ -276,8 +276,8 @@ class _Reader:
             f" at line {getattr(node, 'lineno', '?')}, column {getattr(node, 'col_offset', -1) + 1}"
         )
         return MappingError(
-            f"{what}{where} is not allowed in a python-protocol answer; expected only literals, "
-            f"lists, dicts, tuples and keyword calls to {_names(self.schema)}",
+            f"{what}{where} is not allowed in a python-protocol answer; expected only "
+            f"{_allowed(self.schema)}",
             raw=self.raw,
             detail=what + where,
         )
@@ -346,8 +346,11 @@ class _Reader:
             ) from None
 
 
-def _names(schema: Schema) -> str:
-    return ", ".join(schema.classes) if schema.classes else "no classes"
+def _allowed(schema: Schema) -> str:
+    base = "literals, lists, dicts and tuples"
+    if not schema.classes:
+        return base
+    return f"{base}, and keyword calls to {', '.join(schema.classes)}"
 
 
 def parse_python_expr(code: str, schema: Schema, *, raw: str | None = None) -> Any:

@@ -238,7 +238,13 @@ def test_page_reload_shows_the_final_trace_from_the_kernel(lab: Lab) -> None:
     approve.click()
     lab.wait_cells_done()
     before = wait_row(lab, "tool_call", "ok")
-    lab.command("docmanager:save")  # outputs (the widget views) are kept; the kernel lives on
+    # save (outputs keep the widget views; the kernel lives on), then check it is on disk
+    lab.page.evaluate("() => window.jupyterapp.shell.currentWidget.context.save()")
+    lab.page.wait_for_function(
+        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
+    )
+    saved = json.loads((lab.server.root / "w_reload.ipynb").read_text())
+    assert any(c["outputs"] for c in saved["cells"]), "the notebook was not saved with outputs"
     lab.page.reload(wait_until="domcontentloaded")
     lab.page.wait_for_function("() => !!window.jupyterapp", timeout=60_000)
     lab.wait_kernel_idle()

@@ -249,6 +249,11 @@ class Agent(Action[str]):
                 decision = await decision
         except (asyncio.CancelledError, ExecutionTimeoutError):
             raise
+        except ToolDeniedError:
+            # A policy that denies by raising (e.g. an approval prompt nobody saw in time)
+            # already says why: keep its message as the run's error.
+            store.update(node, decision={"outcome": "stop", "by": "allow_tool", "at": store.time()})
+            raise
         except Exception as exc:
             store.update(
                 node, decision={"outcome": "error", "by": "allow_tool", "at": store.time()}

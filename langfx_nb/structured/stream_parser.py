@@ -71,6 +71,12 @@ _bare_match = re.compile(r"[A-Za-z0-9_.+\-]+").match
 _json_start_search = re.compile(r"```|[{\[]").search
 _json_object_start_search = re.compile(r"```|\{").search
 _json_next_key = re.compile(r',[ \t\r\n]*"([^"\\]*)"[ \t\r\n]*:[ \t\r\n]*').match
+_json_key = re.compile(r'"([^"\\]*)"[ \t\r\n]*:[ \t\r\n]*').match
+# A run of JSON string content that decodes on its own: no unescaped quote, only complete
+# escapes, and no high surrogate (whose low half may follow; the careful path decides).
+_json_content = re.compile(
+    r'[^"\\]*(?:\\(?:["\\/bfnrt]|u(?![dD][89abAB])[0-9a-fA-F]{4})[^"\\]*)*'
+).match
 _number_match = re.compile(
     r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?=[ \t\r\n,\]})])"
 ).match
@@ -109,33 +115,45 @@ _EXCERPT = 24
 # the C string decoder behind json.loads (typeshed does not declare it)
 _json_scanstring = cast("Any", getattr(json.decoder, "scanstring"))  # noqa: B009
 
-# Events are frozen dataclasses; their generated __init__ pays for frozen-ness on every
-# assignment. The hot paths build them through the slot descriptors instead (same object).
-_new = object.__new__
-_set_delta_path = StringFieldDelta.__dict__["path"].__set__
-_set_delta_text = StringFieldDelta.__dict__["delta"].__set__
-_set_start_path = FieldStart.__dict__["path"].__set__
-_set_end_path = FieldEnd.__dict__["path"].__set__
-_set_end_value = FieldEnd.__dict__["value"].__set__
+
+def _shell(cls: type) -> Any:
+    """A twin of a frozen event class: the same slots, but plain attribute assignment. An
+    event is built as its shell and then given its real class, which is much cheaper than
+    the frozen dataclass ``__init__`` (or ``object.__new__`` and slot descriptors) and gives
+    the same object: same type, fields, equality and immutability afterwards."""
+    slots = cls.__dict__["__slots__"]
+    return type(f"_{cls.__name__}Shell", cls.__bases__, {"__slots__": slots})
+
+
+_DeltaShell = _shell(StringFieldDelta)
+_StartShell = _shell(FieldStart)
+_EndShell = _shell(FieldEnd)
+_ObjectStartShell = _shell(ObjectStart)
+_ObjectEndShell = _shell(ObjectEnd)
+_ArrayStartShell = _shell(ArrayStart)
+_ArrayEndShell = _shell(ArrayEnd)
 
 
 def _delta_event(path: Path, delta: str) -> StringFieldDelta:
-    ev = _new(StringFieldDelta)
-    _set_delta_path(ev, path)
-    _set_delta_text(ev, delta)
+    ev = _DeltaShell()
+    ev.path = path
+    ev.delta = delta
+    ev.__class__ = StringFieldDelta
     return ev
 
 
 def _start_event(path: Path) -> FieldStart:
-    ev = _new(FieldStart)
-    _set_start_path(ev, path)
+    ev = _StartShell()
+    ev.path = path
+    ev.__class__ = FieldStart
     return ev
 
 
 def _end_event(path: Path, value: Any) -> FieldEnd:
-    ev = _new(FieldEnd)
-    _set_end_path(ev, path)
-    _set_end_value(ev, value)
+    ev = _EndShell()
+    ev.path = path
+    ev.value = value
+    ev.__class__ = FieldEnd
     return ev
 
 
@@ -225,20 +243,23 @@ class StreamParser:
 
     def feed(self, chunk: str) -> list[FieldEvent]:
         """Consume one chunk; return the events it completes. Raises ``StreamParseError``."""
-        if self._json_str and ('"' not in chunk or _only_escaped_quotes(chunk)):
-            # Fast paths: the chunk continues a JSON string value and cannot end it.
-            if "\\" not in chunk and chunk:
+        if self._json_str:
+            # Inside a JSON string value with nothing held back: the common case by far.
+            if '"' not in chunk and "\\" not in chunk:  # plain text: the string goes on
+                if not chunk:
+                    return []
                 self._fed += len(chunk)
                 pieces = self._pieces
                 pieces.append(chunk)
                 if len(pieces) > 255:  # bound the number of live small strings
                     self._blocks.append("".join(pieces))
                     pieces.clear()
-                ev = _new(StringFieldDelta)
-                _set_delta_path(ev, self._path)
-                _set_delta_text(ev, chunk)
+                ev = _DeltaShell()
+                ev.path = self._path
+                ev.delta = chunk
+                ev.__class__ = StringFieldDelta
                 return [ev]
-            events = self._escaped_run(chunk)
+            events = self._string_chunk(chunk)
             if events is not None:
                 return events
         if self._error is not None:
@@ -253,37 +274,85 @@ class StreamParser:
         self._tail = ""
         out: list[FieldEvent] = []
         try:
-            self._run(buf, base, out, False)
+            if self._py:
+                self._run(buf, base, out, False)
+            else:
+                self._run_json(buf, 0, base, out, False)
         except StreamParseError as exc:
             exc.events = out
             self._error = exc
             self._json_str = False
             raise
-        # feed() may skip the state machine while inside a JSON string value with nothing
-        # held back
-        self._json_str = (
-            self._state == _STR and not self._py and not self._is_key and not self._tail
-        )
         return out
 
-    def _escaped_run(self, chunk: str) -> list[FieldEvent] | None:
-        """A chunk inside a JSON string value with escapes but no quote: decode it in C."""
+    def _string_chunk(self, chunk: str) -> list[FieldEvent] | None:
+        """A chunk inside a JSON string value with escapes or quotes: one C decode (the
+        ``json`` string scanner) finds the end of the string, if it is in this chunk, and
+        decodes up to it. ``None``: an escape is cut at the chunk's end (or invalid), so the
+        state machine must handle it."""
         n = len(chunk)
-        cut = _json_safe_cut(chunk, 0, n)
-        seg = chunk[:cut] if cut < n else chunk
-        if "\\" in seg:
+        try:
+            seg, end = _json_scanstring(chunk + '"', 0, False)
+        except ValueError:
+            return None
+        if end > n:  # the string goes on: safe unless an escape may be cut at the end
+            r = chunk.rfind("\\")
+            if r >= n - 6 and (r == n - 1 or chunk[r + 1] == "u"):
+                return None
+            self._fed += n
+            if not seg:
+                return []
+            self._pieces.append(seg)
+            ev = _DeltaShell()
+            ev.path = self._path
+            ev.delta = seg
+            ev.__class__ = StringFieldDelta
+            return [ev]
+        # the string ends at chunk[end - 1]
+        base = self._fed
+        self._fed = base + n
+        path = self._path
+        out: list[FieldEvent] = []
+        pieces = self._pieces
+        if seg:
+            pieces.append(seg)
+            ev = _DeltaShell()
+            ev.path = path
+            ev.delta = seg
+            ev.__class__ = StringFieldDelta
+            out.append(ev)
+        if self._blocks:
+            blocks, self._blocks = self._blocks, []
+            blocks.extend(pieces)
+            value = "".join(blocks)
+        else:
+            value = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        self._pieces = []
+        ev = _EndShell()
+        ev.path = path
+        ev.value = value
+        ev.__class__ = FieldEnd
+        out.append(ev)
+        self._json_str = False
+        stack = self._stack
+        if not stack:
+            self._value = value
+            self._state = _DONE
+            return out
+        top = stack[-1]
+        if top.dictlike:
+            top.value[top.key] = value
+        else:
+            top.value.append(value)
+        self._state = _AFTER
+        if end < n:
             try:
-                seg = _json_scanstring(seg + '"', 0, False)[0]
-            except JSONDecodeError:
-                return None  # the state machine reports it with a position
-        self._fed += n
-        if cut < n:
-            self._tail = chunk[cut:]
-            self._json_str = False
-        if not seg:
-            return []
-        self._pieces.append(seg)
-        return [_delta_event(self._path, seg)]
+                self._run_json(chunk, end, base, out, False)
+            except StreamParseError as exc:
+                exc.events = out
+                self._error = exc
+                raise
+        return out
 
     def close(self) -> list[FieldEvent]:
         """End of input: finish a trailing token or raise ``StreamParseError`` if incomplete."""
@@ -294,7 +363,10 @@ class StreamParser:
             tail, self._tail = self._tail, ""
             base = self._fed - len(tail)
             if tail:
-                self._run(tail, base, out, True)
+                if self._py:
+                    self._run(tail, base, out, True)
+                else:
+                    self._run_json(tail, 0, base, out, True)
             if self._state == _COMMENT:
                 self._state = self._resume
             state = self._state
@@ -450,6 +522,278 @@ class StreamParser:
                 i += 1
             else:  # pragma: no cover - every state is handled above
                 raise AssertionError(st)
+
+    def _run_json(self, buf: str, i: int, base: int, out: list[FieldEvent], final: bool) -> None:
+        """The JSON state machine, from ``buf[i]`` to the end of ``buf``.
+
+        The common steps are inlined with the state in locals (a call or an attribute
+        store per token is a large share of the cost); rare ones use the helpers above.
+        """
+        n = len(buf)
+        stack = self._stack
+        st = self._state
+        path = self._path
+        append = out.append
+        while i < n:
+            if st == _STR:
+                # string contents from i: a key or a value
+                j = _json_content(buf, i).end()  # type: ignore[union-attr]  # always matches
+                if j < n and buf[j] != '"':  # an escape to hold back (or an invalid one)
+                    self._state = st
+                    self._path = path
+                    i = self._scan_json_string(buf, i, base, out)
+                    st = self._state
+                    continue
+                if j == n:  # the string goes on in the next chunk
+                    seg = buf[i:] if i else buf
+                    if "\\" in seg:
+                        seg = _json_scanstring(seg + '"', 0, False)[0]
+                    if seg:
+                        self._pieces.append(seg)
+                        if not self._is_key:
+                            ev = _DeltaShell()
+                            ev.path = path
+                            ev.delta = seg
+                            ev.__class__ = StringFieldDelta
+                            append(ev)
+                    break
+                no_escape = buf.find("\\", i, j) == -1
+                seg = buf[i:j] if no_escape else _json_scanstring(buf, i, False)[0]
+                pieces = self._pieces
+                if seg:
+                    pieces.append(seg)
+                    if not self._is_key:
+                        ev = _DeltaShell()
+                        ev.path = path
+                        ev.delta = seg
+                        ev.__class__ = StringFieldDelta
+                        append(ev)
+                if self._blocks:
+                    blocks, self._blocks = self._blocks, []
+                    blocks.extend(pieces)
+                    value: Any = "".join(blocks)
+                else:
+                    value = pieces[0] if len(pieces) == 1 else "".join(pieces)
+                self._pieces = []
+                i = j + 1
+                if self._is_key:
+                    stack[-1].key = value
+                    st = _SEP
+                    continue
+                # fall through: finish the string value
+            elif st == _AFTER:
+                c = buf[i]
+                if c == ",":
+                    top = stack[-1]
+                    if top.dictlike:
+                        m = _json_next_key(buf, i)
+                        if m is not None:  # `, "key": ` in one step: the common case
+                            key = top.key = m.group(1)
+                            path = (*top.path, key)
+                            st = _VALUE
+                            i = m.end()
+                            continue
+                        st = _KEY
+                    else:
+                        path = (*top.path, len(top.value))
+                        st = _VALUE
+                    i += 1
+                    continue
+                if c in _WS_CHARS:
+                    i += 1
+                    if i < n and buf[i] in _WS_CHARS:
+                        i = _ws_match(buf, i).end()  # type: ignore[union-attr]
+                    continue
+                top = stack[-1]
+                if c != top.closer:
+                    raise self._fail(f"expected ',' or {top.closer!r}, got {c!r}", base + i, buf, i)
+                i += 1
+                frame = stack.pop()
+                path = frame.path
+                if frame.dictlike:
+                    ev = _ObjectEndShell()
+                    ev.path = path
+                    ev.__class__ = ObjectEnd
+                else:
+                    ev = _ArrayEndShell()
+                    ev.path = path
+                    ev.__class__ = ArrayEnd
+                append(ev)
+                value = frame.value
+            elif st == _VALUE:
+                c = buf[i]
+                if c == '"':
+                    ev = _StartShell()
+                    ev.path = path
+                    ev.__class__ = FieldStart
+                    append(ev)
+                    q = buf.find('"', i + 1)
+                    if q == -1 or buf.find("\\", i + 1, q) != -1:
+                        st = _STR
+                        self._is_key = False
+                        i += 1
+                        continue
+                    value = buf[i + 1 : q]  # a whole plain string: common
+                    if value:
+                        ev = _DeltaShell()
+                        ev.path = path
+                        ev.delta = value
+                        ev.__class__ = StringFieldDelta
+                        append(ev)
+                    i = q + 1
+                elif c in _NUMBER_START and (m := _number_match(buf, i)) is not None:
+                    # a number whose end is in sight: no token state needed
+                    ev = _StartShell()
+                    ev.path = path
+                    ev.__class__ = FieldStart
+                    append(ev)
+                    token = m.group()
+                    if "." in token or "e" in token or "E" in token:
+                        value = float(token)
+                    else:
+                        value = int(token)
+                    i = m.end()
+                elif c == "{":
+                    ev = _StartShell()
+                    ev.path = path
+                    ev.__class__ = FieldStart
+                    append(ev)
+                    ev = _ObjectStartShell()
+                    ev.path = path
+                    ev.name = None
+                    ev.__class__ = ObjectStart
+                    append(ev)
+                    stack.append(_Frame(_OBJ, path, {}))
+                    st = _KEY
+                    i += 1
+                    continue
+                elif c == "[":
+                    ev = _StartShell()
+                    ev.path = path
+                    ev.__class__ = FieldStart
+                    append(ev)
+                    ev = _ArrayStartShell()
+                    ev.path = path
+                    ev.__class__ = ArrayStart
+                    append(ev)
+                    stack.append(_Frame(_ARR, path, []))
+                    path = (*path, 0)
+                    i += 1
+                    continue
+                elif c in _WS_CHARS:
+                    i += 1
+                    if i < n and buf[i] in _WS_CHARS:
+                        i = _ws_match(buf, i).end()  # type: ignore[union-attr]
+                    continue
+                elif c == "]" and stack and not stack[-1].dictlike:
+                    # an empty list or a trailing comma
+                    i += 1
+                    frame = stack.pop()
+                    path = frame.path
+                    ev = _ArrayEndShell()
+                    ev.path = path
+                    ev.__class__ = ArrayEnd
+                    append(ev)
+                    value = frame.value
+                elif c.isalnum() or c in "-+._":
+                    ev = _StartShell()
+                    ev.path = path
+                    ev.__class__ = FieldStart
+                    append(ev)
+                    self._pieces = []
+                    self._is_key = False
+                    st = _BARE
+                    continue
+                else:
+                    raise self._fail(f"unexpected character {c!r}", base + i, buf, i)
+            elif st == _KEY:
+                m = _json_key(buf, i)
+                if m is not None:  # `"key": ` in one step: the common case
+                    top = stack[-1]
+                    key = top.key = m.group(1)
+                    path = (*top.path, key)
+                    st = _VALUE
+                    i = m.end()
+                    continue
+                c = buf[i]
+                if c in _WS_CHARS:
+                    i += 1
+                    if i < n and buf[i] in _WS_CHARS:
+                        i = _ws_match(buf, i).end()  # type: ignore[union-attr]
+                    continue
+                if c == "}":
+                    i += 1
+                    frame = stack.pop()
+                    path = frame.path
+                    ev = _ObjectEndShell()
+                    ev.path = path
+                    ev.__class__ = ObjectEnd
+                    append(ev)
+                    value = frame.value
+                elif c == '"':
+                    q = buf.find('"', i + 1)
+                    if q != -1 and buf.find("\\", i + 1, q) == -1:  # a whole plain key
+                        stack[-1].key = buf[i + 1 : q]
+                        st = _SEP
+                        i = q + 1
+                    else:
+                        self._pieces = []
+                        self._is_key = True
+                        st = _STR
+                        i += 1
+                    continue
+                else:
+                    raise self._fail(f"expected a key, got {c!r}", base + i, buf, i)
+            elif st == _SEP:
+                c = buf[i]
+                if c == ":":
+                    top = stack[-1]
+                    path = (*top.path, top.key)
+                    st = _VALUE
+                    i += 1
+                elif c in _WS_CHARS:
+                    i = _ws_match(buf, i).end()  # type: ignore[union-attr]
+                else:
+                    raise self._fail(f"expected ':' after key, got {c!r}", base + i, buf, i)
+                continue
+            elif st == _BARE:
+                m = _bare_match(buf, i)
+                j = m.end() if m else i
+                if j > i:
+                    self._pieces.append(buf[i:j])
+                if j == n and not final:
+                    break
+                self._state = st
+                self._path = path
+                i = self._finish_bare(buf[j] if j < n else None, base, buf, j, out)
+                st = self._state
+                continue
+            elif st == _DONE:
+                break
+            else:  # before the document: prose, a code fence
+                self._state = st
+                i = self._scan_prelude(buf, i, base, out, final)
+                st = self._state
+                continue
+            # a value is complete: path and value are set
+            ev = _EndShell()
+            ev.path = path
+            ev.value = value
+            ev.__class__ = FieldEnd
+            append(ev)
+            if stack:
+                top = stack[-1]
+                if top.dictlike:
+                    top.value[top.key] = value
+                else:
+                    top.value.append(value)
+                st = _AFTER
+            else:
+                self._value = value
+                st = _DONE
+        self._state = st
+        self._path = path
+        self._json_str = st == _STR and not self._is_key and not self._tail
 
     def _scan_prelude(self, buf: str, i: int, base: int, out: list[FieldEvent], final: bool) -> int:
         """Find where the document starts: after a code fence line, or at the value itself."""
@@ -837,20 +1181,6 @@ class StreamParser:
         if t == "\r":
             return r if r + 2 == n else n
         return n
-
-
-def _only_escaped_quotes(chunk: str) -> bool:
-    """Every ``"`` in this chunk of string content is escaped (the chunk starts at an escape
-    boundary), so the string goes on."""
-    q = chunk.find('"')
-    while q != -1:
-        k = q
-        while k > 0 and chunk[k - 1] == "\\":
-            k -= 1
-        if not (q - k) & 1:
-            return False
-        q = chunk.find('"', q + 1)
-    return True
 
 
 def _json_safe_cut(buf: str, i: int, n: int) -> int:

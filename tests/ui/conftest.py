@@ -157,6 +157,9 @@ class LabServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=5)
         self._log.close()
+        with contextlib.suppress(OSError):  # kept for diagnosis next to the screenshots
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.log_path, ARTIFACTS / "jupyterlab.log")
 
 
 @pytest.fixture(scope="session")
@@ -404,6 +407,15 @@ class Lab:
         path = ARTIFACTS / f"{safe}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A real browser on a loaded 2-core machine has rare timing failures that are not the
+    # product's (see docs/notebook.md, "Browser tests"): each browser test gets one rerun,
+    # and a failure is still reported with its screenshots and state dump.
+    for item in items:
+        if item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.flaky(reruns=1))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

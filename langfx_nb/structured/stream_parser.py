@@ -215,6 +215,8 @@ class StreamParser:
         # current string / bare token
         self._pieces: list[str] = []
         self._blocks: list[str] = []  # joined runs of 256 pieces (a long string's past)
+        # chunks the fast path appended to a string value, not yet in _pieces or _fed
+        self._hot: list[str] = []
         self._quote = '"'
         self._triple = False
         self._raw = False
@@ -248,20 +250,19 @@ class StreamParser:
             if '"' not in chunk and "\\" not in chunk:  # plain text: the string goes on
                 if not chunk:
                     return []
-                self._fed += len(chunk)
-                pieces = self._pieces
-                pieces.append(chunk)
-                if len(pieces) > 255:  # bound the number of live small strings
-                    self._blocks.append("".join(pieces))
-                    pieces.clear()
+                self._hot.append(chunk)  # counted and moved to _pieces by _flush_hot
                 ev = _DeltaShell()
                 ev.path = self._path
                 ev.delta = chunk
                 ev.__class__ = StringFieldDelta
                 return [ev]
+            if self._hot:
+                self._flush_hot()
             events = self._string_chunk(chunk)
             if events is not None:
                 return events
+        if self._hot:
+            self._flush_hot()
         if self._error is not None:
             raise self._error
         if self._state == _DONE:
@@ -284,6 +285,18 @@ class StreamParser:
             self._json_str = False
             raise
         return out
+
+    def _flush_hot(self) -> None:
+        """Move the fast path's chunks into the string's pieces and count them as fed."""
+        hot = self._hot
+        joined = "".join(hot)
+        hot.clear()
+        self._fed += len(joined)
+        pieces = self._pieces
+        pieces.append(joined)
+        if len(pieces) > 255:  # bound the number of live pieces
+            self._blocks.append("".join(pieces))
+            pieces.clear()
 
     def _string_chunk(self, chunk: str) -> list[FieldEvent] | None:
         """A chunk inside a JSON string value with escapes or quotes: one C decode (the
@@ -359,6 +372,8 @@ class StreamParser:
         if self._error is not None:
             raise self._error
         out: list[FieldEvent] = []
+        if self._hot:
+            self._flush_hot()
         try:
             tail, self._tail = self._tail, ""
             base = self._fed - len(tail)

@@ -244,7 +244,9 @@ def main() -> None:
             ratios.append((b / a) / (len(large) / len(small)))
             ts, tl = min(ts, a), min(tl, b)
         ratio = (tl / ts) / (len(large) / len(small))
-        linear_ok &= 0.9 <= ratio <= 1.1
+        # The verdict uses the median of the paired runs: a load spike on a shared machine
+        # moves one minimum (one lucky or unlucky run) but not the middle of the pairs.
+        linear_ok &= 0.9 <= statistics.median(ratios) <= 1.1
         print(
             f"  {label:<17} {len(small) / 1e6:.2f} MB: {fmt_ms(ts)} ms   "
             f"{len(large) / 1e6:.2f} MB: {fmt_ms(tl)} ms   time ratio / size ratio = {ratio:.2f}"
@@ -266,7 +268,7 @@ def main() -> None:
     vs_json = r16["ours"] / r16["json"]
     vs_jiter = r4["jiter"] / r4["ours"]
     print("\ntargets")
-    print(f"  linear within +-10%:                         {'met' if linear_ok else 'NOT met'}")
+    print(f"  linear within +-10% (median of pairs):       {'met' if linear_ok else 'NOT met'}")
     print(
         f"  <= 10x json.loads, 1 MB, 16-char chunks:     {vs_json:.1f}x  "
         f"{'met' if vs_json <= 10 else 'NOT met'}"

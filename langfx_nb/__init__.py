@@ -6,22 +6,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import llms
-from .agentic import (
-    Action,
-    Agent,
-    AgentLimits,
-    Approve,
-    Deny,
-    Price,
-    Session,
-    Tool,
-    TraceNode,
-    UsageSummary,
-    tool,
-)
 from .errors import (
     AgentError,
     AuthenticationError,
@@ -47,6 +34,7 @@ from .errors import (
     UnsupportedCapabilityError,
 )
 from .llms import LanguageModel, SamplingOptions, SamplingResult, StreamChunk
+from .llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart
 from .messages import (
     AIMessage,
     ComplexMessage,
@@ -58,28 +46,40 @@ from .messages import (
     UserMessage,
 )
 from .modalities import PDF, Audio, Image, Mime, Video
-from .structured.events import (
-    ArrayEnd,
-    ArrayStart,
-    Cancelled,
-    FieldEnd,
-    FieldStart,
-    GenerationComplete,
-    GenerationFailed,
-    ObjectEnd,
-    ObjectStart,
-    ParsingFailed,
-    StreamEvent,
-    StringFieldDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
 from .structured.mapping import Mapping, MappingExample
 from .structured.query import query
-from .structured.query_stream import query_stream
-from .structured.stream_parser import StreamParseError, StreamParser
 from .template import LangFunc, Template
+
+if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type checkers
+    from .agentic import (
+        Action,
+        Agent,
+        AgentLimits,
+        Approve,
+        Deny,
+        Price,
+        Session,
+        Tool,
+        TraceNode,
+        UsageSummary,
+        tool,
+    )
+    from .structured.events import (
+        ArrayEnd,
+        ArrayStart,
+        Cancelled,
+        FieldEnd,
+        FieldStart,
+        GenerationComplete,
+        GenerationFailed,
+        ObjectEnd,
+        ObjectStart,
+        ParsingFailed,
+        StreamEvent,
+        StringFieldDelta,
+    )
+    from .structured.query_stream import query_stream
+    from .structured.stream_parser import StreamParseError, StreamParser
 
 __version__ = "0.1.0"
 
@@ -162,12 +162,53 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "nb":  # the notebook layer imports IPython/ipywidgets: only on first access
-        import importlib
+# Agents, sessions and streaming parse machinery cost ~90 ms to import; a plain
+# `lf.query` user should not pay for them, so they load on first attribute access.
+_LAZY = {
+    "Action": ".agentic",
+    "Agent": ".agentic",
+    "AgentLimits": ".agentic",
+    "Approve": ".agentic",
+    "Deny": ".agentic",
+    "Price": ".agentic",
+    "Session": ".agentic",
+    "Tool": ".agentic",
+    "TraceNode": ".agentic",
+    "UsageSummary": ".agentic",
+    "tool": ".agentic",
+    "ArrayEnd": ".structured.events",
+    "ArrayStart": ".structured.events",
+    "Cancelled": ".structured.events",
+    "FieldEnd": ".structured.events",
+    "FieldStart": ".structured.events",
+    "GenerationComplete": ".structured.events",
+    "GenerationFailed": ".structured.events",
+    "ObjectEnd": ".structured.events",
+    "ObjectStart": ".structured.events",
+    "ParsingFailed": ".structured.events",
+    "StreamEvent": ".structured.events",
+    "StringFieldDelta": ".structured.events",
+    "query_stream": ".structured.query_stream",
+    "StreamParseError": ".structured.stream_parser",
+    "StreamParser": ".structured.stream_parser",
+}
 
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name == "nb":  # the notebook layer imports IPython/ipywidgets: only on first access
         return importlib.import_module(".notebook", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -15,11 +15,20 @@ def _isort_key(name: str) -> tuple[int, str]:
 
 def test_all_is_sorted_and_complete() -> None:
     assert lf.__all__ == sorted(lf.__all__, key=_isort_key)
+    for name in lf.__all__:  # also loads the lazily imported names
+        assert getattr(lf, name) is not None, name
     public = {
         name
         for name, value in vars(lf).items()
         if not name.startswith("_")
-        and name not in {"annotations", "Any", "load_ipython_extension", "unload_ipython_extension"}
+        and name
+        not in {
+            "annotations",
+            "Any",
+            "TYPE_CHECKING",
+            "load_ipython_extension",
+            "unload_ipython_extension",
+        }
         and not (isinstance(value, types.ModuleType) and name != "llms")
     }
     assert public == set(lf.__all__)

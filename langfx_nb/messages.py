@@ -215,18 +215,6 @@ class Message(Generic[T]):
         """This message as a flat list of role-scoped turns (ComplexMessage overrides)."""
         return [self]
 
-    def with_(self, **changes: Any) -> Message[T]:
-        """A copy with some attributes replaced (messages are treated as values)."""
-        new = type(self).__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new.parts = list(self.parts)
-        new.metadata = dict(self.metadata)
-        for k, v in changes.items():
-            if k == "parts":
-                v = _coerce_parts(v)
-            setattr(new, k, v)
-        return new
-
     def __eq__(self, other: object) -> bool:
         return (
             type(self) is type(other)

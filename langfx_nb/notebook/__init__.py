@@ -93,6 +93,9 @@ def load_ipython_extension(ipython: Any) -> None:
     from .magics import register
 
     register(ipython)
+    from .kernel_parent import install
+
+    install(ipython)  # ipykernel 7.4 race that can leave an async cell at [*]; see the module
     try:
         render = importlib.import_module(".render", __name__)
     except ImportError:

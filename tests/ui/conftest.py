@@ -410,9 +410,8 @@ class Lab:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # A real browser on a loaded 2-core machine has rare timing failures that are not the
-    # product's (see docs/notebook.md, "Browser tests"): each browser test gets one rerun,
-    # and a failure is still reported with its screenshots and state dump.
+    # One rerun per browser test guards against a rare, not yet reproduced failure (see
+    # docs/notebook.md, "Browser tests"); a second failure is reported with its artifacts.
     for item in items:
         if item.get_closest_marker("browser") is not None:
             item.add_marker(pytest.mark.flaky(reruns=1))

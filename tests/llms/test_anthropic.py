@@ -7,7 +7,7 @@ from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.base import ToolSpec
 from langfx_nb.messages import ContinuationPart
 
-from .wire import SECRET_KEY, SPLITS, Reply, Server, fixture, splits
+from .wire import SECRET_KEY, SPLITS, Reply, Server, check_error_reply, fixture, splits
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -257,18 +257,16 @@ async def test_event_order_is_checked(bad: bytes) -> None:
 async def test_error_bodies(
     name: str, status: int, error: type[Exception], code: str, stream: bool
 ) -> None:
-    server = Server(Reply.json(fixture(name), status=status, headers={"retry-after": "12"}))
-    with pytest.raises(error) as info:
-        if stream:
-            await drain(model(server))
-        else:
-            await model(server).call("x")
-    text = str(info.value) + repr(info.value)
-    assert f"HTTP {status} ({code})" in text
-    assert "SECRET" not in text
-    if status == 429:
-        assert info.value.retry_after == 12.0  # type: ignore[attr-defined]
-    assert server.all_closed()
+    await check_error_reply(
+        model,
+        name,
+        status,
+        error,
+        code,
+        stream=stream,
+        headers={"retry-after": "12"},
+        retry_after=12.0,
+    )
 
 
 async def test_overloaded_stream_is_retried_before_the_first_chunk() -> None:

@@ -9,7 +9,7 @@ from langfx_nb.llms.base import ToolSpec
 from langfx_nb.llms.gemini import Gemini, gemini_schema
 from langfx_nb.messages import ContinuationPart
 
-from .wire import SECRET_KEY, SPLITS, Reply, Server, fixture, splits
+from .wire import SECRET_KEY, SPLITS, Reply, Server, check_error_reply, fixture, splits
 
 BASE = "https://generativelanguage.googleapis.com/v1beta"
 WEATHER = ToolSpec(
@@ -277,19 +277,7 @@ async def test_native_schema_subset() -> None:
 async def test_error_bodies(
     name: str, status: int, error: type[Exception], code: str, stream: bool
 ) -> None:
-    server = Server(Reply.json(fixture(name), status=status))
-    with pytest.raises(error) as info:
-        if stream:
-            async for _ in model(server).stream("x"):
-                pass
-        else:
-            await model(server).call("x")
-    text = str(info.value) + repr(info.value)
-    assert f"HTTP {status} ({code})" in text
-    assert "SECRET" not in text and "quota" not in text.lower()
-    if error is lf.RateLimitError:
-        assert info.value.retry_after == 37.5  # type: ignore[attr-defined]
-    assert server.all_closed()
+    await check_error_reply(model, name, status, error, code, stream=stream, retry_after=37.5)
 
 
 async def test_unsupported_part_type_is_an_error() -> None:

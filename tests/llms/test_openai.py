@@ -9,7 +9,7 @@ from langfx_nb.llms.base import ToolSpec
 from langfx_nb.llms.openai import OpenAI
 from langfx_nb.messages import ContinuationPart
 
-from .wire import SECRET_KEY, SPLITS, Reply, Server, fixture, splits
+from .wire import SECRET_KEY, SPLITS, Reply, Server, check_error_reply, fixture, splits
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -236,18 +236,16 @@ async def test_top_k_rejected_at_openai() -> None:
 async def test_error_bodies(
     name: str, status: int, error: type[Exception], code: str, stream: bool
 ) -> None:
-    server = Server(Reply.json(fixture(name), status=status, headers={"retry-after-ms": "1500"}))
-    with pytest.raises(error) as info:
-        if stream:
-            await drain(model(server))
-        else:
-            await model(server).call("x")
-    text = str(info.value) + repr(info.value)
-    assert f"HTTP {status} ({code})" in text
-    assert "SECRET" not in text
-    if status == 429:
-        assert info.value.retry_after == 1.5  # type: ignore[attr-defined]
-    assert server.all_closed()
+    await check_error_reply(
+        model,
+        name,
+        status,
+        error,
+        code,
+        stream=stream,
+        headers={"retry-after-ms": "1500"},
+        retry_after=1.5,
+    )
 
 
 async def test_in_stream_error_object_from_a_compatible_server() -> None:

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+
+from langfx_nb.llms.base import LanguageModel
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET_KEY = "sk-test-SECRET-KEY-0123456789"
@@ -149,3 +152,34 @@ class Server:
 
     def all_closed(self) -> bool:
         return all(s.closed for s in self.streams)
+
+
+async def check_error_reply(
+    make_model: Callable[[Server], LanguageModel],
+    name: str,
+    status: int,
+    error: type[Exception],
+    code: str,
+    *,
+    stream: bool,
+    headers: dict[str, str] | None = None,
+    retry_after: float | None = None,
+) -> None:
+    """A provider error body becomes ``error``, whose text names the status and the short
+    error code only (never the body's message or the key), and the response is closed."""
+    body = fixture(name)
+    server = Server(Reply.json(body, status=status, headers=headers or {}))
+    lm = make_model(server)
+    with pytest.raises(error) as info:
+        if stream:
+            async for _ in lm.stream("x"):
+                pass
+        else:
+            await lm.call("x")
+    text = str(info.value) + repr(info.value)
+    assert f"HTTP {status} ({code})" in text
+    assert "SECRET" not in text
+    assert json.loads(body)["error"]["message"] not in text
+    if status == 429:
+        assert info.value.retry_after == retry_after  # type: ignore[attr-defined]
+    assert server.all_closed()

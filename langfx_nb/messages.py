@@ -97,18 +97,18 @@ class Usage:
             return a if b is None else a + b
 
         return Usage(
-            *(add(getattr(self, f), getattr(other, f)) for f in _USAGE_FIELDS),
+            *(add(getattr(self, f), getattr(other, f)) for f in USAGE_FIELDS),
         )
 
     def to_json(self) -> dict[str, int]:
-        return {f: v for f in _USAGE_FIELDS if (v := getattr(self, f)) is not None}
+        return {f: v for f in USAGE_FIELDS if (v := getattr(self, f)) is not None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Usage:
-        return cls(**{f: data.get(f) for f in _USAGE_FIELDS})
+        return cls(**{f: data.get(f) for f in USAGE_FIELDS})
 
 
-_USAGE_FIELDS = (
+USAGE_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "total_tokens",

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
+from ..messages import USAGE_FIELDS as _USAGE_FIELDS
 from ..messages import Message, Usage
 from ..modalities import Mime
 from .observers import ObserverHub
@@ -46,13 +47,6 @@ NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_ou
 KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
 STATUSES: tuple[NodeStatus, ...] = ("running", "ok", "failed", "denied", "cancelled", "timed_out")
 
-_USAGE_FIELDS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-)
 _USAGE_GETTERS = tuple(operator.attrgetter(f) for f in _USAGE_FIELDS)
 _SECRET = re.compile(r"api[_-]?key|secret|password|passwd|token$|authorization|credential", re.I)
 MAX_ERROR_CHARS = 300

@@ -138,15 +138,7 @@ class OpenAI(HTTPModel):
                 for t in request.tools
             ]
         if request.tool_choice is not None:
-            choice = request.tool_choice
-            if choice in ("auto", "none"):
-                body["tool_choice"] = choice
-            elif choice == "any":
-                body["tool_choice"] = "required"
-            elif choice in {t.name for t in request.tools}:
-                body["tool_choice"] = {"type": "function", "function": {"name": choice}}
-            else:
-                raise InvalidRequestError(f"openai: tool_choice names unknown tool {choice!r}")
+            body["tool_choice"] = _tool_choice(request, nested=True)
         if request.response_schema is not None:
             schema = dict(request.response_schema)
             body["response_format"] = {
@@ -468,15 +460,7 @@ class OpenAIResponses(OpenAI):
                 for t in request.tools
             ]
         if request.tool_choice is not None:
-            choice = request.tool_choice
-            if choice in ("auto", "none"):
-                body["tool_choice"] = choice
-            elif choice == "any":
-                body["tool_choice"] = "required"
-            elif choice in {t.name for t in request.tools}:
-                body["tool_choice"] = {"type": "function", "name": choice}
-            else:
-                raise InvalidRequestError(f"openai: tool_choice names unknown tool {choice!r}")
+            body["tool_choice"] = _tool_choice(request, nested=False)
         if request.response_schema is not None:
             schema = dict(request.response_schema)
             body["text"] = {
@@ -708,3 +692,20 @@ _RESPONSES_ERROR_STATUS = {
     "invalid_request_error": 400,
     "context_length_exceeded": 400,
 }
+
+
+def _tool_choice(request: LMRequest, *, nested: bool) -> Any:
+    """OpenAI's ``tool_choice``; Chat Completions nests a named tool under ``function``, the
+    Responses API does not."""
+    choice = request.tool_choice
+    if choice in ("auto", "none"):
+        return choice
+    if choice == "any":
+        return "required"
+    if choice in {t.name for t in request.tools}:
+        return (
+            {"type": "function", "function": {"name": choice}}
+            if nested
+            else {"type": "function", "name": choice}
+        )
+    raise InvalidRequestError(f"openai: tool_choice names unknown tool {choice!r}")

@@ -11,6 +11,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -78,12 +79,9 @@ class SQLiteCache:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         if not self._ready:
             with self._lock:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT "
-                    "NULL, created REAL NOT NULL DEFAULT (julianday('now')))"
-                )
-                self._ready = True
+                if not self._ready:
+                    _set_up(conn)
+                    self._ready = True
         return conn
 
     def _run(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -113,3 +111,24 @@ class SQLiteCache:
 
     def __len__(self) -> int:
         return int(self._run("SELECT COUNT(*) FROM responses", ())[0][0])
+
+
+def _set_up(conn: sqlite3.Connection, attempts: int = 200) -> None:
+    """Switch the file to WAL and create the table, once per cache object.
+
+    Changing the journal mode needs an exclusive lock, and SQLite reports "database is locked"
+    for it at once instead of waiting out the busy timeout; so when another connection (this
+    process or another kernel) is setting up the same file, try again for up to ~10 s.
+    """
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT "
+                "NULL, created REAL NOT NULL DEFAULT (julianday('now')))"
+            )
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05)

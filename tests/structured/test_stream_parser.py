@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +23,20 @@ from langfx_nb import (
     StreamParser,
     StringFieldDelta,
 )
+from langfx_nb.structured import stream_parser
 from langfx_nb.structured.protocols import to_python_expr
+
+
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
+def json_grammar(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs on both JSON grammars: compiled (``_cjson.c``) and Python."""
+    if request.param == "compiled" and not stream_parser.ACCELERATED:
+        pytest.skip("built without a C compiler")
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "python":
+            mp.setattr(stream_parser, "_compiled", None)
+        yield request.param
+
 
 SETTINGS = settings(
     max_examples=150,
@@ -378,6 +392,12 @@ def test_corrupted_documents_end_in_an_error_or_a_value(doc: Any, data: st.DataO
     # The parser accepts a little more than json.loads (trailing commas, raw control
     # characters); whatever it accepts must agree with what a lenient reading gives.
     assert parser.done
+
+
+def test_install_built_the_compiled_grammar() -> None:
+    """The install compiles ``_cjson.c``; without it the parser still works (in Python, about
+    5x slower), so a broken build would otherwise pass unnoticed."""
+    assert stream_parser.ACCELERATED
 
 
 def test_unknown_grammar_is_rejected() -> None:

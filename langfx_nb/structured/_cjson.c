@@ -591,15 +591,25 @@ finish_bare(Core *s, PyObject *buf, Py_ssize_t j, int nxt, Py_ssize_t base, PyOb
     if (token == NULL)
         return -1;
     Py_ssize_t len = PyUnicode_GET_LENGTH(token);
+    const char *problem = "invalid literal %R";
     if (PyUnicode_CompareWithASCIIString(token, "true") == 0)
         value = Py_NewRef(Py_True);
     else if (PyUnicode_CompareWithASCIIString(token, "false") == 0)
         value = Py_NewRef(Py_False);
     else if (PyUnicode_CompareWithASCIIString(token, "null") == 0)
         value = Py_NewRef(Py_None);
-    else if (len > 0 && number_end(PyUnicode_KIND(token), PyUnicode_DATA(token), 0, len) == len)
-        value = number_value(token);
-    else {
+    else if (len > 0 &&
+             number_end(PyUnicode_KIND(token), PyUnicode_DATA(token), 0, len) == len) {
+        if ((value = number_value(token)) == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
+                Py_DECREF(token);
+                return -1;
+            }
+            PyErr_Clear();
+            problem = "number too long";
+        }
+    }
+    if (value == NULL) {
         PyObject *context = token;
         if (nxt) {
             Py_ssize_t n = PyUnicode_GET_LENGTH(buf);
@@ -608,15 +618,13 @@ finish_bare(Core *s, PyObject *buf, Py_ssize_t j, int nxt, Py_ssize_t base, PyOb
             Py_XDECREF(after);
         }
         if (context != NULL)
-            fail(s, "invalid literal %R", token, NULL, base + j - len, context, len);
+            fail(s, problem, token, NULL, base + j - len, context, len);
         if (context != token)
             Py_XDECREF(context);
         Py_DECREF(token);
         return -1;
     }
     Py_DECREF(token);
-    if (value == NULL)
-        return -1;
     return finish_value(s, value, out);
 }
 
@@ -720,6 +728,11 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
                     PyObject *token = PyUnicode_Substring(buf, i, j);
                     value = token ? number_value(token) : NULL;
                     Py_XDECREF(token);
+                    if (value == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
+                        /* more digits than sys.get_int_max_str_digits() allows */
+                        PyErr_Clear();
+                        fail(s, "number too long", NULL, NULL, base + i, buf, i);
+                    }
                     if (value == NULL || finish_value(s, value, out) < 0)
                         return -1;
                     i = j;
@@ -875,7 +888,7 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
 }
 
 /* A parse error: attach the events the chunk produced before it, and raise it. Any other
- * exception (MemoryError, a number too long for int()) passes through as it is. */
+ * exception (MemoryError) passes through as it is. */
 static PyObject *
 raise_with(Core *s, PyObject *out)
 {

@@ -296,16 +296,16 @@ class _ParserCore:
                         pos,
                         *self._token_context(token, buf, j, nxt),
                     )
-                top.key = int(token.replace("_", ""))
+                top.key = self._int(token, 10, pos, *self._token_context(token, buf, j, nxt))
             self._state = _SEP
             return j
         if self._py:
             if token in ("True", "False", "None"):
                 value: Any = {"True": True, "False": False, "None": None}[token]
             elif _PY_INT.fullmatch(token):
-                value = int(token.replace("_", ""))
+                value = self._int(token, 10, pos, *self._token_context(token, buf, j, nxt))
             elif _PY_INT_BASE.fullmatch(token):
-                value = int(token.replace("_", ""), 0)
+                value = self._int(token, 0, pos, *self._token_context(token, buf, j, nxt))
             elif _PY_FLOAT.fullmatch(token):
                 value = float(token.replace("_", ""))
             elif nxt is not None and nxt in "'\"" and token in _PY_STRING_PREFIXES:
@@ -330,13 +330,20 @@ class _ParserCore:
             value = None
         elif _JSON_NUMBER.fullmatch(token):
             is_int = "." not in token and "e" not in token and "E" not in token
-            value = int(token) if is_int else float(token)
+            context = self._token_context(token, buf, j, nxt)
+            value = self._int(token, 10, pos, *context) if is_int else float(token)
         else:
             raise self._fail(
                 f"invalid literal {token!r}", pos, *self._token_context(token, buf, j, nxt)
             )
         self._finish_value(value, out)
         return j
+
+    def _int(self, token: str, base: int, position: int, text: str, i: int) -> int:
+        try:
+            return int(token.replace("_", ""), base)
+        except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+            raise self._fail("number too long", position, text, i) from None
 
     @staticmethod
     def _token_context(token: str, buf: str, j: int, nxt: str | None) -> tuple[str, int]:

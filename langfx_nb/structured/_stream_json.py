@@ -250,7 +250,7 @@ class _JsonParser(_ParserCore):
                     if "." in token or "e" in token or "E" in token:
                         value = float(token)
                     else:
-                        value = int(token)
+                        value = self._int(token, 10, base + i, buf, i)
                     i = m.end()
                 elif c == "{":
                     ev = _StartShell()

@@ -184,7 +184,7 @@ class _PythonParser(_ParserCore):
                 if "." in token or "e" in token or "E" in token:
                     self._finish_value(float(token), out)
                 else:
-                    self._finish_value(int(token), out)
+                    self._finish_value(self._int(token, 10, base + i, buf, i), out)
                 return m.end()
         if c in "'\"":
             out.append(_start_event(path))

@@ -394,6 +394,26 @@ def test_corrupted_documents_end_in_an_error_or_a_value(doc: Any, data: st.DataO
     assert parser.done
 
 
+@pytest.mark.parametrize(
+    ("grammar", "text", "position"),
+    [
+        ("json", '{"a": ' + "1" * 5000 + "}", 6),
+        ("json", "[" + "2" * 5000, 1),
+        ("python", "A(a=" + "3" * 5000 + ")", 4),
+    ],
+)
+def test_numbers_too_long_for_int_fail_cleanly(grammar: str, text: str, position: int) -> None:
+    """``int()`` refuses more than 4300 digits (CVE-2020-10735); that is a parse error here,
+    not a stray ValueError, whether the number arrives whole or a character at a time."""
+    for chunks in ([text], list(text)):
+        parser = StreamParser(grammar)  # type: ignore[arg-type]
+        with pytest.raises(StreamParseError, match="number too long") as info:
+            for c in chunks:
+                parser.feed(c)
+            parser.close()
+        assert info.value.position == position
+
+
 def test_install_built_the_compiled_grammar() -> None:
     """The install compiles ``_cjson.c``; without it the parser still works (in Python, about
     5x slower), so a broken build would otherwise pass unnoticed."""

@@ -18,7 +18,8 @@ from langfx_nb.structured.stream_parser import StreamParseError, StreamParser
 from .test_stream_parser import SETTINGS, _chunks, _json_doc, _text
 
 pytestmark = pytest.mark.skipif(
-    not stream_parser.ACCELERATED, reason="built without a C compiler (test_install_built_the_compiled_grammar fails)"
+    not stream_parser.ACCELERATED,
+    reason="built without a C compiler (test_install_built_the_compiled_grammar fails)",
 )
 
 
@@ -115,6 +116,7 @@ def test_same_outcome_on_arbitrary_text(text: str, data: Any) -> None:
         "nothing",
         '{"a": 1}} trailing',
         '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["deep"]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]',
+        '{"a": ' + "7" * 4301 + "}",
     ],
 )
 def test_same_outcome_at_every_two_way_split(text: str) -> None:

@@ -18,6 +18,7 @@
 enum { PRE, FENCE_INFO, VALUE, KEY, SEP, AFTER, STR, BARE, DONE };
 
 #define EXCERPT 24
+#define MAX_DEPTH 1000 /* as _MAX_DEPTH in _stream_core.py (and in the message below) */
 #define MAX_PIECES 255 /* a long string's pieces are joined into a block past this many */
 
 typedef struct {
@@ -741,6 +742,11 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
             }
             if (c == '{' || c == '[') {
                 int dictlike = c == '{';
+                if (s->depth >= MAX_DEPTH) {
+                    fail(s, "containers nested deeper than 1000 levels", NULL, NULL, base + i,
+                         buf, i);
+                    return -1;
+                }
                 if (emit(out, &E_START, s->path, NULL) < 0 ||
                     (dictlike ? emit(out, &E_OSTART, s->path, Py_None)
                               : emit(out, &E_ASTART, s->path, NULL)) < 0)

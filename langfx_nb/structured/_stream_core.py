@@ -81,6 +81,10 @@ _PY_SIMPLE_ESCAPES = {
 }
 _PY_ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}
 _EXCERPT = 24
+# Containers nest at most this deep: every value's path is a tuple as long as its depth, so
+# hostile input like "[[[[..." would otherwise cost time quadratic in its length.
+_MAX_DEPTH = 1000
+_TOO_DEEP = f"containers nested deeper than {_MAX_DEPTH} levels"
 # the C string decoder behind json.loads (typeshed does not declare it)
 _json_scanstring = cast("Any", getattr(json.decoder, "scanstring"))  # noqa: B009
 

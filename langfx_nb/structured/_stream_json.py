@@ -13,10 +13,12 @@ from ._stream_core import (
     _BARE,
     _DONE,
     _KEY,
+    _MAX_DEPTH,
     _NUMBER_START,
     _OBJ,
     _SEP,
     _STR,
+    _TOO_DEEP,
     _VALUE,
     _WS_CHARS,
     StreamParseError,
@@ -253,6 +255,8 @@ class _JsonParser(_ParserCore):
                         value = self._int(token, 10, base + i, buf, i)
                     i = m.end()
                 elif c == "{":
+                    if len(stack) >= _MAX_DEPTH:
+                        raise self._fail(_TOO_DEEP, base + i, buf, i)
                     ev = _StartShell()
                     ev.path = path
                     ev.__class__ = FieldStart
@@ -267,6 +271,8 @@ class _JsonParser(_ParserCore):
                     i += 1
                     continue
                 elif c == "[":
+                    if len(stack) >= _MAX_DEPTH:
+                        raise self._fail(_TOO_DEEP, base + i, buf, i)
                     ev = _StartShell()
                     ev.path = path
                     ev.__class__ = FieldStart

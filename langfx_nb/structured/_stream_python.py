@@ -17,6 +17,7 @@ from ._stream_core import (
     _DONE,
     _FENCE_INFO,
     _KEY,
+    _MAX_DEPTH,
     _NAME,
     _NUMBER_START,
     _PY_ESCAPE,
@@ -28,6 +29,7 @@ from ._stream_core import (
     _STR,
     _STR_AFTER,
     _STR_OPEN,
+    _TOO_DEEP,
     _VALUE,
     _WS_CHARS,
     _bare_match,
@@ -162,6 +164,8 @@ class _PythonParser(_ParserCore):
                         buf,
                         i,
                     )
+                if len(stack) >= _MAX_DEPTH:
+                    raise self._fail(_TOO_DEEP, base + i, buf, i)
                 path = self._path
                 out.append(ObjectStart(path, self._name))
                 stack.append(_Frame(_CALL, path, {}))
@@ -193,6 +197,8 @@ class _PythonParser(_ParserCore):
             return i
         kind = _PY_OPENERS.get(c)
         if kind is not None:
+            if len(stack) >= _MAX_DEPTH:
+                raise self._fail(_TOO_DEEP, base + i, buf, i)
             out.append(_start_event(path))
             if _DICTLIKE[kind]:
                 out.append(ObjectStart(path))

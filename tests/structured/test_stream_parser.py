@@ -414,6 +414,24 @@ def test_numbers_too_long_for_int_fail_cleanly(grammar: str, text: str, position
         assert info.value.position == position
 
 
+@pytest.mark.parametrize(
+    ("grammar", "opener"), [("json", "["), ("json", '{"a":'), ("python", "["), ("python", "A(a=")]
+)
+def test_nesting_is_bounded(grammar: str, opener: str) -> None:
+    """1000 levels parse; the 1001st opener fails at its position, so hostile "[[[[..." can't
+    make the parser quadratic (every value's path is as long as its depth)."""
+    ok = opener * 1000 + "1" + ("]" if opener == "[" else "}" if grammar == "json" else ")") * 1000
+    value, _ = _run(grammar, [ok])
+    for _ in range(999):
+        value = next(iter(value.values())) if isinstance(value, dict) else value[0]
+    assert value == [1] or value == {"a": 1}
+    parser = StreamParser(grammar)  # type: ignore[arg-type]
+    with pytest.raises(StreamParseError, match="deeper than 1000") as info:
+        parser.feed(opener * 100_000)
+    bracket = len(opener) - len(opener.lstrip("A"))  # a call fails at its "("
+    assert info.value.position == len(opener) * 1000 + bracket
+
+
 def test_install_built_the_compiled_grammar() -> None:
     """The install compiles ``_cjson.c``; without it the parser still works (in Python, about
     5x slower), so a broken build would otherwise pass unnoticed."""

@@ -148,3 +148,9 @@ def test_events_are_the_real_frozen_classes() -> None:
     assert events == reference
     with pytest.raises(AttributeError):
         events[0].path = ("changed",)  # type: ignore[misc]
+
+
+def test_same_failure_past_the_depth_limit() -> None:
+    text = '{"a": ' + "[" * 999 + '{"b": [1]}'
+    for cut in (0, 5, 6, 500, 1004, 1005, 1006, len(text)):
+        check_same([text[:cut], text[cut:]])

@@ -49,17 +49,6 @@ event(EventClass *e, PyObject *a, PyObject *b)
 }
 
 static int
-emit(PyObject *out, EventClass *e, PyObject *a, PyObject *b)
-{
-    PyObject *ev = event(e, a, b);
-    if (ev == NULL)
-        return -1;
-    int r = PyList_Append(out, ev);
-    Py_DECREF(ev);
-    return r;
-}
-
-static int
 slot_offset(PyObject *cls, const char *name, Py_ssize_t *offset)
 {
     PyObject *d = PyObject_GetAttrString(cls, name);
@@ -134,7 +123,53 @@ typedef struct {
     Py_ssize_t fed;   /* characters fed before the current chunk */
     PyObject *value;  /* the complete document, or NULL */
     PyObject *error;  /* the StreamParseError this parser failed with, or NULL */
+    /* Unwrapping {"result": ...} (see _ResultUnwrapper in stream_parser.py, the reference):
+     * the root's first events wait in ``held`` until the next event decides. */
+    int unwrap;      /* PASS, UNDECIDED or UNWRAP */
+    int in_result;   /* the current member of the root object is "result" */
+    PyObject *held;  /* list */
 } Core;
+
+enum { PASS, UNDECIDED, UNWRAP };
+
+static PyObject *RESULT; /* "result" */
+
+static int
+clear_list(PyObject *list)
+{
+    return PyList_SetSlice(list, 0, PyList_GET_SIZE(list), NULL);
+}
+
+/* Whether an event is shown when unwrapping: only those inside a "result" member. */
+#define SHOWN(s) ((s)->unwrap == PASS || ((s)->depth >= 1 && (s)->in_result))
+
+static int
+emit(Core *s, PyObject *out, EventClass *e, PyObject *a, PyObject *b)
+{
+    if (s->unwrap == UNDECIDED) {
+        if (s->depth == 0 && (e == &E_START || e == &E_OSTART))
+            out = s->held; /* the root object's start: wait for its first member */
+        else if (s->depth == 1 && e == &E_START && s->in_result) {
+            s->unwrap = UNWRAP;
+            if (clear_list(s->held) < 0)
+                return -1;
+        }
+        else {
+            s->unwrap = PASS;
+            if (PyList_SetSlice(out, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, s->held) < 0 ||
+                clear_list(s->held) < 0)
+                return -1;
+        }
+    }
+    else if (!SHOWN(s))
+        return 0;
+    PyObject *ev = event(e, a, b);
+    if (ev == NULL)
+        return -1;
+    int r = PyList_Append(out, ev);
+    Py_DECREF(ev);
+    return r;
+}
 
 static PyObject *
 fail(Core *s, const char *message, PyObject *arg1, PyObject *arg2, Py_ssize_t position,
@@ -214,12 +249,6 @@ set_path(Core *s, PyObject *base, PyObject *step)
         return -1;
     Py_SETREF(s->path, p);
     return 0;
-}
-
-static int
-clear_list(PyObject *list)
-{
-    return PyList_SetSlice(list, 0, PyList_GET_SIZE(list), NULL);
 }
 
 static int
@@ -440,7 +469,7 @@ error:
 static int
 finish_value(Core *s, PyObject *value, PyObject *out)
 {
-    if (emit(out, &E_END, s->path, value) < 0)
+    if (emit(s, out, &E_END, s->path, value) < 0)
         goto error;
     if (s->depth) {
         Frame *top = &s->stack[s->depth - 1];
@@ -490,7 +519,7 @@ string_step(Core *s, PyObject *buf, int kind, const void *data, Py_ssize_t i, Py
             return -1;
         int r = add_piece(s, seg);
         if (r == 0 && !s->is_key)
-            r = emit(out, &E_DELTA, s->path, seg);
+            r = emit(s, out, &E_DELTA, s->path, seg);
         Py_DECREF(seg);
         if (r < 0)
             return -1;
@@ -700,7 +729,7 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
             i++;
             EventClass *end = top->dictlike ? &E_OEND : &E_AEND;
             value = pop(s);
-            if (emit(out, end, s->path, NULL) < 0) {
+            if (emit(s, out, end, s->path, NULL) < 0) {
                 Py_DECREF(value);
                 return -1;
             }
@@ -714,7 +743,7 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
                 continue;
             }
             if (c == '"') {
-                if (emit(out, &E_START, s->path, NULL) < 0)
+                if (emit(s, out, &E_START, s->path, NULL) < 0)
                     return -1;
                 s->is_key = 0;
                 s->state = STR;
@@ -724,7 +753,7 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
             if (c == '-' || IS_DIGIT(c)) {
                 Py_ssize_t j = number_end(kind, data, i, n);
                 if (j > i && j < n && is_delimiter(RD(j))) {
-                    if (emit(out, &E_START, s->path, NULL) < 0)
+                    if (emit(s, out, &E_START, s->path, NULL) < 0)
                         return -1;
                     PyObject *token = PyUnicode_Substring(buf, i, j);
                     value = token ? number_value(token) : NULL;
@@ -747,9 +776,9 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
                          buf, i);
                     return -1;
                 }
-                if (emit(out, &E_START, s->path, NULL) < 0 ||
-                    (dictlike ? emit(out, &E_OSTART, s->path, Py_None)
-                              : emit(out, &E_ASTART, s->path, NULL)) < 0)
+                if (emit(s, out, &E_START, s->path, NULL) < 0 ||
+                    (dictlike ? emit(s, out, &E_OSTART, s->path, Py_None)
+                              : emit(s, out, &E_ASTART, s->path, NULL)) < 0)
                     return -1;
                 PyObject *container = dictlike ? PyDict_New() : PyList_New(0);
                 if (container == NULL || push(s, dictlike, container) < 0)
@@ -770,7 +799,7 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
                 /* an empty list or a trailing comma */
                 i++;
                 value = pop(s);
-                if (emit(out, &E_AEND, s->path, NULL) < 0) {
+                if (emit(s, out, &E_AEND, s->path, NULL) < 0) {
                     Py_DECREF(value);
                     return -1;
                 }
@@ -779,7 +808,7 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
                 continue;
             }
             if (Py_UNICODE_ISALNUM(c) || c == '-' || c == '+' || c == '.' || c == '_') {
-                if (emit(out, &E_START, s->path, NULL) < 0 || clear_list(s->pieces) < 0)
+                if (emit(s, out, &E_START, s->path, NULL) < 0 || clear_list(s->pieces) < 0)
                     return -1;
                 s->is_key = 0;
                 s->state = BARE;
@@ -794,7 +823,7 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
             if (c == '}') {
                 i++;
                 value = pop(s);
-                if (emit(out, &E_OEND, s->path, NULL) < 0) {
+                if (emit(s, out, &E_OEND, s->path, NULL) < 0) {
                     Py_DECREF(value);
                     return -1;
                 }
@@ -818,7 +847,16 @@ run(Core *s, PyObject *buf, Py_ssize_t i, Py_ssize_t base, PyObject *out, int fi
             }
             if (c == ':') {
                 Frame *top = &s->stack[s->depth - 1];
-                if (set_path(s, top->path, top->key) < 0)
+                if (s->unwrap != PASS && s->depth == 1) {
+                    /* a member of the root object: "result" is the new root */
+                    int r = PyUnicode_Check(top->key) ? PyUnicode_Compare(top->key, RESULT) : 1;
+                    if (r == -1 && PyErr_Occurred())
+                        return -1;
+                    s->in_result = r == 0;
+                }
+                if (s->unwrap != PASS && s->depth == 1 && s->in_result)
+                    Py_SETREF(s->path, Py_NewRef(top->path)); /* () */
+                else if (set_path(s, top->path, top->key) < 0)
                     return -1;
                 s->state = VALUE;
                 i++;
@@ -922,6 +960,7 @@ Core_feed(Core *s, PyObject *chunk)
         return PyList_New(0);
     }
     if (s->state == STR && !s->is_key && PyUnicode_GET_LENGTH(s->tail) == 0 &&
+        s->unwrap != UNDECIDED &&
         find_quote_or_backslash(PyUnicode_KIND(chunk), PyUnicode_DATA(chunk), 0, m) == m) {
         /* Inside a string value, plain text: the common case by far. */
         s->fed += m;
@@ -929,6 +968,8 @@ Core_feed(Core *s, PyObject *chunk)
             return PyList_New(0);
         if (add_piece(s, chunk) < 0)
             return NULL;
+        if (!SHOWN(s)) /* decided: a string's field_start came before */
+            return PyList_New(0);
         PyObject *ev = event(&E_DELTA, s->path, chunk), *out;
         if (ev == NULL)
             return NULL;
@@ -993,11 +1034,12 @@ error:
 static PyObject *
 Core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"object_root", NULL};
-    int object_root = 0;
+    static char *names[] = {"object_root", "unwrap_result", NULL};
+    int object_root = 0, unwrap_result = 0;
     if (ParseError == NULL)
         return PyErr_Format(PyExc_RuntimeError, "_cjson.configure() was not called");
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:JsonCore", names, &object_root))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|pp:JsonCore", names, &object_root,
+                                     &unwrap_result))
         return NULL;
     Core *s = (Core *)type->tp_alloc(type, 0);
     if (s == NULL)
@@ -1008,7 +1050,9 @@ Core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     s->pieces = PyList_New(0);
     s->blocks = PyList_New(0);
     s->tail = Py_NewRef(EMPTY);
-    if (s->path == NULL || s->pieces == NULL || s->blocks == NULL) {
+    s->unwrap = unwrap_result ? UNDECIDED : PASS;
+    s->held = PyList_New(0);
+    if (s->path == NULL || s->pieces == NULL || s->blocks == NULL || s->held == NULL) {
         Py_DECREF(s);
         return NULL;
     }
@@ -1029,6 +1073,7 @@ Core_traverse(Core *s, visitproc visit, void *arg)
     Py_VISIT(s->tail);
     Py_VISIT(s->value);
     Py_VISIT(s->error);
+    Py_VISIT(s->held);
     return 0;
 }
 
@@ -1047,6 +1092,7 @@ Core_clear(Core *s)
     Py_CLEAR(s->tail);
     Py_CLEAR(s->value);
     Py_CLEAR(s->error);
+    Py_CLEAR(s->held);
     return 0;
 }
 
@@ -1122,6 +1168,8 @@ PyInit__cjson(void)
     if (PyType_Ready(&CoreType) < 0)
         return NULL;
     if (EMPTY == NULL && (EMPTY = PyUnicode_FromStringAndSize("", 0)) == NULL)
+        return NULL;
+    if (RESULT == NULL && (RESULT = PyUnicode_InternFromString("result")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -33,7 +33,6 @@ dropped generator. Tool calls are reported, never executed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,15 +42,12 @@ from ..template import Template, render_prompt
 from .events import (
     Cancelled,
     FieldEvent,
-    FieldStart,
     GenerationComplete,
     GenerationFailed,
-    ObjectStart,
     ParsingFailed,
     StreamEvent,
-    StringFieldDelta,
 )
-from .stream_parser import StreamParseError, StreamParser, _delta_event
+from .stream_parser import StreamParseError, StreamParser
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
@@ -148,8 +144,9 @@ async def _event_stream(
     unwrap: bool,
 ) -> AsyncGenerator[StreamEvent, None]:
     # Both JSON modes answer with an object ({"result": ...} or the native object schema).
-    parser = StreamParser("python" if grammar == "python" else "json", object_root=True)
-    rebase = _ResultUnwrapper() if unwrap else None
+    parser = StreamParser(
+        "python" if grammar == "python" else "json", object_root=True, unwrap_result=unwrap
+    )
     parse_error: StreamParseError | None = None
     pieces: list[str] = []
     last: StreamChunk | None = None
@@ -173,8 +170,6 @@ async def _event_stream(
                 except StreamParseError as exc:
                     parse_error = _with_context(exc, pieces)
                     events = exc.events
-                if rebase is not None:
-                    events = rebase(events)
                 for ev in events:
                     yield ev
             if parse_error is None:
@@ -183,7 +178,7 @@ async def _event_stream(
                 except StreamParseError as exc:
                     parse_error = _with_context(exc, pieces)
                     events = exc.events
-                for ev in rebase(events) if rebase is not None else events:
+                for ev in events:
                     yield ev
         except asyncio.CancelledError:
             await _aclose(upstream)
@@ -235,45 +230,3 @@ async def _aclose(agen: AsyncIterator[Any]) -> None:
     aclose = getattr(agen, "aclose", None)
     if aclose is not None:
         await aclose()
-
-
-class _ResultUnwrapper:
-    """Hides the JSON protocol's ``{"result": ...}`` wrapper: when the root object's first key
-    is ``result``, events are re-rooted under it and everything outside it is dropped; any
-    other first key means there is no wrapper and events pass through unchanged."""
-
-    __slots__ = ("_held", "_mode")
-
-    def __init__(self) -> None:
-        self._mode = 0  # 0 undecided, 1 unwrapping, 2 pass-through
-        self._held: list[FieldEvent] = []
-
-    def __call__(self, events: list[FieldEvent]) -> list[FieldEvent]:
-        if self._mode == 2:
-            return events
-        out: list[FieldEvent] = []
-        for ev in events:
-            mode = self._mode
-            if mode == 0:
-                path = ev.path
-                if not path and isinstance(ev, (FieldStart, ObjectStart)):
-                    self._held.append(ev)
-                    continue
-                if path == ("result",) and isinstance(ev, FieldStart):
-                    self._mode = mode = 1
-                    self._held = []
-                else:
-                    self._mode = mode = 2
-                    out.extend(self._held)
-                    self._held = []
-            if mode == 2:
-                out.append(ev)
-                continue
-            path = ev.path
-            if not path or path[0] != "result":
-                continue
-            if isinstance(ev, StringFieldDelta):
-                out.append(_delta_event(path[1:], ev.delta))
-            else:
-                out.append(dataclasses.replace(ev, path=path[1:]))
-        return out

@@ -36,6 +36,8 @@ per chunk. ``ACCELERATED`` says whether it is in use; the tests run both and com
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from ._stream_core import (
@@ -99,15 +101,24 @@ StreamParseError.__module__ = __name__
 class StreamParser(_JsonParser, _PythonParser):
     """Incremental parser for one document. Not thread-safe; one instance per stream."""
 
-    def __init__(self, grammar: Grammar = "json", *, object_root: bool = False) -> None:
+    def __init__(
+        self, grammar: Grammar = "json", *, object_root: bool = False, unwrap_result: bool = False
+    ) -> None:
+        """``unwrap_result=True`` (JSON): the document may be the JSON protocol's
+        ``{"result": ...}``; if the root object's first key is ``result``, events are reported
+        relative to it and everything outside it is dropped (``value`` stays the whole
+        document)."""
         super().__init__(grammar, object_root=object_root)
         self._core = None
         if grammar == "json" and _compiled is not None:
-            core = self._core = _compiled.JsonCore(object_root)
+            core = self._core = _compiled.JsonCore(object_root, unwrap_result)
             # The instance's feed and close are the compiled methods themselves, not Python
             # wrappers around them: a wrapper's call would cost as much as the compiled work
             # on a typical chunk.
             self.__dict__.update(feed=core.feed, close=core.close)
+        elif unwrap_result and not self._py:
+            unwrap = _ResultUnwrapper()
+            self.__dict__.update(feed=unwrap.around(self.feed), close=unwrap.around(self.close))
 
     # -- public API ---------------------------------------------------------------------------
     @property
@@ -215,4 +226,62 @@ class StreamParser(_JsonParser, _PythonParser):
             self._error = exc
             self._json_str = False
             raise
+        return out
+
+
+class _ResultUnwrapper:
+    """Hides the JSON protocol's ``{"result": ...}`` wrapper: when the root object's first key
+    is ``result``, events are re-rooted under it and everything outside it is dropped; any
+    other first key means there is no wrapper and events pass through unchanged."""
+
+    __slots__ = ("_error", "_held", "_mode")
+
+    def __init__(self) -> None:
+        self._mode = 0  # 0 undecided, 1 unwrapping, 2 pass-through
+        self._held: list[FieldEvent] = []
+        self._error: StreamParseError | None = None
+
+    def around(self, step: Callable[..., list[FieldEvent]]) -> Callable[..., list[FieldEvent]]:
+        """``step`` (a parser's feed or close) with its events, and those of its error,
+        unwrapped."""
+
+        def unwrapped(*args: str) -> list[FieldEvent]:
+            try:
+                return self(step(*args))
+            except StreamParseError as exc:
+                if exc is not self._error:  # a failed parser raises the same error again
+                    self._error = exc
+                    exc.events = self(exc.events)
+                raise
+
+        return unwrapped
+
+    def __call__(self, events: list[FieldEvent]) -> list[FieldEvent]:
+        if self._mode == 2:
+            return events
+        out: list[FieldEvent] = []
+        for ev in events:
+            mode = self._mode
+            if mode == 0:
+                path = ev.path
+                if not path and isinstance(ev, (FieldStart, ObjectStart)):
+                    self._held.append(ev)
+                    continue
+                if path == ("result",) and isinstance(ev, FieldStart):
+                    self._mode = mode = 1
+                    self._held = []
+                else:
+                    self._mode = mode = 2
+                    out.extend(self._held)
+                    self._held = []
+            if mode == 2:
+                out.append(ev)
+                continue
+            path = ev.path
+            if not path or path[0] != "result":
+                continue
+            if isinstance(ev, StringFieldDelta):
+                out.append(_delta_event(path[1:], ev.delta))
+            else:
+                out.append(dataclasses.replace(ev, path=path[1:]))
         return out

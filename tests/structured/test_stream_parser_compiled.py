@@ -23,10 +23,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def python_parser(object_root: bool = False) -> StreamParser:
+def python_parser(object_root: bool = False, unwrap_result: bool = False) -> StreamParser:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(stream_parser, "_compiled", None)
-        return StreamParser("json", object_root=object_root)
+        return StreamParser("json", object_root=object_root, unwrap_result=unwrap_result)
 
 
 def transcript(parser: StreamParser, chunks: list[str]) -> list[Any]:
@@ -46,10 +46,11 @@ def transcript(parser: StreamParser, chunks: list[str]) -> list[Any]:
     return out
 
 
-def check_same(chunks: list[str], object_root: bool = False) -> None:
-    compiled = StreamParser("json", object_root=object_root)
+def check_same(chunks: list[str], object_root: bool = False, unwrap: bool = False) -> None:
+    compiled = StreamParser("json", object_root=object_root, unwrap_result=unwrap)
     assert compiled._core is not None
-    assert transcript(compiled, chunks) == transcript(python_parser(object_root), chunks)
+    reference = python_parser(object_root, unwrap)
+    assert transcript(compiled, chunks) == transcript(reference, chunks)
 
 
 @SETTINGS
@@ -72,6 +73,34 @@ def test_same_events_on_documents(
         "list-in-prose": f"Steps [1] and [2]: {body}",
     }[frame]
     check_same(_chunks(data, text), object_root)
+
+
+@SETTINGS
+@given(
+    doc=_json_doc,
+    wrapper=st.sampled_from(
+        [
+            '{"result": %s}',
+            '{"result": %s, "other": [1, {"result": 2}], "note": "text after the answer"}',
+            '{"x": 1, "result": %s}',
+            '{"result": 0, "result": %s}',
+            "%s",
+            'Sure: {"result": %s}',
+        ]
+    ),
+    object_root=st.booleans(),
+    corrupt=st.booleans(),
+    data=st.data(),
+)
+def test_same_events_when_unwrapping_result(
+    doc: Any, wrapper: str, object_root: bool, corrupt: bool, data: Any
+) -> None:
+    """``unwrap_result``: compiled, natively; Python, through ``_ResultUnwrapper``."""
+    text = wrapper % json.dumps(doc)
+    if corrupt:
+        i = data.draw(st.integers(0, len(text)), label="cut at")
+        text = text[:i] + data.draw(st.sampled_from(["", "}", '"', ":", "x"])) + text[i + 1 :]
+    check_same(_chunks(data, text), object_root, unwrap=True)
 
 
 @SETTINGS

@@ -57,7 +57,7 @@ from ._stream_core import (
     Grammar as Grammar,  # re-exported: the grammar names
 )
 from ._stream_core import (
-    _delta_event as _delta_event,  # re-exported: query_stream, benchmarks
+    _delta_event as _delta_event,  # re-exported: benchmarks
 )
 from ._stream_json import _JsonParser
 from ._stream_python import _PythonParser

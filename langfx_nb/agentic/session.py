@@ -15,10 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -381,6 +390,73 @@ class Session:
         if returns_message:
             return message
         return message.result if schema is not None else message.text
+
+    def query_stream(
+        self,
+        prompt: Any,
+        schema: Any = None,
+        *,
+        lm: LanguageModel | None = None,
+        **options: Any,
+    ) -> AsyncIterator[Any]:
+        """``lf.query_stream`` with this session's model and defaults, recorded as a query
+        node when iteration starts: its inputs, then the response, usage, parsed result and
+        outcome when the stream ends (a consumer that stops early leaves it ``cancelled``).
+
+        As with ``lf.query_stream``, setup errors raise here, before iteration. Text streams
+        (no schema) reach observers as ``node_update`` deltas; they carry no usage.
+        """
+        from ..structured.query_stream import query_stream
+
+        self._check_usable()
+        model = self._model(lm)
+        merged = {**self._defaults, **options} if self._defaults else options
+        events = query_stream(prompt, schema, lm=model, **merged)
+        shown = dict(merged) if merged else None
+        return self._recorded_stream(events, prompt, schema, model, shown)
+
+    async def _recorded_stream(
+        self,
+        events: AsyncIterator[Any],
+        prompt: Any,
+        schema: Any,
+        model: LanguageModel,
+        shown: dict[str, Any] | None,
+    ) -> AsyncGenerator[Any, None]:
+        name = "query" if schema is None else f"query:{_schema_name(schema)}"
+        node = self._start("query", name, metadata={"model": model.model_id, "stream": True})
+        node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
+        store = self._state.store
+        status: NodeStatus = "cancelled"
+        error: BaseException | None = None
+        try:
+            async for event in events:
+                if schema is None:
+                    if store.hub.active:
+                        store.update(node, delta=event)
+                elif event.type == "generation_complete":
+                    _record_response(self, node, event.message, model)
+                    # previewed now: the value may be mutable
+                    node.defer(
+                        "outputs", functools.partial(dict, result=self._preview(event.value))
+                    )
+                    status = "ok"
+                elif event.type in ("parsing_failed", "generation_failed"):
+                    status, error = "failed", event.error
+                    if event.type == "parsing_failed":  # the text to debug the parse with
+                        text = self._preview(event.text)
+                        node.defer("outputs", functools.partial(dict, text=text))
+                yield event
+            if schema is None:
+                status = "ok"
+        except GeneratorExit:  # the consumer stopped early: the node stays "cancelled"
+            raise
+        except BaseException as exc:
+            status, error = self._status_for(exc), exc
+            raise
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+            self._finish(node, status, error=error)
 
     async def generate(
         self,

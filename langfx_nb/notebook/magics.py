@@ -413,20 +413,20 @@ async def _run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         system_message=opts.system,
         **_sampling(opts),
     )
-    if opts.stream:
-        value = await _stream_query(template, schema, opts.returns_message, kwargs)
-    else:
-        # A session per cell: `%lf trace` then shows the prompt, raw response, parsed value or
-        # error of the last query, which is how a failed typed query is debugged.
-        from ..agentic import Session
+    # A session per cell: `%lf trace` then shows the prompt, raw response, parsed value or
+    # error of the last query, which is how a failed typed query is debugged.
+    from ..agentic import Session
 
-        session = _remember(Session(lm))
-        try:
+    session = _remember(Session(lm))
+    try:
+        if opts.stream:
+            value = await _stream_query(session, template, schema, opts.returns_message, kwargs)
+        else:
             value = await session.query(
                 template, schema, returns_message=opts.returns_message, **kwargs
             )
-        finally:
-            await session.dispose()
+    finally:
+        await session.dispose()
     value = _present(value)
     if opts.out:
         ns[opts.out] = value
@@ -434,9 +434,8 @@ async def _run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
 
 
 async def _stream_query(
-    template: Template, schema: Any, returns_message: bool, kwargs: dict[str, Any]
+    session: Any, template: Template, schema: Any, returns_message: bool, kwargs: dict[str, Any]
 ) -> Any:
-    from ..structured.query_stream import query_stream
     from .stream_view import StreamView
 
     if returns_message and schema is None:
@@ -444,7 +443,7 @@ async def _stream_query(
     seen: list[Any] = []
 
     async def events() -> AsyncIterator[Any]:
-        async for event in query_stream(template, schema, **kwargs):
+        async for event in session.query_stream(template, schema, **kwargs):
             if getattr(event, "type", None) == "generation_complete":
                 seen.append(event.message)
             yield event

@@ -88,6 +88,44 @@ async def test_defaults_merge_under_explicit_options_without_mutation() -> None:
     assert (third.temperature, third.max_tokens) == (0.5, 100)
 
 
+async def test_query_stream_records_a_query_node() -> None:
+    lm = Scripted(['{"result": {"x": 7}}'], chunk_size=3)
+    async with lf.Session(lm) as session:
+        seen: list[Any] = []
+        session.subscribe(seen.append)
+        events = [ev async for ev in session.query_stream("a point", Point, protocol="json")]
+        (node,) = session.all_queries
+    assert events[-1].type == "generation_complete" and events[-1].value == Point(x=7)
+    assert any(ev.type == "field_end" and ev.path == ("x",) for ev in events)
+    assert node.name == "query:Point" and node.status == "ok"
+    assert node.metadata["stream"] is True
+    assert node.inputs["prompt"] == "a point"
+    assert node.outputs["result"] == {"x": 7}
+    assert node.outputs["text"] == '{"result": {"x": 7}}'
+    assert node.usage is not None and node.usage.total_tokens > 0
+    ends = [e["node"] for e in seen if e["type"] == "node_end" and e["node"]["id"] == node.id]
+    assert [e["status"] for e in ends] == ["ok"]
+
+
+async def test_query_stream_outcomes_are_recorded() -> None:
+    lm = Scripted(['{"result": {"x": "nan"}}', LMError("boom"), "streamed", '{"result": {}}'])
+    async with lf.Session(lm) as session:
+        bad = [ev async for ev in session.query_stream("q", Point, protocol="json")]
+        failed = [ev async for ev in session.query_stream("q", Point, protocol="json")]
+        text = [ev async for ev in session.query_stream("q")]
+        stopped = session.query_stream("q", Point, protocol="json")
+        with pytest.raises(ValueError):  # setup errors raise before iteration
+            session.query_stream("q", Point, protocol="nope")
+        async for _ in stopped:
+            break
+        await stopped.aclose()  # type: ignore[attr-defined]
+        nodes = session.all_queries
+    assert bad[-1].type == "parsing_failed" and failed[-1].type == "generation_failed"
+    assert "".join(text) == "streamed"
+    assert [n.status for n in nodes] == ["failed", "failed", "ok", "cancelled"]
+    assert nodes[1].error == {"type": "LMError", "message": "boom"}
+
+
 async def test_query_without_model_is_a_clear_error() -> None:
     async with lf.Session() as session:
         with pytest.raises(TypeError, match="no model"):

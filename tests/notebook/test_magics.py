@@ -257,10 +257,13 @@ def test_a_failed_typed_query_can_be_inspected_with_lf_trace(ip: InteractiveShel
     assert "failed 1" in repr(explorer._fallback_text())
 
 
-def test_stream_parse_failure_raises(ip: InteractiveShell) -> None:
+def test_stream_parse_failure_raises_and_is_in_lf_trace(ip: InteractiveShell) -> None:
     ip.user_ns.update(lm=lf.llms.StaticResponse("no python here"), City=City)
     with pytest.raises(lf.MappingError):
         run(ip, "%%lf query --lm lm --stream --schema City\nParis\n")
+    (query,) = magics.state.last_session.all_queries
+    assert query.name == "query:City" and query.status == "failed"
+    assert query.metadata["stream"] is True and query.outputs == {"text": "no python here"}
 
 
 # -- agents ------------------------------------------------------------------------------------

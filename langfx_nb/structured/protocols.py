@@ -95,6 +95,8 @@ def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool
                 body_lines.append(lines[i])
                 i += 1
             code = "\n".join(body_lines)
+            if not code.strip():  # e.g. a string literal holding ``` in an unfenced answer
+                continue
         if lang in languages:
             return code.strip(), True
         if not lang and untagged is None:

@@ -12,7 +12,7 @@ import uuid
 from typing import Annotated, Any, Literal
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
@@ -353,6 +353,7 @@ def test_round_trip_json_answer(value: Tree) -> None:
         )
     )
 )
+@example([Box(label="```", corner={"x": 0, "y": 0}, size=(0, 0))])  # not a code fence
 def test_round_trip_dataclass_and_typeddict(value: list[Box]) -> None:
     assert PY.parse(to_python_expr(value), Schema.of(list[Box])) == value
 

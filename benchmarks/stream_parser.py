@@ -9,6 +9,9 @@ every one. A chunk is what a provider stream delivers: N bytes of UTF-8, decoded
 * ours          ``StreamParser("json").feed(chunk)`` per chunk (events out, no re-scan), with
                 the compiled JSON grammar (``_cjson.c``) that a normal install builds
 * ours (py)     the same parser with its pure-Python grammar: the fallback without a compiler
+
+A last line measures the Python-literal grammar (pure Python) on the same records written as a
+Python literal, against one ``ast.literal_eval``.
 * jiter         ``jiter.from_json(buffer_bytes, partial_mode="trailing-strings")`` per chunk
 * pydantic      ``pydantic_core.from_json(buffer, allow_partial=True)`` per chunk
 * partial-json  ``partial_json_parser.loads(buffer)`` per chunk
@@ -29,6 +32,7 @@ not count), the minimum of several runs; all ratios compare numbers taken in thi
 from __future__ import annotations
 
 import argparse
+import ast
 import codecs
 import gc
 import json
@@ -47,7 +51,7 @@ import partial_json_parser
 import pydantic_core
 
 from langfx_nb.structured import stream_parser
-from langfx_nb.structured.stream_parser import StreamParser, _delta_event
+from langfx_nb.structured.stream_parser import Grammar, StreamParser, _delta_event
 
 _VOCABULARY = """the model streams a structured answer while the user watches each field fill in
 café naïve Größe façade déjà-vu 中文 字段 流式 😀 🚀 data value list nested"""
@@ -120,13 +124,13 @@ def best_of(fn: Callable[[], Any], repeat: int) -> float:
     return best
 
 
-def ours(chunks: list[str], compiled: bool = True) -> Callable[[], Any]:
+def ours(chunks: list[str], compiled: bool = True, grammar: Grammar = "json") -> Callable[[], Any]:
     def run() -> Any:
         if compiled:
-            parser = StreamParser("json")
+            parser = StreamParser(grammar)
         else:
             saved, stream_parser._compiled = stream_parser._compiled, None
-            parser = StreamParser("json")
+            parser = StreamParser(grammar)
             stream_parser._compiled = saved
         feed = parser.feed
         for c in chunks:
@@ -283,6 +287,15 @@ def main() -> None:
         "\nwhy the grammar is compiled: the floor of any pure-Python push parser (a method"
         "\ncall that only builds the one StringFieldDelta per chunk), 1 MB, 16-byte chunks:"
         f" {fmt_ms(t_floor)} ms = {t_floor / t_json:.1f}x json.loads"
+    )
+
+    literal = repr(json.loads(docs["1 MB"]))  # the same records as a Python literal
+    t_eval = best_of(lambda: ast.literal_eval(literal), repeat)
+    t_py_grammar = best_of(ours(chunked(literal, 16), grammar="python"), max(1, repeat - 2))
+    print(
+        "\nthe Python-literal grammar (pure Python), the same records as a Python literal,"
+        f"\n16-byte chunks: {fmt_ms(t_py_grammar)} ms = {t_py_grammar / t_eval:.1f}x one"
+        f" ast.literal_eval ({fmt_ms(t_eval)} ms) = {t_py_grammar / t_json:.0f}x json.loads"
     )
 
     r16 = results[("1 MB", 16)]

@@ -3,7 +3,7 @@
  * available at install time), giving the same events, values and errors chunk for chunk.
  *
  * Why C: a push parser costs at least one call and one event per chunk. In Python that floor
- * alone is 4-8x one ``json.loads`` of the whole document at 16-character chunks, so the
+ * alone is 4-8x one ``json.loads`` of the whole document at 16-byte chunks, so the
  * issue's 10x target cannot be met there. Here a chunk inside a long string costs one scan,
  * one event allocation and one list append.
  *

@@ -466,13 +466,21 @@ class PythonProtocol(Protocol):
         try:
             value = parse_python_expr(code, schema, raw=text)
         except MappingError as exc:
-            # Prose around an unfenced answer is a syntax error; look for the answer inside it.
             # An expression that parsed but used something not allowed is never trimmed down.
-            syntax = isinstance(exc.detail, str) and exc.detail.startswith("syntax")
-            candidate = None if fenced or not syntax else _candidate(text, schema)
-            if candidate is None or candidate == code:
+            if not (isinstance(exc.detail, str) and exc.detail.startswith("syntax")):
                 raise
-            value = parse_python_expr(candidate, schema, raw=text)
+            if fenced:
+                # What looked like a fence may be ``` inside a string of an unfenced answer.
+                try:
+                    value = parse_python_expr(text.strip(), schema, raw=text)
+                except MappingError:
+                    raise exc from None
+            else:
+                # Prose around an unfenced answer: look for the answer inside it.
+                candidate = _candidate(text, schema)
+                if candidate is None or candidate == code:
+                    raise
+                value = parse_python_expr(candidate, schema, raw=text)
         return self._validate(value, schema, text)
 
 
@@ -504,6 +512,8 @@ class JsonProtocol(Protocol):
         _check_size(text, text)
         code, fenced = extract_code_block(text, ("json", "json5", "jsonc"))
         data = _loads(code)
+        if data is _FAIL and fenced:  # the "fence" may be ``` inside a string of the answer
+            data = _loads(text.strip())
         if data is _FAIL and not fenced:
             start, end = code.find("{"), code.rfind("}")
             if 0 <= start < end:

@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import json
 import math
 import uuid
 from typing import Annotated, Any, Literal
@@ -335,6 +336,14 @@ def test_round_trip_python_expression(value: Tree) -> None:
     assert parse_python_expr(text, Schema.of(Tree)) == value
 
 
+def test_backticks_inside_an_unfenced_answer_are_not_a_fence() -> None:
+    value = ["```", "x" * 80, "```python", "y"]
+    assert JS.parse(json.dumps({"result": value}, indent=2), Schema.of(list[str])) == value
+    assert PY.parse(to_python_expr(value), Schema.of(list[str])) == value
+    fenced = "Here:\n```json\n" + json.dumps({"result": value}) + "\n```"
+    assert JS.parse(fenced, Schema.of(list[str])) == value
+
+
 @settings(max_examples=100, deadline=None)
 @given(_tree)
 def test_round_trip_json_answer(value: Tree) -> None:
@@ -354,6 +363,7 @@ def test_round_trip_json_answer(value: Tree) -> None:
     )
 )
 @example([Box(label="```", corner={"x": 0, "y": 0}, size=(0, 0))])  # not a code fence
+@example([Box(label="```", corner={"x": 0, "y": 0}, size=(820, -(10**23)))])  # multi-line
 def test_round_trip_dataclass_and_typeddict(value: list[Box]) -> None:
     assert PY.parse(to_python_expr(value), Schema.of(list[Box])) == value
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,16 +25,7 @@ from langfx_nb import (
 from langfx_nb.structured import stream_parser
 from langfx_nb.structured.protocols import to_python_expr
 
-
-@pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
-def json_grammar(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every test here runs on both JSON grammars: compiled (``_cjson.c``) and Python."""
-    if request.param == "compiled" and not stream_parser.ACCELERATED:
-        pytest.skip("built without a C compiler")
-    with pytest.MonkeyPatch.context() as mp:
-        if request.param == "python":
-            mp.setattr(stream_parser, "_compiled", None)
-        yield request.param
+pytestmark = pytest.mark.usefixtures("json_grammar")  # every test runs on both (conftest.py)
 
 
 SETTINGS = settings(

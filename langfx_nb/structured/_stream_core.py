@@ -351,7 +351,7 @@ class _ParserCore:
 
     @staticmethod
     def _token_context(token: str, buf: str, j: int, nxt: str | None) -> tuple[str, int]:
-        """Text for an error excerpt: the token and what follows it (built only on error)."""
+        """Text for an error excerpt: the token and what follows it."""
         if nxt is None:
             return token, len(token)
         return token + buf[j : j + _EXCERPT], len(token)

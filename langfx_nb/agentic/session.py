@@ -369,12 +369,7 @@ class Session:
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
-        name = "query" if schema is None else f"query:{_schema_name(schema)}"
-        node = self._state.store.start("query", name, self._node, None, {"model": model.model_id})
-        shown = dict(merged) if merged else None  # copied now, previewed on first read
-        if shown and "vars" in shown and isinstance(shown["vars"], dict):
-            shown["vars"] = dict(shown["vars"])
-        node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
+        node = self._start_query(prompt, schema, model, _shown_options(merged))
         tracer = _TracingModel(model, self._state.store, node)
         try:
             message = await query_fn(prompt, schema, lm=tracer, returns_message=True, **merged)  # type: ignore[arg-type]
@@ -412,8 +407,7 @@ class Session:
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         events = query_stream(prompt, schema, lm=model, **merged)
-        shown = dict(merged) if merged else None
-        return self._recorded_stream(events, prompt, schema, model, shown)
+        return self._recorded_stream(events, prompt, schema, model, _shown_options(merged))
 
     async def _recorded_stream(
         self,
@@ -423,9 +417,7 @@ class Session:
         model: LanguageModel,
         shown: dict[str, Any] | None,
     ) -> AsyncGenerator[Any, None]:
-        name = "query" if schema is None else f"query:{_schema_name(schema)}"
-        node = self._start("query", name, metadata={"model": model.model_id, "stream": True})
-        node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
+        node = self._start_query(prompt, schema, model, shown, stream=True)
         store = self._state.store
         status: NodeStatus = "cancelled"
         error: BaseException | None = None
@@ -436,10 +428,8 @@ class Session:
                         store.update(node, delta=event)
                 elif event.type == "generation_complete":
                     _record_response(self, node, event.message, model)
-                    # previewed now: the value may be mutable
-                    node.defer(
-                        "outputs", functools.partial(dict, result=self._preview(event.value))
-                    )
+                    result = self._preview(event.value)  # now: the value may be mutable
+                    node.defer("outputs", functools.partial(dict, result=result))
                     status = "ok"
                 elif event.type in ("parsing_failed", "generation_failed"):
                     status, error = "failed", event.error
@@ -516,6 +506,20 @@ class Session:
 
             raise StreamProtocolError("the model stream ended without a final chunk")
         return final
+
+    def _start_query(
+        self,
+        prompt: Any,
+        schema: Any,
+        model: LanguageModel,
+        shown: dict[str, Any] | None,
+        **metadata: Any,
+    ) -> TraceNode:
+        """A running ``query`` node; its inputs are previewed on first read."""
+        name = "query" if schema is None else f"query:{_schema_name(schema)}"
+        node = self._start("query", name, metadata={"model": model.model_id, **metadata})
+        node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
+        return node
 
     def _query_inputs(
         self, prompt: Any, schema: Any, options: dict[str, Any] | None
@@ -676,6 +680,17 @@ class Session:
     def __repr__(self) -> str:
         where = "root" if self.is_root else f"view of node {self._node.id}"
         return f"Session({self.id}, {where})"
+
+
+def _shown_options(merged: dict[str, Any]) -> dict[str, Any] | None:
+    """The call's options as the trace will show them, copied now (the caller may mutate its
+    ``vars`` afterwards) and previewed only on first read."""
+    if not merged:
+        return None
+    shown = dict(merged)
+    if isinstance(shown.get("vars"), dict):
+        shown["vars"] = dict(shown["vars"])
+    return shown
 
 
 def _record_response(

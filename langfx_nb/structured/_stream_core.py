@@ -186,6 +186,13 @@ class _ParserCore:
         self._error: StreamParseError | None = None
         self._json_str = False  # inside a JSON string: feed() may take its fast path
 
+    def _failed(self, exc: StreamParseError, out: list[FieldEvent]) -> None:
+        """Keep the failure: the chunk's events so far go with it, and the parser stays failed
+        (feed and close raise it again)."""
+        exc.events = out
+        self._error = exc
+        self._json_str = False
+
     def _fail(self, message: str, position: int, buf: str, i: int) -> StreamParseError:
         start = max(0, i - _EXCERPT)
         return StreamParseError(message, position=position, excerpt=buf[start : i + _EXCERPT])

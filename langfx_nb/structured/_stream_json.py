@@ -119,8 +119,7 @@ class _JsonParser(_ParserCore):
             try:
                 self._run_json(chunk, end, base, out, False)
             except StreamParseError as exc:
-                exc.events = out
-                self._error = exc
+                self._failed(exc, out)
                 raise
         return out
 

@@ -172,9 +172,7 @@ class StreamParser(_JsonParser, _PythonParser):
             else:
                 self._run_json(buf, 0, base, out, False)
         except StreamParseError as exc:
-            exc.events = out
-            self._error = exc
-            self._json_str = False
+            self._failed(exc, out)
             raise
         return out
 
@@ -222,9 +220,7 @@ class StreamParser(_JsonParser, _PythonParser):
                     raise self._fail("unterminated string", self._fed, tail, len(tail))
                 raise self._fail("unexpected end of input", self._fed, tail, len(tail))
         except StreamParseError as exc:
-            exc.events = out
-            self._error = exc
-            self._json_str = False
+            self._failed(exc, out)
             raise
         return out
 

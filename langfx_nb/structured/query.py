@@ -43,12 +43,7 @@ async def query(
     if lm is None:
         raise TypeError("query() needs a model: pass lm=")
     if schema is None:
-        if native_structured_output:
-            raise TypeError("native_structured_output=True needs a schema")
-        if examples:
-            raise TypeError("examples= need a schema")
-        if isinstance(protocol, str) and protocol not in ("python", "json"):
-            raise ValueError(f"unknown protocol {protocol!r}; use 'python' or 'json'")
+        check_schemaless(protocol, native_structured_output, examples)
         message = render_prompt(prompt, vars)
         if system_message is not None:
             options["system_message"] = system_message
@@ -67,3 +62,13 @@ async def query(
     )
     response = await mapping.call(vars, lm=lm, **options)
     return response if returns_message else response.result
+
+
+def check_schemaless(protocol: Any, native_structured_output: bool, examples: Any) -> None:
+    """Without a schema the answer is text: refuse what only a schema can use, at once."""
+    if native_structured_output:
+        raise TypeError("native_structured_output=True needs a schema")
+    if examples:
+        raise TypeError("examples= need a schema")
+    if isinstance(protocol, str) and protocol not in ("python", "json"):
+        raise ValueError(f"unknown protocol {protocol!r}; use 'python' or 'json'")

@@ -47,6 +47,7 @@ from .events import (
     ParsingFailed,
     StreamEvent,
 )
+from .query import check_schemaless
 from .stream_parser import StreamParseError, StreamParser
 
 if TYPE_CHECKING:
@@ -82,10 +83,7 @@ def query_stream(
             f"{lm.model_id} does not support streaming (pass emulate=True for one final chunk)"
         )
     if schema is None:
-        if native_structured_output:
-            raise TypeError("native_structured_output=True needs a schema")
-        if examples:
-            raise TypeError("examples= need a schema")
+        check_schemaless(protocol, native_structured_output, examples)
         message = render_prompt(prompt, vars)
         if system_message is not None:
             options["system_message"] = system_message

@@ -212,6 +212,8 @@ async def test_setup_errors_raise_before_iteration() -> None:
         lf.query_stream("Hello {{name}}", Answer, lm=StaticResponse(""))
     with pytest.raises(ValueError, match="protocol"):
         lf.query_stream("q", Answer, lm=StaticResponse(""), protocol="yaml")
+    with pytest.raises(ValueError, match="protocol"):  # as lf.query: also without a schema
+        lf.query_stream("q", lm=StaticResponse(""), protocol="yaml")
     with pytest.raises(PydanticUserError):  # not a type pydantic can validate
         lf.query_stream("q", object(), lm=StaticResponse(""))
     lm = Tracking("never sent")

@@ -199,6 +199,8 @@ def __getattr__(name: str) -> Any:
 
     if name == "nb":  # the notebook layer imports IPython/ipywidgets: only on first access
         return importlib.import_module(".notebook", __name__)
+    if name == "mcp":  # MCP servers as tools; the optional `mcp` package loads on use
+        return importlib.import_module(".agentic.mcp", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,7 +26,15 @@ from ..errors import (
     ToolDeniedError,
     ToolExecutionError,
 )
-from ..messages import ComplexMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from ..messages import (
+    ComplexMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResultPart,
+    UserMessage,
+)
 from .action import Action
 from .session import Session
 from .tools import Tool
@@ -225,6 +233,7 @@ class Agent(Action[str]):
                 "tool_call",
                 found.name,
                 inputs={"call_id": call.id, "args": session._preview(call.args)},
+                metadata=_source(found),
             )
             entry = _Planned(call, found, args, node)
             planned.append(entry)
@@ -343,7 +352,7 @@ async def _run_tool(entry: _Planned, session: Session) -> ToolMessage[Any]:
     try:
         view._check_usable()
         output = await entry.tool.execute(entry.args, view)
-        text = entry.tool.serialize_output(output)
+        message = entry.tool.result_message(output, call)
     except (asyncio.CancelledError, ExecutionTimeoutError, ToolExecutionError) as exc:
         session._finish(node, view._status_for(exc), error=exc)
         raise
@@ -353,8 +362,23 @@ async def _run_tool(entry: _Planned, session: Session) -> ToolMessage[Any]:
         raise error from exc
     finally:
         view._close_view()
-    session._finish(node, "ok", outputs={"json": session._preview(text)})
-    return ToolMessage(text, call.id, call.name)
+    result = message.parts[0]
+    assert isinstance(result, ToolResultPart)
+    text = result.content
+    if result.is_error:
+        # The tool reported an error as its result (MCP's isError): the model reads it and
+        # the run goes on; the node says the call failed.
+        error = ToolExecutionError(f"tool {call.name!r} reported an error: {text[:200]}")
+        session._finish(node, "failed", outputs={"json": session._preview(text)}, error=error)
+    else:
+        session._finish(node, "ok", outputs={"json": session._preview(text)})
+    return message
+
+
+def _source(tool: Tool[Any, Any]) -> dict[str, Any] | None:
+    """Where a tool comes from, for the trace and the policy (``None`` for local tools)."""
+    server = getattr(tool, "mcp_server", None)
+    return None if server is None else {"source": "mcp", "mcp_server": server}
 
 
 def _abandon(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints, overloa
 
 from ..errors import ToolExecutionError
 from ..llms.base import ToolSpec
+from ..messages import ToolCall, ToolMessage
 
 if TYPE_CHECKING:
     from .session import Session
@@ -82,6 +83,10 @@ class Tool(Generic[InT, OutT]):
                 for e in exc.errors()[:5]
             )
             raise ToolExecutionError(f"invalid arguments for tool {self.name}: {problems}") from exc
+
+    def result_message(self, output: Any, call: ToolCall) -> ToolMessage[Any]:
+        """The message that carries ``output`` back to the model for ``call``."""
+        return ToolMessage(self.serialize_output(output), call.id, call.name)
 
     def serialize_output(self, value: Any) -> str:
         """Validate against the output type, then encode as strict JSON text."""

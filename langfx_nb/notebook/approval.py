@@ -317,7 +317,7 @@ class ApprovalPolicy:
             "prompt_id": prompt.prompt_id,
             "call_id": prompt.call_id,
             "tool": prompt.tool,
-            "description": str(getattr(tool, "description", "") or ""),
+            "description": _describe(tool),
             "args": to_jsonable(getattr(call, "args", {})),
             "schema": to_jsonable(getattr(spec, "input_schema", None)),
         }
@@ -406,6 +406,13 @@ class ApprovalPolicy:
             widget._ipython_display_()
         except ImportError:
             return
+
+
+def _describe(tool: Any) -> str:
+    """The tool's description; an MCP tool says which server it comes from."""
+    text = str(getattr(tool, "description", "") or "")
+    server = getattr(tool, "mcp_server", None)
+    return f"[MCP server {server}] {text}".rstrip() if server else text
 
 
 def _default_who() -> str:

@@ -1,0 +1,356 @@
+"""MCP servers as tools: ``lf.mcp.stdio(command, args)`` and ``lf.mcp.http(url)``.
+
+``async with lf.mcp.stdio(sys.executable, ["server.py"]) as server:`` starts the server
+process (or opens the Streamable HTTP connection), lists its tools and gives them as
+``server.tools``: ordinary ``lf.Tool`` objects an ``Agent`` uses like any other. Leaving the
+block closes the connection and ends the process; nothing outlives it.
+
+What a caller may rely on:
+
+- Each tool's ``spec`` carries the server's own JSON schema; arguments are checked against it
+  (``jsonschema``) before the policy sees the call, so a bad call never reaches the server.
+- ``tool.mcp_server`` names the server; the Agent records ``source: "mcp"`` and the server
+  name on the ``tool_call`` node, which is the view ``allow_tool`` receives, so a policy
+  (and the approval prompt) can tell an MCP tool from a local one.
+- Calls go through the ``mcp`` SDK. A result flagged ``isError`` by the server goes back to
+  the model as an error result (the run goes on, the node is ``failed``); a server that dies,
+  a call that exceeds ``timeout`` seconds, or a broken connection stop the run with
+  ``ToolExecutionError`` (``timed_out`` for the timeout).
+- Results: text blocks are joined; structured content is sent as strict JSON; images (and
+  audio) become ``lf.Image``/``lf.Audio`` parts after the tool result (providers that accept
+  media in tool results send them) and a short JSON description in the text.
+
+The ``mcp`` package is an optional extra (``pip install langfx_nb[mcp]``), imported only
+when a server is opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..errors import ExecutionTimeoutError, ToolExecutionError
+from ..llms.base import ToolSpec
+from ..messages import Part, ToolMessage
+from .tools import NAME_PATTERN, Tool, strict_json
+
+if TYPE_CHECKING:
+    from ..messages import ToolCall
+    from .session import Session
+
+__all__ = ["MCPServer", "MCPTool", "http", "stdio"]
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_OPEN_TIMEOUT = 30.0
+_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _import_mcp() -> Any:
+    try:
+        import mcp
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError(
+            "MCP tools need the optional 'mcp' package: pip install 'langfx_nb[mcp]'"
+        ) from exc
+    return mcp
+
+
+class MCPServer:
+    """A connection to one MCP server; an async context manager that owns it.
+
+    Made by ``lf.mcp.stdio`` or ``lf.mcp.http``. ``tools`` is available inside the block.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        name: str,
+        timeout: float | None,
+        open_timeout: float = DEFAULT_OPEN_TIMEOUT,
+        prefix: str = "",
+        errlog: TextIO | None = None,
+    ) -> None:
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive (or None)")
+        if open_timeout <= 0:
+            raise ValueError("open_timeout must be positive")
+        self.name = name
+        self.timeout = timeout
+        self.open_timeout = open_timeout
+        self.prefix = prefix
+        self._target = target
+        self._errlog = errlog
+        self._client: Any = None
+        self._stack: AsyncExitStack | None = None
+        self._tools: list[MCPTool] | None = None
+
+    def __repr__(self) -> str:
+        state = "open" if self._client is not None else "closed"
+        return f"MCPServer({self.name!r}, {state})"
+
+    @property
+    def tools(self) -> list[MCPTool]:
+        """The server's tools as ``lf.Tool`` objects (listed when the connection opened)."""
+        if self._tools is None:
+            raise RuntimeError(f"MCP server {self.name!r} is not open: use `async with`")
+        return list(self._tools)
+
+    async def __aenter__(self) -> MCPServer:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Start the server (or connect) and list its tools; idempotent."""
+        if self._client is not None:
+            return
+        _import_mcp()
+        from mcp import Client
+
+        transport = self._target
+        if self._errlog is not None or not isinstance(transport, str):
+            transport = self._transport()
+        stack = AsyncExitStack()
+        try:
+            client = await stack.enter_async_context(
+                Client(transport, read_timeout_seconds=self.open_timeout, mode="legacy")
+            )
+            listed = await _list_all(client)
+        except BaseException as exc:
+            await stack.aclose()
+            if isinstance(exc, Exception):
+                cause = _leaf(exc)
+                raise ToolExecutionError(
+                    f"could not open MCP server {self.name!r}: {type(cause).__name__}: "
+                    f"{_short(cause)}"
+                ) from exc
+            raise
+        self._stack, self._client = stack, client
+        self._tools = [MCPTool(self, t) for t in listed]
+
+    def _transport(self) -> Any:
+        target = self._target
+        if isinstance(target, str):
+            from mcp.client.streamable_http import streamable_http_client
+
+            return streamable_http_client(target)
+        from mcp.client.stdio import stdio_client
+
+        return stdio_client(target, errlog=self._errlog or sys.stderr)
+
+    async def close(self) -> None:
+        """Close the connection and end the server process; idempotent."""
+        stack, self._stack, self._client = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def call(self, name: str, args: Mapping[str, Any]) -> Any:
+        """Call tool ``name`` (its server-side name) and return the SDK's ``CallToolResult``."""
+        client = self._client
+        if client is None:
+            raise ToolExecutionError(f"MCP server {self.name!r} is closed")
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            timeout = math.inf if self.timeout is None else self.timeout
+            return await client.call_tool(name, dict(args), read_timeout_seconds=timeout)
+        except MCPError as exc:
+            if "timed out" in str(exc):
+                raise ExecutionTimeoutError(
+                    f"MCP tool {name!r} on server {self.name!r} did not answer within "
+                    f"{self.timeout:g} s"
+                ) from exc
+            raise ToolExecutionError(
+                f"MCP server {self.name!r} failed during {name!r}: {_short(exc)}"
+            ) from exc
+
+
+class MCPTool(Tool[dict[str, Any], Any]):
+    """One tool of an MCP server, usable wherever an ``lf.Tool`` is."""
+
+    source = "mcp"
+
+    def __init__(self, server: MCPServer, listed: Any) -> None:
+        self.server = server
+        self.remote_name: str = listed.name
+        name = server.prefix + _BAD_NAME_CHARS.sub("_", listed.name)
+        if not NAME_PATTERN.match(name):
+            name = ("t_" + name)[:64]
+        self.name = name
+        self.description = listed.description or listed.title or ""
+        self.input_schema: dict[str, Any] = dict(listed.input_schema or {"type": "object"})
+        self.input_type = dict
+        self.output_type = Any
+        self.spec = ToolSpec(name, self.description, self.input_schema)
+        self.execute = self._execute
+        self._validator: Any = None
+
+    @property
+    def mcp_server(self) -> str:
+        return self.server.name
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r}, server={self.server.name!r})"
+
+    def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Check the arguments against the server's JSON schema (no call is made)."""
+        import jsonschema
+
+        if self._validator is None:
+            cls = jsonschema.validators.validator_for(self.input_schema)
+            self._validator = cls(self.input_schema)
+        data = dict(args)
+        problems = [
+            f"{'.'.join(str(p) for p in e.absolute_path) or 'args'}: {e.message}"
+            for e in list(self._validator.iter_errors(data))[:5]
+        ]
+        if problems:
+            raise ToolExecutionError(
+                f"invalid arguments for MCP tool {self.name} (server {self.server.name}): "
+                + "; ".join(problems)
+            )
+        return data
+
+    async def _execute(self, args: dict[str, Any], session: Session) -> Any:
+        return await self.server.call(self.remote_name, args)
+
+    def result_message(self, output: Any, call: ToolCall) -> ToolMessage[Any]:
+        """Map the SDK's ``CallToolResult`` to the tool message the model gets."""
+        text, media = _content(output)
+        message: ToolMessage[Any] = ToolMessage(
+            text, call.id, call.name, is_error=bool(output.is_error)
+        )
+        if media:
+            message.parts.extend(media)
+        return message
+
+    def serialize_output(self, value: Any) -> str:
+        return _content(value)[0]
+
+
+def _content(result: Any) -> tuple[str, list[Part]]:
+    """(text for the tool result, media parts) from a ``CallToolResult``."""
+    from ..modalities import Audio, Image
+
+    texts: list[str] = []
+    described: list[dict[str, Any]] = []
+    media: list[Part] = []
+    for block in result.content or ():
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+        elif kind in ("image", "audio"):
+            data = base64.b64decode(block.data)
+            cls = Image if kind == "image" else Audio
+            media.append(cls.from_bytes(data, block.mime_type))
+            described.append({"type": kind, "mime_type": block.mime_type, "bytes": len(data)})
+        elif kind == "resource":
+            res = block.resource
+            entry: dict[str, Any] = {"type": "resource", "uri": str(res.uri)}
+            if getattr(res, "text", None) is not None:
+                entry["text"] = res.text
+            described.append(entry)
+        elif kind == "resource_link":
+            described.append({"type": "resource_link", "uri": str(block.uri), "name": block.name})
+    structured = result.structured_content
+    if structured is not None and not result.is_error:
+        text = strict_json(structured)
+    elif described:
+        text = strict_json([*({"type": "text", "text": t} for t in texts), *described])
+    else:
+        text = "\n".join(texts)
+    return text, media
+
+
+async def _list_all(client: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside the task-group wrappers the SDK raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def stdio(
+    command: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    name: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    open_timeout: float = DEFAULT_OPEN_TIMEOUT,
+    prefix: str = "",
+    errlog: TextIO | None = None,
+) -> MCPServer:
+    """An MCP server run as a subprocess speaking over stdin/stdout.
+
+    ``env`` is merged over a minimal safe environment (the SDK's default), so the parent's
+    secrets are not handed to the server unless passed here. ``timeout`` bounds each call
+    (seconds); ``prefix`` is put before every tool name (to keep two servers apart);
+    ``open_timeout`` bounds starting the server and listing its tools; ``errlog`` receives
+    the server's stderr (default: this process's stderr).
+    """
+    _import_mcp()
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=command, args=list(args), env=dict(env) if env else None, cwd=cwd
+    )
+    label = name or Path(command).name + (" " + " ".join(args) if args else "")
+    return MCPServer(
+        params,
+        name=label[:80],
+        timeout=timeout,
+        open_timeout=open_timeout,
+        prefix=prefix,
+        errlog=errlog,
+    )
+
+
+def http(
+    url: str,
+    *,
+    name: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    open_timeout: float = DEFAULT_OPEN_TIMEOUT,
+    prefix: str = "",
+) -> MCPServer:
+    """An MCP server reached over Streamable HTTP at ``url`` (e.g. ``http://127.0.0.1:8000/mcp``)."""
+    _import_mcp()
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"an MCP HTTP url starts with http:// or https://, not {url[:20]!r}")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    label = name or (f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname))
+    return MCPServer(url, name=label, timeout=timeout, open_timeout=open_timeout, prefix=prefix)

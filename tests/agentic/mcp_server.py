@@ -1,0 +1,83 @@
+"""A real MCP server for the tests, built with the ``mcp`` SDK.
+
+    python mcp_server.py stdio          serve on stdin/stdout
+    python mcp_server.py http           serve Streamable HTTP on 127.0.0.1, a free port,
+                                        and print ``PORT <n>`` on stdout once listening
+
+Tools: ``add`` (structured result), ``shout`` (text), ``pixel`` (an image), ``fail`` (the
+tool raises: an error result), ``crash`` (the process dies mid-call), ``hang`` (never
+answers), ``secret_echo`` (returns its input, to check nothing leaks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import socket
+import sys
+
+from mcp.server.mcpserver import Image, MCPServer
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+server = MCPServer("test-server")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool(structured_output=False)
+def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper()
+
+
+@server.tool()
+def pixel() -> Image:
+    """A 1x1 PNG."""
+    return Image(data=PNG, format="png")
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails."""
+    raise ValueError(f"cannot do that: {reason}")
+
+
+@server.tool()
+def crash() -> str:
+    """Kills the server process."""
+    os._exit(3)
+
+
+@server.tool()
+async def hang() -> str:
+    """Never returns."""
+    await asyncio.sleep(3600)
+    return "late"
+
+
+def main() -> None:
+    mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if mode == "stdio":
+        server.run("stdio")
+        return
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning")
+    print(f"PORT {port}", flush=True)
+    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+
+
+if __name__ == "__main__":
+    main()

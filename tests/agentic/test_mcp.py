@@ -1,0 +1,212 @@
+"""MCP servers as tools, against a real server built with the ``mcp`` SDK (mcp_server.py):
+over stdio (a subprocess) and over Streamable HTTP on 127.0.0.1 (a free port)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.errors import ExecutionTimeoutError, ToolDeniedError, ToolExecutionError
+from langfx_nb.llms import LMRequest, Scripted
+from langfx_nb.messages import ToolResultPart
+
+pytest.importorskip("mcp")
+
+SERVER = str(Path(__file__).with_name("mcp_server.py"))
+TC = lf.ToolCall
+
+
+def results(request: LMRequest) -> list[ToolResultPart]:
+    return [p for m in request.messages for p in m.parts if isinstance(p, ToolResultPart)]
+
+
+@contextlib.asynccontextmanager
+async def stdio_server(**kw: Any) -> AsyncIterator[Any]:
+    async with lf.mcp.stdio(sys.executable, [SERVER, "stdio"], name="test", **kw) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, "http"], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("PORT "), line
+        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+async def test_stdio_tools_are_listed_with_the_servers_schemas() -> None:
+    async with stdio_server(prefix="t_") as server:
+        tools = {t.name: t for t in server.tools}
+        assert {"t_add", "t_shout", "t_pixel", "t_fail", "t_crash", "t_hang"} <= set(tools)
+        add = tools["t_add"]
+        assert isinstance(add, lf.Tool)
+        assert add.spec.input_schema["required"] == ["a", "b"]
+        assert add.description == "Add two integers."
+        assert add.mcp_server == "test"
+    with pytest.raises(RuntimeError, match="not open"):
+        _ = lf.mcp.stdio(sys.executable, [SERVER]).tools
+
+
+async def test_agent_runs_mcp_tools_over_stdio_and_maps_results() -> None:
+    seen: list[Any] = []
+
+    def allow(call: lf.ToolCall, session: lf.Session) -> bool:
+        seen.append(dict(session.node.metadata))
+        return True
+
+    lm = Scripted(
+        [
+            [TC("c1", "add", {"a": 2, "b": 3}), TC("c2", "shout", {"text": "hi"})],
+            TC("c3", "pixel", {}),
+            "done",
+        ]
+    )
+    async with stdio_server() as server, lf.Session(lm) as session:
+        agent = lf.Agent("go", tools=server.tools, allow_tool=allow)
+        assert await agent.invoke(session) == "done"
+    first = results(lm.requests[1])
+    assert [(r.call_id, r.content, r.is_error) for r in first] == [
+        ("c1", '{"result":5}', False),
+        ("c2", "HI", False),
+    ]
+    image_turn = lm.requests[2].messages[-1]
+    assert '"type":"image"' in image_turn.parts[0].content  # type: ignore[union-attr]
+    images = [p for p in image_turn.parts if isinstance(p, lf.Image)]
+    assert len(images) == 1 and images[0].mime_type == "image/png"
+    # The policy (and the trace) learn that the call goes to an MCP server, and which.
+    assert seen[0] == {"source": "mcp", "mcp_server": "test"}
+    calls = session.all_tool_calls
+    assert [n.metadata.get("mcp_server") for n in calls] == ["test"] * 3
+
+
+async def test_arguments_are_validated_against_the_schema_before_anything_runs() -> None:
+    lm = Scripted([TC("c1", "add", {"a": "two"}), "never"])
+    async with stdio_server() as server:
+        agent = lf.Agent("go", tools=server.tools)
+        with pytest.raises(ToolExecutionError, match=r"invalid arguments for MCP tool add"):
+            await agent.invoke(lm=lm)
+    assert len(lm.requests) == 1
+
+
+async def test_a_tool_error_result_goes_back_to_the_model_and_the_run_goes_on() -> None:
+    lm = Scripted([TC("c1", "fail", {"reason": "no"}), "recovered"])
+    async with stdio_server() as server, lf.Session(lm) as session:
+        assert await lf.Agent("go", tools=server.tools).invoke(session) == "recovered"
+    (result,) = results(lm.requests[1])
+    assert result.is_error and "fail" in result.content
+    (node,) = session.all_tool_calls
+    assert node.status == "failed"
+
+
+async def test_a_server_that_crashes_stops_the_run_with_a_clear_error() -> None:
+    lm = Scripted([TC("c1", "crash", {}), "never"])
+    async with stdio_server() as server, lf.Session(lm) as session:
+        with pytest.raises(ToolExecutionError, match=r"MCP server 'test' failed during 'crash'"):
+            await lf.Agent("go", tools=server.tools).invoke(session)
+        (node,) = session.all_tool_calls
+        assert node.status == "failed"
+        # The dead server's other tools fail the same clear way.
+        lm2 = Scripted([TC("c2", "add", {"a": 1, "b": 1}), "never"])
+        with pytest.raises(ToolExecutionError, match="failed during 'add'"):
+            await lf.Agent("go", tools=server.tools).invoke(session, lm=lm2)
+
+
+async def test_a_hanging_tool_times_out() -> None:
+    lm = Scripted([TC("c1", "hang", {}), "never"])
+    async with stdio_server(timeout=0.5) as server, lf.Session(lm) as session:
+        with pytest.raises(ExecutionTimeoutError, match=r"'hang' on server 'test' did not answer"):
+            await lf.Agent("go", tools=server.tools).invoke(session)
+        (node,) = session.all_tool_calls
+        assert node.status == "timed_out"
+        # The server itself is fine: the next call works.
+        lm2 = Scripted([TC("c2", "add", {"a": 1, "b": 1}), "ok"])
+        assert await lf.Agent("go", tools=server.tools).invoke(session, lm=lm2) == "ok"
+
+
+async def test_denied_mcp_calls_never_reach_the_server() -> None:
+    lm = Scripted([TC("c1", "crash", {}), "never"])
+    async with stdio_server() as server:
+        agent = lf.Agent("go", tools=server.tools, allow_tool=lambda c, s: False)
+        with pytest.raises(ToolDeniedError):
+            await agent.invoke(lm=lm)
+        # Had `crash` run, this call would fail: the server is still alive.
+        ok = Scripted([TC("c2", "add", {"a": 1, "b": 1}), "fine"])
+        assert await lf.Agent("go", tools=server.tools).invoke(lm=ok) == "fine"
+
+
+async def test_the_server_process_ends_with_the_block() -> None:
+    async with stdio_server() as server:
+        pids = _children()
+        assert pids
+    await asyncio.sleep(0)
+    assert not (_children() & pids)
+    lm = Scripted([TC("c1", "add", {"a": 1, "b": 1}), "never"])
+    with pytest.raises(ToolExecutionError, match="is closed"):
+        await lf.Agent("go", tools=server.tools).invoke(lm=lm)
+
+
+def _children() -> set[int]:
+    """Live child processes of this test process (zombies excluded)."""
+    me = os.getpid()
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+async def test_http_tools_work_like_stdio_ones(http_url: str) -> None:
+    lm = Scripted([TC("c1", "add", {"a": 40, "b": 2}), "42"])
+    async with lf.mcp.http(http_url) as server, lf.Session(lm) as session:
+        assert server.name.startswith("127.0.0.1:")
+        assert await lf.Agent("go", tools=server.tools).invoke(session) == "42"
+    (result,) = results(lm.requests[1])
+    assert result.content == '{"result":42}'
+
+
+async def test_http_error_and_timeout(http_url: str) -> None:
+    async with lf.mcp.http(http_url, timeout=0.5) as server:
+        lm = Scripted([TC("c1", "fail", {"reason": "x"}), "ok"])
+        assert await lf.Agent("go", tools=server.tools).invoke(lm=lm) == "ok"
+        assert results(lm.requests[1])[0].is_error
+        lm = Scripted([TC("c2", "hang", {}), "never"])
+        with pytest.raises(ExecutionTimeoutError):
+            await lf.Agent("go", tools=server.tools).invoke(lm=lm)
+
+
+async def test_an_unreachable_server_fails_to_open_with_a_clear_error() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ToolExecutionError, match="could not open MCP server"):
+        async with lf.mcp.http(f"http://127.0.0.1:{port}/mcp", open_timeout=2):
+            pass
+    with pytest.raises(ValueError, match="http"):
+        lf.mcp.http("file:///etc/passwd")

@@ -130,13 +130,18 @@ class NetworkBlockedError(LMError):
 
 
 class MappingError(LangFxError):
-    """Model output did not parse or validate. Keeps a bounded copy of the raw response."""
+    """Model output did not parse or validate. Keeps a bounded copy of the raw response.
+
+    After ``repair=N``, ``attempts`` holds the error of every attempt in order (this error
+    is the last); without repair it is empty.
+    """
 
     MAX_RAW_CHARS = 2000
 
     def __init__(self, message: str, *, raw: str = "", detail: Any = None) -> None:
         self.raw = raw if len(raw) <= self.MAX_RAW_CHARS else raw[: self.MAX_RAW_CHARS] + "…"
         self.detail = detail
+        self.attempts: list[MappingError] = []
         super().__init__(message)
 
 

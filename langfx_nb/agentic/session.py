@@ -371,6 +371,8 @@ class Session:
         merged = {**self._defaults, **options} if self._defaults else options
         node = self._start_query(prompt, schema, model, _shown_options(merged))
         tracer = _TracingModel(model, self._state.store, node)
+        if merged.get("repair"):  # each attempt becomes a child node with its outcome
+            merged = {**merged, "on_attempt": functools.partial(self._attempt_node, node)}
         try:
             message = await query_fn(prompt, schema, lm=tracer, returns_message=True, **merged)  # type: ignore[arg-type]
         except BaseException as exc:
@@ -385,6 +387,21 @@ class Session:
         if returns_message:
             return message
         return message.result if schema is not None else message.text
+
+    def _attempt_node(
+        self, parent: TraceNode, number: int
+    ) -> Callable[[AIMessage[Any] | None, BaseException | None], None]:
+        """Start the node of one repair attempt; the returned function ends it."""
+        node = self._state.store.start("query", f"attempt {number}", parent, None, None)
+
+        def done(response: AIMessage[Any] | None, error: BaseException | None) -> None:
+            if response is not None:
+                text = self._preview(response.text)
+                node.defer("outputs", functools.partial(dict, text=text))
+            status: NodeStatus = "ok" if error is None else self._status_for(error)
+            self._finish(node, status, error=error)
+
+        return done
 
     def query_stream(
         self,
@@ -421,8 +438,13 @@ class Session:
         store = self._state.store
         status: NodeStatus = "cancelled"
         error: BaseException | None = None
+        repairing = bool(shown and shown.get("repair"))
+        attempt = self._attempt_node(node, 1) if repairing else None
         try:
             async for event in events:
+                if attempt is not None and event.type == "repairing":
+                    attempt(AIMessage(event.text), event.error)
+                    attempt = self._attempt_node(node, event.attempt + 1)
                 if schema is None:
                     if store.hub.active:
                         store.update(node, delta=event)
@@ -446,6 +468,8 @@ class Session:
             raise
         finally:
             await events.aclose()  # type: ignore[attr-defined]
+            if attempt is not None:
+                attempt(None, asyncio.CancelledError() if status == "cancelled" else error)
             self._finish(node, status, error=error)
 
     async def generate(

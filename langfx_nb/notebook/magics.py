@@ -239,6 +239,9 @@ def _query_parser() -> _Parser:
     p.add_argument("--temperature", type=float)
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--returns-message", action="store_true", help="return the Message")
+    p.add_argument(
+        "--repair", type=int, default=0, metavar="N", help="re-ask N times on a bad answer"
+    )
     return p
 
 
@@ -413,6 +416,8 @@ async def _run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         system_message=opts.system,
         **_sampling(opts),
     )
+    if opts.repair:
+        kwargs["repair"] = opts.repair
     # A session per cell: `%lf trace` then shows the prompt, raw response, parsed value or
     # error of the last query, which is how a failed typed query is debugged.
     from ..agentic import Session

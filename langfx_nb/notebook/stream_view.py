@@ -154,6 +154,8 @@ class StreamReducer:
             out.append({"op": "status", "status": kind, "error": _error_text(_get(event, "error"))})
         elif kind == "cancelled":
             out.append({"op": "status", "status": "cancelled"})
+        elif kind == "repairing":  # the answer failed; the re-asked attempt starts afresh
+            out.append({"op": "reset", "mode": "object"})
         return out
 
     def apply_patch(self, p: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "ObjectStart",
     "ParsingFailed",
     "Path",
+    "Repairing",
     "StreamEvent",
     "StringFieldDelta",
     "TerminalEvent",
@@ -139,6 +140,18 @@ class ParsingFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class Repairing:
+    """Not terminal: attempt ``attempt`` failed with ``error`` (its whole answer is ``text``)
+    and the model is asked again (``repair=N``); the next attempt's events follow from the
+    answer's root."""
+
+    attempt: int
+    error: MappingError
+    text: str = field(repr=False)
+    type: ClassVar[Literal["repairing"]] = "repairing"
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationFailed:
     """Terminal: the model or transport failed (an ``LMError`` or another exception)."""
 
@@ -157,4 +170,4 @@ FieldEvent = (
     ObjectStart | ObjectEnd | ArrayStart | ArrayEnd | FieldStart | StringFieldDelta | FieldEnd
 )
 TerminalEvent = GenerationComplete[Any] | ParsingFailed | GenerationFailed | Cancelled
-StreamEvent = FieldEvent | ToolCallStreamEvent | TerminalEvent
+StreamEvent = FieldEvent | ToolCallStreamEvent | Repairing | TerminalEvent

@@ -18,8 +18,8 @@ model again instead of replaying the bad answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from collections.abc import Mapping as AbcMapping
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,7 +34,22 @@ if TYPE_CHECKING:
     from ..schema import Schema
     from .protocols import Protocol
 
-__all__ = ["Mapping", "MappingExample"]
+__all__ = ["REPAIR_REQUEST", "AttemptHook", "Mapping", "MappingExample", "check_repair"]
+
+#: What the model is told when its answer failed to parse or validate (``{error}`` is the
+#: exact error message); the previous answer is the turn just before.
+REPAIR_REQUEST = (
+    "Your previous answer could not be used:\n{error}\n\n"
+    "Answer the same request again, in full, in the required format."
+)
+
+AttemptHook = Callable[[int], Callable[[AIMessage[Any] | None, BaseException | None], None]]
+
+
+def check_repair(repair: Any) -> None:
+    """``repair`` is how many re-asks are allowed: a non-negative int."""
+    if isinstance(repair, bool) or not isinstance(repair, int) or repair < 0:
+        raise ValueError(f"repair must be a non-negative integer, not {repair!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,25 +163,72 @@ class Mapping(LangFunc):
         vars: AbcMapping[str, Any] | None = None,
         *,
         lm: LanguageModel | None = None,
+        repair: int = 0,
+        on_attempt: AttemptHook | None = None,
         **options: Any,
     ) -> AIMessage[Any]:
+        """Ask the model and parse its answer; with ``repair=N``, re-ask up to N times.
+
+        A re-ask sends the original prompt, the model's previous answer and the exact
+        parse/validation error (``repair_prompt``). The answer that parses is returned, with
+        ``metadata["repairs"]`` listing the failed attempts; when none parses, the last
+        ``MappingError`` is raised with ``attempts`` holding every attempt's error.
+        ``on_attempt(n)`` is called as attempt ``n`` starts and returns a function called
+        with (response or None, error or None) when it ends (the session traces attempts
+        with it).
+        """
+        check_repair(repair)
         model = self._model(lm)
         prompt = self.prompt(vars)
         if self.system_message is not None and "system_message" not in options:
             options["system_message"] = self.system_message
         if self.native_structured_output:
             options["response_schema"] = native_response_schema(self.schema)
-        raw_response = await model.call(prompt, **options)
-        try:
-            response = self.finish(raw_response)
-        except MappingError:
-            key = raw_response.metadata.get("cache_key")
-            cache = getattr(model, "cache", None)
-            if key is not None and cache is not None:
-                await cache.delete(key)
-            raise
-        response.metadata["rendered_prompt"] = prompt.text
-        return response
+        failures: list[MappingError] = []
+        request: Message[Any] = prompt
+        for number in range(1, repair + 2):
+            done = on_attempt(number) if on_attempt is not None else None
+            try:
+                raw_response = await model.call(request, **options)
+            except BaseException as exc:
+                if done is not None:
+                    done(None, exc)
+                raise
+            try:
+                response = self.finish(raw_response)
+            except MappingError as exc:
+                key = raw_response.metadata.get("cache_key")
+                cache = getattr(model, "cache", None)
+                if key is not None and cache is not None:
+                    await cache.delete(key)
+                failures.append(exc)
+                if done is not None:
+                    done(raw_response, exc)
+                if number > repair:
+                    if repair:
+                        exc.attempts = list(failures)
+                    raise
+                request = self.repair_prompt(prompt, raw_response, exc)
+                continue
+            if done is not None:
+                done(response, None)
+            response.metadata["rendered_prompt"] = prompt.text
+            if failures:
+                response.metadata["repairs"] = [{"error": str(e), "raw": e.raw} for e in failures]
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def repair_prompt(
+        self, prompt: Message[Any], response: AIMessage[Any], error: MappingError
+    ) -> Message[Any]:
+        """The re-ask after a failed answer: the prompt, that answer, and its exact error."""
+        return ComplexMessage(
+            [
+                *prompt.turns(),
+                AIMessage(response.text),
+                UserMessage(REPAIR_REQUEST.format(error=error)),
+            ]
+        )
 
     def finish(self, response: AIMessage[Any]) -> AIMessage[Any]:
         """Turn a complete model response into the answer message (``.result`` set).

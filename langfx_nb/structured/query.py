@@ -15,7 +15,7 @@ from ..template import Template, render_prompt
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
-    from .mapping import MappingExample
+    from .mapping import AttemptHook, MappingExample
     from .protocols import Protocol
 
 __all__ = ["query"]
@@ -32,6 +32,8 @@ async def query(
     native_structured_output: bool = False,
     examples: Sequence[MappingExample] | None = None,
     system_message: str | Message[Any] | None = None,
+    repair: int = 0,
+    on_attempt: AttemptHook | None = None,
     **options: Any,
 ) -> Any:
     """Ask ``lm`` and return ``str`` (no schema) or the validated value of ``schema``.
@@ -39,11 +41,16 @@ async def query(
     A ``str`` prompt is a Template rendered with ``vars``; a ``Template`` is rendered with
     ``vars``; a ``Message`` is sent as is. ``options`` are model call options (sampling,
     ``cache_seed``, ...), kept apart from template variables so names never collide.
+
+    ``repair=N`` (schema only): when the answer fails to parse or validate, ask again with
+    the previous answer and the exact error, at most N more times (``Mapping.call``); the
+    final ``MappingError`` carries every attempt in ``attempts``. ``on_attempt`` observes
+    the attempts (see ``Mapping.call``).
     """
     if lm is None:
         raise TypeError("query() needs a model: pass lm=")
     if schema is None:
-        check_schemaless(protocol, native_structured_output, examples)
+        check_schemaless(protocol, native_structured_output, examples, repair)
         message = render_prompt(prompt, vars)
         if system_message is not None:
             options["system_message"] = system_message
@@ -60,12 +67,16 @@ async def query(
         examples=examples,
         system_message=system_message,
     )
-    response = await mapping.call(vars, lm=lm, **options)
+    response = await mapping.call(vars, lm=lm, repair=repair, on_attempt=on_attempt, **options)
     return response if returns_message else response.result
 
 
-def check_schemaless(protocol: Any, native_structured_output: bool, examples: Any) -> None:
+def check_schemaless(
+    protocol: Any, native_structured_output: bool, examples: Any, repair: Any = 0
+) -> None:
     """Without a schema the answer is text: refuse what only a schema can use, at once."""
+    if repair:
+        raise TypeError("repair= needs a schema (a text answer cannot fail to parse)")
     if native_structured_output:
         raise TypeError("native_structured_output=True needs a schema")
     if examples:

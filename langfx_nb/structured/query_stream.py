@@ -33,6 +33,7 @@ dropped generator. Tool calls are reported, never executed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,7 @@ from .events import (
     GenerationComplete,
     GenerationFailed,
     ParsingFailed,
+    Repairing,
     StreamEvent,
 )
 from .query import check_schemaless
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["query_stream"]
 
 _EXCERPT = 24
+_TERMINAL = (GenerationComplete, ParsingFailed, GenerationFailed, Cancelled)
 _STREAM_ONLY = ("emulate", "cache_seed", "use_cache")
 
 
@@ -72,10 +75,16 @@ def query_stream(
     native_structured_output: bool = False,
     examples: Sequence[Any] | None = None,
     system_message: str | Message[Any] | None = None,
+    repair: int = 0,
     **options: Any,
 ) -> AsyncGenerator[Any, None]:
     """Stream a query: ``str`` deltas without a schema; field events then one terminal event
-    with a schema. Setup errors raise here, before iteration starts."""
+    with a schema. Setup errors raise here, before iteration starts.
+
+    ``repair=N`` (schema only): when an answer fails to parse or validate, a ``Repairing``
+    event reports it and the model is asked again (previous answer + exact error, as
+    ``lf.query`` does), at most N times; the next attempt's field events follow. A final
+    ``ParsingFailed`` error carries every attempt's error in ``attempts``."""
     if lm is None:
         raise TypeError("query_stream() needs a model: pass lm=")
     if not lm.supports_streaming and not options.get("emulate"):
@@ -83,7 +92,7 @@ def query_stream(
             f"{lm.model_id} does not support streaming (pass emulate=True for one final chunk)"
         )
     if schema is None:
-        check_schemaless(protocol, native_structured_output, examples)
+        check_schemaless(protocol, native_structured_output, examples, repair)
         message = render_prompt(prompt, vars)
         if system_message is not None:
             options["system_message"] = system_message
@@ -91,8 +100,9 @@ def query_stream(
         return _text_stream(lm, message, options)
 
     from .mapping import Mapping as _MappingCls
-    from .mapping import native_response_schema
+    from .mapping import check_repair, native_response_schema
 
+    check_repair(repair)
     mapping = _MappingCls(
         prompt,
         schema,
@@ -113,7 +123,7 @@ def query_stream(
             raise ValueError(f"protocol {grammar!r} cannot be streamed")
         unwrap = grammar == "json"
     _check_request(lm, message, options)
-    return _event_stream(lm, message, options, mapping, grammar, unwrap)
+    return _event_stream(lm, message, options, mapping, grammar, unwrap, repair)
 
 
 def _check_request(lm: LanguageModel, message: Any, options: dict[str, Any]) -> None:
@@ -140,7 +150,54 @@ async def _event_stream(
     mapping: _Mapping,
     grammar: str,
     unwrap: bool,
+    repair: int = 0,
 ) -> AsyncGenerator[StreamEvent, None]:
+    failures: list[MappingError] = []
+    request = message
+    while True:
+        terminal: StreamEvent | None = None
+        async with contextlib.aclosing(
+            _attempt(lm, request, options, mapping, grammar, unwrap)
+        ) as attempt:
+            async for event in attempt:
+                if isinstance(event, _TERMINAL):
+                    terminal = event
+                else:
+                    yield event
+        if not isinstance(terminal, ParsingFailed):
+            break
+        failures.append(terminal.error)
+        if len(failures) > repair:
+            if repair:
+                terminal.error.attempts = list(failures)
+            break
+        yield Repairing(len(failures), terminal.error, terminal.text)
+        request = mapping.repair_prompt(message, AIMessage(terminal.text), terminal.error)
+    assert terminal is not None
+    if not isinstance(terminal, Cancelled):
+        yield terminal
+        return
+    cancelled_task = asyncio.current_task()
+    try:
+        yield terminal
+    except GeneratorExit:
+        # The consumer stopped at Cancelled (closed us from its own task): keep that task
+        # cancelled so the cancellation still reaches whoever requested it.
+        if cancelled_task is not None and asyncio.current_task() is cancelled_task:
+            cancelled_task.cancel()
+        raise
+    raise asyncio.CancelledError
+
+
+async def _attempt(
+    lm: LanguageModel,
+    message: Any,
+    options: dict[str, Any],
+    mapping: _Mapping,
+    grammar: str,
+    unwrap: bool,
+) -> AsyncGenerator[StreamEvent, None]:
+    """One model stream: field and tool-call events, then its terminal event (last)."""
     # Both JSON modes answer with an object ({"result": ...} or the native object schema).
     parser = StreamParser(
         "python" if grammar == "python" else "json", object_root=True, unwrap_result=unwrap
@@ -187,19 +244,7 @@ async def _event_stream(
             terminal = _outcome(mapping, last, "".join(pieces), parse_error)
     finally:
         await _aclose(upstream)
-    if not isinstance(terminal, Cancelled):
-        yield terminal
-        return
-    cancelled_task = asyncio.current_task()
-    try:
-        yield terminal
-    except GeneratorExit:
-        # The consumer stopped at Cancelled (closed us from its own task): keep that task
-        # cancelled so the cancellation still reaches whoever requested it.
-        if cancelled_task is not None and asyncio.current_task() is cancelled_task:
-            cancelled_task.cancel()
-        raise
-    raise asyncio.CancelledError
+    yield terminal
 
 
 def _outcome(

@@ -266,6 +266,16 @@ def test_stream_parse_failure_raises_and_is_in_lf_trace(ip: InteractiveShell) ->
     assert query.metadata["stream"] is True and query.outputs == {"text": "no python here"}
 
 
+def test_repair_option_reasks_a_bad_typed_answer(ip: InteractiveShell) -> None:
+    lm = lf.llms.Scripted(["no python here", CITY_ANSWER, "no python here", CITY_ANSWER])
+    ip.user_ns.update(lm=lm, City=City)
+    city = run(ip, "%%lf query --lm lm --schema City --repair 1\nParis\n")
+    assert city == City(name="Paris", landmarks=["Louvre", "Eiffel Tower"])
+    query = magics.state.last_session.all_queries[0]
+    assert [n.status for n in query.children] == ["failed", "ok"]
+    assert run(ip, "%%lf query --lm lm --stream --schema City --repair 1\nParis\n") == city
+
+
 # -- agents ------------------------------------------------------------------------------------
 
 

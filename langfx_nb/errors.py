@@ -20,7 +20,7 @@
     ├── AgentError                    a tool-using run stopped
     │   ├── ToolDeniedError           the ``allow_tool`` policy refused a call
     │   ├── ToolExecutionError        unknown tool, bad arguments, a tool raised, bad output
-    │   └── BudgetExceededError       step / tool-call limits ran out
+    │   └── BudgetExceededError       a step, tool-call, token or cost budget ran out
     └── ExecutionTimeoutError         a deadline expired (also a TimeoutError)
 
 Messages never contain provider error bodies or secrets: adapters keep the HTTP status and a
@@ -158,7 +158,22 @@ class ToolExecutionError(AgentError):
 
 
 class BudgetExceededError(AgentError):
-    pass
+    """A limit ran out. ``budget`` names it (``max_steps``, ``max_tool_calls``,
+    ``max_input_tokens``, ``max_output_tokens``, ``max_total_tokens``, ``max_cost``);
+    ``limit`` and ``used`` are the numbers when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        budget: str | None = None,
+        limit: float | None = None,
+        used: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.limit = limit
+        self.used = used
 
 
 class ExecutionTimeoutError(LangFxError, TimeoutError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .action import Action
 from .agent import Agent, AgentLimits, Approve, Deny, PolicyDecision, ToolPolicy
+from .budget import Budget, BudgetScope
 from .clock import Clock, FakeClock, MonotonicClock
 from .session import Session
 from .tools import Tool, strict_json, tool
@@ -15,6 +16,8 @@ __all__ = [
     "Agent",
     "AgentLimits",
     "Approve",
+    "Budget",
+    "BudgetScope",
     "Clock",
     "Deny",
     "FakeClock",

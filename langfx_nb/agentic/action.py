@@ -12,6 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import ExecutionTimeoutError
+from .budget import Budget
 from .deadline import DeadlineScope
 from .session import Session
 
@@ -62,24 +63,28 @@ class Action(Generic[T]):
         *,
         lm: LanguageModel | None = None,
         max_execution_time: float | None = None,
+        budget: Budget | None = None,
         **defaults: Any,
     ) -> T:
-        """Run ``call`` with lifecycle tracking, a deadline and error recording.
+        """Run ``call`` with lifecycle tracking, a deadline, a budget and error recording.
 
         Without ``session`` an owned session is created (with ``lm``) and disposed when the
         run ends. ``max_execution_time`` (seconds) can only shorten the deadline inherited
         from the caller. Expiry raises ``ExecutionTimeoutError``; the node records the outcome
         (ok, failed, denied, cancelled or timed_out) and the error class and message.
+        ``budget`` (``lf.Budget``) limits the tokens and cost of this run, nested work
+        included, on top of the caller's budget (``BudgetExceededError``); the node's
+        ``metadata.budget`` shows the limits and what was used.
         """
         if max_execution_time is not None and max_execution_time < 0:
             raise ValueError("max_execution_time must be >= 0")
         if session is None:
             owned = Session(lm)
             try:
-                return await self._run(owned, None, max_execution_time, defaults)
+                return await self._run(owned, None, max_execution_time, defaults, budget)
             finally:
                 await owned.dispose()
-        return await self._run(session, lm, max_execution_time, defaults)
+        return await self._run(session, lm, max_execution_time, defaults, budget)
 
     async def _run(
         self,
@@ -87,6 +92,7 @@ class Action(Generic[T]):
         lm: LanguageModel | None,
         max_execution_time: float | None,
         defaults: dict[str, Any],
+        budget: Budget | None = None,
     ) -> T:
         parent._check_usable()
         clock = parent.clock
@@ -95,7 +101,9 @@ class Action(Generic[T]):
         node = parent._start(
             "action", self.trace_name(), inputs=parent._preview(self.trace_inputs())
         )
-        view = parent._bind(node, deadline=own, lm=lm, defaults=defaults)
+        if budget is not None and budget.is_unlimited:
+            budget = None
+        view = parent._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget)
         scope: DeadlineScope | None = None
         try:
             if own is not None and (inherited is None or own < inherited):
@@ -121,5 +129,7 @@ class Action(Generic[T]):
             view._close_view()
             if scope is not None:
                 scope.close()
+            if budget is not None and view._budget is not None:
+                node.metadata["budget"] = {"limits": budget.to_json(), "used": view._budget.used()}
         parent._finish(node, "ok", outputs=parent._preview(result))
         return result

@@ -36,6 +36,7 @@ from ..messages import (
     UserMessage,
 )
 from .action import Action
+from .budget import Budget
 from .session import Session
 from .tools import Tool
 from .trace import TraceNode
@@ -48,11 +49,17 @@ __all__ = ["Agent", "AgentLimits", "Approve", "Deny", "PolicyDecision", "ToolPol
 
 @dataclass(frozen=True, slots=True)
 class AgentLimits:
-    """Model steps, tool calls and seconds one run may use (``None`` time = no limit)."""
+    """Model steps, tool calls and seconds one run may use (``None`` time = no limit), and
+    optionally its tokens and cost (``lf.Budget`` fields; ``None`` = no limit), which cover
+    nested agents and tools' own model calls too."""
 
     max_steps: int = 8
     max_tool_calls: int = 12
     max_execution_time: float | None = 60
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_total_tokens: int | None = None
+    max_cost: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -61,6 +68,14 @@ class AgentLimits:
             raise ValueError("max_tool_calls must be a non-negative integer")
         if self.max_execution_time is not None and self.max_execution_time <= 0:
             raise ValueError("max_execution_time must be positive (or None)")
+        self.budget  # noqa: B018  (validates the token and cost limits now)
+
+    @property
+    def budget(self) -> Budget:
+        """The token and cost limits as a ``Budget``."""
+        return Budget(
+            self.max_input_tokens, self.max_output_tokens, self.max_total_tokens, self.max_cost
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +156,7 @@ class Agent(Action[str]):
                 "max_steps": self.limits.max_steps,
                 "max_tool_calls": self.limits.max_tool_calls,
                 "max_execution_time": self.limits.max_execution_time,
+                **self.limits.budget.to_json(),
             },
             "parallel_tools": self.parallel_tools,
         }
@@ -151,13 +167,21 @@ class Agent(Action[str]):
         *,
         lm: LanguageModel | None = None,
         max_execution_time: float | None = None,
+        budget: Budget | None = None,
         **defaults: Any,
     ) -> str:
-        """As ``Action.invoke``; the deadline is the shorter of the limits' and this one."""
+        """As ``Action.invoke``; the deadline is the shorter of the limits' and this one, and
+        each token/cost limit the smaller of the limits' and ``budget``'s."""
         limit = self.limits.max_execution_time
         if max_execution_time is not None:
             limit = max_execution_time if limit is None else min(limit, max_execution_time)
-        return await super().invoke(session, lm=lm, max_execution_time=limit, **defaults)
+        return await super().invoke(
+            session,
+            lm=lm,
+            max_execution_time=limit,
+            budget=self.limits.budget.tighter(budget),
+            **defaults,
+        )
 
     # -- the loop ------------------------------------------------------------------------
     async def call(self, session: Session) -> str:
@@ -186,20 +210,31 @@ class Agent(Action[str]):
                 return response.text
             if step + 1 >= limits.max_steps:
                 raise BudgetExceededError(
-                    f"no model step left to read tool results (max_steps={limits.max_steps})"
+                    f"no model step left to read tool results (max_steps={limits.max_steps})",
+                    budget="max_steps",
+                    limit=limits.max_steps,
+                    used=step + 1,
                 )
             if calls_used + len(calls) > limits.max_tool_calls:
                 raise BudgetExceededError(
                     f"the model asked for {len(calls)} tool call(s) with "
                     f"{limits.max_tool_calls - calls_used} left (max_tool_calls="
-                    f"{limits.max_tool_calls})"
+                    f"{limits.max_tool_calls})",
+                    budget="max_tool_calls",
+                    limit=limits.max_tool_calls,
+                    used=calls_used + len(calls),
                 )
             validated = [self._validate(call, used_ids, session) for call in calls]
             planned = await self._decide(validated, session)
             calls_used += len(calls)
             stats["tool_calls"] = calls_used
             transcript.extend(await self._execute(planned, session))
-        raise BudgetExceededError(f"model-step limit reached (max_steps={limits.max_steps})")
+        raise BudgetExceededError(
+            f"model-step limit reached (max_steps={limits.max_steps})",
+            budget="max_steps",
+            limit=limits.max_steps,
+            used=limits.max_steps,
+        )
 
     def _validate(
         self, call: ToolCall, used_ids: set[str], session: Session
@@ -356,6 +391,14 @@ async def _run_tool(entry: _Planned, session: Session) -> ToolMessage[Any]:
     except (asyncio.CancelledError, ExecutionTimeoutError, ToolExecutionError) as exc:
         session._finish(node, view._status_for(exc), error=exc)
         raise
+    except BudgetExceededError as exc:
+        scope = session.budget_scope
+        if scope is not None and scope.exhausted():  # the run's own budget ran out in the tool
+            session._finish(node, "failed", error=exc)
+            raise
+        error = ToolExecutionError(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+        session._finish(node, "failed", error=error)
+        raise error from exc
     except Exception as exc:
         error = ToolExecutionError(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
         session._finish(node, "failed", error=error)

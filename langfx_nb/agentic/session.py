@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from ..errors import ExecutionTimeoutError, ToolDeniedError
 from ..messages import AIMessage, Message
 from ..structured.query import query as query_fn
+from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
 from .observers import Observer, ObserverHub
 from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, message_preview, preview
@@ -87,10 +88,20 @@ class Session:
 
     ``Session(lm, temperature=0.2)`` keeps ``temperature`` as a default for its queries.
     ``max_trace_nodes`` bounds the details kept (see ``trace``); ``prices`` maps model ids
-    to a ``Price`` so ``usage_summary`` can report cost; ``clock`` is replaceable in tests.
+    to a ``Price`` so ``usage_summary`` can report cost; ``clock`` is replaceable in tests;
+    ``budget`` (``lf.Budget``) limits the tokens and cost of everything run in the session.
     """
 
-    __slots__ = ("_ancestry", "_deadline", "_defaults", "_lm", "_node", "_open", "_state")
+    __slots__ = (
+        "_ancestry",
+        "_budget",
+        "_deadline",
+        "_defaults",
+        "_lm",
+        "_node",
+        "_open",
+        "_state",
+    )
 
     def __init__(
         self,
@@ -102,6 +113,7 @@ class Session:
         clock: Clock | None = None,
         max_text_chars: int = 4000,
         observer_queue_size: int = 10_000,
+        budget: Budget | None = None,
         **defaults: Any,
     ) -> None:
         clock = clock or MonotonicClock()
@@ -121,6 +133,7 @@ class Session:
         self._deadline = _INF
         self._ancestry: tuple[str, ...] = (store.root.id,)
         self._open = True
+        self._budget = None if budget is None else BudgetScope(budget)
 
     # -- views ---------------------------------------------------------------------------
     def _bind(
@@ -130,8 +143,11 @@ class Session:
         deadline: float | None = None,
         lm: LanguageModel | None = None,
         defaults: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
     ) -> Session:
-        """A view for work under ``node``; it inherits everything it is not given."""
+        """A view for work under ``node``; it inherits everything it is not given.
+
+        A ``budget`` opens a new scope under the inherited one (both are charged)."""
         view = object.__new__(Session)
         view._state = self._state
         view._node = node
@@ -142,6 +158,7 @@ class Session:
         view._deadline = self._deadline if deadline is None else min(deadline, self._deadline)
         view._ancestry = (*self._ancestry, node.id) if node is not self._node else self._ancestry
         view._open = True
+        view._budget = self._budget if budget is None else BudgetScope(budget, self._budget)
         return view
 
     def _close_view(self) -> None:
@@ -191,6 +208,22 @@ class Session:
 
     def _preview(self, value: Any) -> Any:
         return preview(value, self._state.max_text_chars)
+
+    @property
+    def budget_scope(self) -> BudgetScope | None:
+        """The innermost token/cost budget this view spends from (None: unlimited)."""
+        return self._budget
+
+    def _check_budget(self, model: LanguageModel) -> None:
+        if self._budget is not None:
+            self._budget.check_request(model.model_id, self._state.store.prices)
+
+    def _charge(self, response: AIMessage[Any], model: LanguageModel) -> None:
+        if self._budget is not None:
+            model_id = (response.provenance.model if response.provenance else None) or (
+                model.model_id
+            )
+            self._budget.charge(model_id, response.usage, self._state.store.prices)
 
     # -- what a view carries -------------------------------------------------------------
     @property
@@ -370,7 +403,7 @@ class Session:
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         node = self._start_query(prompt, schema, model, _shown_options(merged))
-        tracer = _TracingModel(model, self._state.store, node)
+        tracer = _TracingModel(model, self._state.store, node, self)
         if merged.get("repair"):  # each attempt becomes a child node with its outcome
             merged = {**merged, "on_attempt": functools.partial(self._attempt_node, node)}
         try:
@@ -441,6 +474,7 @@ class Session:
         repairing = bool(shown and shown.get("repair"))
         attempt = self._attempt_node(node, 1) if repairing else None
         try:
+            self._check_budget(model)
             async for event in events:
                 if attempt is not None and event.type == "repairing":
                     attempt(AIMessage(event.text), event.error)
@@ -450,6 +484,7 @@ class Session:
                         store.update(node, delta=event)
                 elif event.type == "generation_complete":
                     _record_response(self, node, event.message, model)
+                    self._charge(event.message, model)
                     result = self._preview(event.value)  # now: the value may be mutable
                     node.defer("outputs", functools.partial(dict, result=result))
                     status = "ok"
@@ -500,11 +535,13 @@ class Session:
         node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
         node.defer("inputs", lambda: {"prompt": self._prompt_preview(prompt)})
         try:
+            self._check_budget(model)
             if stream:
                 response = await self._stream(model, prompt, node, merged)
             else:
                 response = await model.call(prompt, **merged)
             _record_response(self, node, response, model)
+            self._charge(response, model)
         except BaseException as exc:
             self._finish(node, self._status_for(exc), error=exc)
             raise
@@ -748,9 +785,20 @@ class _TracingModel:
     ``LanguageModel`` accepts it.
     """
 
-    __slots__ = ("_lf_attempts", "_lf_inner", "_lf_node", "_lf_prompt", "_lf_response", "_lf_store")
+    __slots__ = (
+        "_lf_attempts",
+        "_lf_inner",
+        "_lf_node",
+        "_lf_prompt",
+        "_lf_response",
+        "_lf_session",
+        "_lf_store",
+    )
 
-    def __init__(self, inner: LanguageModel, store: TraceStore, node: TraceNode) -> None:
+    def __init__(
+        self, inner: LanguageModel, store: TraceStore, node: TraceNode, session: Session
+    ) -> None:
+        self._lf_session = session
         self._lf_inner = inner
         self._lf_store = store
         self._lf_node = node
@@ -767,10 +815,12 @@ class _TracingModel:
             self._lf_prompt = prompt
         self._lf_attempts += 1
         inner = self._lf_inner
+        self._lf_session._check_budget(inner)
         response = await inner.call(prompt, **options)
         self._lf_response = response
         model_id = (response.provenance.model if response.provenance else None) or inner.model_id
         self._lf_store.record_usage(self._lf_node, model_id, response.usage)
+        self._lf_session._charge(response, inner)
         return response
 
     def _lf_flush(self, session: Session, node: TraceNode, result: Any = _NO_RESULT) -> None:

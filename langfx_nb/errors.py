@@ -19,6 +19,7 @@
     ├── MappingError                  model output did not parse/validate into the schema
     ├── AgentError                    a tool-using run stopped
     │   ├── ToolDeniedError           the ``allow_tool`` policy refused a call
+    │   ├── RunSuspended              a run stopped to wait for approvals (carries its state)
     │   ├── ToolExecutionError        unknown tool, bad arguments, a tool raised, bad output
     │   └── BudgetExceededError       a step, tool-call, token or cost budget ran out
     └── ExecutionTimeoutError         a deadline expired (also a TimeoutError)
@@ -48,6 +49,7 @@ __all__ = [
     "NetworkBlockedError",
     "RateLimitError",
     "RetryableError",
+    "RunSuspended",
     "ServerError",
     "StreamProtocolError",
     "TemplateError",
@@ -151,6 +153,16 @@ class AgentError(LangFxError):
 
 class ToolDeniedError(AgentError):
     pass
+
+
+class RunSuspended(AgentError):
+    """An agent run stopped to wait for approval decisions (``on_approval="suspend"``);
+    ``state`` is its ``RunState``. ``Agent.invoke`` returns the state instead of raising;
+    this error is only seen when a suspending agent runs nested inside other work."""
+
+    def __init__(self, message: str, state: Any) -> None:
+        super().__init__(message)
+        self.state = state
 
 
 class ToolExecutionError(AgentError):

@@ -14,15 +14,19 @@ repeat.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
+import datetime
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..errors import (
     BudgetExceededError,
     EmptyGenerationError,
     ExecutionTimeoutError,
+    RunSuspended,
     ToolDeniedError,
     ToolExecutionError,
 )
@@ -37,12 +41,14 @@ from ..messages import (
 )
 from .action import Action
 from .budget import Budget
+from .runstate import RUN_STATE_FORMAT, RUN_STATE_VERSION, RunState
 from .session import Session
 from .tools import Tool
 from .trace import TraceNode
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
+    from .usage import Price
 
 __all__ = ["Agent", "AgentLimits", "Approve", "Deny", "PolicyDecision", "ToolPolicy"]
 
@@ -105,6 +111,31 @@ class _Planned:
     args: Any
     node: TraceNode
     deny: str | None = None
+    pending: bool = False  # suspend mode: waiting for a person's decision
+    decided: dict[str, Any] | None = None  # the decision as JSON (kept in a RunState)
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one run has done so far; all of it goes into a ``RunState``."""
+
+    transcript: list[Message[Any]]
+    used_ids: set[str]
+    steps: int = 0
+    calls_used: int = 0
+
+    @classmethod
+    def from_state(cls, state: RunState) -> _Run:
+        progress = state.data["progress"]
+        return cls(
+            state.transcript,
+            set(progress.get("used_ids") or ()),
+            int(progress.get("steps", 0)),
+            int(progress.get("tool_calls", 0)),
+        )
+
+
+OnApproval = Literal["policy", "suspend"]
 
 
 class Agent(Action[str]):
@@ -118,6 +149,10 @@ class Agent(Action[str]):
     """
 
     name = "Agent"
+    #: Per-run switches, set on a shallow copy of the agent by ``invoke``/``resume`` (the
+    #: agent object itself stays configuration only).
+    _on_approval: OnApproval = "policy"
+    _resume: tuple[RunState, Mapping[str, PolicyDecision]] | None = None
 
     def __init__(
         self,
@@ -161,6 +196,7 @@ class Agent(Action[str]):
             "parallel_tools": self.parallel_tools,
         }
 
+    @overload
     async def invoke(
         self,
         session: Session | None = None,
@@ -168,37 +204,118 @@ class Agent(Action[str]):
         lm: LanguageModel | None = None,
         max_execution_time: float | None = None,
         budget: Budget | None = None,
+        on_approval: Literal["policy"] = "policy",
         **defaults: Any,
-    ) -> str:
+    ) -> str: ...
+
+    @overload
+    async def invoke(
+        self,
+        session: Session | None = None,
+        *,
+        lm: LanguageModel | None = None,
+        max_execution_time: float | None = None,
+        budget: Budget | None = None,
+        on_approval: OnApproval,
+        **defaults: Any,
+    ) -> str | RunState: ...
+
+    async def invoke(
+        self,
+        session: Session | None = None,
+        *,
+        lm: LanguageModel | None = None,
+        max_execution_time: float | None = None,
+        budget: Budget | None = None,
+        on_approval: OnApproval = "policy",
+        **defaults: Any,
+    ) -> str | RunState:
         """As ``Action.invoke``; the deadline is the shorter of the limits' and this one, and
-        each token/cost limit the smaller of the limits' and ``budget``'s."""
+        each token/cost limit the smaller of the limits' and ``budget``'s.
+
+        ``on_approval="suspend"``: a tool call that ``allow_tool`` does not decide (no
+        policy, or the policy returns ``None``) suspends the run before anything in that
+        step's batch runs, and a ``RunState`` is returned instead of the answer; continue
+        with ``Agent.resume(state, decisions={call_id: lf.Approve() | lf.Deny(...)})``.
+        """
+        if on_approval not in ("policy", "suspend"):
+            raise ValueError(f"on_approval must be 'policy' or 'suspend', not {on_approval!r}")
+        runner = self
+        if on_approval != self._on_approval:
+            runner = copy.copy(self)
+            runner._on_approval = on_approval
+        owned = session is None and on_approval == "suspend"
+        if session is None and owned:
+            session, lm = Session(lm), None
+        try:
+            return await runner._invoke(
+                session, lm, max_execution_time, budget, on_approval, defaults
+            )
+        finally:
+            if owned and session is not None:
+                await session.dispose()
+
+    async def _invoke(
+        self,
+        session: Session | None,
+        lm: LanguageModel | None,
+        max_execution_time: float | None,
+        budget: Budget | None,
+        on_approval: OnApproval,
+        defaults: dict[str, Any],
+    ) -> str | RunState:
         limit = self.limits.max_execution_time
         if max_execution_time is not None:
             limit = max_execution_time if limit is None else min(limit, max_execution_time)
-        return await super().invoke(
-            session,
-            lm=lm,
-            max_execution_time=limit,
-            budget=self.limits.budget.tighter(budget),
-            **defaults,
-        )
+        try:
+            return await Action.invoke(
+                self,
+                session,
+                lm=lm,
+                max_execution_time=limit,
+                budget=self.limits.budget.tighter(budget),
+                **defaults,
+            )
+        except RunSuspended as suspended:
+            state: RunState = suspended.state
+            if on_approval != "suspend":
+                raise
+            if session is not None:
+                state.data["trace"] = session.trace_json()
+            return state
 
     # -- the loop ------------------------------------------------------------------------
     async def call(self, session: Session) -> str:
-        transcript: list[Message[Any]] = []
-        if self.instructions:
-            transcript.append(SystemMessage(self.instructions))
-        transcript.append(
-            self.prompt if isinstance(self.prompt, Message) else UserMessage(self.prompt)
-        )
+        resume = self._resume
+        if resume is None:
+            transcript: list[Message[Any]] = []
+            if self.instructions:
+                transcript.append(SystemMessage(self.instructions))
+            transcript.append(
+                self.prompt if isinstance(self.prompt, Message) else UserMessage(self.prompt)
+            )
+            run = _Run(transcript, set())
+        else:
+            state, decisions = resume
+            run = _Run.from_state(state)
+            session.node.metadata["resumed_from"] = state.data.get("node_id")
+            used = state.data["progress"].get("budget_used")
+            if used and session.budget_scope is not None:
+                session.budget_scope.restore(used)
+            planned = await self._decide_resumed(state, decisions, run, session)
+            run.calls_used += len(planned)
+            session.node.metadata["tool_calls"] = run.calls_used
+            run.transcript.extend(await self._execute(planned, session))
+        return await self._loop(run, session)
+
+    async def _loop(self, run: _Run, session: Session) -> str:
         specs = [t.spec for t in self.tools.values()]
         options: dict[str, Any] = {"tools": specs} if specs else {}
-        used_ids: set[str] = set()
-        calls_used = 0
+        transcript, used_ids = run.transcript, run.used_ids
         limits = self.limits
         stats = session.node.metadata
-        for step in range(limits.max_steps):
-            stats["steps"] = step + 1
+        for step in range(run.steps, limits.max_steps):
+            stats["steps"] = run.steps = step + 1
             response = await session.generate(
                 ComplexMessage(transcript), name=f"step {step + 1}", stream=self.stream, **options
             )
@@ -215,19 +332,21 @@ class Agent(Action[str]):
                     limit=limits.max_steps,
                     used=step + 1,
                 )
-            if calls_used + len(calls) > limits.max_tool_calls:
+            if run.calls_used + len(calls) > limits.max_tool_calls:
                 raise BudgetExceededError(
                     f"the model asked for {len(calls)} tool call(s) with "
-                    f"{limits.max_tool_calls - calls_used} left (max_tool_calls="
+                    f"{limits.max_tool_calls - run.calls_used} left (max_tool_calls="
                     f"{limits.max_tool_calls})",
                     budget="max_tool_calls",
                     limit=limits.max_tool_calls,
-                    used=calls_used + len(calls),
+                    used=run.calls_used + len(calls),
                 )
             validated = [self._validate(call, used_ids, session) for call in calls]
             planned = await self._decide(validated, session)
-            calls_used += len(calls)
-            stats["tool_calls"] = calls_used
+            if self._on_approval == "suspend" and any(e.pending for e in planned):
+                raise self._suspend(planned, run, session)
+            run.calls_used += len(calls)
+            stats["tool_calls"] = run.calls_used
             transcript.extend(await self._execute(planned, session))
         raise BudgetExceededError(
             f"model-step limit reached (max_steps={limits.max_steps})",
@@ -236,6 +355,170 @@ class Agent(Action[str]):
             used=limits.max_steps,
         )
 
+    # -- suspend and resume --------------------------------------------------------------
+    def _suspend(self, planned: list[_Planned], run: _Run, session: Session) -> RunSuspended:
+        """End the batch's nodes as ``suspended`` (nothing ran) and capture the run."""
+        batch = []
+        for entry in planned:
+            batch.append(
+                {
+                    "call_id": entry.call.id,
+                    "name": entry.call.name,
+                    "args": entry.call.args,
+                    "decision": None if entry.pending else entry.decided,
+                }
+            )
+            entry.node.metadata["executed"] = False
+            session._finish(entry.node, "suspended")
+        scope = session.budget_scope
+        data: dict[str, Any] = {
+            "format": RUN_STATE_FORMAT,
+            "version": RUN_STATE_VERSION,
+            "id": RunState.new_id(),
+            "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+            "node_id": session.node.id,
+            "agent": self._config(),
+            "transcript": [m.to_json() for m in run.transcript],
+            "batch": batch,
+            "progress": {
+                "steps": run.steps,
+                "tool_calls": run.calls_used,
+                "used_ids": sorted(run.used_ids),
+                "budget_used": scope.used() if scope is not None else None,
+            },
+        }
+        names = ", ".join(f"{b['name']} ({b['call_id']})" for b in batch if b["decision"] is None)
+        return RunSuspended(f"waiting for approval of {names}", RunState(data))
+
+    def _config(self) -> dict[str, Any]:
+        limits = self.limits
+        return {
+            "name": self.trace_name(),
+            "prompt": self.prompt.to_json() if isinstance(self.prompt, Message) else self.prompt,
+            "instructions": self.instructions,
+            "tools": list(self.tools),
+            "limits": {
+                f: getattr(limits, f)
+                for f in (
+                    "max_steps",
+                    "max_tool_calls",
+                    "max_execution_time",
+                    "max_input_tokens",
+                    "max_output_tokens",
+                    "max_total_tokens",
+                    "max_cost",
+                )
+            },
+            "parallel_tools": self.parallel_tools,
+            "stream": self.stream,
+        }
+
+    @classmethod
+    async def resume(
+        cls,
+        state: RunState | Mapping[str, Any] | str,
+        decisions: Mapping[str, PolicyDecision] | None = None,
+        *,
+        tools: Sequence[Tool[Any, Any]] = (),
+        lm: LanguageModel | None = None,
+        session: Session | None = None,
+        allow_tool: ToolPolicy | None = None,
+        on_approval: OnApproval = "policy",
+        prices: Mapping[str, Price] | None = None,
+        budget: Budget | None = None,
+        **defaults: Any,
+    ) -> str | RunState:
+        """Continue a suspended run with a decision for each pending call.
+
+        ``decisions`` maps call ids to ``True``/``lf.Approve(...)`` (run),
+        ``lf.Deny(message)`` (skip, tell the model) or ``False`` (stop the run with
+        ``ToolDeniedError``); every pending call needs one, and nothing runs otherwise.
+        ``tools`` must include every tool the run was given (matched by name; ``lm`` is the
+        model to continue with). Without ``session`` the saved trace is restored into a new
+        session, so the trace continues under the same root (its id and nodes kept); with
+        ``session`` (the one the run was suspended in, still open) work continues there.
+        Later approvals are handled by ``allow_tool`` and ``on_approval`` like ``invoke``.
+        The deadline (``limits.max_execution_time``) starts again; steps, tool calls and
+        the token/cost budget carry on from what the run had used.
+        """
+        if not isinstance(state, RunState):
+            state = RunState.from_json(state)
+        config = state.data["agent"]
+        by_name = {t.name: t for t in tools}
+        missing = [n for n in config["tools"] if n not in by_name]
+        if missing:
+            raise ValueError(f"resume needs the run's tools; missing: {', '.join(missing)}")
+        pending = {c.id for c in state.pending}
+        decisions = dict(decisions or {})
+        unknown = sorted(set(decisions) - pending)
+        if unknown:
+            raise ValueError(f"no pending call with id {', '.join(map(repr, unknown))}")
+        undecided = sorted(pending - set(decisions))
+        if undecided:
+            raise ValueError(f"a decision is needed for pending call(s) {', '.join(undecided)}")
+        prompt = config["prompt"]
+        agent = cls(
+            Message.from_json(prompt) if isinstance(prompt, dict) else prompt,
+            config.get("instructions"),
+            tools=[by_name[n] for n in config["tools"]],
+            limits=AgentLimits(**config["limits"]),
+            allow_tool=allow_tool,
+            parallel_tools=bool(config.get("parallel_tools")),
+            stream=bool(config.get("stream")),
+            name=config.get("name"),
+        )
+        state.consume()
+        runner = copy.copy(agent)
+        runner._resume = (state, decisions)
+        runner._on_approval = on_approval
+        owned = session is None
+        if session is None:
+            from .runstate import restore_session
+
+            session = restore_session(state.trace or _empty_trace(), lm, prices=prices)
+        try:
+            return await runner._invoke(session, lm, None, budget, on_approval, defaults)
+        finally:
+            if owned:
+                await session.dispose()
+
+    async def _decide_resumed(
+        self,
+        state: RunState,
+        decisions: Mapping[str, PolicyDecision],
+        run: _Run,
+        session: Session,
+    ) -> list[_Planned]:
+        """The suspended batch, decided: saved decisions first, the given ones for the
+        pending calls. Each call gets a new ``tool_call`` node under the resumed run."""
+        planned: list[_Planned] = []
+        for item in state.data["batch"]:
+            call = ToolCall(item["call_id"], item["name"], dict(item["args"]))
+            found = self.tools[call.name]
+            node = session._start(
+                "tool_call",
+                found.name,
+                inputs={"call_id": call.id, "args": session._preview(call.args)},
+                metadata={**(_source(found) or {}), "resumed": True},
+            )
+            entry = _Planned(call, found, None, node)
+            planned.append(entry)
+            try:
+                entry.args = found.validate_args(call.args)
+                saved = item.get("decision")
+                if saved is not None:
+                    decision: Any = _decision_from_json(saved)
+                else:
+                    decision = decisions[call.id]
+                    if isinstance(decision, (Approve, Deny)) and decision.by is None:
+                        decision = dataclasses.replace(decision, by="resume")
+                self._record(entry, decision, session)
+            except BaseException as exc:
+                _abandon(planned, session, exc, culprit=entry)
+                raise
+        return planned
+
+    # -- tool calls ------------------------------------------------------------------------
     def _validate(
         self, call: ToolCall, used_ids: set[str], session: Session
     ) -> tuple[ToolCall, Tool[Any, Any], Any]:
@@ -283,8 +566,15 @@ class Agent(Action[str]):
         store = session._state.store
         node = entry.node
         policy = self.allow_tool
+        suspend = self._on_approval == "suspend"
         if policy is None:
-            store.update(node, decision={"outcome": "approve", "by": "default", "at": store.time()})
+            if suspend:
+                self._record(entry, None, session)
+            else:
+                store.update(
+                    node, decision={"outcome": "approve", "by": "default", "at": store.time()}
+                )
+                entry.decided = {"outcome": "approve", "by": "default"}
             return
         view = session._bind(node)
         try:
@@ -308,29 +598,36 @@ class Agent(Action[str]):
             ) from exc
         finally:
             view._close_view()
+        if decision is None and not suspend:
+            decision = _INVALID
+        self._record(entry, decision, session)
+
+    def _record(self, entry: _Planned, decision: Any, session: Session) -> None:
+        """Apply one decision to a planned call and record it on its node. ``None`` (suspend
+        mode) leaves the call pending for a person."""
+        store = session._state.store
+        node = entry.node
         at = store.time()
-        if decision is True or (isinstance(decision, Approve) and decision.args is None):
-            by = decision.by if isinstance(decision, Approve) else None
-            store.update(node, decision={"outcome": "approve", "by": by or "allow_tool", "at": at})
+        if decision is None:
+            entry.pending = True
+            store.update(node, decision={"outcome": "suspend", "by": "on_approval", "at": at})
+        elif decision is True or (isinstance(decision, Approve) and decision.args is None):
+            by = (decision.by if isinstance(decision, Approve) else None) or "allow_tool"
+            store.update(node, decision={"outcome": "approve", "by": by, "at": at})
+            entry.decided = {"outcome": "approve", "by": by}
         elif isinstance(decision, Approve):
             edited = dict(decision.args or {})
-            record = {
-                "outcome": "approve",
-                "by": decision.by or "allow_tool",
-                "at": at,
-                "args": session._preview(edited),
-            }
+            by = decision.by or "allow_tool"
+            record = {"outcome": "approve", "by": by, "at": at, "args": session._preview(edited)}
             store.update(node, decision=record)
             entry.args = entry.tool.validate_args(edited)
+            entry.decided = {"outcome": "approve", "by": by, "args": edited}
         elif isinstance(decision, Deny):
-            record = {
-                "outcome": "deny",
-                "by": decision.by or "allow_tool",
-                "at": at,
-                "message": decision.message,
-            }
+            by = decision.by or "allow_tool"
+            record = {"outcome": "deny", "by": by, "at": at, "message": decision.message}
             store.update(node, decision=record)
             entry.deny = decision.message
+            entry.decided = {"outcome": "deny", "by": by, "message": decision.message}
             session._finish(node, "denied", outputs={"message": decision.message})
         elif decision is False:
             store.update(node, decision={"outcome": "stop", "by": "allow_tool", "at": at})
@@ -416,6 +713,19 @@ async def _run_tool(entry: _Planned, session: Session) -> ToolMessage[Any]:
     else:
         session._finish(node, "ok", outputs={"json": session._preview(text)})
     return message
+
+
+_INVALID = object()  # a policy's None outside suspend mode: refused like any non-decision
+
+
+def _decision_from_json(data: Mapping[str, Any]) -> PolicyDecision:
+    if data.get("outcome") == "deny":
+        return Deny(str(data.get("message", "")), by=data.get("by"))
+    return Approve(args=data.get("args"), by=data.get("by"))
+
+
+def _empty_trace() -> dict[str, Any]:
+    return Session().trace_json()
 
 
 def _source(tool: Tool[Any, Any]) -> dict[str, Any] | None:

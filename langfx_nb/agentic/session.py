@@ -31,7 +31,7 @@ from collections.abc import (
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from ..errors import ExecutionTimeoutError, ToolDeniedError
+from ..errors import ExecutionTimeoutError, RunSuspended, ToolDeniedError
 from ..messages import AIMessage, Message
 from ..structured.query import query as query_fn
 from .budget import Budget, BudgetScope
@@ -185,6 +185,8 @@ class Session:
             return "cancelled"
         if isinstance(exc, ToolDeniedError):
             return "denied"
+        if isinstance(exc, RunSuspended):
+            return "suspended"
         return "failed"
 
     def _start(

@@ -43,9 +43,17 @@ TRACE_FORMAT = "langfx_nb.trace"
 TRACE_VERSION = 1
 
 NodeKind = Literal["session", "action", "query", "tool_call", "log"]
-NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_out"]
+NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_out", "suspended"]
 KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
-STATUSES: tuple[NodeStatus, ...] = ("running", "ok", "failed", "denied", "cancelled", "timed_out")
+STATUSES: tuple[NodeStatus, ...] = (
+    "running",
+    "ok",
+    "failed",
+    "denied",
+    "cancelled",
+    "timed_out",
+    "suspended",
+)
 
 _USAGE_GETTERS = tuple(operator.attrgetter(f) for f in _USAGE_FIELDS)
 _SECRET = re.compile(r"api[_-]?key|secret|password|passwd|token$|authorization|credential", re.I)

@@ -1,0 +1,159 @@
+"""RunState: an agent run suspended while tool calls wait for approval, as versioned JSON.
+
+``await agent.invoke(..., on_approval="suspend")`` returns a ``RunState`` when a batch of
+tool calls needs a person's decision; ``await lf.Agent.resume(state, decisions={...})``
+continues it, in this process or another one (``state.to_json_str()`` /
+``lf.RunState.from_json(text)``).
+
+What it holds (all plain JSON, no pickles, no model objects, options or keys): the agent's
+configuration (prompt, instructions, limits, tool names), the transcript so far (whose tool
+messages are the executed calls' results), the pending batch (every call of the model's
+last reply, with the decision already made for it, if any), the steps, tool calls and
+budget used so far, and the session trace (previews, secrets redacted), so a resumed run
+continues under the same trace root.
+
+Tools that ran are never run again: their results are in the transcript, and a ``RunState``
+can be resumed only once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..messages import Message, ToolCall
+
+if TYPE_CHECKING:
+    from ..llms.base import LanguageModel
+    from .clock import Clock
+    from .session import Session
+    from .usage import Price
+
+__all__ = ["RUN_STATE_FORMAT", "RUN_STATE_VERSION", "RunState"]
+
+RUN_STATE_FORMAT = "langfx_nb.run_state"
+RUN_STATE_VERSION = 1
+
+_RESUMED: set[str] = set()  # suspension ids already resumed in this process
+
+
+class RunState:
+    """A suspended agent run. ``pending`` lists the calls that need a decision."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    # -- what a caller reads -------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        """Unique per suspension (a resumed run that suspends again gets a new one)."""
+        return str(self.data["id"])
+
+    @property
+    def pending(self) -> list[ToolCall]:
+        """The calls waiting for a decision, in the model's order."""
+        return [
+            ToolCall(c["call_id"], c["name"], dict(c["args"]))
+            for c in self.data["batch"]
+            if c.get("decision") is None
+        ]
+
+    @property
+    def batch(self) -> list[dict[str, Any]]:
+        """Every call of the suspended step: ``{call_id, name, args, decision}``."""
+        return list(self.data["batch"])
+
+    @property
+    def transcript(self) -> list[Message[Any]]:
+        return [Message.from_json(m) for m in self.data["transcript"]]
+
+    @property
+    def trace(self) -> dict[str, Any] | None:
+        return self.data.get("trace")
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"{c.name}({c.id})" for c in self.pending)
+        return f"RunState({self.data['agent']['name']!r}, pending: {names or 'none'})"
+
+    # -- JSON ------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+    def to_json_str(self, **kwargs: Any) -> str:
+        return json.dumps(self.data, ensure_ascii=False, **kwargs)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> RunState:
+        if isinstance(data, str):
+            data = json.loads(data)
+        if not isinstance(data, Mapping) or data.get("format") != RUN_STATE_FORMAT:
+            raise ValueError("not a langfx_nb run state")
+        if data.get("version") != RUN_STATE_VERSION:
+            raise ValueError(
+                f"unsupported run state version {data.get('version')!r} "
+                f"(this langfx_nb reads version {RUN_STATE_VERSION})"
+            )
+        for key in ("id", "agent", "transcript", "batch", "progress"):
+            if key not in data:
+                raise ValueError(f"run state is missing {key!r}")
+        return cls(dict(data))
+
+    @staticmethod
+    def new_id() -> str:
+        return uuid.uuid4().hex
+
+    def consume(self) -> None:
+        """Mark this suspension resumed; a second resume in this process is refused."""
+        if self.id in _RESUMED:
+            raise RuntimeError(
+                "this RunState was already resumed: resuming it again would run its tools twice"
+            )
+        _RESUMED.add(self.id)
+
+
+def restore_session(
+    trace: Mapping[str, Any],
+    lm: LanguageModel | None,
+    *,
+    prices: Mapping[str, Price] | None = None,
+    clock: Clock | None = None,
+) -> Session:
+    """A live session that continues a saved trace: same session id and root node, the
+    saved nodes kept, new nodes numbered after them and timed after the last saved one."""
+    from .session import Session
+    from .trace import TraceStore
+
+    loaded = TraceStore.from_json(trace, prices)
+    session = Session(lm, prices=prices, clock=clock, max_trace_nodes=loaded.max_nodes)
+    store = session._state.store
+    store.nodes = loaded.nodes
+    store.root = root = loaded.root
+    store.session_id = loaded.session_id
+    store.requests = loaded.requests
+    store._usage = loaded._usage
+    store.started = loaded.started
+    store._counts = loaded._counts
+    store.evicted = loaded.evicted
+    store._finished = deque(
+        n for n in loaded.nodes.values() if n.status != "running" and n is not loaded.root
+    )
+    store._next_id = 1 + max((int(i) for i in loaded.nodes if i.isdigit()), default=0)
+    last = max(
+        (n.end if n.end is not None else n.start for n in loaded.nodes.values()), default=0.0
+    )
+    store.t0 = store._now() - last
+    if root.status != "running":  # the saved session had ended: it is running again
+        key = ("session", root.status)
+        if store._counts.get(key):
+            store._counts[key] -= 1
+        root.status, root.end = "running", None
+    header = trace.get("session") or {}
+    session._state.metadata.update(header.get("metadata") or {})
+    session._node = root
+    session._ancestry = (root.id,)
+    return session

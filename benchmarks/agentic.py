@@ -1,13 +1,16 @@
 """Agentic overheads, each against a baseline measured in the same run.
 
-    .venv/bin/python benchmarks/agentic.py            # all three
+    .venv/bin/python benchmarks/agentic.py            # all four
     .venv/bin/python benchmarks/agentic.py --quick    # smaller sizes, for a smoke run
+    .venv/bin/python benchmarks/agentic.py --agent    # only (c) and (d)
 
 (a) a traced ``session.query`` vs an untraced ``lf.query`` on the same fake model (≤ 1.5×);
 (b) ``concurrent_map`` of 10,000 fake queries at ``max_concurrency=100``: per-item overhead
     (≤ 1 ms) and peak RSS, in fresh subprocesses with two trace-store limits;
 (c) one Agent run with 1,000 tool calls vs a bare loop doing the same model calls and tool
     functions without validation, policy or tracing: loop overhead per step (≤ 1 ms).
+(d) a 1,000-step Agent run suspended for approval (``on_approval="suspend"``): its RunState
+    serialized to JSON text, parsed back and resumed to the end (≤ 100 ms together).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from langfx_nb.llms import Echo, Scripted
 from langfx_nb.messages import ComplexMessage, Message, ToolMessage, UserMessage
 
 QUICK = "--quick" in sys.argv
+AGENT_ONLY = "--agent" in sys.argv
 
 
 def rss_mb() -> float:
@@ -152,7 +156,63 @@ async def bench_agent(calls: int) -> dict[str, float]:
     }
 
 
+# -- (d) -------------------------------------------------------------------------------------
+async def bench_runstate(calls: int) -> dict[str, float]:
+    @lf.tool
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    def policy(call: lf.ToolCall, session: lf.Session) -> bool | None:
+        return None if call.id == f"c{calls - 1}" else True  # the last call waits for a person
+
+    limits = lf.AgentLimits(max_steps=calls + 1, max_tool_calls=calls, max_execution_time=None)
+    agent = lf.Agent("go", tools=[add], limits=limits, allow_tool=policy)
+    lm = Scripted(_script(calls))
+    state = await agent.invoke(lm=lm, on_approval="suspend")
+    assert isinstance(state, lf.RunState)
+    clock = time.process_time  # CPU time: other processes on a busy machine do not count
+    t = clock()
+    text = state.to_json_str()
+    t_dump = clock() - t
+    t = clock()
+    loaded = lf.RunState.from_json(text)
+    t_load = clock() - t
+    t = clock()
+    answer = await lf.Agent.resume(loaded, {f"c{calls - 1}": True}, tools=[add], lm=lm)
+    t_resume = clock() - t
+    assert answer == "done"
+    return {
+        "steps": state.data["progress"]["steps"],
+        "bytes": len(text.encode()),
+        "dump_ms": t_dump * 1e3,
+        "load_ms": t_load * 1e3,
+        "resume_ms": t_resume * 1e3,
+        "total_ms": (t_dump + t_load + t_resume) * 1e3,
+    }
+
+
 async def main() -> None:
+    if not AGENT_ONLY:
+        await bench_query_and_map()
+    calls = 200 if QUICK else 1_000
+    c = await bench_agent(calls)
+    print(
+        f"(c) agent, {c['tool_calls']} tool calls / {c['steps']} steps: bare loop "
+        f"{c['baseline_ms_per_step']:.3f} ms/step, Agent {c['agent_ms_per_step']:.3f} ms/step, "
+        f"overhead {c['overhead_ms_per_step']:.3f} ms/step (target <= 1 ms), "
+        f"ratio {c['ratio']:.2f}x"
+    )
+    d = await bench_runstate(1_000)
+    print(
+        f"(d) RunState of a {d['steps']}-step run ({d['bytes'] / 1e6:.2f} MB JSON), CPU time: "
+        f"serialize "
+        f"{d['dump_ms']:.1f} ms + parse {d['load_ms']:.1f} ms + resume to the end "
+        f"{d['resume_ms']:.1f} ms = {d['total_ms']:.1f} ms (target <= 100 ms)"
+    )
+
+
+async def bench_query_and_map() -> None:
     n = 1_000 if QUICK else 10_000
     a = await bench_query(n)
     print(
@@ -168,14 +228,6 @@ async def main() -> None:
             f"{r['held_nodes']}, peak RSS {r['peak_rss_mb']:.1f} MB "
             f"(+{r['peak_rss_mb'] - r['baseline_rss_mb']:.1f} MB over warm baseline)"
         )
-    calls = 200 if QUICK else 1_000
-    c = await bench_agent(calls)
-    print(
-        f"(c) agent, {c['tool_calls']} tool calls / {c['steps']} steps: bare loop "
-        f"{c['baseline_ms_per_step']:.3f} ms/step, Agent {c['agent_ms_per_step']:.3f} ms/step, "
-        f"overhead {c['overhead_ms_per_step']:.3f} ms/step (target <= 1 ms), "
-        f"ratio {c['ratio']:.2f}x"
-    )
 
 
 if __name__ == "__main__":

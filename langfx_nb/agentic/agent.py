@@ -41,7 +41,7 @@ from ..messages import (
 )
 from .action import Action
 from .budget import Budget
-from .runstate import RUN_STATE_FORMAT, RUN_STATE_VERSION, RunState
+from .runstate import RUN_STATE_FORMAT, RUN_STATE_VERSION, RunState, compact_trace
 from .session import Session
 from .tools import Tool
 from .trace import TraceNode
@@ -123,15 +123,17 @@ class _Run:
     used_ids: set[str]
     steps: int = 0
     calls_used: int = 0
+    agent_nodes: list[str] = dataclasses.field(default_factory=list)  # earlier suspended parts
 
     @classmethod
-    def from_state(cls, state: RunState) -> _Run:
+    def from_state(cls, state: RunState, transcript: list[Message[Any]]) -> _Run:
         progress = state.data["progress"]
         return cls(
-            state.transcript,
+            transcript,
             set(progress.get("used_ids") or ()),
             int(progress.get("steps", 0)),
             int(progress.get("tool_calls", 0)),
+            [str(i) for i in progress.get("agent_nodes") or ()],
         )
 
 
@@ -152,7 +154,7 @@ class Agent(Action[str]):
     #: Per-run switches, set on a shallow copy of the agent by ``invoke``/``resume`` (the
     #: agent object itself stays configuration only).
     _on_approval: OnApproval = "policy"
-    _resume: tuple[RunState, Mapping[str, PolicyDecision]] | None = None
+    _resume: tuple[RunState, Mapping[str, PolicyDecision], list[Message[Any]]] | None = None
 
     def __init__(
         self,
@@ -281,7 +283,10 @@ class Agent(Action[str]):
             if on_approval != "suspend":
                 raise
             if session is not None:
-                state.data["trace"] = session.trace_json()
+                trace = session.trace_json()
+                agent_ids = set(state.data["progress"]["agent_nodes"])
+                compact_trace(trace, state.data["transcript"], agent_ids)
+                state.data["trace"] = trace
             return state
 
     # -- the loop ------------------------------------------------------------------------
@@ -296,8 +301,8 @@ class Agent(Action[str]):
             )
             run = _Run(transcript, set())
         else:
-            state, decisions = resume
-            run = _Run.from_state(state)
+            state, decisions, transcript = resume
+            run = _Run.from_state(state, transcript)
             session.node.metadata["resumed_from"] = state.data.get("node_id")
             used = state.data["progress"].get("budget_used")
             if used and session.budget_scope is not None:
@@ -385,6 +390,7 @@ class Agent(Action[str]):
                 "tool_calls": run.calls_used,
                 "used_ids": sorted(run.used_ids),
                 "budget_used": scope.used() if scope is not None else None,
+                "agent_nodes": [*run.agent_nodes, session.node.id],
             },
         }
         names = ", ".join(f"{b['name']} ({b['call_id']})" for b in batch if b["decision"] is None)
@@ -469,13 +475,16 @@ class Agent(Action[str]):
         )
         state.consume()
         runner = copy.copy(agent)
-        runner._resume = (state, decisions)
+        transcript = state.transcript
+        runner._resume = (state, decisions, transcript)
         runner._on_approval = on_approval
         owned = session is None
         if session is None:
             from .runstate import restore_session
 
-            session = restore_session(state.trace or _empty_trace(), lm, prices=prices)
+            session = restore_session(
+                state.trace or _empty_trace(), lm, prices=prices, transcript=transcript
+            )
         try:
             return await runner._invoke(session, lm, None, budget, on_approval, defaults)
         finally:

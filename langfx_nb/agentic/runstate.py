@@ -18,6 +18,7 @@ can be resumed only once per process.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections import deque
@@ -116,12 +117,50 @@ class RunState:
         _RESUMED.add(self.id)
 
 
+def _step_prompts(
+    nodes: list[dict[str, Any]], transcript: list[Any], agent_ids: set[str]
+) -> list[tuple[dict[str, Any], int]]:
+    """The run's ``step N`` query nodes with how many transcript turns each was sent.
+
+    Step N was sent the transcript up to (not including) its N-th model reply.
+    """
+    replies = [i for i, m in enumerate(transcript) if _role(m) == "ai"]
+    found = []
+    for node in nodes:
+        if node.get("kind") != "query" or node.get("parent_id") not in agent_ids:
+            continue
+        name = str(node.get("name", ""))
+        if not name.startswith("step ") or not name[5:].isdigit():
+            continue
+        n = int(name[5:])
+        if 1 <= n <= len(replies):
+            found.append((node, replies[n - 1]))
+    return found
+
+
+def _role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, Mapping) else message.role
+
+
+def compact_trace(
+    trace: dict[str, Any], transcript: list[dict[str, Any]], agent_ids: set[str]
+) -> None:
+    """Drop the step prompts the transcript already holds (a long run's step previews are
+    mostly the same turns again); ``restore_session`` rebuilds them from the transcript."""
+    for node, turns in _step_prompts(trace["nodes"], transcript, agent_ids):
+        inputs = node.get("inputs")
+        if isinstance(inputs, dict) and "prompt" in inputs:
+            node["inputs"] = {k: v for k, v in inputs.items() if k != "prompt"}
+            node.setdefault("metadata", {})["prompt_turns"] = turns
+
+
 def restore_session(
     trace: Mapping[str, Any],
     lm: LanguageModel | None,
     *,
     prices: Mapping[str, Price] | None = None,
     clock: Clock | None = None,
+    transcript: list[Message[Any]] | None = None,
 ) -> Session:
     """A live session that continues a saved trace: same session id and root node, the
     saved nodes kept, new nodes numbered after them and timed after the last saved one."""
@@ -156,4 +195,22 @@ def restore_session(
     session._state.metadata.update(header.get("metadata") or {})
     session._node = root
     session._ancestry = (root.id,)
+    if transcript is not None:
+        _expand_prompts(session, transcript)
     return session
+
+
+def _expand_prompts(session: Session, transcript: list[Message[Any]]) -> None:
+    """Give compacted step nodes their prompt previews back (computed on first read)."""
+    limit = session._state.max_text_chars
+    for node in session._state.store.nodes.values():
+        turns = node.metadata.pop("prompt_turns", None) if node.kind == "query" else None
+        if isinstance(turns, int):
+            node.defer("inputs", functools.partial(_prompt, transcript[:turns], limit))
+
+
+def _prompt(sent: list[Message[Any]], limit: int) -> dict[str, Any]:
+    from ..messages import ComplexMessage
+    from .trace import message_preview
+
+    return {"prompt": message_preview(ComplexMessage(sent), limit)}

@@ -155,8 +155,14 @@ async def test_restored_trace_keeps_root_and_numbers_new_nodes_after_the_old(
     old_ids = {n["id"] for n in state.trace["nodes"]}
     from langfx_nb.agentic.runstate import restore_session
 
-    session = restore_session(state.trace, lm)
+    (step,) = [n for n in state.trace["nodes"] if n["name"] == "step 1"]
+    assert "prompt" not in step["inputs"]  # the transcript holds it: not saved twice
+    session = restore_session(state.trace, lm, transcript=state.transcript)
     assert session.id == state.trace["session"]["id"]
+    restored = session.find(step["id"])
+    assert restored is not None
+    assert restored.inputs["prompt"] == {"role": "user", "text": "go"}
+    assert "prompt_turns" not in restored.metadata
     assert {n.id for n in session.root.walk()} == old_ids
     node = session._start("log", "x")
     assert node.id not in old_ids and node.start >= max(

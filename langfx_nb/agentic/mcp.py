@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,7 @@ __all__ = ["MCPServer", "MCPTool", "http", "stdio"]
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_OPEN_TIMEOUT = 30.0
+_DEVNULL: TextIO | None = None
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -122,9 +124,7 @@ class MCPServer:
         _import_mcp()
         from mcp import Client
 
-        transport = self._target
-        if self._errlog is not None or not isinstance(transport, str):
-            transport = self._transport()
+        transport = self._transport()
         stack = AsyncExitStack()
         try:
             client = await stack.enter_async_context(
@@ -151,7 +151,7 @@ class MCPServer:
             return streamable_http_client(target)
         from mcp.client.stdio import stdio_client
 
-        return stdio_client(target, errlog=self._errlog or sys.stderr)
+        return stdio_client(target, errlog=self._errlog or _stderr())
 
     async def close(self) -> None:
         """Close the connection and end the server process; idempotent."""
@@ -286,6 +286,22 @@ async def _list_all(client: Any) -> list[Any]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+def _stderr() -> TextIO:
+    """Where the server's stderr goes: ours when it is a real file (a notebook kernel's
+    stream may not be: then the process's original stderr, else nowhere)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (OSError, ValueError, AttributeError):
+            continue
+    global _DEVNULL
+    if _DEVNULL is None:  # opened once, for the life of the process
+        _DEVNULL = open(os.devnull, "w")  # noqa: SIM115
+    return _DEVNULL
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -7,7 +7,7 @@ ends the input. A caller may rely on:
   keeps an explicit stack of open containers, and the only text it carries into the next
   chunk is a short fragment it cannot decide yet (an escape cut in half, a possible closing
   ``'''``, a possible code fence). Long strings and numbers are kept as pieces, joined once.
-* **Deltas.** A string yields at most one ``StringFieldDelta`` per chunk, with escapes
+* **Deltas.** A string literal yields at most one ``StringFieldDelta`` per chunk, with escapes
   decoded and never split (a JSON surrogate pair is one character); the deltas of a string
   add up to its ``FieldEnd`` value.
 * **Errors.** Malformed input raises ``StreamParseError`` (a ``MappingError``) with the

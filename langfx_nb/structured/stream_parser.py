@@ -428,7 +428,9 @@ class StreamParser:
         top = self._stack[-1]
         if c == top.closer:
             return self._close(i)
-        if c == '"' or (self._py and c == "'" and top.separator == ":"):
+        if c in "'\"" if self._py else c == '"':
+            if top.separator == "=":  # a call's keys are names
+                raise self._fail(f"expected an argument name, got {c!r}", i)
             return self._begin_string(i, is_key=True, raw=False)
         if self._py and (
             (top.separator == "=" and c in lex.IDENTIFIER_START)

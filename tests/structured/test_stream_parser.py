@@ -334,6 +334,7 @@ def test_python_comments_are_skipped() -> None:
         ("json", "[1,,2]", 3),
         ("json", '{"a": 1} ', None),
         ("python", "Answer(1)", 7),
+        ("python", 'Answer("a"=1)', 7),
         ("python", "Answer(a=foo)", 9),
         ("python", "Answer(a=1", 10),
         ("python", "```python\nx.y + 1\n```", None),

@@ -7,6 +7,7 @@ These are plain functions of the text; the parser owns the state and the positio
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from typing import Any
 
@@ -14,8 +15,8 @@ WHITESPACE = " \t\r\n"
 _WHITESPACE_RUN = re.compile(r"[ \t\r\n]*")
 # A bare token: a number, true/false/null, True/False/None, a class or argument name.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_.+\-]*")
-TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+-")
-IDENTIFIER_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "_.+-")
+IDENTIFIER_START = frozenset(string.ascii_letters + "_")
 identifier_end = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*").match
 # The next quote or backslash in a string, per quote character.
 find_special = {'"': re.compile(r'["\\]').search, "'": re.compile(r"['\\]").search}
@@ -33,13 +34,32 @@ _PYTHON_FLOAT = re.compile(
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _JSON_CONSTANTS: dict[str, Any] = {"true": True, "false": False, "null": None}
 
-_JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r"}
-_JSON_ESCAPES["t"] = "\t"
-_PYTHON_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a"}
-_PYTHON_ESCAPES.update({"b": "\b", "f": "\f", "v": "\v", "\n": ""})
+_JSON_ESCAPES = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+_PYTHON_ESCAPES = {
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\n": "",  # a line continuation
+}
 _PYTHON_HEX_LENGTH = {"x": 2, "u": 4, "U": 8}
 _OCTAL = "01234567"
-_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_HEX_DIGITS = frozenset(string.hexdigits)
 # What may still become the \uDC00-\uDFFF escape that completes a surrogate pair.
 _LOW_SURROGATE_START = re.compile(r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]{0,2})?)?)?)?")
 _MAX_UNICODE_NAME = 100  # \N{...}: the longest character name is 88 characters

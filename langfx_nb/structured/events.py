@@ -140,7 +140,7 @@ class GenerationFailed:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """Terminal: the run was cancelled (see ``query_stream`` for when this is yielded)."""
+    """Terminal: the consuming task was cancelled; ``CancelledError`` is re-raised after."""
 
     type: Literal["cancelled"] = "cancelled"
 

@@ -140,7 +140,7 @@ class GenerationFailed:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """Terminal: the consuming task was cancelled; ``CancelledError`` is re-raised after."""
+    """Terminal: the run was cancelled (``query_stream`` documents when this is yielded)."""
 
     type: Literal["cancelled"] = "cancelled"
 

@@ -33,7 +33,6 @@ dropped generator. Tool calls are reported, never executed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["query_stream"]
 
 _EXCERPT = 24
-_TERMINAL = (GenerationComplete, ParsingFailed, GenerationFailed, Cancelled)
 _STREAM_ONLY = ("emulate", "cache_seed", "use_cache")
 
 
@@ -154,16 +152,53 @@ async def _event_stream(
 ) -> AsyncGenerator[StreamEvent, None]:
     failures: list[MappingError] = []
     request = message
-    while True:
+    while True:  # one pass per attempt: more than one only when repair= re-asks
+        # Both JSON modes answer with an object ({"result": ...} or the native object schema).
+        parser = StreamParser(
+            "python" if grammar == "python" else "json", object_root=True, unwrap_result=unwrap
+        )
+        parse_error: StreamParseError | None = None
+        pieces: list[str] = []
+        last: StreamChunk | None = None
+        upstream = lm.stream(request, **options)
         terminal: StreamEvent | None = None
-        async with contextlib.aclosing(
-            _attempt(lm, request, options, mapping, grammar, unwrap)
-        ) as attempt:
-            async for event in attempt:
-                if isinstance(event, _TERMINAL):
-                    terminal = event
-                else:
-                    yield event
+        try:
+            try:
+                async for chunk in upstream:
+                    last = chunk
+                    if chunk.events:
+                        for tool_event in chunk.events:
+                            yield tool_event
+                    delta = chunk.delta
+                    if not delta:
+                        continue
+                    pieces.append(delta)
+                    if parse_error is not None:
+                        continue
+                    try:
+                        events: list[FieldEvent] = parser.feed(delta)
+                    except StreamParseError as exc:
+                        parse_error = _with_context(exc, pieces)
+                        events = exc.events
+                    for ev in events:
+                        yield ev
+                if parse_error is None:
+                    try:
+                        events = parser.close()
+                    except StreamParseError as exc:
+                        parse_error = _with_context(exc, pieces)
+                        events = exc.events
+                    for ev in events:
+                        yield ev
+            except asyncio.CancelledError:
+                await _aclose(upstream)
+                terminal = Cancelled()
+            except Exception as exc:  # the model or transport failed
+                terminal = GenerationFailed(exc)
+            else:
+                terminal = _outcome(mapping, last, "".join(pieces), parse_error)
+        finally:
+            await _aclose(upstream)
         if not isinstance(terminal, ParsingFailed):
             break
         failures.append(terminal.error)
@@ -173,7 +208,6 @@ async def _event_stream(
             break
         yield Repairing(len(failures), terminal.error, terminal.text)
         request = mapping.repair_prompt(message, AIMessage(terminal.text), terminal.error)
-    assert terminal is not None
     if not isinstance(terminal, Cancelled):
         yield terminal
         return
@@ -187,64 +221,6 @@ async def _event_stream(
             cancelled_task.cancel()
         raise
     raise asyncio.CancelledError
-
-
-async def _attempt(
-    lm: LanguageModel,
-    message: Any,
-    options: dict[str, Any],
-    mapping: _Mapping,
-    grammar: str,
-    unwrap: bool,
-) -> AsyncGenerator[StreamEvent, None]:
-    """One model stream: field and tool-call events, then its terminal event (last)."""
-    # Both JSON modes answer with an object ({"result": ...} or the native object schema).
-    parser = StreamParser(
-        "python" if grammar == "python" else "json", object_root=True, unwrap_result=unwrap
-    )
-    parse_error: StreamParseError | None = None
-    pieces: list[str] = []
-    last: StreamChunk | None = None
-    upstream = lm.stream(message, **options)
-    terminal: StreamEvent | None = None
-    try:
-        try:
-            async for chunk in upstream:
-                last = chunk
-                if chunk.events:
-                    for tool_event in chunk.events:
-                        yield tool_event
-                delta = chunk.delta
-                if not delta:
-                    continue
-                pieces.append(delta)
-                if parse_error is not None:
-                    continue
-                try:
-                    events: list[FieldEvent] = parser.feed(delta)
-                except StreamParseError as exc:
-                    parse_error = _with_context(exc, pieces)
-                    events = exc.events
-                for ev in events:
-                    yield ev
-            if parse_error is None:
-                try:
-                    events = parser.close()
-                except StreamParseError as exc:
-                    parse_error = _with_context(exc, pieces)
-                    events = exc.events
-                for ev in events:
-                    yield ev
-        except asyncio.CancelledError:
-            await _aclose(upstream)
-            terminal = Cancelled()
-        except Exception as exc:  # the model or transport failed
-            terminal = GenerationFailed(exc)
-        else:
-            terminal = _outcome(mapping, last, "".join(pieces), parse_error)
-    finally:
-        await _aclose(upstream)
-    yield terminal
 
 
 def _outcome(

@@ -32,6 +32,7 @@ from .runners import run_agent, run_query
 __all__ = ["run_cell_magic_async", "transform_lf_cell"]
 
 _CELL_RE = re.compile(r"%%lf(?=\s|$)")
+_RESUME_RE = re.compile(r"\s*%lf\s+resume(?=\s|$)")
 
 
 def transform_lf_cell(lines: list[str]) -> list[str]:
@@ -40,6 +41,8 @@ def transform_lf_cell(lines: list[str]) -> list[str]:
     Other cells pass through unchanged. The result is a single line, so a traceback's line 1
     points at the ``%%lf`` line of the cell the user wrote.
     """
+    if lines and _RESUME_RE.match(lines[0]):  # `%lf resume` awaits too: run it like a cell
+        lines = ["%%lf " + lines[0].lstrip()[len("%lf") :].lstrip(), *lines[1:]]
     if not lines or not _CELL_RE.match(lines[0]):
         return lines
     line = lines[0][len("%%lf") :].strip()
@@ -82,6 +85,10 @@ async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any
             return await run_query(rest, body, ns)
         if command == "agent":
             return await run_agent(rest, body, ns)
+        if command == "resume":
+            from .suspended import run_resume
+
+            return await run_resume(rest, body, ns)
     except LangFxError as exc:
         # Shown as one line (type: message); the full traceback stays on the exception for
         # %debug. IPython renders an exception through `_render_traceback_` when it has one.

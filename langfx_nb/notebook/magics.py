@@ -39,6 +39,9 @@ _HELP = """\
                           $LANGFX_NB_APPROVE replaces `ask` for headless runs
     --timeout S           deadline for the whole run (default 60 s; 900 s when asking)
     --instructions TEXT, --max-steps N, --max-tool-calls N, -o VAR, --no-trace
+    --suspend             calls that need approval end the run, saved to .langfx_nb/runs/
+%lf resume [RUN_ID] --approve c1,c2 --deny c3 [--note TEXT] [--allow TOOLS] [--lm VAR]
+                          continue the newest (or RUN_ID) suspended run, also after a restart
 %lf use VAR               default model for %%lf cells (a variable or an id like fake:echo)
 %lf trace [SESSION]       trace explorer on the last %%lf run, or on SESSION
 %lf models                the default model, models in the notebook, provider keys present

@@ -88,6 +88,9 @@ def agent_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--out", metavar="VAR", help="also store the answer in VAR")
     p.add_argument("--no-trace", action="store_true", help="do not show the live trace")
+    p.add_argument(
+        "--suspend", action="store_true", help="save calls that need approval; %lf resume"
+    )
     return p
 
 

@@ -96,7 +96,7 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     prompt = template.render(options.template_vars(template, ns))
     policy = options.approval_policy(opts.approve, tools)
     timeout = opts.timeout
-    if timeout is None and policy.mode == "ask":
+    if timeout is None and policy.mode == "ask" and not opts.suspend:
         timeout = ASK_TIMEOUT  # waiting for a person counts against the run's deadline
     limits = {
         k: v
@@ -111,6 +111,10 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
         agent_limits = AgentLimits(**limits) if limits else None
     except ValueError as exc:
         raise UsageError(f"%%lf agent: {exc}") from None
+    if opts.suspend:  # calls that need a person end the run: `%lf resume` continues it
+        from .suspended import suspend_policy
+
+        policy = suspend_policy(policy)
     agent = Agent(
         prompt,
         instructions=opts.instructions,
@@ -126,13 +130,17 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
         explorer = TraceExplorer(session, title=title)
         display(explorer)  # type: ignore[no-untyped-call]
     try:
-        answer = await agent.invoke(session)
+        answer = await agent.invoke(session, on_approval="suspend" if opts.suspend else "policy")
     finally:
         # Ends the trace's root node (so the explorer shows the run finished) and drops the
         # observers; the trace stays readable for `%lf trace`.
         await session.dispose()
         if explorer is not None:
             explorer.flush()
+    if not isinstance(answer, str):  # suspended: a RunState
+        from .suspended import saved
+
+        return saved(answer, ns, opts.out)
     value = present(answer)
     if opts.out:
         ns[opts.out] = value

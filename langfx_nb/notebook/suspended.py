@@ -1,0 +1,145 @@
+"""``%%lf agent --suspend`` and ``%lf resume``: approvals that outlive the kernel.
+
+``%%lf agent --suspend`` runs the agent with ``on_approval="suspend"``: tools on the
+``--approve allow:...`` list run, ``--approve deny`` denies, and any other call ends the run
+with a ``RunState``. The cell shows the calls that wait (id, tool, arguments) and saves the
+state as JSON under ``.langfx_nb/runs/`` in the working directory, so a kernel restart loses
+nothing. A later cell ``%lf resume --approve c2 --deny c3`` (any kernel) loads the newest
+saved state (or ``%lf resume RUN_ID``), finds the tools by name in the notebook, and
+continues; a run that needs approval again is suspended and saved again. The saved file is
+removed once it has been resumed, so a run cannot be resumed twice from this directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, MutableMapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+
+from ..agentic.runstate import RunState
+from . import options
+from .markdown import present
+
+__all__ = ["RUNS_DIR", "resume_parser", "run_resume", "saved", "suspend_policy"]
+
+RUNS_DIR = Path(".langfx_nb") / "runs"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def resume_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="%lf resume", add_help=False, allow_abbrev=False)
+    p.add_argument("run_id", nargs="?", help="a saved run (default: the newest)")
+    p.add_argument("--approve", metavar="IDS", default="", help="call ids to run: c1,c2")
+    p.add_argument("--deny", metavar="IDS", default="", help="call ids to skip: c3")
+    p.add_argument("--note", metavar="TEXT", help="what denied calls tell the model")
+    p.add_argument("--allow", metavar="TOOLS", default="", help="tools that run unasked later")
+    p.add_argument("--lm", metavar="VAR", help="model variable (default: %lf use)")
+    p.add_argument("-o", "--out", metavar="VAR", help="also store the answer (or state) in VAR")
+    return p
+
+
+def suspend_policy(policy: Any) -> Callable[[Any, Any], Any]:
+    """The ``--approve`` policy for a suspending run: its allow-list approves, ``deny``
+    denies, any other call waits for ``%lf resume`` (``None``)."""
+    from ..agentic import Approve
+
+    allow = frozenset(getattr(policy, "allow", ()))
+    deny = getattr(policy, "mode", "") == "deny"
+
+    def decide(call: Any, session: Any) -> Any:
+        if call.name in allow:
+            return Approve(by="allow-list")
+        return False if deny else None
+
+    return decide
+
+
+def saved(state: RunState, ns: MutableMapping[str, Any], out: str | None) -> RunState:
+    """Save a suspended run, print what waits and how to resume; the cell's value."""
+    RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RUNS_DIR / f"{state.id}.json"
+    path.write_text(state.to_json_str(), encoding="utf-8")
+    lines = [f"Suspended: {len(state.pending)} tool call(s) wait for a decision (saved {path})"]
+    for call in state.pending:
+        lines.append(f"  {call.id}: {call.name}({_args(call.args)})")
+    ids = ",".join(c.id for c in state.pending)
+    lines.append(f"Resume (also after a kernel restart): %lf resume --approve {ids}")
+    lines.append(f"                              or deny: %lf resume --deny {ids} --note 'why'")
+    print("\n".join(lines))
+    if out:
+        ns[out] = state
+    return state
+
+
+def _args(args: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _load(run_id: str | None) -> tuple[RunState, Path]:
+    if run_id is not None:
+        path = RUNS_DIR / f"{Path(run_id).name}.json"
+        if not path.is_file():
+            raise UsageError(f"%lf resume: no saved run {run_id!r} in {RUNS_DIR}")
+    else:
+        found = sorted(RUNS_DIR.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise UsageError(f"%lf resume: no suspended run saved in {RUNS_DIR}")
+        path = found[-1]
+    try:
+        return RunState.from_json(path.read_text(encoding="utf-8")), path
+    except ValueError as exc:
+        raise UsageError(f"%lf resume: {path} is not a run state: {exc}") from None
+
+
+def _ids(text: str) -> list[str]:
+    return [i.strip() for i in text.split(",") if i.strip()]
+
+
+async def run_resume(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
+    """``%lf resume``: continue the newest (or the named) suspended run with decisions."""
+    from ..agentic import Agent, Approve, Deny, Tool
+    from .approval import ApprovalPolicy
+
+    opts = resume_parser().parse_args(argv)
+    state, path = _load(opts.run_id)
+    decisions: dict[str, Any] = {i: Approve(by="notebook") for i in _ids(opts.approve)}
+    note = opts.note or "The user declined this tool call."
+    for i in _ids(opts.deny):
+        if i in decisions:
+            raise UsageError(f"%lf resume: {i} is both approved and denied")
+        decisions[i] = Deny(note, by="notebook")
+    waiting = [c.id for c in state.pending]
+    unknown = sorted(set(decisions) - set(waiting))
+    if unknown:
+        raise UsageError(f"%lf resume: no waiting call {', '.join(unknown)} (waiting: {waiting})")
+    missing = [i for i in waiting if i not in decisions]
+    if missing:
+        raise UsageError(
+            f"%lf resume: decide every waiting call: --approve or --deny {','.join(missing)}"
+        )
+    tools = []
+    for name in state.data["agent"]["tools"]:
+        tool = ns.get(name)
+        if not isinstance(tool, Tool):
+            raise UsageError(f"%lf resume: the run uses tool {name!r}: define it in the notebook")
+        tools.append(tool)
+    lm = options.resolve_lm(opts.lm, ns)
+    allow = suspend_policy(ApprovalPolicy(mode="allow", allow=_ids(opts.allow)))
+    path.unlink()  # resumed once from here: its tools must not run twice
+    result = await Agent.resume(
+        state, decisions, tools=tools, lm=lm, allow_tool=allow, on_approval="suspend"
+    )
+    if isinstance(result, RunState):
+        return saved(result, ns, opts.out)
+    value = present(result)
+    if opts.out:
+        ns[opts.out] = value
+    return value

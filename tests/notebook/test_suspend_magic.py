@@ -1,0 +1,113 @@
+"""``%%lf agent --suspend`` then ``%lf resume`` in a real InteractiveShell, including a
+"restart" (a fresh namespace and nothing in memory: only the saved JSON)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+import langfx_nb as lf
+from langfx_nb.notebook.cells import transform_lf_cell
+from langfx_nb.notebook.suspended import RUNS_DIR
+
+SENT: list[str] = []
+
+
+@lf.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+@lf.tool
+async def send(to: str) -> str:
+    """Send a message (a side effect)."""
+    SENT.append(to)
+    return "sent"
+
+
+def model() -> lf.LanguageModel:
+    return lf.llms.Scripted(
+        [
+            lf.ToolCall("c1", "lookup", {"key": "k"}),
+            lf.ToolCall("c2", "send", {"to": "bob"}),
+            "All done.",
+        ]
+    )
+
+
+@pytest.fixture
+def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LANGFX_NB_APPROVE", raising=False)
+    shell = InteractiveShell.instance()
+    if transform_lf_cell not in shell.input_transformers_cleanup:
+        shell.run_line_magic("load_ext", "langfx_nb")
+    SENT.clear()
+    yield shell
+    for name in ("lm", "lookup", "send", "state", "ans"):
+        shell.user_ns.pop(name, None)
+
+
+def run(ip: InteractiveShell, cell: str) -> Any:
+    result = ip.run_cell(cell, store_history=True)
+    if result.error_before_exec is not None:
+        raise result.error_before_exec
+    if result.error_in_exec is not None:
+        raise result.error_in_exec
+    return result.result
+
+
+def test_suspend_then_resume_after_a_restart(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lm = model()
+    ip.user_ns.update(lm=lm, lookup=lookup, send=send)
+    state = run(
+        ip,
+        "%%lf agent --lm lm --tools lookup,send --approve allow:lookup --suspend "
+        "--no-trace -o state\nTell bob.\n",
+    )
+    assert isinstance(state, lf.RunState) and ip.user_ns["state"] is state
+    assert [c.id for c in state.pending] == ["c2"]
+    assert SENT == []
+    shown = capsys.readouterr().out
+    assert "c2: send(to='bob')" in shown and "%lf resume --approve c2" in shown
+    (saved,) = RUNS_DIR.glob("*.json")
+    # "Restart": nothing in memory but the notebook's definitions and the saved file.
+    for name in ("state", "lm"):
+        ip.user_ns.pop(name)
+    ip.user_ns["lm"] = lf.llms.Scripted(["All done."])
+    answer = run(ip, "%lf resume --lm lm --approve c2 -o ans\n")
+    assert answer == "All done." and ip.user_ns["ans"] == answer
+    assert SENT == ["bob"]
+    assert not saved.exists()  # resumed once: gone, so it cannot run twice
+    with pytest.raises(UsageError, match="no suspended run saved"):
+        run(ip, "%lf resume --approve c2\n")
+
+
+def test_resume_needs_a_decision_per_waiting_call(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=model(), lookup=lookup, send=send)
+    run(ip, "%%lf agent --lm lm --tools lookup,send --suspend --no-trace\nGo.\n")
+    with pytest.raises(UsageError, match="decide every waiting call: --approve or --deny c1"):
+        run(ip, "%lf resume\n")
+    with pytest.raises(UsageError, match="no waiting call zz"):
+        run(ip, "%lf resume --approve c1,zz\n")
+    ip.user_ns.pop("send")
+    with pytest.raises(UsageError, match="the run uses tool 'send'"):
+        run(ip, "%lf resume --lm lm --approve c1\n")
+    assert len(list(RUNS_DIR.glob("*.json"))) == 1  # nothing consumed by the refusals
+
+
+def test_a_resumed_run_that_needs_approval_again_is_saved_again(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=model(), lookup=lookup, send=send)
+    run(ip, "%%lf agent --lm lm --tools lookup,send --suspend --no-trace\nGo.\n")
+    again = run(ip, "%lf resume --lm lm --approve c1\n")
+    assert isinstance(again, lf.RunState) and [c.id for c in again.pending] == ["c2"]
+    assert run(ip, "%lf resume --lm lm --deny c2 --note 'not bob'\n") == "All done."
+    assert SENT == []

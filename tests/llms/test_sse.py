@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langfx_nb.errors import StreamProtocolError
-from langfx_nb.llms._http import SSEEvent, SSEParser, iter_sse
+from langfx_nb.llms._sse import SSEEvent, SSEParser
 
 from .wire import fixture, splits
 
@@ -100,12 +100,5 @@ def test_fixtures_agree_with_httpx_sse_at_every_split(name: str) -> None:
         source = httpx_sse.EventSource(response)
         return [SSEEvent(e.event, e.data.encode()) async for e in source.aiter_sse()]
 
-    async def ours(chunks: list[bytes]) -> list[SSEEvent]:
-        async def stream() -> AsyncIterator[bytes]:
-            for c in chunks:
-                yield c
-
-        return [e async for e in iter_sse(stream())]
-
     for chunks in splits(fixture(name)).values():
-        assert asyncio.run(ours(chunks)) == asyncio.run(reference(chunks))
+        assert parse(chunks) == asyncio.run(reference(chunks))

@@ -179,8 +179,9 @@ def error_from_status(
 class StreamDecoder(Protocol):
     """What a provider gives ``HTTPModel._stream``: the provider's own reading of its events.
 
-    One decoder serves one response. ``event`` gets every server-sent event in order and
-    returns the chunks it completes (often one, possibly none). ``done`` turns true once an
+    One decoder serves one response. ``event`` gets every server-sent event in order (its
+    name and its data as UTF-8 bytes) and returns the chunks it completes (often one,
+    possibly none). ``done`` turns true once an
     event has ended the answer for good (OpenAI's ``[DONE]``, ``response.completed``); the
     loop then stops reading. After the last event (or ``done``), ``finish`` returns the
     closing chunks, the last one ``final``, or raises if the stream ended early or reports a
@@ -191,7 +192,7 @@ class StreamDecoder(Protocol):
     @property
     def done(self) -> bool: ...
 
-    def event(self, event: SSEEvent) -> Sequence[StreamChunk]: ...
+    def event(self, name: str, data: bytes) -> Sequence[StreamChunk]: ...
 
     def finish(self) -> Sequence[StreamChunk]: ...
 
@@ -386,13 +387,11 @@ class HTTPModel(LanguageModel):
         response = await self._open_stream(url, body)
         try:
             async for raw in body_chunks(response):
-                for event in parser.feed(raw):
+                for name, data in parser.feed(raw):
                     try:
-                        chunks = decoder.event(event)
+                        chunks = decoder.event(name, data)
                     except MALFORMED as exc:
-                        raise StreamProtocolError(
-                            f"{self.provider}: malformed stream event"
-                        ) from exc
+                        raise self._malformed(data) from exc
                     for chunk in chunks:
                         yield chunk
                     if decoder.done:
@@ -409,6 +408,13 @@ class HTTPModel(LanguageModel):
             raise StreamProtocolError(f"{self.provider}: malformed stream") from exc
         for chunk in chunks:
             yield chunk
+
+    def _malformed(self, data: bytes) -> StreamProtocolError:
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            return StreamProtocolError(f"{self.provider}: the event stream is not valid UTF-8")
+        return StreamProtocolError(f"{self.provider}: malformed stream event")
 
     def _stream_request(self, request: LMRequest) -> tuple[str, dict[str, Any]]:
         """The URL and JSON body that ask for ``request`` as an event stream."""

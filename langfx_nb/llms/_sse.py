@@ -15,13 +15,12 @@ What a caller may rely on:
   server cannot make the client buffer without bound.
 - Comments, ``id`` and ``retry`` are ignored; an event without data is dropped; an event
   still unterminated at end of stream is discarded, as the standard says.
-- Event names are checked as UTF-8 here; data stays bytes (the JSON parser checks the
-  encoding itself, ``SSEEvent.text`` for others). Invalid UTF-8 is a ``StreamProtocolError``.
+- Events are plain ``(name, data)`` tuples. Names are checked as UTF-8 here (invalid UTF-8
+  is a ``StreamProtocolError``); data stays bytes, checked by whoever decodes it (the
+  providers' JSON parser).
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 from ..errors import StreamProtocolError
 
@@ -31,19 +30,9 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
-class SSEEvent(NamedTuple):
-    """One event: its name (``"message"`` when the stream names none) and its data as UTF-8
-    bytes, several ``data:`` lines joined by ``\\n``."""
-
-    event: str
-    data: bytes
-
-    @property
-    def text(self) -> str:
-        try:
-            return self.data.decode()
-        except UnicodeDecodeError as exc:
-            raise StreamProtocolError("event stream is not valid UTF-8") from exc
+SSEEvent = tuple[str, bytes]
+"""One event: its name (``"message"`` when the stream names none) and its data as UTF-8
+bytes, several ``data:`` lines joined by ``\\n``."""
 
 
 class SSEParser:
@@ -110,13 +99,12 @@ class SSEParser:
         for line in lines:
             if not line:  # a blank line dispatches the event
                 if self._data:
-                    data = self._data
-                    out.append(SSEEvent(self._event or "message", b"\n".join(data)))
+                    out.append((self._event or "message", b"\n".join(self._data)))
                     self._data = []
                     self._data_size = 0
                 self._event = ""
                 continue
-            if line[:5] == b"data:":
+            if line.startswith(b"data:"):
                 value = line[5:]
             elif line[0] == 58:  # ":" starts a comment
                 continue

@@ -43,7 +43,6 @@ from ._http import (
     MALFORMED,
     ErrorInfo,
     HTTPModel,
-    SSEEvent,
     StreamDecoder,
     error_from_status,
     json_object,
@@ -252,16 +251,15 @@ class _State:
         self.stop_reason: str | None = None
         self.message_id: str | None = None
 
-    def event(self, event: SSEEvent) -> list[StreamChunk]:
-        kind = event.event
-        if kind == "ping":
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        if name == "ping":
             return []
-        data = loads(event.data)
-        if not isinstance(data, dict):
+        parsed = loads(data)
+        if not isinstance(parsed, dict):
             raise TypeError("not an object")
-        if kind == "message" and isinstance(data.get("type"), str):
-            kind = data["type"]  # tolerate servers that omit the event: line
-        chunk = self.handle(kind, data)
+        if name == "message" and isinstance(parsed.get("type"), str):
+            name = parsed["type"]  # tolerate servers that omit the event: line
+        chunk = self.handle(name, parsed)
         return [chunk] if chunk is not None else []
 
     def finish(self) -> list[StreamChunk]:
@@ -403,9 +401,8 @@ class _State:
             raise ContentFilteredError("anthropic: the model refused (refusal)")
         if reason is not None and reason not in _OK:
             raise GenerationError(f"anthropic: generation stopped ({code})")
-        calls = [p for p in self.acc.parts if isinstance(p, ToolCall)]
-        text = any(isinstance(p, TextPart) and p.text for p in self.acc.parts)
-        if not calls and not text:
+        calls = self.acc.tool_calls
+        if not calls and not self.acc.has_text:
             raise EmptyGenerationError("anthropic: the model returned no text and no tool calls")
         content = [self.blocks[i] for i in sorted(self.blocks)]
         self.acc.add_part(self.lm._continuation({"id": self.message_id, "content": content}))

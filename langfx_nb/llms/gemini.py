@@ -42,7 +42,6 @@ from ._http import (
     MALFORMED,
     ErrorInfo,
     HTTPModel,
-    SSEEvent,
     StreamDecoder,
     error_from_status,
     loads,
@@ -356,8 +355,8 @@ class _Decoder:
         self.has_output = False
         self.response_id: str | None = None
 
-    def event(self, event: SSEEvent) -> list[StreamChunk]:
-        return self.feed(loads(event.data))
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        return self.feed(loads(data))
 
     def finish(self) -> list[StreamChunk]:
         return [self.final()]
@@ -469,7 +468,7 @@ class _Decoder:
         if not self.has_output:
             raise EmptyGenerationError("gemini: the model returned no text and no tool calls")
         self.acc.add_part(self.lm._continuation({"parts": self.raw}))
-        has_calls = any(isinstance(p, ToolCall) for p in self.acc.parts)
+        has_calls = bool(self.acc.tool_calls)
         metadata: dict[str, Any] = {"provider_finish_reason": reason}
         if self.response_id:
             metadata["response_id"] = self.response_id

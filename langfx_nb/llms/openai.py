@@ -44,7 +44,6 @@ from ._http import (
     MALFORMED,
     ErrorInfo,
     HTTPModel,
-    SSEEvent,
     StreamDecoder,
     error_from_status,
     json_object,
@@ -276,14 +275,14 @@ class _State:
         if isinstance(data.get("usage"), dict):
             self.usage = data["usage"]
 
-    def event(self, event: SSEEvent) -> list[StreamChunk]:
-        if event.data == b"[DONE]":
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        if data == b"[DONE]":
             self.done = True
             return []
-        data = loads(event.data)
-        if not isinstance(data, dict):
+        parsed = loads(data)
+        if not isinstance(parsed, dict):
             raise TypeError("not an object")
-        return self.chunk(data)
+        return self.chunk(parsed)
 
     def finish(self) -> list[StreamChunk]:
         if not self.done and self.finish_reason is None:
@@ -364,8 +363,8 @@ def _final(state: _State) -> StreamChunk:
         raise ContentFilteredError("openai: response blocked (content_filter)")
     if reason is not None and reason not in _OK:
         raise GenerationError(f"openai: generation stopped ({code})")
-    calls = [p for p in state.acc.parts if isinstance(p, ToolCall)]
-    if not calls and not any(isinstance(p, TextPart) and p.text for p in state.acc.parts):
+    calls = state.acc.tool_calls
+    if not calls and not state.acc.has_text:
         raise EmptyGenerationError("openai: the model returned no text and no tool calls")
     data: dict[str, Any] = {"id": state.id}
     if state.fingerprint:
@@ -557,11 +556,11 @@ class _ResponsesState:
     def done(self) -> bool:
         return self.terminal is not None
 
-    def event(self, event: SSEEvent) -> list[StreamChunk]:
-        data = loads(event.data)
-        if not isinstance(data, dict):
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        parsed = loads(data)
+        if not isinstance(parsed, dict):
             raise TypeError("not an object")
-        chunk = self.data(data)
+        chunk = self.data(parsed)
         return [chunk] if chunk is not None else []
 
     def finish(self) -> list[StreamChunk]:

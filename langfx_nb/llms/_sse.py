@@ -96,34 +96,32 @@ class SSEParser:
 
     def _lines(self, lines: list[bytes]) -> list[SSEEvent]:
         out: list[SSEEvent] = []
+        data, size, name, limit = self._data, self._data_size, self._event, self.max_event_bytes
         for line in lines:
-            if not line:  # a blank line dispatches the event
-                if self._data:
-                    out.append((self._event or "message", b"\n".join(self._data)))
-                    self._data = []
-                    self._data_size = 0
-                self._event = ""
-                continue
             if line.startswith(b"data:"):
-                value = line[5:]
-            elif line[0] == 58:  # ":" starts a comment
+                value = line[6:] if line[5:6] == b" " else line[5:]
+            elif not line:  # a blank line dispatches the event
+                if data:
+                    out.append((name or "message", b"\n".join(data)))
+                    data, size = [], 0
+                name = ""
                 continue
-            else:
-                name, _, value = line.partition(b":")
-                if name == b"event":
+            else:  # "field: value", "field" alone, or ": a comment" (an empty field name)
+                field, _, value = line.partition(b":")
+                if value[:1] == b" ":
+                    value = value[1:]
+                if field == b"event":
                     try:
-                        self._event = (value[1:] if value[:1] == b" " else value).decode()
+                        name = value.decode()
                     except UnicodeDecodeError as exc:
                         raise StreamProtocolError("event stream is not valid UTF-8") from exc
-                    continue
-                if name != b"data":
-                    continue  # id, retry and unknown fields
-            if value[:1] == b" ":
-                value = value[1:]
-            self._data_size += len(value) + 1
-            if self._data_size > self.max_event_bytes:
+                if field != b"data":
+                    continue  # event (done above), comments, id, retry, unknown fields
+            size += len(value) + 1
+            if size > limit:
                 self._too_big("event")
-            self._data.append(value)
+            data.append(value)
+        self._data, self._data_size, self._event = data, size, name
         return out
 
     def _too_big(self, what: str) -> None:

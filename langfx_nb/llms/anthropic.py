@@ -279,6 +279,8 @@ class _State:
             )
         if self.stopped and kind in _KNOWN_EVENTS:
             raise StreamProtocolError(f"anthropic: {kind} after message_stop")
+        if kind == "content_block_delta":  # nearly every event
+            return self.block_delta(_index(data), data.get("delta"))
         if kind == "message_start":
             if self.started:
                 raise StreamProtocolError("anthropic: a second message_start")
@@ -289,8 +291,6 @@ class _State:
             return None
         if kind == "content_block_start":
             return self.block_start(_index(data), data.get("content_block"), whole=False)
-        if kind == "content_block_delta":
-            return self.block_delta(_index(data), data.get("delta"))
         if kind == "content_block_stop":
             return self.block_stop(_index(data))
         if kind == "message_delta":

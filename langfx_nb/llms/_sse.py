@@ -10,9 +10,11 @@ What a caller may rely on:
 - Each byte is handled a bounded number of times: an unfinished line is kept as a list of
   pieces and joined once when its line break arrives, so one huge event costs time linear
   in its size.
-- No line and no event's data may exceed ``max_event_bytes``: past it the stream ends with a
-  ``StreamProtocolError`` naming the limit, before more memory is taken. A hostile or broken
-  server cannot make the client buffer without bound.
+- Neither a line held across reads nor an event's data (its ``data:`` lines) may exceed
+  ``max_event_bytes``: past it the stream ends with a ``StreamProtocolError`` naming the
+  limit, before more memory is taken, so a hostile or broken server cannot make the client
+  buffer without bound. (A long ``event:`` or comment line that arrives within one read is
+  not rejected: it is already in memory and is not kept.)
 - Comments, ``id`` and ``retry`` are ignored; an event without data is dropped; an event
   still unterminated at end of stream is discarded, as the standard says.
 - Events are plain ``(name, data)`` tuples. Names are checked as UTF-8 here (invalid UTF-8

@@ -190,3 +190,25 @@ async def test_invalid_utf8_in_event_data_is_a_clear_error() -> None:
         async for _ in lm.stream("x"):
             pass
     assert server.all_closed()
+
+
+@settings(max_examples=200, deadline=None)
+@given(evs=events, eol=endings, limit=st.integers(1, 80), data=st.data())
+def test_the_limit_at_any_split(
+    evs: list[tuple[str | None, list[str]]], eol: str, limit: int, data: st.DataObject
+) -> None:
+    """Either every event fits and all come out, or the stream fails with the limit named:
+    the same for every split of the bytes."""
+    raw = encode(evs, eol, comments=False)
+    cuts = sorted(data.draw(st.sets(st.integers(0, max(0, len(raw))), max_size=8)))
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    expected = [(name or "message", "\n".join(d).encode()) for name, d in evs]
+    longest_line = max((len(line) for line in raw.splitlines()), default=0)
+    biggest_event = max((len(d) + 1 for _, d in expected), default=0)
+    parser = SSEParser(max_event_bytes=limit)
+    if longest_line <= limit and biggest_event <= limit:
+        assert [e for p in pieces for e in parser.feed(p)] == expected
+    elif biggest_event > limit:
+        with pytest.raises(StreamProtocolError, match=f"max_event_bytes={limit} "):
+            for p in pieces:
+                parser.feed(p)

@@ -461,18 +461,25 @@ class Session:
             self._finish(node, status, error=error)
 
     def _record_calls(
-        self, node: TraceNode, recording: RecordingModel, result: Any = _NO_RESULT
+        self,
+        node: TraceNode,
+        recording: RecordingModel,
+        result: Any = _NO_RESULT,
+        *,
+        rendered: bool = True,
     ) -> None:
         """Write what the model calls of a query saw onto its node: one counted request with
-        its usage per response, ``attempts``, the rendered prompt of the first request, and
-        the last response (and ``result``, when given) as outputs, previewed on first read."""
+        its usage per response, ``attempts``, the rendered prompt of the first request (unless
+        ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
+        and the last response (and ``result``, when given) as outputs, previewed on first
+        read. ``query``, ``query_stream`` and ``generate`` all record through here."""
         store = self._state.store
         for response in recording.responses:
             model_id = (response.provenance.model if response.provenance else None) or (
                 recording.model_id
             )
             store.record_usage(node, model_id, response.usage)
-        if recording.prompts:
+        if recording.prompts and rendered:
             node.metadata["attempts"] = len(recording.prompts)
             first = recording.prompts[0]
             node.defer("inputs", lambda: {"rendered_prompt": self._prompt_preview(first)})
@@ -516,15 +523,17 @@ class Session:
             inputs["options"] = self._preview(plain)
         node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
         node.defer("inputs", lambda: {"prompt": self._prompt_preview(prompt)})
+        recording = RecordingModel(model)
         try:
             if stream:
-                response = await self._stream(model, prompt, node, merged)
+                response = await self._stream(recording, prompt, node, merged)
             else:
-                response = await model.call(prompt, **merged)
-            _record_response(self, node, response, model)
+                response = await recording.call(prompt, **merged)
         except BaseException as exc:
+            self._record_calls(node, recording, rendered=False)
             self._finish(node, self._status_for(exc), error=exc)
             raise
+        self._record_calls(node, recording, rendered=False)
         self._finish(node, "ok")
         return response
 
@@ -732,16 +741,6 @@ def _shown_options(merged: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(shown.get("vars"), dict):
         shown["vars"] = dict(shown["vars"])
     return shown
-
-
-def _record_response(
-    session: Session, node: TraceNode, response: AIMessage[Any], model: LanguageModel
-) -> None:
-    """Count the request and its usage now; preview the response when first read."""
-    model_id = (response.provenance.model if response.provenance else None) or model.model_id
-    session._state.store.record_usage(node, model_id, response.usage)
-    show = session._preview
-    node.defer("outputs", lambda: _response_preview(response, show))
 
 
 def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:

@@ -148,7 +148,8 @@ class GenerationFailed:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """Terminal: the consuming task was cancelled; ``CancelledError`` is re-raised after."""
+    """Terminal: the model run was cancelled by something other than the consumer (the
+    consumer's own cancellation propagates as ``CancelledError`` instead; docs/streaming.md)."""
 
     type: ClassVar[Literal["cancelled"]] = "cancelled"
 

@@ -181,12 +181,12 @@ class StreamDecoder(Protocol):
 
     One decoder serves one response. ``event`` gets every server-sent event in order (its
     name and its data as UTF-8 bytes) and returns the chunks it completes (often one,
-    possibly none). ``done`` turns true once an
-    event has ended the answer for good (OpenAI's ``[DONE]``, ``response.completed``); the
-    loop then stops reading. After the last event (or ``done``), ``finish`` returns the
-    closing chunks, the last one ``final``, or raises if the stream ended early or reports a
-    failure. Both may raise ``LMError``s; ``ValueError``/``TypeError``/``KeyError``... from
-    malformed data become a ``StreamProtocolError`` in the loop.
+    possibly none). ``done`` turns true once an event has ended the answer for good
+    (OpenAI's ``[DONE]``, ``response.completed``); the loop then stops reading. After the
+    last event (or ``done``), ``finish`` returns the closing chunks, the last one ``final``,
+    or raises if the stream ended early or reports a failure. Both may raise ``LMError``s;
+    ``ValueError``/``TypeError``/``KeyError``... from malformed data become a
+    ``StreamProtocolError`` in the loop (one saying so when the data is not UTF-8).
     """
 
     @property

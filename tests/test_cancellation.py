@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import BaseModel
 
@@ -197,3 +198,44 @@ async def test_session_query_cancelled_is_recorded_and_propagates() -> None:
             await s.session.query("q")
     (node,) = s.session.all_queries
     assert node.status == "cancelled"
+
+
+# -- a real server: the connection is really closed ------------------------------------------
+async def test_timeout_closes_the_connection_of_a_real_server() -> None:
+    """Against a real HTTP server on 127.0.0.1 that sends one event and stalls: after
+    ``asyncio.timeout`` fires, the client has closed the connection (the server reads EOF)."""
+    connection_closed = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (await reader.readline()) not in (b"\r\n", b""):
+            pass  # request line and headers; the body is read below
+        await reader.read(1)  # at least the start of the JSON body
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        writer.write(b"%x\r\n%s\r\n" % (len(_FIRST), _FIRST))
+        await writer.drain()
+        while await reader.read(65536):  # until the client closes the connection
+            pass
+        connection_closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = httpx.AsyncClient()  # injected: the suite blocks requests by models' own clients
+    lm = OpenAI("gpt-test", base_url=f"http://127.0.0.1:{port}/v1", http_client=client)
+    seen: list[Any] = []
+    try:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                async for ev in lf.query_stream("q", Point, lm=lm, protocol="json"):
+                    seen.append(ev)
+        current = asyncio.current_task()
+        assert current is not None and current.cancelling() == 0
+        _no_terminal(seen)  # the first events arrived before the stall; no Cancelled event
+        await asyncio.wait_for(connection_closed.wait(), 5)
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()

@@ -239,3 +239,21 @@ async def test_timeout_closes_the_connection_of_a_real_server() -> None:
         await client.aclose()
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.parametrize("api", ["query_stream", "Session.query_stream"])
+async def test_timeout_around_a_loop_that_stops_at_its_outcome_still_times_out(api: str) -> None:
+    """The usual consumer loop ends at the terminal event; a timeout must still surface."""
+    s = Setup()
+    outcome: list[Any] = []
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            async with contextlib.aclosing(s.open(api)) as stream:  # type: ignore[type-var]
+                async for ev in stream:
+                    if ev.type in ("generation_complete", "parsing_failed", "cancelled"):
+                        outcome.append(ev)
+                        break
+    assert outcome == []
+    current = asyncio.current_task()
+    assert current is not None and current.cancelling() == 0
+    s.check_closed(api)

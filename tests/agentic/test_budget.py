@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -182,11 +181,13 @@ async def test_unlimited_by_default_and_unknown_usage_charges_nothing() -> None:
 async def test_streamed_queries_are_budgeted() -> None:
     lm = Metered(["1"])
     async with lf.Session(lm, budget=lf.Budget(max_total_tokens=100)) as session:
-        with pytest.raises(BudgetExceededError):
-            async for _ in session.query_stream("hi", int):
-                pass
-        with pytest.raises(BudgetExceededError):
-            async for _ in session.query_stream("hi", int):
-                pass
+        # As any model failure in a stream, the budget error is the generation_failed outcome.
+        events = [e async for e in session.query_stream("hi", int)]
+        assert events[-1].type == "generation_failed"
+        assert isinstance(events[-1].error, BudgetExceededError)  # 110 > 100, after it
+        events = [e async for e in session.query_stream("hi", int)]
+        assert isinstance(events[-1].error, BudgetExceededError)  # refused before sending
     assert lm.requests == 1
-    await asyncio.sleep(0)
+    assert [n.status for n in session.all_queries] == ["failed", "failed"]
+    assert session.all_queries[1].error is not None
+    assert "before the next model request" in session.all_queries[1].error["message"]

@@ -104,3 +104,48 @@ async def test_fake_models_stream_reasoning_as_a_part_not_as_text() -> None:
     chunks = [c async for c in lf.llms.StaticResponse(answer, chunk_size=2).stream("q")]
     assert "".join(c.delta for c in chunks) == "done"
     assert chunks[-1].aggregated.reasoning == "hmm"
+
+
+# -- asking for reasoning ---------------------------------------------------------------------
+async def test_thinking_budget_and_reasoning_effort_map_per_provider() -> None:
+    server = Server(
+        Reply.json(fixture("anthropic_message_redacted.json")),
+        Reply.json(fixture("gemini_generate_tool.json")),
+        Reply.json(fixture("openai_responses_reasoning.json")),
+        Reply.json(fixture("openai_completion_json.json")),
+    )
+    t = server.transport
+    await Anthropic("claude-sonnet-4-5", api_key=SECRET_KEY, transport=t).call(
+        "q", thinking_budget=2048, max_tokens=4096
+    )
+    assert server.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    await Gemini("gemini-2.5-flash", api_key=SECRET_KEY, transport=t).call("q", thinking_budget=512)
+    assert server.body["generationConfig"]["thinkingConfig"] == {
+        "thinkingBudget": 512,
+        "includeThoughts": True,
+    }
+    await OpenAIResponses("o4-mini", api_key=SECRET_KEY, transport=t).call(
+        "q", reasoning_effort="low"
+    )
+    assert server.body["reasoning"] == {"effort": "low", "summary": "auto"}
+    await OpenAI("o4-mini", api_key=SECRET_KEY, transport=t).call("q", reasoning_effort="high")
+    assert server.body["reasoning_effort"] == "high"
+
+
+@pytest.mark.parametrize(
+    ("lm", "option"),
+    [
+        (Anthropic("claude-sonnet-4-5", api_key=SECRET_KEY), {"reasoning_effort": "low"}),
+        (Anthropic("claude-sonnet-4-5", api_key=SECRET_KEY), {"thinking_budget": 100}),
+        (Gemini("gemini-2.5-flash", api_key=SECRET_KEY), {"reasoning_effort": "low"}),
+        (OpenAI("o4-mini", api_key=SECRET_KEY), {"thinking_budget": 1024}),
+        (OpenAIResponses("o4-mini", api_key=SECRET_KEY), {"thinking_budget": 1024}),
+    ],
+)
+async def test_an_unsupported_reasoning_option_fails_before_sending(
+    lm: lf.LanguageModel, option: dict[str, Any]
+) -> None:
+    # Real requests are blocked in the tests (NetworkBlockedError): this error comes first.
+    with pytest.raises((lf.UnsupportedCapabilityError, lf.InvalidRequestError)) as info:
+        await lm.call("q", **option)
+    assert not isinstance(info.value, lf.NetworkBlockedError)

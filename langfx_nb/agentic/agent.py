@@ -26,6 +26,7 @@ from ..errors import (
     BudgetExceededError,
     EmptyGenerationError,
     ExecutionTimeoutError,
+    MappingError,
     RunSuspended,
     ToolDeniedError,
     ToolExecutionError,
@@ -39,6 +40,8 @@ from ..messages import (
     ToolResultPart,
     UserMessage,
 )
+from ..structured.mapping import REPAIR_REQUEST, check_repair
+from ..structured.mapping import Mapping as StructuredMapping
 from .action import Action
 from .budget import Budget
 from .runstate import RUN_STATE_FORMAT, RUN_STATE_VERSION, RunState, compact_trace
@@ -123,6 +126,8 @@ class _Run:
     used_ids: set[str]
     steps: int = 0
     calls_used: int = 0
+    repairs: int = 0  # final answers that failed to parse (``output=``)
+    failures: list[MappingError] = dataclasses.field(default_factory=list)
     agent_nodes: list[str] = dataclasses.field(default_factory=list)  # earlier suspended parts
 
     @classmethod
@@ -133,7 +138,8 @@ class _Run:
             set(progress.get("used_ids") or ()),
             int(progress.get("steps", 0)),
             int(progress.get("tool_calls", 0)),
-            [str(i) for i in progress.get("agent_nodes") or ()],
+            int(progress.get("repairs", 0)),
+            agent_nodes=[str(i) for i in progress.get("agent_nodes") or ()],
         )
 
 
@@ -167,6 +173,9 @@ class Agent(Action[str]):
         *,
         stream: bool = False,
         name: str | None = None,
+        output: Any = None,
+        repair: int = 0,
+        protocol: str = "json",
     ) -> None:
         self.prompt = prompt
         self.instructions = instructions
@@ -183,6 +192,18 @@ class Agent(Action[str]):
         self.stream = stream
         if name is not None:
             self.name = name
+        check_repair(repair)
+        if repair and output is None:
+            raise TypeError("repair= needs output= (a text answer cannot fail to parse)")
+        self.output = output
+        self.repair = repair
+        self.protocol = protocol
+        # With ``output``, the prompt is framed by the protocol (format instructions, the
+        # answer's type) and the final answer is parsed and validated like ``lf.query``'s.
+        self._mapping: StructuredMapping | None = None
+        if output is not None:
+            request = prompt if isinstance(prompt, Message) else UserMessage(prompt)
+            self._mapping = StructuredMapping(request, output, protocol=protocol)
 
     def trace_inputs(self) -> Any:
         return {
@@ -196,6 +217,8 @@ class Agent(Action[str]):
                 **self.limits.budget.to_json(),
             },
             "parallel_tools": self.parallel_tools,
+            **({"output": self._mapping.schema.name} if self._mapping is not None else {}),
+            **({"repair": self.repair} if self.repair else {}),
         }
 
     @overload
@@ -290,15 +313,18 @@ class Agent(Action[str]):
             return state
 
     # -- the loop ------------------------------------------------------------------------
-    async def call(self, session: Session) -> str:
+    async def call(self, session: Session) -> Any:
         resume = self._resume
         if resume is None:
             transcript: list[Message[Any]] = []
             if self.instructions:
                 transcript.append(SystemMessage(self.instructions))
-            transcript.append(
-                self.prompt if isinstance(self.prompt, Message) else UserMessage(self.prompt)
-            )
+            if self._mapping is not None:
+                transcript.append(self._mapping.render())
+            else:
+                transcript.append(
+                    self.prompt if isinstance(self.prompt, Message) else UserMessage(self.prompt)
+                )
             run = _Run(transcript, set())
         else:
             state, decisions, transcript = resume
@@ -313,7 +339,7 @@ class Agent(Action[str]):
             run.transcript.extend(await self._execute(planned, session))
         return await self._loop(run, session)
 
-    async def _loop(self, run: _Run, session: Session) -> str:
+    async def _loop(self, run: _Run, session: Session) -> Any:
         specs = [t.spec for t in self.tools.values()]
         options: dict[str, Any] = {"tools": specs} if specs else {}
         transcript, used_ids = run.transcript, run.used_ids
@@ -329,7 +355,25 @@ class Agent(Action[str]):
             if not calls:
                 if not response.text.strip():
                     raise EmptyGenerationError("the model replied with neither text nor tool calls")
-                return response.text
+                if self._mapping is None:
+                    return response.text
+                try:
+                    return self._mapping.finish(response).result
+                except MappingError as exc:
+                    run.failures.append(exc)
+                    run.repairs += 1
+                    session.log(
+                        "warning",
+                        f"the answer did not parse (attempt {run.repairs})",
+                        error=str(exc),
+                        step=step + 1,
+                    )
+                    if run.repairs > self.repair or step + 1 >= limits.max_steps:
+                        if self.repair:
+                            exc.attempts = list(run.failures)
+                        raise
+                    transcript.append(UserMessage(REPAIR_REQUEST.format(error=exc)))
+                    continue
             if step + 1 >= limits.max_steps:
                 raise BudgetExceededError(
                     f"no model step left to read tool results (max_steps={limits.max_steps})",
@@ -391,6 +435,7 @@ class Agent(Action[str]):
                 "used_ids": sorted(run.used_ids),
                 "budget_used": scope.used() if scope is not None else None,
                 "agent_nodes": [*run.agent_nodes, session.node.id],
+                "repairs": run.repairs,
             },
         }
         names = ", ".join(f"{b['name']} ({b['call_id']})" for b in batch if b["decision"] is None)
@@ -417,6 +462,9 @@ class Agent(Action[str]):
             },
             "parallel_tools": self.parallel_tools,
             "stream": self.stream,
+            "output": self._mapping.schema.name if self._mapping is not None else None,
+            "repair": self.repair,
+            "protocol": self.protocol,
         }
 
     @classmethod
@@ -432,6 +480,7 @@ class Agent(Action[str]):
         on_approval: OnApproval = "policy",
         prices: Mapping[str, Price] | None = None,
         budget: Budget | None = None,
+        output: Any = None,
         **defaults: Any,
     ) -> str | RunState:
         """Continue a suspended run with a decision for each pending call.
@@ -454,6 +503,8 @@ class Agent(Action[str]):
         missing = [n for n in config["tools"] if n not in by_name]
         if missing:
             raise ValueError(f"resume needs the run's tools; missing: {', '.join(missing)}")
+        if config.get("output") is not None and output is None:
+            raise ValueError(f"resume needs output= (the run's answer type, {config['output']})")
         pending = {c.id for c in state.pending}
         decisions = dict(decisions or {})
         unknown = sorted(set(decisions) - pending)
@@ -472,6 +523,9 @@ class Agent(Action[str]):
             parallel_tools=bool(config.get("parallel_tools")),
             stream=bool(config.get("stream")),
             name=config.get("name"),
+            output=output,
+            repair=int(config.get("repair") or 0),
+            protocol=str(config.get("protocol") or "json"),
         )
         state.consume()
         runner = copy.copy(agent)

@@ -266,3 +266,19 @@ async def test_resume_in_another_process(tools: list[lf.Tool[Any, Any]], ledger:
     last = result["results"][-1]
     assert last["role"] == "tool" and last["parts"][0]["content"] == '"sent"'
     assert ledger.ran == []  # nothing ran here
+
+
+async def test_a_typed_agent_resumes_with_its_output_type(tools: list[lf.Tool[Any, Any]]) -> None:
+    from pydantic import BaseModel
+
+    class Receipt(BaseModel):
+        ok: bool
+
+    lm = Scripted([TC("c1", "send_email", {"to": "a", "body": "b"}), '{"result": {"ok": true}}'])
+    agent = lf.Agent("go", tools=tools, output=Receipt)
+    state = await agent.invoke(lm=lm, on_approval="suspend")
+    assert isinstance(state, lf.RunState) and state.data["agent"]["output"] == "Receipt"
+    with pytest.raises(ValueError, match="resume needs output="):
+        await lf.Agent.resume(state, {"c1": True}, tools=tools, lm=lm)
+    answer = await lf.Agent.resume(state, {"c1": True}, tools=tools, lm=lm, output=Receipt)
+    assert answer == Receipt(ok=True)

@@ -143,3 +143,43 @@ async def test_session_stream_attempts_are_child_nodes() -> None:
         ("attempt 1", "failed"),
         ("attempt 2", "ok"),
     ]
+
+
+# -- the Agent's final structured answer ----------------------------------------------------
+@lf.tool
+async def locate(name: str) -> str:
+    """Where something is."""
+    return "x=1, y=2"
+
+
+async def test_agent_output_is_parsed_and_repaired_within_its_steps() -> None:
+    lm = Scripted(
+        [
+            lf.ToolCall("c1", "locate", {"name": "treasure"}),
+            '{"result": {"x": "one", "y": 2}}',
+            '{"result": {"x": 1, "y": 2}}',
+        ]
+    )
+    agent = lf.Agent("Where is the treasure?", tools=[locate], output=Point, repair=1)
+    async with lf.Session(lm) as session:
+        assert await agent.invoke(session) == Point(x=1, y=2)
+    first = lm.requests[0].messages[0].text
+    assert "Where is the treasure?" in first and "OUTPUT JSON OBJECT" in first  # format asked
+    reask = lm.requests[2].messages[-1]
+    assert reask.role == "user" and "does not match the expected type Point" in reask.text
+    (log,) = session.all_logs
+    assert log.name == "warning" and "attempt 1" in log.inputs["message"]
+    assert log.inputs["error"] in reask.text
+
+
+async def test_agent_output_without_repair_fails_with_the_mapping_error() -> None:
+    lm = Scripted(['{"result": "nowhere"}', '{"result": {"x": 1, "y": 2}}'])
+    with pytest.raises(lf.MappingError) as info:
+        await lf.Agent("Where?", output=Point).invoke(lm=lm)
+    assert len(lm.requests) == 1 and info.value.attempts == []
+    lm = Scripted(['{"result": "a"}', '{"result": "b"}', '{"result": "c"}'])
+    with pytest.raises(lf.MappingError) as info:
+        await lf.Agent("Where?", output=Point, repair=1).invoke(lm=lm)
+    assert len(lm.requests) == 2 and len(info.value.attempts) == 2
+    with pytest.raises(TypeError, match="repair= needs output="):
+        lf.Agent("Where?", repair=1)

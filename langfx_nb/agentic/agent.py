@@ -44,7 +44,14 @@ from ..structured.mapping import REPAIR_REQUEST, check_repair
 from ..structured.mapping import Mapping as StructuredMapping
 from .action import Action
 from .budget import Budget
-from .runstate import RUN_STATE_FORMAT, RUN_STATE_VERSION, RunState, compact_trace
+from .runstate import (
+    RUN_STATE_FORMAT,
+    RUN_STATE_VERSION,
+    RunState,
+    agent_config,
+    compact_trace,
+    rebuild_agent,
+)
 from .session import Session
 from .tools import Tool
 from .trace import TraceNode
@@ -426,7 +433,7 @@ class Agent(Action[str]):
             "id": RunState.new_id(),
             "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
             "node_id": session.node.id,
-            "agent": self._config(),
+            "agent": agent_config(self),
             "transcript": [m.to_json() for m in run.transcript],
             "batch": batch,
             "progress": {
@@ -440,32 +447,6 @@ class Agent(Action[str]):
         }
         names = ", ".join(f"{b['name']} ({b['call_id']})" for b in batch if b["decision"] is None)
         return RunSuspended(f"waiting for approval of {names}", RunState(data))
-
-    def _config(self) -> dict[str, Any]:
-        limits = self.limits
-        return {
-            "name": self.trace_name(),
-            "prompt": self.prompt.to_json() if isinstance(self.prompt, Message) else self.prompt,
-            "instructions": self.instructions,
-            "tools": list(self.tools),
-            "limits": {
-                f: getattr(limits, f)
-                for f in (
-                    "max_steps",
-                    "max_tool_calls",
-                    "max_execution_time",
-                    "max_input_tokens",
-                    "max_output_tokens",
-                    "max_total_tokens",
-                    "max_cost",
-                )
-            },
-            "parallel_tools": self.parallel_tools,
-            "stream": self.stream,
-            "output": self._mapping.schema.name if self._mapping is not None else None,
-            "repair": self.repair,
-            "protocol": self.protocol,
-        }
 
     @classmethod
     async def resume(
@@ -498,35 +479,7 @@ class Agent(Action[str]):
         """
         if not isinstance(state, RunState):
             state = RunState.from_json(state)
-        config = state.data["agent"]
-        by_name = {t.name: t for t in tools}
-        missing = [n for n in config["tools"] if n not in by_name]
-        if missing:
-            raise ValueError(f"resume needs the run's tools; missing: {', '.join(missing)}")
-        if config.get("output") is not None and output is None:
-            raise ValueError(f"resume needs output= (the run's answer type, {config['output']})")
-        pending = {c.id for c in state.pending}
-        decisions = dict(decisions or {})
-        unknown = sorted(set(decisions) - pending)
-        if unknown:
-            raise ValueError(f"no pending call with id {', '.join(map(repr, unknown))}")
-        undecided = sorted(pending - set(decisions))
-        if undecided:
-            raise ValueError(f"a decision is needed for pending call(s) {', '.join(undecided)}")
-        prompt = config["prompt"]
-        agent = cls(
-            Message.from_json(prompt) if isinstance(prompt, dict) else prompt,
-            config.get("instructions"),
-            tools=[by_name[n] for n in config["tools"]],
-            limits=AgentLimits(**config["limits"]),
-            allow_tool=allow_tool,
-            parallel_tools=bool(config.get("parallel_tools")),
-            stream=bool(config.get("stream")),
-            name=config.get("name"),
-            output=output,
-            repair=int(config.get("repair") or 0),
-            protocol=str(config.get("protocol") or "json"),
-        )
+        agent, decisions = rebuild_agent(cls, state, decisions, tools, allow_tool, output)
         state.consume()
         runner = copy.copy(agent)
         transcript = state.transcript

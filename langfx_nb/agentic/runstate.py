@@ -18,19 +18,22 @@ can be resumed only once per process.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
+    from .agent import Agent
     from .clock import Clock
     from .session import Session
+    from .tools import Tool
     from .usage import Price
 
 __all__ = ["RUN_STATE_FORMAT", "RUN_STATE_VERSION", "RunState"]
@@ -115,6 +118,70 @@ class RunState:
                 "this RunState was already resumed: resuming it again would run its tools twice"
             )
         _RESUMED.add(self.id)
+
+
+def agent_config(agent: Agent) -> dict[str, Any]:
+    """What a ``RunState`` keeps of an agent: plain data (tool *names*, the answer type's
+    name); tools, models and types are given again on resume."""
+    limits = agent.limits
+    prompt = agent.prompt
+    mapping = agent._mapping
+    return {
+        "name": agent.trace_name(),
+        "prompt": prompt.to_json() if isinstance(prompt, Message) else prompt,
+        "instructions": agent.instructions,
+        "tools": list(agent.tools),
+        "limits": {f.name: getattr(limits, f.name) for f in dataclasses.fields(limits)},
+        "parallel_tools": agent.parallel_tools,
+        "stream": agent.stream,
+        "output": mapping.schema.name if mapping is not None else None,
+        "repair": agent.repair,
+        "protocol": agent.protocol,
+    }
+
+
+def rebuild_agent(
+    cls: type[Agent],
+    state: RunState,
+    decisions: Mapping[str, Any] | None,
+    tools: Sequence[Tool[Any, Any]],
+    allow_tool: Any,
+    output: Any,
+) -> tuple[Agent, dict[str, Any]]:
+    """The suspended run's agent, with checked decisions; ``ValueError`` before anything
+    runs when a tool or the output type is missing or the decisions do not match."""
+    from .agent import AgentLimits
+
+    config = state.data["agent"]
+    by_name = {t.name: t for t in tools}
+    missing = [n for n in config["tools"] if n not in by_name]
+    if missing:
+        raise ValueError(f"resume needs the run's tools; missing: {', '.join(missing)}")
+    if config.get("output") is not None and output is None:
+        raise ValueError(f"resume needs output= (the run's answer type, {config['output']})")
+    pending = {c.id for c in state.pending}
+    decided = dict(decisions or {})
+    unknown = sorted(set(decided) - pending)
+    if unknown:
+        raise ValueError(f"no pending call with id {', '.join(map(repr, unknown))}")
+    undecided = sorted(pending - set(decided))
+    if undecided:
+        raise ValueError(f"a decision is needed for pending call(s) {', '.join(undecided)}")
+    prompt = config["prompt"]
+    agent = cls(
+        Message.from_json(prompt) if isinstance(prompt, dict) else prompt,
+        config.get("instructions"),
+        tools=[by_name[n] for n in config["tools"]],
+        limits=AgentLimits(**config["limits"]),
+        allow_tool=allow_tool,
+        parallel_tools=bool(config.get("parallel_tools")),
+        stream=bool(config.get("stream")),
+        name=config.get("name"),
+        output=output,
+        repair=int(config.get("repair") or 0),
+        protocol=str(config.get("protocol") or "json"),
+    )
+    return agent, decided
 
 
 def _step_prompts(

@@ -16,12 +16,12 @@ no price is refused before the request, since the budget could not be enforced.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import BudgetExceededError
-from ..messages import Usage
+from ..messages import AIMessage, Usage
 from .usage import Price, find_price
 
 __all__ = ["BUDGET_FIELDS", "Budget", "BudgetScope"]
@@ -127,6 +127,22 @@ class BudgetScope:
                 if spent >= limit:
                     raise _exceeded(name, limit, spent, "before the next model request")
             scope = scope.parent
+
+    def hooks(
+        self, model_id: str, prices: Mapping[str, Price]
+    ) -> tuple[Callable[[], None], Callable[[AIMessage[Any]], None]]:
+        """(check before a request, charge after a response) for one model's calls."""
+
+        def before() -> None:
+            self.check_request(model_id, prices)
+
+        def after(response: AIMessage[Any]) -> None:
+            provenance = response.provenance
+            self.charge(
+                (provenance.model if provenance else None) or model_id, response.usage, prices
+            )
+
+        return before, after
 
     def exhausted(self) -> bool:
         """Whether this scope or an ancestor has reached one of its limits."""

@@ -220,20 +220,9 @@ class Session:
     def _recording(self, model: LanguageModel) -> RecordingModel:
         """The recording wrapper for one traced query; with a budget it also checks each
         request before it is sent and charges each response (``BudgetExceededError``)."""
-        scope = self._budget
-        if scope is None:
+        if self._budget is None:
             return RecordingModel(model)
-        prices = self._state.store.prices
-
-        def before() -> None:
-            scope.check_request(model.model_id, prices)
-
-        def after(response: AIMessage[Any]) -> None:
-            model_id = (response.provenance.model if response.provenance else None) or (
-                model.model_id
-            )
-            scope.charge(model_id, response.usage, prices)
-
+        before, after = self._budget.hooks(model.model_id, self._state.store.prices)
         return RecordingModel(model, before=before, after=after)
 
     # -- what a view carries -------------------------------------------------------------

@@ -145,17 +145,6 @@ class Anthropic(HTTPModel):
                 body[key] = value
         if o.stop:
             body["stop_sequences"] = list(o.stop)
-        if o.reasoning_effort is not None:
-            raise UnsupportedCapabilityError(
-                f"{self.model_id}: no reasoning_effort option; ask with thinking_budget=N"
-            )
-        if o.thinking_budget is not None:
-            if o.thinking_budget < 1024 or o.thinking_budget >= body["max_tokens"]:
-                raise InvalidRequestError(
-                    f"anthropic: thinking_budget must be at least 1024 and below max_tokens "
-                    f"({body['max_tokens']}), not {o.thinking_budget}"
-                )
-            body["thinking"] = {"type": "enabled", "budget_tokens": o.thinking_budget}
         if request.tools:
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}

@@ -49,11 +49,6 @@ class SamplingOptions:
     top_k: int | None = None
     stop: tuple[str, ...] | None = None
     seed: int | None = None
-    #: Ask for visible reasoning: a token budget (Anthropic ``thinking``, Gemini
-    #: ``thinkingConfig``) or an effort level (OpenAI ``reasoning_effort``/``reasoning``).
-    #: A provider without that knob refuses it before sending (``UnsupportedCapabilityError``).
-    thinking_budget: int | None = None
-    reasoning_effort: str | None = None
 
     def merged(self, **overrides: Any) -> SamplingOptions:
         """A copy with the non-``None`` overrides applied; ``self`` is left unchanged."""

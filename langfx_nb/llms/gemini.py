@@ -252,12 +252,6 @@ class Gemini(HTTPModel):
                 gen[key] = value
         if o.stop:
             gen["stopSequences"] = list(o.stop)
-        if o.reasoning_effort is not None:
-            raise UnsupportedCapabilityError(
-                f"{self.model_id}: no reasoning_effort option; ask with thinking_budget=N"
-            )
-        if o.thinking_budget is not None:  # thought summaries come back as ReasoningParts
-            gen["thinkingConfig"] = {"thinkingBudget": o.thinking_budget, "includeThoughts": True}
         if request.response_schema is not None:
             gen["responseMimeType"] = "application/json"
             gen["responseJsonSchema"] = gemini_schema(request.response_schema)

@@ -125,12 +125,6 @@ class OpenAI(HTTPModel):
                 body[key] = value
         if o.stop:
             body["stop"] = list(o.stop)
-        if o.thinking_budget is not None:
-            raise UnsupportedCapabilityError(
-                f"{self.model_id}: no thinking_budget option; ask with reasoning_effort="
-            )
-        if o.reasoning_effort is not None:
-            body["reasoning_effort"] = o.reasoning_effort
         if request.tools:
             body["tools"] = [
                 {
@@ -447,12 +441,6 @@ class OpenAIResponses(OpenAI):
             raise UnsupportedCapabilityError(
                 f"{self.model_id}: the Responses API has no stop, seed or top_k option"
             )
-        if o.thinking_budget is not None:
-            raise UnsupportedCapabilityError(
-                f"{self.model_id}: no thinking_budget option; ask with reasoning_effort="
-            )
-        if o.reasoning_effort is not None:  # summaries come back as ReasoningParts
-            body["reasoning"] = {"effort": o.reasoning_effort, "summary": "auto"}
         if request.tools:
             body["tools"] = [
                 {

@@ -21,7 +21,6 @@ __all__ = [
     "Message",
     "Part",
     "Provenance",
-    "ReasoningPart",
     "SystemMessage",
     "TextPart",
     "ToolCall",
@@ -69,22 +68,6 @@ class ToolResultPart:
 
 
 @dataclass(frozen=True, slots=True)
-class ReasoningPart:
-    """Reasoning a model showed: Anthropic thinking (``redacted=True`` for redacted thinking,
-    whose text is empty), Gemini thought summaries, OpenAI Responses reasoning summaries.
-
-    For reading only: it is not part of ``.text``, and encoders never send it back as
-    content. Round trips to the *same* model carry the provider's opaque form (signatures,
-    encrypted content) in the message's ``ContinuationPart``; another model gets neither.
-    """
-
-    text: str
-    provider: str = ""
-    redacted: bool = False
-    kind: Literal["reasoning"] = "reasoning"
-
-
-@dataclass(frozen=True, slots=True)
 class ContinuationPart:
     """Opaque provider state (e.g. thought signatures) that must go back to the same model."""
 
@@ -94,7 +77,7 @@ class ContinuationPart:
     kind: Literal["continuation"] = "continuation"
 
 
-Part = TextPart | Mime | ToolCall | ToolResultPart | ReasoningPart | ContinuationPart
+Part = TextPart | Mime | ToolCall | ToolResultPart | ContinuationPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,18 +130,14 @@ def _coerce_parts(content: str | Part | Iterable[str | Part] | None) -> list[Par
         return []
     if isinstance(content, str):
         return [TextPart(content)] if content else []
-    if isinstance(
-        content, (TextPart, Mime, ToolCall, ToolResultPart, ReasoningPart, ContinuationPart)
-    ):
+    if isinstance(content, (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart)):
         return [content]
     parts: list[Part] = []
     for item in content:
         if isinstance(item, str):
             if item:
                 parts.append(TextPart(item))
-        elif isinstance(
-            item, (TextPart, Mime, ToolCall, ToolResultPart, ReasoningPart, ContinuationPart)
-        ):
+        elif isinstance(item, (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart)):
             parts.append(item)
         else:
             raise TypeError(f"not a message part: {type(item).__name__}")
@@ -227,11 +206,6 @@ class Message(Generic[T]):
     @property
     def tool_calls(self) -> list[ToolCall]:
         return [p for p in self.parts if isinstance(p, ToolCall)]
-
-    @property
-    def reasoning(self) -> str:
-        """The text of the reasoning parts, joined by blank lines ("" when there is none)."""
-        return "\n\n".join(p.text for p in self.parts if isinstance(p, ReasoningPart) and p.text)
 
     @property
     def modalities(self) -> list[Mime]:
@@ -426,11 +400,6 @@ def _part_to_json(p: Part) -> dict[str, Any]:
         if p.is_error:
             out["is_error"] = True
         return out
-    if isinstance(p, ReasoningPart):
-        out = {"kind": "reasoning", "text": p.text, "provider": p.provider}
-        if p.redacted:
-            out["redacted"] = True
-        return out
     return {
         "kind": "continuation",
         "provider": p.provider,
@@ -451,10 +420,6 @@ def _part_from_json(d: Mapping[str, Any]) -> Part:
         )
     if kind == "continuation":
         return ContinuationPart(d["provider"], d["model"], d["data"])
-    if kind == "reasoning":
-        return ReasoningPart(
-            str(d.get("text", "")), str(d.get("provider", "")), bool(d.get("redacted"))
-        )
     if kind in Mime._registry or kind == "mime":
         return modality_from_json(dict(d))
     raise ValueError(f"unknown message part kind: {kind!r}")

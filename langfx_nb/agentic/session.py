@@ -804,9 +804,6 @@ def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> d
     calls = response.tool_calls
     if calls:
         outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]
-    reasoning = response.reasoning
-    if reasoning:  # shown folded by the trace viewers; never sent back as text
-        outputs["reasoning"] = show(reasoning)
     finish = response.metadata.get("finish_reason")
     if finish is not None:
         outputs["finish_reason"] = finish

@@ -31,7 +31,6 @@ from ..errors import (
 from ..messages import (
     AIMessage,
     Message,
-    ReasoningPart,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -172,8 +171,6 @@ class Anthropic(HTTPModel):
                 blocks.append({"type": "text", "text": p.text})
             elif isinstance(p, ToolCall):
                 blocks.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.args})
-            elif p.kind == "reasoning":
-                continue  # shown reasoning is never sent back as content
             else:
                 raise UnsupportedCapabilityError(
                     f"anthropic: an assistant turn cannot hold a {p.kind} part"
@@ -408,11 +405,6 @@ class _State:
         if not calls and not self.acc.has_text:
             raise EmptyGenerationError("anthropic: the model returned no text and no tool calls")
         content = [self.blocks[i] for i in sorted(self.blocks)]
-        for block in content:
-            if block["type"] == "thinking":
-                self.acc.add_part(ReasoningPart(str(block.get("thinking") or ""), "anthropic"))
-            elif block["type"] == "redacted_thinking":
-                self.acc.add_part(ReasoningPart("", "anthropic", redacted=True))
         self.acc.add_part(self.lm._continuation({"id": self.message_id, "content": content}))
         metadata: dict[str, Any] = {"provider_finish_reason": reason}
         if self.message_id:

@@ -30,7 +30,6 @@ from ..errors import (
 from ..messages import (
     AIMessage,
     Message,
-    ReasoningPart,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -276,8 +275,6 @@ class Gemini(HTTPModel):
                 parts.append({"functionCall": {"name": p.name, "args": p.args}})
             elif isinstance(p, Mime):
                 parts.append(_media(p))
-            elif p.kind == "reasoning":
-                continue  # shown reasoning is never sent back as content
             else:
                 raise InvalidRequestError(f"gemini: a model turn cannot hold a {p.kind} part")
         return parts
@@ -470,9 +467,6 @@ class _Decoder:
             raise GenerationError(f"gemini: generation stopped ({code})")
         if not self.has_output:
             raise EmptyGenerationError("gemini: the model returned no text and no tool calls")
-        for raw in self.raw:
-            if raw.get("thought") and raw.get("text"):
-                self.acc.add_part(ReasoningPart(str(raw["text"]), "gemini"))
         self.acc.add_part(self.lm._continuation({"parts": self.raw}))
         has_calls = bool(self.acc.tool_calls)
         metadata: dict[str, Any] = {"provider_finish_reason": reason}

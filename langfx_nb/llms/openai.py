@@ -32,7 +32,6 @@ from ..errors import (
 from ..messages import (
     AIMessage,
     Message,
-    ReasoningPart,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -173,7 +172,7 @@ class OpenAI(HTTPModel):
                         },
                     }
                 )
-            elif p.kind not in ("continuation", "reasoning"):
+            elif p.kind != "continuation":
                 raise UnsupportedCapabilityError(
                     f"openai: an assistant turn cannot hold a {p.kind} part"
                 )
@@ -502,7 +501,7 @@ class OpenAIResponses(OpenAI):
                         "arguments": json.dumps(p.args, ensure_ascii=False),
                     }
                 )
-            elif not isinstance(p, TextPart) and p.kind not in ("continuation", "reasoning"):
+            elif not isinstance(p, TextPart) and p.kind != "continuation":
                 raise UnsupportedCapabilityError(
                     f"openai: an assistant turn cannot hold a {p.kind} part"
                 )
@@ -618,7 +617,6 @@ class _ResponsesState:
         refused = False
         text_parts: list[str] = []
         calls: list[ToolCall] = []
-        reasoning: list[ReasoningPart] = []
         for item in output:
             kind = item.get("type")
             if kind not in _RESPONSE_ITEMS:
@@ -637,14 +635,6 @@ class _ResponsesState:
             elif kind == "function_call":
                 args = json_object(str(item.get("arguments") or ""), "openai function arguments")
                 calls.append(ToolCall(str(item["call_id"]), str(item["name"]), args))
-            elif kind == "reasoning":
-                summary = [
-                    str(s.get("text") or "")
-                    for s in item.get("summary") or ()
-                    if isinstance(s, dict) and s.get("type") == "summary_text"
-                ]
-                if any(summary):
-                    reasoning.append(ReasoningPart("\n\n".join(t for t in summary if t), "openai"))
         if refused:
             raise ContentFilteredError("openai: the model refused (refusal)")
         if status == "incomplete":
@@ -658,8 +648,6 @@ class _ResponsesState:
         out = [self.acc.events(ToolCallEnd(call)) for call in calls]
         if not calls and not text:
             raise EmptyGenerationError("openai: the model returned no text and no tool calls")
-        for part in reasoning:
-            self.acc.add_part(part)
         self.acc.add_part(
             self.lm._continuation({"id": response.get("id"), "api": "responses", "output": output})
         )

@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import langfx_nb as lf
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.base import ToolSpec
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI, OpenAIResponses
-from langfx_nb.messages import ContinuationPart, ReasoningPart
+from langfx_nb.messages import ContinuationPart, ReasoningPart, TextPart
 
 from .wire import SECRET_KEY, SPLITS, Reply, Server, fixture, splits
 
@@ -73,6 +75,32 @@ def test_reasoning_part_json_round_trip_and_text() -> None:
     bad = {**data, "parts": [{"kind": "reasoning", "text": "t", "signature": 3}]}
     with pytest.raises(ValueError, match="signature"):
         lf.Message.from_json(bad)
+
+
+_opt = st.none() | st.text(min_size=1)
+
+
+@given(
+    text=st.text(),
+    signature=_opt,
+    redacted=st.booleans(),
+    provider=st.text(),
+    model=st.text(),
+    endpoint=_opt,
+    id=_opt,
+)
+def test_any_reasoning_part_survives_the_json_round_trip(
+    text: str,
+    signature: str | None,
+    redacted: bool,
+    provider: str,
+    model: str,
+    endpoint: str | None,
+    id: str | None,
+) -> None:
+    part = ReasoningPart(text, signature, redacted, provider, model, endpoint, id)
+    msg: lf.AIMessage[Any] = lf.AIMessage([part, "a"])
+    assert lf.Message.from_json(msg.to_json_str()).parts[0] == part
 
 
 # -- Anthropic ---------------------------------------------------------------------------------
@@ -356,3 +384,23 @@ async def test_trace_node_shows_reasoning_text_but_never_signatures() -> None:
     assert outputs["reasoning"][1] == {"redacted": True}
     assert "Let me solve this step by step" in dumped
     assert ANTHROPIC_SIG not in dumped and REDACTED not in dumped
+
+
+async def test_fake_models_stream_reasoning_as_a_part_not_as_text() -> None:
+    from langfx_nb.llms.fake import Scripted
+
+    thought = ReasoningPart("let me think", provider="fake", model="scripted")
+    lm = Scripted([lf.AIMessage([thought, "42"])])
+    chunks = await drain(lm, "q")
+    assert "".join(c.delta for c in chunks) == "42"
+    assert chunks[-1].aggregated.reasoning == [thought]
+
+
+async def test_a_quoted_answer_brings_its_text_not_its_reasoning() -> None:
+    server = Server(Reply.json(fixture("anthropic_message_thinking.json")))
+    lm = anthropic(server)
+    answer = await lm.call("Weather?", tools=[WEATHER])
+    answer.parts.append(TextPart("It is sunny."))
+    prompt = lf.Template("Check this answer: {{answer}}").render(answer=answer)
+    assert [p.kind for p in prompt.parts] == ["text", "tool_call", "text"]
+    assert prompt.reasoning == []

@@ -26,13 +26,13 @@ when a server is opened.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -91,7 +91,8 @@ class MCPServer:
         self._target = target
         self._errlog = errlog
         self._client: Any = None
-        self._stack: AsyncExitStack | None = None
+        self._runner: asyncio.Future[None] | None = None
+        self._stop = asyncio.Event()
         self._tools: list[MCPTool] | None = None
 
     def __repr__(self) -> str:
@@ -117,31 +118,55 @@ class MCPServer:
     ) -> None:
         await self.close()
 
-    async def open(self) -> None:
-        """Start the server (or connect) and list its tools; idempotent."""
-        if self._client is not None:
-            return
-        _import_mcp()
+    async def open(self, session: Session | None = None) -> MCPServer:
+        """Start the server (or connect) and list its tools; idempotent. Returns ``self``.
+
+        The connection lives in a task of its own, so it may be opened in one notebook cell
+        and closed in another. With ``session``, the session owns it: ``session.dispose()``
+        (the end of ``async with lf.Session(...)``) closes it.
+        """
+        if self._runner is None:
+            _import_mcp()
+            ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._stop = asyncio.Event()
+            self._runner = asyncio.ensure_future(self._run(ready))
+            try:
+                await asyncio.shield(ready)
+            except BaseException:
+                await self.close()
+                raise
+        if session is not None:
+            session._state.closers.append(self.close)
+        return self
+
+    async def _run(self, ready: asyncio.Future[None]) -> None:
+        """Own the SDK client from entering to leaving (anyio wants both in one task)."""
         from mcp import Client
 
-        transport = self._transport()
-        stack = AsyncExitStack()
         try:
-            client = await stack.enter_async_context(
-                Client(transport, read_timeout_seconds=self.open_timeout, mode="legacy")
-            )
-            listed = await _list_all(client)
-        except BaseException as exc:
-            await stack.aclose()
-            if isinstance(exc, Exception):
+            async with Client(
+                self._transport(), read_timeout_seconds=self.open_timeout, mode="legacy"
+            ) as client:
+                listed = await _list_all(client)
+                self._client = client
+                self._tools = [MCPTool(self, t) for t in listed]
+                ready.set_result(None)
+                await self._stop.wait()
+        except Exception as exc:
+            if not ready.done():
                 cause = _leaf(exc)
-                raise ToolExecutionError(
-                    f"could not open MCP server {self.name!r}: {type(cause).__name__}: "
-                    f"{_short(cause)}"
-                ) from exc
+                ready.set_exception(
+                    ToolExecutionError(
+                        f"could not open MCP server {self.name!r}: {type(cause).__name__}: "
+                        f"{_short(cause)}"
+                    )
+                )
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
             raise
-        self._stack, self._client = stack, client
-        self._tools = [MCPTool(self, t) for t in listed]
+        finally:
+            self._client = None
 
     def _transport(self) -> Any:
         target = self._target
@@ -155,9 +180,11 @@ class MCPServer:
 
     async def close(self) -> None:
         """Close the connection and end the server process; idempotent."""
-        stack, self._stack, self._client = self._stack, None, None
-        if stack is not None:
-            await stack.aclose()
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        self._stop.set()
+        await asyncio.gather(runner, return_exceptions=True)
 
     async def call(self, name: str, args: Mapping[str, Any]) -> Any:
         """Call tool ``name`` (its server-side name) and return the SDK's ``CallToolResult``."""

@@ -60,6 +60,7 @@ class _State:
 
     __slots__ = (
         "clock",
+        "closers",
         "created_at",
         "disposed",
         "hub",
@@ -81,6 +82,7 @@ class _State:
         self.disposed = False
         self.read_only = False
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.closers: list[Callable[[], Awaitable[None]]] = []  # resources the session owns
         self.created_at = datetime.datetime.now(datetime.UTC).isoformat()
 
 
@@ -363,6 +365,8 @@ class Session:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for close in reversed(state.closers):  # e.g. MCP servers opened with open(session)
+            await close()
         if not state.read_only:
             state.store.finish(state.store.root, "ok")
         await state.hub.close()

@@ -210,3 +210,16 @@ async def test_an_unreachable_server_fails_to_open_with_a_clear_error() -> None:
             pass
     with pytest.raises(ValueError, match="http"):
         lf.mcp.http("file:///etc/passwd")
+
+
+async def test_a_session_can_own_the_server_opened_in_another_task() -> None:
+    server = lf.mcp.stdio(sys.executable, [SERVER, "stdio"], name="owned")
+    session = lf.Session(Scripted([TC("c1", "add", {"a": 1, "b": 1}), "2"]))
+    # Opened in one task (a notebook cell), used and closed from others.
+    before = _children()
+    await asyncio.ensure_future(server.open(session))
+    pids = _children() - before
+    assert pids
+    assert await lf.Agent("go", tools=server.tools).invoke(session) == "2"
+    await asyncio.ensure_future(session.dispose())  # the session closes what it owns
+    assert not (_children() & pids)

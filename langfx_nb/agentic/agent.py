@@ -49,8 +49,10 @@ from .runstate import (
     RUN_STATE_VERSION,
     RunState,
     agent_config,
+    bulk_load,
     compact_trace,
     rebuild_agent,
+    restore_session,
 )
 from .session import Session
 from .tools import Tool
@@ -482,16 +484,15 @@ class Agent(Action[str]):
         agent, decisions = rebuild_agent(cls, state, decisions, tools, allow_tool, output)
         state.consume()
         runner = copy.copy(agent)
-        transcript = state.transcript
+        owned = session is None
+        with bulk_load():  # thousands of messages and nodes at once: no GC passes meanwhile
+            transcript = state.transcript
+            if session is None:
+                session = restore_session(
+                    state.trace or _empty_trace(), lm, prices=prices, transcript=transcript
+                )
         runner._resume = (state, decisions, transcript)
         runner._on_approval = on_approval
-        owned = session is None
-        if session is None:
-            from .runstate import restore_session
-
-            session = restore_session(
-                state.trace or _empty_trace(), lm, prices=prices, transcript=transcript
-            )
         try:
             return await runner._invoke(session, lm, None, budget, on_approval, defaults)
         finally:

@@ -53,6 +53,7 @@ from .runstate import (
     compact_trace,
     rebuild_agent,
     restore_session,
+    transcript_json,
 )
 from .session import Session
 from .tools import Tool
@@ -436,7 +437,7 @@ class Agent(Action[str]):
             "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
             "node_id": session.node.id,
             "agent": agent_config(self),
-            "transcript": [m.to_json() for m in run.transcript],
+            "transcript": [transcript_json(m) for m in run.transcript],
             "batch": batch,
             "progress": {
                 "steps": run.steps,

@@ -123,6 +123,18 @@ class RunState:
         _RESUMED.add(self.id)
 
 
+_NOT_FOR_THE_MODEL = ("usage", "metadata", "provenance", "result")
+
+
+def transcript_json(message: Message[Any]) -> dict[str, Any]:
+    """A transcript turn as a ``RunState`` keeps it: what a model is sent again (its parts,
+    continuation data included); usage, metadata and provenance are already in the trace."""
+    data = message.to_json()
+    for key in _NOT_FOR_THE_MODEL:
+        data.pop(key, None)
+    return data
+
+
 @contextlib.contextmanager
 def bulk_load() -> Iterator[None]:
     """Pause the cyclic garbage collector while a saved run is rebuilt.

@@ -11,6 +11,8 @@ import string
 import unicodedata
 from typing import Any
 
+from .protocols import MAX_INT_DIGITS, int_too_long
+
 WHITESPACE = " \t\r\n"
 _WHITESPACE_RUN = re.compile(r"[ \t\r\n]*")
 # A bare token: a number, true/false/null, True/False/None, a class or argument name.
@@ -188,7 +190,10 @@ def python_literal(token: str) -> Any:
     if PYTHON_INT.fullmatch(token):
         return int(digits)
     if _PYTHON_INT_BASE.fullmatch(token):
-        return int(digits, 0)
+        value = int(digits, 0)
+        if int_too_long(value):  # a decimal literal that long is already a too-long token
+            raise ValueError(f"an integer with more than {MAX_INT_DIGITS} decimal digits")
+        return value
     if _PYTHON_FLOAT.fullmatch(token):
         return float(digits)
     raise ValueError(f"invalid literal {token!r}")

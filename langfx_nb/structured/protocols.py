@@ -35,7 +35,6 @@ from ..schema import Schema, annotation_text, class_fields, class_name, format_v
 
 __all__ = [
     "MAX_DEPTH",
-    "MAX_INT_DIGITS",
     "MAX_RESPONSE_CHARS",
     "JsonProtocol",
     "Protocol",
@@ -49,18 +48,6 @@ __all__ = [
 
 MAX_RESPONSE_CHARS = 1_000_000  # larger responses are rejected before any parsing
 MAX_DEPTH = 100  # nesting of containers/calls in one answer
-MAX_INT_DIGITS = 4300
-"""An integer in an answer has at most this many decimal digits: Python's own limit for
-turning an ``int`` into text, so every accepted value can be shown, traced and saved. (A
-decimal literal that long is refused by ``int()`` itself; a hex literal of 3,600 digits
-is not.)"""
-_INT_BOUND = 10**MAX_INT_DIGITS
-
-
-def int_too_long(value: int) -> bool:
-    """``value`` has more than ``MAX_INT_DIGITS`` decimal digits."""
-    return abs(value) >= _INT_BOUND
-
 
 _LANG = re.compile(r"[A-Za-z0-9_+.-]*")
 
@@ -287,7 +274,9 @@ class _Reader:
         self.raw = raw
 
     def fail(self, node: ast.AST, what: str) -> MappingError:
-        where = _where(node)
+        where = (
+            f" at line {getattr(node, 'lineno', '?')}, column {getattr(node, 'col_offset', -1) + 1}"
+        )
         return MappingError(
             f"{what}{where} is not allowed in a python-protocol answer; expected only "
             f"{_allowed(self.schema)}",
@@ -302,13 +291,6 @@ class _Reader:
             )
         if isinstance(node, ast.Constant):
             const = node.value
-            if type(const) is int and int_too_long(const):
-                raise MappingError(
-                    f"an integer with more than {MAX_INT_DIGITS} decimal digits"
-                    f"{_where(node)}; an answer's numbers must be printable",
-                    raw=self.raw,
-                    detail="integer too long",
-                )
             if const is None or isinstance(const, (str, bool, int, float)):
                 return const
             raise self.fail(node, f"a {type(const).__name__} literal")
@@ -333,7 +315,7 @@ class _Reader:
                 and isinstance(operand, ast.Constant)
                 and type(operand.value) in (int, float)
             ):
-                number = cast("int | float", self.value(operand, depth))
+                number = cast("int | float", operand.value)
                 return -number if isinstance(node.op, ast.USub) else number
             raise self.fail(node, "an operator other than a sign on a number")
         if isinstance(node, ast.Call):
@@ -371,10 +353,6 @@ def _allowed(schema: Schema) -> str:
     if not schema.classes:
         return base
     return f"{base}, and keyword calls to {', '.join(schema.classes)}"
-
-
-def _where(node: ast.AST) -> str:
-    return f" at line {getattr(node, 'lineno', '?')}, column {getattr(node, 'col_offset', -1) + 1}"
 
 
 def parse_python_expr(code: str, schema: Schema, *, raw: str | None = None) -> Any:

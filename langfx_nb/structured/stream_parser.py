@@ -16,8 +16,8 @@ ends the input. A caller may rely on:
 * **Bounds**, so hostile output costs bounded time and memory: containers nest at most
   ``MAX_DEPTH`` deep (each value's path is as long as its depth), a number or name is at most
   ``MAX_TOKEN_CHARS`` characters (Python's own limit on ``int`` digits), an integer has at most
-  ``protocols.MAX_INT_DIGITS`` decimal digits (a short hex literal can have more), and a
-  response is at most ``MAX_RESPONSE_CHARS`` characters (what the protocols parse at all).
+  4,300 decimal digits (``_stream_lex.MAX_INT_DIGITS``; a shorter hex literal can have more),
+  and a response is at most ``MAX_RESPONSE_CHARS`` characters (what the protocols parse at all).
 
 Two grammars share one event vocabulary (``events``):
 

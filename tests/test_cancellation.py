@@ -347,3 +347,33 @@ async def test_timeout_around_a_loop_that_stops_at_its_outcome_still_times_out(a
     current = asyncio.current_task()
     assert current is not None and current.cancelling() == 0
     s.check_closed(api)
+
+
+# -- what a stream received before it stopped stays in the trace ------------------------------
+@pytest.mark.parametrize("api", ["Session.query_stream", "Agent(stream=True)"])
+async def test_a_cancelled_stream_keeps_the_text_it_received_in_the_trace(api: str) -> None:
+    async with StallingServer() as server:
+        session = lf.Session(server.lm)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await _run(api, server.lm, session)
+        assert await server.all_closed()
+    (node,) = session.all_queries
+    assert node.status == "cancelled"
+    assert node.to_json()["outputs"] == {"text": '{"result": {"x": 1', "partial": True}
+
+
+@pytest.mark.parametrize("api", ["Session.query_stream", "Agent(stream=True)"])
+async def test_a_failed_stream_keeps_the_text_it_received_in_the_trace(api: str) -> None:
+    """The server ends the stream after one event, without [DONE]: the run fails, and its node
+    shows the text that arrived, marked partial, beside the error."""
+    server = Server(Reply.sse([_FIRST]))
+    lm = OpenAI("gpt-test", api_key=SECRET_KEY, transport=server.transport)
+    session = lf.Session(lm)
+    with contextlib.suppress(lf.LMError):
+        await _run(api, lm, session)
+    (node,) = session.all_queries
+    assert node.status == "failed"
+    data = node.to_json()
+    assert data["outputs"] == {"text": '{"result": {"x": 1', "partial": True}
+    assert "[DONE]" in data["error"]["message"]

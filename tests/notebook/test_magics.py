@@ -17,7 +17,7 @@ import langfx_nb as lf
 from langfx_nb.notebook import check_kernel, options
 from langfx_nb.notebook import kernel_state as nb_state
 from langfx_nb.notebook.cells import transform_lf_cell
-from langfx_nb.notebook.markdown import MarkdownText, escape_markdown_html
+from langfx_nb.notebook.markdown import MarkdownText
 from langfx_nb.notebook.options import resolve_type
 
 
@@ -340,25 +340,6 @@ def test_resolve_type_accepts_type_expressions_only() -> None:
         resolve_type("Missing", ns)
 
 
-# -- untrusted text ----------------------------------------------------------------------------
-
-
-def test_markdown_display_shows_html_as_text() -> None:
-    text = MarkdownText("Hi <img src=x onerror=alert(1)> <script>alert(2)</script> & `a<b`")
-    md = text._repr_markdown_()
-    assert "<img" not in md and "<script" not in md
-    assert "&lt;img src=x onerror=alert(1)&gt;" in md
-    assert "&amp;" in md
-    assert "`a<b`" in md  # code spans show characters literally already
-
-
-def test_markdown_escape_leaves_code_fences_alone() -> None:
-    text = "before <b>\n```html\n<b>x</b>\n```\nafter <i>\n"
-    assert (
-        escape_markdown_html(text) == "before &lt;b&gt;\n```html\n<b>x</b>\n```\nafter &lt;i&gt;\n"
-    )
-
-
 def test_unload_removes_the_transformer_and_load_is_idempotent(ip: InteractiveShell) -> None:
     ip.run_line_magic("load_ext", "langfx_nb")
     assert ip.input_transformers_cleanup.count(transform_lf_cell) == 1
@@ -477,7 +458,7 @@ def test_in_a_real_kernel_a_waiting_lf_cell_still_receives_frontend_messages() -
             for m in _iopub_until_idle(kc, cell, 30)
             if m["msg_type"] == "execute_result"
         ]
-        assert results and results[0]["text/markdown"] == "clicked!"
+        assert results and results[0]["text/plain"] == "'clicked!'"
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

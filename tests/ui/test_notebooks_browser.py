@@ -19,9 +19,9 @@ def test_quickstart_runs_and_shows_a_typed_result(lab: Lab) -> None:
     errors = lab.errors()
     assert len(errors) == 1 and errors[0].startswith("MappingError:"), errors
 
-    # Text answers render as Markdown: bold is <strong>, model HTML is visible text.
+    # Text answers render as Markdown (to HTML, raw HTML off): bold is <strong>, model HTML is text.
     summary = lab.cell(lab.cell_index("%%lf query --lm writer"))
-    assert summary.locator(".jp-RenderedMarkdown strong").inner_text() == "Paris"
+    assert summary.locator(".lfx-md strong").inner_text() == "Paris"
     assert "<b>HTML from a model</b> shows as text." in summary.inner_text()
     assert summary.locator(".jp-OutputArea b").count() == 0
 

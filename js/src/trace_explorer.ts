@@ -3,7 +3,7 @@
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { asText, clear, copyButton, errorText, fmtCost, fmtDuration, h, injectCss, readable } from "./dom";
+import { asText, chatView, clear, copyButton, errorText, fmtCost, fmtDuration, h, injectCss, messageTurns, readable } from "./dom";
 import { Patch, Rollup, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
 
 const ROW_H = 22;
@@ -48,7 +48,7 @@ const CSS = `
 .lfx-te-bar .lfx-te-tools{display:flex;gap:4px;margin-left:auto}
 .lfx-te-bar button[aria-pressed=true]{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000)}
 .lfx-te-main{display:flex;height:${MAIN_H}px;min-height:160px;overflow:hidden;resize:vertical}
-.lfx-te-left{display:flex;flex-direction:column;min-width:0;flex:0 0 55%}
+.lfx-te-left{display:flex;flex-direction:column;min-width:0;flex:0 0 62%;container-type:inline-size}
 .lfx-te-head,.lfx-te-row{display:flex;align-items:center;gap:6px;white-space:nowrap;box-sizing:border-box;padding-right:6px}
 .lfx-te-head{height:20px;font-size:11px;color:var(--jp-ui-font-color2,#757575);border-bottom:1px solid var(--jp-border-color2,#e0e0e0);padding-left:22px;scrollbar-gutter:stable;overflow:hidden}
 .lfx-te-scroll{flex:1;overflow:auto;position:relative;outline:none;scrollbar-gutter:stable}
@@ -59,15 +59,19 @@ const CSS = `
 .lfx-te-row.lfx-sel *{color:var(--jp-ui-font-color0,#000)}
 .lfx-te-row.lfx-match .lfx-te-name{text-decoration:underline dotted}
 .lfx-te-caret{width:14px;text-align:center;flex:none;color:var(--jp-ui-font-color1,#222)}
-.lfx-te-kind{font-size:10px;color:var(--jp-ui-font-color1,#222);border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;padding:0 3px;flex:none;min-width:44px;text-align:center}
-.lfx-te-label{overflow:hidden;text-overflow:ellipsis;flex:1;min-width:60px}
+.lfx-te-kind{font-size:10px;color:var(--jp-ui-font-color1,#222);border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;padding:0 3px;flex:none}
+.lfx-te-label{overflow:hidden;text-overflow:ellipsis;flex:1 1 auto;min-width:40px}
 .lfx-te-hint{color:var(--jp-ui-font-color2,#757575);margin-left:6px}
 .lfx-te-c{flex:none;text-align:right;font-size:11px;font-variant-numeric:tabular-nums;color:var(--jp-ui-font-color1,#222)}
-.lfx-te-c-st{width:78px;text-align:center}
-.lfx-te-c-dur{width:58px}
-.lfx-te-c-tok{width:66px}
-.lfx-te-c-cost{width:60px}
-.lfx-te-c-tl{width:28%;min-width:90px;position:relative;height:12px;text-align:left}
+.lfx-te-c-st{width:64px;text-align:center}
+.lfx-te-c-st .lfx-st{min-width:56px}
+.lfx-te-c-dur{width:52px}
+.lfx-te-c-tok{width:58px}
+.lfx-te-c-cost{width:50px}
+.lfx-te-c-tl{width:22%;min-width:70px;position:relative;height:12px;text-align:left;overflow:hidden}
+.lfx-te-head .lfx-te-c-tl{height:auto}
+@container (max-width: 620px){.lfx-te-c-tok,.lfx-te-c-cost{display:none}}
+@container (max-width: 420px){.lfx-te-c-tl{display:none}}
 .lfx-te-nol .lfx-te-c-tl{display:none}
 .lfx-te-bar-tl{position:absolute;top:1px;height:10px;min-width:2px;border-radius:2px;background:var(--lfx-c,var(--jp-ui-font-color2,#757575));opacity:.9}
 .lfx-te-bar-tl.k-query{--lfx-c:var(--lfx-run)}
@@ -90,7 +94,6 @@ const CSS = `
 .lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%!important}
 .lfx-te.lfx-narrow .lfx-te-split{display:none}
 .lfx-te.lfx-narrow .lfx-te-detail{border-top:1px solid var(--jp-border-color2,#e0e0e0)}
-.lfx-te.lfx-narrow .lfx-te-c-tok,.lfx-te.lfx-narrow .lfx-te-c-cost{display:none}
 `;
 
 const DETAIL_ORDER: [string, string][] = [
@@ -121,7 +124,7 @@ function mark(label: string): void {
 }
 
 function defaultLayout(): Layout {
-  return { timeline: true, split: 0.55, height: MAIN_H, max: false };
+  return { timeline: true, split: 0.62, height: MAIN_H, max: false };
 }
 
 function createShared(): Shared {
@@ -137,6 +140,29 @@ export function costText(r: Rollup | undefined): string {
 
 function tokensText(n: number): string {
   return n ? `${n.toLocaleString("en-US")} tok` : "";
+}
+
+/** A query node as a conversation: its system message, the prompt as sent, the answer (with
+ *  any tool calls). Null for other nodes or when the record has no prompt. */
+export function conversation(node: TraceNode): unknown[] | null {
+  if (node.kind !== "query") return null;
+  const inp = node.inputs as Record<string, any> | undefined;
+  const out = node.outputs as Record<string, any> | undefined;
+  if (!inp || typeof inp !== "object") return null;
+  const turns: unknown[] = [];
+  const system = inp.options?.system_message ?? inp.system_message;
+  if (typeof system === "string" && system) turns.push({ role: "system", text: system });
+  const sent = messageTurns(inp.rendered_prompt ?? inp.messages ?? inp.prompt);
+  if (sent) turns.push(...sent.turns);
+  else if (typeof inp.prompt === "string") turns.push({ role: "user", text: inp.prompt });
+  if (out && typeof out === "object") {
+    const answer = messageTurns(out.response ?? out.message);
+    if (answer) turns.push(...answer.turns);
+    else if (typeof out.text === "string" || Array.isArray(out.tool_calls)) {
+      turns.push({ role: "assistant", text: out.text ?? "", tool_calls: out.tool_calls });
+    }
+  }
+  return turns.length ? turns : null;
 }
 
 /** Time a person spent deciding (recorded by the approval flow), in seconds, if any. */
@@ -194,7 +220,7 @@ export default () => {
     if (v && typeof v === "object") {
       shared.view = {
         timeline: v.timeline !== false,
-        split: typeof v.split === "number" ? Math.min(0.8, Math.max(0.2, v.split)) : 0.55,
+        split: typeof v.split === "number" ? Math.min(0.8, Math.max(0.2, v.split)) : 0.62,
         height: typeof v.height === "number" ? Math.max(160, v.height) : MAIN_H,
         max: !!v.max,
       };
@@ -254,7 +280,8 @@ export default () => {
     },
 
     render({ model, el }: { model: Model; el: HTMLElement }) {
-      const root = h("div", { class: "lfx lfx-te" });
+      // JupyterLab's own shortcuts (↑/↓ move between cells…) stay out of the explorer's keys
+      const root = h("div", { class: "lfx lfx-te", "data-lm-suppress-shortcuts": "true" });
       injectCss(root, CSS);
       const title = h("b", { text: model.get("title") || "Trace" });
       const search = h("input", { type: "search", class: "lfx-te-filter", placeholder: "filter: name, kind, status, message, error…  ( / )" }) as HTMLInputElement;
@@ -474,8 +501,19 @@ export default () => {
           detail.append(h("div", { class: "lfx-muted", text: "loading details…" }));
         }
         const shown = new Set<string>();
+        if (node.error != null && node.error !== "") {
+          shown.add("error");
+          section("Error", node.error);
+        }
+        const chat = conversation(node);
+        if (chat) {
+          detail.append(h("h4", {}, h("span", { text: "Conversation" }), copyButton(() => asText(chat))));
+          detail.append(chatView(chat) ?? readable(chat));
+          const out = node.outputs as Record<string, unknown> | undefined;
+          if (out && typeof out === "object" && out.result !== undefined) section("Result", out.result);
+        }
         for (const [k, label] of DETAIL_ORDER) {
-          if (node[k] == null || node[k] === "") continue;
+          if (shown.has(k) || node[k] == null || node[k] === "") continue;
           shown.add(k);
           section(label, node[k]);
         }
@@ -500,8 +538,9 @@ export default () => {
 
       function toggleMax(on?: boolean): void {
         shared.view.max = on ?? !shared.view.max;
+        applyLayout(); // now, so the pane that gets the focus is visible
+        (shared.view.max ? detail : scroll).focus();
         notify();
-        if (!shared.view.max) scroll.focus();
       }
 
       scroll.addEventListener("scroll", () => schedule([]));

@@ -295,6 +295,8 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
             clock=clock,
         )
         self._displayed = False
+        # the view knows its title and the schema's fields before the first event
+        self.state = {**self._reducer.snapshot(), "seq": 0}
         self.on_msg(self._on_view_message)
 
     def push(self, event: Any) -> None:

@@ -68,7 +68,7 @@ const CSS = `
 .lfx-te-c-dur{width:52px}
 .lfx-te-c-tok{width:58px}
 .lfx-te-c-cost{width:50px}
-.lfx-te-c-tl{width:22%;min-width:70px;position:relative;height:12px;text-align:left;overflow:hidden}
+.lfx-te-c-tl{width:22cqi;min-width:70px;position:relative;height:12px;text-align:left;overflow:hidden}
 .lfx-te-head .lfx-te-c-tl{height:auto}
 @container (max-width: 620px){.lfx-te-c-tok,.lfx-te-c-cost{display:none}}
 @container (max-width: 420px){.lfx-te-c-tl{display:none}}

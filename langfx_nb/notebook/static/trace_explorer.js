@@ -1,4 +1,4 @@
-// langfx-src-sha256: 42c47eba19da16e2f642564facf016024550967fb27f355ecd9d0771d94e78ef
+// langfx-src-sha256: 63cc39479056b45458de117f94a80e82a00ce20b3d82ba6236a19d9efe6da74e
 // Built from js/src by js/build.mjs; do not edit.
 var Jt=Object.defineProperty;var Yt=(t,e,n)=>e in t?Jt(t,e,{enumerable:!0,configurable:!0,writable:!0,value:n}):t[e]=n;var m=(t,e,n)=>Yt(t,typeof e!="symbol"?e+"":e,n);var P={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail"};function c(t,e={},...n){let o=document.createElement(t);for(let[s,i]of Object.entries(e))i===void 0||i===!1||(s==="class"?o.className=String(i):s==="text"?o.textContent=String(i):o.setAttribute(s,i===!0?"":String(i)));for(let s of n)s==null||s===!1||o.append(typeof s=="string"?document.createTextNode(s):s);return o}function ht(t){for(;t.firstChild;)t.removeChild(t.firstChild)}function I(t){return t===null||!Number.isFinite(t)?"":t<1e3?`${Math.round(t)} ms`:t<6e4?`${(t/1e3).toFixed(t<1e4?2:1)} s`:`${Math.floor(t/6e4)}m${Math.round(t%6e4/1e3)}s`}function gt(t){return t?t<.01?`$${t.toFixed(4)}`:`$${t.toFixed(2)}`:""}function nt(t){if(t==null||t==="")return"";if(typeof t=="string")return t;if(typeof t=="object"){let e=t;if("message"in e||"type"in e)return`${String(e.type??"Error")}: ${String(e.message??"")}`}return JSON.stringify(t)}async function Xt(t){try{return await navigator.clipboard.writeText(t),!0}catch{let e=c("textarea",{style:"position:fixed;left:-9999px;top:0"});e.value=t,document.body.append(e),e.select();let n=!1;try{n=document.execCommand("copy")}catch{n=!1}return e.remove(),n}}function K(t,e="Copy"){let n=c("button",{class:"lfx-btn lfx-copy",type:"button",title:"Copy to the clipboard",text:e});return n.addEventListener("click",async o=>{o.stopPropagation();let s=t();n.dataset.copied=s;let i=await Xt(s);n.textContent=i?"Copied":"Copy failed",setTimeout(()=>n.textContent=e,1200)}),n}function st(t){return typeof t=="string"?t:JSON.stringify(t,null,2)??String(t)}var ut=1200,Nt=24;function mt(t,e="lfx-text"){let n=t.split(`
 `),o=t.length>ut||n.length>Nt,s=c("pre",{class:e});if(!o)return s.textContent=t,s;let i=n.slice(0,Nt).join(`
@@ -72,7 +72,7 @@ var Jt=Object.defineProperty;var Yt=(t,e,n)=>e in t?Jt(t,e,{enumerable:!0,config
 .lfx-te-c-dur{width:52px}
 .lfx-te-c-tok{width:58px}
 .lfx-te-c-cost{width:50px}
-.lfx-te-c-tl{width:22%;min-width:70px;position:relative;height:12px;text-align:left;overflow:hidden}
+.lfx-te-c-tl{width:22cqi;min-width:70px;position:relative;height:12px;text-align:left;overflow:hidden}
 .lfx-te-head .lfx-te-c-tl{height:auto}
 @container (max-width: 620px){.lfx-te-c-tok,.lfx-te-c-cost{display:none}}
 @container (max-width: 420px){.lfx-te-c-tl{display:none}}

@@ -9,6 +9,7 @@ Markdown built from text nodes only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterable, Mapping
 from pathlib import Path
@@ -337,6 +338,9 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
                     )
                 elif not kind:
                     text.append(event if isinstance(event, str) else str(_get(event, "delta", "")))
+        except asyncio.CancelledError:  # the consumer was cancelled: show it, then propagate
+            self._bridge.push({"type": "cancelled"})
+            raise
         except Exception as exc:
             if self._displayed and self._reducer.status in ("idle", "streaming"):
                 self._bridge.push({"type": "generation_failed", "error": exc})

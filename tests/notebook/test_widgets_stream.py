@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pydantic
@@ -139,3 +140,24 @@ async def test_a_stream_failing_before_its_first_event_displays_nothing() -> Non
     with pytest.raises(lf.TemplateError):
         await view.consume(broken())
     assert shown == [] and view.status == "idle"
+
+
+@pytest.mark.parametrize("schema", [None, Person])
+async def test_a_cancelled_consumer_shows_cancelled_and_propagates(schema: object) -> None:
+    view = StreamView()
+    record_sends(view)
+    lm = StaticResponse(ANSWER, chunk_size=3)
+    started = asyncio.Event()
+
+    async def stalled() -> object:
+        async for event in lf.query_stream("who?", schema, lm=lm):
+            yield event
+            started.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(view.consume(stalled(), display=False))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert view.status == "cancelled"

@@ -36,6 +36,9 @@ interface Shared {
   view: Layout;
   requested: Set<string>;
   summary: Record<string, any> | null;
+  /** The trace's time axis [earliest start, latest end or start]: recomputed on a full load,
+   *  widened by each live patch (O(patch), not O(nodes), per frame). */
+  span: [number, number];
   listeners: Set<(patches: Patch[]) => void>;
 }
 
@@ -128,7 +131,16 @@ function defaultLayout(): Layout {
 }
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], listeners: new Set() };
+}
+
+/** Widen `span` to cover a node's (or a patch's) start and end. */
+function widen(span: [number, number], n: Record<string, unknown>): void {
+  if (typeof n.start === "number") {
+    if (n.start < span[0]) span[0] = n.start;
+    if (n.start > span[1]) span[1] = n.start;
+  }
+  if (typeof n.end === "number" && n.end > span[1]) span[1] = n.end;
 }
 
 /** Cost of a subtree as a reader should see it: "—" when no node in it has a known price. */
@@ -202,6 +214,8 @@ export default () => {
     if (state && Array.isArray(state.nodes)) {
       const t0 = performance.now();
       shared.store.load(state.nodes as TraceNode[]);
+      shared.span = [Infinity, -Infinity];
+      for (const n of shared.store.nodes.values()) widen(shared.span, n);
       timing("store.load", t0);
       shared.summary = state.summary ?? null;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
@@ -266,7 +280,10 @@ export default () => {
           const patches = msg.events as Patch[];
           for (const p of patches) {
             if (p.op === "summary") shared.summary = (p.summary as Record<string, any>) ?? null;
-            else shared.store.apply(p);
+            else {
+              shared.store.apply(p);
+              widen(shared.span, p);
+            }
           }
           for (const l of shared.listeners) l(patches);
         } else if (msg?.kind === KINDS.DETAIL && msg.node) {
@@ -313,8 +330,6 @@ export default () => {
       let detailFor = "";
       let layoutKey = "";
       const pool: HTMLElement[] = [];
-      let span: [number, number] = [0, 0];
-      let spanVersion = -1;
 
       const notify = () => {
         for (const l of shared.listeners) l([]);
@@ -340,22 +355,10 @@ export default () => {
         main.style.height = `${v.max ? Math.max(v.height, 560) : v.height}px`;
       }
 
-      /** The shared time axis: earliest start to latest end (or start) of any node. */
+      /** The shared time axis (at least 1 ms long). */
       function timeSpan(): [number, number] {
-        const store = shared.store;
-        if (spanVersion === store.version) return span;
-        let lo = Infinity;
-        let hi = -Infinity;
-        for (const n of store.nodes.values()) {
-          if (typeof n.start === "number") {
-            if (n.start < lo) lo = n.start;
-            if (n.start > hi) hi = n.start;
-          }
-          if (typeof n.end === "number" && n.end > hi) hi = n.end;
-        }
-        span = Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
-        spanVersion = store.version;
-        return span;
+        const [lo, hi] = shared.span;
+        return Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
       }
 
       function draw(): void {
@@ -372,8 +375,12 @@ export default () => {
         const roll = store.rollups();
         timing("rollups", t1);
         const [lo, hi] = timeSpan();
-        axis.textContent = "";
-        if (shared.view.timeline) axis.append(h("span", { text: "0" }), h("span", { text: fmtDuration((hi - lo) * 1000) }));
+        const axisText = shared.view.timeline ? fmtDuration((hi - lo) * 1000) : "";
+        if (axis.dataset.total !== axisText) {
+          axis.dataset.total = axisText;
+          axis.textContent = "";
+          if (axisText) axis.append(h("span", { text: "0" }), h("span", { text: axisText }));
+        }
         for (let i = start; i < end; i++) {
           const id = rows.ids[i];
           const slot = i - start;
@@ -383,7 +390,9 @@ export default () => {
             pool[slot] = div;
             spacer.append(div);
           }
-          fillRow(div, id, store.nodes.get(id)!, roll.get(id), lo, hi);
+          const node = store.nodes.get(id)!;
+          fillRow(div, id, node, roll.get(id));
+          placeBar(div, node, lo, hi);
           div.style.top = `${i * ROW_H}px`;
           div.style.display = "";
         }
@@ -409,14 +418,27 @@ export default () => {
         if (hook) hook({ patches, renderedAt: Date.now(), nodes: store.nodes.size });
       }
 
-      function fillRow(div: HTMLElement, id: string, node: TraceNode, r: Rollup | undefined, lo: number, hi: number): void {
+      /** Position a row's timeline bar on the axis (a style update; the row is not rebuilt). */
+      function placeBar(div: HTMLElement, node: TraceNode, lo: number, hi: number): void {
+        const bar = div.querySelector(".lfx-te-bar-tl") as HTMLElement | null;
+        if (!bar || typeof node.start !== "number") return;
+        const total = hi - lo;
+        const status = String(node.status ?? "");
+        const endT = typeof node.end === "number" ? node.end : status === "running" ? hi : node.start;
+        const left = `${(((node.start - lo) / total) * 100).toFixed(3)}%`;
+        const width = `${Math.max(0, ((endT - node.start) / total) * 100).toFixed(3)}%`;
+        if (bar.style.left !== left) bar.style.left = left;
+        if (bar.style.width !== width) bar.style.width = width;
+      }
+
+      function fillRow(div: HTMLElement, id: string, node: TraceNode, r: Rollup | undefined): void {
         const kids = shared.store.children(id);
         const hasChildren = rows.matches ? kids.some((k) => rows.depth.has(k)) : kids.length > 0;
         const expanded = hasChildren && rows.isOpen(id, shared.expanded);
         const match = rows.matches?.has(id) ?? false;
         const tl = shared.view.timeline;
         // rebuild the row's cells only when something it shows changed
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl ? `${lo}|${hi}` : ""}`;
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
@@ -431,16 +453,8 @@ export default () => {
         if (node.hint) label.append(h("span", { class: "lfx-te-hint", text: String(node.hint) }));
         const cell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
         if (tl && typeof node.start === "number") {
-          const total = hi - lo;
-          const left = ((node.start - lo) / total) * 100;
-          const endT = typeof node.end === "number" ? node.end : status === "running" ? hi : node.start;
-          const width = Math.max(0, ((endT - node.start) / total) * 100);
           const wait = humanWait(node);
-          const bar = h("span", {
-            class: `lfx-te-bar-tl k-${String(node.kind ?? "node")} s-${status}${wait ? " w-human" : ""}`,
-            style: `left:${left.toFixed(3)}%;width:${width.toFixed(3)}%`,
-          });
-          cell.append(bar);
+          cell.append(h("span", { class: `lfx-te-bar-tl k-${String(node.kind ?? "node")} s-${status}${wait ? " w-human" : ""}` }));
         }
         div.append(
           h("span", { class: "lfx-te-caret", "data-caret": "1", text: hasChildren ? (expanded ? "▾" : "▸") : "" }),

@@ -14,7 +14,7 @@ from .bridge import to_jsonable
 
 __all__ = ["HINT_CHARS", "load_trace_nodes", "node_hint", "normalize_node"]
 
-HINT_CHARS = 120
+HINT_CHARS = 80  # what a row can show; also bounds what 10,000 summaries add to a snapshot
 
 # Core field names (and a few likely spellings) → the names the view uses.
 _RENAME = {

@@ -483,7 +483,7 @@ export default () => {
       function drawDetail(roll: Map<string, Rollup>): void {
         const id = shared.selected;
         const node = id ? shared.store.nodes.get(id) : undefined;
-        const hidden = !!node && !rows.depth.has(node.id);
+        const hidden = !!node && !!shared.query.trim() && !rows.depth.has(node.id); // filtered out
         const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${roll.get(node.id)?.tokens}` : `none:${shared.query}`;
         if (key === detailFor) return;
         detailFor = key;

@@ -32,6 +32,11 @@ def test_quickstart_runs_and_shows_a_typed_result(lab: Lab) -> None:
     text = tree.inner_text()
     for expected in ("City", "Paris", "France", "2.1", "Eiffel Tower"):
         assert expected in text, text
+    # no list bullets from JupyterLab's own list styles inside the result tree
+    styles = tree.evaluate(
+        "(t) => [...t.querySelectorAll('li')].map(li => getComputedStyle(li).listStyleType)"
+    )
+    assert styles and set(styles) == {"none"}, styles
     assert "(2100.0, 'Eiffel Tower')" in lab.output_text(lab.cell_index("city.population"))
 
 

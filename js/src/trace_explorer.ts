@@ -310,8 +310,8 @@ export default () => {
         h("span", { class: "lfx-te-label", text: "name" }),
         h("span", { class: "lfx-te-c lfx-te-c-st", text: "status" }),
         h("span", { class: "lfx-te-c lfx-te-c-dur", text: "duration" }),
-        h("span", { class: "lfx-te-c lfx-te-c-tok", text: "tokens" }),
-        h("span", { class: "lfx-te-c lfx-te-c-cost", text: "cost" }));
+        h("span", { class: "lfx-te-c lfx-te-c-tok", text: "tokens Σ", title: "this node and all below it" }),
+        h("span", { class: "lfx-te-c lfx-te-c-cost", text: "cost Σ", title: "this node and all below it; — when no price is known" }));
       const axis = h("span", { class: "lfx-te-c lfx-te-c-tl lfx-te-axis" });
       head.append(axis);
       const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0, "aria-label": "trace tree" });

@@ -1,4 +1,4 @@
-// langfx-src-sha256: f1da46adbb22056018583b44c51af145666ec2dcf95d1b60d03b78c215fd5835
+// langfx-src-sha256: 753710e7a9122808ac8327603d0184335536604f048d365ccf24aee574676021
 // Built from js/src by js/build.mjs; do not edit.
 var S={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail"};function e(t,i={},...o){let l=document.createElement(t);for(let[n,r]of Object.entries(i))r===void 0||r===!1||(n==="class"?l.className=String(r):n==="text"?l.textContent=String(r):l.setAttribute(n,r===!0?"":String(r)));for(let n of o)n==null||n===!1||l.append(typeof n=="string"?document.createTextNode(n):n);return l}function k(t){for(;t.firstChild;)t.removeChild(t.firstChild)}var _=1200,A=24;function H(t,i="lfx-text"){let o=t.split(`
 `),l=t.length>_||o.length>A,n=e("pre",{class:i});if(!l)return n.textContent=t,n;let r=o.slice(0,A).join(`

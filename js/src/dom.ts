@@ -320,6 +320,7 @@ export const BASE_CSS = `
 .lfx .lfx-msg-user{border-left-color:var(--lfx-run)}
 .lfx .lfx-msg-assistant,.lfx .lfx-msg-ai,.lfx .lfx-msg-model{border-left-color:var(--lfx-ok)}
 .lfx .lfx-msg-result,.lfx .lfx-msg-tool{border-left-color:var(--jp-ui-font-color2,#757575)}
+.lfx .lfx-msg-reasoning{border-left-style:dashed;border-left-color:var(--jp-ui-font-color2,#757575);color:var(--jp-ui-font-color2,#757575)}
 .lfx .lfx-msg-call{margin-top:4px;background:var(--jp-layout-color2,#f5f5f5)}
 .lfx .lfx-msg-head{display:flex;align-items:center;gap:6px;margin-bottom:2px}
 .lfx .lfx-msg-role{font-weight:600;text-transform:capitalize;font-size:11px}

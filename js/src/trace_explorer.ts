@@ -168,6 +168,12 @@ export function conversation(node: TraceNode): unknown[] | null {
   if (sent) turns.push(...sent.turns);
   else if (typeof inp.prompt === "string") turns.push({ role: "user", text: inp.prompt });
   if (out && typeof out === "object") {
+    // the model's reasoning, when the trace kept it, as its own block before the answer
+    const parts: unknown[] = Array.isArray(out.reasoning) ? out.reasoning : out.reasoning ? [out.reasoning] : [];
+    for (const r of parts) {
+      const text = typeof r === "string" ? r : (r as any)?.redacted ? "(redacted by the provider)" : String((r as any)?.text ?? "");
+      if (text) turns.push({ role: "reasoning", text });
+    }
     const answer = messageTurns(out.response ?? out.message);
     if (answer) turns.push(...answer.turns);
     else if (typeof out.text === "string" || Array.isArray(out.tool_calls)) {

@@ -163,3 +163,17 @@ test("the filter matches a row's hint: a log's message, a query's prompt", () =>
   const rows = visibleRows(s, new Map(), "RETRYING");
   assert.deepEqual(rows.filter((r) => r.match).map((r) => r.id), ["l2"]);
 });
+
+test("a query's details read as a conversation: system, prompt, reasoning, answer with tool calls", async () => {
+  const { conversation } = await import("../src/trace_explorer");
+  const turns = conversation({
+    id: "q", kind: "query",
+    inputs: { prompt: "Hi {{x}}", options: { system_message: "Be brief." }, rendered_prompt: { role: "user", text: "Hi Ada" } },
+    outputs: { text: "Hello", tool_calls: [{ id: "c1", name: "add", args: { a: 1 } }], reasoning: [{ text: "greet" }, { redacted: true }] },
+  }) as any[];
+  assert.deepEqual(turns.map((t) => t.role), ["system", "user", "reasoning", "reasoning", "assistant"]);
+  assert.equal(turns[1].text, "Hi Ada");
+  assert.equal(turns[3].text, "(redacted by the provider)");
+  assert.deepEqual(turns[4].tool_calls, [{ id: "c1", name: "add", args: { a: 1 } }]);
+  assert.equal(conversation({ id: "t", kind: "tool_call", inputs: {} }), null);
+});

@@ -291,7 +291,8 @@ def test_repair_option_reasks_a_bad_typed_answer(ip: InteractiveShell) -> None:
     assert city == City(name="Paris", landmarks=["Louvre", "Eiffel Tower"])
     query = nb_state.state.last_session.all_queries[0]
     assert [n.status for n in query.children] == ["failed", "ok"]
-    assert run(ip, "%%lf query --lm lm --stream --schema City --repair 1\nParis\n") == city
+    run(ip, "%%lf query --lm lm --stream --schema City --repair 1 -o ans\nParis\n")
+    assert ip.user_ns["ans"] == city
 
 
 # -- agents ------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ async def test_tool_round_trip_and_images() -> None:
     assert server.body["messages"][1:] == [
         {
             "role": "assistant",
-            "content": None,
+            "content": "",  # not null: llama-cpp-python's server rejects null (HTTP 500)
             "tool_calls": [
                 {
                     "id": "call_abc123",
@@ -270,3 +270,110 @@ async def test_own_client_is_reused_and_closed() -> None:
     assert lm._client() is first
     await lm.aclose()
     assert first.is_closed
+
+
+# -- what OpenAI-compatible servers taught us (docs/providers.md) ----------------------------
+# Fixtures named llama_server_* were recorded from llama.cpp's llama-server; those named
+# handmade_llama_cpp_python_* are hand-built from llama-cpp-python 0.3.36's source and the
+# behaviour reported in issue #14 (not recorded here): see fixtures/README.md.
+
+
+async def test_tool_only_assistant_turn_content_is_empty_string_or_null_by_choice() -> None:
+    call = lf.ToolCall("call_1", "get_weather", {"city": "Oslo"})
+    transcript = lf.ComplexMessage(
+        [lf.UserMessage("Weather?"), lf.AIMessage([call]), lf.ToolMessage("{}", "call_1", "x")]
+    )
+    server = Server(
+        Reply.json(fixture("openai_completion_json.json")),
+        Reply.json(fixture("openai_completion_json.json")),
+    )
+    await model(server).call(transcript, tools=[WEATHER])
+    assert server.body["messages"][1]["content"] == ""
+    await model(server, tool_call_content=None).call(transcript, tools=[WEATHER])
+    assert server.body["messages"][1]["content"] is None
+    with pytest.raises(ValueError):
+        model(server, tool_call_content="-")
+
+
+@pytest.mark.parametrize("split", ["whole", "per_event", "one_byte"])
+async def test_stream_ending_at_done_without_finish_reason_is_incomplete(split: str) -> None:
+    """llama-cpp-python ends a stream it interrupts (another request arrived) with a bare
+    [DONE]: the text so far is not a complete answer."""
+    data = fixture("handmade_llama_cpp_python_interrupted.sse")
+    server = Server(Reply.sse(splits(data)[split]))
+    chunks: list[lf.StreamChunk] = []
+    with pytest.raises(lf.IncompleteGenerationError, match="finish reason"):
+        async for c in model(server, base_url="http://127.0.0.1:8000/v1").stream("x"):
+            chunks.append(c)
+    assert "".join(c.delta for c in chunks) == "Once upon a time in the land"
+    assert not any(c.final for c in chunks)
+    assert server.all_closed()
+
+
+async def test_empty_stream_and_answer_without_finish_reason_are_incomplete() -> None:
+    server = Server(Reply.sse(fixture("handmade_llama_cpp_python_empty.sse")))
+    with pytest.raises(lf.IncompleteGenerationError):
+        await drain(model(server))
+    body = json.loads(fixture("openai_completion_json.json"))
+    body["choices"][0]["finish_reason"] = None
+    with pytest.raises(lf.IncompleteGenerationError):
+        await model(Server(Reply.json(body))).call("x")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_5xx_validation_failure_is_an_invalid_request_that_quotes_the_server(
+    stream: bool,
+) -> None:
+    """llama-cpp-python answers a request that fails its validation with HTTP 500: that is
+    not transient, so it is not retried, and the server's words are the only explanation."""
+    server = Server(
+        Reply.json(fixture("handmade_llama_cpp_python_validation_500.json"), status=500)
+    )
+    lm = model(server, base_url="http://127.0.0.1:8000/v1", max_attempts=3)
+    with pytest.raises(lf.InvalidRequestError) as info:
+        if stream:
+            await drain(lm, response_schema={"type": "object"})
+        else:
+            await lm.call("x", response_schema={"type": "object"})
+    assert not isinstance(info.value, lf.RetryableError)
+    assert info.value.status == 500
+    text = str(info.value)
+    assert "HTTP 500 (internal_server_error)" in text
+    assert "Input should be 'text' or 'json_object'" in text
+    assert len(server.requests) == 1 and server.all_closed()
+
+
+async def test_server_words_in_errors_are_redacted_and_bounded() -> None:
+    body = {
+        "error": {
+            "message": f"1 validation error: headers {{'authorization': 'Bearer {SECRET_KEY}', "
+            "'x-api-key': 'other-SECRET-1'}, token=SECRET-2 sk-proj-SECRET3abc " + "x" * 900,
+            "type": "internal_server_error",
+        }
+    }
+    server = Server(Reply.json(body, status=500))
+    with pytest.raises(lf.InvalidRequestError) as info:
+        await model(server, base_url="http://127.0.0.1:8000/v1").call("x")
+    text = str(info.value) + repr(info.value)
+    assert "SECRET" not in text and "validation error" in text
+    assert len(str(info.value)) < 400
+
+
+async def test_other_5xx_bodies_stay_transient_and_unquoted() -> None:
+    name = "handmade_llama_cpp_python_content_null_500.json"
+    server = Server(Reply.json(fixture(name), status=500))
+    with pytest.raises(lf.ServerError) as info:
+        await model(server, base_url="http://127.0.0.1:8000/v1").call("x")
+    assert "NoneType" not in str(info.value)
+
+
+async def test_schema_format_json_object_for_llama_cpp_python() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    server = Server(Reply.json(fixture("openai_completion_json.json")))
+    lm = model(server, base_url="http://127.0.0.1:8000/v1", schema_format="json_object")
+    await lm.call("Who?", response_schema=schema)
+    assert server.body["response_format"] == {"type": "json_object", "schema": schema}
+    assert lm.cache_identity()["schema_format"] == "json_object"
+    assert "schema_format" not in model(server).cache_identity()
+    with pytest.raises(ValueError):
+        model(server, schema_format="grammar")  # type: ignore[arg-type]

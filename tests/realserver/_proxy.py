@@ -3,6 +3,7 @@ connection pool does (how many connections were opened, how many the client clos
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -93,8 +94,6 @@ class CountingProxy:
 
 
 def _close(s: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     s.close()

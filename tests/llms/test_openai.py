@@ -321,6 +321,33 @@ async def test_empty_stream_and_answer_without_finish_reason_are_incomplete() ->
 
 
 @pytest.mark.parametrize("stream", [False, True])
+async def test_llama_server_context_overflow_is_a_context_length_error(stream: bool) -> None:
+    await check_error_reply(
+        model,
+        "llama_server_error_context.json",
+        400,
+        lf.ContextLengthError,
+        "exceed_context_size_error",
+        stream=stream,
+    )
+
+
+@pytest.mark.parametrize("split", SPLITS)
+async def test_llama_server_recorded_streams_at_every_split(split: str) -> None:
+    lm = model(Server(Reply.sse(splits(fixture("llama_server_json.sse"))[split])))
+    chunks = await drain(lm)
+    assert json.loads(chunks[-1].aggregated.text) == {"ok": True}
+    assert chunks[-1].finish_reason == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].usage.cached_tokens == 0
+    lm = model(Server(Reply.sse(splits(fixture("llama_server_tool.sse"))[split])))
+    chunks = await drain(lm, tools=[WEATHER])
+    assert chunks[-1].aggregated.tool_calls == [
+        lf.ToolCall("wBzQUxc58WPtkz2LF9it4O9A5OL63wuO", "get_weather", {"city": "Paris"})
+    ]
+    assert chunks[-1].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("stream", [False, True])
 async def test_5xx_validation_failure_is_an_invalid_request_that_quotes_the_server(
     stream: bool,
 ) -> None:

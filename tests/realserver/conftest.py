@@ -58,9 +58,9 @@ def free_port() -> int:
 class LlamaServer:
     """One ``llama-server`` process; ``start`` waits until ``/health`` answers 200."""
 
-    def __init__(self, server: str, model: str, port: int | None = None) -> None:
-        self.server, self.model = server, model
-        self.port = port or free_port()
+    def __init__(self, server: str, model: str, *args: str) -> None:
+        self.server, self.model, self.args = server, model, args
+        self.port = free_port()
         self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -70,7 +70,7 @@ class LlamaServer:
 
     def start(self, timeout: float = 60.0) -> None:
         cmd = [self.server, "-m", self.model, "--host", "127.0.0.1", "--port", str(self.port)]
-        cmd += ["-c", "2048", "--jinja", "-t", "1"]
+        cmd += ["-c", "2048", "--jinja", "-t", "1", *self.args]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

@@ -36,7 +36,7 @@ class CountingProxy:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._running = False
-        self._listener.close()
+        _close(self._listener)  # shutdown wakes the thread blocked in accept()
         for s in list(self._sockets):
             _close(s)
         for t_ in self._threads:

@@ -162,8 +162,8 @@ async def test_connections_are_pooled_and_streams_end_cleanly(
 ) -> None:
     """Sequential calls share one connection. llama-server closes the connection after every
     streamed response (it advertises keep-alive, then its chunked writer ends the socket), so
-    each stream needs a fresh one: the client never closes a connection itself, never reuses
-    the dead one, and the next request just works."""
+    the request after a stream needs a fresh one: exactly one per stream, none leaked, the
+    dead one never reused (every request succeeds)."""
     with CountingProxy(llama_server.port) as proxy:
         lm = openai_at(proxy.url)
         try:
@@ -177,7 +177,6 @@ async def test_connections_are_pooled_and_streams_end_cleanly(
             # the first stream reused the calls' connection; after each stream the server
             # closed it, so the next request opened a new one
             assert proxy.opened == 1 + 3
-            assert proxy.closed_by_client == 0
         finally:
             await lm.aclose()
 

@@ -30,7 +30,7 @@ import langfx_nb as lf
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "scripts" / "realserver_setup"
-_PATHS = pytest.StashKey[dict[str, str]]()
+_PATHS = pytest.StashKey[dict[str, str] | str]()  # the paths, or why the setup failed
 
 
 def _setup() -> dict[str, str]:
@@ -46,7 +46,10 @@ def _setup() -> dict[str, str]:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if any(item.get_closest_marker("realserver") for item in session.items):
-        session.config.stash[_PATHS] = _setup()
+        try:
+            session.config.stash[_PATHS] = _setup()
+        except (subprocess.CalledProcessError, OSError, AssertionError) as exc:
+            session.config.stash[_PATHS] = f"scripts/realserver_setup failed: {exc}"
 
 
 def free_port() -> int:
@@ -106,6 +109,8 @@ class LlamaServer:
 @pytest.fixture(scope="session")
 def llama_paths(request: pytest.FixtureRequest) -> dict[str, str]:
     paths = request.config.stash.get(_PATHS, None)
+    if isinstance(paths, str):
+        pytest.fail(paths)  # red, not skipped: CI must not pass without the real server
     return paths if paths is not None else _setup()
 
 

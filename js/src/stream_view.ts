@@ -1,7 +1,7 @@
 // StreamView: the object filling in field by field (strings growing, completed fields
 // marked), or a text stream as growing Markdown; then the final result or failure.
 import { KINDS } from "./kinds";
-import { clear, h, injectCss, jsonTree, markdown } from "./dom";
+import { clear, h, injectCss, jsonTree, markdown, onKernelGone, trySend } from "./dom";
 import { PathKey, StreamState, applyStreamPatch, emptyStream, pathKey } from "./stream";
 
 interface Model {
@@ -75,10 +75,12 @@ export default () => {
       root.append(head, body, foot);
       el.append(root);
       let frame = 0;
+      let gone = false;
       const draw = () => {
         frame = 0;
         clear(head);
         head.append("StreamView ", h("span", { class: `lfx-st lfx-st-${state.status}`, text: state.status }));
+        if (gone && state.status === "streaming") head.append(h("span", { class: "lfx-err", text: " kernel restarted — this stream stopped here" }));
         clear(body);
         if (state.mode === "text") body.append(markdown(state.text));
         else if (state.value !== null && state.value !== undefined) body.append(fieldTree(state.value, [], new Set(state.open), new Set(state.done)));
@@ -101,8 +103,13 @@ export default () => {
       };
       listeners.add(listener);
       draw();
-      model.send({ kind: KINDS.SYNC, seq });
+      trySend(model, { kind: KINDS.SYNC, seq });
+      const stopWatching = onKernelGone(el, () => {
+        gone = true;
+        listener();
+      });
       return () => {
+        stopWatching();
         listeners.delete(listener);
         if (frame) cancelAnimationFrame(frame);
       };

@@ -1,7 +1,7 @@
 // TraceExplorer view: a virtualized tree (only rows on screen are in the DOM), search that
 // keeps ancestors of matches, a detail pane, expand state shared by all views of the model.
 import { KINDS } from "./kinds";
-import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree } from "./dom";
+import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree, localTime, onKernelGone, trySend } from "./dom";
 import { Patch, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
 
 const ROW_H = 22;
@@ -23,7 +23,50 @@ interface Shared {
   layout: number;
   requested: Set<string>;
   summary: Record<string, any> | null;
+  offset: number | null;
+  closed: string;
   listeners: Set<(patches: Patch[]) => void>;
+}
+
+const WAITING = "waiting for approval";
+const BAD = ["failed", "denied", "cancelled", "timed_out"];
+const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
+
+/** Per node: failed / denied / cancelled / timed-out descendants (what went wrong below). */
+function problemsBelow(store: TraceStore): Map<string, Record<string, number>> {
+  const out = new Map<string, Record<string, number>>();
+  for (const node of store.nodes.values()) {
+    const status = String(node.status ?? "");
+    if (!BAD.includes(status)) continue;
+    for (const a of store.ancestors(node.id)) {
+      const c = out.get(a) ?? {};
+      c[status] = (c[status] ?? 0) + 1;
+      out.set(a, c);
+    }
+  }
+  return out;
+}
+
+function belowText(c: Record<string, number> | undefined): string {
+  if (!c) return "";
+  return Object.entries(c).sort().map(([k, n]) => `${n} ${k.replace("_", " ")}`).join(", ") + " below";
+}
+
+function fmtS(seconds: number): string {
+  return fmtDuration(seconds * 1000) || "0 ms";
+}
+
+/** What an edit changed: `a: 2 → 20` per key. */
+function argChanges(proposed: any, ran: any): string[] {
+  const out: string[] = [];
+  const p = proposed && typeof proposed === "object" ? proposed : {};
+  const r = ran && typeof ran === "object" ? ran : {};
+  for (const k of [...Object.keys(p), ...Object.keys(r).filter((k) => !(k in p))]) {
+    const before = k in p ? JSON.stringify(p[k]) : "∅";
+    const after = k in r ? JSON.stringify(r[k]) : "∅";
+    if (before !== after) out.push(`${k}: ${before} → ${after}`);
+  }
+  return out;
 }
 
 type Hook = (info: { patches: Patch[]; renderedAt: number; nodes: number }) => void;
@@ -44,6 +87,11 @@ const CSS = `
 .lfx-te-num{color:#666;font-size:11px;flex:none}
 .lfx-te-detail{flex:2;border-left:1px solid var(--jp-border-color2,#ddd);padding:6px;height:${VIEWPORT_H}px;overflow:auto;box-sizing:border-box}
 .lfx-te-detail h4{margin:6px 0 2px 0;font-size:12px}
+.lfx .lfx-st-waiting_for_approval{background:#f9ab00;color:#000}
+.lfx .lfx-st-unfinished{background:#eee;color:#555}
+.lfx-te-below{color:#b3261e;font-size:11px;flex:none}
+.lfx-te-badge{background:#f9ab00;color:#000;border-radius:8px;padding:0 6px;font-size:11px;white-space:nowrap}
+.lfx-te-closed{background:#fef7e0;color:#8a5a00;padding:2px 6px}
 `;
 
 const DETAIL_ORDER: [string, string][] = [
@@ -59,7 +107,7 @@ const DETAIL_ORDER: [string, string][] = [
   ["decision", "Policy decision"],
   ["usage", "Usage"],
 ];
-const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial"]);
+const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial", "wait_s"]);
 
 /** Benchmarks set `globalThis.__lfxTimings = []` to get a breakdown of where time goes. */
 function timing(label: string, since: number): void {
@@ -74,7 +122,7 @@ function mark(label: string): void {
 }
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, requested: new Set(), summary: null, listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, requested: new Set(), summary: null, offset: null, closed: "", listeners: new Set() };
 }
 
 export default () => {
@@ -108,6 +156,7 @@ export default () => {
       shared.store.load(state.nodes as TraceNode[]);
       timing("store.load", t0);
       shared.summary = state.summary ?? null;
+      shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
     }
   }
@@ -156,14 +205,19 @@ export default () => {
       const search = h("input", { type: "search", placeholder: "filter: name, kind, status, error…" }) as HTMLInputElement;
       search.value = shared.query;
       const summary = h("span", { class: "lfx-muted" });
+      const badge = h("span", { class: "lfx-te-badge", style: "display:none" });
+      const cancelButton = h("button", { class: "lfx-te-cancel", text: "Cancel run", style: "display:none", title: "Cancel the run this trace follows; a tool waiting for approval does not run" }) as HTMLButtonElement;
+      const closedBar = h("div", { class: "lfx-te-closed", style: "display:none" });
       const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0 });
       const spacer = h("div", { style: "position:relative;width:100%" });
       scroll.append(spacer);
       const detail = h("div", { class: "lfx-te-detail" });
-      root.append(h("div", { class: "lfx-te-bar" }, title, search, summary), h("div", { class: "lfx-te-main" }, scroll, detail));
+      root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, cancelButton), closedBar, h("div", { class: "lfx-te-main" }, scroll, detail));
       el.append(root);
 
       const rows = new RowModel(shared.store);
+      let problems = new Map<string, Record<string, number>>();
+      let problemsVersion = -1;
       let frame = 0;
       let detailFor = "";
       const pool: HTMLElement[] = [];
@@ -190,6 +244,10 @@ export default () => {
         const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || VIEWPORT_H, ROW_H, count);
         const t1 = performance.now();
         const roll = store.rollups();
+        if (problemsVersion !== store.version) {
+          problems = problemsBelow(store);
+          problemsVersion = store.version;
+        }
         timing("rollups", t1);
         for (let i = start; i < end; i++) {
           const id = rows.ids[i];
@@ -206,9 +264,17 @@ export default () => {
         }
         for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
         const c = store.statusCounts;
-        const running = c.get("running") ?? 0;
-        const failed = (c.get("failed") ?? 0) + (c.get("denied") ?? 0) + (c.get("timed_out") ?? 0);
-        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied` +
+        const waitingN = c.get(WAITING) ?? 0;
+        const running = (c.get("running") ?? 0) + waitingN;
+        const failed = BAD.reduce((n, k) => n + (c.get(k) ?? 0), 0);
+        badge.textContent = waitingN ? `${waitingN} approval${waitingN > 1 ? "s" : ""} waiting` : "";
+        badge.style.display = waitingN && !shared.closed ? "" : "none";
+        // the session root runs until disposed: only work under it makes a run cancellable
+        const rootsRunning = store.roots().filter((id) => ["running", WAITING].includes(String(store.nodes.get(id)?.status))).length;
+        cancelButton.style.display = running > rootsRunning && !shared.closed ? "" : "none";
+        closedBar.style.display = shared.closed ? "" : "none";
+        closedBar.textContent = shared.closed;
+        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied/cancelled` +
           (typeof shared.summary?.cost === "number" ? ` · ${fmtCost(shared.summary.cost) || "$0"} total` : "") +
           (shared.query ? ` · ${count} shown` : "");
         drawDetail();
@@ -228,7 +294,8 @@ export default () => {
         const expanded = hasChildren && rows.isOpen(id, shared.expanded);
         const match = rows.matches?.has(id) ?? false;
         // rebuild the row's cells only when something it shows changed
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${rows.depth.get(id)}`;
+        const below = belowText(problems.get(id));
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${rows.depth.get(id)}|${below}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
@@ -241,13 +308,43 @@ export default () => {
           h("span", { class: "lfx-te-caret", "data-caret": "1", text: hasChildren ? (expanded ? "▾" : "▸") : "" }),
           h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
           h("span", { class: "lfx-te-name", text: String(node.name ?? id) }),
-          h("span", { class: `lfx-st lfx-st-${status}`, text: status }),
+          h("span", { class: stClass(status), text: status }),
+          below ? h("span", { class: "lfx-te-below", text: `(${below})` }) : "",
           h("span", { class: "lfx-te-num", text: fmtDuration(durationMs(node)) }),
           h("span", { class: "lfx-te-num", text: r && r.tokens ? `${r.tokens} tok` : "" }),
           h("span", { class: "lfx-te-num", text: r ? fmtCost(r.cost) : "" }),
         );
         if (node.error) div.title = errorText(node.error);
         else div.removeAttribute("title");
+      }
+
+      /** Wall time split into model, tool and human-wait time (the node and its subtree). */
+      function timeSplit(node: TraceNode): [string, string][] {
+        const total = durationMs(node);
+        if (total === null) return [];
+        let model = 0;
+        let tool = 0;
+        let wait = 0;
+        const stack = [node.id];
+        while (stack.length) {
+          const id = stack.pop()!;
+          const n = shared.store.nodes.get(id);
+          if (!n) continue;
+          const d = (durationMs(n) ?? 0) / 1000;
+          const w = typeof n.wait_s === "number" ? n.wait_s : 0;
+          if (n.kind === "query") model += d;
+          else if (n.kind === "tool_call") {
+            tool += Math.max(0, d - w);
+            wait += w;
+          }
+          if (n.kind !== "query" && n.kind !== "tool_call") stack.push(...shared.store.children(id));
+        }
+        if (!wait && !(model && tool)) return [];
+        const out: [string, string][] = [["total", fmtS(total / 1000)]];
+        if (model) out.push(["model", fmtS(model)]);
+        if (tool || node.kind === "tool_call") out.push(["tool", fmtS(tool)]);
+        if (wait) out.push(["waiting for a person", fmtS(wait)]);
+        return out;
       }
 
       function drawDetail(): void {
@@ -262,8 +359,10 @@ export default () => {
           return;
         }
         const r = shared.store.rollups().get(node.id);
+        const below = belowText(problemsBelow(shared.store).get(node.id));
         detail.append(
-          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: `lfx-st lfx-st-${node.status}`, text: String(node.status ?? "") })),
+          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(String(node.status ?? "")), text: String(node.status ?? "") }),
+            below ? h("span", { class: "lfx-te-below", text: ` (${below})` }) : ""),
           h("div", { class: "lfx-muted", text: `${node.kind ?? "node"} · ${fmtDuration(durationMs(node)) || "—"}` +
             (r ? ` · ${r.tokens} tokens · ${fmtCost(r.cost) || "$0"} (incl. ${r.descendants} below)` : "") }),
         );
@@ -271,14 +370,35 @@ export default () => {
           // snapshots carry summaries; the full record (prompt, response, args…) on demand
           if (!shared.requested.has(node.id)) {
             shared.requested.add(node.id);
-            model.send({ kind: KINDS.DETAIL_REQUEST, id: node.id });
+            trySend(model, { kind: KINDS.DETAIL_REQUEST, id: node.id });
           }
           detail.append(h("div", { class: "lfx-muted", text: "loading details…" }));
         }
         const shown = new Set<string>();
+        const timing = timeSplit(node);
+        if (timing.length) {
+          detail.append(h("h4", { text: "Time" }), h("ul", { class: "lfx-json lfx-te-time" }, ...timing.map(([k, v]) => h("li", {}, h("span", { class: "lfx-key", text: `${k}: ` }), v))));
+        }
+        const decision = node.decision as Record<string, any> | undefined;
+        const inputs = node.inputs as Record<string, any> | undefined;
         for (const [k, label] of DETAIL_ORDER) {
           if (node[k] == null || node[k] === "") continue;
           shown.add(k);
+          if (k === "inputs" && decision && decision.args && typeof inputs === "object") {
+            // an edited call: what ran, what the model proposed, and the difference
+            detail.append(h("h4", { text: "Arguments that ran (edited)" }), jsonTree(decision.args));
+            detail.append(h("h4", { text: "Model's proposal" }), jsonTree(inputs.args ?? {}));
+            detail.append(h("h4", { text: "Changed" }), h("ul", { class: "lfx-json lfx-te-diff" }, ...argChanges(inputs.args, decision.args).map((t) => h("li", { text: t }))));
+            const rest = Object.fromEntries(Object.entries(inputs).filter(([key]) => key !== "args"));
+            if (Object.keys(rest).length) detail.append(h("h4", { text: "Inputs" }), jsonTree(rest));
+            continue;
+          }
+          if (k === "decision" && decision) {
+            const { args: _args, at, ...rest } = decision;
+            const when = localTime(at, shared.offset);
+            detail.append(h("h4", { text: label }), jsonTree(when ? { ...rest, at: when } : rest));
+            continue;
+          }
           detail.append(h("h4", { text: label }));
           detail.append(k === "error" ? h("div", { class: "lfx-err", text: errorText(node[k]) }) : jsonTree(node[k]));
         }
@@ -288,6 +408,20 @@ export default () => {
         }
       }
 
+      cancelButton.addEventListener("click", () => {
+        cancelButton.disabled = true;
+        if (!trySend(model, { kind: KINDS.CANCEL })) closeAll();
+        setTimeout(() => (cancelButton.disabled = false), 2000);
+      });
+      function closeAll(): void {
+        if (shared.closed) return;
+        shared.closed = "kernel restarted or shut down — live updates stopped; what is shown is the last state received";
+        for (const n of shared.store.nodes.values()) {
+          if (n.status === "running" || n.status === WAITING) shared.store.apply({ op: "node", id: n.id, status: "unfinished" } as Patch);
+        }
+        for (const l of shared.listeners) l([]);
+      }
+      const stopWatching = onKernelGone(el, closeAll);
       scroll.addEventListener("scroll", () => schedule([]));
       scroll.addEventListener("click", (ev) => {
         const target = ev.target as HTMLElement;
@@ -331,8 +465,9 @@ export default () => {
       };
       shared.listeners.add(listener);
       schedule([]);
-      model.send({ kind: KINDS.SYNC, seq: shared.seq });
+      trySend(model, { kind: KINDS.SYNC, seq: shared.seq });
       return () => {
+        stopWatching();
         shared.listeners.delete(listener);
         model.off("change:title", onTitle);
         if (frame) cancelAnimationFrame(frame);

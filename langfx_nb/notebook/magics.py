@@ -369,11 +369,14 @@ async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any
     if not args:
         raise UsageError("%%lf needs a command: `%%lf query` or `%%lf agent` (see %lf help)")
     command, rest = args[0], args[1:]
+    from . import control
+
     try:
-        if command == "query":
-            return await _run_query(rest, body, ns)
-        if command == "agent":
-            return await _run_agent(rest, body, ns)
+        with control.track(label=f"%%lf {command}"):
+            if command == "query":
+                return await _run_query(rest, body, ns)
+            if command == "agent":
+                return await _run_agent(rest, body, ns)
     except LangFxError as exc:
         # Shown as one line (type: message); the full traceback stays on the exception for
         # %debug. IPython renders an exception through `_render_traceback_` when it has one.
@@ -562,10 +565,11 @@ _HELP = """\
 %lf use VAR               default model for %%lf cells (a variable or an id like fake:echo)
 %lf trace [SESSION]       trace explorer on the last %%lf run, or on SESSION
 %lf models                the default model, models in the notebook, provider keys present
+%lf cancel                cancel running %%lf runs and waiting approvals (see docs/notebook.md)
 %lf help                  this text
 """
 
-_LINE_COMMANDS = ("use", "trace", "models", "help")
+_LINE_COMMANDS = ("use", "trace", "models", "cancel", "help")
 
 _KEY_VARS = {
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
@@ -603,6 +607,12 @@ def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
         return TraceExplorer(session)
     if command == "models":
         print(_models_text(ns), end="")
+        return None
+    if command == "cancel":
+        from .control import cancel
+
+        n = cancel("the run was cancelled with %lf cancel")
+        print(f"cancelled {n} run{'s' if n != 1 else ''}")
         return None
     if command in ("query", "agent"):
         raise UsageError(f"`{command}` is a cell command: start the cell with `%%lf {command}`")

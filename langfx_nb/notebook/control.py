@@ -64,6 +64,7 @@ def track(session: Any = None, label: str = "") -> Iterator[Run | None]:
     if task is None:
         yield None
         return
+    _install_in_ipython()
     loop = task.get_loop()
     sid = _session_id(session)
     with _lock:
@@ -221,3 +222,14 @@ def install(ip: Any) -> None:
         return
     ip.set_custom_exc((asyncio.CancelledError,), _show_cancelled)
     ip._lfx_cancel_display = True
+
+
+def _install_in_ipython() -> None:
+    """A run tracked in a notebook without ``%load_ext langfx_nb`` still ends in one line."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        install(ip)

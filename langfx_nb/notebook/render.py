@@ -407,7 +407,8 @@ def trace_static_html(
         if kids and shown < MAX_ROWS:
             inner = "<ul>" + "".join(row(k) for k in kids if shown < MAX_ROWS) + "</ul>"
         return (
-            f'<li data-node="{_esc(node_id)}"><span class="lfx-k">{_esc(node.get("kind", ""))}'
+            f'<li data-node="{_esc(node_id)}" data-kind="{_esc(node.get("kind", ""))}">'
+            f'<span class="lfx-k">{_esc(node.get("kind", ""))}'
             f"</span> <b>{_esc(_clip(str(node.get('name', '')), 200))}</b> "
             f'<span class="lfx-st-{_esc(status.replace(" ", "_"))}">{_esc(status)}</span>'
             f"{_duration(node)}"

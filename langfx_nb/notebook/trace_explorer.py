@@ -395,12 +395,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         return trace_text(self.nodes, title=self.title)
 
     def _static_html(self) -> str:
-        nodes = self.nodes
-        if self._session is not None and self._session_finished():
-            nodes = [
-                {**n, "status": "unfinished"} if n.get("status") in ("running", WAITING) else n
-                for n in nodes
-            ]
+        # The copy is what a reader sees once the kernel is gone: nothing there is running.
+        # An open session (not disposed) says so; work that had not ended says "unfinished".
+        nodes = [
+            n
+            if n.get("status") not in ("running", WAITING)
+            else {**n, "status": "open" if n.get("kind") == "session" else "unfinished"}
+            for n in self.nodes
+        ]
         return trace_static_html(nodes, title=self.title, offset=self._reducer.offset)
 
     def _session_finished(self) -> bool:

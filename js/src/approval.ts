@@ -183,9 +183,7 @@ export default {
     };
     model.on("msg:custom", onMsg);
     model.on("change:state", draw);
-    const stopWatching = onKernelGone(el, () => {
-      if (model.get("state")?.pending) close("kernel restarted — this prompt is closed");
-    });
+    const stopWatching = onKernelGone(el, model, () => close("kernel restarted — this prompt is closed"));
     draw();
     return () => {
       if (shownPrompt) setWaiting(shownPrompt, false);

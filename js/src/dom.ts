@@ -154,21 +154,41 @@ export function injectCss(el: HTMLElement, css: string): void {
 }
 
 /**
- * Calls `cb` once when the widget's kernel connection is gone (kernel restarted or shut down):
- * the widget manager then marks the view's element `jupyter-widgets-disconnected`.
+ * Calls `cb` once when the widget's kernel is gone (restarted, shut down, dead): from the
+ * kernel connection's status, which the widget manager exposes, and from the
+ * `jupyter-widgets-disconnected` class a widget manager may put on the view.
  */
-export function onKernelGone(el: HTMLElement, cb: () => void): () => void {
+export function onKernelGone(el: HTMLElement, model: unknown, cb: () => void): () => void {
   let fired = false;
-  const check = () => {
-    if (!fired && el.classList.contains("jupyter-widgets-disconnected")) {
+  const fire = () => {
+    if (!fired) {
       fired = true;
       cb();
     }
   };
+  const check = () => {
+    if (el.classList.contains("jupyter-widgets-disconnected")) fire();
+  };
   const obs = new MutationObserver(check);
   obs.observe(el, { attributes: true, attributeFilter: ["class"] });
   queueMicrotask(check);
-  return () => obs.disconnect();
+  let kernel: any = null;
+  try {
+    kernel = (model as any)?.widget_manager?.kernel ?? null;
+  } catch {
+    kernel = null;
+  }
+  // A kernel process that starts (again) after this view was drawn is a new kernel: it has
+  // none of the widget models (a server-side restart shows up only as "starting").
+  const onStatus = (_sender: unknown, status: string) => {
+    if (["starting", "restarting", "autorestarting", "dead"].includes(status)) fire();
+  };
+  kernel?.statusChanged?.connect?.(onStatus);
+  if (kernel?.status === "dead") queueMicrotask(fire);
+  return () => {
+    obs.disconnect();
+    kernel?.statusChanged?.disconnect?.(onStatus);
+  };
 }
 
 /** `model.send` that reports failure (a dead kernel throws "Cannot send") instead of throwing. */

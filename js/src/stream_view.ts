@@ -104,7 +104,7 @@ export default () => {
       listeners.add(listener);
       draw();
       trySend(model, { kind: KINDS.SYNC, seq });
-      const stopWatching = onKernelGone(el, () => {
+      const stopWatching = onKernelGone(el, model, () => {
         gone = true;
         listener();
       });

@@ -421,7 +421,7 @@ export default () => {
         }
         for (const l of shared.listeners) l([]);
       }
-      const stopWatching = onKernelGone(el, closeAll);
+      const stopWatching = onKernelGone(el, model, closeAll);
       scroll.addEventListener("scroll", () => schedule([]));
       scroll.addEventListener("click", (ev) => {
         const target = ev.target as HTMLElement;

@@ -172,7 +172,9 @@ def _unwake(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def _on_interrupt() -> None:
-    cancel("interrupted (Kernel › Interrupt)")
+    # Kernel › Interrupt, and also a restart or shutdown (the server interrupts a busy kernel
+    # before it asks it to shut down)
+    cancel("interrupted (Kernel › Interrupt, restart or shutdown)")
 
 
 # -- one line instead of a traceback ------------------------------------------------------------

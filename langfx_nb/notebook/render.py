@@ -312,9 +312,10 @@ def arg_changes(proposed: Any, ran: Any) -> list[str]:
         return [] if proposed == ran else [f"{_short(proposed)} → {_short(ran)}"]
     out = []
     for key in list(proposed) + [k for k in ran if k not in proposed]:
-        before, after = proposed.get(key, "∅"), ran.get(key, "∅")
+        before = _short(proposed[key]) if key in proposed else "∅"
+        after = _short(ran[key]) if key in ran else "∅"
         if before != after:
-            out.append(f"{key}: {_short(before)} → {_short(after)}")
+            out.append(f"{key}: {before} → {after}")
     return out
 
 

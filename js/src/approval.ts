@@ -3,7 +3,7 @@
 // "Always allow this tool" sits with Approve and is sent only with Approve (the kernel ignores
 // it on anything else too). Cancel run stops the run that waits here; the tool never runs.
 import { KINDS } from "./kinds";
-import { clear, h, injectCss, jsonTree, lastUserScroll, localTime, onKernelGone, setWaiting, trySend } from "./dom";
+import { clear, h, injectCss, jsonTree, lastUserScroll, localTime, onKernelGone, setWaiting, trySend, markLive } from "./dom";
 import { schemaForm } from "./schema_form";
 
 interface Model {
@@ -34,6 +34,7 @@ export default {
     const history = h("div");
     root.append(pendingBox, history);
     el.append(root);
+    markLive(el);
     lastUserScroll(); // start noticing the user's own scrolling
     let shownPrompt = "";
     let closed = "";

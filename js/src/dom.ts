@@ -247,3 +247,12 @@ export function setWaiting(id: string, on: boolean): void {
     titleTimer = undefined;
   }
 }
+
+/** Marks the output that holds a drawn view (`lfx-live-child`): the static copy's CSS hides a
+ *  widget output without the mark (a view that cannot draw) and shows the copy instead. The
+ *  view may be attached to the page a few frames after it renders. */
+export function markLive(el: HTMLElement, tries = 60): void {
+  const child = el.closest(".jp-OutputArea-child");
+  if (child) child.classList.add("lfx-live-child");
+  else if (tries > 0) requestAnimationFrame(() => markLive(el, tries - 1));
+}

@@ -1,7 +1,7 @@
 // StreamView: the object filling in field by field (strings growing, completed fields
 // marked), or a text stream as growing Markdown; then the final result or failure.
 import { KINDS } from "./kinds";
-import { clear, h, injectCss, jsonTree, markdown, onKernelGone, trySend } from "./dom";
+import { clear, h, injectCss, jsonTree, markdown, onKernelGone, trySend, markLive } from "./dom";
 import { PathKey, StreamState, applyStreamPatch, emptyStream, pathKey } from "./stream";
 
 interface Model {
@@ -74,6 +74,7 @@ export default () => {
       const foot = h("div");
       root.append(head, body, foot);
       el.append(root);
+      markLive(el);
       let frame = 0;
       let gone = false;
       const draw = () => {

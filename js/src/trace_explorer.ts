@@ -1,7 +1,7 @@
 // TraceExplorer view: a virtualized tree (only rows on screen are in the DOM), search that
 // keeps ancestors of matches, a detail pane, expand state shared by all views of the model.
 import { KINDS } from "./kinds";
-import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree, localTime, onKernelGone, trySend } from "./dom";
+import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree, localTime, onKernelGone, trySend, markLive } from "./dom";
 import { Patch, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
 
 const ROW_H = 22;
@@ -214,6 +214,7 @@ export default () => {
       const detail = h("div", { class: "lfx-te-detail" });
       root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, cancelButton), closedBar, h("div", { class: "lfx-te-main" }, scroll, detail));
       el.append(root);
+      markLive(el);
 
       const rows = new RowModel(shared.store);
       let problems = new Map<string, Record<string, number>>();

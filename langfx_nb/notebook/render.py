@@ -493,15 +493,17 @@ def register_formatters(ipython: Any) -> None:
 # gone ("Error displaying widget: model not found"), and JupyterLab always prefers the widget
 # view over the text/html in the same output. So every widget is displayed as two outputs: the
 # live view, and a static copy (this HTML, refreshed when the run ends). The rules below show
-# exactly one of them: while a live view is on the page (`.lfx`, the views' root class) the copy
-# is hidden; when the output area has no live view (kernel gone, notebook reopened, widget
-# manager still loading) the widget output is hidden and the copy shows. nbconvert and GitHub
-# show the copy (the widget output there falls back to a one-line summary).
+# exactly one of them: while a live view is on the page (`.lfx` is the views' root class) the
+# copy is hidden; a widget output whose view has not drawn (kernel gone, notebook reopened,
+# widget manager still loading: no `lfx-live-child` mark, which the views put on their output
+# when they draw and which is never saved) is hidden next to a copy. nbconvert and GitHub show
+# the copy (the widget output there falls back to a one-line note with a mime type).
+# (`:has()` cannot nest, hence the class mark instead of `:not(:has(.lfx))`.)
 STATIC_CSS = (
     "<style>"
     ".jp-OutputArea:has(.lfx) > .jp-OutputArea-child:has(.lfx-static){display:none}"
-    ".jp-OutputArea:has(.lfx-static) > .jp-OutputArea-child:has(.jp-OutputArea-output"
-    ":not([data-mime-type]):not(:has(.lfx))){display:none}"
+    ".jp-OutputArea:has(.lfx-static) > .jp-OutputArea-child:not(.lfx-live-child)"
+    ":has(> .jp-OutputArea-output:not([data-mime-type])){display:none}"
     ".lfx-static details.lfx-nd>summary{cursor:pointer;color:#666}"
     ".lfx-static .lfx-closed{color:#8a5a00}"
     "</style>"

@@ -31,6 +31,8 @@ interface Shared {
 const WAITING = "waiting for approval";
 const BAD = ["failed", "denied", "cancelled", "timed_out"];
 const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
+/** A session's root runs until the session is disposed: between runs it is "open", not busy. */
+const shownStatus = (node: TraceNode) => (node.kind === "session" && node.status === "running" ? "open" : String(node.status ?? ""));
 
 /** Per node: failed / denied / cancelled / timed-out descendants (what went wrong below). */
 function problemsBelow(store: TraceStore): Map<string, Record<string, number>> {
@@ -88,7 +90,7 @@ const CSS = `
 .lfx-te-detail{flex:2;border-left:1px solid var(--jp-border-color2,#ddd);padding:6px;height:${VIEWPORT_H}px;overflow:auto;box-sizing:border-box}
 .lfx-te-detail h4{margin:6px 0 2px 0;font-size:12px}
 .lfx .lfx-st-waiting_for_approval{background:#f9ab00;color:#000}
-.lfx .lfx-st-unfinished{background:#eee;color:#555}
+.lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:#eee;color:#555}
 .lfx-te-below{color:#b3261e;font-size:11px;flex:none}
 .lfx-te-badge{background:#f9ab00;color:#000;border-radius:8px;padding:0 6px;font-size:11px;white-space:nowrap}
 .lfx-te-closed{background:#fef7e0;color:#8a5a00;padding:2px 6px}
@@ -275,7 +277,7 @@ export default () => {
         cancelButton.style.display = running > rootsRunning && !shared.closed ? "" : "none";
         closedBar.style.display = shared.closed ? "" : "none";
         closedBar.textContent = shared.closed;
-        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied/cancelled` +
+        summary.textContent = `${store.nodes.size} nodes · ${running - rootsRunning} running · ${failed} failed/denied/cancelled` +
           (typeof shared.summary?.cost === "number" ? ` · ${fmtCost(shared.summary.cost) || "$0"} total` : "") +
           (shared.query ? ` · ${count} shown` : "");
         drawDetail();
@@ -304,7 +306,7 @@ export default () => {
         div.setAttribute("aria-expanded", String(expanded));
         div.style.paddingLeft = `${(rows.depth.get(id) ?? 0) * 14 + 2}px`;
         clear(div);
-        const status = String(node.status ?? "");
+        const status = shownStatus(node);
         div.append(
           h("span", { class: "lfx-te-caret", "data-caret": "1", text: hasChildren ? (expanded ? "▾" : "▸") : "" }),
           h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
@@ -362,7 +364,7 @@ export default () => {
         const r = shared.store.rollups().get(node.id);
         const below = belowText(problemsBelow(shared.store).get(node.id));
         detail.append(
-          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(String(node.status ?? "")), text: String(node.status ?? "") }),
+          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(shownStatus(node)), text: shownStatus(node) }),
             below ? h("span", { class: "lfx-te-below", text: ` (${below})` }) : ""),
           h("div", { class: "lfx-muted", text: `${node.kind ?? "node"} · ${fmtDuration(durationMs(node)) || "—"}` +
             (r ? ` · ${r.tokens} tokens · ${fmtCost(r.cost) || "$0"} (incl. ${r.descendants} below)` : "") }),

@@ -117,7 +117,8 @@ def cancel(reason: str | None = None, *, session: Any = None) -> int:
 
 
 def cancel_task(task: asyncio.Task[Any], reason: str) -> None:
-    """Cancel one task (not necessarily tracked), with a reason shown in one line."""
+    """Cancel one task (not necessarily tracked), with a reason shown in one line. Call it on
+    the task's loop thread (``loop.call_soon_threadsafe(cancel_task, ...)`` from elsewhere)."""
     with _lock:
         _shown[id(task)] = reason
     task.cancel(reason)
@@ -186,13 +187,11 @@ def take_reason(task: asyncio.Task[Any] | None = None) -> str | None:
         try:
             task = asyncio.current_task()
         except RuntimeError:
-            task = None
+            return None
+    if task is None:
+        return None
     with _lock:
-        if task is not None and id(task) in _shown:
-            return _shown.pop(id(task))
-        if len(_shown) == 1 and task is None:
-            return _shown.popitem()[1]
-    return None
+        return _shown.pop(id(task), None)
 
 
 def _show_cancelled(

@@ -228,3 +228,36 @@ def test_run_all_brings_an_offscreen_prompt_into_view(lab: Lab) -> None:
     prompt.locator(".lfx-approve").click()
     lab.wait_cells_done()
     lab.page.wait_for_function("() => !document.title.includes('approval waiting')")
+
+
+TWO_CALLS = """
+session = lf.Session(Scripted([
+    lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
+    lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
+    "done",
+]))
+explorer = TraceExplorer(session, title="agent run")
+explorer
+"""
+
+
+def test_always_ticked_then_deny_with_note_still_asks_for_the_next_call(lab: Lab) -> None:
+    # "always allow" belongs to Approve: ticking it and then denying must never allow the tool
+    name = write_notebook(lab, "d_always.ipynb", [SETUP, TWO_CALLS, RUN, 'print("RAN:", RAN)'])
+    lab.open(name)
+    run_all_nowait(lab)
+    prompt = lab.page.locator(".lfx-ap-pending")
+    prompt.locator(".lfx-deny-note-open").wait_for(state="visible", timeout=60_000)
+    assert prompt.get_attribute("data-call-id") == "c1"
+    prompt.locator(".lfx-ap-always").check()
+    prompt.locator(".lfx-deny-note-open").click()
+    prompt.locator("textarea.lfx-note").fill("not this one")
+    prompt.locator(".lfx-deny-note").click()
+    lab.page.locator('.lfx-ap-pending[data-call-id="c2"]').wait_for(timeout=60_000)  # asked again
+    lab.page.locator(".lfx-ap-pending .lfx-deny").click()
+    lab.wait_cells_done()
+    errors = lab.errors()
+    assert len(errors) == 1 and errors[0].startswith("ToolDeniedError:"), errors
+    lab.run_cell(3)  # Run All stopped at the error
+    lab.wait_cells_done()
+    assert "RAN: []" in lab.output_text(3)

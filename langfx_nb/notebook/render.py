@@ -504,6 +504,7 @@ STATIC_CSS = (
     ".jp-OutputArea:has(.lfx) > .jp-OutputArea-child:has(.lfx-static){display:none}"
     ".jp-OutputArea:has(.lfx-static) > .jp-OutputArea-child:not(.lfx-live-child)"
     ":has(> .jp-OutputArea-output:not([data-mime-type])){display:none}"
+    ".lfx-static ul{list-style:none!important;margin:0!important;padding-left:1.1em!important}"
     ".lfx-static details.lfx-nd>summary{cursor:pointer;color:#666}"
     ".lfx-static .lfx-closed{color:#8a5a00}"
     "</style>"

@@ -68,6 +68,24 @@ async def test_lf_nb_cancel_and_the_explorer_button_cancel_a_waiting_run() -> No
     assert control.runs() == []  # nothing left tracked
 
 
+async def test_percent_lf_cancel_cancels_a_tracked_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from langfx_nb.notebook.magics import _line_command
+
+    started = asyncio.Event()
+
+    async def run() -> None:
+        with control.track(label="%%lf agent"):
+            started.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(run())
+    await started.wait()
+    _line_command("cancel", {})
+    with pytest.raises(asyncio.CancelledError, match="%lf cancel"):
+        await task
+    assert "cancelled 1 run" in capsys.readouterr().out
+
+
 async def test_interrupt_cancels_a_waiting_run_at_once() -> None:
     # ipykernel's own SIGINT handler acts only when the loop next wakes up; while a run is
     # tracked the loop's signal wake-up is used, so the wait ends now.

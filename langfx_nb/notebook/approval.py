@@ -436,6 +436,9 @@ class ApprovalPolicy:
         except asyncio.CancelledError as exc:
             if not prompt.closed or prompt.prompt_id in widget._prompts:
                 why = str(exc.args[0]) if exc.args else "the run was cancelled"
+                control.add_detail(
+                    prompt.task, f"tool {prompt.tool} ({prompt.call_id}) did not run"
+                )
                 entry.update(decision="cancelled", approved=False, who="-", when=_now_iso())
                 widget.close_prompt(prompt, entry, notice=f"Cancelled: {why}")
                 _log(

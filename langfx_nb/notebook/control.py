@@ -124,6 +124,17 @@ def cancel_task(task: asyncio.Task[Any], reason: str) -> None:
     task.cancel(reason)
 
 
+def add_detail(task: asyncio.Task[Any] | None, detail: str) -> None:
+    """Add what the cancellation stopped (``tool add (c1) did not run``) to the one line the
+    cell will show, if this module cancelled ``task``."""
+    if task is None:
+        return
+    with _lock:
+        reason = _shown.get(id(task))
+        if reason is not None and detail not in reason:
+            _shown[id(task)] = f"{reason}; {detail}"
+
+
 def _session_id(session: Any) -> str | None:
     if session is None:
         return None

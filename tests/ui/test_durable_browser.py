@@ -151,19 +151,21 @@ def test_reload_while_approval_waits_brings_back_working_buttons(lab: Lab) -> No
     assert "LATER: The answer is 5. [(2, 3)]" in lab.output_text(3)
 
 
-def test_cancel_while_approval_waits_ends_the_cell_in_one_line(lab: Lab) -> None:
-    name = write_notebook(lab, "d_cancel.ipynb", [*CELLS, 'print("RAN:", RAN)'])
+@pytest.mark.parametrize("button", [".lfx-ap .lfx-cancel", ".lfx-te .lfx-te-cancel"])
+def test_cancel_while_approval_waits_ends_the_cell_in_one_line(lab: Lab, button: str) -> None:
+    name = write_notebook(lab, f"d_cancel{len(button)}.ipynb", [*CELLS, 'print("RAN:", RAN)'])
     lab.open(name)
     run_all_nowait(lab)
     wait_prompt(lab)
     wait_row(lab, "tool_call", "waiting for approval")
     assert "1 approval waiting" in lab.page.locator(".lfx-te-badge").inner_text()
     approve = lab.page.locator(".lfx-ap .lfx-approve")
-    lab.page.locator(".lfx-ap .lfx-cancel").click()
+    lab.page.locator(button).click()
     lab.wait_cells_done()
     errors = lab.errors()
     assert len(errors) == 1 and errors[0].startswith("CancelledError:"), errors
-    assert "approval prompt" in errors[0] and "add (c1) did not run" in errors[0], errors
+    where = "approval prompt" if "lfx-ap" in button else "trace explorer"
+    assert where in errors[0] and "add (c1) did not run" in errors[0], errors
     out = lab.output_text(2)
     assert "Traceback" not in out and "__import__" not in out and len(out.splitlines()) <= 3, out
     wait_row(lab, "tool_call", "cancelled")
@@ -172,7 +174,7 @@ def test_cancel_while_approval_waits_ends_the_cell_in_one_line(lab: Lab) -> None
     lab.run_cell(3)
     lab.wait_cells_done()
     assert "RAN: []" in lab.output_text(3)
-    lab.screenshot("cancelled", cell=2)
+    lab.screenshot(f"cancelled-from-{where.split()[-1]}", cell=2)
 
 
 def test_interrupt_while_approval_waits_stops_at_once(lab: Lab) -> None:

@@ -2,7 +2,7 @@
 // keeps ancestors of matches, a detail pane, expand state shared by all views of the model.
 import { KINDS } from "./kinds";
 import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree, localTime, onKernelGone, trySend, markLive } from "./dom";
-import { Patch, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
+import { BAD, Patch, RowModel, TraceNode, TraceStore, argChanges, belowText, durationMs, problemsBelow, windowRange } from "./tree";
 
 const ROW_H = 22;
 const VIEWPORT_H = 360;
@@ -29,47 +29,15 @@ interface Shared {
 }
 
 const WAITING = "waiting for approval";
-const BAD = ["failed", "denied", "cancelled", "timed_out"];
 const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
 /** A session's root runs until the session is disposed: between runs it is "open", not busy. */
 const shownStatus = (node: TraceNode) => (node.kind === "session" && node.status === "running" ? "open" : String(node.status ?? ""));
-
-/** Per node: failed / denied / cancelled / timed-out descendants (what went wrong below). */
-function problemsBelow(store: TraceStore): Map<string, Record<string, number>> {
-  const out = new Map<string, Record<string, number>>();
-  for (const node of store.nodes.values()) {
-    const status = String(node.status ?? "");
-    if (!BAD.includes(status)) continue;
-    for (const a of store.ancestors(node.id)) {
-      const c = out.get(a) ?? {};
-      c[status] = (c[status] ?? 0) + 1;
-      out.set(a, c);
-    }
-  }
-  return out;
-}
-
-function belowText(c: Record<string, number> | undefined): string {
-  if (!c) return "";
-  return Object.entries(c).sort().map(([k, n]) => `${n} ${k.replace("_", " ")}`).join(", ") + " below";
-}
 
 function fmtS(seconds: number): string {
   return fmtDuration(seconds * 1000) || "0 ms";
 }
 
-/** What an edit changed: `a: 2 → 20` per key. */
-function argChanges(proposed: any, ran: any): string[] {
-  const out: string[] = [];
-  const p = proposed && typeof proposed === "object" ? proposed : {};
-  const r = ran && typeof ran === "object" ? ran : {};
-  for (const k of [...Object.keys(p), ...Object.keys(r).filter((k) => !(k in p))]) {
-    const before = k in p ? JSON.stringify(p[k]) : "∅";
-    const after = k in r ? JSON.stringify(r[k]) : "∅";
-    if (before !== after) out.push(`${k}: ${before} → ${after}`);
-  }
-  return out;
-}
+
 
 type Hook = (info: { patches: Patch[]; renderedAt: number; nodes: number }) => void;
 

@@ -253,7 +253,7 @@ def test_always_ticked_then_deny_with_note_still_asks_for_the_next_call(lab: Lab
     assert prompt.get_attribute("data-call-id") == "c1"
     prompt.locator(".lfx-ap-always").check()
     prompt.locator(".lfx-deny-note-open").click()
-    prompt.locator("textarea.lfx-note").fill("not this one")
+    prompt.locator(".lfx-note").fill("not this one")
     prompt.locator(".lfx-deny-note").click()
     lab.page.locator('.lfx-ap-pending[data-call-id="c2"]').wait_for(timeout=60_000)  # asked again
     lab.page.locator(".lfx-ap-pending .lfx-deny").click()

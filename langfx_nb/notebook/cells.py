@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 from collections.abc import MutableMapping
 from typing import Any, NoReturn
 
@@ -54,7 +55,16 @@ def transform_lf_cell(lines: list[str]) -> list[str]:
         f"await __import__('langfx_nb').nb.cells.run_cell_magic_async({line!r}, {body!r}, "
         "globals())"
     )
+    if _streams(line):
+        call += ";"  # the live stream view already shows the answer: no second copy in Out
     return [call + "\n"]
+
+
+def _streams(line: str) -> bool:
+    try:
+        return "--stream" in shlex.split(line)
+    except ValueError:
+        return False
 
 
 # Not run by IPython's check_complete, so a terminal still treats %%lf as a cell magic
@@ -77,11 +87,14 @@ async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any
     if not args:
         raise UsageError("%%lf needs a command: `%%lf query` or `%%lf agent` (see %lf help)")
     command, rest = args[0], args[1:]
+    from . import control
+
     try:
-        if command == "query":
-            return await run_query(rest, body, ns)
-        if command == "agent":
-            return await run_agent(rest, body, ns)
+        with control.track(label=f"%%lf {command}"):  # Cancel run, %lf cancel, Interrupt
+            if command == "query":
+                return await run_query(rest, body, ns)
+            if command == "agent":
+                return await run_agent(rest, body, ns)
     except LangFxError as exc:
         # Shown as one line (type: message); the full traceback stays on the exception for
         # %debug. IPython renders an exception through `_render_traceback_` when it has one.

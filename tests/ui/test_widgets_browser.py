@@ -111,8 +111,8 @@ def test_click_approve_and_the_agent_finishes_with_the_tool_result(lab: Lab) -> 
     approve.wait_for(state="visible", timeout=60_000)
     prompt = lab.page.locator(".lfx-ap-pending").inner_text()
     assert "add" in prompt and "c1" in prompt and "Add two integers." in prompt
-    # the trace is live while the cell waits for the click: a running tool call is shown
-    wait_row(lab, "tool_call", "running")
+    # the trace is live while the cell waits for the click: the call shows it is waiting
+    wait_row(lab, "tool_call", "waiting for approval")
     lab.screenshot("approval-prompt")
     approve.click()
     lab.wait_cells_done()
@@ -263,7 +263,7 @@ def test_approve_with_edited_arguments_from_the_schema_form(lab: Lab) -> None:
     assert field.input_value() == "2"
     field.fill("2.5")  # not an integer: refused in the page, the prompt keeps waiting
     prompt.locator("button.lfx-approve-edited").click()
-    assert "a: expected an integer" in prompt.locator(".lfx-err").inner_text()
+    assert "a: expected an integer" in prompt.locator(".lfx-field-error").first.inner_text()
     field.fill("10")
     prompt.locator("button.lfx-approve-edited").click()
     lab.wait_cells_done()

@@ -138,9 +138,7 @@ def export(
     try:
         from opentelemetry import trace
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError(
-            "lf.otel needs OpenTelemetry: pip install 'langfx_nb[otel]'"
-        ) from exc
+        raise ImportError("lf.otel needs OpenTelemetry: pip install 'langfx_nb[otel]'") from exc
     if max_content_chars < 1:
         raise ValueError("max_content_chars must be at least 1")
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
@@ -164,12 +162,14 @@ def _version() -> str:
 class _Open:
     """A started span and what its children need."""
 
-    __slots__ = ("child_context", "decided", "span")
+    __slots__ = ("child_context", "decided", "model", "span")
 
     def __init__(self, span: Span) -> None:
         self.span = span
         self.child_context: Context | None = None
         self.decided = False
+        #: (provider, model) of the first model call below this node (for an agent's span)
+        self.model: tuple[str, str] | None = None
 
 
 class _Exporter:
@@ -213,16 +213,17 @@ class _Exporter:
             self.log(event["node"])
 
     def backfill(self) -> None:
-        """Spans for what the session already holds, parents before children."""
-        for node in self.session.root.walk():
-            if node.id == self.root_id:
-                continue
-            data = node.to_json()
+        """Spans for what the session already holds: started parents first, logs as events
+        on them, then the finished ones ended children first."""
+        held = [(n, n.to_json()) for n in self.session.root.walk() if n.id != self.root_id]
+        for node, data in held:
+            if node.kind != "log":
+                self.start(data)
+        for node, data in held:
             if node.kind == "log":
                 self.log(data)
-                continue
-            self.start(data)
-            if node.status != "running":
+        for node, data in reversed(held):
+            if node.kind != "log" and node.status != "running":
                 self.end(data)
 
     def close_all(self) -> None:
@@ -255,14 +256,19 @@ class _Exporter:
             "langfx.node.name": name,
         }
         span_name = name
+        parent_id = node.get("parent_id")
         if kind == "query":
             model_id = (node.get("metadata") or {}).get("model") or ""
             provider, _, model = str(model_id).partition(":")
+            provider = PROVIDER_NAMES.get(provider, provider)
             attributes["gen_ai.operation.name"] = "chat"
-            attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(provider, provider)
+            attributes["gen_ai.provider.name"] = provider
             if model:
                 attributes["gen_ai.request.model"] = model
             span_name = f"chat {model or provider}"
+            parent = self.open.get(parent_id) if parent_id is not None else None
+            if parent is not None and parent.model is None:
+                parent.model = (provider, model)
         elif kind == "tool_call":
             attributes["gen_ai.operation.name"] = "execute_tool"
             attributes["gen_ai.tool.name"] = name
@@ -273,7 +279,7 @@ class _Exporter:
             span_name = f"execute_tool {name}"
         span = self.tracer.start_span(
             span_name,
-            context=self._parent(node.get("parent_id")),
+            context=self._parent(parent_id),
             kind=self._kinds.get(kind, self._internal),
             attributes=attributes,
             start_time=self._ns(node["start"]),
@@ -308,6 +314,10 @@ class _Exporter:
                 attributes["langfx.agent.steps"] = metadata["steps"]
                 if "tool_calls" in metadata:
                     attributes["langfx.agent.tool_calls"] = metadata["tool_calls"]
+                if entry.model is not None:
+                    attributes["gen_ai.provider.name"] = entry.model[0]
+                    if entry.model[1]:
+                        attributes["gen_ai.request.model"] = entry.model[1]
                 span.update_name(f"invoke_agent {node['name']}")
             if self.content:
                 self._content(attributes, "langfx.action.inputs", node.get("inputs"))
@@ -332,9 +342,7 @@ class _Exporter:
         error_type = str(error.get("type", "Exception"))
         attributes["error.type"] = error_type
         span.set_status(status_cls(code, f"{error_type}: {message}" if message else error_type))
-        span.add_event(
-            "exception", {"exception.type": error_type, "exception.message": message}
-        )
+        span.add_event("exception", {"exception.type": error_type, "exception.message": message})
 
     def _query_end(
         self, node: Mapping[str, Any], metadata: Mapping[str, Any], attributes: dict[str, Any]
@@ -463,7 +471,11 @@ def _input_messages(preview: Any) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
         if role == "tool":
             parts.append(
-                {"type": "tool_call_response", "id": turn.get("call_id"), "result": turn.get("text")}
+                {
+                    "type": "tool_call_response",
+                    "id": turn.get("call_id"),
+                    "result": turn.get("text"),
+                }
             )
         else:
             if turn.get("text"):

@@ -10,8 +10,10 @@ them to a local sink server in a *separate process* (so the sink's own work is n
     one by one, CPU time of the calling thread: what the run itself pays (target ≤ 1.2×);
 (b) per span, CPU time of the whole process — the calling thread plus the batch
     processor's thread that encodes and posts the spans (target ≤ 50 µs per span);
-(c) an Agent run with tool calls, with export, vs a bare loop making the same model calls
-    and tool calls without validation, policy or tracing (target ≤ 1 ms per step).
+(c) an Agent run with tool calls and export, per step: CPU time of the loop's thread and of
+    the whole process (span encoding and posting included), beside a bare loop making the
+    same model calls and tool calls without validation, policy or tracing (target: the
+    agent loop with export ≤ 1 ms per step).
 """
 
 from __future__ import annotations
@@ -163,7 +165,9 @@ async def bench_agent(calls: int, endpoint: str) -> dict[str, float]:
     agent = lf.Agent("go", tools=[add], limits=limits, allow_tool=lambda c, s: True)
     session = lf.Session(lm, tracer_provider=tp)
     t = time.process_time()
+    thread = time.thread_time()
     assert await agent.invoke(session) == "done"
+    loop_thread = time.thread_time() - thread
     tp.shutdown()  # every span encoded and posted, inside the timed region
     exported = time.process_time() - t
     await session.dispose()
@@ -171,6 +175,7 @@ async def bench_agent(calls: int, endpoint: str) -> dict[str, float]:
     return {
         "steps": steps,
         "baseline_ms_per_step": baseline / steps * 1e3,
+        "loop_thread_ms_per_step": loop_thread / steps * 1e3,
         "agent_ms_per_step": exported / steps * 1e3,
         "overhead_ms_per_step": (exported - baseline) / steps * 1e3,
     }
@@ -195,8 +200,11 @@ async def main() -> None:
         c = await bench_agent(calls, endpoint)
         print(
             f"(c) agent with export, {calls} tool calls / {c['steps']} steps: bare loop "
-            f"{c['baseline_ms_per_step']:.3f} ms/step, Agent {c['agent_ms_per_step']:.3f} "
-            f"ms/step, overhead {c['overhead_ms_per_step']:.3f} ms/step (target <= 1 ms)"
+            f"{c['baseline_ms_per_step']:.3f} ms/step; Agent with export "
+            f"{c['loop_thread_ms_per_step']:.3f} ms/step on the loop's thread, "
+            f"{c['agent_ms_per_step']:.3f} ms/step process CPU with encoding and posting "
+            f"(target <= 1 ms per step); overhead over the bare loop "
+            f"{c['overhead_ms_per_step']:.3f} ms/step"
         )
     finally:
         sink.terminate()

@@ -27,10 +27,12 @@ Mapping (what a caller may rely on):
   when) is a ``langfx.approval`` event on it, stamped at the decision's time.
 - ``log`` → a ``langfx.log`` event on its parent's span (a log on the root gets a
   zero-length span of its own).
-- Every span has ``langfx.node.id``, ``langfx.node.kind``, ``langfx.node.name`` and
-  ``langfx.status`` (the node's outcome). ``failed``, ``timed_out`` and a ``denied`` node
-  that carries an error set the span status to ERROR with ``error.type`` and an
-  ``exception`` event; ``cancelled`` and a plain Deny leave it UNSET.
+- Every span has ``langfx.node.id``; ``langfx.status`` when the node's outcome is not
+  ``ok``; actions ``langfx.node.kind``; queries ``langfx.node.name`` ("step 2"). Each
+  attribute costs the OTLP encoder ~4 µs per span, so none repeats what the span name or
+  a convention attribute already says. ``failed``, ``timed_out`` and a ``denied`` node that
+  carries an error set the span status to ERROR with ``error.type`` and an ``exception``
+  event; ``cancelled`` and a plain Deny leave it UNSET.
 
 Content — prompts, responses, tool arguments and results, log data — is recorded only with
 ``capture_content=True`` (off by default, as the conventions advise), as the conventions'
@@ -252,8 +254,6 @@ class _Exporter:
         attributes: dict[str, Any] = {
             "gen_ai.conversation.id": self.conversation,
             "langfx.node.id": node["id"],
-            "langfx.node.kind": kind,
-            "langfx.node.name": name,
         }
         span_name = name
         parent_id = node.get("parent_id")
@@ -265,6 +265,7 @@ class _Exporter:
             attributes["gen_ai.provider.name"] = provider
             if model:
                 attributes["gen_ai.request.model"] = model
+            attributes["langfx.node.name"] = name  # "step 2", "query:Fact": not in the span name
             span_name = f"chat {model or provider}"
             parent = self.open.get(parent_id) if parent_id is not None else None
             if parent is not None and parent.model is None:
@@ -277,6 +278,8 @@ class _Exporter:
             if call_id is not None:
                 attributes["gen_ai.tool.call.id"] = str(call_id)
             span_name = f"execute_tool {name}"
+        else:
+            attributes["langfx.node.kind"] = kind
         span = self.tracer.start_span(
             span_name,
             context=self._parent(parent_id),
@@ -297,7 +300,7 @@ class _Exporter:
         kind = node["kind"]
         status = node["status"]
         metadata = node.get("metadata") or {}
-        attributes: dict[str, Any] = {"langfx.status": status}
+        attributes: dict[str, Any] = {} if status == "ok" else {"langfx.status": status}
         if kind == "query":
             self._query_end(node, metadata, attributes)
         elif kind == "tool_call":
@@ -364,7 +367,7 @@ class _Exporter:
             attributes["gen_ai.response.finish_reasons"] = (str(finish),)
         if metadata.get("stream"):
             attributes["gen_ai.request.stream"] = True
-        if "attempts" in metadata:
+        if metadata.get("attempts", 1) > 1:  # retried
             attributes["langfx.query.attempts"] = metadata["attempts"]
         if outputs.get("cache_hit"):
             attributes["langfx.cache_hit"] = True

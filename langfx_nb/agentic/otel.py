@@ -47,6 +47,7 @@ global one set) spans go to OpenTelemetry's no-op tracer and nothing is exported
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import time
@@ -194,8 +195,7 @@ class _Exporter:
         self.max_chars = max_chars
         self.conversation = session.id
         self.root_id = session.root.id
-        store = session._state.store  # span times: session seconds → epoch nanoseconds
-        self._base = time.time_ns() - int(store.time() * 1e9)
+        self._base = _epoch_base(session)
         self.open: dict[str, _Open] = {}
 
     # -- events ------------------------------------------------------------------------
@@ -453,6 +453,21 @@ class _Exporter:
     def _content(self, attributes: dict[str, Any], key: str, value: Any) -> None:
         if value is not None:
             attributes[key] = self._json(value)
+
+
+def _epoch_base(session: Session) -> int:
+    """Epoch nanoseconds of session time 0: node times are seconds since then. A saved trace
+    (``Session.load_trace``) keeps its original wall-clock time, from ``created_at``."""
+    state = session._state
+    if state.read_only:
+        try:
+            created = datetime.datetime.fromisoformat(state.created_at)
+        except ValueError:
+            pass
+        else:
+            if created.tzinfo is not None:
+                return int(created.timestamp() * 1e6) * 1000
+    return time.time_ns() - int(state.store.time() * 1e9)
 
 
 def _turns(preview: Any) -> list[Mapping[str, Any]]:

@@ -7,6 +7,7 @@ Spans go through the real OpenTelemetry SDK to its in-memory exporter (a
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import subprocess
 import sys
@@ -377,6 +378,27 @@ async def test_export_after_a_run_exports_what_the_session_holds(spans: Spans) -
     assert two.end_time is not None and two.start_time is not None
     assert node.duration is not None
     assert abs((two.end_time - two.start_time) / 1e9 - node.duration) < 1e-6
+
+
+async def test_a_saved_trace_exports_at_its_original_time(spans: Spans) -> None:
+    clock = FakeClock(0.0)
+    lm = Scripted(["a"])
+
+    class Slow(lf.Action[None]):
+        async def call(self, session: lf.Session) -> None:
+            clock.advance(2.0)
+            await session.query("one")
+
+    async with lf.Session(lm, clock=clock) as session:
+        await Slow().invoke(session)
+    saved = session.trace_json_str()
+    lf.otel.export(lf.Session.load_trace(saved), spans.provider)
+    slow = spans.one("Slow")
+    query = spans.one("chat scripted")
+    assert parent_of(query) == slow.context.span_id
+    created = datetime.datetime.fromisoformat(json.loads(saved)["session"]["created_at"])
+    assert slow.start_time == int(created.timestamp() * 1e6) * 1000
+    assert query.start_time == slow.start_time + 2_000_000_000
 
 
 async def test_export_mid_run_and_close(spans: Spans) -> None:

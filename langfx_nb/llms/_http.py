@@ -1,9 +1,9 @@
 """Shared httpx plumbing for the provider adapters.
 
-One base class (``HTTPModel``) owns what the three providers have in common: where requests
-go (``base_url``), how they are sent (an injected ``httpx.AsyncClient`` or transport, else a
+One base class (``HTTPModel``) owns what the providers have in common: where requests go
+(``base_url``), how they are sent (an injected ``httpx.AsyncClient`` or transport, else a
 client of our own per event loop), how the key is found, how HTTP failures become errors from
-``langfx_nb.errors``, and how a server-sent-event stream is decoded.
+``langfx_nb.errors``, and the one loop that reads a server-sent-event stream.
 
 Rules a caller may rely on:
 
@@ -19,22 +19,28 @@ Rules a caller may rely on:
   injected transport or client is never blocked.
 - Keys never appear in ``repr``, exceptions or ``cache_identity``. Error messages carry the
   HTTP status and the provider's short error type or code, never the response body.
+- A streamed line or event larger than ``max_event_bytes`` (default 16 MiB) ends the stream
+  with a ``StreamProtocolError`` naming the limit.
 - Every streamed response is closed in ``finally``: on normal end, early ``break``,
-  cancellation and errors.
+  cancellation and errors. Cancellation is never caught here: it propagates as asyncio
+  raised it.
+
+A provider streams by implementing two hooks, ``_stream_request`` (URL and JSON body) and
+``_stream_decoder`` (a fresh ``StreamDecoder``: events in, ``StreamChunk``s out);
+``HTTPModel._stream`` does the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, NoReturn
+from typing import Any, ClassVar, NoReturn, Protocol
 
 import httpx
 from pydantic_core import from_json
@@ -50,30 +56,32 @@ from ..errors import (
     StreamProtocolError,
 )
 from ..messages import ContinuationPart, Message
-from .base import LanguageModel, model_requests_allowed
+from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
+from .base import LanguageModel, LMRequest, model_requests_allowed
+from .streaming import StreamChunk
 
 __all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
     "MALFORMED",
     "ErrorInfo",
     "HTTPModel",
     "KeyResolver",
     "SSEEvent",
     "SSEParser",
+    "StreamDecoder",
     "body_chunks",
     "error_from_status",
-    "iter_sse",
     "loads",
     "parse_google_duration",
     "parse_retry_after",
 ]
 
 KeyResolver = Callable[[], Awaitable[str]]
-loads = from_json  # JSON text → data; pydantic-core's parser is several times faster than json
+loads = from_json  # JSON text or UTF-8 bytes → data; invalid UTF-8 is a ValueError
 # What decoding a malformed (but syntactically JSON) response raises; adapters turn these into
 # StreamProtocolError so hostile input never escapes as a bare TypeError/KeyError.
 MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError)
 _MAX_ERROR_BODY = 64 * 1024
-_BOM = b"\xef\xbb\xbf"
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
@@ -167,113 +175,36 @@ def error_from_status(
     return InvalidRequestError(message, status=status)
 
 
-# -- server-sent events --------------------------------------------------------------------
-class SSEEvent(NamedTuple):
-    """One event: its name, and its data as the raw UTF-8 bytes (JSON parsers take bytes and
-    check the encoding themselves, so the hot path never decodes twice)."""
+# -- the stream decoder protocol -------------------------------------------------------------
+class StreamDecoder(Protocol):
+    """What a provider gives ``HTTPModel._stream``: the provider's own reading of its events.
 
-    event: str
-    data: bytes
-
-    @property
-    def text(self) -> str:
-        try:
-            return self.data.decode()
-        except UnicodeDecodeError as exc:
-            raise StreamProtocolError("event stream is not valid UTF-8") from exc
-
-
-class SSEParser:
-    """Incremental ``text/event-stream`` decoder over bytes (WHATWG SSE rules).
-
-    Lines end at CR, LF or CRLF (``bytes.splitlines`` splits on exactly these); a CR that
-    ends a chunk completes its line at once, and a LF starting the next chunk is then
-    skipped. Lines are cut as bytes and a line-break byte never occurs inside a multi-byte
-    UTF-8 character, so every split of the same bytes gives the same events. Comments, ``id``
-    and ``retry`` are ignored; an event still unterminated at end of stream is discarded, as
-    the standard says. Invalid UTF-8 is a ``StreamProtocolError`` (event names here; data
-    when it is decoded: ``SSEEvent.text``, or the JSON parser).
+    One decoder serves one response. ``event`` gets every server-sent event in order (its
+    name and its data as UTF-8 bytes) and returns the chunks it completes (often one,
+    possibly none). ``done`` turns true once an event has ended the answer for good
+    (OpenAI's ``[DONE]``, ``response.completed``); the loop then stops reading. After the
+    last event (or ``done``), ``finish`` returns the closing chunks, the last one ``final``,
+    or raises if the stream ended early or reports a failure. Both may raise ``LMError``s;
+    ``ValueError``/``TypeError``/``KeyError``... from malformed data become a
+    ``StreamProtocolError`` in the loop (one saying so when the data is not UTF-8).
     """
 
-    __slots__ = ("_buf", "_data", "_event", "_skip_lf", "_started")
+    @property
+    def done(self) -> bool: ...
 
-    def __init__(self) -> None:
-        self._buf = b""
-        self._event = ""
-        self._data: list[bytes] = []
-        self._skip_lf = False
-        self._started = False
+    def event(self, name: str, data: bytes) -> Sequence[StreamChunk]: ...
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        if self._buf:
-            chunk = self._buf + chunk
-            self._buf = b""
-        if not self._started:
-            if len(chunk) < 3 and _BOM.startswith(chunk):
-                self._buf = chunk  # perhaps a byte-order mark split across chunks
-                return []
-            self._started = True
-            if chunk.startswith(_BOM):
-                chunk = chunk[3:]
-        if not chunk:
-            return []
-        lines = chunk.splitlines()
-        last = chunk[-1]
-        if last == 13:  # CR: the line is complete; a LF may follow in the next chunk
-            self._skip_lf = True
-        elif last != 10:
-            self._buf = lines.pop()
-        out: list[SSEEvent] = []
-        data = self._data
-        try:
-            for line in lines:
-                if not line:
-                    if data:  # a blank line dispatches; an event without data is dropped
-                        joined = data[0] if len(data) == 1 else b"\n".join(data)
-                        out.append(SSEEvent(self._event or "message", joined))
-                        data = self._data = []
-                    self._event = ""
-                elif line[:5] == b"data:":
-                    value = line[5:]
-                    data.append(value[1:] if value[:1] == b" " else value)
-                elif line[0] != 58:  # ":" starts a comment
-                    name, colon, value = line.partition(b":")
-                    if colon and value[:1] == b" ":
-                        value = value[1:]
-                    if name == b"event":
-                        self._event = value.decode()
-                    elif name == b"data":
-                        data.append(value)
-        except UnicodeDecodeError as exc:
-            raise StreamProtocolError("event stream is not valid UTF-8") from exc
-        return out
-
-    def close(self) -> list[SSEEvent]:
-        """End of stream: an unterminated line or event is discarded."""
-        self._buf = b""
-        self._data = []
-        return []
-
-
-async def iter_sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[SSEEvent]:
-    """The events of a byte stream (see ``SSEParser``)."""
-    parser = SSEParser()
-    async for chunk in chunks:
-        if chunk:
-            for event in parser.feed(chunk):
-                yield event
-    for event in parser.close():
-        yield event
+    def finish(self) -> Sequence[StreamChunk]: ...
 
 
 # -- the shared model base -----------------------------------------------------------------
 class HTTPModel(LanguageModel):
-    """A ``LanguageModel`` reached over HTTP. Subclasses set the class variables below and
-    implement ``_auth_headers``, ``_error_info``, ``_sample`` and ``_stream``."""
+    """A ``LanguageModel`` reached over HTTP.
+
+    A provider sets the class variables below and implements ``_auth_headers``,
+    ``_error_info``, ``_sample``, and for streaming ``_stream_request`` and
+    ``_stream_decoder``. ``max_event_bytes`` bounds one streamed line or event.
+    """
 
     default_base_url: ClassVar[str] = ""
     env_vars: ClassVar[tuple[str, ...]] = ()
@@ -291,13 +222,17 @@ class HTTPModel(LanguageModel):
         timeout: float | httpx.Timeout | None = None,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         **kw: Any,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError(f"{type(self).__name__} needs a model id, e.g. model='...'")
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client= or transport=, not both")
+        if max_event_bytes < 1:
+            raise ValueError("max_event_bytes must be positive")
         super().__init__(model, **kw)
+        self.max_event_bytes = max_event_bytes
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._key = _Secret(api_key) if api_key is not None else None
         self._http_client = http_client
@@ -410,14 +345,9 @@ class HTTPModel(LanguageModel):
         finally:
             await response.aclose()
 
-    @contextlib.asynccontextmanager
-    async def _open_stream(self, url: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
-        """POST for a server-sent-event stream and hand over the (2xx) response.
-
-        Adapters iterate ``response.aiter_bytes()`` through an ``SSEParser`` inside the
-        ``async with`` (no extra async generator per event). Transport failures inside the
-        block become ``ServerError``; the response is closed on every exit path.
-        """
+    async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.
+        Any other status is read (at most 64 KiB), closed and raised as its error."""
         client = self._client()
         headers = await self._headers()
         headers["accept"] = "text/event-stream"
@@ -439,12 +369,60 @@ class HTTPModel(LanguageModel):
                 self._raise_status(response, raw)
             if response.headers.get("content-type", "").startswith("application/json"):
                 await self._json_instead_of_stream(response)
-            try:
-                yield response
-            except httpx.TransportError as exc:
-                raise _transport_error(self.provider, exc) from exc
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
+        """The one stream loop: send, decode events, hand each to the provider's decoder.
+
+        Transport failures while reading become ``ServerError``; the response is closed in
+        ``finally`` whatever ends the loop (end of stream, ``done``, an error, the consumer
+        closing the generator, cancellation).
+        """
+        url, body = self._stream_request(request)
+        decoder = self._stream_decoder()
+        parser = SSEParser(self.max_event_bytes)
+        response = await self._open_stream(url, body)
+        try:
+            async for raw in body_chunks(response):
+                for name, data in parser.feed(raw):
+                    try:
+                        chunks = decoder.event(name, data)
+                    except MALFORMED as exc:
+                        raise self._malformed(data) from exc
+                    for chunk in chunks:
+                        yield chunk
+                    if decoder.done:
+                        break
+                if decoder.done:
+                    break
+        except httpx.TransportError as exc:
+            raise _transport_error(self.provider, exc) from exc
         finally:
             await response.aclose()
+        try:
+            chunks = decoder.finish()
+        except MALFORMED as exc:
+            raise StreamProtocolError(f"{self.provider}: malformed stream") from exc
+        for chunk in chunks:
+            yield chunk
+
+    def _malformed(self, data: bytes) -> StreamProtocolError:
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            return StreamProtocolError(f"{self.provider}: the event stream is not valid UTF-8")
+        return StreamProtocolError(f"{self.provider}: malformed stream event")
+
+    def _stream_request(self, request: LMRequest) -> tuple[str, dict[str, Any]]:
+        """The URL and JSON body that ask for ``request`` as an event stream."""
+        raise NotImplementedError
+
+    def _stream_decoder(self) -> StreamDecoder:
+        """A new decoder for one streamed response."""
+        raise NotImplementedError
 
     async def _json_instead_of_stream(self, response: httpx.Response) -> None:
         """A 2xx JSON body where an event stream was asked for: gateways report errors so.
@@ -505,9 +483,9 @@ class HTTPModel(LanguageModel):
 
 
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The response body as received: raw chunks when there is no content encoding (one
-    generator hop less per chunk on the hot path), else httpx's decoded bytes."""
-    if response.is_stream_consumed:  # already read (e.g. a mislabelled body): replay it
+    """The response body as received: the raw chunks when there is no content encoding,
+    else httpx's decoded bytes; a body already read is replayed."""
+    if response.is_stream_consumed:  # e.g. a body labelled JSON that was not JSON
         return response.aiter_bytes()
     encoding = response.headers.get("content-encoding", "").strip().lower()
     return response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()

@@ -301,7 +301,9 @@ class LanguageModel:
 
         Models without ``_stream`` raise ``UnsupportedCapabilityError`` unless called with
         ``emulate=True``, which yields the whole ``_sample`` response as one final chunk.
-        Retries (when configured) happen only before the first chunk is yielded.
+        Retries (when configured) happen only before the first chunk is yielded. The
+        provider's stream is closed in ``finally`` (end, error, ``aclose()``, cancellation);
+        cancellation is never caught, so the consumer sees it exactly as asyncio raised it.
         """
         emulate = bool(options.pop("emulate", False))
         options.pop("cache_seed", None)

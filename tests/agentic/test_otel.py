@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import BaseModel
 
 import langfx_nb as lf
 from langfx_nb.agentic import FakeClock
@@ -68,6 +69,10 @@ def events(span: ReadableSpan, name: str) -> list[dict[str, Any]]:
     return [dict(e.attributes or {}) for e in span.events if e.name == name]
 
 
+class Point(BaseModel):
+    x: int
+
+
 @pytest.fixture
 def add() -> lf.Tool[Any, Any]:
     @lf.tool
@@ -104,6 +109,20 @@ async def test_query_span_follows_the_genai_conventions(spans: Spans) -> None:
     # content is opt-in: nothing of the prompt or the answer by default
     assert not [k for k in a if "messages" in k]
     assert "hi" not in json.dumps(a)
+
+
+async def test_a_streamed_structured_query_is_one_chat_span(spans: Spans) -> None:
+    lm = Scripted(['{"result": {"x": 7}}'], chunk_size=3)
+    async with lf.Session(lm, tracer_provider=spans.provider) as session:
+        events = [ev async for ev in session.query_stream("a point", Point, protocol="json")]
+    assert events[-1].type == "generation_complete"
+    (node,) = session.all_queries
+    a = attrs(spans.one("chat scripted"))
+    assert a["gen_ai.request.stream"] is True
+    assert a["gen_ai.output.type"] == "json"
+    assert a["langfx.node.name"] == "query:Point"
+    assert node.usage is not None
+    assert a["gen_ai.usage.output_tokens"] == node.usage.completion_tokens
 
 
 async def test_provider_names_follow_the_conventions(spans: Spans) -> None:

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
     from .session import Session
 
@@ -163,12 +163,21 @@ def _version() -> str:
 
 
 class _Open:
-    """A started span and what its children need."""
+    """The span of a running node (or, for an action, what is needed to start it)."""
 
-    __slots__ = ("child_context", "decided", "model", "span")
+    __slots__ = ("child_context", "decided", "model", "node_id", "pending", "span")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        span: Span | None,
+        pending: tuple[str, dict[str, Any], int, Context] | None = None,
+    ) -> None:
+        self.node_id = node_id
         self.span = span
+        #: an action's span is started on first need, with its node's own start time: by
+        #: then the run has said whether it resumes a suspended one (metadata.resumed_from)
+        self.pending = pending
         self.child_context: Context | None = None
         self.decided = False
         #: (provider, model) of the first model call below this node (for an agent's span)
@@ -197,6 +206,8 @@ class _Exporter:
         self.root_id = session.root.id
         self._base = _epoch_base(session)
         self.open: dict[str, _Open] = {}
+        #: span contexts of ended actions, so a resumed run joins the suspended run's trace
+        self.ended: dict[str, SpanContext] = {}
 
     # -- events ------------------------------------------------------------------------
     def __call__(self, event: Mapping[str, Any]) -> None:
@@ -230,9 +241,9 @@ class _Exporter:
 
     def close_all(self) -> None:
         for node_id in list(self.open):
-            entry = self.open.pop(node_id)
-            entry.span.set_attribute("langfx.export_closed", True)
-            entry.span.end()
+            span = self._span(self.open.pop(node_id))
+            span.set_attribute("langfx.export_closed", True)
+            span.end()
 
     # -- spans -------------------------------------------------------------------------
     def _ns(self, seconds: float) -> int:
@@ -245,8 +256,26 @@ class _Exporter:
         if entry is None:
             return None
         if entry.child_context is None:
-            entry.child_context = self._trace.set_span_in_context(entry.span)
+            entry.child_context = self._trace.set_span_in_context(self._span(entry))
         return entry.child_context
+
+    def _span(self, entry: _Open) -> Span:
+        span = entry.span
+        if span is None:
+            assert entry.pending is not None
+            name, attributes, start, context = entry.pending
+            node = self.session.find(entry.node_id)
+            prior = node.metadata.get("resumed_from") if node is not None else None
+            if prior is not None:  # a resumed run continues the suspended run's trace
+                attributes["langfx.resumed_from"] = str(prior)
+                earlier = self.ended.get(str(prior))
+                if earlier is not None:
+                    context = self._trace.set_span_in_context(self._trace.NonRecordingSpan(earlier))
+            span = entry.span = self.tracer.start_span(
+                name, context=context, kind=self._internal, attributes=attributes, start_time=start
+            )
+            entry.pending = None
+        return span
 
     def start(self, node: Mapping[str, Any]) -> None:
         kind = node["kind"]
@@ -280,6 +309,12 @@ class _Exporter:
             span_name = f"execute_tool {name}"
         else:
             attributes["langfx.node.kind"] = kind
+            context = self._parent(parent_id)
+            if context is None:  # top level: the caller's current context, captured now
+                context = self._context.get_current()
+            pending = (span_name, attributes, self._ns(node["start"]), context)
+            self.open[node["id"]] = _Open(node["id"], None, pending)
+            return
         span = self.tracer.start_span(
             span_name,
             context=self._parent(parent_id),
@@ -287,7 +322,7 @@ class _Exporter:
             attributes=attributes,
             start_time=self._ns(node["start"]),
         )
-        self.open[node["id"]] = _Open(span)
+        self.open[node["id"]] = _Open(node["id"], span)
 
     def end(self, node: Mapping[str, Any]) -> None:
         if node["id"] == self.root_id:  # the session was disposed: nothing more will come
@@ -296,7 +331,7 @@ class _Exporter:
         entry = self.open.pop(node["id"], None)
         if entry is None:
             return
-        span = entry.span
+        span = self._span(entry)
         kind = node["kind"]
         status = node["status"]
         metadata = node.get("metadata") or {}
@@ -336,6 +371,11 @@ class _Exporter:
         span.set_attributes(attributes)
         end = node.get("end")
         span.end(end_time=self._ns(end) if end is not None else None)
+        if kind == "action":
+            ended = self.ended
+            ended[node["id"]] = span.get_span_context()
+            if len(ended) > 1_000:  # bounded: resumes refer to recent runs
+                del ended[next(iter(ended))]
 
     def _fail(self, span: Span, error: Mapping[str, Any], attributes: dict[str, Any]) -> None:
         if error.get("type") == "CancelledError":
@@ -414,7 +454,7 @@ class _Exporter:
         if decision.get("message") is not None:  # a Deny's reason, written by the app
             attributes["langfx.approval.message"] = self._text(str(decision["message"]))
         stamp = self._ns(at) if isinstance(at, (int, float)) else None
-        entry.span.add_event("langfx.approval", attributes, timestamp=stamp)
+        self._span(entry).add_event("langfx.approval", attributes, timestamp=stamp)
 
     def log(self, node: Mapping[str, Any]) -> None:
         inputs = dict(node.get("inputs") or {})
@@ -429,7 +469,7 @@ class _Exporter:
         stamp = self._ns(node["start"])
         entry = self.open.get(node.get("parent_id") or "")
         if entry is not None:
-            entry.span.add_event("langfx.log", attributes, timestamp=stamp)
+            self._span(entry).add_event("langfx.log", attributes, timestamp=stamp)
             return
         span = self.tracer.start_span(
             f"log {node['name']}",

@@ -311,6 +311,36 @@ async def test_concurrent_branches_and_nested_agents_keep_their_parents(
     assert fan.context.trace_id != outer.context.trace_id  # each top-level run: its own trace
 
 
+async def test_a_resumed_run_continues_the_suspended_runs_trace(spans: Spans) -> None:
+    class Suspends(lf.Action[str]):  # stands for an agent run that suspended for approval
+        async def call(self, session: lf.Session) -> str:
+            await session.query("first part")
+            return "suspended"
+
+    class Resumes(lf.Action[str]):
+        def __init__(self, prior: str) -> None:
+            self.prior = prior
+
+        async def call(self, session: lf.Session) -> str:
+            session.node.metadata["resumed_from"] = self.prior  # as Agent.resume records it
+            return str(await session.query("second part"))
+
+    async with lf.Session(Echo(), tracer_provider=spans.provider) as session:
+        await Suspends().invoke(session)
+        await Resumes(session.all_actions[0].id).invoke(session)
+        await Resumes("999").invoke(session)  # a run this export never saw: a trace of its own
+    first = spans.one("Suspends")
+    resumed, unknown = spans.named("Resumes")
+    assert resumed.context.trace_id == first.context.trace_id
+    assert parent_of(resumed) == first.context.span_id
+    assert attrs(resumed)["langfx.resumed_from"] == session.all_actions[0].id
+    query = spans.named("chat echo")[1]
+    assert parent_of(query) == resumed.context.span_id
+    assert unknown.parent is None and unknown.context.trace_id != first.context.trace_id
+    assert resumed.start_time is not None and first.end_time is not None
+    assert resumed.start_time >= first.end_time  # its own start time, not when it was created
+
+
 async def test_logs_are_span_events(spans: Spans) -> None:
     class Noisy(lf.Action[None]):
         async def call(self, session: lf.Session) -> None:
@@ -436,11 +466,20 @@ async def test_export_mid_run_and_close(spans: Spans) -> None:
 
 
 async def test_top_level_spans_join_the_callers_current_span(spans: Spans) -> None:
+    class Act(lf.Action[str]):
+        async def call(self, session: lf.Session) -> str:
+            return "done"
+
     tracer = spans.provider.get_tracer("app")
     async with lf.Session(Echo(), tracer_provider=spans.provider) as session:
         with tracer.start_as_current_span("request") as outer:
             await session.query("q")
+            await Act().invoke(session)
+        await Act().invoke(session)
+    inside, outside = spans.named("Act")
     assert parent_of(spans.one("chat echo")) == outer.get_span_context().span_id
+    assert parent_of(inside) == outer.get_span_context().span_id
+    assert outside.parent is None
 
 
 async def test_without_a_tracer_provider_nothing_is_exported(spans: Spans) -> None:

@@ -16,7 +16,8 @@ Mapping (what a caller may rely on):
   complete and visible in the backend as soon as it ends.
 - ``action`` → INTERNAL span named after the action. An Agent (its node carries
   ``metadata.steps``) becomes ``invoke_agent {name}`` with ``gen_ai.operation.name`` and
-  ``gen_ai.agent.name``.
+  ``gen_ai.agent.name``. A run resumed after a suspension (``metadata.resumed_from``)
+  continues the suspended run's trace, as a child of its span, when this export saw it end.
 - ``query`` (``session.query``, ``query_stream``, ``generate``, each agent step) → CLIENT
   span ``chat {model}`` with ``gen_ai.operation.name``, ``gen_ai.provider.name``,
   ``gen_ai.request.model`` and the request options the conventions name,

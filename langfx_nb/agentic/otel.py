@@ -146,9 +146,7 @@ def export(
     if max_content_chars < 1:
         raise ValueError("max_content_chars must be at least 1")
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    from .. import __name__ as package
-
-    tracer = provider.get_tracer(package, _version())
+    tracer = provider.get_tracer("langfx_nb", _version())
     exporter = _Exporter(session, tracer, capture_content, max_content_chars)
     exporter.backfill()
     return SpanExport(exporter, session.subscribe(exporter))

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 import langfx_nb as lf
 from langfx_nb.agentic import FakeClock
-from langfx_nb.errors import LMError, ToolDeniedError, ToolExecutionError
+from langfx_nb.errors import ExecutionTimeoutError, LMError, ToolDeniedError, ToolExecutionError
 from langfx_nb.llms import Echo, Scripted
 
 from .conftest import Gated, settle
@@ -238,6 +238,28 @@ async def test_errors_set_the_span_status(spans: Spans, add: lf.Tool[Any, Any]) 
     assert tool.status.status_code is StatusCode.ERROR
     assert attrs(tool)["error.type"] == "ToolExecutionError"
     assert spans.one("invoke_agent Agent").status.status_code is StatusCode.ERROR
+
+
+async def test_a_timeout_is_an_error_with_the_run_s_duration(spans: Spans) -> None:
+    clock = FakeClock(0.0)
+    gate = asyncio.Event()
+
+    class Waits(lf.Action[None]):
+        async def call(self, session: lf.Session) -> None:
+            await gate.wait()
+
+    async with lf.Session(clock=clock, tracer_provider=spans.provider) as session:
+        task = asyncio.ensure_future(Waits().invoke(session, max_execution_time=10))
+        await settle()
+        clock.advance(10)
+        with pytest.raises(ExecutionTimeoutError):
+            await task
+    span = spans.one("Waits")
+    assert span.status.status_code is StatusCode.ERROR
+    assert attrs(span)["error.type"] == "ExecutionTimeoutError"
+    assert attrs(span)["langfx.status"] == "timed_out"
+    assert span.end_time is not None and span.start_time is not None
+    assert span.end_time - span.start_time == 10_000_000_000
 
 
 async def test_cancellation_is_an_outcome_not_an_error(spans: Spans) -> None:

@@ -551,7 +551,11 @@ def _input_messages(preview: Any) -> list[dict[str, Any]]:
 
 
 def _output_messages(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = [
+        {"type": "reasoning", "content": r["text"]}
+        for r in outputs.get("reasoning") or ()
+        if isinstance(r, Mapping) and r.get("text")  # redacted thinking has no text to send
+    ]
     if outputs.get("text"):
         parts.append({"type": "text", "content": outputs["text"]})
     for call in outputs.get("tool_calls") or ():

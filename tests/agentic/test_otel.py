@@ -416,6 +416,20 @@ async def test_content_is_opt_in_bounded_and_redacted(spans: Spans, add: lf.Tool
     assert secret not in json.dumps([attrs(s) for s in spans.done])
 
 
+async def test_reasoning_is_part_of_the_captured_output(spans: Spans) -> None:
+    from langfx_nb.messages import AIMessage, ReasoningPart
+
+    answer = AIMessage([ReasoningPart("think of 2+2"), "4"])
+    async with lf.Session(Scripted([answer])) as session:
+        lf.otel.export(session, spans.provider, capture_content=True)
+        await session.query("2+2?")
+    (message,) = json.loads(attrs(spans.one("chat scripted"))["gen_ai.output.messages"])
+    assert message["parts"] == [
+        {"type": "reasoning", "content": "think of 2+2"},
+        {"type": "text", "content": "4"},
+    ]
+
+
 def test_redact_secrets() -> None:
     r = lf.otel.redact_secrets
     assert r("key sk-proj-abcdefghijklmnop1234 end") == "key <redacted> end"

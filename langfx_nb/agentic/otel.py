@@ -443,9 +443,7 @@ class _Exporter:
             "langfx.approval.outcome": str(decision.get("outcome")),
             "langfx.approval.by": str(decision.get("by")),
         }
-        at = decision.get("at")
-        if isinstance(at, (int, float)):
-            attributes["langfx.approval.at"] = float(at)
+        at = decision.get("at")  # session-clock seconds: the event's own timestamp says when
         if "args" in decision:
             attributes["langfx.approval.edited_args"] = True
             if self.content:

@@ -93,6 +93,8 @@ class Session:
     ``max_trace_nodes`` bounds the details kept (see ``trace``); ``prices`` maps model ids
     to a ``Price`` so ``usage_summary`` can report cost; ``clock`` is replaceable in tests;
     ``budget`` (``lf.Budget``) limits the tokens and cost of everything run in the session.
+    ``tracer_provider`` (an OpenTelemetry ``TracerProvider``) exports the trace live as
+    GenAI spans, as ``lf.otel.export(session, tracer_provider)`` does.
     """
 
     __slots__ = (
@@ -117,6 +119,7 @@ class Session:
         max_text_chars: int = 4000,
         observer_queue_size: int = 10_000,
         budget: Budget | None = None,
+        tracer_provider: Any = None,
         **defaults: Any,
     ) -> None:
         clock = clock or MonotonicClock()
@@ -137,6 +140,10 @@ class Session:
         self._ancestry: tuple[str, ...] = (store.root.id,)
         self._open = True
         self._budget = None if budget is None else BudgetScope(budget)
+        if tracer_provider is not None:
+            from .otel import export
+
+            export(self, tracer_provider)
 
     # -- views ---------------------------------------------------------------------------
     def _bind(

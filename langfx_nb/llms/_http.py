@@ -39,6 +39,7 @@ from typing import Any, ClassVar, NamedTuple, NoReturn
 import httpx
 from pydantic_core import from_json
 
+from .._unicode import repair_surrogates
 from ..errors import (
     AuthenticationError,
     ContextLengthError,
@@ -388,7 +389,11 @@ class HTTPModel(LanguageModel):
     def _body(self, body: dict[str, Any]) -> bytes:
         if self.extra_body:
             body = {**body, **self.extra_body}
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return text.encode()
+        except UnicodeEncodeError:  # a lone surrogate in the request: send U+FFFD instead
+            return repair_surrogates(text).encode()
 
     async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
         """POST and return the parsed JSON body of a 2xx response."""

@@ -266,7 +266,8 @@ class LanguageModel:
     def _cache_key(self, request: LMRequest, cache_seed: int) -> str:
         payload = {"lm": self.cache_identity(), "request": request.to_json(), "seed": cache_seed}
         text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=repr)
-        return hashlib.sha256(text.encode()).hexdigest()
+        # surrogatepass: a lone surrogate in a prompt must not make the key unencodable
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     # -- public API ----------------------------------------------------------------------
     async def call(self, prompt: Prompt, **options: Any) -> AIMessage[Any]:

@@ -16,6 +16,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .._unicode import has_surrogates
+
 __all__ = ["Cache", "InMemoryCache", "SQLiteCache"]
 
 
@@ -102,6 +104,8 @@ class SQLiteCache:
 
     async def put(self, key: str, value: dict[str, Any]) -> None:
         text = json.dumps(value, ensure_ascii=False)
+        if has_surrogates(text):  # SQLite stores UTF-8; \u escapes keep the value exact
+            text = json.dumps(value)
         await asyncio.to_thread(
             self._run, "INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, text)
         )

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import math
 import os
 import re
 import time
@@ -114,22 +115,30 @@ def safe_code(value: Any) -> str | None:
     return None
 
 
+def _finite(text: str, scale: float = 1.0) -> float | None:
+    """A header number as seconds ≥ 0; ``None`` when malformed, NaN or infinite."""
+    try:
+        value = float(text) / scale
+    except ValueError:
+        return None
+    return max(0.0, value) if math.isfinite(value) else None
+
+
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date)."""
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
+
+    Malformed and non-finite values give ``None``; negative ones 0. Huge values are kept:
+    the retry policy refuses to wait longer than its ``max_delay``.
+    """
     ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
+    if ms is not None and (seconds := _finite(ms, 1000.0)) is not None:
+        return seconds
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    if (seconds := _finite(value)) is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -143,10 +152,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 def parse_google_duration(value: Any) -> float | None:
     """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds."""
     if isinstance(value, str) and value.endswith("s"):
-        try:
-            return max(0.0, float(value[:-1]))
-        except ValueError:
-            return None
+        return _finite(value[:-1])
     return None
 
 

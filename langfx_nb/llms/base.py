@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import math
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,8 +137,12 @@ class SamplingResult:
 class RetryPolicy:
     """Opt-in retries of ``RetryableError``s: exponential backoff with jitter.
 
-    A ``RateLimitError.retry_after`` from the provider wins over the computed delay. ``sleep``
-    and ``random`` are injectable so tests use a fake clock.
+    No wait is ever longer than ``max_delay``. A ``RateLimitError.retry_after`` from the
+    provider wins over the computed delay when it is a finite number of seconds up to
+    ``max_delay`` (negative counts as 0); when the server asks for longer, the error is
+    raised at once (its ``retry_after`` tells the caller how long), and a malformed or
+    non-finite value is ignored in favour of the computed delay. ``sleep`` and ``random`` are
+    injectable so tests use a fake clock.
     """
 
     max_attempts: int = 3
@@ -152,13 +157,31 @@ class RetryPolicy:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
 
-    def delay(self, attempt: int, error: BaseException) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        retry_after = getattr(error, "retry_after", None)
+    def delay(self, attempt: int, error: BaseException) -> float | None:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based), at most
+        ``max_delay``; ``None`` when the server asks for a longer wait (do not retry)."""
+        retry_after = _seconds(getattr(error, "retry_after", None))
         if retry_after is not None:
-            return max(0.0, float(retry_after))
-        base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
-        return base * (1.0 - self.jitter * self.random())
+            return retry_after if retry_after <= self.max_delay else None
+        try:
+            grown = self.initial_delay * self.multiplier ** (attempt - 1)
+        except OverflowError:
+            grown = math.inf
+        base = min(self.max_delay, grown)
+        return max(0.0, base * (1.0 - self.jitter * self.random()))
+
+
+def _seconds(value: Any) -> float | None:
+    """A server's wait hint as finite, non-negative seconds; ``None`` when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond float range: longer than any max_delay
+        return math.inf
+    if math.isnan(seconds) or seconds == -math.inf:
+        return None
+    return max(0.0, seconds)
 
 
 _ALLOW_REQUESTS = True
@@ -370,8 +393,13 @@ class LanguageModel:
         return self.retry is not None and attempt < self.retry.max_attempts
 
     async def _backoff(self, attempt: int, error: BaseException) -> None:
+        """Wait before the next attempt, or re-raise ``error`` when the server asks for a
+        longer wait than the policy's ``max_delay``."""
         assert self.retry is not None
-        await self.retry.sleep(self.retry.delay(attempt, error))
+        delay = self.retry.delay(attempt, error)
+        if delay is None:
+            raise error
+        await self.retry.sleep(delay)
 
     async def _with_retries(self, fn: Callable[[], Awaitable[AIMessage[Any]]]) -> AIMessage[Any]:
         attempt = 0

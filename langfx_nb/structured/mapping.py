@@ -160,10 +160,7 @@ class Mapping(LangFunc):
         try:
             response = self.finish(raw_response)
         except MappingError:
-            key = raw_response.metadata.get("cache_key")
-            cache = getattr(model, "cache", None)
-            if key is not None and cache is not None:
-                await cache.delete(key)
+            await model.forget_cached(raw_response)
             raise
         response.metadata["rendered_prompt"] = prompt.text
         return response

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
+import functools
 import operator
-import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, get_args
 
+from ..jsonable import UNHANDLED, Bounds, walk
 from ..messages import USAGE_FIELDS as _USAGE_FIELDS
 from ..messages import Message, Usage
 from ..modalities import Mime
@@ -51,7 +51,6 @@ KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
 STATUSES: tuple[NodeStatus, ...] = ("running", "ok", "failed", "denied", "cancelled", "timed_out")
 
 _USAGE_GETTERS = tuple(operator.attrgetter(f) for f in _USAGE_FIELDS)
-_SECRET = re.compile(r"api[_-]?key|secret|password|passwd|token$|authorization|credential", re.I)
 MAX_ERROR_CHARS = 300
 
 
@@ -245,58 +244,33 @@ def error_info(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": message}
 
 
-def preview(value: Any, max_chars: int = 4000, *, _depth: int = 0) -> Any:
+def preview(value: Any, max_chars: int = 4000) -> Any:
     """A JSON-able, bounded picture of ``value`` for the trace (not a faithful encoding).
 
     Strings are cut at ``max_chars``; containers at 100 items and depth 8; messages become
     ``{role, text}``; models, functions and other objects become short descriptions.
     Mapping keys that look like credentials are redacted.
     """
-    if value is None or isinstance(value, (bool, int)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, str):
-        return value if len(value) <= max_chars else value[:max_chars] + "…"
-    if _depth >= 8:
-        return "…"
+    bounds = Bounds(max_chars=max_chars, max_items=100, max_depth=8, redact=True, max_repr=200)
+    return walk(value, bounds, special=functools.partial(_preview_special, bounds))
+
+
+def _preview_special(bounds: Bounds, value: Any, depth: int) -> Any:
     if isinstance(value, Message):
-        return message_preview(value, max_chars)
+        return message_preview(value, bounds.max_chars or 4000)
     if isinstance(value, Mime):
         return value.placeholder()
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for i, (k, v) in enumerate(value.items()):
-            if i >= 100:
-                out["…"] = f"{len(value) - 100} more"
-                break
-            key = str(k)
-            out[key] = (
-                "<redacted>" if _SECRET.search(key) else preview(v, max_chars, _depth=_depth + 1)
-            )
-        return out
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = list(value)
-        out_list = [preview(v, max_chars, _depth=_depth + 1) for v in items[:100]]
-        if len(items) > 100:
-            out_list.append(f"… {len(items) - 100} more")
-        return out_list
     model_id = getattr(value, "model_id", None)
     if isinstance(model_id, str):  # a LanguageModel: its id only, never its keys or client
         return {"model": model_id}
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):  # pydantic models
-        try:
-            return preview(dump(mode="json"), max_chars, _depth=_depth + 1)
-        except Exception:
-            pass
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return {"__type__": type(value).__name__, **preview(fields, max_chars, _depth=_depth + 1)}
-    if isinstance(value, type):
-        return value.__qualname__
-    text = repr(value)
-    return text if len(text) <= 200 else text[:200] + "…"
+        special = functools.partial(_preview_special, bounds)
+        return {
+            "__type__": type(value).__name__,
+            **walk(fields, bounds, special=special, _depth=depth + 1),
+        }
+    return UNHANDLED
 
 
 def message_preview(message: Message[Any], max_chars: int = 4000, max_turns: int = 20) -> Any:

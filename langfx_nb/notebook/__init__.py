@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .magics import MarkdownText, NotebookState, state, use
+from .kernel_state import NotebookState, state, use
+from .markdown import MarkdownText
 
 if TYPE_CHECKING:
     from .approval import ApprovalPolicy, ApprovalWidget
@@ -107,7 +108,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext langfx_nb``: remove the transformer (the magic stays registered)."""
-    from .magics import transform_lf_cell
+    from .cells import transform_lf_cell
 
     cleanup = ipython.input_transformers_cleanup
     while transform_lf_cell in cleanup:

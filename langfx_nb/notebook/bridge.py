@@ -15,12 +15,13 @@ The message kinds are defined once here (:class:`MessageKind`) and mirrored in
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import enum
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+from ..jsonable import walk
 
 __all__ = [
     "MESSAGE_KINDS",
@@ -68,43 +69,9 @@ class Reducer(Protocol):
     def snapshot(self) -> dict[str, Any]: ...
 
 
-def to_jsonable(value: Any, *, _depth: int = 0) -> Any:
-    """Plain JSON data from events: dataclasses, pydantic models, tuples, enums, exceptions.
-
-    Anything unknown becomes its ``repr`` (display only; never evaluated).
-    """
-    if _depth > 64:
-        return "…"
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, enum.Enum):
-        return to_jsonable(value.value, _depth=_depth + 1)
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v, _depth=_depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [to_jsonable(v, _depth=_depth + 1) for v in value]
-    if isinstance(value, BaseException):
-        return {"type": type(value).__name__, "message": str(value)}
-    to_json = getattr(value, "to_json", None)
-    if callable(to_json):
-        try:
-            return to_jsonable(to_json(), _depth=_depth + 1)
-        except Exception:
-            pass
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return to_jsonable(dump(mode="json"), _depth=_depth + 1)
-        except Exception:
-            pass
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: to_jsonable(getattr(value, f.name), _depth=_depth + 1)
-            for f in dataclasses.fields(value)
-        }
-    return repr(value)
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON data from events and values, nothing cut (the rules: ``langfx_nb.jsonable``)."""
+    return walk(value)
 
 
 class _LoopClock:

@@ -14,6 +14,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..jsonable import walk
+from .trace_data import load_trace_nodes
+
 __all__ = [
     "WidgetDisplayMixin",
     "message_html",
@@ -52,17 +55,11 @@ def _clip(text: str, limit: int = MAX_TEXT) -> str:
 # -- values -------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    from .bridge import to_jsonable
-
-    return to_jsonable(value)
-
-
 def value_html(value: Any, *, depth: int = 0) -> str:
     """A typed result (pydantic model, dataclass, dict, list, scalar) as a readable tree."""
     name = type(value).__name__
     if hasattr(value, "model_dump") or (hasattr(value, "__dataclass_fields__")):
-        data = _plain(value)
+        data = walk(value)
         inner = value_html(data, depth=depth + 1) if isinstance(data, dict) else _esc(data)
         body = f'<span class="lfx-k">{_esc(name)}</span>{inner}'
     elif isinstance(value, Mapping):
@@ -82,7 +79,7 @@ def value_html(value: Any, *, depth: int = 0) -> str:
 
 
 def value_text(value: Any) -> str:
-    data = _plain(value)
+    data = walk(value)
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
     prefix = f"{type(value).__name__} " if hasattr(value, "model_dump") else ""
     return prefix + _clip(text)
@@ -101,7 +98,7 @@ def message_html(message: Any) -> str:
         if text:
             parts.append(f"<pre>{_esc(_clip(text))}</pre>")
         for call in getattr(turn, "tool_calls", None) or ():
-            args = json.dumps(_plain(getattr(call, "args", {})), ensure_ascii=False)
+            args = json.dumps(walk(getattr(call, "args", {})), ensure_ascii=False)
             parts.append(
                 f"<div>tool call <b>{_esc(call.name)}</b> "
                 f'<span class="lfx-k">{_esc(call.id)}</span> <code>{_esc(_clip(args))}</code></div>'
@@ -110,8 +107,8 @@ def message_html(message: Any) -> str:
     if result is not None:
         parts.append(f"<div>result: {value_html(result, depth=1)}</div>")
     usage = getattr(message, "usage", None)
-    if usage is not None and any(v is not None for v in _plain(usage).values()):
-        parts.append(f'<div class="lfx-k">usage: {_esc(_usage_str(_plain(usage)))}</div>')
+    if usage is not None and any(v is not None for v in walk(usage).values()):
+        parts.append(f'<div class="lfx-k">usage: {_esc(_usage_str(walk(usage)))}</div>')
     return f'{_CSS}<div class="lfx-fb">{"".join(parts)}</div>'
 
 
@@ -304,8 +301,6 @@ def stream_text(state: Mapping[str, Any]) -> str:
 
 
 def session_html(session: Any) -> str:
-    from .trace_explorer import load_trace_nodes
-
     data = session.trace_json()
     if isinstance(data, str):
         data = json.loads(data)

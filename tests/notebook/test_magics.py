@@ -14,13 +14,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from pydantic import BaseModel
 
 import langfx_nb as lf
-from langfx_nb.notebook import check_kernel, magics
-from langfx_nb.notebook.magics import (
-    MarkdownText,
-    escape_markdown_html,
-    resolve_type,
-    transform_lf_cell,
-)
+from langfx_nb.notebook import check_kernel, options
+from langfx_nb.notebook import kernel_state as nb_state
+from langfx_nb.notebook.cells import transform_lf_cell
+from langfx_nb.notebook.markdown import MarkdownText, escape_markdown_html
+from langfx_nb.notebook.options import resolve_type
 
 
 def _lines(cell: str) -> list[str]:
@@ -78,7 +76,7 @@ def test_shell_transform_keeps_ipython_syntax_in_the_body() -> None:
 
 def _shell() -> InteractiveShell:
     ip = InteractiveShell.instance()
-    if magics.transform_lf_cell not in ip.input_transformers_cleanup:
+    if transform_lf_cell not in ip.input_transformers_cleanup:
         ip.run_line_magic("load_ext", "langfx_nb")
     return ip
 
@@ -87,9 +85,9 @@ def _shell() -> InteractiveShell:
 def ip() -> Iterator[InteractiveShell]:
     shell = _shell()
     shell.user_ns.update({"lf": lf})
-    saved = magics.state.lm, magics.state.lm_name
+    saved = nb_state.state.lm, nb_state.state.lm_name
     yield shell
-    magics.state.lm, magics.state.lm_name = saved
+    nb_state.state.lm, nb_state.state.lm_name = saved
     for name in ("lm", "x", "ans", "Answer", "Item", "msg", "City", "add"):
         shell.user_ns.pop(name, None)
 
@@ -129,7 +127,7 @@ def test_models_by_registry_id(ip: InteractiveShell) -> None:
 
 
 def test_no_model_is_a_usage_error(ip: InteractiveShell) -> None:
-    magics.state.lm = None
+    nb_state.state.lm = None
     with pytest.raises(UsageError, match="no model"):
         run(ip, "%%lf query\nhi\n")
 
@@ -208,7 +206,7 @@ def test_line_commands(ip: InteractiveShell, capsys: pytest.CaptureFixture[str])
     with pytest.raises(UsageError, match="cell command"):
         run(ip, "%lf query")
     with pytest.raises(UsageError, match="no %%lf run yet"):
-        magics.state.sessions.clear()
+        nb_state.state.sessions.clear()
         run(ip, "%lf trace")
 
 
@@ -251,7 +249,7 @@ def test_a_failed_typed_query_can_be_inspected_with_lf_trace(ip: InteractiveShel
     ip.user_ns.update(lm=lf.llms.StaticResponse("no python here"), City=City)
     with pytest.raises(lf.MappingError):
         run(ip, "%%lf query --lm lm --schema City\nParis\n")
-    (query,) = magics.state.last_session.all_queries
+    (query,) = nb_state.state.last_session.all_queries
     assert query.name == "query:City" and query.status == "failed"
     explorer = run(ip, "%lf trace")
     assert "failed 1" in repr(explorer._fallback_text())
@@ -261,7 +259,7 @@ def test_stream_parse_failure_raises_and_is_in_lf_trace(ip: InteractiveShell) ->
     ip.user_ns.update(lm=lf.llms.StaticResponse("no python here"), City=City)
     with pytest.raises(lf.MappingError):
         run(ip, "%%lf query --lm lm --stream --schema City\nParis\n")
-    (query,) = magics.state.last_session.all_queries
+    (query,) = nb_state.state.last_session.all_queries
     assert query.name == "query:City" and query.status == "failed"
     assert query.metadata["stream"] is True and query.outputs == {"text": "no python here"}
 
@@ -288,7 +286,7 @@ def test_agent_with_allow_list_runs_tools_and_keeps_the_trace(ip: InteractiveShe
     )
     assert answer == "The sum is 5." and isinstance(answer, MarkdownText)
     assert ip.user_ns["ans"] == answer
-    session = magics.state.last_session
+    session = nb_state.state.last_session
     assert [n.name for n in session.all_tool_calls] == ["add"]
     assert "What is 2 + 3?" in ip.user_ns["lm"].requests[0].messages[0].text
     assert isinstance(run(ip, "%lf trace"), TraceExplorer)
@@ -301,7 +299,7 @@ def test_agent_deny_raises_tool_denied(ip: InteractiveShell) -> None:
 
 
 def test_unattended_env_replaces_ask(ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(magics.APPROVE_ENV, "allow:add")
+    monkeypatch.setenv(options.APPROVE_ENV, "allow:add")
     ip.user_ns.update(lm=_agent_model(), add=add)
     assert run(ip, "%%lf agent --lm lm --tools add\nWhat is 2 + 3?\n") == "The sum is 5."
     # An explicit unattended mode is not overridden.
@@ -382,7 +380,7 @@ def test_lf_nb_exports_the_widgets_and_the_magics_helpers() -> None:
     assert lf.nb.StreamView is stream_view.StreamView
     for name in lf.nb.__all__:
         assert getattr(lf.nb, name) is not None, name
-    assert lf.nb.use is magics.use
+    assert lf.nb.use is nb_state.use
 
 
 # -- kernel version check ----------------------------------------------------------------------

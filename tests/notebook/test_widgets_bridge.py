@@ -142,5 +142,5 @@ def test_to_jsonable_handles_core_shapes() -> None:
 
     assert to_jsonable(P(("a", 0))) == {"path": ["a", 0]}
     assert to_jsonable({"e": ValueError("bad")}) == {"e": {"type": "ValueError", "message": "bad"}}
-    assert to_jsonable(float("nan")) is None
+    assert to_jsonable(float("nan")) == "nan"  # JSON has no NaN; its repr stays readable
     assert to_jsonable({1: {2}}) == {"1": [2]}

@@ -1,0 +1,137 @@
+"""What a ``%%lf query`` or ``%%lf agent`` cell does once its options are parsed.
+
+Each run gets its own ``Session`` (kept for ``%lf trace``), so a failed typed query can be
+debugged from its prompt, raw response and error. The value returned is the cell's value:
+text comes back as :class:`~langfx_nb.notebook.markdown.MarkdownText`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, MutableMapping, Sequence
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from ..template import Template
+from . import options
+from .kernel_state import remember
+from .markdown import present
+
+__all__ = ["ASK_TIMEOUT", "run_agent", "run_query"]
+
+ASK_TIMEOUT = 900.0  # default run deadline (s) when a person approves: 60 s is too short
+
+
+async def run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
+    """``%%lf query``: the cell body as a prompt; returns the (typed) answer."""
+    opts = options.query_parser().parse_args(argv)
+    lm = options.resolve_lm(opts.lm, ns)
+    schema = options.resolve_type(opts.schema, ns) if opts.schema else None
+    template = options.template(body)
+    kwargs: dict[str, Any] = dict(
+        lm=lm,
+        vars=options.template_vars(template, ns),
+        protocol=opts.protocol,
+        system_message=opts.system,
+        **options.sampling(opts),
+    )
+    from ..agentic import Session
+
+    session = remember(Session(lm))
+    try:
+        if opts.stream:
+            value = await _stream_query(session, template, schema, opts.returns_message, kwargs)
+        else:
+            value = await session.query(
+                template, schema, returns_message=opts.returns_message, **kwargs
+            )
+    finally:
+        await session.dispose()
+    value = present(value)
+    if opts.out:
+        ns[opts.out] = value
+    return value
+
+
+async def _stream_query(
+    session: Any, template: Template, schema: Any, returns_message: bool, kwargs: dict[str, Any]
+) -> Any:
+    from .stream_view import StreamView
+
+    if returns_message and schema is None:
+        raise UsageError("--returns-message with --stream needs --schema (text streams as str)")
+    seen: list[Any] = []
+
+    async def events() -> AsyncIterator[Any]:
+        async for event in session.query_stream(template, schema, **kwargs):
+            if getattr(event, "type", None) == "generation_complete":
+                seen.append(event.message)
+            yield event
+
+    value = await StreamView().consume(events())
+    return seen[-1] if returns_message and seen else value
+
+
+async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:
+    """``%%lf agent``: a tool-using agent on the cell body, with a live trace explorer."""
+    from IPython.display import display
+
+    from ..agentic import Agent, AgentLimits, Session, Tool
+    from .trace_explorer import TraceExplorer
+
+    opts = options.agent_parser().parse_args(argv)
+    lm = options.resolve_lm(opts.lm, ns)
+    tools: list[Tool[Any, Any]] = []
+    for name in (n.strip() for n in opts.tools.split(",")):
+        if not name:
+            continue
+        if name not in ns:
+            raise UsageError(f"--tools: no variable named {name!r} in the notebook")
+        if not isinstance(ns[name], Tool):
+            raise UsageError(f"--tools: {name} is not a tool (make it with @lf.tool)")
+        tools.append(ns[name])
+    template = options.template(body)
+    prompt = template.render(options.template_vars(template, ns))
+    policy = options.approval_policy(opts.approve, tools)
+    timeout = opts.timeout
+    if timeout is None and policy.mode == "ask":
+        timeout = ASK_TIMEOUT  # waiting for a person counts against the run's deadline
+    limits = {
+        k: v
+        for k, v in (
+            ("max_steps", opts.max_steps),
+            ("max_tool_calls", opts.max_tool_calls),
+            ("max_execution_time", timeout),
+        )
+        if v is not None
+    }
+    try:
+        agent_limits = AgentLimits(**limits) if limits else None
+    except ValueError as exc:
+        raise UsageError(f"%%lf agent: {exc}") from None
+    agent = Agent(
+        prompt,
+        instructions=opts.instructions,
+        tools=tools,
+        limits=agent_limits,
+        allow_tool=policy,
+    )
+    session = remember(Session(lm))
+    explorer = None
+    if not opts.no_trace:
+        first = body.strip().splitlines()[0]
+        title = f"%%lf agent · {first if len(first) <= 60 else first[:57] + '...'}"
+        explorer = TraceExplorer(session, title=title)
+        display(explorer)  # type: ignore[no-untyped-call]
+    try:
+        answer = await agent.invoke(session)
+    finally:
+        # Ends the trace's root node (so the explorer shows the run finished) and drops the
+        # observers; the trace stays readable for `%lf trace`.
+        await session.dispose()
+        if explorer is not None:
+            explorer.flush()
+    value = present(answer)
+    if opts.out:
+        ns[opts.out] = value
+    return value

@@ -52,6 +52,7 @@ from ..errors import (
     StreamProtocolError,
 )
 from ..messages import ContinuationPart, Message
+from ._redact import SECRET_HEADER
 from .base import LanguageModel, model_requests_allowed
 
 __all__ = [
@@ -313,6 +314,9 @@ class HTTPModel(LanguageModel):
             timeout = self.default_timeout
         self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         self._extra_headers = dict(headers or {})
+        for name, value in self._extra_headers.items():
+            if SECRET_HEADER.search(name):
+                self._secrets.add(value)
         self.extra_body = dict(extra_body or {})
         self._own_clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
 
@@ -386,6 +390,7 @@ class HTTPModel(LanguageModel):
     # -- requests ----------------------------------------------------------------------------
     async def _headers(self) -> dict[str, str]:
         key = await self._api_key()
+        self._secrets.add(key)
         return {
             "content-type": "application/json",
             **self._auth_headers(key),

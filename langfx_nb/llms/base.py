@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 from ..errors import RetryableError, UnsupportedCapabilityError
 from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
 from ..modalities import Mime
+from ._redact import Secrets, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
 from .streaming import StreamAccumulator, StreamChunk
 
@@ -237,6 +238,9 @@ class LanguageModel:
         self.retry = retry
         self.total_usage = Usage()
         self.num_requests = 0
+        #: key values and secret header values this model has sent; removed from the text of
+        #: every error it raises (a server may echo them back)
+        self._secrets = Secrets()
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -359,9 +363,13 @@ class LanguageModel:
                     yield chunk
                 return
             except RetryableError as exc:
+                redact_exception(exc, self._secrets)
                 if emitted or not self._should_retry(attempt):
                     raise
                 await self._backoff(attempt, exc)
+            except Exception as exc:
+                redact_exception(exc, self._secrets)
+                raise
             finally:
                 await agen.aclose()
 
@@ -457,9 +465,13 @@ class LanguageModel:
             try:
                 return await fn()
             except RetryableError as exc:
+                redact_exception(exc, self._secrets)
                 if not self._should_retry(attempt):
                     raise
                 await self._backoff(attempt, exc)
+            except Exception as exc:
+                redact_exception(exc, self._secrets)
+                raise
 
 
 @dataclass(frozen=True, slots=True)

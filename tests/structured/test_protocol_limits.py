@@ -55,6 +55,14 @@ def test_assignment_form_is_read_as_the_answer(text: str) -> None:
     assert parse(text) == Answer(name="x", n=2)
 
 
+async def test_assignment_form_through_query_and_query_stream() -> None:
+    lm = StaticResponse("Sure:\n```python\noutput = Answer(name='x', n=2)\n```\nDone.")
+    assert await lf.query("q", Answer, lm=lm) == Answer(name="x", n=2)
+    events = [e async for e in lf.query_stream("q", Answer, lm=lm)]
+    assert isinstance(events[-1], lf.GenerationComplete)
+    assert events[-1].value == Answer(name="x", n=2)
+
+
 @pytest.mark.parametrize(
     "text",
     [

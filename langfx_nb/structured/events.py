@@ -1,10 +1,9 @@
 """The events a structured stream yields: field progress, then exactly one terminal outcome.
 
-Every event is a frozen, slotted dataclass whose ``type`` is a snake_case literal, so callers
-can dispatch with ``match ev: case lf.StringFieldDelta(path=p, delta=d): ...`` or on
-``ev.type``. ``type`` is a class attribute rather than a field: the parser creates one event
-per chunk per string, and an extra field costs measurable time on that path. ``to_json()``
-includes it for widgets and logs.
+Every event is a frozen, slotted dataclass with a ``type`` field holding its snake_case name
+(as the tool-call events have), so callers can dispatch with
+``match ev: case lf.StringFieldDelta(path=p, delta=d): ...`` or on ``ev.type``.
+``to_json()`` turns a field event into a plain dict for widgets and logs.
 
 Paths are tuples of ``str`` keys and ``int`` indices, relative to the answer's root ``()``.
 Partial values (``FieldEnd.value``) are plain JSON-like data (dict/list/str/int/float/bool/
@@ -14,8 +13,8 @@ Treat event values as read-only: a container's value is shared with its parent's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, Literal, TypeVar
 
 from ..errors import MappingError
 from ..llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart, ToolCallStreamEvent
@@ -48,76 +47,69 @@ T = TypeVar("T")
 Path = tuple[str | int, ...]
 
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, tuple):
-        return list(v)
-    return v
-
-
-class _EventJSON:
+class _FieldEventJSON:
     __slots__ = ()
-    type: ClassVar[str]
 
     def to_json(self) -> dict[str, Any]:
-        """A plain dict with the ``type`` discriminator (paths become lists)."""
-        out: dict[str, Any] = {"type": self.type}
-        names: tuple[str, ...] = getattr(self, "__slots__", ())
-        for name in names:
-            out[name] = _jsonable(getattr(self, name))
+        """A plain dict of the event's fields, ``type`` included (paths become lists)."""
+        out = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
 
 @dataclass(frozen=True, slots=True)
-class ObjectStart(_EventJSON):
+class ObjectStart(_FieldEventJSON):
     """An object begins at ``path``; ``name`` is the class name in the Python protocol."""
 
     path: Path = ()
     name: str | None = None
-    type: ClassVar[Literal["object_start"]] = "object_start"
+    type: Literal["object_start"] = "object_start"
 
 
 @dataclass(frozen=True, slots=True)
-class ObjectEnd(_EventJSON):
+class ObjectEnd(_FieldEventJSON):
     path: Path = ()
-    type: ClassVar[Literal["object_end"]] = "object_end"
+    type: Literal["object_end"] = "object_end"
 
 
 @dataclass(frozen=True, slots=True)
-class ArrayStart(_EventJSON):
+class ArrayStart(_FieldEventJSON):
     path: Path = ()
-    type: ClassVar[Literal["array_start"]] = "array_start"
+    type: Literal["array_start"] = "array_start"
 
 
 @dataclass(frozen=True, slots=True)
-class ArrayEnd(_EventJSON):
+class ArrayEnd(_FieldEventJSON):
     path: Path = ()
-    type: ClassVar[Literal["array_end"]] = "array_end"
+    type: Literal["array_end"] = "array_end"
 
 
 @dataclass(frozen=True, slots=True)
-class FieldStart(_EventJSON):
+class FieldStart(_FieldEventJSON):
     """A value begins at ``path`` (every value, the root ``()`` included)."""
 
     path: Path
-    type: ClassVar[Literal["field_start"]] = "field_start"
+    type: Literal["field_start"] = "field_start"
 
 
 @dataclass(frozen=True, slots=True)
-class StringFieldDelta(_EventJSON):
+class StringFieldDelta(_FieldEventJSON):
     """Decoded characters of the string at ``path``; never half an escape."""
 
     path: Path
     delta: str
-    type: ClassVar[Literal["string_field_delta"]] = "string_field_delta"
+    type: Literal["string_field_delta"] = "string_field_delta"
 
 
 @dataclass(frozen=True, slots=True)
-class FieldEnd(_EventJSON):
+class FieldEnd(_FieldEventJSON):
     """The value at ``path`` is complete: plain JSON-like data, not validated."""
 
     path: Path
     value: Any
-    type: ClassVar[Literal["field_end"]] = "field_end"
+    type: Literal["field_end"] = "field_end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +118,7 @@ class GenerationComplete(Generic[T]):
 
     value: T
     message: AIMessage[Any] = field(repr=False)
-    type: ClassVar[Literal["generation_complete"]] = "generation_complete"
+    type: Literal["generation_complete"] = "generation_complete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +127,7 @@ class ParsingFailed:
 
     error: MappingError
     text: str = field(repr=False)
-    type: ClassVar[Literal["parsing_failed"]] = "parsing_failed"
+    type: Literal["parsing_failed"] = "parsing_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,14 +135,14 @@ class GenerationFailed:
     """Terminal: the model or transport failed (an ``LMError`` or another exception)."""
 
     error: BaseException
-    type: ClassVar[Literal["generation_failed"]] = "generation_failed"
+    type: Literal["generation_failed"] = "generation_failed"
 
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """Terminal: the consuming task was cancelled; ``CancelledError`` is re-raised after."""
+    """Terminal: the run was cancelled (``query_stream`` documents when this is yielded)."""
 
-    type: ClassVar[Literal["cancelled"]] = "cancelled"
+    type: Literal["cancelled"] = "cancelled"
 
 
 FieldEvent = (

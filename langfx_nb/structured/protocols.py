@@ -81,7 +81,7 @@ def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool
     ``languages``, else the first untagged block, else the first block of another language;
     without any fence the whole text is the answer. Prose around the block is ignored; an
     unclosed fence (a truncated response) runs to the end. One pass over the lines, so the
-    time is linear in the text even for adversarial input (a regex here was quadratic).
+    time is linear in the text even for adversarial input.
     """
     if "```" not in text:
         return text.strip(), False

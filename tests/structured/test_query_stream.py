@@ -19,9 +19,6 @@ from langfx_nb.llms.base import LanguageModel, LMRequest
 from langfx_nb.llms.streaming import StreamAccumulator, StreamChunk
 from langfx_nb.structured.protocols import to_python_expr
 
-# Every test runs on both JSON grammars, compiled and Python (conftest.py).
-pytestmark = pytest.mark.usefixtures("json_grammar")
-
 TERMINALS = (lf.GenerationComplete, lf.ParsingFailed, lf.GenerationFailed, lf.Cancelled)
 
 

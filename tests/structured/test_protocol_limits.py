@@ -163,6 +163,27 @@ def test_surrogate_pair_written_as_two_escapes_is_kept() -> None:
     assert isinstance(value, Answer) and value.name == "😀"
 
 
+@pytest.mark.parametrize("chunk_size", [1, 3, 7, 100])
+@pytest.mark.parametrize(
+    ("text", "protocol", "name"),
+    [
+        ("Answer(name='a\\ud800b\\ud83d\\ude00\\udfff')", "python", "a\ufffdb😀\ufffd"),
+        ('{"result": {"name": "a\\ud800b\\ud83d\\ude00\\udfff"}}', "json", "a\ufffdb😀\ufffd"),
+    ],
+)
+async def test_streamed_deltas_never_carry_a_lone_surrogate(
+    text: str, protocol: str, name: str, chunk_size: int
+) -> None:
+    """A delta goes to widgets over the kernel's comm, whose UTF-8 encoding a lone
+    surrogate would break; deltas agree with the repaired final value."""
+    lm = StaticResponse(text, chunk_size=chunk_size)
+    events = [e async for e in lf.query_stream("q", Answer, lm=lm, protocol=protocol)]
+    deltas = "".join(e.delta for e in events if isinstance(e, lf.StringFieldDelta))
+    deltas.encode()
+    assert deltas == name
+    assert isinstance(events[-1], lf.GenerationComplete) and events[-1].value.name == name
+
+
 async def test_answer_with_a_lone_surrogate_can_be_sent_on(tmp_path: Path) -> None:
     """The value goes into the next prompt of an HTTP model with a SQLite cache: no
     UnicodeEncodeError on the cache key, the cache row or the request body."""

@@ -5,6 +5,7 @@ protocol error."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -198,6 +199,28 @@ async def test_a_stall_before_any_event_is_retried() -> None:
     async with served("openai", stalled, ok, stream_idle_timeout=0.3, retry=retry) as (_, lm):
         assert await _drain(lm)
     assert len(sleeps) == 1
+
+
+async def test_a_slow_consumer_is_not_a_stalled_stream() -> None:
+    """Time the consumer spends on a chunk is not the server's silence."""
+    pieces: list[object] = []
+    for line in fixture("openai_text.sse").split(b"\n\n"):
+        if line.strip():
+            pieces += [line + b"\n\n", 0.01]
+    async with served("openai", Reply.sse(b"", *pieces), stream_idle_timeout=0.2) as (_, lm):
+        text = ""
+        async for chunk in lm.stream("hi"):
+            text += chunk.delta
+            await asyncio.sleep(0.3)
+    assert text
+
+
+async def test_cancelling_the_consumer_is_not_turned_into_a_stall() -> None:
+    reply = Reply.sse(FIRST_EVENT["openai"], STALL)
+    async with served("openai", reply, stream_idle_timeout=30) as (_, lm):
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await _drain(lm)
 
 
 def test_stream_idle_timeout_is_validated() -> None:

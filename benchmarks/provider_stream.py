@@ -3,9 +3,13 @@
 For each provider a long response (``--events`` text deltas, default 10,000, in that
 provider's wire format) is served from an in-process ``httpx.MockTransport``. Two framings:
 ``per-event`` hands the client one chunk per SSE event (how a live stream arrives), ``bulk``
-hands it 64 KiB chunks. Both sides use the same client and transport in the same run; the
-baseline only iterates ``response.aiter_lines()``, the adapter does everything
-(``lm.stream``: SSE decoding, JSON, protocol checks, chunks, final message). Target: ≤ 3×.
+hands it 64 KiB chunks. All sides use the same client and transport in the same run; the
+baseline only iterates ``response.aiter_lines()`` (a plain line split); ``sse`` iterates
+the raw body through our ``SSEParser`` (the framing alone); the adapter does everything
+(``lm.stream``: SSE decoding, JSON, protocol checks, chunks, final message).
+
+A first table decodes one huge event (1, 2, 4 and 8 MB of data in 64 KiB chunks) and prints
+the time per MB: linear decoding keeps it flat.
 
     .venv/bin/python benchmarks/provider_stream.py [--events N] [--repeat R]
 """
@@ -23,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 
 from langfx_nb.llms._http import HTTPModel
+from langfx_nb.llms._sse import SSEParser
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI, OpenAIResponses
@@ -189,6 +194,15 @@ async def _baseline(client: httpx.AsyncClient) -> int:
     return lines
 
 
+async def _framing(client: httpx.AsyncClient) -> int:
+    events = 0
+    parser = SSEParser()
+    async with client.stream("POST", "https://bench.invalid/x") as r:
+        async for raw in r.aiter_raw():
+            events += len(parser.feed(raw))
+    return events
+
+
 async def _adapter(lm: HTTPModel) -> str:
     last = None
     async for chunk in lm.stream("go"):
@@ -218,7 +232,25 @@ async def _paired(
     return min(bases), min(adapters), statistics.median(ratios)
 
 
+async def huge_events(repeat: int) -> None:
+    """Run first, before the streams above churn the allocator: large buffers then come
+    from the same place at every size."""
+    print("one huge event in 64 KiB chunks: SSEParser CPU time per MB (flat = linear)")
+    for mb in (1, 2, 4, 8):
+        raw = b"data: " + b"x" * (mb * 1_000_000) + b"\n\n"
+        chunks = [raw[i : i + 65536] for i in range(0, len(raw), 65536)]
+
+        async def decode(chunks: list[bytes] = chunks) -> object:
+            parser = SSEParser()
+            return [e for c in chunks for e in parser.feed(c)]
+
+        best = min([await _cpu(decode) for _ in range(repeat)])
+        print(f"{mb} MB event: {best * 1e3:8.2f} ms, {best / mb * 1e3:6.2f} ms/MB")
+    print()
+
+
 async def main(n: int, repeat: int) -> None:
+    await huge_events(repeat)
     cases: list[tuple[str, Callable[[int], list[bytes]], type[HTTPModel]]] = [
         ("gemini", gemini_events, Gemini),
         ("anthropic", anthropic_events, Anthropic),
@@ -226,9 +258,9 @@ async def main(n: int, repeat: int) -> None:
         ("responses", responses_events, OpenAIResponses),
     ]
     print(f"{n} text-delta events per stream, best of {repeat}")
-    print("CPU time per event; ratio of the best runs, and median ratio of paired runs")
-    header = f"{'adapter':<10} {'framing':<10} {'lines µs/ev':>12} {'adapter µs/ev':>14}"
-    print(f"{header} {'best ratio':>10} {'median':>10}")
+    print("CPU time per event; ratios of the best runs (median ratio of paired runs)")
+    header = f"{'adapter':<10} {'framing':<10} {'lines µs/ev':>12} {'sse µs/ev':>10}"
+    print(f"{header} {'sse ratio':>16} {'adapter µs/ev':>14} {'adapter ratio':>16}")
     for name, make, cls in cases:
         events = make(n)
         for framing, chunks in (("per-event", events), ("bulk", _bulk(events))):
@@ -237,12 +269,20 @@ async def main(n: int, repeat: int) -> None:
                 lm = cls("bench-model", api_key="bench", http_client=client)
                 text = await _adapter(lm)  # warm up and check
                 assert text == "".join(_delta(i) for i in range(n)), name
-                base, adapt, ratio = await _paired(
+                assert await _framing(client) == len(events), name
+                base, sse, sse_ratio = await _paired(
+                    functools.partial(_baseline, client),
+                    functools.partial(_framing, client),
+                    repeat,
+                )
+                base2, adapt, ratio = await _paired(
                     functools.partial(_baseline, client), functools.partial(_adapter, lm), repeat
                 )
+            base = min(base, base2)
             print(
-                f"{name:<10} {framing:<10} {base / n * 1e6:>12.2f} {adapt / n * 1e6:>14.2f} "
-                f"{adapt / base:>9.2f}× {ratio:>9.2f}×"
+                f"{name:<10} {framing:<10} {base / n * 1e6:>12.2f} {sse / n * 1e6:>10.2f} "
+                f"{sse / base:>6.2f}× ({sse_ratio:.2f}×) {adapt / n * 1e6:>14.2f} "
+                f"{adapt / base:>6.2f}× ({ratio:.2f}×)"
             )
 
 

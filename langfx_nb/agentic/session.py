@@ -36,6 +36,7 @@ from ..messages import AIMessage, Message
 from ..structured.query import query as query_fn
 from .clock import Clock, MonotonicClock
 from .observers import Observer, ObserverHub
+from .recording import RecordingModel
 from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, message_preview, preview
 from .usage import Price, UsageSummary
 
@@ -364,24 +365,25 @@ class Session:
         """``lf.query`` with this session's model and defaults, recorded as a query node.
 
         Returns what ``lf.query`` returns: text without a schema, the validated value with
-        one, the response message with ``returns_message=True``.
+        one, the response message with ``returns_message=True``. The node holds the prompt
+        and options, the rendered prompt, the response, the usage, the parsed result (with a
+        schema) or the error, and the outcome (see ``_record_calls``).
         """
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         node = self._start_query(prompt, schema, model, _shown_options(merged))
-        tracer = _TracingModel(model, self._state.store, node)
+        recording = RecordingModel(model)
         try:
-            message = await query_fn(prompt, schema, lm=tracer, returns_message=True, **merged)  # type: ignore[arg-type]
+            message = await query_fn(prompt, schema, lm=recording, returns_message=True, **merged)
         except BaseException as exc:
-            tracer._lf_flush(self, node)
+            self._record_calls(node, recording)
             self._finish(node, self._status_for(exc), error=exc)
             raise
-        if schema is not None:  # previewed now: a result may be a mutable object
-            tracer._lf_flush(self, node, self._preview(message.result))
-        else:
-            tracer._lf_flush(self, node)
-        self._state.store.finish(node, "ok")
+        # with a schema, previewed now: the result may be a mutable object
+        result = self._preview(message.result) if schema is not None else _NO_RESULT
+        self._record_calls(node, recording, result)
+        self._finish(node, "ok")
         if returns_message:
             return message
         return message.result if schema is not None else message.text
@@ -395,23 +397,30 @@ class Session:
         **options: Any,
     ) -> AsyncIterator[Any]:
         """``lf.query_stream`` with this session's model and defaults, recorded as a query
-        node when iteration starts: its inputs, then the response, usage, parsed result and
-        outcome when the stream ends (a consumer that stops early leaves it ``cancelled``).
+        node when iteration starts, with what ``query`` records. Outcomes: ``ok`` at
+        ``generation_complete`` (or the end of a text stream); ``failed`` at
+        ``parsing_failed``/``generation_failed`` or an error; ``cancelled`` at a ``cancelled``
+        event, when the consumer's task is cancelled (``timed_out`` past this view's
+        deadline), or when the consumer stops iterating before the end.
 
         As with ``lf.query_stream``, setup errors raise here, before iteration. Text streams
-        (no schema) reach observers as ``node_update`` deltas; they carry no usage.
+        (no schema) also reach observers as ``node_update`` deltas.
         """
         from ..structured.query_stream import query_stream
 
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
-        events = query_stream(prompt, schema, lm=model, **merged)
-        return self._recorded_stream(events, prompt, schema, model, _shown_options(merged))
+        recording = RecordingModel(model)
+        events = query_stream(prompt, schema, lm=recording, **merged)
+        return self._recorded_stream(
+            events, recording, prompt, schema, model, _shown_options(merged)
+        )
 
     async def _recorded_stream(
         self,
-        events: AsyncIterator[Any],
+        events: AsyncGenerator[Any, None],
+        recording: RecordingModel,
         prompt: Any,
         schema: Any,
         model: LanguageModel,
@@ -419,23 +428,25 @@ class Session:
     ) -> AsyncGenerator[Any, None]:
         node = self._start_query(prompt, schema, model, shown, stream=True)
         store = self._state.store
-        status: NodeStatus = "cancelled"
+        status: NodeStatus = "cancelled"  # unless the stream reaches its end
         error: BaseException | None = None
+        result: Any = _NO_RESULT
         try:
             async for event in events:
                 if schema is None:
                     if store.hub.active:
                         store.update(node, delta=event)
                 elif event.type == "generation_complete":
-                    _record_response(self, node, event.message, model)
                     result = self._preview(event.value)  # now: the value may be mutable
-                    node.defer("outputs", functools.partial(dict, result=result))
                     status = "ok"
                 elif event.type in ("parsing_failed", "generation_failed"):
                     status, error = "failed", event.error
                     if event.type == "parsing_failed":  # the text to debug the parse with
-                        text = self._preview(event.text)
-                        node.defer("outputs", functools.partial(dict, text=text))
+                        node.defer(
+                            "outputs", functools.partial(dict, text=self._preview(event.text))
+                        )
+                elif event.type == "cancelled":
+                    status = "cancelled"
                 yield event
             if schema is None:
                 status = "ok"
@@ -445,8 +456,45 @@ class Session:
             status, error = self._status_for(exc), exc
             raise
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
+            self._record_calls(node, recording, result)
             self._finish(node, status, error=error)
+
+    def _record_calls(
+        self,
+        node: TraceNode,
+        recording: RecordingModel,
+        result: Any = _NO_RESULT,
+        *,
+        rendered: bool = True,
+    ) -> None:
+        """Write what the model calls of a query saw onto its node: one counted request with
+        its usage per response, ``attempts``, the rendered prompt of the first request (unless
+        ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
+        and the last response (and ``result``, when given) as outputs, previewed on first
+        read. ``query``, ``query_stream`` and ``generate`` all record through here."""
+        store = self._state.store
+        for response in recording.responses:
+            model_id = (response.provenance.model if response.provenance else None) or (
+                recording.model_id
+            )
+            store.record_usage(node, model_id, response.usage)
+        if recording.prompts and rendered:
+            node.metadata["attempts"] = len(recording.prompts)
+            first = recording.prompts[0]
+            node.defer("inputs", lambda: {"rendered_prompt": self._prompt_preview(first)})
+        last = recording.responses[-1] if recording.responses else None
+        if last is None and result is _NO_RESULT:
+            return
+        show = self._preview
+
+        def outputs() -> dict[str, Any]:
+            out = _response_preview(last, show) if last is not None else {}
+            if result is not _NO_RESULT:
+                out["result"] = result
+            return out
+
+        node.defer("outputs", outputs)
 
     async def generate(
         self,
@@ -475,15 +523,17 @@ class Session:
             inputs["options"] = self._preview(plain)
         node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
         node.defer("inputs", lambda: {"prompt": self._prompt_preview(prompt)})
+        recording = RecordingModel(model)
         try:
             if stream:
-                response = await self._stream(model, prompt, node, merged)
+                response = await self._stream(recording, prompt, node, merged)
             else:
-                response = await model.call(prompt, **merged)
-            _record_response(self, node, response, model)
+                response = await recording.call(prompt, **merged)
         except BaseException as exc:
+            self._record_calls(node, recording, rendered=False)
             self._finish(node, self._status_for(exc), error=exc)
             raise
+        self._record_calls(node, recording, rendered=False)
         self._finish(node, "ok")
         return response
 
@@ -700,16 +750,6 @@ def _shown_options(merged: dict[str, Any]) -> dict[str, Any] | None:
     return shown
 
 
-def _record_response(
-    session: Session, node: TraceNode, response: AIMessage[Any], model: LanguageModel
-) -> None:
-    """Count the request and its usage now; preview the response when first read."""
-    model_id = (response.provenance.model if response.provenance else None) or model.model_id
-    session._state.store.record_usage(node, model_id, response.usage)
-    show = session._preview
-    node.defer("outputs", lambda: _response_preview(response, show))
-
-
 def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:
     outputs: dict[str, Any] = {"text": show(response.text)}
     calls = response.tool_calls
@@ -721,64 +761,6 @@ def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> d
     if response.metadata.get("cache_hit"):
         outputs["cache_hit"] = True
     return outputs
-
-
-class _TracingModel:
-    """Stands in for a model inside ``lf.query``: counts each ``call`` (request, usage) and
-    keeps the first prompt and last response for the query node; delegates the rest.
-
-    It reports the wrapped model's class to ``isinstance`` so code that checks for a
-    ``LanguageModel`` accepts it.
-    """
-
-    __slots__ = ("_lf_attempts", "_lf_inner", "_lf_node", "_lf_prompt", "_lf_response", "_lf_store")
-
-    def __init__(self, inner: LanguageModel, store: TraceStore, node: TraceNode) -> None:
-        self._lf_inner = inner
-        self._lf_store = store
-        self._lf_node = node
-        self._lf_attempts = 0
-        self._lf_prompt: Any = None
-        self._lf_response: AIMessage[Any] | None = None
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        return type(self._lf_inner)
-
-    async def call(self, prompt: Any, **options: Any) -> AIMessage[Any]:
-        if not self._lf_attempts:
-            self._lf_prompt = prompt
-        self._lf_attempts += 1
-        inner = self._lf_inner
-        response = await inner.call(prompt, **options)
-        self._lf_response = response
-        model_id = (response.provenance.model if response.provenance else None) or inner.model_id
-        self._lf_store.record_usage(self._lf_node, model_id, response.usage)
-        return response
-
-    def _lf_flush(self, session: Session, node: TraceNode, result: Any = _NO_RESULT) -> None:
-        """Attach what the calls saw to the node (previewed on first read)."""
-        attempts = self._lf_attempts
-        if not attempts:
-            return
-        node.metadata["attempts"] = attempts
-        prompt, response = self._lf_prompt, self._lf_response
-        node.defer("inputs", lambda: {"rendered_prompt": session._prompt_preview(prompt)})
-        show = session._preview
-
-        def outputs() -> dict[str, Any]:
-            out = _response_preview(response, show) if response is not None else {}
-            if result is not _NO_RESULT:
-                out["result"] = result
-            return out
-
-        node.defer("outputs", outputs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._lf_inner, name)
-
-    def __repr__(self) -> str:
-        return repr(self._lf_inner)
 
 
 def _schema_name(schema: Any) -> str:

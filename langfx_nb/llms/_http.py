@@ -1,9 +1,9 @@
 """Shared httpx plumbing for the provider adapters.
 
-One base class (``HTTPModel``) owns what the three providers have in common: where requests
-go (``base_url``), how they are sent (an injected ``httpx.AsyncClient`` or transport, else a
+One base class (``HTTPModel``) owns what the providers have in common: where requests go
+(``base_url``), how they are sent (an injected ``httpx.AsyncClient`` or transport, else a
 client of our own per event loop), how the key is found, how HTTP failures become errors from
-``langfx_nb.errors``, and how a server-sent-event stream is decoded.
+``langfx_nb.errors``, and the one loop that reads a server-sent-event stream.
 
 Rules a caller may rely on:
 
@@ -19,23 +19,29 @@ Rules a caller may rely on:
   injected transport or client is never blocked.
 - Keys never appear in ``repr``, exceptions or ``cache_identity``. Error messages carry the
   HTTP status and the provider's short error type or code, never the response body.
+- A streamed line or event larger than ``max_event_bytes`` (default 16 MiB) ends the stream
+  with a ``StreamProtocolError`` naming the limit.
 - Every streamed response is closed in ``finally``: on normal end, early ``break``,
-  cancellation and errors.
+  cancellation and errors. Cancellation is never caught here: it propagates as asyncio
+  raised it.
+
+A provider streams by implementing two hooks, ``_stream_request`` (URL and JSON body) and
+``_stream_decoder`` (a fresh ``StreamDecoder``: events in, ``StreamChunk``s out);
+``HTTPModel._stream`` does the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import json
 import math
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, NoReturn
+from typing import Any, ClassVar, NoReturn, Protocol
 
 import httpx
 from pydantic_core import from_json
@@ -53,30 +59,36 @@ from ..errors import (
 )
 from ..messages import ContinuationPart, Message
 from ._redact import SECRET_HEADER
-from .base import LanguageModel, model_requests_allowed
+from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
+from .base import LanguageModel, LMRequest, model_requests_allowed
+from .streaming import StreamChunk
 
 __all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
     "MALFORMED",
     "ErrorInfo",
     "HTTPModel",
     "KeyResolver",
     "SSEEvent",
     "SSEParser",
+    "StreamDecoder",
     "body_chunks",
     "error_from_status",
-    "iter_sse",
     "loads",
     "parse_google_duration",
     "parse_retry_after",
 ]
 
 KeyResolver = Callable[[], Awaitable[str]]
-loads = from_json  # JSON text → data; pydantic-core's parser is several times faster than json
+loads = from_json  # JSON text or UTF-8 bytes → data; invalid UTF-8 is a ValueError
 # What decoding a malformed (but syntactically JSON) response raises; adapters turn these into
 # StreamProtocolError so hostile input never escapes as a bare TypeError/KeyError.
 MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError)
 _MAX_ERROR_BODY = 64 * 1024
-_BOM = b"\xef\xbb\xbf"
+_DRAIN_SECONDS = 1.0
+# Two minutes without progress: longer than providers' keep-alive gaps and most silent
+# "thinking" before the first token; raise it (or pass None) for models that think longer.
+DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
@@ -175,113 +187,36 @@ def error_from_status(
     return InvalidRequestError(message, status=status)
 
 
-# -- server-sent events --------------------------------------------------------------------
-class SSEEvent(NamedTuple):
-    """One event: its name, and its data as the raw UTF-8 bytes (JSON parsers take bytes and
-    check the encoding themselves, so the hot path never decodes twice)."""
+# -- the stream decoder protocol -------------------------------------------------------------
+class StreamDecoder(Protocol):
+    """What a provider gives ``HTTPModel._stream``: the provider's own reading of its events.
 
-    event: str
-    data: bytes
-
-    @property
-    def text(self) -> str:
-        try:
-            return self.data.decode()
-        except UnicodeDecodeError as exc:
-            raise StreamProtocolError("event stream is not valid UTF-8") from exc
-
-
-class SSEParser:
-    """Incremental ``text/event-stream`` decoder over bytes (WHATWG SSE rules).
-
-    Lines end at CR, LF or CRLF (``bytes.splitlines`` splits on exactly these); a CR that
-    ends a chunk completes its line at once, and a LF starting the next chunk is then
-    skipped. Lines are cut as bytes and a line-break byte never occurs inside a multi-byte
-    UTF-8 character, so every split of the same bytes gives the same events. Comments, ``id``
-    and ``retry`` are ignored; an event still unterminated at end of stream is discarded, as
-    the standard says. Invalid UTF-8 is a ``StreamProtocolError`` (event names here; data
-    when it is decoded: ``SSEEvent.text``, or the JSON parser).
+    One decoder serves one response. ``event`` gets every server-sent event in order (its
+    name and its data as UTF-8 bytes) and returns the chunks it completes (often one,
+    possibly none). ``done`` turns true once an event has ended the answer for good
+    (OpenAI's ``[DONE]``, ``response.completed``); the loop then stops reading. After the
+    last event (or ``done``), ``finish`` returns the closing chunks, the last one ``final``,
+    or raises if the stream ended early or reports a failure. Both may raise ``LMError``s;
+    ``ValueError``/``TypeError``/``KeyError``... from malformed data become a
+    ``StreamProtocolError`` in the loop (one saying so when the data is not UTF-8).
     """
 
-    __slots__ = ("_buf", "_data", "_event", "_skip_lf", "_started")
+    @property
+    def done(self) -> bool: ...
 
-    def __init__(self) -> None:
-        self._buf = b""
-        self._event = ""
-        self._data: list[bytes] = []
-        self._skip_lf = False
-        self._started = False
+    def event(self, name: str, data: bytes) -> Sequence[StreamChunk]: ...
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        if self._buf:
-            chunk = self._buf + chunk
-            self._buf = b""
-        if not self._started:
-            if len(chunk) < 3 and _BOM.startswith(chunk):
-                self._buf = chunk  # perhaps a byte-order mark split across chunks
-                return []
-            self._started = True
-            if chunk.startswith(_BOM):
-                chunk = chunk[3:]
-        if not chunk:
-            return []
-        lines = chunk.splitlines()
-        last = chunk[-1]
-        if last == 13:  # CR: the line is complete; a LF may follow in the next chunk
-            self._skip_lf = True
-        elif last != 10:
-            self._buf = lines.pop()
-        out: list[SSEEvent] = []
-        data = self._data
-        try:
-            for line in lines:
-                if not line:
-                    if data:  # a blank line dispatches; an event without data is dropped
-                        joined = data[0] if len(data) == 1 else b"\n".join(data)
-                        out.append(SSEEvent(self._event or "message", joined))
-                        data = self._data = []
-                    self._event = ""
-                elif line[:5] == b"data:":
-                    value = line[5:]
-                    data.append(value[1:] if value[:1] == b" " else value)
-                elif line[0] != 58:  # ":" starts a comment
-                    name, colon, value = line.partition(b":")
-                    if colon and value[:1] == b" ":
-                        value = value[1:]
-                    if name == b"event":
-                        self._event = value.decode()
-                    elif name == b"data":
-                        data.append(value)
-        except UnicodeDecodeError as exc:
-            raise StreamProtocolError("event stream is not valid UTF-8") from exc
-        return out
-
-    def close(self) -> list[SSEEvent]:
-        """End of stream: an unterminated line or event is discarded."""
-        self._buf = b""
-        self._data = []
-        return []
-
-
-async def iter_sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[SSEEvent]:
-    """The events of a byte stream (see ``SSEParser``)."""
-    parser = SSEParser()
-    async for chunk in chunks:
-        if chunk:
-            for event in parser.feed(chunk):
-                yield event
-    for event in parser.close():
-        yield event
+    def finish(self) -> Sequence[StreamChunk]: ...
 
 
 # -- the shared model base -----------------------------------------------------------------
 class HTTPModel(LanguageModel):
-    """A ``LanguageModel`` reached over HTTP. Subclasses set the class variables below and
-    implement ``_auth_headers``, ``_error_info``, ``_sample`` and ``_stream``."""
+    """A ``LanguageModel`` reached over HTTP.
+
+    A provider sets the class variables below and implements ``_auth_headers``,
+    ``_error_info``, ``_sample``, and for streaming ``_stream_request`` and
+    ``_stream_decoder``. ``max_event_bytes`` bounds one streamed line or event.
+    """
 
     default_base_url: ClassVar[str] = ""
     env_vars: ClassVar[tuple[str, ...]] = ()
@@ -299,13 +234,22 @@ class HTTPModel(LanguageModel):
         timeout: float | httpx.Timeout | None = None,
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        stream_idle_timeout: float | None = DEFAULT_STREAM_IDLE_TIMEOUT,
         **kw: Any,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError(f"{type(self).__name__} needs a model id, e.g. model='...'")
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client= or transport=, not both")
+        if max_event_bytes < 1:
+            raise ValueError("max_event_bytes must be positive")
+        if stream_idle_timeout is not None and not stream_idle_timeout > 0:
+            raise ValueError("stream_idle_timeout must be a positive number of seconds or None")
         super().__init__(model, **kw)
+        self.max_event_bytes = max_event_bytes
+        #: seconds a stream may go without progress (see ``_stream``) before it fails
+        self.stream_idle_timeout = stream_idle_timeout
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._key = _Secret(api_key) if api_key is not None else None
         self._http_client = http_client
@@ -426,14 +370,9 @@ class HTTPModel(LanguageModel):
         finally:
             await response.aclose()
 
-    @contextlib.asynccontextmanager
-    async def _open_stream(self, url: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
-        """POST for a server-sent-event stream and hand over the (2xx) response.
-
-        Adapters iterate ``response.aiter_bytes()`` through an ``SSEParser`` inside the
-        ``async with`` (no extra async generator per event). Transport failures inside the
-        block become ``ServerError``; the response is closed on every exit path.
-        """
+    async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.
+        Any other status is read (at most 64 KiB), closed and raised as its error."""
         client = self._client()
         headers = await self._headers()
         headers["accept"] = "text/event-stream"
@@ -455,12 +394,98 @@ class HTTPModel(LanguageModel):
                 self._raise_status(response, raw)
             if response.headers.get("content-type", "").startswith("application/json"):
                 await self._json_instead_of_stream(response)
-            try:
-                yield response
-            except httpx.TransportError as exc:
-                raise _transport_error(self.provider, exc) from exc
-        finally:
+        except BaseException:
             await response.aclose()
+            raise
+        return response
+
+    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
+        """The one stream loop: send, decode events, hand each to the provider's decoder.
+
+        Transport failures while reading become ``ServerError``; the response is closed in
+        ``finally`` whatever ends the loop (end of stream, ``done``, an error, the consumer
+        closing the generator, cancellation). Progress is an event other than a ``ping``
+        (keep-alive comments are not events); ``stream_idle_timeout`` seconds without
+        progress end the stream with a ``ServerError`` (retryable before the first chunk).
+        When the decoder is ``done``, the rest of the body is read (bounded) before the
+        response is closed, so its connection goes back to the pool. A body without a
+        single event is a ``StreamProtocolError``: it is not an event stream.
+        """
+        url, body = self._stream_request(request)
+        decoder = self._stream_decoder()
+        parser = SSEParser(self.max_event_bytes)
+        response = await self._open_stream(url, body)
+        idle = self.stream_idle_timeout
+        watch = _IdleWatch(idle) if idle is not None else None
+        events = 0
+        reads = body_chunks(response).__aiter__()
+        try:
+            while not decoder.done:
+                if watch is not None and not watch.arm():
+                    raise self._stalled()
+                try:
+                    raw = await anext(reads)
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    if watch is not None and watch.expired():
+                        raise self._stalled() from None
+                    raise
+                finally:
+                    if watch is not None:
+                        watch.disarm()
+                for name, data in parser.feed(raw):
+                    events += 1
+                    if watch is not None and name != "ping":
+                        watch.moved = True
+                    try:
+                        chunks = decoder.event(name, data)
+                    except MALFORMED as exc:
+                        raise self._malformed(data) from exc
+                    for chunk in chunks:
+                        yield chunk
+                    if decoder.done:
+                        break
+            if decoder.done:
+                await _read_rest(reads)
+        except httpx.TransportError as exc:
+            raise _transport_error(self.provider, exc) from exc
+        finally:
+            if watch is not None:
+                watch.close()
+            await response.aclose()
+        if not events:
+            kind = response.headers.get("content-type", "").split(";")[0].strip() or "no type"
+            raise StreamProtocolError(
+                f"{self.provider}: the response is not an event stream (no events; {kind})"
+            )
+        try:
+            chunks = decoder.finish()
+        except MALFORMED as exc:
+            raise StreamProtocolError(f"{self.provider}: malformed stream") from exc
+        for chunk in chunks:
+            yield chunk
+
+    def _stalled(self) -> ServerError:
+        return ServerError(
+            f"{self.provider}: the stream stalled: no progress for "
+            f"{self.stream_idle_timeout:g} s (stream_idle_timeout)"
+        )
+
+    def _malformed(self, data: bytes) -> StreamProtocolError:
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            return StreamProtocolError(f"{self.provider}: the event stream is not valid UTF-8")
+        return StreamProtocolError(f"{self.provider}: malformed stream event")
+
+    def _stream_request(self, request: LMRequest) -> tuple[str, dict[str, Any]]:
+        """The URL and JSON body that ask for ``request`` as an event stream."""
+        raise NotImplementedError
+
+    def _stream_decoder(self) -> StreamDecoder:
+        """A new decoder for one streamed response."""
+        raise NotImplementedError
 
     async def _json_instead_of_stream(self, response: httpx.Response) -> None:
         """A 2xx JSON body where an event stream was asked for: gateways report errors so.
@@ -520,10 +545,79 @@ class HTTPModel(LanguageModel):
         return found
 
 
+class _IdleWatch:
+    """Cancels a body read that waits past ``idle`` seconds after the last progress.
+
+    One timer per stream, re-armed only when it fires early (progress moved the deadline),
+    instead of a timeout scope per read: reads are the hot path. While the consumer holds a
+    chunk nothing is cancelled; ``arm`` checks the deadline before the next read.
+    """
+
+    __slots__ = ("_fired", "_handle", "_idle", "_loop", "_task", "deadline", "moved")
+
+    def __init__(self, idle: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._idle = idle
+        self.deadline = self._loop.time() + idle
+        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[Any] | None = None  # set only while a read is awaited
+        self._fired = False
+        self.moved = False  # set on progress; the deadline moves at the next read
+
+    def arm(self) -> bool:
+        """Before a read: False when the deadline has already passed."""
+        now = self._loop.time()
+        if self.moved:
+            self.moved = False
+            self.deadline = now + self._idle
+        elif now >= self.deadline:
+            return False
+        if self._handle is None:
+            self._handle = self._loop.call_at(self.deadline, self._fire)
+        self._task = asyncio.current_task()
+        return True
+
+    def expired(self) -> bool:
+        """After a read was cancelled: True when the cancellation was this watch's own."""
+        task = self._task
+        return self._fired and task is not None and task.uncancel() == 0
+
+    def disarm(self) -> None:
+        self._task = None
+        self._fired = False
+
+    def _fire(self) -> None:
+        self._handle = None
+        if self._loop.time() < self.deadline:  # progress since the timer was set
+            self._handle = self._loop.call_at(self.deadline, self._fire)
+        elif self._task is not None:
+            self._fired = True
+            self._task.cancel()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+async def _read_rest(reads: AsyncIterator[bytes]) -> None:
+    """Read what follows the end of an answer (``[DONE]``: usually nothing, or a comment)
+    so the connection can be reused; give up after 64 KiB or 1 s (it is then discarded)."""
+    left = _MAX_ERROR_BODY
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for raw in reads:
+                left -= len(raw)
+                if left < 0:
+                    return
+    except (TimeoutError, httpx.TransportError):
+        return
+
+
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The response body as received: raw chunks when there is no content encoding (one
-    generator hop less per chunk on the hot path), else httpx's decoded bytes."""
-    if response.is_stream_consumed:  # already read (e.g. a mislabelled body): replay it
+    """The response body as received: the raw chunks when there is no content encoding,
+    else httpx's decoded bytes; a body already read is replayed."""
+    if response.is_stream_consumed:  # e.g. a body labelled JSON that was not JSON
         return response.aiter_bytes()
     encoding = response.headers.get("content-encoding", "").strip().lower()
     return response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()

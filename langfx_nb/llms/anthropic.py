@@ -17,7 +17,6 @@ Native structured output is not implemented: a ``response_schema`` raises
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
 from typing import Any, ClassVar
 
 from ..errors import (
@@ -44,8 +43,7 @@ from ._http import (
     MALFORMED,
     ErrorInfo,
     HTTPModel,
-    SSEParser,
-    body_chunks,
+    StreamDecoder,
     error_from_status,
     json_object,
     loads,
@@ -211,39 +209,16 @@ class Anthropic(HTTPModel):
                 state.block_start(index, block, whole=True)
                 state.block_stop(index)
             state.stopped = True
-            state.finish()
+            state.final()
         except MALFORMED as exc:
             raise StreamProtocolError("anthropic: malformed response") from exc
         return state.acc.message()
 
-    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
-        state = _State(self)
-        parser = SSEParser()
-        url = f"{self.base_url}/messages"
-        async with self._open_stream(url, self.encode(request, stream=True)) as response:
-            async for raw in body_chunks(response):
-                for event in parser.feed(raw):
-                    kind = event.event
-                    if kind == "ping":
-                        continue
-                    try:
-                        data = loads(event.data)
-                        if not isinstance(data, dict):
-                            raise TypeError("not an object")
-                        if kind == "message" and isinstance(data.get("type"), str):
-                            kind = data["type"]  # tolerate servers that omit the event: line
-                        chunk = state.event(kind, data)
-                    except MALFORMED as exc:
-                        raise StreamProtocolError("anthropic: malformed stream event") from exc
-                    if chunk is not None:
-                        yield chunk
-        if not state.stopped:
-            raise StreamProtocolError("anthropic: the stream ended before message_stop")
-        try:
-            final = state.finish()
-        except MALFORMED as exc:
-            raise StreamProtocolError("anthropic: malformed stream") from exc
-        yield final
+    def _stream_request(self, request: LMRequest) -> tuple[str, dict[str, Any]]:
+        return f"{self.base_url}/messages", self.encode(request, stream=True)
+
+    def _stream_decoder(self) -> StreamDecoder:
+        return _State(self)
 
 
 def _media_block(p: Mime) -> dict[str, Any]:
@@ -258,7 +233,11 @@ def _media_block(p: Mime) -> dict[str, Any]:
 
 
 class _State:
-    """The Messages protocol state machine, shared by plain and streamed responses."""
+    """The Messages protocol state machine, shared by plain and streamed responses (for the
+    latter it is the ``StreamDecoder``: ``event``/``done``/``finish``)."""
+
+    # The stream is read to its end, so an event after message_stop is caught as an error.
+    done = False
 
     def __init__(self, lm: Anthropic) -> None:
         self.lm = lm
@@ -272,7 +251,23 @@ class _State:
         self.stop_reason: str | None = None
         self.message_id: str | None = None
 
-    def event(self, kind: str, data: dict[str, Any]) -> StreamChunk | None:
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        if name == "ping":
+            return []
+        parsed = loads(data)
+        if not isinstance(parsed, dict):
+            raise TypeError("not an object")
+        if name == "message" and isinstance(parsed.get("type"), str):
+            name = parsed["type"]  # tolerate servers that omit the event: line
+        chunk = self.handle(name, parsed)
+        return [chunk] if chunk is not None else []
+
+    def finish(self) -> list[StreamChunk]:
+        if not self.stopped:
+            raise StreamProtocolError("anthropic: the stream ended before message_stop")
+        return [self.final()]
+
+    def handle(self, kind: str, data: dict[str, Any]) -> StreamChunk | None:
         if kind == "error":
             err = data.get("error") if isinstance(data.get("error"), dict) else {}
             code = safe_code((err or {}).get("type"))
@@ -284,6 +279,8 @@ class _State:
             )
         if self.stopped and kind in _KNOWN_EVENTS:
             raise StreamProtocolError(f"anthropic: {kind} after message_stop")
+        if kind == "content_block_delta":  # nearly every event
+            return self.block_delta(_index(data), data.get("delta"))
         if kind == "message_start":
             if self.started:
                 raise StreamProtocolError("anthropic: a second message_start")
@@ -294,8 +291,6 @@ class _State:
             return None
         if kind == "content_block_start":
             return self.block_start(_index(data), data.get("content_block"), whole=False)
-        if kind == "content_block_delta":
-            return self.block_delta(_index(data), data.get("delta"))
         if kind == "content_block_stop":
             return self.block_stop(_index(data))
         if kind == "message_delta":
@@ -397,7 +392,7 @@ class _State:
             return self.acc.events(ToolCallEnd(call))
         return None
 
-    def finish(self) -> StreamChunk:
+    def final(self) -> StreamChunk:
         reason = self.stop_reason
         code = safe_code(reason) or "unknown"
         if reason in _TRUNCATED:
@@ -406,9 +401,8 @@ class _State:
             raise ContentFilteredError("anthropic: the model refused (refusal)")
         if reason is not None and reason not in _OK:
             raise GenerationError(f"anthropic: generation stopped ({code})")
-        calls = [p for p in self.acc.parts if isinstance(p, ToolCall)]
-        text = any(isinstance(p, TextPart) and p.text for p in self.acc.parts)
-        if not calls and not text:
+        calls = self.acc.tool_calls
+        if not calls and not self.acc.has_text:
             raise EmptyGenerationError("anthropic: the model returned no text and no tool calls")
         content = [self.blocks[i] for i in sorted(self.blocks)]
         self.acc.add_part(self.lm._continuation({"id": self.message_id, "content": content}))

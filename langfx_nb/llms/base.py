@@ -332,7 +332,9 @@ class LanguageModel:
         ``emulate=True``, which yields the whole ``_sample`` response as one final chunk.
         Retries (when configured) happen only before the first chunk is yielded. With a
         cache, a stored answer is replayed as one final chunk (``metadata.cache_hit``), and a
-        stream that ends with its final chunk is stored, as ``call`` stores its answers.
+        stream that ends with its final chunk is stored, as ``call`` stores its answers. The
+        provider's stream is closed in ``finally`` (end, error, ``aclose()``, cancellation);
+        cancellation is never caught, so the consumer sees it exactly as asyncio raised it.
         """
         emulate = bool(options.pop("emulate", False))
         cache_seed = int(options.pop("cache_seed", 0) or 0)

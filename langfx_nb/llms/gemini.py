@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..errors import (
@@ -42,8 +42,7 @@ from ._http import (
     MALFORMED,
     ErrorInfo,
     HTTPModel,
-    SSEParser,
-    body_chunks,
+    StreamDecoder,
     error_from_status,
     loads,
     parse_google_duration,
@@ -317,29 +316,16 @@ class Gemini(HTTPModel):
         decoder = _Decoder(self)
         try:
             decoder.feed(data)
-            decoder.finish()
+            decoder.final()
         except MALFORMED as exc:
             raise StreamProtocolError("gemini: malformed response") from exc
         return decoder.acc.message()
 
-    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
-        decoder = _Decoder(self)
-        parser = SSEParser()
-        url = self._url("streamGenerateContent") + "?alt=sse"
-        async with self._open_stream(url, self.encode(request)) as response:
-            async for raw in body_chunks(response):
-                for event in parser.feed(raw):
-                    try:
-                        chunks = decoder.feed(loads(event.data))
-                    except MALFORMED as exc:
-                        raise StreamProtocolError("gemini: malformed stream event") from exc
-                    for chunk in chunks:
-                        yield chunk
-        try:
-            final = decoder.finish()
-        except MALFORMED as exc:
-            raise StreamProtocolError("gemini: malformed stream") from exc
-        yield final
+    def _stream_request(self, request: LMRequest) -> tuple[str, dict[str, Any]]:
+        return self._url("streamGenerateContent") + "?alt=sse", self.encode(request)
+
+    def _stream_decoder(self) -> StreamDecoder:
+        return _Decoder(self)
 
 
 GoogleGenAI = Gemini  # the name Python users of Google's SDK know
@@ -352,7 +338,10 @@ def _media(p: Mime) -> dict[str, Any]:
 
 
 class _Decoder:
-    """Turns ``GenerateContentResponse`` objects (one, or one per stream event) into chunks."""
+    """Turns ``GenerateContentResponse`` objects (one, or one per stream event) into chunks;
+    for a stream it is the ``StreamDecoder`` (``event``/``done``/``finish``)."""
+
+    done = False  # the stream simply ends; ``finish`` checks that it ended well
 
     def __init__(self, lm: Gemini) -> None:
         self.lm = lm
@@ -365,6 +354,12 @@ class _Decoder:
         self.block_reason: str | None = None
         self.has_output = False
         self.response_id: str | None = None
+
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        return self.feed(loads(data))
+
+    def finish(self) -> list[StreamChunk]:
+        return [self.final()]
 
     def feed(self, data: Any) -> list[StreamChunk]:
         if not isinstance(data, dict):
@@ -454,7 +449,7 @@ class _Decoder:
         self.raw.append(part)
         self._text = None
 
-    def finish(self) -> StreamChunk:
+    def final(self) -> StreamChunk:
         self._close_text()
         if self.block_reason and not self.has_output:
             raise ContentFilteredError(f"gemini: the prompt was blocked ({self.block_reason})")
@@ -473,7 +468,7 @@ class _Decoder:
         if not self.has_output:
             raise EmptyGenerationError("gemini: the model returned no text and no tool calls")
         self.acc.add_part(self.lm._continuation({"parts": self.raw}))
-        has_calls = any(isinstance(p, ToolCall) for p in self.acc.parts)
+        has_calls = bool(self.acc.tool_calls)
         metadata: dict[str, Any] = {"provider_finish_reason": reason}
         if self.response_id:
             metadata["response_id"] = self.response_id

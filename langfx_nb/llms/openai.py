@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..errors import (
@@ -44,8 +44,7 @@ from ._http import (
     MALFORMED,
     ErrorInfo,
     HTTPModel,
-    SSEParser,
-    body_chunks,
+    StreamDecoder,
     error_from_status,
     json_object,
     loads,
@@ -223,36 +222,11 @@ class OpenAI(HTTPModel):
         except MALFORMED as exc:
             raise StreamProtocolError("openai: malformed response") from exc
 
-    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
-        state = _State(self)
-        parser = SSEParser()
-        url = f"{self.base_url}/chat/completions"
-        done = False
-        async with self._open_stream(url, self.encode(request, stream=True)) as response:
-            async for raw in body_chunks(response):
-                for event in parser.feed(raw):
-                    if event.data == b"[DONE]":
-                        done = True
-                        break
-                    try:
-                        data = loads(event.data)
-                        if not isinstance(data, dict):
-                            raise TypeError("not an object")
-                        chunks = state.chunk(data)
-                    except MALFORMED as exc:
-                        raise StreamProtocolError("openai: malformed stream event") from exc
-                    for chunk in chunks:
-                        yield chunk
-                if done:
-                    break
-        if not done and state.finish_reason is None:
-            raise StreamProtocolError("openai: the stream ended before [DONE]")
-        try:
-            tail = [*state.close_calls(), _final(state)]
-        except MALFORMED as exc:
-            raise StreamProtocolError("openai: malformed stream") from exc
-        for chunk in tail:
-            yield chunk
+    def _stream_request(self, request: LMRequest) -> tuple[str, dict[str, Any]]:
+        return f"{self.base_url}/chat/completions", self.encode(request, stream=True)
+
+    def _stream_decoder(self) -> StreamDecoder:
+        return _State(self)
 
 
 def _schema_name(schema: Mapping[str, Any]) -> str:
@@ -278,8 +252,12 @@ def _strict_ok(schema: Any) -> bool:
 
 
 class _State:
+    """One Chat Completions answer: chunks from a streamed response (the ``StreamDecoder``
+    methods ``event``/``done``/``finish``) or from a whole one (``_sample``)."""
+
     def __init__(self, lm: OpenAI) -> None:
         self.lm = lm
+        self.done = False  # [DONE] arrived
         self.acc = StreamAccumulator(lm.model_id)
         self.calls: dict[int, dict[str, Any]] = {}  # index -> {id, name, args: [str], started}
         self.finish_reason: str | None = None
@@ -296,6 +274,20 @@ class _State:
             self.fingerprint = str(data["system_fingerprint"])
         if isinstance(data.get("usage"), dict):
             self.usage = data["usage"]
+
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        if data == b"[DONE]":
+            self.done = True
+            return []
+        parsed = loads(data)
+        if not isinstance(parsed, dict):
+            raise TypeError("not an object")
+        return self.chunk(parsed)
+
+    def finish(self) -> list[StreamChunk]:
+        if not self.done and self.finish_reason is None:
+            raise StreamProtocolError("openai: the stream ended before [DONE]")
+        return [*self.close_calls(), _final(self)]
 
     def chunk(self, data: dict[str, Any]) -> list[StreamChunk]:
         if "error" in data:  # compatible servers report failures in-stream this way
@@ -371,8 +363,8 @@ def _final(state: _State) -> StreamChunk:
         raise ContentFilteredError("openai: response blocked (content_filter)")
     if reason is not None and reason not in _OK:
         raise GenerationError(f"openai: generation stopped ({code})")
-    calls = [p for p in state.acc.parts if isinstance(p, ToolCall)]
-    if not calls and not any(isinstance(p, TextPart) and p.text for p in state.acc.parts):
+    calls = state.acc.tool_calls
+    if not calls and not state.acc.has_text:
         raise EmptyGenerationError("openai: the model returned no text and no tool calls")
     data: dict[str, Any] = {"id": state.id}
     if state.fingerprint:
@@ -542,36 +534,17 @@ class OpenAIResponses(OpenAI):
         except MALFORMED as exc:
             raise StreamProtocolError("openai: malformed response") from exc
 
-    async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
-        state = _ResponsesState(self)
-        parser = SSEParser()
-        url = f"{self.base_url}/responses"
-        final: list[StreamChunk] | None = None
-        async with self._open_stream(url, self.encode(request, stream=True)) as response:
-            async for raw in body_chunks(response):
-                for event in parser.feed(raw):
-                    try:
-                        data = loads(event.data)
-                        if not isinstance(data, dict):
-                            raise TypeError("not an object")
-                        chunk = state.event(data)
-                        if state.terminal is not None:
-                            final = state.final(state.terminal)
-                    except MALFORMED as exc:
-                        raise StreamProtocolError("openai: malformed stream event") from exc
-                    if chunk is not None:
-                        yield chunk
-                    if final is not None:
-                        break
-                if final is not None:
-                    break
-        if final is None:
-            raise StreamProtocolError("openai: the stream ended before response.completed")
-        for chunk in final:
-            yield chunk
+    def _stream_request(self, request: LMRequest) -> tuple[str, dict[str, Any]]:
+        return f"{self.base_url}/responses", self.encode(request, stream=True)
+
+    def _stream_decoder(self) -> StreamDecoder:
+        return _ResponsesState(self)
 
 
 class _ResponsesState:
+    """One Responses API answer. Streamed (the ``StreamDecoder`` methods), the deltas are for
+    display and the final message is built from the terminal event's whole response."""
+
     def __init__(self, lm: OpenAIResponses) -> None:
         self.lm = lm
         self.acc = StreamAccumulator(lm.model_id)
@@ -579,7 +552,23 @@ class _ResponsesState:
         self.streamed_text = False
         self.terminal: dict[str, Any] | None = None
 
-    def event(self, data: dict[str, Any]) -> StreamChunk | None:
+    @property
+    def done(self) -> bool:
+        return self.terminal is not None
+
+    def event(self, name: str, data: bytes) -> list[StreamChunk]:
+        parsed = loads(data)
+        if not isinstance(parsed, dict):
+            raise TypeError("not an object")
+        chunk = self.data(parsed)
+        return [chunk] if chunk is not None else []
+
+    def finish(self) -> list[StreamChunk]:
+        if self.terminal is None:
+            raise StreamProtocolError("openai: the stream ended before response.completed")
+        return self.final(self.terminal)
+
+    def data(self, data: dict[str, Any]) -> StreamChunk | None:
         kind = data.get("type")
         if kind == "response.output_text.delta":
             delta = str(data.get("delta") or "")

@@ -2,7 +2,8 @@
 
 An adapter pushes text deltas and tool-call events into a ``StreamAccumulator`` and yields
 the chunks it returns. Each chunk's ``aggregated`` message is built only when read, from the
-parts seen up to that chunk, so streaming stays linear in the response size.
+parts seen up to that chunk (text deltas are kept as plain strings and joined into text parts
+then), so streaming stays linear in the response size.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class StreamAccumulator:
     def __init__(self, model: str | None = None, index: int = 0) -> None:
         self.model = model
         self.index = index
-        self.parts: list[Part] = []
+        self.parts: list[str | Part] = []  # a str is a text delta
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.metadata: dict[str, Any] = {}
@@ -82,13 +83,13 @@ class StreamAccumulator:
 
     def text(self, delta: str) -> StreamChunk:
         if delta:
-            self.parts.append(TextPart(delta))
+            self.parts.append(delta)
         return self._chunk(delta)
 
     def events(self, *events: ToolCallStreamEvent, delta: str = "") -> StreamChunk:
         """A chunk carrying tool-call display events; a completed call joins the message."""
         if delta:
-            self.parts.append(TextPart(delta))
+            self.parts.append(delta)
         for e in events:
             if isinstance(e, ToolCallEnd):
                 self.parts.append(e.call)
@@ -112,6 +113,16 @@ class StreamAccumulator:
         return StreamChunk(
             "", self.index, True, self.usage, self.finish_reason, (), self, len(self.parts)
         )
+
+    @property
+    def has_text(self) -> bool:
+        """Some non-empty text has arrived."""
+        return any(isinstance(p, str) or (isinstance(p, TextPart) and p.text) for p in self.parts)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The completed tool calls so far, in order."""
+        return [p for p in self.parts if isinstance(p, ToolCall)]
 
     def message(self) -> AIMessage[Any]:
         """The complete response message (after ``finish``)."""

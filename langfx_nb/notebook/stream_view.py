@@ -9,6 +9,7 @@ Markdown built from text nodes only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterable, Mapping
 from pathlib import Path
@@ -281,6 +282,9 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
                     )
                 elif not kind:
                     text.append(event if isinstance(event, str) else str(_get(event, "delta", "")))
+        except asyncio.CancelledError:  # the consumer was cancelled: show it, then propagate
+            self._bridge.push({"type": "cancelled"})
+            raise
         finally:
             if self._reducer.status == "streaming":  # a text stream simply ends
                 self._bridge.push({"type": STREAM_END})

@@ -140,7 +140,8 @@ class GenerationFailed:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """Terminal: the run was cancelled (``query_stream`` documents when this is yielded)."""
+    """Terminal: the model run was cancelled by something other than the consumer (the
+    consumer's own cancellation propagates as ``CancelledError`` instead; docs/streaming.md)."""
 
     type: Literal["cancelled"] = "cancelled"
 

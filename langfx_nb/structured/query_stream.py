@@ -17,12 +17,14 @@ events from the model's chunks, and then exactly one terminal event:
 * ``ParsingFailed(error, text)``: a ``MappingError``. When the stream parser already failed,
   its error (with position and excerpt) is reported; otherwise the protocol parser's error.
 * ``GenerationFailed(error)``: the model or transport raised (usually an ``LMError``).
-* ``Cancelled()``: the consuming task was cancelled while waiting on this stream. The
-  upstream is closed first, then ``Cancelled`` is yielded; the next ``__anext__`` re-raises
-  ``CancelledError``. If the consumer instead closes the stream at ``Cancelled`` (``break``
-  inside ``contextlib.aclosing``, or ``aclose()``), the task is cancelled again
-  (``task.cancel()``), so the cancellation is not swallowed. If the task is cancelled while
-  it is not waiting on this stream, the stream just closes when it is closed or collected.
+* ``Cancelled()``: the model run was cancelled by something other than the consumer: the
+  model stream raised ``CancelledError`` while the consuming task was not being cancelled
+  (for example a request task the model awaits was cancelled by its owner).
+
+The consumer's own cancellation is never an event: when its task is cancelled
+(``task.cancel()``, ``asyncio.timeout``, ``asyncio.wait_for``, a ``TaskGroup``), the
+``CancelledError`` propagates out of the iterator unchanged, after the upstream is closed, so
+``asyncio.timeout`` raises ``TimeoutError`` and ``task.cancelling()`` stays balanced.
 
 Breaking out of the loop early ends the stream without a terminal event; the upstream model
 stream is closed in ``finally`` when the generator is closed: immediately with
@@ -149,7 +151,7 @@ async def _event_stream(
     pieces: list[str] = []
     last: StreamChunk | None = None
     upstream = lm.stream(message, **options)
-    terminal: StreamEvent | None = None
+    terminal: StreamEvent
     try:
         try:
             async for chunk in upstream:
@@ -179,8 +181,10 @@ async def _event_stream(
                 for ev in events:
                     yield ev
         except asyncio.CancelledError:
-            await _aclose(upstream)
-            terminal = Cancelled()
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the consumer's own cancellation: it propagates, as asyncio's does
+            terminal = Cancelled()  # the model run was cancelled by someone else
         except Exception as exc:  # the model or transport failed
             terminal = GenerationFailed(exc)
         else:
@@ -189,19 +193,7 @@ async def _event_stream(
                 await lm.forget_cached(last.aggregated)  # never replay a bad answer
     finally:
         await _aclose(upstream)
-    if not isinstance(terminal, Cancelled):
-        yield terminal
-        return
-    cancelled_task = asyncio.current_task()
-    try:
-        yield terminal
-    except GeneratorExit:
-        # The consumer stopped at Cancelled (closed us from its own task): keep that task
-        # cancelled so the cancellation still reaches whoever requested it.
-        if cancelled_task is not None and asyncio.current_task() is cancelled_task:
-            cancelled_task.cancel()
-        raise
-    raise asyncio.CancelledError
+    yield terminal
 
 
 def _outcome(

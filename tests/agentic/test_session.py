@@ -126,6 +126,41 @@ async def test_query_stream_outcomes_are_recorded() -> None:
     assert nodes[1].error == {"type": "LMError", "message": "boom"}
 
 
+@pytest.mark.parametrize("schema", [None, Point])
+async def test_query_and_query_stream_leave_the_same_query_node(schema: Any) -> None:
+    """Both record through one path: rendered prompt, raw response, result, usage, status."""
+    answer = '{"result": {"x": 7}}'
+    lm = Scripted([answer, answer], chunk_size=4)
+    async with lf.Session(lm) as session:
+        await session.query("Say {{w}}", schema, vars={"w": "a point"}, protocol="json")
+        stream = session.query_stream("Say {{w}}", schema, vars={"w": "a point"}, protocol="json")
+        _ = [ev async for ev in stream]
+        plain, streamed = session.all_queries
+    for node in (plain, streamed):
+        assert node.status == "ok"
+        assert node.metadata["attempts"] == 1
+        assert "a point" in node.inputs["rendered_prompt"]["text"]
+        assert node.inputs["prompt"] == "Say {{w}}"
+        assert node.outputs["text"] == answer
+        assert node.outputs["finish_reason"] == "stop"
+        assert node.usage is not None and node.usage.total_tokens
+        if schema is not None:
+            assert node.outputs["result"] == {"x": 7}
+    assert streamed.metadata["stream"] is True
+    assert plain.usage == streamed.usage
+
+
+async def test_a_failed_query_stream_keeps_the_response_and_the_error() -> None:
+    lm = Scripted(['{"result": {"x": "nan"}}'])
+    async with lf.Session(lm) as session:
+        events = [ev async for ev in session.query_stream("q", Point, protocol="json")]
+        (node,) = session.all_queries
+    assert events[-1].type == "parsing_failed"
+    assert node.status == "failed" and node.error is not None
+    assert node.outputs["text"] == '{"result": {"x": "nan"}}'
+    assert node.usage is not None and node.inputs["rendered_prompt"]
+
+
 async def test_query_without_model_is_a_clear_error() -> None:
     async with lf.Session() as session:
         with pytest.raises(TypeError, match="no model"):

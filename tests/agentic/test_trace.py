@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import langfx_nb as lf
 from langfx_nb.agentic import strict_json
+from langfx_nb.agentic.recording import RecordingModel
 from langfx_nb.agentic.trace import preview
 from langfx_nb.llms import Echo, LanguageModel
 
@@ -67,21 +68,23 @@ def test_preview_bounds_and_redacts() -> None:
     assert preview(Echo()) == {"model": "fake:echo"}
 
 
-async def test_the_tracing_stand_in_passes_for_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[bool] = []
-
-    class Probe(Echo):
-        async def call(self, prompt: Any, **options: Any) -> Any:
-            return await super().call(prompt, **options)
-
-    lm = Probe()
+async def test_query_hands_lf_query_a_recording_model_around_the_session_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[Any] = []
+    lm = Echo()
     original = lf.query
 
     async def spy(*args: Any, **kw: Any) -> Any:
-        seen.append(isinstance(kw["lm"], LanguageModel) and isinstance(kw["lm"], Probe))
+        seen.append(kw["lm"])
         return await original(*args, **kw)
 
     monkeypatch.setattr("langfx_nb.agentic.session.query_fn", spy)
     async with lf.Session(lm) as session:
         assert await session.query("hi") == "hi"
-    assert seen == [True]
+        (node,) = session.all_queries
+    (recording,) = seen
+    assert isinstance(recording, RecordingModel) and isinstance(recording, LanguageModel)
+    assert recording.inner is lm and recording.model_id == lm.model_id
+    assert [r.text for r in recording.responses] == ["hi"]
+    assert node.metadata["attempts"] == 1 and node.outputs["text"] == "hi"

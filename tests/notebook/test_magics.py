@@ -261,7 +261,7 @@ def test_stream_parse_failure_raises_and_is_in_lf_trace(ip: InteractiveShell) ->
         run(ip, "%%lf query --lm lm --stream --schema City\nParis\n")
     (query,) = nb_state.state.last_session.all_queries
     assert query.name == "query:City" and query.status == "failed"
-    assert query.metadata["stream"] is True and query.outputs == {"text": "no python here"}
+    assert query.metadata["stream"] is True and query.outputs["text"] == "no python here"
 
 
 # -- agents ------------------------------------------------------------------------------------

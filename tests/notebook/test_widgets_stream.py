@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pydantic
 import pytest
 
@@ -98,3 +100,24 @@ def test_queued_patches_are_never_changed_by_later_events() -> None:
     r.apply({"type": "generation_complete", "value": {"name": "Ada"}})
     assert first[-1] == {"op": "open", "path": [], "value": {}}  # still what was sent
     assert done[-1]["value"] == "Ada" and r.value == {"name": "Ada"}
+
+
+@pytest.mark.parametrize("schema", [None, Person])
+async def test_a_cancelled_consumer_shows_cancelled_and_propagates(schema: object) -> None:
+    view = StreamView()
+    record_sends(view)
+    lm = StaticResponse(ANSWER, chunk_size=3)
+    started = asyncio.Event()
+
+    async def stalled() -> object:
+        async for event in lf.query_stream("who?", schema, lm=lm):
+            yield event
+            started.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(view.consume(stalled(), display=False))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert view.status == "cancelled"

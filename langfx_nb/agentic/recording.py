@@ -1,0 +1,72 @@
+"""RecordingModel: the one way a Session learns what a query sent to its model and got back.
+
+``Session.query`` and ``Session.query_stream`` hand a ``RecordingModel`` wrapping the
+session's model to ``lf.query`` / ``lf.query_stream`` and, when the query ends, write its
+node from what the wrapper kept (``Session._record_calls``): the prompt of the first request
+as the model received it (rendered), the last response, the usage of every response and the
+number of requests. Code that adds its own records (an exporter, an agent loop) reads the
+node, or wraps a model the same way; nothing else in the library knows this class.
+
+It is a real ``LanguageModel`` subclass, so ``isinstance`` checks hold without tricks. It adds
+no behaviour: requests, streaming, the cache and retries are the wrapped model's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..llms.base import LanguageModel, LMRequest, Prompt
+from ..llms.streaming import StreamChunk
+from ..messages import AIMessage
+
+__all__ = ["RecordingModel"]
+
+
+class RecordingModel(LanguageModel):
+    """Forwards ``call`` and ``stream`` to ``inner``; keeps ``prompts`` and ``responses``.
+
+    A streamed response is kept when its final chunk arrives (a stream that stops before
+    that leaves no response). The cache is the wrapped model's, so a parse failure that
+    drops a cached answer drops it where it lives.
+    """
+
+    def __init__(self, inner: LanguageModel) -> None:
+        super().__init__(inner.model, sampling=inner.sampling, cache=inner.cache)
+        self.inner = inner
+        self.prompts: list[Prompt] = []
+        self.responses: list[AIMessage[Any]] = []
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def supports_streaming(self) -> bool:
+        return self.inner.supports_streaming
+
+    def cache_identity(self) -> dict[str, Any]:
+        return self.inner.cache_identity()
+
+    def build_request(self, prompt: Prompt, **options: Any) -> LMRequest:
+        return self.inner.build_request(prompt, **options)
+
+    async def call(self, prompt: Prompt, **options: Any) -> AIMessage[Any]:
+        self.prompts.append(prompt)
+        response = await self.inner.call(prompt, **options)
+        self.responses.append(response)
+        return response
+
+    async def stream(self, prompt: Prompt, **options: Any) -> AsyncIterator[StreamChunk]:
+        self.prompts.append(prompt)
+        upstream = self.inner.stream(prompt, **options)
+        try:
+            async for chunk in upstream:
+                if chunk.final:
+                    self.responses.append(chunk.aggregated)
+                yield chunk
+        finally:
+            await upstream.aclose()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return repr(self.inner)

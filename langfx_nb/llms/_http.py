@@ -18,9 +18,14 @@ Rules a caller may rely on:
 - ``allow_model_requests(False)`` blocks requests that would use a real network client; an
   injected transport or client is never blocked.
 - Keys never appear in ``repr``, exceptions or ``cache_identity``. Error messages carry the
-  HTTP status and the provider's short error type or code, never the response body.
+  HTTP status and the provider's short error type or code, never the response body; a key or
+  secret header value a server echoes back is redacted from every error (``_redact``).
 - A streamed line or event larger than ``max_event_bytes`` (default 16 MiB) ends the stream
   with a ``StreamProtocolError`` naming the limit.
+- A stream without progress (an event other than ``ping``) for ``stream_idle_timeout``
+  seconds (default 120, ``None`` for no limit) ends with a ``ServerError``; a 2xx body without
+  any event is a ``StreamProtocolError``; after the answer's last event the rest of the body
+  is read (bounded) so the connection is reused.
 - Every streamed response is closed in ``finally``: on normal end, early ``break``,
   cancellation and errors. Cancellation is never caught here: it propagates as asyncio
   raised it.

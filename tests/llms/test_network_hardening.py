@@ -17,7 +17,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai import OpenAI, OpenAIResponses
 
 from .local_server import STALL, LocalServer, Reply, local_server
 from .wire import fixture
@@ -36,13 +36,17 @@ PROVIDERS: dict[str, tuple[Factory, str]] = {
     ),
     "gemini": (lambda url, **kw: Gemini("gemini-x", base_url=url, **kw), "gemini_text.sse"),
 }
+RESPONSES: tuple[Factory, str] = (
+    lambda url, **kw: OpenAIResponses("gpt-4o", base_url=url, **kw),
+    "openai_responses_text.sse",
+)
 
 
 @contextlib.asynccontextmanager
 async def served(
     provider: str, *replies: Reply, **kw: Any
 ) -> AsyncIterator[tuple[LocalServer, Any]]:
-    make, _ = PROVIDERS[provider]
+    make, _ = RESPONSES if provider == "responses" else PROVIDERS[provider]
     async with local_server(*replies) as server:
         lm = make(server.url, api_key=kw.pop("api_key", KEY), **kw)
         try:
@@ -230,9 +234,9 @@ def test_stream_idle_timeout_is_validated() -> None:
 
 
 # -- pooled connections ------------------------------------------------------------------------
-@pytest.mark.parametrize("provider", list(PROVIDERS))
+@pytest.mark.parametrize("provider", [*PROVIDERS, "responses"])
 async def test_sequential_streams_reuse_one_connection(provider: str) -> None:
-    _, name = PROVIDERS[provider]
+    _, name = RESPONSES if provider == "responses" else PROVIDERS[provider]
     async with served(provider, Reply.sse(fixture(name))) as (server, lm):
         for _ in range(15):
             assert await _drain(lm)

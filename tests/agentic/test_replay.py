@@ -27,24 +27,26 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-async def _agent_run(lm: Scripted) -> tuple[str, list[tuple[str, Any]]]:
+async def _agent_run(lm: Scripted, stream: bool = False) -> tuple[str, list[tuple[str, Any]]]:
     async with lf.Session(lm) as session:
-        answer = await lf.Agent("1+2, then +4?", "Use tools.", tools=[add]).invoke(session)
+        agent = lf.Agent("1+2, then +4?", "Use tools.", tools=[add], stream=stream)
+        answer = await agent.invoke(session)
         outputs = [(n.kind, n.outputs) for n in session.root.walk() if n.kind != "session"]
     return answer, outputs
 
 
-async def test_agent_run_replays_offline_from_a_sqlite_cache(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+async def test_agent_run_replays_offline_from_a_sqlite_cache(tmp_path: Path, stream: bool) -> None:
     path = tmp_path / "cache.sqlite"
     first = Scripted(
         [TC("c1", "add", {"a": 1, "b": 2}), TC("c2", "add", {"a": 3, "b": 4}), "It is 7."],
         cache=SQLiteCache(path),
     )
-    answer, outputs = await _agent_run(first)
+    answer, outputs = await _agent_run(first, stream)
     assert answer == "It is 7." and len(first.requests) == 3
 
     offline = Scripted([lf.ServerError("the network is off")], cache=SQLiteCache(path))
-    again, outputs_again = await _agent_run(offline)
+    again, outputs_again = await _agent_run(offline, stream)
     assert offline.requests == []
     assert again == answer
     assert _without_cache_hit(outputs_again) == _without_cache_hit(outputs)

@@ -1,7 +1,8 @@
 """Messages: an ordered list of content parts plus metadata, usage and provenance.
 
-Parts are the source of truth (text, modalities, tool calls, tool results, opaque provider
-continuation data); ``.text`` is derived from them. Every message round-trips through
+Parts are the source of truth (text, modalities, tool calls, tool results, the model's
+reasoning, opaque provider continuation data); ``.text`` is derived from them (reasoning is
+not part of it). Every message round-trips through
 versioned JSON (``to_json`` / ``Message.from_json``); nothing executable is serialized.
 """
 
@@ -21,6 +22,7 @@ __all__ = [
     "Message",
     "Part",
     "Provenance",
+    "ReasoningPart",
     "SystemMessage",
     "TextPart",
     "ToolCall",
@@ -77,7 +79,33 @@ class ContinuationPart:
     kind: Literal["continuation"] = "continuation"
 
 
-Part = TextPart | Mime | ToolCall | ToolResultPart | ContinuationPart
+@dataclass(frozen=True, slots=True)
+class ReasoningPart:
+    """Thinking/reasoning a provider returned with an answer (never part of ``.text``).
+
+    ``text`` is the thinking or its summary as given ("" when the provider gives none: an
+    Anthropic ``redacted_thinking`` block, an OpenAI reasoning item without a summary).
+    ``signature`` is opaque provider data that only the originating model can use: the
+    Anthropic thinking ``signature`` (or a redacted block's encrypted ``data``, then
+    ``redacted=True``), Gemini's ``thoughtSignature``, OpenAI's ``encrypted_content``.
+    ``provider``/``model``/``endpoint`` (the base URL) say where it came from: adapters send
+    a reasoning part back only to that same model and endpoint, and drop it for any other
+    (a signature is meaningless, and rejected, elsewhere; another model's thoughts are not
+    its own). ``id`` is the provider's item id when it has one (OpenAI ``rs_...``).
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted: bool = False
+    provider: str = ""
+    model: str = ""
+    endpoint: str | None = None
+    id: str | None = None
+    kind: Literal["reasoning"] = "reasoning"
+
+
+Part = TextPart | Mime | ToolCall | ToolResultPart | ContinuationPart | ReasoningPart
+_PART_TYPES = (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart, ReasoningPart)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +158,14 @@ def _coerce_parts(content: str | Part | Iterable[str | Part] | None) -> list[Par
         return []
     if isinstance(content, str):
         return [TextPart(content)] if content else []
-    if isinstance(content, (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart)):
+    if isinstance(content, _PART_TYPES):
         return [content]
     parts: list[Part] = []
     for item in content:
         if isinstance(item, str):
             if item:
                 parts.append(TextPart(item))
-        elif isinstance(item, (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart)):
+        elif isinstance(item, _PART_TYPES):
             parts.append(item)
         else:
             raise TypeError(f"not a message part: {type(item).__name__}")
@@ -206,6 +234,11 @@ class Message(Generic[T]):
     @property
     def tool_calls(self) -> list[ToolCall]:
         return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def reasoning(self) -> list[ReasoningPart]:
+        """The model's reasoning parts, in order (empty when it gave none)."""
+        return [p for p in self.parts if isinstance(p, ReasoningPart)]
 
     @property
     def modalities(self) -> list[Mime]:
@@ -405,6 +438,20 @@ def _part_to_json(p: Part) -> dict[str, Any]:
         if p.is_error:
             out["is_error"] = True
         return out
+    if isinstance(p, ReasoningPart):
+        r: dict[str, Any] = {"kind": "reasoning", "text": p.text}
+        for key, value in (
+            ("signature", p.signature),
+            ("provider", p.provider),
+            ("model", p.model),
+            ("endpoint", p.endpoint),
+            ("id", p.id),
+        ):
+            if value:
+                r[key] = value
+        if p.redacted:
+            r["redacted"] = True
+        return r
     return {
         "kind": "continuation",
         "provider": p.provider,
@@ -425,9 +472,32 @@ def _part_from_json(d: Mapping[str, Any]) -> Part:
         )
     if kind == "continuation":
         return ContinuationPart(d["provider"], d["model"], d["data"])
+    if kind == "reasoning":
+        return _reasoning_from_json(d)
     if kind in Mime._registry or kind == "mime":
         return modality_from_json(dict(d))
     raise ValueError(f"unknown message part kind: {kind!r}")
+
+
+def _reasoning_from_json(d: Mapping[str, Any]) -> ReasoningPart:
+    def opt(key: str) -> str | None:
+        value = d.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"reasoning part field {key!r} must be a string")
+        return value
+
+    text = d.get("text", "")
+    if not isinstance(text, str):
+        raise ValueError("reasoning part text must be a string")
+    return ReasoningPart(
+        text,
+        signature=opt("signature"),
+        redacted=bool(d.get("redacted", False)),
+        provider=opt("provider") or "",
+        model=opt("model") or "",
+        endpoint=opt("endpoint"),
+        id=opt("id"),
+    )
 
 
 def _jsonable(value: Any) -> Any:

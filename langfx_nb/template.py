@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LangFunc", "Template"]
 
+_TURN_ONLY = frozenset({"continuation", "reasoning"})  # parts a quoted message leaves behind
 _MAX_DEPTH = 32  # nested template interpolation; a cycle would otherwise recurse forever
 
 _EXPR = re.compile(
@@ -191,7 +192,9 @@ class Template:
                 inner = {**values, **value.bound} if value.bound else values
                 out.extend(value._render_parts(inner, depth + 1))
             elif isinstance(value, Message):
-                out.extend(value.parts)
+                # a quoted answer brings its content, not the reasoning or provider state
+                # that belong to the turn that produced it (no user turn can carry them)
+                out.extend(p for p in value.parts if p.kind not in _TURN_ONLY)
             elif isinstance(value, (Mime, TextPart)):
                 out.append(value)
             else:

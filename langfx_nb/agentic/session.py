@@ -752,6 +752,10 @@ def _shown_options(merged: dict[str, Any]) -> dict[str, Any] | None:
 
 def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:
     outputs: dict[str, Any] = {"text": show(response.text)}
+    if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless here
+        outputs["reasoning"] = [
+            {"redacted": True} if r.redacted else {"text": show(r.text)} for r in reasoning
+        ]
     calls = response.tool_calls
     if calls:
         outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]

@@ -62,7 +62,7 @@ from ..errors import (
     ServerError,
     StreamProtocolError,
 )
-from ..messages import ContinuationPart, Message
+from ..messages import ContinuationPart, Message, ReasoningPart
 from ._redact import SECRET_HEADER
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
@@ -548,6 +548,36 @@ class HTTPModel(LanguageModel):
                 )
             found = p
         return found
+
+    # -- reasoning -------------------------------------------------------------------------
+    def _reasoning(
+        self,
+        text: str,
+        signature: str | None = None,
+        *,
+        redacted: bool = False,
+        id: str | None = None,
+    ) -> ReasoningPart:
+        """A reasoning part stamped with this model and endpoint (its only valid target)."""
+        return ReasoningPart(
+            text,
+            signature=signature,
+            redacted=redacted,
+            provider=self.provider,
+            model=self.model or "",
+            endpoint=self.base_url,
+            id=id,
+        )
+
+    def _own_reasoning(self, part: ReasoningPart) -> bool:
+        """Whether ``part`` came from this very model and endpoint. Other reasoning is dropped
+        when encoding, never sent: its signature is only valid where it was issued (others
+        reject it), and another model's thoughts are not this model's own."""
+        return (
+            part.provider == self.provider
+            and part.model == (self.model or "")
+            and part.endpoint == self.base_url
+        )
 
 
 class _IdleWatch:

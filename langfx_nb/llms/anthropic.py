@@ -8,7 +8,13 @@ The stream's event order is checked: nothing but ``ping`` before ``message_start
 only for open blocks, all blocks closed before ``message_stop``, and ``message_stop`` is
 required for success. Unknown event types are ignored (the API reserves the right to add
 them); unknown content-block or delta types are a ``StreamProtocolError`` rather than
-silently lost output. Thinking blocks are kept (not shown as text) so they go back intact.
+silently lost output.
+
+Reasoning: ``thinking_budget=N`` sends ``thinking: {type: enabled, budget_tokens: N}`` (at
+least 1024; ``max_tokens`` defaults to N + 4096 and must exceed N; thinking excludes
+``temperature``, ``top_k`` and forcing a tool, which fail before sending). ``thinking`` and
+``redacted_thinking`` blocks become ``ReasoningPart``s (the signature, or the redacted
+block's encrypted ``data``, kept opaque) and stay in the continuation so they go back intact.
 
 Native structured output is not implemented: a ``response_schema`` raises
 ``UnsupportedCapabilityError`` before sending (use prompt-based JSON).
@@ -31,6 +37,7 @@ from ..errors import (
 from ..messages import (
     AIMessage,
     Message,
+    ReasoningPart,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -78,7 +85,10 @@ class Anthropic(HTTPModel):
 
     provider: ClassVar[str] = "anthropic"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        modalities=frozenset({"image", "pdf"}), tools=True, native_schema=False
+        modalities=frozenset({"image", "pdf"}),
+        tools=True,
+        native_schema=False,
+        reasoning=frozenset({"thinking_budget"}),
     )
     default_base_url: ClassVar[str] = "https://api.anthropic.com/v1"
     env_vars: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
@@ -104,8 +114,26 @@ class Anthropic(HTTPModel):
                 "use prompt-based JSON (native_structured_output=False)"
             )
         super().check_capabilities(request)
-        if request.options.seed is not None:
+        o = request.options
+        if o.seed is not None:
             raise UnsupportedCapabilityError(f"{self.model_id}: the Messages API has no seed")
+        if o.thinking_budget is not None:
+            if o.thinking_budget < 1024:
+                raise InvalidRequestError(
+                    f"{self.model_id}: thinking_budget must be at least 1024 tokens"
+                )
+            if o.max_tokens is not None and o.max_tokens <= o.thinking_budget:
+                raise InvalidRequestError(
+                    f"{self.model_id}: max_tokens must exceed thinking_budget"
+                )
+            if o.temperature is not None or o.top_k is not None:
+                raise UnsupportedCapabilityError(
+                    f"{self.model_id}: extended thinking does not allow temperature or top_k"
+                )
+            if request.tool_choice not in (None, "auto", "none"):
+                raise UnsupportedCapabilityError(
+                    f"{self.model_id}: extended thinking only allows tool_choice auto or none"
+                )
         for turn in request.messages:
             for p in turn.parts:
                 if isinstance(p, Mime) and p.kind == "image" and p.mime_type not in _IMAGE_TYPES:
@@ -132,11 +160,16 @@ class Anthropic(HTTPModel):
             else:
                 messages.append({"role": role, "content": blocks})
         o = request.options
+        max_tokens = o.max_tokens or self.default_max_tokens
+        if o.thinking_budget is not None and not o.max_tokens:
+            max_tokens = o.thinking_budget + self.default_max_tokens
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": o.max_tokens or self.default_max_tokens,
+            "max_tokens": max_tokens,
             "messages": messages,
         }
+        if o.thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": o.thinking_budget}
         if request.system:
             body["system"] = request.system
         for key, value in (("temperature", o.temperature), ("top_p", o.top_p), ("top_k", o.top_k)):
@@ -171,6 +204,9 @@ class Anthropic(HTTPModel):
                 blocks.append({"type": "text", "text": p.text})
             elif isinstance(p, ToolCall):
                 blocks.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.args})
+            elif isinstance(p, ReasoningPart):
+                if self._own_reasoning(p) and p.signature:  # unsigned thinking is rejected
+                    blocks.append(_thinking_block(p))
             else:
                 raise UnsupportedCapabilityError(
                     f"anthropic: an assistant turn cannot hold a {p.kind} part"
@@ -219,6 +255,12 @@ class Anthropic(HTTPModel):
 
     def _stream_decoder(self) -> StreamDecoder:
         return _State(self)
+
+
+def _thinking_block(p: ReasoningPart) -> dict[str, Any]:
+    if p.redacted:
+        return {"type": "redacted_thinking", "data": p.signature}
+    return {"type": "thinking", "thinking": p.text, "signature": p.signature}
 
 
 def _media_block(p: Mime) -> dict[str, Any]:
@@ -384,7 +426,15 @@ class _State:
         if kind == "text":
             block["text"] = "".join(self.pieces.pop(index))
         elif kind == "thinking":
-            block["thinking"] = "".join(self.pieces.pop(index))
+            block["thinking"] = text = "".join(self.pieces.pop(index))
+            signature = block.get("signature")
+            signature = signature if isinstance(signature, str) and signature else None
+            self.acc.add_part(self.lm._reasoning(text, signature))
+        elif kind == "redacted_thinking":
+            data = block.get("data")
+            if not isinstance(data, str) or not data:
+                raise StreamProtocolError("anthropic: redacted_thinking block without data")
+            self.acc.add_part(self.lm._reasoning("", data, redacted=True))
         elif kind == "tool_use":
             args = json_object("".join(self.pieces.pop(index)), "anthropic tool_use input")
             block["input"] = args

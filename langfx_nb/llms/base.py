@@ -43,7 +43,12 @@ ToolChoice = Literal["auto", "any", "none"] | str
 
 @dataclass(frozen=True, slots=True)
 class SamplingOptions:
-    """Sampling knobs shared by all providers; ``None`` means "provider default"."""
+    """Sampling knobs shared by all providers; ``None`` means "provider default".
+
+    ``thinking_budget`` (tokens the model may think for) and ``reasoning_effort`` (e.g.
+    ``"low"``/``"medium"``/``"high"``) ask for reasoning; each provider maps the one it has
+    (``Capabilities.reasoning``) and rejects the other before sending.
+    """
 
     temperature: float | None = None
     max_tokens: int | None = None
@@ -51,6 +56,8 @@ class SamplingOptions:
     top_k: int | None = None
     stop: tuple[str, ...] | None = None
     seed: int | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
 
     def merged(self, **overrides: Any) -> SamplingOptions:
         """A copy with the non-``None`` overrides applied; ``self`` is left unchanged."""
@@ -93,6 +100,7 @@ class Capabilities:
     modalities: frozenset[str] = frozenset()  # e.g. {"image", "pdf"}; text is always allowed
     tools: bool = False
     native_schema: bool = False
+    reasoning: frozenset[str] = frozenset()  # {"thinking_budget", "reasoning_effort"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +296,24 @@ class LanguageModel:
             raise UnsupportedCapabilityError(
                 f"{self.model_id} does not support native structured output"
             )
+        o = request.options
+        for name, value in (
+            ("thinking_budget", o.thinking_budget),
+            ("reasoning_effort", o.reasoning_effort),
+        ):
+            if value is not None and name not in caps.reasoning:
+                other = " (it takes " + " or ".join(sorted(caps.reasoning)) + ")"
+                raise UnsupportedCapabilityError(
+                    f"{self.model_id} has no {name} option{other if caps.reasoning else ''}"
+                )
+        if o.thinking_budget is not None and (
+            not isinstance(o.thinking_budget, int) or isinstance(o.thinking_budget, bool)
+        ):
+            raise TypeError("thinking_budget must be an int (tokens)")
+        if o.reasoning_effort is not None and (
+            not isinstance(o.reasoning_effort, str) or not o.reasoning_effort
+        ):
+            raise TypeError("reasoning_effort must be a non-empty string, e.g. 'low'")
         for m in request.messages:
             for p in m.parts:
                 if isinstance(p, Mime) and p.kind not in caps.modalities:

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from typing import Any
 
 from ..errors import InvalidRequestError, LMError
-from ..messages import AIMessage, Message, Provenance, ToolCall, Usage
+from ..messages import AIMessage, Message, Provenance, TextPart, ToolCall, Usage
 from .base import Capabilities, LanguageModel, LMRequest
 from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
 
@@ -81,8 +81,8 @@ class Fake(LanguageModel):
                 for i in range(0, len(args), size):
                     yield acc.events(ToolCallDelta(part.id, args[i : i + size]))
                 yield acc.events(ToolCallEnd(part))
-            elif hasattr(part, "text"):
-                text: str = part.text
+            elif isinstance(part, TextPart):  # reasoning has text too, but is not the answer
+                text = part.text
                 for i in range(0, len(text), size):
                     if self.delay:
                         await asyncio.sleep(self.delay)

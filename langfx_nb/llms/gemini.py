@@ -9,6 +9,12 @@ Continuation: the raw response parts (with thought signatures, thought parts and
 call ids) are kept in a ``ContinuationPart`` and sent back verbatim on later turns to the same
 model and endpoint; another model or endpoint rejects them before sending. Calls without a
 provider id get a local ``call_...`` id, which is never sent back.
+
+Reasoning: ``thinking_budget=N`` sends ``generationConfig.thinkingConfig`` with
+``thinkingBudget: N`` and ``includeThoughts: true`` (``0`` turns thinking off and asks for no
+thoughts; ``-1`` lets the model decide). Thought-summary parts (``thought: true``) become
+``ReasoningPart``s, with the part's ``thoughtSignature`` when it has one; usage counts
+``thoughtsTokenCount`` as ``reasoning_tokens``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..errors import (
 from ..messages import (
     AIMessage,
     Message,
+    ReasoningPart,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -152,7 +159,10 @@ class Gemini(HTTPModel):
 
     provider: ClassVar[str] = "gemini"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        modalities=frozenset({"image", "audio", "video", "pdf"}), tools=True, native_schema=True
+        modalities=frozenset({"image", "audio", "video", "pdf"}),
+        tools=True,
+        native_schema=True,
+        reasoning=frozenset({"thinking_budget"}),
     )
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
     env_vars: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -190,6 +200,11 @@ class Gemini(HTTPModel):
         super().check_capabilities(request)
         if request.response_schema is not None:
             gemini_schema(request.response_schema)
+        budget = request.options.thinking_budget
+        if budget is not None and budget < -1:
+            raise InvalidRequestError(
+                f"{self.model_id}: thinking_budget must be -1 (dynamic), 0 (off) or positive"
+            )
 
     # -- encoding --------------------------------------------------------------------------
     def encode(self, request: LMRequest) -> dict[str, Any]:
@@ -251,6 +266,11 @@ class Gemini(HTTPModel):
                 gen[key] = value
         if o.stop:
             gen["stopSequences"] = list(o.stop)
+        if o.thinking_budget is not None:
+            gen["thinkingConfig"] = {
+                "thinkingBudget": o.thinking_budget,
+                "includeThoughts": o.thinking_budget != 0,
+            }
         if request.response_schema is not None:
             gen["responseMimeType"] = "application/json"
             gen["responseJsonSchema"] = gemini_schema(request.response_schema)
@@ -275,6 +295,12 @@ class Gemini(HTTPModel):
                 parts.append({"functionCall": {"name": p.name, "args": p.args}})
             elif isinstance(p, Mime):
                 parts.append(_media(p))
+            elif isinstance(p, ReasoningPart):
+                if self._own_reasoning(p):
+                    part: dict[str, Any] = {"text": p.text, "thought": True}
+                    if p.signature:
+                        part["thoughtSignature"] = p.signature
+                    parts.append(part)
             else:
                 raise InvalidRequestError(f"gemini: a model turn cannot hold a {p.kind} part")
         return parts
@@ -448,6 +474,9 @@ class _Decoder:
             part["thoughtSignature"] = signature
         self.raw.append(part)
         self._text = None
+        if self._thought:
+            sig = signature if isinstance(signature, str) and signature else None
+            self.acc.add_part(self.lm._reasoning(part["text"], sig))
 
     def final(self) -> StreamChunk:
         self._close_text()

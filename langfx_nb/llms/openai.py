@@ -11,6 +11,12 @@ Streams ask for usage with ``stream_options.include_usage`` (turn off with
 ``stream_usage=False`` for servers that reject it) and end at ``data: [DONE]``; tool-call
 fragments are matched by ``index``. Native structured output uses ``response_format``
 ``json_schema``, with ``strict`` on exactly when the schema meets OpenAI's strict rules.
+
+Reasoning: ``reasoning_effort=`` is sent as is (``thinking_budget`` is rejected before
+sending). Compatible servers that return the model's thinking as ``reasoning_content`` (or
+``reasoning``) in messages or stream deltas (DeepSeek, vLLM, llama.cpp server) give a
+``ReasoningPart``; Chat Completions never sends reasoning back (the API has no standard input
+field for it). ``completion_tokens_details.reasoning_tokens`` is counted as ``reasoning_tokens``.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from ..errors import (
 from ..messages import (
     AIMessage,
     Message,
+    ReasoningPart,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -63,7 +70,10 @@ class OpenAI(HTTPModel):
 
     provider: ClassVar[str] = "openai"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        modalities=frozenset({"image"}), tools=True, native_schema=True
+        modalities=frozenset({"image"}),
+        tools=True,
+        native_schema=True,
+        reasoning=frozenset({"reasoning_effort"}),
     )
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
@@ -124,6 +134,8 @@ class OpenAI(HTTPModel):
                 body[key] = value
         if o.stop:
             body["stop"] = list(o.stop)
+        if o.reasoning_effort is not None:
+            body["reasoning_effort"] = o.reasoning_effort
         if request.tools:
             body["tools"] = [
                 {
@@ -172,7 +184,7 @@ class OpenAI(HTTPModel):
                         },
                     }
                 )
-            elif p.kind != "continuation":
+            elif p.kind not in ("continuation", "reasoning"):  # reasoning is never sent back
                 raise UnsupportedCapabilityError(
                     f"openai: an assistant turn cannot hold a {p.kind} part"
                 )
@@ -212,6 +224,8 @@ class OpenAI(HTTPModel):
                 message = choice.get("message") or {}
                 if message.get("refusal"):
                     state.refused = True
+                state.reasoning_delta(message)
+                state.close_reasoning()
                 if message.get("content"):
                     state.acc.text(str(message["content"]))
                 for i, call in enumerate(message.get("tool_calls") or ()):
@@ -266,6 +280,20 @@ class _State:
         self.usage: dict[str, Any] | None = None
         self.id: str | None = None
         self.fingerprint: str | None = None
+        self.reasoning: list[str] = []  # pieces of reasoning_content not yet in a part
+
+    def reasoning_delta(self, delta: dict[str, Any]) -> None:
+        """Collect a compatible server's ``reasoning_content`` (or ``reasoning``) text."""
+        piece = delta.get("reasoning_content")
+        if piece is None:
+            piece = delta.get("reasoning")
+        if isinstance(piece, str) and piece:
+            self.reasoning.append(piece)
+
+    def close_reasoning(self) -> None:
+        if self.reasoning:
+            self.acc.add_part(self.lm._reasoning("".join(self.reasoning)))
+            self.reasoning = []
 
     def meta(self, data: dict[str, Any]) -> None:
         if self.id is None and data.get("id"):
@@ -287,6 +315,7 @@ class _State:
     def finish(self) -> list[StreamChunk]:
         if not self.done and self.finish_reason is None:
             raise StreamProtocolError("openai: the stream ended before [DONE]")
+        self.close_reasoning()
         return [*self.close_calls(), _final(self)]
 
     def chunk(self, data: dict[str, Any]) -> list[StreamChunk]:
@@ -303,7 +332,10 @@ class _State:
             delta = choice.get("delta") or {}
             if delta.get("refusal"):
                 self.refused = True
+            self.reasoning_delta(delta)
             text = delta.get("content")
+            if text or delta.get("tool_calls"):
+                self.close_reasoning()
             if text:
                 out.append(self.acc.text(str(text)))
             for call in delta.get("tool_calls") or ():
@@ -409,6 +441,12 @@ class OpenAIResponses(OpenAI):
     cannot resolve them otherwise. Streams end at ``response.completed`` (or
     ``response.incomplete`` / ``response.failed``); the final message is built from that
     terminal response, the deltas before it are for display.
+
+    Reasoning: ``reasoning_effort=`` sends ``reasoning: {effort, summary: "auto"}`` and, when
+    stateless, ``include: ["reasoning.encrypted_content"]`` so the reasoning can go back.
+    Each ``reasoning`` output item becomes a ``ReasoningPart`` (its summary texts joined by a
+    blank line, ``encrypted_content`` as the signature, the item id); in a stream it joins
+    the message when its ``response.output_item.done`` arrives.
     """
 
     def __init__(self, model: str, *, store: bool = False, **kw: Any) -> None:
@@ -440,6 +478,10 @@ class OpenAIResponses(OpenAI):
             raise UnsupportedCapabilityError(
                 f"{self.model_id}: the Responses API has no stop, seed or top_k option"
             )
+        if o.reasoning_effort is not None:
+            body["reasoning"] = {"effort": o.reasoning_effort, "summary": "auto"}
+            if not self.store:
+                body["include"] = ["reasoning.encrypted_content"]
         if request.tools:
             body["tools"] = [
                 {
@@ -482,6 +524,12 @@ class OpenAIResponses(OpenAI):
                 out.append({k: v for k, v in item.items() if self.store or k != "id"})
             return out
         items: list[dict[str, Any]] = []
+        for p in turn.parts:  # reasoning goes first, as the model produced it
+            if not isinstance(p, ReasoningPart) or not self._own_reasoning(p):
+                continue
+            # a stateless server can only resolve reasoning that carries its encrypted content
+            if (self.store and p.id) or p.signature:
+                items.append(_reasoning_item(p))
         text = [p.text for p in turn.parts if isinstance(p, TextPart)]
         if text:
             items.append(
@@ -501,7 +549,7 @@ class OpenAIResponses(OpenAI):
                         "arguments": json.dumps(p.args, ensure_ascii=False),
                     }
                 )
-            elif not isinstance(p, TextPart) and p.kind != "continuation":
+            elif not isinstance(p, TextPart) and p.kind not in ("continuation", "reasoning"):
                 raise UnsupportedCapabilityError(
                     f"openai: an assistant turn cannot hold a {p.kind} part"
                 )
@@ -541,6 +589,18 @@ class OpenAIResponses(OpenAI):
         return _ResponsesState(self)
 
 
+def _reasoning_item(p: ReasoningPart) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": p.text}] if p.text else [],
+    }
+    if p.id:
+        item["id"] = p.id
+    if p.signature:
+        item["encrypted_content"] = p.signature
+    return item
+
+
 class _ResponsesState:
     """One Responses API answer. Streamed (the ``StreamDecoder`` methods), the deltas are for
     display and the final message is built from the terminal event's whole response."""
@@ -551,6 +611,7 @@ class _ResponsesState:
         self.calls: dict[str, tuple[str, str]] = {}  # item id -> (call id, name)
         self.streamed_text = False
         self.terminal: dict[str, Any] | None = None
+        self.reasoning_added = 0  # reasoning items already in the message (streamed)
 
     @property
     def done(self) -> bool:
@@ -589,6 +650,11 @@ class _ResponsesState:
                 self.calls[str(item.get("id"))] = (call_id, name)
                 return self.acc.events(ToolCallStart(call_id, name))
             return None
+        if kind == "response.output_item.done":
+            item = data.get("item") or {}
+            if item.get("type") == "reasoning":
+                self.add_reasoning(item)
+            return None
         if kind in ("response.completed", "response.incomplete", "response.failed"):
             response = data.get("response")
             if not isinstance(response, dict):
@@ -600,7 +666,22 @@ class _ResponsesState:
             raise error_from_status(
                 "openai", _RESPONSES_ERROR_STATUS.get(code or "", 500), ErrorInfo(code)
             )
-        return None  # other events (created, in_progress, *.done, reasoning...) add nothing
+        # other events (created, in_progress, reasoning summary deltas, *.done...) add nothing:
+        # a reasoning item joins the message whole, at its output_item.done
+        return None
+
+    def add_reasoning(self, item: dict[str, Any]) -> None:
+        self.reasoning_added += 1
+        item_id = item.get("id")
+        texts = [str(s.get("text") or "") for s in item.get("summary") or () if isinstance(s, dict)]
+        encrypted = item.get("encrypted_content")
+        self.acc.add_part(
+            self.lm._reasoning(
+                "\n\n".join(t for t in texts if t),
+                encrypted if isinstance(encrypted, str) and encrypted else None,
+                id=item_id if isinstance(item_id, str) and item_id else None,
+            )
+        )
 
     def final(self, response: Any) -> list[StreamChunk]:
         """The closing chunks (completed tool calls, then the final marker)."""
@@ -614,6 +695,7 @@ class _ResponsesState:
                 "openai", _RESPONSES_ERROR_STATUS.get(code or "", 500), ErrorInfo(code)
             )
         output = response.get("output") or []
+        reasoning_index = 0
         refused = False
         text_parts: list[str] = []
         calls: list[ToolCall] = []
@@ -632,6 +714,10 @@ class _ResponsesState:
                     else:
                         name = safe_code(ptype) or "unknown"
                         raise StreamProtocolError(f"openai: unsupported content type {name!r}")
+            elif kind == "reasoning":
+                reasoning_index += 1
+                if reasoning_index > self.reasoning_added:  # not yet added from the stream
+                    self.add_reasoning(item)
             elif kind == "function_call":
                 args = json_object(str(item.get("arguments") or ""), "openai function arguments")
                 calls.append(ToolCall(str(item["call_id"]), str(item["name"]), args))

@@ -12,11 +12,18 @@ interface Model {
 }
 
 const CSS = `
-.lfx-ap{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;padding:6px}
-.lfx-ap-pending{border-left:3px solid #f9ab00;padding-left:8px;margin-bottom:6px}
-.lfx-form-row{display:flex;gap:6px;align-items:center;margin:2px 0}
+.lfx-ap{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;padding:6px 8px;background:var(--jp-layout-color0,#fff)}
+.lfx-ap-pending{border-left:3px solid var(--lfx-warn);padding-left:8px;margin-bottom:6px}
+.lfx-ap-buttons{display:flex;flex-wrap:wrap;align-items:center;gap:4px;margin-top:6px}
+.lfx-ap-buttons label{margin-left:8px}
+.lfx-form-row{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin:3px 0}
+.lfx-form-row input,.lfx-form-row textarea,.lfx-form-row select,.lfx-ap input.lfx-note{font:inherit;padding:2px 6px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
 .lfx-form-row input[type=text],.lfx-form-row textarea{min-width:260px}
-.lfx-ap-hist{margin:4px 0 0 0;padding-left:16px}
+.lfx-form-row.lfx-invalid input,.lfx-form-row.lfx-invalid textarea{border-color:var(--lfx-bad)}
+.lfx-ap-note{display:flex;gap:6px;align-items:center;margin-top:4px}
+.lfx-ap input.lfx-note{flex:1;min-width:320px}
+.lfx-ap-hist,.lfx-ap-hist li{list-style:none;margin:0}
+.lfx-ap-hist{margin-top:4px;padding-left:4px}
 `;
 
 export default {
@@ -86,24 +93,26 @@ export default {
       const editArea = h("div");
       const noteArea = h("div");
       box.append(
-        h("div", {},
-          button("Approve", "lfx-approve", () => send("approve")),
+        h("div", { class: "lfx-ap-buttons" },
+          button("Approve", "lfx-approve lfx-primary", () => send("approve")),
           button("Edit arguments…", "lfx-edit", () => {
             clear(editArea);
             const form = schemaForm(p.schema, p.args ?? {});
-            editArea.append(form.el, button("Approve with these arguments", "lfx-approve-edited", () => {
+            editArea.append(form.el, button("Approve with these arguments", "lfx-approve-edited lfx-primary", () => {
               try {
                 send("approve_edited", { args: form.read() });
               } catch (e) {
-                errorBox.textContent = (e as Error).message;
+                // shown at the field (schema_form marks it); the box below only if no field did
+                if (!form.el.querySelector(".lfx-field-error:not(:empty)")) errorBox.textContent = (e as Error).message;
               }
             }));
           }),
-          button("Deny", "lfx-deny", () => send("deny")),
-          button("Deny with note…", "lfx-deny-note-open", () => {
+          button("Deny", "lfx-deny lfx-danger", () => send("deny")),
+          button("Deny with note…", "lfx-deny-note-open lfx-danger", () => {
             clear(noteArea);
-            const note = h("textarea", { rows: 2, placeholder: "Tell the model why (it continues the run)", class: "lfx-note" }) as HTMLTextAreaElement;
-            noteArea.append(note, button("Send denial", "lfx-deny-note", () => send("deny_note", { note: note.value })));
+            const note = h("input", { type: "text", placeholder: "Tell the model why (it continues the run)", class: "lfx-note", "aria-label": "note for the model" }) as HTMLInputElement;
+            noteArea.append(h("div", { class: "lfx-ap-note" }, note, button("Send denial", "lfx-deny-note lfx-danger", () => send("deny_note", { note: note.value }))));
+            note.focus();
           }),
           h("label", {}, always, " always allow this tool for this run"),
         ),

@@ -48,9 +48,77 @@ export function errorText(error: unknown): string {
   return JSON.stringify(error);
 }
 
-/** A JSON value as a readable, collapsible tree built from DOM nodes (text only). */
-export function jsonTree(value: unknown, depth = 0): HTMLElement {
+/** Copy `text` to the clipboard (the async API, else a hidden textarea); true when copied. */
+export async function copyText(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const area = h("textarea", { style: "position:fixed;left:-9999px;top:0" }) as HTMLTextAreaElement;
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    let ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch {
+      ok = false;
+    }
+    area.remove();
+    return ok;
+  }
+}
+
+/** A small "Copy" button; `get` is called on click, so it copies what is shown then. */
+export function copyButton(get: () => string, label = "Copy"): HTMLElement {
+  const b = h("button", { class: "lfx-btn lfx-copy", type: "button", title: "Copy to the clipboard", text: label }) as HTMLButtonElement;
+  b.addEventListener("click", async (ev) => {
+    ev.stopPropagation();
+    const text = get();
+    b.dataset.copied = text;
+    const ok = await copyText(text);
+    b.textContent = ok ? "Copied" : "Copy failed";
+    setTimeout(() => (b.textContent = label), 1200);
+  });
+  return b;
+}
+
+/** The text a copy button copies for a value: strings as they are, the rest as JSON. */
+export function asText(value: unknown): string {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2) ?? String(value);
+}
+
+export const FOLD_CHARS = 1200;
+export const FOLD_LINES = 24;
+
+/** Long text shown folded (the first lines) with a "show all" button; short text as is. */
+export function foldText(text: string, cls = "lfx-text"): HTMLElement {
+  const lines = text.split("\n");
+  const long = text.length > FOLD_CHARS || lines.length > FOLD_LINES;
+  const pre = h("pre", { class: cls });
+  if (!long) {
+    pre.textContent = text;
+    return pre;
+  }
+  let head = lines.slice(0, FOLD_LINES).join("\n");
+  if (head.length > FOLD_CHARS) head = head.slice(0, FOLD_CHARS);
+  pre.textContent = head + "…";
+  const more = h("button", { class: "lfx-btn lfx-more", type: "button", text: `show all (${text.length.toLocaleString("en-US")} chars)` });
+  more.addEventListener("click", (ev) => {
+    ev.stopPropagation();
+    const open = more.dataset.open === "1";
+    pre.textContent = open ? head + "…" : text;
+    more.dataset.open = open ? "" : "1";
+    more.textContent = open ? `show all (${text.length.toLocaleString("en-US")} chars)` : "show less";
+  });
+  return h("div", { class: "lfx-fold" }, pre, more);
+}
+
+/** A JSON value as a readable tree built from DOM nodes (text only): objects and arrays fold
+ *  (open to `openDepth`), long strings fold, no list bullets. */
+export function jsonTree(value: unknown, depth = 0, openDepth = 2): HTMLElement {
   if (value === null || typeof value !== "object") {
+    if (typeof value === "string" && (value.length > 160 || value.includes("\n"))) return foldText(value, "lfx-v lfx-v-string");
     const text = typeof value === "string" ? value : JSON.stringify(value);
     return h("span", { class: `lfx-v lfx-v-${value === null ? "null" : typeof value}`, text: text ?? "undefined" });
   }
@@ -60,9 +128,88 @@ export function jsonTree(value: unknown, depth = 0): HTMLElement {
   if (entries.length === 0) return h("span", { class: "lfx-v", text: Array.isArray(value) ? "[]" : "{}" });
   const list = h("ul", { class: "lfx-json" });
   for (const [key, v] of entries) {
-    list.append(h("li", {}, h("span", { class: "lfx-key", text: `${key}: ` }), jsonTree(v, depth + 1)));
+    const nested = v !== null && typeof v === "object" && Object.keys(v as object).length > 0;
+    if (nested) {
+      const n = Object.keys(v as object).length;
+      const details = h("details", { class: "lfx-jd" }) as HTMLDetailsElement;
+      details.open = depth + 1 < openDepth;
+      details.append(
+        h("summary", {}, h("span", { class: "lfx-key", text: `${key}: ` }), h("span", { class: "lfx-muted", text: Array.isArray(v) ? `[${n}]` : `{${n}}` })),
+        jsonTree(v, depth + 1, openDepth),
+      );
+      list.append(h("li", {}, details));
+    } else list.append(h("li", {}, h("span", { class: "lfx-key", text: `${key}: ` }), jsonTree(v, depth + 1, openDepth)));
   }
   return list;
+}
+
+interface Turn {
+  role: string;
+  text?: unknown;
+  tool_calls?: { id?: unknown; name?: unknown; args?: unknown }[];
+  call_id?: unknown;
+}
+
+function isTurn(v: unknown): v is Turn {
+  return !!v && typeof v === "object" && !Array.isArray(v) && typeof (v as any).role === "string" &&
+    ("text" in (v as object) || "tool_calls" in (v as object));
+}
+
+/** The turns of a message preview (`{role, text}`, a list of them, or `{omitted_turns, turns}`);
+ *  null when the value is not a message. */
+export function messageTurns(value: unknown): { turns: Turn[]; omitted: number } | null {
+  if (isTurn(value)) return { turns: [value], omitted: 0 };
+  if (Array.isArray(value) && value.length > 0 && value.every(isTurn)) return { turns: value as Turn[], omitted: 0 };
+  if (value && typeof value === "object" && Array.isArray((value as any).turns) && (value as any).turns.every(isTurn)) {
+    return { turns: (value as any).turns, omitted: Number((value as any).omitted_turns ?? 0) };
+  }
+  return null;
+}
+
+/** Messages as a chat: one block per turn with its role, the text folded when long, tool
+ *  calls and tool results as their own blocks. */
+export function chatView(value: unknown): HTMLElement | null {
+  const found = messageTurns(value);
+  if (!found) return null;
+  const root = h("div", { class: "lfx-chat" });
+  if (found.omitted) root.append(h("div", { class: "lfx-muted", text: `… ${found.omitted} earlier turns not kept` }));
+  for (const turn of found.turns) {
+    const role = String(turn.role);
+    const isResult = turn.call_id != null;
+    const block = h("div", { class: `lfx-msg lfx-msg-${role.replace(/[^a-z_]/gi, "")}${isResult ? " lfx-msg-result" : ""}` });
+    const text = turn.text == null ? "" : String(turn.text);
+    block.append(h("div", { class: "lfx-msg-head" },
+      h("span", { class: "lfx-msg-role", text: isResult ? `tool result (${String(turn.call_id)})` : role }),
+      text ? copyButton(() => text) : ""));
+    if (text) block.append(foldText(text));
+    for (const call of turn.tool_calls ?? []) {
+      block.append(h("div", { class: "lfx-msg lfx-msg-call" },
+        h("div", { class: "lfx-msg-head" },
+          h("span", { class: "lfx-msg-role", text: `tool call ${String(call.name ?? "")}` }),
+          h("span", { class: "lfx-muted", text: ` ${String(call.id ?? "")}` }),
+          copyButton(() => asText(call.args ?? {}))),
+        jsonTree(call.args ?? {})));
+    }
+    root.append(block);
+  }
+  return root;
+}
+
+/** One value of a detail pane, shown for reading: messages as a chat, text folded, data as a
+ *  folding tree. Objects holding messages (e.g. `{prompt: …}`) show those as a chat too. */
+export function readable(value: unknown): HTMLElement {
+  const chat = chatView(value);
+  if (chat) return chat;
+  if (typeof value === "string") return foldText(value);
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    const entries = Object.entries(value as Record<string, unknown>);
+    if (entries.some(([, v]) => messageTurns(v) || (typeof v === "string" && v.length > 160))) {
+      const box = h("div", { class: "lfx-fields" });
+      for (const [k, v] of entries) box.append(h("div", { class: "lfx-key lfx-field-name", text: k }), readable(v));
+      return box;
+    }
+  }
+  return jsonTree(value);
 }
 
 /**
@@ -133,20 +280,52 @@ function inline(tag: string, text: string): HTMLElement {
   return node;
 }
 
+// Colours come from JupyterLab's theme variables (fallbacks: the light theme), so the
+// widgets read well in light and dark themes. Status colours tint a chip's background and
+// border; its text stays the theme's text colour, so it keeps the theme's contrast.
 export const BASE_CSS = `
-.lfx{font:12px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#222);}
-.lfx .lfx-muted{color:var(--jp-ui-font-color2,#777)}
-.lfx .lfx-st{font-size:11px;padding:0 5px;border-radius:8px;white-space:nowrap}
-.lfx .lfx-st-running{background:#e8f0fe;color:#1a56c4}
-.lfx .lfx-st-ok{background:#e6f4ea;color:#137333}
-.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{background:#fce8e6;color:#b3261e}
-.lfx .lfx-st-denied,.lfx .lfx-st-cancelled{background:#fef7e0;color:#8a5a00}
-.lfx ul.lfx-json{list-style:none;margin:0;padding-left:14px}
-.lfx .lfx-key{color:var(--jp-ui-font-color2,#666)}
+.lfx{font:12px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#222);
+  --lfx-ok:var(--jp-success-color1,#4caf50);--lfx-bad:var(--jp-error-color1,#f44336);--lfx-warn:var(--jp-warn-color1,#ff9800);
+  --lfx-run:var(--jp-brand-color1,#2196f3);--lfx-fg0:var(--jp-ui-font-color0,#000)}
+.lfx .lfx-muted{color:var(--jp-ui-font-color2,#757575)}
+.lfx .lfx-st{display:inline-block;box-sizing:border-box;min-width:72px;text-align:center;font-size:11px;line-height:16px;padding:0 6px;border-radius:8px;white-space:nowrap;
+  color:var(--jp-ui-font-color1,#222);--lfx-c:var(--jp-border-color1,#bdbdbd);border:1px solid var(--lfx-c);background:color-mix(in srgb,var(--lfx-c) 22%,transparent)}
+.lfx .lfx-st-running,.lfx .lfx-st-streaming{--lfx-c:var(--lfx-run)}
+.lfx .lfx-st-ok,.lfx .lfx-st-complete,.lfx .lfx-st-done{--lfx-c:var(--lfx-ok)}
+.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
+.lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
+.lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}
+.lfx ul.lfx-json{padding-left:14px}
+.lfx details.lfx-jd>summary{cursor:pointer;list-style:none}
+.lfx details.lfx-jd>summary::-webkit-details-marker{display:none}
+.lfx details.lfx-jd>summary::before{content:"▸ ";color:var(--jp-ui-font-color1,#222)}
+.lfx details.lfx-jd[open]>summary::before{content:"▾ "}
+.lfx .lfx-key{color:var(--jp-ui-font-color2,#616161)}
 .lfx .lfx-v-string{white-space:pre-wrap;word-break:break-word}
-.lfx pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;font-family:var(--jp-code-font-family,monospace)}
-.lfx .lfx-err{color:#b3261e;white-space:pre-wrap}
-.lfx button{margin:2px 4px 2px 0;cursor:pointer}
+.lfx pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;font-family:var(--jp-code-font-family,monospace);font-size:12px}
+.lfx .lfx-err{color:color-mix(in srgb,var(--lfx-bad) 72%,var(--lfx-fg0));white-space:pre-wrap}
+.lfx .lfx-btn,.lfx button{font:inherit;font-size:11px;margin:2px 4px 2px 0;padding:1px 8px;cursor:pointer;border-radius:4px;
+  border:1px solid var(--jp-border-color1,#bdbdbd);background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
+.lfx button:hover{background:var(--jp-layout-color2,#eee)}
+.lfx button:disabled{opacity:.5;cursor:default}
+.lfx button.lfx-primary{background:var(--jp-brand-color1,#2196f3);border-color:var(--jp-brand-color0,#1976d2);color:#fff;font-weight:600}
+.lfx button.lfx-primary:hover{background:var(--jp-brand-color0,#1976d2)}
+.lfx button.lfx-danger{background:transparent;border-color:var(--lfx-bad);color:color-mix(in srgb,var(--lfx-bad) 72%,var(--lfx-fg0))}
+.lfx button.lfx-danger:hover{background:color-mix(in srgb,var(--lfx-bad) 15%,transparent)}
+.lfx button.lfx-copy{padding:0 6px;font-size:10px;float:none}
+.lfx .lfx-fold>button.lfx-more{margin-top:2px}
+.lfx .lfx-chat{display:flex;flex-direction:column;gap:6px}
+.lfx .lfx-msg{border:1px solid var(--jp-border-color2,#e0e0e0);border-left:3px solid var(--jp-border-color1,#bdbdbd);border-radius:4px;padding:4px 8px;background:var(--jp-layout-color1,#fff)}
+.lfx .lfx-msg-system{border-left-color:var(--lfx-warn)}
+.lfx .lfx-msg-user{border-left-color:var(--lfx-run)}
+.lfx .lfx-msg-assistant,.lfx .lfx-msg-ai,.lfx .lfx-msg-model{border-left-color:var(--lfx-ok)}
+.lfx .lfx-msg-result,.lfx .lfx-msg-tool{border-left-color:var(--jp-ui-font-color2,#757575)}
+.lfx .lfx-msg-reasoning{border-left-style:dashed;border-left-color:var(--jp-ui-font-color2,#757575);color:var(--jp-ui-font-color2,#757575)}
+.lfx .lfx-msg-call{margin-top:4px;background:var(--jp-layout-color2,#f5f5f5)}
+.lfx .lfx-msg-head{display:flex;align-items:center;gap:6px;margin-bottom:2px}
+.lfx .lfx-msg-role{font-weight:600;text-transform:capitalize;font-size:11px}
+.lfx .lfx-msg-head .lfx-copy{margin-left:auto}
+.lfx .lfx-field-name{margin-top:4px}
 `;
 
 export function injectCss(el: HTMLElement, css: string): void {

@@ -21,6 +21,8 @@ export function resolveRef(schema: Schema, root: Schema): Schema {
 export interface FieldReader {
   name: string;
   read(): unknown;
+  /** Show (or clear, with "") the field's own validation message next to it. */
+  mark(message: string): void;
 }
 
 export function fieldKind(s: Schema): "enum" | "boolean" | "integer" | "number" | "string" | "json" {
@@ -87,19 +89,37 @@ export function schemaForm(schema: Schema | null | undefined, args: Record<strin
       input = h("input", { type: kind === "string" ? "text" : "number", name, step: kind === "number" ? "any" : undefined }) as HTMLInputElement;
       input.value = value === undefined || value === null ? "" : String(value);
     }
-    label.append(input);
+    const fieldError = h("span", { class: "lfx-err lfx-field-error", role: "alert" });
+    label.append(input, fieldError);
     form.append(label);
     const inp = input;
     readers.push({
       name,
       read: () => parseField(kind, kind === "boolean" ? (inp as HTMLInputElement).checked : inp.value, name, s.enum ?? []),
+      mark(message: string) {
+        fieldError.textContent = message;
+        label.classList.toggle("lfx-invalid", !!message);
+        if (message) inp.setAttribute("aria-invalid", "true");
+        else inp.removeAttribute("aria-invalid");
+      },
     });
   }
   return {
     el: form,
+    /** The values; every invalid field is marked at the field, then the first error is thrown. */
     read() {
       const out: Record<string, unknown> = {};
-      for (const r of readers) out[r.name] = r.read();
+      let first: Error | null = null;
+      for (const r of readers) {
+        try {
+          out[r.name] = r.read();
+          r.mark("");
+        } catch (e) {
+          r.mark((e as Error).message);
+          first ??= e as Error;
+        }
+      }
+      if (first) throw first;
       return out;
     },
   };

@@ -12,6 +12,13 @@ export interface StreamState {
   status: string;
   error: string | null;
   tools: Record<string, ToolCallView>;
+  /** Top-level fields of the answer's schema (placeholders until they start). */
+  fields: { name: string; required: boolean }[];
+  /** Validation message per field path key, when the answer failed validation. */
+  field_errors: Record<string, string>;
+  /** Path keys of required fields the answer left out. */
+  missing: string[];
+  title: string;
   seq?: number;
 }
 
@@ -24,7 +31,7 @@ export interface ToolCallView {
 }
 
 export function emptyStream(): StreamState {
-  return { mode: "idle", value: null, text: "", open: [], done: [], status: "idle", error: null, tools: {} };
+  return { mode: "idle", value: null, text: "", open: [], done: [], status: "idle", error: null, tools: {}, fields: [], field_errors: {}, missing: [], title: "" };
 }
 
 export const pathKey = (path: PathKey[]): string => JSON.stringify(path);
@@ -43,8 +50,8 @@ function setAt(root: unknown, path: PathKey[], fn: (old: unknown) => unknown): u
 export function applyStreamPatch(state: StreamState, patch: Record<string, unknown>): void {
   const path = (patch.path as PathKey[] | undefined) ?? [];
   switch (patch.op) {
-    case "reset":
-      Object.assign(state, emptyStream(), { mode: patch.mode ?? "object", status: "streaming" });
+    case "reset": // the schema's fields and the title describe the view, not one stream
+      Object.assign(state, emptyStream(), { mode: patch.mode ?? "object", status: "streaming", fields: state.fields, title: state.title });
       break;
     case "set":
       state.mode = "object";
@@ -85,6 +92,10 @@ export function applyStreamPatch(state: StreamState, patch: Record<string, unkno
       state.status = String(patch.status);
       if (patch.error != null) state.error = String(patch.error);
       if ("value" in patch && patch.value !== undefined) state.value = patch.value;
+      if (patch.field_errors && typeof patch.field_errors === "object") {
+        state.field_errors = { ...(patch.field_errors as Record<string, string>) };
+        state.missing = Array.isArray(patch.missing) ? (patch.missing as string[]).slice() : [];
+      }
       break;
   }
 }

@@ -1,17 +1,29 @@
-// TraceExplorer view: a virtualized tree (only rows on screen are in the DOM), search that
-// keeps ancestors of matches, a detail pane, expand state shared by all views of the model.
+// TraceExplorer view: a virtualized tree (only rows on screen are in the DOM) with a timeline
+// (waterfall) column on a shared time axis, search that keeps ancestors of matches, a
+// resizable / maximizable detail pane built for reading, keyboard navigation, and view state
+// (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { clear, errorText, fmtCost, fmtDuration, h, injectCss, jsonTree } from "./dom";
-import { Patch, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
+import { asText, chatView, clear, copyButton, errorText, fmtCost, fmtDuration, h, injectCss, messageTurns, readable } from "./dom";
+import { Patch, Rollup, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
 
 const ROW_H = 22;
-const VIEWPORT_H = 360;
+const MAIN_H = 440;
+const NARROW_PX = 760;
 
 interface Model {
   get(name: string): any;
+  set(name: string, value: unknown): void;
+  save_changes(): void;
   on(event: string, cb: (...args: any[]) => void): void;
   off(event?: string, cb?: (...args: any[]) => void): void;
   send(content: unknown): void;
+}
+
+interface Layout {
+  timeline: boolean;
+  split: number; // tree pane share of the width, 0.2–0.8
+  height: number; // px of the tree + detail area
+  max: boolean; // detail maximized
 }
 
 interface Shared {
@@ -21,29 +33,70 @@ interface Shared {
   query: string;
   seq: number;
   layout: number;
+  view: Layout;
   requested: Set<string>;
   summary: Record<string, any> | null;
+  /** The trace's time axis [earliest start, latest end or start]: recomputed on a full load,
+   *  widened by each live patch (O(patch), not O(nodes), per frame). */
+  span: [number, number];
   listeners: Set<(patches: Patch[]) => void>;
 }
 
 type Hook = (info: { patches: Patch[]; renderedAt: number; nodes: number }) => void;
 
 const CSS = `
-.lfx-te{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px}
-.lfx-te-bar{display:flex;gap:8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#ddd)}
-.lfx-te-bar input{flex:1;min-width:80px}
-.lfx-te-main{display:flex}
-.lfx-te-scroll{flex:3;height:${VIEWPORT_H}px;overflow:auto;position:relative}
-.lfx-te-row{position:absolute;left:0;right:0;height:${ROW_H}px;display:flex;align-items:center;gap:6px;white-space:nowrap;cursor:pointer;padding-right:6px;box-sizing:border-box}
-.lfx-te-row:hover{background:var(--jp-layout-color2,#f3f3f3)}
-.lfx-te-row.lfx-sel{background:var(--jp-brand-color3,#dbe8fb)}
+.lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff)}
+.lfx-te-bar{display:flex;flex-wrap:wrap;gap:6px 8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
+.lfx-te-bar input{flex:1 1 220px;min-width:160px;font:inherit;padding:2px 6px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
+.lfx-te-bar .lfx-te-tools{display:flex;gap:4px;margin-left:auto}
+.lfx-te-bar button[aria-pressed=true]{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000)}
+.lfx-te-main{display:flex;height:${MAIN_H}px;min-height:160px;overflow:hidden;resize:vertical}
+.lfx-te-left{display:flex;flex-direction:column;min-width:0;flex:0 0 62%;container-type:inline-size}
+.lfx-te-head,.lfx-te-row{display:flex;align-items:center;gap:6px;white-space:nowrap;box-sizing:border-box;padding-right:6px}
+.lfx-te-head{height:20px;font-size:11px;color:var(--jp-ui-font-color2,#757575);border-bottom:1px solid var(--jp-border-color2,#e0e0e0);padding-left:22px;scrollbar-gutter:stable;overflow:hidden}
+.lfx-te-scroll{flex:1;overflow:auto;position:relative;outline:none;scrollbar-gutter:stable}
+.lfx-te-scroll:focus-visible{box-shadow:inset 0 0 0 2px var(--jp-brand-color1,#2196f3)}
+.lfx-te-row{position:absolute;left:0;right:0;height:${ROW_H}px;cursor:pointer}
+.lfx-te-row:hover{background:var(--jp-layout-color2,#eee)}
+.lfx-te-row.lfx-sel{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000);box-shadow:inset 3px 0 0 var(--jp-brand-color1,#2196f3)}
+.lfx-te-row.lfx-sel *{color:var(--jp-ui-font-color0,#000)}
 .lfx-te-row.lfx-match .lfx-te-name{text-decoration:underline dotted}
-.lfx-te-caret{width:14px;text-align:center;flex:none;color:#666}
-.lfx-te-kind{font-size:10px;color:#555;border:1px solid #ccc;border-radius:3px;padding:0 3px;flex:none}
-.lfx-te-name{overflow:hidden;text-overflow:ellipsis;flex:1}
-.lfx-te-num{color:#666;font-size:11px;flex:none}
-.lfx-te-detail{flex:2;border-left:1px solid var(--jp-border-color2,#ddd);padding:6px;height:${VIEWPORT_H}px;overflow:auto;box-sizing:border-box}
-.lfx-te-detail h4{margin:6px 0 2px 0;font-size:12px}
+.lfx-te-caret{width:14px;text-align:center;flex:none;color:var(--jp-ui-font-color1,#222)}
+.lfx-te-kind{font-size:10px;color:var(--jp-ui-font-color1,#222);border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;padding:0 3px;flex:none}
+.lfx-te-label{overflow:hidden;text-overflow:ellipsis;flex:1 1 auto;min-width:40px}
+.lfx-te-hint{color:var(--jp-ui-font-color2,#757575);margin-left:6px}
+.lfx-te-c{flex:none;text-align:right;font-size:11px;font-variant-numeric:tabular-nums;color:var(--jp-ui-font-color1,#222)}
+.lfx-te-c-st{width:64px;text-align:center}
+.lfx-te-c-st .lfx-st{min-width:56px}
+.lfx-te-c-dur{width:52px}
+.lfx-te-c-tok{width:58px}
+.lfx-te-c-cost{width:50px}
+.lfx-te-c-tl{width:22cqi;min-width:70px;position:relative;height:12px;text-align:left;overflow:hidden}
+.lfx-te-head .lfx-te-c-tl{height:auto}
+@container (max-width: 620px){.lfx-te-c-tok,.lfx-te-c-cost{display:none}}
+@container (max-width: 420px){.lfx-te-c-tl{display:none}}
+.lfx-te-nol .lfx-te-c-tl{display:none}
+.lfx-te-bar-tl{position:absolute;top:1px;height:10px;min-width:2px;border-radius:2px;background:var(--lfx-c,var(--jp-ui-font-color2,#757575));opacity:.9}
+.lfx-te-bar-tl.k-query{--lfx-c:var(--lfx-run)}
+.lfx-te-bar-tl.k-tool_call{--lfx-c:var(--lfx-warn)}
+.lfx-te-bar-tl.k-action,.lfx-te-bar-tl.k-session{--lfx-c:color-mix(in srgb,var(--jp-ui-font-color1,#222) 45%,transparent)}
+.lfx-te-bar-tl.k-log{--lfx-c:var(--jp-ui-font-color2,#757575);width:2px!important;min-width:2px}
+.lfx-te-bar-tl.s-failed,.lfx-te-bar-tl.s-timed_out{--lfx-c:var(--lfx-bad)}
+.lfx-te-bar-tl.s-denied,.lfx-te-bar-tl.s-cancelled{background:repeating-linear-gradient(45deg,var(--lfx-warn) 0 3px,transparent 3px 6px);outline:1px solid var(--lfx-warn)}
+.lfx-te-bar-tl.s-running{opacity:.55}
+.lfx-te-bar-tl.w-human{background:repeating-linear-gradient(90deg,var(--lfx-warn) 0 2px,transparent 2px 4px)}
+.lfx-te-axis{display:flex;justify-content:space-between}
+.lfx-te-split{flex:0 0 6px;cursor:col-resize;background:var(--jp-border-color2,#e0e0e0)}
+.lfx-te-split:hover{background:var(--jp-brand-color2,#64b5f6)}
+.lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box}
+.lfx-te-detail h4{display:flex;align-items:center;gap:6px;margin:10px 0 3px 0;font-size:12px}
+.lfx-te-detail h4 .lfx-copy{margin-left:auto}
+.lfx-te-empty{padding:12px;color:var(--jp-ui-font-color2,#757575)}
+.lfx-te.lfx-max .lfx-te-left,.lfx-te.lfx-max .lfx-te-split{display:none}
+.lfx-te.lfx-narrow .lfx-te-main{flex-direction:column}
+.lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%!important}
+.lfx-te.lfx-narrow .lfx-te-split{display:none}
+.lfx-te.lfx-narrow .lfx-te-detail{border-top:1px solid var(--jp-border-color2,#e0e0e0)}
 `;
 
 const DETAIL_ORDER: [string, string][] = [
@@ -59,7 +112,7 @@ const DETAIL_ORDER: [string, string][] = [
   ["decision", "Policy decision"],
   ["usage", "Usage"],
 ];
-const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial"]);
+const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial", "hint"]);
 
 /** Benchmarks set `globalThis.__lfxTimings = []` to get a breakdown of where time goes. */
 function timing(label: string, since: number): void {
@@ -73,8 +126,69 @@ function mark(label: string): void {
   if (Array.isArray(t)) t.push([`@${label}`, Date.now()]);
 }
 
+function defaultLayout(): Layout {
+  return { timeline: true, split: 0.62, height: MAIN_H, max: false };
+}
+
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, requested: new Set(), summary: null, listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], listeners: new Set() };
+}
+
+/** Widen `span` to cover a node's (or a patch's) start and end. */
+function widen(span: [number, number], n: Record<string, unknown>): void {
+  if (typeof n.start === "number") {
+    if (n.start < span[0]) span[0] = n.start;
+    if (n.start > span[1]) span[1] = n.start;
+  }
+  if (typeof n.end === "number" && n.end > span[1]) span[1] = n.end;
+}
+
+/** Cost of a subtree as a reader should see it: "—" when no node in it has a known price. */
+export function costText(r: Rollup | undefined): string {
+  if (!r) return "";
+  if (!r.priced) return r.tokens ? "—" : "";
+  return fmtCost(r.cost) || "$0";
+}
+
+function tokensText(n: number): string {
+  return n ? `${n.toLocaleString("en-US")} tok` : "";
+}
+
+/** A query node as a conversation: its system message, the prompt as sent, the answer (with
+ *  any tool calls). Null for other nodes or when the record has no prompt. */
+export function conversation(node: TraceNode): unknown[] | null {
+  if (node.kind !== "query") return null;
+  const inp = node.inputs as Record<string, any> | undefined;
+  const out = node.outputs as Record<string, any> | undefined;
+  if (!inp || typeof inp !== "object") return null;
+  const turns: unknown[] = [];
+  const system = inp.options?.system_message ?? inp.system_message;
+  if (typeof system === "string" && system) turns.push({ role: "system", text: system });
+  const sent = messageTurns(inp.rendered_prompt ?? inp.messages ?? inp.prompt);
+  if (sent) turns.push(...sent.turns);
+  else if (typeof inp.prompt === "string") turns.push({ role: "user", text: inp.prompt });
+  if (out && typeof out === "object") {
+    // the model's reasoning, when the trace kept it, as its own block before the answer
+    const parts: unknown[] = Array.isArray(out.reasoning) ? out.reasoning : out.reasoning ? [out.reasoning] : [];
+    for (const r of parts) {
+      const text = typeof r === "string" ? r : (r as any)?.redacted ? "(redacted by the provider)" : String((r as any)?.text ?? "");
+      if (text) turns.push({ role: "reasoning", text });
+    }
+    const answer = messageTurns(out.response ?? out.message);
+    if (answer) turns.push(...answer.turns);
+    else if (typeof out.text === "string" || Array.isArray(out.tool_calls)) {
+      turns.push({ role: "assistant", text: out.text ?? "", tool_calls: out.tool_calls });
+    }
+  }
+  return turns.length ? turns : null;
+}
+
+/** Time a person spent deciding (recorded by the approval flow), in seconds, if any. */
+function humanWait(node: TraceNode): number | null {
+  const d = node.decision as Record<string, unknown> | undefined;
+  const m = node.metadata as Record<string, unknown> | undefined;
+  for (const v of [d?.wait_seconds, m?.wait_seconds, m?.human_wait]) if (typeof v === "number") return v;
+  return null;
 }
 
 export default () => {
@@ -106,16 +220,52 @@ export default () => {
     if (state && Array.isArray(state.nodes)) {
       const t0 = performance.now();
       shared.store.load(state.nodes as TraceNode[]);
+      shared.span = [Infinity, -Infinity];
+      for (const n of shared.store.nodes.values()) widen(shared.span, n);
       timing("store.load", t0);
       shared.summary = state.summary ?? null;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
     }
   }
 
+  function restoreView(saved: any): void {
+    if (!saved || typeof saved !== "object") return;
+    if (typeof saved.selected === "string") shared.selected = saved.selected;
+    if (typeof saved.query === "string") shared.query = saved.query;
+    if (Array.isArray(saved.expanded)) {
+      for (const e of saved.expanded) if (Array.isArray(e) && typeof e[0] === "string") shared.expanded.set(e[0], !!e[1]);
+      shared.layout++;
+    }
+    const v = saved.view;
+    if (v && typeof v === "object") {
+      shared.view = {
+        timeline: v.timeline !== false,
+        split: typeof v.split === "number" ? Math.min(0.8, Math.max(0.2, v.split)) : 0.62,
+        height: typeof v.height === "number" ? Math.max(160, v.height) : MAIN_H,
+        max: !!v.max,
+      };
+    }
+  }
+
+  let saveTimer: ReturnType<typeof setTimeout> | undefined;
+  function saveView(model: Model): void {
+    clearTimeout(saveTimer);
+    saveTimer = setTimeout(() => {
+      model.set("view_state", {
+        selected: shared.selected,
+        query: shared.query,
+        expanded: [...shared.expanded.entries()],
+        view: { ...shared.view },
+      });
+      model.save_changes();
+    }, 300);
+  }
+
   return {
     initialize({ model }: { model: Model }) {
       mark("initialize");
       applyState(decode(model.get("state")));
+      restoreView(model.get("view_state"));
       // The synced state trait: newer than what this page has seen (page reload, a state set
       // after the widget opened, a saved trace) → adopt it. Equal seq: already applied live.
       model.on("change:state", () => {
@@ -136,7 +286,10 @@ export default () => {
           const patches = msg.events as Patch[];
           for (const p of patches) {
             if (p.op === "summary") shared.summary = (p.summary as Record<string, any>) ?? null;
-            else shared.store.apply(p);
+            else {
+              shared.store.apply(p);
+              widen(shared.span, p);
+            }
           }
           for (const l of shared.listeners) l(patches);
         } else if (msg?.kind === KINDS.DETAIL && msg.node) {
@@ -150,47 +303,90 @@ export default () => {
     },
 
     render({ model, el }: { model: Model; el: HTMLElement }) {
-      const root = h("div", { class: "lfx lfx-te" });
+      // JupyterLab's own shortcuts (↑/↓ move between cells…) stay out of the explorer's keys
+      const root = h("div", { class: "lfx lfx-te", "data-lm-suppress-shortcuts": "true" });
       injectCss(root, CSS);
       const title = h("b", { text: model.get("title") || "Trace" });
-      const search = h("input", { type: "search", placeholder: "filter: name, kind, status, error…" }) as HTMLInputElement;
+      const search = h("input", { type: "search", class: "lfx-te-filter", placeholder: "filter: name, kind, status, message, error…  ( / )" }) as HTMLInputElement;
       search.value = shared.query;
-      const summary = h("span", { class: "lfx-muted" });
-      const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0 });
+      const summary = h("span", { class: "lfx-muted lfx-te-summary" });
+      const timelineBtn = h("button", { class: "lfx-btn lfx-te-tl-toggle", type: "button", title: "Show or hide the timeline column", text: "Timeline" });
+      const maxBtn = h("button", { class: "lfx-btn lfx-te-max", type: "button", title: "Maximize the details (Enter / Esc)", text: "⤢ Details" });
+      const head = h("div", { class: "lfx-te-head" },
+        h("span", { class: "lfx-te-label", text: "name" }),
+        h("span", { class: "lfx-te-c lfx-te-c-st", text: "status" }),
+        h("span", { class: "lfx-te-c lfx-te-c-dur", text: "duration" }),
+        h("span", { class: "lfx-te-c lfx-te-c-tok", text: "tokens Σ", title: "this node and all below it" }),
+        h("span", { class: "lfx-te-c lfx-te-c-cost", text: "cost Σ", title: "this node and all below it; — when no price is known" }));
+      const axis = h("span", { class: "lfx-te-c lfx-te-c-tl lfx-te-axis" });
+      head.append(axis);
+      const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0, "aria-label": "trace tree" });
       const spacer = h("div", { style: "position:relative;width:100%" });
-      scroll.append(spacer);
-      const detail = h("div", { class: "lfx-te-detail" });
-      root.append(h("div", { class: "lfx-te-bar" }, title, search, summary), h("div", { class: "lfx-te-main" }, scroll, detail));
+      const empty = h("div", { class: "lfx-te-empty", style: "display:none" });
+      scroll.append(spacer, empty);
+      const left = h("div", { class: "lfx-te-left" }, head, scroll);
+      const split = h("div", { class: "lfx-te-split", role: "separator", "aria-orientation": "vertical", title: "drag to resize" });
+      const detail = h("div", { class: "lfx-te-detail", tabindex: -1 });
+      const main = h("div", { class: "lfx-te-main" }, left, split, detail);
+      root.append(h("div", { class: "lfx-te-bar" }, title, search, summary, h("span", { class: "lfx-te-tools" }, timelineBtn, maxBtn)), main);
       el.append(root);
 
       const rows = new RowModel(shared.store);
       let frame = 0;
       let detailFor = "";
+      let layoutKey = "";
       const pool: HTMLElement[] = [];
+
+      const notify = () => {
+        for (const l of shared.listeners) l([]);
+        saveView(model);
+      };
 
       const schedule = (patches: Patch[]) => {
         pendingPatches = pendingPatches.concat(patches);
         if (!frame) frame = requestAnimationFrame(draw);
       };
 
+      function applyLayout(): void {
+        const v = shared.view;
+        const key = `${v.timeline}|${v.split}|${v.height}|${v.max}`;
+        if (key === layoutKey) return;
+        layoutKey = key;
+        root.classList.toggle("lfx-te-nol", !v.timeline);
+        root.classList.toggle("lfx-max", v.max);
+        timelineBtn.setAttribute("aria-pressed", String(v.timeline));
+        maxBtn.setAttribute("aria-pressed", String(v.max));
+        maxBtn.textContent = v.max ? "⤡ Tree" : "⤢ Details";
+        left.style.flexBasis = `${Math.round(v.split * 100)}%`;
+        main.style.height = `${v.max ? Math.max(v.height, 560) : v.height}px`;
+      }
+
+      /** The shared time axis (at least 1 ms long). */
+      function timeSpan(): [number, number] {
+        const [lo, hi] = shared.span;
+        return Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
+      }
+
       function draw(): void {
         frame = 0;
         const t0 = performance.now();
         const store = shared.store;
+        applyLayout();
         rows.update(shared.expanded, shared.query, String(shared.layout));
         timing("rows", t0);
         const count = rows.ids.length;
         spacer.style.height = `${count * ROW_H}px`;
-        // short traces get a short pane; long ones scroll inside VIEWPORT_H
-        const paneH = `${Math.min(VIEWPORT_H, Math.max(count, 8) * ROW_H + 2)}px`;
-        if (scroll.style.height !== paneH) {
-          scroll.style.height = paneH;
-          detail.style.height = paneH;
-        }
-        const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || VIEWPORT_H, ROW_H, count);
+        const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || shared.view.height, ROW_H, count);
         const t1 = performance.now();
         const roll = store.rollups();
         timing("rollups", t1);
+        const [lo, hi] = timeSpan();
+        const axisText = shared.view.timeline ? fmtDuration((hi - lo) * 1000) : "";
+        if (axis.dataset.total !== axisText) {
+          axis.dataset.total = axisText;
+          axis.textContent = "";
+          if (axisText) axis.append(h("span", { text: "0" }), h("span", { text: axisText }));
+        }
         for (let i = start; i < end; i++) {
           const id = rows.ids[i];
           const slot = i - start;
@@ -200,18 +396,26 @@ export default () => {
             pool[slot] = div;
             spacer.append(div);
           }
-          fillRow(div, id, store.nodes.get(id)!, roll.get(id));
+          const node = store.nodes.get(id)!;
+          fillRow(div, id, node, roll.get(id));
+          placeBar(div, node, lo, hi);
           div.style.top = `${i * ROW_H}px`;
           div.style.display = "";
         }
         for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
+        if (count === 0) {
+          empty.style.display = "";
+          empty.textContent = shared.query.trim()
+            ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${store.nodes.size} nodes.`
+            : "No trace nodes yet.";
+        } else empty.style.display = "none";
         const c = store.statusCounts;
         const running = c.get("running") ?? 0;
         const failed = (c.get("failed") ?? 0) + (c.get("denied") ?? 0) + (c.get("timed_out") ?? 0);
-        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied` +
-          (typeof shared.summary?.cost === "number" ? ` · ${fmtCost(shared.summary.cost) || "$0"} total` : "") +
+        const total = typeof shared.summary?.cost === "number" ? ` · total cost ${fmtCost(shared.summary.cost) || "$0"}` : "";
+        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied${total}` +
           (shared.query ? ` · ${count} shown` : "");
-        drawDetail();
+        drawDetail(roll);
         timing("draw", t0);
         mark("drawn");
         const patches = pendingPatches;
@@ -220,52 +424,93 @@ export default () => {
         if (hook) hook({ patches, renderedAt: Date.now(), nodes: store.nodes.size });
       }
 
-      // expansion is shared by all views of this model: a shared counter says it changed
-      const bumpLayout = () => shared.layout++;
-      function fillRow(div: HTMLElement, id: string, node: TraceNode, r: { tokens: number; cost: number } | undefined): void {
+      /** Position a row's timeline bar on the axis (a style update; the row is not rebuilt). */
+      function placeBar(div: HTMLElement, node: TraceNode, lo: number, hi: number): void {
+        const bar = div.querySelector(".lfx-te-bar-tl") as HTMLElement | null;
+        if (!bar || typeof node.start !== "number") return;
+        const total = hi - lo;
+        const status = String(node.status ?? "");
+        const endT = typeof node.end === "number" ? node.end : status === "running" ? hi : node.start;
+        const left = `${(((node.start - lo) / total) * 100).toFixed(3)}%`;
+        const width = `${Math.max(0, ((endT - node.start) / total) * 100).toFixed(3)}%`;
+        if (bar.style.left !== left) bar.style.left = left;
+        if (bar.style.width !== width) bar.style.width = width;
+      }
+
+      function fillRow(div: HTMLElement, id: string, node: TraceNode, r: Rollup | undefined): void {
         const kids = shared.store.children(id);
         const hasChildren = rows.matches ? kids.some((k) => rows.depth.has(k)) : kids.length > 0;
         const expanded = hasChildren && rows.isOpen(id, shared.expanded);
         const match = rows.matches?.has(id) ?? false;
+        const tl = shared.view.timeline;
         // rebuild the row's cells only when something it shows changed
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${rows.depth.get(id)}`;
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
         div.className = `lfx-te-row${shared.selected === id ? " lfx-sel" : ""}${match ? " lfx-match" : ""}`;
         div.setAttribute("aria-expanded", String(expanded));
+        div.setAttribute("aria-selected", String(shared.selected === id));
         div.style.paddingLeft = `${(rows.depth.get(id) ?? 0) * 14 + 2}px`;
         clear(div);
         const status = String(node.status ?? "");
+        const dur = durationMs(node);
+        const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: String(node.name ?? id) }));
+        if (node.hint) label.append(h("span", { class: "lfx-te-hint", text: String(node.hint) }));
+        const cell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
+        if (tl && typeof node.start === "number") {
+          const wait = humanWait(node);
+          cell.append(h("span", { class: `lfx-te-bar-tl k-${String(node.kind ?? "node")} s-${status}${wait ? " w-human" : ""}` }));
+        }
         div.append(
           h("span", { class: "lfx-te-caret", "data-caret": "1", text: hasChildren ? (expanded ? "▾" : "▸") : "" }),
           h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
-          h("span", { class: "lfx-te-name", text: String(node.name ?? id) }),
-          h("span", { class: `lfx-st lfx-st-${status}`, text: status }),
-          h("span", { class: "lfx-te-num", text: fmtDuration(durationMs(node)) }),
-          h("span", { class: "lfx-te-num", text: r && r.tokens ? `${r.tokens} tok` : "" }),
-          h("span", { class: "lfx-te-num", text: r ? fmtCost(r.cost) : "" }),
+          label,
+          h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: `lfx-st lfx-st-${status}`, text: status })),
+          h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: dur === null ? (status === "running" ? "…" : "—") : fmtDuration(dur) }),
+          h("span", { class: "lfx-te-c lfx-te-c-tok", text: r ? tokensText(r.tokens) : "" }),
+          h("span", { class: "lfx-te-c lfx-te-c-cost", text: costText(r) }),
+          cell,
         );
-        if (node.error) div.title = errorText(node.error);
-        else div.removeAttribute("title");
+        const tip = [`${node.kind ?? "node"} ${node.name ?? id}: ${status}`, dur === null ? "duration —" : `duration ${fmtDuration(dur)}`];
+        if (r && r.tokens) tip.push(`${r.tokens.toLocaleString("en-US")} tokens (this subtree)`);
+        tip.push(`cost ${costText(r) || "—"}`);
+        const wait = humanWait(node);
+        if (wait !== null) tip.push(`waiting for a person ${fmtDuration(wait * 1000)}`);
+        if (node.error) tip.push(errorText(node.error));
+        div.title = tip.join(" · ");
       }
 
-      function drawDetail(): void {
+      function section(label: string, value: unknown): void {
+        detail.append(h("h4", {}, h("span", { text: label }), copyButton(() => (label === "Error" ? errorText(value) : asText(value)))));
+        detail.append(label === "Error" ? h("div", { class: "lfx-err", text: errorText(value) }) : readable(value));
+      }
+
+      function drawDetail(roll: Map<string, Rollup>): void {
         const id = shared.selected;
         const node = id ? shared.store.nodes.get(id) : undefined;
-        const key = node ? `${id}:${shared.store.version}` : "";
+        const hidden = !!node && !!shared.query.trim() && !rows.depth.has(node.id); // filtered out
+        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${roll.get(node.id)?.tokens}` : `none:${shared.query}`;
         if (key === detailFor) return;
         detailFor = key;
         clear(detail);
-        if (!node) {
-          detail.append(h("div", { class: "lfx-muted", text: "Select a node to see its details." }));
+        if (!node || hidden) {
+          detail.append(h("div", { class: "lfx-muted", text: hidden
+            ? "The selected node is hidden by the filter."
+            : "Select a node to see its details (click, or ↑/↓ then Enter)." }));
           return;
         }
-        const r = shared.store.rollups().get(node.id);
+        const r = roll.get(node.id);
+        const dur = durationMs(node);
+        const own = r ? r.tokens - [...shared.store.children(node.id)].reduce((s, k) => s + (roll.get(k)?.tokens ?? 0), 0) : 0;
         detail.append(
           h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: `lfx-st lfx-st-${node.status}`, text: String(node.status ?? "") })),
-          h("div", { class: "lfx-muted", text: `${node.kind ?? "node"} · ${fmtDuration(durationMs(node)) || "—"}` +
-            (r ? ` · ${r.tokens} tokens · ${fmtCost(r.cost) || "$0"} (incl. ${r.descendants} below)` : "") }),
+          h("div", { class: "lfx-muted lfx-te-meta", text: [
+            `${node.kind ?? "node"}`,
+            `duration ${dur === null ? "—" : fmtDuration(dur)}`,
+            r && r.tokens ? `tokens ${r.tokens.toLocaleString("en-US")} in this subtree (${own.toLocaleString("en-US")} in this node)` : "tokens —",
+            `cost ${costText(r) || "—"}${r && r.priced ? " in this subtree" : " (no price known)"}`,
+          ].join(" · ") }),
         );
         if (node.partial) {
           // snapshots carry summaries; the full record (prompt, response, args…) on demand
@@ -276,16 +521,46 @@ export default () => {
           detail.append(h("div", { class: "lfx-muted", text: "loading details…" }));
         }
         const shown = new Set<string>();
+        if (node.error != null && node.error !== "") {
+          shown.add("error");
+          section("Error", node.error);
+        }
+        const chat = conversation(node);
+        if (chat) {
+          detail.append(h("h4", {}, h("span", { text: "Conversation" }), copyButton(() => asText(chat))));
+          detail.append(chatView(chat) ?? readable(chat));
+          const out = node.outputs as Record<string, unknown> | undefined;
+          if (out && typeof out === "object" && out.result !== undefined) section("Result", out.result);
+        }
         for (const [k, label] of DETAIL_ORDER) {
-          if (node[k] == null || node[k] === "") continue;
+          if (shown.has(k) || node[k] == null || node[k] === "") continue;
           shown.add(k);
-          detail.append(h("h4", { text: label }));
-          detail.append(k === "error" ? h("div", { class: "lfx-err", text: errorText(node[k]) }) : jsonTree(node[k]));
+          section(label, node[k]);
         }
         for (const [k, v] of Object.entries(node)) {
           if (shown.has(k) || SUMMARY_KEYS.has(k) || v == null || v === "") continue;
-          detail.append(h("h4", { text: k }), jsonTree(v));
+          section(k, v);
         }
+      }
+
+      function select(id: string | null, reveal = false): void {
+        shared.selected = id;
+        if (reveal && id) {
+          const i = rows.ids.indexOf(id);
+          if (i >= 0) {
+            const top = i * ROW_H;
+            if (top < scroll.scrollTop) scroll.scrollTop = top;
+            else if (top + ROW_H > scroll.scrollTop + scroll.clientHeight) scroll.scrollTop = top + ROW_H - scroll.clientHeight;
+          }
+        }
+        notify();
+      }
+
+      function toggleMax(on?: boolean): void {
+        shared.view.max = on ?? !shared.view.max;
+        applyLayout(); // now, so the pane that gets the focus is visible
+        (shared.view.max ? detail : scroll).focus();
+        notify();
       }
 
       scroll.addEventListener("scroll", () => schedule([]));
@@ -296,29 +571,106 @@ export default () => {
         const id = rowEl.dataset.id;
         if (target.dataset.caret && shared.store.children(id).length) {
           shared.expanded.set(id, !rows.isOpen(id, shared.expanded));
-          bumpLayout();
-        } else shared.selected = id;
-        for (const l of shared.listeners) l([]);
+          shared.layout++;
+          notify();
+        } else select(id);
+      });
+      scroll.addEventListener("dblclick", (ev) => {
+        if ((ev.target as HTMLElement).closest(".lfx-te-row")) toggleMax(true);
       });
       scroll.addEventListener("keydown", (ev) => {
+        const n = rows.ids.length;
+        if (!n) return;
         const idx = shared.selected === null ? -1 : rows.ids.indexOf(shared.selected);
         const id = idx >= 0 ? rows.ids[idx] : null;
-        if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
-          const next = rows.ids[Math.max(0, Math.min(rows.ids.length - 1, idx + (ev.key === "ArrowDown" ? 1 : -1)))];
-          if (next) shared.selected = next;
-        } else if ((ev.key === "ArrowRight" || ev.key === "ArrowLeft") && id && shared.store.children(id).length) {
-          shared.expanded.set(id, ev.key === "ArrowRight");
-          bumpLayout();
-        } else return;
+        const page = Math.max(1, Math.floor((scroll.clientHeight || shared.view.height) / ROW_H) - 1);
+        const go = (i: number) => select(rows.ids[Math.max(0, Math.min(n - 1, i))], true);
+        switch (ev.key) {
+          case "ArrowDown": go(idx + 1); break;
+          case "ArrowUp": go(idx < 0 ? 0 : idx - 1); break;
+          case "Home": go(0); break;
+          case "End": go(n - 1); break;
+          case "PageDown": go(idx + page); break;
+          case "PageUp": go(idx - page); break;
+          case "ArrowRight":
+          case "ArrowLeft": {
+            if (!id) { go(0); break; }
+            const open = rows.isOpen(id, shared.expanded) && shared.store.children(id).length > 0;
+            if (ev.key === "ArrowRight" && shared.store.children(id).length && !open) {
+              shared.expanded.set(id, true);
+              shared.layout++;
+              notify();
+            } else if (ev.key === "ArrowLeft" && open) {
+              shared.expanded.set(id, false);
+              shared.layout++;
+              notify();
+            } else if (ev.key === "ArrowLeft") {
+              const parent = shared.store.nodes.get(id)?.parent;
+              if (parent != null && rows.depth.has(parent)) select(parent, true);
+            } else if (ev.key === "ArrowRight") go(idx + 1);
+            break;
+          }
+          case "Enter": if (id) toggleMax(true); break;
+          default: return;
+        }
         ev.preventDefault();
-        for (const l of shared.listeners) l([]);
       });
+      root.addEventListener("keydown", (ev) => {
+        const t = ev.target as HTMLElement;
+        const typing = t.tagName === "INPUT" || t.tagName === "TEXTAREA";
+        if (ev.key === "/" && !typing) {
+          ev.preventDefault();
+          ev.stopPropagation();
+          search.focus();
+          search.select();
+        } else if (ev.key === "Escape" && shared.view.max) {
+          ev.stopPropagation();
+          toggleMax(false);
+        } else if (ev.key === "Escape" && t === search) {
+          scroll.focus();
+        }
+      });
+      timelineBtn.addEventListener("click", () => {
+        shared.view.timeline = !shared.view.timeline;
+        notify();
+      });
+      maxBtn.addEventListener("click", () => toggleMax());
+      split.addEventListener("pointerdown", (ev) => {
+        ev.preventDefault();
+        split.setPointerCapture(ev.pointerId);
+        const box = main.getBoundingClientRect();
+        const move = (e: PointerEvent) => {
+          shared.view.split = Math.min(0.8, Math.max(0.2, (e.clientX - box.left) / box.width));
+          for (const l of shared.listeners) l([]);
+        };
+        const up = () => {
+          split.removeEventListener("pointermove", move);
+          split.removeEventListener("pointerup", up);
+          saveView(model);
+        };
+        split.addEventListener("pointermove", move);
+        split.addEventListener("pointerup", up);
+      });
+      // The main area is resizable (CSS resize); keep the chosen height.
+      const sizes = new ResizeObserver(() => {
+        const w = root.getBoundingClientRect().width;
+        root.classList.toggle("lfx-narrow", w > 0 && w < NARROW_PX);
+        const hpx = Math.round(main.getBoundingClientRect().height);
+        if (!shared.view.max && hpx >= 160 && Math.abs(hpx - shared.view.height) > 4) {
+          shared.view.height = hpx;
+          layoutKey = `${shared.view.timeline}|${shared.view.split}|${hpx}|${shared.view.max}`;
+          saveView(model);
+          schedule([]);
+        }
+      });
+      sizes.observe(root);
+      sizes.observe(main);
       let searchTimer: ReturnType<typeof setTimeout> | undefined;
       search.addEventListener("input", () => {
         clearTimeout(searchTimer);
         searchTimer = setTimeout(() => {
           shared.query = search.value;
-          for (const l of shared.listeners) l([]);
+          notify();
         }, 120);
       });
       const onTitle = () => (title.textContent = model.get("title") || "Trace");
@@ -335,6 +687,7 @@ export default () => {
       return () => {
         shared.listeners.delete(listener);
         model.off("change:title", onTitle);
+        sizes.disconnect();
         if (frame) cancelAnimationFrame(frame);
       };
     },

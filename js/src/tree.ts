@@ -25,6 +25,8 @@ export interface Rollup {
   tokens: number;
   cost: number;
   descendants: number;
+  /** How many nodes of the subtree carry a known cost (0: the cost is unknown, not $0). */
+  priced: number;
 }
 
 export interface Row {
@@ -52,7 +54,7 @@ export class TraceStore {
   private waiting = new Set<string>();
   private structureEpoch = -1;
   private roll = new Map<string, Rollup>();
-  private own = new Map<string, [number, number]>();
+  private own = new Map<string, [number, number, number]>();
   private rollEpoch = -1;
 
   private stamps = new Map<string, number>();
@@ -100,14 +102,16 @@ export class TraceStore {
     if (this.rollEpoch === this.epoch) {
       const t = tokensOf(node);
       const c = costOf(node);
-      this.own.set(id, [t, c]);
-      this.roll.set(id, { tokens: t, cost: c, descendants: 0 });
+      const p = hasCost(node) ? 1 : 0;
+      this.own.set(id, [t, c, p]);
+      this.roll.set(id, { tokens: t, cost: c, descendants: 0, priced: p });
       for (const a of this.ancestors(id)) {
         const r = this.roll.get(a);
         if (r) {
           r.tokens += t;
           r.cost += c;
           r.descendants += 1;
+          r.priced += p;
         }
       }
     }
@@ -135,16 +139,18 @@ export class TraceStore {
 
   private updateOwn(node: TraceNode): void {
     if (this.rollEpoch !== this.epoch) return;
-    const prev = this.own.get(node.id) ?? [0, 0];
+    const prev = this.own.get(node.id) ?? [0, 0, 0];
     const t = tokensOf(node);
     const c = costOf(node);
-    if (t === prev[0] && c === prev[1]) return;
-    this.own.set(node.id, [t, c]);
+    const p = hasCost(node) ? 1 : 0;
+    if (t === prev[0] && c === prev[1] && p === prev[2]) return;
+    this.own.set(node.id, [t, c, p]);
     for (const a of [node.id, ...this.ancestors(node.id)]) {
       const r = this.roll.get(a);
       if (r) {
         r.tokens += t - prev[0];
         r.cost += c - prev[1];
+        r.priced += p - prev[2];
       }
     }
   }
@@ -207,14 +213,15 @@ export class TraceStore {
         continue;
       }
       const node = this.nodes.get(id)!;
-      const own: Rollup = { tokens: tokensOf(node), cost: costOf(node), descendants: 0 };
-      this.own.set(id, [own.tokens, own.cost]);
+      const own: Rollup = { tokens: tokensOf(node), cost: costOf(node), descendants: 0, priced: hasCost(node) ? 1 : 0 };
+      this.own.set(id, [own.tokens, own.cost, own.priced]);
       for (const c of this.kids.get(id) ?? []) {
         const r = out.get(c);
         if (!r) continue;
         own.tokens += r.tokens;
         own.cost += r.cost;
         own.descendants += r.descendants + 1;
+        own.priced += r.priced;
       }
       out.set(id, own);
     }
@@ -318,16 +325,24 @@ export function costOf(node: TraceNode): number {
   return u && typeof u.cost === "number" ? u.cost : 0;
 }
 
+/** Whether the node itself carries a cost (a price was known), as opposed to no cost data. */
+export function hasCost(node: TraceNode): boolean {
+  if (typeof node.cost === "number") return true;
+  const u = node.usage as Record<string, unknown> | null | undefined;
+  return !!u && typeof u.cost === "number";
+}
+
 /** Trace times are seconds on the session's clock; a running node has no duration yet. */
 export function durationMs(node: TraceNode): number | null {
   if (typeof node.start !== "number" || typeof node.end !== "number") return null;
   return Math.max(0, (node.end - node.start) * 1000);
 }
 
-/** The text a search matches against: name, kind, status, error. */
+/** The text a search matches against: name, kind, status, the row's hint (a log's message, a
+ *  query's prompt, a tool call's arguments) and error. */
 export function searchText(node: TraceNode): string {
   const err = node.error == null ? "" : typeof node.error === "string" ? node.error : JSON.stringify(node.error);
-  return `${node.name ?? ""} ${node.kind ?? ""} ${node.status ?? ""} ${err}`.toLowerCase();
+  return `${node.name ?? ""} ${node.kind ?? ""} ${node.status ?? ""} ${node.hint ?? ""} ${err}`.toLowerCase();
 }
 
 /** Default expansion when the user has not toggled a node: nodes at depth 0 and 1 are open. */

@@ -138,3 +138,42 @@ test("a live trace of 20,000 nodes grows by appending rows", () => {
   assert.equal(model.ids[22000], "f19-99"); // appended in place, no rebuild needed
   assert.equal(s.rollups().get("root")!.tokens, 2000);
 });
+
+test("cost is known only where a node carries one: '—' for unpriced subtrees, not $0", async () => {
+  const { costText } = await import("../src/trace_explorer");
+  const s = sample();
+  const r = s.rollups();
+  assert.equal(r.get("root")!.priced, 1);
+  assert.equal(costText(r.get("root")), "$0.50");
+  assert.equal(r.get("t1")!.priced, 0);
+  assert.equal(costText(r.get("t1")), "—"); // 5 tokens, no price: unknown
+  assert.equal(costText(r.get("t2")), ""); // nothing used
+  s.apply({ op: "node", id: "t1a", cost: 0 }); // a known zero is $0
+  assert.equal(costText(s.rollups().get("t1")), "$0");
+  // incremental roll-ups agree with a rebuild
+  s.apply({ op: "node", id: "q2", parent: "t1", kind: "query", name: "q", cost: 0.25 });
+  assert.equal(s.rollups().get("root")!.priced, 3);
+  assert.equal(s.rollups().get("root")!.cost, 0.75);
+});
+
+test("the filter matches a row's hint: a log's message, a query's prompt", () => {
+  const s = sample();
+  s.apply({ op: "node", id: "l1", parent: "root", kind: "log", name: "info", hint: "cache warmed in 3 ms" });
+  s.apply({ op: "node", id: "l2", parent: "root", kind: "log", name: "info", hint: "retrying request" });
+  const rows = visibleRows(s, new Map(), "RETRYING");
+  assert.deepEqual(rows.filter((r) => r.match).map((r) => r.id), ["l2"]);
+});
+
+test("a query's details read as a conversation: system, prompt, reasoning, answer with tool calls", async () => {
+  const { conversation } = await import("../src/trace_explorer");
+  const turns = conversation({
+    id: "q", kind: "query",
+    inputs: { prompt: "Hi {{x}}", options: { system_message: "Be brief." }, rendered_prompt: { role: "user", text: "Hi Ada" } },
+    outputs: { text: "Hello", tool_calls: [{ id: "c1", name: "add", args: { a: 1 } }], reasoning: [{ text: "greet" }, { redacted: true }] },
+  }) as any[];
+  assert.deepEqual(turns.map((t) => t.role), ["system", "user", "reasoning", "reasoning", "assistant"]);
+  assert.equal(turns[1].text, "Hi Ada");
+  assert.equal(turns[3].text, "(redacted by the provider)");
+  assert.deepEqual(turns[4].tool_calls, [{ id: "c1", name: "add", args: { a: 1 } }]);
+  assert.equal(conversation({ id: "t", kind: "tool_call", inputs: {} }), null);
+});

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 from collections.abc import MutableMapping
 from typing import Any, NoReturn
 
@@ -54,7 +55,16 @@ def transform_lf_cell(lines: list[str]) -> list[str]:
         f"await __import__('langfx_nb').nb.cells.run_cell_magic_async({line!r}, {body!r}, "
         "globals())"
     )
+    if _streams(line):
+        call += ";"  # the live stream view already shows the answer: no second copy in Out
     return [call + "\n"]
+
+
+def _streams(line: str) -> bool:
+    try:
+        return "--stream" in shlex.split(line)
+    except ValueError:
+        return False
 
 
 # Not run by IPython's check_complete, so a terminal still treats %%lf as a cell magic

@@ -1,80 +1,52 @@
-"""Model text shown as Markdown in a notebook, without letting it carry live HTML."""
+"""Model text shown as formatted Markdown in a notebook, without letting it carry live HTML.
+
+Model text is untrusted. Instead of escaping Markdown by hand (a regex escaper cannot know
+where a CommonMark renderer will see a code span or a fence, and two payloads got through
+one), the text is rendered here to HTML by markdown-it-py's CommonMark parser with **raw HTML
+disabled**:
+
+- every ``<tag>`` and HTML block in the text is output as escaped text;
+- link targets pass markdown-it's ``validateLink`` (no ``javascript:``, ``vbscript:``,
+  ``file:`` or non-image ``data:`` URLs, after entity decoding); such links stay plain text;
+- images are not rendered (``![alt](url)`` shows as ``!`` and a link), so displaying an
+  answer never makes the browser request a URL the model chose;
+- attribute values and text are HTML-escaped by the renderer.
+
+The notebook then receives ``text/html`` (and ``text/plain``), never ``text/markdown``: the
+frontend has nothing left to interpret, in JupyterLab, in nbconvert's HTML or elsewhere.
+"""
 
 from __future__ import annotations
 
-import html
-import re
+import functools
 from typing import Any
 
-__all__ = ["MarkdownText", "escape_markdown_html", "present"]
+from markdown_it import MarkdownIt
+
+__all__ = ["MarkdownText", "markdown_html", "present"]
+
+
+@functools.cache
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False}).disable("image")
+
+
+def markdown_html(text: str) -> str:
+    """``text`` as CommonMark rendered to HTML with raw HTML off (see the module docstring)."""
+    return f'<div class="lfx-md">{_parser().render(text)}</div>'
 
 
 class MarkdownText(str):
-    """A ``str`` that a notebook displays as Markdown: what ``%%lf query`` returns for text.
+    """A ``str`` that a notebook displays as formatted Markdown: what ``%%lf query`` returns.
 
-    Model text is untrusted, so HTML in it is shown as text (``<`` and ``&`` are escaped
-    outside code spans and fences); Markdown emphasis, lists and code still render.
+    It is still a plain ``str`` for code. Its display is :func:`markdown_html`: emphasis,
+    lists, code and safe links render; HTML in the text shows as text.
     """
 
     __slots__ = ()
 
-    def _repr_markdown_(self) -> str:
-        return escape_markdown_html(str(self))
-
-
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-def escape_markdown_html(text: str) -> str:
-    """Escape ``&``, ``<`` and ``>`` everywhere except inside code fences and code spans.
-
-    Markdown renderers pass raw HTML through (and entity references are decoded), so this
-    is what keeps ``<img onerror=...>`` in a model answer visible as text. Inside code the
-    renderer shows characters literally already, so escaping there would show ``&lt;``.
-    """
-    out: list[str] = []
-    fence: str | None = None
-    for line in text.splitlines(keepends=True):
-        m = _FENCE_RE.match(line)
-        if fence is not None:
-            out.append(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                fence = None
-            continue
-        if m:
-            fence = m.group(1)
-            out.append(line)
-            continue
-        out.append(_escape_outside_spans(line))
-    return "".join(out)
-
-
-def _escape_outside_spans(line: str) -> str:
-    parts: list[str] = []
-    pos = 0
-    while pos < len(line):
-        tick = line.find("`", pos)
-        if tick < 0:
-            break
-        rest = line[tick:]
-        run = len(rest) - len(rest.lstrip("`"))
-        close = line.find("`" * run, tick + run)
-        # A closing run must be exactly as long (CommonMark); otherwise it is literal text.
-        while close >= 0 and line[close + run : close + run + 1] == "`":
-            close = line.find("`" * run, close + run + 1)
-        if close < 0:
-            parts.append(_escape(line[pos : tick + run]))
-            pos = tick + run
-            continue
-        parts.append(_escape(line[pos:tick]))
-        parts.append(line[tick : close + run])
-        pos = close + run
-    parts.append(_escape(line[pos:]))
-    return "".join(parts)
-
-
-def _escape(text: str) -> str:
-    return html.escape(text, quote=False)
+    def _repr_html_(self) -> str:
+        return markdown_html(str(self))
 
 
 def present(value: Any) -> Any:

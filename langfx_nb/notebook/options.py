@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import difflib
 import os
 import shlex
 import typing
@@ -156,7 +157,10 @@ def resolve_type(expr: str, ns: Mapping[str, Any]) -> Any:
             for scope in (ns, vars(builtins), vars(typing)):
                 if node.id in scope:
                     return scope[node.id]
-            raise UsageError(f"--schema {expr}: no type named {node.id!r} in the notebook")
+            raise UsageError(
+                f"--schema {expr}: no type named {node.id!r} in the notebook"
+                + _did_you_mean(node.id, ns)
+            )
         if isinstance(node, ast.Attribute):
             base = build(node.value)
             try:
@@ -175,6 +179,16 @@ def resolve_type(expr: str, ns: Mapping[str, Any]) -> Any:
         raise UsageError(f"--schema {expr}: unsupported syntax")
 
     return build(tree.body)
+
+
+def _did_you_mean(name: str, ns: Mapping[str, Any]) -> str:
+    """`` (did you mean Movie?)`` when a type in the notebook is spelled almost like ``name``."""
+    types = [k for k, v in ns.items() if isinstance(v, type) and not k.startswith("_")]
+    close = difflib.get_close_matches(name, types, n=1, cutoff=0.6)
+    if not close:
+        lowered = {k.lower(): k for k in types}
+        close = [lowered[name.lower()]] if name.lower() in lowered else []
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def template(body: str) -> Template:

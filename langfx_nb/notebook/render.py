@@ -37,11 +37,19 @@ MAX_ROLLUP_NODES = 3000  # above this the static fallback shows each node's own 
 MAX_TEXT = 4000
 
 _CSS = (
-    "<style>.lfx-fb{font:12px/1.45 var(--jp-code-font-family,monospace);}"
-    ".lfx-fb ul{list-style:none;margin:0;padding-left:1.1em}.lfx-fb .lfx-k{color:#666}"
-    ".lfx-fb .lfx-st-failed,.lfx-fb .lfx-st-denied,.lfx-fb .lfx-st-timed_out{color:#b00}"
-    ".lfx-fb .lfx-st-ok{color:#070}.lfx-fb pre{white-space:pre-wrap;margin:2px 0}</style>"
+    "<style>.lfx-fb{font:12px/1.45 var(--jp-code-font-family,monospace);"
+    "color:var(--jp-ui-font-color1,inherit)}"
+    ".lfx-fb ul,.jp-RenderedHTMLCommon .lfx-fb ul{list-style:none;margin:0;padding-left:1.1em}"
+    ".lfx-fb li,.jp-RenderedHTMLCommon .lfx-fb li{list-style:none;margin:0}"
+    ".lfx-fb .lfx-k{color:var(--jp-ui-font-color2,#666)}"
+    ".lfx-fb .lfx-st-failed,.lfx-fb .lfx-st-denied,.lfx-fb .lfx-st-timed_out,"
+    ".lfx-fb .lfx-st-parsing_failed,.lfx-fb .lfx-st-generation_failed"
+    "{color:color-mix(in srgb,var(--jp-error-color1,#b00) 75%,var(--jp-ui-font-color0,#000))}"
+    ".lfx-fb .lfx-st-ok,.lfx-fb .lfx-st-complete,.lfx-fb .lfx-st-done"
+    "{color:color-mix(in srgb,var(--jp-success-color1,#070) 75%,var(--jp-ui-font-color0,#000))}"
+    ".lfx-fb pre{white-space:pre-wrap;margin:2px 0}</style>"
 )
+_UL = '<ul style="list-style:none">'  # inline too: a notebook's own list CSS must not add bullets
 
 
 def _esc(value: Any) -> str:
@@ -67,10 +75,12 @@ def value_html(value: Any, *, depth: int = 0) -> str:
             f'<li><span class="lfx-k">{_esc(k)}:</span> {value_html(v, depth=depth + 1)}</li>'
             for k, v in value.items()
         )
-        body = f"<ul>{items}</ul>" if items else "{}"
+        body = f"{_UL}{items}</ul>" if items else "{}"
     elif isinstance(value, list | tuple):
-        items = "".join(f"<li>- {value_html(v, depth=depth + 1)}</li>" for v in value)
-        body = f"<ul>{items}</ul>" if items else "[]"
+        items = "".join(
+            f'<li><span class="lfx-k">-</span> {value_html(v, depth=depth + 1)}</li>' for v in value
+        )
+        body = f"{_UL}{items}</ul>" if items else "[]"
     elif isinstance(value, str):
         body = f"<pre>{_esc(_clip(value))}</pre>" if "\n" in value else _esc(_clip(value))
     else:
@@ -239,7 +249,7 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
         kids = children.get(str(node["id"]), [])
         inner = ""
         if kids and shown < MAX_ROWS:
-            inner = "<ul>" + "".join(row(k) for k in kids if shown < MAX_ROWS) + "</ul>"
+            inner = _UL + "".join(row(k) for k in kids if shown < MAX_ROWS) + "</ul>"
         return (
             f'<li><span class="lfx-k">{_esc(node.get("kind", ""))}</span> '
             f"<b>{_esc(_clip(str(node.get('name', '')), 200))}</b> "
@@ -256,7 +266,7 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
     head = f"<b>{_esc(title)}</b> " if title else ""
     summary = _esc(trace_text(nodes))
     head += f'<div class="lfx-k">{summary}</div>'
-    return f'{_CSS}<div class="lfx-fb">{head}<ul>{body}</ul>{more}</div>'
+    return f'{_CSS}<div class="lfx-fb">{head}{_UL}{body}</ul>{more}</div>'
 
 
 def trace_text(nodes: Iterable[Mapping[str, Any]], *, title: str = "") -> str:
@@ -274,16 +284,24 @@ def trace_text(nodes: Iterable[Mapping[str, Any]], *, title: str = "") -> str:
 # -- streams ------------------------------------------------------------------------------------
 
 
+def _stream_title(state: Mapping[str, Any]) -> str:
+    return str(state.get("title") or "Answer")
+
+
 def stream_html(state: Mapping[str, Any]) -> str:
     status = str(state.get("status", "idle"))
     parts = [
-        f'<div class="lfx-k">StreamView · '
+        f'<div class="lfx-k">{_esc(_stream_title(state))} · '
         f'<span class="lfx-st-{_esc(status)}">{_esc(status)}</span></div>'
     ]
     if state.get("mode") == "text":
         parts.append(f"<pre>{_esc(_clip(str(state.get('text', '')), 20_000))}</pre>")
     elif state.get("value") is not None:
         parts.append(value_html(state.get("value"), depth=1))
+    missing = state.get("missing") or []
+    if missing:
+        names = ", ".join(".".join(map(str, json.loads(k))) for k in missing)
+        parts.append(f'<div class="lfx-st-failed">missing required: {_esc(names)}</div>')
     if state.get("error"):
         parts.append(f'<div class="lfx-st-failed">{_esc(_clip(str(state["error"]), 2000))}</div>')
     return f'{_CSS}<div class="lfx-fb">{"".join(parts)}</div>'
@@ -291,10 +309,11 @@ def stream_html(state: Mapping[str, Any]) -> str:
 
 def stream_text(state: Mapping[str, Any]) -> str:
     status = str(state.get("status", "idle"))
+    title = _stream_title(state)
     if state.get("mode") == "text":
-        return f"StreamView[{status}]: {_clip(str(state.get('text', '')), 2000)}"
+        return f"{title}[{status}]: {_clip(str(state.get('text', '')), 2000)}"
     value = json.dumps(state.get("value"), ensure_ascii=False, sort_keys=True)
-    return f"StreamView[{status}]: {_clip(value, 2000)}"
+    return f"{title}[{status}]: {_clip(value, 2000)}"
 
 
 # -- sessions and rich display ------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from ..errors import MappingError
 from ..template import Template
 from . import options
 from .kernel_state import remember
@@ -64,12 +65,41 @@ async def _stream_query(
 
     async def events() -> AsyncIterator[Any]:
         async for event in session.query_stream(template, schema, **kwargs):
-            if getattr(event, "type", None) == "generation_complete":
+            kind = getattr(event, "type", None)
+            if kind == "generation_complete":
                 seen.append(event.message)
+            elif kind == "parsing_failed":
+                event = _as_query_failure(event, template, schema, kwargs)
             yield event
 
-    value = await StreamView().consume(events())
+    first = template.text.strip().splitlines()[0] if template.text.strip() else ""
+    title = f"%%lf query --stream · {first if len(first) <= 60 else first[:57] + '...'}"
+    value = await StreamView(schema=schema, title=title).consume(events())
     return seen[-1] if returns_message and seen else value
+
+
+def _as_query_failure(event: Any, template: Template, schema: Any, kwargs: dict[str, Any]) -> Any:
+    """A stream's parse failure as the error ``%%lf query`` without ``--stream`` raises.
+
+    The incremental parser reports where the text stopped being a document
+    (``StreamParseError``); the non-streamed query reports what the answer should have been
+    (``MappingError`` from the protocol). The notebook shows one wording for one answer: the
+    whole text goes through the same mapping, and the stream's error becomes its cause.
+    """
+    from ..messages import AIMessage
+    from ..structured.events import ParsingFailed
+    from ..structured.mapping import Mapping
+    from ..structured.stream_parser import StreamParseError
+
+    if not isinstance(event.error, StreamParseError):
+        return event
+    mapping = Mapping(template, schema, protocol=kwargs.get("protocol", "python"))
+    try:
+        mapping.finish(AIMessage(event.text))
+    except MappingError as exc:
+        exc.__cause__ = event.error
+        return ParsingFailed(exc, event.text)
+    return event
 
 
 async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:

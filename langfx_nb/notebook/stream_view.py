@@ -72,6 +72,37 @@ def _get(event: Any, name: str, default: Any = None) -> Any:
     return getattr(event, name, default)
 
 
+def _field_errors(error: Any) -> tuple[dict[str, str], list[str]]:
+    """Validation failures of a ``MappingError`` by field path, and the missing fields' keys.
+
+    ``MappingError.detail`` holds pydantic's error list (``loc``, ``msg``, ``type``)."""
+    detail = getattr(error, "detail", None)
+    if not isinstance(error, BaseException) or not isinstance(detail, list):
+        return {}, []
+    errors: dict[str, str] = {}
+    missing: list[str] = []
+    for item in detail:
+        if not isinstance(item, Mapping) or not isinstance(item.get("loc"), list | tuple):
+            continue
+        key = path_key(to_jsonable(item["loc"]))
+        if item.get("type") == "missing":
+            missing.append(key)
+        else:
+            errors.setdefault(key, str(item.get("msg", "invalid")))
+    return errors, missing
+
+
+def schema_fields(schema: Any) -> list[dict[str, Any]]:
+    """The top-level fields of a pydantic model schema (name, required), in order; else []."""
+    fields = getattr(schema, "model_fields", None)
+    if not isinstance(schema, type) or not isinstance(fields, Mapping):
+        return []
+    return [
+        {"name": str(getattr(info, "alias", None) or name), "required": bool(info.is_required())}
+        for name, info in fields.items()
+    ]
+
+
 def _error_text(error: Any) -> str:
     if isinstance(error, BaseException):
         return f"{type(error).__name__}: {error}"
@@ -83,7 +114,9 @@ def _error_text(error: Any) -> str:
 class StreamReducer:
     """Cumulative view state of one stream, built from the same patches the view applies."""
 
-    def __init__(self) -> None:
+    def __init__(self, fields: list[dict[str, Any]] | None = None, title: str = "") -> None:
+        self.fields = list(fields or [])
+        self.title = title
         self.reset("idle")
 
     def reset(self, mode: str) -> None:
@@ -95,7 +128,8 @@ class StreamReducer:
         self.status = "idle" if mode == "idle" else "streaming"
         self.error: str | None = None
         self.tools: dict[str, dict[str, Any]] = {}
-        self.result: Any = None
+        self.field_errors: dict[str, str] = {}
+        self.missing: list[str] = []
 
     def patches(self, event: Any) -> list[dict[str, Any]]:
         """The patches for one event (without applying them)."""
@@ -108,10 +142,10 @@ class StreamReducer:
             if delta:
                 out.append({"op": "text", "delta": str(delta)})
             if _get(event, "final", False):
-                out.append({"op": "status", "status": "complete"})
+                out.append({"op": "status", "status": "done"})
             return out
         if kind == STREAM_END:
-            return [{"op": "status", "status": "complete" if self.mode == "text" else "ended"}]
+            return [{"op": "status", "status": "done" if self.mode == "text" else "ended"}]
         if self.mode == "idle" or (
             self.mode == "text" and kind.startswith(("object", "array", "field"))
         ):
@@ -152,7 +186,12 @@ class StreamReducer:
                 {"op": "status", "status": "complete", "value": to_jsonable(_get(event, "value"))}
             )
         elif kind in ("parsing_failed", "generation_failed"):
-            out.append({"op": "status", "status": kind, "error": _error_text(_get(event, "error"))})
+            error = _get(event, "error")
+            patch: dict[str, Any] = {"op": "status", "status": kind, "error": _error_text(error)}
+            field_errors, missing = _field_errors(error)
+            if field_errors or missing:
+                patch["field_errors"], patch["missing"] = field_errors, missing
+            out.append(patch)
         elif kind == "cancelled":
             out.append({"op": "status", "status": "cancelled"})
         return out
@@ -200,6 +239,9 @@ class StreamReducer:
                 self.error = str(p["error"])
             if "value" in p:
                 self.value = _copy(p["value"])
+            if "field_errors" in p:
+                self.field_errors = dict(p["field_errors"])
+                self.missing = list(p.get("missing") or [])
 
     def apply(self, event: Any) -> list[dict[str, Any]]:
         patches = self.patches(event)
@@ -217,6 +259,10 @@ class StreamReducer:
             "status": self.status,
             "error": self.error,
             "tools": {k: dict(v) for k, v in self.tools.items()},
+            "fields": [dict(f) for f in self.fields],
+            "field_errors": dict(self.field_errors),
+            "missing": list(self.missing),
+            "title": self.title,
         }
 
 
@@ -232,10 +278,16 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
     state = traitlets.Dict().tag(sync=True)
 
     def __init__(
-        self, *, interval: float = 0.05, clock: Clock | None = None, **kwargs: Any
+        self,
+        *,
+        schema: Any = None,
+        title: str = "",
+        interval: float = 0.05,
+        clock: Clock | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._reducer = StreamReducer()
+        self._reducer = StreamReducer(schema_fields(schema), title)
         self._bridge = EventBridge(
             self._send_message,
             self._reducer,
@@ -244,6 +296,8 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
             clock=clock,
         )
         self._displayed = False
+        # the view knows its title and the schema's fields before the first event
+        self.state = {**self._reducer.snapshot(), "seq": 0}
         self.on_msg(self._on_view_message)
 
     def push(self, event: Any) -> None:
@@ -262,16 +316,18 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
         self._refresh_displays()
 
     async def consume(self, stream: AsyncIterable[Any], *, display: bool = True) -> Any:
-        """Display (once), stream every event into the view, return the outcome."""
-        if display and not self._displayed:
-            self._displayed = True
-            self._ipython_display_()
+        """Stream every event into the view (displayed once, at the first event), return the
+        outcome. A stream that fails before its first event displays nothing; one that raises
+        later shows the error in the view."""
         outcome: Any = None
         failure: BaseException | None = None
         text: list[str] = []
         try:
             async for event in stream:
                 self.push(event)
+                if display and not self._displayed:
+                    self._displayed = True
+                    self._ipython_display_()
                 kind = _event_type(event)
                 if kind == "generation_complete":
                     outcome = _get(event, "value")
@@ -284,6 +340,10 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
                     text.append(event if isinstance(event, str) else str(_get(event, "delta", "")))
         except asyncio.CancelledError:  # the consumer was cancelled: show it, then propagate
             self._bridge.push({"type": "cancelled"})
+            raise
+        except Exception as exc:
+            if self._displayed and self._reducer.status in ("idle", "streaming"):
+                self._bridge.push({"type": "generation_failed", "error": exc})
             raise
         finally:
             if self._reducer.status == "streaming":  # a text stream simply ends

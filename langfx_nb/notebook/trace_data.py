@@ -6,12 +6,15 @@ and ``Session`` display all read nodes through :func:`normalize_node` / :func:`l
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .bridge import to_jsonable
 
-__all__ = ["load_trace_nodes", "normalize_node"]
+__all__ = ["HINT_CHARS", "load_trace_nodes", "node_hint", "normalize_node"]
+
+HINT_CHARS = 80  # what a row can show; also bounds what 10,000 summaries add to a snapshot
 
 # Core field names (and a few likely spellings) → the names the view uses.
 _RENAME = {
@@ -37,6 +40,9 @@ def normalize_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, 
         if key in ("type", "children"):
             continue
         node[_RENAME.get(key, key)] = value if plain else to_jsonable(value)
+    hint = node_hint(node)
+    if hint:
+        node["hint"] = hint
     if "id" in node:
         node["id"] = str(node["id"])
     if node.get("parent") is not None:
@@ -76,3 +82,49 @@ def load_trace_nodes(trace: Mapping[str, Any] | list[Any]) -> list[dict[str, Any
         if isinstance(item, Mapping):
             walk(item, None)
     return out
+
+
+def _text_of(value: Any) -> str:
+    """The readable text of a message preview (``{role, text}``, a list of them) or a value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        if isinstance(value.get("text"), str):
+            return value["text"]
+        if isinstance(value.get("turns"), list):
+            return _text_of(value["turns"])
+    if isinstance(value, list):
+        texts = [_text_of(v) for v in value if isinstance(v, Mapping)]
+        users = [_text_of(v) for v in value if isinstance(v, Mapping) and v.get("role") == "user"]
+        return (users or texts or [""])[-1]
+    return ""
+
+
+def node_hint(node: Mapping[str, Any]) -> str:
+    """One line that tells same-named rows apart: a log's message, a query's prompt (and
+    vars), a tool call's arguments. ``""`` when the record has nothing to show."""
+    inputs = node.get("inputs")
+    if not isinstance(inputs, Mapping):
+        return ""
+    kind = node.get("kind")
+    text = ""
+    if kind == "log":
+        text = str(inputs.get("message", ""))
+    elif kind == "query":
+        prompt = inputs.get("prompt", inputs.get("rendered_prompt"))
+        text = _text_of(prompt)
+        variables = inputs.get("vars")
+        if isinstance(variables, Mapping) and variables:
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in list(variables.items())[:4])
+            text = f"{shown} · {text}" if text else shown
+    elif kind == "tool_call":
+        args = inputs.get("args")
+        if isinstance(args, Mapping):
+            text = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+    text = " ".join(text.split())
+    return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 30 else text[:29] + "…"

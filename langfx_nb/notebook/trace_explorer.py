@@ -42,6 +42,7 @@ SUMMARY_KEYS = frozenset(
         "cost",
         "error",
         "evicted_children",
+        "hint",
     }
 )
 
@@ -162,6 +163,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # instead of walking (and re-encoding) a 10,000-node structure on every publish.
     state = traitlets.Bytes(b"").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
+    # What the reader chose (selection, expanded rows, filter, timeline, pane sizes): written
+    # by the view, kept by the kernel and in saved widget state, so a reload restores it.
+    view_state = traitlets.Dict().tag(sync=True)
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ import langfx_nb as lf
 from langfx_nb.notebook import check_kernel, options
 from langfx_nb.notebook import kernel_state as nb_state
 from langfx_nb.notebook.cells import transform_lf_cell
-from langfx_nb.notebook.markdown import MarkdownText, escape_markdown_html
+from langfx_nb.notebook.markdown import MarkdownText
 from langfx_nb.notebook.options import resolve_type
 
 
@@ -236,13 +236,33 @@ CITY_ANSWER = "```python\nCity(name='Paris', landmarks=['Louvre', 'Eiffel Tower'
 
 def test_stream_query_text_and_typed(ip: InteractiveShell) -> None:
     ip.user_ns["lm"] = lf.llms.StaticResponse("streamed **text**", chunk_size=3)
-    assert run(ip, "%%lf query --lm lm --stream\nhi\n") == "streamed **text**"
+    # the live view shows the answer once; the cell has no second copy in Out
+    assert run(ip, "%%lf query --lm lm --stream -o ans\nhi\n") is None
+    assert ip.user_ns["ans"] == "streamed **text**"
     ip.user_ns.update(lm=lf.llms.StaticResponse(CITY_ANSWER, chunk_size=5), City=City)
-    city = run(ip, "%%lf query --lm lm --stream --schema City -o ans\nParis\n")
+    run(ip, "%%lf query --lm lm --stream --schema City -o ans\nParis\n")
+    city = ip.user_ns["ans"]
     assert city == City(name="Paris", landmarks=["Louvre", "Eiffel Tower"])
-    assert ip.user_ns["ans"] is city
-    msg = run(ip, "%%lf query --lm lm --stream --schema City --returns-message\nParis\n")
+    run(ip, "%%lf query --lm lm --stream --schema City --returns-message -o ans\nParis\n")
+    msg = ip.user_ns["ans"]
     assert isinstance(msg, lf.AIMessage) and msg.result == city
+
+
+def test_stream_query_is_displayed_once_and_fails_like_the_plain_query(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.user_ns.update(lm=lf.llms.StaticResponse("REQUEST", chunk_size=3), City=City)
+    with pytest.raises(lf.MappingError) as plain:
+        run(ip, "%%lf query --lm lm --schema City\nParis\n")
+    with pytest.raises(lf.MappingError) as streamed:
+        run(ip, "%%lf query --lm lm --stream --schema City\nParis\n")
+    assert type(streamed.value) is type(plain.value)  # not the parser's StreamParseError
+    assert str(streamed.value) == str(plain.value)
+    assert isinstance(streamed.value.__cause__, lf.StreamParseError)  # kept for debugging
+    capsys.readouterr()
+    with pytest.raises(lf.TemplateError):
+        run(ip, "%%lf query --lm lm --stream\n{{not_defined}}\n")
+    assert "[idle]" not in capsys.readouterr().out  # no empty view left behind
 
 
 def test_a_failed_typed_query_can_be_inspected_with_lf_trace(ip: InteractiveShell) -> None:
@@ -340,23 +360,20 @@ def test_resolve_type_accepts_type_expressions_only() -> None:
         resolve_type("Missing", ns)
 
 
-# -- untrusted text ----------------------------------------------------------------------------
+def test_a_misspelled_schema_suggests_the_close_type() -> None:
+    class Movie(BaseModel):
+        title: str
 
-
-def test_markdown_display_shows_html_as_text() -> None:
-    text = MarkdownText("Hi <img src=x onerror=alert(1)> <script>alert(2)</script> & `a<b`")
-    md = text._repr_markdown_()
-    assert "<img" not in md and "<script" not in md
-    assert "&lt;img src=x onerror=alert(1)&gt;" in md
-    assert "&amp;" in md
-    assert "`a<b`" in md  # code spans show characters literally already
-
-
-def test_markdown_escape_leaves_code_fences_alone() -> None:
-    text = "before <b>\n```html\n<b>x</b>\n```\nafter <i>\n"
-    assert (
-        escape_markdown_html(text) == "before &lt;b&gt;\n```html\n<b>x</b>\n```\nafter &lt;i&gt;\n"
-    )
+    ns = {"Movie": Movie, "movies": [1], "Item": Item}
+    with pytest.raises(
+        UsageError, match=r"no type named 'Movei' in the notebook \(did you mean Movie\?\)"
+    ):
+        resolve_type("Movei", ns)
+    with pytest.raises(UsageError, match=r"did you mean Movie\?"):
+        resolve_type("list[movie]", ns)
+    with pytest.raises(UsageError) as info:
+        resolve_type("Zzz", ns)
+    assert "did you mean" not in str(info.value)
 
 
 def test_unload_removes_the_transformer_and_load_is_idempotent(ip: InteractiveShell) -> None:
@@ -477,7 +494,7 @@ def test_in_a_real_kernel_a_waiting_lf_cell_still_receives_frontend_messages() -
             for m in _iopub_until_idle(kc, cell, 30)
             if m["msg_type"] == "execute_result"
         ]
-        assert results and results[0]["text/markdown"] == "clicked!"
+        assert results and results[0]["text/plain"] == "'clicked!'"
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

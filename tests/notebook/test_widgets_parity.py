@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from langfx_nb.errors import MappingError
 from langfx_nb.llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart
 from langfx_nb.messages import ToolCall
 from langfx_nb.notebook.stream_view import StreamReducer
@@ -50,7 +51,29 @@ def cases() -> dict[str, list[Any]]:
         ToolCallEnd(ToolCall("c1", "add", {"a": 1})),
         {"type": "parsing_failed", "error": {"type": "MappingError", "message": "no object"}},
     ]
-    return {"structured": structured, "text": text, "tools_then_failure": tools}
+    invalid: list[Any] = [
+        {"type": "object_start", "path": [], "name": "Trip"},
+        {"type": "field_start", "path": ["minutes"]},
+        {"type": "string_field_delta", "path": ["minutes"], "delta": "a few"},
+        {"type": "field_end", "path": ["minutes"], "value": "a few"},
+        {"type": "object_end", "path": []},
+        {
+            "type": "parsing_failed",
+            "error": MappingError(
+                "Trip(...) did not validate",
+                detail=[
+                    {"loc": ("minutes",), "msg": "Input should be a valid integer", "type": "x"},
+                    {"loc": ("city",), "msg": "Field required", "type": "missing"},
+                ],
+            ),
+        },
+    ]
+    return {
+        "structured": structured,
+        "text": text,
+        "tools_then_failure": tools,
+        "validation_failure": invalid,
+    }
 
 
 def build() -> dict[str, Any]:

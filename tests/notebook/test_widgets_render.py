@@ -106,7 +106,7 @@ def test_stream_view_fallback_shows_the_final_value_escaped() -> None:
     view.push({"type": "object_end", "path": []})
     html = view._fallback_html()
     assert_inert(html)
-    assert view._fallback_text() == f"StreamView[streaming]: {json.dumps({'label': HOSTILE})}"
+    assert view._fallback_text() == f"Answer[streaming]: {json.dumps({'label': HOSTILE})}"
 
 
 def test_text_stream_fallback_is_plain_escaped_text() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pydantic
 import pytest
@@ -57,8 +58,8 @@ async def test_text_stream_grows_and_completes() -> None:
         lf.query_stream("hi", lm=StaticResponse("# Hello\n*world*", chunk_size=2)), display=False
     )
     assert text == "# Hello\n*world*"
-    assert view.state["mode"] == "text" and view.state["status"] == "complete"
-    assert view._fallback_text() == "StreamView[complete]: # Hello\n*world*"
+    assert view.state["mode"] == "text" and view.state["status"] == "done"  # not "validated"
+    assert view._fallback_text() == "Answer[done]: # Hello\n*world*"
 
 
 def test_tool_call_stream_events_are_display_only() -> None:
@@ -100,6 +101,45 @@ def test_queued_patches_are_never_changed_by_later_events() -> None:
     r.apply({"type": "generation_complete", "value": {"name": "Ada"}})
     assert first[-1] == {"op": "open", "path": [], "value": {}}  # still what was sent
     assert done[-1]["value"] == "Ada" and r.value == {"name": "Ada"}
+
+
+class Trip(pydantic.BaseModel):
+    city: str
+    minutes: int
+    note: str = ""
+
+
+async def test_failed_fields_and_missing_required_fields_are_named_at_the_field() -> None:
+    view = StreamView(schema=Trip, title="trip")
+    lm = StaticResponse('```python\nTrip(minutes="a few")\n```', chunk_size=4)
+    with pytest.raises(lf.MappingError):
+        await view.consume(lf.query_stream("how long?", Trip, lm=lm), display=False)
+    state = view.state
+    assert state["fields"] == [
+        {"name": "city", "required": True},
+        {"name": "minutes", "required": True},
+        {"name": "note", "required": False},
+    ]
+    assert state["status"] == "parsing_failed"
+    # "minutes" completed as a field but did not validate: marked failed, with the message
+    assert "valid integer" in state["field_errors"][path_key(["minutes"])]
+    assert state["missing"] == [path_key(["city"])]
+    assert "missing required: city" in view._fallback_html()
+    assert view._fallback_text().startswith("trip[parsing_failed]")
+
+
+async def test_a_stream_failing_before_its_first_event_displays_nothing() -> None:
+    view = StreamView()
+    shown: list[int] = []
+    view._ipython_display_ = lambda **_: shown.append(1)  # type: ignore[method-assign]
+
+    async def broken() -> Any:
+        raise lf.TemplateError("missing template variable 'x'")
+        yield  # pragma: no cover
+
+    with pytest.raises(lf.TemplateError):
+        await view.consume(broken())
+    assert shown == [] and view.status == "idle"
 
 
 @pytest.mark.parametrize("schema", [None, Person])

@@ -19,9 +19,9 @@ def test_quickstart_runs_and_shows_a_typed_result(lab: Lab) -> None:
     errors = lab.errors()
     assert len(errors) == 1 and errors[0].startswith("MappingError:"), errors
 
-    # Text answers render as Markdown: bold is <strong>, model HTML is visible text.
+    # Text answers render as Markdown (to HTML, raw HTML off): bold is <strong>, model HTML is text.
     summary = lab.cell(lab.cell_index("%%lf query --lm writer"))
-    assert summary.locator(".jp-RenderedMarkdown strong").inner_text() == "Paris"
+    assert summary.locator(".lfx-md strong").inner_text() == "Paris"
     assert "<b>HTML from a model</b> shows as text." in summary.inner_text()
     assert summary.locator(".jp-OutputArea b").count() == 0
 
@@ -32,6 +32,11 @@ def test_quickstart_runs_and_shows_a_typed_result(lab: Lab) -> None:
     text = tree.inner_text()
     for expected in ("City", "Paris", "France", "2.1", "Eiffel Tower"):
         assert expected in text, text
+    # no list bullets from JupyterLab's own list styles inside the result tree
+    styles = tree.evaluate(
+        "(t) => [...t.querySelectorAll('li')].map(li => getComputedStyle(li).listStyleType)"
+    )
+    assert styles and set(styles) == {"none"}, styles
     assert "(2100.0, 'Eiffel Tower')" in lab.output_text(lab.cell_index("city.population"))
 
 

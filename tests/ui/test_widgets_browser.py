@@ -263,7 +263,7 @@ def test_approve_with_edited_arguments_from_the_schema_form(lab: Lab) -> None:
     assert field.input_value() == "2"
     field.fill("2.5")  # not an integer: refused in the page, the prompt keeps waiting
     prompt.locator("button.lfx-approve-edited").click()
-    assert "a: expected an integer" in prompt.locator(".lfx-err").inner_text()
+    assert "a: expected an integer" in prompt.locator(".lfx-field-error").first.inner_text()
     field.fill("10")
     prompt.locator("button.lfx-approve-edited").click()
     lab.wait_cells_done()

@@ -1,6 +1,11 @@
 """How long `import langfx_nb` takes, against `import pydantic` and `import httpx` (its two
 runtime dependencies) measured in the same run, each in a fresh interpreter.
 
+Both wall time and CPU time of the import are printed (medians of 7 runs). The target
+(<= 300 ms) is judged on CPU time: on a shared machine the wall time mostly measures the
+neighbours. The script also checks that `import langfx_nb` loads neither pydantic nor httpx
+(they load on first use).
+
 Run: .venv/bin/python benchmarks/import_time.py
 """
 
@@ -10,33 +15,41 @@ import statistics
 import subprocess
 import sys
 
-CODE = "import time; t = time.perf_counter(); import {mod}; print(time.perf_counter() - t)"
+CODE = (
+    "import sys, time; w = time.perf_counter(); c = time.process_time(); import {mod}; "
+    "print(time.perf_counter() - w, time.process_time() - c, "
+    "sorted({{'pydantic', 'httpx'}} & set(sys.modules)))"
+)
 
 
-def measure(module: str, runs: int = 7) -> float:
-    times = [
-        float(
-            subprocess.run(
-                [sys.executable, "-c", CODE.format(mod=module)],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-        )
-        for _ in range(runs)
-    ]
-    return statistics.median(times)
+def measure(module: str, runs: int = 7) -> tuple[float, float, str]:
+    """Median wall and CPU seconds of ``import module``, and which heavy modules it loaded."""
+    walls, cpus = [], []
+    loaded = ""
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", CODE.format(mod=module)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        wall, cpu, loaded = out.split(maxsplit=2)
+        walls.append(float(wall))
+        cpus.append(float(cpu))
+    return statistics.median(walls), statistics.median(cpus), loaded.strip()
 
 
 def main() -> None:
     baseline = {m: measure(m) for m in ("pydantic", "httpx", "pydantic, httpx")}
-    ours = measure("langfx_nb")
-    for name, seconds in baseline.items():
-        print(f"import {name:<18} {seconds * 1000:7.1f} ms")
+    wall, cpu, loaded = measure("langfx_nb")
+    for name, (w, c, _) in baseline.items():
+        print(f"import {name:<18} {w * 1000:7.1f} ms wall {c * 1000:7.1f} ms CPU")
     print(
-        f"import {'langfx_nb':<18} {ours * 1000:7.1f} ms "
-        f"({ours / baseline['pydantic, httpx']:.2f}x pydantic+httpx; target <= 300 ms)"
+        f"import {'langfx_nb':<18} {wall * 1000:7.1f} ms wall {cpu * 1000:7.1f} ms CPU "
+        f"({cpu / baseline['pydantic, httpx'][1]:.2f}x pydantic+httpx CPU; "
+        "target <= 300 ms CPU)"
     )
+    print(f"heavy modules loaded by import langfx_nb: {loaded}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ provider's wire format) is served from an in-process ``httpx.MockTransport``. Tw
 ``per-event`` hands the client one chunk per SSE event (how a live stream arrives), ``bulk``
 hands it 64 KiB chunks. All sides use the same client and transport in the same run; the
 baseline only iterates ``response.aiter_lines()`` (a plain line split); ``sse`` iterates
-the raw body through our ``SSEParser`` (the framing alone); the adapter does everything
-(``lm.stream``: SSE decoding, JSON, protocol checks, chunks, final message).
+the raw body through our ``SSEParser`` (the framing alone); ``json`` parses each event's
+data with the adapters' JSON parser and nothing else (the floor any adapter pays per event);
+the adapter does everything (``lm.stream``: SSE decoding, JSON, protocol checks, chunks,
+final message).
 
 A first table decodes one huge event (1, 2, 4 and 8 MB of data in 64 KiB chunks) and prints
 the time per MB: linear decoding keeps it flat.
@@ -26,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 
-from langfx_nb.llms._http import HTTPModel
+from langfx_nb.llms._http import HTTPModel, loads
 from langfx_nb.llms._sse import SSEParser
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
@@ -203,6 +205,12 @@ async def _framing(client: httpx.AsyncClient) -> int:
     return events
 
 
+async def _json(datas: list[bytes]) -> int:
+    for data in datas:
+        loads(data)
+    return len(datas)
+
+
 async def _adapter(lm: HTTPModel) -> str:
     last = None
     async for chunk in lm.stream("go"):
@@ -260,9 +268,11 @@ async def main(n: int, repeat: int) -> None:
     print(f"{n} text-delta events per stream, best of {repeat}")
     print("CPU time per event; ratios of the best runs (median ratio of paired runs)")
     header = f"{'adapter':<10} {'framing':<10} {'lines µs/ev':>12} {'sse µs/ev':>10}"
-    print(f"{header} {'sse ratio':>16} {'adapter µs/ev':>14} {'adapter ratio':>16}")
+    header += f" {'sse ratio':>16} {'json µs/ev':>11} {'json ratio':>16}"
+    print(f"{header} {'adapter µs/ev':>14} {'adapter ratio':>16}")
     for name, make, cls in cases:
         events = make(n)
+        datas = [d for _, d in SSEParser().feed(b"".join(events)) if d != b"[DONE]"]
         for framing, chunks in (("per-event", events), ("bulk", _bulk(events))):
             transport = _transport(chunks)
             async with httpx.AsyncClient(transport=transport) as client:
@@ -278,10 +288,14 @@ async def main(n: int, repeat: int) -> None:
                 base2, adapt, ratio = await _paired(
                     functools.partial(_baseline, client), functools.partial(_adapter, lm), repeat
                 )
-            base = min(base, base2)
+                base3, js, js_ratio = await _paired(
+                    functools.partial(_baseline, client), functools.partial(_json, datas), repeat
+                )
+            base = min(base, base2, base3)
             print(
                 f"{name:<10} {framing:<10} {base / n * 1e6:>12.2f} {sse / n * 1e6:>10.2f} "
-                f"{sse / base:>6.2f}× ({sse_ratio:.2f}×) {adapt / n * 1e6:>14.2f} "
+                f"{sse / base:>6.2f}× ({sse_ratio:.2f}×) {js / n * 1e6:>11.2f} "
+                f"{js / base:>6.2f}× ({js_ratio:.2f}×) {adapt / n * 1e6:>14.2f} "
                 f"{adapt / base:>6.2f}× ({ratio:.2f}×)"
             )
 

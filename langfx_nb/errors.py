@@ -23,8 +23,11 @@
     │   └── BudgetExceededError       step / tool-call limits ran out
     └── ExecutionTimeoutError         a deadline expired (also a TimeoutError)
 
-Messages never contain provider error bodies or secrets: adapters keep the HTTP status and a
-short provider error *type* at most.
+Messages never contain secrets, nor provider error bodies as such: adapters keep the HTTP
+status and a short provider error *type*. One exception: when a server answers a request it
+rejects with a 5xx (llama-cpp-python does, for validation failures), nothing else explains the
+``InvalidRequestError``, so its message quotes the server's text, credentials masked and cut
+at 300 characters.
 """
 
 from __future__ import annotations

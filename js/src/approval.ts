@@ -1,7 +1,9 @@
 // Tool-approval prompt. Every decision message carries the prompt id and call id it was made
 // for; the kernel accepts it only for that pending call, once (stale/second clicks are refused).
+// "Always allow this tool" sits with Approve and is sent only with Approve (the kernel ignores
+// it on anything else too). Cancel run stops the run that waits here; the tool never runs.
 import { KINDS } from "./kinds";
-import { clear, h, injectCss, jsonTree } from "./dom";
+import { clear, h, injectCss, jsonTree, lastUserScroll, localTime, onKernelGone, setWaiting, trySend, markLive } from "./dom";
 import { schemaForm } from "./schema_form";
 
 interface Model {
@@ -13,9 +15,11 @@ interface Model {
 
 const CSS = `
 .lfx-ap{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;padding:6px 8px;background:var(--jp-layout-color0,#fff)}
-.lfx-ap-pending{border-left:3px solid var(--lfx-warn);padding-left:8px;margin-bottom:6px}
+.lfx-ap-pending{border-left:4px solid var(--lfx-warn,#f9ab00);padding-left:8px;margin-bottom:6px;animation:lfx-pulse 1.6s ease-in-out 3}
+@keyframes lfx-pulse{0%,100%{background:transparent}50%{background:rgba(249,171,0,.18)}}
+.lfx-ap-badge{display:inline-block;background:#f9ab00;color:#000;border-radius:8px;padding:0 6px;font-size:11px;margin-right:6px}
 .lfx-ap-buttons{display:flex;flex-wrap:wrap;align-items:center;gap:4px;margin-top:6px}
-.lfx-ap-buttons label{margin-left:8px}
+.lfx-ap-approve{display:inline-flex;align-items:center;gap:4px;border:1px solid var(--jp-border-color2,#ccc);border-radius:4px;padding:0 4px;margin-right:6px}
 .lfx-form-row{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin:3px 0}
 .lfx-form-row input,.lfx-form-row textarea,.lfx-form-row select,.lfx-ap input.lfx-note{font:inherit;padding:2px 6px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
 .lfx-form-row input[type=text],.lfx-form-row textarea{min-width:260px}
@@ -24,6 +28,8 @@ const CSS = `
 .lfx-ap input.lfx-note{flex:1;min-width:320px}
 .lfx-ap-hist,.lfx-ap-hist li{list-style:none;margin:0}
 .lfx-ap-hist{margin-top:4px;padding-left:4px}
+.lfx-ap-closed{color:#8a5a00;border-left:4px solid #8a5a00;padding-left:8px}
+.lfx-ap-float{position:fixed;right:24px;bottom:24px;z-index:1000;background:#f9ab00;color:#000;border:0;border-radius:14px;padding:6px 12px;box-shadow:0 2px 6px rgba(0,0,0,.3)}
 `;
 
 export default {
@@ -34,37 +40,81 @@ export default {
     const history = h("div");
     root.append(pendingBox, history);
     el.append(root);
+    markLive(el);
+    lastUserScroll(); // start noticing the user's own scrolling
     let shownPrompt = "";
-    let message = "";
+    let closed = "";
+    let floatButton: HTMLElement | null = null;
+
+    const dropFloat = () => {
+      floatButton?.remove();
+      floatButton = null;
+    };
+
+    const close = (why: string) => {
+      if (closed) return;
+      closed = why;
+      if (shownPrompt) setWaiting(shownPrompt, false);
+      dropFloat();
+      const p = model.get("state")?.pending;
+      clear(pendingBox);
+      pendingBox.append(h("div", { class: "lfx-ap-closed" },
+        h("b", { text: why }),
+        p ? h("span", { text: ` — tool call ${p.tool} (${p.call_id}) was not run from this prompt.` }) : ""));
+    };
 
     const draw = () => {
+      if (closed) return;
       const state = model.get("state") ?? {};
       const p = state.pending;
-      drawHistory(state.history ?? []);
+      drawHistory(state.history ?? [], state.notice);
       if (!p) {
+        if (shownPrompt) setWaiting(shownPrompt, false);
+        dropFloat();
         shownPrompt = "";
         clear(pendingBox);
         if (!(state.history ?? []).length) pendingBox.append(h("div", { class: "lfx-muted", text: "No tool calls waiting for approval." }));
         return;
       }
       if (p.prompt_id === shownPrompt) return;
+      if (shownPrompt) setWaiting(shownPrompt, false);
       shownPrompt = p.prompt_id;
-      message = "";
       drawPending(p);
-      model.send({ kind: KINDS.RENDERED, prompt_id: p.prompt_id });
+      setWaiting(p.prompt_id, true);
+      if (!trySend(model, { kind: KINDS.RENDERED, prompt_id: p.prompt_id })) close("kernel restarted — this prompt is closed");
     };
 
-    function drawHistory(items: any[]) {
+    function drawHistory(items: any[], notice: string | null | undefined) {
       clear(history);
-      if (!items.length) return;
+      if (!items.length && !notice) return;
       const list = h("ul", { class: "lfx-ap-hist" });
       for (const d of items) {
         const note = d.note ? ` — “${d.note}”` : "";
+        const when = localTime(d.when);
+        const waited = typeof d.waited_s === "number" ? `, after ${d.waited_s.toFixed(1)} s` : "";
         list.append(h("li", {},
-          h("span", { class: `lfx-st lfx-st-${d.approved ? "ok" : "denied"}`, text: d.decision }), " ",
-          h("b", { text: String(d.tool) }), h("span", { class: "lfx-muted", text: ` (${d.call_id}) by ${d.who} at ${d.when}${note}` })));
+          h("span", { class: `lfx-st lfx-st-${d.approved ? "ok" : d.decision === "cancelled" ? "cancelled" : "denied"}`, text: d.decision }), " ",
+          h("b", { text: String(d.tool) }),
+          h("span", { class: "lfx-muted", text: ` (${d.call_id}) by ${d.who}${when ? ` at ${when}` : ""}${waited}${note}` })));
       }
       history.append(list);
+      if (notice) history.append(h("div", { class: "lfx-err lfx-ap-notice", text: String(notice) }));
+    }
+
+    function bringIntoView(box: HTMLElement) {
+      // Respect the user's own scrolling: if they moved in the last few seconds, offer a
+      // button instead of yanking the page.
+      if (Date.now() - lastUserScroll() > 3000) {
+        box.scrollIntoView({ block: "center" });
+        return;
+      }
+      dropFloat();
+      floatButton = h("button", { class: "lfx-ap-float", text: "⏳ Tool approval waiting — show" });
+      floatButton.addEventListener("click", () => {
+        box.scrollIntoView({ block: "center" });
+        dropFloat();
+      });
+      document.body.append(floatButton);
     }
 
     function drawPending(p: any) {
@@ -72,7 +122,8 @@ export default {
       const box = h("div", { class: "lfx-ap-pending", "data-call-id": p.call_id });
       const errorBox = h("div", { class: "lfx-err" });
       box.append(
-        h("div", {}, "Tool call ", h("b", { class: "lfx-ap-tool", text: String(p.tool) }), h("span", { class: "lfx-muted", text: ` (${p.call_id})` })),
+        h("div", {}, h("span", { class: "lfx-ap-badge", text: "waiting for approval" }), "Tool call ",
+          h("b", { class: "lfx-ap-tool", text: String(p.tool) }), h("span", { class: "lfx-muted", text: ` (${p.call_id})` })),
         p.description ? h("div", { class: "lfx-muted lfx-ap-desc", text: String(p.description) }) : "",
         h("div", { class: "lfx-key", text: "arguments:" }),
         h("div", { class: "lfx-ap-args" }, jsonTree(p.args ?? {})),
@@ -85,36 +136,40 @@ export default {
         buttons.push(b);
         return b;
       };
-      const send = (action: string, extra: Record<string, unknown> = {}) => {
+      const send = (content: Record<string, unknown>) => {
         for (const b of buttons) b.disabled = true;
         errorBox.textContent = "";
-        model.send({ kind: KINDS.DECISION, prompt_id: p.prompt_id, call_id: p.call_id, action, always: always.checked, ...extra });
+        if (!trySend(model, { prompt_id: p.prompt_id, call_id: p.call_id, ...content })) close("kernel restarted — this prompt is closed");
       };
+      const decide = (action: string, extra: Record<string, unknown> = {}) => send({ kind: KINDS.DECISION, action, ...extra });
       const editArea = h("div");
       const noteArea = h("div");
       box.append(
         h("div", { class: "lfx-ap-buttons" },
-          button("Approve", "lfx-approve lfx-primary", () => send("approve")),
+          // "always" belongs to Approve: the box and the button are one group
+          h("span", { class: "lfx-ap-approve" },
+            button("Approve", "lfx-approve lfx-primary", () => decide("approve", { always: always.checked })),
+            h("label", { title: "Approve this call and every later call of this tool in this run" }, always, " always allow this tool for this run")),
           button("Edit arguments…", "lfx-edit", () => {
             clear(editArea);
             const form = schemaForm(p.schema, p.args ?? {});
             editArea.append(form.el, button("Approve with these arguments", "lfx-approve-edited lfx-primary", () => {
               try {
-                send("approve_edited", { args: form.read() });
+                decide("approve_edited", { args: form.read() });
               } catch (e) {
                 // shown at the field (schema_form marks it); the box below only if no field did
                 if (!form.el.querySelector(".lfx-field-error:not(:empty)")) errorBox.textContent = (e as Error).message;
               }
             }));
           }),
-          button("Deny", "lfx-deny lfx-danger", () => send("deny")),
+          button("Deny", "lfx-deny lfx-danger", () => decide("deny")),
           button("Deny with note…", "lfx-deny-note-open lfx-danger", () => {
             clear(noteArea);
             const note = h("input", { type: "text", placeholder: "Tell the model why (it continues the run)", class: "lfx-note", "aria-label": "note for the model" }) as HTMLInputElement;
-            noteArea.append(h("div", { class: "lfx-ap-note" }, note, button("Send denial", "lfx-deny-note lfx-danger", () => send("deny_note", { note: note.value }))));
+            noteArea.append(h("div", { class: "lfx-ap-note" }, note, button("Send denial", "lfx-deny-note lfx-danger", () => decide("deny_note", { note: note.value }))));
             note.focus();
           }),
-          h("label", {}, always, " always allow this tool for this run"),
+          button("Cancel run", "lfx-cancel", () => send({ kind: KINDS.CANCEL })),
         ),
         editArea,
         noteArea,
@@ -128,7 +183,7 @@ export default {
           for (const b of buttons) b.disabled = false;
         }
       };
-      if (message) errorBox.textContent = message;
+      requestAnimationFrame(() => bringIntoView(box));
     }
 
     let resultHandler: ((msg: any) => void) | null = null;
@@ -137,8 +192,12 @@ export default {
     };
     model.on("msg:custom", onMsg);
     model.on("change:state", draw);
+    const stopWatching = onKernelGone(el, model, () => close("kernel restarted — this prompt is closed"));
     draw();
     return () => {
+      if (shownPrompt) setWaiting(shownPrompt, false);
+      dropFloat();
+      stopWatching();
       model.off("msg:custom", onMsg);
       model.off("change:state", draw);
     };

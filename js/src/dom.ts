@@ -331,3 +331,107 @@ export const BASE_CSS = `
 export function injectCss(el: HTMLElement, css: string): void {
   el.append(h("style", { text: BASE_CSS + css }));
 }
+
+/**
+ * Calls `cb` once when the widget's kernel is gone (restarted, shut down, dead): from the
+ * kernel connection's status, which the widget manager exposes, and from the
+ * `jupyter-widgets-disconnected` class a widget manager may put on the view.
+ */
+export function onKernelGone(el: HTMLElement, model: unknown, cb: () => void): () => void {
+  let fired = false;
+  const fire = () => {
+    if (!fired) {
+      fired = true;
+      cb();
+    }
+  };
+  const check = () => {
+    if (el.classList.contains("jupyter-widgets-disconnected")) fire();
+  };
+  const obs = new MutationObserver(check);
+  obs.observe(el, { attributes: true, attributeFilter: ["class"] });
+  queueMicrotask(check);
+  let kernel: any = null;
+  try {
+    kernel = (model as any)?.widget_manager?.kernel ?? null;
+  } catch {
+    kernel = null;
+  }
+  // A kernel process that starts (again) after this view was drawn is a new kernel: it has
+  // none of the widget models (a server-side restart shows up only as "starting").
+  const onStatus = (_sender: unknown, status: string) => {
+    if (["starting", "restarting", "autorestarting", "dead"].includes(status)) fire();
+  };
+  kernel?.statusChanged?.connect?.(onStatus);
+  if (kernel?.status === "dead") queueMicrotask(fire);
+  return () => {
+    obs.disconnect();
+    kernel?.statusChanged?.disconnect?.(onStatus);
+  };
+}
+
+/** `model.send` that reports failure (a dead kernel throws "Cannot send") instead of throwing. */
+export function trySend(model: { send(content: unknown): void }, content: unknown): boolean {
+  try {
+    model.send(content);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An ISO time or a trace time (seconds on the session clock + `offset` to the epoch) as a
+ *  local time of day; "" when it cannot be placed. */
+export function localTime(at: unknown, offset?: number | null): string {
+  let ms: number | null = null;
+  if (typeof at === "string") {
+    const t = Date.parse(at);
+    if (!Number.isNaN(t)) ms = t;
+  } else if (typeof at === "number" && typeof offset === "number") ms = (at + offset) * 1000;
+  if (ms === null) return typeof at === "string" ? at : "";
+  return new Date(ms).toLocaleTimeString();
+}
+
+/** When the user last scrolled or navigated by hand (wheel, touch, keys): a view that wants
+ *  attention scrolls itself into view only if the user has not just moved elsewhere. */
+const userMoved = { at: 0, installed: false };
+export function lastUserScroll(): number {
+  if (!userMoved.installed) {
+    userMoved.installed = true;
+    const mark = () => (userMoved.at = Date.now());
+    window.addEventListener("wheel", mark, { capture: true, passive: true });
+    window.addEventListener("touchmove", mark, { capture: true, passive: true });
+    window.addEventListener("keydown", (ev) => {
+      if (["PageUp", "PageDown", "Home", "End", "ArrowUp", "ArrowDown", " "].includes(ev.key)) mark();
+    }, { capture: true });
+  }
+  return userMoved.at;
+}
+
+/** Approval prompts waiting on this page: shown in the page title while any waits. */
+const waiting = new Set<string>();
+let titleTimer: ReturnType<typeof setInterval> | undefined;
+const TITLE_RE = /^\(\d+\) approval waiting · /;
+function applyTitle(): void {
+  const base = document.title.replace(TITLE_RE, "");
+  document.title = waiting.size ? `(${waiting.size}) approval waiting · ${base}` : base;
+}
+export function setWaiting(id: string, on: boolean): void {
+  if (on) waiting.add(id);
+  else waiting.delete(id);
+  applyTitle();
+  if (waiting.size && !titleTimer) titleTimer = setInterval(applyTitle, 1000); // the app retitles tabs
+  if (!waiting.size && titleTimer) {
+    clearInterval(titleTimer);
+    titleTimer = undefined;
+  }
+}
+
+/** Marks the output that holds a drawn view (`lfx-live-child`): the static copy's CSS hides a
+ *  widget output without the mark (a view that cannot draw) and shows the copy instead. The
+ *  view may be attached to the page a few frames after it renders. */
+export function markLive(el: HTMLElement, tries = 60): void {
+  const child = el.closest(".jp-OutputArea-child");
+  if (child) child.classList.add("lfx-live-child");
+  else if (tries > 0) requestAnimationFrame(() => markLive(el, tries - 1));
+}

@@ -8,7 +8,8 @@ export const KINDS = {
   "DECISION": "decision",
   "DECISION_RESULT": "decision_result",
   "DETAIL_REQUEST": "detail_request",
-  "DETAIL": "detail"
+  "DETAIL": "detail",
+  "CANCEL": "cancel"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

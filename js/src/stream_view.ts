@@ -1,7 +1,7 @@
 // StreamView: the object filling in field by field (strings growing, completed fields
 // marked), or a text stream as growing Markdown; then the final result or failure.
 import { KINDS } from "./kinds";
-import { asText, clear, copyButton, h, injectCss, jsonTree, markdown } from "./dom";
+import { asText, clear, copyButton, h, injectCss, jsonTree, markdown, markLive, onKernelGone, trySend } from "./dom";
 import { PathKey, StreamState, applyStreamPatch, emptyStream, pathKey } from "./stream";
 
 interface Model {
@@ -108,12 +108,15 @@ export default () => {
       const foot = h("div");
       root.append(head, body, foot);
       el.append(root);
+      markLive(el);
       let frame = 0;
       head.className = "lfx-sv-head";
+      let gone = false;
       const draw = () => {
         frame = 0;
         clear(head);
         head.append(h("b", { class: "lfx-sv-title", text: state.title || "Answer" }), h("span", { class: `lfx-st lfx-st-${state.status}`, text: state.status }));
+        if (gone && state.status === "streaming") head.append(h("span", { class: "lfx-err", text: " kernel restarted — this stream stopped here" }));
         if (state.mode === "text" ? state.text : state.value != null) head.append(copyButton(() => (state.mode === "text" ? state.text : asText(state.value))));
         clear(body);
         if (state.mode === "text") body.append(markdown(state.text));
@@ -142,8 +145,13 @@ export default () => {
       };
       listeners.add(listener);
       draw();
-      model.send({ kind: KINDS.SYNC, seq });
+      trySend(model, { kind: KINDS.SYNC, seq });
+      const stopWatching = onKernelGone(el, model, () => {
+        gone = true;
+        listener();
+      });
       return () => {
+        stopWatching();
         listeners.delete(listener);
         if (frame) cancelAnimationFrame(frame);
       };

@@ -3,8 +3,8 @@
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { asText, chatView, clear, copyButton, errorText, fmtCost, fmtDuration, h, injectCss, messageTurns, readable } from "./dom";
-import { Patch, Rollup, RowModel, TraceNode, TraceStore, durationMs, windowRange } from "./tree";
+import { asText, chatView, clear, copyButton, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
+import { BAD, Patch, Rollup, RowModel, TraceNode, TraceStore, argChanges, belowText, durationMs, problemsBelow, windowRange } from "./tree";
 
 const ROW_H = 22;
 const MAIN_H = 440;
@@ -39,8 +39,17 @@ interface Shared {
   /** The trace's time axis [earliest start, latest end or start]: recomputed on a full load,
    *  widened by each live patch (O(patch), not O(nodes), per frame). */
   span: [number, number];
+  /** Wall-clock seconds minus trace seconds (decision times shown as local times). */
+  offset: number | null;
+  /** Set once the kernel is gone: why live updates stopped. */
+  closed: string;
   listeners: Set<(patches: Patch[]) => void>;
 }
+
+const WAITING = "waiting for approval";
+const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
+/** A session's root runs until the session is disposed: between runs it is "open", not busy. */
+const shownStatus = (node: TraceNode) => (node.kind === "session" && node.status === "running" ? "open" : String(node.status ?? ""));
 
 type Hook = (info: { patches: Patch[]; renderedAt: number; nodes: number }) => void;
 
@@ -97,6 +106,11 @@ const CSS = `
 .lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%!important}
 .lfx-te.lfx-narrow .lfx-te-split{display:none}
 .lfx-te.lfx-narrow .lfx-te-detail{border-top:1px solid var(--jp-border-color2,#e0e0e0)}
+.lfx .lfx-st-waiting_for_approval{background:var(--lfx-warn,#f9ab00);color:#000}
+.lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#555)}
+.lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
+.lfx-te-badge{background:var(--lfx-warn,#f9ab00);color:#000;border-radius:8px;padding:0 6px;font-size:11px;white-space:nowrap}
+.lfx-te-closed{background:rgba(249,171,0,.15);color:var(--jp-ui-font-color1,#8a5a00);padding:2px 6px}
 `;
 
 const DETAIL_ORDER: [string, string][] = [
@@ -112,7 +126,7 @@ const DETAIL_ORDER: [string, string][] = [
   ["decision", "Policy decision"],
   ["usage", "Usage"],
 ];
-const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial", "hint"]);
+const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial", "hint", "wait_s"]);
 
 /** Benchmarks set `globalThis.__lfxTimings = []` to get a breakdown of where time goes. */
 function timing(label: string, since: number): void {
@@ -131,7 +145,7 @@ function defaultLayout(): Layout {
 }
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, closed: "", listeners: new Set() };
 }
 
 /** Widen `span` to cover a node's (or a patch's) start and end. */
@@ -187,7 +201,7 @@ export function conversation(node: TraceNode): unknown[] | null {
 function humanWait(node: TraceNode): number | null {
   const d = node.decision as Record<string, unknown> | undefined;
   const m = node.metadata as Record<string, unknown> | undefined;
-  for (const v of [d?.wait_seconds, m?.wait_seconds, m?.human_wait]) if (typeof v === "number") return v;
+  for (const v of [node.wait_s, d?.wait_seconds, m?.wait_seconds, m?.human_wait]) if (typeof v === "number") return v;
   return null;
 }
 
@@ -224,6 +238,7 @@ export default () => {
       for (const n of shared.store.nodes.values()) widen(shared.span, n);
       timing("store.load", t0);
       shared.summary = state.summary ?? null;
+      shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
     }
   }
@@ -310,6 +325,9 @@ export default () => {
       const search = h("input", { type: "search", class: "lfx-te-filter", placeholder: "filter: name, kind, status, message, error…  ( / )" }) as HTMLInputElement;
       search.value = shared.query;
       const summary = h("span", { class: "lfx-muted lfx-te-summary" });
+      const badge = h("span", { class: "lfx-te-badge", style: "display:none" });
+      const cancelButton = h("button", { class: "lfx-btn lfx-te-cancel", type: "button", text: "Cancel run", style: "display:none", title: "Cancel the run this trace follows; a tool waiting for approval does not run" }) as HTMLButtonElement;
+      const closedBar = h("div", { class: "lfx-te-closed", style: "display:none" });
       const timelineBtn = h("button", { class: "lfx-btn lfx-te-tl-toggle", type: "button", title: "Show or hide the timeline column", text: "Timeline" });
       const maxBtn = h("button", { class: "lfx-btn lfx-te-max", type: "button", title: "Maximize the details (Enter / Esc)", text: "⤢ Details" });
       const head = h("div", { class: "lfx-te-head" },
@@ -328,8 +346,11 @@ export default () => {
       const split = h("div", { class: "lfx-te-split", role: "separator", "aria-orientation": "vertical", title: "drag to resize" });
       const detail = h("div", { class: "lfx-te-detail", tabindex: -1 });
       const main = h("div", { class: "lfx-te-main" }, left, split, detail);
-      root.append(h("div", { class: "lfx-te-bar" }, title, search, summary, h("span", { class: "lfx-te-tools" }, timelineBtn, maxBtn)), main);
+      root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, timelineBtn, maxBtn)), closedBar, main);
       el.append(root);
+      markLive(el);
+      let problems = new Map<string, Record<string, number>>();
+      let problemsVersion = -1;
 
       const rows = new RowModel(shared.store);
       let frame = 0;
@@ -379,6 +400,10 @@ export default () => {
         const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || shared.view.height, ROW_H, count);
         const t1 = performance.now();
         const roll = store.rollups();
+        if (problemsVersion !== store.version) {
+          problems = problemsBelow(store);
+          problemsVersion = store.version;
+        }
         timing("rollups", t1);
         const [lo, hi] = timeSpan();
         const axisText = shared.view.timeline ? fmtDuration((hi - lo) * 1000) : "";
@@ -410,10 +435,18 @@ export default () => {
             : "No trace nodes yet.";
         } else empty.style.display = "none";
         const c = store.statusCounts;
-        const running = c.get("running") ?? 0;
-        const failed = (c.get("failed") ?? 0) + (c.get("denied") ?? 0) + (c.get("timed_out") ?? 0);
+        const waitingN = c.get(WAITING) ?? 0;
+        // the session root runs until disposed: only work under it counts as running
+        const rootsRunning = store.roots().filter((id) => ["running", WAITING].includes(String(store.nodes.get(id)?.status))).length;
+        const running = (c.get("running") ?? 0) + waitingN - rootsRunning;
+        const failed = BAD.reduce((n, k) => n + (c.get(k) ?? 0), 0);
+        badge.textContent = waitingN ? `${waitingN} approval${waitingN > 1 ? "s" : ""} waiting` : "";
+        badge.style.display = waitingN && !shared.closed ? "" : "none";
+        cancelButton.style.display = running > 0 && !shared.closed ? "" : "none";
+        closedBar.style.display = shared.closed ? "" : "none";
+        closedBar.textContent = shared.closed;
         const total = typeof shared.summary?.cost === "number" ? ` · total cost ${fmtCost(shared.summary.cost) || "$0"}` : "";
-        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied${total}` +
+        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied/cancelled${total}` +
           (shared.query ? ` · ${count} shown` : "");
         drawDetail(roll);
         timing("draw", t0);
@@ -430,7 +463,7 @@ export default () => {
         if (!bar || typeof node.start !== "number") return;
         const total = hi - lo;
         const status = String(node.status ?? "");
-        const endT = typeof node.end === "number" ? node.end : status === "running" ? hi : node.start;
+        const endT = typeof node.end === "number" ? node.end : status === "running" || status === WAITING ? hi : node.start;
         const left = `${(((node.start - lo) / total) * 100).toFixed(3)}%`;
         const width = `${Math.max(0, ((endT - node.start) / total) * 100).toFixed(3)}%`;
         if (bar.style.left !== left) bar.style.left = left;
@@ -444,7 +477,8 @@ export default () => {
         const match = rows.matches?.has(id) ?? false;
         const tl = shared.view.timeline;
         // rebuild the row's cells only when something it shows changed
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl}`;
+        const below = belowText(problems.get(id));
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl}|${below}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
@@ -453,26 +487,27 @@ export default () => {
         div.setAttribute("aria-selected", String(shared.selected === id));
         div.style.paddingLeft = `${(rows.depth.get(id) ?? 0) * 14 + 2}px`;
         clear(div);
-        const status = String(node.status ?? "");
+        const status = shownStatus(node);
         const dur = durationMs(node);
         const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: String(node.name ?? id) }));
+        if (below) label.append(h("span", { class: "lfx-te-below", text: `(${below})` }));
         if (node.hint) label.append(h("span", { class: "lfx-te-hint", text: String(node.hint) }));
         const cell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
         if (tl && typeof node.start === "number") {
           const wait = humanWait(node);
-          cell.append(h("span", { class: `lfx-te-bar-tl k-${String(node.kind ?? "node")} s-${status}${wait ? " w-human" : ""}` }));
+          cell.append(h("span", { class: `lfx-te-bar-tl k-${String(node.kind ?? "node")} s-${status.replace(/\s+/g, "_")}${wait ? " w-human" : ""}` }));
         }
         div.append(
           h("span", { class: "lfx-te-caret", "data-caret": "1", text: hasChildren ? (expanded ? "▾" : "▸") : "" }),
           h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
           label,
-          h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: `lfx-st lfx-st-${status}`, text: status })),
-          h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: dur === null ? (status === "running" ? "…" : "—") : fmtDuration(dur) }),
+          h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: stClass(status), text: status })),
+          h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: dur === null ? (["running", WAITING, "open"].includes(status) ? "…" : "—") : fmtDuration(dur) }),
           h("span", { class: "lfx-te-c lfx-te-c-tok", text: r ? tokensText(r.tokens) : "" }),
           h("span", { class: "lfx-te-c lfx-te-c-cost", text: costText(r) }),
           cell,
         );
-        const tip = [`${node.kind ?? "node"} ${node.name ?? id}: ${status}`, dur === null ? "duration —" : `duration ${fmtDuration(dur)}`];
+        const tip = [`${node.kind ?? "node"} ${node.name ?? id}: ${status}${below ? ` (${below})` : ""}`, dur === null ? "duration —" : `duration ${fmtDuration(dur)}`];
         if (r && r.tokens) tip.push(`${r.tokens.toLocaleString("en-US")} tokens (this subtree)`);
         tip.push(`cost ${costText(r) || "—"}`);
         const wait = humanWait(node);
@@ -484,6 +519,36 @@ export default () => {
       function section(label: string, value: unknown): void {
         detail.append(h("h4", {}, h("span", { text: label }), copyButton(() => (label === "Error" ? errorText(value) : asText(value)))));
         detail.append(label === "Error" ? h("div", { class: "lfx-err", text: errorText(value) }) : readable(value));
+      }
+
+      /** Wall time split into model, tool and human-wait time (the node and its subtree). */
+      function timeSplit(node: TraceNode): [string, string][] {
+        const total = durationMs(node);
+        if (total === null) return [];
+        let model = 0;
+        let tool = 0;
+        let wait = 0;
+        const stack = [node.id];
+        while (stack.length) {
+          const id = stack.pop()!;
+          const n = shared.store.nodes.get(id);
+          if (!n) continue;
+          const d = (durationMs(n) ?? 0) / 1000;
+          const w = humanWait(n) ?? 0;
+          if (n.kind === "query") model += d;
+          else if (n.kind === "tool_call") {
+            tool += Math.max(0, d - w);
+            wait += w;
+          }
+          if (n.kind !== "query" && n.kind !== "tool_call") stack.push(...shared.store.children(id));
+        }
+        if (!wait && !(model && tool)) return [];
+        const fmt = (s: number) => fmtDuration(s * 1000) || "0 ms";
+        const out: [string, string][] = [["total", fmt(total / 1000)]];
+        if (model) out.push(["model", fmt(model)]);
+        if (tool || node.kind === "tool_call") out.push(["tool", fmt(tool)]);
+        if (wait) out.push(["waiting for a person", fmt(wait)]);
+        return out;
       }
 
       function drawDetail(roll: Map<string, Rollup>): void {
@@ -504,7 +569,8 @@ export default () => {
         const dur = durationMs(node);
         const own = r ? r.tokens - [...shared.store.children(node.id)].reduce((s, k) => s + (roll.get(k)?.tokens ?? 0), 0) : 0;
         detail.append(
-          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: `lfx-st lfx-st-${node.status}`, text: String(node.status ?? "") })),
+          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(shownStatus(node)), text: shownStatus(node) }),
+            problems.get(node.id) ? h("span", { class: "lfx-te-below", text: `(${belowText(problems.get(node.id))})` }) : ""),
           h("div", { class: "lfx-muted lfx-te-meta", text: [
             `${node.kind ?? "node"}`,
             `duration ${dur === null ? "—" : fmtDuration(dur)}`,
@@ -516,7 +582,7 @@ export default () => {
           // snapshots carry summaries; the full record (prompt, response, args…) on demand
           if (!shared.requested.has(node.id)) {
             shared.requested.add(node.id);
-            model.send({ kind: KINDS.DETAIL_REQUEST, id: node.id });
+            trySend(model, { kind: KINDS.DETAIL_REQUEST, id: node.id });
           }
           detail.append(h("div", { class: "lfx-muted", text: "loading details…" }));
         }
@@ -532,9 +598,28 @@ export default () => {
           const out = node.outputs as Record<string, unknown> | undefined;
           if (out && typeof out === "object" && out.result !== undefined) section("Result", out.result);
         }
+        const timing = timeSplit(node);
+        if (timing.length) section("Time", Object.fromEntries(timing));
+        const decision = node.decision as Record<string, any> | undefined;
+        const inputs = node.inputs as Record<string, any> | undefined;
         for (const [k, label] of DETAIL_ORDER) {
           if (shown.has(k) || node[k] == null || node[k] === "") continue;
           shown.add(k);
+          if (k === "inputs" && decision && decision.args && inputs && typeof inputs === "object") {
+            // an edited call: what ran, what the model proposed, and the difference
+            section("Arguments that ran (edited)", decision.args);
+            section("Model's proposal", inputs.args ?? {});
+            section("Changed", argChanges(inputs.args, decision.args));
+            const rest = Object.fromEntries(Object.entries(inputs).filter(([key]) => key !== "args"));
+            if (Object.keys(rest).length) section("Inputs", rest);
+            continue;
+          }
+          if (k === "decision" && decision) {
+            const { args: _args, at, ...rest } = decision;
+            const when = localTime(at, shared.offset);
+            section(label, when ? { ...rest, at: when } : rest);
+            continue;
+          }
           section(label, node[k]);
         }
         for (const [k, v] of Object.entries(node)) {
@@ -563,6 +648,21 @@ export default () => {
         notify();
       }
 
+      cancelButton.addEventListener("click", () => {
+        cancelButton.disabled = true;
+        if (!trySend(model, { kind: KINDS.CANCEL })) closeAll();
+        setTimeout(() => (cancelButton.disabled = false), 2000);
+      });
+      /** The kernel is gone: nothing shown can still be running. */
+      function closeAll(): void {
+        if (shared.closed) return;
+        shared.closed = "kernel restarted or shut down — live updates stopped; what is shown is the last state received";
+        for (const n of shared.store.nodes.values()) {
+          if (n.status === "running" || n.status === WAITING) shared.store.apply({ op: "node", id: n.id, status: "unfinished" } as Patch);
+        }
+        for (const l of shared.listeners) l([]);
+      }
+      const stopWatching = onKernelGone(el, model, closeAll);
       scroll.addEventListener("scroll", () => schedule([]));
       scroll.addEventListener("click", (ev) => {
         const target = ev.target as HTMLElement;
@@ -683,8 +783,9 @@ export default () => {
       };
       shared.listeners.add(listener);
       schedule([]);
-      model.send({ kind: KINDS.SYNC, seq: shared.seq });
+      trySend(model, { kind: KINDS.SYNC, seq: shared.seq });
       return () => {
+        stopWatching();
         shared.listeners.delete(listener);
         model.off("change:title", onTitle);
         sizes.disconnect();

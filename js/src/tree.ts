@@ -396,3 +396,39 @@ export function windowRange(scrollTop: number, viewport: number, rowHeight: numb
   const end = Math.min(total, first + count + overscan);
   return [start, Math.max(start, end)];
 }
+
+/** Statuses a parent reports below itself ("1 denied, 2 cancelled below"). */
+export const BAD = ["failed", "denied", "cancelled", "timed_out"];
+
+/** Per node: failed / denied / cancelled / timed-out descendants (what went wrong below). */
+export function problemsBelow(store: TraceStore): Map<string, Record<string, number>> {
+  const out = new Map<string, Record<string, number>>();
+  for (const node of store.nodes.values()) {
+    const status = String(node.status ?? "");
+    if (!BAD.includes(status)) continue;
+    for (const a of store.ancestors(node.id)) {
+      const c = out.get(a) ?? {};
+      c[status] = (c[status] ?? 0) + 1;
+      out.set(a, c);
+    }
+  }
+  return out;
+}
+
+export function belowText(c: Record<string, number> | undefined): string {
+  if (!c) return "";
+  return Object.entries(c).sort().map(([k, n]) => `${n} ${k.replace("_", " ")}`).join(", ") + " below";
+}
+
+/** What an edit changed: `a: 2 → 20` per key. */
+export function argChanges(proposed: any, ran: any): string[] {
+  const out: string[] = [];
+  const p = proposed && typeof proposed === "object" ? proposed : {};
+  const r = ran && typeof ran === "object" ? ran : {};
+  for (const k of [...Object.keys(p), ...Object.keys(r).filter((k) => !(k in p))]) {
+    const before = k in p ? JSON.stringify(p[k]) : "∅";
+    const after = k in r ? JSON.stringify(r[k]) : "∅";
+    if (before !== after) out.push(`${k}: ${before} → ${after}`);
+  }
+  return out;
+}

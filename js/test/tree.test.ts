@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { RowModel, TraceStore, visibleRows, windowRange } from "../src/tree";
+import { RowModel, TraceStore, argChanges, belowText, problemsBelow, visibleRows, windowRange } from "../src/tree";
 import { KINDS } from "../src/kinds";
 
 function sample(): TraceStore {
@@ -80,7 +80,7 @@ test("window range clamps at both ends", () => {
 });
 
 test("message kinds are the ones the kernel uses", () => {
-  assert.deepEqual(Object.values(KINDS).sort(), ["decision", "decision_result", "detail", "detail_request", "events", "rendered", "snapshot", "sync"]);
+  assert.deepEqual(Object.values(KINDS).sort(), ["cancel", "decision", "decision_result", "detail", "detail_request", "events", "rendered", "snapshot", "sync"]);
 });
 
 function rng(seed: number): () => number {
@@ -137,6 +137,21 @@ test("a live trace of 20,000 nodes grows by appending rows", () => {
   assert.equal(model.ids.length, 22001);
   assert.equal(model.ids[22000], "f19-99"); // appended in place, no rebuild needed
   assert.equal(s.rollups().get("root")!.tokens, 2000);
+});
+
+test("parents report failed, denied and cancelled nodes below them", () => {
+  const s = sample();
+  s.apply({ op: "node", id: "t1a", status: "cancelled" });
+  const below = problemsBelow(s);
+  assert.deepEqual(below.get("root"), { denied: 1, cancelled: 1 });
+  assert.deepEqual(below.get("t1"), { cancelled: 1 });
+  assert.equal(below.get("q1"), undefined);
+  assert.equal(belowText(below.get("root")), "1 cancelled, 1 denied below");
+});
+
+test("an edit is shown key by key", () => {
+  assert.deepEqual(argChanges({ a: 2, b: 3 }, { a: 20, b: 3, c: "x" }), ["a: 2 → 20", 'c: ∅ → "x"']);
+  assert.deepEqual(argChanges({ a: 1 }, {}), ["a: 1 → ∅"]);
 });
 
 test("cost is known only where a node carries one: '—' for unpriced subtrees, not $0", async () => {

@@ -26,14 +26,17 @@ __all__ = ["RecordingModel"]
 class RecordingModel(LanguageModel):
     """Forwards ``call`` and ``stream`` to ``inner``; keeps ``prompts`` and ``responses``.
 
-    A streamed response is kept when its final chunk arrives (a stream that stops before
-    that leaves no response). The cache is the wrapped model's, so a parse failure that
-    drops a cached answer drops it where it lives.
+    A streamed response is kept when its final chunk arrives; a stream that stops before that
+    (an error, a cancellation, the consumer closing it) leaves what had arrived in
+    ``partial``, so the trace still shows the text a failed or cancelled stream received.
+    The cache is the wrapped model's, so a parse failure that drops a cached answer drops it
+    where it lives.
     """
 
     def __init__(self, inner: LanguageModel) -> None:
         super().__init__(inner.model, sampling=inner.sampling, cache=inner.cache)
         self.inner = inner
+        self.partial: AIMessage[Any] | None = None  # of the last stream, if it stopped early
         self.prompts: list[Prompt] = []
         self.responses: list[AIMessage[Any]] = []
 
@@ -59,13 +62,24 @@ class RecordingModel(LanguageModel):
 
     async def stream(self, prompt: Prompt, **options: Any) -> AsyncIterator[StreamChunk]:
         self.prompts.append(prompt)
-        upstream = self.inner.stream(prompt, **options)
+        upstream = self._track(self.inner.stream(prompt, **options))
         try:
             async for chunk in upstream:
                 if chunk.final:
                     self.responses.append(chunk.aggregated)
                 yield chunk
         finally:
+            await upstream.aclose()  # type: ignore[attr-defined]
+
+    async def _track(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
+        """``upstream``'s chunks; sets ``partial`` if it stops before its final chunk."""
+        last: StreamChunk | None = None
+        try:
+            async for chunk in upstream:
+                last = chunk
+                yield chunk
+        finally:
+            self.partial = last.aggregated if last is not None and not last.final else None
             await upstream.aclose()  # type: ignore[attr-defined]
 
     def __repr__(self) -> str:

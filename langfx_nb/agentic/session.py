@@ -472,7 +472,9 @@ class Session:
         its usage per response, ``attempts``, the rendered prompt of the first request (unless
         ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
         and the last response (and ``result``, when given) as outputs, previewed on first
-        read. ``query``, ``query_stream`` and ``generate`` all record through here."""
+        read; a stream that stopped before its final chunk shows what it had received, with
+        ``partial: True``. ``query``, ``query_stream`` and ``generate`` all record through
+        here."""
         store = self._state.store
         for response in recording.responses:
             model_id = (response.provenance.model if response.provenance else None) or (
@@ -484,12 +486,17 @@ class Session:
             first = recording.prompts[0]
             node.defer("inputs", lambda: {"rendered_prompt": self._prompt_preview(first)})
         last = recording.responses[-1] if recording.responses else None
+        partial = recording.partial  # the last stream stopped before its final chunk
+        if partial is not None:
+            last = partial
         if last is None and result is _NO_RESULT:
             return
         show = self._preview
 
         def outputs() -> dict[str, Any]:
             out = _response_preview(last, show) if last is not None else {}
+            if partial is not None:
+                out["partial"] = True
             if result is not _NO_RESULT:
                 out["result"] = result
             return out

@@ -124,6 +124,11 @@ class ErrorInfo:
     retry_after: float | None = None
     context_length: bool = False
     auth: bool = False
+    # The server said the request itself is invalid, whatever the status (some compatible
+    # servers answer validation failures with a 5xx); ``detail`` is what it said, already
+    # redacted and bounded by the adapter, shown to the user because nothing else explains it.
+    invalid: bool = False
+    detail: str | None = None
 
 
 def safe_code(value: Any) -> str | None:
@@ -177,18 +182,23 @@ def parse_google_duration(value: Any) -> float | None:
 def error_from_status(
     provider: str, status: int, info: ErrorInfo, retry_after: float | None = None
 ) -> LMError:
-    """The error class for an HTTP failure; the message is status + short code only."""
+    """The error class for an HTTP failure. The message is the status and the short code, plus
+    ``info.detail`` only when the adapter found a redacted explanation worth showing."""
     code = f" ({info.code})" if info.code else ""
     message = f"{provider} request failed: HTTP {status}{code}"
+    if info.detail:
+        message += f"; the server said: {info.detail}"
     if status in (401, 403) or info.auth:
         return AuthenticationError(message, status=status)
     if status == 429:
         wait = info.retry_after if info.retry_after is not None else retry_after
         return RateLimitError(message, status=status, retry_after=wait)
-    if status >= 500 or status == 408:
-        return ServerError(message, status=status)
     if info.context_length:
         return ContextLengthError(message, status=status)
+    if info.invalid:
+        return InvalidRequestError(message, status=status)
+    if status >= 500 or status == 408:
+        return ServerError(message, status=status)
     return InvalidRequestError(message, status=status)
 
 

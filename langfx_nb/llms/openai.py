@@ -10,7 +10,17 @@ OpenAI models require); other servers get the older ``max_tokens`` that they und
 Streams ask for usage with ``stream_options.include_usage`` (turn off with
 ``stream_usage=False`` for servers that reject it) and end at ``data: [DONE]``; tool-call
 fragments are matched by ``index``. Native structured output uses ``response_format``
-``json_schema``, with ``strict`` on exactly when the schema meets OpenAI's strict rules.
+``json_schema``, with ``strict`` on exactly when the schema meets OpenAI's strict rules;
+``schema_format="json_object"`` sends ``{"type": "json_object", "schema": ...}`` instead, the
+only form llama-cpp-python's server accepts.
+
+What compatible servers taught us (see docs/providers.md): an assistant turn that holds only
+tool calls is sent with ``"content": ""`` (llama-cpp-python rejects ``null``; pass
+``tool_call_content=None`` for gateways that reject an empty string); a stream that ends
+without a finish reason is an ``IncompleteGenerationError`` (llama-cpp-python ends an
+interrupted stream with a bare ``[DONE]``); llama.cpp's ``exceed_context_size_error`` is a
+``ContextLengthError``; a 5xx whose body says the request failed validation is an
+``InvalidRequestError`` (not retried), and its message quotes the server, redacted.
 
 Reasoning: ``reasoning_effort=`` is sent as is (``thinking_budget`` is rejected before
 sending). Compatible servers that return the model's thinking as ``reasoning_content`` (or
@@ -22,9 +32,10 @@ field for it). ``completion_tokens_details.reasoning_tokens`` is counted as ``re
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..errors import (
     ContentFilteredError,
@@ -63,6 +74,18 @@ from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEn
 __all__ = ["OpenAI", "OpenAIResponses"]
 
 _OK = frozenset({"stop", "tool_calls", "function_call"})
+# llama.cpp's server: {"error": {"type": "exceed_context_size_error", "message": "the request
+# exceeds the available context size, ..."}}; OpenAI and vLLM: context_length_exceeded.
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+_CONTEXT_MESSAGES = ("maximum context length", "exceeds the available context size")
+# A 5xx that is really a rejected request (llama-cpp-python answers a body that fails its
+# pydantic validation with HTTP 500 and the validation text): retrying cannot help.
+_INVALID_5XX = re.compile(r"validation error|Input should be|Field required", re.IGNORECASE)
+_SECRETS = re.compile(
+    r"(\bbearer\s+|(?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)"
+    r"(?:bearer\s+)?[^\s\"',}]+|\bsk-[A-Za-z0-9_\-]{6,}",
+    re.IGNORECASE,
+)
 
 
 class OpenAI(HTTPModel):
@@ -78,9 +101,29 @@ class OpenAI(HTTPModel):
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 
-    def __init__(self, model: str, *, stream_usage: bool = True, **kw: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        stream_usage: bool = True,
+        schema_format: Literal["json_schema", "json_object"] = "json_schema",
+        tool_call_content: Literal[""] | None = "",
+        **kw: Any,
+    ) -> None:
         super().__init__(model, **kw)
+        if schema_format not in ("json_schema", "json_object"):
+            raise ValueError("schema_format must be 'json_schema' or 'json_object'")
+        if tool_call_content not in ("", None):
+            raise ValueError("tool_call_content must be '' or None")
         self.stream_usage = stream_usage
+        self.schema_format = schema_format
+        self.tool_call_content = tool_call_content
+
+    def cache_identity(self) -> dict[str, Any]:
+        out = super().cache_identity()
+        if self.schema_format != "json_schema":
+            out["schema_format"] = self.schema_format
+        return out
 
     def _auth_headers(self, key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"} if key else {}
@@ -90,10 +133,22 @@ class OpenAI(HTTPModel):
         if not isinstance(err, dict):
             return ErrorInfo()
         code = safe_code(err.get("code")) or safe_code(err.get("type"))
-        message = str(err.get("message", "")).lower()
-        context = code == "context_length_exceeded" or "maximum context length" in message
+        text = str(err.get("message", ""))
+        message = text.lower()
+        context = code in _CONTEXT_CODES or any(m in message for m in _CONTEXT_MESSAGES)
         auth = code in ("invalid_api_key", "invalid_authentication")
+        if status >= 500 and _INVALID_5XX.search(text):
+            return ErrorInfo(code, invalid=True, detail=self._redact(text))
         return ErrorInfo(code, context_length=context, auth=auth)
+
+    def _redact(self, text: str) -> str:
+        """A server's error text fit to show: credentials masked, at most 300 characters."""
+        key = getattr(self._key, "_value", None)
+        if isinstance(key, str) and key:
+            text = text.replace(key, "<redacted>")
+        text = _SECRETS.sub(lambda m: f"{m.group(1) or ''}<redacted>", text)
+        text = " ".join(text.split())
+        return text if len(text) <= 300 else text[:299] + "…"
 
     def check_capabilities(self, request: LMRequest) -> None:
         super().check_capabilities(request)
@@ -152,14 +207,17 @@ class OpenAI(HTTPModel):
             body["tool_choice"] = _tool_choice(request, nested=True)
         if request.response_schema is not None:
             schema = dict(request.response_schema)
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": _schema_name(schema),
-                    "schema": schema,
-                    "strict": _strict_ok(schema),
-                },
-            }
+            if self.schema_format == "json_object":
+                body["response_format"] = {"type": "json_object", "schema": schema}
+            else:
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": _schema_name(schema),
+                        "schema": schema,
+                        "strict": _strict_ok(schema),
+                    },
+                }
         if stream:
             body["stream"] = True
             if self.stream_usage:
@@ -188,7 +246,10 @@ class OpenAI(HTTPModel):
                 raise UnsupportedCapabilityError(
                     f"openai: an assistant turn cannot hold a {p.kind} part"
                 )
-        out: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
+        content = "".join(text) if text else None
+        if content is None and calls:
+            content = self.tool_call_content
+        out: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             out["tool_calls"] = calls
         return out
@@ -389,11 +450,13 @@ def _final(state: _State) -> StreamChunk:
     code = safe_code(reason) or "unknown"
     if state.refused:
         raise ContentFilteredError("openai: the model refused (refusal)")
+    if reason is None:  # e.g. llama-cpp-python ends a stream it interrupts with a bare [DONE]
+        raise IncompleteGenerationError("openai: the answer ended without a finish reason")
     if reason == "length":
         raise IncompleteGenerationError("openai: output truncated (length)")
     if reason == "content_filter":
         raise ContentFilteredError("openai: response blocked (content_filter)")
-    if reason is not None and reason not in _OK:
+    if reason not in _OK:
         raise GenerationError(f"openai: generation stopped ({code})")
     calls = state.acc.tool_calls
     if not calls and not state.acc.has_text:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .control import cancel
 from .kernel_state import NotebookState, state, use
 from .markdown import MarkdownText
 
@@ -30,6 +31,7 @@ __all__ = [
     "NotebookState",
     "StreamView",
     "TraceExplorer",
+    "cancel",
     "load_ipython_extension",
     "state",
     "use",
@@ -97,6 +99,10 @@ def load_ipython_extension(ipython: Any) -> None:
     from .kernel_parent import install
 
     install(ipython)  # ipykernel 7.4 race that can leave an async cell at [*]; see the module
+    from . import control, kernel_comm
+
+    kernel_comm.install(ipython)  # a reloaded page gets its widgets while a cell awaits
+    control.install(ipython)  # a cancelled run ends its cell with one line
     try:
         render = importlib.import_module(".render", __name__)
     except ImportError:

@@ -27,6 +27,7 @@ import datetime as _dt
 import getpass
 import secrets
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ import anywidget
 import traitlets
 
 from ..errors import ToolDeniedError
+from . import control
 from .bridge import MessageKind, to_jsonable
 from .render import _CSS, WidgetDisplayMixin, _esc, value_html
 
@@ -69,6 +71,7 @@ class _Prompt:
     validate: Callable[[Mapping[str, Any]], Any] | None
     closed: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    task: asyncio.Task[Any] | None = None  # the run waiting on this prompt (Cancel run)
 
 
 def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
@@ -98,6 +101,7 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
         with self._lock:
             self._prompts[prompt.prompt_id] = prompt
         self.state = {**self.state, "pending": prompt.info, "notice": None}
+        self._refresh_displays()
 
     def close_prompt(
         self, prompt: _Prompt, entry: dict[str, Any], notice: str | None = None
@@ -138,6 +142,27 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
                 prompt.loop.call_soon_threadsafe(_resolve, prompt.rendered, True)
         elif kind == MessageKind.DECISION.value:
             self.handle_decision(content)
+        elif kind == MessageKind.CANCEL.value:
+            self.cancel_prompt(content.get("prompt_id"))
+
+    def cancel_prompt(
+        self, prompt_id: Any, reason: str = "the run was cancelled from the approval prompt"
+    ) -> bool:
+        """Cancel the run waiting on this prompt (the Cancel-run button): the call is recorded
+        as cancelled and never runs; any later click is refused."""
+        with self._lock:
+            prompt = self._prompts.get(str(prompt_id))
+            if prompt is None or prompt.closed or prompt.task is None:
+                prompt = None
+            else:
+                prompt.closed = True  # no click can count from now on
+        if prompt is None or prompt.task is None:
+            self._reply(prompt_id, False, "This approval prompt is no longer waiting.")
+            return False
+        why = f"{reason}; tool {prompt.tool} ({prompt.call_id}) did not run"
+        prompt.loop.call_soon_threadsafe(control.cancel_task, prompt.task, why)
+        self._reply(prompt_id, True)
+        return True
 
     def handle_decision(self, content: Mapping[str, Any]) -> bool:
         """Accept a decision for exactly the prompt it names, once. Returns whether accepted."""
@@ -177,7 +202,9 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
             action=action,
             args=args,
             note=str(note)[:2000] if isinstance(note, str) and note.strip() else None,
-            always=bool(content.get("always")),
+            # "always allow" belongs to a plain Approve only, whatever else the page sends: a
+            # denial (or an edited call) never grants later calls of the tool.
+            always=action == "approve" and content.get("always") is True,
         )
         with self._lock:  # first decision wins, even if two arrive on different threads
             if prompt.closed:
@@ -205,6 +232,9 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
             text += f"; waiting: {pending.get('tool')} ({pending.get('call_id')})"
         return text
 
+    def _static_html(self) -> str:
+        return _approval_static_html(self.state)
+
     def _fallback_html(self) -> str:
         rows = []
         pending = self.state.get("pending")
@@ -225,6 +255,38 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
             rows.append(f'<div class="lfx-st-failed">{_esc(notice)}</div>')
         head = f'<div class="lfx-k">{_esc(self._fallback_text())}</div>'
         return f'{_CSS}<div class="lfx-fb">{head}<ul>{"".join(rows)}</ul></div>'
+
+
+def _approval_static_html(state: Mapping[str, Any]) -> str:
+    """The prompt as a saved notebook shows it: decisions with local times, and a prompt that
+    was still waiting shown closed (no kernel can receive a click any more)."""
+    from .render import _local_time
+
+    rows = []
+    for h in state.get("history", []):
+        note = f" — “{_esc(h['note'])}”" if h.get("note") else ""
+        when = _local_time(h.get("when"), None)
+        waited = h.get("waited_s")
+        wait = f", after {waited:.1f} s" if isinstance(waited, int | float) else ""
+        rows.append(
+            f"<li>{_esc(h.get('decision'))}: <b>{_esc(h.get('tool'))}</b> "
+            f"({_esc(h.get('call_id'))}) by {_esc(h.get('who'))}"
+            f"{' at ' + _esc(when) if when else ''}{_esc(wait)}{note}</li>"
+        )
+    pending = state.get("pending")
+    if pending:
+        rows.append(
+            f'<li class="lfx-closed">closed: tool call <b>{_esc(pending.get("tool"))}</b> '
+            f"({_esc(pending.get('call_id'))}) was waiting for approval when this output was "
+            "saved; it did not run from this prompt</li>"
+        )
+    notice = state.get("notice")
+    if notice:
+        rows.append(f'<li class="lfx-st-failed">{_esc(notice)}</li>')
+    if not rows:
+        rows.append("<li>no tool calls were decided here</li>")
+    head = '<div class="lfx-k">Tool approvals</div>'
+    return f'{_CSS}<div class="lfx-fb">{head}<ul>{"".join(rows)}</ul></div>'
 
 
 class ApprovalPolicy:
@@ -331,6 +393,30 @@ class ApprovalPolicy:
             "call_id": prompt.call_id,
             "tool": prompt.tool,
         }
+        prompt.task = asyncio.current_task()
+        asked = time.monotonic()
+        _log(
+            session,
+            "info",
+            f"waiting for approval: {prompt.tool} ({prompt.call_id})",
+            prompt.call_id,
+            "policy",
+            approval="waiting",
+        )
+        with control.track(session, label=f"approval {prompt.tool} ({prompt.call_id})"):
+            return await self._decide(prompt, entry, session, widget, approve, deny, run, asked)
+
+    async def _decide(
+        self,
+        prompt: _Prompt,
+        entry: dict[str, Any],
+        session: Any,
+        widget: ApprovalWidget,
+        approve: Any,
+        deny: Any,
+        run: tuple[str, ...],
+        asked: float,
+    ) -> Any:
         try:
             if not await self._wait_rendered(prompt):
                 message = (
@@ -347,14 +433,29 @@ class ApprovalPolicy:
                 _log(session, "warning", message, prompt.call_id, "policy")
                 raise ToolDeniedError(message)
             decision = await prompt.decided
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             if not prompt.closed or prompt.prompt_id in widget._prompts:
+                why = str(exc.args[0]) if exc.args else "the run was cancelled"
+                control.add_detail(
+                    prompt.task, f"tool {prompt.tool} ({prompt.call_id}) did not run"
+                )
                 entry.update(decision="cancelled", approved=False, who="-", when=_now_iso())
-                widget.close_prompt(prompt, entry)
+                widget.close_prompt(prompt, entry, notice=f"Cancelled: {why}")
+                _log(
+                    session,
+                    "warning",
+                    f"tool call {prompt.tool} ({prompt.call_id}) cancelled while waiting for "
+                    f"approval: {why}",
+                    prompt.call_id,
+                    "-",
+                    approval="decided",
+                    waited_s=round(time.monotonic() - asked, 3),
+                )
             raise
+        waited = round(time.monotonic() - asked, 3)
         by, when = f"{self.who} (notebook)", _now_iso()
         entry.update(who=self.who, when=when)
-        if decision.always:
+        if decision.action == "approve" and decision.always:
             self._always.setdefault(run, set()).add(prompt.tool)
         if decision.action == "approve":
             entry.update(
@@ -373,6 +474,7 @@ class ApprovalPolicy:
         else:
             entry.update(decision="denied", approved=False)
             result = False
+        entry["waited_s"] = waited
         widget.close_prompt(prompt, entry)
         _log(
             session,
@@ -381,6 +483,8 @@ class ApprovalPolicy:
             prompt.call_id,
             by,
             when,
+            approval="decided",
+            waited_s=waited,
         )
         return result
 
@@ -425,10 +529,16 @@ def _run_key(session: Any) -> tuple[str, ...]:
 
 
 def _log(
-    session: Any, level: str, message: str, call_id: str, by: str, when: str | None = None
+    session: Any,
+    level: str,
+    message: str,
+    call_id: str,
+    by: str,
+    when: str | None = None,
+    **extra: Any,
 ) -> None:
     log = getattr(session, "log", None)
     if callable(log):
         # a read-only or closed session view must not break the decision
         with contextlib.suppress(Exception):
-            log(level, message, call_id=call_id, by=by, at=when or _now_iso())
+            log(level, message, call_id=call_id, by=by, at=when or _now_iso(), **extra)

@@ -44,6 +44,7 @@ class MessageKind(enum.StrEnum):
     DECISION_RESULT = "decision_result"  # kernel → view: {"prompt_id", "ok", "error"?}
     DETAIL_REQUEST = "detail_request"  # view → kernel: {"id"} the full record of one node
     DETAIL = "detail"  # kernel → view: {"id", "node"} (snapshots carry summaries only)
+    CANCEL = "cancel"  # view → kernel: {"prompt_id"?} the Cancel-run button
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}

@@ -87,11 +87,14 @@ async def run_cell_magic_async(line: str, body: str, ns: MutableMapping[str, Any
     if not args:
         raise UsageError("%%lf needs a command: `%%lf query` or `%%lf agent` (see %lf help)")
     command, rest = args[0], args[1:]
+    from . import control
+
     try:
-        if command == "query":
-            return await run_query(rest, body, ns)
-        if command == "agent":
-            return await run_agent(rest, body, ns)
+        with control.track(label=f"%%lf {command}"):  # Cancel run, %lf cancel, Interrupt
+            if command == "query":
+                return await run_query(rest, body, ns)
+            if command == "agent":
+                return await run_agent(rest, body, ns)
     except LangFxError as exc:
         # Shown as one line (type: message); the full traceback stays on the exception for
         # %debug. IPython renders an exception through `_render_traceback_` when it has one.

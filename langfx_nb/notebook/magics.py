@@ -1,4 +1,4 @@
-"""The registered ``lf`` magic: ``%lf use | trace | models | help``, completion, and setup.
+"""The registered ``lf`` magic: ``%lf use | trace | models | cancel | help``, completion, and setup.
 
 ``%%lf`` cells never reach the magic: :mod:`.cells` rewrites them into an awaited call before
 they compile (see there why). The magic still exists, so ``%lf help`` and tab completion
@@ -41,6 +41,7 @@ _HELP = """\
 %lf use VAR               default model for %%lf cells (a variable or an id like fake:echo)
 %lf trace [SESSION]       trace explorer on the last %%lf run, or on SESSION
 %lf models                the default model, models in the notebook, provider keys present
+%lf cancel                cancel running %%lf runs and waiting approvals (see docs/notebook.md)
 %lf help                  this text
 """
 
@@ -80,6 +81,12 @@ def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
         return TraceExplorer(session)
     if command == "models":
         print(_models_text(ns), end="")
+        return None
+    if command == "cancel":
+        from .control import cancel
+
+        n = cancel("the run was cancelled with %lf cancel")
+        print(f"cancelled {n} run{'s' if n != 1 else ''}")
         return None
     if command in ("query", "agent"):
         raise UsageError(f"`{command}` is a cell command: start the cell with `%%lf {command}`")

@@ -269,6 +269,168 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
     return f'{_CSS}<div class="lfx-fb">{head}{_UL}{body}</ul>{more}</div>'
 
 
+BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
+WAITING = "waiting for approval"
+
+
+def problems_below(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per node: how many descendants ended failed / denied / cancelled / timed out, so a
+    parent that itself ended "ok" can say what went wrong beneath it."""
+    parent_of = {str(n["id"]): n.get("parent") for n in nodes}
+    out: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        status = str(node.get("status", ""))
+        if status not in BAD_STATUSES:
+            continue
+        seen: set[str] = {str(node["id"])}
+        cur = parent_of.get(str(node["id"]))
+        while cur is not None and str(cur) in parent_of and str(cur) not in seen:
+            seen.add(str(cur))
+            counts = out.setdefault(str(cur), {})
+            counts[status] = counts.get(status, 0) + 1
+            cur = parent_of.get(str(cur))
+    return out
+
+
+def _below_text(counts: Mapping[str, int] | None) -> str:
+    if not counts:
+        return ""
+    return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items())) + " below"
+
+
+def _local_time(at: Any, offset: float | None) -> str:
+    """A trace time (seconds on the session's clock) as a local wall-clock time."""
+    import datetime as dt
+
+    if isinstance(at, str):
+        try:
+            when = dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
+        except ValueError:
+            return at
+        return when.astimezone().strftime("%H:%M:%S")
+    if isinstance(at, int | float) and offset is not None:
+        return dt.datetime.fromtimestamp(at + offset).astimezone().strftime("%H:%M:%S")
+    return ""
+
+
+def arg_changes(proposed: Any, ran: Any) -> list[str]:
+    """What an edit changed: ``a: 2 → 20`` per key (added / removed keys too)."""
+    if not isinstance(proposed, Mapping) or not isinstance(ran, Mapping):
+        return [] if proposed == ran else [f"{_short(proposed)} → {_short(ran)}"]
+    out = []
+    for key in list(proposed) + [k for k in ran if k not in proposed]:
+        before = _short(proposed[key]) if key in proposed else "∅"
+        after = _short(ran[key]) if key in ran else "∅"
+        if before != after:
+            out.append(f"{key}: {before} → {after}")
+    return out
+
+
+def _short(value: Any) -> str:
+    return _clip(json.dumps(value, ensure_ascii=False, default=str), 200)
+
+
+def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tuple[str, Any]]:
+    """(label, value) pairs describing one node, in reading order: shared by the static copy;
+    the live view shows the same labels."""
+    rows: list[tuple[str, Any]] = []
+    if node.get("error"):
+        rows.append(("Error", _error_text(node["error"])))
+    inputs = node.get("inputs")
+    decision = node.get("decision") if isinstance(node.get("decision"), Mapping) else None
+    proposed = inputs.get("args") if isinstance(inputs, Mapping) else None
+    if decision is not None and isinstance(decision.get("args"), Mapping):
+        rows.append(("Arguments that ran (edited)", decision["args"]))
+        rows.append(("Model's proposal", proposed))
+        rows.append(("Changed", arg_changes(proposed, decision["args"])))
+    elif proposed is not None:
+        rows.append(("Arguments", proposed))
+    if isinstance(inputs, Mapping):
+        rest = {k: v for k, v in inputs.items() if k != "args"}
+        if rest:
+            rows.append(("Inputs", rest))
+    elif inputs is not None:
+        rows.append(("Inputs", inputs))
+    if node.get("outputs") is not None:
+        rows.append(("Output", node["outputs"]))
+    if decision is not None:
+        shown = {k: v for k, v in decision.items() if k not in ("args", "at")}
+        when = _local_time(decision.get("at"), offset)
+        if when:
+            shown["at"] = when
+        rows.append(("Policy decision", shown))
+    timing = node_timing(node)
+    if timing:
+        rows.append(("Time", timing))
+    if node.get("usage"):
+        rows.append(("Usage", node["usage"]))
+    return rows
+
+
+def node_timing(node: Mapping[str, Any]) -> dict[str, str]:
+    """Wall time of a node split into human wait (approval) and the rest."""
+    start, end = node.get("start"), node.get("end")
+    if not isinstance(start, int | float) or not isinstance(end, int | float):
+        return {}
+    total = max(0.0, end - start)
+    wait = node.get("wait_s")
+    if not isinstance(wait, int | float) or wait <= 0:
+        return {}
+    label = "tool" if node.get("kind") == "tool_call" else "work"
+    return {
+        "total": f"{total:.2f} s",
+        "waiting for a person": f"{wait:.2f} s",
+        label: f"{max(0.0, total - wait):.2f} s",
+    }
+
+
+def trace_static_html(
+    nodes: Sequence[Mapping[str, Any]], *, title: str = "", offset: float | None = None
+) -> str:
+    """The trace for a saved notebook: the tree (first ``MAX_ROWS`` nodes), each node with its
+    status, what went wrong below it, and its details in a ``<details>`` element."""
+    children: dict[Any, list[Mapping[str, Any]]] = {}
+    ids = {str(n["id"]) for n in nodes}
+    for node in nodes:
+        parent = node.get("parent")
+        children.setdefault(str(parent) if str(parent) in ids else None, []).append(node)
+    below = problems_below(nodes) if len(nodes) <= MAX_ROLLUP_NODES else {}
+    shown = 0
+
+    def row(node: Mapping[str, Any]) -> str:
+        nonlocal shown
+        shown += 1
+        node_id = str(node["id"])
+        status = str(node.get("status", ""))
+        extra = _below_text(below.get(node_id))
+        detail = "".join(
+            f'<div><span class="lfx-k">{_esc(label)}:</span> '
+            f"{value_html(value, depth=1) if not isinstance(value, str) else _esc(_clip(value))}"
+            "</div>"
+            for label, value in node_detail_rows(node, offset)
+        )
+        details = f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
+        kids = children.get(node_id, [])
+        inner = ""
+        if kids and shown < MAX_ROWS:
+            inner = "<ul>" + "".join(row(k) for k in kids if shown < MAX_ROWS) + "</ul>"
+        return (
+            f'<li data-node="{_esc(node_id)}" data-kind="{_esc(node.get("kind", ""))}">'
+            f'<span class="lfx-k">{_esc(node.get("kind", ""))}'
+            f"</span> <b>{_esc(_clip(str(node.get('name', '')), 200))}</b> "
+            f'<span class="lfx-st-{_esc(status.replace(" ", "_"))}">{_esc(status)}</span>'
+            f"{_duration(node)}"
+            + (f' <span class="lfx-st-failed">({_esc(extra)})</span>' if extra else "")
+            + f"{details if detail else ''}{inner}</li>"
+        )
+
+    body = "".join(row(n) for n in children.get(None, []) if shown < MAX_ROWS)
+    more = f"<div>… {len(nodes) - shown} more nodes</div>" if shown < len(nodes) else ""
+    head = f"<b>{_esc(title)}</b> " if title else ""
+    head += f'<div class="lfx-k">{_esc(trace_text(nodes))}</div>'
+    return f'{_CSS}<div class="lfx-fb lfx-trace-static">{head}<ul>{body}</ul>{more}</div>'
+
+
 def trace_text(nodes: Iterable[Mapping[str, Any]], *, title: str = "") -> str:
     counts: dict[str, int] = {}
     total = 0
@@ -346,17 +508,48 @@ def register_formatters(ipython: Any) -> None:
         pass
 
 
+# In JupyterLab a saved widget output names a model that no longer exists once the kernel is
+# gone ("Error displaying widget: model not found"), and JupyterLab always prefers the widget
+# view over the text/html in the same output. So every widget is displayed as two outputs: the
+# live view, and a static copy (this HTML, refreshed when the run ends). The rules below show
+# exactly one of them: while a live view is on the page (`.lfx` is the views' root class) the
+# copy is hidden; a widget output whose view has not drawn (kernel gone, notebook reopened,
+# widget manager still loading: no `lfx-live-child` mark, which the views put on their output
+# when they draw and which is never saved) is hidden next to a copy. nbconvert and GitHub show
+# the copy (the widget output there falls back to a one-line note with a mime type).
+# (`:has()` cannot nest, hence the class mark instead of `:not(:has(.lfx))`.)
+STATIC_CSS = (
+    "<style>"
+    ".jp-OutputArea:has(.lfx) > .jp-OutputArea-child:has(.lfx-static){display:none}"
+    ".jp-OutputArea:has(.lfx-static) > .jp-OutputArea-child:not(.lfx-live-child)"
+    ":has(> .jp-OutputArea-output:not([data-mime-type])){display:none}"
+    ".lfx-static ul{list-style:none!important;margin:0!important;padding-left:1.1em!important}"
+    ".lfx-static details.lfx-nd>summary{cursor:pointer;color:#666}"
+    ".lfx-static .lfx-closed{color:#8a5a00}"
+    "</style>"
+)
+
+
 class WidgetDisplayMixin:
-    """Adds a text/html fallback and a deterministic text/plain to an anywidget bundle, and
-    refreshes the displayed fallback in place when a run ends (``update_display``)."""
+    """Displays an anywidget as a live view plus a static copy that outlives the kernel.
+
+    ``display(widget)`` emits two outputs with display ids: the widget view (its text/html is a
+    one-line summary for viewers without widgets) and ``_static_html()`` wrapped with
+    ``STATIC_CSS``. ``_refresh_displays()`` (called when a run ends or a prompt closes) updates
+    both in place, so a saved notebook holds the final state as plain HTML."""
 
     _display_handles: list[Any]
+    _static_handles: list[Any]
 
     def _fallback_html(self) -> str:
         raise NotImplementedError
 
     def _fallback_text(self) -> str:
         raise NotImplementedError
+
+    def _static_html(self) -> str:
+        """The final state as self-contained HTML (defaults to the fallback)."""
+        return self._fallback_html()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
@@ -366,23 +559,39 @@ class WidgetDisplayMixin:
         data["text/html"] = self._fallback_html()
         return (data, meta) if isinstance(bundle, tuple) else data
 
+    def _live_bundle(self) -> tuple[dict[str, Any], Any]:
+        bundle = self._repr_mimebundle_()
+        data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
+        data = dict(data)
+        name = _esc(type(self).__name__)
+        data["text/html"] = f"<div>{name}: live view (needs its kernel); static copy below</div>"
+        return data, meta
+
+    def _static_bundle(self) -> dict[str, Any]:
+        return {"text/html": f'{STATIC_CSS}<div class="lfx-static">{self._static_html()}</div>'}
+
     def _ipython_display_(self, **kwargs: Any) -> None:
         from IPython.display import display
 
-        bundle = self._repr_mimebundle_()
-        data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
+        data, meta = self._live_bundle()
         handle = display(data, metadata=meta, raw=True, display_id=True)  # type: ignore[no-untyped-call]
+        static = display(self._static_bundle(), raw=True, display_id=True)  # type: ignore[no-untyped-call]
         if handle is not None:
             if not hasattr(self, "_display_handles"):
                 self._display_handles = []
             self._display_handles.append(handle)
+        if static is not None:
+            if not hasattr(self, "_static_handles"):
+                self._static_handles = []
+            self._static_handles.append(static)
 
     def _refresh_displays(self) -> None:
-        handles = getattr(self, "_display_handles", None)
-        if not handles:
+        """Update the static copies in place (the live views update themselves; re-sending
+        their output would only make the page redraw them)."""
+        statics = getattr(self, "_static_handles", None)
+        if not statics:
             return
-        bundle = self._repr_mimebundle_()
-        data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
-        for handle in handles:
+        static = self._static_bundle()
+        for handle in statics:
             with contextlib.suppress(Exception):  # a closed frontend must not break the run
-                handle.update(data, metadata=meta, raw=True)
+                handle.update(static, raw=True)

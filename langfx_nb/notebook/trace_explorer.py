@@ -8,7 +8,9 @@ only the rows on screen, so 10,000 nodes stay smooth.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import datetime as _dt
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -18,7 +20,7 @@ import anywidget
 import traitlets
 
 from .bridge import Clock, EventBridge, MessageKind, to_jsonable
-from .render import WidgetDisplayMixin, trace_html, trace_text
+from .render import WAITING, WidgetDisplayMixin, trace_html, trace_static_html, trace_text
 from .trace_data import load_trace_nodes, normalize_node
 
 __all__ = ["TraceExplorer", "TraceReducer", "load_trace_nodes", "normalize_node"]
@@ -42,6 +44,7 @@ SUMMARY_KEYS = frozenset(
         "cost",
         "error",
         "evicted_children",
+        "wait_s",
         "hint",
     }
 )
@@ -60,11 +63,17 @@ class TraceReducer:
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.summary: dict[str, Any] | None = None  # session totals from a saved trace
+        self.offset: float | None = None  # wall-clock seconds minus trace seconds
         self._logs = 0
 
-    def load(self, nodes: Iterable[dict[str, Any]]) -> None:
-        """Adopt already-normalized nodes (they become the reducer's own records)."""
+    def load(self, nodes: Iterable[dict[str, Any]], *, finished: bool = False) -> None:
+        """Adopt already-normalized nodes (they become the reducer's own records).
+
+        ``finished``: a saved trace, where nothing is running any more; a node recorded as
+        running (the trace was saved mid-run) shows ``unfinished``."""
         for node in nodes:
+            if finished and node.get("status", "running") in ("running", WAITING):
+                node["status"] = "unfinished"
             current = self.nodes.get(node["id"])
             if current is None:
                 node.setdefault("parent", None)
@@ -98,6 +107,9 @@ class TraceReducer:
             message = inputs.get("message") if isinstance(inputs, Mapping) else node.get("message")
             level = node.get("name") or node.get("level") or "log"
             node["name"] = f"{level}: {message}"[:200] if message is not None else str(level)
+            patches = self._approval_patch(node, inputs)
+            self._merge(dict(node))
+            return [{"op": "node", **node}, *patches]
         elif kind == "node_update" and "changes" in event:
             changes = event.get("changes")
             if not isinstance(changes, Mapping) or event.get("node_id") is None:
@@ -119,6 +131,33 @@ class TraceReducer:
         self._merge(dict(node))
         return [{"op": "node", **node}]
 
+    def _approval_patch(self, log: Mapping[str, Any], inputs: Any) -> list[dict[str, Any]]:
+        """An approval policy's log under a tool call: while a person is asked, the call shows
+        ``waiting for approval``; when they decide, the wait is kept on the call (``wait_s``)
+        so its duration can be split into tool time and human wait time."""
+        if not isinstance(inputs, Mapping) or inputs.get("approval") not in (
+            "waiting",
+            "decided",
+        ):
+            return []
+        parent = self.nodes.get(str(log.get("parent")))
+        if parent is None:
+            return []
+        patch: dict[str, Any] = {"op": "node", "id": parent["id"]}
+        if inputs["approval"] == "waiting":
+            if parent.get("status") != "running":
+                return []
+            patch["status"] = WAITING
+        else:
+            waited = inputs.get("waited_s")
+            if isinstance(waited, int | float):
+                patch["wait_s"] = round(float(waited) + float(parent.get("wait_s") or 0), 3)
+            if parent.get("status") == WAITING:
+                patch["status"] = "running"
+        fields = {k: v for k, v in patch.items() if k != "op"}
+        parent.update(fields)
+        return [patch]
+
     def is_run_end(self, event: Mapping[str, Any]) -> bool:
         """A node directly under the session root (or the root itself) finished."""
         if event.get("type") != "node_end" or not isinstance(event.get("node"), Mapping):
@@ -130,6 +169,8 @@ class TraceReducer:
         out: dict[str, Any] = {"nodes": [summarize(n) for n in self.nodes.values()]}
         if self.summary is not None:
             out["summary"] = self.summary
+        if self.offset is not None:
+            out["offset"] = self.offset
         return out
 
 
@@ -145,6 +186,31 @@ def _read_trace(source: str | Path | Mapping[str, Any]) -> Any:
 
 def _encode(state: Mapping[str, Any]) -> bytes:
     return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _clock_offset(data: Any, nodes: list[dict[str, Any]]) -> float | None:
+    """Wall-clock (epoch) seconds minus trace seconds, from the session's creation time and
+    its root node's start, so trace times can be shown as local times."""
+    header = data.get("session") if isinstance(data, Mapping) else None
+    created = header.get("created_at") if isinstance(header, Mapping) else None
+    root = next((n for n in nodes if n.get("kind") == "session"), None)
+    if (
+        not isinstance(created, str)
+        or root is None
+        or not isinstance(root.get("start"), float | int)
+    ):
+        return None
+    try:
+        epoch = _dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return epoch - float(root["start"])
+
+
+def _session_over(session: Any) -> bool:
+    """The session's root node has ended (disposed, or loaded from a file): nothing runs."""
+    root = getattr(session, "root", None)
+    return getattr(root, "status", "running") != "running"
 
 
 def _summary(data: Any) -> dict[str, Any] | None:
@@ -180,7 +246,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         initial = b""
         if source is not None and not hasattr(source, "subscribe"):
             data = _read_trace(source)
-            self._reducer.load(load_trace_nodes(data))
+            nodes = load_trace_nodes(data)
+            self._reducer.offset = _clock_offset(data, nodes)
+            self._reducer.load(nodes, finished=True)
             self._reducer.summary = _summary(data)
             initial = _encode({**self._reducer.snapshot(), "seq": 0})
         # the saved trace travels with the widget's opening message (one message, not two)
@@ -194,6 +262,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         )
         self._unsubscribe: Callable[[], Any] | None = None
         self._session: Any = None
+        self._run_task: asyncio.Task[Any] | None = None
         self.on_msg(self._on_view_message)
         if source is not None and hasattr(source, "subscribe"):
             self.watch(source)
@@ -208,7 +277,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             data = trace_json()
             # a live session's records keep changing under us: take a copy, not references
             data = json.loads(data) if isinstance(data, str) else to_jsonable(data)
-            self._reducer.load(load_trace_nodes(data))
+            nodes = load_trace_nodes(data)
+            self._reducer.offset = _clock_offset(data, nodes)
+            # a disposed (or loaded) session runs nothing any more
+            self._reducer.load(nodes, finished=_session_over(session))
             self._reducer.summary = _summary(data)
         self._bridge._state_dirty = True
         self._bridge.publish_state()
@@ -221,6 +293,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def push(self, event: Mapping[str, Any]) -> None:
         """Feed one core event (the Session observer). Never raises into the caller."""
         try:
+            if event.get("type") == "node_start":  # the task running the watched session
+                with contextlib.suppress(RuntimeError):
+                    task = asyncio.current_task()
+                    if task is not None:
+                        self._run_task = task
             self._bridge.push(event)
             if self._reducer.is_run_end(event):  # the run is over: show the truth now
                 self.flush()
@@ -257,6 +334,37 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _fallback_text(self) -> str:
         return trace_text(self.nodes, title=self.title)
 
+    def _static_html(self) -> str:
+        # The copy is what a reader sees once the kernel is gone: nothing there is running.
+        # An open session (not disposed) says so; work that had not ended says "unfinished".
+        nodes = [
+            n
+            if n.get("status") not in ("running", WAITING)
+            else {**n, "status": "open" if n.get("kind") == "session" else "unfinished"}
+            for n in self.nodes
+        ]
+        return trace_static_html(nodes, title=self.title, offset=self._reducer.offset)
+
+    def _session_finished(self) -> bool:
+        return _session_over(self._session)
+
+    def cancel(self, reason: str = "the run was cancelled from the trace explorer") -> bool:
+        """Cancel the run this explorer watches (as its Cancel-run button does)."""
+        from . import control
+
+        if control.cancel(reason, session=self._session):
+            return True
+        task = self._run_task
+        running = any(
+            n.get("status") in ("running", WAITING) and n.get("kind") != "session"
+            for n in self._reducer.nodes.values()
+        )
+        if task is None or task.done() or not running:
+            return False
+        loop = task.get_loop()
+        loop.call_soon_threadsafe(control.cancel_task, task, reason)
+        return True
+
     # -- plumbing -------------------------------------------------------------------------------
 
     @property
@@ -272,6 +380,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self.send(message)
 
     def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, Mapping) and content.get("kind") == MessageKind.CANCEL.value:
+            self.cancel()
+            return
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.DETAIL_REQUEST.value:
             node = self._reducer.nodes.get(str(content.get("id")))
             if node is not None:

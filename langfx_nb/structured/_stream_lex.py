@@ -63,6 +63,10 @@ _HEX_DIGITS = frozenset(string.hexdigits)
 # What may still become the \uDC00-\uDFFF escape that completes a surrogate pair.
 _LOW_SURROGATE_START = re.compile(r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]{0,2})?)?)?)?")
 _MAX_UNICODE_NAME = 100  # \N{...}: the longest character name is 88 characters
+MAX_INT_DIGITS = 4300
+"""An integer value has at most this many decimal digits: Python refuses to turn a larger
+``int`` into text, which every repr, widget message and trace needs."""
+_INT_BOUND = 10**MAX_INT_DIGITS
 
 
 def whitespace_end(buf: str, i: int) -> int:
@@ -198,7 +202,10 @@ def python_literal(token: str) -> Any:
     if PYTHON_INT.fullmatch(token):
         return int(digits)
     if _PYTHON_INT_BASE.fullmatch(token):
-        return int(digits, 0)
+        value = int(digits, 0)
+        if abs(value) >= _INT_BOUND:  # a decimal literal that long is already a too-long token
+            raise ValueError(f"an integer with more than {MAX_INT_DIGITS} decimal digits")
+        return value
     if _PYTHON_FLOAT.fullmatch(token):
         return float(digits)
     raise ValueError(f"invalid literal {token!r}")

@@ -15,8 +15,9 @@ ends the input. A caller may rely on:
   before the error. A failed parser stays failed: ``feed`` and ``close`` raise it again.
 * **Bounds**, so hostile output costs bounded time and memory: containers nest at most
   ``MAX_DEPTH`` deep (each value's path is as long as its depth), a number or name is at most
-  ``MAX_TOKEN_CHARS`` characters (Python's own limit on ``int`` digits), and a response is at
-  most ``MAX_RESPONSE_CHARS`` characters (what the protocols parse at all).
+  ``MAX_TOKEN_CHARS`` characters (Python's own limit on ``int`` digits), an integer has at most
+  4,300 decimal digits (``_stream_lex.MAX_INT_DIGITS``; a shorter hex literal can have more),
+  and a response is at most ``MAX_RESPONSE_CHARS`` characters (what the protocols parse at all).
 
 Two grammars share one event vocabulary (``events``):
 

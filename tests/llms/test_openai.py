@@ -108,7 +108,7 @@ async def test_tool_round_trip_and_images() -> None:
     assert server.body["messages"][1:] == [
         {
             "role": "assistant",
-            "content": None,
+            "content": "",  # not null: llama-cpp-python's server rejects null (HTTP 500)
             "tool_calls": [
                 {
                     "id": "call_abc123",
@@ -270,3 +270,179 @@ async def test_own_client_is_reused_and_closed() -> None:
     assert lm._client() is first
     await lm.aclose()
     assert first.is_closed
+
+
+# -- what OpenAI-compatible servers taught us (docs/providers.md) ----------------------------
+# Fixtures named llama_server_* and llama_cpp_python_* were recorded from the real servers
+# (llama.cpp's llama-server; llama-cpp-python 0.3.36's server); handmade_* ones are hand-built:
+# see fixtures/README.md.
+
+
+async def test_tool_only_assistant_turn_content_is_empty_string_or_null_by_choice() -> None:
+    call = lf.ToolCall("call_1", "get_weather", {"city": "Oslo"})
+    transcript = lf.ComplexMessage(
+        [lf.UserMessage("Weather?"), lf.AIMessage([call]), lf.ToolMessage("{}", "call_1", "x")]
+    )
+    server = Server(
+        Reply.json(fixture("openai_completion_json.json")),
+        Reply.json(fixture("openai_completion_json.json")),
+    )
+    await model(server).call(transcript, tools=[WEATHER])
+    assert server.body["messages"][1]["content"] == ""
+    await model(server, tool_call_content=None).call(transcript, tools=[WEATHER])
+    assert server.body["messages"][1]["content"] is None
+    with pytest.raises(ValueError):
+        model(server, tool_call_content="-")
+
+
+@pytest.mark.parametrize("split", ["whole", "per_event", "one_byte"])
+async def test_stream_ending_at_done_without_finish_reason_is_incomplete(split: str) -> None:
+    """llama-cpp-python ends a stream it interrupts (another request arrived) with a bare
+    [DONE] and then drops the connection mid-body: the text so far is not an answer."""
+    data = fixture("llama_cpp_python_interrupted.sse")
+    pieces = splits(data)[split]
+    server = Server(Reply.sse(pieces, fail_after=len(pieces)))  # the dropped connection
+    chunks: list[lf.StreamChunk] = []
+    with pytest.raises(lf.IncompleteGenerationError, match="finish reason"):
+        async for c in model(server, base_url="http://127.0.0.1:8000/v1").stream("x"):
+            chunks.append(c)
+    sent = [json.loads(line[6:]) for line in data.split(b"\n") if line.startswith(b"data: {")]
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in sent)
+    assert "".join(c.delta for c in chunks) == text and len(text) > 100
+    assert not any(c.final for c in chunks)
+    assert server.all_closed()
+
+
+async def test_empty_stream_and_answer_without_finish_reason_are_incomplete() -> None:
+    server = Server(Reply.sse(fixture("handmade_llama_cpp_python_empty.sse")))
+    with pytest.raises(lf.IncompleteGenerationError):
+        await drain(model(server))
+    body = json.loads(fixture("openai_completion_json.json"))
+    body["choices"][0]["finish_reason"] = None
+    with pytest.raises(lf.IncompleteGenerationError):
+        await model(Server(Reply.json(body))).call("x")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_llama_server_context_overflow_is_a_context_length_error(stream: bool) -> None:
+    await check_error_reply(
+        model,
+        "llama_server_error_context.json",
+        400,
+        lf.ContextLengthError,
+        "exceed_context_size_error",
+        stream=stream,
+    )
+
+
+@pytest.mark.parametrize("split", SPLITS)
+async def test_llama_server_recorded_streams_at_every_split(split: str) -> None:
+    lm = model(Server(Reply.sse(splits(fixture("llama_server_json.sse"))[split])))
+    chunks = await drain(lm)
+    assert json.loads(chunks[-1].aggregated.text) == {"ok": True}
+    assert chunks[-1].finish_reason == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].usage.cached_tokens == 0
+    lm = model(Server(Reply.sse(splits(fixture("llama_server_tool.sse"))[split])))
+    chunks = await drain(lm, tools=[WEATHER])
+    assert chunks[-1].aggregated.tool_calls == [
+        lf.ToolCall("wBzQUxc58WPtkz2LF9it4O9A5OL63wuO", "get_weather", {"city": "Paris"})
+    ]
+    assert chunks[-1].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_5xx_validation_failure_is_an_invalid_request_that_quotes_the_server(
+    stream: bool,
+) -> None:
+    """llama-cpp-python answers a request that fails its validation with HTTP 500: that is
+    not transient, so it is not retried, and the server's words are the only explanation."""
+    server = Server(Reply.json(fixture("llama_cpp_python_validation_500.json"), status=500))
+    lm = model(server, base_url="http://127.0.0.1:8000/v1", max_attempts=3)
+    with pytest.raises(lf.InvalidRequestError) as info:
+        if stream:
+            await drain(lm, response_schema={"type": "object"})
+        else:
+            await lm.call("x", response_schema={"type": "object"})
+    assert not isinstance(info.value, lf.RetryableError)
+    assert info.value.status == 500
+    text = str(info.value)
+    assert "HTTP 500 (internal_server_error)" in text
+    assert "Input should be 'text' or 'json_object'" in text
+    assert len(server.requests) == 1 and server.all_closed()
+
+
+async def test_server_words_in_errors_are_redacted_and_bounded() -> None:
+    body = {
+        "error": {
+            "message": f"1 validation error: headers {{'authorization': 'Bearer {SECRET_KEY}', "
+            "'x-api-key': 'other-SECRET-1'}, token=SECRET-2 sk-proj-SECRET3abc " + "x" * 900,
+            "type": "internal_server_error",
+        }
+    }
+    server = Server(Reply.json(body, status=500))
+    with pytest.raises(lf.InvalidRequestError) as info:
+        await model(server, base_url="http://127.0.0.1:8000/v1").call("x")
+    text = str(info.value) + repr(info.value)
+    assert "SECRET" not in text and "validation error" in text
+    assert len(str(info.value)) < 400
+
+
+async def test_llama_cpp_python_rejects_null_content_and_accepts_empty_string() -> None:
+    """Recorded: llama-cpp-python answers a tool-call turn with "content": null by HTTP 500
+    (its request validation); the same turn with "" gets an answer. We send ""."""
+    null = Server(Reply.json(fixture("llama_cpp_python_content_null_500.json"), status=500))
+    lm = model(null, base_url="http://127.0.0.1:8000/v1", tool_call_content=None)
+    transcript = lf.ComplexMessage(
+        [
+            lf.UserMessage("What is the weather in Paris?"),
+            lf.AIMessage([lf.ToolCall("call_1", "get_weather", {"city": "Paris"})]),
+            lf.ToolMessage('{"sky": "cloudy"}', "call_1", "get_weather"),
+        ]
+    )
+    with pytest.raises(lf.InvalidRequestError, match="validation error"):
+        await lm.call(transcript, tools=[WEATHER])
+    assert len(null.requests) == 1
+
+
+async def test_llama_cpp_python_tool_round_trip_replayed() -> None:
+    """Both turns of a recorded exchange (--chat_format chatml-function-calling, a forced
+    tool_choice): our second request matches what the server accepted."""
+    server = Server(
+        Reply.json(fixture("llama_cpp_python_tool_1.json")),
+        Reply.json(fixture("llama_cpp_python_tool_2.json")),
+    )
+    lm = model(server, base_url="http://127.0.0.1:8000/v1")
+    first = await lm.call(
+        "What is the weather in Paris?", tools=[WEATHER], tool_choice="get_weather"
+    )
+    (call,) = first.tool_calls
+    assert call.name == "get_weather" and call.args == {"city": "Paris"}
+    assert call.id == "call__0_get_weather_cmpl-7a997f42-ebf1-4b6d-ab65-12bf5559b6ce"
+    transcript = lf.ComplexMessage(
+        [
+            lf.UserMessage("What is the weather in Paris?"),
+            first,
+            lf.ToolMessage('{"sky": "cloudy"}', call.id, call.name),
+        ]
+    )
+    second = await lm.call(transcript, tools=[WEATHER])
+    assert second.text.strip()
+    accepted = json.loads(fixture("llama_cpp_python_tool_2_request.json"))["messages"]
+    sent = server.body["messages"]
+    for msg in (*accepted, *sent):
+        for c in msg.get("tool_calls") or ():
+            c["function"]["arguments"] = json.loads(c["function"]["arguments"])
+    assert sent == accepted
+
+
+async def test_schema_format_json_object_for_llama_cpp_python() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    server = Server(Reply.json(fixture("llama_cpp_python_json_object.json")))  # recorded
+    lm = model(server, base_url="http://127.0.0.1:8000/v1", schema_format="json_object")
+    msg = await lm.call("Who?", response_schema=schema)
+    assert json.loads(msg.text).keys() == {"name", "age"}
+    assert server.body["response_format"] == {"type": "json_object", "schema": schema}
+    assert lm.cache_identity()["schema_format"] == "json_object"
+    assert "schema_format" not in model(server).cache_identity()
+    with pytest.raises(ValueError):
+        model(server, schema_format="grammar")  # type: ignore[arg-type]

@@ -170,7 +170,8 @@ async def test_a_50_mb_event_ends_the_stream_at_the_default_limit(cls: type[HTTP
 
 async def test_the_limit_is_set_on_the_model() -> None:
     event = b'data: {"choices": [{"index": 0, "delta": {"content": "' + b"a" * 2000 + b'"}}]}\n\n'
-    server = Server(Reply.sse([event]), Reply.sse([event + b"data: [DONE]\n\n"]))
+    end = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
+    server = Server(Reply.sse([event]), Reply.sse([event + end + b"data: [DONE]\n\n"]))
     small = OpenAI("m", api_key=SECRET_KEY, transport=server.transport, max_event_bytes=1000)
     with pytest.raises(StreamProtocolError, match="max_event_bytes=1000 "):
         async for _ in small.stream("x"):

@@ -95,7 +95,11 @@ async def test_approve_runs_the_tool_and_records_who() -> None:
         tool_node = session.all_tool_calls[0]
         assert tool_node.decision["outcome"] == "approve"
         assert tool_node.decision["by"] == "tester (notebook)"
-        logs = [n for n in session.all_logs if n.inputs.get("call_id") == "c1"]
+        logs = [
+            n
+            for n in session.all_logs
+            if n.inputs.get("call_id") == "c1" and n.inputs.get("approval") == "decided"
+        ]
         assert (
             logs
             and logs[0].inputs["by"] == "tester (notebook)"
@@ -203,6 +207,70 @@ async def test_always_allow_skips_the_prompt_for_the_rest_of_the_run() -> None:
         assert "always" in session.all_tool_calls[1].decision["by"]
     assert CALLS == [(1, 2), (3, 4)]
     assert len(policy.widget.state["history"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "extra"),
+    [("deny_note", {"note": "no"}), ("approve_edited", {"args": {"a": 1, "b": 2}})],
+)
+async def test_always_ticked_with_anything_but_approve_never_allows_later_calls(
+    action: str, extra: dict[str, Any]
+) -> None:
+    # The page sends the checkbox with every action; only a plain Approve may honour it. A
+    # denial with "always" ticked once let every later call of the tool run unasked.
+    policy = ask_policy()
+    record_sends(policy.widget)
+    model = Scripted(
+        [
+            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
+            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
+            "done",
+        ]
+    )
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(model) as session:
+        task = asyncio.ensure_future(agent.invoke(session))
+        first = await wait_for_pending(policy.widget)
+        click(policy.widget, first, action, always=True, **extra)
+        second = await wait_for_pending(policy.widget, previous=first["prompt_id"])
+        assert second["call_id"] == "c2"  # asked again: "always" was not granted
+        assert not task.done()
+        click(policy.widget, second, "deny")
+        with pytest.raises(lf.ToolDeniedError):
+            await task
+    assert (3, 4) not in CALLS
+    assert all("always" not in h["decision"] for h in policy.widget.state["history"])
+
+
+def test_always_counts_only_for_approve_whatever_the_page_sends() -> None:
+    widget = ApprovalWidget()
+    record_sends(widget)
+    loop = asyncio.new_event_loop()
+    try:
+        for action, extra, expect in [
+            ("deny", {}, False),
+            ("deny_note", {"note": "x"}, False),
+            ("approve_edited", {"args": {}}, False),
+            ("approve", {}, True),
+        ]:
+            from langfx_nb.notebook.approval import _Prompt
+
+            prompt = _Prompt(
+                prompt_id=f"p-{action}",
+                call_id="c1",
+                tool="add",
+                loop=loop,
+                decided=loop.create_future(),
+                rendered=loop.create_future(),
+                validate=None,
+            )
+            widget.open_prompt(prompt)
+            content = {"prompt_id": prompt.prompt_id, "call_id": "c1", "action": action}
+            assert widget.handle_decision({**content, "always": True, **extra})
+            loop.run_until_complete(asyncio.sleep(0))
+            assert prompt.decided.result().always is expect, action
+    finally:
+        loop.close()
 
 
 async def test_prompt_never_rendered_fails_closed_with_a_clear_message() -> None:

@@ -385,6 +385,20 @@ def test_corrupted_documents_end_in_an_error_or_a_value(doc: Any, data: st.DataO
     assert parser.done
 
 
+@pytest.mark.parametrize("literal", ["0x" + "f" * 4_000, "-0X" + "F" * 3_600, "0x1" + "0" * 3_590])
+def test_a_based_integer_too_long_to_print_fails_at_its_start(literal: str) -> None:
+    """A hex or octal literal within MAX_TOKEN_CHARS can still be an int with more than 4,300
+    decimal digits, which Python refuses to print: it fails at its start, like a long token."""
+    text = "A(a=" + literal + ")"
+    for chunks in ([text], [text[i : i + 7] for i in range(0, len(text), 7)]):
+        parser = StreamParser("python")
+        with pytest.raises(StreamParseError, match="more than 4300 decimal digits") as info:
+            for c in chunks:
+                parser.feed(c)
+            parser.close()
+        assert info.value.position == 4
+
+
 @pytest.mark.parametrize(
     ("grammar", "text", "position"),
     [

@@ -111,8 +111,8 @@ def test_click_approve_and_the_agent_finishes_with_the_tool_result(lab: Lab) -> 
     approve.wait_for(state="visible", timeout=60_000)
     prompt = lab.page.locator(".lfx-ap-pending").inner_text()
     assert "add" in prompt and "c1" in prompt and "Add two integers." in prompt
-    # the trace is live while the cell waits for the click: a running tool call is shown
-    wait_row(lab, "tool_call", "running")
+    # the trace is live while the cell waits for the click: the call shows it is waiting
+    wait_row(lab, "tool_call", "waiting for approval")
     lab.screenshot("approval-prompt")
     approve.click()
     lab.wait_cells_done()

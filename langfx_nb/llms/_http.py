@@ -369,11 +369,16 @@ class HTTPModel(LanguageModel):
         """POST and return the parsed JSON body of a 2xx response."""
         client = self._client()  # a blocked network fails before the key is even looked up
         headers = await self._headers()
+        request = client.build_request("POST", url, content=self._body(body), headers=headers)
         try:
-            response = await client.post(url, content=self._body(body), headers=headers)
+            response = await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
         try:
+            try:
+                await response.aread()
+            except httpx.TransportError as exc:
+                raise _transport_error(self.provider, exc) from exc
             if response.status_code >= 400:
                 self._raise_status(response, response.content)
             try:
@@ -393,7 +398,7 @@ class HTTPModel(LanguageModel):
         headers["accept"] = "text/event-stream"
         request = client.build_request("POST", url, content=self._body(body), headers=headers)
         try:
-            response = await client.send(request, stream=True)
+            response = await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
         try:
@@ -643,6 +648,20 @@ class _IdleWatch:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+
+
+async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """Send and return the response once its headers arrived (body unread).
+
+    A connection that fails before any response arrived is most often a pooled keep-alive
+    connection the server closed just as it was reused (llama-server closes after every
+    stream; its close can race the next request): the request is sent once more, at once,
+    on a fresh connection. Failures after the headers are never retried here.
+    """
+    try:
+        return await client.send(request, stream=True)
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+        return await client.send(request, stream=True)
 
 
 async def _read_rest(reads: AsyncIterator[bytes]) -> None:

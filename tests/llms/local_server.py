@@ -4,7 +4,8 @@ connections, headers, echoed secrets.
 Each request gets the next scripted ``Reply`` (the last one repeats). A reply is a status,
 headers and a list of body pieces; a piece is ``bytes`` (sent and flushed), a ``float``
 (sleep that many seconds) or ``STALL`` (stop sending and keep the connection open until the
-server closes). Bodies are sent chunked unless the reply fixes a ``content-length``, and
+server closes); a reply whose body starts with ``DROP`` closes the connection unanswered.
+Bodies are sent chunked unless the reply fixes a ``content-length``, and
 connections are kept alive, so a client can reuse them. ``connections`` counts accepted TCP
 connections; ``requests`` keeps each request's method, path, headers and body.
 """
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 STALL = object()
+DROP = object()  # as a reply's first body piece: close the connection without any response
 
 
 @dataclass
@@ -105,6 +107,8 @@ class LocalServer:
 
     async def _reply(self, reply: Reply, writer: asyncio.StreamWriter) -> bool:
         """Send one reply; False when the connection must not be reused."""
+        if reply.body[:1] == [DROP]:
+            return False
         reasons = {200: "OK", 401: "Unauthorized", 429: "Too Many Requests", 500: "Error"}
         headers = dict(reply.headers)
         chunked = "content-length" not in headers

@@ -19,7 +19,7 @@ from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI, OpenAIResponses
 
-from .local_server import STALL, LocalServer, Reply, local_server
+from .local_server import DROP, STALL, LocalServer, Reply, local_server
 from .wire import fixture
 
 pytestmark = pytest.mark.usefixtures("local_network")
@@ -242,6 +242,22 @@ async def test_sequential_streams_reuse_one_connection(provider: str) -> None:
             assert await _drain(lm)
         assert len(server.requests) == 15
         assert server.connections == 1
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_pooled_connection_closed_by_the_server_is_replaced(stream: bool) -> None:
+    """Some servers (llama-server) close a connection right after a stream; reusing it can
+    race that close. A request the server drops unanswered goes once more on a fresh one."""
+    ok = Reply.sse(fixture("openai_text.sse"))
+    ok_json = Reply.json(fixture("openai_completion_json.json"))
+    then = ok if stream else ok_json
+    async with served("openai", ok, Reply(body=[DROP]), then) as (server, lm):
+        assert await _drain(lm)
+        if stream:
+            assert await _drain(lm)
+        else:
+            assert (await lm.call("again")).text
+        assert len(server.requests) == 3 and server.connections == 2
 
 
 async def test_bytes_after_done_are_read_before_the_connection_is_reused() -> None:

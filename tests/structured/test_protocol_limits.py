@@ -193,7 +193,11 @@ async def test_answer_with_a_lone_surrogate_can_be_sent_on(tmp_path: Path) -> No
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.content)
-        body = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+        body = {
+            "choices": [
+                {"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+            ]
+        }
         return httpx.Response(200, json=body)
 
     lm = lf.llms.OpenAI(

@@ -1,7 +1,8 @@
 """langfx_nb: typed, traceable language-model programs, with live Jupyter widgets.
 
 ``import langfx_nb as lf``; the whole public API is re-exported here once. The notebook layer
-(``lf.nb``) and the provider adapters (``lf.llms.Gemini`` ...) are imported on first use.
+(``lf.nb``), the OpenTelemetry export (``lf.otel``) and the provider adapters
+(``lf.llms.Gemini`` ...) are imported on first use.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type
         UsageSummary,
         tool,
     )
+    from .agentic import otel as otel
     from .structured.events import (
         ArrayEnd,
         ArrayStart,
@@ -201,6 +203,8 @@ def __getattr__(name: str) -> Any:
 
     if name == "nb":  # the notebook layer imports IPython/ipywidgets: only on first access
         return importlib.import_module(".notebook", __name__)
+    if name == "otel":  # OpenTelemetry export (optional extra); opentelemetry loads on export()
+        return importlib.import_module(".agentic.otel", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -89,6 +89,8 @@ class Session:
     ``Session(lm, temperature=0.2)`` keeps ``temperature`` as a default for its queries.
     ``max_trace_nodes`` bounds the details kept (see ``trace``); ``prices`` maps model ids
     to a ``Price`` so ``usage_summary`` can report cost; ``clock`` is replaceable in tests.
+    ``tracer_provider`` (an OpenTelemetry ``TracerProvider``) exports the trace live as
+    GenAI spans, as ``lf.otel.export(session, tracer_provider)`` does.
     """
 
     __slots__ = ("_ancestry", "_deadline", "_defaults", "_lm", "_node", "_open", "_state")
@@ -103,6 +105,7 @@ class Session:
         clock: Clock | None = None,
         max_text_chars: int = 4000,
         observer_queue_size: int = 10_000,
+        tracer_provider: Any = None,
         **defaults: Any,
     ) -> None:
         clock = clock or MonotonicClock()
@@ -122,6 +125,10 @@ class Session:
         self._deadline = _INF
         self._ancestry: tuple[str, ...] = (store.root.id,)
         self._open = True
+        if tracer_provider is not None:
+            from .otel import export
+
+            export(self, tracer_provider)
 
     # -- views ---------------------------------------------------------------------------
     def _bind(

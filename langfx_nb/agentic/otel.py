@@ -1,0 +1,571 @@
+"""OpenTelemetry export of a session's trace, following the GenAI semantic conventions.
+
+``lf.otel.export(session, tracer_provider)`` (or ``Session(..., tracer_provider=...)``)
+subscribes to the session's trace events and turns every trace node into a span *as it
+happens*: a span starts when its node starts and is handed to the provider's span
+processors when the node ends, so a batch processor ships each finished call while the run
+goes on. Nothing here touches session internals beyond the public event stream, except one
+read of the session clock to place span times.
+
+Mapping (what a caller may rely on):
+
+- The session root is not a span. Every span carries the session id as
+  ``gen_ai.conversation.id`` (Phoenix shows it as the session), and every *top-level* node
+  (a child of the root) starts a new trace — under the caller's current OpenTelemetry span
+  when there is one. A notebook session lives for hours; one trace per run keeps each run
+  complete and visible in the backend as soon as it ends.
+- ``action`` → INTERNAL span named after the action. An Agent (its node carries
+  ``metadata.steps``) becomes ``invoke_agent {name}`` with ``gen_ai.operation.name`` and
+  ``gen_ai.agent.name``. A run resumed after a suspension (``metadata.resumed_from``)
+  continues the suspended run's trace, as a child of its span, when this export saw it end.
+- ``query`` (``session.query``, ``query_stream``, ``generate``, each agent step) → CLIENT
+  span ``chat {model}`` with ``gen_ai.operation.name``, ``gen_ai.provider.name``,
+  ``gen_ai.request.model`` and the request options the conventions name,
+  ``gen_ai.response.model``, ``gen_ai.response.finish_reasons`` and
+  ``gen_ai.usage.*`` tokens (summed over retries, as the node is).
+- ``tool_call`` → INTERNAL span ``execute_tool {name}`` with ``gen_ai.tool.name``,
+  ``gen_ai.tool.call.id`` and ``gen_ai.tool.type``; the approval decision (outcome, who,
+  when) is a ``langfx.approval`` event on it, stamped at the decision's time.
+- ``log`` → a ``langfx.log`` event on its parent's span (a log on the root gets a
+  zero-length span of its own).
+- Every span has ``langfx.node.id``; ``langfx.status`` when the node's outcome is not
+  ``ok``; actions ``langfx.node.kind``; queries ``langfx.node.name`` ("step 2"). Each
+  attribute costs the OTLP encoder ~4 µs per span, so none repeats what the span name or
+  a convention attribute already says. ``failed``, ``timed_out`` and a ``denied`` node that
+  carries an error set the span status to ERROR with ``error.type`` and an ``exception``
+  event; ``cancelled`` and a plain Deny leave it UNSET.
+
+Content — prompts, responses, tool arguments and results, log data — is recorded only with
+``capture_content=True`` (off by default, as the conventions advise), as the conventions'
+JSON attributes (``gen_ai.input.messages``, ``gen_ai.output.messages``,
+``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``), each cut at
+``max_content_chars``, from the trace's previews (credential-like keys already redacted)
+with credential-looking strings (API keys, bearer tokens) replaced by ``<redacted>``.
+
+opentelemetry is imported on first use only; without a tracer provider (none passed and no
+global one set) spans go to OpenTelemetry's no-op tracer and nothing is exported.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
+
+    from .session import Session
+
+__all__ = ["SpanExport", "export", "redact_secrets"]
+
+#: ``gen_ai.provider.name`` for each langfx_nb provider (the conventions' well-known values).
+PROVIDER_NAMES = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
+
+#: Request options recorded as ``gen_ai.request.*`` (they are settings, not content).
+_REQUEST_OPTIONS = {
+    "temperature": "gen_ai.request.temperature",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
+    "stop": "gen_ai.request.stop_sequences",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+}
+_USAGE = (
+    ("prompt_tokens", "gen_ai.usage.input_tokens"),
+    ("completion_tokens", "gen_ai.usage.output_tokens"),
+    ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+_ROLES = {"ai": "assistant", "user": "user", "system": "system", "tool": "tool"}
+
+_SECRET_TOKENS = re.compile(
+    r"\bsk-[A-Za-z0-9_-]{16,}"  # OpenAI / Anthropic keys
+    r"|\bAIza[0-9A-Za-z_-]{30,}"  # Google API keys
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
+    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
+)
+_SECRET_VALUES = re.compile(  # the value after "Bearer" or "api_key=" / "password: " ...
+    r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*"
+    r"|(\b(?:api[_-]?key|secret|password|passwd|access[_-]?token)[\"']?\s*[:=]\s*[\"']?)"
+    r"[^\s\"',;&]{4,}"
+)
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with credential-looking substrings (API keys, bearer tokens, ``api_key=...``)
+    replaced by ``<redacted>``. Applied to every recorded content string."""
+    text = _SECRET_TOKENS.sub("<redacted>", text)
+    return _SECRET_VALUES.sub(lambda m: (m.group(1) or m.group(2)) + "<redacted>", text)
+
+
+class SpanExport:
+    """The subscription ``export`` made. ``close()`` stops exporting; spans of nodes still
+    running are ended at once (marked ``langfx.export_closed``) so none is lost."""
+
+    def __init__(self, exporter: _Exporter, unsubscribe: Callable[[], None]) -> None:
+        self._exporter = exporter
+        self._unsubscribe = unsubscribe
+
+    @property
+    def open_spans(self) -> int:
+        """Spans started for nodes that have not ended yet."""
+        return len(self._exporter.open)
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self._exporter.close_all()
+
+
+def export(
+    session: Session,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    capture_content: bool = False,
+    max_content_chars: int = 4000,
+) -> SpanExport:
+    """Export ``session``'s trace as OpenTelemetry spans from now on, live.
+
+    ``tracer_provider`` defaults to the global one (``opentelemetry.trace``); when none was
+    set, OpenTelemetry's no-op tracer receives the spans and nothing leaves the process.
+    Nodes the session already holds are exported too (finished ones as complete spans,
+    running ones as spans that end with their node), so calling this after a run exports
+    that run. Needs the ``otel`` extra (``pip install 'langfx_nb[otel]'``).
+    """
+    try:
+        from opentelemetry import trace
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError("lf.otel needs OpenTelemetry: pip install 'langfx_nb[otel]'") from exc
+    if max_content_chars < 1:
+        raise ValueError("max_content_chars must be at least 1")
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    tracer = provider.get_tracer("langfx_nb", _version())
+    exporter = _Exporter(session, tracer, capture_content, max_content_chars)
+    exporter.backfill()
+    return SpanExport(exporter, session.subscribe(exporter))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("langfx_nb")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+class _Open:
+    """The span of a running node (or, for an action, what is needed to start it)."""
+
+    __slots__ = ("child_context", "decided", "model", "node_id", "pending", "span")
+
+    def __init__(
+        self,
+        node_id: str,
+        span: Span | None,
+        pending: tuple[str, dict[str, Any], int, Context] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.span = span
+        #: an action's span is started on first need, with its node's own start time: by
+        #: then the run has said whether it resumes a suspended one (metadata.resumed_from)
+        self.pending = pending
+        self.child_context: Context | None = None
+        self.decided = False
+        #: (provider, model) of the first model call below this node (for an agent's span)
+        self.model: tuple[str, str] | None = None
+
+
+class _Exporter:
+    """The observer: trace events in, spans out. Called inline by the session (sync)."""
+
+    def __init__(
+        self, session: Session, tracer: Tracer, capture_content: bool, max_chars: int
+    ) -> None:
+        from opentelemetry import context, trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self._trace = trace
+        self._context = context
+        self._kinds = {"query": SpanKind.CLIENT}
+        self._internal = SpanKind.INTERNAL
+        self._error = (Status, StatusCode.ERROR)
+        self.session = session
+        self.tracer = tracer
+        self.content = capture_content
+        self.max_chars = max_chars
+        self.conversation = session.id
+        self.root_id = session.root.id
+        self._base = _epoch_base(session)
+        self.open: dict[str, _Open] = {}
+        #: span contexts of ended actions, so a resumed run joins the suspended run's trace
+        self.ended: dict[str, SpanContext] = {}
+
+    # -- events ------------------------------------------------------------------------
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "node_start":
+            self.start(event["node"])
+        elif kind == "node_end":
+            self.end(event["node"])
+        elif kind == "node_update":
+            decision = event["changes"].get("decision")
+            if decision is not None:
+                entry = self.open.get(event["node_id"])
+                if entry is not None:
+                    self._decision(entry, decision)
+        elif kind == "log":
+            self.log(event["node"])
+
+    def backfill(self) -> None:
+        """Spans for what the session already holds: started parents first, logs as events
+        on them, then the finished ones ended children first."""
+        held = [(n, n.to_json()) for n in self.session.root.walk() if n.id != self.root_id]
+        for node, data in held:
+            if node.kind != "log":
+                self.start(data)
+        for node, data in held:
+            if node.kind == "log":
+                self.log(data)
+        for node, data in reversed(held):
+            if node.kind != "log" and node.status != "running":
+                self.end(data)
+
+    def close_all(self) -> None:
+        for node_id in list(self.open):
+            span = self._span(self.open.pop(node_id))
+            span.set_attribute("langfx.export_closed", True)
+            span.end()
+
+    # -- spans -------------------------------------------------------------------------
+    def _ns(self, seconds: float) -> int:
+        return self._base + int(seconds * 1e9)
+
+    def _parent(self, parent_id: str | None) -> Context | None:
+        """The context a child of ``parent_id`` starts in; None means the caller's current
+        context (top-level nodes, and a node whose parent was never seen)."""
+        entry = self.open.get(parent_id) if parent_id is not None else None
+        if entry is None:
+            return None
+        if entry.child_context is None:
+            entry.child_context = self._trace.set_span_in_context(self._span(entry))
+        return entry.child_context
+
+    def _span(self, entry: _Open) -> Span:
+        span = entry.span
+        if span is None:
+            assert entry.pending is not None
+            name, attributes, start, context = entry.pending
+            node = self.session.find(entry.node_id)
+            prior = node.metadata.get("resumed_from") if node is not None else None
+            if prior is not None:  # a resumed run continues the suspended run's trace
+                attributes["langfx.resumed_from"] = str(prior)
+                earlier = self.ended.get(str(prior))
+                if earlier is not None:
+                    context = self._trace.set_span_in_context(self._trace.NonRecordingSpan(earlier))
+            span = entry.span = self.tracer.start_span(
+                name, context=context, kind=self._internal, attributes=attributes, start_time=start
+            )
+            entry.pending = None
+        return span
+
+    def start(self, node: Mapping[str, Any]) -> None:
+        kind = node["kind"]
+        name = node["name"]
+        attributes: dict[str, Any] = {
+            "gen_ai.conversation.id": self.conversation,
+            "langfx.node.id": node["id"],
+        }
+        span_name = name
+        parent_id = node.get("parent_id")
+        if kind == "query":
+            model_id = (node.get("metadata") or {}).get("model") or ""
+            provider, _, model = str(model_id).partition(":")
+            provider = PROVIDER_NAMES.get(provider, provider)
+            attributes["gen_ai.operation.name"] = "chat"
+            attributes["gen_ai.provider.name"] = provider
+            if model:
+                attributes["gen_ai.request.model"] = model
+            attributes["langfx.node.name"] = name  # "step 2", "query:Fact": not in the span name
+            span_name = f"chat {model or provider}"
+            parent = self.open.get(parent_id) if parent_id is not None else None
+            if parent is not None and parent.model is None:
+                parent.model = (provider, model)
+        elif kind == "tool_call":
+            attributes["gen_ai.operation.name"] = "execute_tool"
+            attributes["gen_ai.tool.name"] = name
+            attributes["gen_ai.tool.type"] = "function"
+            call_id = (node.get("inputs") or {}).get("call_id")
+            if call_id is not None:
+                attributes["gen_ai.tool.call.id"] = str(call_id)
+            span_name = f"execute_tool {name}"
+        else:
+            attributes["langfx.node.kind"] = kind
+            context = self._parent(parent_id)
+            if context is None:  # top level: the caller's current context, captured now
+                context = self._context.get_current()
+            pending = (span_name, attributes, self._ns(node["start"]), context)
+            self.open[node["id"]] = _Open(node["id"], None, pending)
+            return
+        span = self.tracer.start_span(
+            span_name,
+            context=self._parent(parent_id),
+            kind=self._kinds.get(kind, self._internal),
+            attributes=attributes,
+            start_time=self._ns(node["start"]),
+        )
+        self.open[node["id"]] = _Open(node["id"], span)
+
+    def end(self, node: Mapping[str, Any]) -> None:
+        if node["id"] == self.root_id:  # the session was disposed: nothing more will come
+            self.close_all()
+            return
+        entry = self.open.pop(node["id"], None)
+        if entry is None:
+            return
+        span = self._span(entry)
+        kind = node["kind"]
+        status = node["status"]
+        metadata = node.get("metadata") or {}
+        attributes: dict[str, Any] = {} if status == "ok" else {"langfx.status": status}
+        if kind == "query":
+            self._query_end(node, metadata, attributes)
+        elif kind == "tool_call":
+            if metadata.get("executed") is False:
+                attributes["langfx.tool.executed"] = False
+            if not entry.decided and node.get("decision"):
+                self._decision(entry, node["decision"])
+            if self.content:
+                self._tool_content(node, attributes)
+        elif kind == "action":
+            if "steps" in metadata:  # an Agent run
+                attributes["gen_ai.operation.name"] = "invoke_agent"
+                attributes["gen_ai.agent.name"] = node["name"]
+                attributes["langfx.agent.steps"] = metadata["steps"]
+                if "tool_calls" in metadata:
+                    attributes["langfx.agent.tool_calls"] = metadata["tool_calls"]
+                if entry.model is not None:
+                    attributes["gen_ai.provider.name"] = entry.model[0]
+                    if entry.model[1]:
+                        attributes["gen_ai.request.model"] = entry.model[1]
+                span.update_name(f"invoke_agent {node['name']}")
+            if self.content:
+                self._content(attributes, "langfx.action.inputs", node.get("inputs"))
+                self._content(attributes, "langfx.action.output", node.get("outputs"))
+        progress = node.get("progress")
+        if progress:
+            for key in ("done", "total", "failed"):
+                if key in progress:
+                    attributes[f"langfx.progress.{key}"] = progress[key]
+        error = node.get("error")
+        if error:
+            self._fail(span, error, attributes)
+        span.set_attributes(attributes)
+        end = node.get("end")
+        span.end(end_time=self._ns(end) if end is not None else None)
+        if kind == "action":
+            ended = self.ended
+            ended[node["id"]] = span.get_span_context()
+            if len(ended) > 1_000:  # bounded: resumes refer to recent runs
+                del ended[next(iter(ended))]
+
+    def _fail(self, span: Span, error: Mapping[str, Any], attributes: dict[str, Any]) -> None:
+        if error.get("type") == "CancelledError":
+            return  # cancellation is an outcome (langfx.status), not an error
+        status_cls, code = self._error
+        message = redact_secrets(str(error.get("message", "")))
+        error_type = str(error.get("type", "Exception"))
+        attributes["error.type"] = error_type
+        span.set_status(status_cls(code, f"{error_type}: {message}" if message else error_type))
+        span.add_event("exception", {"exception.type": error_type, "exception.message": message})
+
+    def _query_end(
+        self, node: Mapping[str, Any], metadata: Mapping[str, Any], attributes: dict[str, Any]
+    ) -> None:
+        model_id = str(metadata.get("model") or "")
+        model = model_id.partition(":")[2]
+        outputs = node.get("outputs") or {}
+        inputs = node.get("inputs") or {}
+        usage = node.get("usage")
+        if usage:
+            for field, key in _USAGE:
+                value = usage.get(field)
+                if value is not None:
+                    attributes[key] = value
+        if node["status"] == "ok" and model:
+            attributes["gen_ai.response.model"] = model  # the model the answer is attributed to
+        finish = outputs.get("finish_reason")
+        if finish is not None:
+            attributes["gen_ai.response.finish_reasons"] = (str(finish),)
+        if metadata.get("stream"):
+            attributes["gen_ai.request.stream"] = True
+        if metadata.get("attempts", 1) > 1:  # retried
+            attributes["langfx.query.attempts"] = metadata["attempts"]
+        if outputs.get("cache_hit"):
+            attributes["langfx.cache_hit"] = True
+        if "schema" in inputs:
+            attributes["gen_ai.output.type"] = "json"
+            attributes["langfx.query.schema"] = str(inputs["schema"])
+        options = inputs.get("options")
+        if isinstance(options, Mapping):
+            for option, key in _REQUEST_OPTIONS.items():
+                value = options.get(option)
+                if isinstance(value, (bool, int, float, str)):
+                    attributes[key] = (value,) if option == "stop" else value
+                elif option == "stop" and isinstance(value, list):
+                    attributes[key] = tuple(str(v) for v in value)
+        if self.content:
+            prompt = inputs.get("rendered_prompt", inputs.get("prompt"))
+            if prompt is not None:
+                attributes["gen_ai.input.messages"] = self._json(_input_messages(prompt))
+            if outputs:
+                attributes["gen_ai.output.messages"] = self._json(_output_messages(outputs))
+
+    def _tool_content(self, node: Mapping[str, Any], attributes: dict[str, Any]) -> None:
+        args = (node.get("inputs") or {}).get("args")
+        if args is not None:
+            attributes["gen_ai.tool.call.arguments"] = self._json(args)
+        outputs = node.get("outputs") or {}
+        result = outputs.get("json", outputs.get("message"))
+        if result is not None:
+            attributes["gen_ai.tool.call.result"] = self._text(str(result))
+
+    def _decision(self, entry: _Open, decision: Mapping[str, Any]) -> None:
+        entry.decided = True
+        attributes: dict[str, Any] = {
+            "langfx.approval.outcome": str(decision.get("outcome")),
+            "langfx.approval.by": str(decision.get("by")),
+        }
+        at = decision.get("at")  # session-clock seconds: the event's own timestamp says when
+        if "args" in decision:
+            attributes["langfx.approval.edited_args"] = True
+            if self.content:
+                attributes["langfx.approval.args"] = self._json(decision["args"])
+        if decision.get("message") is not None:  # a Deny's reason, written by the app
+            attributes["langfx.approval.message"] = self._text(str(decision["message"]))
+        stamp = self._ns(at) if isinstance(at, (int, float)) else None
+        self._span(entry).add_event("langfx.approval", attributes, timestamp=stamp)
+
+    def log(self, node: Mapping[str, Any]) -> None:
+        inputs = dict(node.get("inputs") or {})
+        message = inputs.pop("message", "")
+        attributes: dict[str, Any] = {
+            "langfx.log.level": node["name"],
+            "langfx.log.message": self._text(str(message)),
+            "langfx.node.id": node["id"],
+        }
+        if inputs and self.content:
+            attributes["langfx.log.data"] = self._json(inputs)
+        stamp = self._ns(node["start"])
+        entry = self.open.get(node.get("parent_id") or "")
+        if entry is not None:
+            self._span(entry).add_event("langfx.log", attributes, timestamp=stamp)
+            return
+        span = self.tracer.start_span(
+            f"log {node['name']}",
+            context=None,
+            attributes={"gen_ai.conversation.id": self.conversation, "langfx.node.kind": "log"},
+            start_time=stamp,
+        )
+        span.add_event("langfx.log", attributes, timestamp=stamp)
+        span.end(end_time=stamp)
+
+    # -- content -----------------------------------------------------------------------
+    def _text(self, text: str) -> str:
+        text = redact_secrets(text)
+        if len(text) > self.max_chars:
+            return text[: self.max_chars - 1] + "…"
+        return text
+
+    def _json(self, value: Any) -> str:
+        return self._text(json.dumps(value, ensure_ascii=False, default=str))
+
+    def _content(self, attributes: dict[str, Any], key: str, value: Any) -> None:
+        if value is not None:
+            attributes[key] = self._json(value)
+
+
+def _epoch_base(session: Session) -> int:
+    """Epoch nanoseconds of session time 0: node times are seconds since then. A saved trace
+    (``Session.load_trace``) keeps its original wall-clock time, from ``created_at``."""
+    state = session._state
+    if state.read_only:
+        try:
+            created = datetime.datetime.fromisoformat(state.created_at)
+        except ValueError:
+            pass
+        else:
+            if created.tzinfo is not None:
+                return int(created.timestamp() * 1e6) * 1000
+    return time.time_ns() - int(state.store.time() * 1e9)
+
+
+def _turns(preview: Any) -> list[Mapping[str, Any]]:
+    """The turns of a trace message preview (one turn, a list, or a cut transcript)."""
+    if isinstance(preview, Mapping):
+        if "turns" in preview:
+            return list(preview["turns"])
+        return [preview]
+    if isinstance(preview, list):
+        return [t for t in preview if isinstance(t, Mapping)]
+    return [{"role": "user", "text": str(preview)}]
+
+
+def _input_messages(preview: Any) -> list[dict[str, Any]]:
+    """Trace previews → the conventions' ``gen_ai.input.messages`` shape."""
+    messages = []
+    for turn in _turns(preview):
+        role = _ROLES.get(str(turn.get("role")), str(turn.get("role")))
+        parts: list[dict[str, Any]] = []
+        if role == "tool":
+            parts.append(
+                {
+                    "type": "tool_call_response",
+                    "id": turn.get("call_id"),
+                    "result": turn.get("text"),
+                }
+            )
+        else:
+            if turn.get("text"):
+                parts.append({"type": "text", "content": turn["text"]})
+            for call in turn.get("tool_calls") or ():
+                parts.append(
+                    {
+                        "type": "tool_call",
+                        "id": call.get("id"),
+                        "name": call.get("name"),
+                        "arguments": call.get("args"),
+                    }
+                )
+        messages.append({"role": role, "parts": parts})
+    return messages
+
+
+def _output_messages(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [
+        {"type": "reasoning", "content": r["text"]}
+        for r in outputs.get("reasoning") or ()
+        if isinstance(r, Mapping) and r.get("text")  # redacted thinking has no text to send
+    ]
+    if outputs.get("text"):
+        parts.append({"type": "text", "content": outputs["text"]})
+    for call in outputs.get("tool_calls") or ():
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": call.get("name"),
+                "arguments": call.get("args"),
+            }
+        )
+    message: dict[str, Any] = {"role": "assistant", "parts": parts}
+    if outputs.get("finish_reason") is not None:
+        message["finish_reason"] = outputs["finish_reason"]
+    return [message]

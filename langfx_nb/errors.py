@@ -137,17 +137,45 @@ class NetworkBlockedError(LMError):
 class MappingError(LangFxError):
     """Model output did not parse or validate. Keeps a bounded copy of the raw response.
 
+    The message is at most ``MAX_MESSAGE_CHARS`` characters and every string inside
+    ``detail`` at most ``MAX_DETAIL_CHARS`` (lists at most 50 items), however long the
+    identifiers or values of the answer were.
+
     After ``repair=N``, ``attempts`` holds the error of every attempt in order (this error
     is the last); without repair it is empty.
     """
 
     MAX_RAW_CHARS = 2000
+    MAX_MESSAGE_CHARS = 1000
+    MAX_DETAIL_CHARS = 200
 
     def __init__(self, message: str, *, raw: str = "", detail: Any = None) -> None:
-        self.raw = raw if len(raw) <= self.MAX_RAW_CHARS else raw[: self.MAX_RAW_CHARS] + "…"
-        self.detail = detail
+        self.raw = _cut(raw, self.MAX_RAW_CHARS)
+        self.detail = _bounded(detail, self.MAX_DETAIL_CHARS, 0)
         self.attempts: list[MappingError] = []
-        super().__init__(message)
+        super().__init__(_cut(message, self.MAX_MESSAGE_CHARS))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bounded(value: Any, limit: int, depth: int) -> Any:
+    """A copy of error detail data with long strings cut and long lists shortened."""
+    if isinstance(value, str):
+        return _cut(value, limit)
+    if depth >= 6:
+        return value if value is None or isinstance(value, (bool, int, float)) else "…"
+    if isinstance(value, dict):
+        return {
+            _bounded(k, limit, depth + 1): _bounded(v, limit, depth + 1) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        items = [_bounded(v, limit, depth + 1) for v in value[:50]]
+        return type(value)(items) if isinstance(value, list) else tuple(items)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return "<a large integer>"
+    return value
 
 
 class AgentError(LangFxError):

@@ -296,6 +296,11 @@ class Message(Generic[T]):
     def to_json_str(self, **kwargs: Any) -> str:
         return json.dumps(self.to_json(), ensure_ascii=False, **kwargs)
 
+    def content_json(self) -> dict[str, Any]:
+        """What a model is sent of this turn: its role and parts, without metadata, usage,
+        result or provenance (the response cache keys on this)."""
+        return {"role": self.role, "parts": [_part_to_json(p) for p in self.parts]}
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> Message[Any]:
         """Rebuild a message. ``result`` comes back as plain JSON data, not the original type."""

@@ -5,6 +5,11 @@ to a buffer, set a flag). Whatever it raises is caught and counted, never propag
 async observer (a coroutine function) gets events through its own bounded queue drained by
 a background task, so a slow one cannot stall the run; when its queue is full the oldest
 queued events are dropped and counted in ``dropped``.
+
+Closing the hub (``Session.dispose``) first lets each async observer take the events still
+queued for it, for at most ``drain_timeout`` seconds in all; whatever is left then (a stuck
+or very slow observer) is counted in ``dropped``, as is what is queued for an observer that
+unsubscribes. So every event is either delivered or counted.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ class _AsyncObserver:
         self.wakeup.set()
 
     async def _drain(self) -> None:
-        while not self.closed:
+        while True:
             while self.queue:
                 event = self.queue.popleft()
                 try:
@@ -59,24 +64,42 @@ class _AsyncObserver:
                     raise
                 except Exception:
                     self.hub.failed(self.fn)
+            if self.closed:
+                return
             self.wakeup.clear()
             await self.wakeup.wait()
 
-    async def close(self) -> None:
+    async def close(self, deadline: float) -> None:
+        """Deliver what is queued until the loop time ``deadline``, then stop; events never
+        delivered are counted in ``hub.dropped``."""
         self.closed = True
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        task = self.task
+        if task is None and self.queue:  # queued before any loop ran: deliver now
+            task = self.task = asyncio.get_running_loop().create_task(self._drain())
+        if task is not None and not task.done():
+            self.wakeup.set()
+            timeout = max(0.0, deadline - asyncio.get_running_loop().time())
+            await asyncio.wait([task], timeout=timeout)
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self.discard()
+
+    def discard(self) -> None:
+        """Count what is still queued as dropped and forget it."""
+        self.hub.dropped += len(self.queue)
+        self.queue.clear()
 
 
 class ObserverHub:
     """The subscriber list of one session. ``errors`` and ``dropped`` count what was lost."""
 
-    def __init__(self, queue_size: int = 10_000) -> None:
+    def __init__(self, queue_size: int = 10_000, drain_timeout: float = 2.0) -> None:
         self._sync: list[Observer] = []
         self._async: list[_AsyncObserver] = []
         self.queue_size = queue_size
+        self.drain_timeout = drain_timeout
         self.errors = 0
         self.dropped = 0
         self._warned: set[int] = set()
@@ -102,6 +125,7 @@ class ObserverHub:
                     sub.closed = True
                     if sub.task is not None:
                         sub.task.cancel()
+                    sub.discard()
 
             return unsubscribe_async
         if not callable(observer):
@@ -132,9 +156,12 @@ class ObserverHub:
             _log.warning("trace observer %r raised; the run continues", fn, exc_info=True)
 
     async def close(self) -> None:
-        """Stop async drainers (pending events are discarded) and forget every observer."""
+        """Let async observers take their queued events (at most ``drain_timeout`` seconds
+        in all), count what is left in ``dropped``, and forget every observer."""
         subs, self._async = self._async, []
         self._sync = []
         self._refresh()
-        for sub in subs:
-            await sub.close()
+        if not subs:
+            return
+        deadline = asyncio.get_running_loop().time() + self.drain_timeout
+        await asyncio.gather(*(sub.close(deadline) for sub in subs))

@@ -783,17 +783,24 @@ class Session:
     def load_trace(
         cls, data: Mapping[str, Any] | str, *, prices: Mapping[str, Price] | None = None
     ) -> Session:
-        """A read-only session showing a saved trace (queries and invokes raise)."""
+        """A read-only session showing a saved trace (queries and invokes raise).
+
+        A malformed trace raises one ``ValueError`` naming what is wrong.
+        """
+        loaded: Any = data
         if isinstance(data, str):
-            data = json.loads(data)
-        assert isinstance(data, Mapping)
-        store = TraceStore.from_json(data, prices)
+            try:
+                loaded = json.loads(data)
+            except ValueError as exc:
+                raise ValueError(f"not a langfx_nb trace: not valid JSON ({exc})") from None
+        store = TraceStore.from_json(loaded, prices)
         session = cls()
         state = session._state
         state.store = store
         store.hub = state.hub
-        header = data.get("session") or {}
-        state.metadata = dict(header.get("metadata") or {})
+        header = loaded.get("session") or {}  # an object: checked by TraceStore.from_json
+        metadata = header.get("metadata")
+        state.metadata = dict(metadata) if isinstance(metadata, Mapping) else {}
         state.created_at = str(header.get("created_at", ""))
         state.read_only = True
         state.disposed = True

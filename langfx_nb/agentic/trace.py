@@ -14,12 +14,13 @@ kind/status counts, request counts, token usage and cost stay exact, and each pa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import operator
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ..jsonable import UNHANDLED, Bounds, walk
 from ..messages import USAGE_FIELDS as _USAGE_FIELDS
@@ -44,6 +45,8 @@ TRACE_VERSION = 1
 
 NodeKind = Literal["session", "action", "query", "tool_call", "log"]
 NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_out", "suspended"]
+_KINDS: frozenset[Any] = frozenset(get_args(NodeKind))
+_STATUSES: frozenset[Any] = frozenset(get_args(NodeStatus))
 KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
 STATUSES: tuple[NodeStatus, ...] = (
     "running",
@@ -212,18 +215,28 @@ class TraceNode:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TraceNode:
+        """A node from its JSON; ``TypeError``/``KeyError``/``ValueError`` when malformed."""
+        kind, status, end = data["kind"], data.get("status", "ok"), data.get("end")
+        if kind not in _KINDS or status not in _STATUSES:
+            raise ValueError(f"unknown kind or status: {_short(kind)}, {_short(status)}")
+        if end is not None and (isinstance(end, bool) or not isinstance(end, (int, float))):
+            raise TypeError("'end' must be a number or null")
+        for key in ("usage", "metadata"):
+            if data.get(key) is not None and not isinstance(data[key], Mapping):
+                raise TypeError(f"{key!r} must be an object")
+        parent_id = data.get("parent_id")
         return cls(
             id=str(data["id"]),
-            parent_id=data.get("parent_id"),
-            kind=data["kind"],
+            parent_id=None if parent_id is None else str(parent_id),
+            kind=kind,
             name=str(data.get("name", "")),
             start=float(data.get("start", 0.0)),
-            status=data.get("status", "ok"),
-            end=data.get("end"),
+            status=status,
+            end=end,
             inputs=data.get("inputs"),
             outputs=data.get("outputs"),
             error=data.get("error"),
-            usage=Usage.from_json(data["usage"]) if "usage" in data else None,
+            usage=_usage(data["usage"]) if data.get("usage") is not None else None,
             decision=data.get("decision"),
             progress=data.get("progress"),
             metadata=dict(data.get("metadata") or {}),
@@ -534,40 +547,93 @@ class TraceStore:
     def from_json(
         cls, data: Mapping[str, Any], prices: Mapping[str, Price] | None = None
     ) -> TraceStore:
+        """Rebuild a saved trace. Anything malformed is one ``ValueError`` whose message
+        names the part of the file that is wrong (``nodes[3]: 'kind' is missing``)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"not a langfx_nb trace: a {type(data).__name__}, not an object")
         if data.get("format") != TRACE_FORMAT:
             raise ValueError("not a langfx_nb trace")
         if data.get("version") != TRACE_VERSION:
-            raise ValueError(f"unsupported trace version: {data.get('version')!r}")
-        session = data.get("session") or {}
-        store = cls(
-            max_nodes=max(1, int(session.get("max_trace_nodes", 1)), len(data["nodes"])),
-            clock_now=lambda: 0.0,
-            session_id=str(session.get("id", "")),
-            prices=prices,
-        )
+            raise ValueError(f"unsupported trace version: {_short(data.get('version'))}")
+        nodes = data.get("nodes")
+        if not isinstance(nodes, list):
+            raise ValueError("malformed trace: 'nodes' must be a list")
+        with _reading("session"):
+            session = _object(data.get("session"))
+            store = cls(
+                max_nodes=max(1, int(session.get("max_trace_nodes", 1)), len(nodes)),
+                clock_now=lambda: 0.0,
+                session_id=str(session.get("id", "")),
+                prices=prices,
+            )
         store.nodes.clear()
-        for raw in data["nodes"]:
-            node = TraceNode.from_json(raw)
+        for i, raw in enumerate(nodes):
+            with _reading(f"nodes[{i}]"):
+                node = TraceNode.from_json(_object(raw, required=True))
+                if node.id in store.nodes:
+                    raise ValueError(f"the id {_short(node.id)} is used twice")
+                if node.parent_id == node.id:
+                    raise ValueError("the node is its own parent")
             store.nodes[node.id] = node
             parent = store.nodes.get(node.parent_id) if node.parent_id is not None else None
             if parent is not None:
                 parent.children_map[node.id] = node
         roots = [n for n in store.nodes.values() if n.kind == "session"]
         if not roots:
-            raise ValueError("trace has no session root")
+            raise ValueError("malformed trace: it has no session root node")
         store.root = roots[0]
-        summary = data.get("summary") or {}
-        for model_id, entry in (summary.get("by_model") or {}).items():
-            store.requests[model_id] = int(entry.get("requests", 0))
-            usage = Usage.from_json(entry.get("usage") or {})
-            store._usage[model_id] = [getattr(usage, f) for f in _USAGE_FIELDS]
-        counts = data.get("counts") or {}
-        store.started = {k: int(v) for k, v in (counts.get("started") or {}).items()}
-        store._counts = {
-            (kind, status): int(n)
-            for kind, by_status in (counts.get("finished") or {}).items()
-            for status, n in by_status.items()
-        }
-        store.evicted = int(summary.get("evicted_nodes", 0))
+        with _reading("summary"):
+            summary = _object(data.get("summary"))
+            for model_id, entry in _object(summary.get("by_model")).items():
+                entry = _object(entry, required=True)
+                store.requests[str(model_id)] = int(entry.get("requests", 0))
+                usage = _usage(_object(entry.get("usage")))
+                store._usage[str(model_id)] = [getattr(usage, f) for f in _USAGE_FIELDS]
+            store.evicted = int(summary.get("evicted_nodes", 0))
+        with _reading("counts"):
+            counts = _object(data.get("counts"))
+            store.started = {str(k): int(v) for k, v in _object(counts.get("started")).items()}
+            store._counts = {
+                (str(kind), str(status)): int(n)
+                for kind, by_status in _object(counts.get("finished")).items()
+                for status, n in _object(by_status, required=True).items()
+            }
         store._next_id = len(store.nodes)
         return store
+
+
+@contextlib.contextmanager
+def _reading(where: str) -> Iterator[None]:
+    """Turn what a malformed part of a saved trace raises into one clear ``ValueError``."""
+    try:
+        yield
+    except KeyError as exc:
+        raise ValueError(f"malformed trace: {where}: {exc.args[0]!r} is missing") from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        message = str(exc)
+        if len(message) > 200:
+            message = message[:199] + "…"
+        raise ValueError(f"malformed trace: {where}: {message}") from None
+
+
+def _object(value: Any, *, required: bool = False) -> Mapping[str, Any]:
+    """A JSON object of a saved trace (absent/null is an empty one unless ``required``)."""
+    if value is None and not required:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _usage(data: Mapping[str, Any]) -> Usage:
+    """Token counts of a saved trace: each an integer or absent."""
+    for f in _USAGE_FIELDS:
+        value = data.get(f)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"usage {f} must be an integer")
+    return Usage.from_json(data)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"

@@ -18,9 +18,14 @@ Rules a caller may rely on:
 - ``allow_model_requests(False)`` blocks requests that would use a real network client; an
   injected transport or client is never blocked.
 - Keys never appear in ``repr``, exceptions or ``cache_identity``. Error messages carry the
-  HTTP status and the provider's short error type or code, never the response body.
+  HTTP status and the provider's short error type or code, never the response body; a key or
+  secret header value a server echoes back is redacted from every error (``_redact``).
 - A streamed line or event larger than ``max_event_bytes`` (default 16 MiB) ends the stream
   with a ``StreamProtocolError`` naming the limit.
+- A stream without progress (an event other than ``ping``) for ``stream_idle_timeout``
+  seconds (default 120, ``None`` for no limit) ends with a ``ServerError``; a 2xx body without
+  any event is a ``StreamProtocolError``; after the answer's last event the rest of the body
+  is read (bounded) so the connection is reused.
 - Every streamed response is closed in ``finally``: on normal end, early ``break``,
   cancellation and errors. Cancellation is never caught here: it propagates as asyncio
   raised it.
@@ -35,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import os
 import re
 import time
@@ -45,6 +51,7 @@ from typing import Any, ClassVar, NoReturn, Protocol
 import httpx
 from pydantic_core import from_json
 
+from .._unicode import repair_surrogates
 from ..errors import (
     AuthenticationError,
     ContextLengthError,
@@ -56,6 +63,7 @@ from ..errors import (
     StreamProtocolError,
 )
 from ..messages import ContinuationPart, Message, ReasoningPart
+from ._redact import SECRET_HEADER
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
 from .streaming import StreamChunk
@@ -82,6 +90,10 @@ loads = from_json  # JSON text or UTF-8 bytes → data; invalid UTF-8 is a Value
 # StreamProtocolError so hostile input never escapes as a bare TypeError/KeyError.
 MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError)
 _MAX_ERROR_BODY = 64 * 1024
+_DRAIN_SECONDS = 1.0
+# Two minutes without progress: longer than providers' keep-alive gaps and most silent
+# "thinking" before the first token; raise it (or pass None) for models that think longer.
+DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
@@ -126,22 +138,30 @@ def safe_code(value: Any) -> str | None:
     return None
 
 
+def _finite(text: str, scale: float = 1.0) -> float | None:
+    """A header number as seconds ≥ 0; ``None`` when malformed, NaN or infinite."""
+    try:
+        value = float(text) / scale
+    except ValueError:
+        return None
+    return max(0.0, value) if math.isfinite(value) else None
+
+
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date)."""
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
+
+    Malformed and non-finite values give ``None``; negative ones 0. Huge values are kept:
+    the retry policy refuses to wait longer than its ``max_delay``.
+    """
     ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
+    if ms is not None and (seconds := _finite(ms, 1000.0)) is not None:
+        return seconds
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    if (seconds := _finite(value)) is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -155,10 +175,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 def parse_google_duration(value: Any) -> float | None:
     """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds."""
     if isinstance(value, str) and value.endswith("s"):
-        try:
-            return max(0.0, float(value[:-1]))
-        except ValueError:
-            return None
+        return _finite(value[:-1])
     return None
 
 
@@ -233,6 +250,7 @@ class HTTPModel(LanguageModel):
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        stream_idle_timeout: float | None = DEFAULT_STREAM_IDLE_TIMEOUT,
         **kw: Any,
     ) -> None:
         if not model or not isinstance(model, str):
@@ -241,8 +259,12 @@ class HTTPModel(LanguageModel):
             raise ValueError("pass http_client= or transport=, not both")
         if max_event_bytes < 1:
             raise ValueError("max_event_bytes must be positive")
+        if stream_idle_timeout is not None and not stream_idle_timeout > 0:
+            raise ValueError("stream_idle_timeout must be a positive number of seconds or None")
         super().__init__(model, **kw)
         self.max_event_bytes = max_event_bytes
+        #: seconds a stream may go without progress (see ``_stream``) before it fails
+        self.stream_idle_timeout = stream_idle_timeout
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._key = _Secret(api_key) if api_key is not None else None
         self._http_client = http_client
@@ -251,6 +273,9 @@ class HTTPModel(LanguageModel):
             timeout = self.default_timeout
         self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         self._extra_headers = dict(headers or {})
+        for name, value in self._extra_headers.items():
+            if SECRET_HEADER.search(name):
+                self._secrets.add(value)
         self.extra_body = dict(extra_body or {})
         self._own_clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
 
@@ -324,6 +349,7 @@ class HTTPModel(LanguageModel):
     # -- requests ----------------------------------------------------------------------------
     async def _headers(self) -> dict[str, str]:
         key = await self._api_key()
+        self._secrets.add(key)
         return {
             "content-type": "application/json",
             **self._auth_headers(key),
@@ -333,17 +359,26 @@ class HTTPModel(LanguageModel):
     def _body(self, body: dict[str, Any]) -> bytes:
         if self.extra_body:
             body = {**body, **self.extra_body}
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return text.encode()
+        except UnicodeEncodeError:  # a lone surrogate in the request: send U+FFFD instead
+            return repair_surrogates(text).encode()
 
     async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
         """POST and return the parsed JSON body of a 2xx response."""
         client = self._client()  # a blocked network fails before the key is even looked up
         headers = await self._headers()
+        request = client.build_request("POST", url, content=self._body(body), headers=headers)
         try:
-            response = await client.post(url, content=self._body(body), headers=headers)
+            response = await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
         try:
+            try:
+                await response.aread()
+            except httpx.TransportError as exc:
+                raise _transport_error(self.provider, exc) from exc
             if response.status_code >= 400:
                 self._raise_status(response, response.content)
             try:
@@ -363,7 +398,7 @@ class HTTPModel(LanguageModel):
         headers["accept"] = "text/event-stream"
         request = client.build_request("POST", url, content=self._body(body), headers=headers)
         try:
-            response = await client.send(request, stream=True)
+            response = await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
         try:
@@ -389,15 +424,40 @@ class HTTPModel(LanguageModel):
 
         Transport failures while reading become ``ServerError``; the response is closed in
         ``finally`` whatever ends the loop (end of stream, ``done``, an error, the consumer
-        closing the generator, cancellation).
+        closing the generator, cancellation). Progress is an event other than a ``ping``
+        (keep-alive comments are not events); ``stream_idle_timeout`` seconds without
+        progress end the stream with a ``ServerError`` (retryable before the first chunk).
+        When the decoder is ``done``, the rest of the body is read (bounded) before the
+        response is closed, so its connection goes back to the pool. A body without a
+        single event is a ``StreamProtocolError``: it is not an event stream.
         """
         url, body = self._stream_request(request)
         decoder = self._stream_decoder()
         parser = SSEParser(self.max_event_bytes)
         response = await self._open_stream(url, body)
+        idle = self.stream_idle_timeout
+        watch = _IdleWatch(idle) if idle is not None else None
+        events = 0
+        reads = body_chunks(response).__aiter__()
         try:
-            async for raw in body_chunks(response):
+            while not decoder.done:
+                if watch is not None and not watch.arm():
+                    raise self._stalled()
+                try:
+                    raw = await anext(reads)
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    if watch is not None and watch.expired():
+                        raise self._stalled() from None
+                    raise
+                finally:
+                    if watch is not None:
+                        watch.disarm()
                 for name, data in parser.feed(raw):
+                    events += 1
+                    if watch is not None and name != "ping":
+                        watch.moved = True
                     try:
                         chunks = decoder.event(name, data)
                     except MALFORMED as exc:
@@ -406,18 +466,31 @@ class HTTPModel(LanguageModel):
                         yield chunk
                     if decoder.done:
                         break
-                if decoder.done:
-                    break
+            if decoder.done:
+                await _read_rest(reads)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
         finally:
+            if watch is not None:
+                watch.close()
             await response.aclose()
+        if not events:
+            kind = response.headers.get("content-type", "").split(";")[0].strip() or "no type"
+            raise StreamProtocolError(
+                f"{self.provider}: the response is not an event stream (no events; {kind})"
+            )
         try:
             chunks = decoder.finish()
         except MALFORMED as exc:
             raise StreamProtocolError(f"{self.provider}: malformed stream") from exc
         for chunk in chunks:
             yield chunk
+
+    def _stalled(self) -> ServerError:
+        return ServerError(
+            f"{self.provider}: the stream stalled: no progress for "
+            f"{self.stream_idle_timeout:g} s (stream_idle_timeout)"
+        )
 
     def _malformed(self, data: bytes) -> StreamProtocolError:
         try:
@@ -520,6 +593,89 @@ class HTTPModel(LanguageModel):
             and part.model == (self.model or "")
             and part.endpoint == self.base_url
         )
+
+
+class _IdleWatch:
+    """Cancels a body read that waits past ``idle`` seconds after the last progress.
+
+    One timer per stream, re-armed only when it fires early (progress moved the deadline),
+    instead of a timeout scope per read: reads are the hot path. While the consumer holds a
+    chunk nothing is cancelled; ``arm`` checks the deadline before the next read.
+    """
+
+    __slots__ = ("_fired", "_handle", "_idle", "_loop", "_task", "deadline", "moved")
+
+    def __init__(self, idle: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._idle = idle
+        self.deadline = self._loop.time() + idle
+        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[Any] | None = None  # set only while a read is awaited
+        self._fired = False
+        self.moved = False  # set on progress; the deadline moves at the next read
+
+    def arm(self) -> bool:
+        """Before a read: False when the deadline has already passed."""
+        now = self._loop.time()
+        if self.moved:
+            self.moved = False
+            self.deadline = now + self._idle
+        elif now >= self.deadline:
+            return False
+        if self._handle is None:
+            self._handle = self._loop.call_at(self.deadline, self._fire)
+        self._task = asyncio.current_task()
+        return True
+
+    def expired(self) -> bool:
+        """After a read was cancelled: True when the cancellation was this watch's own."""
+        task = self._task
+        return self._fired and task is not None and task.uncancel() == 0
+
+    def disarm(self) -> None:
+        self._task = None
+        self._fired = False
+
+    def _fire(self) -> None:
+        self._handle = None
+        if self._loop.time() < self.deadline:  # progress since the timer was set
+            self._handle = self._loop.call_at(self.deadline, self._fire)
+        elif self._task is not None:
+            self._fired = True
+            self._task.cancel()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """Send and return the response once its headers arrived (body unread).
+
+    A connection that fails before any response arrived is most often a pooled keep-alive
+    connection the server closed just as it was reused (llama-server closes after every
+    stream; its close can race the next request): the request is sent once more, at once,
+    on a fresh connection. Failures after the headers are never retried here.
+    """
+    try:
+        return await client.send(request, stream=True)
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+        return await client.send(request, stream=True)
+
+
+async def _read_rest(reads: AsyncIterator[bytes]) -> None:
+    """Read what follows the end of an answer (``[DONE]``: usually nothing, or a comment)
+    so the connection can be reused; give up after 64 KiB or 1 s (it is then discarded)."""
+    left = _MAX_ERROR_BODY
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for raw in reads:
+                left -= len(raw)
+                if left < 0:
+                    return
+    except (TimeoutError, httpx.TransportError):
+        return
 
 
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:

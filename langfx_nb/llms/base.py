@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import math
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,8 @@ from typing import Any, ClassVar, Literal
 from ..errors import RetryableError, UnsupportedCapabilityError
 from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
 from ..modalities import Mime
-from .cache import Cache
+from ._redact import Secrets, redact_exception
+from .cache import Cache, CacheEntryError, warn_cache_failure
 from .streaming import StreamAccumulator, StreamChunk
 
 __all__ = [
@@ -113,8 +115,13 @@ class LMRequest:
     response_schema: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Canonical JSON form; the cache key hashes this."""
-        out: dict[str, Any] = {"messages": [m.to_json() for m in self.messages]}
+        """Canonical JSON form of what the model is sent; the cache key hashes this.
+
+        Messages contribute their role and parts only: metadata such as ``cache_hit``,
+        usage and provenance do not change the answer, so a transcript that carries a
+        replayed answer still finds the next turn in the cache.
+        """
+        out: dict[str, Any] = {"messages": [m.content_json() for m in self.messages]}
         if self.system is not None:
             out["system"] = self.system
         if opts := self.options.to_json():
@@ -144,8 +151,12 @@ class SamplingResult:
 class RetryPolicy:
     """Opt-in retries of ``RetryableError``s: exponential backoff with jitter.
 
-    A ``RateLimitError.retry_after`` from the provider wins over the computed delay. ``sleep``
-    and ``random`` are injectable so tests use a fake clock.
+    No wait is ever longer than ``max_delay``. A ``RateLimitError.retry_after`` from the
+    provider wins over the computed delay when it is a finite number of seconds up to
+    ``max_delay`` (negative counts as 0); when the server asks for longer, the error is
+    raised at once (its ``retry_after`` tells the caller how long), and a malformed or
+    non-finite value is ignored in favour of the computed delay. ``sleep`` and ``random`` are
+    injectable so tests use a fake clock.
     """
 
     max_attempts: int = 3
@@ -160,13 +171,31 @@ class RetryPolicy:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
 
-    def delay(self, attempt: int, error: BaseException) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        retry_after = getattr(error, "retry_after", None)
+    def delay(self, attempt: int, error: BaseException) -> float | None:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based), at most
+        ``max_delay``; ``None`` when the server asks for a longer wait (do not retry)."""
+        retry_after = _seconds(getattr(error, "retry_after", None))
         if retry_after is not None:
-            return max(0.0, float(retry_after))
-        base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
-        return base * (1.0 - self.jitter * self.random())
+            return retry_after if retry_after <= self.max_delay else None
+        try:
+            grown = self.initial_delay * self.multiplier ** (attempt - 1)
+        except OverflowError:
+            grown = math.inf
+        base = min(self.max_delay, grown)
+        return max(0.0, base * (1.0 - self.jitter * self.random()))
+
+
+def _seconds(value: Any) -> float | None:
+    """A server's wait hint as finite, non-negative seconds; ``None`` when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond float range: longer than any max_delay
+        return math.inf
+    if math.isnan(seconds) or seconds == -math.inf:
+        return None
+    return max(0.0, seconds)
 
 
 _ALLOW_REQUESTS = True
@@ -217,6 +246,9 @@ class LanguageModel:
         self.retry = retry
         self.total_usage = Usage()
         self.num_requests = 0
+        #: key values and secret header values this model has sent; removed from the text of
+        #: every error it raises (a server may echo them back)
+        self._secrets = Secrets()
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -292,29 +324,26 @@ class LanguageModel:
     def _cache_key(self, request: LMRequest, cache_seed: int) -> str:
         payload = {"lm": self.cache_identity(), "request": request.to_json(), "seed": cache_seed}
         text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=repr)
-        return hashlib.sha256(text.encode()).hexdigest()
+        # surrogatepass: a lone surrogate in a prompt must not make the key unencodable
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     # -- public API ----------------------------------------------------------------------
     async def call(self, prompt: Prompt, **options: Any) -> AIMessage[Any]:
-        """Send one prompt and return the response message."""
+        """Send one prompt and return the response message.
+
+        With a cache, a stored answer is returned without a request (``metadata.cache_hit``)
+        and a fresh one is stored; a cache that fails costs one ``CacheWarning``, never the
+        call or the answer.
+        """
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
         request = self.build_request(prompt, **options)
-        key = None
-        if self.cache is not None and use_cache:
-            key = self._cache_key(request, cache_seed)
-            hit = await self.cache.get(key)
-            if hit is not None:
-                cached = Message.from_json(hit)
-                assert isinstance(cached, AIMessage)
-                cached.metadata["cache_hit"] = True
-                cached.metadata["cache_key"] = key
-                return cached
+        lookup = await self._cache_lookup(request, cache_seed, use_cache)
+        if lookup.hit is not None:
+            return lookup.hit
         response = await self._with_retries(lambda: self._sample(request))
         response = self._finish(response)
-        if key is not None and self.cache is not None:
-            response.metadata["cache_key"] = key
-            await self.cache.put(key, response.to_json())
+        await self._cache_store(lookup, response)
         return response
 
     async def sample(self, prompts: Sequence[Prompt], **options: Any) -> list[SamplingResult]:
@@ -327,32 +356,26 @@ class LanguageModel:
 
         Models without ``_stream`` raise ``UnsupportedCapabilityError`` unless called with
         ``emulate=True``, which yields the whole ``_sample`` response as one final chunk.
-        Retries (when configured) happen only before the first chunk is yielded. The
+        Retries (when configured) happen only before the first chunk is yielded. With a
+        cache, a stored answer is replayed as one final chunk (``metadata.cache_hit``), and a
+        stream that ends with its final chunk is stored, as ``call`` stores its answers. The
         provider's stream is closed in ``finally`` (end, error, ``aclose()``, cancellation);
         cancellation is never caught, so the consumer sees it exactly as asyncio raised it.
         """
         emulate = bool(options.pop("emulate", False))
-        options.pop("cache_seed", None)
-        options.pop("use_cache", None)
+        cache_seed = int(options.pop("cache_seed", 0) or 0)
+        use_cache = bool(options.pop("use_cache", True))
         request = self.build_request(prompt, **options)
+        if not self.supports_streaming and not emulate:
+            raise UnsupportedCapabilityError(f"{self.model_id} does not support streaming")
+        lookup = await self._cache_lookup(request, cache_seed, use_cache)
+        if lookup.hit is not None:
+            yield _whole_chunk(lookup.hit, self.model_id)
+            return
         if not self.supports_streaming:
-            if not emulate:
-                raise UnsupportedCapabilityError(f"{self.model_id} does not support streaming")
             response = self._finish(await self._with_retries(lambda: self._sample(request)))
-            acc = StreamAccumulator(self.model_id)
-            for p in response.parts:
-                acc.add_part(p)
-            acc.metadata.update(response.metadata)
-            yield StreamChunk(
-                response.text,
-                0,
-                True,
-                response.usage,
-                response.metadata.get("finish_reason"),
-                (),
-                acc,
-                len(acc.parts),
-            )
+            await self._cache_store(lookup, response)
+            yield _whole_chunk(response, self.model_id)
             return
         attempt = 0
         while True:
@@ -363,13 +386,18 @@ class LanguageModel:
                 async for chunk in agen:
                     if chunk.final:
                         self._account(chunk.usage)
+                        await self._cache_store(lookup, chunk.aggregated)
                     emitted = True
                     yield chunk
                 return
             except RetryableError as exc:
+                redact_exception(exc, self._secrets)
                 if emitted or not self._should_retry(attempt):
                     raise
                 await self._backoff(attempt, exc)
+            except Exception as exc:
+                redact_exception(exc, self._secrets)
+                raise
             finally:
                 await agen.aclose()
 
@@ -380,6 +408,59 @@ class LanguageModel:
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
         raise NotImplementedError
         yield  # pragma: no cover  (makes this an async generator)
+
+    # -- cache -----------------------------------------------------------------------------
+    async def _cache_lookup(self, request: LMRequest, cache_seed: int, use: bool) -> _Lookup:
+        """The stored answer for ``request``, if any. A failing cache is warned about once
+        and skipped; after a read that failed (not just a bad entry) no write is tried."""
+        cache = self.cache
+        if cache is None or not use:
+            return _Lookup(None, None, writable=False)
+        key = self._cache_key(request, cache_seed)
+        try:
+            data = await cache.get(key)
+        except CacheEntryError as exc:
+            warn_cache_failure(cache, "a stored entry is damaged; asked the model", exc)
+            return _Lookup(key, None, writable=True, warned=True)
+        except Exception as exc:
+            warn_cache_failure(cache, "could not be read; asked the model", exc)
+            return _Lookup(key, None, writable=False, warned=True)
+        if data is None:
+            return _Lookup(key, None, writable=True)
+        try:
+            cached = Message.from_json(data)
+            if not isinstance(cached, AIMessage):
+                raise CacheEntryError(f"the entry holds a {cached.role!r} message, not a response")
+        except Exception as exc:
+            warn_cache_failure(cache, "a stored entry is not a response; asked the model", exc)
+            return _Lookup(key, None, writable=True, warned=True)
+        cached.metadata["cache_hit"] = True
+        cached.metadata["cache_key"] = key
+        return _Lookup(key, cached, writable=False)
+
+    async def _cache_store(self, lookup: _Lookup, response: AIMessage[Any]) -> None:
+        """Store a fresh answer; a failed write warns (once per call) and loses nothing."""
+        if lookup.key is None:
+            return
+        response.metadata["cache_key"] = lookup.key
+        if not lookup.writable or self.cache is None:
+            return
+        try:
+            await self.cache.put(lookup.key, response.to_json())
+        except Exception as exc:
+            if not lookup.warned:
+                warn_cache_failure(self.cache, "could not store the answer (returned anyway)", exc)
+
+    async def forget_cached(self, response: AIMessage[Any]) -> None:
+        """Remove ``response`` from the cache (a bad answer must not be replayed). A cache
+        that fails warns; the caller's own error is what matters."""
+        key = response.metadata.get("cache_key")
+        if key is None or self.cache is None:
+            return
+        try:
+            await self.cache.delete(key)
+        except Exception as exc:
+            warn_cache_failure(self.cache, "could not forget a bad answer", exc)
 
     # -- internals -----------------------------------------------------------------------
     def _finish(self, response: AIMessage[Any]) -> AIMessage[Any]:
@@ -397,8 +478,13 @@ class LanguageModel:
         return self.retry is not None and attempt < self.retry.max_attempts
 
     async def _backoff(self, attempt: int, error: BaseException) -> None:
+        """Wait before the next attempt, or re-raise ``error`` when the server asks for a
+        longer wait than the policy's ``max_delay``."""
         assert self.retry is not None
-        await self.retry.sleep(self.retry.delay(attempt, error))
+        delay = self.retry.delay(attempt, error)
+        if delay is None:
+            raise error
+        await self.retry.sleep(delay)
 
     async def _with_retries(self, fn: Callable[[], Awaitable[AIMessage[Any]]]) -> AIMessage[Any]:
         attempt = 0
@@ -407,9 +493,36 @@ class LanguageModel:
             try:
                 return await fn()
             except RetryableError as exc:
+                redact_exception(exc, self._secrets)
                 if not self._should_retry(attempt):
                     raise
                 await self._backoff(attempt, exc)
+            except Exception as exc:
+                redact_exception(exc, self._secrets)
+                raise
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """What one call learned from the cache: its key, a hit, and whether to write."""
+
+    key: str | None
+    hit: AIMessage[Any] | None
+    writable: bool
+    warned: bool = False
+
+
+def _whole_chunk(response: AIMessage[Any], model_id: str) -> StreamChunk:
+    """A complete response as the one final chunk of a stream (emulation, cache replay)."""
+    acc = StreamAccumulator(model_id)
+    for p in response.parts:
+        acc.add_part(p)
+    acc.metadata.update(response.metadata)
+    acc.usage = response.usage
+    acc.finish_reason = response.metadata.get("finish_reason")
+    return StreamChunk(
+        response.text, 0, True, response.usage, acc.finish_reason, (), acc, len(acc.parts)
+    )
 
 
 def _tool_spec(tool: Any) -> ToolSpec:

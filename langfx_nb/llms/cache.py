@@ -1,8 +1,14 @@
 """Response caches: an in-memory LRU and a SQLite file that survives kernel restarts.
 
 Both store a response message's versioned JSON under a key the LanguageModel base computes
-from the model identity, the whole normalized request and ``cache_seed``. Caching is opt-in:
-pass ``cache=`` to a model.
+from the model identity, what the model is sent (roles and content parts, system text,
+options, tools; not message metadata) and ``cache_seed``. Caching is opt-in: pass
+``cache=`` to a model.
+
+A cache never breaks a call: the ``LanguageModel`` base turns any failure of a cache (a
+corrupt or unreadable file, a table of another shape, a row that is not a response, a
+failed write) into one ``CacheWarning`` and goes on without it, so the call goes to the
+model and a paid answer is returned even when it cannot be stored.
 """
 
 from __future__ import annotations
@@ -12,11 +18,30 @@ import json
 import sqlite3
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Cache", "InMemoryCache", "SQLiteCache"]
+from .._unicode import has_surrogates
+
+__all__ = ["Cache", "CacheEntryError", "CacheWarning", "InMemoryCache", "SQLiteCache"]
+
+
+class CacheWarning(UserWarning):
+    """A response cache could not be used for one call; the call went on without it."""
+
+
+class CacheEntryError(ValueError):
+    """A stored entry is not a cached response (the cache itself works: it may be rewritten)."""
+
+
+def warn_cache_failure(cache: object, what: str, exc: BaseException) -> None:
+    """Emit the one ``CacheWarning`` of a call: which cache, what failed and why."""
+    reason = f"{type(exc).__name__}: {exc}"
+    if len(reason) > 300:
+        reason = reason[:299] + "…"
+    warnings.warn(f"response cache {cache!r}: {what} ({reason})", CacheWarning, stacklevel=4)
 
 
 @runtime_checkable
@@ -92,16 +117,26 @@ class SQLiteCache:
             conn.close()
 
     async def get(self, key: str) -> dict[str, Any] | None:
+        """The stored JSON, ``None`` when absent; ``CacheEntryError`` for a row that is not
+        JSON text of an object, ``sqlite3.Error``/``OSError`` when the file is unusable."""
         rows = await asyncio.to_thread(self._run, "SELECT value FROM responses WHERE key=?", (key,))
         if not rows:
             self.misses += 1
             return None
+        raw = rows[0][0]
+        try:
+            value = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            raise CacheEntryError(f"the entry for {key[:12]}… is not a JSON object")
         self.hits += 1
-        value: dict[str, Any] = json.loads(rows[0][0])
         return value
 
     async def put(self, key: str, value: dict[str, Any]) -> None:
         text = json.dumps(value, ensure_ascii=False)
+        if has_surrogates(text):  # SQLite stores UTF-8; \u escapes keep the value exact
+            text = json.dumps(value)
         await asyncio.to_thread(
             self._run, "INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, text)
         )
@@ -111,6 +146,9 @@ class SQLiteCache:
 
     def __len__(self) -> int:
         return int(self._run("SELECT COUNT(*) FROM responses", ())[0][0])
+
+    def __repr__(self) -> str:
+        return f"SQLiteCache({str(self.path)!r})"
 
 
 def _set_up(conn: sqlite3.Connection, attempts: int = 200) -> None:

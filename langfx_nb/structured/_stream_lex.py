@@ -105,16 +105,26 @@ def json_escape(buf: str, j: int) -> tuple[str, int] | None:
     code = _hex_escape(buf, j + 1, 4)
     if code is None:
         return None
-    if not 0xD800 <= code <= 0xDBFF:
-        return chr(code), j + 6
-    rest = buf[j + 6 : j + 12]
+    return _code_point(buf, code, j + 6)
+
+
+def _code_point(buf: str, code: int, end: int) -> tuple[str, int] | None:
+    """The character of a ``\\u`` escape ending at ``end``: a high surrogate followed by a
+    ``\\uDC00``-``\\uDFFF`` escape joins it into one character; a lone surrogate becomes
+    U+FFFD (UTF-8 cannot encode it: it would break every message that carries the delta),
+    as the protocols' parsers repair it in the final value."""
+    if not 0xD800 <= code <= 0xDFFF:
+        return chr(code), end
+    if code >= 0xDC00:
+        return "\ufffd", end
+    rest = buf[end : end + 6]
     if len(rest) < 6 and _LOW_SURROGATE_START.fullmatch(rest):
         return None  # the low half may be in the next chunk
     if len(rest) == 6 and rest[:2] == "\\u" and set(rest[2:]) <= _HEX_DIGITS:
         low = int(rest[2:], 16)
         if 0xDC00 <= low <= 0xDFFF:
-            return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), j + 12
-    return chr(code), j + 6
+            return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), end + 6
+    return "\ufffd", end
 
 
 def python_escape(buf: str, j: int, raw: bool) -> tuple[str, int] | None:
@@ -135,7 +145,7 @@ def python_escape(buf: str, j: int, raw: bool) -> tuple[str, int] | None:
             return None
         if code > 0x10FFFF:
             raise LexError(f"invalid \\{c} escape", j)
-        return chr(code), j + 2 + size
+        return _code_point(buf, code, j + 2 + size)
     if c == "N":
         end = buf.find("}", j, j + _MAX_UNICODE_NAME)
         if end == -1:

@@ -197,10 +197,7 @@ class Mapping(LangFunc):
             try:
                 response = self.finish(raw_response)
             except MappingError as exc:
-                key = raw_response.metadata.get("cache_key")
-                cache = getattr(model, "cache", None)
-                if key is not None and cache is not None:
-                    await cache.delete(key)
+                await model.forget_cached(raw_response)
                 failures.append(exc)
                 if done is not None:
                     done(raw_response, exc)

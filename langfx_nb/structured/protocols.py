@@ -30,11 +30,14 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from .._unicode import has_surrogates, repair_surrogates
 from ..errors import MappingError
 from ..schema import Schema, annotation_text, class_fields, class_name, format_validation_error
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MAX_PYTHON_CHARS",
     "MAX_RESPONSE_CHARS",
     "JsonProtocol",
     "Protocol",
@@ -47,9 +50,28 @@ __all__ = [
 ]
 
 MAX_RESPONSE_CHARS = 1_000_000  # larger responses are rejected before any parsing
+# The expression a python-protocol answer holds. ``ast.parse`` needs up to ~460 bytes of
+# memory per character (a dense list of numbers), so 100k characters cost at most ~50 MB and
+# ~0.15 s (benchmarks/protocol_cost.py); bigger answers belong to the json protocol.
+MAX_PYTHON_CHARS = 100_000
 MAX_DEPTH = 100  # nesting of containers/calls in one answer
+MAX_INT_DIGITS = 100  # integer literals must be below 10**100 in magnitude
+_INT_LIMIT = 10**MAX_INT_DIGITS
 
 _LANG = re.compile(r"[A-Za-z0-9_+.-]*")
+# ``output = <expr>`` or ``output: Type = <expr>``: the form models often write the answer in.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*[ \t]*(?::[^=\n]*)?=(?!=)")
+
+
+def _repair_data(value: Any) -> Any:
+    """Parsed JSON data with ``repair_surrogates`` applied to every string and key."""
+    if isinstance(value, str):
+        return repair_surrogates(value)
+    if isinstance(value, list):
+        return [_repair_data(v) for v in value]
+    if isinstance(value, dict):
+        return {_repair_data(k): _repair_data(v) for k, v in value.items()}
+    return value
 
 
 def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool]:
@@ -109,11 +131,10 @@ def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool
     return block.strip(), True
 
 
-def _check_size(text: str, raw: str) -> None:
-    if len(text) > MAX_RESPONSE_CHARS:
+def _check_size(text: str, raw: str, limit: int = MAX_RESPONSE_CHARS, hint: str = "") -> None:
+    if len(text) > limit:
         raise MappingError(
-            f"response too large to parse ({len(text)} characters; "
-            f"the limit is {MAX_RESPONSE_CHARS})",
+            f"response too large to parse ({len(text)} characters; the limit is {limit}{hint})",
             raw=raw,
             detail="too large",
         )
@@ -291,7 +312,11 @@ class _Reader:
             )
         if isinstance(node, ast.Constant):
             const = node.value
-            if const is None or isinstance(const, (str, bool, int, float)):
+            if isinstance(const, str):
+                return repair_surrogates(const)
+            if isinstance(const, int) and not isinstance(const, bool) and abs(const) >= _INT_LIMIT:
+                raise self.fail(node, f"an integer with more than {MAX_INT_DIGITS} digits")
+            if const is None or isinstance(const, (bool, int, float)):
                 return const
             raise self.fail(node, f"a {type(const).__name__} literal")
         if isinstance(node, ast.List):
@@ -304,8 +329,8 @@ class _Reader:
                 if k is None:
                     raise self.fail(v, "'**' unpacking")
                 key = self.value(k, depth + 1)
-                if not isinstance(key, (str, int, float, bool, type(None), tuple)):
-                    raise self.fail(k, "an unhashable dict key")
+                if not _plain_key(key):
+                    raise self.fail(k, "a dict key other than a literal or a tuple of literals")
                 out[key] = self.value(v, depth + 1)
             return out
         if isinstance(node, ast.UnaryOp):
@@ -315,7 +340,7 @@ class _Reader:
                 and isinstance(operand, ast.Constant)
                 and type(operand.value) in (int, float)
             ):
-                number = cast("int | float", operand.value)
+                number = cast("int | float", self.value(operand, depth + 1))
                 return -number if isinstance(node.op, ast.USub) else number
             raise self.fail(node, "an operator other than a sign on a number")
         if isinstance(node, ast.Call):
@@ -348,6 +373,13 @@ class _Reader:
             ) from None
 
 
+def _plain_key(key: Any) -> bool:
+    """A literal or a tuple of them: hashable, and as a JSON key or tuple what pydantic expects."""
+    if isinstance(key, tuple):
+        return all(_plain_key(k) for k in key)
+    return key is None or isinstance(key, (str, int, float, bool))
+
+
 def _allowed(schema: Schema) -> str:
     base = "literals, lists, dicts and tuples"
     if not schema.classes:
@@ -361,15 +393,19 @@ def parse_python_expr(code: str, schema: Schema, *, raw: str | None = None) -> A
     Validation against the whole schema happens afterwards (``PythonProtocol.parse``).
     """
     raw = code if raw is None else raw
-    _check_size(code, raw)
-    if not code.strip():
+    _check_size(code, raw, MAX_PYTHON_CHARS, "; use protocol='json' for bigger answers")
+    code = code.strip()
+    if not code:
         raise MappingError(
             f"empty answer; expected a Python expression of type {schema.name}",
             raw=raw,
             detail="empty",
         )
+    if (assignment := _ASSIGNMENT.match(code)) is not None:
+        code = code[assignment.end() :].strip()  # ``output = Answer(...)``: the expression
+    code = repair_surrogates(code)
     try:
-        tree = ast.parse(code.strip(), mode="eval")
+        tree = ast.parse(code, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         msg = getattr(exc, "msg", None) or type(exc).__name__
         line = getattr(exc, "lineno", None)
@@ -526,6 +562,8 @@ class JsonProtocol(Protocol):
                 raw=text,
                 detail=what,
             )
+        if "\\u" in text or has_surrogates(text):
+            data = _repair_data(data)  # a "\\ud800" escape decodes to a lone surrogate
         if isinstance(data, dict) and len(data) == 1 and "result" in data:
             data = data["result"]
         return self._validate(data, schema, text)

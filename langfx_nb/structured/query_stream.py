@@ -201,6 +201,8 @@ async def _event_stream(
                 terminal = GenerationFailed(exc)
             else:
                 terminal = _outcome(mapping, last, "".join(pieces), parse_error)
+                if isinstance(terminal, ParsingFailed) and last is not None:
+                    await lm.forget_cached(last.aggregated)  # never replay a bad answer
         finally:
             await _aclose(upstream)
         if not isinstance(terminal, ParsingFailed):

@@ -22,6 +22,7 @@ from langfx_nb import (
     StreamParser,
     StringFieldDelta,
 )
+from langfx_nb._unicode import repair_surrogates
 from langfx_nb.structured.protocols import to_python_expr
 from langfx_nb.structured.stream_parser import MAX_RESPONSE_CHARS, MAX_TOKEN_CHARS
 
@@ -153,7 +154,8 @@ def test_json_any_document_any_chunking(
 )
 def test_json_escapes_split_at_every_position(literal: str) -> None:
     text = f'["a{literal}b{literal}"]'
-    expected = json.loads(text)
+    # as json.loads, except that a lone surrogate becomes U+FFFD (it cannot be encoded)
+    expected = [repair_surrogates(s) for s in json.loads(text)]
     for cut in range(len(text) + 1):
         for c2 in range(cut, len(text) + 1):
             value, events = _run("json", [text[:cut], text[cut:c2], text[c2:]])

@@ -34,7 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.ui.conftest import CHROMIUM, CHROMIUM_ARGS, Lab, LabServer  # noqa: E402
+from tests.local import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.ui.conftest import Lab, LabServer  # noqa: E402
 
 HOOK = """() => {
   window.__lfxBench = {ids: new Set(), lat: [], frames: 0, nodes: 0};

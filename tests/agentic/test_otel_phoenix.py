@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -31,6 +30,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 import langfx_nb as lf
 from langfx_nb.llms import Scripted
 from langfx_nb.messages import AIMessage, Usage
+from tests.local import CHROMIUM, CHROMIUM_ARGS, free_port
 
 pytestmark = pytest.mark.phoenix
 
@@ -38,21 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PHOENIX = ROOT / ".venv-phoenix" / "bin" / "phoenix"
 ARTIFACTS = ROOT / "artifacts" / "phoenix"
 START_TIMEOUT = 240.0  # a cold start on a loaded 2-core box imports a lot (≈60 s seen)
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +48,12 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(message)
         pytest.skip(message)
     workdir = tmp_path_factory.mktemp("phoenix")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PHOENIX_HOST": "127.0.0.1",
         "PHOENIX_PORT": str(port),
-        "PHOENIX_GRPC_PORT": str(_free_port()),
+        "PHOENIX_GRPC_PORT": str(free_port()),
         "PHOENIX_WORKING_DIR": str(workdir),
         "PHOENIX_TELEMETRY_ENABLED": "false",
         "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
@@ -226,7 +211,7 @@ async def _screenshot(base: str, project: str, trace_id: str) -> None:
     project_id = next(p["id"] for p in projects if p["name"] == project)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1400, "height": 860})
             await page.goto(f"{base}/projects/{project_id}/traces/{trace_id}", timeout=120_000)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import langfx_nb as lf
+from tests.local import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "scripts" / "realserver_setup"
@@ -50,12 +50,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             session.config.stash[_PATHS] = _setup()
         except (subprocess.CalledProcessError, OSError, AssertionError) as exc:
             session.config.stash[_PATHS] = f"scripts/realserver_setup failed: {exc}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LlamaServer:

@@ -21,7 +21,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,19 +33,11 @@ from typing import Any
 
 import pytest
 
+from tests.local import CHROMIUM, CHROMIUM_ARGS, free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = ROOT / "artifacts" / "ui"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SERVER_START_TIMEOUT = 90.0  # a loaded 2-core CI box can take a while to import JupyterLab
 KERNEL_TIMEOUT_MS = 90_000
 
@@ -58,18 +49,12 @@ _LAB_SETTINGS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LabServer:
     """A JupyterLab process serving a directory; ``url(path)`` adds the token."""
 
     def __init__(self, root: Path, home: Path) -> None:
         self.root = root
-        self.port = _free_port()
+        self.port = free_port()
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = home / "jupyterlab.log"

@@ -535,17 +535,18 @@ def _input_messages(preview: Any) -> list[dict[str, Any]]:
         else:
             if turn.get("text"):
                 parts.append({"type": "text", "content": turn["text"]})
-            for call in turn.get("tool_calls") or ():
-                parts.append(
-                    {
-                        "type": "tool_call",
-                        "id": call.get("id"),
-                        "name": call.get("name"),
-                        "arguments": call.get("args"),
-                    }
-                )
+            parts.extend(_tool_call_part(call) for call in turn.get("tool_calls") or ())
         messages.append({"role": role, "parts": parts})
     return messages
+
+
+def _tool_call_part(call: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "tool_call",
+        "id": call.get("id"),
+        "name": call.get("name"),
+        "arguments": call.get("args"),
+    }
 
 
 def _output_messages(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -556,15 +557,7 @@ def _output_messages(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
     if outputs.get("text"):
         parts.append({"type": "text", "content": outputs["text"]})
-    for call in outputs.get("tool_calls") or ():
-        parts.append(
-            {
-                "type": "tool_call",
-                "id": call.get("id"),
-                "name": call.get("name"),
-                "arguments": call.get("args"),
-            }
-        )
+    parts.extend(_tool_call_part(call) for call in outputs.get("tool_calls") or ())
     message: dict[str, Any] = {"role": "assistant", "parts": parts}
     if outputs.get("finish_reason") is not None:
         message["finish_reason"] = outputs["finish_reason"]

@@ -53,10 +53,9 @@ def safe_only(call: lf.ToolCall, session: lf.Session) -> bool | None:
     return True if call.name == "add" else None  # None: ask a person (suspend)
 
 
-async def test_suspend_returns_a_json_state_and_nothing_in_the_batch_runs(
-    tools: list[lf.Tool[Any, Any]], ledger: Ledger
-) -> None:
-    lm = Scripted(
+def two_step_script() -> Scripted:
+    """Step 1 calls add; step 2 calls add and send_email together; then the model answers."""
+    return Scripted(
         [
             TC("c1", "add", {"a": 1, "b": 2}),
             [
@@ -66,6 +65,12 @@ async def test_suspend_returns_a_json_state_and_nothing_in_the_batch_runs(
             "done",
         ]
     )
+
+
+async def test_suspend_returns_a_json_state_and_nothing_in_the_batch_runs(
+    tools: list[lf.Tool[Any, Any]], ledger: Ledger
+) -> None:
+    lm = two_step_script()
     agent = lf.Agent("go", tools=tools, allow_tool=safe_only)
     state = await agent.invoke(lm=lm, on_approval="suspend")
     assert isinstance(state, lf.RunState)
@@ -90,16 +95,7 @@ async def test_suspend_returns_a_json_state_and_nothing_in_the_batch_runs(
 async def test_resume_runs_the_batch_once_and_finishes_under_the_same_root(
     tools: list[lf.Tool[Any, Any]], ledger: Ledger
 ) -> None:
-    lm = Scripted(
-        [
-            TC("c1", "add", {"a": 1, "b": 2}),
-            [
-                TC("c2", "add", {"a": 3, "b": 4}),
-                TC("c3", "send_email", {"to": "x@y", "body": "hi"}),
-            ],
-            "done",
-        ]
-    )
+    lm = two_step_script()
     agent = lf.Agent("go", tools=tools, allow_tool=safe_only)
     state = await agent.invoke(lm=lm, on_approval="suspend")
     assert isinstance(state, lf.RunState)

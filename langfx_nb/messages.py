@@ -105,7 +105,6 @@ class ReasoningPart:
 
 
 Part = TextPart | Mime | ToolCall | ToolResultPart | ContinuationPart | ReasoningPart
-_PART_TYPES = (TextPart, Mime, ToolCall, ToolResultPart, ContinuationPart, ReasoningPart)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +157,14 @@ def _coerce_parts(content: str | Part | Iterable[str | Part] | None) -> list[Par
         return []
     if isinstance(content, str):
         return [TextPart(content)] if content else []
-    if isinstance(content, _PART_TYPES):
+    if isinstance(content, Part):
         return [content]
     parts: list[Part] = []
     for item in content:
         if isinstance(item, str):
             if item:
                 parts.append(TextPart(item))
-        elif isinstance(item, _PART_TYPES):
+        elif isinstance(item, Part):
             parts.append(item)
         else:
             raise TypeError(f"not a message part: {type(item).__name__}")

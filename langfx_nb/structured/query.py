@@ -72,7 +72,7 @@ async def query(
 
 
 def check_schemaless(
-    protocol: Any, native_structured_output: bool, examples: Any, repair: Any = 0
+    protocol: Any, native_structured_output: bool, examples: Any, repair: Any
 ) -> None:
     """Without a schema the answer is text: refuse what only a schema can use, at once."""
     if repair:

@@ -150,7 +150,7 @@ async def _event_stream(
     mapping: _Mapping,
     grammar: str,
     unwrap: bool,
-    repair: int = 0,
+    repair: int,
 ) -> AsyncGenerator[StreamEvent, None]:
     failures: list[MappingError] = []
     request = message

@@ -65,7 +65,7 @@ Grammar = Literal["json", "python"]
 
 MAX_DEPTH = 1000
 """Containers nest at most this deep; the next opener is a ``StreamParseError``."""
-MAX_TOKEN_CHARS = 4300
+MAX_TOKEN_CHARS = lex.MAX_INT_DIGITS
 """A number or name is at most this long (``int()`` refuses more than 4,300 digits)."""
 
 _EXCERPT = 24

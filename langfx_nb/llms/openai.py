@@ -65,7 +65,7 @@ from ._http import (
     StreamDecoder,
     error_from_status,
     json_object,
-    loads,
+    load_object,
     safe_code,
 )
 from .base import Capabilities, LMRequest
@@ -368,9 +368,7 @@ class _State:
         if data == b"[DONE]":
             self.done = True
             return []
-        parsed = loads(data)
-        if not isinstance(parsed, dict):
-            raise TypeError("not an object")
+        parsed = load_object(data)
         return self.chunk(parsed)
 
     def finish(self) -> list[StreamChunk]:
@@ -681,9 +679,7 @@ class _ResponsesState:
         return self.terminal is not None
 
     def event(self, name: str, data: bytes) -> list[StreamChunk]:
-        parsed = loads(data)
-        if not isinstance(parsed, dict):
-            raise TypeError("not an object")
+        parsed = load_object(data)
         chunk = self.data(parsed)
         return [chunk] if chunk is not None else []
 

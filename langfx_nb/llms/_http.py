@@ -496,6 +496,14 @@ class HTTPModel(LanguageModel):
         for chunk in chunks:
             yield chunk
 
+    def _raise_in_stream_error(self, data: dict[str, Any]) -> NoReturn:
+        """An ``{"error": {...}}`` object inside a 2xx answer, raised as the error of its
+        integer ``code`` taken as an HTTP status (500 when there is none)."""
+        err = data["error"] if isinstance(data["error"], dict) else {}
+        code = err.get("code")
+        status = code if isinstance(code, int) else 500
+        raise error_from_status(self.provider, status, self._error_info(status, data))
+
     def _stalled(self) -> ServerError:
         return ServerError(
             f"{self.provider}: the stream stalled: no progress for "

@@ -379,10 +379,7 @@ class _State:
 
     def chunk(self, data: dict[str, Any]) -> list[StreamChunk]:
         if "error" in data:  # compatible servers report failures in-stream this way
-            err = data["error"] if isinstance(data["error"], dict) else {}
-            code = err.get("code")
-            status = code if isinstance(code, int) else 500
-            raise error_from_status("openai", status, self.lm._error_info(status, data))
+            self.lm._raise_in_stream_error(data)
         self.meta(data)
         out: list[StreamChunk] = []
         for choice in data.get("choices") or ():

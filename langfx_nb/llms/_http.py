@@ -79,6 +79,7 @@ __all__ = [
     "StreamDecoder",
     "body_chunks",
     "error_from_status",
+    "load_object",
     "loads",
     "parse_google_duration",
     "parse_retry_after",
@@ -200,6 +201,15 @@ def error_from_status(
     if status >= 500 or status == 408:
         return ServerError(message, status=status)
     return InvalidRequestError(message, status=status)
+
+
+def load_object(data: bytes) -> dict[str, Any]:
+    """An event's JSON data, which must be an object; anything else is a ``TypeError``
+    (``MALFORMED``: the stream loop reports it as a malformed event)."""
+    parsed = loads(data)
+    if not isinstance(parsed, dict):
+        raise TypeError("not an object")
+    return parsed
 
 
 # -- the stream decoder protocol -------------------------------------------------------------
@@ -485,6 +495,14 @@ class HTTPModel(LanguageModel):
             raise StreamProtocolError(f"{self.provider}: malformed stream") from exc
         for chunk in chunks:
             yield chunk
+
+    def _raise_in_stream_error(self, data: dict[str, Any]) -> NoReturn:
+        """An ``{"error": {...}}`` object inside a 2xx answer, raised as the error of its
+        integer ``code`` taken as an HTTP status (500 when there is none)."""
+        err = data["error"] if isinstance(data["error"], dict) else {}
+        code = err.get("code")
+        status = code if isinstance(code, int) else 500
+        raise error_from_status(self.provider, status, self._error_info(status, data))
 
     def _stalled(self) -> ServerError:
         return ServerError(

@@ -53,7 +53,7 @@ from ._http import (
     StreamDecoder,
     error_from_status,
     json_object,
-    loads,
+    load_object,
     safe_code,
 )
 from .base import Capabilities, LMRequest
@@ -296,9 +296,7 @@ class _State:
     def event(self, name: str, data: bytes) -> list[StreamChunk]:
         if name == "ping":
             return []
-        parsed = loads(data)
-        if not isinstance(parsed, dict):
-            raise TypeError("not an object")
+        parsed = load_object(data)
         if name == "message" and isinstance(parsed.get("type"), str):
             name = parsed["type"]  # tolerate servers that omit the event: line
         chunk = self.handle(name, parsed)

@@ -50,7 +50,6 @@ from ._http import (
     ErrorInfo,
     HTTPModel,
     StreamDecoder,
-    error_from_status,
     loads,
     parse_google_duration,
     safe_code,
@@ -391,11 +390,7 @@ class _Decoder:
         if not isinstance(data, dict):
             raise StreamProtocolError("gemini: response is not a JSON object")
         if "error" in data:
-            err = data["error"] if isinstance(data["error"], dict) else {}
-            code = err.get("code")
-            status = code if isinstance(code, int) else 500
-            info = self.lm._error_info(status, data)
-            raise error_from_status("gemini", status, info)
+            self.lm._raise_in_stream_error(data)
         get = data.get
         if (usage := get("usageMetadata")) is not None:
             self.usage = usage

@@ -65,7 +65,7 @@ from ._http import (
     StreamDecoder,
     error_from_status,
     json_object,
-    loads,
+    load_object,
     safe_code,
 )
 from .base import Capabilities, LMRequest
@@ -368,9 +368,7 @@ class _State:
         if data == b"[DONE]":
             self.done = True
             return []
-        parsed = loads(data)
-        if not isinstance(parsed, dict):
-            raise TypeError("not an object")
+        parsed = load_object(data)
         return self.chunk(parsed)
 
     def finish(self) -> list[StreamChunk]:
@@ -381,10 +379,7 @@ class _State:
 
     def chunk(self, data: dict[str, Any]) -> list[StreamChunk]:
         if "error" in data:  # compatible servers report failures in-stream this way
-            err = data["error"] if isinstance(data["error"], dict) else {}
-            code = err.get("code")
-            status = code if isinstance(code, int) else 500
-            raise error_from_status("openai", status, self.lm._error_info(status, data))
+            self.lm._raise_in_stream_error(data)
         self.meta(data)
         out: list[StreamChunk] = []
         for choice in data.get("choices") or ():
@@ -681,9 +676,7 @@ class _ResponsesState:
         return self.terminal is not None
 
     def event(self, name: str, data: bytes) -> list[StreamChunk]:
-        parsed = loads(data)
-        if not isinstance(parsed, dict):
-            raise TypeError("not an object")
+        parsed = load_object(data)
         chunk = self.data(parsed)
         return [chunk] if chunk is not None else []
 

@@ -16,6 +16,16 @@ from ._approval import CALLS, add, ask_policy, click, instant_sleep, script, wai
 from ._fakes import record_sends
 
 
+def two_adds_then_done() -> Scripted:
+    return Scripted(
+        [
+            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
+            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
+            "done",
+        ]
+    )
+
+
 async def test_approve_runs_the_tool_and_records_who() -> None:
     policy = ask_policy()
     sent = record_sends(policy.widget)
@@ -129,15 +139,8 @@ async def test_a_stale_or_second_click_cannot_approve_another_call() -> None:
 async def test_always_allow_skips_the_prompt_for_the_rest_of_the_run() -> None:
     policy = ask_policy()
     record_sends(policy.widget)
-    model = Scripted(
-        [
-            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
-            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
-            "done",
-        ]
-    )
     agent = lf.Agent("add", tools=[add], allow_tool=policy)
-    async with lf.Session(model) as session:
+    async with lf.Session(two_adds_then_done()) as session:
         task = asyncio.ensure_future(agent.invoke(session))
         click(policy.widget, await wait_for_pending(policy.widget), "approve", always=True)
         assert await task == "done"
@@ -157,15 +160,8 @@ async def test_always_ticked_with_anything_but_approve_never_allows_later_calls(
     # denial with "always" ticked once let every later call of the tool run unasked.
     policy = ask_policy()
     record_sends(policy.widget)
-    model = Scripted(
-        [
-            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
-            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
-            "done",
-        ]
-    )
     agent = lf.Agent("add", tools=[add], allow_tool=policy)
-    async with lf.Session(model) as session:
+    async with lf.Session(two_adds_then_done()) as session:
         task = asyncio.ensure_future(agent.invoke(session))
         first = await wait_for_pending(policy.widget)
         click(policy.widget, first, action, always=True, **extra)

@@ -192,13 +192,12 @@ def _on_interrupt() -> None:
 # -- one line instead of a traceback ------------------------------------------------------------
 
 
-def take_reason(task: asyncio.Task[Any] | None = None) -> str | None:
-    """The reason this module cancelled ``task`` (the current one by default), once."""
-    if task is None:
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:
-            return None
+def take_reason() -> str | None:
+    """The reason this module cancelled the current task, once."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return None
     if task is None:
         return None
     with _lock:

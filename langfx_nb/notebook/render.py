@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..jsonable import walk
@@ -224,20 +224,40 @@ def _error_text(error: Any) -> str:
     return str(error)
 
 
-def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
-    """The trace as nested lists (first ``MAX_ROWS`` nodes), with status, duration and roll-ups."""
-    children: dict[Any, list[Mapping[str, Any]]] = {}
+def _tree_html(
+    nodes: Sequence[Mapping[str, Any]],
+    row: Callable[[Mapping[str, Any], str], str],
+    *,
+    ul: str,
+) -> tuple[str, int]:
+    """The first ``MAX_ROWS`` nodes in tree order, each ``row(node, children_list_html)``; a node
+    whose parent is not in the trace is a root. Returns the roots' html and the rows shown."""
+    children: dict[str | None, list[Mapping[str, Any]]] = {}
     ids = {str(n["id"]) for n in nodes}
     for node in nodes:
-        parent = node.get("parent")
+        parent = str(node.get("parent"))
         children.setdefault(parent if parent in ids else None, []).append(node)
-    # Roll-ups over a huge trace would make every display slower; the live view has them.
-    sums = rollups(nodes) if len(nodes) <= MAX_ROLLUP_NODES else _own_values(nodes)
     shown = 0
 
-    def row(node: Mapping[str, Any]) -> str:
+    def visit(node: Mapping[str, Any]) -> str:
         nonlocal shown
         shown += 1
+        kids = children.get(str(node["id"]), [])
+        inner = ""
+        if kids and shown < MAX_ROWS:
+            inner = ul + "".join(visit(k) for k in kids if shown < MAX_ROWS) + "</ul>"
+        return row(node, inner)
+
+    body = "".join(visit(n) for n in children.get(None, []) if shown < MAX_ROWS)
+    return body, shown
+
+
+def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
+    """The trace as nested lists (first ``MAX_ROWS`` nodes), with status, duration and roll-ups."""
+    # Roll-ups over a huge trace would make every display slower; the live view has them.
+    sums = rollups(nodes) if len(nodes) <= MAX_ROLLUP_NODES else _own_values(nodes)
+
+    def row(node: Mapping[str, Any], inner: str) -> str:
         status = str(node.get("status", ""))
         tok, cost = sums.get(str(node["id"]), (0, 0.0))
         extra = f" · {tok} tok" if tok else ""
@@ -246,10 +266,6 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
         err_html = (
             f'<div class="lfx-st-failed">{_esc(_clip(_error_text(err), 500))}</div>' if err else ""
         )
-        kids = children.get(str(node["id"]), [])
-        inner = ""
-        if kids and shown < MAX_ROWS:
-            inner = _UL + "".join(row(k) for k in kids if shown < MAX_ROWS) + "</ul>"
         return (
             f'<li><span class="lfx-k">{_esc(node.get("kind", ""))}</span> '
             f"<b>{_esc(_clip(str(node.get('name', '')), 200))}</b> "
@@ -257,7 +273,7 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
             f"{_duration(node)}{_esc(extra)}{err_html}{inner}</li>"
         )
 
-    body = "".join(row(n) for n in children.get(None, []) if shown < MAX_ROWS)
+    body, shown = _tree_html(nodes, row, ul=_UL)
     more = (
         f"<div>… {len(nodes) - shown} more nodes (open the live explorer)</div>"
         if shown < len(nodes)
@@ -389,17 +405,9 @@ def trace_static_html(
 ) -> str:
     """The trace for a saved notebook: the tree (first ``MAX_ROWS`` nodes), each node with its
     status, what went wrong below it, and its details in a ``<details>`` element."""
-    children: dict[Any, list[Mapping[str, Any]]] = {}
-    ids = {str(n["id"]) for n in nodes}
-    for node in nodes:
-        parent = node.get("parent")
-        children.setdefault(str(parent) if str(parent) in ids else None, []).append(node)
     below = problems_below(nodes) if len(nodes) <= MAX_ROLLUP_NODES else {}
-    shown = 0
 
-    def row(node: Mapping[str, Any]) -> str:
-        nonlocal shown
-        shown += 1
+    def row(node: Mapping[str, Any], inner: str) -> str:
         node_id = str(node["id"])
         status = str(node.get("status", ""))
         extra = _below_text(below.get(node_id))
@@ -410,10 +418,6 @@ def trace_static_html(
             for label, value in node_detail_rows(node, offset)
         )
         details = f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
-        kids = children.get(node_id, [])
-        inner = ""
-        if kids and shown < MAX_ROWS:
-            inner = "<ul>" + "".join(row(k) for k in kids if shown < MAX_ROWS) + "</ul>"
         return (
             f'<li data-node="{_esc(node_id)}" data-kind="{_esc(node.get("kind", ""))}">'
             f'<span class="lfx-k">{_esc(node.get("kind", ""))}'
@@ -424,7 +428,7 @@ def trace_static_html(
             + f"{details if detail else ''}{inner}</li>"
         )
 
-    body = "".join(row(n) for n in children.get(None, []) if shown < MAX_ROWS)
+    body, shown = _tree_html(nodes, row, ul="<ul>")
     more = f"<div>… {len(nodes) - shown} more nodes</div>" if shown < len(nodes) else ""
     head = f"<b>{_esc(title)}</b> " if title else ""
     head += f'<div class="lfx-k">{_esc(trace_text(nodes))}</div>'

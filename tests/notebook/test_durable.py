@@ -18,8 +18,8 @@ from langfx_nb.notebook import control
 from langfx_nb.notebook.render import STATIC_CSS, arg_changes
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 
+from ._approval import CALLS, add, ask_policy, click, script, wait_for_pending
 from ._fakes import record_sends
-from .test_widgets_approval import CALLS, add, ask_policy, click, script, wait_for_pending
 
 
 async def test_cancel_run_from_the_prompt_cancels_and_the_tool_never_runs() -> None:

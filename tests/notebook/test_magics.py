@@ -20,6 +20,8 @@ from langfx_nb.notebook.cells import transform_lf_cell
 from langfx_nb.notebook.markdown import MarkdownText
 from langfx_nb.notebook.options import resolve_type
 
+from ._ipython import lf_shell, run
+
 
 def _lines(cell: str) -> list[str]:
     return cell.splitlines(keepends=True)
@@ -66,7 +68,7 @@ def test_any_line_and_body_survive_the_rewrite(line: str, body: str) -> None:
 
 
 def test_shell_transform_keeps_ipython_syntax_in_the_body() -> None:
-    ip = _shell()
+    ip = lf_shell()
     src = ip.transform_cell("%%lf query\n!ls {{x}}\n%who\nWhat?\n")
     assert _call_args(src)[1] == "!ls {{x}}\n%who\nWhat?\n"
 
@@ -74,31 +76,15 @@ def test_shell_transform_keeps_ipython_syntax_in_the_body() -> None:
 # -- a real InteractiveShell -------------------------------------------------------------------
 
 
-def _shell() -> InteractiveShell:
-    ip = InteractiveShell.instance()
-    if transform_lf_cell not in ip.input_transformers_cleanup:
-        ip.run_line_magic("load_ext", "langfx_nb")
-    return ip
-
-
 @pytest.fixture
 def ip() -> Iterator[InteractiveShell]:
-    shell = _shell()
+    shell = lf_shell()
     shell.user_ns.update({"lf": lf})
     saved = nb_state.state.lm, nb_state.state.lm_name
     yield shell
     nb_state.state.lm, nb_state.state.lm_name = saved
     for name in ("lm", "x", "ans", "Answer", "Item", "msg", "City", "add"):
         shell.user_ns.pop(name, None)
-
-
-def run(ip: InteractiveShell, cell: str) -> Any:
-    result = ip.run_cell(cell, store_history=True)
-    if result.error_before_exec is not None:
-        raise result.error_before_exec
-    if result.error_in_exec is not None:
-        raise result.error_in_exec
-    return result.result
 
 
 def test_query_cell_value_is_the_answer_rendered_from_the_namespace(ip: InteractiveShell) -> None:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 import langfx_nb as lf
 from langfx_nb.llms import SQLiteCache
 
-from .test_magics import _shell, run
+from ._ipython import lf_shell, run
 
 
 class City(BaseModel):
@@ -36,7 +36,7 @@ def _rerun(ip: InteractiveShell, path: Path, cell: str) -> tuple[object, object,
 
 
 def test_streamed_query_cell_replays_from_the_cache(tmp_path: Path) -> None:
-    ip = _shell()
+    ip = lf_shell()
     try:
         cell = "%%lf query --lm lm --stream --schema City -o ans\nParis?\n"
         value, replayed, requests = _rerun(ip, tmp_path / "c.sqlite", cell)

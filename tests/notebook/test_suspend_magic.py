@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import langfx_nb as lf
-from langfx_nb.notebook.cells import transform_lf_cell
 from langfx_nb.notebook.suspended import RUNS_DIR
+
+from ._ipython import lf_shell, run
 
 SENT: list[str] = []
 
@@ -45,22 +45,11 @@ def model() -> lf.LanguageModel:
 def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LANGFX_NB_APPROVE", raising=False)
-    shell = InteractiveShell.instance()
-    if transform_lf_cell not in shell.input_transformers_cleanup:
-        shell.run_line_magic("load_ext", "langfx_nb")
+    shell = lf_shell()
     SENT.clear()
     yield shell
     for name in ("lm", "lookup", "send", "state", "ans"):
         shell.user_ns.pop(name, None)
-
-
-def run(ip: InteractiveShell, cell: str) -> Any:
-    result = ip.run_cell(cell, store_history=True)
-    if result.error_before_exec is not None:
-        raise result.error_before_exec
-    if result.error_in_exec is not None:
-        raise result.error_in_exec
-    return result.result
 
 
 def test_suspend_then_resume_after_a_restart(

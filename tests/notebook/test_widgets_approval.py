@@ -12,71 +12,18 @@ import langfx_nb as lf
 from langfx_nb.llms import Scripted
 from langfx_nb.notebook.approval import ApprovalPolicy, ApprovalWidget
 
+from ._approval import CALLS, add, ask_policy, click, instant_sleep, script, wait_for_pending
 from ._fakes import record_sends
 
-CALLS: list[tuple[int, int]] = []
 
-
-@lf.tool
-async def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first number
-        b: the second number
-    """
-    CALLS.append((a, b))
-    return a + b
-
-
-def final_step(request: Any) -> str:
-    return f"The answer is {request.messages[-1].text}."
-
-
-def script(*calls: lf.ToolCall) -> Scripted:
-    return Scripted([list(calls) if len(calls) > 1 else calls[0], final_step])
-
-
-async def never_sleep(_seconds: float) -> None:  # the render timeout never fires
-    await asyncio.Event().wait()
-
-
-async def instant_sleep(_seconds: float) -> None:  # the render timeout fires at once
-    return None
-
-
-def ask_policy(**kw: Any) -> ApprovalPolicy:
-    kw.setdefault("sleep", never_sleep)
-    return ApprovalPolicy(tools=[add], display=lambda w: None, who="tester", **kw)
-
-
-async def wait_for_pending(widget: ApprovalWidget, previous: str | None = None) -> dict[str, Any]:
-    for _ in range(1000):
-        pending = widget.state.get("pending")
-        if pending and pending["prompt_id"] != previous:
-            return pending
-        await asyncio.sleep(0)
-    raise AssertionError("no approval prompt appeared")
-
-
-def click(widget: ApprovalWidget, pending: dict[str, Any], action: str, **extra: Any) -> None:
-    widget._on_view_message(widget, {"kind": "rendered", "prompt_id": pending["prompt_id"]}, [])
-    widget._on_view_message(
-        widget,
-        {
-            "kind": "decision",
-            "prompt_id": pending["prompt_id"],
-            "call_id": pending["call_id"],
-            "action": action,
-            **extra,
-        },
-        [],
+def two_adds_then_done() -> Scripted:
+    return Scripted(
+        [
+            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
+            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
+            "done",
+        ]
     )
-
-
-@pytest.fixture(autouse=True)
-def _reset_calls() -> None:
-    CALLS.clear()
 
 
 async def test_approve_runs_the_tool_and_records_who() -> None:
@@ -192,15 +139,8 @@ async def test_a_stale_or_second_click_cannot_approve_another_call() -> None:
 async def test_always_allow_skips_the_prompt_for_the_rest_of_the_run() -> None:
     policy = ask_policy()
     record_sends(policy.widget)
-    model = Scripted(
-        [
-            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
-            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
-            "done",
-        ]
-    )
     agent = lf.Agent("add", tools=[add], allow_tool=policy)
-    async with lf.Session(model) as session:
+    async with lf.Session(two_adds_then_done()) as session:
         task = asyncio.ensure_future(agent.invoke(session))
         click(policy.widget, await wait_for_pending(policy.widget), "approve", always=True)
         assert await task == "done"
@@ -220,15 +160,8 @@ async def test_always_ticked_with_anything_but_approve_never_allows_later_calls(
     # denial with "always" ticked once let every later call of the tool run unasked.
     policy = ask_policy()
     record_sends(policy.widget)
-    model = Scripted(
-        [
-            lf.ToolCall("c1", "add", {"a": 1, "b": 2}),
-            lf.ToolCall("c2", "add", {"a": 3, "b": 4}),
-            "done",
-        ]
-    )
     agent = lf.Agent("add", tools=[add], allow_tool=policy)
-    async with lf.Session(model) as session:
+    async with lf.Session(two_adds_then_done()) as session:
         task = asyncio.ensure_future(agent.invoke(session))
         first = await wait_for_pending(policy.widget)
         click(policy.widget, first, action, always=True, **extra)

@@ -278,9 +278,16 @@ def test_explorer_approval_and_stream_read_well_in_both_themes(lab: Lab) -> None
         tree = lab.page.locator(".lfx-te-scroll").first
         tree.focus()
         assert lab.page.evaluate("() => document.activeElement.classList.contains('lfx-te-scroll')")
+        # the selection is drawn on the next frame: wait for it before reading the rows
+        selected_at = """(end) => { const rs = [...document.querySelectorAll('.lfx-te-row')]
+            .filter(r => r.style.display !== 'none');
+            const r = end ? rs[rs.length - 1] : rs[0];
+            return !!r && r.classList.contains('lfx-sel'); }"""
         lab.page.keyboard.press("End")
+        lab.page.wait_for_function(selected_at, arg=True, timeout=5_000)
         last = [r for r in rows(lab) if r["selected"]]
         lab.page.keyboard.press("Home")
+        lab.page.wait_for_function(selected_at, arg=False, timeout=5_000)
         first = [r for r in rows(lab) if r["selected"]]
         assert last and first and last[0]["id"] != first[0]["id"]
         assert first[0]["kind"] == "session"

@@ -36,6 +36,7 @@ from ..messages import AIMessage, Message
 from ..structured.query import query as query_fn
 from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
+from .fanout import DEFAULT_MAX_CONCURRENCY, fan_out
 from .observers import Observer, ObserverHub
 from .query_node import (
     NO_RESULT,
@@ -60,7 +61,6 @@ R = TypeVar("R")
 
 _INF = float("inf")
 _LEVELS = frozenset({"debug", "info", "warning", "error"})
-DEFAULT_MAX_CONCURRENCY = 32
 
 
 class _State:
@@ -641,59 +641,7 @@ class Session:
         of this session, closed when the branch finishes. Progress (done/total/failed) is
         reported on this view's node.
         """
-        if max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
-        if on_error not in ("fail_fast", "collect"):
-            raise ValueError("on_error must be 'fail_fast' or 'collect'")
-        self._check_usable()
-        values = list(items)
-        total = len(values)
-        if not total:
-            return []
-        results: list[Any] = [None] * total
-        indices = iter(range(total))
-        store = self._state.store
-        node = self._node
-        counts = [0, 0]  # done, failed
-        collect = on_error == "collect"
-
-        async def worker() -> None:
-            for i in indices:
-                branch = self._bind(node)
-                try:
-                    results[i] = await fn(values[i], branch)
-                except Exception as exc:
-                    counts[1] += 1
-                    if not collect:
-                        raise
-                    results[i] = exc
-                finally:
-                    branch._open = False
-                    counts[0] += 1
-                    store.update(
-                        node, progress={"done": counts[0], "total": total, "failed": counts[1]}
-                    )
-
-        tasks = self._state.tasks
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, total))]
-        tasks.update(workers)
-        try:
-            pending: set[asyncio.Future[None]] = set(workers)
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-                for t in done:
-                    if t.cancelled():
-                        raise asyncio.CancelledError()
-                    exc = t.exception()
-                    if exc is not None:
-                        raise exc
-        finally:
-            for t in workers:
-                if not t.done():
-                    t.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            tasks.difference_update(workers)
-        return results
+        return await fan_out(self, items, fn, max_concurrency=max_concurrency, on_error=on_error)
 
     # -- saving and loading --------------------------------------------------------------
     def trace_json(self) -> dict[str, Any]:

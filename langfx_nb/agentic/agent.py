@@ -320,6 +320,12 @@ class Agent(Action[str]):
                 agent_ids = set(state.data["progress"]["agent_nodes"])
                 compact_trace(trace, state.data["transcript"], agent_ids)
                 state.data["trace"] = trace
+                if session._state.store.node_hooks:  # exported: the resumed run joins its trace
+                    from .otel import traceparent
+
+                    parent = traceparent(session, state.data["node_id"])
+                    if parent is not None:
+                        state.data["traceparent"] = parent
             return state
 
     # -- the loop ------------------------------------------------------------------------
@@ -340,6 +346,8 @@ class Agent(Action[str]):
             state, decisions, transcript = resume
             run = _Run.from_state(state, transcript)
             session.node.metadata["resumed_from"] = state.data.get("node_id")
+            if isinstance(state.data.get("traceparent"), str):  # its span, where it was exported
+                session.node.metadata["resumed_traceparent"] = state.data["traceparent"]
             used = state.data["progress"].get("budget_used")
             if used and session.budget_scope is not None:
                 session.budget_scope.restore(used)
@@ -465,6 +473,7 @@ class Agent(Action[str]):
         prices: Mapping[str, Price] | None = None,
         budget: Budget | None = None,
         output: Any = None,
+        tracer_provider: Any = None,
         **defaults: Any,
     ) -> str | RunState:
         """Continue a suspended run with a decision for each pending call.
@@ -476,6 +485,9 @@ class Agent(Action[str]):
         model to continue with). Without ``session`` the saved trace is restored into a new
         session, so the trace continues under the same root (its id and nodes kept); with
         ``session`` (the one the run was suspended in, still open) work continues there.
+        ``tracer_provider`` exports the new session's spans (``lf.otel``); the resumed run
+        continues the suspended run's OpenTelemetry trace when that run was exported (its
+        state carries the span's ``traceparent``), in this process or another.
         Later approvals are handled by ``allow_tool`` and ``on_approval`` like ``invoke``.
         The deadline (``limits.max_execution_time``) starts again; steps, tool calls and
         the token/cost budget carry on from what the run had used.
@@ -490,7 +502,11 @@ class Agent(Action[str]):
             transcript = state.transcript
             if session is None:
                 session = restore_session(
-                    state.trace or _empty_trace(), lm, prices=prices, transcript=transcript
+                    state.trace or _empty_trace(),
+                    lm,
+                    prices=prices,
+                    transcript=transcript,
+                    tracer_provider=tracer_provider,
                 )
         runner._resume = (state, decisions, transcript)
         runner._on_approval = on_approval

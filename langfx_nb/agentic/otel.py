@@ -48,12 +48,19 @@ global one set) spans go to OpenTelemetry's no-op tracer and nothing is exported
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import json
+import logging
+import queue
 import re
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from .trace import TraceNode, TraceStore
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -61,7 +68,9 @@ if TYPE_CHECKING:
 
     from .session import Session
 
-__all__ = ["SpanExport", "export", "redact_secrets"]
+__all__ = ["SpanExport", "export", "flush", "redact_secrets", "traceparent"]
+
+_log = logging.getLogger("langfx_nb.otel")
 
 #: ``gen_ai.provider.name`` for each langfx_nb provider (the conventions' well-known values).
 PROVIDER_NAMES = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
@@ -107,8 +116,13 @@ def redact_secrets(text: str) -> str:
 
 
 class SpanExport:
-    """The subscription ``export`` made. ``close()`` stops exporting; spans of nodes still
-    running are ended at once (marked ``langfx.export_closed``) so none is lost."""
+    """The subscription ``export`` made.
+
+    Spans are built on one background thread shared by every export (the run's own thread
+    only queues the node), so a span reaches the tracer provider a moment after its node
+    ends; ``lf.otel.flush()`` waits for that, and disposing the session does too.
+    ``close()`` stops exporting; spans of nodes still running are ended at once (marked
+    ``langfx.export_closed``) so none is lost."""
 
     def __init__(self, exporter: _Exporter, unsubscribe: Callable[[], None]) -> None:
         self._exporter = exporter
@@ -116,12 +130,17 @@ class SpanExport:
 
     @property
     def open_spans(self) -> int:
-        """Spans started for nodes that have not ended yet."""
-        return len(self._exporter.open)
+        """Spans started for nodes that have not ended yet (after a flush)."""
+        return int(_WORKER.call(lambda: len(self._exporter.open)) or 0)
 
     def close(self) -> None:
         self._unsubscribe()
-        self._exporter.close_all()
+        _WORKER.call(self._exporter.close_all)
+
+    def traceparent(self, node_id: str) -> str | None:
+        """The W3C ``traceparent`` of node ``node_id``'s span (an action's, also once ended;
+        None when this export has none): what a run resumed in another process continues."""
+        return _WORKER.call(lambda: self._exporter.traceparent(node_id))
 
 
 def export(
@@ -130,6 +149,7 @@ def export(
     *,
     capture_content: bool = False,
     max_content_chars: int = 4000,
+    backfill: bool = True,
 ) -> SpanExport:
     """Export ``session``'s trace as OpenTelemetry spans from now on, live.
 
@@ -137,7 +157,8 @@ def export(
     set, OpenTelemetry's no-op tracer receives the spans and nothing leaves the process.
     Nodes the session already holds are exported too (finished ones as complete spans,
     running ones as spans that end with their node), so calling this after a run exports
-    that run. Needs the ``otel`` extra (``pip install 'langfx_nb[otel]'``).
+    that run; ``backfill=False`` exports only what happens from now on. Needs the ``otel``
+    extra (``pip install 'langfx_nb[otel]'``).
     """
     try:
         from opentelemetry import trace
@@ -148,8 +169,36 @@ def export(
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     tracer = provider.get_tracer("langfx_nb", _version())
     exporter = _Exporter(session, tracer, capture_content, max_content_chars)
-    exporter.backfill()
-    return SpanExport(exporter, session.subscribe(exporter))
+    store = session._state.store
+    if backfill:
+        held = [n for n in store.root.walk() if n is not store.root]
+        _WORKER.put(exporter.backfill, held)
+    store.node_hooks.append(exporter.hook)
+    handle = SpanExport(exporter, lambda: _remove(store.node_hooks, exporter.hook))
+    _EXPORTS.setdefault(store, []).append(handle)
+    return handle
+
+
+def flush(timeout: float | None = 10.0) -> bool:
+    """Wait until every node event so far, of every export, is a span handed to its tracer
+    provider's span processors (a batch processor still ships them on its own schedule:
+    the provider's ``force_flush()`` does that). False when ``timeout`` seconds passed."""
+    return _WORKER.call(lambda: True, timeout) is True
+
+
+def traceparent(session: Session, node_id: str) -> str | None:
+    """The W3C ``traceparent`` of node ``node_id``'s span in the first export of
+    ``session`` that has one; None when the session is not exported."""
+    for handle in _EXPORTS.get(session._state.store, ()):
+        found = handle.traceparent(node_id)
+        if found is not None:
+            return found
+    return None
+
+
+def _remove(hooks: list[Callable[[str, TraceNode], None]], hook: Any) -> None:
+    if hook in hooks:
+        hooks.remove(hook)
 
 
 def _version() -> str:
@@ -161,18 +210,88 @@ def _version() -> str:
         return "0"
 
 
+class _Worker:
+    """The one daemon thread that turns queued node events into spans, for every export.
+
+    Building a span in the OpenTelemetry SDK costs tens of microseconds; here the run's
+    thread only queues a reference to the node and goes on, as the SDK's batch processor
+    does for encoding. The queue is flushed at interpreter exit (before the SDK's own exit
+    hook shuts the provider down, since that hook was registered first)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self._thread is None:
+            self._start()
+        self._queue.put((fn, args))
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="langfx_nb-otel", daemon=True)
+                thread.start()
+                self._thread = thread
+                atexit.register(self.call, lambda: None, 5.0)
+
+    def _run(self) -> None:
+        get, get_nowait = self._queue.get, self._queue.get_nowait
+        while True:
+            fn, args = get()
+            time.sleep(0.002)  # let a burst gather: one wake-up for many events
+            while True:
+                self._do(fn, args)
+                try:
+                    fn, args = get_nowait()
+                except queue.Empty:
+                    break
+
+    def _do(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            _log.warning("OpenTelemetry export: one trace event was not exported", exc_info=True)
+
+    def call(self, fn: Callable[[], Any], timeout: float | None = 10.0) -> Any:
+        """``fn()`` run on the worker after everything queued before it; None when it raised
+        or ``timeout`` seconds passed first."""
+        if threading.current_thread() is self._thread:
+            return fn()
+        done = threading.Event()
+        result: list[Any] = []
+
+        def run() -> None:
+            try:
+                result.append(fn())
+            finally:
+                done.set()
+
+        self.put(run)
+        done.wait(timeout)
+        return result[0] if result else None
+
+
+_WORKER = _Worker()
+#: The exports of each live trace store (for ``traceparent``); gone with the store.
+_EXPORTS: weakref.WeakKeyDictionary[TraceStore, list[SpanExport]] = weakref.WeakKeyDictionary()
+
+
 class _Open:
     """The span of a running node (or, for an action, what is needed to start it)."""
 
-    __slots__ = ("child_context", "decided", "model", "node_id", "pending", "span")
+    __slots__ = ("child_context", "decided", "model", "node", "pending", "span")
 
     def __init__(
         self,
-        node_id: str,
+        node: TraceNode,
         span: Span | None,
-        pending: tuple[str, dict[str, Any], int, Context] | None = None,
+        pending: tuple[str, dict[str, Any], int, Context | None] | None = None,
     ) -> None:
-        self.node_id = node_id
+        self.node = node
         self.span = span
         #: an action's span is started on first need, with its node's own start time: by
         #: then the run has said whether it resumes a suspended one (metadata.resumed_from)
@@ -184,7 +303,8 @@ class _Open:
 
 
 class _Exporter:
-    """The observer: trace events in, spans out. Called inline by the session (sync)."""
+    """Node events in, spans out. ``hook`` runs on the run's thread and only queues; every
+    other method runs on the worker thread, which alone touches ``open`` and ``ended``."""
 
     def __init__(
         self, session: Session, tracer: Tracer, capture_content: bool, max_chars: int
@@ -193,11 +313,10 @@ class _Exporter:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         self._trace = trace
-        self._context = context
+        self._current = context.get_current
         self._kinds = {"query": SpanKind.CLIENT}
         self._internal = SpanKind.INTERNAL
         self._error = (Status, StatusCode.ERROR)
-        self.session = session
         self.tracer = tracer
         self.content = capture_content
         self.max_chars = max_chars
@@ -208,35 +327,41 @@ class _Exporter:
         #: span contexts of ended actions, so a resumed run joins the suspended run's trace
         self.ended: dict[str, SpanContext] = {}
 
-    # -- events ------------------------------------------------------------------------
-    def __call__(self, event: Mapping[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "node_start":
-            self.start(event["node"])
-        elif kind == "node_end":
-            self.end(event["node"])
-        elif kind == "node_update":
-            decision = event["changes"].get("decision")
-            if decision is not None:
-                entry = self.open.get(event["node_id"])
-                if entry is not None:
-                    self._decision(entry, decision)
-        elif kind == "log":
-            self.log(event["node"])
+    # -- the run's thread --------------------------------------------------------------
+    def hook(self, what: str, node: TraceNode) -> None:
+        """A node event: queued with the caller's current OpenTelemetry context (a
+        top-level node's span starts under the caller's current span). The root's end (the
+        session disposed) waits until every span is ended and handed on."""
+        if what == "end" and node.id == self.root_id:
+            _WORKER.call(self.close_all)
+        else:
+            _WORKER.put(self.handle, what, node, self._current() if what == "start" else None)
 
-    def backfill(self) -> None:
-        """Spans for what the session already holds: started parents first, logs as events
-        on them, then the finished ones ended children first."""
-        held = [(n, n.to_json()) for n in self.session.root.walk() if n.id != self.root_id]
-        for node, data in held:
+    # -- the worker thread -------------------------------------------------------------
+    def handle(self, what: str, node: TraceNode, context: Context | None) -> None:
+        if what == "start":
+            self.start(node, context)
+        elif what == "end":
+            self.end(node)
+        elif what == "decision":
+            entry = self.open.get(node.id)
+            if entry is not None and node.decision is not None:
+                self._decision(entry, node.decision)
+        elif what == "log":
+            self.log(node)
+
+    def backfill(self, held: list[TraceNode]) -> None:
+        """Spans for what the session held when the export began: started parents first,
+        logs as events on them, then the finished ones ended children first."""
+        for node in held:
             if node.kind != "log":
-                self.start(data)
-        for node, data in held:
+                self.start(node, None)
+        for node in held:
             if node.kind == "log":
-                self.log(data)
-        for node, data in reversed(held):
+                self.log(node)
+        for node in reversed(held):
             if node.kind != "log" and node.status != "running":
-                self.end(data)
+                self.end(node)
 
     def close_all(self) -> None:
         for node_id in list(self.open):
@@ -244,16 +369,28 @@ class _Exporter:
             span.set_attribute("langfx.export_closed", True)
             span.end()
 
+    def traceparent(self, node_id: str) -> str | None:
+        entry = self.open.get(node_id)
+        ctx = self._span(entry).get_span_context() if entry is not None else self.ended.get(node_id)
+        if ctx is None:
+            return None
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        carrier: dict[str, str] = {}
+        span = self._trace.NonRecordingSpan(ctx)
+        TraceContextTextMapPropagator().inject(carrier, self._trace.set_span_in_context(span))
+        return carrier.get("traceparent")
+
     # -- spans -------------------------------------------------------------------------
     def _ns(self, seconds: float) -> int:
         return self._base + int(seconds * 1e9)
 
-    def _parent(self, parent_id: str | None) -> Context | None:
-        """The context a child of ``parent_id`` starts in; None means the caller's current
-        context (top-level nodes, and a node whose parent was never seen)."""
-        entry = self.open.get(parent_id) if parent_id is not None else None
+    def _context(self, node: TraceNode, current: Context | None) -> Context | None:
+        """The context ``node``'s span starts in: its parent's span, or the caller's
+        context when its parent has no span (top-level nodes, and parents never seen)."""
+        entry = self.open.get(node.parent_id) if node.parent_id is not None else None
         if entry is None:
-            return None
+            return current
         if entry.child_context is None:
             entry.child_context = self._trace.set_span_in_context(self._span(entry))
         return entry.child_context
@@ -263,30 +400,45 @@ class _Exporter:
         if span is None:
             assert entry.pending is not None
             name, attributes, start, context = entry.pending
-            node = self.session.find(entry.node_id)
-            prior = node.metadata.get("resumed_from") if node is not None else None
+            metadata = entry.node.metadata
+            prior = metadata.get("resumed_from")
             if prior is not None:  # a resumed run continues the suspended run's trace
                 attributes["langfx.resumed_from"] = str(prior)
-                earlier = self.ended.get(str(prior))
-                if earlier is not None:
-                    context = self._trace.set_span_in_context(self._trace.NonRecordingSpan(earlier))
+                context = self._resumed_context(str(prior), metadata) or context
             span = entry.span = self.tracer.start_span(
                 name, context=context, kind=self._internal, attributes=attributes, start_time=start
             )
             entry.pending = None
         return span
 
-    def start(self, node: Mapping[str, Any]) -> None:
-        kind = node["kind"]
-        name = node["name"]
+    def _resumed_context(self, prior: str, metadata: Mapping[str, Any]) -> Context | None:
+        """The suspended run's span as a parent: seen ending here, or (a run resumed in
+        another process) from the ``traceparent`` its saved state carried."""
+        earlier = self.ended.get(prior)
+        if earlier is not None:
+            return self._trace.set_span_in_context(self._trace.NonRecordingSpan(earlier))
+        carried = metadata.get("resumed_traceparent")
+        if isinstance(carried, str):
+            from opentelemetry.trace.propagation.tracecontext import (
+                TraceContextTextMapPropagator,
+            )
+
+            context = TraceContextTextMapPropagator().extract({"traceparent": carried})
+            if self._trace.get_current_span(context).get_span_context().is_valid:
+                return context
+        return None
+
+    def start(self, node: TraceNode, context: Context | None) -> None:
+        kind = node.kind
+        name = node.name
         attributes: dict[str, Any] = {
             "gen_ai.conversation.id": self.conversation,
-            "langfx.node.id": node["id"],
+            "langfx.node.id": node.id,
         }
         span_name = name
-        parent_id = node.get("parent_id")
+        parent_id = node.parent_id
         if kind == "query":
-            model_id = (node.get("metadata") or {}).get("model") or ""
+            model_id = node.metadata.get("model") or ""
             provider, _, model = str(model_id).partition(":")
             provider = PROVIDER_NAMES.get(provider, provider)
             attributes["gen_ai.operation.name"] = "chat"
@@ -302,52 +454,46 @@ class _Exporter:
             attributes["gen_ai.operation.name"] = "execute_tool"
             attributes["gen_ai.tool.name"] = name
             attributes["gen_ai.tool.type"] = "function"
-            call_id = (node.get("inputs") or {}).get("call_id")
+            call_id = (node.inputs or {}).get("call_id")
             if call_id is not None:
                 attributes["gen_ai.tool.call.id"] = str(call_id)
             span_name = f"execute_tool {name}"
         else:
             attributes["langfx.node.kind"] = kind
-            context = self._parent(parent_id)
-            if context is None:  # top level: the caller's current context, captured now
-                context = self._context.get_current()
-            pending = (span_name, attributes, self._ns(node["start"]), context)
-            self.open[node["id"]] = _Open(node["id"], None, pending)
+            pending = (span_name, attributes, self._ns(node.start), self._context(node, context))
+            self.open[node.id] = _Open(node, None, pending)
             return
         span = self.tracer.start_span(
             span_name,
-            context=self._parent(parent_id),
+            context=self._context(node, context),
             kind=self._kinds.get(kind, self._internal),
             attributes=attributes,
-            start_time=self._ns(node["start"]),
+            start_time=self._ns(node.start),
         )
-        self.open[node["id"]] = _Open(node["id"], span)
+        self.open[node.id] = _Open(node, span)
 
-    def end(self, node: Mapping[str, Any]) -> None:
-        if node["id"] == self.root_id:  # the session was disposed: nothing more will come
-            self.close_all()
-            return
-        entry = self.open.pop(node["id"], None)
+    def end(self, node: TraceNode) -> None:
+        entry = self.open.pop(node.id, None)
         if entry is None:
             return
         span = self._span(entry)
-        kind = node["kind"]
-        status = node["status"]
-        metadata = node.get("metadata") or {}
+        kind = node.kind
+        status = node.status
+        metadata = node.metadata
         attributes: dict[str, Any] = {} if status == "ok" else {"langfx.status": status}
         if kind == "query":
             self._query_end(node, metadata, attributes)
         elif kind == "tool_call":
             if metadata.get("executed") is False:
                 attributes["langfx.tool.executed"] = False
-            if not entry.decided and node.get("decision"):
-                self._decision(entry, node["decision"])
+            if not entry.decided and node.decision:
+                self._decision(entry, node.decision)
             if self.content:
                 self._tool_content(node, attributes)
         elif kind == "action":
             if "steps" in metadata:  # an Agent run
                 attributes["gen_ai.operation.name"] = "invoke_agent"
-                attributes["gen_ai.agent.name"] = node["name"]
+                attributes["gen_ai.agent.name"] = node.name
                 attributes["langfx.agent.steps"] = metadata["steps"]
                 if "tool_calls" in metadata:
                     attributes["langfx.agent.tool_calls"] = metadata["tool_calls"]
@@ -355,24 +501,22 @@ class _Exporter:
                     attributes["gen_ai.provider.name"] = entry.model[0]
                     if entry.model[1]:
                         attributes["gen_ai.request.model"] = entry.model[1]
-                span.update_name(f"invoke_agent {node['name']}")
+                span.update_name(f"invoke_agent {node.name}")
             if self.content:
-                self._content(attributes, "langfx.action.inputs", node.get("inputs"))
-                self._content(attributes, "langfx.action.output", node.get("outputs"))
-        progress = node.get("progress")
+                self._content(attributes, "langfx.action.inputs", node.inputs)
+                self._content(attributes, "langfx.action.output", node.outputs)
+        progress = node.progress
         if progress:
             for key in ("done", "total", "failed"):
                 if key in progress:
                     attributes[f"langfx.progress.{key}"] = progress[key]
-        error = node.get("error")
-        if error:
-            self._fail(span, error, attributes)
+        if node.error:
+            self._fail(span, node.error, attributes)
         span.set_attributes(attributes)
-        end = node.get("end")
-        span.end(end_time=self._ns(end) if end is not None else None)
+        span.end(end_time=self._ns(node.end) if node.end is not None else None)
         if kind == "action":
             ended = self.ended
-            ended[node["id"]] = span.get_span_context()
+            ended[node.id] = span.get_span_context()
             if len(ended) > 1_000:  # bounded: resumes refer to recent runs
                 del ended[next(iter(ended))]
 
@@ -387,23 +531,32 @@ class _Exporter:
         span.add_event("exception", {"exception.type": error_type, "exception.message": message})
 
     def _query_end(
-        self, node: Mapping[str, Any], metadata: Mapping[str, Any], attributes: dict[str, Any]
+        self, node: TraceNode, metadata: Mapping[str, Any], attributes: dict[str, Any]
     ) -> None:
         model_id = str(metadata.get("model") or "")
         model = model_id.partition(":")[2]
-        outputs = node.get("outputs") or {}
-        inputs = node.get("inputs") or {}
-        usage = node.get("usage")
-        if usage:
+        outputs = node.outputs or {}
+        inputs = node.inputs or {}
+        usage = node.usage
+        if usage is not None:
             for field, key in _USAGE:
-                value = usage.get(field)
+                value = getattr(usage, field)
                 if value is not None:
                     attributes[key] = value
-        if node["status"] == "ok" and model:
+        if node.status == "ok" and model:
             attributes["gen_ai.response.model"] = model  # the model the answer is attributed to
         finish = outputs.get("finish_reason")
         if finish is not None:
             attributes["gen_ai.response.finish_reasons"] = (str(finish),)
+        response_id = outputs.get("response_id")
+        if response_id is not None:
+            attributes["gen_ai.response.id"] = str(response_id)
+        server = metadata.get("server")
+        if isinstance(server, str) and server:
+            host, _, port = server.rpartition(":")
+            attributes["server.address"] = host or server
+            if port.isdigit() and host:
+                attributes["server.port"] = int(port)
         if metadata.get("stream"):
             attributes["gen_ai.request.stream"] = True
         if metadata.get("attempts", 1) > 1:  # retried
@@ -428,11 +581,11 @@ class _Exporter:
             if outputs:
                 attributes["gen_ai.output.messages"] = self._json(_output_messages(outputs))
 
-    def _tool_content(self, node: Mapping[str, Any], attributes: dict[str, Any]) -> None:
-        args = (node.get("inputs") or {}).get("args")
+    def _tool_content(self, node: TraceNode, attributes: dict[str, Any]) -> None:
+        args = (node.inputs or {}).get("args")
         if args is not None:
             attributes["gen_ai.tool.call.arguments"] = self._json(args)
-        outputs = node.get("outputs") or {}
+        outputs = node.outputs or {}
         result = outputs.get("json", outputs.get("message"))
         if result is not None:
             attributes["gen_ai.tool.call.result"] = self._text(str(result))
@@ -453,23 +606,23 @@ class _Exporter:
         stamp = self._ns(at) if isinstance(at, (int, float)) else None
         self._span(entry).add_event("langfx.approval", attributes, timestamp=stamp)
 
-    def log(self, node: Mapping[str, Any]) -> None:
-        inputs = dict(node.get("inputs") or {})
+    def log(self, node: TraceNode) -> None:
+        inputs = dict(node.inputs or {})
         message = inputs.pop("message", "")
         attributes: dict[str, Any] = {
-            "langfx.log.level": node["name"],
+            "langfx.log.level": node.name,
             "langfx.log.message": self._text(str(message)),
-            "langfx.node.id": node["id"],
+            "langfx.node.id": node.id,
         }
         if inputs and self.content:
             attributes["langfx.log.data"] = self._json(inputs)
-        stamp = self._ns(node["start"])
-        entry = self.open.get(node.get("parent_id") or "")
+        stamp = self._ns(node.start)
+        entry = self.open.get(node.parent_id or "")
         if entry is not None:
             self._span(entry).add_event("langfx.log", attributes, timestamp=stamp)
             return
         span = self.tracer.start_span(
-            f"log {node['name']}",
+            f"log {node.name}",
             context=None,
             attributes={"gen_ai.conversation.id": self.conversation, "langfx.node.kind": "log"},
             start_time=stamp,

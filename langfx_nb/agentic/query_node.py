@@ -25,6 +25,7 @@ __all__ = [
     "NO_RESULT",
     "prompt_preview",
     "query_inputs",
+    "query_metadata",
     "record_calls",
     "schema_name",
     "shown_options",
@@ -105,6 +106,15 @@ async def stream_response(
     return final
 
 
+def query_metadata(model: LanguageModel) -> dict[str, Any]:
+    """A query node's first metadata: the model's id and, for a model behind HTTP, the
+    ``host:port`` it talks to (never the URL: it may carry credentials)."""
+    server = model.server
+    return (
+        {"model": model.model_id} if server is None else {"model": model.model_id, "server": server}
+    )
+
+
 def query_inputs(
     prompt: Any, schema: Any, options: dict[str, Any] | None, max_chars: int
 ) -> dict[str, Any]:
@@ -162,4 +172,7 @@ def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> d
         outputs["finish_reason"] = finish
     if response.metadata.get("cache_hit"):
         outputs["cache_hit"] = True
+    response_id = response.metadata.get("response_id")
+    if response_id is not None:
+        outputs["response_id"] = response_id
     return outputs

@@ -261,9 +261,12 @@ def restore_session(
     prices: Mapping[str, Price] | None = None,
     clock: Clock | None = None,
     transcript: list[Message[Any]] | None = None,
+    tracer_provider: Any = None,
 ) -> Session:
     """A live session that continues a saved trace: same session id and root node, the
-    saved nodes kept, new nodes numbered after them and timed after the last saved one."""
+    saved nodes kept, new nodes numbered after them and timed after the last saved one.
+    With ``tracer_provider`` its new nodes are exported as OpenTelemetry spans (the saved
+    ones were exported where they ran)."""
     from .session import Session
     from .trace import TraceStore
 
@@ -297,6 +300,10 @@ def restore_session(
     session._ancestry = (root.id,)
     if transcript is not None:
         _expand_prompts(session, transcript)
+    if tracer_provider is not None:
+        from .otel import export
+
+        export(session, tracer_provider, backfill=False)
     return session
 
 

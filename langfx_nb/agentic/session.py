@@ -42,6 +42,7 @@ from .query_node import (
     NO_RESULT,
     prompt_preview,
     query_inputs,
+    query_metadata,
     record_calls,
     schema_name,
     shown_options,
@@ -572,7 +573,7 @@ class Session:
         plain = {k: v for k, v in merged.items() if k != "tools"}
         if plain:
             inputs["options"] = self._preview(plain)
-        node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
+        node = self._start("query", name, inputs=inputs, metadata=query_metadata(model))
         limit = self._state.max_text_chars
         node.defer("inputs", lambda: {"prompt": prompt_preview(prompt, limit)})
         recording = self._recording(model)
@@ -599,7 +600,7 @@ class Session:
     ) -> TraceNode:
         """A running ``query`` node; its inputs are previewed on first read."""
         name = "query" if schema is None else f"query:{schema_name(schema)}"
-        node = self._start("query", name, metadata={"model": model.model_id, **metadata})
+        node = self._start("query", name, metadata={**query_metadata(model), **metadata})
         limit = self._state.max_text_chars
         node.defer("inputs", lambda: query_inputs(prompt, schema, shown, limit))
         return node

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import functools
 import operator
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, get_args
@@ -47,6 +48,9 @@ NodeKind = Literal["session", "action", "query", "tool_call", "log"]
 NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_out", "suspended"]
 _KINDS: frozenset[Any] = frozenset(get_args(NodeKind))
 _STATUSES: frozenset[Any] = frozenset(get_args(NodeStatus))
+#: Held while a node's deferred previews are computed, so two threads never compute one.
+_RESOLVING = threading.RLock()
+
 KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
 STATUSES: tuple[NodeStatus, ...] = (
     "running",
@@ -138,6 +142,12 @@ class TraceNode:
         self._pending.append((field, thunk))
 
     def _resolve(self, field: str) -> None:
+        if not self._pending:
+            return
+        with _RESOLVING:  # the OpenTelemetry export reads finished nodes from its own thread
+            self._resolve_locked(field)
+
+    def _resolve_locked(self, field: str) -> None:
         pending = self._pending
         if not pending:
             return
@@ -323,6 +333,10 @@ class TraceStore:
         self.session_id = session_id
         self.prices: dict[str, Price] = dict(prices or {})
         self.hub = hub or ObserverHub()
+        #: Called with ("start" | "end" | "decision" | "log", node) on the caller's thread;
+        #: unlike hub observers they get the node itself, so nothing is serialized for them.
+        #: The OpenTelemetry export is one; a hook must be quick and must not raise.
+        self.node_hooks: list[Callable[[str, TraceNode], None]] = []
         self.nodes: dict[str, TraceNode] = {}
         self._finished: deque[TraceNode] = deque()
         self._next_id = 0
@@ -390,6 +404,8 @@ class TraceStore:
         node = self._new(kind, name, parent, inputs, metadata)
         if self.hub.active:
             self._emit({"type": "node_start", "node": node.to_json()})
+        for hook in self.node_hooks:
+            hook("start", node)
         return node
 
     def update(self, node: TraceNode, **changes: Any) -> None:
@@ -405,6 +421,9 @@ class TraceStore:
             if delta is not None:
                 payload["delta"] = delta
             self._emit({"type": "node_update", "node_id": node.id, "changes": payload})
+        if "decision" in changes:
+            for hook in self.node_hooks:
+                hook("decision", node)
 
     def finish(
         self,
@@ -426,6 +445,8 @@ class TraceStore:
         self._counts[key] = self._counts.get(key, 0) + 1
         if self.hub.active:
             self._emit({"type": "node_end", "node": node.to_json()})
+        for hook in self.node_hooks:
+            hook("end", node)
         self._finished.append(node)
         if len(self.nodes) > self.max_nodes:
             self._evict()
@@ -436,6 +457,8 @@ class TraceStore:
         self._counts["log", "ok"] = self._counts.get(("log", "ok"), 0) + 1
         if self.hub.active:
             self._emit({"type": "log", "node": node.to_json()})
+        for hook in self.node_hooks:
+            hook("log", node)
         self._finished.append(node)
         if len(self.nodes) > self.max_nodes:
             self._evict()

@@ -47,6 +47,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic_core import from_json
@@ -96,6 +97,15 @@ _DRAIN_SECONDS = 1.0
 # "thinking" before the first token; raise it (or pass None) for models that think longer.
 DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def _shown_url(url: str) -> str:
+    """``url`` fit to show: credentials in it (``user:password@``) replaced."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"<redacted>@{host}"))
 
 
 class _Secret:
@@ -294,6 +304,13 @@ class HTTPModel(LanguageModel):
     def uses_default_endpoint(self) -> bool:
         return self.base_url == self.default_base_url.rstrip("/")
 
+    @property
+    def server(self) -> str | None:
+        url = urlsplit(self.base_url)
+        if not url.hostname:
+            return None
+        return f"{url.hostname}:{url.port or (443 if url.scheme == 'https' else 80)}"
+
     def cache_identity(self) -> dict[str, Any]:
         out = {**super().cache_identity(), "base_url": self.base_url}
         if self.extra_body:
@@ -301,7 +318,7 @@ class HTTPModel(LanguageModel):
         return out
 
     def __repr__(self) -> str:
-        where = "" if self.uses_default_endpoint else f", base_url={self.base_url!r}"
+        where = "" if self.uses_default_endpoint else f", base_url={_shown_url(self.base_url)!r}"
         return f"{type(self).__name__}({self.model!r}{where})"
 
     # -- keys and clients --------------------------------------------------------------------

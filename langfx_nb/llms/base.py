@@ -256,6 +256,12 @@ class LanguageModel:
         """``provider:model``; also the provenance stamped on responses."""
         return f"{self.provider}:{self.model}" if self.model else self.provider
 
+    @property
+    def server(self) -> str | None:
+        """``host:port`` of the server this model's requests go to (None: it answers in
+        this process). Traces record it for the OpenTelemetry ``server.address``."""
+        return None
+
     def cache_identity(self) -> dict[str, Any]:
         """What distinguishes this model's answers; providers add endpoint details."""
         return {"model": self.model_id, "class": type(self).__qualname__}

@@ -1,7 +1,8 @@
 """lf.otel: every trace node becomes a span, live, with GenAI semantic-convention attributes.
 
 Spans go through the real OpenTelemetry SDK to its in-memory exporter (a
-``SimpleSpanProcessor``, so a span is in the exporter the moment it ends).
+``SimpleSpanProcessor``, so a span is in the exporter the moment the export's thread ends
+it; ``Spans.done`` waits for that thread with ``lf.otel.flush()``).
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import datetime
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -24,7 +26,8 @@ from pydantic import BaseModel
 import langfx_nb as lf
 from langfx_nb.agentic import FakeClock
 from langfx_nb.errors import ExecutionTimeoutError, LMError, ToolDeniedError, ToolExecutionError
-from langfx_nb.llms import Echo, Scripted
+from langfx_nb.llms import Echo, OpenAI, Scripted, allow_model_requests
+from tests.llms.local_server import Reply, local_server
 
 from .conftest import Gated, settle
 
@@ -39,6 +42,7 @@ class Spans:
 
     @property
     def done(self) -> list[ReadableSpan]:
+        assert lf.otel.flush()
         return list(self.exporter.get_finished_spans())
 
     def named(self, name: str) -> list[ReadableSpan]:
@@ -554,3 +558,157 @@ async def test_dispose_ends_every_span(spans: Spans) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert sorted(attrs(s)["langfx.status"] for s in spans.done) == ["cancelled", "cancelled"]
+
+
+# -- the export thread -------------------------------------------------------------------------
+class ThreadOfStart(SpanProcessor):
+    """A span processor that notes the thread each span is started on."""
+
+    def __init__(self) -> None:
+        self.threads: set[str] = set()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.threads.add(threading.current_thread().name)
+
+
+async def test_spans_are_built_off_the_runs_thread_and_disposing_waits_for_them(
+    spans: Spans, add: lf.Tool[Any, Any]
+) -> None:
+    seen = ThreadOfStart()
+    spans.provider.add_span_processor(seen)
+    lm = Scripted([TC("c1", "add", {"a": 1, "b": 2}), "3"])
+    async with lf.Session(tracer_provider=spans.provider) as session:
+        await lf.Agent("go", tools=[add]).invoke(session, lm=lm)
+    # No flush: leaving the session waited for every span (read the exporter directly).
+    names = sorted(s.name for s in spans.exporter.get_finished_spans())
+    assert names == ["chat scripted", "chat scripted", "execute_tool add", "invoke_agent Agent"]
+    assert seen.threads == {"langfx_nb-otel"}
+    assert threading.current_thread().name not in seen.threads
+
+
+async def test_an_exporter_failure_is_logged_and_the_run_goes_on(
+    spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(ThreadOfStart):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            raise RuntimeError("collector misconfigured")
+
+    spans.provider.add_span_processor(Broken())
+    async with lf.Session(Echo(), tracer_provider=spans.provider) as session:
+        assert str(await session.query("still answered")) == "still answered"
+        assert lf.otel.flush()
+    assert "was not exported" in caplog.text
+    assert "collector misconfigured" in caplog.text
+
+
+# -- response id and server ----------------------------------------------------------------------
+async def test_a_model_behind_http_gives_the_response_id_and_the_server(spans: Spans) -> None:
+    body = json.dumps(
+        {
+            "id": "chatcmpl-42",
+            "object": "chat.completion",
+            "model": "tiny",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }
+    ).encode()
+    allow_model_requests(True)  # a real server on 127.0.0.1 (blocked again below)
+    async with local_server(Reply.json(body)) as server:
+        lm = OpenAI("tiny", base_url=f"http://user:secret-pass@127.0.0.1:{server.port}/v1")
+        try:
+            async with lf.Session(lm, tracer_provider=spans.provider) as session:
+                await session.query("hello")
+        finally:
+            await lm.aclose()
+            allow_model_requests(False)
+    node = session.all_queries[0]
+    assert node.metadata["server"] == f"127.0.0.1:{server.port}"  # never the credentials
+    a = attrs(spans.one("chat tiny"))
+    assert a["gen_ai.response.id"] == "chatcmpl-42"
+    assert a["server.address"] == "127.0.0.1"
+    assert a["server.port"] == server.port
+    assert "secret-pass" not in json.dumps(a)
+
+
+# -- a run resumed in another process -------------------------------------------------------------
+RESUME_ELSEWHERE = """
+import asyncio, json, sys
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import langfx_nb as lf
+from langfx_nb.llms import Scripted
+
+@lf.tool
+async def add(a: int, b: int) -> int:
+    '''Add two integers.'''
+    return a + b
+
+async def main() -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    answer = await lf.Agent.resume(
+        open(sys.argv[1]).read(), {"c2": True}, tools=[add], lm=Scripted(["done"]),
+        tracer_provider=provider,
+    )
+    spans = [
+        {
+            "name": s.name,
+            "trace_id": s.context.trace_id,
+            "span_id": s.context.span_id,
+            "parent": s.parent.span_id if s.parent else None,
+        }
+        for s in memory.get_finished_spans()
+    ]
+    print(json.dumps({"answer": answer, "spans": spans}))
+
+asyncio.run(main())
+"""
+
+
+async def test_a_run_resumed_in_another_process_continues_the_trace(
+    spans: Spans, add: lf.Tool[Any, Any], tmp_path: Any
+) -> None:
+    lm = Scripted([TC("c1", "add", {"a": 1, "b": 2}), TC("c2", "add", {"a": 3, "b": 4})])
+    asked = {"n": 0}
+
+    def first_only(call: lf.ToolCall, session: lf.Session) -> bool | None:
+        asked["n"] += 1
+        return True if call.id == "c1" else None  # c2 waits for a person
+
+    async with lf.Session(tracer_provider=spans.provider) as session:
+        state = await lf.Agent("go", tools=[add], allow_tool=first_only).invoke(
+            session, lm=lm, on_approval="suspend"
+        )
+    assert isinstance(state, lf.RunState)
+    suspended = spans.one("invoke_agent Agent")
+    tp = state.data["traceparent"]
+    assert tp.startswith(f"00-{suspended.context.trace_id:032x}-{suspended.context.span_id:016x}-")
+    saved = tmp_path / "state.json"
+    saved.write_text(state.to_json_str())
+
+    code = RESUME_ELSEWHERE
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(saved)], capture_output=True, text=True, check=True
+    )
+    result = json.loads(out.stdout)
+    assert result["answer"] == "done"
+    there = {s["name"]: s for s in result["spans"]}
+    # Only the resumed work is exported there (the suspended part was exported here) ...
+    assert sorted(s["name"] for s in result["spans"]) == [
+        "chat scripted",
+        "execute_tool add",
+        "invoke_agent Agent",
+    ]
+    # ... and it continues the suspended run's trace, as a child of its agent span.
+    resumed = there["invoke_agent Agent"]
+    assert resumed["trace_id"] == suspended.context.trace_id
+    assert resumed["parent"] == suspended.context.span_id
+    assert there["execute_tool add"]["parent"] == resumed["span_id"]

@@ -99,6 +99,10 @@ def test_keys_stay_out_of_repr_and_cache_identity(cls: type[HTTPModel]) -> None:
     for text in (repr(lm), str(vars(lm)), str(lm.cache_identity())):
         assert SECRET_KEY not in text
     assert lm.cache_identity()["base_url"] == "https://gw.example/v1"
+    with_password = make(cls, base_url="https://me:hunter2-pass@gw.example:8443/v1")
+    assert "hunter2" not in repr(with_password)
+    assert "<redacted>@gw.example:8443/v1" in repr(with_password)
+    assert with_password.server == "gw.example:8443"
     with pytest.raises(ValueError):
         cls("")  # no default model id
 

@@ -60,6 +60,7 @@ from ..messages import (
     UserMessage,
 )
 from ..modalities import Mime
+from ..redact import REDACTED, redact_secrets
 from ._http import (
     MALFORMED,
     ErrorInfo,
@@ -85,11 +86,6 @@ _CONTEXT_MESSAGES = ("maximum context length", "exceeds the available context si
 # A 5xx that is really a rejected request (llama-cpp-python answers a body that fails its
 # pydantic validation with HTTP 500 and the validation text): retrying cannot help.
 _INVALID_5XX = re.compile(r"validation error|Input should be|Field required", re.IGNORECASE)
-_SECRETS = re.compile(
-    r"(\bbearer\s+|(?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)"
-    r"(?:bearer\s+)?[^\s\"',}]+|\bsk-[A-Za-z0-9_\-]{6,}",
-    re.IGNORECASE,
-)
 
 
 class OpenAI(HTTPModel):
@@ -149,9 +145,8 @@ class OpenAI(HTTPModel):
         """A server's error text fit to show: credentials masked, at most 300 characters."""
         key = getattr(self._key, "_value", None)
         if isinstance(key, str) and key:
-            text = text.replace(key, "<redacted>")
-        text = _SECRETS.sub(lambda m: f"{m.group(1) or ''}<redacted>", text)
-        text = " ".join(text.split())
+            text = text.replace(key, REDACTED)
+        text = " ".join(redact_secrets(text).split())
         return text if len(text) <= 300 else text[:299] + "…"
 
     def check_capabilities(self, request: LMRequest) -> None:

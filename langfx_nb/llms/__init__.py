@@ -55,7 +55,7 @@ _PROVIDERS = {
     "GoogleGenAI": ".gemini",
     "Anthropic": ".anthropic",
     "OpenAI": ".openai",
-    "OpenAIResponses": ".openai",
+    "OpenAIResponses": ".openai_responses",
 }
 
 

@@ -392,15 +392,22 @@ class HTTPModel(LanguageModel):
         except UnicodeEncodeError:  # a lone surrogate in the request: send U+FFFD instead
             return repair_surrogates(text).encode()
 
-    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
-        """POST and return the parsed JSON body of a 2xx response."""
+    async def _post(self, url: str, body: dict[str, Any], accept: str = "") -> httpx.Response:
+        """Send a POST with this model's headers and body; the response, open and its status
+        not yet checked, for the caller to close. A transport failure raises its error."""
         client = self._client()  # a blocked network fails before the key is even looked up
         headers = await self._headers()
+        if accept:
+            headers["accept"] = accept
         request = client.build_request("POST", url, content=self._body(body), headers=headers)
         try:
-            response = await _send(client, request)
+            return await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
+
+    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
+        """POST and return the parsed JSON body of a 2xx response."""
+        response = await self._post(url, body)
         try:
             try:
                 await response.aread()
@@ -420,14 +427,7 @@ class HTTPModel(LanguageModel):
     async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
         """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.
         Any other status is read (at most 64 KiB), closed and raised as its error."""
-        client = self._client()
-        headers = await self._headers()
-        headers["accept"] = "text/event-stream"
-        request = client.build_request("POST", url, content=self._body(body), headers=headers)
-        try:
-            response = await _send(client, request)
-        except httpx.TransportError as exc:
-            raise _transport_error(self.provider, exc) from exc
+        response = await self._post(url, body, accept="text/event-stream")
         try:
             if response.status_code >= 400:
                 raw = b""

@@ -396,14 +396,8 @@ class LanguageModel:
                     emitted = True
                     yield chunk
                 return
-            except RetryableError as exc:
-                redact_exception(exc, self._secrets)
-                if emitted or not self._should_retry(attempt):
-                    raise
-                await self._backoff(attempt, exc)
             except Exception as exc:
-                redact_exception(exc, self._secrets)
-                raise
+                await self._retry_or_raise(exc, attempt, retry=not emitted)
             finally:
                 await agen.aclose()
 
@@ -480,17 +474,22 @@ class LanguageModel:
         if usage is not None:
             self.total_usage = self.total_usage + usage
 
-    def _should_retry(self, attempt: int) -> bool:
-        return self.retry is not None and attempt < self.retry.max_attempts
-
-    async def _backoff(self, attempt: int, error: BaseException) -> None:
-        """Wait before the next attempt, or re-raise ``error`` when the server asks for a
-        longer wait than the policy's ``max_delay``."""
-        assert self.retry is not None
-        delay = self.retry.delay(attempt, error)
-        if delay is None:
+    async def _retry_or_raise(self, error: Exception, attempt: int, *, retry: bool = True) -> None:
+        """After failed attempt number ``attempt``: take this model's secrets out of
+        ``error``, then either wait and return (the caller tries again) or raise ``error``.
+        It is retried only when it is a ``RetryableError``, ``retry`` holds, the policy
+        allows another attempt, and the server asks for no longer a wait than the policy's
+        ``max_delay``."""
+        redact_exception(error, self._secrets)
+        policy = self.retry
+        if not retry or not isinstance(error, RetryableError):
             raise error
-        await self.retry.sleep(delay)
+        if policy is None or attempt >= policy.max_attempts:
+            raise error
+        delay = policy.delay(attempt, error)
+        if delay is None:  # the server asks for a longer wait than max_delay
+            raise error
+        await policy.sleep(delay)
 
     async def _with_retries(self, fn: Callable[[], Awaitable[AIMessage[Any]]]) -> AIMessage[Any]:
         attempt = 0
@@ -498,14 +497,8 @@ class LanguageModel:
             attempt += 1
             try:
                 return await fn()
-            except RetryableError as exc:
-                redact_exception(exc, self._secrets)
-                if not self._should_retry(attempt):
-                    raise
-                await self._backoff(attempt, exc)
             except Exception as exc:
-                redact_exception(exc, self._secrets)
-                raise
+                await self._retry_or_raise(exc, attempt)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ _PROVIDERS = {
     "google": (".gemini", "Gemini"),
     "anthropic": (".anthropic", "Anthropic"),
     "openai": (".openai", "OpenAI"),
-    "openai-responses": (".openai", "OpenAIResponses"),
+    "openai-responses": (".openai_responses", "OpenAIResponses"),
 }
 
 

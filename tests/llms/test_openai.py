@@ -387,6 +387,20 @@ async def test_server_words_in_errors_are_redacted_and_bounded() -> None:
     assert len(str(info.value)) < 400
 
 
+async def test_server_words_in_errors_mask_every_credential_shape() -> None:
+    """The quoted server text goes through lf's one masking helper: key shapes of other
+    services and every credential word are masked, their labels kept."""
+    google, github, aws = "AIza" + "S" * 35, "ghp_" + "G" * 36, "AKIA" + "A" * 16
+    message = f"validation error: {google} {github} {aws} passwd=hunter22&next=1"
+    server = Server(Reply.json({"error": {"message": message}}, status=500))
+    with pytest.raises(lf.InvalidRequestError) as info:
+        await model(server, base_url="http://127.0.0.1:8000/v1").call("x")
+    assert str(info.value).endswith(
+        "the server said: validation error: <redacted> <redacted> <redacted> "
+        "passwd=<redacted>&next=1"
+    )
+
+
 async def test_llama_cpp_python_rejects_null_content_and_accepts_empty_string() -> None:
     """Recorded: llama-cpp-python answers a tool-call turn with "content": null by HTTP 500
     (its request validation); the same turn with "" gets an answer. We send ""."""

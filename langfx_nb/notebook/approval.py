@@ -39,7 +39,7 @@ import traitlets
 from ..errors import ToolDeniedError
 from . import control
 from .bridge import MessageKind, to_jsonable
-from .render import _CSS, WidgetDisplayMixin, _esc, value_html
+from .render import _CSS, _UL, WidgetDisplayMixin, _esc, value_html
 
 __all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
 
@@ -254,7 +254,7 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
         if notice:
             rows.append(f'<div class="lfx-st-failed">{_esc(notice)}</div>')
         head = f'<div class="lfx-k">{_esc(self._fallback_text())}</div>'
-        return f'{_CSS}<div class="lfx-fb">{head}<ul>{"".join(rows)}</ul></div>'
+        return f'{_CSS}<div class="lfx-fb">{head}{_UL}{"".join(rows)}</ul></div>'
 
 
 def _approval_static_html(state: Mapping[str, Any]) -> str:
@@ -286,7 +286,7 @@ def _approval_static_html(state: Mapping[str, Any]) -> str:
     if not rows:
         rows.append("<li>no tool calls were decided here</li>")
     head = '<div class="lfx-k">Tool approvals</div>'
-    return f'{_CSS}<div class="lfx-fb">{head}<ul>{"".join(rows)}</ul></div>'
+    return f'{_CSS}<div class="lfx-fb">{head}{_UL}{"".join(rows)}</ul></div>'
 
 
 class ApprovalPolicy:

@@ -1,4 +1,4 @@
-// langfx-src-sha256: 7858424e0968655a21e1fd9ab5837778e1461cac177414eaeb303a426932e01c
+// langfx-src-sha256: 6d6c17f1804f0ec194eb3c00d306fc86a369d3bf76b3d72b5ad71d5f9efa34b9
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel"};function t(e,o={},...l){let s=document.createElement(e);for(let[n,r]of Object.entries(o))r===void 0||r===!1||(n==="class"?s.className=String(r):n==="text"?s.textContent=String(r):s.setAttribute(n,r===!0?"":String(r)));for(let n of l)n==null||n===!1||s.append(typeof n=="string"?document.createTextNode(n):n);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var D=1200,K=24;function Q(e,o="lfx-text"){let l=e.split(`
 `),s=e.length>D||l.length>K,n=t("pre",{class:o});if(!s)return n.textContent=e,n;let r=l.slice(0,K).join(`
@@ -6,7 +6,7 @@ var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECIS
 `)))return Q(e,"lfx-v lfx-v-string");let r=typeof e=="string"?e:JSON.stringify(e);return t("span",{class:`lfx-v lfx-v-${e===null?"null":typeof e}`,text:r??"undefined"})}let s=Array.isArray(e)?e.map((r,f)=>[String(f),r]):Object.entries(e);if(s.length===0)return t("span",{class:"lfx-v",text:Array.isArray(e)?"[]":"{}"});let n=t("ul",{class:"lfx-json"});for(let[r,f]of s)if(f!==null&&typeof f=="object"&&Object.keys(f).length>0){let a=Object.keys(f).length,d=t("details",{class:"lfx-jd"});d.open=o+1<l,d.append(t("summary",{},t("span",{class:"lfx-key",text:`${r}: `}),t("span",{class:"lfx-muted",text:Array.isArray(f)?`[${a}]`:`{${a}}`})),H(f,o+1,l)),n.append(t("li",{},d))}else n.append(t("li",{},t("span",{class:"lfx-key",text:`${r}: `}),H(f,o+1,l)));return n}var Y=`
 .lfx{font:12px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#222);
   --lfx-ok:var(--jp-success-color1,#4caf50);--lfx-bad:var(--jp-error-color1,#f44336);--lfx-warn:var(--jp-warn-color1,#ff9800);
-  --lfx-run:var(--jp-brand-color1,#2196f3);--lfx-fg0:var(--jp-ui-font-color0,#000)}
+  --lfx-run:var(--jp-brand-color1,#2196f3);--lfx-paused:var(--jp-info-color1,#0097a7);--lfx-fg0:var(--jp-ui-font-color0,#000)}
 .lfx .lfx-muted{color:var(--jp-ui-font-color2,#757575)}
 .lfx .lfx-st{display:inline-block;box-sizing:border-box;min-width:72px;text-align:center;font-size:11px;line-height:16px;padding:0 6px;border-radius:8px;white-space:nowrap;
   color:var(--jp-ui-font-color1,#222);--lfx-c:var(--jp-border-color1,#bdbdbd);border:1px solid var(--lfx-c);background:color-mix(in srgb,var(--lfx-c) 22%,transparent)}
@@ -14,6 +14,7 @@ var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECIS
 .lfx .lfx-st-ok,.lfx .lfx-st-complete,.lfx .lfx-st-done{--lfx-c:var(--lfx-ok)}
 .lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
+.lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}
 .lfx ul.lfx-json{padding-left:14px}
 .lfx details.lfx-jd>summary{cursor:pointer;list-style:none}

@@ -182,6 +182,25 @@ async def test_always_ticked_with_anything_but_approve_never_allows_later_calls(
     assert all("always" not in h["decision"] for h in policy.widget.state["history"])
 
 
+def open_prompt(
+    widget: ApprovalWidget, loop: asyncio.AbstractEventLoop, prompt_id: str, validate: Any = None
+) -> Any:
+    """A prompt for call c1 of ``add``, waiting in ``widget`` (no agent run behind it)."""
+    from langfx_nb.notebook.approval import _Prompt
+
+    prompt = _Prompt(
+        prompt_id=prompt_id,
+        call_id="c1",
+        tool="add",
+        loop=loop,
+        decided=loop.create_future(),
+        rendered=loop.create_future(),
+        validate=validate,
+    )
+    widget.open_prompt(prompt)
+    return prompt
+
+
 def test_always_counts_only_for_approve_whatever_the_page_sends() -> None:
     widget = ApprovalWidget()
     record_sends(widget)
@@ -193,18 +212,7 @@ def test_always_counts_only_for_approve_whatever_the_page_sends() -> None:
             ("approve_edited", {"args": {}}, False),
             ("approve", {}, True),
         ]:
-            from langfx_nb.notebook.approval import _Prompt
-
-            prompt = _Prompt(
-                prompt_id=f"p-{action}",
-                call_id="c1",
-                tool="add",
-                loop=loop,
-                decided=loop.create_future(),
-                rendered=loop.create_future(),
-                validate=None,
-            )
-            widget.open_prompt(prompt)
+            prompt = open_prompt(widget, loop, f"p-{action}")
             content = {"prompt_id": prompt.prompt_id, "call_id": "c1", "action": action}
             assert widget.handle_decision({**content, "always": True, **extra})
             loop.run_until_complete(asyncio.sleep(0))
@@ -225,22 +233,11 @@ async def book(seats: Annotated[int, pydantic.Field(ge=1)], guests: list[Guest])
 
 def _rejected(validate: Any, args: dict[str, Any]) -> dict[str, Any]:
     """The reply to an edited-arguments click that ``validate`` refuses."""
-    from langfx_nb.notebook.approval import _Prompt
-
     widget = ApprovalWidget()
     sent = record_sends(widget)
     loop = asyncio.new_event_loop()
     try:
-        prompt = _Prompt(
-            prompt_id="p1",
-            call_id="c1",
-            tool="t",
-            loop=loop,
-            decided=loop.create_future(),
-            rendered=loop.create_future(),
-            validate=validate,
-        )
-        widget.open_prompt(prompt)
+        prompt = open_prompt(widget, loop, "p1", validate)
         content = {"prompt_id": "p1", "call_id": "c1", "action": "approve_edited", "args": args}
         assert not widget.handle_decision({"kind": "decision", **content})
         assert not prompt.decided.done() and not prompt.closed  # still waiting for a fix

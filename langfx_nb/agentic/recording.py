@@ -2,7 +2,7 @@
 
 ``Session.query`` and ``Session.query_stream`` hand a ``RecordingModel`` wrapping the
 session's model to ``lf.query`` / ``lf.query_stream`` and, when the query ends, write its
-node from what the wrapper kept (``Session._record_calls``): the prompt of the first request
+node from what the wrapper kept (``query_node.record_calls``): the prompt of the first request
 as the model received it (rendered), the last response, the usage of every response and the
 number of requests. Code that adds its own records (an exporter, an agent loop) reads the
 node, or wraps a model the same way; nothing else in the library knows this class.

@@ -36,9 +36,19 @@ from ..messages import AIMessage, Message
 from ..structured.query import query as query_fn
 from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
+from .fanout import DEFAULT_MAX_CONCURRENCY, fan_out
 from .observers import Observer, ObserverHub
+from .query_node import (
+    NO_RESULT,
+    prompt_preview,
+    query_inputs,
+    record_calls,
+    schema_name,
+    shown_options,
+    stream_response,
+)
 from .recording import RecordingModel
-from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, message_preview, preview
+from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, preview
 from .usage import Price, UsageSummary
 
 if TYPE_CHECKING:
@@ -50,9 +60,7 @@ ItemT = TypeVar("ItemT")
 R = TypeVar("R")
 
 _INF = float("inf")
-_NO_RESULT: Any = object()
 _LEVELS = frozenset({"debug", "info", "warning", "error"})
-DEFAULT_MAX_CONCURRENCY = 32
 
 
 class _State:
@@ -415,7 +423,7 @@ class Session:
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
-        node = self._start_query(prompt, schema, model, _shown_options(merged))
+        node = self._start_query(prompt, schema, model, shown_options(merged))
         recording = self._recording(model)
         if merged.get("repair"):  # each attempt becomes a child node with its outcome
             merged = {**merged, "on_attempt": functools.partial(self._attempt_node, node)}
@@ -426,7 +434,7 @@ class Session:
             self._finish(node, self._status_for(exc), error=exc)
             raise
         # with a schema, previewed now: the result may be a mutable object
-        result = self._preview(message.result) if schema is not None else _NO_RESULT
+        result = self._preview(message.result) if schema is not None else NO_RESULT
         self._record_calls(node, recording, result)
         self._finish(node, "ok")
         if returns_message:
@@ -474,7 +482,7 @@ class Session:
         recording = self._recording(model)
         events = query_stream(prompt, schema, lm=recording, **merged)
         return self._recorded_stream(
-            events, recording, prompt, schema, model, _shown_options(merged)
+            events, recording, prompt, schema, model, shown_options(merged)
         )
 
     async def _recorded_stream(
@@ -490,7 +498,7 @@ class Session:
         store = self._state.store
         status: NodeStatus = "cancelled"  # unless the stream reaches its end
         error: BaseException | None = None
-        result: Any = _NO_RESULT
+        result: Any = NO_RESULT
         repairing = bool(shown and shown.get("repair"))
         attempt = self._attempt_node(node, 1) if repairing else None
         try:
@@ -531,44 +539,13 @@ class Session:
         self,
         node: TraceNode,
         recording: RecordingModel,
-        result: Any = _NO_RESULT,
+        result: Any = NO_RESULT,
         *,
         rendered: bool = True,
     ) -> None:
-        """Write what the model calls of a query saw onto its node: one counted request with
-        its usage per response, ``attempts``, the rendered prompt of the first request (unless
-        ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
-        and the last response (and ``result``, when given) as outputs, previewed on first
-        read; a stream that stopped before its final chunk shows what it had received, with
-        ``partial: True``. ``query``, ``query_stream`` and ``generate`` all record through
-        here."""
-        store = self._state.store
-        for response in recording.responses:
-            model_id = (response.provenance.model if response.provenance else None) or (
-                recording.model_id
-            )
-            store.record_usage(node, model_id, response.usage)
-        if recording.prompts and rendered:
-            node.metadata["attempts"] = len(recording.prompts)
-            first = recording.prompts[0]
-            node.defer("inputs", lambda: {"rendered_prompt": self._prompt_preview(first)})
-        last = recording.responses[-1] if recording.responses else None
-        partial = recording.partial  # the last stream stopped before its final chunk
-        if partial is not None:
-            last = partial
-        if last is None and result is _NO_RESULT:
-            return
-        show = self._preview
-
-        def outputs() -> dict[str, Any]:
-            out = _response_preview(last, show) if last is not None else {}
-            if partial is not None:
-                out["partial"] = True
-            if result is not _NO_RESULT:
-                out["result"] = result
-            return out
-
-        node.defer("outputs", outputs)
+        """Write a finished query's node from its recording (``query_node.record_calls``)."""
+        limit = self._state.max_text_chars
+        record_calls(self._state.store, node, recording, limit, result, rendered=rendered)
 
     async def generate(
         self,
@@ -596,11 +573,12 @@ class Session:
         if plain:
             inputs["options"] = self._preview(plain)
         node = self._start("query", name, inputs=inputs, metadata={"model": model.model_id})
-        node.defer("inputs", lambda: {"prompt": self._prompt_preview(prompt)})
+        limit = self._state.max_text_chars
+        node.defer("inputs", lambda: {"prompt": prompt_preview(prompt, limit)})
         recording = self._recording(model)
         try:
             if stream:
-                response = await self._stream(recording, prompt, node, merged)
+                response = await stream_response(self._state.store, recording, prompt, node, merged)
             else:
                 response = await recording.call(prompt, **merged)
         except BaseException as exc:
@@ -611,26 +589,6 @@ class Session:
         self._finish(node, "ok")
         return response
 
-    async def _stream(
-        self, model: LanguageModel, prompt: Any, node: TraceNode, options: dict[str, Any]
-    ) -> AIMessage[Any]:
-        store = self._state.store
-        final: AIMessage[Any] | None = None
-        agen = model.stream(prompt, emulate=True, **options)
-        try:
-            async for chunk in agen:
-                if chunk.delta and store.hub.active:
-                    store.update(node, delta=chunk.delta)
-                if chunk.final:
-                    final = chunk.aggregated
-        finally:
-            await agen.aclose()  # type: ignore[attr-defined]
-        if final is None:
-            from ..errors import StreamProtocolError
-
-            raise StreamProtocolError("the model stream ended without a final chunk")
-        return final
-
     def _start_query(
         self,
         prompt: Any,
@@ -640,33 +598,11 @@ class Session:
         **metadata: Any,
     ) -> TraceNode:
         """A running ``query`` node; its inputs are previewed on first read."""
-        name = "query" if schema is None else f"query:{_schema_name(schema)}"
+        name = "query" if schema is None else f"query:{schema_name(schema)}"
         node = self._start("query", name, metadata={"model": model.model_id, **metadata})
-        node.defer("inputs", lambda: self._query_inputs(prompt, schema, shown))
+        limit = self._state.max_text_chars
+        node.defer("inputs", lambda: query_inputs(prompt, schema, shown, limit))
         return node
-
-    def _query_inputs(
-        self, prompt: Any, schema: Any, options: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        inputs: dict[str, Any] = {"prompt": self._prompt_preview(prompt)}
-        if schema is not None:
-            inputs["schema"] = _schema_name(schema)
-        if options:
-            if "vars" in options:
-                options = dict(options)
-                inputs["vars"] = self._preview(options.pop("vars"))
-            if options:
-                inputs["options"] = self._preview(options)
-        return inputs
-
-    def _prompt_preview(self, prompt: Any) -> Any:
-        if isinstance(prompt, Message):
-            return message_preview(prompt, self._state.max_text_chars)
-        if isinstance(prompt, (list, tuple)) and all(isinstance(m, Message) for m in prompt):
-            from ..messages import ComplexMessage
-
-            return message_preview(ComplexMessage(prompt), self._state.max_text_chars)
-        return self._preview(prompt if isinstance(prompt, str) else str(prompt))
 
     # -- fan-out ---------------------------------------------------------------------------
     @overload
@@ -705,59 +641,7 @@ class Session:
         of this session, closed when the branch finishes. Progress (done/total/failed) is
         reported on this view's node.
         """
-        if max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
-        if on_error not in ("fail_fast", "collect"):
-            raise ValueError("on_error must be 'fail_fast' or 'collect'")
-        self._check_usable()
-        values = list(items)
-        total = len(values)
-        if not total:
-            return []
-        results: list[Any] = [None] * total
-        indices = iter(range(total))
-        store = self._state.store
-        node = self._node
-        counts = [0, 0]  # done, failed
-        collect = on_error == "collect"
-
-        async def worker() -> None:
-            for i in indices:
-                branch = self._bind(node)
-                try:
-                    results[i] = await fn(values[i], branch)
-                except Exception as exc:
-                    counts[1] += 1
-                    if not collect:
-                        raise
-                    results[i] = exc
-                finally:
-                    branch._open = False
-                    counts[0] += 1
-                    store.update(
-                        node, progress={"done": counts[0], "total": total, "failed": counts[1]}
-                    )
-
-        tasks = self._state.tasks
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, total))]
-        tasks.update(workers)
-        try:
-            pending: set[asyncio.Future[None]] = set(workers)
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-                for t in done:
-                    if t.cancelled():
-                        raise asyncio.CancelledError()
-                    exc = t.exception()
-                    if exc is not None:
-                        raise exc
-        finally:
-            for t in workers:
-                if not t.done():
-                    t.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            tasks.difference_update(workers)
-        return results
+        return await fan_out(self, items, fn, max_concurrency=max_concurrency, on_error=on_error)
 
     # -- saving and loading --------------------------------------------------------------
     def trace_json(self) -> dict[str, Any]:
@@ -811,36 +695,3 @@ class Session:
     def __repr__(self) -> str:
         where = "root" if self.is_root else f"view of node {self._node.id}"
         return f"Session({self.id}, {where})"
-
-
-def _shown_options(merged: dict[str, Any]) -> dict[str, Any] | None:
-    """The call's options as the trace will show them, copied now (the caller may mutate its
-    ``vars`` afterwards) and previewed only on first read."""
-    if not merged:
-        return None
-    shown = dict(merged)
-    if isinstance(shown.get("vars"), dict):
-        shown["vars"] = dict(shown["vars"])
-    return shown
-
-
-def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:
-    outputs: dict[str, Any] = {"text": show(response.text)}
-    if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless here
-        outputs["reasoning"] = [
-            {"redacted": True} if r.redacted else {"text": show(r.text)} for r in reasoning
-        ]
-    calls = response.tool_calls
-    if calls:
-        outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]
-    finish = response.metadata.get("finish_reason")
-    if finish is not None:
-        outputs["finish_reason"] = finish
-    if response.metadata.get("cache_hit"):
-        outputs["cache_hit"] = True
-    return outputs
-
-
-def _schema_name(schema: Any) -> str:
-    name = getattr(schema, "__qualname__", None) or getattr(schema, "__name__", None)
-    return str(name) if name else repr(schema)[:80]

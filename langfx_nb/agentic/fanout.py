@@ -1,0 +1,87 @@
+"""The worker pool behind ``Session.concurrent_map``.
+
+A fixed pool of at most ``max_concurrency`` workers pulls items in order (no task per item),
+each item running in its own view of the session, closed when the item finishes. Results keep
+the input order; progress ``{done, total, failed}`` is reported on the calling view's node.
+The workers are registered with the session, so ``Session.dispose`` cancels and settles them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "fan_out"]
+
+ItemT = TypeVar("ItemT")
+R = TypeVar("R")
+
+DEFAULT_MAX_CONCURRENCY = 32
+
+
+async def fan_out(
+    session: Session,
+    items: Iterable[ItemT],
+    fn: Callable[[ItemT, Session], Awaitable[R]],
+    *,
+    max_concurrency: int,
+    on_error: Literal["fail_fast", "collect"],
+) -> list[Any]:
+    """``session.concurrent_map(items, fn, ...)``: what it does is documented there."""
+    if max_concurrency < 1:
+        raise ValueError("max_concurrency must be at least 1")
+    if on_error not in ("fail_fast", "collect"):
+        raise ValueError("on_error must be 'fail_fast' or 'collect'")
+    session._check_usable()
+    values = list(items)
+    total = len(values)
+    if not total:
+        return []
+    results: list[Any] = [None] * total
+    indices = iter(range(total))
+    store = session._state.store
+    node = session.node
+    counts = [0, 0]  # done, failed
+    collect = on_error == "collect"
+
+    async def worker() -> None:
+        for i in indices:
+            branch = session._bind(node)
+            try:
+                results[i] = await fn(values[i], branch)
+            except Exception as exc:
+                counts[1] += 1
+                if not collect:
+                    raise
+                results[i] = exc
+            finally:
+                branch._close_view()
+                counts[0] += 1
+                store.update(
+                    node, progress={"done": counts[0], "total": total, "failed": counts[1]}
+                )
+
+    tasks = session._state.tasks
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, total))]
+    tasks.update(workers)
+    try:
+        pending: set[asyncio.Future[None]] = set(workers)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                if t.cancelled():
+                    raise asyncio.CancelledError()
+                exc = t.exception()
+                if exc is not None:
+                    raise exc
+    finally:
+        for t in workers:
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        tasks.difference_update(workers)
+    return results

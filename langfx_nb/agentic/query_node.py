@@ -1,0 +1,165 @@
+"""What a traced model call writes on its ``query`` node.
+
+``Session.query``, ``Session.query_stream`` and ``Session.generate`` start a ``query`` node,
+run the call through a ``RecordingModel`` and, when the call ends, write the node from what
+the wrapper kept with ``record_calls``. The helpers here build the node's fields: the
+``inputs`` (prompt, schema name, ``vars``, options) and ``outputs`` (text, reasoning, tool
+calls, finish reason, cache hit, parsed result), all as bounded previews (``trace.preview``)
+computed on first read unless a value may change before then.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..messages import AIMessage, Message
+from .recording import RecordingModel
+from .trace import TraceNode, TraceStore, message_preview, preview
+
+if TYPE_CHECKING:
+    from ..llms.base import LanguageModel
+
+__all__ = [
+    "NO_RESULT",
+    "prompt_preview",
+    "query_inputs",
+    "record_calls",
+    "schema_name",
+    "shown_options",
+    "stream_response",
+]
+
+NO_RESULT: Any = object()  # ``record_calls`` without a parsed result to show
+
+
+def record_calls(
+    store: TraceStore,
+    node: TraceNode,
+    recording: RecordingModel,
+    max_chars: int,
+    result: Any = NO_RESULT,
+    *,
+    rendered: bool = True,
+) -> None:
+    """Write what the model calls of a query saw onto its node: one counted request with
+    its usage per response, ``attempts``, the rendered prompt of the first request (unless
+    ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
+    and the last response (and ``result``, when given) as outputs, previewed on first
+    read; a stream that stopped before its final chunk shows what it had received, with
+    ``partial: True``. ``query``, ``query_stream`` and ``generate`` all record through
+    here."""
+    for response in recording.responses:
+        model_id = (response.provenance.model if response.provenance else None) or (
+            recording.model_id
+        )
+        store.record_usage(node, model_id, response.usage)
+    if recording.prompts and rendered:
+        node.metadata["attempts"] = len(recording.prompts)
+        first = recording.prompts[0]
+        node.defer("inputs", lambda: {"rendered_prompt": prompt_preview(first, max_chars)})
+    last = recording.responses[-1] if recording.responses else None
+    partial = recording.partial  # the last stream stopped before its final chunk
+    if partial is not None:
+        last = partial
+    if last is None and result is NO_RESULT:
+        return
+    show = functools.partial(preview, max_chars=max_chars)
+
+    def outputs() -> dict[str, Any]:
+        out = _response_preview(last, show) if last is not None else {}
+        if partial is not None:
+            out["partial"] = True
+        if result is not NO_RESULT:
+            out["result"] = result
+        return out
+
+    node.defer("outputs", outputs)
+
+
+async def stream_response(
+    store: TraceStore,
+    model: LanguageModel,
+    prompt: Any,
+    node: TraceNode,
+    options: dict[str, Any],
+) -> AIMessage[Any]:
+    """The final message of ``model.stream`` (emulated for models that cannot stream); each
+    text delta reaches observers as a ``node_update`` of ``node``. The stream is closed
+    however this ends, so cancelling the caller closes it."""
+    final: AIMessage[Any] | None = None
+    agen = model.stream(prompt, emulate=True, **options)
+    try:
+        async for chunk in agen:
+            if chunk.delta and store.hub.active:
+                store.update(node, delta=chunk.delta)
+            if chunk.final:
+                final = chunk.aggregated
+    finally:
+        await agen.aclose()  # type: ignore[attr-defined]
+    if final is None:
+        from ..errors import StreamProtocolError
+
+        raise StreamProtocolError("the model stream ended without a final chunk")
+    return final
+
+
+def query_inputs(
+    prompt: Any, schema: Any, options: dict[str, Any] | None, max_chars: int
+) -> dict[str, Any]:
+    """A query node's ``inputs``: the prompt, the schema's name, ``vars`` and the options."""
+    inputs: dict[str, Any] = {"prompt": prompt_preview(prompt, max_chars)}
+    if schema is not None:
+        inputs["schema"] = schema_name(schema)
+    if options:
+        if "vars" in options:
+            options = dict(options)
+            inputs["vars"] = preview(options.pop("vars"), max_chars)
+        if options:
+            inputs["options"] = preview(options, max_chars)
+    return inputs
+
+
+def prompt_preview(prompt: Any, max_chars: int) -> Any:
+    """A prompt as the trace shows it: messages turn by turn, anything else as text."""
+    if isinstance(prompt, Message):
+        return message_preview(prompt, max_chars)
+    if isinstance(prompt, (list, tuple)) and all(isinstance(m, Message) for m in prompt):
+        from ..messages import ComplexMessage
+
+        return message_preview(ComplexMessage(prompt), max_chars)
+    return preview(prompt if isinstance(prompt, str) else str(prompt), max_chars)
+
+
+def shown_options(merged: dict[str, Any]) -> dict[str, Any] | None:
+    """The call's options as the trace will show them, copied now (the caller may mutate its
+    ``vars`` afterwards) and previewed only on first read."""
+    if not merged:
+        return None
+    shown = dict(merged)
+    if isinstance(shown.get("vars"), dict):
+        shown["vars"] = dict(shown["vars"])
+    return shown
+
+
+def schema_name(schema: Any) -> str:
+    name = getattr(schema, "__qualname__", None) or getattr(schema, "__name__", None)
+    return str(name) if name else repr(schema)[:80]
+
+
+def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:
+    outputs: dict[str, Any] = {"text": show(response.text)}
+    if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless here
+        outputs["reasoning"] = [
+            {"redacted": True} if r.redacted else {"text": show(r.text)} for r in reasoning
+        ]
+    calls = response.tool_calls
+    if calls:
+        outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]
+    finish = response.metadata.get("finish_reason")
+    if finish is not None:
+        outputs["finish_reason"] = finish
+    if response.metadata.get("cache_hit"):
+        outputs["cache_hit"] = True
+    return outputs

@@ -4,7 +4,7 @@
 // it on anything else too). Cancel run stops the run that waits here; the tool never runs.
 import { KINDS } from "./kinds";
 import { clear, h, injectCss, jsonTree, lastUserScroll, localTime, onKernelGone, setWaiting, trySend, markLive } from "./dom";
-import { schemaForm } from "./schema_form";
+import { SchemaForm, schemaForm } from "./schema_form";
 
 interface Model {
   get(name: string): any;
@@ -120,7 +120,7 @@ export default {
     function drawPending(p: any) {
       clear(pendingBox);
       const box = h("div", { class: "lfx-ap-pending", "data-call-id": p.call_id });
-      const errorBox = h("div", { class: "lfx-err" });
+      const errorBox = h("div", { class: "lfx-err lfx-ap-error" });
       box.append(
         h("div", {}, h("span", { class: "lfx-ap-badge", text: "waiting for approval" }), "Tool call ",
           h("b", { class: "lfx-ap-tool", text: String(p.tool) }), h("span", { class: "lfx-muted", text: ` (${p.call_id})` })),
@@ -144,6 +144,7 @@ export default {
       const decide = (action: string, extra: Record<string, unknown> = {}) => send({ kind: KINDS.DECISION, action, ...extra });
       const editArea = h("div");
       const noteArea = h("div");
+      let form: SchemaForm | null = null;
       box.append(
         h("div", { class: "lfx-ap-buttons" },
           // "always" belongs to Approve: the box and the button are one group
@@ -152,13 +153,14 @@ export default {
             h("label", { title: "Approve this call and every later call of this tool in this run" }, always, " always allow this tool for this run")),
           button("Edit arguments…", "lfx-edit", () => {
             clear(editArea);
-            const form = schemaForm(p.schema, p.args ?? {});
-            editArea.append(form.el, button("Approve with these arguments", "lfx-approve-edited lfx-primary", () => {
+            const edit = schemaForm(p.schema, p.args ?? {});
+            form = edit;
+            editArea.append(edit.el, button("Approve with these arguments", "lfx-approve-edited lfx-primary", () => {
               try {
-                decide("approve_edited", { args: form.read() });
+                decide("approve_edited", { args: edit.read() });
               } catch (e) {
                 // shown at the field (schema_form marks it); the box below only if no field did
-                if (!form.el.querySelector(".lfx-field-error:not(:empty)")) errorBox.textContent = (e as Error).message;
+                if (!edit.el.querySelector(".lfx-field-error:not(:empty)")) errorBox.textContent = (e as Error).message;
               }
             }));
           }),
@@ -179,7 +181,9 @@ export default {
       resultHandler = (msg: any) => {
         if (msg.prompt_id !== p.prompt_id) return;
         if (!msg.ok) {
-          errorBox.textContent = String(msg.error ?? "refused");
+          // the kernel's validation names fields: each error at its field, the rest below
+          const rest = form && Array.isArray(msg.field_errors) ? form.showErrors(msg.field_errors) : null;
+          errorBox.textContent = rest ? rest.join("\n") : String(msg.error ?? "refused");
           for (const b of buttons) b.disabled = false;
         }
       };

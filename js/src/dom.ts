@@ -283,10 +283,12 @@ function inline(tag: string, text: string): HTMLElement {
 // Colours come from JupyterLab's theme variables (fallbacks: the light theme), so the
 // widgets read well in light and dark themes. Status colours tint a chip's background and
 // border; its text stays the theme's text colour, so it keeps the theme's contrast.
+// "suspended" (saved for `%lf resume`, nothing ran) is the theme's info colour, dashed: it
+// waits like "running" but nothing is running.
 export const BASE_CSS = `
 .lfx{font:12px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#222);
   --lfx-ok:var(--jp-success-color1,#4caf50);--lfx-bad:var(--jp-error-color1,#f44336);--lfx-warn:var(--jp-warn-color1,#ff9800);
-  --lfx-run:var(--jp-brand-color1,#2196f3);--lfx-fg0:var(--jp-ui-font-color0,#000)}
+  --lfx-run:var(--jp-brand-color1,#2196f3);--lfx-paused:var(--jp-info-color1,#0097a7);--lfx-fg0:var(--jp-ui-font-color0,#000)}
 .lfx .lfx-muted{color:var(--jp-ui-font-color2,#757575)}
 .lfx .lfx-st{display:inline-block;box-sizing:border-box;min-width:72px;text-align:center;font-size:11px;line-height:16px;padding:0 6px;border-radius:8px;white-space:nowrap;
   color:var(--jp-ui-font-color1,#222);--lfx-c:var(--jp-border-color1,#bdbdbd);border:1px solid var(--lfx-c);background:color-mix(in srgb,var(--lfx-c) 22%,transparent)}
@@ -294,6 +296,7 @@ export const BASE_CSS = `
 .lfx .lfx-st-ok,.lfx .lfx-st-complete,.lfx .lfx-st-done{--lfx-c:var(--lfx-ok)}
 .lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
+.lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}
 .lfx ul.lfx-json{padding-left:14px}
 .lfx details.lfx-jd>summary{cursor:pointer;list-style:none}

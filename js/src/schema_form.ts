@@ -58,7 +58,36 @@ export function parseField(kind: ReturnType<typeof fieldKind>, raw: string | boo
   }
 }
 
-export function schemaForm(schema: Schema | null | undefined, args: Record<string, unknown>): { el: HTMLElement; read(): Record<string, unknown> } {
+/** One error of the kernel's validation: pydantic's `loc` (field, then path inside it) and message. */
+export interface FieldError {
+  loc: (string | number)[];
+  msg: string;
+}
+
+/** The kernel's errors as "path: message" lines, per form field (by the first `loc` part), and
+ * the rest: errors with no `loc`, or for a field the form does not show. */
+export function placeErrors(errors: FieldError[], fields: string[]): { byField: Map<string, string>; rest: string[] } {
+  const byField = new Map<string, string>();
+  const rest: string[] = [];
+  for (const e of errors) {
+    const loc = Array.isArray(e?.loc) ? e.loc : [];
+    const line = `${loc.length ? loc.join(".") : "arguments"}: ${String(e?.msg ?? "invalid")}`;
+    const field = loc.length ? String(loc[0]) : "";
+    if (field && fields.includes(field)) byField.set(field, byField.has(field) ? `${byField.get(field)}\n${line}` : line);
+    else rest.push(line);
+  }
+  return { byField, rest };
+}
+
+export interface SchemaForm {
+  el: HTMLElement;
+  read(): Record<string, unknown>;
+  /** Mark each field with the kernel's errors for it (clearing the others); returns the
+   * messages that belong to no field shown, for the prompt's general error line. */
+  showErrors(errors: FieldError[]): string[];
+}
+
+export function schemaForm(schema: Schema | null | undefined, args: Record<string, unknown>): SchemaForm {
   const root = schema ?? {};
   const obj = resolveRef(root, root);
   const props: Record<string, Schema> = obj.properties ?? {};
@@ -121,6 +150,11 @@ export function schemaForm(schema: Schema | null | undefined, args: Record<strin
       }
       if (first) throw first;
       return out;
+    },
+    showErrors(errors: FieldError[]): string[] {
+      const { byField, rest } = placeErrors(errors, readers.map((r) => r.name));
+      for (const r of readers) r.mark(byField.get(r.name) ?? "");
+      return rest;
     },
   };
 }

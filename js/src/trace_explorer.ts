@@ -93,6 +93,7 @@ const CSS = `
 .lfx-te-bar-tl.s-failed,.lfx-te-bar-tl.s-timed_out{--lfx-c:var(--lfx-bad)}
 .lfx-te-bar-tl.s-denied,.lfx-te-bar-tl.s-cancelled{background:repeating-linear-gradient(45deg,var(--lfx-warn) 0 3px,transparent 3px 6px);outline:1px solid var(--lfx-warn)}
 .lfx-te-bar-tl.s-running{opacity:.55}
+.lfx-te-bar-tl.s-suspended{--lfx-c:var(--lfx-paused)}
 .lfx-te-bar-tl.w-human{background:repeating-linear-gradient(90deg,var(--lfx-warn) 0 2px,transparent 2px 4px)}
 .lfx-te-axis{display:flex;justify-content:space-between}
 .lfx-te-split{flex:0 0 6px;cursor:col-resize;background:var(--jp-border-color2,#e0e0e0)}

@@ -39,7 +39,7 @@ import traitlets
 from ..errors import ToolDeniedError
 from . import control
 from .bridge import MessageKind, to_jsonable
-from .render import _CSS, WidgetDisplayMixin, _esc, value_html
+from .render import _CSS, _UL, WidgetDisplayMixin, _esc, value_html
 
 __all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
 
@@ -120,7 +120,13 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
 
     # -- messages from the view -----------------------------------------------------------------
 
-    def _reply(self, prompt_id: Any, ok: bool, error: str | None = None) -> None:
+    def _reply(
+        self,
+        prompt_id: Any,
+        ok: bool,
+        error: str | None = None,
+        field_errors: list[dict[str, Any]] | None = None,
+    ) -> None:
         msg: dict[str, Any] = {
             "kind": MessageKind.DECISION_RESULT.value,
             "prompt_id": prompt_id,
@@ -128,6 +134,8 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
         }
         if error:
             msg["error"] = error
+        if field_errors:
+            msg["field_errors"] = field_errors
         if self.comm is not None:
             self.send(msg)
 
@@ -194,8 +202,8 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
             if prompt.validate is not None:
                 try:
                     prompt.validate(args)
-                except Exception as exc:  # shown under the form; the prompt keeps waiting
-                    self._reply(prompt_id, False, str(exc)[:500])
+                except Exception as exc:  # shown in the form; the prompt keeps waiting
+                    self._reply(prompt_id, False, str(exc)[:500], _field_errors(exc))
                     return False
         note = content.get("note")
         decision = Decision(
@@ -254,7 +262,7 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
         if notice:
             rows.append(f'<div class="lfx-st-failed">{_esc(notice)}</div>')
         head = f'<div class="lfx-k">{_esc(self._fallback_text())}</div>'
-        return f'{_CSS}<div class="lfx-fb">{head}<ul>{"".join(rows)}</ul></div>'
+        return f'{_CSS}<div class="lfx-fb">{head}{_UL}{"".join(rows)}</ul></div>'
 
 
 def _approval_static_html(state: Mapping[str, Any]) -> str:
@@ -286,7 +294,7 @@ def _approval_static_html(state: Mapping[str, Any]) -> str:
     if not rows:
         rows.append("<li>no tool calls were decided here</li>")
     head = '<div class="lfx-k">Tool approvals</div>'
-    return f'{_CSS}<div class="lfx-fb">{head}<ul>{"".join(rows)}</ul></div>'
+    return f'{_CSS}<div class="lfx-fb">{head}{_UL}{"".join(rows)}</ul></div>'
 
 
 class ApprovalPolicy:
@@ -510,6 +518,25 @@ class ApprovalPolicy:
             widget._ipython_display_()
         except ImportError:
             return
+
+
+def _field_errors(exc: BaseException) -> list[dict[str, Any]] | None:
+    """Pydantic's errors behind a rejected edit, as ``[{"loc": [...], "msg": ...}]`` (no
+    input values), so the prompt can show each at its field; ``None`` when the validation
+    failure says nothing per field (the page then shows the whole message)."""
+    from pydantic import ValidationError
+
+    cause: BaseException | None = exc
+    for _ in range(8):  # the tool's error wraps pydantic's (``raise ... from``)
+        if cause is None or isinstance(cause, ValidationError):
+            break
+        cause = cause.__cause__
+    if not isinstance(cause, ValidationError):
+        return None
+    return [
+        {"loc": [p if isinstance(p, int) else str(p) for p in e["loc"]], "msg": str(e["msg"])[:500]}
+        for e in cause.errors(include_url=False, include_input=False)[:20]
+    ]
 
 
 def _describe(tool: Any) -> str:

@@ -41,7 +41,8 @@ class MessageKind(enum.StrEnum):
     SYNC = "sync"  # view → kernel: a view (re)rendered; please send a snapshot
     RENDERED = "rendered"  # view → kernel: {"prompt_id"} an approval prompt is on screen
     DECISION = "decision"  # view → kernel: {"prompt_id", "call_id", "action", "args"?, "note"?}
-    DECISION_RESULT = "decision_result"  # kernel → view: {"prompt_id", "ok", "error"?}
+    # kernel → view: {"prompt_id", "ok", "error"?, "field_errors"?: [{"loc": [...], "msg"}]}
+    DECISION_RESULT = "decision_result"
     DETAIL_REQUEST = "detail_request"  # view → kernel: {"id"} the full record of one node
     DETAIL = "detail"  # kernel → view: {"id", "node"} (snapshots carry summaries only)
     CANCEL = "cancel"  # view → kernel: {"prompt_id"?} the Cancel-run button

@@ -28,6 +28,7 @@ __all__ = [
     "LINE_COMMANDS",
     "agent_parser",
     "approval_policy",
+    "parser",
     "query_parser",
     "resolve_lm",
     "resolve_type",
@@ -54,8 +55,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message or self.format_usage().strip())
 
 
+def parser(prog: str) -> argparse.ArgumentParser:
+    """An option parser for ``prog`` (``%lf resume``, ...): no ``--help``, no abbreviations,
+    and a mistake raises ``UsageError`` with the usage line instead of exiting the kernel."""
+    return _Parser(prog=prog, add_help=False, allow_abbrev=False)
+
+
 def query_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="%%lf query", add_help=False, allow_abbrev=False)
+    p = parser("%%lf query")
     p.add_argument("--lm", metavar="VAR", help="model variable (default: %%lf use / lf.nb.use)")
     p.add_argument("--schema", metavar="TYPE", help="answer type from the namespace")
     p.add_argument("-o", "--out", metavar="VAR", help="also store the result in VAR")
@@ -72,7 +79,7 @@ def query_parser() -> argparse.ArgumentParser:
 
 
 def agent_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="%%lf agent", add_help=False, allow_abbrev=False)
+    p = parser("%%lf agent")
     p.add_argument("--lm", metavar="VAR", help="model variable (default: %%lf use / lf.nb.use)")
     p.add_argument("--tools", metavar="A,B", default="", help="tools from the namespace")
     p.add_argument(

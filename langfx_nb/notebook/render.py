@@ -49,7 +49,9 @@ _CSS = (
     "{color:color-mix(in srgb,var(--jp-success-color1,#070) 75%,var(--jp-ui-font-color0,#000))}"
     ".lfx-fb pre{white-space:pre-wrap;margin:2px 0}</style>"
 )
-_UL = '<ul style="list-style:none">'  # inline too: a notebook's own list CSS must not add bullets
+# Inline as well as in _CSS: GitHub and nbviewer drop the <style>, and the copy must still have
+# no bullets and the same indentation there.
+_UL = '<ul style="list-style:none;margin:0;padding-left:1.1em">'
 
 
 def _esc(value: Any) -> str:
@@ -428,11 +430,11 @@ def trace_static_html(
             + f"{details if detail else ''}{inner}</li>"
         )
 
-    body, shown = _tree_html(nodes, row, ul="<ul>")
+    body, shown = _tree_html(nodes, row, ul=_UL)
     more = f"<div>… {len(nodes) - shown} more nodes</div>" if shown < len(nodes) else ""
     head = f"<b>{_esc(title)}</b> " if title else ""
     head += f'<div class="lfx-k">{_esc(trace_text(nodes))}</div>'
-    return f'{_CSS}<div class="lfx-fb lfx-trace-static">{head}<ul>{body}</ul>{more}</div>'
+    return f'{_CSS}<div class="lfx-fb lfx-trace-static">{head}{_UL}{body}</ul>{more}</div>'
 
 
 def trace_text(nodes: Iterable[Mapping[str, Any]], *, title: str = "") -> str:

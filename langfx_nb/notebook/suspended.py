@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from IPython.core.error import UsageError
 
@@ -28,13 +28,8 @@ __all__ = ["RUNS_DIR", "resume_parser", "run_resume", "saved", "suspend_policy"]
 RUNS_DIR = Path(".langfx_nb") / "runs"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
-
-
 def resume_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="%lf resume", add_help=False, allow_abbrev=False)
+    p = options.parser("%lf resume")
     p.add_argument("run_id", nargs="?", help="a saved run (default: the newest)")
     p.add_argument("--approve", metavar="IDS", default="", help="call ids to run: c1,c2")
     p.add_argument("--deny", metavar="IDS", default="", help="call ids to skip: c3")

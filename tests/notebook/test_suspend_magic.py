@@ -100,3 +100,13 @@ def test_a_resumed_run_that_needs_approval_again_is_saved_again(ip: InteractiveS
     assert isinstance(again, lf.RunState) and [c.id for c in again.pending] == ["c2"]
     assert run(ip, "%lf resume --lm lm --deny c2 --note 'not bob'\n") == "All done."
     assert SENT == []
+
+
+def test_resume_option_mistakes_are_one_usage_error(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="%lf resume: unrecognized arguments: --nope") as info:
+        run(ip, "%lf resume --approve c1 --nope\n")
+    assert "usage: %lf resume" in str(info.value)  # like every other %lf command
+    with pytest.raises(UsageError, match="--approve: expected one argument"):
+        run(ip, "%lf resume --approve\n")
+    with pytest.raises(UsageError, match="unrecognized arguments: --appr"):
+        run(ip, "%lf resume --appr c1\n")  # no abbreviations: a typo is not a decision

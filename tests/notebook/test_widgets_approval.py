@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Annotated, Any
 
+import pydantic
 import pytest
 
 import langfx_nb as lf
@@ -95,6 +96,12 @@ async def test_edited_arguments_are_revalidated_before_they_count() -> None:
         pending = await wait_for_pending(policy.widget)
         click(policy.widget, pending, "approve_edited", args={"a": "many", "b": 1})
         assert sent[-1]["ok"] is False and "invalid arguments" in sent[-1]["error"]
+        assert sent[-1]["field_errors"] == [
+            {
+                "loc": ["a"],
+                "msg": "Input should be a valid integer, unable to parse string as an integer",
+            }
+        ]
         assert not task.done()
         click(policy.widget, pending, "approve_edited", args={"a": 10, "b": 20})
         assert await task == "The answer is 30."
@@ -175,6 +182,25 @@ async def test_always_ticked_with_anything_but_approve_never_allows_later_calls(
     assert all("always" not in h["decision"] for h in policy.widget.state["history"])
 
 
+def open_prompt(
+    widget: ApprovalWidget, loop: asyncio.AbstractEventLoop, prompt_id: str, validate: Any = None
+) -> Any:
+    """A prompt for call c1 of ``add``, waiting in ``widget`` (no agent run behind it)."""
+    from langfx_nb.notebook.approval import _Prompt
+
+    prompt = _Prompt(
+        prompt_id=prompt_id,
+        call_id="c1",
+        tool="add",
+        loop=loop,
+        decided=loop.create_future(),
+        rendered=loop.create_future(),
+        validate=validate,
+    )
+    widget.open_prompt(prompt)
+    return prompt
+
+
 def test_always_counts_only_for_approve_whatever_the_page_sends() -> None:
     widget = ApprovalWidget()
     record_sends(widget)
@@ -186,24 +212,58 @@ def test_always_counts_only_for_approve_whatever_the_page_sends() -> None:
             ("approve_edited", {"args": {}}, False),
             ("approve", {}, True),
         ]:
-            from langfx_nb.notebook.approval import _Prompt
-
-            prompt = _Prompt(
-                prompt_id=f"p-{action}",
-                call_id="c1",
-                tool="add",
-                loop=loop,
-                decided=loop.create_future(),
-                rendered=loop.create_future(),
-                validate=None,
-            )
-            widget.open_prompt(prompt)
+            prompt = open_prompt(widget, loop, f"p-{action}")
             content = {"prompt_id": prompt.prompt_id, "call_id": "c1", "action": action}
             assert widget.handle_decision({**content, "always": True, **extra})
             loop.run_until_complete(asyncio.sleep(0))
             assert prompt.decided.result().always is expect, action
     finally:
         loop.close()
+
+
+class Guest(pydantic.BaseModel):
+    name: str
+
+
+@lf.tool
+async def book(seats: Annotated[int, pydantic.Field(ge=1)], guests: list[Guest]) -> str:
+    """Book seats."""
+    return "booked"
+
+
+def _rejected(validate: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The reply to an edited-arguments click that ``validate`` refuses."""
+    widget = ApprovalWidget()
+    sent = record_sends(widget)
+    loop = asyncio.new_event_loop()
+    try:
+        prompt = open_prompt(widget, loop, "p1", validate)
+        content = {"prompt_id": "p1", "call_id": "c1", "action": "approve_edited", "args": args}
+        assert not widget.handle_decision({"kind": "decision", **content})
+        assert not prompt.decided.done() and not prompt.closed  # still waiting for a fix
+    finally:
+        loop.close()
+    assert sent[-1]["ok"] is False
+    return sent[-1]
+
+
+def test_rejected_edits_name_the_field_each_error_belongs_to() -> None:
+    reply = _rejected(book.validate_args, {"seats": 0, "guests": [{"name": 3}], "x": "secret"})
+    assert reply["field_errors"] == [
+        {"loc": ["seats"], "msg": "Input should be greater than or equal to 1"},
+        {"loc": ["guests", 0, "name"], "msg": "Input should be a valid string"},
+    ]
+    assert "seats" in reply["error"]  # the whole message too, for pages that show it generally
+    assert "secret" not in str(reply)  # pydantic's input values are not echoed
+
+
+def test_a_rejection_without_fields_is_only_a_general_error() -> None:
+    def validate(args: Any) -> None:  # like an MCP tool: a JSON-schema message, no fields
+        raise lf.ToolExecutionError("invalid arguments for MCP tool t: args: 'q' is required")
+
+    reply = _rejected(validate, {})
+    assert "field_errors" not in reply
+    assert reply["error"] == "invalid arguments for MCP tool t: args: 'q' is required"
 
 
 async def test_prompt_never_rendered_fails_closed_with_a_clear_message() -> None:

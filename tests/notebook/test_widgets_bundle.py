@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from langfx_nb.agentic.trace import STATUSES
 from langfx_nb.notebook.bridge import MESSAGE_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,20 @@ def test_message_kinds_are_mirrored_in_js() -> None:
     literal = re.search(r"KINDS = (\{.*?\}) as const", text, re.S)
     assert literal is not None
     assert json.loads(literal.group(1)) == MESSAGE_KINDS
+
+
+def test_every_node_status_has_its_own_colour_in_the_widgets() -> None:
+    # A status without a rule is drawn grey, like an unknown one: the reader cannot tell a
+    # suspended run from a node with no status at all.
+    css = (SRC / "dom.ts").read_text(encoding="utf-8")
+    colour = {
+        status: re.search(rf"\.lfx \.lfx-st-{status}\b[^{{]*\{{([^}}]*)\}}", css)
+        for status in STATUSES
+    }
+    assert [s for s, rule in colour.items() if rule is None] == []
+    rules = {s: rule.group(1) for s, rule in colour.items() if rule is not None}
+    assert "--lfx-paused" in rules["suspended"]
+    assert "--lfx-paused:var(--jp-info-color1" in css  # the theme's colour: light and dark
 
 
 def test_js_never_writes_html_from_data() -> None:

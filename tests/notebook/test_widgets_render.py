@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pydantic
@@ -135,6 +137,57 @@ def test_approval_fallback_escapes_arguments_and_notes() -> None:
     }
     html = widget._fallback_html()
     assert html.count("&lt;img src=x") == 2 and "<img" not in html
+
+
+class _Lists(HTMLParser):
+    """The inline style of every ``<ul>`` in a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.styles: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "ul":
+            self.styles.append(dict(attrs).get("style") or "")
+
+
+def test_static_copies_have_no_bullets_without_their_stylesheet() -> None:
+    # GitHub and nbviewer drop <style>: the lists must still have no bullets and the tree's
+    # indentation, from inline styles alone.
+    explorer = TraceExplorer(
+        {
+            "nodes": [
+                {"id": "a", "kind": "action", "name": "Agent", "status": "ok"},
+                {
+                    "id": "b",
+                    "parent": "a",
+                    "kind": "query",
+                    "name": "q",
+                    "status": "ok",
+                    "outputs": {"value": {"items": [1, 2]}},
+                },
+                {"id": "c", "parent": "b", "kind": "log", "name": "note", "status": "ok"},
+            ]
+        }
+    )
+    approval = ApprovalWidget()
+    approval.state = {
+        "pending": {"prompt_id": "p", "call_id": "c2", "tool": "t", "args": {"q": [1, {"r": 2}]}},
+        "history": [{"tool": "t", "call_id": "c1", "decision": "approved", "who": "me"}],
+        "notice": None,
+    }
+    stream = StreamView()
+    stream.push({"type": "object_start", "path": []})
+    stream.push({"type": "field_end", "path": ["tags"], "value": ["a", "b"]})
+    stream.push({"type": "object_end", "path": []})
+    for widget in (explorer, approval, stream):
+        for html in (widget._static_bundle()["text/html"], widget._fallback_html()):
+            lists = _Lists()
+            lists.feed(re.sub(r"<style>.*?</style>", "", html, flags=re.S))
+            assert lists.styles, (type(widget).__name__, html)
+            for style in lists.styles:
+                rules = style.replace(" ", "").split(";")
+                assert "list-style:none" in rules and "padding-left:1.1em" in rules, html
 
 
 def test_session_html_and_formatters(tmp_path: Path) -> None:

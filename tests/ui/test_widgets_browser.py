@@ -270,3 +270,52 @@ def test_approve_with_edited_arguments_from_the_schema_form(lab: Lab) -> None:
     assert "ANSWER: The answer is 13." in lab.output_text(2)
     assert "approved with edited arguments" in lab.page.locator(".lfx-ap-hist").inner_text()
     lab.screenshot("edited")
+
+
+def test_approval_shows_the_kernels_validation_error_at_its_field(lab: Lab) -> None:
+    # The form accepts 0 (an integer); the tool's own constraint (seats >= 1) is checked in
+    # the kernel, and its error comes back to the seats field, not to the prompt in general.
+    cells = [
+        """
+import typing
+import pydantic
+import langfx_nb as lf
+from langfx_nb.llms import Scripted
+from langfx_nb.notebook.approval import ApprovalPolicy
+
+
+@lf.tool
+async def book(seats: typing.Annotated[int, pydantic.Field(ge=1)], name: str) -> int:
+    \"\"\"Book seats.\"\"\"
+    return seats * 10
+
+
+def final(request):
+    return f"Done: {request.messages[-1].text}."
+""",
+        """
+lm = Scripted([lf.ToolCall("c1", "book", {"seats": 2, "name": "Ada"}), final])
+policy = ApprovalPolicy(tools=[book], render_timeout=60)
+answer = await lf.Agent("book", tools=[book], allow_tool=policy).invoke(lm=lm)
+print("ANSWER:", answer)
+""",
+    ]
+    lab.open(write_notebook(lab, "w_field_error.ipynb", cells))
+    run_all_nowait(lab)
+    prompt = lab.page.locator(".lfx-ap-pending")
+    prompt.locator("button.lfx-edit").wait_for(state="visible", timeout=60_000)
+    prompt.locator("button.lfx-edit").click()
+    prompt.locator('input[name="seats"]').fill("0")
+    prompt.locator("button.lfx-approve-edited").click()
+    seats = prompt.locator(".lfx-form-row", has=lab.page.locator('input[name="seats"]'))
+    error = seats.locator(".lfx-field-error")
+    error.filter(has_text="greater than or equal to 1").wait_for(timeout=30_000)
+    assert error.inner_text() == "seats: Input should be greater than or equal to 1"
+    assert "lfx-invalid" in (seats.get_attribute("class") or "")
+    name_row = prompt.locator(".lfx-form-row", has=lab.page.locator('input[name="name"]'))
+    assert name_row.locator(".lfx-field-error").inner_text() == ""
+    assert prompt.locator(".lfx-ap-error").inner_text() == ""  # nothing left for the box
+    prompt.locator('input[name="seats"]').fill("3")
+    prompt.locator("button.lfx-approve-edited").click()
+    lab.wait_cells_done()
+    assert "ANSWER: Done: 30." in lab.output_text(1)

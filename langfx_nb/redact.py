@@ -1,14 +1,15 @@
 """Credential-shaped text masked: ``redact_secrets`` for text that may quote a secret.
 
 It masks what *looks like* a credential, with no list of the secrets themselves: well-known
-key shapes (``sk-…``, ``AIza…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``) whole; a bearer token
-after ``Bearer ``; and the value after a credential word (``api_key``, ``token``, ``secret``,
-``password``, ``passwd``, ``authorization``, also inside longer names such as
+key shapes (``sk-…``, ``AIza…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``) whole; a token after
+``Bearer `` or ``Basic ``; and the value after a credential word (``api_key``, ``token``,
+``secret``, ``password``, ``passwd``, ``authorization``, also inside longer names such as
 ``access_token`` or ``x-api-key``) and ``:`` or ``=``. Each is replaced by ``<redacted>``;
-the word, the ``:``/``=``, quotes and ``Bearer `` stay, so the reader still sees what was
+the word, the ``:``/``=``, quotes and ``Bearer ``/``Basic `` stay, so the reader still sees what was
 there. A value ends at white space, a quote, ``,``, ``;``, ``&`` or ``}`` (the delimiters
-of JSON, dict reprs, query strings and header lists). A bare "bearer" counts only before
-12 or more token characters, so prose such as "a bearer of good news" is left alone.
+of JSON, dict reprs, query strings and header lists). A bare "bearer" or "basic" counts
+only before 12 or more token characters, so prose such as "a bearer of good news" is left
+alone.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ _SECRETS = re.compile(
     r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
     r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
-    # "Bearer " and a token (RFC 6750's token68 characters)
-    r"|(?i:(\bbearer\s+))[A-Za-z0-9._~+/-]{12,}=*"
+    # "Bearer " or "Basic " and a token (RFC 6750's token68 characters)
+    r"|(?i:(\b(?:bearer|basic)\s+))[A-Za-z0-9._~+/-]{12,}=*"
     # a credential word set to a value: api_key=…, "token": "…", Authorization: Bearer …
     r"|(?i:((?:api[_-]?key|token|secret|passw(?:or)?d|authorization)[\"']?\s*[:=]\s*[\"']?"
-    r"(?:bearer\s+)?))[^\s\"',;&}]+"
+    r"(?:(?:bearer|basic)\s+)?))[^\s\"',;&}]+"
 )
 
 

@@ -28,6 +28,9 @@ GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
         ("Bearer abc.def-ghi_jklmnop", "Bearer <redacted>"),
         ("bearer eyJhbGciOiJIUzI1NiJ9.e30.c2lnbg== rest", "bearer <redacted> rest"),
         ("Authorization: Bearer abc.def-ghi_jklmnop", "Authorization: Bearer <redacted>"),
+        # HTTP basic credentials (base64 of user:password)
+        ("Authorization: Basic dXNlcjpodW50ZXIy", "Authorization: Basic <redacted>"),
+        ("sent basic dXNlcjpodW50ZXIy then", "sent basic <redacted> then"),
         # the value after a credential word and ":" or "="
         ("api_key=abc123", "api_key=<redacted>"),
         ("API-KEY: abc123", "API-KEY: <redacted>"),
@@ -55,6 +58,7 @@ def test_each_credential_shape_is_masked_and_its_label_kept(text: str, expected:
     [
         "a bearer of good news; the secret of tea",
         "Bearer short",  # a bare "bearer" needs a token of 12 or more characters
+        "basic arithmetic",
         "max_tokens: 512, tokenizer=bpe",  # a credential word must be followed by : or =
         "sk-abc and AKIA123",  # too short for a key shape
         "task-1234567 asks-abcdefgh",  # "sk-" only at the start of a word

@@ -53,13 +53,13 @@ import datetime
 import json
 import logging
 import queue
-import re
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..redact import redact_secrets
 from .trace import TraceNode, TraceStore
 
 if TYPE_CHECKING:
@@ -93,26 +93,6 @@ _USAGE = (
     ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
 )
 _ROLES = {"ai": "assistant", "user": "user", "system": "system", "tool": "tool"}
-
-_SECRET_TOKENS = re.compile(
-    r"\bsk-[A-Za-z0-9_-]{16,}"  # OpenAI / Anthropic keys
-    r"|\bAIza[0-9A-Za-z_-]{30,}"  # Google API keys
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
-    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
-)
-_SECRET_VALUES = re.compile(  # the value after "Bearer" or "api_key=" / "password: " ...
-    r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*"
-    r"|(\b(?:api[_-]?key|secret|password|passwd|access[_-]?token)[\"']?\s*[:=]\s*[\"']?)"
-    r"[^\s\"',;&]{4,}"
-)
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with credential-looking substrings (API keys, bearer tokens, ``api_key=...``)
-    replaced by ``<redacted>``. Applied to every recorded content string."""
-    text = _SECRET_TOKENS.sub("<redacted>", text)
-    return _SECRET_VALUES.sub(lambda m: (m.group(1) or m.group(2)) + "<redacted>", text)
 
 
 class SpanExport:

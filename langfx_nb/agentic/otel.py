@@ -1,11 +1,12 @@
 """OpenTelemetry export of a session's trace, following the GenAI semantic conventions.
 
 ``lf.otel.export(session, tracer_provider)`` (or ``Session(..., tracer_provider=...)``)
-subscribes to the session's trace events and turns every trace node into a span *as it
-happens*: a span starts when its node starts and is handed to the provider's span
-processors when the node ends, so a batch processor ships each finished call while the run
-goes on. Nothing here touches session internals beyond the public event stream, except one
-read of the session clock to place span times.
+turns every trace node into a span *as it happens*: a span starts when its node starts and
+is handed to the provider's span processors when the node ends, so a batch processor ships
+each finished call while the run goes on. The run's thread only queues the node (a
+``TraceStore.node_hooks`` entry); the spans are built on one background thread shared by
+every export, so the OpenTelemetry SDK's cost stays off the event loop. ``flush()`` waits
+for that thread; disposing the session and interpreter exit do too.
 
 Mapping (what a caller may rely on):
 
@@ -17,12 +18,14 @@ Mapping (what a caller may rely on):
 - ``action`` → INTERNAL span named after the action. An Agent (its node carries
   ``metadata.steps``) becomes ``invoke_agent {name}`` with ``gen_ai.operation.name`` and
   ``gen_ai.agent.name``. A run resumed after a suspension (``metadata.resumed_from``)
-  continues the suspended run's trace, as a child of its span, when this export saw it end.
+  continues the suspended run's trace, as a child of its span: one this export saw end, or
+  the ``traceparent`` a ``RunState`` carried from another process.
 - ``query`` (``session.query``, ``query_stream``, ``generate``, each agent step) → CLIENT
   span ``chat {model}`` with ``gen_ai.operation.name``, ``gen_ai.provider.name``,
   ``gen_ai.request.model`` and the request options the conventions name,
-  ``gen_ai.response.model``, ``gen_ai.response.finish_reasons`` and
-  ``gen_ai.usage.*`` tokens (summed over retries, as the node is).
+  ``gen_ai.response.model``, ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``,
+  ``server.address``/``server.port`` and ``gen_ai.usage.*`` tokens (summed over retries,
+  as the node is).
 - ``tool_call`` → INTERNAL span ``execute_tool {name}`` with ``gen_ai.tool.name``,
   ``gen_ai.tool.call.id`` and ``gen_ai.tool.type``; the approval decision (outcome, who,
   when) is a ``langfx.approval`` event on it, stamped at the decision's time.
@@ -434,7 +437,7 @@ class _Exporter:
             attributes["gen_ai.operation.name"] = "execute_tool"
             attributes["gen_ai.tool.name"] = name
             attributes["gen_ai.tool.type"] = "function"
-            call_id = (node.inputs or {}).get("call_id")
+            call_id = (node.held("inputs") or {}).get("call_id")
             if call_id is not None:
                 attributes["gen_ai.tool.call.id"] = str(call_id)
             span_name = f"execute_tool {name}"
@@ -516,7 +519,8 @@ class _Exporter:
         model_id = str(metadata.get("model") or "")
         model = model_id.partition(":")[2]
         outputs = node.outputs or {}
-        inputs = node.inputs or {}
+        # the prompt's preview (a whole transcript for an agent step) only when it is sent
+        inputs = (node.inputs if self.content else node.held("inputs")) or {}
         usage = node.usage
         if usage is not None:
             for field, key in _USAGE:

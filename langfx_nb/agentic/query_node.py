@@ -26,6 +26,7 @@ __all__ = [
     "prompt_preview",
     "query_inputs",
     "query_metadata",
+    "query_settings",
     "record_calls",
     "schema_name",
     "shown_options",
@@ -115,19 +116,26 @@ def query_metadata(model: LanguageModel) -> dict[str, Any]:
     )
 
 
-def query_inputs(
-    prompt: Any, schema: Any, options: dict[str, Any] | None, max_chars: int
-) -> dict[str, Any]:
-    """A query node's ``inputs``: the prompt, the schema's name, ``vars`` and the options."""
-    inputs: dict[str, Any] = {"prompt": prompt_preview(prompt, max_chars)}
+def query_settings(schema: Any, options: dict[str, Any] | None, max_chars: int) -> dict[str, Any]:
+    """What a query node records when it starts: the schema's name and the request options
+    (few and small, as ``generate`` records them; the OpenTelemetry export reads them
+    without computing the prompt's preview)."""
+    inputs: dict[str, Any] = {}
     if schema is not None:
         inputs["schema"] = schema_name(schema)
     if options:
-        if "vars" in options:
-            options = dict(options)
-            inputs["vars"] = preview(options.pop("vars"), max_chars)
-        if options:
-            inputs["options"] = preview(options, max_chars)
+        settings = {k: v for k, v in options.items() if k != "vars"}
+        if settings:
+            inputs["options"] = preview(settings, max_chars)
+    return inputs
+
+
+def query_inputs(prompt: Any, options: dict[str, Any] | None, max_chars: int) -> dict[str, Any]:
+    """The rest of a query node's ``inputs``, previewed on first read: the prompt and
+    ``vars`` (user data of any size)."""
+    inputs: dict[str, Any] = {"prompt": prompt_preview(prompt, max_chars)}
+    if options and "vars" in options:
+        inputs["vars"] = preview(options["vars"], max_chars)
     return inputs
 
 

@@ -43,8 +43,8 @@ from .query_node import (
     prompt_preview,
     query_inputs,
     query_metadata,
+    query_settings,
     record_calls,
-    schema_name,
     shown_options,
     stream_response,
 )
@@ -598,11 +598,13 @@ class Session:
         shown: dict[str, Any] | None,
         **metadata: Any,
     ) -> TraceNode:
-        """A running ``query`` node; its inputs are previewed on first read."""
-        name = "query" if schema is None else f"query:{schema_name(schema)}"
-        node = self._start("query", name, metadata={**query_metadata(model), **metadata})
+        """A running ``query`` node: its schema and options recorded now, its prompt and
+        ``vars`` previewed on first read."""
         limit = self._state.max_text_chars
-        node.defer("inputs", lambda: query_inputs(prompt, schema, shown, limit))
+        inputs = query_settings(schema, shown, limit)
+        name = "query" if schema is None else f"query:{inputs['schema']}"
+        node = self._start("query", name, inputs, {**query_metadata(model), **metadata})
+        node.defer("inputs", lambda: query_inputs(prompt, shown, limit))
         return node
 
     # -- fan-out ---------------------------------------------------------------------------

@@ -162,6 +162,10 @@ class TraceNode:
             setattr(self, "_" + name, merged)
         self._pending = keep or None
 
+    def held(self, field: Literal["inputs", "outputs"]) -> Any:
+        """``field`` as recorded so far, without computing its deferred previews."""
+        return self._inputs if field == "inputs" else self._outputs
+
     @property
     def inputs(self) -> Any:
         self._resolve("inputs")

@@ -106,9 +106,7 @@ def _spans(base: str, project: str, expected: int) -> list[dict[str, Any]]:
         time.sleep(0.5)
 
 
-@pytest.mark.timeout(600)
-async def test_an_agent_run_arrives_in_phoenix_as_genai_spans(phoenix: str) -> None:
-    project = f"langfx-{uuid.uuid4().hex[:8]}"
+def _provider(phoenix: str, project: str) -> TracerProvider:
     provider = TracerProvider(
         resource=Resource.create(
             {"service.name": "langfx_nb-tests", "openinference.project.name": project}
@@ -117,6 +115,13 @@ async def test_an_agent_run_arrives_in_phoenix_as_genai_spans(phoenix: str) -> N
     provider.add_span_processor(
         BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix}/v1/traces"))
     )
+    return provider
+
+
+@pytest.mark.timeout(600)
+async def test_an_agent_run_arrives_in_phoenix_as_genai_spans(phoenix: str) -> None:
+    project = f"langfx-{uuid.uuid4().hex[:8]}"
+    provider = _provider(phoenix, project)
 
     @lf.tool
     async def get_weather(city: str) -> str:
@@ -201,6 +206,52 @@ async def test_an_agent_run_arrives_in_phoenix_as_genai_spans(phoenix: str) -> N
     assert approval["attributes"]["langfx.approval.outcome"] == "approve"
 
     await _screenshot(phoenix, project, trace_id)
+
+
+@pytest.mark.timeout(600)
+async def test_a_run_resumed_later_is_one_trace_in_phoenix(phoenix: str) -> None:
+    """Suspended for an approval in one session and provider, resumed from its saved JSON
+    with a new provider and no session (as another kernel would): one trace in Phoenix."""
+    project = f"langfx-{uuid.uuid4().hex[:8]}"
+
+    @lf.tool
+    async def book(room: str) -> str:
+        """Book a meeting room."""
+        return f"booked {room}"
+
+    lm = Scripted([lf.ToolCall("call_1", "book", {"room": "Ada"}), "Booked Ada."])
+    agent = lf.Agent("Book Ada", tools=[book], name="Booker")
+    first = _provider(phoenix, project)
+    try:
+        async with lf.Session(lm, tracer_provider=first) as session:
+            state = await agent.invoke(session, on_approval="suspend")
+        assert isinstance(state, lf.RunState)
+        saved = state.to_json_str()
+    finally:
+        first.shutdown()
+    later = _provider(phoenix, project)
+    try:
+        answer = await lf.Agent.resume(
+            saved, {"call_1": lf.Approve(by="bob")}, tools=[book], lm=lm, tracer_provider=later
+        )
+        assert answer == "Booked Ada."
+    finally:
+        later.shutdown()
+
+    spans = _spans(phoenix, project, 5)
+    runs = sorted(
+        (s for s in spans if s["name"] == "invoke_agent Booker"), key=lambda s: s["start_time"]
+    )
+    assert len(runs) == 2
+    suspended, resumed = runs
+    assert suspended["attributes"]["langfx.status"] == "suspended"
+    assert {s["context"]["trace_id"] for s in spans} == {suspended["context"]["trace_id"]}
+    assert resumed["parent_id"] == suspended["context"]["span_id"]
+    tools = [s for s in spans if s["name"] == "execute_tool book"]
+    ran = [t for t in tools if t["parent_id"] == resumed["context"]["span_id"]]
+    assert len(ran) == 1
+    (approval,) = [e for e in ran[0]["events"] if e["name"] == "langfx.approval"]
+    assert approval["attributes"]["langfx.approval.by"] == "bob"
 
 
 async def _screenshot(base: str, project: str, trace_id: str) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..redact import REDACTED
+
 __all__ = ["MIN_SECRET_CHARS", "REDACTED", "SECRET_HEADER", "Secrets", "redact", "redact_exception"]
 
-REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8  # shorter values (test keys like "k") would redact ordinary words
 # Names of configured headers whose values are treated as secrets.
 SECRET_HEADER = re.compile(

@@ -197,7 +197,14 @@ class RunSuspended(AgentError):
 
 
 class ToolExecutionError(AgentError):
-    pass
+    """A tool failed, or refused its arguments. For refused arguments ``field_errors``
+    says which argument each problem concerns, when the tool's schema knows:
+    ``[{"loc": ["guests", 0, "name"], "msg": "..."}]`` (never the values given), so an
+    approval prompt can show each problem at its field."""
+
+    def __init__(self, message: str, *, field_errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.field_errors = field_errors
 
 
 class BudgetExceededError(AgentError):

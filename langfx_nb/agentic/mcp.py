@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..errors import ExecutionTimeoutError, ToolExecutionError
 from ..llms.base import ToolSpec
 from ..messages import Part, ToolMessage
-from .tools import NAME_PATTERN, Tool, strict_json
+from .tools import NAME_PATTERN, Tool, field_path, strict_json
 
 if TYPE_CHECKING:
     from ..messages import ToolCall
@@ -242,14 +242,18 @@ class MCPTool(Tool[dict[str, Any], Any]):
             cls = jsonschema.validators.validator_for(self.input_schema)
             self._validator = cls(self.input_schema)
         data = dict(args)
-        problems = [
-            f"{'.'.join(str(p) for p in e.absolute_path) or 'args'}: {e.message}"
-            for e in list(self._validator.iter_errors(data))[:5]
-        ]
-        if problems:
+        errors = list(self._validator.iter_errors(data))[:20]
+        if errors:
+            problems = [
+                f"{'.'.join(str(p) for p in e.absolute_path) or 'args'}: {e.message}"
+                for e in errors[:5]
+            ]
             raise ToolExecutionError(
                 f"invalid arguments for MCP tool {self.name} (server {self.server.name}): "
-                + "; ".join(problems)
+                + "; ".join(problems),
+                field_errors=[
+                    {"loc": field_path(e.absolute_path), "msg": _without_value(e)} for e in errors
+                ],
             )
         return data
 
@@ -397,3 +401,13 @@ def http(
     parts = urlsplit(url)
     label = name or (f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname))
     return MCPServer(url, name=label, timeout=timeout, open_timeout=open_timeout, prefix=prefix)
+
+
+def _without_value(error: Any) -> str:
+    """A JSON-schema error's message without the value it quotes first ("'two' is not of
+    type 'integer'" → "is not of type 'integer'"): field errors never carry arguments."""
+    message = str(error.message)
+    shown = repr(error.instance)
+    if message.startswith(shown):
+        message = message[len(shown) :].lstrip()
+    return message[:500]

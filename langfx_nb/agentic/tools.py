@@ -17,7 +17,7 @@ import inspect
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints, overload
 
 from ..errors import ToolExecutionError
@@ -82,7 +82,13 @@ class Tool(Generic[InT, OutT]):
                 f"{'.'.join(str(p) for p in e['loc']) or 'args'}: {e['msg']}"
                 for e in exc.errors()[:5]
             )
-            raise ToolExecutionError(f"invalid arguments for tool {self.name}: {problems}") from exc
+            raise ToolExecutionError(
+                f"invalid arguments for tool {self.name}: {problems}",
+                field_errors=[
+                    {"loc": field_path(e["loc"]), "msg": str(e["msg"])[:500]}
+                    for e in exc.errors(include_url=False, include_input=False)[:20]
+                ],
+            ) from exc
 
     def result_message(self, output: Any, call: ToolCall) -> ToolMessage[Any]:
         """The message that carries ``output`` back to the model for ``call``."""
@@ -260,3 +266,8 @@ def tool(
         return _tool_from_function(f, name, description)
 
     return decorate
+
+
+def field_path(path: Iterable[Any]) -> list[int | str]:
+    """An argument's path as ``field_errors`` gives it: list indexes as ints, names as str."""
+    return [p if isinstance(p, int) else str(p) for p in path]

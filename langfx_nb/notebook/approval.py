@@ -36,7 +36,7 @@ from typing import Any, Literal
 import anywidget
 import traitlets
 
-from ..errors import ToolDeniedError
+from ..errors import ToolDeniedError, ToolExecutionError
 from . import control
 from .bridge import MessageKind, to_jsonable
 from .render import _CSS, _UL, WidgetDisplayMixin, _esc, value_html
@@ -521,22 +521,18 @@ class ApprovalPolicy:
 
 
 def _field_errors(exc: BaseException) -> list[dict[str, Any]] | None:
-    """Pydantic's errors behind a rejected edit, as ``[{"loc": [...], "msg": ...}]`` (no
-    input values), so the prompt can show each at its field; ``None`` when the validation
-    failure says nothing per field (the page then shows the whole message)."""
-    from pydantic import ValidationError
-
+    """The per-argument problems behind a rejected edit (``ToolExecutionError
+    .field_errors``: ``[{"loc": [...], "msg": ...}]``, no input values), so the prompt can
+    show each at its field; ``None`` when the failure says nothing per field (the page then
+    shows the whole message)."""
     cause: BaseException | None = exc
-    for _ in range(8):  # the tool's error wraps pydantic's (``raise ... from``)
-        if cause is None or isinstance(cause, ValidationError):
-            break
+    for _ in range(8):  # a tool may wrap the validation error (``raise ... from``)
+        if cause is None:
+            return None
+        if isinstance(cause, ToolExecutionError) and cause.field_errors:
+            return cause.field_errors
         cause = cause.__cause__
-    if not isinstance(cause, ValidationError):
-        return None
-    return [
-        {"loc": [p if isinstance(p, int) else str(p) for p in e["loc"]], "msg": str(e["msg"])[:500]}
-        for e in cause.errors(include_url=False, include_input=False)[:20]
-    ]
+    return None
 
 
 def _describe(tool: Any) -> str:

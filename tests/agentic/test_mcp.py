@@ -103,7 +103,12 @@ async def test_arguments_are_validated_against_the_schema_before_anything_runs()
         agent = lf.Agent("go", tools=server.tools)
         with pytest.raises(ToolExecutionError, match=r"invalid arguments for MCP tool add"):
             await agent.invoke(lm=lm)
+        (add,) = [t for t in server.tools if t.name == "add"]
+        with pytest.raises(ToolExecutionError) as refused:
+            add.validate_args({"a": "two", "b": 1})
     assert len(lm.requests) == 1
+    # each problem names its argument, for the approval prompt to show it at the field
+    assert refused.value.field_errors == [{"loc": ["a"], "msg": "is not of type 'integer'"}]
 
 
 async def test_a_tool_error_result_goes_back_to_the_model_and_the_run_goes_on() -> None:

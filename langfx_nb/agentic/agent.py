@@ -44,6 +44,7 @@ from ..structured.mapping import REPAIR_REQUEST, check_repair
 from ..structured.mapping import Mapping as StructuredMapping
 from .action import Action
 from .budget import Budget
+from .fanout import settle_first_failure
 from .runstate import (
     RUN_STATE_FORMAT,
     RUN_STATE_VERSION,
@@ -690,21 +691,7 @@ class Agent(Action[str]):
                     raise
         else:
             tasks = [asyncio.ensure_future(_run_tool(planned[i], session)) for i in runnable]
-            try:
-                pending: set[asyncio.Future[ToolMessage[Any]]] = set(tasks)
-                while pending:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-                    for t in done:
-                        if t.cancelled():
-                            raise asyncio.CancelledError()
-                        failure = t.exception()
-                        if failure is not None:
-                            raise failure
-            finally:
-                for t in tasks:
-                    if not t.done():
-                        t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await settle_first_failure(tasks)
             for i, t in zip(runnable, tasks, strict=True):
                 results[i] = t.result()
         return [r for r in results if r is not None]

@@ -9,7 +9,7 @@ The workers are registered with the session, so ``Session.dispose`` cancels and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:
@@ -69,7 +69,18 @@ async def fan_out(
     workers = [asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, total))]
     tasks.update(workers)
     try:
-        pending: set[asyncio.Future[None]] = set(workers)
+        await settle_first_failure(workers)
+    finally:
+        tasks.difference_update(workers)
+    return results
+
+
+async def settle_first_failure(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Wait for every task; at the first failure (or cancellation) cancel the others, wait
+    until they have settled, and raise it — as a ``TaskGroup`` would, but the error itself
+    rather than a group, so callers catch what the work raised."""
+    try:
+        pending = set(tasks)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
             for t in done:
@@ -79,9 +90,7 @@ async def fan_out(
                 if exc is not None:
                     raise exc
     finally:
-        for t in workers:
+        for t in tasks:
             if not t.done():
                 t.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        tasks.difference_update(workers)
-    return results
+        await asyncio.gather(*tasks, return_exceptions=True)

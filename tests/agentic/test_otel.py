@@ -28,6 +28,7 @@ from langfx_nb.agentic import FakeClock
 from langfx_nb.errors import ExecutionTimeoutError, LMError, ToolDeniedError, ToolExecutionError
 from langfx_nb.llms import Echo, OpenAI, Scripted, allow_model_requests
 from tests.llms.local_server import Reply, local_server
+from tests.llms.wire import fixture
 
 from .conftest import Gated, settle
 
@@ -603,21 +604,7 @@ async def test_an_exporter_failure_is_logged_and_the_run_goes_on(
 
 # -- response id and server ----------------------------------------------------------------------
 async def test_a_model_behind_http_gives_the_response_id_and_the_server(spans: Spans) -> None:
-    body = json.dumps(
-        {
-            "id": "chatcmpl-42",
-            "object": "chat.completion",
-            "model": "tiny",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "hi"},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-        }
-    ).encode()
+    body = fixture("llama_cpp_python_json_object.json")  # recorded from a real server
     allow_model_requests(True)  # a real server on 127.0.0.1 (blocked again below)
     async with local_server(Reply.json(body)) as server:
         lm = OpenAI("tiny", base_url=f"http://user:secret-pass@127.0.0.1:{server.port}/v1")
@@ -630,7 +617,7 @@ async def test_a_model_behind_http_gives_the_response_id_and_the_server(spans: S
     node = session.all_queries[0]
     assert node.metadata["server"] == f"127.0.0.1:{server.port}"  # never the credentials
     a = attrs(spans.one("chat tiny"))
-    assert a["gen_ai.response.id"] == "chatcmpl-42"
+    assert a["gen_ai.response.id"] == json.loads(body)["id"]
     assert a["server.address"] == "127.0.0.1"
     assert a["server.port"] == server.port
     assert "secret-pass" not in json.dumps(a)

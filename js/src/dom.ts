@@ -337,8 +337,13 @@ export function injectCss(el: HTMLElement, css: string): void {
 
 /**
  * Calls `cb` once when the widget's kernel is gone (restarted, shut down, dead): from the
- * kernel connection's status, which the widget manager exposes, and from the
- * `jupyter-widgets-disconnected` class a widget manager may put on the view.
+ * kernel connection's status, which the widget manager exposes; from the
+ * `jupyter-widgets-disconnected` class a widget manager may put on the view; and from the
+ * kernel's own messages. A kernel told to shut down or restart announces it to every client
+ * (a `shutdown_reply` on IOPub), and every kernel process signs its messages with a session
+ * id of its own, so a message under a new one means a new kernel. A restart asked of the
+ * server by someone else gives the page no status change it can rely on: the new kernel's
+ * "starting" is often sent before the page's connection hears it.
  */
 export function onKernelGone(el: HTMLElement, model: unknown, cb: () => void): () => void {
   let fired = false;
@@ -367,9 +372,19 @@ export function onKernelGone(el: HTMLElement, model: unknown, cb: () => void): (
   };
   kernel?.statusChanged?.connect?.(onStatus);
   if (kernel?.status === "dead") queueMicrotask(fire);
+  let session: string | null = null;
+  const onIopub = (_sender: unknown, msg: any) => {
+    if (msg?.header?.msg_type === "shutdown_reply") return fire();
+    const id = msg?.header?.session;
+    if (typeof id !== "string" || !id) return;
+    if (session === null) session = id;
+    else if (id !== session) fire();
+  };
+  kernel?.iopubMessage?.connect?.(onIopub);
   return () => {
     obs.disconnect();
     kernel?.statusChanged?.disconnect?.(onStatus);
+    kernel?.iopubMessage?.disconnect?.(onIopub);
   };
 }
 

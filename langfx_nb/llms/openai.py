@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..errors import (
@@ -52,6 +52,7 @@ from ..errors import (
 from ..messages import (
     AIMessage,
     Message,
+    Part,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -160,19 +161,30 @@ class OpenAI(HTTPModel):
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
+        # A tool message holds text only: images a tool returned follow the batch's last tool
+        # message in one user message (one in between would split the batch, which OpenAI
+        # refuses), each introduced by the call it came from.
+        tool_images: list[dict[str, Any]] = []
         for turn in request.messages:
-            if isinstance(turn, AIMessage):
-                messages.append(self._assistant(turn))
-            elif isinstance(turn, ToolMessage):
+            if isinstance(turn, ToolMessage):
                 part = turn.parts[0]
                 assert isinstance(part, ToolResultPart)
                 messages.append(
                     {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
                 )
+                tool_images.extend(_tool_images(part, turn.parts[1:]))
+                continue
+            if tool_images:
+                messages.append({"role": "user", "content": tool_images})
+                tool_images = []
+            if isinstance(turn, AIMessage):
+                messages.append(self._assistant(turn))
             elif isinstance(turn, UserMessage):
                 messages.extend(self._user(turn))
             else:
                 raise InvalidRequestError(f"openai: cannot send a {turn.role!r} turn")
+        if tool_images:
+            messages.append({"role": "user", "content": tool_images})
         o = request.options
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if o.max_tokens is not None:
@@ -262,8 +274,7 @@ class OpenAI(HTTPModel):
             if isinstance(p, TextPart):
                 content.append({"type": "text", "text": p.text})
             elif isinstance(p, Mime):
-                url = p.uri if p.data is None else f"data:{p.mime_type};base64,{p.to_base64()}"
-                content.append({"type": "image_url", "image_url": {"url": url}})
+                content.append(_image_url(p))
             elif isinstance(p, ToolResultPart):
                 extra.append({"role": "tool", "tool_call_id": p.call_id, "content": p.content})
             else:
@@ -508,3 +519,19 @@ def __getattr__(name: str) -> Any:
 
         return OpenAIResponses
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _image_url(p: Mime) -> dict[str, Any]:
+    url = p.uri if p.data is None else f"data:{p.mime_type};base64,{p.to_base64()}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _tool_images(result: ToolResultPart, parts: Sequence[Part]) -> list[dict[str, Any]]:
+    """The images among a tool message's extra parts, as user content introduced by the call
+    they came from (other media stay described in the tool's text)."""
+    images = [_image_url(p) for p in parts if isinstance(p, Mime) and p.kind == "image"]
+    if not images:
+        return []
+    intro = f"Image{'s' if len(images) > 1 else ''} returned by tool call {result.call_id}"
+    intro += f" ({result.name}):" if result.name else ":"
+    return [{"type": "text", "text": intro}, *images]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import langfx_nb as lf
-from langfx_nb.llms.base import ToolSpec
+from langfx_nb.llms.base import LMRequest, ToolSpec
 from langfx_nb.llms.openai import OpenAI
 from langfx_nb.messages import ContinuationPart
 
@@ -124,6 +124,40 @@ async def test_tool_round_trip_and_images() -> None:
         await other.call(
             lf.ComplexMessage([lf.UserMessage("Weather?"), first, lf.UserMessage("?")])
         )
+
+
+def test_images_a_tool_returned_follow_the_batch_of_tool_messages() -> None:
+    # Chat Completions takes text only in a tool message, and no other message may come
+    # between the tool messages answering one assistant turn.
+    shot = lf.Image.from_bytes(b"\x89PNG\r\n\x1a\n0000")
+    calls = lf.AIMessage([lf.ToolCall("c1", "screenshot", {}), lf.ToolCall("c2", "clock", {})])
+    described = '[{"type": "image", "mime_type": "image/png"}]'
+    with_image = lf.ToolMessage(described, "c1", "screenshot")
+    with_image.parts.append(shot)  # as an MCP tool's result carries its image
+    request = LMRequest(
+        (
+            lf.UserMessage("What is on screen, and the time?"),
+            calls,
+            with_image,
+            lf.ToolMessage("12:00", "c2", "clock"),
+            lf.UserMessage("Thanks."),
+        )
+    )
+    body = OpenAI("gpt-4o-mini", api_key=SECRET_KEY).encode(request)
+    assert [m["role"] for m in body["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+        "user",
+    ]
+    assert body["messages"][2] == {"role": "tool", "tool_call_id": "c1", "content": described}
+    assert body["messages"][4]["content"] == [
+        {"type": "text", "text": "Image returned by tool call c1 (screenshot):"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{shot.to_base64()}"}},
+    ]
+    assert body["messages"][5] == {"role": "user", "content": "Thanks."}
 
 
 async def test_response_format_json_schema_strict_only_when_valid() -> None:

@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .control import cancel
-from .kernel_state import NotebookState, state, use
+from .kernel_state import NotebookState, export, state, use
 from .markdown import MarkdownText
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ __all__ = [
     "StreamView",
     "TraceExplorer",
     "cancel",
+    "export",
     "load_ipython_extension",
     "state",
     "use",

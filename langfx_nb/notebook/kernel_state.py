@@ -9,18 +9,30 @@ from IPython.core.error import UsageError
 
 from ..llms.base import LanguageModel
 
-__all__ = ["MAX_SESSIONS", "NotebookState", "from_registry", "remember", "state", "use"]
+__all__ = [
+    "MAX_SESSIONS",
+    "NotebookState",
+    "export",
+    "from_registry",
+    "new_session",
+    "remember",
+    "state",
+    "use",
+]
 
 MAX_SESSIONS = 20  # the sessions of recent %%lf runs kept for %lf trace
 
 
 @dataclass
 class NotebookState:
-    """The default model of ``%%lf`` cells and the sessions of the last runs (newest last)."""
+    """The default model of ``%%lf`` cells, the sessions of the last runs (newest last), and
+    where their traces are exported (``lf.nb.export``)."""
 
     lm: LanguageModel | None = None
     lm_name: str | None = None
     sessions: list[Any] = field(default_factory=list)
+    tracer_provider: Any = None
+    capture_content: bool = False
 
     @property
     def last_session(self) -> Any:
@@ -52,6 +64,27 @@ def from_registry(model_id: str) -> LanguageModel:
         return get(model_id)
     except ValueError as exc:
         raise UsageError(f"cannot resolve model {model_id!r}: {exc}") from None
+
+
+def export(tracer_provider: Any, *, capture_content: bool = False) -> None:
+    """Export every later ``%%lf`` run, and runs ``%lf resume`` continues, as OpenTelemetry
+    spans to ``tracer_provider`` (``lf.otel``; ``capture_content`` as there). ``None`` stops.
+    """
+    state.tracer_provider = tracer_provider
+    state.capture_content = capture_content
+
+
+def new_session(lm: LanguageModel | None) -> Any:
+    """The session of one ``%%lf`` run: kept for ``%lf trace`` and exported when
+    ``lf.nb.export`` named a tracer provider."""
+    from ..agentic import Session
+
+    session = remember(Session(lm))
+    if state.tracer_provider is not None:
+        from ..agentic.otel import export as export_spans
+
+        export_spans(session, state.tracer_provider, capture_content=state.capture_content)
+    return session
 
 
 def remember(session: Any) -> Any:

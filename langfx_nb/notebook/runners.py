@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 from ..errors import MappingError
 from ..template import Template
 from . import options
-from .kernel_state import remember
+from .kernel_state import new_session
 from .markdown import present
 
 __all__ = ["ASK_TIMEOUT", "run_agent", "run_query"]
@@ -38,9 +38,7 @@ async def run_query(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     )
     if opts.repair:
         kwargs["repair"] = opts.repair
-    from ..agentic import Session
-
-    session = remember(Session(lm))
+    session = new_session(lm)
     try:
         if opts.stream:
             value = await _stream_query(session, template, schema, opts.returns_message, kwargs)
@@ -108,7 +106,7 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     """``%%lf agent``: a tool-using agent on the cell body, with a live trace explorer."""
     from IPython.display import display
 
-    from ..agentic import Agent, AgentLimits, Session, Tool
+    from ..agentic import Agent, AgentLimits, Tool
     from .trace_explorer import TraceExplorer
 
     opts = options.agent_parser().parse_args(argv)
@@ -152,7 +150,7 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
         limits=agent_limits,
         allow_tool=policy,
     )
-    session = remember(Session(lm))
+    session = new_session(lm)
     explorer = None
     if not opts.no_trace:
         first = body.strip().splitlines()[0]

@@ -20,7 +20,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..agentic.runstate import RunState
-from . import options
+from . import kernel_state, options
 from .markdown import present
 
 __all__ = ["RUNS_DIR", "resume_parser", "run_resume", "saved", "suspend_policy"]
@@ -130,7 +130,13 @@ async def run_resume(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
     allow = suspend_policy(ApprovalPolicy(mode="allow", allow=_ids(opts.allow)))
     path.unlink()  # resumed once from here: its tools must not run twice
     result = await Agent.resume(
-        state, decisions, tools=tools, lm=lm, allow_tool=allow, on_approval="suspend"
+        state,
+        decisions,
+        tools=tools,
+        lm=lm,
+        allow_tool=allow,
+        on_approval="suspend",
+        tracer_provider=kernel_state.state.tracer_provider,
     )
     if isinstance(result, RunState):
         return saved(result, ns, opts.out)

@@ -104,6 +104,30 @@ def test_default_model_from_lf_use_and_from_nb_use(ip: InteractiveShell) -> None
     assert run(ip, "%%lf query\nhi\n") == "set in Python"
 
 
+def test_lf_nb_export_sends_later_runs_as_opentelemetry_spans(ip: InteractiveShell) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    ip.user_ns["lm"] = lf.llms.Echo()
+    run(ip, "%%lf query --lm lm\nnot exported\n")
+    lf.nb.export(provider, capture_content=True)
+    try:
+        run(ip, "%%lf query --lm lm\nexported\n")
+    finally:
+        lf.nb.export(None)
+    run(ip, "%%lf query --lm lm\nnot exported either\n")
+    assert lf.otel.flush()
+    (span,) = memory.get_finished_spans()
+    assert span.name == "chat echo"
+    assert "exported" in str((span.attributes or {})["gen_ai.input.messages"])
+    assert span.attributes["gen_ai.conversation.id"] == nb_state.state.sessions[-2].id
+    provider.shutdown()
+
+
 def test_models_by_registry_id(ip: InteractiveShell) -> None:
     run(ip, "%lf use fake:echo")
     assert run(ip, "%%lf query\nhello {{x}}\n".replace("{{x}}", "there")) == "hello there\n"

@@ -80,6 +80,38 @@ def test_suspend_then_resume_after_a_restart(
         run(ip, "%lf resume --approve c2\n")
 
 
+def test_an_exported_run_resumed_by_the_magic_is_one_trace(ip: InteractiveShell) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    ip.user_ns.update(lm=model(), lookup=lookup, send=send)
+    lf.nb.export(provider)
+    try:
+        run(
+            ip,
+            "%%lf agent --lm lm --tools lookup,send --approve allow:lookup --suspend "
+            "--no-trace\nTell bob.\n",
+        )
+        ip.user_ns["lm"] = lf.llms.Scripted(["All done."])
+        assert run(ip, "%lf resume --lm lm --approve c2\n") == "All done."
+    finally:
+        lf.nb.export(None)
+    assert lf.otel.flush()
+    agents = sorted(
+        (s for s in memory.get_finished_spans() if s.name == "invoke_agent Agent"),
+        key=lambda s: s.start_time or 0,
+    )
+    assert len(agents) == 2
+    suspended, resumed = agents
+    assert resumed.context.trace_id == suspended.context.trace_id
+    assert resumed.parent is not None and resumed.parent.span_id == suspended.context.span_id
+    provider.shutdown()
+
+
 def test_resume_needs_a_decision_per_waiting_call(ip: InteractiveShell) -> None:
     ip.user_ns.update(lm=model(), lookup=lookup, send=send)
     run(ip, "%%lf agent --lm lm --tools lookup,send --suspend --no-trace\nGo.\n")

@@ -109,11 +109,28 @@ def bench_map(items: int, limits: list[int]) -> list[dict[str, float]]:
 
 
 # -- (c) -------------------------------------------------------------------------------------
-def _script(calls: int) -> list[Any]:
+def script(calls: int) -> list[Any]:
+    """A scripted model's replies: ``calls`` steps of one ``add`` call each, then "done"."""
+
     def step(i: int) -> Any:
         return lambda request: lf.ToolCall(f"c{i}", "add", {"a": i, "b": 1})
 
     return [step(i) for i in range(calls)] + ["done"]
+
+
+async def bare_loop(calls: int, add: lf.Tool[Any, Any]) -> None:
+    """The baseline of an agent run: the same model calls and tool functions as ``script``
+    drives, without validation, policy or trace."""
+    lm = Scripted(script(calls))
+    transcript: list[Message[Any]] = [UserMessage("go")]
+    while True:
+        response = await lm.call(ComplexMessage(transcript), tools=[add.spec])
+        transcript.append(response)
+        if not response.tool_calls:
+            return
+        for call in response.tool_calls:
+            value = await add.execute(add.validate_args(call.args), None)  # type: ignore[arg-type]
+            transcript.append(ToolMessage(json.dumps(value), call.id, call.name))
 
 
 async def bench_agent(calls: int) -> dict[str, float]:
@@ -122,21 +139,11 @@ async def bench_agent(calls: int) -> dict[str, float]:
         """Add two integers."""
         return a + b
 
-    # Baseline: the same model calls and tool functions, no validation, policy or trace.
-    lm = Scripted(_script(calls))
     t = time.process_time()
-    transcript: list[Message[Any]] = [UserMessage("go")]
-    while True:
-        response = await lm.call(ComplexMessage(transcript), tools=[add.spec])
-        transcript.append(response)
-        if not response.tool_calls:
-            break
-        for call in response.tool_calls:
-            value = await add.execute(add.validate_args(call.args), None)  # type: ignore[arg-type]
-            transcript.append(ToolMessage(json.dumps(value), call.id, call.name))
+    await bare_loop(calls, add)
     baseline = time.process_time() - t
 
-    lm = Scripted(_script(calls))
+    lm = Scripted(script(calls))
     limits = lf.AgentLimits(max_steps=calls + 1, max_tool_calls=calls, max_execution_time=None)
     agent = lf.Agent("go", tools=[add], limits=limits, allow_tool=lambda c, s: True)
     session = lf.Session(lm)
@@ -174,7 +181,7 @@ async def bench_runstate(calls: int, repeat: int = 3) -> dict[str, float]:
     clock = time.process_time  # CPU time: other processes on a busy machine do not count
     best: dict[str, float] = {}
     for _ in range(repeat):
-        lm = Scripted(_script(calls))
+        lm = Scripted(script(calls))
         state = await agent.invoke(lm=lm, on_approval="suspend")
         assert isinstance(state, lf.RunState)
         t = clock()

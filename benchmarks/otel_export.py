@@ -20,20 +20,19 @@ them to a local sink server in a *separate process* (so the sink's own work is n
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
+from agentic import bare_loop, script  # benchmarks/agentic.py
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import langfx_nb as lf
 from langfx_nb.llms import Echo, Scripted
-from langfx_nb.messages import ComplexMessage, Message, ToolMessage, UserMessage
 
 QUICK = "--quick" in sys.argv
 
@@ -158,13 +157,6 @@ async def bench_per_span(n: int, endpoint: str) -> dict[str, float]:
 
 
 # -- (c) -------------------------------------------------------------------------------------
-def _script(calls: int) -> list[Any]:
-    def step(i: int) -> Any:
-        return lambda request: lf.ToolCall(f"c{i}", "add", {"a": i, "b": 1})
-
-    return [step(i) for i in range(calls)] + ["done"]
-
-
 async def bench_agent(runs: int, calls: int, endpoint: str) -> dict[str, float]:
     """``runs`` agent runs of ``calls`` tool calls each: a bare loop, the Agent without
     export and the Agent with export (process CPU; the export's includes ``shutdown``, so
@@ -177,16 +169,7 @@ async def bench_agent(runs: int, calls: int, endpoint: str) -> dict[str, float]:
 
     t = time.process_time()
     for _ in range(runs):
-        lm = Scripted(_script(calls))
-        transcript: list[Message[Any]] = [UserMessage("go")]
-        while True:
-            response = await lm.call(ComplexMessage(transcript), tools=[add.spec])
-            transcript.append(response)
-            if not response.tool_calls:
-                break
-            for call in response.tool_calls:
-                value = await add.execute(add.validate_args(call.args), None)  # type: ignore[arg-type]
-                transcript.append(ToolMessage(json.dumps(value), call.id, call.name))
+        await bare_loop(calls, add)
     baseline = time.process_time() - t
 
     limits = lf.AgentLimits(max_steps=calls + 1, max_tool_calls=calls, max_execution_time=None)
@@ -197,7 +180,7 @@ async def bench_agent(runs: int, calls: int, endpoint: str) -> dict[str, float]:
         t = time.process_time()
         thread = time.thread_time()
         for _ in range(runs):
-            assert await agent.invoke(session, lm=Scripted(_script(calls))) == "done"
+            assert await agent.invoke(session, lm=Scripted(script(calls))) == "done"
         loop_thread = time.thread_time() - thread
         if tp is not None:
             lf.otel.flush(None)

@@ -321,12 +321,11 @@ class Agent(Action[str]):
                 agent_ids = set(state.data["progress"]["agent_nodes"])
                 compact_trace(trace, state.data["transcript"], agent_ids)
                 state.data["trace"] = trace
-                if session._state.store.node_hooks:  # exported: the resumed run joins its trace
-                    from .otel import traceparent
+                from .otel import traceparent  # (no OpenTelemetry import unless exported)
 
-                    parent = traceparent(session, state.data["node_id"])
-                    if parent is not None:
-                        state.data["traceparent"] = parent
+                parent = traceparent(session, state.data["node_id"])
+                if parent is not None:  # the resumed run continues this run's trace
+                    state.data["traceparent"] = parent
             return state
 
     # -- the loop ------------------------------------------------------------------------

@@ -222,22 +222,14 @@ class _Worker:
                 atexit.register(self.call, lambda: None, 5.0)
 
     def _run(self) -> None:
-        get, get_nowait = self._queue.get, self._queue.get_nowait
         while True:
-            fn, args = get()
-            time.sleep(0.002)  # let a burst gather: one wake-up for many events
-            while True:
-                self._do(fn, args)
-                try:
-                    fn, args = get_nowait()
-                except queue.Empty:
-                    break
-
-    def _do(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        try:
-            fn(*args)
-        except Exception:
-            _log.warning("OpenTelemetry export: one trace event was not exported", exc_info=True)
+            fn, args = self._queue.get()
+            try:
+                fn(*args)
+            except Exception:
+                _log.warning(
+                    "OpenTelemetry export: one trace event was not exported", exc_info=True
+                )
 
     def call(self, fn: Callable[[], Any], timeout: float | None = 10.0) -> Any:
         """``fn()`` run on the worker after everything queued before it; None when it raised

@@ -145,22 +145,16 @@ class TraceNode:
         if not self._pending:
             return
         with _RESOLVING:  # the OpenTelemetry export reads finished nodes from its own thread
-            self._resolve_locked(field)
-
-    def _resolve_locked(self, field: str) -> None:
-        pending = self._pending
-        if not pending:
-            return
-        keep = []
-        for name, thunk in pending:
-            if name != field:
-                keep.append((name, thunk))
-                continue
-            current = getattr(self, "_" + name)
-            merged = dict(current) if isinstance(current, dict) else {}
-            merged.update(thunk())
-            setattr(self, "_" + name, merged)
-        self._pending = keep or None
+            keep = []
+            for name, thunk in self._pending or ():
+                if name != field:
+                    keep.append((name, thunk))
+                    continue
+                current = getattr(self, "_" + name)
+                merged = dict(current) if isinstance(current, dict) else {}
+                merged.update(thunk())
+                setattr(self, "_" + name, merged)
+            self._pending = keep or None
 
     def held(self, field: Literal["inputs", "outputs"]) -> Any:
         """``field`` as recorded so far, without computing its deferred previews."""

@@ -664,10 +664,8 @@ async def test_a_run_resumed_in_another_process_continues_the_trace(
     spans: Spans, add: lf.Tool[Any, Any], tmp_path: Any
 ) -> None:
     lm = Scripted([TC("c1", "add", {"a": 1, "b": 2}), TC("c2", "add", {"a": 3, "b": 4})])
-    asked = {"n": 0}
 
     def first_only(call: lf.ToolCall, session: lf.Session) -> bool | None:
-        asked["n"] += 1
         return True if call.id == "c1" else None  # c2 waits for a person
 
     async with lf.Session(tracer_provider=spans.provider) as session:
@@ -681,9 +679,11 @@ async def test_a_run_resumed_in_another_process_continues_the_trace(
     saved = tmp_path / "state.json"
     saved.write_text(state.to_json_str())
 
-    code = RESUME_ELSEWHERE
     out = subprocess.run(
-        [sys.executable, "-c", code, str(saved)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", RESUME_ELSEWHERE, str(saved)],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result = json.loads(out.stdout)
     assert result["answer"] == "done"

@@ -7,13 +7,10 @@ in the per-invocation trace records, never on the object.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..errors import ExecutionTimeoutError
 from .budget import Budget
-from .deadline import DeadlineScope
 from .session import Session
 
 if TYPE_CHECKING:
@@ -94,42 +91,14 @@ class Action(Generic[T]):
         defaults: dict[str, Any],
         budget: Budget | None = None,
     ) -> T:
-        parent._check_usable()
-        clock = parent.clock
-        inherited = parent.deadline
-        own = None if max_execution_time is None else clock.now() + max_execution_time
-        node = parent._start(
-            "action", self.trace_name(), inputs=parent._preview(self.trace_inputs())
-        )
-        if budget is not None and budget.is_unlimited:
-            budget = None
-        view = parent._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget)
-        scope: DeadlineScope | None = None
-        try:
-            if own is not None and (inherited is None or own < inherited):
-                if own <= clock.now():
-                    raise ExecutionTimeoutError(f"{self.trace_name()}: no time left to start")
-                scope = DeadlineScope(clock, own)
-            result = await self.call(view)
-        except asyncio.CancelledError as exc:
-            if scope is not None and scope.close():
-                error = ExecutionTimeoutError(
-                    f"{self.trace_name()} exceeded max_execution_time={max_execution_time}s"
-                )
-                parent._finish(node, "timed_out", error=error)
-                raise error from None
-            parent._finish(node, view._status_for(exc), error=exc)
-            raise
-        except BaseException as exc:
-            if scope is not None:
-                scope.close()
-            parent._finish(node, view._status_for(exc), error=exc)
-            raise
-        finally:
-            view._close_view()
-            if scope is not None:
-                scope.close()
-            if budget is not None and view._budget is not None:
-                node.metadata["budget"] = {"limits": budget.to_json(), "used": view._budget.used()}
-        parent._finish(node, "ok", outputs=parent._preview(result))
+        with parent.track(
+            "action",
+            self.trace_name(),
+            inputs=self.trace_inputs(),
+            lm=lm,
+            defaults=defaults,
+            max_execution_time=max_execution_time,
+            budget=budget,
+        ) as tracked:
+            tracked.outputs = result = await self.call(tracked.session)
         return result

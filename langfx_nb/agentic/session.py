@@ -14,6 +14,7 @@ Option precedence for model calls: model defaults → session defaults → invoc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import functools
 import json
@@ -25,6 +26,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Iterable,
+    Iterator,
     Mapping,
     Sequence,
 )
@@ -36,6 +38,7 @@ from ..messages import AIMessage, Message
 from ..structured.query import query as query_fn
 from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
+from .deadline import DeadlineScope
 from .fanout import DEFAULT_MAX_CONCURRENCY, fan_out
 from .observers import Observer, ObserverHub
 from .query_node import (
@@ -55,7 +58,7 @@ from .usage import Price, UsageSummary
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
 
-__all__ = ["Session"]
+__all__ = ["Session", "Tracked"]
 
 ItemT = TypeVar("ItemT")
 R = TypeVar("R")
@@ -93,6 +96,29 @@ class _State:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.closers: list[Callable[[], Awaitable[None]]] = []  # resources the session owns
         self.created_at = datetime.datetime.now(datetime.UTC).isoformat()
+
+
+class Tracked:
+    """One unit of work being recorded by ``Session.track``: its node, and the session view
+    that work inside it must use so that it is attributed to this node.
+
+    Set ``outputs`` to what the node should record when the block ends normally; call
+    ``end`` to close the node earlier or with another status (a denied tool call). Once
+    ended, the block's own outcome no longer changes it.
+    """
+
+    __slots__ = ("node", "outputs", "session")
+
+    def __init__(self, node: TraceNode, session: Session) -> None:
+        self.node = node
+        self.session = session
+        self.outputs: Any = None
+
+    def end(
+        self, status: NodeStatus, *, outputs: Any = None, error: BaseException | None = None
+    ) -> None:
+        """Finish the node now with ``status`` (a no-op once it has finished)."""
+        self.session._state.store.finish(self.node, status, outputs=outputs, error=error)
 
 
 class Session:
@@ -206,7 +232,79 @@ class Session:
             return "denied"
         if isinstance(exc, RunSuspended):
             return "suspended"
+        if isinstance(exc, GeneratorExit):  # the consumer of a stream stopped early
+            return "cancelled"
         return "failed"
+
+    # -- the recorder ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def track(
+        self,
+        kind: NodeKind,
+        name: str,
+        *,
+        inputs: Any = None,
+        metadata: dict[str, Any] | None = None,
+        lm: LanguageModel | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        max_execution_time: float | None = None,
+        budget: Budget | None = None,
+    ) -> Iterator[Tracked]:
+        """Record one unit of work as a node under this view: the one way to trace work.
+
+        On entry a ``running`` node starts (``inputs`` previewed now) and a view bound to it
+        is made, with ``lm``, ``defaults``, a ``budget`` scope and a deadline
+        ``max_execution_time`` seconds from now (it can only shorten the inherited one). On
+        exit the node ends ``ok`` with ``Tracked.outputs``, or with the status of what was
+        raised (``failed``, ``denied``, ``cancelled``, ``timed_out``, ``suspended``) and the
+        error's class and message; the view then refuses new work. When this block's own
+        deadline fires, the cancellation becomes ``ExecutionTimeoutError``. With a budget,
+        ``metadata.budget`` holds its limits and what was used.
+        """
+        self._check_usable()
+        clock = self._state.clock
+        own = None if max_execution_time is None else clock.now() + max_execution_time
+        shown = None if inputs is None else self._preview(inputs)
+        node = self._start(kind, name, shown, metadata)
+        if budget is not None and budget.is_unlimited:
+            budget = None
+        view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget)
+        tracked = Tracked(node, view)
+        store = self._state.store
+        scope: DeadlineScope | None = None
+
+        def settle() -> None:
+            view._open = False
+            if scope is not None:
+                scope.close()
+            if budget is not None and view._budget is not None:
+                node.metadata["budget"] = {"limits": budget.to_json(), "used": view._budget.used()}
+
+        try:
+            if own is not None and own < self._deadline:
+                if own <= clock.now():
+                    raise ExecutionTimeoutError(f"{name}: no time left to start")
+                scope = DeadlineScope(clock, own)
+            yield tracked
+        except asyncio.CancelledError as exc:
+            fired = scope is not None and scope.close()
+            settle()
+            if fired:
+                error = ExecutionTimeoutError(
+                    f"{name} exceeded max_execution_time={max_execution_time}s"
+                )
+                store.finish(node, "timed_out", error=error)
+                raise error from None
+            store.finish(node, view._status_for(exc), error=exc)
+            raise
+        except BaseException as exc:
+            settle()
+            store.finish(node, view._status_for(exc), error=exc)
+            raise
+        settle()
+        store.finish(
+            node, "ok", outputs=None if tracked.outputs is None else self._preview(tracked.outputs)
+        )
 
     def _start(
         self,

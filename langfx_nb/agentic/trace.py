@@ -44,14 +44,14 @@ __all__ = [
 TRACE_FORMAT = "langfx_nb.trace"
 TRACE_VERSION = 1
 
-NodeKind = Literal["session", "action", "query", "tool_call", "log"]
+NodeKind = Literal["session", "action", "query", "tool_call", "log", "batch", "item"]
 NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_out", "suspended"]
 _KINDS: frozenset[Any] = frozenset(get_args(NodeKind))
 _STATUSES: frozenset[Any] = frozenset(get_args(NodeStatus))
 #: Held while a node's deferred previews are computed, so two threads never compute one.
 _RESOLVING = threading.RLock()
 
-KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log")
+KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log", "batch", "item")
 STATUSES: tuple[NodeStatus, ...] = (
     "running",
     "ok",

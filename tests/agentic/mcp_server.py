@@ -6,7 +6,7 @@
 
 Tools: ``add`` (structured result), ``shout`` (text), ``pixel`` (an image), ``fail`` (the
 tool raises: an error result), ``crash`` (the process dies mid-call), ``hang`` (never
-answers), ``secret_echo`` (returns its input, to check nothing leaks).
+answers), ``big`` (an answer of many megabytes), ``secret_echo`` (returns its input, to check nothing leaks).
 """
 
 from __future__ import annotations
@@ -54,6 +54,12 @@ def fail(reason: str) -> str:
 def crash() -> str:
     """Kills the server process."""
     os._exit(3)
+
+
+@server.tool(structured_output=False)
+def big(megabytes: int) -> str:
+    """An answer of ``megabytes`` MB of text."""
+    return "x" * (megabytes * 1024 * 1024)
 
 
 @server.tool()

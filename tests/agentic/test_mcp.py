@@ -228,3 +228,34 @@ async def test_a_session_can_own_the_server_opened_in_another_task() -> None:
     assert await lf.Agent("go", tools=server.tools).invoke(session) == "2"
     await asyncio.ensure_future(session.dispose())  # the session closes what it owns
     assert not (_children() & pids)
+
+
+async def test_a_call_timed_out_on_a_huge_answer_leaves_the_server_usable() -> None:
+    # The SDK reads a stdio answer as one line: a 50 MB answer keeps its reader busy long
+    # after the call timed out, and every later answer waits behind it.
+    async with stdio_server(timeout=3) as server, lf.Session() as session:
+        lm = Scripted([TC("c1", "big", {"megabytes": 50}), "never"])
+        with pytest.raises(ExecutionTimeoutError, match="'big' on server 'test' did not answer"):
+            await lf.Agent("go", tools=server.tools).invoke(session, lm=lm)
+        for n in range(2):
+            lm = Scripted([TC(f"c{n}", "add", {"a": n, "b": 1}), "ok"])
+            assert await lf.Agent("go", tools=server.tools).invoke(session, lm=lm) == "ok"
+            assert results(lm.requests[1])[0].content == f'{{"result":{n + 1}}}'
+
+
+async def test_an_answer_over_max_result_bytes_is_a_clear_error_over_stdio() -> None:
+    async with stdio_server(max_result_bytes=1024 * 1024) as server:
+        lm = Scripted([TC("c1", "big", {"megabytes": 2}), "never"])
+        with pytest.raises(ToolExecutionError, match=r"'big' .*more than 1048576 bytes"):
+            await lf.Agent("go", tools=server.tools).invoke(lm=lm)
+        ok = Scripted([TC("c2", "big", {"megabytes": 0}), TC("c3", "add", {"a": 1, "b": 1}), "ok"])
+        assert await lf.Agent("go", tools=server.tools).invoke(lm=ok) == "ok"
+
+
+async def test_an_answer_over_max_result_bytes_is_a_clear_error_over_http(http_url: str) -> None:
+    async with lf.mcp.http(http_url, max_result_bytes=1024 * 1024) as server:
+        lm = Scripted([TC("c1", "big", {"megabytes": 2}), "never"])
+        with pytest.raises(ToolExecutionError, match=r"'big' .*more than 1048576 bytes"):
+            await lf.Agent("go", tools=server.tools).invoke(lm=lm)
+        ok = Scripted([TC("c3", "add", {"a": 1, "b": 1}), "ok"])
+        assert await lf.Agent("go", tools=server.tools).invoke(lm=ok) == "ok"

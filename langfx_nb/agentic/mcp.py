@@ -174,14 +174,13 @@ class MCPServer:
                 self._tools = tools
                 ready.set_result(None)
                 await self._stop.wait()
-        except ToolExecutionError as exc:
-            if not ready.done():
-                ready.set_exception(exc)
         except Exception as exc:
             if not ready.done():
                 cause = _leaf(exc)
                 ready.set_exception(
-                    ToolExecutionError(
+                    cause
+                    if isinstance(cause, ToolExecutionError)
+                    else ToolExecutionError(
                         f"could not open MCP server {self.name!r}: {type(cause).__name__}: "
                         f"{_short(cause)}"
                     )

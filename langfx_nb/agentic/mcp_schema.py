@@ -187,9 +187,7 @@ def _walk(schema: Any) -> tuple[set[str], list[tuple[str, str]], dict[str, list[
             raise ValueError("its inputSchema has a nested $id (not supported)")
         for key in _IN_PLACE:
             if isinstance(node.get(key), list):
-                edges.setdefault(at, []).extend(
-                    f"{at}/{key}/{i}" for i in range(len(node[key]))
-                )
+                edges.setdefault(at, []).extend(f"{at}/{key}/{i}" for i in range(len(node[key])))
         for key in _IN_PLACE_ONE:
             if isinstance(node.get(key), Mapping):
                 edges.setdefault(at, []).append(f"{at}/{key}")

@@ -492,3 +492,20 @@ async def test_a_duplicated_pending_entry_is_refused(
     with pytest.raises(InvalidRunStateError, match="duplicate tool-call id 'c1'"):
         await lf.Agent.resume(data, {"c0": True, "c1": True}, tools=tools, lm=done())
     assert ledger.ran == []
+
+
+async def test_a_reused_id_is_unambiguous_in_opentelemetry(
+    tools: list[lf.Tool[Any, Any]],
+) -> None:
+    from tests.agentic.test_otel import Spans, attrs
+
+    spans = Spans()
+    lm = Scripted([TC("0", "add", {"a": 1, "b": 2}), TC("0", "add", {"a": 3, "b": 5}), "eight"])
+    async with lf.Session(lm, tracer_provider=spans.provider) as session:
+        assert await lf.Agent("go", tools=tools).invoke(session) == "eight"
+    calls = sorted(spans.named("execute_tool add"), key=lambda s: s.start_time or 0)
+    assert [(attrs(s)["gen_ai.tool.call.id"], attrs(s)["langfx.tool.step"]) for s in calls] == [
+        ("0", 1),
+        ("0", 2),
+    ]
+    spans.provider.shutdown()

@@ -101,17 +101,19 @@ def read_state(data: Mapping[str, Any] | str, key: Key | None) -> RunState:
     if key is not None:
         _key_bytes(key)  # a bad key is the caller's mistake, not the state's
     try:
+        parsed = False
         if isinstance(data, (str, bytes, bytearray)):
+            parsed = True
             try:
-                data = json.loads(data)
+                data = json.loads(data)  # (refuses what is nested too deeply)
             except json.JSONDecodeError as exc:
                 raise InvalidRunStateError(
                     f"a run state is JSON; this text is not (line {exc.lineno}, column {exc.colno})"
                 ) from None
         if not isinstance(data, Mapping) or data.get("format") != RUN_STATE_FORMAT:
             raise InvalidRunStateError("not a langfx_nb run state")
-        if isinstance(data, dict) and key is None:
-            json.dumps(data)  # (C speed) refuses what is nested too deeply for what follows
+        if not parsed and key is None:
+            json.dumps(data)  # data given as objects: refuse here what is nested too deeply
         if key is not None:
             check_signature(data, key)
         return _read(data, verified=key is not None)

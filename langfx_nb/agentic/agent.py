@@ -40,8 +40,8 @@ from ..messages import (
     ToolResultPart,
     UserMessage,
 )
-from ..structured.mapping import REPAIR_REQUEST, check_repair
 from ..structured.mapping import Mapping as StructuredMapping
+from ..structured.mapping import Repairs, check_repair
 from .action import Action
 from .budget import Budget
 from .fanout import settle_first_failure
@@ -50,15 +50,14 @@ from .runstate import (
     RUN_STATE_VERSION,
     RunState,
     agent_config,
-    bulk_load,
     compact_trace,
     rebuild_agent,
     restore_session,
     transcript_json,
 )
-from .session import Session
+from .session import Session, Tracked
 from .tools import Tool
-from .trace import TraceNode
+from .trace import OPEN_STATUSES
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
@@ -123,7 +122,7 @@ class _Planned:
     call: ToolCall
     tool: Tool[Any, Any]
     args: Any
-    node: TraceNode
+    tracked: Tracked  # the call's tool_call node, started when it is decided
     deny: str | None = None
     pending: bool = False  # suspend mode: waiting for a person's decision
     decided: dict[str, Any] | None = None  # the decision as JSON (kept in a RunState)
@@ -135,21 +134,20 @@ class _Run:
 
     transcript: list[Message[Any]]
     used_ids: set[str]
+    repairs: Repairs  # final answers that failed to parse (``output=``)
     steps: int = 0
     calls_used: int = 0
-    repairs: int = 0  # final answers that failed to parse (``output=``)
-    failures: list[MappingError] = dataclasses.field(default_factory=list)
     agent_nodes: list[str] = dataclasses.field(default_factory=list)  # earlier suspended parts
 
     @classmethod
-    def from_state(cls, state: RunState, transcript: list[Message[Any]]) -> _Run:
+    def from_state(cls, state: RunState, transcript: list[Message[Any]], repair: int) -> _Run:
         progress = state.data["progress"]
         return cls(
             transcript,
             set(progress.get("used_ids") or ()),
+            Repairs(repair, int(progress.get("repairs", 0))),
             int(progress.get("steps", 0)),
             int(progress.get("tool_calls", 0)),
-            int(progress.get("repairs", 0)),
             agent_nodes=[str(i) for i in progress.get("agent_nodes") or ()],
         )
 
@@ -318,8 +316,10 @@ class Agent(Action[str]):
                 raise
             if session is not None:
                 trace = session.trace_json()
-                agent_ids = set(state.data["progress"]["agent_nodes"])
-                compact_trace(trace, state.data["transcript"], agent_ids)
+                progress = state.data["progress"]
+                if progress.get("repairs", 0) < 2:  # else earlier failed answers were dropped
+                    agent_ids = set(progress["agent_nodes"])
+                    compact_trace(trace, state.data["transcript"], agent_ids)
                 state.data["trace"] = trace
                 from .otel import traceparent  # (no OpenTelemetry import unless exported)
 
@@ -341,10 +341,10 @@ class Agent(Action[str]):
                 transcript.append(
                     self.prompt if isinstance(self.prompt, Message) else UserMessage(self.prompt)
                 )
-            run = _Run(transcript, set())
+            run = _Run(transcript, set(), Repairs(self.repair))
         else:
             state, decisions, transcript = resume
-            run = _Run.from_state(state, transcript)
+            run = _Run.from_state(state, transcript, self.repair)
             session.node.metadata["resumed_from"] = state.data.get("node_id")
             if isinstance(state.data.get("traceparent"), str):  # its span, where it was exported
                 session.node.metadata["resumed_traceparent"] = state.data["traceparent"]
@@ -378,19 +378,17 @@ class Agent(Action[str]):
                 try:
                     return self._mapping.finish(response).result
                 except MappingError as exc:
-                    run.failures.append(exc)
-                    run.repairs += 1
+                    retry = run.repairs.failed(exc, more=step + 1 < limits.max_steps)
                     session.log(
                         "warning",
-                        f"the answer did not parse (attempt {run.repairs})",
+                        f"the answer did not parse (attempt {run.repairs.used})",
                         error=str(exc),
                         step=step + 1,
                     )
-                    if run.repairs > self.repair or step + 1 >= limits.max_steps:
-                        if self.repair:
-                            exc.attempts = list(run.failures)
+                    if not retry:
                         raise
-                    transcript.append(UserMessage(REPAIR_REQUEST.format(error=exc)))
+                    _drop_earlier_repair(transcript)
+                    transcript.append(Repairs.request(exc))
                     continue
             if step + 1 >= limits.max_steps:
                 raise BudgetExceededError(
@@ -435,8 +433,8 @@ class Agent(Action[str]):
                     "decision": None if entry.pending else entry.decided,
                 }
             )
-            entry.node.metadata["executed"] = False
-            session._finish(entry.node, "suspended")
+            entry.tracked.node.metadata["executed"] = False
+            entry.tracked.end("suspended")
         scope = session.budget_scope
         data: dict[str, Any] = {
             "format": RUN_STATE_FORMAT,
@@ -453,7 +451,7 @@ class Agent(Action[str]):
                 "used_ids": sorted(run.used_ids),
                 "budget_used": scope.used() if scope is not None else None,
                 "agent_nodes": [*run.agent_nodes, session.node.id],
-                "repairs": run.repairs,
+                "repairs": run.repairs.used,
             },
         }
         names = ", ".join(f"{b['name']} ({b['call_id']})" for b in batch if b["decision"] is None)
@@ -498,16 +496,15 @@ class Agent(Action[str]):
         state.consume()
         runner = copy.copy(agent)
         owned = session is None
-        with bulk_load():  # thousands of messages and nodes at once: no GC passes meanwhile
-            transcript = state.transcript
-            if session is None:
-                session = restore_session(
-                    state.trace or _empty_trace(),
-                    lm,
-                    prices=prices,
-                    transcript=transcript,
-                    tracer_provider=tracer_provider,
-                )
+        transcript = state.transcript
+        if session is None:
+            session = restore_session(
+                state.trace or _empty_trace(),
+                lm,
+                prices=prices,
+                transcript=transcript,
+                tracer_provider=tracer_provider,
+            )
         runner._resume = (state, decisions, transcript)
         runner._on_approval = on_approval
         try:
@@ -529,13 +526,13 @@ class Agent(Action[str]):
         for item in state.data["batch"]:
             call = ToolCall(item["call_id"], item["name"], dict(item["args"]))
             found = self.tools[call.name]
-            node = session._start(
+            tracked = session.track(
                 "tool_call",
                 found.name,
-                inputs={"call_id": call.id, "args": session._preview(call.args)},
+                inputs={"call_id": call.id, "args": call.args},
                 metadata={**(_source(found) or {}), "resumed": True},
             )
-            entry = _Planned(call, found, None, node)
+            entry = _Planned(call, found, None, tracked)
             planned.append(entry)
             try:
                 entry.args = found.validate_args(call.args)
@@ -546,9 +543,9 @@ class Agent(Action[str]):
                     decision = decisions[call.id]
                     if isinstance(decision, (Approve, Deny)) and decision.by is None:
                         decision = dataclasses.replace(decision, by="resume")
-                self._record(entry, decision, session)
+                self._record(entry, decision)
             except BaseException as exc:
-                _abandon(planned, session, exc, culprit=entry)
+                _abandon(planned, exc, culprit=entry)
                 raise
         return planned
 
@@ -565,15 +562,14 @@ class Agent(Action[str]):
             if found is None:
                 raise ToolExecutionError(f"unknown tool {call.name!r}")
             return call, found, found.validate_args(call.args)
-        except ToolExecutionError as exc:
-            node = session._start(
+        except ToolExecutionError:
+            with session.track(
                 "tool_call",
                 call.name,
-                inputs={"call_id": call.id, "args": session._preview(call.args)},
+                inputs={"call_id": call.id, "args": call.args},
                 metadata={"executed": False, "phase": "validation"},
-            )
-            session._finish(node, "failed", error=exc)
-            raise
+            ):
+                raise
 
     async def _decide(
         self, validated: list[tuple[ToolCall, Tool[Any, Any], Any]], session: Session
@@ -581,93 +577,82 @@ class Agent(Action[str]):
         """Ask the policy about each call in order; nothing runs until all are decided."""
         planned: list[_Planned] = []
         for call, found, args in validated:
-            node = session._start(
+            tracked = session.track(
                 "tool_call",
                 found.name,
-                inputs={"call_id": call.id, "args": session._preview(call.args)},
+                inputs={"call_id": call.id, "args": call.args},
                 metadata=_source(found),
             )
-            entry = _Planned(call, found, args, node)
+            entry = _Planned(call, found, args, tracked)
             planned.append(entry)
             try:
-                await self._apply_policy(entry, session)
+                await self._apply_policy(entry)
             except BaseException as exc:
-                _abandon(planned, session, exc, culprit=entry)
+                _abandon(planned, exc, culprit=entry)
                 raise
         return planned
 
-    async def _apply_policy(self, entry: _Planned, session: Session) -> None:
-        store = session._state.store
-        node = entry.node
+    async def _apply_policy(self, entry: _Planned) -> None:
+        """Ask ``allow_tool`` about one call; the node is ``waiting`` meanwhile."""
+        tracked = entry.tracked
         policy = self.allow_tool
-        suspend = self._on_approval == "suspend"
         if policy is None:
-            if suspend:
-                self._record(entry, None, session)
+            if self._on_approval == "suspend":
+                self._record(entry, None)
             else:
-                store.update(
-                    node, decision={"outcome": "approve", "by": "default", "at": store.time()}
-                )
+                tracked.decide("approve", "default")
                 entry.decided = {"outcome": "approve", "by": "default"}
             return
-        view = session._bind(node)
+        tracked.wait()
         try:
-            decision: Any = policy(entry.call, view)
+            decision: Any = policy(entry.call, tracked.session)
             if inspect.isawaitable(decision):
                 decision = await decision
         except (asyncio.CancelledError, ExecutionTimeoutError):
             raise
-        except ToolDeniedError:
+        except ToolDeniedError as exc:
             # A policy that denies by raising (e.g. an approval prompt nobody saw in time)
             # already says why: keep its message as the run's error.
-            store.update(node, decision={"outcome": "stop", "by": "allow_tool", "at": store.time()})
+            tracked.decide("stop", "allow_tool", note=str(exc) or None)
             raise
         except Exception as exc:
-            store.update(
-                node, decision={"outcome": "error", "by": "allow_tool", "at": store.time()}
-            )
+            tracked.decide("error", "allow_tool", note=type(exc).__name__)
             raise ToolDeniedError(
                 f"the allow_tool policy failed on {entry.call.name!r} ({type(exc).__name__}); "
                 "the call was not run"
             ) from exc
-        finally:
-            view._close_view()
-        if decision is None and not suspend:
+        if decision is None and self._on_approval != "suspend":
             decision = _INVALID
-        self._record(entry, decision, session)
+        self._record(entry, decision)
 
-    def _record(self, entry: _Planned, decision: Any, session: Session) -> None:
+    def _record(self, entry: _Planned, decision: Any) -> None:
         """Apply one decision to a planned call and record it on its node. ``None`` (suspend
         mode) leaves the call pending for a person."""
-        store = session._state.store
-        node = entry.node
-        at = store.time()
+        tracked = entry.tracked
         if decision is None:
             entry.pending = True
-            store.update(node, decision={"outcome": "suspend", "by": "on_approval", "at": at})
+            tracked.decide("suspend", "on_approval")
         elif decision is True or (isinstance(decision, Approve) and decision.args is None):
             by = (decision.by if isinstance(decision, Approve) else None) or "allow_tool"
-            store.update(node, decision={"outcome": "approve", "by": by, "at": at})
+            tracked.decide("approve", by)
             entry.decided = {"outcome": "approve", "by": by}
         elif isinstance(decision, Approve):
             edited = dict(decision.args or {})
             by = decision.by or "allow_tool"
-            record = {"outcome": "approve", "by": by, "at": at, "args": session._preview(edited)}
-            store.update(node, decision=record)
+            tracked.decide("approve", by, args=edited)
             entry.args = entry.tool.validate_args(edited)
             entry.decided = {"outcome": "approve", "by": by, "args": edited}
         elif isinstance(decision, Deny):
             by = decision.by or "allow_tool"
-            record = {"outcome": "deny", "by": by, "at": at, "message": decision.message}
-            store.update(node, decision=record)
+            tracked.decide("deny", by, note=decision.message)
             entry.deny = decision.message
             entry.decided = {"outcome": "deny", "by": by, "message": decision.message}
-            session._finish(node, "denied", outputs={"message": decision.message})
+            tracked.end("denied", outputs={"message": decision.message})
         elif decision is False:
-            store.update(node, decision={"outcome": "stop", "by": "allow_tool", "at": at})
+            tracked.decide("stop", "allow_tool")
             raise ToolDeniedError(f"tool call {entry.call.name!r} ({entry.call.id}) was denied")
         else:
-            store.update(node, decision={"outcome": "error", "by": "allow_tool", "at": at})
+            tracked.decide("error", "allow_tool", note=f"not a decision: {type(decision).__name__}")
             raise ToolDeniedError(
                 "allow_tool must return True, False, lf.Approve or lf.Deny, "
                 f"not {type(decision).__name__}; the call was not run"
@@ -686,7 +671,7 @@ class Agent(Action[str]):
                 try:
                     results[i] = await _run_tool(planned[i], session)
                 except BaseException as exc:
-                    _abandon([planned[j] for j in runnable[n + 1 :]], session, exc)
+                    _abandon([planned[j] for j in runnable[n + 1 :]], exc)
                     raise
         else:
             tasks = [asyncio.ensure_future(_run_tool(planned[i], session)) for i in runnable]
@@ -697,41 +682,38 @@ class Agent(Action[str]):
 
 
 async def _run_tool(entry: _Planned, session: Session) -> ToolMessage[Any]:
-    """Run one approved call under its node; every outcome is recorded on that node."""
-    node = entry.node
+    """Run one approved call under its node; every outcome is recorded on that node.
+
+    A tool's own failure becomes a ``ToolExecutionError`` chained from it, except the run's
+    own budget running out inside the tool, which stops the run as it is."""
     call = entry.call
-    view = session._bind(node)
-    try:
-        view._check_usable()
-        output = await entry.tool.execute(entry.args, view)
-        message = entry.tool.result_message(output, call)
-    except (asyncio.CancelledError, ExecutionTimeoutError, ToolExecutionError) as exc:
-        session._finish(node, view._status_for(exc), error=exc)
-        raise
-    except BudgetExceededError as exc:
-        scope = session.budget_scope
-        if scope is not None and scope.exhausted():  # the run's own budget ran out in the tool
-            session._finish(node, "failed", error=exc)
+    with entry.tracked as tracked:
+        try:
+            output = await entry.tool.execute(entry.args, tracked.session)
+            message = entry.tool.result_message(output, call)
+        except (asyncio.CancelledError, ExecutionTimeoutError, ToolExecutionError):
             raise
-        error = ToolExecutionError(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
-        session._finish(node, "failed", error=error)
-        raise error from exc
-    except Exception as exc:
-        error = ToolExecutionError(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
-        session._finish(node, "failed", error=error)
-        raise error from exc
-    finally:
-        view._close_view()
-    result = message.parts[0]
-    assert isinstance(result, ToolResultPart)
-    text = result.content
-    if result.is_error:
-        # The tool reported an error as its result (MCP's isError): the model reads it and
-        # the run goes on; the node says the call failed.
-        error = ToolExecutionError(f"tool {call.name!r} reported an error: {text[:200]}")
-        session._finish(node, "failed", outputs={"json": session._preview(text)}, error=error)
-    else:
-        session._finish(node, "ok", outputs={"json": session._preview(text)})
+        except BudgetExceededError as exc:
+            scope = session.budget_scope
+            if scope is not None and scope.exhausted():  # the run's own budget ran out
+                raise
+            raise ToolExecutionError(
+                f"tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        except Exception as exc:
+            raise ToolExecutionError(
+                f"tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        result = message.parts[0]
+        assert isinstance(result, ToolResultPart)
+        text = result.content
+        if result.is_error:
+            # The tool reported an error as its result (MCP's isError): the model reads it and
+            # the run goes on; the node says the call failed.
+            error = ToolExecutionError(f"tool {call.name!r} reported an error: {text[:200]}")
+            tracked.end("failed", outputs={"json": text}, error=error)
+        else:
+            tracked.outputs = {"json": text}
     return message
 
 
@@ -754,20 +736,27 @@ def _source(tool: Tool[Any, Any]) -> dict[str, Any] | None:
     return None if server is None else {"source": "mcp", "mcp_server": server}
 
 
+def _drop_earlier_repair(transcript: list[Message[Any]]) -> None:
+    """Before re-asking, take the previous failed answer and its re-ask out of the
+    transcript: as ``lf.query`` does, only the latest failed answer is sent back, so a run
+    of failing answers does not grow every later prompt (``Repairs``)."""
+    for i in range(len(transcript) - 2, 0, -1):
+        if Repairs.is_request(transcript[i]):
+            del transcript[i - 1 : i + 1]
+            return
+
+
 def _abandon(
-    entries: Sequence[_Planned],
-    session: Session,
-    exc: BaseException,
-    culprit: _Planned | None = None,
+    entries: Sequence[_Planned], exc: BaseException, culprit: _Planned | None = None
 ) -> None:
     """Close the nodes of calls that will not run: the culprit gets the error's outcome, the
     others ``cancelled``; all are marked ``executed: false``."""
     for entry in entries:
-        node = entry.node
-        if node.status != "running":
+        node = entry.tracked.node
+        if node.status not in OPEN_STATUSES:
             continue
         node.metadata["executed"] = False
         if entry is culprit:
-            session._finish(node, session._status_for(exc), error=exc)
+            entry.tracked.fail(exc)
         else:
-            session._finish(node, "cancelled")
+            entry.tracked.end("cancelled")

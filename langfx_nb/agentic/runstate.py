@@ -18,14 +18,10 @@ can be resumed only once per process.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import gc
 import json
 import uuid
-from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Message, ToolCall
@@ -96,8 +92,7 @@ class RunState:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> RunState:
         if isinstance(data, str):
-            with bulk_load():
-                data = json.loads(data)
+            data = json.loads(data)
         if not isinstance(data, Mapping) or data.get("format") != RUN_STATE_FORMAT:
             raise ValueError("not a langfx_nb run state")
         if data.get("version") != RUN_STATE_VERSION:
@@ -133,24 +128,6 @@ def transcript_json(message: Message[Any]) -> dict[str, Any]:
     for key in _NOT_FOR_THE_MODEL:
         data.pop(key, None)
     return data
-
-
-@contextlib.contextmanager
-def bulk_load() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a saved run is rebuilt.
-
-    Loading a long run creates tens of thousands of acyclic containers at once; each one
-    counts towards a collection, and every full collection walks the whole heap, which in a
-    busy process cost more than the loading itself (about 25 ms vs 50–120 ms with collections
-    for a 1,000-step run). Nothing made here forms a cycle, so nothing is left for later.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def agent_config(agent: Agent) -> dict[str, Any]:
@@ -263,61 +240,38 @@ def restore_session(
     transcript: list[Message[Any]] | None = None,
     tracer_provider: Any = None,
 ) -> Session:
-    """A live session that continues a saved trace: same session id and root node, the
-    saved nodes kept, new nodes numbered after them and timed after the last saved one.
-    With ``tracer_provider`` its new nodes are exported as OpenTelemetry spans (the saved
-    ones were exported where they ran)."""
+    """``Session.restore`` of a run's saved trace, with the step prompts ``compact_trace``
+    left out given back from the transcript."""
     from .session import Session
-    from .trace import TraceStore
 
-    loaded = TraceStore.from_json(trace, prices)
-    session = Session(lm, prices=prices, clock=clock, max_trace_nodes=loaded.max_nodes)
-    store = session._state.store
-    store.nodes = loaded.nodes
-    store.root = root = loaded.root
-    store.session_id = loaded.session_id
-    store.requests = loaded.requests
-    store._usage = loaded._usage
-    store.started = loaded.started
-    store._counts = loaded._counts
-    store.evicted = loaded.evicted
-    store._finished = deque(
-        n for n in loaded.nodes.values() if n.status != "running" and n is not loaded.root
+    session = Session.restore(
+        trace, lm, prices=prices, clock=clock, tracer_provider=tracer_provider
     )
-    store._next_id = 1 + max((int(i) for i in loaded.nodes if i.isdigit()), default=0)
-    last = max(
-        (n.end if n.end is not None else n.start for n in loaded.nodes.values()), default=0.0
-    )
-    store.t0 = store._now() - last
-    if root.status != "running":  # the saved session had ended: it is running again
-        key = ("session", root.status)
-        if store._counts.get(key):
-            store._counts[key] -= 1
-        root.status, root.end = "running", None
-    header = trace.get("session") or {}
-    session._state.metadata.update(header.get("metadata") or {})
-    session._node = root
-    session._ancestry = (root.id,)
     if transcript is not None:
         _expand_prompts(session, transcript)
-    if tracer_provider is not None:
-        from .otel import export
-
-        export(session, tracer_provider, backfill=False)
     return session
 
 
 def _expand_prompts(session: Session, transcript: list[Message[Any]]) -> None:
-    """Give compacted step nodes their prompt previews back (computed on first read)."""
-    limit = session._state.max_text_chars
-    for node in session._state.store.nodes.values():
-        turns = node.metadata.pop("prompt_turns", None) if node.kind == "query" else None
-        if isinstance(turns, int):
-            node.defer("inputs", functools.partial(_prompt, transcript[:turns], limit))
+    """Give compacted step nodes their prompt previews back, as ``generate`` wrote them
+    (``trace.turns_preview`` of the turns sent), each turn previewed once however many
+    steps were sent it."""
+    from .trace import MAX_PREVIEW_TURNS, turn_preview, turns_preview
 
-
-def _prompt(sent: list[Message[Any]], limit: int) -> dict[str, Any]:
-    from ..messages import ComplexMessage
-    from .trace import message_preview
-
-    return {"prompt": message_preview(ComplexMessage(sent), limit)}
+    limit = session.max_text_chars
+    flat: list[Message[Any]] = []
+    ends = [0]  # ends[k]: turns in transcript[:k]
+    for message in transcript:
+        flat.extend(message.turns())
+        ends.append(len(flat))
+    shown: dict[int, dict[str, Any]] = {}
+    for node in session.trace_store.nodes.values():
+        count = node.metadata.pop("prompt_turns", None) if node.kind == "query" else None
+        if not isinstance(count, int) or not 0 <= count < len(ends):
+            continue
+        end = ends[count]
+        for i in range(max(0, end - MAX_PREVIEW_TURNS), end):
+            if i not in shown:
+                shown[i] = turn_preview(flat[i], limit)
+        prompt = turns_preview(end, [shown[i] for i in range(max(0, end - MAX_PREVIEW_TURNS), end)])
+        node.inputs = {**(node.inputs or {}), "prompt": prompt}

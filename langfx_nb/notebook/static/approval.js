@@ -1,4 +1,4 @@
-// langfx-src-sha256: a91c46686a8626a6e6a7aba7c985bfdd33969e5cba172e5ba7505b0ec53b52f2
+// langfx-src-sha256: 0cd7e0a871937c3c87b4969616110bb4ec01ee88dd5c0f3b7c1eb67559ffdf7a
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel"};function t(e,l={},...o){let s=document.createElement(e);for(let[n,r]of Object.entries(l))r===void 0||r===!1||(n==="class"?s.className=String(r):n==="text"?s.textContent=String(r):s.setAttribute(n,r===!0?"":String(r)));for(let n of o)n==null||n===!1||s.append(typeof n=="string"?document.createTextNode(n):n);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,U=24;function Y(e,l="lfx-text"){let o=e.split(`
 `),s=e.length>z||o.length>U,n=t("pre",{class:l});if(!s)return n.textContent=e,n;let r=o.slice(0,U).join(`
@@ -15,6 +15,7 @@ var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECIS
 .lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
+.lfx .lfx-st-waiting{--lfx-c:var(--lfx-paused)}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}
 .lfx ul.lfx-json{padding-left:14px}
 .lfx details.lfx-jd>summary{cursor:pointer;list-style:none}

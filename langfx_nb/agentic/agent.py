@@ -45,6 +45,7 @@ from ..structured.mapping import Repairs, check_repair
 from .action import Action
 from .budget import Budget
 from .fanout import settle_first_failure
+from .limits import AgentLimits
 from .runstate import (
     RUN_STATE_FORMAT,
     RUN_STATE_VERSION,
@@ -64,37 +65,6 @@ if TYPE_CHECKING:
     from .usage import Price
 
 __all__ = ["Agent", "AgentLimits", "Approve", "Deny", "PolicyDecision", "ToolPolicy"]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentLimits:
-    """Model steps, tool calls and seconds one run may use (``None`` time = no limit), and
-    optionally its tokens and cost (``lf.Budget`` fields; ``None`` = no limit), which cover
-    nested agents and tools' own model calls too."""
-
-    max_steps: int = 8
-    max_tool_calls: int = 12
-    max_execution_time: float | None = 60
-    max_input_tokens: int | None = None
-    max_output_tokens: int | None = None
-    max_total_tokens: int | None = None
-    max_cost: float | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise ValueError("max_steps must be a positive integer")
-        if not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
-            raise ValueError("max_tool_calls must be a non-negative integer")
-        if self.max_execution_time is not None and self.max_execution_time <= 0:
-            raise ValueError("max_execution_time must be positive (or None)")
-        self.budget  # noqa: B018  (validates the token and cost limits now)
-
-    @property
-    def budget(self) -> Budget:
-        """The token and cost limits as a ``Budget``."""
-        return Budget(
-            self.max_input_tokens, self.max_output_tokens, self.max_total_tokens, self.max_cost
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +183,11 @@ class Agent(Action[str]):
         if output is not None:
             request = prompt if isinstance(prompt, Message) else UserMessage(prompt)
             self._mapping = StructuredMapping(request, output, protocol=protocol)
+
+    @property
+    def output_name(self) -> str | None:
+        """The answer type's name (``output=``), or None for a text answer."""
+        return self._mapping.schema.name if self._mapping is not None else None
 
     def trace_inputs(self) -> Any:
         return {

@@ -21,14 +21,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..messages import Message, ToolCall
+from .limits import AgentLimits
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
-    from .agent import Agent
     from .clock import Clock
     from .session import Session
     from .tools import Tool
@@ -40,6 +40,26 @@ RUN_STATE_FORMAT = "langfx_nb.run_state"
 RUN_STATE_VERSION = 1
 
 _RESUMED: set[str] = set()  # suspension ids already resumed in this process
+
+
+class _Configured(Protocol):
+    """What a ``RunState`` reads of an agent (``lf.Agent`` is one)."""
+
+    prompt: str | Message[Any]
+    instructions: str | None
+    tools: dict[str, Tool[Any, Any]]
+    limits: AgentLimits
+    parallel_tools: bool
+    stream: bool
+    repair: int
+    protocol: str
+
+    @property
+    def output_name(self) -> str | None: ...
+    def trace_name(self) -> str: ...
+
+
+A = TypeVar("A", bound=_Configured)
 
 
 class RunState:
@@ -130,12 +150,11 @@ def transcript_json(message: Message[Any]) -> dict[str, Any]:
     return data
 
 
-def agent_config(agent: Agent) -> dict[str, Any]:
+def agent_config(agent: _Configured) -> dict[str, Any]:
     """What a ``RunState`` keeps of an agent: plain data (tool *names*, the answer type's
     name); tools, models and types are given again on resume."""
     limits = agent.limits
     prompt = agent.prompt
-    mapping = agent._mapping
     return {
         "name": agent.trace_name(),
         "prompt": prompt.to_json() if isinstance(prompt, Message) else prompt,
@@ -144,24 +163,22 @@ def agent_config(agent: Agent) -> dict[str, Any]:
         "limits": {f.name: getattr(limits, f.name) for f in dataclasses.fields(limits)},
         "parallel_tools": agent.parallel_tools,
         "stream": agent.stream,
-        "output": mapping.schema.name if mapping is not None else None,
+        "output": agent.output_name,
         "repair": agent.repair,
         "protocol": agent.protocol,
     }
 
 
 def rebuild_agent(
-    cls: type[Agent],
+    cls: Callable[..., A],
     state: RunState,
     decisions: Mapping[str, Any] | None,
     tools: Sequence[Tool[Any, Any]],
     allow_tool: Any,
     output: Any,
-) -> tuple[Agent, dict[str, Any]]:
+) -> tuple[A, dict[str, Any]]:
     """The suspended run's agent, with checked decisions; ``ValueError`` before anything
     runs when a tool or the output type is missing or the decisions do not match."""
-    from .agent import AgentLimits
-
     config = state.data["agent"]
     by_name = {t.name: t for t in tools}
     missing = [n for n in config["tools"] if n not in by_name]

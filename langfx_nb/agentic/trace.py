@@ -280,11 +280,26 @@ def preview(value: Any, max_chars: int = 4000) -> Any:
     ``{role, text}``; models, functions and other objects become short descriptions.
     Mapping keys that look like credentials are redacted.
     """
+    if type(value) is str:  # the common case, as ``walk`` would cut it
+        return value if len(value) <= max_chars else value[:max_chars] + "…"
+    bounds, special = _walkers(max_chars)
+    return walk(value, bounds, special=special)
+
+
+_PLAIN = frozenset({dict, list, tuple})
+
+
+@functools.lru_cache(maxsize=16)
+def _walkers(max_chars: int) -> tuple[Bounds, Callable[[Any, int], Any]]:
+    """The bounds and ``special`` hook of ``preview`` (made once per limit: every traced
+    call previews several values)."""
     bounds = Bounds(max_chars=max_chars, max_items=100, max_depth=8, redact=True, max_repr=200)
-    return walk(value, bounds, special=functools.partial(_preview_special, bounds))
+    return bounds, functools.partial(_preview_special, bounds)
 
 
 def _preview_special(bounds: Bounds, value: Any, depth: int) -> Any:
+    if type(value) in _PLAIN:  # left to the walker (most previews are of these)
+        return UNHANDLED
     if isinstance(value, Message):
         return message_preview(value, bounds.max_chars or 4000)
     if isinstance(value, Mime):

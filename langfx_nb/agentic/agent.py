@@ -92,7 +92,7 @@ class _Planned:
     call: ToolCall
     tool: Tool[Any, Any]
     args: Any
-    tracked: Tracked  # the call's tool_call node, started when it is decided
+    tracked: Tracked[Session]  # the call's tool_call node, started when it is decided
     deny: str | None = None
     pending: bool = False  # suspend mode: waiting for a person's decision
     decided: dict[str, Any] | None = None  # the decision as JSON (kept in a RunState)

@@ -32,13 +32,12 @@ from collections.abc import (
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from ..errors import ExecutionTimeoutError, RunSuspended, ToolDeniedError
+from ..errors import ExecutionTimeoutError
 from ..messages import AIMessage, Message
 from ..structured.mapping import AttemptHook
 from ..structured.query import query as query_fn
 from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
-from .deadline import DeadlineScope
 from .fanout import DEFAULT_MAX_CONCURRENCY, check_fan_out, fan_out
 from .observers import Observer, ObserverHub
 from .query_node import (
@@ -49,8 +48,9 @@ from .query_node import (
     record_calls,
     stream_response,
 )
+from .recorder import Tracked
 from .recording import RecordingModel
-from .trace import Decision, NodeKind, NodeStatus, Outcome, TraceNode, TraceStore, preview
+from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, preview
 from .usage import Price, UsageSummary
 
 if TYPE_CHECKING:
@@ -94,132 +94,6 @@ class _State:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.closers: list[Callable[[], Awaitable[None]]] = []  # resources the session owns
         self.created_at = datetime.datetime.now(datetime.UTC).isoformat()
-
-
-class Tracked:
-    """One unit of work recorded by ``Session.track``: its node, and the session view that
-    work inside it must use so that it is attributed to this node.
-
-    The node starts when ``track`` is called; ``with`` runs the work under it (arming its
-    deadline) and ends it on exit: ``ok`` with ``outputs`` (previewed then), or with the
-    status what was raised maps to. ``end``/``fail`` close the node earlier or with another
-    status (a denied tool call); once ended, the block's own outcome no longer changes it.
-    A node that waits for a decision (a tool call whose policy is asked) says so with
-    ``wait`` and ``decide``. A ``Tracked`` that is never entered must be ended by its owner.
-    """
-
-    __slots__ = ("_budget", "_entered", "_limit", "_own", "_scope", "node", "outputs", "session")
-
-    def __init__(
-        self,
-        node: TraceNode,
-        session: Session,
-        own: float | None = None,
-        budget: Budget | None = None,
-        limit: float | None = None,
-    ) -> None:
-        self.node = node
-        self.session = session
-        self.outputs: Any = None
-        self._own = own
-        self._budget = budget
-        self._limit = limit
-        self._scope: DeadlineScope | None = None
-        self._entered = False
-
-    # -- the block -----------------------------------------------------------------------
-    def __enter__(self) -> Tracked:
-        self._entered = True
-        view = self.session
-        own = self._own
-        if own is not None:
-            clock = view._state.clock
-            try:
-                if own <= clock.now():
-                    raise ExecutionTimeoutError(f"{self.node.name}: no time left to start")
-                self._scope = DeadlineScope(clock, own)
-            except BaseException as exc:
-                self.fail(exc)
-                raise
-        elif view._deadline != _INF and view._state.clock.now() >= view._deadline:
-            error = ExecutionTimeoutError("the deadline passed before the work could start")
-            self.fail(error)
-            raise error
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        scope = self._scope
-        fired = scope is not None and scope.close()
-        if exc is None:
-            self._settle()
-            outputs = self.outputs
-            self.session._state.store.finish(
-                self.node, "ok", outputs=None if outputs is None else self.session._preview(outputs)
-            )
-            return
-        if fired and isinstance(exc, asyncio.CancelledError):
-            error = ExecutionTimeoutError(
-                f"{self.node.name} exceeded max_execution_time={self._limit}s"
-            )
-            self.end("timed_out", error=error)
-            raise error from None
-        self.fail(exc)
-
-    def _settle(self) -> None:
-        view = self.session
-        view._open = False
-        budget = self._budget
-        if budget is not None and view._budget is not None:
-            self.node.metadata["budget"] = {"limits": budget.to_json(), "used": view._budget.used()}
-            self._budget = None
-
-    # -- ending and deciding ---------------------------------------------------------------
-    def end(
-        self, status: NodeStatus, *, outputs: Any = None, error: BaseException | None = None
-    ) -> None:
-        """Finish the node now with ``status`` (a no-op once it has finished); its view then
-        refuses new work. ``outputs`` is previewed now."""
-        self._settle()
-        shown = None if outputs is None else self.session._preview(outputs)
-        self.session._state.store.finish(self.node, status, outputs=shown, error=error)
-
-    def fail(self, exc: BaseException, *, outputs: Any = None) -> None:
-        """Finish the node with the status ``exc`` maps to (``failed``, ``denied``,
-        ``cancelled``, ``timed_out``, ``suspended``) and its class and message."""
-        self.end(self.session._status_for(exc), outputs=outputs, error=exc)
-
-    def update(self, **changes: Any) -> None:
-        """Change fields of the node while it runs (``progress``, ``metadata``, ``delta``);
-        observers get a ``node_update``."""
-        self.session._state.store.update(self.node, **changes)
-
-    def wait(self) -> None:
-        """The node now waits for a decision (a tool call's policy is asked): status
-        ``waiting``, decision ``{outcome: "waiting", asked_at: now}``."""
-        store = self.session._state.store
-        store.update(self.node, status="waiting", decision=Decision("waiting", None, store.time()))
-
-    def decide(
-        self, outcome: Outcome, by: str | None, *, args: Any = None, note: str | None = None
-    ) -> Decision:
-        """Record the decision (``asked_at`` from ``wait``, ``decided_at`` now); a waiting
-        node is running again. ``args`` (edited arguments) is previewed."""
-        store = self.session._state.store
-        node = self.node
-        prior = node.decision
-        asked = prior.asked_at if prior is not None and prior.outcome == "waiting" else None
-        shown = None if args is None else self.session._preview(args)
-        decision = Decision(outcome, by, asked, store.time(), shown, note)
-        if node.status == "waiting":
-            store.update(node, status="running", decision=decision)
-        else:
-            store.update(node, decision=decision)
-        return decision
 
 
 class Session:
@@ -318,22 +192,6 @@ class Session:
         if self._deadline != _INF and state.clock.now() >= self._deadline:
             raise ExecutionTimeoutError("the deadline passed before the work could start")
 
-    def _status_for(self, exc: BaseException) -> NodeStatus:
-        """The trace outcome of an exception raised under this view."""
-        if isinstance(exc, ExecutionTimeoutError):
-            return "timed_out"
-        if isinstance(exc, asyncio.CancelledError):
-            if self._deadline != _INF and self._state.clock.now() >= self._deadline:
-                return "timed_out"
-            return "cancelled"
-        if isinstance(exc, ToolDeniedError):
-            return "denied"
-        if isinstance(exc, RunSuspended):
-            return "suspended"
-        if isinstance(exc, GeneratorExit):  # the consumer of a stream stopped early
-            return "cancelled"
-        return "failed"
-
     # -- the recorder ----------------------------------------------------------------------
     def track(
         self,
@@ -347,7 +205,7 @@ class Session:
         max_execution_time: float | None = None,
         budget: Budget | None = None,
         previewed: bool = False,
-    ) -> Tracked:
+    ) -> Tracked[Session]:
         """Record one unit of work as a node under this view: the one way to trace work.
 
         ``with session.track(...) as tracked:`` — a ``running`` node starts (``inputs``
@@ -373,6 +231,12 @@ class Session:
         tightens = own if own is not None and own < self._deadline else None
         return Tracked(node, view, tightens, budget, max_execution_time)
 
+    def end_view(self) -> None:
+        """Refuse new work through this view from now on (``RuntimeError``). The recorder
+        calls it when the view's node ends; a root session is ended by ``dispose``."""
+        if not self.is_root:
+            self._open = False
+
     @contextlib.contextmanager
     def _branch(self) -> Iterator[Session]:
         """A view for one branch of ``concurrent_map``: same node, closed when it ends."""
@@ -380,7 +244,7 @@ class Session:
         try:
             yield view
         finally:
-            view._open = False
+            view.end_view()
 
     def _preview(self, value: Any) -> Any:
         return preview(value, self._state.max_text_chars)
@@ -639,7 +503,7 @@ class Session:
             return message
         return message.result if schema is not None else message.text
 
-    def _attempts(self, tracked: Tracked) -> AttemptHook:
+    def _attempts(self, tracked: Tracked[Session]) -> AttemptHook:
         """The repair loop's hook: each attempt a child ``query`` node ``attempt N`` of the
         query, ended with its outcome and the attempt's text."""
         view = tracked.session
@@ -682,7 +546,7 @@ class Session:
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         recording = self._recording(model)
-        hook: list[Tracked] = []  # the query's record, once iteration has started it
+        hook: list[Tracked[Session]] = []  # the query's record, once iteration has started it
         if merged.get("repair") and schema is not None:
             merged = {**merged, "on_attempt": lambda n: self._attempts(hook[0])(n)}
         events = query_stream(prompt, schema, lm=recording, **merged)
@@ -696,7 +560,7 @@ class Session:
         schema: Any,
         model: LanguageModel,
         merged: dict[str, Any],
-        hook: list[Tracked],
+        hook: list[Tracked[Session]],
     ) -> AsyncGenerator[Any, None]:
         store = self._state.store
         result: Any = NO_RESULT
@@ -795,7 +659,7 @@ class Session:
         model: LanguageModel,
         merged: dict[str, Any],
         **metadata: Any,
-    ) -> Tracked:
+    ) -> Tracked[Session]:
         """The record of one ``query``/``query_stream``: a ``query`` node with its schema,
         options, prompt and ``vars`` previewed now (the caller may mutate ``vars`` later)."""
         limit = self._state.max_text_chars

@@ -157,7 +157,7 @@ class MCPServer:
                 await self.close()
                 raise
         if session is not None:
-            session._state.closers.append(self.close)
+            session.on_dispose(self.close)
         return self
 
     async def _run(self, ready: asyncio.Future[None]) -> None:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anywidget
 import traitlets
@@ -40,6 +40,11 @@ from ..errors import ToolDeniedError, ToolExecutionError
 from . import control
 from .bridge import MessageKind, to_jsonable
 from .render import _CSS, _UL, WidgetDisplayMixin, _esc, value_html
+
+if TYPE_CHECKING:
+    from ..agentic.agent import PolicyDecision
+    from ..agentic.session import Session
+    from ..messages import ToolCall
 
 __all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
 
@@ -349,7 +354,8 @@ class ApprovalPolicy:
         allow = f", allow={sorted(self.allow)!r}" if self.allow else ""
         return f"ApprovalPolicy(mode={self.mode!r}{allow})"
 
-    async def __call__(self, call: Any, session: Any) -> Any:
+    async def __call__(self, call: ToolCall, session: Session) -> PolicyDecision:
+        """The ``allow_tool`` policy: ``session`` is the view bound to the waiting call."""
         from ..agentic.agent import Approve, Deny
 
         name = str(call.name)
@@ -549,13 +555,10 @@ def _default_who() -> str:
         return "notebook user"
 
 
-def _run_key(session: Any) -> tuple[str, ...]:
-    """The agent run a tool call belongs to: the session id and the call's parent node."""
-    sid = str(getattr(session, "id", id(session)))
-    ancestry = getattr(session, "ancestry", None)
-    if isinstance(ancestry, tuple) and len(ancestry) >= 2:
-        return (sid, str(ancestry[-2]))
-    return (sid,)
+def _run_key(session: Session) -> tuple[str, ...]:
+    """The agent run a tool call belongs to: the session id and the run's node
+    (``Session.run_node``)."""
+    return (session.id, session.run_node.id)
 
 
 def _log(

@@ -372,8 +372,9 @@ def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tupl
     if node.get("outputs") is not None:
         rows.append(("Output", node["outputs"]))
     if decision is not None:
-        shown = {k: v for k, v in decision.items() if k not in ("args", "at")}
-        when = _local_time(decision.get("at"), offset)
+        hidden = ("args", "asked_at", "decided_at")
+        shown = {k: v for k, v in decision.items() if k not in hidden and v is not None}
+        when = _local_time(decision.get("decided_at"), offset)
         if when:
             shown["at"] = when
         rows.append(("Policy decision", shown))

@@ -118,6 +118,8 @@ class TraceReducer:
             if not node:
                 return []  # streamed text only: shown by StreamView, not stored in the trace
             node["id"] = str(event["node_id"])
+            if node.get("status") == "waiting":  # the core's waiting tool call
+                node["status"] = WAITING
         elif kind in ("node_start", "node_update", "node_end"):
             body = event.get("node") if isinstance(event.get("node"), Mapping) else event
             assert isinstance(body, Mapping)

@@ -125,7 +125,7 @@ async def test_waiting_for_approval_is_a_status_and_the_wait_is_kept_apart() -> 
         assert tool["end"] - tool["start"] >= tool["wait_s"]
         assert policy.widget.state["history"][0]["waited_s"] >= 0.05
         static = explorer._static_html()
-        raw_at = session.all_tool_calls[0].decision["at"]
+        raw_at = session.all_tool_calls[0].decision.decided_at
         explorer.close()
     # edited arguments: what ran, what the model proposed, and the difference
     assert "Arguments that ran (edited)" in static and "Model&#x27;s proposal" in static

@@ -1,4 +1,4 @@
-// langfx-src-sha256: f15bdc4109f2defb325b6adf2bfcd17be38163ac3c30814ca160d5c5df516890
+// langfx-src-sha256: ac07e1ee6dde8efad46376f531700ed45fe02e5b0de08f79209516753fcec93e
 // Built from js/src by js/build.mjs; do not edit.
 var $={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel"};function t(e,l={},...r){let s=document.createElement(e);for(let[n,o]of Object.entries(l))o===void 0||o===!1||(n==="class"?s.className=String(o):n==="text"?s.textContent=String(o):s.setAttribute(n,o===!0?"":String(o)));for(let n of r)n==null||n===!1||s.append(typeof n=="string"?document.createTextNode(n):n);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var B=1200,W=24;function ne(e,l="lfx-text"){let r=e.split(`
 `),s=e.length>B||r.length>W,n=t("pre",{class:l});if(!s)return n.textContent=e,n;let o=r.slice(0,W).join(`
@@ -15,6 +15,7 @@ var $={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECIS
 .lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
+.lfx .lfx-st-waiting{--lfx-c:var(--lfx-paused)}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}
 .lfx ul.lfx-json{padding-left:14px}
 .lfx details.lfx-jd>summary{cursor:pointer;list-style:none}

@@ -15,8 +15,9 @@ Safety properties a user relies on:
   first decision counts. A stale click (an old prompt) or a second click is refused.
 - Fail closed: if no frontend reports the prompt as rendered within ``render_timeout`` seconds
   (nbconvert, nbval, a closed browser tab), the call is denied with a clear message.
-- Who decided and when is returned in the decision (``by``) and logged under the tool call in
-  the session trace.
+- Who decided and when is returned in the decision (``by``); the core records it on the tool
+  call's node (status ``waiting`` while this policy is awaited, then the decision record), and
+  a readable note is logged under the call. The trace views read the node, never the notes.
 """
 
 from __future__ import annotations
@@ -409,7 +410,6 @@ class ApprovalPolicy:
             f"waiting for approval: {prompt.tool} ({prompt.call_id})",
             prompt.call_id,
             "policy",
-            approval="waiting",
         )
         with control.track(session, label=f"approval {prompt.tool} ({prompt.call_id})"):
             return await self._decide(prompt, entry, session, widget, approve, deny, run, asked)
@@ -456,8 +456,6 @@ class ApprovalPolicy:
                     f"approval: {why}",
                     prompt.call_id,
                     "-",
-                    approval="decided",
-                    waited_s=round(time.monotonic() - asked, 3),
                 )
             raise
         waited = round(time.monotonic() - asked, 3)
@@ -491,8 +489,6 @@ class ApprovalPolicy:
             prompt.call_id,
             by,
             when,
-            approval="decided",
-            waited_s=waited,
         )
         return result
 
@@ -550,12 +546,25 @@ def _default_who() -> str:
 
 
 def _run_key(session: Any) -> tuple[str, ...]:
-    """The agent run a tool call belongs to: the session id and the call's parent node."""
+    """The agent run a tool call belongs to ("always allow" lasts for it): the session id and
+    the run's node id."""
     sid = str(getattr(session, "id", id(session)))
+    run = _run_node_id(session)
+    return (sid,) if run is None else (sid, run)
+
+
+def _run_node_id(session: Any) -> str | None:
+    """The id of the agent run's node, from the view the agent passes to the policy:
+    ``session.run_node`` (docs/agentic.md, "The node contract"). The one place that knows how;
+    until the core's ``run_node`` is on main, the view's ancestry says it (the run is the
+    tool call's parent) — drop that branch once it is."""
+    run_node = getattr(session, "run_node", None)
+    if run_node is not None:
+        return str(run_node.id)
     ancestry = getattr(session, "ancestry", None)
     if isinstance(ancestry, tuple) and len(ancestry) >= 2:
-        return (sid, str(ancestry[-2]))
-    return (sid,)
+        return str(ancestry[-2])
+    return None
 
 
 def _log(

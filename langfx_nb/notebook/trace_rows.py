@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = [
     "BAD_STATUSES",
@@ -61,7 +61,7 @@ def human_wait(node: Mapping[str, Any]) -> float | None:
     return max(0.0, float(decided) - float(asked))
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -536,7 +536,7 @@ export default () => {
         const id = shared.selected;
         const node = id ? shared.store.nodes.get(id) : undefined;
         const hidden = !!node && !!shared.query.trim() && !rows.depth.has(node.id); // filtered out
-        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${roll.get(node.id)?.tokens}` : `none:${shared.query}`;
+        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${roll.get(node.id)?.tokens}:${shared.ended}:${!!shared.closed}` : `none:${shared.query}`;
         if (key === detailFor) return;
         detailFor = key;
         clear(detail);

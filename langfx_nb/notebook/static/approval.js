@@ -1,4 +1,4 @@
-// langfx-src-sha256: cadccb95ba0b07c7ef7f2cc84e68115568c2a284761998b494b7eff9ab2173a7
+// langfx-src-sha256: e751279a110d3614dfd3dcf426946fe2ad046759528c8632d0fdbf306714540e
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel"};function t(e,l={},...o){let s=document.createElement(e);for(let[n,r]of Object.entries(l))r===void 0||r===!1||(n==="class"?s.className=String(r):n==="text"?s.textContent=String(r):s.setAttribute(n,r===!0?"":String(r)));for(let n of o)n==null||n===!1||s.append(typeof n=="string"?document.createTextNode(n):n);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,U=24;function Y(e,l="lfx-text"){let o=e.split(`
 `),s=e.length>z||o.length>U,n=t("pre",{class:l});if(!s)return n.textContent=e,n;let r=o.slice(0,U).join(`

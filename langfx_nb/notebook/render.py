@@ -155,9 +155,10 @@ def _tree_html(
     """The first ``MAX_ROWS`` rows in tree order, each ``row(node, row_values, children_html)``
     (roll-ups only up to ``MAX_ROLLUP_NODES``: the live view has them for any size). Returns
     the roots' html and the rows shown."""
-    rows = trace_rows(nodes, ended=ended, gone=gone, roll=len(nodes) <= MAX_ROLLUP_NODES)
+    shown = trace_rows(
+        nodes, ended=ended, gone=gone, roll=len(nodes) <= MAX_ROLLUP_NODES, limit=MAX_ROWS
+    )
     by_id = {str(n["id"]): n for n in nodes}
-    shown = rows[:MAX_ROWS]
     # nest the rows (depth first, so each row's children follow it at depth + 1)
     out: list[list[str]] = [[]]
     depths: list[int] = []

@@ -11,8 +11,9 @@ node contract" in docs/agentic.md). Nothing here reads a name the core does not 
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TypeGuard
 
@@ -187,20 +188,18 @@ def duration_ms(node: Mapping[str, Any]) -> float | None:
     return max(0.0, (float(end) - float(start)) * 1000)
 
 
-def tree_order(nodes: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], int]]:
+def tree_order(nodes: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Mapping[str, Any], int]]:
     """Nodes depth first (children in list order) with their depth; a node whose parent is
     not in the list is a root."""
     parent_of, _ids = _parents(nodes)
     children: dict[str | None, list[Mapping[str, Any]]] = {}
     for node in nodes:
         children.setdefault(parent_of.get(str(node["id"])), []).append(node)
-    out: list[tuple[Mapping[str, Any], int]] = []
     stack = [(n, 0) for n in reversed(children.get(None, []))]
     while stack:
         node, depth = stack.pop()
-        out.append((node, depth))
+        yield node, depth
         stack.extend((k, depth + 1) for k in reversed(children.get(str(node["id"]), [])))
-    return out
 
 
 def trace_rows(
@@ -209,17 +208,21 @@ def trace_rows(
     ended: bool = False,
     gone: bool = False,
     roll: bool = True,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Every row in tree order, as the live view draws it with all rows expanded: ``id``,
-    ``depth``, ``kind``, ``name``, ``hint``, ``status`` (the label), ``duration``, ``tokens``
-    and ``cost`` (this node and all below it; its own only when ``roll`` is false), ``below``
-    (what went wrong below it) and ``wait`` (a person's decision time)."""
-    totals = sums(nodes) if roll else sums([{**n, "parent_id": None} for n in nodes])
+    """The rows in tree order (the first ``limit``), as the live view draws them with all rows
+    expanded: ``id``, ``depth``, ``kind``, ``name``, ``hint``, ``status`` (the label),
+    ``duration``, ``tokens`` and ``cost`` (this node and all below it; its own only when
+    ``roll`` is false), ``below`` (what went wrong below it) and ``wait`` (a person's decision
+    time)."""
+    totals = sums(nodes) if roll else {}
     below = problems_below(nodes) if roll else {}
     rows = []
-    for node, depth in tree_order(nodes):
+    for node, depth in itertools.islice(tree_order(nodes), limit):
         node_id = str(node["id"])
-        tokens, cost, priced = totals[node_id]
+        tokens, cost, priced = (
+            totals[node_id] if roll else sums([{**node, "parent_id": None}])[node_id]
+        )
         wait = human_wait(node)
         rows.append(
             {

@@ -229,14 +229,12 @@ async def test_session_totals_reach_the_view_when_a_run_ends() -> None:
 
 
 def test_rows_carry_a_hint_that_tells_same_named_nodes_apart() -> None:
-    from langfx_nb.notebook.trace_data import view_node as normalize_node
+    from langfx_nb.notebook.trace_data import view_node
     from langfx_nb.notebook.trace_explorer import summarize
 
-    log = normalize_node(
-        {"id": 1, "kind": "log", "name": "info", "inputs": {"message": "cache warm"}}
-    )
+    log = view_node({"id": 1, "kind": "log", "name": "info", "inputs": {"message": "cache warm"}})
     assert summarize(log)["hint"] == "cache warm"  # kept in snapshots: filterable after reload
-    query = normalize_node(
+    query = view_node(
         {
             "id": 2,
             "kind": "query",
@@ -248,8 +246,6 @@ def test_rows_carry_a_hint_that_tells_same_named_nodes_apart() -> None:
         }
     )
     assert query["hint"] == "p=Mars · A fact about Mars"
-    call = normalize_node(
-        {"id": 3, "kind": "tool_call", "name": "add", "inputs": {"args": {"a": 1}}}
-    )
+    call = view_node({"id": 3, "kind": "tool_call", "name": "add", "inputs": {"args": {"a": 1}}})
     assert call["hint"] == "a=1"
-    assert "hint" not in normalize_node({"id": 4, "kind": "action", "name": "Agent"})
+    assert "hint" not in view_node({"id": 4, "kind": "action", "name": "Agent"})

@@ -15,8 +15,9 @@ Safety properties a user relies on:
   first decision counts. A stale click (an old prompt) or a second click is refused.
 - Fail closed: if no frontend reports the prompt as rendered within ``render_timeout`` seconds
   (nbconvert, nbval, a closed browser tab), the call is denied with a clear message.
-- Who decided and when is returned in the decision (``by``) and logged under the tool call in
-  the session trace.
+- Who decided and when is returned in the decision (``by``); the core records it on the tool
+  call's node (status ``waiting`` while this policy is awaited, then the decision record), and
+  a readable note is logged under the call. The trace views read the node, never the notes.
 """
 
 from __future__ import annotations
@@ -415,7 +416,6 @@ class ApprovalPolicy:
             f"waiting for approval: {prompt.tool} ({prompt.call_id})",
             prompt.call_id,
             "policy",
-            approval="waiting",
         )
         with control.track(session, label=f"approval {prompt.tool} ({prompt.call_id})"):
             return await self._decide(prompt, entry, session, widget, approve, deny, run, asked)
@@ -462,8 +462,6 @@ class ApprovalPolicy:
                     f"approval: {why}",
                     prompt.call_id,
                     "-",
-                    approval="decided",
-                    waited_s=round(time.monotonic() - asked, 3),
                 )
             raise
         waited = round(time.monotonic() - asked, 3)
@@ -497,8 +495,6 @@ class ApprovalPolicy:
             prompt.call_id,
             by,
             when,
-            approval="decided",
-            waited_s=waited,
         )
         return result
 

@@ -46,7 +46,7 @@ async def test_approve_runs_the_tool_and_records_who() -> None:
         logs = [
             n
             for n in session.all_logs
-            if n.inputs.get("call_id") == "c1" and n.inputs.get("approval") == "decided"
+            if n.inputs.get("call_id") == "c1" and "approved" in n.inputs["message"]
         ]
         assert (
             logs

@@ -1,4 +1,4 @@
-// langfx-src-sha256: ac07e1ee6dde8efad46376f531700ed45fe02e5b0de08f79209516753fcec93e
+// langfx-src-sha256: 188545a8df2a8eec83b277085e84e34a936dc9a22de018b39a8224481e6c191d
 // Built from js/src by js/build.mjs; do not edit.
 var $={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel"};function t(e,l={},...r){let s=document.createElement(e);for(let[n,o]of Object.entries(l))o===void 0||o===!1||(n==="class"?s.className=String(o):n==="text"?s.textContent=String(o):s.setAttribute(n,o===!0?"":String(o)));for(let n of r)n==null||n===!1||s.append(typeof n=="string"?document.createTextNode(n):n);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var B=1200,W=24;function ne(e,l="lfx-text"){let r=e.split(`
 `),s=e.length>B||r.length>W,n=t("pre",{class:l});if(!s)return n.textContent=e,n;let o=r.slice(0,W).join(`

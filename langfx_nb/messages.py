@@ -118,13 +118,12 @@ class Usage:
     reasoning_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
-        def add(a: int | None, b: int | None) -> int | None:
-            if a is None:
-                return b
-            return a if b is None else a + b
-
         return Usage(
-            *(add(getattr(self, f), getattr(other, f)) for f in USAGE_FIELDS),
+            _add(self.prompt_tokens, other.prompt_tokens),
+            _add(self.completion_tokens, other.completion_tokens),
+            _add(self.total_tokens, other.total_tokens),
+            _add(self.cached_tokens, other.cached_tokens),
+            _add(self.reasoning_tokens, other.reasoning_tokens),
         )
 
     def to_json(self) -> dict[str, int]:
@@ -133,6 +132,13 @@ class Usage:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Usage:
         return cls(**{f: data.get(f) for f in USAGE_FIELDS})
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    """A sum of two counts where ``None`` (unknown) adds nothing."""
+    if a is None:
+        return b
+    return a if b is None else a + b
 
 
 USAGE_FIELDS = (

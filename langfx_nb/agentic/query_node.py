@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..messages import AIMessage, Message
+from ..messages import AIMessage, Message, TextPart
 from .recording import RecordingModel
 from .trace import TraceNode, TraceStore, message_preview, preview
 
@@ -126,6 +126,8 @@ def query_inputs(
 
 def prompt_preview(prompt: Any, max_chars: int) -> Any:
     """A prompt as the trace shows it: messages turn by turn, anything else as text."""
+    if type(prompt) is str:  # a template before rendering
+        return preview(prompt, max_chars)
     if isinstance(prompt, Message):
         return message_preview(prompt, max_chars)
     if isinstance(prompt, (list, tuple)) and all(isinstance(m, Message) for m in prompt):
@@ -144,12 +146,17 @@ def _response_preview(response: AIMessage[Any], max_chars: int) -> dict[str, Any
     def show(value: Any) -> Any:
         return preview(value, max_chars)
 
-    outputs: dict[str, Any] = {"text": show(response.text)}
-    if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless here
-        outputs["reasoning"] = [
-            {"redacted": True} if r.redacted else {"text": show(r.text)} for r in reasoning
-        ]
-    calls = response.tool_calls
+    parts = response.parts
+    if len(parts) == 1 and type(parts[0]) is TextPart:  # most answers: one text part
+        outputs: dict[str, Any] = {"text": show(parts[0].text)}
+        calls = None
+    else:
+        outputs = {"text": show(response.text)}
+        if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless
+            outputs["reasoning"] = [
+                {"redacted": True} if r.redacted else {"text": show(r.text)} for r in reasoning
+            ]
+        calls = response.tool_calls
     if calls:
         outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]
     finish = response.metadata.get("finish_reason")

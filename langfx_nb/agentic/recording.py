@@ -67,6 +67,11 @@ class RecordingModel(LanguageModel):
         return self.inner.build_request(prompt, **options)
 
     async def call(self, prompt: Prompt, **options: Any) -> AIMessage[Any]:
+        if self._budget is None:  # the common case, without the reservation's awaits
+            self.prompts.append(prompt)
+            answer = await self.inner.call(prompt, **options)
+            self.responses.append(answer)
+            return answer
         reservation, options = await self._reserve(prompt, options)
         self.prompts.append(prompt)
         response: AIMessage[Any] | None = None

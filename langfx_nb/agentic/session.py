@@ -500,9 +500,7 @@ class Session:
                 )
                 self._record_calls(tracked.node, recording, result)
         assert message is not None
-        if returns_message:
-            return message
-        return message.result if schema is not None else message.text
+        return message if returns_message else message.result  # without a schema: the text
 
     def _attempts(self, tracked: Tracked[Session]) -> AttemptHook:
         """The repair loop's hook: each attempt a child ``query`` node ``attempt N`` of the

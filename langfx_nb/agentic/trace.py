@@ -17,14 +17,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import operator
+import math
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, cast, get_args
 
-from ..jsonable import UNHANDLED, Bounds, walk
+from ..jsonable import SECRET_KEY, UNHANDLED, Bounds, walk
 from ..messages import USAGE_FIELDS as _USAGE_FIELDS
-from ..messages import Message, Usage
+from ..messages import Message, TextPart, Usage
 from ..modalities import Mime
 from .observers import ObserverHub
 from .usage import ModelUsage, Price, UsageSummary, find_price
@@ -67,7 +67,6 @@ STATUSES: tuple[NodeStatus, ...] = (
     "suspended",
 )
 
-_USAGE_GETTERS = tuple(operator.attrgetter(f) for f in _USAGE_FIELDS)
 MAX_ERROR_CHARS = 300
 
 
@@ -280,20 +279,53 @@ def preview(value: Any, max_chars: int = 4000) -> Any:
     ``{role, text}``; models, functions and other objects become short descriptions.
     Mapping keys that look like credentials are redacted.
     """
-    if type(value) is str:  # the common case, as ``walk`` would cut it
+    kind = type(value)
+    if kind is str:  # the common case, as ``walk`` would cut it
         return value if len(value) <= max_chars else value[:max_chars] + "…"
+    if kind is dict and len(value) <= _MAX_ITEMS:  # vars, options, tool arguments
+        shown = _flat_dict(value, max_chars)
+        if shown is not None:
+            return shown
     bounds, special = _walkers(max_chars)
     return walk(value, bounds, special=special)
 
 
 _PLAIN = frozenset({dict, list, tuple})
+_MAX_ITEMS = 100
+_SCALARS = frozenset({int, bool, type(None)})
+
+
+def _flat_dict(value: dict[Any, Any], max_chars: int) -> dict[str, Any] | None:
+    """``walk``'s preview of a dict with string keys and scalar or string values (most
+    previewed values: ``vars``, options, tool arguments), without the walker's per-value
+    calls; ``None`` for any other dict, which the walker then previews."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            return None
+        kind = type(item)
+        if kind is str:
+            if len(item) > max_chars:
+                item = item[:max_chars] + "…"
+        elif kind not in _SCALARS and (kind is not float or not math.isfinite(item)):
+            return None
+        out[key] = "<redacted>" if _is_secret(key) else item
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret(key: str) -> bool:
+    """Whether a mapping key looks like a credential (keys repeat: ``vars``, option names)."""
+    return SECRET_KEY.search(key) is not None
 
 
 @functools.lru_cache(maxsize=16)
 def _walkers(max_chars: int) -> tuple[Bounds, Callable[[Any, int], Any]]:
     """The bounds and ``special`` hook of ``preview`` (made once per limit: every traced
     call previews several values)."""
-    bounds = Bounds(max_chars=max_chars, max_items=100, max_depth=8, redact=True, max_repr=200)
+    bounds = Bounds(
+        max_chars=max_chars, max_items=_MAX_ITEMS, max_depth=8, redact=True, max_repr=200
+    )
     return bounds, functools.partial(_preview_special, bounds)
 
 
@@ -324,6 +356,8 @@ def message_preview(
     message: Message[Any], max_chars: int = 4000, max_turns: int = MAX_PREVIEW_TURNS
 ) -> Any:
     """``{role, text}`` per turn; only the last ``max_turns`` turns of a long transcript."""
+    if type(message).turns is Message.turns:  # one turn: its preview alone
+        return turn_preview(message, max_chars)
     turns = message.turns()
     shown = [turn_preview(turn, max_chars) for turn in turns[-max_turns:]]
     return turns_preview(len(turns), shown, max_turns)
@@ -331,8 +365,17 @@ def message_preview(
 
 def turn_preview(turn: Message[Any], max_chars: int = 4000) -> dict[str, Any]:
     """One turn of a message preview: ``{role, text, tool_calls?, call_id?}``."""
-    entry: dict[str, Any] = {"role": turn.role, "text": preview(turn.text, max_chars)}
-    calls = turn.tool_calls
+    parts = turn.parts
+    if len(parts) == 1 and type(parts[0]) is TextPart:  # most turns: one text part
+        text = parts[0].text
+        entry: dict[str, Any] = {
+            "role": turn.role,
+            "text": text if len(text) <= max_chars else text[:max_chars] + "…",
+        }
+        calls = None
+    else:
+        entry = {"role": turn.role, "text": preview(turn.text, max_chars)}
+        calls = turn.tool_calls
     if calls:
         entry["tool_calls"] = [
             {"id": c.id, "name": c.name, "args": preview(c.args, max_chars)} for c in calls
@@ -387,7 +430,7 @@ class TraceStore:
         self.started: dict[str, int] = {}
         self.evicted = 0
         self.requests: dict[str, int] = {}
-        self._usage: dict[str, list[int | None]] = {}
+        self._usage: dict[str, Usage] = {}
         self.root = self._new("session", "session", None)
 
     # -- time and events -----------------------------------------------------------------
@@ -514,18 +557,12 @@ class TraceStore:
         self.requests[model_id] = self.requests.get(model_id, 0) + 1
         if usage is not None:
             node.usage = usage if node.usage is None else node.usage + usage
-            totals = self._usage.get(model_id)
-            if totals is None:
-                totals = self._usage[model_id] = [None] * len(_USAGE_FIELDS)
-            for i, getter in enumerate(_USAGE_GETTERS):
-                value = getter(usage)
-                if value is not None:
-                    prior = totals[i]
-                    totals[i] = value if prior is None else prior + value
+            prior = self._usage.get(model_id)
+            self._usage[model_id] = usage if prior is None else prior + usage
 
     @property
     def usage_by_model(self) -> dict[str, Usage]:
-        return {m: Usage(*totals) for m, totals in self._usage.items()}
+        return dict(self._usage)
 
     @property
     def counts(self) -> dict[str, dict[str, int]]:
@@ -659,7 +696,7 @@ class TraceStore:
                 entry = _object(entry, required=True)
                 store.requests[str(model_id)] = int(entry.get("requests", 0))
                 usage = _usage(_object(entry.get("usage")))
-                store._usage[str(model_id)] = [getattr(usage, f) for f in _USAGE_FIELDS]
+                store._usage[str(model_id)] = usage
             store.evicted = int(summary.get("evicted_nodes", 0))
         with _reading("counts"):
             counts = _object(data.get("counts"))

@@ -61,6 +61,8 @@ class SamplingOptions:
 
     def merged(self, **overrides: Any) -> SamplingOptions:
         """A copy with the non-``None`` overrides applied; ``self`` is left unchanged."""
+        if not overrides:
+            return self
         unknown = set(overrides) - _SAMPLING_FIELDS
         if unknown:
             raise TypeError(f"unknown sampling option(s): {', '.join(sorted(unknown))}")

@@ -48,6 +48,8 @@ class Fake(LanguageModel):
             raise ValueError("chunk_size must be at least 1")
         self.chunk_size = chunk_size
         self.delay = delay
+        #: the last request's turns and their word count (see ``_prompt_words``)
+        self._last_prompt: tuple[tuple[Message[Any], ...], int] = ((), 0)
 
     def respond(self, request: LMRequest) -> Step:
         raise NotImplementedError
@@ -66,10 +68,31 @@ class Fake(LanguageModel):
             limit = request.options.max_tokens
             if limit is not None and _cut_words(msg, limit):
                 msg.metadata["finish_reason"] = "length"
-            msg.usage = _word_usage(request, msg)
+            msg.usage = self._word_usage(request, msg)
         msg.provenance = Provenance(model=self.model_id)
         msg.metadata.setdefault("finish_reason", "tool_calls" if msg.tool_calls else "stop")
         return msg
+
+    def _word_usage(self, request: LMRequest, response: Message[Any]) -> Usage:
+        prompt = self._prompt_words(request.messages) + len((request.system or "").split())
+        completion = len(response.text.split()) + sum(
+            len(json.dumps(c.args).split()) for c in response.tool_calls
+        )
+        return Usage(prompt, completion, prompt + completion)
+
+    def _prompt_words(self, messages: tuple[Message[Any], ...]) -> int:
+        """Words in ``messages``. A request that starts with the previous request's turns
+        (an agent's growing transcript) counts only the turns it adds, so a long run costs
+        linear time, not quadratic; the turns are compared as ``==`` does (identity first),
+        so a turn changed in place after it was sent keeps its first count."""
+        prior, count = self._last_prompt
+        n = len(prior)
+        if n and len(messages) >= n and messages[:n] == prior:
+            count += _words(messages[n:])
+        else:
+            count = _words(messages)
+        self._last_prompt = (messages, count)
+        return count
 
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
         if self.delay:
@@ -174,14 +197,8 @@ class Scripted(Fake):
         return step(request) if callable(step) else step
 
 
-def _word_usage(request: LMRequest, response: Message[Any]) -> Usage:
-    prompt = sum(len(m.text.split()) for m in request.messages) + len(
-        (request.system or "").split()
-    )
-    completion = len(response.text.split()) + sum(
-        len(json.dumps(c.args).split()) for c in response.tool_calls
-    )
-    return Usage(prompt, completion, prompt + completion)
+def _words(messages: Iterable[Message[Any]]) -> int:
+    return sum(len(m.text.split()) for m in messages)
 
 
 def _cut_words(msg: Message[Any], limit: int) -> bool:

@@ -50,17 +50,14 @@ from .budget import Budget
 from .fanout import settle_first_failure
 from .limits import AgentLimits
 from .runstate import (
-    BatchCall,
-    Key,
-    RunProgress,
     RunState,
-    SavedDecision,
     agent_config,
     compact_trace,
     rebuild_agent,
     restore_session,
     transcript_json,
 )
+from .runstate_records import BatchCall, Key, RunProgress, SavedDecision
 from .session import Session, Tracked
 from .tools import Tool
 from .trace import OPEN_STATUSES

@@ -26,14 +26,13 @@ from typing import Any, NoReturn
 
 from ..errors import InvalidRunStateError
 from ..messages import AIMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from .runstate import (
+from .runstate_records import (
     RUN_STATE_FORMAT,
     RUN_STATE_VERSION,
     AgentConfig,
     BatchCall,
     Key,
     RunProgress,
-    RunState,
     SavedDecision,
 )
 
@@ -96,8 +95,10 @@ def check_signature(data: Mapping[str, Any], key: Key) -> None:
         )
 
 
-def read_state(data: Mapping[str, Any] | str, key: Key | None) -> RunState:
-    """A ``RunState`` from its JSON (text or parsed), checked; with ``key``, verified."""
+def read_state(data: Mapping[str, Any] | str, key: Key | None) -> dict[str, Any]:
+    """The fields of a ``RunState`` (its constructor's keyword arguments) from its JSON
+    (text or parsed), checked; with ``key``, verified. The reader builds the parts, the
+    state is built by ``RunState.from_json``, so this module does not import ``runstate``."""
     if key is not None:
         _key_bytes(key)  # a bad key is the caller's mistake, not the state's
     try:
@@ -121,7 +122,7 @@ def read_state(data: Mapping[str, Any] | str, key: Key | None) -> RunState:
         raise InvalidRunStateError("the run state is nested too deeply to be read") from None
 
 
-def _read(data: Mapping[str, Any], *, verified: bool) -> RunState:
+def _read(data: Mapping[str, Any], *, verified: bool) -> dict[str, Any]:
     version = data.get("version")
     if type(version) is not int:
         _fail("version", f"must be an integer, not {_kind(version)}")
@@ -141,20 +142,20 @@ def _read(data: Mapping[str, Any], *, verified: bool) -> RunState:
     mac = data.get("mac")
     if mac is not None and not isinstance(mac, str):
         _fail("mac", f"must be a string, not {_kind(mac)}")
-    return RunState(
-        _text(data["id"], "id"),
-        _text(data["created_at"], "created_at", empty=True),
-        _text(data["node_id"], "node_id"),
-        agent,
-        tuple(data["transcript"]),
-        batch,
-        _progress(data["progress"], version),
-        dict(trace) if trace is not None else None,
-        _optional_text(data.get("traceparent"), "traceparent"),
-        verified=verified,
-        mac=mac,
-        messages=tuple(messages),
-    )
+    return {
+        "id": _text(data["id"], "id"),
+        "created_at": _text(data["created_at"], "created_at", empty=True),
+        "node_id": _text(data["node_id"], "node_id"),
+        "agent": agent,
+        "transcript_json": tuple(data["transcript"]),
+        "batch": batch,
+        "progress": _progress(data["progress"], version),
+        "trace": dict(trace) if trace is not None else None,
+        "traceparent": _optional_text(data.get("traceparent"), "traceparent"),
+        "verified": verified,
+        "mac": mac,
+        "messages": tuple(messages),
+    }
 
 
 # -- the parts ----------------------------------------------------------------------------

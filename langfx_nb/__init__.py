@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import llms
+from .batch import BatchResult, batch
 from .errors import (
     AgentError,
     AuthenticationError,
@@ -102,6 +103,7 @@ __all__ = [
     "ArrayStart",
     "Audio",
     "AuthenticationError",
+    "BatchResult",
     "Budget",
     "BudgetExceededError",
     "Cancelled",
@@ -165,6 +167,7 @@ __all__ = [
     "UsageSummary",
     "UserMessage",
     "Video",
+    "batch",
     "llms",
     "query",
     "query_stream",

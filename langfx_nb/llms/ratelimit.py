@@ -54,9 +54,9 @@ __all__ = [
 ]
 
 #: Share of a configured limit the buckets refill at: headroom for clocks and estimates.
-SAFETY = 0.98
+SAFETY = 0.97
 #: Seconds of a configured limit a bucket may hold (the largest burst).
-BURST_S = 0.1
+BURST_S = 0.05
 #: How long a 429 without ``retry-after`` pauses the limiter.
 DEFAULT_429_PAUSE_S = 1.0
 
@@ -241,9 +241,10 @@ class Limiter:
                 pause = max(0.0, float(retry_after))
             self.pause_until = max(self.pause_until, now + pause)
             for bucket in (self._requests, self._tokens):
-                if bucket is not None:
+                if bucket is not None:  # empty, refilling only once the pause is over
                     bucket.refill(now)
                     bucket.level = min(bucket.level, 0.0)
+                    bucket.at = max(bucket.at, self.pause_until)
 
 
 def _tighter(a: float | None, b: float | None) -> float | None:

@@ -80,8 +80,8 @@ class RateLimit:
 
 
 class _Bucket:
-    """A token bucket: ``rate`` units a second, at most ``capacity`` held; may go into debt
-    (a request larger than the capacity is let through when the bucket is full)."""
+    """A token bucket: ``rate`` units a second, at most ``capacity`` held; a request goes
+    through once the bucket is out of debt and takes its amount (possibly into debt)."""
 
     __slots__ = ("at", "capacity", "level", "rate")
 
@@ -96,9 +96,11 @@ class _Bucket:
             self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
             self.at = now
 
-    def wait(self, amount: float) -> float:
-        need = min(amount, self.capacity) - self.level
-        return need / self.rate if need > 0 else 0.0
+    def wait(self) -> float:
+        """Seconds until the bucket is out of debt: a request is let through then and takes
+        its whole amount (debt, not waiting for the amount to be held, so time a waiter
+        oversleeps still accumulates instead of overflowing a bucket smaller than it)."""
+        return -self.level / self.rate if self.level < 0 else 0.0
 
 
 class _Window:
@@ -175,10 +177,10 @@ class Limiter:
 
     def _wait_s(self, estimate: int, now: float) -> float:
         wait = self.pause_until - now
-        for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
+        for bucket in (self._requests, self._tokens):
             if bucket is not None:
                 bucket.refill(now)
-                wait = max(wait, bucket.wait(amount))
+                wait = max(wait, bucket.wait())
         if self.limit is None:  # headers set the pace only without a configured limit
             wait = max(wait, self._windows["requests"].wait(1.0, now))
             wait = max(wait, self._windows["tokens"].wait(float(estimate), now))

@@ -267,4 +267,8 @@ def test_text_bar_and_automatic_choice_outside_a_terminal(
     assert text.startswith("\rbatch: 5/10 · 1 failed · 2 running") and text.endswith("\n")
     assert "in 4.0s" in text
     monkeypatch.setattr("sys.stderr", io.StringIO())  # not a terminal: no bar
-    assert resolve_reporter(None, lf.Session(), BatchProgress(total=1)) is None
+    previous = set_default_reporter(None)  # as outside a notebook
+    try:
+        assert resolve_reporter(None, lf.Session(), BatchProgress(total=1)) is None
+    finally:
+        set_default_reporter(previous)

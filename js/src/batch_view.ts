@@ -25,8 +25,9 @@ const CSS = `
 .lfx-bv-stats{display:flex;gap:14px;flex-wrap:wrap;margin-top:2px}
 .lfx-bv-groups{margin-top:6px;border-top:1px solid var(--jp-border-color2,#e0e0e0);padding-top:4px}
 .lfx-bv-group{display:flex;gap:8px;align-items:baseline;padding:2px 0}
-.lfx-bv-group .lfx-bv-cls{font-weight:600}
-.lfx-bv-group .lfx-bv-msg{flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.lfx-bv .lfx-bv-group>*{flex:none;white-space:nowrap}
+.lfx-bv .lfx-bv-group .lfx-bv-cls{font-weight:600}
+.lfx-bv .lfx-bv-group .lfx-bv-msg{flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .lfx-bv-group.lfx-bv-open{background:var(--jp-layout-color2,#f5f5f5)}
 .lfx-bv-traces{margin-top:6px}
 `;

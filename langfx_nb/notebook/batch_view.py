@@ -194,14 +194,15 @@ class BatchView(WidgetDisplayMixin, anywidget.AnyWidget):
         if group is None or session is None:
             return None
         records: list[dict[str, Any]] = []
+        shown = 0
         for node_id in group.get("node_ids") or ():
             node = session.find(str(node_id)) if node_id is not None else None
             if node is not None:
+                shown += 1
                 records.extend(to_jsonable(n.to_json()) for n in node.walk())
         if not records:
             return None
         count = int(group.get("count") or 0)
-        shown = len([n for n in group.get("node_ids") or () if n is not None])
         name = self._reducer.progress.get("name") or "batch"
         more = f" (first {shown} of {count})" if count > shown else ""
         return TraceExplorer({"nodes": records}, title=f"{name} · {error} items{more}")

@@ -3,6 +3,7 @@ items' traces, untrusted error text, and the default-reporter hook (kernel only)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -256,3 +257,48 @@ def test_the_page_reducer_fixture_matches_the_kernel() -> None:
     if os.environ.get("LANGFX_REGEN") == "1":
         PARITY.write_text(json.dumps(case, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     assert json.loads(PARITY.read_text(encoding="utf-8")) == case
+
+
+async def test_a_real_batch_of_ten_thousand_items_sends_a_few_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # lf.batch with no progress= argument, "in a kernel": the default reporter is a BatchView
+    import IPython
+
+    views: list[BatchView] = []
+    sent: list[dict[str, Any]] = []
+
+    def shown(self: BatchView) -> None:
+        views.append(self)
+        self.send = lambda content, buffers=None: sent.append(content)  # type: ignore[method-assign]
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: _FakeKernelShell())
+    monkeypatch.setattr(BatchView, "_ipython_display_", shown)
+    session = lf.Session(lf.llms.StaticResponse("ok"))
+
+    async def fn(i: int, s: lf.Session) -> str:
+        if i % 1000 == 7:
+            raise ValueError(f"bad item {i} <b>")
+        return str(await s.query("x {{i}}", vars={"i": i}))
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    result = await lf.batch(fn, range(10_000), session=session)
+    elapsed = loop.time() - started
+    assert len(views) == 1
+    view = views[0]
+    messages = events(sent)
+    # ≤ one message per 0.25 s of the run plus the first and the final one: never per item
+    assert 1 <= len(messages) <= elapsed / 0.25 + 2
+    assert sum(len(m["events"]) for m in messages) == len(messages)  # one snapshot each
+    final = messages[-1]["events"][-1]["progress"]
+    assert (final["done"], final["failed"], final["finished"]) == (9_990, 10, True)
+    assert view.status == "done" and result.totals.failed == 10
+    assert view._fallback_text() == (
+        "BatchView 'fn' [done]: 10,000 items · 9,990 done · 10 failed (ValueError 10)"
+    )
+    explorer = view.open_group("ValueError")
+    assert explorer is not None
+    failed_items = [n for n in explorer.nodes if n["kind"] == "item"]
+    assert failed_items and all(n["status"] == "failed" for n in failed_items)
+    assert all("ValueError" in str(n.get("error")) for n in failed_items)

@@ -39,7 +39,7 @@ def answer(request):
     return f"```python\\nLabel(sentiment={'positive' if 'good' in text else 'negative'!r})\\n```"
 
 
-lm = Scripted([answer], loop=True, delay=0.03)
+lm = Scripted([answer], loop=True, delay=0.15)  # ~2.5 s in all: progress to watch
 rows = [{"text": ("broken" if i % 10 == 3 else "good" if i % 2 else "bad") + f" review {i}"}
         for i in range(60)]
 

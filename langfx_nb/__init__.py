@@ -38,6 +38,7 @@ from .errors import (
     UnsupportedCapabilityError,
 )
 from .llms import LanguageModel, SamplingOptions, SamplingResult, StreamChunk
+from .llms.ratelimit import RateLimit
 from .llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart
 from .messages import (
     AIMessage,
@@ -136,6 +137,7 @@ __all__ = [
     "ObjectStart",
     "ParsingFailed",
     "Price",
+    "RateLimit",
     "RateLimitError",
     "ReasoningPart",
     "RetryableError",

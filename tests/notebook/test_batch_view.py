@@ -302,3 +302,31 @@ async def test_a_real_batch_of_ten_thousand_items_sends_a_few_messages(
     failed_items = [n for n in explorer.nodes if n["kind"] == "item"]
     assert failed_items and all(n["status"] == "failed" for n in failed_items)
     assert all("ValueError" in str(n.get("error")) for n in failed_items)
+
+
+async def test_a_saved_notebook_keeps_the_final_counts_in_the_static_copy() -> None:
+    # A real kernel (nbclient, as nbconvert --execute): lf.batch shows the view by itself, and
+    # the saved outputs hold the static copy as updated at the end of the run.
+    import nbformat
+    from nbclient import NotebookClient
+
+    cells = [
+        "import langfx_nb as lf\n%load_ext langfx_nb",
+        "async def fn(i):\n"
+        "    if i % 4 == 1:\n"
+        "        raise KeyError(f'<i>{i}</i>')\n"
+        "    return i\n"
+        "result = await lf.batch(fn, range(12), name='numbers')",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    await NotebookClient(nb, timeout=120, kernel_name="python3").async_execute()
+    outputs = nb.cells[1]["outputs"]
+    live = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    static = [o for o in outputs if "lfx-static" in o.get("data", {}).get("text/html", "")]
+    assert len(live) == 1 and len(static) == 1, outputs
+    page = static[0]["data"]["text/html"]
+    assert 'data-status="done"' in page
+    assert '<span data-count="done"><b>9</b> done</span>' in page
+    assert '<span data-count="failed"><b>3</b> failed</span>' in page
+    assert "KeyError</b> × 3" in page and "&lt;i&gt;1&lt;/i&gt;" in page and "<i>1" not in page

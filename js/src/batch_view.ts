@@ -4,6 +4,7 @@
 // untrusted: it reaches the page through textContent only.
 import { KINDS } from "./kinds";
 import { clear, h, injectCss, markLive, onKernelGone, trySend } from "./dom";
+import { SyncedState } from "./synced";
 import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtBatchCost, fmtCount, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
 
 interface Model {
@@ -36,33 +37,15 @@ const CHIP: Record<string, string> = { running: "running", done: "ok", stopped: 
 
 export default () => {
   const state: BatchState = emptyBatch();
-  let seq = 0;
-  const listeners = new Set<() => void>();
-  const load = (s: any) => {
-    if (!s || typeof s !== "object" || !("done" in s)) return;
+  const synced = new SyncedState<BatchPatch>((s) => {
+    if (!("done" in s)) return false;
     Object.assign(state, emptyBatch(), s);
-    seq = typeof s.seq === "number" ? s.seq : seq;
-  };
+    return true;
+  }, (p) => applyBatchPatch(state, p));
+  const listeners = synced.listeners;
   return {
     initialize({ model }: { model: Model }) {
-      load(model.get("state"));
-      model.on("change:state", () => {
-        const s = model.get("state");
-        if (!s || typeof s.seq !== "number") return;
-        if (s.seq > seq || (s.seq === 0 && seq === 0)) {
-          load(s);
-          for (const l of listeners) l();
-        }
-      });
-      model.on("msg:custom", (msg: any) => {
-        if (msg?.kind === KINDS.EVENTS) {
-          if (typeof msg.seq === "number" && msg.seq <= seq) return;
-          seq = msg.seq ?? seq;
-          for (const p of msg.events as BatchPatch[]) applyBatchPatch(state, p);
-        } else if (msg?.kind === KINDS.SNAPSHOT) load({ ...msg.state, seq: msg.seq });
-        else return;
-        for (const l of listeners) l();
-      });
+      synced.follow(model);
     },
     render({ model, el }: { model: Model; el: HTMLElement }) {
       const root = h("div", { class: "lfx lfx-bv" });
@@ -163,7 +146,7 @@ export default () => {
       model.on("change:explorer", () => void showExplorer());
       draw();
       void showExplorer();
-      trySend(model, { kind: KINDS.SYNC, seq });
+      trySend(model, { kind: KINDS.SYNC, seq: synced.seq });
       const stopWatching = onKernelGone(el, model, () => {
         gone = true;
         listener();

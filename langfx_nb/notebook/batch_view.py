@@ -26,7 +26,7 @@ import traitlets
 from ipywidgets import widget_serialization
 
 from ..batch.progress import BatchProgress
-from .bridge import Clock, EventBridge, MessageKind, to_jsonable
+from .bridge import BridgedView, Clock, EventBridge, MessageKind, to_jsonable
 from .render import WidgetDisplayMixin, batch_html, batch_text
 from .trace_explorer import TraceExplorer
 
@@ -98,7 +98,7 @@ def _coalesce(patch: Mapping[str, Any]) -> Hashable | None:
     return str(patch.get("op"))
 
 
-class BatchView(WidgetDisplayMixin, anywidget.AnyWidget):
+class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
     """Live progress of a batch: a reporter (``update`` / ``close``) and a widget.
 
     ``lf.batch`` makes one automatically in a notebook; pass ``progress=BatchView(session=s)``
@@ -220,10 +220,6 @@ class BatchView(WidgetDisplayMixin, anywidget.AnyWidget):
     def _set_state(self, state: dict[str, Any]) -> None:
         self.state = state
 
-    def _send_message(self, message: dict[str, Any]) -> None:
-        if self.comm is not None:
-            self.send(message)
-
     def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, Mapping):
             return
@@ -232,9 +228,7 @@ class BatchView(WidgetDisplayMixin, anywidget.AnyWidget):
             error = content.get("type")
             self.open_group(None if error is None else str(error))
         elif kind == MessageKind.SYNC.value:
-            if content.get("seq") == self._bridge.seq and self._bridge.is_current:
-                return
-            self._send_message(self._bridge.snapshot_message())
+            self._answer_sync(content)
 
 
 def notebook_reporter(session: Session, first: BatchProgress) -> BatchView | None:

@@ -25,6 +25,7 @@ from ..jsonable import walk
 
 __all__ = [
     "MESSAGE_KINDS",
+    "BridgedView",
     "Clock",
     "EventBridge",
     "MessageKind",
@@ -249,3 +250,23 @@ class EventBridge:
         self.messages_sent += 1
         self.events_sent += len(events)
         self._send({"kind": MessageKind.EVENTS.value, "seq": self.seq, "events": events})
+
+
+class BridgedView:
+    """The kernel side a bridged widget's views share (mixed into an anywidget): messages go
+    out only once a frontend is connected, and a view that (re)rendered and says which batch
+    it has last seen gets a full snapshot unless it is already current."""
+
+    comm: Any
+    send: Callable[..., None]  # the widget's own (ipywidgets), not defined here
+    _bridge: EventBridge
+
+    def _send_message(self, message: dict[str, Any]) -> None:
+        if self.comm is not None:
+            self.send(message)
+
+    def _answer_sync(self, content: Mapping[str, Any]) -> None:
+        """Answer a ``SYNC`` from a view with a snapshot, unless it has exactly this state."""
+        if content.get("seq") == self._bridge.seq and self._bridge.is_current:
+            return  # e.g. a saved trace, or a view re-rendered with nothing new since
+        self._send_message(self._bridge.snapshot_message())

@@ -1,4 +1,4 @@
-// langfx-src-sha256: 29d4b6491e5c04801d84d5602abf22530cc74017a58d7afd375c8a4dd568ff20
+// langfx-src-sha256: 35472b7b48dfa3bc39d7246fdded307b56f985691f7ddafe2d0cfb9b5bb94ee1
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group"};function t(e,l={},...o){let s=document.createElement(e);for(let[n,r]of Object.entries(l))r===void 0||r===!1||(n==="class"?s.className=String(r):n==="text"?s.textContent=String(r):s.setAttribute(n,r===!0?"":String(r)));for(let n of o)n==null||n===!1||s.append(typeof n=="string"?document.createTextNode(n):n);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,K=24;function Y(e,l="lfx-text"){let o=e.split(`
 `),s=e.length>z||o.length>K,n=t("pre",{class:l});if(!s)return n.textContent=e,n;let r=o.slice(0,K).join(`

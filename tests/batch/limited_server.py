@@ -56,6 +56,7 @@ class LimitedServer:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.port = 0
 
@@ -76,10 +77,19 @@ class LimitedServer:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self._server is not None:
+                await self._server.wait_closed()
 
-        asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+        self._thread.join(10)
+        self._loop.close()
 
     def __enter__(self) -> LimitedServer:
         return self.start()
@@ -134,6 +144,7 @@ class LimitedServer:
 
     # -- HTTP -----------------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -157,6 +168,7 @@ class LimitedServer:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
     def _answer(self, body: bytes) -> tuple[int, dict[str, str], Any]:

@@ -20,6 +20,8 @@ from .trace_rows import duration_ms, human_wait, rollups, status_label, trace_ro
 
 __all__ = [
     "WidgetDisplayMixin",
+    "batch_html",
+    "batch_text",
     "message_html",
     "message_text",
     "register_formatters",
@@ -393,6 +395,94 @@ def stream_text(state: Mapping[str, Any]) -> str:
         return f"{title}[{status}]: {_clip(str(state.get('text', '')), 2000)}"
     value = json.dumps(state.get("value"), ensure_ascii=False, sort_keys=True)
     return f"{title}[{status}]: {_clip(value, 2000)}"
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def batch_text(state: Mapping[str, Any]) -> str:
+    """``BatchView 'name' [done]: 20 items · 18 done · 2 failed (ValueError 2)``: counts and
+    error classes only (no rates or times), so nbval can compare it."""
+    name = str(state.get("title") or state.get("name") or "batch")
+    status = str(state.get("status") or "running")
+    parts = [f"{_count(state.get('total'))} items", f"{_count(state.get('done'))} done"]
+    for key in ("failed", "running", "left"):
+        if state.get(key):
+            parts.append(f"{_count(state.get(key))} {key}")
+    if state.get("resumed"):
+        parts.append(f"{_count(state['resumed'])} resumed")
+    groups = [g for g in state.get("errors") or () if isinstance(g, Mapping)]
+    text = f"BatchView {name!r} [{status}]: " + " · ".join(parts)
+    if groups:
+        text += " (" + ", ".join(f"{g.get('type')} {_count(g.get('count'))}" for g in groups) + ")"
+    return text
+
+
+def _tokens_text(usage: Any) -> str:
+    usage = usage if isinstance(usage, Mapping) else {}
+    total = usage.get("total_tokens")
+    inp, out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not isinstance(total, int) and isinstance(inp, int) and isinstance(out, int):
+        total = inp + out
+    if not isinstance(total, int):
+        return "tokens unknown"
+    split = f" ({inp:,} in · {out:,} out)" if isinstance(inp, int) and isinstance(out, int) else ""
+    return f"{total:,} tokens{split}"
+
+
+def _cost_text(cost: Any, unpriced: Any) -> str:
+    if not isinstance(cost, int | float):
+        return "cost unknown"
+    text = f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
+    if unpriced:
+        text += " + unknown (no price for " + ", ".join(map(str, unpriced)) + ")"
+    return text
+
+
+def batch_html(state: Mapping[str, Any]) -> str:
+    """A batch's counts, usage, cost (``cost unknown`` when no price is known, never $0) and
+    its error groups with their first message (escaped: model text) and first items."""
+    status = str(state.get("status") or "running")
+    chip = {"done": "ok", "stopped": "cancelled"}.get(status, status)
+    name = str(state.get("title") or state.get("name") or "batch")
+    counts = " · ".join(
+        f'<span data-count="{key}"><b>{_count(state.get(key))}</b> {key}</span>'
+        for key in ("done", "failed", "running", "left")
+    )
+    resumed = f" ({_count(state['resumed'])} resumed)" if state.get("resumed") else ""
+    elapsed = state.get("elapsed_s")
+    took = (
+        f' · took <span class="lfx-dur">{elapsed:.1f} s</span>'
+        if isinstance(elapsed, int | float) and state.get("finished")
+        else ""
+    )
+    parts = [
+        f'<div><b>{_esc(name)}</b> <span class="lfx-st-{_esc(chip)}" '
+        f'data-status="{_esc(status)}">{_esc(status)}</span></div>',
+        f"<div>{counts} of {_count(state.get('total'))}{_esc(resumed)}</div>",
+        f'<div class="lfx-k">{_count(state.get("requests"))} requests · '
+        f"{_esc(_tokens_text(state.get('usage')))} · "
+        f"{_esc(_cost_text(state.get('cost'), state.get('unpriced_models')))}{took}</div>",
+    ]
+    groups = [g for g in state.get("errors") or () if isinstance(g, Mapping)]
+    if groups:
+        rows = []
+        for g in groups:
+            items = ", ".join(str(i) for i in list(g.get("items") or ())[:10])
+            more = ", …" if int(g.get("count") or 0) > len(g.get("items") or ()) else ""
+            rows.append(
+                f'<li data-error="{_esc(g.get("type", ""))}">'
+                f'<b class="lfx-st-failed">{_esc(g.get("type", ""))}</b> × {_count(g.get("count"))}'
+                f": {_esc(_clip(str(g.get('first_message', '')), 500))}"
+                + (f' <span class="lfx-k">(items {_esc(items)}{more})</span>' if items else "")
+                + "</li>"
+            )
+        parts.append(f"<div>errors by class:</div>{_UL}{''.join(rows)}</ul>")
+    return f'{_CSS}<div class="lfx-fb lfx-batch-static">{"".join(parts)}</div>'
 
 
 # -- sessions and rich display ------------------------------------------------------------------

@@ -9,8 +9,11 @@ response afterwards (a scope pushed over a limit raises). Either way the error i
 ``BudgetExceededError`` that names the budget, its limit and what was used.
 
 Usage the provider did not report is not guessed: unknown counts charge nothing. Cost is
-the session's price table applied to each response; a ``max_cost`` with a model that has
-no price is refused before the request, since the budget could not be enforced.
+the session's price table applied to each response (batch prices for a provider batch's
+answers, nothing for an LLM-cache hit); a ``max_cost`` with a model that has no price is
+refused before the request, since the budget could not be enforced. Prompt-cache reads and
+writes count as input tokens (the providers bill them as such) and are kept apart in
+``used()`` too.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 from ..errors import BudgetExceededError
 from ..messages import AIMessage, Usage
+from .prices import is_batch
 from .usage import Price, find_price
 
 __all__ = ["BUDGET_FIELDS", "Budget", "BudgetScope"]
@@ -75,7 +79,16 @@ class Budget:
 class BudgetScope:
     """What one run has spent against its ``Budget``; charged together with its ancestors."""
 
-    __slots__ = ("budget", "cost", "input_tokens", "output_tokens", "parent", "total_tokens")
+    __slots__ = (
+        "budget",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost",
+        "input_tokens",
+        "output_tokens",
+        "parent",
+        "total_tokens",
+    )
 
     def __init__(self, budget: Budget, parent: BudgetScope | None = None) -> None:
         self.budget = budget
@@ -83,6 +96,8 @@ class BudgetScope:
         self.input_tokens = 0
         self.output_tokens = 0
         self.total_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
         self.cost = 0.0
 
     def used(self) -> dict[str, Any]:
@@ -91,6 +106,8 @@ class BudgetScope:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "cost": self.cost,
         }
 
@@ -98,6 +115,8 @@ class BudgetScope:
         self.input_tokens = int(used.get("input_tokens", 0))
         self.output_tokens = int(used.get("output_tokens", 0))
         self.total_tokens = int(used.get("total_tokens", 0))
+        self.cache_read_tokens = int(used.get("cache_read_tokens", 0))
+        self.cache_write_tokens = int(used.get("cache_write_tokens", 0))
         self.cost = float(used.get("cost", 0.0))
 
     def _spent(self, name: str) -> float:
@@ -139,7 +158,11 @@ class BudgetScope:
         def after(response: AIMessage[Any]) -> None:
             provenance = response.provenance
             self.charge(
-                (provenance.model if provenance else None) or model_id, response.usage, prices
+                (provenance.model if provenance else None) or model_id,
+                response.usage,
+                prices,
+                batch=is_batch(response),
+                replayed=bool(response.metadata.get("cache_hit")),
             )
 
         return before, after
@@ -155,22 +178,34 @@ class BudgetScope:
             scope = scope.parent
         return False
 
-    def charge(self, model_id: str, usage: Usage | None, prices: Mapping[str, Price]) -> None:
-        """After a response: add its usage (and cost) to every scope up the chain, then raise
-        for the first limit that is now exceeded."""
+    def charge(
+        self,
+        model_id: str,
+        usage: Usage | None,
+        prices: Mapping[str, Price],
+        *,
+        batch: bool = False,
+        replayed: bool = False,
+    ) -> None:
+        """After a response: add its usage (and cost: batch prices for a provider batch's
+        answer, none for an LLM-cache replay) to every scope up the chain, then raise for
+        the first limit that is now exceeded."""
         if usage is None:
             return
         prompt = usage.prompt_tokens or 0
         completion = usage.completion_tokens or 0
         total = usage.total_tokens if usage.total_tokens is not None else prompt + completion
         price = find_price(prices, model_id)
-        cost = price.cost(usage) if price is not None else 0.0
+        cost = price.cost(usage, batch=batch) if price is not None and not replayed else 0.0
+        cache_read, cache_write = usage.cached_tokens or 0, usage.cache_write_tokens or 0
         over: BudgetExceededError | None = None
         scope: BudgetScope | None = self
         while scope is not None:
             scope.input_tokens += prompt
             scope.output_tokens += completion
             scope.total_tokens += total
+            scope.cache_read_tokens += cache_read
+            scope.cache_write_tokens += cache_write
             scope.cost += cost
             if over is None:
                 for name in BUDGET_FIELDS:

@@ -99,7 +99,7 @@ class _Run:
         left = self.n - self.done - self.failed - self.running
         remaining = left + self.running
         eta = remaining / rate if rate > 0 else (0.0 if not remaining else None)
-        cost, unpriced = self.meter.cost(self.session.prices)
+        cost, unpriced = self.meter.cost()
         return BatchProgress(
             total=self.n,
             done=self.done,
@@ -124,7 +124,7 @@ class _Run:
 
     def result(self, keys: list[str], path: Path | None) -> BatchResult[Any]:
         usage = self.meter.usage
-        cost, unpriced = self.meter.cost(self.session.prices)
+        cost, unpriced = self.meter.cost()
         totals = BatchTotals(
             requests=self.meter.requests,
             usage=usage,

@@ -49,6 +49,12 @@ class SamplingOptions:
     ``thinking_budget`` (tokens the model may think for) and ``reasoning_effort`` (e.g.
     ``"low"``/``"medium"``/``"high"``) ask for reasoning; each provider maps the one it has
     (``Capabilities.reasoning``) and rejects the other before sending.
+
+    Prompt caching: ``prompt_cache_key`` (OpenAI's routing key: requests that share a long
+    prefix and a key hit the same cache) is sent by the OpenAI adapters; ``prompt_cache``
+    steers Anthropic's ``cache_control`` breakpoints (``None``: automatic for a long shared
+    system prompt and tool list; ``True``: always; ``False``: none but those a message asks
+    for). Gemini caches implicitly. See docs/providers.md.
     """
 
     temperature: float | None = None
@@ -59,6 +65,8 @@ class SamplingOptions:
     seed: int | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    prompt_cache: bool | None = None
+    prompt_cache_key: str | None = None
 
     def merged(self, **overrides: Any) -> SamplingOptions:
         """A copy with the non-``None`` overrides applied; ``self`` is left unchanged."""

@@ -202,6 +202,8 @@ class OpenAI(HTTPModel):
             body["stop"] = list(o.stop)
         if o.reasoning_effort is not None:
             body["reasoning_effort"] = o.reasoning_effort
+        if o.prompt_cache_key is not None:
+            body["prompt_cache_key"] = o.prompt_cache_key
         if request.tools:
             body["tools"] = [
                 {

@@ -26,6 +26,7 @@ from .errors import (
     LMError,
     MappingError,
     NetworkBlockedError,
+    ProviderBatchError,
     RateLimitError,
     RetryableError,
     RunManifestError,
@@ -57,6 +58,7 @@ from .structured.query import query
 from .template import LangFunc, Template
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type checkers
+    from . import engines as engines
     from .agentic import (
         Action,
         Agent,
@@ -139,6 +141,7 @@ __all__ = [
     "ParsingFailed",
     "Price",
     "Prices",
+    "ProviderBatchError",
     "RateLimit",
     "RateLimitError",
     "ReasoningPart",
@@ -223,6 +226,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(".notebook", __name__)
     if name == "mcp":  # MCP servers as tools; the optional `mcp` package loads on use
         return importlib.import_module(".agentic.mcp", __name__)
+    if name == "engines":  # lf.engines.ProviderBatch, ...
+        return importlib.import_module(".engines", __name__)
     if name == "otel":  # OpenTelemetry export (optional extra); opentelemetry loads on export()
         return importlib.import_module(".agentic.otel", __name__)
     module = _LAZY.get(name)

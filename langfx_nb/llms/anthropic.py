@@ -239,6 +239,11 @@ class Anthropic(HTTPModel):
     # -- calls -----------------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
         data = await self._post_json(f"{self.base_url}/messages", self.encode(request))
+        return self.decode(data)
+
+    def decode(self, data: Any) -> AIMessage[Any]:
+        """The message of a parsed (non-streamed) Messages API answer, checked as an online
+        answer is (stop reason, refusal); a provider batch's answers go through here."""
         if not isinstance(data, dict) or not isinstance(data.get("content"), list):
             raise StreamProtocolError("anthropic: response is not a message")
         state = _State(self)

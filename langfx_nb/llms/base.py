@@ -22,6 +22,7 @@ from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, Use
 from ..modalities import Mime
 from ._redact import Secrets, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
+from .deferred import current_capture
 from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
 from .streaming import StreamAccumulator, StreamChunk
 
@@ -361,7 +362,11 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache)
         if lookup.hit is not None:
             return lookup.hit
-        response = await self._with_retries(lambda: self._limited(request))
+        capture = current_capture()  # a provider batch answers instead (llms/deferred.py)
+        if capture is not None:
+            response = await capture.answer(self, request)
+        else:
+            response = await self._with_retries(lambda: self._limited(request))
         response = self._finish(response)
         await self._cache_store(lookup, response)
         return response
@@ -391,6 +396,12 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache)
         if lookup.hit is not None:
             yield _whole_chunk(lookup.hit, self.model_id)
+            return
+        capture = current_capture()
+        if capture is not None:
+            response = self._finish(await capture.answer(self, request))
+            await self._cache_store(lookup, response)
+            yield _whole_chunk(response, self.model_id)
             return
         if not self.supports_streaming:
             response = self._finish(await self._with_retries(lambda: self._limited(request)))

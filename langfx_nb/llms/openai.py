@@ -286,6 +286,11 @@ class OpenAI(HTTPModel):
     # -- calls -----------------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
         data = await self._post_json(f"{self.base_url}/chat/completions", self.encode(request))
+        return self.decode(data)
+
+    def decode(self, data: Any) -> AIMessage[Any]:
+        """The message of a parsed (non-streamed) chat completion, checked as an online
+        answer is (finish reason, refusal); a provider batch's answers go through here."""
         if not isinstance(data, dict):
             raise StreamProtocolError("openai: response is not a JSON object")
         state = _State(self)

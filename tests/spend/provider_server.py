@@ -404,7 +404,8 @@ class ProviderServer:
         for custom_id, item, body in batch["items"]:
             if cancelled:
                 results.append((custom_id, "canceled", None))
-            elif item in self.expire_items:
+            elif item in self.expire_items:  # once: a resubmitted request runs
+                self.expire_items = self.expire_items - {item}
                 results.append((custom_id, "expired", None))
             elif item in self.fail_items:
                 results.append((custom_id, "errored", None))

@@ -39,25 +39,23 @@ _PLAIN = (str, int, float, bool, bytes, type(None))
 
 
 # -- item keys -------------------------------------------------------------------------------
-def _canonical(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
-    if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, (str, int, float, bool)) and k is not None:
-                raise TypeError(f"{where}: a mapping key of type {type(k).__name__}")
-            out[str(k)] = _canonical(v, where)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v, where) for v in value]
+def _tagged(value: Any) -> Any:
+    """The JSON form of a value ``json`` does not know: a pydantic model or a dataclass by
+    its class and fields, another mapping as a dict; ``TypeError`` otherwise."""
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
-        return {"__class__": type(value).__qualname__, **_canonical(dump(mode="json"), where)}
+        return {"__class__": type(value).__qualname__, **dump(mode="json")}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return {"__class__": type(value).__qualname__, **_canonical(fields, where)}
-    raise TypeError(f"{where}: a {type(value).__name__} has no JSON form")
+        return {"__class__": type(value).__qualname__, **fields}
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_tagged
+)
 
 
 def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> list[str]:
@@ -76,27 +74,23 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
             keys.append(k)
         return keys
     repeats: dict[str, int] = {}
-    dumps = json.dumps
+    encode = _ENCODER.encode
+    blake2b = hashlib.blake2b
     for i, item in enumerate(items):
         try:
-            if isinstance(item, str):
-                text = item
-            else:
-                text = dumps(
-                    _canonical(item, f"items[{i}]"),
-                    sort_keys=True,
-                    ensure_ascii=False,
-                    separators=(",", ":"),
-                    allow_nan=False,
-                )
+            text = item if isinstance(item, str) else encode(item)
         except ValueError:
             raise TypeError(
                 f"items[{i}] holds a NaN or infinite number: it cannot be keyed"
             ) from None
         except TypeError as exc:
-            raise TypeError(f"{exc}: it cannot be keyed for run= (pass key=)") from None
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
-        k = digest.hexdigest()
+            message = str(exc)
+            if "keys must be" in message:
+                message = "a mapping key is not a str, int, float, bool or None"
+            raise TypeError(
+                f"items[{i}]: {message}: it cannot be keyed for run= (pass key=)"
+            ) from None
+        k = blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         n = repeats.get(k, 0)
         repeats[k] = n + 1
         keys.append(k if n == 0 else f"{k}#{n}")
@@ -171,6 +165,7 @@ class ResultCodec:
 
     def __init__(self, fn: Callable[..., Any] | None = None) -> None:
         self._adapters: dict[type, Any] = {}
+        self._lists: dict[type, Any] = {}
         self._tags: dict[type, str] = {}
         self.schemas: dict[str, str] = {}  # tag -> schema hash, of classes stored so far
         self._fn = fn
@@ -250,8 +245,15 @@ class ResultCodec:
         self._tags[found] = tag
         return found
 
-    def decoder(self, tag: str) -> Callable[[str], Any]:
+    def decode_many(self, tag: str, texts: Sequence[str]) -> list[Any]:
+        """The values of ``texts`` stored under ``tag``, validated in one pass."""
+        whole = "[" + ",".join(texts) + "]"
         if tag == JSON_TAG:
-            return json.loads
-        adapter = self._adapter(self.lookup(tag))
-        return adapter.validate_json
+            return json.loads(whole)
+        cls = self.lookup(tag)
+        adapter = self._lists.get(cls)
+        if adapter is None:
+            from pydantic import TypeAdapter
+
+            adapter = self._lists[cls] = TypeAdapter(list[cls])  # type: ignore[valid-type]
+        return adapter.validate_json(whole)

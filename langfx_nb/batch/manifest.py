@@ -181,23 +181,28 @@ class Manifest:
     def stored(self, keys: Iterable[str]) -> dict[str, Any]:
         """The decoded result of each of ``keys`` done (``ok``) in an earlier run."""
         wanted = set(keys)
-        out: dict[str, Any] = {}
-        decoders: dict[str, Any] = {}
+        by_tag: dict[str, tuple[list[str], list[str]]] = {}
         rows = self._conn.execute("SELECT key, tag, value FROM items WHERE status = 'ok'")
         for key, tag, value in rows:
-            if key not in wanted:
-                continue
-            decode = decoders.get(tag)
-            if decode is None:
-                decode = decoders[tag] = self.codec.decoder(tag)
+            if key in wanted:
+                group = by_tag.get(tag)
+                if group is None:
+                    group = by_tag[tag] = ([], [])
+                group[0].append(key)
+                group[1].append(value)
+        out: dict[str, Any] = {}
+        for tag, (found, texts) in by_tag.items():
             try:
-                out[key] = decode(value)
+                values = self.codec.decode_many(tag, texts)
+            except RunManifestError:
+                raise
             except Exception as exc:
                 raise RunManifestError(
-                    f"run manifest {self.path}: a stored result no longer validates as "
+                    f"run manifest {self.path}: stored results no longer validate as "
                     f"{tag.partition(':')[2] or tag} ({type(exc).__name__}): refused",
                     path=str(self.path),
                 ) from None
+            out.update(zip(found, values, strict=True))
         return out
 
     # -- writing -------------------------------------------------------------------------

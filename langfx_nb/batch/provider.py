@@ -84,9 +84,22 @@ def custom_id(key: str) -> str:
 
 
 def request_fingerprint(model: LanguageModel, request: LMRequest) -> str:
+    """What must be equal between the collected request and the replayed one: the model,
+    the turns (role, text, tool calls), the system prompt, options, tools and schema.
+    (Cheaper than ``request.to_json()``, which costs more than the rest of a replay.)"""
+    turns = [
+        (m.role, m.text, [(c.id, c.name, c.args) for c in m.tool_calls]) for m in request.messages
+    ]
     text = json.dumps(
-        {"model": model.model_id, "request": request.to_json()},
-        sort_keys=True,
+        [
+            model.model_id,
+            request.system,
+            turns,
+            repr(request.options),
+            [t.name for t in request.tools],
+            request.tool_choice,
+            request.response_schema,
+        ],
         ensure_ascii=False,
         default=repr,
     )

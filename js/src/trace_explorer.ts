@@ -4,7 +4,9 @@
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
 import { asText, chatView, clear, copyButton, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
-import { BAD, Patch, Rollup, RowModel, TraceNode, TraceStore, argChanges, belowText, durationMs, problemsBelow, windowRange } from "./tree";
+import { BAD, Patch, Rollup, RowModel, TraceNode, TraceStore, argChanges, belowText, costText, durationMs, humanWait, isLive, problemsBelow, rowValues, statusLabel, windowRange } from "./tree";
+
+export { costText } from "./tree";
 
 const ROW_H = 22;
 const MAIN_H = 440;
@@ -41,15 +43,14 @@ interface Shared {
   span: [number, number];
   /** Wall-clock seconds minus trace seconds (decision times shown as local times). */
   offset: number | null;
+  /** The trace is over (a saved trace, a disposed session): nothing in it runs any more. */
+  ended: boolean;
   /** Set once the kernel is gone: why live updates stopped. */
   closed: string;
   listeners: Set<(patches: Patch[]) => void>;
 }
 
-const WAITING = "waiting for approval";
 const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
-/** A session's root runs until the session is disposed: between runs it is "open", not busy. */
-const shownStatus = (node: TraceNode) => (node.kind === "session" && node.status === "running" ? "open" : String(node.status ?? ""));
 
 type Hook = (info: { patches: Patch[]; renderedAt: number; nodes: number }) => void;
 
@@ -114,20 +115,15 @@ const CSS = `
 .lfx-te-closed{background:rgba(249,171,0,.15);color:var(--jp-ui-font-color1,#8a5a00);padding:2px 6px}
 `;
 
+// The node's own fields (TraceNode.to_json), in reading order; any other field follows.
 const DETAIL_ORDER: [string, string][] = [
   ["error", "Error"],
-  ["messages", "Prompt messages"],
-  ["prompt", "Prompt"],
   ["inputs", "Inputs"],
-  ["args", "Tool arguments"],
-  ["raw_response", "Raw response"],
-  ["response", "Response"],
-  ["parsed", "Parsed result"],
   ["outputs", "Output"],
   ["decision", "Policy decision"],
   ["usage", "Usage"],
 ];
-const SUMMARY_KEYS = new Set(["id", "parent", "kind", "name", "status", "start", "end", "cost", "partial", "hint", "wait_s"]);
+const SUMMARY_KEYS = new Set(["id", "parent_id", "kind", "name", "status", "start", "end", "cost", "partial", "hint"]);
 
 /** Benchmarks set `globalThis.__lfxTimings = []` to get a breakdown of where time goes. */
 function timing(label: string, since: number): void {
@@ -146,7 +142,7 @@ function defaultLayout(): Layout {
 }
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, closed: "", listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, ended: false, closed: "", listeners: new Set() };
 }
 
 /** Widen `span` to cover a node's (or a patch's) start and end. */
@@ -156,17 +152,6 @@ function widen(span: [number, number], n: Record<string, unknown>): void {
     if (n.start > span[1]) span[1] = n.start;
   }
   if (typeof n.end === "number" && n.end > span[1]) span[1] = n.end;
-}
-
-/** Cost of a subtree as a reader should see it: "—" when no node in it has a known price. */
-export function costText(r: Rollup | undefined): string {
-  if (!r) return "";
-  if (!r.priced) return r.tokens ? "—" : "";
-  return fmtCost(r.cost) || "$0";
-}
-
-function tokensText(n: number): string {
-  return n ? `${n.toLocaleString("en-US")} tok` : "";
 }
 
 /** A query node as a conversation: its system message, the prompt as sent, the answer (with
@@ -196,14 +181,6 @@ export function conversation(node: TraceNode): unknown[] | null {
     }
   }
   return turns.length ? turns : null;
-}
-
-/** Time a person spent deciding (recorded by the approval flow), in seconds, if any. */
-function humanWait(node: TraceNode): number | null {
-  const d = node.decision as Record<string, unknown> | undefined;
-  const m = node.metadata as Record<string, unknown> | undefined;
-  for (const v of [node.wait_s, d?.wait_seconds, m?.wait_seconds, m?.human_wait]) if (typeof v === "number") return v;
-  return null;
 }
 
 export default () => {
@@ -241,6 +218,7 @@ export default () => {
       shared.summary = state.summary ?? null;
       shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
+      shared.ended = state.ended === true;
     }
   }
 
@@ -423,7 +401,7 @@ export default () => {
             spacer.append(div);
           }
           const node = store.nodes.get(id)!;
-          fillRow(div, id, node, roll.get(id));
+          fillRow(div, id, node, roll);
           placeBar(div, node, lo, hi);
           div.style.top = `${i * ROW_H}px`;
           div.style.display = "";
@@ -436,14 +414,15 @@ export default () => {
             : "No trace nodes yet.";
         } else empty.style.display = "none";
         const c = store.statusCounts;
-        const waitingN = c.get(WAITING) ?? 0;
+        const live = !shared.closed && !shared.ended;
+        const waitingN = live ? c.get("waiting") ?? 0 : 0;
         // the session root runs until disposed: only work under it counts as running
-        const rootsRunning = store.roots().filter((id) => ["running", WAITING].includes(String(store.nodes.get(id)?.status))).length;
-        const running = (c.get("running") ?? 0) + waitingN - rootsRunning;
+        const rootsRunning = store.roots().filter((id) => isLive(store.nodes.get(id)?.status)).length;
+        const running = live ? (c.get("running") ?? 0) + waitingN - rootsRunning : 0;
         const failed = BAD.reduce((n, k) => n + (c.get(k) ?? 0), 0);
         badge.textContent = waitingN ? `${waitingN} approval${waitingN > 1 ? "s" : ""} waiting` : "";
-        badge.style.display = waitingN && !shared.closed ? "" : "none";
-        cancelButton.style.display = running > 0 && !shared.closed ? "" : "none";
+        badge.style.display = waitingN ? "" : "none";
+        cancelButton.style.display = running > 0 ? "" : "none";
         closedBar.style.display = shared.closed ? "" : "none";
         closedBar.textContent = shared.closed;
         const total = typeof shared.summary?.cost === "number" ? ` · total cost ${fmtCost(shared.summary.cost) || "$0"}` : "";
@@ -464,22 +443,24 @@ export default () => {
         if (!bar || typeof node.start !== "number") return;
         const total = hi - lo;
         const status = String(node.status ?? "");
-        const endT = typeof node.end === "number" ? node.end : status === "running" || status === WAITING ? hi : node.start;
+        const endT = typeof node.end === "number" ? node.end : isLive(status) && !shared.ended && !shared.closed ? hi : node.start;
         const left = `${(((node.start - lo) / total) * 100).toFixed(3)}%`;
         const width = `${Math.max(0, ((endT - node.start) / total) * 100).toFixed(3)}%`;
         if (bar.style.left !== left) bar.style.left = left;
         if (bar.style.width !== width) bar.style.width = width;
       }
 
-      function fillRow(div: HTMLElement, id: string, node: TraceNode, r: Rollup | undefined): void {
+      function fillRow(div: HTMLElement, id: string, node: TraceNode, roll: Map<string, Rollup>): void {
+        const r = roll.get(id);
         const kids = shared.store.children(id);
         const hasChildren = rows.matches ? kids.some((k) => rows.depth.has(k)) : kids.length > 0;
         const expanded = hasChildren && rows.isOpen(id, shared.expanded);
         const match = rows.matches?.has(id) ?? false;
         const tl = shared.view.timeline;
+        const gone = !!shared.closed;
         // rebuild the row's cells only when something it shows changed
         const below = belowText(problems.get(id));
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl}|${below}`;
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl}|${below}|${shared.ended}|${gone}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
@@ -488,31 +469,30 @@ export default () => {
         div.setAttribute("aria-selected", String(shared.selected === id));
         div.style.paddingLeft = `${(rows.depth.get(id) ?? 0) * 14 + 2}px`;
         clear(div);
-        const status = shownStatus(node);
-        const dur = durationMs(node);
-        const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: String(node.name ?? id) }));
-        if (below) label.append(h("span", { class: "lfx-te-below", text: `(${below})` }));
-        if (node.hint) label.append(h("span", { class: "lfx-te-hint", text: String(node.hint) }));
+        const v = rowValues(shared.store, id, rows.depth.get(id) ?? 0, roll, problems, shared.ended, gone);
+        const still = ["running", "waiting for approval", "open"].includes(v.status);
+        const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: v.name || id }));
+        if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below})` }));
+        if (v.hint) label.append(h("span", { class: "lfx-te-hint", text: v.hint }));
         const cell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
+        const wait = humanWait(node);
         if (tl && typeof node.start === "number") {
-          const wait = humanWait(node);
-          cell.append(h("span", { class: `lfx-te-bar-tl k-${String(node.kind ?? "node")} s-${status.replace(/\s+/g, "_")}${wait ? " w-human" : ""}` }));
+          cell.append(h("span", { class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${wait ? " w-human" : ""}` }));
         }
         div.append(
           h("span", { class: "lfx-te-caret", "data-caret": "1", text: hasChildren ? (expanded ? "▾" : "▸") : "" }),
-          h("span", { class: "lfx-te-kind", text: String(node.kind ?? "node") }),
+          h("span", { class: "lfx-te-kind", text: v.kind || "node" }),
           label,
-          h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: stClass(status), text: status })),
-          h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: dur === null ? (["running", WAITING, "open"].includes(status) ? "…" : "—") : fmtDuration(dur) }),
-          h("span", { class: "lfx-te-c lfx-te-c-tok", text: r ? tokensText(r.tokens) : "" }),
-          h("span", { class: "lfx-te-c lfx-te-c-cost", text: costText(r) }),
+          h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: stClass(v.status), text: v.status })),
+          h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: v.duration || (still ? "…" : "—") }),
+          h("span", { class: "lfx-te-c lfx-te-c-tok", text: v.tokens }),
+          h("span", { class: "lfx-te-c lfx-te-c-cost", text: v.cost }),
           cell,
         );
-        const tip = [`${node.kind ?? "node"} ${node.name ?? id}: ${status}${below ? ` (${below})` : ""}`, dur === null ? "duration —" : `duration ${fmtDuration(dur)}`];
+        const tip = [`${v.kind || "node"} ${v.name || id}: ${v.status}${v.below ? ` (${v.below})` : ""}`, v.duration ? `duration ${v.duration}` : "duration —"];
         if (r && r.tokens) tip.push(`${r.tokens.toLocaleString("en-US")} tokens (this subtree)`);
-        tip.push(`cost ${costText(r) || "—"}`);
-        const wait = humanWait(node);
-        if (wait !== null) tip.push(`waiting for a person ${fmtDuration(wait * 1000)}`);
+        tip.push(`cost ${v.cost || "—"}`);
+        if (v.wait) tip.push(`waiting for a person ${v.wait}`);
         if (node.error) tip.push(errorText(node.error));
         div.title = tip.join(" · ");
       }
@@ -556,7 +536,7 @@ export default () => {
         const id = shared.selected;
         const node = id ? shared.store.nodes.get(id) : undefined;
         const hidden = !!node && !!shared.query.trim() && !rows.depth.has(node.id); // filtered out
-        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${roll.get(node.id)?.tokens}` : `none:${shared.query}`;
+        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${roll.get(node.id)?.tokens}:${shared.ended}:${!!shared.closed}` : `none:${shared.query}`;
         if (key === detailFor) return;
         detailFor = key;
         clear(detail);
@@ -570,7 +550,7 @@ export default () => {
         const dur = durationMs(node);
         const own = r ? r.tokens - [...shared.store.children(node.id)].reduce((s, k) => s + (roll.get(k)?.tokens ?? 0), 0) : 0;
         detail.append(
-          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(shownStatus(node)), text: shownStatus(node) }),
+          h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(statusLabel(node, shared.ended, !!shared.closed)), text: statusLabel(node, shared.ended, !!shared.closed) }),
             problems.get(node.id) ? h("span", { class: "lfx-te-below", text: `(${belowText(problems.get(node.id))})` }) : ""),
           h("div", { class: "lfx-muted lfx-te-meta", text: [
             `${node.kind ?? "node"}`,
@@ -616,9 +596,14 @@ export default () => {
             continue;
           }
           if (k === "decision" && decision) {
-            const { args: _args, at, ...rest } = decision;
-            const when = localTime(at, shared.offset);
-            section(label, when ? { ...rest, at: when } : rest);
+            // its times as local times; edited arguments have their own sections
+            const shown: Record<string, unknown> = {};
+            for (const [key, value] of Object.entries(decision)) {
+              if (key === "args" || value == null) continue;
+              const text = key === "asked_at" || key === "decided_at" ? localTime(value, shared.offset) : value;
+              if (text !== "") shown[key] = text;
+            }
+            section(label, shown);
             continue;
           }
           section(label, node[k]);
@@ -658,9 +643,6 @@ export default () => {
       function closeAll(): void {
         if (shared.closed) return;
         shared.closed = "kernel restarted or shut down — live updates stopped; what is shown is the last state received";
-        for (const n of shared.store.nodes.values()) {
-          if (n.status === "running" || n.status === WAITING) shared.store.apply({ op: "node", id: n.id, status: "unfinished" } as Patch);
-        }
         for (const l of shared.listeners) l([]);
       }
       const stopWatching = onKernelGone(el, model, closeAll);
@@ -706,7 +688,7 @@ export default () => {
               shared.layout++;
               notify();
             } else if (ev.key === "ArrowLeft") {
-              const parent = shared.store.nodes.get(id)?.parent;
+              const parent = shared.store.nodes.get(id)?.parent_id;
               if (parent != null && rows.depth.has(parent)) select(parent, true);
             } else if (ev.key === "ArrowRight") go(idx + 1);
             break;

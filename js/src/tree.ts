@@ -1,9 +1,13 @@
 // Pure trace-tree logic (no DOM): the store the live events merge into, roll-ups, the
-// filtered/expanded list of visible rows, and the virtual window. Unit-tested in js/test.
+// filtered/expanded list of visible rows, the virtual window, and what each row shows (status
+// label, sums, duration, human wait). Nodes carry the core's field names (TraceNode.to_json,
+// "The node contract" in docs/agentic.md). Unit-tested in js/test; trace_parity.json holds
+// the row values to what the static copy (langfx_nb/notebook/trace_rows.py) computes.
+import { fmtCost, fmtDuration } from "./dom";
 
 export interface TraceNode {
   id: string;
-  parent?: string | null;
+  parent_id?: string | null;
   kind?: string;
   name?: string;
   status?: string;
@@ -73,9 +77,9 @@ export class TraceStore {
     this.stamps.set(id, this.version);
     if (current) {
       const oldStatus = String(current.status ?? "");
-      const oldParent = current.parent ?? null;
+      const oldParent = current.parent_id ?? null;
       Object.assign(current, fields);
-      if ("parent" in fields && (current.parent ?? null) !== oldParent) this.epoch++;
+      if ("parent_id" in fields && (current.parent_id ?? null) !== oldParent) this.epoch++;
       if (String(current.status ?? "") !== oldStatus) {
         this.count(oldStatus, -1);
         this.count(String(current.status ?? ""), 1);
@@ -83,13 +87,13 @@ export class TraceStore {
       this.updateOwn(current);
       return;
     }
-    const node = { status: "running", parent: null, ...fields } as TraceNode;
+    const node = { status: "running", parent_id: null, ...fields } as TraceNode;
     this.nodes.set(id, node);
     this.created.push(id);
     this.count(String(node.status ?? ""), 1);
     if (this.waiting.has(id)) this.epoch++; // its children arrived first: rebuild lazily
     if (this.structureEpoch === this.epoch) {
-      const parent = node.parent;
+      const parent = node.parent_id;
       if (parent != null && parent !== id && this.nodes.has(parent)) {
         let list = this.kids.get(parent);
         if (!list) this.kids.set(parent, (list = []));
@@ -159,11 +163,11 @@ export class TraceStore {
   ancestors(id: string): string[] {
     const out: string[] = [];
     const seen = new Set<string>([id]);
-    let cur = this.nodes.get(id)?.parent;
+    let cur = this.nodes.get(id)?.parent_id;
     while (cur != null && this.nodes.has(cur) && !seen.has(cur)) {
       out.push(cur);
       seen.add(cur);
-      cur = this.nodes.get(cur)!.parent;
+      cur = this.nodes.get(cur)!.parent_id;
     }
     return out;
   }
@@ -174,7 +178,7 @@ export class TraceStore {
     this.waiting.clear();
     this.rootIds = [];
     for (const node of this.nodes.values()) {
-      const parent = node.parent;
+      const parent = node.parent_id;
       if (parent != null && parent !== node.id && this.nodes.has(parent)) {
         let list = this.kids.get(parent);
         if (!list) this.kids.set(parent, (list = []));
@@ -284,7 +288,7 @@ export class RowModel {
   private insert(id: string, expanded: Map<string, boolean>): void {
     const node = this.store.nodes.get(id);
     if (!node || this.depth.has(id)) return;
-    const parent = node.parent != null && this.store.nodes.has(node.parent) ? node.parent : null;
+    const parent = node.parent_id != null && this.store.nodes.has(node.parent_id) ? node.parent_id : null;
     if (parent === null) {
       this.ids.push(id);
       this.depth.set(id, 0);
@@ -320,16 +324,12 @@ export function tokensOf(node: TraceNode): number {
 }
 
 export function costOf(node: TraceNode): number {
-  if (typeof node.cost === "number") return node.cost;
-  const u = node.usage as Record<string, unknown> | null | undefined;
-  return u && typeof u.cost === "number" ? u.cost : 0;
+  return typeof node.cost === "number" ? node.cost : 0;
 }
 
 /** Whether the node itself carries a cost (a price was known), as opposed to no cost data. */
 export function hasCost(node: TraceNode): boolean {
-  if (typeof node.cost === "number") return true;
-  const u = node.usage as Record<string, unknown> | null | undefined;
-  return !!u && typeof u.cost === "number";
+  return typeof node.cost === "number";
 }
 
 /** Trace times are seconds on the session's clock; a running node has no duration yet. */
@@ -369,7 +369,7 @@ export function visibleRows(store: TraceStore, expanded: Map<string, boolean>, q
       while (cur && !keep.has(cur.id) && !seen.has(cur.id)) {
         seen.add(cur.id);
         keep.add(cur.id);
-        cur = cur.parent != null ? store.nodes.get(cur.parent) : undefined;
+        cur = cur.parent_id != null ? store.nodes.get(cur.parent_id) : undefined;
       }
     }
   }
@@ -431,4 +431,87 @@ export function argChanges(proposed: any, ran: any): string[] {
     if (before !== after) out.push(`${k}: ${before} → ${after}`);
   }
   return out;
+}
+
+export const WAITING_LABEL = "waiting for approval";
+const LIVE = ["running", "waiting"];
+
+/** Whether a recorded status is not terminal (work still running, or an approval awaited). */
+export function isLive(status: unknown): boolean {
+  return LIVE.includes(String(status ?? ""));
+}
+
+/**
+ * The status a row shows. `ended`: the trace is over (a saved trace, a disposed session) —
+ * work recorded as running never finished. `gone`: the kernel is gone — nothing shown can
+ * still run, while a session that was never disposed was still open.
+ */
+export function statusLabel(node: TraceNode, ended = false, gone = false): string {
+  const status = String(node.status ?? "");
+  if (!isLive(status)) return status;
+  if (node.kind === "session") return ended ? "unfinished" : "open";
+  if (ended || gone) return "unfinished";
+  return status === "waiting" ? WAITING_LABEL : status;
+}
+
+/** Seconds a person (or an approval policy) took to decide this tool call, from the node's
+ *  decision record; null when no policy was asked or it has not answered. */
+export function humanWait(node: TraceNode): number | null {
+  const d = node.decision as Record<string, unknown> | null | undefined;
+  if (!d || typeof d !== "object") return null;
+  if (typeof d.asked_at !== "number" || typeof d.decided_at !== "number") return null;
+  return Math.max(0, d.decided_at - d.asked_at);
+}
+
+/** Cost of a subtree as a reader should see it: "—" when no node in it has a known price. */
+export function costText(r: Rollup | undefined): string {
+  if (!r) return "";
+  if (!r.priced) return r.tokens ? "—" : "";
+  return fmtCost(r.cost) || "$0";
+}
+
+export function tokensText(n: number): string {
+  return n ? `${n.toLocaleString("en-US")} tok` : "";
+}
+
+/** What one row shows (the static copy's rows hold the same values). */
+export interface RowValues {
+  id: string;
+  depth: number;
+  kind: string;
+  name: string;
+  hint: string;
+  status: string;
+  duration: string;
+  tokens: string;
+  cost: string;
+  below: string;
+  wait: string;
+}
+
+export function rowValues(store: TraceStore, id: string, depth: number, roll: Map<string, Rollup>, problems: Map<string, Record<string, number>>, ended = false, gone = false): RowValues {
+  const node = store.nodes.get(id)!;
+  const r = roll.get(id);
+  const wait = humanWait(node);
+  return {
+    id,
+    depth,
+    kind: String(node.kind ?? ""),
+    name: String(node.name ?? ""),
+    hint: String(node.hint ?? ""),
+    status: statusLabel(node, ended, gone),
+    duration: fmtDuration(durationMs(node)),
+    tokens: r ? tokensText(r.tokens) : "",
+    cost: costText(r),
+    below: belowText(problems.get(id)),
+    wait: wait === null ? "" : fmtDuration(wait * 1000),
+  };
+}
+
+/** Every row in tree order with all rows expanded, as the live view draws them. */
+export function traceRows(store: TraceStore, ended = false, gone = false): RowValues[] {
+  const roll = store.rollups();
+  const problems = problemsBelow(store);
+  const all = { get: () => true } as unknown as Map<string, boolean>;
+  return visibleRows(store, all).map((row) => rowValues(store, row.id, row.depth, roll, problems, ended, gone));
 }

@@ -5,11 +5,11 @@ import { KINDS } from "../src/kinds";
 
 function sample(): TraceStore {
   const s = new TraceStore();
-  s.apply({ op: "node", id: "root", parent: null, kind: "action", name: "Agent", status: "running" });
-  s.apply({ op: "node", id: "q1", parent: "root", kind: "query", name: "first query", status: "ok", usage: { total_tokens: 10 }, cost: 0.5 });
-  s.apply({ op: "node", id: "t1", parent: "root", kind: "tool_call", name: "add", status: "ok" });
-  s.apply({ op: "node", id: "t1a", parent: "t1", kind: "log", name: "adding numbers", status: "ok", usage: { prompt_tokens: 2, completion_tokens: 3 } });
-  s.apply({ op: "node", id: "t2", parent: "root", kind: "tool_call", name: "search", status: "denied", error: "not allowed" });
+  s.apply({ op: "node", id: "root", parent_id: null, kind: "action", name: "Agent", status: "running" });
+  s.apply({ op: "node", id: "q1", parent_id: "root", kind: "query", name: "first query", status: "ok", usage: { total_tokens: 10 }, cost: 0.5 });
+  s.apply({ op: "node", id: "t1", parent_id: "root", kind: "tool_call", name: "add", status: "ok" });
+  s.apply({ op: "node", id: "t1a", parent_id: "t1", kind: "log", name: "adding numbers", status: "ok", usage: { prompt_tokens: 2, completion_tokens: 3 } });
+  s.apply({ op: "node", id: "t2", parent_id: "root", kind: "tool_call", name: "search", status: "denied", error: "not allowed" });
   return s;
 }
 
@@ -36,7 +36,7 @@ test("default expansion opens depth 0 and 1; user toggles survive updates", () =
   expanded.set("t1", false);
   assert.deepEqual(visibleRows(s, expanded).map((r) => r.id), ["root", "q1", "t1", "t2"]);
   expanded.set("t1", true);
-  s.apply({ op: "node", id: "t1b", parent: "t1", kind: "log", name: "more", status: "ok" });
+  s.apply({ op: "node", id: "t1b", parent_id: "t1", kind: "log", name: "more", status: "ok" });
   assert.deepEqual(visibleRows(s, expanded).map((r) => r.id), ["root", "q1", "t1", "t1a", "t1b", "t2"]);
   expanded.set("root", false);
   assert.deepEqual(visibleRows(s, expanded).map((r) => r.id), ["root"]);
@@ -54,16 +54,16 @@ test("search keeps ancestors of matches visible, even when collapsed", () => {
 
 test("nodes whose parent is unknown show as roots until the parent arrives", () => {
   const s = new TraceStore();
-  s.apply({ op: "node", id: "child", parent: "later", name: "c" });
+  s.apply({ op: "node", id: "child", parent_id: "later", name: "c" });
   assert.deepEqual(visibleRows(s, new Map()).map((r) => r.id), ["child"]);
-  s.apply({ op: "node", id: "later", parent: null, name: "p" });
+  s.apply({ op: "node", id: "later", parent_id: null, name: "p" });
   assert.deepEqual(visibleRows(s, new Map()).map((r) => [r.id, r.depth]), [["later", 0], ["child", 1]]);
 });
 
 test("10,000 nodes: all rows listed, and only a window of them goes to the DOM", () => {
   const s = new TraceStore();
-  s.apply({ op: "node", id: "root", parent: null, name: "root" });
-  for (let i = 0; i < 9999; i++) s.apply({ op: "node", id: `n${i}`, parent: i % 10 === 0 ? "root" : `n${i - (i % 10)}`, name: `node ${i}` });
+  s.apply({ op: "node", id: "root", parent_id: null, name: "root" });
+  for (let i = 0; i < 9999; i++) s.apply({ op: "node", id: `n${i}`, parent_id: i % 10 === 0 ? "root" : `n${i - (i % 10)}`, name: `node ${i}` });
   const expanded = new Map<string, boolean>();
   for (let i = 0; i < 9999; i += 10) expanded.set(`n${i}`, true);
   const rows = visibleRows(s, expanded);
@@ -100,7 +100,7 @@ test("incremental rows and roll-ups equal a full rebuild, whatever order nodes a
         const id = `n${i}`;
         // mostly known parents; sometimes a parent that arrives later (orphan), sometimes none
         const parent = ids.length && r < 0.55 ? ids[Math.floor(rand() * ids.length)] : r < 0.58 ? `n${i + 3}` : null;
-        s.apply({ op: "node", id, parent, name: id, usage: { total_tokens: Math.floor(rand() * 10) } });
+        s.apply({ op: "node", id, parent_id: parent, name: id, usage: { total_tokens: Math.floor(rand() * 10) } });
         ids.push(id);
       } else if (r < 0.8) {
         const id = ids[Math.floor(rand() * ids.length)];
@@ -126,11 +126,11 @@ test("a live trace of 20,000 nodes grows by appending rows", () => {
   const s = new TraceStore();
   const model = new RowModel(s);
   const expanded = new Map<string, boolean>();
-  s.apply({ op: "node", id: "root", parent: null, name: "session" });
-  for (let i = 0; i < 20000; i++) s.apply({ op: "node", id: `l${i}`, parent: "root", name: "tick" });
+  s.apply({ op: "node", id: "root", parent_id: null, name: "session" });
+  for (let i = 0; i < 20000; i++) s.apply({ op: "node", id: `l${i}`, parent_id: "root", name: "tick" });
   model.update(expanded, "", "");
   for (let frame = 0; frame < 20; frame++) {
-    for (let i = 0; i < 100; i++) s.apply({ op: "node", id: `f${frame}-${i}`, parent: "root", name: "tick", usage: { total_tokens: 1 } });
+    for (let i = 0; i < 100; i++) s.apply({ op: "node", id: `f${frame}-${i}`, parent_id: "root", name: "tick", usage: { total_tokens: 1 } });
     model.update(expanded, "", "");
     s.rollups();
   }
@@ -166,15 +166,15 @@ test("cost is known only where a node carries one: '—' for unpriced subtrees, 
   s.apply({ op: "node", id: "t1a", cost: 0 }); // a known zero is $0
   assert.equal(costText(s.rollups().get("t1")), "$0");
   // incremental roll-ups agree with a rebuild
-  s.apply({ op: "node", id: "q2", parent: "t1", kind: "query", name: "q", cost: 0.25 });
+  s.apply({ op: "node", id: "q2", parent_id: "t1", kind: "query", name: "q", cost: 0.25 });
   assert.equal(s.rollups().get("root")!.priced, 3);
   assert.equal(s.rollups().get("root")!.cost, 0.75);
 });
 
 test("the filter matches a row's hint: a log's message, a query's prompt", () => {
   const s = sample();
-  s.apply({ op: "node", id: "l1", parent: "root", kind: "log", name: "info", hint: "cache warmed in 3 ms" });
-  s.apply({ op: "node", id: "l2", parent: "root", kind: "log", name: "info", hint: "retrying request" });
+  s.apply({ op: "node", id: "l1", parent_id: "root", kind: "log", name: "info", hint: "cache warmed in 3 ms" });
+  s.apply({ op: "node", id: "l2", parent_id: "root", kind: "log", name: "info", hint: "retrying request" });
   const rows = visibleRows(s, new Map(), "RETRYING");
   assert.deepEqual(rows.filter((r) => r.match).map((r) => r.id), ["l2"]);
 });

@@ -154,12 +154,14 @@ class _Replayer:
 
 @dataclass(slots=True)
 class _Item:
+    """A batched item: its request kept only as the provider's entry bytes (a few hundred
+    bytes, not the request's objects: 100,000 of those cost hundreds of MB)."""
+
     index: int
     cid: str
     account: str
     wire: Wire
-    model: LanguageModel
-    request: LMRequest
+    entry: bytes
     fingerprint: str
 
 
@@ -225,15 +227,9 @@ async def collect_and_batch(
             wire = wires.get(account)
             if wire is None:
                 wire = wires[account] = wire_for(model)
-            plan.items[i] = _Item(
-                i,
-                custom_id(keys[i]),
-                account,
-                wire,
-                model,
-                request,
-                request_fingerprint(model, request),
-            )
+            cid = custom_id(keys[i])
+            entry = wire.entry(cid, request)
+            plan.items[i] = _Item(i, cid, account, wire, entry, request_fingerprint(model, request))
     finally:
         await scratch.dispose()
     by_cid = {item.cid: item for item in plan.items.values()}
@@ -314,7 +310,7 @@ async def _submit(
         cids: list[str] = []
         size = wire.overhead
         for item in group:
-            entry = wire.entry(item.cid, item.request)
+            entry = item.entry
             if len(entry) + wire.overhead > max_bytes:
                 raise ProviderBatchError(
                     f"one request is {len(entry)} bytes, over the {wire.name} batch limit "

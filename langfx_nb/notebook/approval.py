@@ -15,8 +15,9 @@ Safety properties a user relies on:
   first decision counts. A stale click (an old prompt) or a second click is refused.
 - Fail closed: if no frontend reports the prompt as rendered within ``render_timeout`` seconds
   (nbconvert, nbval, a closed browser tab), the call is denied with a clear message.
-- Who decided and when is returned in the decision (``by``) and logged under the tool call in
-  the session trace.
+- Who decided and when is returned in the decision (``by``); the core records it on the tool
+  call's node (status ``waiting`` while this policy is awaited, then the decision record), and
+  a readable note is logged under the call. The trace views read the node, never the notes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anywidget
 import traitlets
@@ -40,6 +41,11 @@ from ..errors import ToolDeniedError, ToolExecutionError
 from . import control
 from .bridge import MessageKind, to_jsonable
 from .render import _CSS, _UL, WidgetDisplayMixin, _esc, value_html
+
+if TYPE_CHECKING:
+    from ..agentic.agent import PolicyDecision
+    from ..agentic.session import Session
+    from ..messages import ToolCall
 
 __all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
 
@@ -349,7 +355,8 @@ class ApprovalPolicy:
         allow = f", allow={sorted(self.allow)!r}" if self.allow else ""
         return f"ApprovalPolicy(mode={self.mode!r}{allow})"
 
-    async def __call__(self, call: Any, session: Any) -> Any:
+    async def __call__(self, call: ToolCall, session: Session) -> PolicyDecision:
+        """The ``allow_tool`` policy: ``session`` is the view bound to the waiting call."""
         from ..agentic.agent import Approve, Deny
 
         name = str(call.name)
@@ -409,7 +416,6 @@ class ApprovalPolicy:
             f"waiting for approval: {prompt.tool} ({prompt.call_id})",
             prompt.call_id,
             "policy",
-            approval="waiting",
         )
         with control.track(session, label=f"approval {prompt.tool} ({prompt.call_id})"):
             return await self._decide(prompt, entry, session, widget, approve, deny, run, asked)
@@ -456,8 +462,6 @@ class ApprovalPolicy:
                     f"approval: {why}",
                     prompt.call_id,
                     "-",
-                    approval="decided",
-                    waited_s=round(time.monotonic() - asked, 3),
                 )
             raise
         waited = round(time.monotonic() - asked, 3)
@@ -491,8 +495,6 @@ class ApprovalPolicy:
             prompt.call_id,
             by,
             when,
-            approval="decided",
-            waited_s=waited,
         )
         return result
 
@@ -549,13 +551,10 @@ def _default_who() -> str:
         return "notebook user"
 
 
-def _run_key(session: Any) -> tuple[str, ...]:
-    """The agent run a tool call belongs to: the session id and the call's parent node."""
-    sid = str(getattr(session, "id", id(session)))
-    ancestry = getattr(session, "ancestry", None)
-    if isinstance(ancestry, tuple) and len(ancestry) >= 2:
-        return (sid, str(ancestry[-2]))
-    return (sid,)
+def _run_key(session: Session) -> tuple[str, ...]:
+    """The agent run a tool call belongs to: the session id and the run's node
+    (``Session.run_node``)."""
+    return (session.id, session.run_node.id)
 
 
 def _log(

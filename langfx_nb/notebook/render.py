@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..jsonable import walk
-from .trace_data import load_trace_nodes
+from .trace_data import view_node
+from .trace_rows import duration_ms, human_wait, rollups, status_label, trace_rows
 
 __all__ = [
     "WidgetDisplayMixin",
@@ -27,6 +28,7 @@ __all__ = [
     "stream_html",
     "stream_text",
     "trace_html",
+    "trace_static_html",
     "trace_text",
     "value_html",
     "value_text",
@@ -133,91 +135,8 @@ def _usage_str(usage: Mapping[str, Any]) -> str:
 
 
 # -- traces -------------------------------------------------------------------------------------
-
-
-def _tokens(node: Mapping[str, Any]) -> int:
-    usage = node.get("usage")
-    if not isinstance(usage, Mapping):
-        return 0
-    total = usage.get("total_tokens")
-    if isinstance(total, int):
-        return total
-    return sum(
-        v
-        for k, v in usage.items()
-        if k in ("prompt_tokens", "completion_tokens") and isinstance(v, int)
-    )
-
-
-def _cost(node: Mapping[str, Any]) -> float:
-    cost = node.get("cost")
-    if isinstance(cost, int | float):
-        return float(cost)
-    usage = node.get("usage")
-    if isinstance(usage, Mapping) and isinstance(usage.get("cost"), int | float):
-        return float(usage["cost"])
-    return 0.0
-
-
-def rollups(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
-    """Tokens and cost per node including its descendants (the same sums the live view shows).
-
-    One iterative post-order pass: O(nodes), whatever the depth.
-    """
-    ids = {str(n["id"]) for n in nodes}
-    kids: dict[str, list[str]] = {}
-    roots: list[str] = []
-    own: dict[str, tuple[int, float]] = {}
-    for n in nodes:
-        node_id, parent = str(n["id"]), n.get("parent")
-        own[node_id] = (_tokens(n), _cost(n))
-        if parent is not None and str(parent) in ids and str(parent) != node_id:
-            kids.setdefault(str(parent), []).append(node_id)
-        else:
-            roots.append(node_id)
-    position = {node_id: i for i, node_id in enumerate(own)}
-    if all(position[k] > position[p] for p, ks in kids.items() for k in ks):
-        # the usual case (every child listed after its parent): one reverse pass
-        totals = dict(own)
-        parent_of = {k: p for p, ks in kids.items() for k in ks}
-        for node_id in reversed(list(own)):
-            parent = parent_of.get(node_id)
-            if parent is not None:
-                pt, pc = totals[parent]
-                nt, nc = totals[node_id]
-                totals[parent] = (pt + nt, pc + nc)
-        return totals
-    out: dict[str, tuple[int, float]] = {}
-    stack: list[tuple[str, bool]] = [(r, False) for r in roots]
-    while stack:
-        node_id, done = stack.pop()
-        if node_id in out:
-            continue
-        if not done:
-            stack.append((node_id, True))
-            stack.extend((k, False) for k in kids.get(node_id, ()) if k not in out)
-            continue
-        tok, cost = own[node_id]
-        for k in kids.get(node_id, ()):
-            kt, kc = out.get(k, (0, 0.0))
-            tok, cost = tok + kt, cost + kc
-        out[node_id] = (tok, cost)
-    for node_id in own:  # nodes on a parent cycle: their own values
-        out.setdefault(node_id, own[node_id])
-    return out
-
-
-def _own_values(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
-    return {str(n["id"]): (_tokens(n), _cost(n)) for n in nodes}
-
-
-def _duration(node: Mapping[str, Any]) -> str:
-    start, end = node.get("start"), node.get("end")
-    if isinstance(start, int | float) and isinstance(end, int | float):
-        ms = (end - start) * 1000
-        text = f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
-        return f' <span class="lfx-dur">{text}</span>'
-    return ""
+# Every value a trace row shows (status label, sums, duration, what went wrong below) comes from
+# ``trace_rows``, which the live view matches (js/test/fixtures/trace_parity.json).
 
 
 def _error_text(error: Any) -> str:
@@ -228,92 +147,72 @@ def _error_text(error: Any) -> str:
 
 def _tree_html(
     nodes: Sequence[Mapping[str, Any]],
-    row: Callable[[Mapping[str, Any], str], str],
+    row: Callable[[Mapping[str, Any], Mapping[str, Any], str], str],
     *,
-    ul: str,
+    ended: bool = False,
+    gone: bool = False,
 ) -> tuple[str, int]:
-    """The first ``MAX_ROWS`` nodes in tree order, each ``row(node, children_list_html)``; a node
-    whose parent is not in the trace is a root. Returns the roots' html and the rows shown."""
-    children: dict[str | None, list[Mapping[str, Any]]] = {}
-    ids = {str(n["id"]) for n in nodes}
-    for node in nodes:
-        parent = str(node.get("parent"))
-        children.setdefault(parent if parent in ids else None, []).append(node)
-    shown = 0
+    """The first ``MAX_ROWS`` rows in tree order, each ``row(node, row_values, children_html)``
+    (roll-ups only up to ``MAX_ROLLUP_NODES``: the live view has them for any size). Returns
+    the roots' html and the rows shown."""
+    shown = trace_rows(
+        nodes, ended=ended, gone=gone, roll=len(nodes) <= MAX_ROLLUP_NODES, limit=MAX_ROWS
+    )
+    by_id = {str(n["id"]): n for n in nodes}
+    # nest the rows (depth first, so each row's children follow it at depth + 1)
+    out: list[list[str]] = [[]]
+    depths: list[int] = []
+    pending: list[dict[str, Any]] = []
 
-    def visit(node: Mapping[str, Any]) -> str:
-        nonlocal shown
-        shown += 1
-        kids = children.get(str(node["id"]), [])
-        inner = ""
-        if kids and shown < MAX_ROWS:
-            inner = ul + "".join(visit(k) for k in kids if shown < MAX_ROWS) + "</ul>"
-        return row(node, inner)
+    def close_to(depth: int) -> None:
+        while depths and depths[-1] >= depth:
+            depths.pop()
+            values = pending.pop()
+            kids = out.pop()
+            inner = _UL + "".join(kids) + "</ul>" if kids else ""
+            out[-1].append(row(by_id[values["id"]], values, inner))
 
-    body = "".join(visit(n) for n in children.get(None, []) if shown < MAX_ROWS)
-    return body, shown
+    for values in shown:
+        close_to(values["depth"])
+        depths.append(values["depth"])
+        pending.append(values)
+        out.append([])
+    close_to(0)
+    return "".join(out[0]), len(shown)
 
 
-def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
-    """The trace as nested lists (first ``MAX_ROWS`` nodes), with status, duration and roll-ups."""
-    # Roll-ups over a huge trace would make every display slower; the live view has them.
-    sums = rollups(nodes) if len(nodes) <= MAX_ROLLUP_NODES else _own_values(nodes)
+def _status_html(label: str) -> str:
+    return f'<span class="lfx-st-{_esc(label.replace(" ", "_"))}">{_esc(label)}</span>'
 
-    def row(node: Mapping[str, Any], inner: str) -> str:
-        status = str(node.get("status", ""))
-        tok, cost = sums.get(str(node["id"]), (0, 0.0))
-        extra = f" · {tok} tok" if tok else ""
-        extra += f" · ${cost:.4f}" if cost else ""
+
+def _duration_html(values: Mapping[str, Any]) -> str:
+    return f' <span class="lfx-dur">{_esc(values["duration"])}</span>' if values["duration"] else ""
+
+
+def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "", ended: bool = False) -> str:
+    """The trace as nested lists (first ``MAX_ROWS`` rows), with status, duration and sums."""
+
+    def row(node: Mapping[str, Any], values: Mapping[str, Any], inner: str) -> str:
+        extra = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
         err = node.get("error")
         err_html = (
             f'<div class="lfx-st-failed">{_esc(_clip(_error_text(err), 500))}</div>' if err else ""
         )
         return (
-            f'<li><span class="lfx-k">{_esc(node.get("kind", ""))}</span> '
-            f"<b>{_esc(_clip(str(node.get('name', '')), 200))}</b> "
-            f'<span class="lfx-st-{_esc(status)}">{_esc(status)}</span>'
-            f"{_duration(node)}{_esc(extra)}{err_html}{inner}</li>"
+            f'<li><span class="lfx-k">{_esc(values["kind"])}</span> '
+            f"<b>{_esc(_clip(values['name'], 200))}</b> {_status_html(values['status'])}"
+            f"{_duration_html(values)}{_esc(extra)}{err_html}{inner}</li>"
         )
 
-    body, shown = _tree_html(nodes, row, ul=_UL)
+    body, shown = _tree_html(nodes, row, ended=ended)
     more = (
         f"<div>… {len(nodes) - shown} more nodes (open the live explorer)</div>"
         if shown < len(nodes)
         else ""
     )
     head = f"<b>{_esc(title)}</b> " if title else ""
-    summary = _esc(trace_text(nodes))
-    head += f'<div class="lfx-k">{summary}</div>'
+    head += f'<div class="lfx-k">{_esc(trace_text(nodes, ended=ended))}</div>'
     return f'{_CSS}<div class="lfx-fb">{head}{_UL}{body}</ul>{more}</div>'
-
-
-BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
-WAITING = "waiting for approval"
-
-
-def problems_below(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Per node: how many descendants ended failed / denied / cancelled / timed out, so a
-    parent that itself ended "ok" can say what went wrong beneath it."""
-    parent_of = {str(n["id"]): n.get("parent") for n in nodes}
-    out: dict[str, dict[str, int]] = {}
-    for node in nodes:
-        status = str(node.get("status", ""))
-        if status not in BAD_STATUSES:
-            continue
-        seen: set[str] = {str(node["id"])}
-        cur = parent_of.get(str(node["id"]))
-        while cur is not None and str(cur) in parent_of and str(cur) not in seen:
-            seen.add(str(cur))
-            counts = out.setdefault(str(cur), {})
-            counts[status] = counts.get(status, 0) + 1
-            cur = parent_of.get(str(cur))
-    return out
-
-
-def _below_text(counts: Mapping[str, int] | None) -> str:
-    if not counts:
-        return ""
-    return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items())) + " below"
 
 
 def _local_time(at: Any, offset: float | None) -> str:
@@ -372,11 +271,7 @@ def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tupl
     if node.get("outputs") is not None:
         rows.append(("Output", node["outputs"]))
     if decision is not None:
-        shown = {k: v for k, v in decision.items() if k not in ("args", "at")}
-        when = _local_time(decision.get("at"), offset)
-        if when:
-            shown["at"] = when
-        rows.append(("Policy decision", shown))
+        rows.append(("Policy decision", decision_shown(decision, offset)))
     timing = node_timing(node)
     if timing:
         rows.append(("Time", timing))
@@ -385,15 +280,24 @@ def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tupl
     return rows
 
 
+def decision_shown(decision: Mapping[str, Any], offset: float | None) -> dict[str, Any]:
+    """A decision record as the detail pane shows it: its times as local times, edited
+    arguments left to their own sections."""
+    shown: dict[str, Any] = {}
+    for key, value in decision.items():
+        if key == "args" or value is None:
+            continue
+        shown[key] = _local_time(value, offset) if key in ("asked_at", "decided_at") else value
+    return {k: v for k, v in shown.items() if v != ""}
+
+
 def node_timing(node: Mapping[str, Any]) -> dict[str, str]:
-    """Wall time of a node split into human wait (approval) and the rest."""
-    start, end = node.get("start"), node.get("end")
-    if not isinstance(start, int | float) or not isinstance(end, int | float):
+    """Wall time of a node split into a person's decision time (approval) and the rest."""
+    total_ms = duration_ms(node)
+    wait = human_wait(node)
+    if total_ms is None or not wait:
         return {}
-    total = max(0.0, end - start)
-    wait = node.get("wait_s")
-    if not isinstance(wait, int | float) or wait <= 0:
-        return {}
+    total = total_ms / 1000
     label = "tool" if node.get("kind") == "tool_call" else "work"
     return {
         "total": f"{total:.2f} s",
@@ -402,17 +306,15 @@ def node_timing(node: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def trace_static_html(
-    nodes: Sequence[Mapping[str, Any]], *, title: str = "", offset: float | None = None
-) -> str:
-    """The trace for a saved notebook: the tree (first ``MAX_ROWS`` nodes), each node with its
-    status, what went wrong below it, and its details in a ``<details>`` element."""
-    below = problems_below(nodes) if len(nodes) <= MAX_ROLLUP_NODES else {}
+def trace_static_html(snapshot: Mapping[str, Any], *, title: str = "") -> str:
+    """The trace for a saved notebook, from the records the live view gets (``snapshot``: the
+    explorer's state with whole nodes): the tree (first ``MAX_ROWS`` rows), each row with the
+    status the live view shows once its kernel is gone, what went wrong below it, and its
+    details in a ``<details>`` element."""
+    nodes: Sequence[Mapping[str, Any]] = snapshot.get("nodes") or ()
+    offset = snapshot.get("offset")
 
-    def row(node: Mapping[str, Any], inner: str) -> str:
-        node_id = str(node["id"])
-        status = str(node.get("status", ""))
-        extra = _below_text(below.get(node_id))
+    def row(node: Mapping[str, Any], values: Mapping[str, Any], inner: str) -> str:
         detail = "".join(
             f'<div><span class="lfx-k">{_esc(label)}:</span> '
             f"{value_html(value, depth=1) if not isinstance(value, str) else _esc(_clip(value))}"
@@ -420,29 +322,38 @@ def trace_static_html(
             for label, value in node_detail_rows(node, offset)
         )
         details = f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
+        below = values["below"]
         return (
-            f'<li data-node="{_esc(node_id)}" data-kind="{_esc(node.get("kind", ""))}">'
-            f'<span class="lfx-k">{_esc(node.get("kind", ""))}'
-            f"</span> <b>{_esc(_clip(str(node.get('name', '')), 200))}</b> "
-            f'<span class="lfx-st-{_esc(status.replace(" ", "_"))}">{_esc(status)}</span>'
-            f"{_duration(node)}"
-            + (f' <span class="lfx-st-failed">({_esc(extra)})</span>' if extra else "")
+            f'<li data-node="{_esc(values["id"])}" data-kind="{_esc(values["kind"])}">'
+            f'<span class="lfx-k">{_esc(values["kind"])}'
+            f"</span> <b>{_esc(_clip(values['name'], 200))}</b> {_status_html(values['status'])}"
+            f"{_duration_html(values)}"
+            + (f' <span class="lfx-st-failed">({_esc(below)})</span>' if below else "")
             + f"{details if detail else ''}{inner}</li>"
         )
 
-    body, shown = _tree_html(nodes, row, ul=_UL)
+    ended = bool(snapshot.get("ended"))
+    body, shown = _tree_html(nodes, row, ended=ended, gone=True)
     more = f"<div>… {len(nodes) - shown} more nodes</div>" if shown < len(nodes) else ""
     head = f"<b>{_esc(title)}</b> " if title else ""
-    head += f'<div class="lfx-k">{_esc(trace_text(nodes))}</div>'
+    head += f'<div class="lfx-k">{_esc(trace_text(nodes, ended=ended, gone=True))}</div>'
     return f'{_CSS}<div class="lfx-fb lfx-trace-static">{head}{_UL}{body}</ul>{more}</div>'
 
 
-def trace_text(nodes: Iterable[Mapping[str, Any]], *, title: str = "") -> str:
+def trace_text(
+    nodes: Iterable[Mapping[str, Any]], *, title: str = "", ended: bool = False, gone: bool = False
+) -> str:
+    """Counts per status (stable: nbval compares it): as recorded while the trace is live, as
+    the rows show them once it has ``ended`` or the kernel is ``gone`` (no "running")."""
     counts: dict[str, int] = {}
     total = 0
     for node in nodes:
         total += 1
-        status = str(node.get("status", ""))
+        status = (
+            status_label(node, ended=ended, gone=gone)
+            if ended or gone
+            else str(node.get("status", ""))
+        )
         counts[status] = counts.get(status, 0) + 1
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
@@ -491,7 +402,8 @@ def session_html(session: Any) -> str:
     data = session.trace_json()
     if isinstance(data, str):
         data = json.loads(data)
-    return trace_html(load_trace_nodes(data), title=type(session).__name__)
+    nodes = [view_node(n, plain=True) for n in data["nodes"]]
+    return trace_html(nodes, title=type(session).__name__)
 
 
 def register_formatters(ipython: Any) -> None:

@@ -1,87 +1,56 @@
-"""Core trace records (events or a saved trace) → the flat node dicts the views show.
+"""A trace as the views get it: saved traces read strictly, node records, row hints.
 
-The one place that knows the core's node shape: the live explorer, the static HTML fallback
-and ``Session`` display all read nodes through :func:`normalize_node` / :func:`load_trace_nodes`.
+The views read the node JSON the core writes (``TraceNode.to_json``; "The node contract" in
+docs/agentic.md) under the same names. Two fields are the views' own, derived here: ``hint``
+(one line that tells same-named rows apart) and, in snapshots, ``partial`` (the record was
+cut to what a row needs; the detail pane asks for the rest).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .bridge import to_jsonable
 
-__all__ = ["HINT_CHARS", "load_trace_nodes", "node_hint", "normalize_node"]
+__all__ = ["HINT_CHARS", "node_hint", "read_trace", "view_node"]
 
 HINT_CHARS = 80  # what a row can show; also bounds what 10,000 summaries add to a snapshot
 
-# Core field names (and a few likely spellings) → the names the view uses.
-_RENAME = {
-    "node_id": "id",
-    "parent_id": "parent",
-    "started_at": "start",
-    "start_time": "start",
-    "ended_at": "end",
-    "end_time": "end",
-    "input": "inputs",
-    "output": "outputs",
-    "result": "outputs",
-}
+
+def read_trace(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """A saved trace (a dict, trace JSON text, or a path to a trace file) through the core's
+    one strict, versioned reader (``Session.load_trace``), as the core writes it.
+
+    Raises ``ValueError`` naming what is wrong (and the file, for a path); a missing file
+    raises ``FileNotFoundError``."""
+    from ..agentic.session import Session
+
+    where = ""
+    data: Any = source
+    if isinstance(source, Path) or (
+        isinstance(source, str) and not source.lstrip().startswith("{")
+    ):
+        where = f"{source}: "
+        data = Path(source).read_text(encoding="utf-8")
+    try:
+        trace: dict[str, Any] = Session.load_trace(data).trace_json()
+    except ValueError as exc:
+        raise ValueError(f"{where}{exc}") from None
+    return trace
 
 
-def normalize_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
-    """A core node record (from an event or a saved trace) → the view's flat node dict.
-
-    ``plain=True``: the values are already JSON data (a saved trace), so they are not walked.
-    """
-    node: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in ("type", "children"):
-            continue
-        node[_RENAME.get(key, key)] = value if plain else to_jsonable(value)
+def view_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
+    """A core node record (an event's node, a change set, a saved node) as the views keep it:
+    the same fields under the same names, plus ``hint``. ``plain``: already JSON data (a saved
+    trace), used as is; otherwise copied, so later changes to a live record do not leak in."""
+    node = dict(raw) if plain else to_jsonable(dict(raw))
     hint = node_hint(node)
     if hint:
         node["hint"] = hint
-    if "id" in node:
-        node["id"] = str(node["id"])
-    if node.get("parent") is not None:
-        node["parent"] = str(node["parent"])
     return node
-
-
-def load_trace_nodes(trace: Mapping[str, Any] | list[Any]) -> list[dict[str, Any]]:
-    """Flatten a saved trace (flat ``nodes`` list or nested ``children``) into view nodes.
-
-    The trace must be JSON data (as ``Session.trace_json()`` returns or a file holds)."""
-    out: list[dict[str, Any]] = []
-
-    def walk(raw: Mapping[str, Any], parent: str | None) -> None:
-        node = normalize_node(raw, plain=True)
-        if "id" not in node:
-            node["id"] = f"n{len(out)}"
-        if parent is not None and node.get("parent") is None:
-            node["parent"] = parent
-        out.append(node)
-        for child in raw.get("children") or ():
-            if isinstance(child, Mapping):
-                walk(child, node["id"])
-
-    items: Iterable[Any]
-    if isinstance(trace, list):
-        items = trace
-    elif isinstance(trace.get("nodes"), list):
-        items = trace["nodes"]
-    elif isinstance(trace.get("root"), Mapping):
-        items = [trace["root"]]
-    elif isinstance(trace.get("trace"), Mapping | list):
-        return load_trace_nodes(trace["trace"])
-    else:
-        items = [trace]
-    for item in items:
-        if isinstance(item, Mapping):
-            walk(item, None)
-    return out
 
 
 def _text_of(value: Any) -> str:

@@ -1,9 +1,10 @@
 """TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
 
-Core trace events (``node_start`` / ``node_update`` / ``node_end`` / ``log``) are normalized here
-into flat node patches ``{"op": "node", "id": ..., <fields>}`` that the JS merges into its store,
-so the one place that knows the core's event shape is :func:`normalize_node`. The view renders
-only the rows on screen, so 10,000 nodes stay smooth.
+Core trace events (``node_start`` / ``node_update`` / ``node_end`` / ``log``) become flat node
+patches ``{"op": "node", "id": ..., <fields>}`` with the core's own field names, which the JS
+merges into its store. Approval is read from the tool-call node itself (status ``waiting``,
+then its decision record), never from log text. The view renders only the rows on screen, so
+10,000 nodes stay smooth; the static copy is drawn from the same records (``trace_rows``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import anywidget
 import traitlets
 
 from .bridge import Clock, EventBridge, MessageKind, to_jsonable
-from .render import WAITING, WidgetDisplayMixin, trace_html, trace_static_html, trace_text
-from .trace_data import load_trace_nodes, normalize_node
+from .render import WidgetDisplayMixin, trace_html, trace_static_html, trace_text
+from .trace_data import read_trace, view_node
+from .trace_rows import LIVE
 
-__all__ = ["TraceExplorer", "TraceReducer", "load_trace_nodes", "normalize_node"]
+__all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -34,7 +36,7 @@ SUMMARY_EVENT = "_session_summary"  # synthetic: the explorer's own end-of-run t
 SUMMARY_KEYS = frozenset(
     {
         "id",
-        "parent",
+        "parent_id",
         "kind",
         "name",
         "status",
@@ -44,40 +46,43 @@ SUMMARY_KEYS = frozenset(
         "cost",
         "error",
         "evicted_children",
-        "wait_s",
         "hint",
     }
 )
+# The decision record's fields a row needs (the human wait); the rest comes with the details.
+DECISION_SUMMARY = frozenset({"outcome", "by", "asked_at", "decided_at"})
 
 
 def summarize(node: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in node.items() if k in SUMMARY_KEYS}
-    if len(out) < len(node):
+    decision = node.get("decision")
+    if isinstance(decision, Mapping):
+        out["decision"] = {k: v for k, v in decision.items() if k in DECISION_SUMMARY}
+        complete = len(out["decision"]) == len(decision)
+    else:
+        complete = "decision" not in node
+    if len(out) < len(node) or not complete:
         out["partial"] = True
     return out
 
 
 class TraceReducer:
-    """Cumulative trace state: nodes by id in arrival order."""
+    """Cumulative trace state: node records by id in arrival order, as the core wrote them."""
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.summary: dict[str, Any] | None = None  # session totals from a saved trace
         self.offset: float | None = None  # wall-clock seconds minus trace seconds
-        self._logs = 0
+        #: The trace is over (a saved trace, a disposed session): nothing in it runs any more.
+        self.ended = False
 
-    def load(self, nodes: Iterable[dict[str, Any]], *, finished: bool = False) -> None:
-        """Adopt already-normalized nodes (they become the reducer's own records).
-
-        ``finished``: a saved trace, where nothing is running any more; a node recorded as
-        running (the trace was saved mid-run) shows ``unfinished``."""
+    def load(self, nodes: Iterable[dict[str, Any]], *, ended: bool = False) -> None:
+        """Adopt node records (they become the reducer's own). ``ended``: a saved trace or a
+        disposed session, where a node recorded as running never finished."""
+        self.ended = self.ended or ended
         for node in nodes:
-            if finished and node.get("status", "running") in ("running", WAITING):
-                node["status"] = "unfinished"
             current = self.nodes.get(node["id"])
             if current is None:
-                node.setdefault("parent", None)
-                node.setdefault("status", "running")
                 self.nodes[node["id"]] = node
             else:
                 current.update(node)
@@ -86,7 +91,7 @@ class TraceReducer:
         node_id = patch["id"]
         current = self.nodes.get(node_id)
         if current is None:
-            self.nodes[node_id] = current = {"id": node_id, "parent": None, "status": "running"}
+            self.nodes[node_id] = current = {"id": node_id}
         current.update(patch)
         return current
 
@@ -95,78 +100,38 @@ class TraceReducer:
         if kind == SUMMARY_EVENT:  # session totals (tokens, cost), sent when a run ends
             self.summary = to_jsonable(event.get("summary"))
             return [{"op": "summary", "summary": self.summary}]
-        if kind == "log":
-            body = event.get("node") if isinstance(event.get("node"), Mapping) else event
-            assert isinstance(body, Mapping)
-            node = normalize_node(body)
-            self._logs += 1
-            node.setdefault("id", f"log-{self._logs}")
-            node["kind"] = "log"
-            node.setdefault("status", "ok")
-            inputs = node.get("inputs")
-            message = inputs.get("message") if isinstance(inputs, Mapping) else node.get("message")
-            level = node.get("name") or node.get("level") or "log"
-            node["name"] = f"{level}: {message}"[:200] if message is not None else str(level)
-            patches = self._approval_patch(node, inputs)
-            self._merge(dict(node))
-            return [{"op": "node", **node}, *patches]
-        elif kind == "node_update" and "changes" in event:
+        if kind == "node_update":
             changes = event.get("changes")
             if not isinstance(changes, Mapping) or event.get("node_id") is None:
                 return []
-            node = normalize_node({k: v for k, v in changes.items() if k != "delta"})
+            node = view_node({k: v for k, v in changes.items() if k != "delta"})
             if not node:
                 return []  # streamed text only: shown by StreamView, not stored in the trace
             node["id"] = str(event["node_id"])
-        elif kind in ("node_start", "node_update", "node_end"):
-            body = event.get("node") if isinstance(event.get("node"), Mapping) else event
-            assert isinstance(body, Mapping)
-            node = normalize_node(body)
-            if "id" not in node:
+        elif kind in ("node_start", "node_end", "log"):
+            body = event.get("node")
+            if not isinstance(body, Mapping) or body.get("id") is None:
                 return []
-            if kind == "node_start":
-                node.setdefault("status", "running")
+            node = view_node(body)
         else:
             return []
         self._merge(dict(node))
         return [{"op": "node", **node}]
 
-    def _approval_patch(self, log: Mapping[str, Any], inputs: Any) -> list[dict[str, Any]]:
-        """An approval policy's log under a tool call: while a person is asked, the call shows
-        ``waiting for approval``; when they decide, the wait is kept on the call (``wait_s``)
-        so its duration can be split into tool time and human wait time."""
-        if not isinstance(inputs, Mapping) or inputs.get("approval") not in (
-            "waiting",
-            "decided",
-        ):
-            return []
-        parent = self.nodes.get(str(log.get("parent")))
-        if parent is None:
-            return []
-        patch: dict[str, Any] = {"op": "node", "id": parent["id"]}
-        if inputs["approval"] == "waiting":
-            if parent.get("status") != "running":
-                return []
-            patch["status"] = WAITING
-        else:
-            waited = inputs.get("waited_s")
-            if isinstance(waited, int | float):
-                patch["wait_s"] = round(float(waited) + float(parent.get("wait_s") or 0), 3)
-            if parent.get("status") == WAITING:
-                patch["status"] = "running"
-        fields = {k: v for k, v in patch.items() if k != "op"}
-        parent.update(fields)
-        return [patch]
-
     def is_run_end(self, event: Mapping[str, Any]) -> bool:
         """A node directly under the session root (or the root itself) finished."""
         if event.get("type") != "node_end" or not isinstance(event.get("node"), Mapping):
             return False
-        parent = event["node"].get("parent_id", event["node"].get("parent"))
+        parent = event["node"].get("parent_id")
         return parent is None or self.nodes.get(str(parent), {}).get("kind") == "session"
 
-    def snapshot(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"nodes": [summarize(n) for n in self.nodes.values()]}
+    def snapshot(self, *, details: bool = False) -> dict[str, Any]:
+        """The state the live view starts from: node summaries (whole records with
+        ``details``, as the static copy uses them), ``ended``, totals and the clock offset."""
+        held = self.nodes.values()
+        out: dict[str, Any] = {"nodes": list(held) if details else [summarize(n) for n in held]}
+        if self.ended:
+            out["ended"] = True
         if self.summary is not None:
             out["summary"] = self.summary
         if self.offset is not None:
@@ -174,24 +139,14 @@ class TraceReducer:
         return out
 
 
-def _read_trace(source: str | Path | Mapping[str, Any]) -> Any:
-    if isinstance(source, Mapping):
-        return source
-    if isinstance(source, Path) or (
-        isinstance(source, str) and not source.lstrip().startswith("{")
-    ):
-        return json.loads(Path(source).read_text(encoding="utf-8"))
-    return json.loads(source)
-
-
 def _encode(state: Mapping[str, Any]) -> bytes:
     return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _clock_offset(data: Any, nodes: list[dict[str, Any]]) -> float | None:
+def _clock_offset(data: Mapping[str, Any], nodes: list[dict[str, Any]]) -> float | None:
     """Wall-clock (epoch) seconds minus trace seconds, from the session's creation time and
     its root node's start, so trace times can be shown as local times."""
-    header = data.get("session") if isinstance(data, Mapping) else None
+    header = data.get("session")
     created = header.get("created_at") if isinstance(header, Mapping) else None
     root = next((n for n in nodes if n.get("kind") == "session"), None)
     if (
@@ -213,15 +168,16 @@ def _session_over(session: Any) -> bool:
     return getattr(root, "status", "running") != "running"
 
 
-def _summary(data: Any) -> dict[str, Any] | None:
-    summary = data.get("summary") if isinstance(data, Mapping) else None
+def _summary(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    summary = data.get("summary")
     return to_jsonable(summary) if isinstance(summary, Mapping) else None
 
 
 class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
-    ``source`` is a ``Session``, a trace dict, trace JSON text, or a path to a trace JSON file.
+    ``source`` is a ``Session``, a saved trace (dict, JSON text, or a path to a trace file),
+    read strictly: a malformed one raises ``ValueError`` naming what is wrong.
     """
 
     _esm = _STATIC / "trace_explorer.js"
@@ -232,6 +188,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # What the reader chose (selection, expanded rows, filter, timeline, pane sizes): written
     # by the view, kept by the kernel and in saved widget state, so a reload restores it.
     view_state = traitlets.Dict().tag(sync=True)
+    # set before a saved trace is read: a bad one raises, and the half-built widget is closed
+    _unsubscribe: Callable[[], Any] | None = None
 
     def __init__(
         self,
@@ -245,11 +203,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._reducer = TraceReducer()
         initial = b""
         if source is not None and not hasattr(source, "subscribe"):
-            data = _read_trace(source)
-            nodes = load_trace_nodes(data)
-            self._reducer.offset = _clock_offset(data, nodes)
-            self._reducer.load(nodes, finished=True)
-            self._reducer.summary = _summary(data)
+            self._adopt(read_trace(source), ended=True)
             initial = _encode({**self._reducer.snapshot(), "seq": 0})
         # the saved trace travels with the widget's opening message (one message, not two)
         super().__init__(title=title, state=initial or b"", **kwargs)
@@ -260,7 +214,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             interval=interval,
             clock=clock,
         )
-        self._unsubscribe: Callable[[], Any] | None = None
         self._session: Any = None
         self._run_task: asyncio.Task[Any] | None = None
         self.on_msg(self._on_view_message)
@@ -277,11 +230,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             data = trace_json()
             # a live session's records keep changing under us: take a copy, not references
             data = json.loads(data) if isinstance(data, str) else to_jsonable(data)
-            nodes = load_trace_nodes(data)
-            self._reducer.offset = _clock_offset(data, nodes)
             # a disposed (or loaded) session runs nothing any more
-            self._reducer.load(nodes, finished=_session_over(session))
-            self._reducer.summary = _summary(data)
+            self._adopt(data, ended=_session_over(session))
         self._bridge._state_dirty = True
         self._bridge.publish_state()
         handle = session.subscribe(self.push)
@@ -289,6 +239,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self._unsubscribe = handle
         elif hasattr(session, "unsubscribe"):
             self._unsubscribe = lambda: session.unsubscribe(self.push)
+
+    def _adopt(self, data: Mapping[str, Any], *, ended: bool) -> None:
+        """Take the nodes, totals and clock offset of trace JSON as the core writes it."""
+        nodes = [view_node(n, plain=True) for n in data.get("nodes") or ()]
+        self._reducer.offset = _clock_offset(data, nodes)
+        self._reducer.load(nodes, ended=ended)
+        self._reducer.summary = _summary(data)
 
     def push(self, event: Mapping[str, Any]) -> None:
         """Feed one core event (the Session observer). Never raises into the caller."""
@@ -329,21 +286,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # -- fallbacks ------------------------------------------------------------------------------
 
     def _fallback_html(self) -> str:
-        return trace_html(self.nodes, title=self.title)
+        return trace_html(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _fallback_text(self) -> str:
-        return trace_text(self.nodes, title=self.title)
+        return trace_text(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _static_html(self) -> str:
-        # The copy is what a reader sees once the kernel is gone: nothing there is running.
-        # An open session (not disposed) says so; work that had not ended says "unfinished".
-        nodes = [
-            n
-            if n.get("status") not in ("running", WAITING)
-            else {**n, "status": "open" if n.get("kind") == "session" else "unfinished"}
-            for n in self.nodes
-        ]
-        return trace_static_html(nodes, title=self.title, offset=self._reducer.offset)
+        # The copy is what a reader sees once the kernel is gone: drawn from the records the
+        # live view gets, with the labels the live view shows when its kernel is gone.
+        return trace_static_html(self._reducer.snapshot(details=True), title=self.title)
 
     def _session_finished(self) -> bool:
         return _session_over(self._session)
@@ -356,7 +307,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return True
         task = self._run_task
         running = any(
-            n.get("status") in ("running", WAITING) and n.get("kind") != "session"
+            n.get("status") in LIVE and n.get("kind") != "session"
             for n in self._reducer.nodes.values()
         )
         if task is None or task.done() or not running:

@@ -47,3 +47,16 @@ def record_sends(widget: Any) -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
     widget.send = lambda content, buffers=None: sent.append(content)
     return sent
+
+
+def saved_trace(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """A saved trace in the core's format around ``nodes`` (statuses default to ``ok``,
+    parents to the first node, the session root)."""
+    root = nodes[0]["id"]
+    return {
+        "format": "langfx_nb.trace",
+        "version": 1,
+        "nodes": [
+            {"status": "ok", "parent_id": None if n["id"] == root else root, **n} for n in nodes
+        ],
+    }

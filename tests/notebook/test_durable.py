@@ -17,9 +17,10 @@ import langfx_nb as lf
 from langfx_nb.notebook import control
 from langfx_nb.notebook.render import STATIC_CSS, arg_changes
 from langfx_nb.notebook.trace_explorer import TraceExplorer
+from langfx_nb.notebook.trace_rows import human_wait, status_label, trace_rows
 
 from ._approval import CALLS, add, ask_policy, click, script, wait_for_pending
-from ._fakes import record_sends
+from ._fakes import record_sends, saved_trace
 
 
 async def test_cancel_run_from_the_prompt_cancels_and_the_tool_never_runs() -> None:
@@ -116,22 +117,23 @@ async def test_waiting_for_approval_is_a_status_and_the_wait_is_kept_apart() -> 
         pending = await wait_for_pending(policy.widget)
         await asyncio.sleep(0.05)
         tool = next(n for n in explorer.nodes if n.get("kind") == "tool_call")
-        assert tool["status"] == "waiting for approval"
+        assert tool["status"] == "waiting" and status_label(tool) == "waiting for approval"
         click(policy.widget, pending, "approve_edited", args={"a": 20, "b": 3})
         await task
         tool = next(n for n in explorer.nodes if n.get("kind") == "tool_call")
         assert tool["status"] == "ok"
-        assert tool["wait_s"] >= 0.05
-        assert tool["end"] - tool["start"] >= tool["wait_s"]
+        wait = human_wait(tool)
+        assert wait is not None and wait >= 0.05
+        assert tool["end"] - tool["start"] >= wait
         assert policy.widget.state["history"][0]["waited_s"] >= 0.05
         static = explorer._static_html()
-        raw_at = session.all_tool_calls[0].decision["at"]
+        raw_at = tool["decision"]["decided_at"]
         explorer.close()
     # edited arguments: what ran, what the model proposed, and the difference
     assert "Arguments that ran (edited)" in static and "Model&#x27;s proposal" in static
     assert "a: 2 → 20" in static
     assert "waiting for a person" in static
-    assert ">at:</span>" in static and repr(raw_at) not in static  # a local time, not a float
+    assert ">decided_at:</span>" in static and repr(raw_at) not in static  # a local time
     assert arg_changes({"a": 2, "b": 3}, {"a": 20, "b": 3, "c": 1}) == ["a: 2 → 20", "c: ∅ → 1"]
 
 
@@ -142,7 +144,9 @@ async def test_a_saved_or_finished_trace_never_shows_running() -> None:
     for node in data["nodes"]:
         node["status"] = "running"
     explorer = TraceExplorer(data)
-    statuses = {n["status"] for n in explorer.nodes}
+    statuses = {
+        row["status"] for row in trace_rows(explorer.nodes, ended=explorer.snapshot["ended"])
+    }
     assert statuses == {"unfinished"}
     assert "running" not in explorer._static_html()
 
@@ -178,7 +182,7 @@ def test_every_widget_display_carries_a_static_copy_that_outlives_the_kernel() -
 
     publisher.publish = publish  # type: ignore[method-assign]
     try:
-        explorer = TraceExplorer({"nodes": [{"id": "1", "kind": "session", "name": "s"}]})
+        explorer = TraceExplorer(saved_trace([{"id": "1", "kind": "session", "name": "s"}]))
         explorer._ipython_display_()
         explorer.close()
     finally:

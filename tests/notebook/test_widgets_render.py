@@ -17,6 +17,8 @@ from langfx_nb.notebook.approval import ApprovalWidget
 from langfx_nb.notebook.stream_view import StreamView
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 
+from ._fakes import saved_trace
+
 HOSTILE = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 
 
@@ -50,10 +52,10 @@ def test_value_html_is_a_readable_tree() -> None:
 
 def test_trace_html_escapes_names_errors_and_rolls_up_tokens() -> None:
     nodes = [
-        {"id": "0", "parent": None, "kind": "session", "name": "session", "status": "running"},
+        {"id": "0", "parent_id": None, "kind": "session", "name": "session", "status": "running"},
         {
             "id": "1",
-            "parent": "0",
+            "parent_id": "0",
             "kind": "query",
             "name": HOSTILE,
             "status": "ok",
@@ -63,7 +65,7 @@ def test_trace_html_escapes_names_errors_and_rolls_up_tokens() -> None:
         },
         {
             "id": "2",
-            "parent": "0",
+            "parent_id": "0",
             "kind": "tool_call",
             "name": "t",
             "status": "failed",
@@ -79,21 +81,23 @@ def test_trace_html_escapes_names_errors_and_rolls_up_tokens() -> None:
 
 
 def test_trace_html_is_bounded_for_huge_traces() -> None:
-    nodes = [{"id": str(i), "parent": None, "name": f"n{i}", "status": "ok"} for i in range(5000)]
+    nodes = [
+        {"id": str(i), "parent_id": None, "name": f"n{i}", "status": "ok"} for i in range(5000)
+    ]
     html = render.trace_html(nodes)
     assert f"{5000 - render.MAX_ROWS} more nodes" in html
     assert len(html) < 200_000
 
 
 def test_widget_bundles_carry_html_and_deterministic_text() -> None:
-    explorer = TraceExplorer({"nodes": [{"id": "a", "name": HOSTILE, "status": "ok"}]})
+    explorer = TraceExplorer(saved_trace([{"id": "a", "kind": "session", "name": HOSTILE}]))
     data = explorer._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
     assert data["text/plain"] == "TraceExplorer: 1 nodes (ok 1)"
     assert_inert(data["text/html"])
     assert "application/vnd.jupyter.widget-view+json" in data
     again = TraceExplorer(
-        {"nodes": [{"id": "a", "name": HOSTILE, "status": "ok"}]}
+        saved_trace([{"id": "a", "kind": "session", "name": HOSTILE}])
     )._repr_mimebundle_()
     again = again[0] if isinstance(again, tuple) else again
     assert again["text/plain"] == data["text/plain"] and again["text/html"] == data["text/html"]
@@ -155,20 +159,20 @@ def test_static_copies_have_no_bullets_without_their_stylesheet() -> None:
     # GitHub and nbviewer drop <style>: the lists must still have no bullets and the tree's
     # indentation, from inline styles alone.
     explorer = TraceExplorer(
-        {
-            "nodes": [
-                {"id": "a", "kind": "action", "name": "Agent", "status": "ok"},
+        saved_trace(
+            [
+                {"id": "a", "kind": "session", "name": "Agent", "status": "ok"},
                 {
                     "id": "b",
-                    "parent": "a",
+                    "parent_id": "a",
                     "kind": "query",
                     "name": "q",
                     "status": "ok",
                     "outputs": {"value": {"items": [1, 2]}},
                 },
-                {"id": "c", "parent": "b", "kind": "log", "name": "note", "status": "ok"},
+                {"id": "c", "parent_id": "b", "kind": "log", "name": "note", "status": "ok"},
             ]
-        }
+        )
     )
     approval = ApprovalWidget()
     approval.state = {
@@ -211,10 +215,10 @@ def test_jsonable_reprs_unknown_objects_without_evaluating_them() -> None:
 
 def test_rollups_do_not_depend_on_the_order_nodes_are_listed_in() -> None:
     nodes = [
-        {"id": "r", "parent": None, "usage": {"total_tokens": 1}},
-        {"id": "a", "parent": "r", "usage": {"total_tokens": 2}, "cost": 0.5},
-        {"id": "b", "parent": "a", "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
-        {"id": "c", "parent": "r"},
+        {"id": "r", "parent_id": None, "usage": {"total_tokens": 1}},
+        {"id": "a", "parent_id": "r", "usage": {"total_tokens": 2}, "cost": 0.5},
+        {"id": "b", "parent_id": "a", "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+        {"id": "c", "parent_id": "r"},
     ]
     expected = {"r": (10, 0.5), "a": (9, 0.5), "b": (7, 0.0), "c": (0, 0.0)}
     assert render.rollups(nodes) == expected

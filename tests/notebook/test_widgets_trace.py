@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import langfx_nb as lf
 from langfx_nb.llms import Scripted
-from langfx_nb.notebook.trace_explorer import TraceExplorer, TraceReducer, load_trace_nodes
+from langfx_nb.notebook.trace_explorer import TraceExplorer, TraceReducer
 
-from ._fakes import FakeClock, record_sends
+from ._fakes import FakeClock, record_sends, saved_trace
 
 
 @lf.tool
@@ -37,7 +39,7 @@ async def test_live_session_events_arrive_batched_and_state_matches_the_trace() 
         for node_id, node in trace.items():
             assert final[node_id]["status"] == node["status"]
             assert final[node_id]["kind"] == node["kind"]
-            assert final[node_id].get("parent") == node["parent_id"]
+            assert final[node_id].get("parent_id") == node["parent_id"]
         kinds = sorted({n["kind"] for n in final.values()})
         assert kinds == ["action", "query", "session", "tool_call"]
         events = [e for m in batches(sent) for e in m["events"]]
@@ -113,19 +115,33 @@ def test_session_load_trace_round_trip_is_viewable() -> None:
         },
     ]
     explorer = TraceExplorer({"format": "langfx_nb.trace", "version": 1, "nodes": nodes})
-    assert [n["parent"] for n in explorer.nodes] == [None, "0"]
+    assert [n["parent_id"] for n in explorer.nodes] == [None, "0"]
 
 
-def test_nested_children_traces_are_flattened() -> None:
-    trace = {
-        "root": {
-            "id": "r",
-            "name": "root",
-            "children": [{"id": "a", "name": "a", "children": [{"name": "leaf"}]}],
-        }
-    }
-    flat = load_trace_nodes(trace)
-    assert [(n["id"], n.get("parent")) for n in flat] == [("r", None), ("a", "r"), ("n2", "a")]
+@pytest.mark.parametrize(
+    ("trace", "named"),
+    [
+        ({"root": {"id": "r", "children": []}}, "not a langfx_nb trace"),
+        ({"format": "langfx_nb.trace", "version": 7, "nodes": []}, "unsupported trace version"),
+        (
+            {"format": "langfx_nb.trace", "version": 1, "nodes": [{"id": "0", "name": "s"}]},
+            "nodes[0]: 'kind' is missing",
+        ),
+        ('{"format": "langfx_nb.trace", "version": 1, "nodes": [', "not valid JSON"),
+    ],
+)
+def test_a_bad_trace_is_one_clear_error_naming_what_is_wrong(trace: Any, named: str) -> None:
+    with pytest.raises(ValueError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        TraceExplorer(trace)
+
+
+def test_a_bad_trace_file_is_named_in_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"format": "langfx_nb.trace", "version": 1, "nodes": {}}))
+    with pytest.raises(ValueError, match=r"run\.json: malformed trace: 'nodes' must be a list"):
+        TraceExplorer(path)
+    with pytest.raises(FileNotFoundError):
+        TraceExplorer(tmp_path / "missing.json")
 
 
 def test_reducer_handles_update_changes_and_logs() -> None:
@@ -162,12 +178,12 @@ def test_reducer_handles_update_changes_and_logs() -> None:
     )
     nodes = r.snapshot()["nodes"]
     assert nodes[0]["usage"] == {"total_tokens": 5} and nodes[0]["status"] == "failed"
-    assert nodes[1]["kind"] == "log" and nodes[1]["parent"] == "1"
+    assert nodes[1]["kind"] == "log" and nodes[1]["parent_id"] == "1"
     assert r.apply({"type": "something_else"}) == []
 
 
 def test_sync_request_answers_with_a_snapshot() -> None:
-    explorer = TraceExplorer({"nodes": [{"id": "a", "name": "a", "status": "ok"}]})
+    explorer = TraceExplorer(saved_trace([{"id": "a", "kind": "session", "name": "a"}]))
     sent = record_sends(explorer)
     buffers: list[list[bytes]] = []
     explorer.send = lambda content, buffers_=None, **kw: (
@@ -191,8 +207,8 @@ def test_snapshots_carry_summaries_and_details_come_on_request() -> None:
         "inputs": {"prompt": "long prompt " * 100},
         "outputs": {"text": "answer"},
     }
-    explorer = TraceExplorer({"nodes": [node]})
-    (summary,) = explorer.snapshot["nodes"]
+    explorer = TraceExplorer(saved_trace([{"id": "s", "kind": "session", "name": "s"}, node]))
+    _root, summary = explorer.snapshot["nodes"]
     assert summary["partial"] is True and "inputs" not in summary and summary["name"] == "q"
     sent = record_sends(explorer)
     explorer._on_view_message(explorer, {"kind": "detail_request", "id": "q"}, [])
@@ -213,14 +229,12 @@ async def test_session_totals_reach_the_view_when_a_run_ends() -> None:
 
 
 def test_rows_carry_a_hint_that_tells_same_named_nodes_apart() -> None:
-    from langfx_nb.notebook.trace_data import normalize_node
+    from langfx_nb.notebook.trace_data import view_node
     from langfx_nb.notebook.trace_explorer import summarize
 
-    log = normalize_node(
-        {"id": 1, "kind": "log", "name": "info", "inputs": {"message": "cache warm"}}
-    )
+    log = view_node({"id": 1, "kind": "log", "name": "info", "inputs": {"message": "cache warm"}})
     assert summarize(log)["hint"] == "cache warm"  # kept in snapshots: filterable after reload
-    query = normalize_node(
+    query = view_node(
         {
             "id": 2,
             "kind": "query",
@@ -232,8 +246,6 @@ def test_rows_carry_a_hint_that_tells_same_named_nodes_apart() -> None:
         }
     )
     assert query["hint"] == "p=Mars · A fact about Mars"
-    call = normalize_node(
-        {"id": 3, "kind": "tool_call", "name": "add", "inputs": {"args": {"a": 1}}}
-    )
+    call = view_node({"id": 3, "kind": "tool_call", "name": "add", "inputs": {"args": {"a": 1}}})
     assert call["hint"] == "a=1"
-    assert "hint" not in normalize_node({"id": 4, "kind": "action", "name": "Agent"})
+    assert "hint" not in view_node({"id": 4, "kind": "action", "name": "Agent"})

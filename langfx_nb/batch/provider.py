@@ -207,6 +207,7 @@ async def collect_and_batch(
     plan = ProviderPlan()
     report(plan.counts)
     wires: dict[str, Wire] = {}
+    accounts: dict[int, tuple[LanguageModel, str, Wire]] = {}
     scratch = Session(max_trace_nodes=16)  # collect runs leave no trace in the batch's
     try:
         for i in pending:
@@ -223,10 +224,14 @@ async def collect_and_batch(
             model, request = collector.model, collector.request
             if model is None or request is None:
                 continue
-            account = f"{model.model_id}@{getattr(model, 'server', None)}"
-            wire = wires.get(account)
-            if wire is None:
-                wire = wires[account] = wire_for(model)
+            known = accounts.get(id(model))
+            if known is None or known[0] is not model:  # once per model object
+                account = f"{model.model_id}@{getattr(model, 'server', None)}"
+                wire = wires.get(account)
+                if wire is None:
+                    wire = wires[account] = wire_for(model)
+                known = accounts[id(model)] = (model, account, wire)
+            _, account, wire = known
             cid = custom_id(keys[i])
             entry = wire.entry(cid, request)
             plan.items[i] = _Item(i, cid, account, wire, entry, request_fingerprint(model, request))

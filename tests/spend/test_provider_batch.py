@@ -215,3 +215,20 @@ def test_kill_9_while_pending_then_resume_polls_the_same_batches(
         assert len(server.batches) == 1  # polled by id, never submitted again
         assert final == {"results": [f"label-t{i}" for i in range(12)], "failed": 0}
         assert sorted(server.batched.values()) == [1] * 12 and not server.answered
+
+
+async def test_batches_are_split_at_the_byte_limit(server: ProviderServer) -> None:
+    lm = make_model("openai", server.url)
+    try:
+        result = await lf.batch(
+            label_fn(lm),
+            [{"id": f"t{i}"} for i in range(9)],
+            engine=engine(max_bytes=3000),
+            progress=False,
+        )
+    finally:
+        await lm.aclose()
+    assert result.totals.failed == 0
+    inputs = [server.files[b["input_file_id"]] for b in server.batches.values()]
+    assert len(inputs) > 1 and all(len(data) <= 3000 for data in inputs)
+    assert sum(len(data.splitlines()) for data in inputs) == 9

@@ -211,8 +211,8 @@ class Session:
         defaults: Mapping[str, Any] | None = None,
         max_execution_time: float | None = None,
         budget: Budget | None = None,
-        meter: UsageMeter | None = None,
         previewed: bool = False,
+        meter: UsageMeter | None = None,
     ) -> Tracked[Session]:
         """Record one unit of work as a node under this view: the one way to trace work.
 
@@ -224,10 +224,9 @@ class Session:
         raised (``failed``, ``denied``, ``cancelled``, ``timed_out``, ``suspended``) and the
         error's class and message; the view then refuses new work. When this block's own
         deadline fires, the cancellation becomes ``ExecutionTimeoutError``. With a budget,
-        ``metadata.budget`` holds its limits and what was used. A ``meter``
-        (``UsageMeter``) counts every model request made under the node, exactly. The node
-        starts at this call: work decided before it runs (a tool call's approval) may enter
-        the block later.
+        ``metadata.budget`` holds its limits and what was used. The node starts at this
+        call: work decided before it runs (a tool call's approval) may enter the block later.
+        A ``meter`` (``UsageMeter``) counts every model request made under the node, exactly.
         """
         self._check_usable()
         own = None

@@ -250,3 +250,25 @@ async def test_to_pandas_or_a_clear_import_error() -> None:
 async def test_empty_items() -> None:
     result = await lf.batch(lambda x: asyncio.sleep(0, x), [], progress=False)
     assert len(result) == 0 and result.ok
+
+
+def test_text_bar_and_automatic_choice_outside_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from langfx_nb.batch.progress import TextReporter
+
+    out = io.StringIO()
+    bar = TextReporter(out)
+    bar.update(BatchProgress(total=10, done=4, failed=1, running=2, left=3, items_per_s=2.5))
+    bar.close(BatchProgress(total=10, done=9, failed=1, finished=True, elapsed_s=4.0))
+    text = out.getvalue()
+    assert text.startswith("\rbatch: 5/10 · 1 failed · 2 running") and text.endswith("\n")
+    assert "in 4.0s" in text
+    monkeypatch.setattr("sys.stderr", io.StringIO())  # not a terminal: no bar
+    previous = set_default_reporter(None)  # as outside a notebook
+    try:
+        assert resolve_reporter(None, lf.Session(), BatchProgress(total=1)) is None
+    finally:
+        set_default_reporter(previous)

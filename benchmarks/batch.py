@@ -251,6 +251,15 @@ def part_c(n: int, tmp: Path) -> None:
 
 
 def main() -> None:
+    if "--engine" in sys.argv:  # --engine provider: benchmarks/provider_batch.py
+        args = sys.argv[1:]
+        engine = args[args.index("--engine") + 1] if args.index("--engine") + 1 < len(args) else ""
+        if engine != "provider":
+            sys.exit("--engine: only 'provider' (engine=None is the default run)")
+        from benchmarks.provider_batch import main as provider_main
+
+        provider_main([a for a in args if a not in ("--engine", "provider")])
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--limited-items", type=int, default=1200)

@@ -27,6 +27,7 @@ from .errors import (
     LMError,
     MappingError,
     NetworkBlockedError,
+    ProviderBatchError,
     RateLimitError,
     RetryableError,
     RunManifestError,
@@ -58,6 +59,7 @@ from .structured.query import query
 from .template import LangFunc, Template
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type checkers
+    from . import engines as engines
     from .agentic import (
         Action,
         Agent,
@@ -66,6 +68,7 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type
         Budget,
         Deny,
         Price,
+        Prices,
         RunState,
         Session,
         Tool,
@@ -139,6 +142,8 @@ __all__ = [
     "ObjectStart",
     "ParsingFailed",
     "Price",
+    "Prices",
+    "ProviderBatchError",
     "RateLimit",
     "RateLimitError",
     "ReasoningPart",
@@ -191,6 +196,7 @@ _LAZY = {
     "Budget": ".agentic",
     "Deny": ".agentic",
     "Price": ".agentic",
+    "Prices": ".agentic",
     "RunState": ".agentic",
     "Session": ".agentic",
     "Tool": ".agentic",
@@ -222,6 +228,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(".notebook", __name__)
     if name == "mcp":  # MCP servers as tools; the optional `mcp` package loads on use
         return importlib.import_module(".agentic.mcp", __name__)
+    if name == "engines":  # lf.engines.ProviderBatch, ...
+        return importlib.import_module(".engines", __name__)
     if name == "otel":  # OpenTelemetry export (optional extra); opentelemetry loads on export()
         return importlib.import_module(".agentic.otel", __name__)
     module = _LAZY.get(name)

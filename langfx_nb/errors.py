@@ -52,6 +52,7 @@ __all__ = [
     "LangFxError",
     "MappingError",
     "NetworkBlockedError",
+    "ProviderBatchError",
     "RateLimitError",
     "RetryableError",
     "RunManifestError",
@@ -250,3 +251,14 @@ class RunManifestError(LangFxError):
         super().__init__(message)
         self.path = path
         self.result = result
+
+
+class ProviderBatchError(LangFxError):
+    """An item of ``lf.batch(..., engine=lf.engines.ProviderBatch())`` got no usable answer
+    from the provider's batch (``failure``: ``errored``, ``expired`` or ``canceled``, after
+    its resubmissions), or its ``fn`` did what a batch cannot answer: a second model call
+    (an agent, ``repair=``), or a different request than the one collected."""
+
+    def __init__(self, message: str, *, failure: str | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure

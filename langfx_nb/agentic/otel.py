@@ -90,6 +90,7 @@ _USAGE = (
     ("prompt_tokens", "gen_ai.usage.input_tokens"),
     ("completion_tokens", "gen_ai.usage.output_tokens"),
     ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
     ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
 )
 _ROLES = {"ai": "assistant", "user": "user", "system": "system", "tool": "tool"}

@@ -101,7 +101,9 @@ class Session:
 
     ``Session(lm, temperature=0.2)`` keeps ``temperature`` as a default for its queries.
     ``max_trace_nodes`` bounds the details kept (see ``trace``); ``prices`` maps model ids
-    to a ``Price`` so ``usage_summary`` can report cost; ``clock`` is replaceable in tests;
+    to a ``Price`` (or is an ``lf.Prices``), overriding the default table (``genai-prices``,
+    the ``prices`` extra) so every query node and ``usage_summary`` carry their cost
+    (unknown, ``None``, for an unpriced model); ``clock`` is replaceable in tests;
     ``budget`` (``lf.Budget``) limits the tokens and cost of everything run in the session.
     ``tracer_provider`` (an OpenTelemetry ``TracerProvider``) exports the trace live as
     GenAI spans, as ``lf.otel.export(session, tracer_provider)`` does.
@@ -379,7 +381,7 @@ class Session:
     @property
     def prices(self) -> Mapping[str, Price]:
         """The price table cost is computed with (read-only)."""
-        return MappingProxyType(self._state.store.prices)
+        return self._state.store.prices
 
     @property
     def usage_summary(self) -> UsageSummary:
@@ -624,11 +626,12 @@ class Session:
         """Write a finished query's node from its recording (``query_node.record_calls``)."""
         limit = self._state.max_text_chars
         record_calls(self._state.store, node, recording, limit, result, rendered=rendered)
+        prices = self._state.store.prices
         for meter in self._meters:
             for response in recording.responses:
                 provenance = response.provenance
                 model_id = (provenance.model if provenance else None) or recording.model_id
-                meter.add(model_id, response.usage)
+                meter.add(model_id, response.usage, prices.request_cost(model_id, response))
 
     async def generate(
         self,

@@ -8,9 +8,13 @@ What it holds: a ``meta`` table (format, version, ``fn``'s name and fingerprint)
 ``types`` table (each stored result class and the hash of its JSON schema) and one
 ``items`` row per finished item: its key, input index, status (``ok`` or ``failed``), the
 result's tag and JSON, or the error's class and message. Items in flight have no row, so
-after a crash they run again. Rows are written in transactions of many rows (at most
-``FLUSH_INTERVAL_S`` apart, or ``FLUSH_ROWS`` rows): one commit per item would cost more than
-the item. WAL journal with ``synchronous=NORMAL``: a killed process loses nothing committed.
+after a crash they run again. With ``engine=lf.engines.ProviderBatch()`` a
+``provider_batches`` row per batch submitted to a provider (its id, the account, the items'
+custom ids, ``submitted`` or ``collected``) is committed as soon as the provider accepts
+the batch, so a new process polls it instead of submitting again. Rows are written in
+transactions of many rows (at most ``FLUSH_INTERVAL_S`` apart, or ``FLUSH_ROWS`` rows):
+one commit per item would cost more than the item. WAL journal with
+``synchronous=NORMAL``: a killed process loses nothing committed.
 
 A manifest made by another ``fn`` (fingerprint) or whose stored result classes changed
 schema is refused before anything is written to it.
@@ -19,6 +23,7 @@ schema is refused before anything is written to it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sqlite3
@@ -50,6 +55,13 @@ CREATE TABLE IF NOT EXISTS items (
     value TEXT,
     error_type TEXT,
     error_message TEXT,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS provider_batches (
+    batch_id TEXT PRIMARY KEY,
+    account TEXT NOT NULL,
+    custom_ids TEXT NOT NULL,
+    status TEXT NOT NULL,
     at REAL NOT NULL
 );
 """
@@ -240,6 +252,36 @@ class Manifest:
 
     def close(self) -> None:
         self._conn.close()
+
+    # -- provider batches ------------------------------------------------------------------
+    def add_provider_batch(self, batch_id: str, account: str, custom_ids: list[str]) -> None:
+        """Record a batch the provider accepted, committed at once."""
+        self._write(
+            "INSERT OR REPLACE INTO provider_batches VALUES (?, ?, ?, 'submitted', ?)",
+            (batch_id, account, json.dumps(custom_ids), time.time()),
+        )
+
+    def collected(self, batch_id: str) -> None:
+        """Every item of the batch has its outcome: a resume need not poll it again."""
+        self._write(
+            "UPDATE provider_batches SET status = 'collected', at = ? WHERE batch_id = ?",
+            (time.time(), batch_id),
+        )
+
+    def submitted_batches(self) -> list[tuple[str, str, list[str]]]:
+        """(batch id, account, custom ids) of each batch submitted but not yet collected."""
+        rows = self._conn.execute(
+            "SELECT batch_id, account, custom_ids FROM provider_batches "
+            "WHERE status = 'submitted' ORDER BY at"
+        )
+        return [(b, a, json.loads(c)) for b, a, c in rows]
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
+        try:
+            self._conn.execute(sql, args)
+        except sqlite3.Error as exc:
+            self.broken = _unusable(self.path, exc, "record a provider batch in it")
+            raise self.broken from None
 
     def counts(self) -> dict[str, int]:
         """Rows per status (``ok``/``failed``) committed so far."""

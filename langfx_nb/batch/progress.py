@@ -93,6 +93,10 @@ class BatchProgress:
       session's price currency, ``None`` when no model used had a price (never 0 for
       unpriced usage); ``unpriced_models`` lists the models it leaves out.
     - ``batch_node_id``: the ``batch`` trace node; ``session_id``: its session.
+    - ``provider``: with ``engine=lf.engines.ProviderBatch()``, the provider's own counts
+      over the batches it runs (``batches``, ``succeeded``, ``errored``, ``expired``,
+      ``canceled``, ``processing``, ``resubmitted``) and ``status`` (``submitting``,
+      ``waiting``, ``collected``); ``None`` otherwise.
     - ``finished``: True only in the snapshot given to ``close``.
     """
 
@@ -115,6 +119,7 @@ class BatchProgress:
     batch_node_id: str | None = None
     session_id: str | None = None
     name: str = "batch"
+    provider: Mapping[str, Any] | None = None
 
     @property
     def settled(self) -> int:
@@ -148,6 +153,7 @@ class BatchProgress:
             "finished": self.finished,
             "batch_node_id": self.batch_node_id,
             "session_id": self.session_id,
+            "provider": None if self.provider is None else dict(self.provider),
         }
 
     def line(self) -> str:
@@ -162,8 +168,17 @@ class BatchProgress:
             parts.append(f"{self.tokens_per_s:.0f} tok/s")
         if self.eta_s is not None and not self.finished:
             parts.append(f"ETA {_duration(self.eta_s)}")
+        if self.provider is not None:
+            p = self.provider
+            parts.append(
+                f"provider {p.get('status', '')}: {p.get('succeeded', 0)} ok, "
+                f"{p.get('processing', 0)} processing in {p.get('batches', 0)} batches"
+            )
         if self.cost is not None:
-            parts.append(f"${self.cost:.4f}")
+            partial = " + unpriced" if self.unpriced_models else ""
+            parts.append(f"cost ${self.cost:.4f}{partial}")
+        elif self.requests:
+            parts.append("cost unknown")
         if self.finished:
             parts.append(f"in {_duration(self.elapsed_s)}")
         return " · ".join(parts)

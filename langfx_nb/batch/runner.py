@@ -23,6 +23,7 @@ from ..agentic.session import Session
 from ..agentic.trace import error_info
 from ..agentic.usage import UsageMeter, total_tokens
 from ..errors import RunManifestError
+from ..llms.deferred import Capture, capturing
 from .codec import ResultCodec, fingerprint, item_keys
 from .manifest import Manifest, manifest_path
 from .progress import (
@@ -33,6 +34,7 @@ from .progress import (
     group_errors,
     resolve_reporter,
 )
+from .provider import ProviderBatch, ProviderPlan, collect_and_batch
 from .result import BatchResult, BatchTotals, ItemError, ItemStatus
 
 __all__ = ["run_batch", "takes_session"]
@@ -77,6 +79,11 @@ class _Run:
         self.t0 = time.monotonic()
         self.batch_node_id: str | None = None
         self.finished = False
+        self.provider: dict[str, Any] | None = None
+
+    def set_provider(self, counts: dict[str, Any]) -> None:
+        """The provider's own counts (``engine=ProviderBatch()``), shown by progress."""
+        self.provider = dict(counts)
 
     def fail(self, index: int, exc: BaseException, node_id: str | None) -> ItemError:
         info = error_info(exc)
@@ -102,7 +109,7 @@ class _Run:
         left = self.n - self.done - self.failed - self.running
         remaining = left + self.running
         eta = remaining / rate if rate > 0 else (0.0 if not remaining else None)
-        cost, unpriced = self.meter.cost(self.session.prices)
+        cost, unpriced = self.meter.cost()
         return BatchProgress(
             total=self.n,
             done=self.done,
@@ -123,11 +130,12 @@ class _Run:
             batch_node_id=self.batch_node_id,
             session_id=self.session.id,
             name=self.name,
+            provider=self.provider,
         )
 
     def result(self, keys: list[str], path: Path | None) -> BatchResult[Any]:
         usage = self.meter.usage
-        cost, unpriced = self.meter.cost(self.session.prices)
+        cost, unpriced = self.meter.cost()
         totals = BatchTotals(
             requests=self.meter.requests,
             usage=usage,
@@ -150,6 +158,10 @@ class _Run:
             session=self.session,
             run_path=None if path is None else str(path),
         )
+
+
+def _no_capture(index: int) -> Capture | None:
+    return None
 
 
 def _quietly(call: Callable[[BatchProgress], None], progress: BatchProgress) -> None:
@@ -179,8 +191,11 @@ async def run_batch(
         raise ValueError("max_concurrency must be at least 1")
     if on_error not in ("collect", "raise"):
         raise ValueError("on_error must be 'collect' or 'raise'")
-    if engine is not None:
-        raise ValueError("engine=: only None (asyncio in this process) is available here")
+    if engine is not None and not isinstance(engine, ProviderBatch):
+        raise ValueError(
+            "engine=: None (asyncio in this process) or lf.engines.ProviderBatch() "
+            f"are available here, not {type(engine).__name__}"
+        )
     if isinstance(items, (str, bytes)):
         raise TypeError("items must be an iterable of items, not a single string")
     values = list(items)
@@ -214,6 +229,7 @@ async def run_batch(
                 on_error == "raise",
                 progress,
                 str(path) if path else None,
+                engine,
             )
         except RunManifestError as exc:
             exc.result = state.result(keys, path)
@@ -238,9 +254,12 @@ async def _execute(
     raise_first: bool,
     progress: Any,
     run_path: str | None,
+    engine: ProviderBatch | None = None,
 ) -> None:
     inputs = {"items": state.n, "to_run": len(pending), "resumed": state.resumed_count}
     metadata: dict[str, Any] = {"max_concurrency": max_concurrency}
+    if engine is not None:
+        metadata["engine"] = "provider_batch"
     if run_path is not None:
         metadata["run"] = run_path
     reporter: Reporter | None = None
@@ -255,6 +274,21 @@ async def _execute(
             if reporter is not None:
                 _quietly(reporter.update, state.snapshot())
             ticker = asyncio.ensure_future(_tick(state, reporter, manifest))
+            plan: ProviderPlan | None = None
+            if engine is not None:
+
+                def on_provider(counts: dict[str, Any]) -> None:
+                    changed = state.provider is None or (
+                        state.provider.get("status") != counts.get("status")
+                    )
+                    state.set_provider(counts)
+                    if changed and reporter is not None:  # a few status changes per batch
+                        _quietly(reporter.update, state.snapshot())
+
+                plan = await collect_and_batch(
+                    engine, fn, values, keys, pending, manifest, with_session, on_provider
+                )
+            capture_for = plan.capture_for if plan is not None else _no_capture
             order = iter(pending)
 
             async def worker() -> None:
@@ -265,7 +299,16 @@ async def _execute(
                         last = now  # still let the ticker report and commit
                         await asyncio.sleep(0)
                     await _one(
-                        fn, values[i], i, keys[i], state, view, manifest, with_session, raise_first
+                        fn,
+                        values[i],
+                        i,
+                        keys[i],
+                        state,
+                        view,
+                        manifest,
+                        with_session,
+                        raise_first,
+                        capture_for(i),
                     )
 
             workers = [
@@ -274,6 +317,8 @@ async def _execute(
             await settle_first_failure(workers)
             if manifest is not None:
                 manifest.flush()
+            if plan is not None:
+                plan.finish(manifest)
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -315,17 +360,20 @@ async def _one(
     manifest: Manifest | None,
     with_session: bool,
     raise_first: bool,
+    capture: Capture | None = None,
 ) -> None:
-    """Run one item under its ``item`` node and record its outcome."""
+    """Run one item under its ``item`` node and record its outcome (with ``capture``, its
+    model call is answered by a provider batch)."""
     state.running += 1
     node_id: str | None = None
     encoded: tuple[str, str] | None = None
     try:
         with view.track("item", f"item {index}", inputs=item, metadata={"index": index}) as t:
             node_id = state.node_ids[index] = t.node.id
-            out = fn(item, t.session) if with_session else fn(item)
-            if inspect.isawaitable(out):
-                out = await out
+            with capturing(capture):
+                out = fn(item, t.session) if with_session else fn(item)
+                if inspect.isawaitable(out):
+                    out = await out
             if manifest is not None:
                 encoded = manifest.codec.encode(out)  # TypeError: fails the item, visibly
             t.outputs = out

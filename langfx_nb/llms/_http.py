@@ -440,6 +440,42 @@ class HTTPModel(LanguageModel):
         finally:
             await response.aclose()
 
+    async def api_request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: dict[str, Any] | None = None,
+        content: bytes | None = None,
+        files: Mapping[str, tuple[str, bytes, str]] | None = None,
+        data: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """One request to another endpoint of this model's API (a provider batch: file
+        upload, create, retrieve, results, cancel) with this model's key, headers and
+        client; the body of a 2xx response, or the error its status maps to."""
+        client = self._client()
+        headers = await self._headers()
+        if files is not None:
+            del headers["content-type"]  # httpx writes the multipart boundary
+            request = client.build_request(method, url, files=files, data=data, headers=headers)
+        elif body is not None or content is not None:
+            raw = content if content is not None else self._body(body or {})
+            request = client.build_request(method, url, content=raw, headers=headers)
+        else:
+            del headers["content-type"]
+            request = client.build_request(method, url, headers=headers)
+        try:
+            response = await _send(client, request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            raise _transport_error(self.provider, exc) from exc
+        if response.status_code >= 400:
+            self._raise_status(response, response.content)
+        return response.content
+
     async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
         """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.
         Any other status is read (at most 64 KiB), closed and raised as its error."""

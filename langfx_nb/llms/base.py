@@ -22,6 +22,7 @@ from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, Use
 from ..modalities import Mime
 from ._redact import Secrets, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
+from .deferred import current_capture
 from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
 from .streaming import StreamAccumulator, StreamChunk
 
@@ -49,6 +50,12 @@ class SamplingOptions:
     ``thinking_budget`` (tokens the model may think for) and ``reasoning_effort`` (e.g.
     ``"low"``/``"medium"``/``"high"``) ask for reasoning; each provider maps the one it has
     (``Capabilities.reasoning``) and rejects the other before sending.
+
+    Prompt caching: ``prompt_cache_key`` (OpenAI's routing key: requests that share a long
+    prefix and a key hit the same cache) is sent by the OpenAI adapters; ``prompt_cache``
+    steers Anthropic's ``cache_control`` breakpoints (``None``: automatic for a long shared
+    system prompt and tool list; ``True``: always; ``False``: none but those a message asks
+    for). Gemini caches implicitly. See docs/providers.md.
     """
 
     temperature: float | None = None
@@ -59,6 +66,8 @@ class SamplingOptions:
     seed: int | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    prompt_cache: bool | None = None
+    prompt_cache_key: str | None = None
 
     def merged(self, **overrides: Any) -> SamplingOptions:
         """A copy with the non-``None`` overrides applied; ``self`` is left unchanged."""
@@ -353,7 +362,11 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache)
         if lookup.hit is not None:
             return lookup.hit
-        response = await self._with_retries(lambda: self._limited(request))
+        capture = current_capture()  # a provider batch answers instead (llms/deferred.py)
+        if capture is not None:
+            response = await capture.answer(self, request)
+        else:
+            response = await self._with_retries(lambda: self._limited(request))
         response = self._finish(response)
         await self._cache_store(lookup, response)
         return response
@@ -393,6 +406,12 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache)
         if lookup.hit is not None:
             yield _whole_chunk(lookup.hit, self.model_id)
+            return
+        capture = current_capture()
+        if capture is not None:
+            response = self._finish(await capture.answer(self, request))
+            await self._cache_store(lookup, response)
+            yield _whole_chunk(response, self.model_id)
             return
         if not self.supports_streaming:
             response = self._finish(await self._with_retries(lambda: self._limited(request)))

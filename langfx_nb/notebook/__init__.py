@@ -93,8 +93,6 @@ def batch_reporter(session: Session, first: BatchProgress) -> Reporter | None:
 set_default_reporter(batch_reporter)
 
 
-
-
 def check_kernel(ip: Any) -> None:
     """Refuse to load under an ipykernel the kernel glue is not tested on, with the reason
     and the fix (``kernel_version``).

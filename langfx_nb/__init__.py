@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import llms
+from .batch import BatchResult, batch
 from .errors import (
     AgentError,
     AuthenticationError,
@@ -27,6 +28,7 @@ from .errors import (
     NetworkBlockedError,
     RateLimitError,
     RetryableError,
+    RunManifestError,
     RunSuspended,
     ServerError,
     StreamProtocolError,
@@ -102,6 +104,7 @@ __all__ = [
     "ArrayStart",
     "Audio",
     "AuthenticationError",
+    "BatchResult",
     "Budget",
     "BudgetExceededError",
     "Cancelled",
@@ -136,6 +139,7 @@ __all__ = [
     "RateLimitError",
     "ReasoningPart",
     "RetryableError",
+    "RunManifestError",
     "RunState",
     "RunSuspended",
     "SamplingOptions",
@@ -165,6 +169,7 @@ __all__ = [
     "UsageSummary",
     "UserMessage",
     "Video",
+    "batch",
     "llms",
     "query",
     "query_stream",

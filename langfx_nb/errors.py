@@ -52,6 +52,7 @@ __all__ = [
     "NetworkBlockedError",
     "RateLimitError",
     "RetryableError",
+    "RunManifestError",
     "RunSuspended",
     "ServerError",
     "StreamProtocolError",
@@ -228,3 +229,15 @@ class BudgetExceededError(AgentError):
 
 class ExecutionTimeoutError(LangFxError, TimeoutError):
     pass
+
+
+class RunManifestError(LangFxError):
+    """A batch's run manifest (``lf.batch(run=...)``) cannot be used: made by another
+    function or result schema (refused, left untouched), not a manifest, or not writable
+    (a read-only or full disk). ``result`` holds the ``BatchResult`` of what had finished
+    when writing failed mid-run (``None`` when nothing ran)."""
+
+    def __init__(self, message: str, *, path: str | None = None, result: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.result = result

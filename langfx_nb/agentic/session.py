@@ -53,7 +53,7 @@ from .query_node import (
 )
 from .recording import RecordingModel
 from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, preview
-from .usage import Price, UsageSummary
+from .usage import Price, UsageMeter, UsageSummary
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
@@ -138,6 +138,7 @@ class Session:
         "_deadline",
         "_defaults",
         "_lm",
+        "_meters",
         "_node",
         "_open",
         "_state",
@@ -175,6 +176,7 @@ class Session:
         self._ancestry: tuple[str, ...] = (store.root.id,)
         self._open = True
         self._budget = None if budget is None else BudgetScope(budget)
+        self._meters: tuple[UsageMeter, ...] = ()
         if tracer_provider is not None:
             from .otel import export
 
@@ -189,10 +191,12 @@ class Session:
         lm: LanguageModel | None = None,
         defaults: Mapping[str, Any] | None = None,
         budget: Budget | None = None,
+        meter: UsageMeter | None = None,
     ) -> Session:
         """A view for work under ``node``; it inherits everything it is not given.
 
-        A ``budget`` opens a new scope under the inherited one (both are charged)."""
+        A ``budget`` opens a new scope under the inherited one (both are charged); a
+        ``meter`` is charged together with the inherited ones."""
         view = object.__new__(Session)
         view._state = self._state
         view._node = node
@@ -204,6 +208,7 @@ class Session:
         view._ancestry = (*self._ancestry, node.id) if node is not self._node else self._ancestry
         view._open = True
         view._budget = self._budget if budget is None else BudgetScope(budget, self._budget)
+        view._meters = self._meters if meter is None else (*self._meters, meter)
         return view
 
     def _close_view(self) -> None:
@@ -249,6 +254,7 @@ class Session:
         defaults: Mapping[str, Any] | None = None,
         max_execution_time: float | None = None,
         budget: Budget | None = None,
+        meter: UsageMeter | None = None,
     ) -> Iterator[Tracked]:
         """Record one unit of work as a node under this view: the one way to trace work.
 
@@ -259,7 +265,8 @@ class Session:
         raised (``failed``, ``denied``, ``cancelled``, ``timed_out``, ``suspended``) and the
         error's class and message; the view then refuses new work. When this block's own
         deadline fires, the cancellation becomes ``ExecutionTimeoutError``. With a budget,
-        ``metadata.budget`` holds its limits and what was used.
+        ``metadata.budget`` holds its limits and what was used. A ``meter``
+        (``UsageMeter``) counts every model request made under the node, exactly.
         """
         self._check_usable()
         clock = self._state.clock
@@ -268,7 +275,7 @@ class Session:
         node = self._start(kind, name, shown, metadata)
         if budget is not None and budget.is_unlimited:
             budget = None
-        view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget)
+        view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget, meter=meter)
         tracked = Tracked(node, view)
         store = self._state.store
         scope: DeadlineScope | None = None
@@ -408,6 +415,11 @@ class Session:
 
     def find(self, node_id: str) -> TraceNode | None:
         return self._state.store.nodes.get(node_id)
+
+    @property
+    def prices(self) -> Mapping[str, Price]:
+        """The price table cost is computed with (read-only)."""
+        return MappingProxyType(self._state.store.prices)
 
     @property
     def usage_summary(self) -> UsageSummary:
@@ -645,6 +657,11 @@ class Session:
         """Write a finished query's node from its recording (``query_node.record_calls``)."""
         limit = self._state.max_text_chars
         record_calls(self._state.store, node, recording, limit, result, rendered=rendered)
+        for meter in self._meters:
+            for response in recording.responses:
+                provenance = response.provenance
+                model_id = (provenance.model if provenance else None) or recording.model_id
+                meter.add(model_id, response.usage)
 
     async def generate(
         self,

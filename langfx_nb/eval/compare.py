@@ -3,8 +3,8 @@
 Cases are matched by id. Per case, each metric's score is its mean over the case's scored
 repeats in each run; the case ``change`` is ``regressed`` (some metric went down, none up),
 ``improved``, ``mixed`` (some down, some up), ``same``, ``added`` (only in ``b``) or
-``removed`` (only in ``a``). ``cases`` lists regressions first (then mixed, improved, same,
-removed, added), the largest drop first within a group.
+``removed`` (only in ``a``). ``cases`` lists regressions first (then mixed, improved,
+removed, added, and unchanged cases last), the largest drop first within a group.
 
 Per metric, ``metrics[name]`` gives both runs' aggregates and the paired difference
 ``b - a`` over the cases both runs scored, with its 95 % interval; ``beyond_noise`` is True
@@ -27,9 +27,9 @@ _ORDER: dict[str, int] = {
     "regressed": 0,
     "mixed": 1,
     "improved": 2,
-    "same": 3,
-    "removed": 4,
-    "added": 5,
+    "removed": 3,
+    "added": 4,
+    "same": 5,
 }
 TEST = "paired difference of per-case scores, 95% normal interval (paired z-test)"
 
@@ -162,7 +162,7 @@ class Comparison:
             return
         from IPython.display import display
 
-        display(view)
+        display(view)  # type: ignore[no-untyped-call]
 
 
 def _change(scores: Mapping[str, tuple[float | None, float | None]], eps: float) -> Change:

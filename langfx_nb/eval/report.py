@@ -390,4 +390,4 @@ class Report(Sequence[CaseResult]):
             return
         from IPython.display import display
 
-        display(view)
+        display(view)  # type: ignore[no-untyped-call]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -47,19 +46,6 @@ def current_session() -> Session | None:
     return _EVAL_SESSION.get()
 
 
-def _takes_session(fn: Callable[..., Any]) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [
-        p
-        for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
-
-
 class _Context:
     """What every trial of one run shares (``functools.partial`` keeps it out of the
     batch's fingerprint; the identity string passed beside it is in it)."""
@@ -72,7 +58,9 @@ class _Context:
         on_trial: Callable[[int, CaseResult], None] | None,
     ) -> None:
         self.task = task
-        self.with_session = _takes_session(task)
+        from ..batch.runner import takes_session
+
+        self.with_session = takes_session(task)
         self.trials = trials
         self.evaluators = evaluators
         self.outputs: dict[int, Any] = {}  # the live (typed) outputs of this process's trials
@@ -99,7 +87,6 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
                 records.extend(await evaluate(name, evaluator, case, output, task.node))
         finally:
             _EVAL_SESSION.reset(token)
-        ev.outputs = {r.name: r.to_json() for r in records}
     ctx.outputs[index] = output
     cost, _ = meter.cost(session.prices)
     result = {
@@ -203,7 +190,7 @@ async def run(
     data = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
     if callable(evaluators) and not isinstance(evaluators, Mapping):
         evaluators = [evaluators]
-    named = evaluator_names(evaluators)  # type: ignore[arg-type]
+    named = evaluator_names(evaluators)
     if not callable(task):
         raise TypeError(f"task must be an async callable, not {type(task).__name__}")
     trials = [(case, r) for case in data for r in range(repeats)]

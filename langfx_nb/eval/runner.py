@@ -3,7 +3,9 @@
 Every (case, repeat) is one trial, one batch item keyed ``case_id#repeat``. A trial runs the
 task on the case's inputs under an ``action`` node named ``task`` (the ``trace`` the
 evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``
-(a judge's queries are traced there, apart from the task's). The item's result, stored in
+(a judge's queries are traced there, apart from the task's); the scores are kept in the
+item node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
+``gen_ai.evaluation.result`` event on the trial's span). The item's result, stored in
 the run manifest with ``run=``, is the output and the scores, so a resumed run sends nothing
 for a trial that finished: neither the task nor its judges run again. A trial whose task
 raised is a failed item: it has no scores and runs again on resume, as ``lf.batch`` does.
@@ -88,10 +90,13 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
         finally:
             _EVAL_SESSION.reset(token)
     ctx.outputs[index] = output
+    scores = [r.to_json() for r in records]
+    # on the trial's node: the OpenTelemetry export turns these into evaluation events
+    session.node.metadata["evaluations"] = scores
     cost, _ = meter.cost(session.prices)
     result = {
         "output": walk(output),
-        "scores": [r.to_json() for r in records],
+        "scores": scores,
         "usage": meter.usage.to_json(),
         "cost": cost,
         "duration": task.node.duration,

@@ -9,7 +9,9 @@ export const KINDS = {
   "DECISION_RESULT": "decision_result",
   "DETAIL_REQUEST": "detail_request",
   "DETAIL": "detail",
-  "CANCEL": "cancel"
+  "CANCEL": "cancel",
+  "OPEN_TRACE": "open_trace",
+  "TRACE_OPENED": "trace_opened"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

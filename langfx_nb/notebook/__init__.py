@@ -5,7 +5,8 @@ never loads it (``lf.nb`` imports it on first access). ``%load_ext langfx_nb`` c
 ``load_ipython_extension`` below.
 
 Widget classes are re-exported from their own modules (``TraceExplorer``, ``ApprovalPolicy``,
-``StreamView`` ...) and imported when first used, so the magics stay usable and quick to load.
+``StreamView``, ``EvalReportView`` ...) and imported when first used, so the magics stay
+usable and quick to load.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from .markdown import MarkdownText
 if TYPE_CHECKING:
     from .approval import ApprovalPolicy, ApprovalWidget
     from .bridge import EventBridge
+    from .eval_report import EvalReportView
     from .stream_view import StreamView
     from .trace_explorer import TraceExplorer
 
 __all__ = [
     "ApprovalPolicy",
     "ApprovalWidget",
+    "EvalReportView",
     "EventBridge",
     "MarkdownText",
     "NotebookState",
@@ -44,6 +47,7 @@ MIN_IPYKERNEL = (7, 4)
 _LAZY = {
     "ApprovalPolicy": ".approval",
     "ApprovalWidget": ".approval",
+    "EvalReportView": ".eval_report",
     "EventBridge": ".bridge",
     "StreamView": ".stream_view",
     "TraceExplorer": ".trace_explorer",

@@ -191,8 +191,9 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             interval=interval,
             clock=clock,
         )
-        #: where a clicked trial's trace opens (displayed below the view)
-        self.trace_output = ipywidgets.Output()
+        #: where a clicked trial's trace opens (displayed below the view): a box whose child
+        #: is replaced, which the page redraws without any output capture
+        self.trace_output = ipywidgets.VBox()
         self.on_msg(self._on_view_message)
         if source is not None:
             self.show(source)
@@ -257,8 +258,6 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         """Open a trial's trace in a ``TraceExplorer`` shown in ``trace_output`` (what a
         click on a row does), selected and expanded; the explorer, or ``None`` when the
         trace is not available."""
-        from IPython.display import display
-
         from .trace_explorer import TraceExplorer
 
         data = self.trial_trace(node_id)
@@ -270,9 +269,9 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             title=f"trace of {node_id}",
             view_state={"selected": str(node_id), "expanded": [[i, True] for i in ids]},
         )
-        with self.trace_output:
-            self.trace_output.clear_output(wait=True)
-            display(explorer)  # type: ignore[no-untyped-call]
+        for old in self.trace_output.children:
+            old.close()
+        self.trace_output.children = (explorer,)
         return explorer
 
     # -- fallbacks ------------------------------------------------------------------------

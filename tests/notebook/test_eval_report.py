@@ -88,6 +88,7 @@ async def test_a_click_opens_the_trial_trace_in_an_explorer() -> None:
     assert isinstance(explorer, TraceExplorer)
     assert {n["id"] for n in explorer.nodes} == {n["id"] for n in data["nodes"]}
     assert explorer.view_state["selected"] == node_id
+    assert view.trace_output.children == (explorer,)
     view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": node_id}, [])
     assert sent[-1] == {"kind": "trace_opened", "id": node_id, "ok": True, "message": ""}
     view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": "nope"}, [])

@@ -43,8 +43,11 @@ Mapping (what a caller may rely on):
   carries an error set the span status to ERROR with ``error.type`` and an ``exception``
   event; ``cancelled`` and a plain Deny leave it UNSET.
 
-Content — prompts, responses, tool arguments and results, log data — is recorded only with
-``capture_content=True`` (off by default, as the conventions advise), as the conventions'
+Content — prompts, responses, tool arguments and results, log messages and data, and the
+messages of errors (which can quote any of those) — is recorded only with
+``capture_content=True`` (off by default, as the conventions advise); with it off a span
+holds no model, tool or log text (an error keeps its class: ``error.type``, the status
+description and ``exception.type``). Captured content goes in the conventions'
 JSON attributes (``gen_ai.input.messages``, ``gen_ai.output.messages``,
 ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``), each cut at
 ``max_content_chars``, from the trace's previews (credential-like keys already redacted)
@@ -437,6 +440,9 @@ class _Exporter:
             call_id = (node.held("inputs") or {}).get("call_id")
             if call_id is not None:
                 attributes["gen_ai.tool.call.id"] = str(call_id)
+            step = node.metadata.get("step")
+            if isinstance(step, int):  # ids are unique per model step only: (step, id) is
+                attributes["langfx.tool.step"] = step
             span_name = f"execute_tool {name}"
         else:
             attributes["langfx.node.kind"] = kind
@@ -507,11 +513,16 @@ class _Exporter:
         if error.get("type") == "CancelledError":
             return  # cancellation is an outcome (langfx.status), not an error
         status_cls, code = self._error
-        message = redact_secrets(str(error.get("message", "")))
         error_type = str(error.get("type", "Exception"))
         attributes["error.type"] = error_type
+        event = {"exception.type": error_type}
+        # an error's message can quote a tool's exception, a model's answer or a prompt:
+        # content, so only the class is exported unless content is captured
+        message = self._text(str(error.get("message", ""))) if self.content else ""
+        if self.content:
+            event["exception.message"] = message
         span.set_status(status_cls(code, f"{error_type}: {message}" if message else error_type))
-        span.add_event("exception", {"exception.type": error_type, "exception.message": message})
+        span.add_event("exception", event)
 
     def _query_end(
         self, node: TraceNode, metadata: Mapping[str, Any], attributes: dict[str, Any]
@@ -614,13 +625,11 @@ class _Exporter:
     def log(self, node: TraceNode) -> None:
         inputs = dict(node.inputs or {})
         message = inputs.pop("message", "")
-        attributes: dict[str, Any] = {
-            "langfx.log.level": node.name,
-            "langfx.log.message": self._text(str(message)),
-            "langfx.node.id": node.id,
-        }
-        if inputs and self.content:
-            attributes["langfx.log.data"] = self._json(inputs)
+        attributes: dict[str, Any] = {"langfx.log.level": node.name, "langfx.node.id": node.id}
+        if self.content:  # a log's message and data are the app's text: content
+            attributes["langfx.log.message"] = self._text(str(message))
+            if inputs:
+                attributes["langfx.log.data"] = self._json(inputs)
         stamp = self._ns(node.start)
         entry = self.open.get(node.parent_id or "")
         if entry is not None:

@@ -8,18 +8,23 @@ number of requests. Code that adds its own records (an exporter, an agent loop) 
 node, or wraps a model the same way; nothing else in the library knows this class.
 
 It is a real ``LanguageModel`` subclass, so ``isinstance`` checks hold without tricks. It adds
-no behaviour: requests, streaming, the cache and retries are the wrapped model's. Optional
-``before``/``after`` hooks run around each request (the session's token/cost budget).
+no behaviour of its own: requests, streaming, the cache and retries are the wrapped model's.
+With a ``budget`` (a ``BudgetMeter``: the session's token/cost budget) each request reserves
+what it may spend first, goes out with its ``max_tokens`` capped by what the budget has left,
+and is charged its real usage when it comes back (released on an error or a cancellation);
+a stream is stopped once its output passes the budget. A cached answer is looked up with the
+caller's own options first, so a budget's cap does not keep a stored answer from being found.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ..llms.base import LanguageModel, LMRequest, Prompt
 from ..llms.streaming import StreamChunk
 from ..messages import AIMessage
+from .budget import BudgetMeter, Reservation
 
 __all__ = ["RecordingModel"]
 
@@ -38,16 +43,14 @@ class RecordingModel(LanguageModel):
         self,
         inner: LanguageModel,
         *,
-        before: Callable[[], None] | None = None,
-        after: Callable[[AIMessage[Any]], None] | None = None,
+        budget: BudgetMeter | None = None,
     ) -> None:
         super().__init__(inner.model, sampling=inner.sampling, cache=inner.cache)
         self.inner = inner
         self.partial: AIMessage[Any] | None = None  # of the last stream, if it stopped early
         self.prompts: list[Prompt] = []
         self.responses: list[AIMessage[Any]] = []
-        self._before = before  # e.g. a budget check: may raise to stop the request
-        self._after = after  # e.g. a budget charge: may raise after the response
+        self._budget = budget
 
     @property
     def model_id(self) -> str:
@@ -64,29 +67,60 @@ class RecordingModel(LanguageModel):
         return self.inner.build_request(prompt, **options)
 
     async def call(self, prompt: Prompt, **options: Any) -> AIMessage[Any]:
-        if self._before is not None:
-            self._before()
+        reservation, options = await self._reserve(prompt, options)
         self.prompts.append(prompt)
-        response = await self.inner.call(prompt, **options)
+        response: AIMessage[Any] | None = None
+        try:
+            response = await self.inner.call(prompt, **options)
+        finally:
+            if reservation is not None and response is None:
+                reservation.release()  # an error or a cancellation: nothing known was spent
         self.responses.append(response)
-        if self._after is not None:
-            self._after(response)
+        self._settle(reservation, response)
         return response
 
     async def stream(self, prompt: Prompt, **options: Any) -> AsyncIterator[StreamChunk]:
-        if self._before is not None:
-            self._before()
+        reservation, options = await self._reserve(prompt, options)
         self.prompts.append(prompt)
         upstream = self._track(self.inner.stream(prompt, **options))
         try:
             async for chunk in upstream:
                 if chunk.final:
                     self.responses.append(chunk.aggregated)
-                    if self._after is not None:
-                        self._after(chunk.aggregated)
+                    self._settle(reservation, chunk.aggregated)
+                elif reservation is not None:
+                    reservation.observe(chunk)  # raises once the output passes the budget
                 yield chunk
         finally:
+            if reservation is not None:
+                reservation.stopped()  # no-op once settled; else charges what arrived
             await upstream.aclose()  # type: ignore[attr-defined]
+
+    async def _reserve(
+        self, prompt: Prompt, options: dict[str, Any]
+    ) -> tuple[Reservation | None, dict[str, Any]]:
+        """The budget's reservation for this request and the options to send it with
+        (``max_tokens`` capped); none for a cached answer, which is only checked."""
+        meter = self._budget
+        if meter is None:
+            return None, options
+        if self.inner.cache is not None and await self.inner.cached(prompt, **options):
+            meter.check_request()  # sent uncapped: the stored answer is found again
+            return None, options
+        request_options = {k: v for k, v in options.items() if k not in _NOT_SENT}
+        reservation = await meter.reserve(self.inner.build_request(prompt, **request_options))
+        if reservation.max_tokens is not None:
+            options = {**options, "max_tokens": reservation.max_tokens}
+        return reservation, options
+
+    def _settle(self, reservation: Reservation | None, response: AIMessage[Any]) -> None:
+        if reservation is not None:
+            reservation.settle(response)
+        elif self._budget is not None:  # a cached answer: charged as any response
+            meter = self._budget
+            provenance = response.provenance
+            model = (provenance.model if provenance else None) or meter.model_id
+            meter.scope.charge(model, response.usage, meter.prices)
 
     async def _track(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
         """``upstream``'s chunks; sets ``partial`` if it stops before its final chunk."""
@@ -101,3 +135,7 @@ class RecordingModel(LanguageModel):
 
     def __repr__(self) -> str:
         return repr(self.inner)
+
+
+#: Options that steer the call (cache, stream emulation) rather than the request itself.
+_NOT_SENT = frozenset({"cache_seed", "use_cache", "emulate"})

@@ -345,8 +345,9 @@ class Session:
         request before it is sent and charges each response (``BudgetExceededError``)."""
         if self._budget is None:
             return RecordingModel(model)
-        before, after = self._budget.hooks(model.model_id, self._state.store.prices)
-        return RecordingModel(model, before=before, after=after)
+        return RecordingModel(
+            model, budget=self._budget.meter(model.model_id, self._state.store.prices)
+        )
 
     # -- what a view carries -------------------------------------------------------------
     @property

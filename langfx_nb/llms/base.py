@@ -352,6 +352,16 @@ class LanguageModel:
         await self._cache_store(lookup, response)
         return response
 
+    async def cached(self, prompt: Prompt, **options: Any) -> AIMessage[Any] | None:
+        """The stored answer ``call`` (or ``stream``) would give for this prompt and options
+        without sending a request; ``None`` when there is none (no cache, ``use_cache=False``,
+        not stored, or the cache failed, which warns as ``call`` does)."""
+        cache_seed = int(options.pop("cache_seed", 0) or 0)
+        use_cache = bool(options.pop("use_cache", True))
+        options.pop("emulate", None)
+        request = self.build_request(prompt, **options)
+        return (await self._cache_lookup(request, cache_seed, use_cache)).hit
+
     async def sample(self, prompts: Sequence[Prompt], **options: Any) -> list[SamplingResult]:
         """One sampling result per prompt, in order (run concurrently)."""
         responses = await asyncio.gather(*(self.call(p, **dict(options)) for p in prompts))

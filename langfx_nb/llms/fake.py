@@ -2,13 +2,16 @@
 
 They are real ``LanguageModel`` subclasses (options, cache, retries, streaming all apply), so
 code written against them runs unchanged against a provider. Usage is reported as
-whitespace-separated word counts, so traces show numbers.
+whitespace-separated word counts, so traces show numbers, and ``max_tokens`` is honoured as
+a provider does: an answer longer than that many words is cut there (``finish_reason``
+``"length"``). A scripted message that brings its own ``usage`` is sent as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -60,6 +63,9 @@ class Fake(LanguageModel):
         else:
             msg = AIMessage(list(step))
         if msg.usage is None:
+            limit = request.options.max_tokens
+            if limit is not None and _cut_words(msg, limit):
+                msg.metadata["finish_reason"] = "length"
             msg.usage = _word_usage(request, msg)
         msg.provenance = Provenance(model=self.model_id)
         msg.metadata.setdefault("finish_reason", "tool_calls" if msg.tool_calls else "stop")
@@ -176,3 +182,21 @@ def _word_usage(request: LMRequest, response: Message[Any]) -> Usage:
         len(json.dumps(c.args).split()) for c in response.tool_calls
     )
     return Usage(prompt, completion, prompt + completion)
+
+
+def _cut_words(msg: Message[Any], limit: int) -> bool:
+    """Cut ``msg``'s text after ``limit`` words (tool-call arguments count first); whether
+    anything was cut."""
+    left = limit - sum(len(json.dumps(c.args).split()) for c in msg.tool_calls)
+    cut = False
+    parts: list[Any] = []
+    for part in msg.parts:
+        if isinstance(part, TextPart):
+            words = list(re.finditer(r"\S+", part.text))
+            if len(words) > max(left, 0):
+                cut = True
+                part = TextPart(part.text[: words[left - 1].end()] if left > 0 else "")
+            left -= len(words)
+        parts.append(part)
+    msg.parts = parts
+    return cut

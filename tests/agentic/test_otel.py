@@ -219,12 +219,14 @@ async def test_deny_is_an_outcome_and_stop_is_an_error(
 
 
 async def test_errors_set_the_span_status(spans: Spans, add: lf.Tool[Any, Any]) -> None:
-    async with lf.Session(Scripted([LMError("quota")]), tracer_provider=spans.provider) as s:
+    async with lf.Session(Scripted([LMError("quota")])) as s:
+        lf.otel.export(s, spans.provider, capture_content=True)  # an error's text is content
         with pytest.raises(LMError):
             await s.query("q")
     span = spans.one("chat scripted")
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "LMError: quota"
+    assert events(span, "exception")[0]["exception.message"] == "quota"
     assert attrs(span)["error.type"] == "LMError"
     assert attrs(span)["langfx.status"] == "failed"
     assert "gen_ai.response.model" not in attrs(span)
@@ -377,8 +379,20 @@ async def test_logs_are_span_events(spans: Spans) -> None:
         session.log("info", "at the top")
     (event,) = events(spans.one("Noisy"), "langfx.log")
     assert event["langfx.log.level"] == "warning"
+    assert "langfx.log.message" not in event  # a log's text is content: opt-in
+    assert "langfx.log.data" not in event
+    top = spans.one("log info")
+    assert events(top, "langfx.log")[0]["langfx.log.level"] == "info"
+
+    spans.exporter.clear()
+    async with lf.Session(Echo()) as session:
+        lf.otel.export(session, spans.provider, capture_content=True)
+        await Noisy().invoke(session)
+        session.log("info", "at the top")
+    (event,) = events(spans.one("Noisy"), "langfx.log")
+    assert event["langfx.log.level"] == "warning"
     assert event["langfx.log.message"] == "careful"
-    assert "langfx.log.data" not in event  # data is content: opt-in
+    assert json.loads(event["langfx.log.data"]) == {"password": "<redacted>", "n": 3}
     top = spans.one("log info")
     assert events(top, "langfx.log")[0]["langfx.log.message"] == "at the top"
 
@@ -458,7 +472,7 @@ async def test_export_after_a_run_exports_what_the_session_holds(spans: Spans) -
 
     async with lf.Session(lm) as session:
         await Two().invoke(session)
-        lf.otel.export(session, spans.provider)
+        lf.otel.export(session, spans.provider, capture_content=True)
     two = spans.one("Two")
     queries = spans.named("chat scripted")
     assert [parent_of(q) for q in queries] == [two.context.span_id] * 2
@@ -674,7 +688,8 @@ async def test_a_run_resumed_in_another_process_continues_the_trace(
         )
     assert isinstance(state, lf.RunState)
     suspended = spans.one("invoke_agent Agent")
-    tp = state.data["traceparent"]
+    tp = state.traceparent
+    assert tp is not None
     assert tp.startswith(f"00-{suspended.context.trace_id:032x}-{suspended.context.span_id:016x}-")
     saved = tmp_path / "state.json"
     saved.write_text(state.to_json_str())
@@ -699,3 +714,60 @@ async def test_a_run_resumed_in_another_process_continues_the_trace(
     assert resumed["trace_id"] == suspended.context.trace_id
     assert resumed["parent"] == suspended.context.span_id
     assert there["execute_tool add"]["parent"] == resumed["span_id"]
+
+
+async def test_capture_off_exports_no_model_tool_or_log_text(spans: Spans) -> None:
+    """With capture off, no span attribute, event attribute, status or span name holds any
+    of the run's text: prompts, responses, tool arguments, results and exception messages,
+    log messages and data (the error class and the log level stay)."""
+    sentinels = {
+        "prompt": "PROMPTSENTINEL",
+        "response": "RESPONSESENTINEL",
+        "args": "ARGSENTINEL",
+        "tool error": "TOOLERRORSENTINEL",
+        "log": "LOGSENTINEL",
+        "log data": "LOGDATASENTINEL",
+        "query error": "QUERYERRORSENTINEL",
+    }
+
+    @lf.tool
+    async def explode(word: str) -> int:
+        """Fails with the word in its message."""
+        raise RuntimeError(f"{sentinels['tool error']} {word}")
+
+    class Chatty(lf.Action[None]):
+        async def call(self, session: lf.Session) -> None:
+            session.log("warning", f"{sentinels['log']} inside", detail=sentinels["log data"])
+            await session.query(f"say {sentinels['prompt']}")
+            with pytest.raises(LMError):
+                await session.query("again")
+            with pytest.raises(ToolExecutionError):
+                await lf.Agent("use it", tools=[explode]).invoke(session)
+
+    lm = Scripted(
+        [
+            f"here: {sentinels['response']}",
+            LMError(f"server said {sentinels['query error']}"),
+            TC("c1", "explode", {"word": sentinels["args"]}),
+        ]
+    )
+    async with lf.Session(lm, tracer_provider=spans.provider) as session:
+        await Chatty().invoke(session)
+        session.log("info", f"{sentinels['log']} at the top")
+    exported = []
+    for span in spans.done:
+        exported.append(span.name)
+        exported.append(span.status.description or "")
+        exported.extend(str(v) for v in (span.attributes or {}).values())
+        for event in span.events:
+            exported.append(event.name)
+            exported.extend(str(v) for v in (event.attributes or {}).values())
+    text = "\n".join(exported)
+    for what, sentinel in sentinels.items():
+        assert sentinel not in text, f"the {what} text was exported"
+    # what stays: the outcome and the error's class, the log's level
+    tool = spans.one("execute_tool explode")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert tool.status.description == "ToolExecutionError"
+    assert events(tool, "exception") == [{"exception.type": "ToolExecutionError"}]
+    assert events(spans.one("Chatty"), "langfx.log")[0]["langfx.log.level"] == "warning"

@@ -40,6 +40,7 @@ from .errors import (
     UnsupportedCapabilityError,
 )
 from .llms import LanguageModel, SamplingOptions, SamplingResult, StreamChunk
+from .llms.ratelimit import RateLimit
 from .llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart
 from .messages import (
     AIMessage,
@@ -140,6 +141,7 @@ __all__ = [
     "ObjectStart",
     "ParsingFailed",
     "Price",
+    "RateLimit",
     "RateLimitError",
     "ReasoningPart",
     "RetryableError",

@@ -156,11 +156,16 @@ def _identity(task: Callable[..., Any], evaluators: Mapping[str, Any]) -> str:
 
 
 def _plain_attrs(ev: Any) -> str:
-    """The plain settings of a built evaluator (a judge's rubric, a tolerance)."""
+    """The plain settings of a built evaluator (a judge's rubric and model id, a tolerance)."""
     values = getattr(ev, "__dict__", None)
     if not isinstance(values, dict):
         return ""
-    plain = {k: v for k, v in values.items() if isinstance(v, str | int | float | bool | tuple)}
+    plain: dict[str, Any] = {}
+    for k, v in values.items():
+        if isinstance(v, str | int | float | bool | tuple):
+            plain[k] = v
+        elif isinstance(getattr(v, "model_id", None), str):  # a judge's model: its id only
+            plain[k] = v.model_id
     return repr(sorted(plain.items()))
 
 

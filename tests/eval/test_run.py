@@ -179,3 +179,25 @@ def test_records_and_pandas() -> None:
     assert rows[0]["case_id"] == "c1" and rows[0]["exact"] is True and rows[0]["meta.t"] == "x"
     frame = report.to_pandas()
     assert isinstance(frame, pd.DataFrame) and list(frame["case_id"]) == ["c1"]
+
+
+async def test_another_judge_model_or_rubric_is_another_evaluation(tmp_path: Path) -> None:
+    from langfx_nb.llms.fake import StaticResponse
+
+    async def task(x: str) -> str:
+        return x
+
+    verdict = "Verdict(reason='ok', passed=True)"
+    path = tmp_path / "j.sqlite"
+    judge = lf.eval.judge(StaticResponse(verdict, model="judge-a"), "Is it right?")
+    first = await lf.eval.run(task, ["a"], [judge], run=path, progress=False)
+    assert first[0].scores["judge"].score is not None
+    same = lf.eval.judge(StaticResponse(verdict, model="judge-a"), "Is it right?")
+    again = await lf.eval.run(task, ["a"], [same], run=path, progress=False)
+    assert again[0].resumed
+    for other in (
+        lf.eval.judge(StaticResponse(verdict, model="judge-b"), "Is it right?"),
+        lf.eval.judge(StaticResponse(verdict, model="judge-a"), "Is it polite?"),
+    ):
+        with pytest.raises(RunManifestError):
+            await lf.eval.run(task, ["a"], [other], run=path, progress=False)

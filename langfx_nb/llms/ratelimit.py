@@ -11,7 +11,8 @@ that account in this process, in a batch or not, takes its turn from that one li
   more than its limit once the first window has passed. A request's tokens are estimated
   before it is sent (prompt characters / 4 plus ``max_tokens``) and corrected by the usage
   the response reports (the difference is given back or taken).
-- **Provider headers** set limits when none is configured, and narrow configured ones:
+- **Provider headers** set the pace when no limit is configured (a configured limit
+  wins: headers arrive a response late, and following both cost ~10 % of the limit):
   OpenAI ``x-ratelimit-remaining-requests``/``-tokens`` with ``x-ratelimit-reset-*``,
   Anthropic ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-remaining``
   with ``-reset``. When what remains (less the requests still in flight) is used up, new
@@ -79,8 +80,8 @@ class RateLimit:
 
 
 class _Bucket:
-    """A token bucket: ``rate`` units a second, at most ``capacity`` held; may go into debt
-    (a request larger than the capacity is let through when the bucket is full)."""
+    """A token bucket: ``rate`` units a second, at most ``capacity`` held; a request goes
+    through once the bucket is out of debt and takes its amount (possibly into debt)."""
 
     __slots__ = ("at", "capacity", "level", "rate")
 
@@ -95,9 +96,11 @@ class _Bucket:
             self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
             self.at = now
 
-    def wait(self, amount: float) -> float:
-        need = min(amount, self.capacity) - self.level
-        return need / self.rate if need > 0 else 0.0
+    def wait(self) -> float:
+        """Seconds until the bucket is out of debt: a request is let through then and takes
+        its whole amount (debt, not waiting for the amount to be held, so time a waiter
+        oversleeps still accumulates instead of overflowing a bucket smaller than it)."""
+        return -self.level / self.rate if self.level < 0 else 0.0
 
 
 class _Window:
@@ -174,12 +177,13 @@ class Limiter:
 
     def _wait_s(self, estimate: int, now: float) -> float:
         wait = self.pause_until - now
-        for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
+        for bucket in (self._requests, self._tokens):
             if bucket is not None:
                 bucket.refill(now)
-                wait = max(wait, bucket.wait(amount))
-        wait = max(wait, self._windows["requests"].wait(1.0, now))
-        wait = max(wait, self._windows["tokens"].wait(float(estimate), now))
+                wait = max(wait, bucket.wait())
+        if self.limit is None:  # headers set the pace only without a configured limit
+            wait = max(wait, self._windows["requests"].wait(1.0, now))
+            wait = max(wait, self._windows["tokens"].wait(float(estimate), now))
         return wait
 
     async def acquire(self, estimate: int) -> Ticket:
@@ -222,8 +226,9 @@ class Limiter:
                     continue
                 seen = True
                 window = self._windows[kind]
-                others = max(0, self.in_flight - 1) if kind == "requests" else 0
-                window.remaining = remaining - others
+                # requests still in flight may not be counted in these headers yet
+                unseen = self.in_flight - 1 if kind == "requests" else 0
+                window.remaining = remaining - max(0, unseen)
                 window.reset_at = now + (reset if reset is not None else 1.0)
             if seen:
                 self.engaged = True

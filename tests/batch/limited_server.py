@@ -50,6 +50,7 @@ class LimitedServer:
         self.tokens_used = 0  # tokens of the answered requests
         self.first_at: float | None = None  # seconds since start of the first answer
         self.last_at = 0.0
+        self.per_window: dict[int, int] = {}  # tokens answered per window
         self.t0 = time.monotonic()
         self._window = -1
         self._w_requests = 0
@@ -125,6 +126,7 @@ class LimitedServer:
                 self._w_requests += 1
                 self._w_tokens += tokens
                 self.tokens_used += tokens
+                self.per_window[window] = self.per_window.get(window, 0) + tokens
                 if self.first_at is None:
                     self.first_at = now
                 self.last_at = now

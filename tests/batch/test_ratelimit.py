@@ -188,7 +188,7 @@ async def test_token_estimates_are_corrected_by_the_usage_returned() -> None:
     now = [0.0]
     limiter = Limiter(clock=lambda: now[0])  # frozen: nothing refills
     limiter.configure(lf.RateLimit(tokens_per_minute=1_200_000))  # holds ~970 tokens
-    first = await limiter.acquire(900)
+    first = await limiter.acquire(2000)  # let through, leaving the bucket in debt
     second = asyncio.ensure_future(limiter.acquire(900))
     await asyncio.sleep(0.02)
     assert not second.done()

@@ -1,7 +1,8 @@
 """langfx_nb: typed, traceable language-model programs, with live Jupyter widgets.
 
 ``import langfx_nb as lf``; the whole public API is re-exported here once. The notebook layer
-(``lf.nb``), the OpenTelemetry export (``lf.otel``) and the provider adapters
+(``lf.nb``), evaluation (``lf.eval``; not in ``__all__``, so a star import never shadows the
+builtin ``eval``), the OpenTelemetry export (``lf.otel``) and the provider adapters
 (``lf.llms.Gemini`` ...) are imported on first use.
 """
 
@@ -60,6 +61,7 @@ from .template import LangFunc, Template
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type checkers
     from . import engines as engines
+    from . import eval as eval
     from .agentic import (
         Action,
         Agent,
@@ -230,6 +232,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(".agentic.mcp", __name__)
     if name == "engines":  # lf.engines.ProviderBatch, ...
         return importlib.import_module(".engines", __name__)
+    if name == "eval":  # evaluation (datasets, evaluators, reports); loads on first use
+        return importlib.import_module(".eval", __name__)
     if name == "otel":  # OpenTelemetry export (optional extra); opentelemetry loads on export()
         return importlib.import_module(".agentic.otel", __name__)
     module = _LAZY.get(name)

@@ -10,7 +10,9 @@ export const KINDS = {
   "DETAIL_REQUEST": "detail_request",
   "DETAIL": "detail",
   "CANCEL": "cancel",
-  "OPEN_GROUP": "open_group"
+  "OPEN_GROUP": "open_group",
+  "OPEN_TRACE": "open_trace",
+  "TRACE_OPENED": "trace_opened"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

@@ -5,7 +5,8 @@ never loads it (``lf.nb`` imports it on first access). ``%load_ext langfx_nb`` c
 ``load_ipython_extension`` below.
 
 Widget classes are re-exported from their own modules (``TraceExplorer``, ``ApprovalPolicy``,
-``StreamView`` ...) and imported when first used, so the magics stay usable and quick to load.
+``StreamView``, ``EvalReportView`` ...) and imported when first used, so the magics stay
+usable and quick to load.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .approval import ApprovalPolicy, ApprovalWidget
     from .batch_view import BatchView
     from .bridge import EventBridge
+    from .eval_report import EvalReportView
     from .stream_view import StreamView
     from .trace_explorer import TraceExplorer
 
@@ -31,6 +33,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalWidget",
     "BatchView",
+    "EvalReportView",
     "EventBridge",
     "MarkdownText",
     "NotebookState",
@@ -50,6 +53,7 @@ _LAZY = {
     "ApprovalPolicy": ".approval",
     "ApprovalWidget": ".approval",
     "BatchView": ".batch_view",
+    "EvalReportView": ".eval_report",
     "EventBridge": ".bridge",
     "StreamView": ".stream_view",
     "TraceExplorer": ".trace_explorer",

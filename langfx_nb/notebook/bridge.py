@@ -48,6 +48,8 @@ class MessageKind(enum.StrEnum):
     DETAIL = "detail"  # kernel → view: {"id", "node"} (snapshots carry summaries only)
     CANCEL = "cancel"  # view → kernel: {"prompt_id"?} the Cancel-run button
     OPEN_GROUP = "open_group"  # view → kernel: {"error": class | None} show a group's traces
+    OPEN_TRACE = "open_trace"  # view → kernel: {"id"} open this trial's trace (eval report)
+    TRACE_OPENED = "trace_opened"  # kernel → view: {"id", "ok", "message"}
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}
@@ -191,6 +193,12 @@ class EventBridge:
             self._on_state(state)
             self._state_cost = time.perf_counter() - started
             self._last_state = self._now()
+
+    def publish_now(self) -> None:
+        """Send what is pending and publish the state even if no event changed it (the
+        reducer was replaced wholesale, e.g. a finished report shown at once)."""
+        self._state_dirty = True
+        self.flush()
 
     @property
     def is_current(self) -> bool:

@@ -28,6 +28,7 @@ from ipywidgets import widget_serialization
 from ..batch.progress import BatchProgress
 from .bridge import BridgedView, Clock, EventBridge, MessageKind, to_jsonable
 from .render import WidgetDisplayMixin, batch_html, batch_text
+from .trace_data import subtrace
 from .trace_explorer import TraceExplorer
 
 if TYPE_CHECKING:
@@ -193,19 +194,15 @@ class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
         session = self.session
         if group is None or session is None:
             return None
-        records: list[dict[str, Any]] = []
-        shown = 0
-        for node_id in group.get("node_ids") or ():
-            node = session.find(str(node_id)) if node_id is not None else None
-            if node is not None:
-                shown += 1
-                records.extend(to_jsonable(n.to_json()) for n in node.walk())
-        if not records:
+        node_ids = [str(i) for i in group.get("node_ids") or () if i is not None]
+        data = subtrace(session, node_ids)
+        if data is None:
             return None
+        shown = sum(1 for i in node_ids if session.find(i) is not None)
         count = int(group.get("count") or 0)
         name = self._reducer.progress.get("name") or "batch"
         more = f" (first {shown} of {count})" if count > shown else ""
-        return TraceExplorer({"nodes": records}, title=f"{name} · {error} items{more}")
+        return TraceExplorer(data, title=f"{name} · {error} items{more}")
 
     # -- fallbacks --------------------------------------------------------------------------------
 

@@ -25,10 +25,10 @@ import anywidget
 import ipywidgets
 import traitlets
 
-from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
 from ..jsonable import walk
 from .bridge import Clock, EventBridge, MessageKind
 from .render import WidgetDisplayMixin, eval_static_html, eval_text
+from .trace_data import subtrace
 
 __all__ = ["EvalReducer", "EvalReportView", "case_row", "delta_row"]
 
@@ -238,21 +238,7 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         """The trace of one trial as a saved-trace dict: the session root, the batch node
         and the trial's subtree (``None`` when the session no longer holds it)."""
         session = self._session
-        node = session.find(str(node_id)) if session is not None else None
-        if node is None:
-            return None
-        chain = []
-        parent = session.find(node.parent_id) if node.parent_id is not None else None
-        while parent is not None:
-            chain.append(parent.to_json())
-            parent = session.find(parent.parent_id) if parent.parent_id is not None else None
-        nodes = [*reversed(chain), *(n.to_json() for n in node.walk())]
-        return {
-            "format": TRACE_FORMAT,
-            "version": TRACE_VERSION,
-            "session": {"id": session.id, "metadata": {}},
-            "nodes": walk(nodes),
-        }
+        return None if session is None else subtrace(session, [str(node_id)])
 
     def open_trace(self, node_id: str) -> Any:
         """Open a trial's trace in a ``TraceExplorer`` shown in ``trace_output`` (what a

@@ -15,7 +15,7 @@ const src = join(here, "src");
 const args = process.argv.slice(2);
 const outIdx = args.indexOf("--out");
 const outDir = outIdx >= 0 ? resolve(args[outIdx + 1]) : join(here, "..", "langfx_nb", "notebook", "static");
-export const ENTRIES = ["trace_explorer", "approval", "stream_view"];
+export const ENTRIES = ["trace_explorer", "approval", "stream_view", "batch_view", "eval_report"];
 
 /** sha256 over (posix relative path, NUL, bytes, NUL) of every file under js/src, sorted. */
 export function sourceHash() {

@@ -1,7 +1,8 @@
 """langfx_nb: typed, traceable language-model programs, with live Jupyter widgets.
 
 ``import langfx_nb as lf``; the whole public API is re-exported here once. The notebook layer
-(``lf.nb``), the OpenTelemetry export (``lf.otel``) and the provider adapters
+(``lf.nb``), evaluation (``lf.eval``; not in ``__all__``, so a star import never shadows the
+builtin ``eval``), the OpenTelemetry export (``lf.otel``) and the provider adapters
 (``lf.llms.Gemini`` ...) are imported on first use.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import llms
+from .batch import BatchResult, batch
 from .errors import (
     AgentError,
     AuthenticationError,
@@ -26,8 +28,10 @@ from .errors import (
     LMError,
     MappingError,
     NetworkBlockedError,
+    ProviderBatchError,
     RateLimitError,
     RetryableError,
+    RunManifestError,
     RunSuspended,
     ServerError,
     StreamProtocolError,
@@ -37,6 +41,7 @@ from .errors import (
     UnsupportedCapabilityError,
 )
 from .llms import LanguageModel, SamplingOptions, SamplingResult, StreamChunk
+from .llms.ratelimit import RateLimit
 from .llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart
 from .messages import (
     AIMessage,
@@ -55,6 +60,8 @@ from .structured.query import query
 from .template import LangFunc, Template
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type checkers
+    from . import engines as engines
+    from . import eval as eval
     from .agentic import (
         Action,
         Agent,
@@ -63,6 +70,7 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type
         Budget,
         Deny,
         Price,
+        Prices,
         RunState,
         Session,
         Tool,
@@ -103,6 +111,7 @@ __all__ = [
     "ArrayStart",
     "Audio",
     "AuthenticationError",
+    "BatchResult",
     "Budget",
     "BudgetExceededError",
     "Cancelled",
@@ -135,9 +144,13 @@ __all__ = [
     "ObjectStart",
     "ParsingFailed",
     "Price",
+    "Prices",
+    "ProviderBatchError",
+    "RateLimit",
     "RateLimitError",
     "ReasoningPart",
     "RetryableError",
+    "RunManifestError",
     "RunState",
     "RunSuspended",
     "SamplingOptions",
@@ -167,6 +180,7 @@ __all__ = [
     "UsageSummary",
     "UserMessage",
     "Video",
+    "batch",
     "llms",
     "query",
     "query_stream",
@@ -184,6 +198,7 @@ _LAZY = {
     "Budget": ".agentic",
     "Deny": ".agentic",
     "Price": ".agentic",
+    "Prices": ".agentic",
     "RunState": ".agentic",
     "Session": ".agentic",
     "Tool": ".agentic",
@@ -215,6 +230,10 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(".notebook", __name__)
     if name == "mcp":  # MCP servers as tools; the optional `mcp` package loads on use
         return importlib.import_module(".agentic.mcp", __name__)
+    if name == "engines":  # lf.engines.ProviderBatch, ...
+        return importlib.import_module(".engines", __name__)
+    if name == "eval":  # evaluation (datasets, evaluators, reports); loads on first use
+        return importlib.import_module(".eval", __name__)
     if name == "otel":  # OpenTelemetry export (optional extra); opentelemetry loads on export()
         return importlib.import_module(".agentic.otel", __name__)
     module = _LAZY.get(name)

@@ -52,8 +52,10 @@ __all__ = [
     "LangFxError",
     "MappingError",
     "NetworkBlockedError",
+    "ProviderBatchError",
     "RateLimitError",
     "RetryableError",
+    "RunManifestError",
     "RunSuspended",
     "ServerError",
     "StreamProtocolError",
@@ -237,3 +239,26 @@ class BudgetExceededError(AgentError):
 
 class ExecutionTimeoutError(LangFxError, TimeoutError):
     pass
+
+
+class RunManifestError(LangFxError):
+    """A batch's run manifest (``lf.batch(run=...)``) cannot be used: made by another
+    function or result schema (refused, left untouched), not a manifest, or not writable
+    (a read-only or full disk). ``result`` holds the ``BatchResult`` of what had finished
+    when writing failed mid-run (``None`` when nothing ran)."""
+
+    def __init__(self, message: str, *, path: str | None = None, result: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.result = result
+
+
+class ProviderBatchError(LangFxError):
+    """An item of ``lf.batch(..., engine=lf.engines.ProviderBatch())`` got no usable answer
+    from the provider's batch (``failure``: ``errored``, ``expired`` or ``canceled``, after
+    its resubmissions), or its ``fn`` did what a batch cannot answer: a second model call
+    (an agent, ``repair=``), or a different request than the one collected."""
+
+    def __init__(self, message: str, *, failure: str | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure

@@ -116,6 +116,10 @@ class Usage:
     total_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    #: Prompt tokens written to the provider's prompt cache by this request (Anthropic
+    #: ``cache_creation_input_tokens``); like ``cached_tokens`` (read from the cache) they
+    #: are counted in ``prompt_tokens`` too.
+    cache_write_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -147,6 +151,7 @@ USAGE_FIELDS = (
     "total_tokens",
     "cached_tokens",
     "reasoning_tokens",
+    "cache_write_tokens",
 )
 
 

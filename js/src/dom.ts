@@ -22,6 +22,19 @@ export function h(
   return node;
 }
 
+/** A synced state trait: JSON as bytes (a DataView, typed array or ArrayBuffer), or an
+ *  object already decoded; null when empty. */
+export function decodeState(raw: any): any {
+  if (!raw) return null;
+  if (raw instanceof DataView || ArrayBuffer.isView(raw)) {
+    const view = raw as ArrayBufferView;
+    const text = new TextDecoder().decode(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
+    return text ? JSON.parse(text) : null;
+  }
+  if (raw instanceof ArrayBuffer) return JSON.parse(new TextDecoder().decode(new Uint8Array(raw)));
+  return typeof raw === "object" ? raw : null;
+}
+
 export function clear(node: Element): void {
   while (node.firstChild) node.removeChild(node.firstChild);
 }

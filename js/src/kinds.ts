@@ -9,7 +9,10 @@ export const KINDS = {
   "DECISION_RESULT": "decision_result",
   "DETAIL_REQUEST": "detail_request",
   "DETAIL": "detail",
-  "CANCEL": "cancel"
+  "CANCEL": "cancel",
+  "OPEN_GROUP": "open_group",
+  "OPEN_TRACE": "open_trace",
+  "TRACE_OPENED": "trace_opened"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

@@ -3,6 +3,7 @@
 import { KINDS } from "./kinds";
 import { asText, clear, copyButton, h, injectCss, jsonTree, markdown, markLive, onKernelGone, trySend } from "./dom";
 import { PathKey, StreamState, applyStreamPatch, emptyStream, pathKey } from "./stream";
+import { SyncedState } from "./synced";
 
 interface Model {
   get(name: string): any;
@@ -72,33 +73,15 @@ function verdict(state: StreamState): string {
 
 export default () => {
   const state: StreamState = emptyStream();
-  let seq = 0;
-  const listeners = new Set<() => void>();
-  const load = (s: any) => {
-    if (!s || typeof s !== "object" || !s.mode) return;
+  const synced = new SyncedState<any>((s) => {
+    if (!s.mode) return false;
     Object.assign(state, emptyStream(), s);
-    seq = typeof s.seq === "number" ? s.seq : seq;
-  };
+    return true;
+  }, (p) => applyStreamPatch(state, p));
+  const listeners = synced.listeners;
   return {
     initialize({ model }: { model: Model }) {
-      load(model.get("state"));
-      model.on("change:state", () => {
-        const s = model.get("state");
-        if (!s || typeof s.seq !== "number") return;
-        if (s.seq > seq || (s.seq === 0 && seq === 0)) {
-          load(s);
-          for (const l of listeners) l();
-        }
-      });
-      model.on("msg:custom", (msg: any) => {
-        if (msg?.kind === KINDS.EVENTS) {
-          if (typeof msg.seq === "number" && msg.seq <= seq) return;
-          seq = msg.seq ?? seq;
-          for (const p of msg.events) applyStreamPatch(state, p);
-        } else if (msg?.kind === KINDS.SNAPSHOT) load({ ...msg.state, seq: msg.seq });
-        else return;
-        for (const l of listeners) l();
-      });
+      synced.follow(model);
     },
     render({ model, el }: { model: Model; el: HTMLElement }) {
       const root = h("div", { class: "lfx lfx-sv" });
@@ -145,7 +128,7 @@ export default () => {
       };
       listeners.add(listener);
       draw();
-      trySend(model, { kind: KINDS.SYNC, seq });
+      trySend(model, { kind: KINDS.SYNC, seq: synced.seq });
       const stopWatching = onKernelGone(el, model, () => {
         gone = true;
         listener();

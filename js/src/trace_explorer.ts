@@ -3,7 +3,7 @@
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { asText, chatView, clear, copyButton, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
+import { asText, chatView, clear, copyButton, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
 import { BAD, Patch, Rollup, RowModel, TraceNode, TraceStore, argChanges, belowText, costText, durationMs, humanWait, isLive, problemsBelow, rowValues, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";
@@ -199,13 +199,7 @@ export default () => {
   }
 
   function decodeRaw(raw: any): any {
-    if (raw instanceof DataView || ArrayBuffer.isView(raw)) {
-      const view = raw as ArrayBufferView;
-      const text = new TextDecoder().decode(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
-      return text ? JSON.parse(text) : null;
-    }
-    if (raw instanceof ArrayBuffer) return JSON.parse(new TextDecoder().decode(new Uint8Array(raw)));
-    return typeof raw === "object" ? raw : null;
+    return decodeState(raw);
   }
 
   function applyState(state: any): void {

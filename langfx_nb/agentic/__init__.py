@@ -6,6 +6,7 @@ from .action import Action
 from .agent import Agent, AgentLimits, Approve, Deny, PolicyDecision, ToolPolicy
 from .budget import Budget, BudgetScope
 from .clock import Clock, FakeClock, MonotonicClock
+from .prices import Prices
 from .runstate import RunState
 from .session import Session
 from .tools import Tool, strict_json, tool
@@ -28,6 +29,7 @@ __all__ = [
     "NodeStatus",
     "PolicyDecision",
     "Price",
+    "Prices",
     "RunState",
     "Session",
     "Tool",

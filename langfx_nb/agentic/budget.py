@@ -20,8 +20,11 @@ So a model that honours ``max_tokens`` overshoots a limit only by what the promp
 under-counted, for one request; one that ignores it is stopped mid-stream, or, answering in
 one piece, after that answer (which the budget cannot prevent). A response without usage is
 charged its estimate (prompt and answer text), and so is what a stream received before it
-stopped. Cost is the session's price table applied to each response; a ``max_cost`` with a
-model that has no price is refused before the request, since it could not be enforced.
+stopped. Cost is the session's price table applied to each response (batch prices for a provider
+batch's answer, nothing for an LLM-cache replay); a ``max_cost`` with a model that has no
+price is refused before the request, since it could not be enforced. Prompt-cache reads and
+writes count as input tokens (the providers bill them as such) and are kept apart in
+``used()`` too.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from ..errors import BudgetExceededError
 from ..llms.base import LMRequest
 from ..llms.streaming import StreamChunk, ToolCallDelta
 from ..messages import AIMessage, Usage
+from .prices import is_batch
 from .usage import Price, find_price
 
 __all__ = ["BUDGET_FIELDS", "Budget", "BudgetMeter", "BudgetScope", "Reservation"]
@@ -95,6 +99,8 @@ class BudgetScope:
         "_in_flight",
         "_reserved",
         "budget",
+        "cache_read_tokens",
+        "cache_write_tokens",
         "cost",
         "input_tokens",
         "output_tokens",
@@ -108,6 +114,8 @@ class BudgetScope:
         self.input_tokens = 0
         self.output_tokens = 0
         self.total_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
         self.cost = 0.0
         self._reserved: dict[str, float] = dict.fromkeys(BUDGET_FIELDS, 0.0)
         self._in_flight: set[Reservation] = set()
@@ -118,6 +126,8 @@ class BudgetScope:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "cost": self.cost,
         }
 
@@ -134,6 +144,8 @@ class BudgetScope:
         self.input_tokens = int(used.get("input_tokens", 0))
         self.output_tokens = int(used.get("output_tokens", 0))
         self.total_tokens = int(used.get("total_tokens", 0))
+        self.cache_read_tokens = int(used.get("cache_read_tokens", 0))
+        self.cache_write_tokens = int(used.get("cache_write_tokens", 0))
         self.cost = float(used.get("cost", 0.0))
 
     def _spent(self, name: str) -> float:
@@ -164,13 +176,23 @@ class BudgetScope:
                     return True
         return False
 
-    def charge(self, model_id: str, usage: Usage | None, prices: Mapping[str, Price]) -> None:
-        """After a response: add its usage (and cost) to every scope up the chain, then raise
-        for the first limit that is now exceeded."""
+    def charge(
+        self,
+        model_id: str,
+        usage: Usage | None,
+        prices: Mapping[str, Price],
+        *,
+        batch: bool = False,
+        replayed: bool = False,
+    ) -> None:
+        """After a response: add its usage (and cost: batch prices for a provider batch's
+        answer, none for an LLM-cache replay) to every scope up the chain, then raise for
+        the first limit that is now exceeded."""
         if usage is None:
             return
         price = find_price(prices, model_id)
-        over = self._add(usage, price.cost(usage) if price is not None else 0.0)
+        cost = price.cost(usage, batch=batch) if price is not None and not replayed else 0.0
+        over = self._add(usage, cost)
         if over is not None:
             raise over
 
@@ -179,11 +201,14 @@ class BudgetScope:
         prompt = usage.prompt_tokens or 0
         completion = usage.completion_tokens or 0
         total = usage.total_tokens if usage.total_tokens is not None else prompt + completion
+        cache_read, cache_write = usage.cached_tokens or 0, usage.cache_write_tokens or 0
         over: BudgetExceededError | None = None
         for scope in self._chain():
             scope.input_tokens += prompt
             scope.output_tokens += completion
             scope.total_tokens += total
+            scope.cache_read_tokens += cache_read
+            scope.cache_write_tokens += cache_write
             scope.cost += cost
             if over is None:
                 for name in BUDGET_FIELDS:
@@ -374,7 +399,11 @@ class Reservation:
         meter = self.meter
         provenance = response.provenance
         meter.scope.charge(
-            (provenance.model if provenance else None) or meter.model_id, usage, meter.prices
+            (provenance.model if provenance else None) or meter.model_id,
+            usage,
+            meter.prices,
+            batch=is_batch(response),
+            replayed=bool(response.metadata.get("cache_hit")),
         )
 
     def observe(self, chunk: StreamChunk) -> None:

@@ -28,6 +28,11 @@ Mapping (what a caller may rely on):
 - ``tool_call`` → INTERNAL span ``execute_tool {name}`` with ``gen_ai.tool.name``,
   ``gen_ai.tool.call.id`` and ``gen_ai.tool.type``; the approval decision (outcome, who,
   when) is a ``langfx.approval`` event on it, stamped at the decision's time.
+- An ``lf.eval`` trial (an ``item`` node whose ``metadata.evaluations`` lists its scores) →
+  one ``gen_ai.evaluation.result`` event per score on the trial's span, with
+  ``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.value`` (a pass is 1.0),
+  ``gen_ai.evaluation.score.label``, ``error.type`` when the evaluator raised, and
+  ``gen_ai.evaluation.explanation`` (a judge's reason) only with ``capture_content=True``.
 - ``log`` → a ``langfx.log`` event on its parent's span (a log on the root gets a
   zero-length span of its own).
 - Every span has ``langfx.node.id``; ``langfx.status`` when the node's outcome is not
@@ -90,6 +95,7 @@ _USAGE = (
     ("prompt_tokens", "gen_ai.usage.input_tokens"),
     ("completion_tokens", "gen_ai.usage.output_tokens"),
     ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
     ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
 )
 _ROLES = {"ai": "assistant", "user": "user", "system": "system", "tool": "tool"}
@@ -435,6 +441,9 @@ class _Exporter:
             if self.content:
                 self._content(attributes, "langfx.action.inputs", node.inputs)
                 self._content(attributes, "langfx.action.output", node.outputs)
+        evaluations = metadata.get("evaluations")
+        if evaluations:
+            self._evaluations(span, evaluations, node.end)
         progress = node.progress
         if progress:
             for key in ("done", "total", "failed"):
@@ -524,6 +533,27 @@ class _Exporter:
         result = outputs.get("json", outputs.get("message"))
         if result is not None:
             attributes["gen_ai.tool.call.result"] = self._text(str(result))
+
+    def _evaluations(self, span: Span, evaluations: Any, at: float | None) -> None:
+        """The scores ``lf.eval`` wrote on a trial's node (``metadata.evaluations``), each a
+        ``gen_ai.evaluation.result`` event; an evaluator's explanation is content (a judge's
+        words about the answer), so it is recorded only with ``capture_content``."""
+        stamp = self._ns(at) if at is not None else None
+        for entry in evaluations if isinstance(evaluations, list) else ():
+            if not isinstance(entry, Mapping):
+                continue
+            attributes: dict[str, Any] = {"gen_ai.evaluation.name": str(entry.get("name"))}
+            score = entry.get("score")
+            if isinstance(score, (int, float)):
+                attributes["gen_ai.evaluation.score.value"] = float(score)
+            if entry.get("label") is not None:
+                attributes["gen_ai.evaluation.score.label"] = str(entry["label"])
+            if entry.get("reason") is not None and self.content:
+                attributes["gen_ai.evaluation.explanation"] = self._text(str(entry["reason"]))
+            error = entry.get("error")
+            if isinstance(error, Mapping):
+                attributes["error.type"] = str(error.get("type"))
+            span.add_event("gen_ai.evaluation.result", attributes, timestamp=stamp)
 
     def _decision(self, entry: _Open, decision: Decision) -> None:
         """The ``langfx.approval`` event, from the node's decision record, stamped when

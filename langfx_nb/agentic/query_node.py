@@ -51,7 +51,9 @@ def record_calls(
         model_id = (response.provenance.model if response.provenance else None) or (
             recording.model_id
         )
-        store.record_usage(node, model_id, response.usage)
+        store.record_usage(
+            node, model_id, response.usage, store.prices.request_cost(model_id, response)
+        )
     if recording.prompts and rendered:
         node.metadata["attempts"] = len(recording.prompts)
         rendered_prompt = prompt_preview(recording.prompts[0], max_chars)

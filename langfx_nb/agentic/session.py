@@ -51,7 +51,7 @@ from .query_node import (
 from .recorder import Tracked
 from .recording import RecordingModel
 from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, preview
-from .usage import Price, UsageSummary
+from .usage import Price, UsageMeter, UsageSummary
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
@@ -101,7 +101,9 @@ class Session:
 
     ``Session(lm, temperature=0.2)`` keeps ``temperature`` as a default for its queries.
     ``max_trace_nodes`` bounds the details kept (see ``trace``); ``prices`` maps model ids
-    to a ``Price`` so ``usage_summary`` can report cost; ``clock`` is replaceable in tests;
+    to a ``Price`` (or is an ``lf.Prices``), overriding the default table (``genai-prices``,
+    the ``prices`` extra) so every query node and ``usage_summary`` carry their cost
+    (unknown, ``None``, for an unpriced model); ``clock`` is replaceable in tests;
     ``budget`` (``lf.Budget``) limits the tokens and cost of everything run in the session.
     ``tracer_provider`` (an OpenTelemetry ``TracerProvider``) exports the trace live as
     GenAI spans, as ``lf.otel.export(session, tracer_provider)`` does.
@@ -113,6 +115,7 @@ class Session:
         "_deadline",
         "_defaults",
         "_lm",
+        "_meters",
         "_node",
         "_open",
         "_state",
@@ -150,6 +153,7 @@ class Session:
         self._ancestry: tuple[str, ...] = (store.root.id,)
         self._open = True
         self._budget = None if budget is None else BudgetScope(budget)
+        self._meters: tuple[UsageMeter, ...] = ()
         if tracer_provider is not None:
             from .otel import export
 
@@ -164,10 +168,12 @@ class Session:
         lm: LanguageModel | None = None,
         defaults: Mapping[str, Any] | None = None,
         budget: Budget | None = None,
+        meter: UsageMeter | None = None,
     ) -> Session:
         """A view for work under ``node``; it inherits everything it is not given.
 
-        A ``budget`` opens a new scope under the inherited one (both are charged)."""
+        A ``budget`` opens a new scope under the inherited one (both are charged); a
+        ``meter`` is charged together with the inherited ones."""
         view = object.__new__(Session)
         view._state = self._state
         view._node = node
@@ -179,6 +185,7 @@ class Session:
         view._ancestry = (*self._ancestry, node.id) if node is not self._node else self._ancestry
         view._open = True
         view._budget = self._budget if budget is None else BudgetScope(budget, self._budget)
+        view._meters = self._meters if meter is None else (*self._meters, meter)
         return view
 
     def _check_usable(self) -> None:
@@ -205,6 +212,7 @@ class Session:
         max_execution_time: float | None = None,
         budget: Budget | None = None,
         previewed: bool = False,
+        meter: UsageMeter | None = None,
     ) -> Tracked[Session]:
         """Record one unit of work as a node under this view: the one way to trace work.
 
@@ -218,6 +226,7 @@ class Session:
         deadline fires, the cancellation becomes ``ExecutionTimeoutError``. With a budget,
         ``metadata.budget`` holds its limits and what was used. The node starts at this
         call: work decided before it runs (a tool call's approval) may enter the block later.
+        A ``meter`` (``UsageMeter``) counts every model request made under the node, exactly.
         """
         self._check_usable()
         own = None
@@ -227,7 +236,7 @@ class Session:
         node = self._state.store.start(kind, name, self._node, shown, metadata)
         if budget is not None and budget.is_unlimited:
             budget = None
-        view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget)
+        view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget, meter=meter)
         tightens = own if own is not None and own < self._deadline else None
         return Tracked(node, view, tightens, budget, max_execution_time)
 
@@ -368,6 +377,11 @@ class Session:
 
     def find(self, node_id: str) -> TraceNode | None:
         return self._state.store.nodes.get(node_id)
+
+    @property
+    def prices(self) -> Mapping[str, Price]:
+        """The price table cost is computed with (read-only)."""
+        return self._state.store.prices
 
     @property
     def usage_summary(self) -> UsageSummary:
@@ -610,6 +624,12 @@ class Session:
         """Write a finished query's node from its recording (``query_node.record_calls``)."""
         limit = self._state.max_text_chars
         record_calls(self._state.store, node, recording, limit, result, rendered=rendered)
+        prices = self._state.store.prices
+        for meter in self._meters:
+            for response in recording.responses:
+                provenance = response.provenance
+                model_id = (provenance.model if provenance else None) or recording.model_id
+                meter.add(model_id, response.usage, prices.request_cost(model_id, response))
 
     async def generate(
         self,

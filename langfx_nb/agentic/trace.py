@@ -27,7 +27,8 @@ from ..messages import USAGE_FIELDS as _USAGE_FIELDS
 from ..messages import Message, TextPart, Usage
 from ..modalities import Mime
 from .observers import ObserverHub
-from .usage import ModelUsage, Price, UsageSummary, find_price
+from .prices import Prices
+from .usage import ModelUsage, Price, UsageSummary
 
 __all__ = [
     "TRACE_FORMAT",
@@ -135,6 +136,7 @@ class TraceNode:
 
     __slots__ = (
         "children_map",
+        "cost",
         "decision",
         "end",
         "error",
@@ -169,6 +171,7 @@ class TraceNode:
         progress: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         evicted_children: int = 0,
+        cost: float | None = None,
     ) -> None:
         self.id = id
         self.parent_id = parent_id
@@ -186,6 +189,9 @@ class TraceNode:
         self.metadata: dict[str, Any] = {} if metadata is None else metadata
         self.children_map: dict[str, TraceNode] = {}
         self.evicted_children = evicted_children
+        #: What this node's own model requests cost (a ``query`` node's; ``None`` when none
+        #: was priced: unknown, not free). Roll-ups over a subtree are the reader's sums.
+        self.cost = cost
 
     def __repr__(self) -> str:
         return f"TraceNode({self.id}, {self.kind}, {self.name!r}, {self.status})"
@@ -227,6 +233,8 @@ class TraceNode:
             out["progress"] = self.progress
         if self.usage is not None:
             out["usage"] = self.usage.to_json()
+        if self.cost is not None:
+            out["cost"] = self.cost
         if self.metadata:
             out["metadata"] = self.metadata
         if self.evicted_children:
@@ -261,7 +269,16 @@ class TraceNode:
             progress=data.get("progress"),
             metadata=dict(data.get("metadata") or {}),
             evicted_children=int(data.get("evicted_children", 0)),
+            cost=_cost(data.get("cost")),
         )
+
+
+def _cost(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("'cost' must be a number or null")
+    return float(value)
 
 
 def error_info(exc: BaseException) -> dict[str, str]:
@@ -416,7 +433,7 @@ class TraceStore:
         self._now = clock_now
         self.t0 = clock_now()
         self.session_id = session_id
-        self.prices: dict[str, Price] = dict(prices or {})
+        self.prices = Prices.of(prices)
         self.hub = hub or ObserverHub()
         #: Called with ("start" | "end" | "decision" | "log", node) on the caller's thread;
         #: unlike hub observers they get the node itself, so nothing is serialized for them.
@@ -431,6 +448,8 @@ class TraceStore:
         self.evicted = 0
         self.requests: dict[str, int] = {}
         self._usage: dict[str, Usage] = {}
+        self._cost: dict[str, float] = {}  # per model: the priced requests' costs
+        self._unpriced: dict[str, int] = {}  # per model: requests whose cost is unknown
         self.root = self._new("session", "session", None)
 
     # -- time and events -----------------------------------------------------------------
@@ -552,13 +571,33 @@ class TraceStore:
             self._evict()
         return node
 
-    def record_usage(self, node: TraceNode, model_id: str, usage: Usage | None) -> None:
-        """One model request: counted per model; usage added to the node and the totals."""
+    def record_usage(
+        self, node: TraceNode, model_id: str, usage: Usage | None, cost: float | None = None
+    ) -> None:
+        """One model request: counted per model; usage added to the node and the totals;
+        ``cost`` (``None``: unknown) added to the node's and the model's."""
         self.requests[model_id] = self.requests.get(model_id, 0) + 1
+        if cost is None:
+            self._unpriced[model_id] = self._unpriced.get(model_id, 0) + 1
+        else:
+            self._cost[model_id] = self._cost.get(model_id, 0.0) + cost
+            node.cost = cost if node.cost is None else node.cost + cost
         if usage is not None:
             node.usage = usage if node.usage is None else node.usage + usage
             prior = self._usage.get(model_id)
             self._usage[model_id] = usage if prior is None else prior + usage
+
+    def _restore_cost(self, model_id: str, saved: Any, usage: Usage) -> None:
+        """A loaded trace's cost of one model: as saved, else from the table (summed
+        usage), else unknown."""
+        cost = _cost(saved)
+        if cost is None:
+            price = self.prices.find(model_id)
+            cost = None if price is None else price.cost(usage)
+        if cost is None:
+            self._unpriced[model_id] = 1
+        else:
+            self._cost[model_id] = cost
 
     @property
     def usage_by_model(self) -> dict[str, Usage]:
@@ -604,11 +643,10 @@ class TraceStore:
         for model_id, requests in self.requests.items():
             usage = usage_by_model.get(model_id, Usage())
             total = total + usage
-            price = find_price(self.prices, model_id)
-            model_cost = price.cost(usage) if price is not None else None
-            if model_cost is None:
+            model_cost = self._cost.get(model_id)
+            if self._unpriced.get(model_id):
                 unpriced.append(model_id)
-            else:
+            if model_cost is not None:
                 cost = (cost or 0.0) + model_cost
             by_model[model_id] = ModelUsage(requests, usage, model_cost)
         counts = self.counts
@@ -697,6 +735,7 @@ class TraceStore:
                 store.requests[str(model_id)] = int(entry.get("requests", 0))
                 usage = _usage(_object(entry.get("usage")))
                 store._usage[str(model_id)] = usage
+                store._restore_cost(str(model_id), entry.get("cost"), usage)
             store.evicted = int(summary.get("evicted_nodes", 0))
         with _reading("counts"):
             counts = _object(data.get("counts"))

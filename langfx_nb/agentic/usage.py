@@ -6,32 +6,66 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages import Usage
+from ..messages import USAGE_FIELDS, Usage
 
-__all__ = ["ModelUsage", "Price", "UsageSummary"]
+__all__ = ["ModelUsage", "Price", "UsageMeter", "UsageSummary", "total_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
     """Dollars (or any currency) per million tokens for one model id.
 
-    ``cached_prompt`` prices the cached share of prompt tokens; without it cached tokens cost
-    the ``prompt`` price. Reasoning tokens are assumed to be counted in completion tokens.
+    ``cached_prompt`` prices prompt tokens read from the provider's prompt cache
+    (``Usage.cached_tokens``) and ``cache_write`` those written to it
+    (``Usage.cache_write_tokens``); without them they cost the ``prompt`` price. Reasoning
+    tokens are counted in completion tokens (every provider bills them as output).
+    ``batch`` is the price of a request sent through a provider's batch API; without it a
+    batch request costs half of every rate (what OpenAI, Anthropic and Gemini all charge).
+    ``tiers`` are long-context prices as the providers bill them: when a request's prompt
+    has more than ``threshold`` tokens, all of its tokens pay that tier's price.
     """
 
     prompt: float
     completion: float
     cached_prompt: float | None = None
+    cache_write: float | None = None
+    batch: Price | None = None
+    tiers: tuple[tuple[int, Price], ...] = ()
 
-    def cost(self, usage: Usage) -> float:
+    def cost(self, usage: Usage, *, batch: bool = False) -> float:
+        """The cost of one request's (or, without tiers, of summed) ``usage``."""
+        price = self
+        if batch:
+            price = self.batch if self.batch is not None else self.scaled(0.5)
         prompt = usage.prompt_tokens or 0
+        for threshold, tier in price.tiers:
+            if prompt > threshold:
+                price = tier
         cached = min(usage.cached_tokens or 0, prompt)
-        cached_price = self.prompt if self.cached_prompt is None else self.cached_prompt
+        written = min(usage.cache_write_tokens or 0, prompt - cached)
+        read_price = price.prompt if price.cached_prompt is None else price.cached_prompt
+        write_price = price.prompt if price.cache_write is None else price.cache_write
         return (
-            (prompt - cached) * self.prompt
-            + cached * cached_price
-            + (usage.completion_tokens or 0) * self.completion
+            (prompt - cached - written) * price.prompt
+            + cached * read_price
+            + written * write_price
+            + (usage.completion_tokens or 0) * price.completion
         ) / 1_000_000
+
+    def scaled(self, factor: float) -> Price:
+        """Every rate (and tier) times ``factor``."""
+
+        def times(value: float | None) -> float | None:
+            return None if value is None else value * factor
+
+        return Price(
+            self.prompt * factor,
+            self.completion * factor,
+            times(self.cached_prompt),
+            times(self.cache_write),
+            None,
+            tuple((threshold, tier.scaled(factor)) for threshold, tier in self.tiers),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +108,90 @@ class UsageSummary:
 
 
 def find_price(prices: Mapping[str, Price], model_id: str) -> Price | None:
-    """Exact model id (``provider:model``) first, then the bare model name."""
+    """Exact model id (``provider:model``) first, then the bare model name (a ``Prices``
+    table then asks its default source)."""
+    find = getattr(prices, "find", None)
+    if find is not None:
+        found: Price | None = find(model_id)
+        return found
     price = prices.get(model_id)
     if price is None and ":" in model_id:
         price = prices.get(model_id.split(":", 1)[1])
     return price
+
+
+class UsageMeter:
+    """Counts the model requests, tokens and cost of one piece of work, exactly.
+
+    ``Session.track(..., meter=m)`` charges ``m`` with every model response recorded under
+    the tracked node, its descendants included (a view passes its meters on to the views it
+    binds), however many trace nodes the store has evicted since. ``lf.batch`` reads its
+    totals and progress from one.
+    """
+
+    __slots__ = ("_cost", "_pending", "_requests", "_unpriced", "_usage")
+
+    def __init__(self) -> None:
+        self._requests: dict[str, int] = {}
+        self._usage: dict[str, Usage] = {}
+        self._pending: list[tuple[str, Usage]] = []
+        self._cost: dict[str, float] = {}
+        self._unpriced: set[str] = set()
+
+    def add(self, model_id: str, usage: Usage | None, cost: float | None = None) -> None:
+        """One model request, the usage its response reported and what it cost (``None``:
+        unknown)."""
+        self._requests[model_id] = self._requests.get(model_id, 0) + 1
+        if cost is None:
+            self._unpriced.add(model_id)
+        else:
+            self._cost[model_id] = self._cost.get(model_id, 0.0) + cost
+        if usage is not None:
+            self._pending.append((model_id, usage))
+            if len(self._pending) >= 1024:
+                self._fold()
+
+    def _fold(self) -> None:
+        pending, self._pending = self._pending, []
+        sums: dict[str, list[list[int]]] = {}
+        for model_id, usage in pending:
+            rows = sums.get(model_id)
+            if rows is None:
+                rows = sums[model_id] = [[] for _ in USAGE_FIELDS]
+            for row, name in zip(rows, USAGE_FIELDS, strict=True):
+                value = getattr(usage, name)
+                if value is not None:
+                    row.append(value)
+        for model_id, rows in sums.items():
+            folded = Usage(*(sum(row) if row else None for row in rows))
+            prior = self._usage.get(model_id)
+            self._usage[model_id] = folded if prior is None else prior + folded
+
+    @property
+    def requests(self) -> int:
+        return sum(self._requests.values())
+
+    def by_model(self) -> dict[str, ModelUsage]:
+        """Requests and usage per model id (cost not set: see ``summary``)."""
+        self._fold()
+        return {m: ModelUsage(n, self._usage.get(m, Usage())) for m, n in self._requests.items()}
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for entry in self.by_model().values():
+            total = total + entry.usage
+        return total
+
+    def cost(self) -> tuple[float | None, tuple[str, ...]]:
+        """(cost of the priced requests or ``None`` if none was priced, the models with a
+        request of unknown cost)."""
+        cost = sum(self._cost.values()) if self._cost else None
+        return cost, tuple(m for m in self._requests if m in self._unpriced)
+
+
+def total_tokens(usage: Usage) -> int:
+    """``total_tokens``, or prompt plus completion when the provider gave no total."""
+    if usage.total_tokens is not None:
+        return usage.total_tokens
+    return (usage.prompt_tokens or 0) + (usage.completion_tokens or 0)

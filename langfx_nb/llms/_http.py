@@ -67,6 +67,7 @@ from ..messages import ContinuationPart, Message, ReasoningPart
 from ._redact import SECRET_HEADER
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
+from .ratelimit import Limiter, account_id, limiter_for
 from .streaming import StreamChunk
 
 __all__ = [
@@ -365,6 +366,19 @@ class HTTPModel(LanguageModel):
         for c in clients:
             await c.aclose()
 
+    # -- rate limits -------------------------------------------------------------------------
+    def rate_limiter(self) -> Limiter:
+        """The limiter of this model's account: provider, base URL and key (hashed); a key
+        resolver counts as one account per resolver object."""
+        value = self._key._value if self._key is not None else None
+        if value is not None and not isinstance(value, str):
+            key: str | None = f"resolver:{id(value)}"
+        elif value is None and self.uses_default_endpoint:
+            key = next((v for var in self.env_vars if (v := os.environ.get(var))), None)
+        else:
+            key = value
+        return limiter_for(account_id(self.provider, self.base_url, key), self.rate_limit)
+
     # -- provider hooks --------------------------------------------------------------------
     def _auth_headers(self, key: str | None) -> dict[str, str]:
         raise NotImplementedError
@@ -401,9 +415,11 @@ class HTTPModel(LanguageModel):
             headers["accept"] = accept
         request = client.build_request("POST", url, content=self._body(body), headers=headers)
         try:
-            return await _send(client, request)
+            response = await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
+        self.rate_limiter().observe(response.headers)
+        return response
 
     async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
         """POST and return the parsed JSON body of a 2xx response."""
@@ -423,6 +439,42 @@ class HTTPModel(LanguageModel):
                 ) from exc
         finally:
             await response.aclose()
+
+    async def api_request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: dict[str, Any] | None = None,
+        content: bytes | None = None,
+        files: Mapping[str, tuple[str, bytes, str]] | None = None,
+        data: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """One request to another endpoint of this model's API (a provider batch: file
+        upload, create, retrieve, results, cancel) with this model's key, headers and
+        client; the body of a 2xx response, or the error its status maps to."""
+        client = self._client()
+        headers = await self._headers()
+        if files is not None:
+            del headers["content-type"]  # httpx writes the multipart boundary
+            request = client.build_request(method, url, files=files, data=data, headers=headers)
+        elif body is not None or content is not None:
+            raw = content if content is not None else self._body(body or {})
+            request = client.build_request(method, url, content=raw, headers=headers)
+        else:
+            del headers["content-type"]
+            request = client.build_request(method, url, headers=headers)
+        try:
+            response = await _send(client, request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            raise _transport_error(self.provider, exc) from exc
+        if response.status_code >= 400:
+            self._raise_status(response, response.content)
+        return response.content
 
     async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
         """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.

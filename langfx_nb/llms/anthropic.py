@@ -155,6 +155,8 @@ class Anthropic(HTTPModel):
                 raise InvalidRequestError(f"anthropic: cannot send a {turn.role!r} turn")
             if not blocks:
                 continue
+            if turn.metadata.get(CACHE):
+                blocks[-1]["cache_control"] = dict(_EPHEMERAL)
             if messages and messages[-1]["role"] == role:
                 messages[-1]["content"].extend(blocks)
             else:
@@ -190,6 +192,7 @@ class Anthropic(HTTPModel):
                 body["tool_choice"] = {"type": "tool", "name": choice}
             else:
                 raise InvalidRequestError(f"anthropic: tool_choice names unknown tool {choice!r}")
+        mark_cache_breakpoints(body, o.prompt_cache)
         if stream:
             body["stream"] = True
         return body
@@ -236,6 +239,11 @@ class Anthropic(HTTPModel):
     # -- calls -----------------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
         data = await self._post_json(f"{self.base_url}/messages", self.encode(request))
+        return self.decode(data)
+
+    def decode(self, data: Any) -> AIMessage[Any]:
+        """The message of a parsed (non-streamed) Messages API answer, checked as an online
+        answer is (stop reason, refusal); a provider batch's answers go through here."""
         if not isinstance(data, dict) or not isinstance(data.get("content"), list):
             raise StreamProtocolError("anthropic: response is not a message")
         state = _State(self)
@@ -255,6 +263,42 @@ class Anthropic(HTTPModel):
 
     def _stream_decoder(self) -> StreamDecoder:
         return _State(self)
+
+
+#: A message whose ``metadata[CACHE]`` is true ends a prompt-cache breakpoint (its last block
+#: gets ``cache_control``): ``lf.UserMessage(long_document, metadata={"cache": True})``.
+CACHE = "cache"
+#: Automatic breakpoints only for a prefix of at least this many characters: Anthropic caches
+#: nothing under 1,024 tokens (2,048 on Haiku), and a token is rarely under one character.
+AUTO_CACHE_MIN_CHARS = 1024
+MAX_CACHE_BREAKPOINTS = 4  # the Messages API refuses a request with more
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def mark_cache_breakpoints(body: dict[str, Any], prompt_cache: bool | None) -> None:
+    """Add ``cache_control`` breakpoints to a Messages API ``body``: after the tool list and
+    after the system prompt (automatic when they are long enough, always with
+    ``prompt_cache=True``, never with ``False``). With those ``encode`` put after each message
+    marked ``metadata["cache"]``, more than ``MAX_CACHE_BREAKPOINTS`` fails before sending."""
+    marks = 0
+    if prompt_cache is not False:
+        tools = body.get("tools") or []
+        tool_chars = len(json.dumps(tools)) if tools else 0
+        system = body.get("system")
+        if tools and (prompt_cache or tool_chars >= AUTO_CACHE_MIN_CHARS):
+            tools[-1]["cache_control"] = dict(_EPHEMERAL)
+            marks += 1
+        if system and (prompt_cache or tool_chars + len(system) >= AUTO_CACHE_MIN_CHARS):
+            body["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
+            marks += 1
+    marks += sum(
+        1 for turn in body["messages"] for block in turn["content"] if "cache_control" in block
+    )
+    if marks > MAX_CACHE_BREAKPOINTS:
+        raise InvalidRequestError(
+            f"anthropic: {marks} prompt-cache breakpoints; the API allows at most "
+            f"{MAX_CACHE_BREAKPOINTS} (pass prompt_cache=False or mark fewer messages)"
+        )
 
 
 def _thinking_block(p: ReasoningPart) -> dict[str, Any]:
@@ -493,5 +537,9 @@ def _usage(u: dict[str, Any]) -> Usage | None:
     out = u.get("output_tokens")
     total = None if prompt is None or out is None else prompt + out
     return Usage(
-        prompt_tokens=prompt, completion_tokens=out, total_tokens=total, cached_tokens=read
+        prompt_tokens=prompt,
+        completion_tokens=out,
+        total_tokens=total,
+        cached_tokens=read,
+        cache_write_tokens=created,
     )

@@ -17,11 +17,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from ..errors import RetryableError, UnsupportedCapabilityError
+from ..errors import RateLimitError, RetryableError, UnsupportedCapabilityError
 from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
 from ..modalities import Mime
 from ._redact import Secrets, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
+from .deferred import current_capture
+from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
 from .streaming import StreamAccumulator, StreamChunk
 
 __all__ = [
@@ -48,6 +50,12 @@ class SamplingOptions:
     ``thinking_budget`` (tokens the model may think for) and ``reasoning_effort`` (e.g.
     ``"low"``/``"medium"``/``"high"``) ask for reasoning; each provider maps the one it has
     (``Capabilities.reasoning``) and rejects the other before sending.
+
+    Prompt caching: ``prompt_cache_key`` (OpenAI's routing key: requests that share a long
+    prefix and a key hit the same cache) is sent by the OpenAI adapters; ``prompt_cache``
+    steers Anthropic's ``cache_control`` breakpoints (``None``: automatic for a long shared
+    system prompt and tool list; ``True``: always; ``False``: none but those a message asks
+    for). Gemini caches implicitly. See docs/providers.md.
     """
 
     temperature: float | None = None
@@ -58,6 +66,8 @@ class SamplingOptions:
     seed: int | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    prompt_cache: bool | None = None
+    prompt_cache_key: str | None = None
 
     def merged(self, **overrides: Any) -> SamplingOptions:
         """A copy with the non-``None`` overrides applied; ``self`` is left unchanged."""
@@ -238,9 +248,14 @@ class LanguageModel:
         cache: Cache | None = None,
         retry: RetryPolicy | None = None,
         max_attempts: int | None = None,
+        rate_limit: RateLimit | None = None,
         **sampling_options: Any,
     ) -> None:
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise TypeError("rate_limit must be an lf.RateLimit")
         self.model = model
+        #: requests/tokens per minute shared by every model of the same account (ratelimit.py)
+        self.rate_limit = rate_limit
         self.sampling = (sampling or SamplingOptions()).merged(**sampling_options)
         self.cache = cache
         if retry is None and max_attempts is not None:
@@ -349,7 +364,11 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache)
         if lookup.hit is not None:
             return lookup.hit
-        response = await self._with_retries(lambda: self._sample(request))
+        capture = current_capture()  # a provider batch answers instead (llms/deferred.py)
+        if capture is not None:
+            response = await capture.answer(self, request)
+        else:
+            response = await self._with_retries(lambda: self._limited(request))
         response = self._finish(response)
         await self._cache_store(lookup, response)
         return response
@@ -390,28 +409,70 @@ class LanguageModel:
         if lookup.hit is not None:
             yield _whole_chunk(lookup.hit, self.model_id)
             return
+        capture = current_capture()
+        if capture is not None:
+            response = self._finish(await capture.answer(self, request))
+            await self._cache_store(lookup, response)
+            yield _whole_chunk(response, self.model_id)
+            return
         if not self.supports_streaming:
-            response = self._finish(await self._with_retries(lambda: self._sample(request)))
+            response = self._finish(await self._with_retries(lambda: self._limited(request)))
             await self._cache_store(lookup, response)
             yield _whole_chunk(response, self.model_id)
             return
         attempt = 0
         while True:
             attempt += 1
+            limiter = self.rate_limiter()
+            ticket = None if limiter is None else await limiter.acquire(_estimate(request))
             agen = self._stream(request)
             emitted = False
             try:
                 async for chunk in agen:
                     if chunk.final:
+                        if ticket is not None:
+                            ticket.settle(_tokens(chunk.usage))
                         self._account(chunk.usage)
                         await self._cache_store(lookup, chunk.aggregated)
                     emitted = True
                     yield chunk
                 return
             except Exception as exc:
+                if limiter is not None and isinstance(exc, RateLimitError):
+                    limiter.throttle(exc.retry_after)
                 await self._retry_or_raise(exc, attempt, retry=not emitted)
             finally:
+                if ticket is not None:
+                    ticket.settle(None)  # ended without a final chunk: the estimate stands
                 await agen.aclose()
+
+    # -- rate limits -------------------------------------------------------------------------
+    def rate_limiter(self) -> Limiter | None:
+        """The limiter this model's requests wait in (shared per account), or None.
+
+        A model answering in-process has one only when given ``rate_limit=``; HTTP models
+        always have one (provider headers may set limits, see ``ratelimit.py``)."""
+        if self.rate_limit is None:
+            return None
+        return limiter_for(
+            account_id(self.provider, f"local:{self.model_id}", None), self.rate_limit
+        )
+
+    async def _limited(self, request: LMRequest) -> AIMessage[Any]:
+        """One ``_sample`` attempt, admitted by the account's limiter first."""
+        limiter = self.rate_limiter()
+        if limiter is None:
+            return await self._sample(request)
+        ticket = await limiter.acquire(_estimate(request))
+        try:
+            response = await self._sample(request)
+        except BaseException as exc:
+            ticket.settle(None)  # the server may have counted it: the estimate stands
+            if isinstance(exc, RateLimitError):
+                limiter.throttle(exc.retry_after)
+            raise
+        ticket.settle(_tokens(response.usage))
+        return response
 
     # -- provider hooks --------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
@@ -534,6 +595,22 @@ def _whole_chunk(response: AIMessage[Any], model_id: str) -> StreamChunk:
     return StreamChunk(
         response.text, 0, True, response.usage, acc.finish_reason, (), acc, len(acc.parts)
     )
+
+
+def _estimate(request: LMRequest) -> int:
+    """Tokens ``request`` may use, before it is sent (see ``ratelimit.estimate_tokens``)."""
+    chars = len(request.system or "") + sum(len(m.text) for m in request.messages)
+    return estimate_tokens(chars, request.options.max_tokens)
+
+
+def _tokens(usage: Usage | None) -> int | None:
+    if usage is None:
+        return None
+    if usage.total_tokens is not None:
+        return usage.total_tokens
+    if usage.prompt_tokens is None and usage.completion_tokens is None:
+        return None
+    return (usage.prompt_tokens or 0) + (usage.completion_tokens or 0)
 
 
 def _tool_spec(tool: Any) -> ToolSpec:

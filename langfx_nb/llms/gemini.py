@@ -338,6 +338,15 @@ class Gemini(HTTPModel):
     # -- calls -----------------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
         data = await self._post_json(self._url("generateContent"), self.encode(request))
+        return self.decode(data)
+
+    def method_url(self, method: str) -> str:
+        """``{base_url}/models/{model}:{method}`` (``batchGenerateContent``, ...)."""
+        return self._url(method)
+
+    def decode(self, data: Any) -> AIMessage[Any]:
+        """The message of a parsed ``GenerateContentResponse``, checked as an online answer
+        is (finish reason, safety); a provider batch's answers go through here."""
         decoder = _Decoder(self)
         try:
             decoder.feed(data)

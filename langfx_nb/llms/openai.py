@@ -199,6 +199,8 @@ class OpenAI(HTTPModel):
             body["stop"] = list(o.stop)
         if o.reasoning_effort is not None:
             body["reasoning_effort"] = o.reasoning_effort
+        if o.prompt_cache_key is not None:
+            body["prompt_cache_key"] = o.prompt_cache_key
         if request.tools:
             body["tools"] = [
                 {
@@ -281,6 +283,11 @@ class OpenAI(HTTPModel):
     # -- calls -----------------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
         data = await self._post_json(f"{self.base_url}/chat/completions", self.encode(request))
+        return self.decode(data)
+
+    def decode(self, data: Any) -> AIMessage[Any]:
+        """The message of a parsed (non-streamed) chat completion, checked as an online
+        answer is (finish reason, refusal); a provider batch's answers go through here."""
         if not isinstance(data, dict):
             raise StreamProtocolError("openai: response is not a JSON object")
         state = _State(self)

@@ -96,6 +96,8 @@ class OpenAIResponses(OpenAI):
             raise UnsupportedCapabilityError(
                 f"{self.model_id}: the Responses API has no stop, seed or top_k option"
             )
+        if o.prompt_cache_key is not None:
+            body["prompt_cache_key"] = o.prompt_cache_key
         if o.reasoning_effort is not None:
             body["reasoning"] = {"effort": o.reasoning_effort, "summary": "auto"}
             if not self.store:

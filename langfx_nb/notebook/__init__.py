@@ -5,7 +5,8 @@ never loads it (``lf.nb`` imports it on first access). ``%load_ext langfx_nb`` c
 ``load_ipython_extension`` below.
 
 Widget classes are re-exported from their own modules (``TraceExplorer``, ``ApprovalPolicy``,
-``StreamView`` ...) and imported when first used, so the magics stay usable and quick to load.
+``StreamView``, ``EvalReportView`` ...) and imported when first used, so the magics stay
+usable and quick to load.
 """
 
 from __future__ import annotations
@@ -13,19 +14,26 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..batch.progress import set_default_reporter
 from .control import cancel
 from .kernel_state import NotebookState, export, state, use
 from .markdown import MarkdownText
 
 if TYPE_CHECKING:
+    from ..agentic.session import Session
+    from ..batch.progress import BatchProgress, Reporter
     from .approval import ApprovalPolicy, ApprovalWidget
+    from .batch_view import BatchView
     from .bridge import EventBridge
+    from .eval_report import EvalReportView
     from .stream_view import StreamView
     from .trace_explorer import TraceExplorer
 
 __all__ = [
     "ApprovalPolicy",
     "ApprovalWidget",
+    "BatchView",
+    "EvalReportView",
     "EventBridge",
     "MarkdownText",
     "NotebookState",
@@ -44,6 +52,8 @@ MIN_IPYKERNEL = (7, 4)
 _LAZY = {
     "ApprovalPolicy": ".approval",
     "ApprovalWidget": ".approval",
+    "BatchView": ".batch_view",
+    "EvalReportView": ".eval_report",
     "EventBridge": ".bridge",
     "StreamView": ".stream_view",
     "TraceExplorer": ".trace_explorer",
@@ -57,6 +67,34 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (not terminal IPython, not a plain script)."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return False
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def batch_reporter(session: Session, first: BatchProgress) -> Reporter | None:
+    """``lf.batch``'s default reporter once the notebook layer is loaded: a live
+    ``BatchView`` in the running cell inside a kernel; None elsewhere, which leaves the core's
+    text bar (the view's module is not even imported then)."""
+    if not in_kernel():
+        return None
+    from .batch_view import notebook_reporter
+
+    return notebook_reporter(session, first)
+
+
+# The core never imports this package; the hook goes the other way: loading the notebook layer
+# (``lf.nb``, ``%load_ext langfx_nb``) makes notebook batches show the live view.
+set_default_reporter(batch_reporter)
 
 
 def check_kernel(ip: Any) -> None:

@@ -18,13 +18,14 @@ import asyncio
 import enum
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 from ..jsonable import walk
 
 __all__ = [
     "MESSAGE_KINDS",
+    "BridgedView",
     "Clock",
     "EventBridge",
     "MessageKind",
@@ -46,6 +47,9 @@ class MessageKind(enum.StrEnum):
     DETAIL_REQUEST = "detail_request"  # view → kernel: {"id"} the full record of one node
     DETAIL = "detail"  # kernel → view: {"id", "node"} (snapshots carry summaries only)
     CANCEL = "cancel"  # view → kernel: {"prompt_id"?} the Cancel-run button
+    OPEN_GROUP = "open_group"  # view → kernel: {"error": class | None} show a group's traces
+    OPEN_TRACE = "open_trace"  # view → kernel: {"id"} open this trial's trace (eval report)
+    TRACE_OPENED = "trace_opened"  # kernel → view: {"id", "ok", "message"}
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}
@@ -96,6 +100,10 @@ class EventBridge:
 
     ``push`` is safe to call from any thread: off the loop thread it hops over with
     ``call_soon_threadsafe``. Without any event loop (plain scripts), events are sent at once.
+
+    ``coalesce(patch)`` (optional) gives a key for patches that supersede each other: a pending
+    patch with the same key is replaced in place, so a batch never carries stale copies (a
+    progress view sends one current snapshot per message however many updates arrived).
     """
 
     def __init__(
@@ -107,8 +115,11 @@ class EventBridge:
         interval: float = 0.05,
         state_interval: float = 5.0,
         clock: Clock | None = None,
+        coalesce: Callable[[Mapping[str, Any]], Hashable | None] | None = None,
     ) -> None:
         self._send = send
+        self._coalesce = coalesce
+        self._pending_at: dict[Hashable, int] = {}
         self.reducer = reducer
         self._on_state = on_state
         self.interval = interval
@@ -183,6 +194,12 @@ class EventBridge:
             self._state_cost = time.perf_counter() - started
             self._last_state = self._now()
 
+    def publish_now(self) -> None:
+        """Send what is pending and publish the state even if no event changed it (the
+        reducer was replaced wholesale, e.g. a finished report shown at once)."""
+        self._state_dirty = True
+        self.flush()
+
     @property
     def is_current(self) -> bool:
         """Nothing is waiting to be sent."""
@@ -201,7 +218,18 @@ class EventBridge:
         patches = self.reducer.apply(event)
         if not patches:
             return
-        self._pending.extend(patches)
+        if self._coalesce is None:
+            self._pending.extend(patches)
+        else:
+            for patch in patches:
+                key = self._coalesce(patch)
+                at = self._pending_at.get(key) if key is not None else None
+                if at is not None:
+                    self._pending[at] = patch
+                    continue
+                if key is not None:
+                    self._pending_at[key] = len(self._pending)
+                self._pending.append(patch)
         self._state_dirty = True
         if self._timer is not None:
             return
@@ -224,8 +252,29 @@ class EventBridge:
         if not self._pending:
             return
         events, self._pending = self._pending, []
+        self._pending_at = {}
         self.seq += 1
         self._last_send = self._now()
         self.messages_sent += 1
         self.events_sent += len(events)
         self._send({"kind": MessageKind.EVENTS.value, "seq": self.seq, "events": events})
+
+
+class BridgedView:
+    """The kernel side a bridged widget's views share (mixed into an anywidget): messages go
+    out only once a frontend is connected, and a view that (re)rendered and says which batch
+    it has last seen gets a full snapshot unless it is already current."""
+
+    comm: Any
+    send: Callable[..., None]  # the widget's own (ipywidgets), not defined here
+    _bridge: EventBridge
+
+    def _send_message(self, message: dict[str, Any]) -> None:
+        if self.comm is not None:
+            self.send(message)
+
+    def _answer_sync(self, content: Mapping[str, Any]) -> None:
+        """Answer a ``SYNC`` from a view with a snapshot, unless it has exactly this state."""
+        if content.get("seq") == self._bridge.seq and self._bridge.is_current:
+            return  # e.g. a saved trace, or a view re-rendered with nothing new since
+        self._send_message(self._bridge.snapshot_message())

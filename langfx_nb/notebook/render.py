@@ -20,6 +20,8 @@ from .trace_rows import duration_ms, human_wait, rollups, status_label, trace_ro
 
 __all__ = [
     "WidgetDisplayMixin",
+    "batch_html",
+    "batch_text",
     "message_html",
     "message_text",
     "register_formatters",
@@ -395,6 +397,94 @@ def stream_text(state: Mapping[str, Any]) -> str:
     return f"{title}[{status}]: {_clip(value, 2000)}"
 
 
+# -- batches ------------------------------------------------------------------------------------
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def batch_text(state: Mapping[str, Any]) -> str:
+    """``BatchView 'name' [done]: 20 items · 18 done · 2 failed (ValueError 2)``: counts and
+    error classes only (no rates or times), so nbval can compare it."""
+    name = str(state.get("title") or state.get("name") or "batch")
+    status = str(state.get("status") or "running")
+    parts = [f"{_count(state.get('total'))} items", f"{_count(state.get('done'))} done"]
+    for key in ("failed", "running", "left"):
+        if state.get(key):
+            parts.append(f"{_count(state.get(key))} {key}")
+    if state.get("resumed"):
+        parts.append(f"{_count(state['resumed'])} resumed")
+    groups = [g for g in state.get("errors") or () if isinstance(g, Mapping)]
+    text = f"BatchView {name!r} [{status}]: " + " · ".join(parts)
+    if groups:
+        text += " (" + ", ".join(f"{g.get('type')} {_count(g.get('count'))}" for g in groups) + ")"
+    return text
+
+
+def _tokens_text(usage: Any) -> str:
+    usage = usage if isinstance(usage, Mapping) else {}
+    total = usage.get("total_tokens")
+    inp, out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not isinstance(total, int) and isinstance(inp, int) and isinstance(out, int):
+        total = inp + out
+    if not isinstance(total, int):
+        return "tokens unknown"
+    split = f" ({inp:,} in · {out:,} out)" if isinstance(inp, int) and isinstance(out, int) else ""
+    return f"{total:,} tokens{split}"
+
+
+def _cost_text(cost: Any, unpriced: Any) -> str:
+    if not isinstance(cost, int | float):
+        return "cost unknown"
+    text = f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
+    if unpriced:
+        text += " + unknown (no price for " + ", ".join(map(str, unpriced)) + ")"
+    return text
+
+
+def batch_html(state: Mapping[str, Any]) -> str:
+    """A batch's counts, usage, cost (``cost unknown`` when no price is known, never $0) and
+    its error groups with their first message (escaped: model text) and first items."""
+    status = str(state.get("status") or "running")
+    chip = {"done": "ok", "stopped": "cancelled"}.get(status, status)
+    name = str(state.get("title") or state.get("name") or "batch")
+    counts = " · ".join(
+        f'<span data-count="{key}"><b>{_count(state.get(key))}</b> {key}</span>'
+        for key in ("done", "failed", "running", "left")
+    )
+    resumed = f" ({_count(state['resumed'])} resumed)" if state.get("resumed") else ""
+    elapsed = state.get("elapsed_s")
+    took = (
+        f' · took <span class="lfx-dur">{elapsed:.1f} s</span>'
+        if isinstance(elapsed, int | float) and state.get("finished")
+        else ""
+    )
+    parts = [
+        f'<div><b>{_esc(name)}</b> <span class="lfx-st-{_esc(chip)}" '
+        f'data-status="{_esc(status)}">{_esc(status)}</span></div>',
+        f"<div>{counts} of {_count(state.get('total'))}{_esc(resumed)}</div>",
+        f'<div class="lfx-k">{_count(state.get("requests"))} requests · '
+        f"{_esc(_tokens_text(state.get('usage')))} · "
+        f"{_esc(_cost_text(state.get('cost'), state.get('unpriced_models')))}{took}</div>",
+    ]
+    groups = [g for g in state.get("errors") or () if isinstance(g, Mapping)]
+    if groups:
+        rows = []
+        for g in groups:
+            items = ", ".join(str(i) for i in list(g.get("items") or ())[:10])
+            more = ", …" if int(g.get("count") or 0) > len(g.get("items") or ()) else ""
+            rows.append(
+                f'<li data-error="{_esc(g.get("type", ""))}">'
+                f'<b class="lfx-st-failed">{_esc(g.get("type", ""))}</b> × {_count(g.get("count"))}'
+                f": {_esc(_clip(str(g.get('first_message', '')), 500))}"
+                + (f' <span class="lfx-k">(items {_esc(items)}{more})</span>' if items else "")
+                + "</li>"
+            )
+        parts.append(f"<div>errors by class:</div>{_UL}{''.join(rows)}</ul>")
+    return f'{_CSS}<div class="lfx-fb lfx-batch-static">{"".join(parts)}</div>'
+
+
 # -- sessions and rich display ------------------------------------------------------------------
 
 
@@ -513,3 +603,113 @@ class WidgetDisplayMixin:
         for handle in statics:
             with contextlib.suppress(Exception):  # a closed frontend must not break the run
                 handle.update(static, raw=True)
+
+
+# -- evaluation reports -------------------------------------------------------------------------
+
+MAX_EVAL_ROWS = 200  # the static copy of a report: the metrics and this many rows
+
+
+def _metric_text(m: Mapping[str, Any]) -> str:
+    value, low, high, n = m.get("value"), m.get("low"), m.get("high"), m.get("n", 0)
+    if value is None:
+        text = "—"
+    elif m.get("kind") == "pass_rate":
+        text = f"{value:.1%} [{(low or 0):.1%}, {(high or 0):.1%}]"
+    elif m.get("se") is not None:
+        text = f"{value:.4g} ± {m['se']:.2g}"
+    else:
+        text = f"{value:.4g}"
+    errors = f", {m['errors']} errors" if m.get("errors") else ""
+    return f"{text} (n={n}{errors})"
+
+
+def _score_cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "pass" if value else "fail"
+    return f"{float(value):.3g}"
+
+
+def _delta_text(m: Mapping[str, Any]) -> str:
+    delta = m.get("delta")
+    if delta is None:
+        return "—"
+    low, high = m.get("low"), m.get("high")
+    interval = "" if low is None or high is None else f" [{low:+.3g}, {high:+.3g}]"
+    noise = "beyond noise" if m.get("beyond_noise") else "within noise"
+    return f"{delta:+.3g}{interval}, {noise}"
+
+
+def eval_text(state: Mapping[str, Any], *, title: str = "") -> str:
+    """One deterministic line: trials and each metric (what nbval compares)."""
+    summary = state.get("summary") or {}
+    name = f"EvalReport {title!r}" if title else "EvalReport"
+    if state.get("mode") == "compare":
+        counts = summary.get("counts") or {}
+        head = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        return f"{name} (compare): {head}"
+    parts = [f"{len(state.get('rows') or ())} trials"]
+    parts += [f"{m['name']} {_metric_text(m)}" for m in summary.get("metrics") or ()]
+    return f"{name}: " + "; ".join(parts)
+
+
+def eval_static_html(state: Mapping[str, Any], *, title: str = "") -> str:
+    """The report for a saved notebook: the metrics, then the first ``MAX_EVAL_ROWS`` rows
+    (a comparison: regressions first). Every value is escaped text."""
+    summary = state.get("summary") or {}
+    rows = list(state.get("rows") or ())
+    compare = state.get("mode") == "compare"
+    metrics = list(summary.get("metrics") or ())
+    names = [str(m["name"]) for m in metrics]
+    cell = 'style="padding:1px 8px;text-align:left;border-bottom:1px solid #8884"'
+    head = f"<b>{_esc(title)}</b> " if title else ""
+    head += f'<div class="lfx-k">{_esc(eval_text(state, title=title))}</div>'
+    if compare:
+        mrows = "".join(
+            f"<tr><td {cell}>{_esc(m['name'])}</td>"
+            f"<td {cell}>{_esc(_metric_text(m.get('a') or {}))}</td>"
+            f"<td {cell}>{_esc(_metric_text(m.get('b') or {}))}</td>"
+            f"<td {cell}>{_esc(_delta_text(m))}</td></tr>"
+            for m in metrics
+        )
+        mhead = (
+            f"<tr><th {cell}>metric</th><th {cell}>a</th><th {cell}>b</th>"
+            f"<th {cell}>b − a [95% interval]</th></tr>"
+        )
+    else:
+        mrows = "".join(
+            f"<tr><td {cell}>{_esc(m['name'])}</td><td {cell}>{_esc(_metric_text(m))}</td></tr>"
+            for m in metrics
+        )
+        mhead = f"<tr><th {cell}>metric</th><th {cell}>value [95% interval]</th></tr>"
+    table = f'<table style="border-collapse:collapse">{mhead}{mrows}</table>'
+    cols = ["case", "change" if compare else "status", *names, "output"]
+    body = []
+    for row in rows[:MAX_EVAL_ROWS]:
+        if compare:
+            scores = [
+                f"{_score_cell(row['a'].get(n))} → {_score_cell(row['b'].get(n))}" for n in names
+            ]
+            values = [row["id"], row["change"], *scores, row.get("output_b", "")]
+        else:
+            scores = [_score_cell((row.get("scores") or {}).get(n)) for n in names]
+            output = row.get("error") or row.get("output", "")
+            values = [row["key"], row["status"], *scores, output]
+        body.append(
+            "<tr>"
+            + "".join(f"<td {cell}>{_esc(_clip(str(v), 300))}</td>" for v in values)
+            + "</tr>"
+        )
+    more = (
+        f"<div>… {len(rows) - MAX_EVAL_ROWS} more rows</div>" if len(rows) > MAX_EVAL_ROWS else ""
+    )
+    cases = (
+        '<table style="border-collapse:collapse;margin-top:6px"><tr>'
+        + "".join(f"<th {cell}>{_esc(c)}</th>" for c in cols)
+        + "</tr>"
+        + "".join(body)
+        + "</table>"
+    )
+    return f'{_CSS}<div class="lfx-fb lfx-eval-static">{head}{table}{cases}{more}</div>'

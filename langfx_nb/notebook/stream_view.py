@@ -18,7 +18,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .bridge import Clock, EventBridge, MessageKind, to_jsonable
+from .bridge import BridgedView, Clock, EventBridge, MessageKind, to_jsonable
 from .render import WidgetDisplayMixin, stream_html, stream_text
 
 __all__ = ["StreamReducer", "StreamView", "path_key"]
@@ -268,7 +268,7 @@ class StreamReducer:
         }
 
 
-class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
+class StreamView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
     """Live view of a structured or text stream.
 
     ``value = await StreamView().consume(lf.query_stream(...))`` displays the view, feeds it
@@ -376,12 +376,6 @@ class StreamView(WidgetDisplayMixin, anywidget.AnyWidget):
     def _set_state(self, state: dict[str, Any]) -> None:
         self.state = state
 
-    def _send_message(self, message: dict[str, Any]) -> None:
-        if self.comm is not None:
-            self.send(message)
-
     def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
-            if content.get("seq") == self._bridge.seq and self._bridge.is_current:
-                return  # the view already has exactly this state (e.g. a saved trace)
-            self._send_message(self._bridge.snapshot_message())
+            self._answer_sync(content)

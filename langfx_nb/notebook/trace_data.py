@@ -9,13 +9,13 @@ cut to what a row needs; the detail pane asks for the rest).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .bridge import to_jsonable
 
-__all__ = ["HINT_CHARS", "node_hint", "read_trace", "view_node"]
+__all__ = ["HINT_CHARS", "node_hint", "read_trace", "subtrace", "view_node"]
 
 HINT_CHARS = 80  # what a row can show; also bounds what 10,000 summaries add to a snapshot
 
@@ -40,6 +40,39 @@ def read_trace(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"{where}{exc}") from None
     return trace
+
+
+def subtrace(session: Any, node_ids: Iterable[str]) -> dict[str, Any] | None:
+    """A saved-trace dict of the subtrees of ``node_ids`` in a live ``session``, with their
+    ancestors up to the session root, so the strict reader takes it like any saved trace
+    (the batch view's error groups, the evaluation report's trials). ``None`` when the
+    session holds none of them any more."""
+    from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
+
+    records: dict[str, dict[str, Any]] = {}
+    found = False
+    for node_id in node_ids:
+        node = session.find(str(node_id))
+        if node is None:
+            continue
+        found = True
+        chain = []
+        parent = session.find(node.parent_id) if node.parent_id is not None else None
+        while parent is not None and parent.id not in records:
+            chain.append(parent)
+            parent = session.find(parent.parent_id) if parent.parent_id is not None else None
+        for n in reversed(chain):
+            records[n.id] = n.to_json()
+        for n in node.walk():
+            records.setdefault(n.id, n.to_json())
+    if not found:
+        return None
+    return {
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        "session": {"id": session.id, "metadata": {}},
+        "nodes": to_jsonable(list(records.values())),
+    }
 
 
 def view_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:

@@ -34,7 +34,7 @@ async def test_text_stream_at_every_split(split: str) -> None:
     msg = chunks[-1].aggregated
     assert msg.text == text and chunks[-1].finish_reason == "stop"
     # prompt = input + cache creation + cache read; cached = cache read
-    assert msg.usage == lf.Usage(472 + 100 + 2048, 15, 472 + 100 + 2048 + 15, 2048, None)
+    assert msg.usage == lf.Usage(472 + 100 + 2048, 15, 472 + 100 + 2048 + 15, 2048, None, 100)
     cont = next(p for p in msg.parts if isinstance(p, ContinuationPart))
     assert cont.data["content"] == [{"type": "text", "text": text}]
     req = server.requests[0]
@@ -93,7 +93,7 @@ async def test_tool_round_trip_uses_raw_blocks_and_tool_results() -> None:
     assert call == lf.ToolCall(
         "toolu_01A09q90qw90lq917835lq9", "get_weather", {"city": "San Francisco, CA"}
     )
-    assert first.usage == lf.Usage(2095 + 1024, 503, 2095 + 1024 + 503, 1024, None)
+    assert first.usage == lf.Usage(2095 + 1024, 503, 2095 + 1024 + 503, 1024, None, 0)
     second = await lm.call(
         lf.ComplexMessage(
             [

@@ -17,7 +17,7 @@ from langfx_nb.notebook.bridge import MESSAGE_KINDS
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "js" / "src"
 STATIC = ROOT / "langfx_nb" / "notebook" / "static"
-BUNDLES = ["trace_explorer", "approval", "stream_view"]
+BUNDLES = ["trace_explorer", "approval", "stream_view", "batch_view", "eval_report"]
 
 
 def source_hash() -> str:

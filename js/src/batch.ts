@@ -1,0 +1,107 @@
+// The batch progress view's state and the rules that fold the kernel's patches into it (the
+// same rules as langfx_nb/notebook/batch_view.py BatchReducer; js/test/batch.test.ts replays
+// the kernel's recorded patches and compares the result with the kernel's snapshot).
+// The progress fields are BatchProgress.to_json() (langfx_nb/batch/progress.py).
+
+export interface ErrorGroup {
+  type: string; // the exception class
+  count: number; // exact
+  first_message: string; // untrusted text, shown as text only
+  items: number[]; // the first items' input indices
+  node_ids: (string | null)[]; // their item trace nodes
+}
+
+export interface BatchState {
+  title: string;
+  status: string; // running | done | stopped (finished with items not run)
+  name: string;
+  total: number;
+  done: number; // items with a result (resumed ones included)
+  failed: number;
+  running: number;
+  left: number;
+  resumed: number;
+  elapsed_s: number;
+  items_per_s: number;
+  tokens_per_s: number;
+  eta_s: number | null; // null = unknown
+  requests: number;
+  usage: Record<string, number>; // a count that is absent is unknown
+  cost: number | null; // null = unknown (no price known), never shown as $0
+  unpriced_models: string[];
+  errors: ErrorGroup[];
+  finished: boolean;
+  batch_node_id: string | null;
+  session_id: string | null;
+  opened: string | null; // the error class whose traces are shown below
+  open_error: string; // why a group's traces could not be opened
+}
+
+export type BatchPatch =
+  | { op: "progress"; progress: Partial<BatchState> }
+  | { op: "open"; type: string | null; open_error?: string };
+
+export function emptyBatch(): BatchState {
+  return {
+    title: "", status: "running", name: "batch", total: 0, done: 0, failed: 0, running: 0, left: 0,
+    resumed: 0, elapsed_s: 0, items_per_s: 0, tokens_per_s: 0, eta_s: null, requests: 0, usage: {},
+    cost: null, unpriced_models: [], errors: [], finished: false, batch_node_id: null,
+    session_id: null, opened: null, open_error: "",
+  };
+}
+
+/** What the view keeps for itself (a progress patch never changes it). */
+const OWN = new Set(["opened", "open_error", "title"]);
+
+export function applyBatchPatch(state: BatchState, patch: BatchPatch): void {
+  if (patch.op === "progress") {
+    const p = patch.progress as Record<string, unknown>;
+    for (const [key, value] of Object.entries(p)) if (!OWN.has(key)) (state as any)[key] = value;
+  } else if (patch.op === "open") {
+    state.opened = patch.type;
+    state.open_error = patch.open_error ?? "";
+  }
+}
+
+export function fmtCount(n: number | null | undefined): string {
+  return typeof n === "number" ? n.toLocaleString("en-US") : "?";
+}
+
+export function fmtRate(r: number | null | undefined, unit: string): string {
+  if (typeof r !== "number" || !Number.isFinite(r)) return `— ${unit}/s`;
+  const digits = r >= 100 ? 0 : r >= 10 ? 1 : 2;
+  return `${r.toFixed(digits)} ${unit}/s`;
+}
+
+/** Seconds as "42 s", "3m05s", "1h02m"; "unknown" when there is no estimate. */
+export function fmtSeconds(s: number | null | undefined): string {
+  if (typeof s !== "number" || !Number.isFinite(s) || s < 0) return "unknown";
+  if (s < 10) return `${s.toFixed(1)} s`;
+  if (s < 60) return `${Math.round(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(Math.floor(s % 60)).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+/** A cost; `null` (no model had a price) is "cost unknown", never "$0". */
+export function fmtBatchCost(cost: number | null | undefined, unpriced: string[] = []): string {
+  if (typeof cost !== "number") return "cost unknown";
+  const text = cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+  return unpriced.length ? `${text} + unknown (no price for ${unpriced.join(", ")})` : text;
+}
+
+/** Token usage: the total, and prompt/completion when known; absent counts are unknown. */
+export function fmtTokens(usage: Record<string, number> | null | undefined): string {
+  const u = usage ?? {};
+  const inp = u.prompt_tokens;
+  const out = u.completion_tokens;
+  const total = typeof u.total_tokens === "number" ? u.total_tokens : typeof inp === "number" && typeof out === "number" ? inp + out : null;
+  if (total === null) return "tokens unknown";
+  const split = typeof inp === "number" && typeof out === "number" ? ` (${fmtCount(inp)} in · ${fmtCount(out)} out)` : "";
+  return `${fmtCount(total)} tokens${split}`;
+}
+
+/** The bar's shares: items done and failed, of the total (an empty batch is complete). */
+export function fraction(state: BatchState): { done: number; failed: number } {
+  if (!state.total) return { done: state.finished ? 1 : 0, failed: 0 };
+  return { done: Math.min(1, state.done / state.total), failed: Math.min(1, state.failed / state.total) };
+}

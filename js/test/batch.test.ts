@@ -1,0 +1,40 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { applyBatchPatch, emptyBatch, fmtBatchCost, fmtSeconds, fmtTokens, fraction } from "../src/batch";
+
+test("progress patches replace the counts; the open group is the view's own", () => {
+  const s = emptyBatch();
+  applyBatchPatch(s, { op: "progress", progress: { total: 10, done: 2, failed: 1, running: 3, left: 4 } });
+  applyBatchPatch(s, { op: "open", type: "ValueError" });
+  applyBatchPatch(s, { op: "progress", progress: { total: 10, done: 9, failed: 1, running: 0, left: 0, finished: true, status: "done" } as any });
+  assert.equal(s.done, 9);
+  assert.equal(s.left, 0);
+  assert.equal(s.finished, true);
+  assert.equal(s.opened, "ValueError"); // a later snapshot does not close the group
+  assert.deepEqual(fraction(s), { done: 0.9, failed: 0.1 });
+  applyBatchPatch(s, { op: "open", type: null, open_error: "gone" });
+  assert.equal(s.opened, null);
+  assert.equal(s.open_error, "gone");
+});
+
+test("unknown cost, usage and ETA read as unknown, never as zero", () => {
+  assert.equal(fmtBatchCost(null), "cost unknown");
+  assert.equal(fmtBatchCost(0.0123, ["fake:b"]), "$0.01 + unknown (no price for fake:b)");
+  assert.equal(fmtBatchCost(0), "$0.0000"); // a priced free model is a real zero
+  assert.equal(fmtTokens({}), "tokens unknown");
+  assert.equal(fmtTokens({ prompt_tokens: 1200, completion_tokens: 34 }), "1,234 tokens (1,200 in · 34 out)");
+  assert.equal(fmtSeconds(null), "unknown");
+  assert.equal(fmtSeconds(125), "2m05s");
+  assert.deepEqual(fraction({ ...emptyBatch(), total: 0, finished: true }), { done: 1, failed: 0 });
+});
+
+test("the view replays the kernel's patches into the kernel's snapshot (parity fixture)", () => {
+  // js/test/fixtures/batch_parity.json is written by tests/notebook/test_batch_view.py
+  const c = JSON.parse(readFileSync(new URL("../test/fixtures/batch_parity.json", import.meta.url), "utf-8"));
+  const s = { ...emptyBatch(), title: c.title };
+  for (const p of c.patches) applyBatchPatch(s, JSON.parse(JSON.stringify(p)));
+  assert.deepEqual({ ...s }, c.snapshot);
+  // the error message stays the exact text (the view only ever sets it as textContent)
+  assert.equal(s.errors[0].first_message, '<img src=x onerror="window.__pwned=1">bad & worse');
+});

@@ -1,0 +1,93 @@
+"""``lf.batch``: run one async function over many items, traced, rate limited, resumable.
+
+This package is imported with ``langfx_nb`` and stays light: the runner (sessions, the
+manifest) loads on the first call. ``langfx_nb.batch`` the package and ``lf.batch`` the
+function share a name: ``langfx_nb/__init__.py`` binds ``batch`` to the function, so import
+the parts with ``from langfx_nb.batch.progress import BatchProgress`` (a ``from`` import),
+never ``import langfx_nb.batch.progress as ...``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from .progress import BatchProgress, ErrorGroup, Reporter, set_default_reporter
+from .result import BatchResult, BatchTotals, ItemError, ItemStatus
+
+if TYPE_CHECKING:
+    from ..agentic.session import Session
+
+__all__ = [
+    "BatchProgress",
+    "BatchResult",
+    "BatchTotals",
+    "ErrorGroup",
+    "ItemError",
+    "ItemStatus",
+    "Reporter",
+    "batch",
+    "set_default_reporter",
+]
+
+ItemT = TypeVar("ItemT")
+R = TypeVar("R")
+
+OnError = Literal["collect", "raise"]
+
+
+async def batch(
+    fn: Callable[..., Any],
+    items: Iterable[Any],
+    *,
+    session: Session | None = None,
+    run: str | Path | None = None,
+    engine: Any = None,
+    max_concurrency: int = 16,
+    on_error: OnError = "collect",
+    progress: Any = None,
+    key: Callable[[Any], str] | None = None,
+    name: str | None = None,
+) -> BatchResult[Any]:
+    """``await fn(item)`` (or ``fn(item, session)``) for every item; a ``BatchResult``.
+
+    - ``fn``: an async callable. With one parameter it gets the item; with two, the item
+      and a session view bound to the item's trace node: model calls made through that
+      view (``session.query(...)``, ``session.generate(...)``) are traced under the item
+      and counted in the batch's totals and progress. Calls that do not go through the
+      view (``lf.query(..., lm=lm)``) run but are neither traced nor counted.
+    - ``session``: the session that holds the trace (one ``batch`` node, one ``item``
+      child per item, a bounded window of them, exact counts); a new ``Session()`` when
+      omitted (``BatchResult.session``).
+    - ``run``: a name (``./.langfx_runs/NAME.sqlite``) or a path ending in ``.sqlite``/
+      ``.db``: a SQLite manifest of each item's key, status and typed result. Running
+      the same call again sends nothing for items already done and returns their stored
+      results; items that failed, or were in flight at a crash, run again. A manifest made
+      by another ``fn`` or result schema is refused (``RunManifestError``), untouched.
+    - ``engine``: ``None`` runs in this process on asyncio.
+    - ``max_concurrency``: items running at once. ``on_error``: ``"collect"`` records what
+      an item raised and goes on; ``"raise"`` stops the batch and raises the first error.
+    - ``progress``: ``None`` automatic (a notebook widget, a terminal bar or nothing),
+      ``False`` none, a ``Reporter`` or a callable of ``BatchProgress``.
+    - ``key``: the manifest key of an item (default: a hash of its JSON form, with an
+      occurrence number for repeated items). ``name``: the batch node's name.
+
+    Cancelling the awaiting task stops the batch at once: in-flight items are cancelled
+    (their requests closed), results already finished are written to the manifest, and
+    ``CancelledError`` propagates.
+    """
+    from .runner import run_batch
+
+    return await run_batch(
+        fn,
+        items,
+        session=session,
+        run=run,
+        engine=engine,
+        max_concurrency=max_concurrency,
+        on_error=on_error,
+        progress=progress,
+        key=key,
+        name=name,
+    )

@@ -1,0 +1,259 @@
+"""What a run manifest stores about items and results, and how a run recognises its ``fn``.
+
+- **Keys**: an item's key is a hash of its canonical JSON form (sorted keys; pydantic
+  models and dataclasses by their fields, tagged with their class), with ``#n`` appended
+  for the n-th repeat of an identical item, so keys survive reordering and insertion. An
+  item that has no JSON form is refused before anything runs.
+- **Results**: JSON values are stored as JSON; an instance of a class (a pydantic model, a
+  dataclass, anything pydantic's ``TypeAdapter`` can dump) as its JSON under a tag
+  ``module:qualname``, validated back into that class on resume. The class's JSON schema
+  is hashed when first stored; a manifest whose stored classes changed schema is refused.
+- **Fingerprint**: ``fn``'s module and qualified name plus a hash of its code (byte code,
+  constants and names, nested functions included, line numbers excluded) and of the
+  plain values (strings, numbers) it reads from its globals and closure, such as a prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib
+import json
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import RunManifestError
+
+__all__ = [
+    "JSON_TAG",
+    "ResultCodec",
+    "fingerprint",
+    "item_keys",
+]
+
+JSON_TAG = "json"
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
+# -- item keys -------------------------------------------------------------------------------
+def _tagged(value: Any) -> Any:
+    """The JSON form of a value ``json`` does not know: a pydantic model or a dataclass by
+    its class and fields, another mapping as a dict; ``TypeError`` otherwise."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return {"__class__": type(value).__qualname__, **dump(mode="json")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"__class__": type(value).__qualname__, **fields}
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_tagged
+)
+
+
+def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> list[str]:
+    """One manifest key per item (see the module docstring). ``TypeError`` names the first
+    item that cannot be keyed; ``ValueError`` a custom ``key`` that repeats."""
+    keys: list[str] = []
+    if key is not None:
+        seen: dict[str, int] = {}
+        for i, item in enumerate(items):
+            k = key(item)
+            if not isinstance(k, str) or not k:
+                raise TypeError(f"key(items[{i}]) must be a non-empty str, not {k!r:.60}")
+            if k in seen:
+                raise ValueError(f"items[{seen[k]}] and items[{i}] have the same key {k!r:.60}")
+            seen[k] = i
+            keys.append(k)
+        return keys
+    repeats: dict[str, int] = {}
+    encode = _ENCODER.encode
+    blake2b = hashlib.blake2b
+    for i, item in enumerate(items):
+        try:
+            text = item if isinstance(item, str) else encode(item)
+        except ValueError:
+            raise TypeError(
+                f"items[{i}] holds a NaN or infinite number: it cannot be keyed"
+            ) from None
+        except TypeError as exc:
+            message = str(exc)
+            if "keys must be" in message:
+                message = "a mapping key is not a str, int, float, bool or None"
+            raise TypeError(
+                f"items[{i}]: {message}: it cannot be keyed for run= (pass key=)"
+            ) from None
+        k = blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        n = repeats.get(k, 0)
+        repeats[k] = n + 1
+        keys.append(k if n == 0 else f"{k}#{n}")
+    return keys
+
+
+# -- the function's fingerprint --------------------------------------------------------------
+def _code_parts(code: types.CodeType, out: list[str]) -> None:
+    out.append(code.co_code.hex())
+    out.append(repr(code.co_names))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _code_parts(const, out)
+        else:
+            out.append(repr(const))
+
+
+def _all_names(code: types.CodeType, names: set[str]) -> None:
+    names.update(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _all_names(const, names)
+
+
+def fingerprint(fn: Callable[..., Any]) -> tuple[str, str]:
+    """(a readable name of ``fn``, a hash of what it does); see the module docstring."""
+    parts: list[str] = []
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        parts.append(repr([_plain_repr(a) for a in target.args]))
+        parts.append(repr(sorted((k, _plain_repr(v)) for k, v in target.keywords.items())))
+        target = target.func
+    target = getattr(target, "__func__", target)  # a bound method: its function
+    if not isinstance(target, types.FunctionType):
+        target = type(target).__call__  # a callable object: its __call__
+        target = getattr(target, "__func__", target)
+    module = getattr(target, "__module__", None) or "?"
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    name = f"{module}.{qualname}"
+    code = getattr(target, "__code__", None)
+    if isinstance(code, types.CodeType):
+        _code_parts(code, parts)
+        names: set[str] = set()
+        _all_names(code, names)
+        globals_ = getattr(target, "__globals__", {})
+        for n in sorted(names):
+            value = globals_.get(n)
+            if isinstance(value, _PLAIN) and value is not None:
+                parts.append(f"{n}={value!r}")
+        for cell_name, cell in zip(code.co_freevars, target.__closure__ or (), strict=False):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, _PLAIN):
+                parts.append(f"{cell_name}={value!r}")
+    digest = hashlib.sha256("\n".join([name, *parts]).encode("utf-8", "surrogatepass"))
+    return name, digest.hexdigest()
+
+
+def _plain_repr(value: Any) -> str:
+    return repr(value) if isinstance(value, _PLAIN) else f"<{type(value).__qualname__}>"
+
+
+# -- results ---------------------------------------------------------------------------------
+class ResultCodec:
+    """Turns results into (tag, JSON text) and back; remembers each class's schema hash.
+
+    ``lookup`` resolves a tag to a class when a manifest is resumed (the class must be
+    importable by its module and name, or be referenced by ``fn``).
+    """
+
+    def __init__(self, fn: Callable[..., Any] | None = None) -> None:
+        self._adapters: dict[type, Any] = {}
+        self._lists: dict[type, Any] = {}
+        self._tags: dict[type, str] = {}
+        self.schemas: dict[str, str] = {}  # tag -> schema hash, of classes stored so far
+        self._fn = fn
+
+    def _adapter(self, cls: type) -> Any:
+        adapter = self._adapters.get(cls)
+        if adapter is None:
+            from pydantic import TypeAdapter
+
+            adapter = self._adapters[cls] = TypeAdapter(cls)
+        return adapter
+
+    def schema_hash(self, cls: type) -> str:
+        try:
+            schema = self._adapter(cls).json_schema()
+        except Exception:  # no JSON schema: the class name is all we can compare
+            schema = {"class": cls.__qualname__}
+        text = json.dumps(schema, sort_keys=True, default=repr)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def tag(self, cls: type) -> str:
+        tag = self._tags.get(cls)
+        if tag is None:
+            tag = self._tags[cls] = f"{cls.__module__}:{cls.__qualname__}"
+            self.schemas.setdefault(tag, self.schema_hash(cls))
+        return tag
+
+    def encode(self, value: Any) -> tuple[str, str]:
+        """(tag, JSON text); ``TypeError`` when the value cannot be stored faithfully."""
+        if value is None or isinstance(value, (str, int, float, bool, list, dict)):
+            try:
+                return JSON_TAG, json.dumps(value, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"a {type(value).__name__} result holding values that are not plain JSON "
+                    "cannot be stored in the run manifest (return a pydantic model)"
+                ) from None
+        cls = type(value)
+        if "<locals>" in cls.__qualname__:
+            raise TypeError(
+                f"results of {cls.__qualname__} (a class defined inside a function) cannot "
+                "be found again to resume: define it at module level"
+            )
+        try:
+            text = self._adapter(cls).dump_json(value).decode()
+        except Exception as exc:
+            raise TypeError(
+                f"a {cls.__qualname__} result cannot be stored in the run manifest: {exc}"
+            ) from None
+        return self.tag(cls), text
+
+    def lookup(self, tag: str) -> type:
+        """The class of a stored tag; ``RunManifestError`` when it cannot be found."""
+        module_name, _, qualname = tag.partition(":")
+        found: Any = None
+        module = sys.modules.get(module_name)
+        if module is None:
+            try:
+                module = importlib.import_module(module_name)
+            except Exception:
+                module = None
+        if module is not None:
+            found = module
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+        if not isinstance(found, type) and self._fn is not None:
+            globals_ = getattr(self._fn, "__globals__", {})
+            for value in globals_.values():
+                if isinstance(value, type) and value.__qualname__ == qualname:
+                    found = value
+                    break
+        if not isinstance(found, type):
+            raise RunManifestError(
+                f"the run manifest holds results of class {qualname} ({module_name}), which "
+                "cannot be found now: define or import it before resuming"
+            )
+        self._tags[found] = tag
+        return found
+
+    def decode_many(self, tag: str, texts: Sequence[str]) -> list[Any]:
+        """The values of ``texts`` stored under ``tag``, validated in one pass."""
+        whole = "[" + ",".join(texts) + "]"
+        if tag == JSON_TAG:
+            return json.loads(whole)
+        cls = self.lookup(tag)
+        adapter = self._lists.get(cls)
+        if adapter is None:
+            from pydantic import TypeAdapter
+
+            adapter = self._lists[cls] = TypeAdapter(list[cls])  # type: ignore[valid-type]
+        return adapter.validate_json(whole)

@@ -1,0 +1,289 @@
+"""The run manifest of ``lf.batch(run=...)``: one SQLite file per named run.
+
+Where: a name (letters, digits, ``.``, ``_``, ``-``) is ``./.langfx_runs/NAME.sqlite``
+under the current directory (``LANGFX_RUNS_DIR`` overrides the directory); anything with a
+path separator or ending in ``.sqlite``/``.sqlite3``/``.db`` is used as the path itself.
+
+What it holds: a ``meta`` table (format, version, ``fn``'s name and fingerprint), a
+``types`` table (each stored result class and the hash of its JSON schema) and one
+``items`` row per finished item: its key, input index, status (``ok`` or ``failed``), the
+result's tag and JSON, or the error's class and message. Items in flight have no row, so
+after a crash they run again. With ``engine=lf.engines.ProviderBatch()`` a
+``provider_batches`` row per batch submitted to a provider (its id, the account, the items'
+custom ids, ``submitted`` or ``collected``) is committed as soon as the provider accepts
+the batch, so a new process polls it instead of submitting again. Rows are written in
+transactions of many rows (at most ``FLUSH_INTERVAL_S`` apart, or ``FLUSH_ROWS`` rows):
+one commit per item would cost more than the item. WAL journal with
+``synchronous=NORMAL``: a killed process loses nothing committed.
+
+A manifest made by another ``fn`` (fingerprint) or whose stored result classes changed
+schema is refused before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunManifestError
+from .codec import ResultCodec
+
+__all__ = ["FLUSH_INTERVAL_S", "FLUSH_ROWS", "Manifest", "manifest_path"]
+
+FORMAT = "langfx_nb.batch_run"
+VERSION = "1"
+FLUSH_INTERVAL_S = 0.05
+FLUSH_ROWS = 512
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS types (tag TEXT PRIMARY KEY, schema_hash TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    key TEXT PRIMARY KEY,
+    idx INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    tag TEXT,
+    value TEXT,
+    error_type TEXT,
+    error_message TEXT,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS provider_batches (
+    batch_id TEXT PRIMARY KEY,
+    account TEXT NOT NULL,
+    custom_ids TEXT NOT NULL,
+    status TEXT NOT NULL,
+    at REAL NOT NULL
+);
+"""
+
+
+def manifest_path(run: str | os.PathLike[str]) -> Path:
+    """The file a ``run=`` value names (see the module docstring)."""
+    text = os.fspath(run)
+    if not text:
+        raise ValueError("run= must be a name or a path, not an empty string")
+    if isinstance(run, os.PathLike) or os.sep in text or "/" in text or text.endswith(_SUFFIXES):
+        return Path(text).expanduser()
+    if not _NAME.fullmatch(text) or text in (".", ".."):
+        raise ValueError(
+            f"run={text!r}: a run name may hold letters, digits, '.', '_' and '-' only "
+            "(or pass a path ending in .sqlite)"
+        )
+    base = os.environ.get("LANGFX_RUNS_DIR") or os.path.join(os.getcwd(), ".langfx_runs")
+    return Path(base) / f"{text}.sqlite"
+
+
+def _unusable(path: Path, exc: BaseException, doing: str) -> RunManifestError:
+    return RunManifestError(
+        f"run manifest {path}: cannot {doing} ({type(exc).__name__}: {exc})", path=str(path)
+    )
+
+
+class Manifest:
+    """An open run manifest. ``open`` checks it belongs to ``fn``; ``stored`` reads the
+    results of items already done; ``add_*`` queue rows that ``flush`` commits."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, codec: ResultCodec) -> None:
+        self.path = path
+        self._conn = conn
+        self.codec = codec
+        self._pending: list[tuple[Any, ...]] = []
+        self._last_flush = time.monotonic()
+        self._known_tags: set[str] = set()
+        self.broken: RunManifestError | None = None
+
+    # -- opening -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path, fn_name: str, fn_hash: str, codec: ResultCodec) -> Manifest:
+        """Open or create the manifest at ``path`` for ``fn``; ``RunManifestError`` when it
+        belongs to another function or cannot be written (nothing is changed then)."""
+        if path.exists():
+            cls._check_existing(path, fn_name, fn_hash, codec)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise _unusable(path, exc, "create it") from None
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT OR IGNORE INTO meta VALUES (?, ?)",
+                [("format", FORMAT), ("version", VERSION), ("fn", fn_name), ("fn_hash", fn_hash)],
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise _unusable(path, exc, "write to it") from None
+        manifest = cls(path, conn, codec)
+        manifest._known_tags = {row[0] for row in conn.execute("SELECT tag FROM types")}
+        return manifest
+
+    @staticmethod
+    def _check_existing(path: Path, fn_name: str, fn_hash: str, codec: ResultCodec) -> None:
+        """Read-only checks of an existing file: format, function, result schemas."""
+        try:
+            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise _unusable(path, exc, "read it") from None
+        try:
+            try:
+                meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
+                types = ro.execute("SELECT tag, schema_hash FROM types").fetchall()
+            except sqlite3.DatabaseError:
+                raise RunManifestError(
+                    f"{path} is not a langfx_nb run manifest (refused, left untouched)",
+                    path=str(path),
+                ) from None
+        finally:
+            ro.close()
+        if meta.get("format") != FORMAT:
+            raise RunManifestError(
+                f"{path} is not a langfx_nb run manifest (refused, left untouched)", path=str(path)
+            )
+        if meta.get("version") != VERSION:
+            raise RunManifestError(
+                f"{path}: run manifest version {meta.get('version')!r} is not supported",
+                path=str(path),
+            )
+        if meta.get("fn_hash") != fn_hash:
+            raise RunManifestError(
+                f"run manifest {path} was made by another function ({meta.get('fn')}, not "
+                f"{fn_name}, or its code or prompt changed): refused, left untouched. Use "
+                "another run= name, or delete the file to start again.",
+                path=str(path),
+            )
+        for tag, stored in types:
+            cls = codec.lookup(tag)
+            now = codec.schema_hash(cls)
+            if now != stored:
+                raise RunManifestError(
+                    f"run manifest {path} holds {cls.__qualname__} results of another "
+                    "schema (the class changed since): refused, left untouched. Use another "
+                    "run= name, or delete the file to start again.",
+                    path=str(path),
+                )
+            codec.schemas[tag] = stored
+
+    # -- reading -------------------------------------------------------------------------
+    def stored(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The decoded result of each of ``keys`` done (``ok``) in an earlier run."""
+        wanted = set(keys)
+        by_tag: dict[str, tuple[list[str], list[str]]] = {}
+        rows = self._conn.execute("SELECT key, tag, value FROM items WHERE status = 'ok'")
+        for key, tag, value in rows:
+            if key in wanted:
+                group = by_tag.get(tag)
+                if group is None:
+                    group = by_tag[tag] = ([], [])
+                group[0].append(key)
+                group[1].append(value)
+        out: dict[str, Any] = {}
+        for tag, (found, texts) in by_tag.items():
+            try:
+                values = self.codec.decode_many(tag, texts)
+            except RunManifestError:
+                raise
+            except Exception as exc:
+                raise RunManifestError(
+                    f"run manifest {self.path}: stored results no longer validate as "
+                    f"{tag.partition(':')[2] or tag} ({type(exc).__name__}): refused",
+                    path=str(self.path),
+                ) from None
+            out.update(zip(found, values, strict=True))
+        return out
+
+    # -- writing -------------------------------------------------------------------------
+    def add_ok(self, key: str, index: int, tag: str, text: str) -> None:
+        self._pending.append((key, index, "ok", tag, text, None, None, time.time()))
+        self._due()
+
+    def add_failed(self, key: str, index: int, error_type: str, message: str) -> None:
+        self._pending.append((key, index, "failed", None, None, error_type, message, time.time()))
+        self._due()
+
+    def _due(self) -> None:
+        if (
+            len(self._pending) >= FLUSH_ROWS
+            or time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit the queued rows in one transaction; ``RunManifestError`` when the disk
+        refuses (the rows stay queued, nothing already committed is lost)."""
+        self._last_flush = time.monotonic()
+        if not self._pending or self.broken is not None:
+            if self.broken is not None:
+                raise self.broken
+            return
+        rows = self._pending
+        new_types = [(t, h) for t, h in self.codec.schemas.items() if t not in self._known_tags]
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if new_types:
+                conn.executemany("INSERT OR IGNORE INTO types VALUES (?, ?)", new_types)
+            conn.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            self.broken = _unusable(self.path, exc, "write results to it")
+            raise self.broken from None
+        self._known_tags.update(t for t, _ in new_types)
+        self._pending = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- provider batches ------------------------------------------------------------------
+    def add_provider_batch(self, batch_id: str, account: str, custom_ids: list[str]) -> None:
+        """Record a batch the provider accepted, committed at once."""
+        self._write(
+            "INSERT OR REPLACE INTO provider_batches VALUES (?, ?, ?, 'submitted', ?)",
+            (batch_id, account, json.dumps(custom_ids), time.time()),
+        )
+
+    def collected(self, batch_id: str) -> None:
+        """Every item of the batch has its outcome: a resume need not poll it again."""
+        self._write(
+            "UPDATE provider_batches SET status = 'collected', at = ? WHERE batch_id = ?",
+            (time.time(), batch_id),
+        )
+
+    def submitted_batches(self) -> list[tuple[str, str, list[str]]]:
+        """(batch id, account, custom ids) of each batch submitted but not yet collected."""
+        rows = self._conn.execute(
+            "SELECT batch_id, account, custom_ids FROM provider_batches "
+            "WHERE status = 'submitted' ORDER BY at"
+        )
+        return [(b, a, json.loads(c)) for b, a, c in rows]
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
+        try:
+            self._conn.execute(sql, args)
+        except sqlite3.Error as exc:
+            self.broken = _unusable(self.path, exc, "record a provider batch in it")
+            raise self.broken from None
+
+    def counts(self) -> dict[str, int]:
+        """Rows per status (``ok``/``failed``) committed so far."""
+        rows = self._conn.execute("SELECT status, count(*) FROM items GROUP BY status")
+        return {status: n for status, n in rows}

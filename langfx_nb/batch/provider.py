@@ -1,0 +1,367 @@
+"""``engine=lf.engines.ProviderBatch()``: ``lf.batch`` through the providers' batch APIs.
+
+The same ``fn`` runs twice per item, unchanged:
+
+1. **Collect.** ``fn(item)`` runs with a collecting capture (``llms/deferred.py``): its first
+   model call that misses the LLM cache stops with ``DeferredCall`` and its request is kept.
+   Nothing is traced or sent. An item whose ``fn`` finishes without a request (cache hits)
+   or raises is not batched: it runs as usual in step 3.
+2. **Batch.** The requests are grouped per model and account, split at the provider's
+   limits (requests and bytes per batch), submitted; each accepted batch id is committed to
+   the run manifest at once, so a new process (a kernel restart) polls the batches it
+   finds there instead of submitting again. Batches are polled every ``poll_interval``
+   seconds; the progress view shows the provider's own counts. Items that errored, expired
+   or were canceled are resubmitted alone (a batch of only them), ``max_resubmits`` times.
+3. **Replay.** The items run as in any ``lf.batch`` (traced, counted, written to the
+   manifest), with the model call answered from the batch: the response body is decoded
+   and checked exactly as an online answer (finish reason, parsing, validation, the LLM
+   cache write, so a later plain ``lf.query`` of the same request is a cache hit), marked
+   ``metadata["processing"] = "batch"`` (batch prices).
+
+One model call per item: a second call in the replay (an agent loop, ``repair=``) fails
+that item with ``ProviderBatchError``, as does a replay that builds another request than
+the one collected (an ``fn`` that is not deterministic). Such ``fn``s need ``engine=None``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ProviderBatchError
+from ..llms.deferred import Capture, DeferredCall, capturing
+
+if TYPE_CHECKING:
+    from ..llms.base import LanguageModel, LMRequest
+    from ..messages import AIMessage
+    from .manifest import Manifest
+    from .provider_wire import Outcome, Wire
+
+__all__ = ["ProviderBatch", "ProviderPlan", "collect_and_batch"]
+
+COUNT_KEYS = ("succeeded", "errored", "expired", "canceled", "processing")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderBatch:
+    """Run ``lf.batch`` through the providers' batch APIs (half price, hours not seconds).
+
+    ``poll_interval``: seconds between status polls. ``max_resubmits``: how many times an
+    item that errored, expired or was canceled is sent again, alone. ``max_requests`` /
+    ``max_bytes``: split batches below the provider's own limits (OpenAI 50,000 requests
+    and 200 MB, Anthropic 100,000 and 256 MB, Gemini 20 MB inline).
+    ``cancel_on_interrupt``: cancel the submitted batches when the cell is interrupted
+    (by default they keep running at the provider and a rerun with the same ``run=``
+    collects them).
+    """
+
+    poll_interval: float = 30.0
+    max_resubmits: int = 1
+    max_requests: int | None = None
+    max_bytes: int | None = None
+    cancel_on_interrupt: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.poll_interval >= 0:
+            raise ValueError("poll_interval must be a non-negative number of seconds")
+        if isinstance(self.max_resubmits, bool) or self.max_resubmits < 0:
+            raise ValueError("max_resubmits must be a non-negative int")
+        for name in ("max_requests", "max_bytes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None")
+
+
+def custom_id(key: str) -> str:
+    """An item's id inside a provider batch (``[A-Za-z0-9_-]{1,64}`` for every provider)."""
+    return "i" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def request_fingerprint(model: LanguageModel, request: LMRequest) -> str:
+    """What must be equal between the collected request and the replayed one: the model,
+    the turns (role, text, tool calls), the system prompt, options, tools and schema.
+    (Cheaper than ``request.to_json()``, which costs more than the rest of a replay.)"""
+    turns = [
+        (m.role, m.text, [(c.id, c.name, c.args) for c in m.tool_calls]) for m in request.messages
+    ]
+    text = json.dumps(
+        [
+            model.model_id,
+            request.system,
+            turns,
+            repr(request.options),
+            [t.name for t in request.tools],
+            request.tool_choice,
+            request.response_schema,
+        ],
+        ensure_ascii=False,
+        default=repr,
+    )
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _Collector:
+    __slots__ = ("model", "request")
+
+    def __init__(self) -> None:
+        self.model: LanguageModel | None = None
+        self.request: LMRequest | None = None
+
+    async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]:
+        self.model, self.request = model, request
+        raise DeferredCall()
+
+
+class _Replayer:
+    __slots__ = ("fingerprint", "outcome", "provider", "used")
+
+    def __init__(self, provider: str, fingerprint: str, outcome: Outcome) -> None:
+        self.provider = provider
+        self.fingerprint = fingerprint
+        self.outcome = outcome
+        self.used = False
+
+    async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]:
+        if self.used:
+            raise ProviderBatchError(
+                "fn made a second model call for this item: engine=ProviderBatch() answers "
+                "one model call per item (an agent or repair= needs engine=None)"
+            )
+        self.used = True
+        if request_fingerprint(model, request) != self.fingerprint:
+            raise ProviderBatchError(
+                "fn built another request than the one sent in the batch (is it "
+                "deterministic?); its answer is not used"
+            )
+        outcome = self.outcome
+        if outcome.failure is not None:
+            raise ProviderBatchError(
+                f"{self.provider} batch: the request {outcome.failure}"
+                + (f" ({outcome.message})" if outcome.message else ""),
+                failure=outcome.failure,
+            )
+        decode = getattr(model, "decode")  # noqa: B009 - every Wire's model has one
+        message: AIMessage[Any] = decode(outcome.body)
+        message.metadata["processing"] = "batch"
+        return message
+
+
+@dataclass(slots=True)
+class _Item:
+    """A batched item: its request kept only as the provider's entry bytes (a few hundred
+    bytes, not the request's objects: 100,000 of those cost hundreds of MB)."""
+
+    index: int
+    cid: str
+    account: str
+    wire: Wire
+    entry: bytes
+    fingerprint: str
+
+
+class ProviderPlan:
+    """What the collect and batch steps found: a capture per batched item for the replay,
+    and the batches to mark collected once the replay has stored every outcome."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, _Item] = {}
+        self.outcomes: dict[str, Outcome] = {}
+        self.batch_ids: list[str] = []
+        self.counts: dict[str, Any] = {"status": "collecting", "batches": 0, "resubmitted": 0}
+
+    def capture_for(self, index: int) -> Capture | None:
+        item = self.items.get(index)
+        if item is None:
+            return None
+        outcome = self.outcomes.get(item.cid)
+        if outcome is None:  # cannot happen once collect_and_batch returned
+            raise ProviderBatchError("the provider batch gave no result for this item")
+        return _Replayer(item.wire.name, item.fingerprint, outcome)
+
+    def finish(self, manifest: Manifest | None) -> None:
+        if manifest is not None:
+            for batch_id in self.batch_ids:
+                manifest.collected(batch_id)
+
+
+async def collect_and_batch(
+    engine: ProviderBatch,
+    fn: Callable[..., Any],
+    values: list[Any],
+    keys: list[str],
+    pending: list[int],
+    manifest: Manifest | None,
+    with_session: bool,
+    report: Callable[[dict[str, Any]], None],
+) -> ProviderPlan:
+    """Steps 1 and 2 of the module docstring; the plan answers step 3."""
+    from ..agentic.session import Session
+    from .provider_wire import wire_for
+
+    plan = ProviderPlan()
+    report(plan.counts)
+    wires: dict[str, Wire] = {}
+    accounts: dict[int, tuple[LanguageModel, str, Wire]] = {}
+    scratch = Session(max_trace_nodes=16)  # collect runs leave no trace in the batch's
+    try:
+        for i in pending:
+            collector = _Collector()
+            with capturing(collector):
+                try:
+                    out = fn(values[i], scratch) if with_session else fn(values[i])
+                    if inspect.isawaitable(out):
+                        await out
+                except DeferredCall:
+                    pass
+                except Exception:
+                    pass
+            model, request = collector.model, collector.request
+            if model is None or request is None:
+                continue
+            known = accounts.get(id(model))
+            if known is None or known[0] is not model:  # once per model object
+                account = f"{model.model_id}@{getattr(model, 'server', None)}"
+                wire = wires.get(account)
+                if wire is None:
+                    wire = wires[account] = wire_for(model)
+                known = accounts[id(model)] = (model, account, wire)
+            _, account, wire = known
+            cid = custom_id(keys[i])
+            entry = wire.entry(cid, request)
+            plan.items[i] = _Item(i, cid, account, wire, entry, request_fingerprint(model, request))
+    finally:
+        await scratch.dispose()
+    by_cid = {item.cid: item for item in plan.items.values()}
+    active: dict[str, tuple[Wire, list[str]]] = {}
+    if manifest is not None:  # batches an earlier process submitted: poll, never resubmit
+        for batch_id, account, cids in manifest.submitted_batches():
+            mine = [c for c in cids if c in by_cid and by_cid[c].account == account]
+            plan.batch_ids.append(batch_id)
+            if mine:
+                active[batch_id] = (by_cid[mine[0]].wire, mine)
+    waiting = {c for _, cids in active.values() for c in cids}
+    fresh = [item for item in plan.items.values() if item.cid not in waiting]
+    plan.counts["status"] = "submitting"
+    report(plan.counts)
+    active.update(await _submit(engine, fresh, manifest, plan))
+    attempts: dict[str, int] = {}
+    latest: dict[str, dict[str, int]] = {}
+    try:
+        while active:
+            plan.counts["status"] = "waiting"
+            retry: list[_Item] = []
+            for batch_id, (wire, cids) in list(active.items()):
+                polled = await wire.poll(batch_id)
+                latest[batch_id] = _normalized(wire.name, polled.counts, len(cids))
+                if not polled.ended:
+                    continue
+                results = await wire.results(batch_id, polled)
+                for cid in cids:
+                    outcome = results.get(cid) or results.get("*")
+                    if outcome is None:
+                        from .provider_wire import Outcome
+
+                        outcome = Outcome(failure="expired", message="no result was returned")
+                    plan.outcomes[cid] = outcome
+                    if outcome.failure is not None and attempts.get(cid, 0) < engine.max_resubmits:
+                        attempts[cid] = attempts.get(cid, 0) + 1
+                        retry.append(by_cid[cid])
+                del active[batch_id]
+            _sum_counts(plan.counts, latest)
+            report(plan.counts)
+            if retry:
+                plan.counts["resubmitted"] += len(retry)
+                for item in retry:
+                    plan.outcomes.pop(item.cid, None)
+                active.update(await _submit(engine, retry, manifest, plan))
+                continue
+            if active:
+                await asyncio.sleep(engine.poll_interval)
+    except asyncio.CancelledError:
+        if engine.cancel_on_interrupt:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(_cancel_all(active))
+        raise
+    plan.counts["status"] = "collected"
+    report(plan.counts)
+    return plan
+
+
+async def _cancel_all(active: dict[str, tuple[Wire, list[str]]]) -> None:
+    for batch_id, (wire, _) in active.items():
+        with contextlib.suppress(Exception):
+            await wire.cancel(batch_id)
+
+
+async def _submit(
+    engine: ProviderBatch, items: list[_Item], manifest: Manifest | None, plan: ProviderPlan
+) -> dict[str, tuple[Wire, list[str]]]:
+    """Submit ``items`` in batches per account, split at the limits; record each id."""
+    out: dict[str, tuple[Wire, list[str]]] = {}
+    groups: dict[str, list[_Item]] = {}
+    for item in items:
+        groups.setdefault(item.account, []).append(item)
+    for account, group in groups.items():
+        wire = group[0].wire
+        max_requests = min(wire.max_requests, engine.max_requests or wire.max_requests)
+        max_bytes = min(wire.max_bytes, engine.max_bytes or wire.max_bytes)
+        entries: list[bytes] = []
+        cids: list[str] = []
+        size = wire.overhead
+        for item in group:
+            entry = item.entry
+            if len(entry) + wire.overhead > max_bytes:
+                raise ProviderBatchError(
+                    f"one request is {len(entry)} bytes, over the {wire.name} batch limit "
+                    f"of {max_bytes} bytes"
+                )
+            if len(entries) >= max_requests or size + len(entry) + 1 > max_bytes:
+                await _send(wire, account, entries, cids, manifest, plan, out)
+                entries, cids, size = [], [], wire.overhead
+            entries.append(entry)
+            cids.append(item.cid)
+            size += len(entry) + 1
+        if entries:
+            await _send(wire, account, entries, cids, manifest, plan, out)
+    return out
+
+
+async def _send(
+    wire: Wire,
+    account: str,
+    entries: list[bytes],
+    cids: list[str],
+    manifest: Manifest | None,
+    plan: ProviderPlan,
+    out: dict[str, tuple[Wire, list[str]]],
+) -> None:
+    batch_id = await wire.submit(entries)
+    if manifest is not None:  # committed now: a restart polls this batch, never resubmits
+        manifest.add_provider_batch(batch_id, account, cids)
+    plan.batch_ids.append(batch_id)
+    plan.counts["batches"] += 1
+    out[batch_id] = (wire, cids)
+
+
+def _normalized(provider: str, counts: dict[str, int], n: int) -> dict[str, int]:
+    """A provider's request counts in Anthropic's vocabulary (``COUNT_KEYS``)."""
+    if provider == "openai":
+        done, failed = counts.get("completed", 0), counts.get("failed", 0)
+        return {"succeeded": done, "errored": failed, "processing": max(0, n - done - failed)}
+    if provider == "gemini":
+        done = counts.get("successfulRequestCount", 0)
+        failed = counts.get("failedRequestCount", 0)
+        pending = counts.get("pendingRequestCount", max(0, n - done - failed))
+        return {"succeeded": done, "errored": failed, "processing": pending}
+    return {k: counts.get(k, 0) for k in COUNT_KEYS}
+
+
+def _sum_counts(counts: dict[str, Any], latest: dict[str, dict[str, int]]) -> None:
+    for k in COUNT_KEYS:
+        counts[k] = sum(c.get(k, 0) for c in latest.values())

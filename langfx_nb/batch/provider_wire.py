@@ -1,0 +1,329 @@
+"""The three providers' batch APIs, as ``lf.engines.ProviderBatch`` uses them.
+
+A ``Wire`` turns requests into the provider's batch entries, submits a batch of them,
+polls it, reads its results and cancels it, through the model's own HTTP client, key and
+base URL (``HTTPModel.api_request``). Formats follow the public API references:
+
+- OpenAI Batch API: a JSONL file (``{custom_id, method: "POST", url:
+  "/v1/chat/completions", body}`` per line) uploaded to ``POST /files`` with
+  ``purpose=batch``; ``POST /batches {input_file_id, endpoint, completion_window: "24h"}``;
+  ``GET /batches/{id}`` until ``status`` is ``completed``/``failed``/``expired``/
+  ``cancelled``; ``GET /files/{output_file_id|error_file_id}/content``;
+  ``POST /batches/{id}/cancel``. At most 50,000 requests and 200 MB per batch.
+- Anthropic Message Batches: ``POST /messages/batches {requests: [{custom_id, params}]}``;
+  ``GET /messages/batches/{id}`` until ``processing_status`` is ``ended``; the JSONL at
+  ``results_url`` (``{custom_id, result: {type: succeeded|errored|canceled|expired}}``);
+  ``POST /messages/batches/{id}/cancel``. At most 100,000 requests and 256 MB.
+- Gemini batch mode: ``POST /models/{model}:batchGenerateContent`` with inline requests
+  (``{request, metadata: {key}}``), under 20 MB per batch; ``GET /batches/{id}`` (a
+  long-running operation: ``done``, ``metadata.batchStats``, then
+  ``response.inlinedResponses``, or a ``responsesFile`` read from the download endpoint);
+  ``POST /batches/{id}:cancel``.
+
+``Outcome`` is one item's answer: the provider's response body (decoded by the model's
+``decode`` exactly as an online answer) or why there is none (``errored``, ``expired``,
+``canceled``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import InvalidRequestError, StreamProtocolError
+from ..llms.anthropic import Anthropic
+from ..llms.base import LanguageModel, LMRequest
+from ..llms.gemini import Gemini
+from ..llms.openai import OpenAI
+
+__all__ = ["Outcome", "Polled", "Wire", "wire_for"]
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One item's result: ``body`` (the provider's answer) or ``failure`` (``errored``,
+    ``expired`` or ``canceled``) with a short ``message``."""
+
+    body: Any = None
+    failure: str | None = None
+    message: str = ""
+
+
+@dataclass(slots=True)
+class Polled:
+    """What one poll said: ``ended``, the provider's ``status`` and ``counts``."""
+
+    ended: bool
+    status: str
+    counts: dict[str, int] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class Wire:
+    """One provider's batch API for one model (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    max_requests: ClassVar[int] = 0
+    max_bytes: ClassVar[int] = 0
+    overhead: ClassVar[int] = 64  # bytes around the entries (JSON wrapper)
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        raise NotImplementedError
+
+    async def submit(self, entries: list[bytes]) -> str:
+        raise NotImplementedError
+
+    async def poll(self, batch_id: str) -> Polled:
+        raise NotImplementedError
+
+    async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
+        raise NotImplementedError
+
+    async def cancel(self, batch_id: str) -> None:
+        raise NotImplementedError
+
+    def body(self, request: LMRequest) -> dict[str, Any]:
+        body: dict[str, Any] = self.model.encode(request)
+        extra = self.model.extra_body
+        return {**body, **extra} if extra else body
+
+    async def _json(self, method: str, url: str, **kw: Any) -> dict[str, Any]:
+        raw = await self.model.api_request(method, url, **kw)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise StreamProtocolError(f"{self.name} batch: the answer is not JSON") from None
+        if not isinstance(data, dict):
+            raise StreamProtocolError(f"{self.name} batch: the answer is not a JSON object")
+        return data
+
+
+def _lines(raw: bytes) -> list[dict[str, Any]]:
+    out = []
+    for line in raw.splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if isinstance(row, dict):
+                out.append(row)
+    return out
+
+
+class OpenAIWire(Wire):
+    name = "openai"
+    max_requests = 50_000
+    max_bytes = 200 * MB
+    endpoint = "/v1/chat/completions"
+
+    def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        row = {"custom_id": custom_id, "method": "POST", "url": self.endpoint}
+        row["body"] = self.body(request)  # type: ignore[assignment]
+        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def submit(self, entries: list[bytes]) -> str:
+        base = self.model.base_url
+        data = b"\n".join(entries) + b"\n"
+        file = await self._json(
+            "POST",
+            f"{base}/files",
+            files={"file": ("batch.jsonl", data, "application/jsonl")},
+            data={"purpose": "batch"},
+        )
+        created = await self._json(
+            "POST",
+            f"{base}/batches",
+            body={
+                "input_file_id": file["id"],
+                "endpoint": self.endpoint,
+                "completion_window": "24h",
+            },
+        )
+        return str(created["id"])
+
+    async def poll(self, batch_id: str) -> Polled:
+        data = await self._json("GET", f"{self.model.base_url}/batches/{batch_id}")
+        status = str(data.get("status"))
+        counts = {k: int(v) for k, v in (data.get("request_counts") or {}).items()}
+        ended = status in ("completed", "failed", "expired", "cancelled")
+        return Polled(ended, status, counts, data)
+
+    async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
+        out: dict[str, Outcome] = {}
+        if polled.status == "failed":  # the whole batch was refused (validation)
+            errors = (polled.raw.get("errors") or {}).get("data") or [{}]
+            message = str(errors[0].get("message") or "the batch failed validation")
+            return {"*": Outcome(failure="errored", message=message[:300])}
+        for key in ("output_file_id", "error_file_id"):
+            file_id = polled.raw.get(key)
+            if not file_id:
+                continue
+            raw = await self.model.api_request(
+                "GET", f"{self.model.base_url}/files/{file_id}/content"
+            )
+            for row in _lines(raw):
+                out[str(row.get("custom_id"))] = _openai_outcome(row)
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self._json("POST", f"{self.model.base_url}/batches/{batch_id}/cancel", body={})
+
+
+def _openai_outcome(row: dict[str, Any]) -> Outcome:
+    response = row.get("response") or None
+    if response is not None and response.get("status_code") == 200:
+        return Outcome(body=response.get("body"))
+    error = row.get("error") or {}
+    code = str(error.get("code") or "")
+    if response is not None:
+        body = response.get("body") or {}
+        detail = (body.get("error") or {}) if isinstance(body, dict) else {}
+        message = f"HTTP {response.get('status_code')}: {detail.get('message') or ''}"
+        return Outcome(failure="errored", message=message[:300])
+    if code == "batch_expired":
+        return Outcome(failure="expired", message="the batch expired before this request ran")
+    if code == "batch_cancelled":
+        return Outcome(failure="canceled", message="the batch was cancelled")
+    return Outcome(failure="errored", message=str(error.get("message") or code)[:300])
+
+
+class AnthropicWire(Wire):
+    name = "anthropic"
+    max_requests = 100_000
+    max_bytes = 256 * MB
+
+    def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        row = {"custom_id": custom_id, "params": self.body(request)}
+        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def submit(self, entries: list[bytes]) -> str:
+        content = b'{"requests":[' + b",".join(entries) + b"]}"
+        created = await self._json(
+            "POST", f"{self.model.base_url}/messages/batches", content=content
+        )
+        return str(created["id"])
+
+    async def poll(self, batch_id: str) -> Polled:
+        data = await self._json("GET", f"{self.model.base_url}/messages/batches/{batch_id}")
+        status = str(data.get("processing_status"))
+        counts = {k: int(v) for k, v in (data.get("request_counts") or {}).items()}
+        return Polled(status == "ended", status, counts, data)
+
+    async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
+        url = polled.raw.get("results_url") or (
+            f"{self.model.base_url}/messages/batches/{batch_id}/results"
+        )
+        raw = await self.model.api_request("GET", str(url))
+        out: dict[str, Outcome] = {}
+        for row in _lines(raw):
+            result = row.get("result") or {}
+            kind = result.get("type")
+            if kind == "succeeded":
+                outcome = Outcome(body=result.get("message"))
+            elif kind in ("expired", "canceled"):
+                outcome = Outcome(failure=str(kind), message=f"the request was {kind}")
+            else:
+                error = (result.get("error") or {}).get("error") or {}
+                message = f"{error.get('type') or 'error'}: {error.get('message') or ''}"
+                outcome = Outcome(failure="errored", message=message[:300])
+            out[str(row.get("custom_id"))] = outcome
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self._json(
+            "POST", f"{self.model.base_url}/messages/batches/{batch_id}/cancel", body={}
+        )
+
+
+class GeminiWire(Wire):
+    name = "gemini"
+    max_requests = 100_000
+    max_bytes = 20 * MB  # inline requests; larger runs are split into several batches
+    overhead = 160
+
+    def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        row = {"request": self.body(request), "metadata": {"key": custom_id}}
+        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def submit(self, entries: list[bytes]) -> str:
+        content = (
+            b'{"batch":{"display_name":"langfx_nb","input_config":{"requests":{"requests":['
+            + b",".join(entries)
+            + b"]}}}}"
+        )
+        created = await self._json(
+            "POST", self.model.method_url("batchGenerateContent"), content=content
+        )
+        return str(created["name"])  # "batches/..."
+
+    async def poll(self, batch_id: str) -> Polled:
+        data = await self._json("GET", f"{self.model.base_url}/{batch_id}")
+        meta = data.get("metadata") or {}
+        stats = meta.get("batchStats") or {}
+        counts = {k: int(v) for k, v in stats.items()}
+        status = str(meta.get("state") or "")
+        ended = bool(data.get("done")) or status in (
+            "BATCH_STATE_SUCCEEDED",
+            "BATCH_STATE_FAILED",
+            "BATCH_STATE_CANCELLED",
+            "BATCH_STATE_EXPIRED",
+        )
+        return Polled(ended, status, counts, data)
+
+    async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
+        data = polled.raw
+        if not data.get("response") and not data.get("error"):
+            data = await self._json("GET", f"{self.model.base_url}/{batch_id}")
+        if data.get("error"):
+            message = str((data["error"] or {}).get("message") or "the batch failed")
+            return {"*": Outcome(failure="errored", message=message[:300])}
+        response = data.get("response") or {}
+        rows: list[dict[str, Any]] = []
+        inlined = response.get("inlinedResponses")
+        if isinstance(inlined, dict):
+            rows = list(inlined.get("inlinedResponses") or [])
+        elif response.get("responsesFile"):
+            base = self.model.base_url.rsplit("/v1beta", 1)[0]
+            name = response["responsesFile"]
+            raw = await self.model.api_request(
+                "GET", f"{base}/download/v1beta/{name}:download?alt=media"
+            )
+            rows = [
+                {"metadata": {"key": r.get("key")}, **{k: v for k, v in r.items() if k != "key"}}
+                for r in _lines(raw)
+            ]
+        expired = polled.status == "BATCH_STATE_EXPIRED"
+        out: dict[str, Outcome] = {}
+        for row in rows:
+            key = str((row.get("metadata") or {}).get("key"))
+            if row.get("response") is not None:
+                out[key] = Outcome(body=row["response"])
+            else:
+                error = row.get("error") or {}
+                kind = "expired" if expired else "errored"
+                message = f"{error.get('code', '')}: {error.get('message', '')}"
+                out[key] = Outcome(failure=kind, message=message[:300])
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self._json("POST", f"{self.model.base_url}/{batch_id}:cancel", body={})
+
+
+def wire_for(model: LanguageModel) -> Wire:
+    """The batch API of ``model``'s provider; ``InvalidRequestError`` for other models."""
+    from ..llms.openai_responses import OpenAIResponses
+
+    if isinstance(model, OpenAI) and not isinstance(model, OpenAIResponses):
+        return OpenAIWire(model)
+    if isinstance(model, Anthropic):
+        return AnthropicWire(model)
+    if isinstance(model, Gemini):
+        return GeminiWire(model)
+    raise InvalidRequestError(
+        f"engine=ProviderBatch() sends requests through OpenAI (Chat Completions), Anthropic "
+        f"or Gemini batch APIs; {model.model_id} has none (use engine=None)"
+    )

@@ -1,0 +1,193 @@
+"""``BatchResult``: what ``lf.batch`` returns, one entry per input item, in input order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from ..messages import Usage
+
+if TYPE_CHECKING:
+    from ..agentic.session import Session
+
+__all__ = ["BatchResult", "BatchTotals", "ItemError", "ItemStatus"]
+
+R = TypeVar("R")
+
+#: ``ok``: a result; ``failed``: ``fn`` raised (see ``errors``); ``cancelled``: the batch
+#: stopped (cancelled, or ``on_error="raise"``) before the item finished; ``skipped``: the
+#: batch stopped before the item started.
+ItemStatus = Literal["ok", "failed", "cancelled", "skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemError:
+    """What an item's ``fn`` raised: its class name and message (never a traceback)."""
+
+    type: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTotals:
+    """What the whole batch spent.
+
+    ``requests`` and ``usage`` count model calls made through the items' sessions in this
+    run (resumed items cost nothing again); ``cost`` is ``None`` when no model used had a
+    price in the session (``unpriced_models`` lists those left out of it). ``elapsed_s`` is
+    the batch's wall time; ``ok``/``failed``/``resumed`` count items.
+    """
+
+    requests: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+    unpriced_models: tuple[str, ...] = ()
+    elapsed_s: float = 0.0
+    ok: int = 0
+    failed: int = 0
+    resumed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "usage": self.usage.to_json(),
+            "cost": self.cost,
+            "unpriced_models": list(self.unpriced_models),
+            "elapsed_s": self.elapsed_s,
+            "ok": self.ok,
+            "failed": self.failed,
+            "resumed": self.resumed,
+        }
+
+
+class BatchResult(Generic[R]):
+    """The outcome of ``lf.batch``: parallel sequences indexed like the input items.
+
+    - ``results[i]``: item i's result (``None`` unless ``statuses[i] == "ok"``).
+    - ``statuses[i]``: ``ItemStatus``; ``errors[i]``: an ``ItemError`` for failed items.
+    - ``node_ids[i]``: item i's ``item`` trace node in ``session`` (``None`` for items
+      resumed from the manifest or never started); the session holds a bounded window of
+      them, ``session.find(node_id)`` returns ``None`` once a node has been evicted.
+    - ``keys[i]``: the item's key in the run manifest (also without ``run=``).
+    - ``resumed[i]``: True when the result came from the manifest (no request was sent).
+    - ``totals``: ``BatchTotals``; ``batch_node_id``: the ``batch`` node; ``run_path``:
+      the manifest file (``None`` without ``run=``).
+
+    Iterating yields the results; ``len`` is the number of items.
+    """
+
+    __slots__ = (
+        "batch_node_id",
+        "errors",
+        "keys",
+        "node_ids",
+        "results",
+        "resumed",
+        "run_path",
+        "session",
+        "statuses",
+        "totals",
+    )
+
+    def __init__(
+        self,
+        *,
+        results: list[R | None],
+        statuses: list[ItemStatus],
+        errors: list[ItemError | None],
+        node_ids: list[str | None],
+        keys: list[str],
+        resumed: list[bool],
+        totals: BatchTotals,
+        batch_node_id: str | None,
+        session: Session | None,
+        run_path: str | None = None,
+    ) -> None:
+        self.results = results
+        self.statuses = statuses
+        self.errors = errors
+        self.node_ids = node_ids
+        self.keys = keys
+        self.resumed = resumed
+        self.totals = totals
+        self.batch_node_id = batch_node_id
+        self.session = session
+        self.run_path = run_path
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self) -> Iterator[R | None]:
+        return iter(self.results)
+
+    def __getitem__(self, index: int) -> R | None:
+        return self.results[index]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every item has a result."""
+        return all(s == "ok" for s in self.statuses)
+
+    @property
+    def failed(self) -> list[int]:
+        """Indices of the items that did not finish with a result."""
+        return [i for i, s in enumerate(self.statuses) if s != "ok"]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One plain dict per item: ``index``, ``key``, ``status``, ``result`` (a pydantic
+        model as its ``model_dump()``), ``error_type``, ``error_message``, ``node_id``,
+        ``resumed``."""
+        out = []
+        for i, value in enumerate(self.results):
+            error = self.errors[i]
+            out.append(
+                {
+                    "index": i,
+                    "key": self.keys[i],
+                    "status": self.statuses[i],
+                    "result": _plain(value),
+                    "error_type": None if error is None else error.type,
+                    "error_message": None if error is None else error.message,
+                    "node_id": self.node_ids[i],
+                    "resumed": self.resumed[i],
+                }
+            )
+        return out
+
+    def to_pandas(self) -> Any:
+        """``to_records()`` as a ``pandas.DataFrame`` (pandas is optional)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "BatchResult.to_pandas() needs pandas, which is not installed: "
+                "pip install pandas (or use to_records())"
+            ) from None
+        return pd.DataFrame.from_records(self.to_records())
+
+    def __repr__(self) -> str:
+        t = self.totals
+        return (
+            f"BatchResult({len(self)} items: {t.ok} ok, {t.failed} failed, "
+            f"{t.resumed} resumed; {t.requests} requests in {t.elapsed_s:.1f}s)"
+        )
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return dump()
+    return value
+
+
+def empty_lists(n: int) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """Four lists of ``n`` Nones (results, errors, node ids, statuses placeholder)."""
+    return [None] * n, [None] * n, [None] * n, [None] * n
+
+
+def count(statuses: Sequence[str], status: str) -> int:
+    return sum(1 for s in statuses if s == status)

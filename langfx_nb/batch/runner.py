@@ -1,0 +1,397 @@
+"""The runner behind ``lf.batch`` (documented there and in docs/batch.md).
+
+A fixed pool of ``max_concurrency`` workers pulls the items that are not done yet, in input
+order. Each item runs inside ``Session.track("item", ...)`` under one ``batch`` node, with a
+``UsageMeter`` on the batch node counting every model request made through the items'
+views. A ticker task hands a ``BatchProgress`` to the reporter every
+``UPDATE_INTERVAL_S`` and commits the manifest's queued rows; the reporter gets its final
+snapshot in ``finally``, whatever ended the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ..agentic.fanout import settle_first_failure
+from ..agentic.session import Session
+from ..agentic.trace import error_info
+from ..agentic.usage import UsageMeter, total_tokens
+from ..errors import RunManifestError
+from ..llms.deferred import Capture, capturing
+from .codec import ResultCodec, fingerprint, item_keys
+from .manifest import Manifest, manifest_path
+from .progress import (
+    MAX_GROUP_ITEMS,
+    UPDATE_INTERVAL_S,
+    BatchProgress,
+    Reporter,
+    group_errors,
+    resolve_reporter,
+)
+from .provider import ProviderBatch, ProviderPlan, collect_and_batch
+from .result import BatchResult, BatchTotals, ItemError, ItemStatus
+
+__all__ = ["run_batch", "takes_session"]
+
+#: A worker whose items never wait yields to the event loop this often (seconds).
+YIELD_S = 0.05
+
+
+def takes_session(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` accepts a second positional argument (the item's session view)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    positional = 0
+    for p in signature.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            return True
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return positional >= 2
+
+
+class _Run:
+    """The state of one batch: per-item outcomes, counters, error groups."""
+
+    def __init__(self, n: int, name: str, session: Session) -> None:
+        self.results: list[Any] = [None] * n
+        self.statuses: list[ItemStatus] = ["skipped"] * n
+        self.errors: list[ItemError | None] = [None] * n
+        self.node_ids: list[str | None] = [None] * n
+        self.resumed: list[bool] = [False] * n
+        self.done = 0
+        self.failed = 0
+        self.running = 0
+        self.resumed_count = 0
+        self.groups: dict[str, list[Any]] = {}
+        self.meter = UsageMeter()
+        self.session = session
+        self.name = name
+        self.n = n
+        self.t0 = time.monotonic()
+        self.batch_node_id: str | None = None
+        self.finished = False
+        self.provider: dict[str, Any] | None = None
+
+    def set_provider(self, counts: dict[str, Any]) -> None:
+        """The provider's own counts (``engine=ProviderBatch()``), shown by progress."""
+        self.provider = dict(counts)
+
+    def fail(self, index: int, exc: BaseException, node_id: str | None) -> ItemError:
+        info = error_info(exc)
+        error = ItemError(info["type"], info["message"])
+        self.errors[index] = error
+        self.statuses[index] = "failed"
+        self.failed += 1
+        group = self.groups.get(error.type)
+        if group is None:
+            group = self.groups[error.type] = [0, error.message, [], []]
+        group[0] += 1
+        if len(group[2]) < MAX_GROUP_ITEMS:
+            group[2].append(index)
+            group[3].append(node_id)
+        return error
+
+    def snapshot(self) -> BatchProgress:
+        elapsed = time.monotonic() - self.t0
+        settled_now = self.done - self.resumed_count + self.failed
+        rate = settled_now / elapsed if elapsed > 0 else 0.0
+        usage = self.meter.usage
+        tokens = total_tokens(usage)
+        left = self.n - self.done - self.failed - self.running
+        remaining = left + self.running
+        eta = remaining / rate if rate > 0 else (0.0 if not remaining else None)
+        cost, unpriced = self.meter.cost()
+        return BatchProgress(
+            total=self.n,
+            done=self.done,
+            failed=self.failed,
+            running=self.running,
+            left=left,
+            resumed=self.resumed_count,
+            elapsed_s=elapsed,
+            items_per_s=rate,
+            tokens_per_s=tokens / elapsed if elapsed > 0 else 0.0,
+            eta_s=eta,
+            requests=self.meter.requests,
+            usage=usage,
+            cost=cost,
+            unpriced_models=unpriced,
+            errors=group_errors(self.groups),
+            finished=self.finished,
+            batch_node_id=self.batch_node_id,
+            session_id=self.session.id,
+            name=self.name,
+            provider=self.provider,
+        )
+
+    def result(self, keys: list[str], path: Path | None) -> BatchResult[Any]:
+        usage = self.meter.usage
+        cost, unpriced = self.meter.cost()
+        totals = BatchTotals(
+            requests=self.meter.requests,
+            usage=usage,
+            cost=cost,
+            unpriced_models=unpriced,
+            elapsed_s=time.monotonic() - self.t0,
+            ok=self.done,
+            failed=self.failed,
+            resumed=self.resumed_count,
+        )
+        return BatchResult(
+            results=self.results,
+            statuses=self.statuses,
+            errors=self.errors,
+            node_ids=self.node_ids,
+            keys=keys,
+            resumed=self.resumed,
+            totals=totals,
+            batch_node_id=self.batch_node_id,
+            session=self.session,
+            run_path=None if path is None else str(path),
+        )
+
+
+def _no_capture(index: int) -> Capture | None:
+    return None
+
+
+def _quietly(call: Callable[[BatchProgress], None], progress: BatchProgress) -> None:
+    with contextlib.suppress(Exception):  # a broken progress view never stops a batch
+        call(progress)
+
+
+async def run_batch(
+    fn: Callable[..., Any],
+    items: Iterable[Any],
+    *,
+    session: Session | None,
+    run: str | Path | None,
+    engine: Any,
+    max_concurrency: int,
+    on_error: str,
+    progress: Any,
+    key: Callable[[Any], str] | None,
+    name: str | None,
+) -> BatchResult[Any]:
+    """``lf.batch``: see its docstring."""
+    if not callable(fn):
+        raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+        raise TypeError("max_concurrency must be an int")
+    if max_concurrency < 1:
+        raise ValueError("max_concurrency must be at least 1")
+    if on_error not in ("collect", "raise"):
+        raise ValueError("on_error must be 'collect' or 'raise'")
+    if engine is not None and not isinstance(engine, ProviderBatch):
+        raise ValueError(
+            "engine=: None (asyncio in this process) or lf.engines.ProviderBatch() "
+            f"are available here, not {type(engine).__name__}"
+        )
+    if isinstance(items, (str, bytes)):
+        raise TypeError("items must be an iterable of items, not a single string")
+    values = list(items)
+    keys = item_keys(values, key)  # an item that cannot be keyed fails before anything runs
+    with_session = takes_session(fn)
+    fn_name, fn_hash = fingerprint(fn)
+    codec = ResultCodec(fn)
+    path = manifest_path(run) if run is not None else None
+    manifest = Manifest.open(path, fn_name, fn_hash, codec) if path is not None else None
+    root = session if session is not None else Session()
+    try:
+        stored = manifest.stored(keys) if manifest is not None else {}
+        state = _Run(len(values), name or fn_name.rpartition(".")[2] or "batch", root)
+        for i, k in enumerate(keys):
+            if k in stored:
+                state.results[i] = stored[k]
+                state.statuses[i] = "ok"
+                state.resumed[i] = True
+        state.done = state.resumed_count = len(stored)
+        pending = [i for i, k in enumerate(keys) if k not in stored]
+        try:
+            await _execute(
+                fn,
+                values,
+                keys,
+                pending,
+                state,
+                manifest,
+                with_session,
+                max_concurrency,
+                on_error == "raise",
+                progress,
+                str(path) if path else None,
+                engine,
+            )
+        except RunManifestError as exc:
+            exc.result = state.result(keys, path)
+            raise
+        return state.result(keys, path)
+    finally:
+        if manifest is not None:
+            manifest.close()
+        if session is None:  # the batch's own session: ended, still readable
+            await root.dispose()
+
+
+async def _execute(
+    fn: Callable[..., Any],
+    values: list[Any],
+    keys: list[str],
+    pending: list[int],
+    state: _Run,
+    manifest: Manifest | None,
+    with_session: bool,
+    max_concurrency: int,
+    raise_first: bool,
+    progress: Any,
+    run_path: str | None,
+    engine: ProviderBatch | None = None,
+) -> None:
+    inputs = {"items": state.n, "to_run": len(pending), "resumed": state.resumed_count}
+    metadata: dict[str, Any] = {"max_concurrency": max_concurrency}
+    if engine is not None:
+        metadata["engine"] = "provider_batch"
+    if run_path is not None:
+        metadata["run"] = run_path
+    reporter: Reporter | None = None
+    ticker: asyncio.Task[None] | None = None
+    with state.session.track(
+        "batch", state.name, inputs=inputs, metadata=metadata, meter=state.meter
+    ) as tracked:
+        state.batch_node_id = tracked.node.id
+        view = tracked.session
+        reporter = resolve_reporter(progress, state.session, state.snapshot())
+        try:
+            if reporter is not None:
+                _quietly(reporter.update, state.snapshot())
+            ticker = asyncio.ensure_future(_tick(state, reporter, manifest))
+            plan: ProviderPlan | None = None
+            if engine is not None:
+
+                def on_provider(counts: dict[str, Any]) -> None:
+                    changed = state.provider is None or (
+                        state.provider.get("status") != counts.get("status")
+                    )
+                    state.set_provider(counts)
+                    if changed and reporter is not None:  # a few status changes per batch
+                        _quietly(reporter.update, state.snapshot())
+
+                plan = await collect_and_batch(
+                    engine, fn, values, keys, pending, manifest, with_session, on_provider
+                )
+            capture_for = plan.capture_for if plan is not None else _no_capture
+            order = iter(pending)
+
+            async def worker() -> None:
+                last = time.monotonic()
+                for i in order:
+                    now = time.monotonic()
+                    if now - last >= YIELD_S:  # items that never wait (fakes, caches) must
+                        last = now  # still let the ticker report and commit
+                        await asyncio.sleep(0)
+                    await _one(
+                        fn,
+                        values[i],
+                        i,
+                        keys[i],
+                        state,
+                        view,
+                        manifest,
+                        with_session,
+                        raise_first,
+                        capture_for(i),
+                    )
+
+            workers = [
+                asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, len(pending)))
+            ]
+            await settle_first_failure(workers)
+            if manifest is not None:
+                manifest.flush()
+            if plan is not None:
+                plan.finish(manifest)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+            flush_error: RunManifestError | None = None
+            if manifest is not None and manifest.broken is None:
+                try:
+                    manifest.flush()  # what finished before a cancellation or an error
+                except RunManifestError as exc:
+                    flush_error = exc
+            state.finished = True
+            final = state.snapshot()
+            tracked.outputs = {"done": final.done, "failed": final.failed, "total": final.total}
+            view.set_progress(final.settled, final.total)
+            if reporter is not None:
+                _quietly(reporter.close, final)
+        if flush_error is not None:
+            raise flush_error
+
+
+async def _tick(state: _Run, reporter: Reporter | None, manifest: Manifest | None) -> None:
+    while True:
+        await asyncio.sleep(UPDATE_INTERVAL_S)
+        if reporter is not None:
+            _quietly(reporter.update, state.snapshot())
+        if manifest is not None and manifest.pending and manifest.broken is None:
+            try:
+                manifest.flush()
+            except RunManifestError:
+                return  # the next write from a worker raises it and stops the batch
+
+
+async def _one(
+    fn: Callable[..., Any],
+    item: Any,
+    index: int,
+    key: str,
+    state: _Run,
+    view: Session,
+    manifest: Manifest | None,
+    with_session: bool,
+    raise_first: bool,
+    capture: Capture | None = None,
+) -> None:
+    """Run one item under its ``item`` node and record its outcome (with ``capture``, its
+    model call is answered by a provider batch)."""
+    state.running += 1
+    node_id: str | None = None
+    encoded: tuple[str, str] | None = None
+    try:
+        with view.track("item", f"item {index}", inputs=item, metadata={"index": index}) as t:
+            node_id = state.node_ids[index] = t.node.id
+            with capturing(capture):
+                out = fn(item, t.session) if with_session else fn(item)
+                if inspect.isawaitable(out):
+                    out = await out
+            if manifest is not None:
+                encoded = manifest.codec.encode(out)  # TypeError: fails the item, visibly
+            t.outputs = out
+    except Exception as exc:
+        state.running -= 1
+        error = state.fail(index, exc, node_id)
+        if manifest is not None:
+            manifest.add_failed(key, index, error.type, error.message)
+        if raise_first:
+            raise
+        return
+    except BaseException:
+        state.running -= 1
+        state.statuses[index] = "cancelled"
+        raise
+    state.running -= 1
+    state.results[index] = out
+    state.statuses[index] = "ok"
+    state.done += 1
+    if manifest is not None and encoded is not None:
+        manifest.add_ok(key, index, *encoded)

@@ -1,0 +1,393 @@
+"""``lf.eval.Report``: what an evaluation found, case by case and in aggregate.
+
+A report holds one ``CaseResult`` per (case, repeat): the task's output (or the error it
+raised), one ``ScoreRecord`` per metric, the case's trace node id, its usage, cost and
+duration. ``metrics`` aggregates every metric over the trials that scored it: a pass/fail
+metric as a pass rate with its Wilson interval, a numeric one as a mean with its standard
+error (see ``stats``). Evaluator errors and failed tasks are counted apart (``errors``,
+``failed``), never as a 0. ``by(key)`` gives the same aggregates per value of a metadata key.
+
+A report saves as JSON (``save`` / ``Report.load``) so two runs recorded on different days
+can be compared (``lf.eval.compare``); ``to_records`` / ``to_pandas`` give one row per trial.
+In a notebook it displays as the report widget (``lf.nb.EvalReportView``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..jsonable import walk
+from ..messages import Usage
+from .dataset import Case
+from .score import ScoreRecord
+from .stats import Interval, mean_interval, wilson
+
+__all__ = ["REPORT_FORMAT", "CaseResult", "Metric", "Report", "aggregate"]
+
+REPORT_FORMAT = "langfx_nb.eval.report"
+REPORT_VERSION = 1
+
+CaseStatus = Literal["ok", "failed", "cancelled", "skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One trial: a case's task run once (``repeat`` counts from 0) and its scores.
+
+    ``status`` is the task's: ``ok`` (it answered, ``output``), ``failed`` (it raised:
+    ``error`` holds the class and message; no scores), or ``cancelled``/``skipped`` when
+    the run stopped first. ``node_id`` is the trial's ``item`` node in the run's session
+    (``None`` when resumed from the manifest, or for a loaded report); ``resumed`` says the
+    result came from the run manifest without running again."""
+
+    case: Case
+    repeat: int
+    status: CaseStatus
+    output: Any = None
+    error: Mapping[str, str] | None = None
+    scores: Mapping[str, ScoreRecord] = field(default_factory=dict)
+    node_id: str | None = None
+    usage: Usage | None = None
+    cost: float | None = None
+    duration: float | None = None
+    resumed: bool = False
+
+    @property
+    def key(self) -> str:
+        """``case_id#repeat``: the trial's key in the run manifest."""
+        return f"{self.case.id}#{self.repeat}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "case": self.case.to_json(),
+            "repeat": self.repeat,
+            "status": self.status,
+            "output": walk(self.output),
+            "scores": [s.to_json() for s in self.scores.values()],
+            "node_id": self.node_id,
+            "resumed": self.resumed,
+        }
+        for key in ("error", "cost", "duration"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = dict(value) if key == "error" else value
+        if self.usage is not None:
+            out["usage"] = self.usage.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], output_type: Any = None) -> CaseResult:
+        raw = data["case"]
+        case = Case(raw["inputs"], raw.get("expected"), raw.get("metadata") or {}, raw.get("id"))
+        output = data.get("output")
+        if output_type is not None and output is not None and data.get("status") == "ok":
+            from pydantic import TypeAdapter
+
+            output = TypeAdapter(output_type).validate_python(output)
+        scores = [ScoreRecord.from_json(s) for s in data.get("scores") or ()]
+        usage = data.get("usage")
+        return cls(
+            case,
+            int(data.get("repeat", 0)),
+            data.get("status", "ok"),
+            output,
+            data.get("error"),
+            {s.name: s for s in scores},
+            data.get("node_id"),
+            Usage.from_json(usage) if usage else None,
+            data.get("cost"),
+            data.get("duration"),
+            bool(data.get("resumed", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One metric over the trials: ``kind`` ``pass_rate`` (every score was a bool) or
+    ``mean``; ``interval`` (Wilson for a pass rate, mean ± 1.96·se for a mean) from
+    ``interval.n`` scores; ``errors`` trials where the evaluator raised, ``missing`` where
+    it did not run (the task failed)."""
+
+    name: str
+    kind: Literal["pass_rate", "mean"]
+    interval: Interval
+    errors: int = 0
+    missing: int = 0
+
+    @property
+    def value(self) -> float:
+        return self.interval.value
+
+    @property
+    def n(self) -> int:
+        return self.interval.n
+
+    def __str__(self) -> str:
+        iv = self.interval
+        if self.kind == "pass_rate":
+            text = f"{iv.value:.1%} [{iv.low:.1%}, {iv.high:.1%}]" if iv.n else "—"
+        elif iv.se is not None:
+            text = f"{iv.value:.4g} ± {iv.se:.2g}"
+        else:
+            text = "—" if math.isnan(iv.value) else f"{iv.value:.4g}"
+        extra = f", {self.errors} errors" if self.errors else ""
+        return f"{self.name}: {text} (n={iv.n}{extra})"
+
+    def to_json(self) -> dict[str, Any]:
+        iv = self.interval
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "value": _finite(iv.value),
+            "low": _finite(iv.low),
+            "high": _finite(iv.high),
+            "n": iv.n,
+            "se": iv.se,
+            "errors": self.errors,
+            "missing": self.missing,
+        }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def metric_names(results: Iterable[CaseResult]) -> list[str]:
+    """Every metric name in the order first seen."""
+    names: dict[str, None] = {}
+    for r in results:
+        for name in r.scores:
+            names.setdefault(name, None)
+    return list(names)
+
+
+def aggregate(
+    results: Sequence[CaseResult], names: Sequence[str] | None = None
+) -> dict[str, Metric]:
+    """The ``Metric`` of each name over ``results``."""
+    out: dict[str, Metric] = {}
+    for name in names if names is not None else metric_names(results):
+        values: list[float] = []
+        all_bool = True
+        errors = missing = 0
+        for r in results:
+            record = r.scores.get(name)
+            if record is None:
+                missing += 1
+            elif record.score is None:
+                errors += 1
+            else:
+                values.append(record.score.value)
+                all_bool = all_bool and isinstance(record.score.score, bool)
+        if all_bool:
+            out[name] = Metric(
+                name, "pass_rate", wilson(int(sum(values)), len(values)), errors, missing
+            )
+        else:
+            out[name] = Metric(name, "mean", mean_interval(values), errors, missing)
+    return out
+
+
+class Report(Sequence[CaseResult]):
+    """An evaluation's results (see the module). Iterating gives the ``CaseResult``s in
+    dataset order, repeats together."""
+
+    def __init__(
+        self,
+        results: Iterable[CaseResult],
+        *,
+        name: str = "",
+        repeats: int = 1,
+        elapsed_s: float | None = None,
+        run_path: str | None = None,
+        session: Any = None,
+        output_type: Any = None,
+    ) -> None:
+        self.results: list[CaseResult] = list(results)
+        self.name = name
+        self.repeats = repeats
+        self.elapsed_s = elapsed_s
+        self.run_path = run_path
+        self.session = session
+        self.output_type = output_type
+        self.metrics: dict[str, Metric] = aggregate(self.results)
+
+    # -- Sequence ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.results[index]
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        return iter(self.results)
+
+    # -- aggregates ----------------------------------------------------------------------
+    @property
+    def failed(self) -> list[CaseResult]:
+        """Trials whose task did not answer (raised, or the run stopped first)."""
+        return [r for r in self.results if r.status != "ok"]
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for r in self.results:
+            if r.usage is not None:
+                total = total + r.usage
+        return total
+
+    @property
+    def cost(self) -> float | None:
+        """The summed cost of the trials with a known cost (``None`` if none had one)."""
+        costs = [r.cost for r in self.results if r.cost is not None]
+        return math.fsum(costs) if costs else None
+
+    def by(self, key: str) -> dict[str, dict[str, Metric]]:
+        """The metrics per value of metadata ``key`` (cases without it under ``"—"``),
+        values in order first seen."""
+        groups: dict[str, list[CaseResult]] = {}
+        for r in self.results:
+            value = r.case.metadata.get(key)
+            groups.setdefault("—" if value is None else str(value), []).append(r)
+        names = list(self.metrics)
+        return {value: aggregate(rs, names) for value, rs in groups.items()}
+
+    @property
+    def metadata_keys(self) -> list[str]:
+        keys: dict[str, None] = {}
+        for r in self.results:
+            for k in r.case.metadata:
+                keys.setdefault(str(k), None)
+        return list(keys)
+
+    def case_scores(self) -> dict[str, dict[str, float]]:
+        """Per case id, each metric's mean score over that case's scored repeats."""
+        sums: dict[str, dict[str, list[float]]] = {}
+        for r in self.results:
+            per = sums.setdefault(r.case.id or "", {})
+            for name, record in r.scores.items():
+                if record.score is not None:
+                    per.setdefault(name, []).append(record.score.value)
+        return {
+            cid: {m: math.fsum(v) / len(v) for m, v in per.items()} for cid, per in sums.items()
+        }
+
+    def summary(self) -> str:
+        """Lines a person reads: the metrics, failures, usage and cost."""
+        head = f"Report {self.name!r}" if self.name else "Report"
+        cases = len({r.case.id for r in self.results})
+        lines = [f"{head}: {cases} cases × {self.repeats} repeat(s), {len(self.failed)} failed"]
+        lines += [f"  {m}" for m in self.metrics.values()]
+        usage = self.usage
+        if usage.total_tokens or usage.prompt_tokens:
+            cost = self.cost
+            lines.append(
+                f"  tokens: {usage.total_tokens or 0}"
+                + ("" if cost is None else f", cost: {cost:.4g}")
+            )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    # -- records and files ---------------------------------------------------------------
+    def to_records(self) -> list[dict[str, Any]]:
+        """One flat dict per trial: ``case_id``, ``repeat``, ``status``, ``output``, the
+        metadata as ``meta.KEY``, each metric's score (``None`` if it raised) and
+        ``NAME.error``, ``tokens``, ``cost``, ``node_id``."""
+        rows = []
+        for r in self.results:
+            row: dict[str, Any] = {
+                "case_id": r.case.id,
+                "repeat": r.repeat,
+                "status": r.status,
+                "output": walk(r.output),
+                "error": None if r.error is None else f"{r.error['type']}: {r.error['message']}",
+            }
+            for k, v in r.case.metadata.items():
+                row[f"meta.{k}"] = v
+            for name, record in r.scores.items():
+                row[name] = None if record.score is None else record.score.score
+                if record.error is not None:
+                    row[f"{name}.error"] = f"{record.error['type']}: {record.error['message']}"
+            row["tokens"] = None if r.usage is None else r.usage.total_tokens
+            row["cost"] = r.cost
+            row["node_id"] = r.node_id
+            rows.append(row)
+        return rows
+
+    def to_pandas(self) -> Any:
+        """``to_records()`` as a ``pandas.DataFrame`` (pandas is optional)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "Report.to_pandas() needs pandas, which is not installed: pip install pandas"
+            ) from None
+        return pd.DataFrame.from_records(self.to_records())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": REPORT_FORMAT,
+            "version": REPORT_VERSION,
+            "name": self.name,
+            "repeats": self.repeats,
+            "elapsed_s": self.elapsed_s,
+            "run_path": self.run_path,
+            "metrics": [m.to_json() for m in self.metrics.values()],
+            "results": [r.to_json() for r in self.results],
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the report as JSON (``Report.load`` reads it back)."""
+        Path(path).write_text(json.dumps(self.to_json(), ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, output_type: Any = None) -> Report:
+        """A report from its JSON; ``ValueError`` naming what is wrong when malformed."""
+        if not isinstance(data, Mapping) or data.get("format") != REPORT_FORMAT:
+            raise ValueError("not a langfx_nb evaluation report")
+        if data.get("version") != REPORT_VERSION:
+            raise ValueError(f"unsupported report version: {data.get('version')!r}")
+        results = []
+        for i, raw in enumerate(data.get("results") or ()):
+            try:
+                results.append(CaseResult.from_json(raw, output_type))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"malformed report: results[{i}]: {exc}") from None
+        return cls(
+            results,
+            name=str(data.get("name", "")),
+            repeats=int(data.get("repeats", 1)),
+            elapsed_s=data.get("elapsed_s"),
+            run_path=data.get("run_path"),
+            output_type=output_type,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, *, output_type: Any = None) -> Report:
+        return cls.from_json(
+            json.loads(Path(path).read_text(encoding="utf-8")), output_type=output_type
+        )
+
+    # -- display -------------------------------------------------------------------------
+    def widget(self) -> Any:
+        """The report widget (needs the notebook extra)."""
+        from ..notebook.eval_report import EvalReportView
+
+        return EvalReportView(self)
+
+    def _ipython_display_(self) -> None:
+        try:
+            view = self.widget()
+        except ImportError:  # no notebook extra: the text form
+            print(self.summary())
+            return
+        from IPython.display import display
+
+        display(view)  # type: ignore[no-untyped-call]

@@ -1,0 +1,156 @@
+"""Scores, and how an evaluator's answer becomes one.
+
+An evaluator is any callable ``(case, output, trace) -> bool | float | Score`` (or a mapping
+of names to those, for one score per field), sync or async. ``True``/``False`` is a pass or a
+fail; a number is a score; ``Score`` adds a label and a reason. What an evaluator raises is
+recorded as that case's *error* for that evaluator (class and message), never as a 0: an
+aggregate counts errors apart from scores.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..agentic.trace import error_info
+
+__all__ = ["Evaluator", "Score", "ScoreRecord", "evaluate", "evaluator_names"]
+
+Evaluator = Callable[[Any, Any, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """One evaluator's verdict on one case.
+
+    ``score`` is ``True``/``False`` (a pass or a fail: aggregated as a pass rate) or a number
+    (aggregated as a mean). ``label`` is a short category (``"pass"``, ``"partial"``), ``reason``
+    why (a judge's explanation)."""
+
+    score: bool | float
+    label: str | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.score, bool):
+            if not isinstance(self.score, int | float):
+                raise TypeError(f"a score is a bool or a number, not {type(self.score).__name__}")
+            if math.isnan(self.score):
+                raise ValueError("a score cannot be NaN")
+
+    @property
+    def passed(self) -> bool | None:
+        """``True``/``False`` for a pass/fail score, ``None`` for a numeric one."""
+        return self.score if isinstance(self.score, bool) else None
+
+    @property
+    def value(self) -> float:
+        """The score as a number (a pass is 1.0, a fail 0.0)."""
+        return float(self.score)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"score": self.score}
+        if self.label is not None:
+            out["label"] = self.label
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Score:
+        score = data["score"]
+        return cls(
+            score if isinstance(score, bool) else float(score),
+            data.get("label"),
+            data.get("reason"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRecord:
+    """What one evaluator gave one case: a ``score``, or the ``error`` it raised."""
+
+    name: str
+    score: Score | None = None
+    error: Mapping[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.score is not None:
+            out.update(self.score.to_json())
+        if self.error is not None:
+            out["error"] = dict(self.error)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
+        error = data.get("error")
+        return cls(
+            str(data["name"]),
+            Score.from_json(data) if "score" in data else None,
+            dict(error) if error is not None else None,
+        )
+
+
+def evaluator_names(evaluators: Iterable[Evaluator] | Mapping[str, Evaluator]) -> dict[str, Any]:
+    """Name → evaluator. A mapping keeps its names; otherwise each evaluator's ``name``
+    attribute or ``__name__``. Two evaluators with one name raise ``ValueError``."""
+    if isinstance(evaluators, Mapping):
+        named = {str(k): v for k, v in evaluators.items()}
+    else:
+        named = {}
+        for ev in evaluators:
+            name = str(getattr(ev, "name", None) or getattr(ev, "__name__", None) or "")
+            if not name or name == "<lambda>":
+                raise ValueError(
+                    "an evaluator without a name (a lambda): pass evaluators as a dict "
+                    "{name: evaluator}"
+                )
+            if name in named:
+                raise ValueError(f"two evaluators are named {name!r}: pass a dict to rename one")
+            named[name] = ev
+    for name, ev in named.items():
+        if isinstance(ev, type):
+            raise TypeError(f"evaluator {name!r} is a class: build it first ({name}(...))")
+        if not callable(ev):
+            raise TypeError(f"evaluator {name!r} is not callable")
+    return named
+
+
+def _as_score(name: str, value: Any) -> Score:
+    if isinstance(value, Score):
+        return value
+    if isinstance(value, bool):
+        return Score(value, "pass" if value else "fail")
+    if isinstance(value, int | float):
+        return Score(float(value))
+    raise TypeError(
+        f"evaluator {name!r} returned {type(value).__name__}; "
+        "return a bool, a number, an lf.eval.Score or a mapping of those"
+    )
+
+
+async def evaluate(
+    name: str, evaluator: Evaluator, case: Any, output: Any, trace: Any
+) -> list[ScoreRecord]:
+    """Run one evaluator on one case. A mapping answer gives one record per key
+    (``name.key``). What it raises (or returns that is not a score) is an error record;
+    cancellation propagates as asyncio does."""
+    try:
+        value = evaluator(case, output, trace)
+        if inspect.isawaitable(value):
+            value = await _await(value)
+        if isinstance(value, Mapping):
+            return [
+                ScoreRecord(f"{name}.{k}", _as_score(f"{name}.{k}", v)) for k, v in value.items()
+            ]
+        return [ScoreRecord(name, _as_score(name, value))]
+    except Exception as exc:  # an evaluator's bug is that case's error, never a silent 0
+        return [ScoreRecord(name, error=error_info(exc))]
+
+
+async def _await(value: Awaitable[Any]) -> Any:
+    return await value

@@ -1,0 +1,50 @@
+"""Model calls answered by someone else: the hook a provider batch engine works through.
+
+While a ``Capture`` is set (``capturing``), a model call that misses the LLM cache does not
+send its request: ``LanguageModel.call`` (and ``stream``) hands the built request to
+``capture.answer(model, request)`` and continues with the message it returns exactly as
+with an online answer (finish-reason checks, usage, the cache write). ``lf.batch`` with
+``engine=lf.engines.ProviderBatch()`` sets one per item: first a collector that keeps the
+request and raises ``DeferredCall`` (so ``fn`` stops there), then, once the provider's
+batch has answered, a replayer that returns the batch's answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..messages import AIMessage
+    from .base import LanguageModel, LMRequest
+
+__all__ = ["Capture", "DeferredCall", "capturing", "current_capture"]
+
+
+class DeferredCall(BaseException):
+    """Raised by a collecting ``Capture`` at a model call: the request was kept for a
+    provider batch. A ``BaseException`` so that ``fn``'s own ``except Exception`` does not
+    swallow it; only the batch engine catches it."""
+
+
+class Capture(Protocol):
+    async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]: ...
+
+
+_CAPTURE: ContextVar[Capture | None] = ContextVar("langfx_nb_capture", default=None)
+
+
+def current_capture() -> Capture | None:
+    return _CAPTURE.get()
+
+
+@contextlib.contextmanager
+def capturing(capture: Capture | None) -> Iterator[None]:
+    """Model calls in this context (and tasks started in it) go to ``capture``."""
+    token = _CAPTURE.set(capture)
+    try:
+        yield
+    finally:
+        _CAPTURE.reset(token)

@@ -1,0 +1,221 @@
+"""lf.RateLimit and the account limiter, against a real rate-limited local server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import httpx
+import pydantic
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.llms.anthropic import Anthropic
+from langfx_nb.llms.gemini import Gemini
+from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.ratelimit import Limiter, parse_reset
+
+from .limited_server import LimitedServer
+
+
+class Label(pydantic.BaseModel):
+    item: str
+    label: str
+
+
+@pytest.fixture
+def server_factory() -> Iterator[list[LimitedServer]]:
+    servers: list[LimitedServer] = []
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+def serve(servers: list[LimitedServer], **kw: object) -> LimitedServer:
+    server = LimitedServer(**kw).start()  # type: ignore[arg-type]
+    servers.append(server)
+    return server
+
+
+MODELS: list[OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_models() -> object:
+    yield
+    while MODELS:
+        await MODELS.pop().aclose()
+
+
+def model(server: LimitedServer, key: str = "sk-test", **kw: object) -> OpenAI:
+    lm = OpenAI(
+        "gpt-test",
+        api_key=key,
+        base_url=server.url,
+        transport=httpx.AsyncHTTPTransport(),
+        max_tokens=12,
+        max_attempts=6,
+        **kw,  # type: ignore[arg-type]
+    )
+    MODELS.append(lm)
+    return lm
+
+
+async def label(row: dict[str, int], session: lf.Session) -> Label:
+    return await session.query("Label: item={{id}}", Label, vars=row, protocol="json")  # type: ignore[no-any-return]
+
+
+def after_first_window(server: LimitedServer) -> list[float]:
+    return [t for t in server.rejected if t >= server.window_s]
+
+
+def test_rate_limit_values_are_checked() -> None:
+    assert lf.RateLimit(60, None).requests_per_minute == 60
+    for bad in (0, -1, float("inf"), float("nan"), True, "10"):
+        with pytest.raises(ValueError, match="requests_per_minute"):
+            lf.RateLimit(requests_per_minute=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"lf\.RateLimit"):
+        OpenAI("m", api_key="k", rate_limit={"rpm": 1})  # type: ignore[arg-type]
+
+
+def test_reset_headers_of_each_provider_parse() -> None:
+    assert parse_reset("1s") == 1.0
+    assert parse_reset("6m0s") == 360.0
+    assert parse_reset("20ms") == pytest.approx(0.02)
+    assert parse_reset("1h2m3.5s") == pytest.approx(3723.5)
+    assert parse_reset("2.5") == 2.5
+    assert parse_reset("2030-01-01T00:00:10Z", now=1893456000.0) == pytest.approx(10.0)
+    assert parse_reset("soon") is None and parse_reset(None) is None
+
+
+def test_models_of_one_account_share_one_limiter_and_the_key_is_not_kept() -> None:
+    a = OpenAI("gpt-4o", api_key="sk-secret-1", base_url="http://127.0.0.1:9/v1")
+    b = OpenAI("gpt-4o-mini", api_key="sk-secret-1", base_url="http://127.0.0.1:9/v1")
+    c = OpenAI("gpt-4o", api_key="sk-secret-2", base_url="http://127.0.0.1:9/v1")
+    d = Anthropic("claude", api_key="sk-secret-1", base_url="http://127.0.0.1:9/v1")
+    assert a.rate_limiter() is b.rate_limiter()
+    assert a.rate_limiter() is not c.rate_limiter()
+    assert a.rate_limiter() is not d.rate_limiter()
+    limited = OpenAI(
+        "gpt-4o",
+        api_key="sk-secret-1",
+        base_url="http://127.0.0.1:9/v1",
+        rate_limit=lf.RateLimit(requests_per_minute=100),
+    )
+    assert limited.rate_limiter() is a.rate_limiter()
+    assert a.rate_limiter().limit == lf.RateLimit(100, None)  # one limit for the account
+    from langfx_nb.llms import ratelimit
+
+    assert not any("sk-secret" in k for k in ratelimit._REGISTRY)
+    assert "sk-secret" not in repr(a.rate_limiter().__dict__)
+
+
+async def test_configured_request_limit_sends_no_429_after_the_first_window(
+    server_factory: list[LimitedServer],
+) -> None:
+    server = serve(server_factory, requests=40, window_s=0.5, headers=False)
+    # 90 % of the server's limit: headroom for this loaded test machine's scheduling jitter
+    lm = model(server, rate_limit=lf.RateLimit(requests_per_minute=0.9 * 40 / 0.5 * 60))
+    result = await lf.batch(
+        label,
+        [{"id": i} for i in range(100)],
+        session=lf.Session(lm),
+        max_concurrency=16,
+        progress=False,
+    )
+    assert result.ok and len(server.answered) == 100
+    assert after_first_window(server) == []
+
+
+async def test_configured_token_limit_counts_estimates_corrected_by_usage(
+    server_factory: list[LimitedServer],
+) -> None:
+    server = serve(server_factory, tokens=3000, window_s=0.5, headers=False)
+    lm = model(server, rate_limit=lf.RateLimit(tokens_per_minute=0.9 * 3000 / 0.5 * 60))
+    result = await lf.batch(
+        label,
+        [{"id": i} for i in range(40)],
+        session=lf.Session(lm),
+        max_concurrency=16,
+        progress=False,
+    )
+    assert result.ok
+    assert after_first_window(server) == []
+    assert result.totals.usage.total_tokens == server.tokens_used
+
+
+async def test_without_a_limit_the_providers_headers_set_it(
+    server_factory: list[LimitedServer],
+) -> None:
+    server = serve(server_factory, requests=10, window_s=0.5, headers=True)
+    lm = model(server)
+    result = await lf.batch(
+        label,
+        [{"id": i} for i in range(30)],
+        session=lf.Session(lm),
+        max_concurrency=8,
+        progress=False,
+    )
+    assert result.ok and len(server.answered) == 30 and not server.duplicates
+    assert after_first_window(server) == []
+    assert lm.rate_limiter().engaged
+
+
+async def test_a_429_pauses_every_request_of_the_account() -> None:
+    now = [0.0]
+    limiter = Limiter(clock=lambda: now[0])
+    limiter.configure(lf.RateLimit(requests_per_minute=600_000))
+    first = await limiter.acquire(10)
+    first.settle(10)
+    limiter.throttle(0.2)
+    waiting = [asyncio.ensure_future(limiter.acquire(10)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert not any(t.done() for t in waiting)  # all of them wait, not just one
+    now[0] = 0.3
+    tickets = await asyncio.gather(*waiting)
+    assert len(tickets) == 3 and limiter.throttled == 1
+
+
+async def test_a_429_without_limits_or_headers_is_left_to_the_retry_policy() -> None:
+    limiter = Limiter()
+    limiter.throttle(30.0)
+    ticket = await asyncio.wait_for(limiter.acquire(1), 1.0)  # no pause: nothing engaged
+    ticket.settle(1)
+    assert limiter.throttled == 1 and not limiter.engaged
+
+
+async def test_token_estimates_are_corrected_by_the_usage_returned() -> None:
+    now = [0.0]
+    limiter = Limiter(clock=lambda: now[0])  # frozen: nothing refills
+    limiter.configure(lf.RateLimit(tokens_per_minute=1_200_000))  # holds ~970 tokens
+    first = await limiter.acquire(2000)  # let through, leaving the bucket in debt
+    second = asyncio.ensure_future(limiter.acquire(900))
+    await asyncio.sleep(0.02)
+    assert not second.done()
+    first.settle(50)  # it used far less than estimated: the rest is given back
+    ticket = await asyncio.wait_for(second, 2.0)
+    ticket.settle(900)
+
+
+def test_gemini_sends_no_headers_so_only_a_configured_limit_holds() -> None:
+    g = Gemini("gemini-2.0-flash", api_key="k", base_url="http://127.0.0.1:9/v1beta")
+    assert g.rate_limiter().limit is None and not g.rate_limiter().engaged
+    limited = Gemini(
+        "gemini-2.0-flash",
+        api_key="k2",
+        base_url="http://127.0.0.1:9/v1beta",
+        rate_limit=lf.RateLimit(requests_per_minute=10),
+    )
+    assert limited.rate_limiter().engaged
+
+
+async def test_rate_limits_hold_outside_batches_too(server_factory: list[LimitedServer]) -> None:
+    server = serve(server_factory, requests=10, window_s=0.5, headers=False)
+    lm = model(server, rate_limit=lf.RateLimit(requests_per_minute=0.9 * 10 / 0.5 * 60))
+    other = model(server)  # the same account, no limit of its own: shares the limiter
+    calls = [
+        lf.query(f"Label: item={i}", Label, lm=lm if i % 2 else other, protocol="json")
+        for i in range(25)
+    ]
+    results = await asyncio.gather(*calls)
+    assert len(results) == 25 and after_first_window(server) == []

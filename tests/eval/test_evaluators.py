@@ -1,0 +1,220 @@
+"""Evaluators on real answers: typed answers parsed from a model's text by ``lf.query``,
+an agent's tool calls in its trace, and an LLM judge answering through ``lf.query``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import langfx_nb as lf
+from langfx_nb.llms.base import LMRequest
+from langfx_nb.llms.fake import Scripted, StaticMapping, StaticResponse
+
+
+class City(BaseModel):
+    name: str
+    country: str
+    population: int
+
+
+PROMPT = "Facts about {{city}}"
+ANSWERS = {
+    "Facts about Paris": "City(name='Paris', country='France', population=2100000)",
+    "Facts about Lyon": "City(name='Lyon', country='Italy', population=520000)",
+    "Facts about Nice": "City(name='nice', country='France', population=340000)",
+}
+EXPECTED = {
+    "Paris": City(name="Paris", country="France", population=2100000),
+    "Lyon": City(name="Lyon", country="France", population=520000),
+    "Nice": City(name="Nice", country="France", population=340000),
+}
+
+
+def _mapping_model() -> StaticMapping:
+    # the python protocol wraps the prompt; answer by the line the template rendered
+    class ByCity(StaticMapping):
+        def respond(self, request: LMRequest) -> Any:
+            text = request.messages[-1].text
+            for prompt, answer in self.mapping.items():
+                if prompt in text:
+                    return answer
+            raise AssertionError(text)
+
+    return ByCity(ANSWERS)
+
+
+def _dataset() -> lf.eval.Dataset:
+    return lf.eval.Dataset(
+        [lf.eval.Case(city, expected=EXPECTED[city], id=city) for city in EXPECTED],
+        output_type=City,
+    )
+
+
+async def test_exact_and_fields_on_typed_answers_from_a_model() -> None:
+    lm = _mapping_model()
+
+    async def task(city: str, session: lf.Session) -> City:
+        return await session.query(PROMPT, City, lm=lm, vars={"city": city})
+
+    report = await lf.eval.run(
+        task,
+        _dataset(),
+        [lf.eval.exact, lf.eval.fields()],
+        progress=False,
+    )
+    by_id = {r.case.id: r for r in report}
+    assert isinstance(by_id["Paris"].output, City)
+    assert by_id["Paris"].scores["exact"].score.score is True
+    assert by_id["Lyon"].scores["exact"].score.score is False
+    assert by_id["Lyon"].scores["fields.country"].score.score is False
+    assert by_id["Lyon"].scores["fields.population"].score.score is True
+    assert by_id["Nice"].scores["fields.name"].score.score is False
+    assert report.metrics["exact"].value == pytest.approx(1 / 3)
+    assert report.metrics["fields.population"].value == 1.0
+    assert report.metrics["exact"].kind == "pass_rate"
+    ci = lf.eval.fields(only=["name"], compare={"name": lambda a, b: a.lower() == b.lower()})
+    nice = by_id["Nice"]
+    assert ci(nice.case, nice.output, None) == {"name": True}
+
+
+async def test_numeric_and_contains_on_text_answers() -> None:
+    lm = StaticResponse("The answer is 41.9")
+    case = lf.eval.Case("q", expected=42)
+    answer = await lf.query("q", lm=lm)
+    assert lf.eval.numeric(tol=0.5)(case, answer.rsplit(" ", 1)[1], None).score is True
+    strict = lf.eval.numeric(tol=0.01)(case, answer.rsplit(" ", 1)[1], None)
+    assert strict.score is False and "0.1 from 42" in (strict.reason or "")
+    not_a_number = lf.eval.numeric(tol=1)(case, answer, None)
+    assert not_a_number.score is False and "not a number" in (not_a_number.reason or "")
+    assert lf.eval.contains(lf.eval.Case("q", expected="41.9"), answer, None) is True
+    assert lf.eval.contains(lf.eval.Case("q", expected=["answer", "43"]), answer, None) is False
+
+
+def _agent_model() -> Scripted:
+    def step(request: LMRequest) -> Any:
+        if any(isinstance(m, lf.ToolMessage) for m in request.messages) or any(
+            "tool" in getattr(m, "role", "") for m in request.messages
+        ):
+            return "The sum is 3."
+        if "skip" in request.messages[-1].text:
+            return "I know it: 3."
+        return lf.ToolCall("c1", "add", {"a": 1, "b": 2})
+
+    return Scripted([step], loop=True)
+
+
+@lf.tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+async def test_trace_checks_read_the_agent_run_of_each_case() -> None:
+    lm = _agent_model()
+
+    async def task(prompt: str, session: lf.Session) -> str:
+        return await lf.Agent(prompt, tools=[add]).invoke(session, lm=lm)
+
+    prices = {"scripted": lf.Price(prompt=1_000_000, completion=0)}
+    ds = lf.eval.Dataset(
+        [lf.eval.Case("add 1 and 2", id="tool"), lf.eval.Case("skip the tool", id="direct")]
+    )
+    report = await lf.eval.run(
+        task,
+        ds,
+        [
+            lf.eval.tool_called("add"),
+            lf.eval.tool_not_called("add"),
+            lf.eval.max_steps(1),
+            lf.eval.max_cost(1000),
+        ],
+        progress=False,
+    )
+    tool, direct = report.results
+    assert tool.scores["tool_called:add"].score.score is True
+    assert direct.scores["tool_called:add"].score.score is False
+    assert tool.scores["tool_not_called:add"].score.score is False
+    assert direct.scores["tool_not_called:add"].score.score is True
+    assert tool.scores["max_steps:1"].score.score is False  # two model requests
+    assert "2 model request(s)" in (tool.scores["max_steps:1"].score.reason or "")
+    assert direct.scores["max_steps:1"].score.score is True
+    # priced: the two-request tool run costs more than the one-request answer
+    tool_trace = report.session.find(tool.node_id)
+    direct_trace = report.session.find(direct.node_id)
+    tool_cost = lf.eval.trace_cost(tool_trace, prices)
+    direct_cost = lf.eval.trace_cost(direct_trace, prices)
+    assert tool_cost > direct_cost > 0
+    bound = lf.eval.max_cost((tool_cost + direct_cost) / 2, prices=prices)
+    assert bound(tool.case, tool.output, tool_trace).score is False
+    assert bound(direct.case, direct.output, direct_trace).score is True
+    # without prices the cost is unknown: an error for the case, never a pass
+    unpriced = [r.scores["max_cost:1000"] for r in report]
+    assert all(s.error is not None and s.error["type"] == "LookupError" for s in unpriced)
+
+
+async def test_an_evaluator_that_raises_is_an_error_not_a_zero() -> None:
+    def flaky(case: Any, output: Any, trace: Any) -> bool:
+        if case.id == "1":
+            raise ZeroDivisionError("division by zero in my evaluator")
+        return True
+
+    def wrong_type(case: Any, output: Any, trace: Any) -> Any:
+        return "yes"
+
+    report = await lf.eval.run(_echo_task, ["a", "b", "c"], [flaky, wrong_type], progress=False)
+    flaky_metric = report.metrics["flaky"]
+    assert flaky_metric.value == 1.0 and flaky_metric.n == 2 and flaky_metric.errors == 1
+    assert report[1].scores["flaky"].error == {
+        "type": "ZeroDivisionError",
+        "message": "division by zero in my evaluator",
+    }
+    assert report[0].scores["wrong_type"].error["type"] == "TypeError"
+    assert report.metrics["wrong_type"].n == 0
+    assert "1 errors" in str(flaky_metric)
+
+
+async def _echo_task(inputs: Any) -> Any:
+    return inputs
+
+
+async def test_judge_answers_with_a_typed_verdict_traced_under_the_case() -> None:
+    judge_lm = Scripted(
+        [
+            "Verdict(reason='It names the capital.', passed=True)",
+            "Verdict(reason='Paris is not in Italy.', passed=False)",
+            "not a verdict at all",
+        ]
+    )
+    judge = lf.eval.judge(judge_lm, "The answer names the right capital.")
+    answers = {"France": "Paris", "Italy": "Paris", "Spain": "Madrid"}
+
+    async def task(country: str) -> str:
+        return answers[country]
+
+    report = await lf.eval.run(task, list(answers), [judge], max_concurrency=1, progress=False)
+    france, italy, spain = report.results
+    assert france.scores["judge"].score == lf.eval.Score(True, "pass", "It names the capital.")
+    assert italy.scores["judge"].score.score is False
+    assert italy.scores["judge"].score.reason == "Paris is not in Italy."
+    assert spain.scores["judge"].error is not None
+    assert spain.scores["judge"].error["type"] == "MappingError"
+    # the judge's query is a node of the case's trace, under the trial's evaluate node
+    item = report.session.find(france.node_id)
+    kinds = [(n.kind, n.name) for n in item.walk()]
+    assert ("action", "evaluate") in kinds and ("query", "query:Verdict") in kinds
+    prompt = judge_lm.requests[0].messages[-1].text
+    assert "The answer names the right capital." in prompt and "Paris" in prompt
+
+
+def test_a_class_or_an_unnamed_evaluator_is_refused() -> None:
+    from langfx_nb.eval.score import evaluator_names
+
+    with pytest.raises(TypeError, match="is a class"):
+        evaluator_names([lf.eval.fields])
+    with pytest.raises(ValueError, match="without a name"):
+        evaluator_names([lambda c, o, t: True])
+    with pytest.raises(ValueError, match="two evaluators are named 'exact'"):
+        evaluator_names([lf.eval.exact, lf.eval.exact])
+    assert list(evaluator_names({"ok": lambda c, o, t: True})) == ["ok"]

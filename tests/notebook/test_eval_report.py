@@ -1,0 +1,118 @@
+"""The evaluation report widget, kernel side: rows, live batches, the static copy, and a
+click on a row opening that trial's trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import langfx_nb as lf
+from langfx_nb.notebook.bridge import MessageKind
+from langfx_nb.notebook.eval_report import EvalReportView
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Any) -> Any:
+        class T:
+            def cancel(self) -> None:
+                pass
+
+        return T()
+
+
+async def _report(session: lf.Session | None = None) -> lf.eval.Report:
+    async def task(x: str) -> str:
+        return "<script>alert(1)</script>" if x == "b" else x
+
+    return await lf.eval.run(
+        task,
+        [
+            lf.eval.Case("a", expected="a", metadata={"t": "x"}),
+            lf.eval.Case("b", expected="b", metadata={"t": "y"}),
+        ],
+        [lf.eval.exact],
+        session=session,
+        progress=False,
+        name="demo",
+    )
+
+
+async def test_rows_summary_and_static_copy_escape_model_text() -> None:
+    view = EvalReportView(await _report())
+    rows = view.rows
+    assert [r["key"] for r in rows] == ["0#0", "1#0"]
+    assert rows[1]["scores"] == {"exact": False}
+    state = view.snapshot
+    assert state["finished"] and state["summary"]["metrics"][0]["name"] == "exact"
+    assert state["summary"]["breakdown"]["t"]["x"][0]["value"] == 1.0
+    html = view._static_html()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "exact" in html and "50.0%" in html
+    assert view._fallback_text().startswith("EvalReport 'demo': 2 trials; exact 50.0%")
+
+
+async def test_live_rows_are_batched_into_few_messages() -> None:
+    sent: list[dict[str, Any]] = []
+    clock = FakeClock()
+    view = EvalReportView(clock=clock)
+    view._send_message = sent.append  # type: ignore[method-assign]
+    view._bridge._send = sent.append
+    report = await _report()
+    for i, r in enumerate(report):
+        view.add(i, r)
+    view._bridge.flush()
+    events = [e for m in sent if m["kind"] == "events" for e in m["events"]]
+    assert [e["row"]["key"] for e in events] == ["0#0", "1#0"]
+    assert len([m for m in sent if m["kind"] == "events"]) == 1
+
+
+async def test_a_click_opens_the_trial_trace_in_an_explorer() -> None:
+    session = lf.Session()
+    report = await _report(session)
+    view = EvalReportView(report)
+    sent: list[dict[str, Any]] = []
+    view._send_message = sent.append  # type: ignore[method-assign]
+    node_id = report[0].node_id
+    assert node_id is not None
+    data = view.trial_trace(node_id)
+    assert data is not None
+    kinds = [n["kind"] for n in data["nodes"]]
+    assert kinds[:3] == ["session", "batch", "item"] and "action" in kinds
+    explorer = view.open_trace(node_id)  # what a click shows: the trial's subtree
+    assert isinstance(explorer, TraceExplorer)
+    assert {n["id"] for n in explorer.nodes} == {n["id"] for n in data["nodes"]}
+    assert explorer.view_state["selected"] == node_id
+    assert view.trace_output.children == (explorer,)
+    view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": node_id}, [])
+    assert sent[-1] == {"kind": "trace_opened", "id": node_id, "ok": True, "message": ""}
+    view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": "nope"}, [])
+    assert sent[-1]["ok"] is False and "not held" in sent[-1]["message"]
+    await session.dispose()
+
+
+async def test_a_comparison_shows_changes_regressions_first() -> None:
+    a = await _report()
+
+    async def better(x: str) -> str:
+        return "wrong" if x == "a" else x
+
+    b = await lf.eval.run(
+        better,
+        [lf.eval.Case("a", expected="a"), lf.eval.Case("b", expected="b")],
+        [lf.eval.exact],
+        progress=False,
+        name="b",
+    )
+    view = EvalReportView(lf.eval.compare(a, b))
+    rows = view.rows
+    assert [r["change"] for r in rows] == ["regressed", "improved"]
+    assert rows[0]["a"] == {"exact": 1.0} and rows[0]["b"] == {"exact": 0.0}
+    assert view.snapshot["mode"] == "compare"
+    html = view._static_html()
+    assert "regressed" in html and "within noise" in html

@@ -1,0 +1,700 @@
+"""A real HTTP server on 127.0.0.1 speaking OpenAI, Anthropic and Gemini: online calls that
+report prompt caching as each provider does, and each provider's batch API.
+
+Base URLs: ``{url}/openai/v1``, ``{url}/anthropic/v1``, ``{url}/gemini/v1beta``. It runs its
+own asyncio loop in a daemon thread, so a test may run batches in a subprocess against it.
+
+Tokens are counted as 4 characters of a canonical text of the request (tools, system, then
+the turns), so a shared system prompt is a shared token prefix. Caching, per provider:
+
+- OpenAI: automatic for prompts of 1,024 tokens or more, in 128-token increments; reported
+  as ``usage.prompt_tokens_details.cached_tokens``; ``prompt_cache_key`` scopes the cache.
+- Anthropic: only at ``cache_control`` breakpoints (tools, system blocks, message blocks) of
+  at least 1,024 tokens: a prefix seen before is read (``cache_read_input_tokens``), the
+  longest new one written (``cache_creation_input_tokens``); ``input_tokens`` is the rest.
+- Gemini: implicit, like OpenAI's (``usageMetadata.cachedContentTokenCount``).
+
+Each prompt carries ``item=<id>``; the answer is JSON ``{"item": id, "label": "label-<id>"}``
+and ``answered[(provider, id)]`` counts online answers, ``batched`` batch answers. Items
+whose id is in ``fail_items`` get a 400 error inside a batch; with ``expire_items`` a batch
+ends with those items expired. A batch advances one step per status poll:
+``steps_to_finish`` polls after creation it has ended.
+
+Batch wire formats (from the public API references):
+
+- OpenAI: ``POST /files`` (multipart, ``purpose=batch``, a JSONL of ``{custom_id, method,
+  url, body}``), ``POST /batches`` ``{input_file_id, endpoint, completion_window}``,
+  ``GET /batches/{id}`` (``status`` validating → in_progress → finalizing → completed,
+  ``request_counts {total, completed, failed}``, ``output_file_id``, ``error_file_id``),
+  ``GET /files/{id}/content`` (JSONL lines ``{id, custom_id, response: {status_code,
+  request_id, body}, error}``), ``POST /batches/{id}/cancel``. Limits: 50,000 requests and
+  200 MB per input file.
+- Anthropic: ``POST /messages/batches`` ``{requests: [{custom_id, params}]}``,
+  ``GET /messages/batches/{id}`` (``processing_status`` in_progress → ended,
+  ``request_counts {processing, succeeded, errored, canceled, expired}``, ``results_url``),
+  ``GET /messages/batches/{id}/results`` (JSONL ``{custom_id, result: {type: succeeded,
+  message} | {type: errored, error} | {type: expired} | {type: canceled}}``),
+  ``POST /messages/batches/{id}/cancel``. Limits: 100,000 requests, 256 MB.
+- Gemini: ``POST /models/{model}:batchGenerateContent`` ``{batch: {display_name,
+  input_config: {requests: {requests: [{request, metadata: {key}}]}}}}`` → an operation
+  ``{name: "batches/…", metadata: {state, batchStats}}``; ``GET /batches/{id}`` (``done``,
+  ``metadata.state`` BATCH_STATE_PENDING → RUNNING → SUCCEEDED, ``metadata.batchStats
+  {requestCount, successfulRequestCount, failedRequestCount, pendingRequestCount}``,
+  ``response.inlinedResponses.inlinedResponses: [{response | error, metadata: {key}}]``),
+  ``POST /batches/{id}:cancel``. Inline requests up to 20 MB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+_ITEM = re.compile(r"item=(\w+)")
+OPENAI_MAX_REQUESTS, OPENAI_MAX_BYTES = 50_000, 200 * 1024 * 1024
+ANTHROPIC_MAX_REQUESTS, ANTHROPIC_MAX_BYTES = 100_000, 256 * 1024 * 1024
+GEMINI_MAX_INLINE_BYTES = 20 * 1024 * 1024
+MIN_CACHE_TOKENS = 1024
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _tokens(chars: int) -> int:
+    return -(-chars // 4)
+
+
+def _hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+class ProviderServer:
+    def __init__(
+        self,
+        *,
+        steps_to_finish: int = 2,
+        fail_items: frozenset[str] = frozenset(),
+        expire_items: frozenset[str] = frozenset(),
+        completion_tokens: int = 12,
+    ) -> None:
+        self.steps_to_finish = steps_to_finish
+        self.fail_items = fail_items
+        self.expire_items = expire_items
+        self.completion_tokens = completion_tokens
+        self.answered: Counter[tuple[str, str]] = Counter()
+        self.batched: Counter[tuple[str, str]] = Counter()
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every request
+        self.batches: dict[str, dict[str, Any]] = {}  # id -> state, every provider
+        self.files: dict[str, bytes] = {}
+        self.uploaded_bytes = 0
+        self._prefixes: set[tuple[str, str]] = set()
+        self._next = 0
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.port = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ProviderServer:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def __enter__(self) -> ProviderServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def open_server() -> None:
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=2**20)
+            self.port = self._server.sockets[0].getsockname()[1]
+
+        self._loop.run_until_complete(open_server())
+        self._ready.set()
+        self._loop.run_forever()
+
+    def _id(self, prefix: str) -> str:
+        with self._lock:
+            self._next += 1
+            return f"{prefix}{self._next:06d}"
+
+    # -- HTTP -----------------------------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                path = target.split("?", 1)[0]
+                with self._lock:
+                    self.requests.append((method, path))
+                try:
+                    status, ctype, payload = self._route(method, path, headers, body)
+                except Exception as exc:  # a bug here must show as a 500, not a hang
+                    status, ctype = 500, "application/json"
+                    payload = json.dumps({"error": {"message": repr(exc)}}).encode()
+                reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
+                out = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\n"
+                out += f"content-length: {len(payload)}\r\n\r\n"
+                writer.write(out.encode("latin-1") + payload)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    def _route(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, str, bytes]:
+        js = "application/json"
+        provider, _, rest = path.lstrip("/").partition("/")
+        rest = "/" + rest.partition("/")[2]  # drop the version segment
+        if provider == "openai":
+            if method == "POST" and rest == "/chat/completions":
+                return 200, js, _dump(self.openai_answer(json.loads(body)))
+            if method == "POST" and rest == "/files":
+                return self._openai_upload(headers, body)
+            if method == "POST" and rest == "/batches":
+                return self._openai_create(json.loads(body))
+            m = re.fullmatch(r"/batches/([\w-]+)(/cancel)?", rest)
+            if m:
+                return self._openai_batch(m.group(1), cancel=bool(m.group(2)))
+            m = re.fullmatch(r"/files/([\w-]+)/content", rest)
+            if m and m.group(1) in self.files:
+                return 200, "application/jsonl", self.files[m.group(1)]
+        if provider == "anthropic":
+            if method == "POST" and rest == "/messages":
+                return 200, js, _dump(self.anthropic_answer(json.loads(body)))
+            if method == "POST" and rest == "/messages/batches":
+                return self._anthropic_create(json.loads(body))
+            m = re.fullmatch(r"/messages/batches/([\w-]+)(/cancel|/results)?", rest)
+            if m:
+                return self._anthropic_batch(m.group(1), m.group(2) or "")
+        if provider == "gemini":
+            m = re.fullmatch(r"/models/([\w.-]+):(generateContent|batchGenerateContent)", rest)
+            if m and m.group(2) == "generateContent":
+                return 200, js, _dump(self.gemini_answer(json.loads(body)))
+            if m:
+                return self._gemini_create(m.group(1), json.loads(body))
+            m = re.fullmatch(r"/batches/([\w-]+)(:cancel)?", rest)
+            if m:
+                return self._gemini_batch(m.group(1), cancel=bool(m.group(2)))
+        return 404, js, _dump({"error": {"message": f"no route {method} {path}"}})
+
+    # -- caching --------------------------------------------------------------------------------
+    def _auto_cached(self, scope: str, text: str, *, step: int) -> int:
+        """Tokens of the longest cached prefix (multiples of ``step`` from 1,024 up), then
+        every such prefix of ``text`` is cached."""
+        total = _tokens(len(text))
+        cached = 0
+        with self._lock:
+            b = MIN_CACHE_TOKENS
+            while b <= total:
+                key = (scope, _hash(text[: b * 4]))
+                if key in self._prefixes:
+                    cached = b
+                else:
+                    self._prefixes.add(key)
+                b += step
+        return cached
+
+    def _breakpoint_cache(self, scope: str, text: str, marks: list[int]) -> tuple[int, int]:
+        """(read, written) tokens at Anthropic breakpoints (character offsets in ``text``)."""
+        read = written = 0
+        with self._lock:
+            for mark in marks:
+                tokens = _tokens(mark)
+                if tokens < MIN_CACHE_TOKENS:
+                    continue
+                key = (scope, _hash(text[:mark]))
+                if key in self._prefixes:
+                    read = max(read, tokens)
+            for mark in marks:
+                tokens = _tokens(mark)
+                if tokens < MIN_CACHE_TOKENS or tokens <= read:
+                    continue
+                key = (scope, _hash(text[:mark]))
+                if key not in self._prefixes:
+                    self._prefixes.add(key)
+                    written = max(written, tokens - read)
+        return read, written
+
+    def _item(self, text: str) -> str:
+        match = _ITEM.search(text)
+        return match.group(1) if match else "?"
+
+    def _content(self, item: str) -> str:
+        return json.dumps({"item": item, "label": f"label-{item}"})
+
+    # -- online answers -------------------------------------------------------------------------
+    def openai_answer(self, request: dict[str, Any], *, count: bool = True) -> dict[str, Any]:
+        text = json.dumps(request.get("tools") or []) + "".join(
+            m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+            for m in request["messages"]
+        )
+        item = self._item(text)
+        if count:
+            with self._lock:
+                self.answered["openai", item] += 1
+        scope = f"openai:{request.get('model')}:{request.get('prompt_cache_key')}"
+        cached = self._auto_cached(scope, text, step=128)
+        prompt, completion = _tokens(len(text)), self.completion_tokens
+        return {
+            "id": f"chatcmpl-{item}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": request.get("model", "m"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self._content(item)},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+                "completion_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+
+    def anthropic_answer(self, request: dict[str, Any], *, count: bool = True) -> dict[str, Any]:
+        text, marks = "", []
+        for tool in request.get("tools") or []:
+            text += json.dumps({k: v for k, v in tool.items() if k != "cache_control"})
+            if "cache_control" in tool:
+                marks.append(len(text))
+        system = request.get("system")
+        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system or []
+        for block in blocks:
+            text += block["text"]
+            if "cache_control" in block:
+                marks.append(len(text))
+        for turn in request["messages"]:
+            content = turn["content"]
+            content = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            for block in content:
+                text += json.dumps({k: v for k, v in block.items() if k != "cache_control"})
+                if "cache_control" in block:
+                    marks.append(len(text))
+        item = self._item(text)
+        if count:
+            with self._lock:
+                self.answered["anthropic", item] += 1
+        read, written = self._breakpoint_cache(f"anthropic:{request.get('model')}", text, marks)
+        total = _tokens(len(text))
+        return {
+            "id": f"msg_{item}",
+            "type": "message",
+            "role": "assistant",
+            "model": request.get("model", "m"),
+            "content": [{"type": "text", "text": self._content(item)}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": total - read - written,
+                "cache_creation_input_tokens": written,
+                "cache_read_input_tokens": read,
+                "output_tokens": self.completion_tokens,
+            },
+        }
+
+    def gemini_answer(self, request: dict[str, Any], *, count: bool = True) -> dict[str, Any]:
+        system = request.get("systemInstruction") or request.get("system_instruction") or {}
+        text = "".join(p.get("text", "") for p in system.get("parts", []))
+        text += json.dumps(request.get("tools") or [])
+        for turn in request.get("contents", []):
+            text += "".join(p.get("text", json.dumps(p)) for p in turn.get("parts", []))
+        item = self._item(text)
+        if count:
+            with self._lock:
+                self.answered["gemini", item] += 1
+        cached = self._auto_cached("gemini", text, step=1)
+        prompt = _tokens(len(text))
+        usage = {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": self.completion_tokens,
+            "totalTokenCount": prompt + self.completion_tokens,
+        }
+        if cached:
+            usage["cachedContentTokenCount"] = cached
+        return {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": self._content(item)}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": usage,
+            "modelVersion": "gemini-test",
+        }
+
+    # -- batches: common ------------------------------------------------------------------------
+    def _new_batch(self, provider: str, items: list[tuple[str, str, dict[str, Any]]]) -> str:
+        batch_id = self._id({"openai": "batch_", "anthropic": "msgbatch_", "gemini": ""}[provider])
+        self.batches[batch_id] = {
+            "provider": provider,
+            "items": items,  # (custom id, item id, request body)
+            "polls": 0,
+            "status": "pending",
+            "results": None,
+            "created_at": int(time.time()),
+        }
+        return batch_id
+
+    def _advance(self, batch: dict[str, Any]) -> None:
+        """One poll: after ``steps_to_finish`` polls a pending batch has run."""
+        if batch["status"] in ("ended", "cancelled"):
+            return
+        batch["polls"] += 1
+        if batch["status"] == "cancelling" or batch["polls"] >= self.steps_to_finish:
+            self._finish(batch, cancelled=batch["status"] == "cancelling")
+        else:
+            batch["status"] = "running"
+
+    def _finish(self, batch: dict[str, Any], *, cancelled: bool) -> None:
+        provider = batch["provider"]
+        answer = {
+            "openai": self.openai_answer,
+            "anthropic": self.anthropic_answer,
+            "gemini": self.gemini_answer,
+        }[provider]
+        results = []
+        for custom_id, item, body in batch["items"]:
+            if cancelled:
+                results.append((custom_id, "canceled", None))
+            elif item in self.expire_items:  # once: a resubmitted request runs
+                self.expire_items = self.expire_items - {item}
+                results.append((custom_id, "expired", None))
+            elif item in self.fail_items:
+                results.append((custom_id, "errored", None))
+            else:
+                with self._lock:
+                    self.batched[provider, item] += 1
+                results.append((custom_id, "succeeded", answer(body, count=False)))
+        batch["results"] = results
+        batch["status"] = "cancelled" if cancelled else "ended"
+        batch["ended_at"] = int(time.time())
+
+    def _counts(self, batch: dict[str, Any]) -> Counter[str]:
+        return Counter(kind for _, kind, _ in batch["results"] or ())
+
+    # -- OpenAI batch ---------------------------------------------------------------------------
+    def _openai_upload(self, headers: dict[str, str], body: bytes) -> tuple[int, str, bytes]:
+        ctype = headers.get("content-type", "")
+        m = re.search(r"boundary=\"?([^\";]+)\"?", ctype)
+        if not m:
+            return 400, "application/json", _error("invalid_request_error", "not multipart")
+        fields: dict[str, bytes] = {}
+        for part in body.split(b"--" + m.group(1).encode())[1:-1]:
+            head, _, data = part.partition(b"\r\n\r\n")
+            name = re.search(rb'name="([^"]+)"', head)
+            if name:
+                fields[name.group(1).decode()] = data[:-2]  # the CRLF before the boundary
+        if fields.get("purpose") != b"batch" or "file" not in fields:
+            return 400, "application/json", _error("invalid_request_error", "purpose/file")
+        data = fields["file"]
+        if len(data) > OPENAI_MAX_BYTES:
+            return 400, "application/json", _error("invalid_request_error", "file too large")
+        file_id = self._id("file-")
+        self.files[file_id] = data
+        self.uploaded_bytes += len(data)
+        return (
+            200,
+            "application/json",
+            _dump(
+                {
+                    "id": file_id,
+                    "object": "file",
+                    "bytes": len(data),
+                    "created_at": int(time.time()),
+                    "filename": "batch.jsonl",
+                    "purpose": "batch",
+                }
+            ),
+        )
+
+    def _openai_create(self, body: dict[str, Any]) -> tuple[int, str, bytes]:
+        data = self.files.get(body.get("input_file_id", ""))
+        if data is None or body.get("completion_window") != "24h":
+            return 400, "application/json", _error("invalid_request_error", "bad batch")
+        endpoint = body.get("endpoint")
+        items = []
+        for line in data.splitlines():
+            row = json.loads(line)
+            if row.get("method") != "POST" or row.get("url") != endpoint:
+                return 400, "application/json", _error("invalid_request_error", "bad line")
+            text = json.dumps(row["body"]["messages"])
+            items.append((row["custom_id"], self._item(text), row["body"]))
+        if len(items) > OPENAI_MAX_REQUESTS:
+            return 400, "application/json", _error("invalid_request_error", "too many requests")
+        if len({c for c, _, _ in items}) != len(items):
+            return 400, "application/json", _error("invalid_request_error", "duplicate custom_id")
+        batch_id = self._new_batch("openai", items)
+        self.batches[batch_id]["input_file_id"] = body["input_file_id"]
+        return 200, "application/json", _dump(self._openai_object(batch_id))
+
+    def _openai_object(self, batch_id: str) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        status = {
+            "pending": "validating",
+            "running": "in_progress",
+            "cancelling": "cancelling",
+            "cancelled": "cancelled",
+            "ended": "completed",
+        }[batch["status"]]
+        counts = self._counts(batch)
+        if status == "completed" and counts["expired"]:
+            status = "expired"
+        out_id, err_id = batch.get("output_file_id"), batch.get("error_file_id")
+        if batch["results"] is not None and out_id is None:
+            out, err = [], []
+            for n, (custom_id, kind, answer) in enumerate(batch["results"]):
+                row: dict[str, Any] = {"id": f"batch_req_{batch_id}_{n}", "custom_id": custom_id}
+                if kind == "succeeded":
+                    row["response"] = {"status_code": 200, "request_id": f"req_{n}", "body": answer}
+                    row["error"] = None
+                    out.append(row)
+                elif kind == "errored":
+                    row["response"] = {
+                        "status_code": 400,
+                        "request_id": f"req_{n}",
+                        "body": {
+                            "error": {"message": "bad request", "type": "invalid_request_error"}
+                        },
+                    }
+                    row["error"] = None
+                    err.append(row)
+                else:
+                    code = "batch_expired" if kind == "expired" else "batch_cancelled"
+                    row["response"] = None
+                    row["error"] = {"code": code, "message": f"This request was {kind}."}
+                    err.append(row)
+            if out:
+                out_id = batch["output_file_id"] = self._id("file-")
+                self.files[out_id] = "".join(json.dumps(r) + "\n" for r in out).encode()
+            if err:
+                err_id = batch["error_file_id"] = self._id("file-")
+                self.files[err_id] = "".join(json.dumps(r) + "\n" for r in err).encode()
+        total = len(batch["items"])
+        done = counts["succeeded"]
+        return {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "errors": None,
+            "input_file_id": batch.get("input_file_id"),
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": out_id,
+            "error_file_id": err_id,
+            "created_at": batch["created_at"],
+            "request_counts": {
+                "total": total,
+                "completed": done,
+                "failed": total - done if batch["results"] is not None else 0,
+            },
+            "metadata": None,
+        }
+
+    def _openai_batch(self, batch_id: str, *, cancel: bool) -> tuple[int, str, bytes]:
+        batch = self.batches.get(batch_id)
+        if batch is None or batch["provider"] != "openai":
+            return 404, "application/json", _error("not_found", "no such batch")
+        if cancel:
+            if batch["status"] in ("pending", "running"):
+                batch["status"] = "cancelling"
+        else:
+            self._advance(batch)
+        return 200, "application/json", _dump(self._openai_object(batch_id))
+
+    # -- Anthropic batch ------------------------------------------------------------------------
+    def _anthropic_create(self, body: dict[str, Any]) -> tuple[int, str, bytes]:
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not requests:
+            return 400, "application/json", _error("invalid_request_error", "requests")
+        if len(requests) > ANTHROPIC_MAX_REQUESTS:
+            return 400, "application/json", _error("invalid_request_error", "too many requests")
+        items = []
+        for r in requests:
+            if not _CUSTOM_ID.match(str(r.get("custom_id", ""))) or "params" not in r:
+                return 400, "application/json", _error("invalid_request_error", "custom_id")
+            items.append((r["custom_id"], self._item(json.dumps(r["params"])), r["params"]))
+        batch_id = self._new_batch("anthropic", items)
+        return 200, "application/json", _dump(self._anthropic_object(batch_id))
+
+    def _anthropic_object(self, batch_id: str) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        counts = self._counts(batch)
+        ended = batch["results"] is not None
+        n = len(batch["items"])
+        return {
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "ended"
+            if ended
+            else ("canceling" if batch["status"] == "cancelling" else "in_progress"),
+            "request_counts": {
+                "processing": 0 if ended else n,
+                "succeeded": counts["succeeded"],
+                "errored": counts["errored"],
+                "canceled": counts["canceled"],
+                "expired": counts["expired"],
+            },
+            "ended_at": "2026-12-03T00:00:00Z" if ended else None,
+            "created_at": "2026-12-03T00:00:00Z",
+            "expires_at": "2026-12-04T00:00:00Z",
+            "cancel_initiated_at": None,
+            "results_url": f"{self.url}/anthropic/v1/messages/batches/{batch_id}/results"
+            if ended
+            else None,
+        }
+
+    def _anthropic_batch(self, batch_id: str, what: str) -> tuple[int, str, bytes]:
+        batch = self.batches.get(batch_id)
+        if batch is None or batch["provider"] != "anthropic":
+            return 404, "application/json", _error("not_found_error", "no such batch")
+        if what == "/results":
+            if batch["results"] is None:
+                return 400, "application/json", _error("invalid_request_error", "not ended")
+            lines = []
+            for custom_id, kind, answer in batch["results"]:
+                result: dict[str, Any] = {"type": kind}
+                if kind == "succeeded":
+                    result["message"] = answer
+                elif kind == "errored":
+                    result["error"] = {
+                        "type": "error",
+                        "error": {"type": "invalid_request_error", "message": "bad request"},
+                    }
+                lines.append(json.dumps({"custom_id": custom_id, "result": result}) + "\n")
+            return 200, "application/x-jsonl", "".join(lines).encode()
+        if what == "/cancel":
+            if batch["status"] in ("pending", "running"):
+                batch["status"] = "cancelling"
+        else:
+            self._advance(batch)
+        return 200, "application/json", _dump(self._anthropic_object(batch_id))
+
+    # -- Gemini batch ---------------------------------------------------------------------------
+    def _gemini_create(self, model: str, body: dict[str, Any]) -> tuple[int, str, bytes]:
+        try:
+            rows = body["batch"]["input_config"]["requests"]["requests"]
+        except (KeyError, TypeError):
+            return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "input_config")
+        if len(json.dumps(body)) > GEMINI_MAX_INLINE_BYTES:
+            return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "too large")
+        items = [
+            (r["metadata"]["key"], self._item(json.dumps(r["request"])), r["request"]) for r in rows
+        ]
+        batch_id = self._new_batch("gemini", items)
+        self.batches[batch_id]["model"] = model
+        self.batches[batch_id]["display_name"] = body["batch"].get("display_name")
+        return 200, "application/json", _dump(self._gemini_operation(batch_id))
+
+    def _gemini_operation(self, batch_id: str) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        counts = self._counts(batch)
+        ended = batch["results"] is not None
+        state = {
+            "pending": "BATCH_STATE_PENDING",
+            "running": "BATCH_STATE_RUNNING",
+            "cancelling": "BATCH_STATE_RUNNING",
+            "cancelled": "BATCH_STATE_CANCELLED",
+            "ended": "BATCH_STATE_SUCCEEDED",
+        }[batch["status"]]
+        n = len(batch["items"])
+        meta = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+            "model": f"models/{batch.get('model')}",
+            "displayName": batch.get("display_name"),
+            "state": state,
+            "name": f"batches/{batch_id}",
+            "batchStats": {
+                "requestCount": str(n),
+                "successfulRequestCount": str(counts["succeeded"]),
+                "failedRequestCount": str(n - counts["succeeded"]) if ended else "0",
+                "pendingRequestCount": "0" if ended else str(n),
+            },
+        }
+        op: dict[str, Any] = {"name": f"batches/{batch_id}", "metadata": meta}
+        if ended:
+            op["done"] = True
+            inlined = []
+            for custom_id, kind, answer in batch["results"]:
+                row: dict[str, Any] = {"metadata": {"key": custom_id}}
+                if kind == "succeeded":
+                    row["response"] = answer
+                else:
+                    row["error"] = {"code": 400 if kind == "errored" else 499, "message": kind}
+                inlined.append(row)
+            op["response"] = {
+                "@type": "type.googleapis.com/"
+                "google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+                "inlinedResponses": {"inlinedResponses": inlined},
+            }
+        return op
+
+    def _gemini_batch(self, batch_id: str, *, cancel: bool) -> tuple[int, str, bytes]:
+        batch = self.batches.get(batch_id)
+        if batch is None or batch["provider"] != "gemini":
+            return 404, "application/json", _gemini_error(404, "NOT_FOUND", "no such batch")
+        if cancel:
+            if batch["status"] in ("pending", "running"):
+                batch["status"] = "cancelling"
+            return 200, "application/json", b"{}"
+        self._advance(batch)
+        return 200, "application/json", _dump(self._gemini_operation(batch_id))
+
+
+def _dump(data: Any) -> bytes:
+    return json.dumps(data).encode()
+
+
+def _error(kind: str, message: str) -> bytes:
+    return _dump({"error": {"type": kind, "message": message}})
+
+
+def _gemini_error(code: int, status: str, message: str) -> bytes:
+    return _dump({"error": {"code": code, "status": status, "message": message}})

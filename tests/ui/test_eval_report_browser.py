@@ -1,0 +1,162 @@
+"""The evaluation report widget in a real JupyterLab + chromium: 10,000 rows drawn as a
+window, sorting by a metric, filtering, a click opening the trial's trace in the explorer,
+and the compare view; screenshots in the light and dark themes go to ``artifacts/ui/``
+(``LANGFX_NB_DOC_IMAGES=1`` also refreshes ``docs/images/eval_*.png``)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import Lab
+from .test_widgets_browser import run_all_nowait, write_notebook
+from .test_widgets_look_browser import set_theme, shoot
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
+
+CELLS = [
+    """
+    import langfx_nb as lf
+    %load_ext langfx_nb
+    session = lf.Session(max_trace_nodes=100_000)
+    cases = [lf.eval.Case(f"q{i}", expected=f"q{i}", id=f"c{i}", metadata={"group": f"g{i % 4}"})
+             for i in range(10_000)]
+    async def task(x):
+        return "wrong" if int(x[1:]) % 7 == 0 else x
+    def length(case, output, trace):
+        return min(1.0, len(output) / 2)
+    report = await lf.eval.run(task, cases, [lf.eval.exact, length], session=session,
+                               progress=False, name="ten thousand")
+    print(len(report))
+    """,
+    "report",
+    """
+    async def better(x):
+        return "wrong" if int(x[1:]) % 11 == 0 else x
+    candidate = await lf.eval.run(better, cases[:300], [lf.eval.exact, length], progress=False,
+                                  name="candidate")
+    lf.eval.compare(lf.eval.Report(report.results[:300], name="baseline"), candidate)
+    """,
+]
+
+
+def _first_row_cells(lab: Lab, nth: int = 0) -> list[str]:
+    cells: list[str] = lab.page.evaluate(
+        """(n) => {
+            const view = document.querySelectorAll('.lfx-er')[n];
+            const rows = [...view.querySelectorAll('.lfx-er-row')]
+                .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
+            return rows.length ? [...rows[0].children].map(c => c.textContent) : [];
+        }""",
+        nth,
+    )
+    return cells
+
+
+def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> None:
+    lab.open(write_notebook(lab, "w_eval.ipynb", CELLS))
+    run_all_nowait(lab)
+    lab.wait_cells_done(180_000)
+    page = lab.page
+    report = page.locator(".lfx-er").first
+    report.wait_for(timeout=30_000)
+    page.wait_for_function(
+        "() => (document.querySelector('.lfx-er .lfx-er-count')||{}).textContent === '10000 rows'"
+    )
+    drawn = page.locator(".lfx-er").first.locator(".lfx-er-row").count()
+    assert 0 < drawn < 100  # only the rows on screen (and a few more) exist in the page
+    assert "exact" in report.locator(".lfx-er-metrics").inner_text()
+    assert "%" in report.locator(".lfx-er-metrics").inner_text()
+
+    # sort by the exact metric: descending first (passes), again for ascending (fails first)
+    header = report.locator('.lfx-er-th [data-col="score:exact"]')
+    started = time.perf_counter()
+    header.click()
+    page.wait_for_function(
+        "() => document.querySelector('.lfx-er [data-col=\"score:exact\"]')"
+        ".classList.contains('lfx-er-sorted')"
+    )
+    sort_ms = (time.perf_counter() - started) * 1000
+    assert _first_row_cells(lab)[2] == "pass"
+    header.click()
+    page.wait_for_function(
+        "() => document.querySelector('.lfx-er [data-col=\"score:exact\"]')"
+        ".classList.contains('lfx-er-asc')"
+    )
+    first = _first_row_cells(lab)
+    assert first[2] == "fail" and first[0] == "c0#0"
+
+    # filter: every word must match
+    box = report.locator("input[type=search]")
+    box.fill("c777")
+    page.wait_for_function(
+        "() => document.querySelector('.lfx-er .lfx-er-count').textContent.startsWith('11 of')"
+    )
+    keys = page.evaluate(
+        "() => [...document.querySelector('.lfx-er').querySelectorAll('.lfx-er-row')]"
+        ".map(r => r.dataset.key)"
+    )
+    assert keys and all(k.startswith("c777") for k in keys)
+    box.fill("")
+
+    # failing only
+    report.locator("label:has-text('failing only') input").check()
+    page.wait_for_function(
+        "() => document.querySelector('.lfx-er .lfx-er-count').textContent.startsWith('1429 of')"
+    )
+    report.locator("label:has-text('failing only') input").uncheck()
+
+    # a click on a row opens that trial's trace in the explorer below
+    box.fill("c70#0")
+    row = report.locator('.lfx-er-row[data-key="c70#0"]')
+    row.wait_for()
+    page.evaluate(
+        """() => {  // in-page timing: the click, and when the explorer shows the trial selected
+            window.__lfxClick = null; window.__lfxShown = null;
+            document.addEventListener('click', () => { window.__lfxClick = performance.now(); },
+                                      {capture: true, once: true});
+            const obs = new MutationObserver(() => {
+                if (document.querySelector('.lfx-te .lfx-te-row.lfx-sel')) {
+                    window.__lfxShown = performance.now(); obs.disconnect();
+                }
+            });
+            obs.observe(document.body, {subtree: true, childList: true, attributes: true});
+        }"""
+    )
+    started = time.perf_counter()
+    row.click()
+    explorer = page.locator(".lfx-te").first
+    explorer.wait_for(timeout=30_000)
+    page.wait_for_function(
+        "() => !!document.querySelector('.lfx-te .lfx-te-row.lfx-sel')", timeout=30_000
+    )
+    open_ms = (time.perf_counter() - started) * 1000
+    in_page_ms = page.evaluate("() => window.__lfxShown - window.__lfxClick")
+    selected = page.locator(".lfx-te .lfx-te-row.lfx-sel").first.inner_text()
+    assert "item" in selected
+    tree = page.locator(".lfx-te").first.inner_text()
+    assert "task" in tree and "evaluate" in tree
+    detail = report.locator(".lfx-er-detail").inner_text()
+    assert "wrong" in detail  # case 70 answers wrong: its output is shown, as text
+    print(
+        f"sort of 10,000 rows: {sort_ms:.0f} ms; click to trace shown: {open_ms:.0f} ms "
+        f"(in the page: {in_page_ms:.0f} ms)"
+    )
+
+    # the compare view: changed cases highlighted, regressions first
+    compare = page.locator(".lfx-er").nth(1)
+    compare.wait_for()
+    first = _first_row_cells(lab, 1)
+    assert first[1] == "regressed"
+    assert compare.locator(".lfx-er-row.lfx-er-regressed").count() > 0
+    assert "noise" in compare.locator(".lfx-er-metrics").inner_text()
+
+    box.fill("")
+    for theme in ("light", "dark"):
+        set_theme(lab, theme)
+        shoot(lab, ".lfx-er", f"eval-report-{theme}", f"eval_report_{theme}.png")
+        compare.scroll_into_view_if_needed()
+        path = shoot(lab, ".lfx-er >> nth=1", f"eval-compare-{theme}", f"eval_compare_{theme}.png")
+        assert path.exists()
+    set_theme(lab, "light")

@@ -195,7 +195,7 @@ async def bench_runstate(calls: int, repeat: int = 3) -> dict[str, float]:
         t_resume = clock() - t
         assert answer == "done"
         run = {
-            "steps": state.data["progress"]["steps"],
+            "steps": state.progress.steps,
             "bytes": len(text.encode()),
             "dump_ms": t_dump * 1e3,
             "load_ms": t_load * 1e3,

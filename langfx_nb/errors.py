@@ -17,6 +17,7 @@
     │   ├── StreamProtocolError       a malformed or out-of-order response stream
     │   └── NetworkBlockedError       a real network request while requests are blocked (tests)
     ├── MappingError                  model output did not parse/validate into the schema
+    ├── InvalidRunStateError          a saved RunState is malformed, inconsistent or not verified
     ├── AgentError                    a tool-using run stopped
     │   ├── ToolDeniedError           the ``allow_tool`` policy refused a call
     │   ├── RunSuspended              a run stopped to wait for approvals (carries its state)
@@ -46,6 +47,7 @@ __all__ = [
     "GenerationError",
     "IncompleteGenerationError",
     "InvalidRequestError",
+    "InvalidRunStateError",
     "LMError",
     "LangFxError",
     "MappingError",
@@ -176,6 +178,13 @@ def _bounded(value: Any, limit: int, depth: int) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return "<a large integer>"
     return value
+
+
+class InvalidRunStateError(LangFxError, ValueError):
+    """A saved ``RunState`` cannot be resumed: malformed JSON, a field of the wrong type, an
+    unknown version, pending calls that do not match the model's tool calls in the
+    transcript, or a signature that does not match. The message names what is wrong (a
+    path such as ``batch[0].args``), never the values or a key. Raised before anything runs."""
 
 
 class AgentError(LangFxError):

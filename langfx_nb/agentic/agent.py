@@ -4,10 +4,12 @@ Each step asks the model (a traced query node) with the transcript and the tool 
 reply without tool calls ends the run with its text. A reply with tool calls is checked as
 a whole batch *before anything runs*: a model step must remain to read the results, the
 tool-call budget must cover the batch, every call must name a registered tool, carry an id
-unused in this run and valid arguments, and then pass the ``allow_tool`` policy. Only then
-do the tools run (in call order, or concurrently with ``parallel_tools=True``), each as a
-``tool_call`` trace node; their outputs are validated and sent back as strict-JSON
-``ToolMessage``s correlated by call id. Tools are never retried, so side effects never
+unique in that reply (servers may number calls per reply, so a later turn may reuse an id:
+each call is keyed by its step and id) and valid arguments, and then pass the
+``allow_tool`` policy. Only then do the tools run (in call order, or concurrently with
+``parallel_tools=True``), each as a ``tool_call`` trace node (``metadata.step``: the step
+that asked); their outputs are validated and sent back as strict-JSON ``ToolMessage``s
+correlated by call id. Tools are never retried, so side effects never
 repeat.
 """
 
@@ -26,6 +28,7 @@ from ..errors import (
     BudgetExceededError,
     EmptyGenerationError,
     ExecutionTimeoutError,
+    InvalidRunStateError,
     MappingError,
     RunSuspended,
     ToolDeniedError,
@@ -46,9 +49,11 @@ from .action import Action
 from .budget import Budget
 from .fanout import settle_first_failure
 from .runstate import (
-    RUN_STATE_FORMAT,
-    RUN_STATE_VERSION,
+    BatchCall,
+    Key,
+    RunProgress,
     RunState,
+    SavedDecision,
     agent_config,
     bulk_load,
     compact_trace,
@@ -134,7 +139,6 @@ class _Run:
     """What one run has done so far; all of it goes into a ``RunState``."""
 
     transcript: list[Message[Any]]
-    used_ids: set[str]
     steps: int = 0
     calls_used: int = 0
     repairs: int = 0  # final answers that failed to parse (``output=``)
@@ -143,14 +147,13 @@ class _Run:
 
     @classmethod
     def from_state(cls, state: RunState, transcript: list[Message[Any]]) -> _Run:
-        progress = state.data["progress"]
+        progress = state.progress
         return cls(
             transcript,
-            set(progress.get("used_ids") or ()),
-            int(progress.get("steps", 0)),
-            int(progress.get("tool_calls", 0)),
-            int(progress.get("repairs", 0)),
-            agent_nodes=[str(i) for i in progress.get("agent_nodes") or ()],
+            progress.steps,
+            progress.tool_calls,
+            progress.repairs,
+            agent_nodes=list(progress.agent_nodes),
         )
 
 
@@ -318,14 +321,12 @@ class Agent(Action[str]):
                 raise
             if session is not None:
                 trace = session.trace_json()
-                agent_ids = set(state.data["progress"]["agent_nodes"])
-                compact_trace(trace, state.data["transcript"], agent_ids)
-                state.data["trace"] = trace
+                compact_trace(trace, state.transcript_json, set(state.progress.agent_nodes))
                 from .otel import traceparent  # (no OpenTelemetry import unless exported)
 
-                parent = traceparent(session, state.data["node_id"])
-                if parent is not None:  # the resumed run continues this run's trace
-                    state.data["traceparent"] = parent
+                # The resumed run continues this run's trace (parent: None when unexported).
+                parent = traceparent(session, state.node_id)
+                state = dataclasses.replace(state, trace=trace, traceparent=parent)
             return state
 
     # -- the loop ------------------------------------------------------------------------
@@ -341,17 +342,22 @@ class Agent(Action[str]):
                 transcript.append(
                     self.prompt if isinstance(self.prompt, Message) else UserMessage(self.prompt)
                 )
-            run = _Run(transcript, set())
+            run = _Run(transcript)
         else:
             state, decisions, transcript = resume
             run = _Run.from_state(state, transcript)
-            session.node.metadata["resumed_from"] = state.data.get("node_id")
-            if isinstance(state.data.get("traceparent"), str):  # its span, where it was exported
-                session.node.metadata["resumed_traceparent"] = state.data["traceparent"]
-            used = state.data["progress"].get("budget_used")
+            session.node.metadata["resumed_from"] = state.node_id
+            if state.traceparent is not None:  # its span, where it was exported
+                session.node.metadata["resumed_traceparent"] = state.traceparent
+            used = state.progress.budget_used
             if used and session.budget_scope is not None:
                 session.budget_scope.restore(used)
             planned = await self._decide_resumed(state, decisions, run, session)
+            try:  # every call is decided and none has run: from here it is resumed
+                state.consume()
+            except RuntimeError as exc:
+                _abandon(planned, session, exc)
+                raise
             run.calls_used += len(planned)
             session.node.metadata["tool_calls"] = run.calls_used
             run.transcript.extend(await self._execute(planned, session))
@@ -360,7 +366,7 @@ class Agent(Action[str]):
     async def _loop(self, run: _Run, session: Session) -> Any:
         specs = [t.spec for t in self.tools.values()]
         options: dict[str, Any] = {"tools": specs} if specs else {}
-        transcript, used_ids = run.transcript, run.used_ids
+        transcript = run.transcript
         limits = self.limits
         stats = session.node.metadata
         for step in range(run.steps, limits.max_steps):
@@ -408,8 +414,9 @@ class Agent(Action[str]):
                     limit=limits.max_tool_calls,
                     used=run.calls_used + len(calls),
                 )
-            validated = [self._validate(call, used_ids, session) for call in calls]
-            planned = await self._decide(validated, session)
+            turn_ids: set[str] = set()  # ids are unique within one reply
+            validated = [self._validate(call, turn_ids, session, step + 1) for call in calls]
+            planned = await self._decide(validated, session, step + 1)
             if self._on_approval == "suspend" and any(e.pending for e in planned):
                 raise self._suspend(planned, run, session)
             run.calls_used += len(calls)
@@ -427,37 +434,29 @@ class Agent(Action[str]):
         """End the batch's nodes as ``suspended`` (nothing ran) and capture the run."""
         batch = []
         for entry in planned:
-            batch.append(
-                {
-                    "call_id": entry.call.id,
-                    "name": entry.call.name,
-                    "args": entry.call.args,
-                    "decision": None if entry.pending else entry.decided,
-                }
-            )
+            batch.append(BatchCall(entry.call, None if entry.pending else _saved(entry.decided)))
             entry.node.metadata["executed"] = False
             session._finish(entry.node, "suspended")
         scope = session.budget_scope
-        data: dict[str, Any] = {
-            "format": RUN_STATE_FORMAT,
-            "version": RUN_STATE_VERSION,
-            "id": RunState.new_id(),
-            "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-            "node_id": session.node.id,
-            "agent": agent_config(self),
-            "transcript": [transcript_json(m) for m in run.transcript],
-            "batch": batch,
-            "progress": {
-                "steps": run.steps,
-                "tool_calls": run.calls_used,
-                "used_ids": sorted(run.used_ids),
-                "budget_used": scope.used() if scope is not None else None,
-                "agent_nodes": [*run.agent_nodes, session.node.id],
-                "repairs": run.repairs,
-            },
-        }
-        names = ", ".join(f"{b['name']} ({b['call_id']})" for b in batch if b["decision"] is None)
-        return RunSuspended(f"waiting for approval of {names}", RunState(data))
+        state = RunState(
+            RunState.new_id(),
+            datetime.datetime.now(datetime.UTC).isoformat(),
+            session.node.id,
+            agent_config(self),
+            tuple(transcript_json(m) for m in run.transcript),
+            tuple(batch),
+            RunProgress(
+                run.steps,
+                run.calls_used,
+                run.repairs,
+                scope.used() if scope is not None else None,
+                (*run.agent_nodes, session.node.id),
+            ),
+            verified=True,  # made here: its saved decisions are this process's own
+            messages=tuple(run.transcript),
+        )
+        names = ", ".join(f"{c.name} ({c.id})" for c in state.pending)
+        return RunSuspended(f"waiting for approval of {names}", state)
 
     @classmethod
     async def resume(
@@ -474,6 +473,7 @@ class Agent(Action[str]):
         budget: Budget | None = None,
         output: Any = None,
         tracer_provider: Any = None,
+        key: Key | None = None,
         **defaults: Any,
     ) -> str | RunState:
         """Continue a suspended run with a decision for each pending call.
@@ -489,25 +489,37 @@ class Agent(Action[str]):
         continues the suspended run's OpenTelemetry trace when that run was exported (its
         state carries the span's ``traceparent``), in this process or another.
         Later approvals are handled by ``allow_tool`` and ``on_approval`` like ``invoke``.
+
+        A state given as JSON is read strictly (``InvalidRunStateError`` before anything
+        runs). The calls decided before the suspension are asked of ``allow_tool`` again
+        when one is given (its ``False``/``Deny`` applies; ``None`` keeps the saved
+        decision); their saved approvals count only when the state is verified: made by
+        this process, or signed (``to_json(key=...)``) and resumed with the same ``key``.
+        Otherwise they need a decision in ``decisions`` (or ``allow_tool``'s approval).
         The deadline (``limits.max_execution_time``) starts again; steps, tool calls and
         the token/cost budget carry on from what the run had used.
         """
         if not isinstance(state, RunState):
-            state = RunState.from_json(state)
+            state = RunState.from_json(state, key=key)
+        elif key is not None:
+            state = state.verify(key)
+        state.check_fresh()  # (marked resumed once every call is decided, before any runs)
         agent, decisions = rebuild_agent(cls, state, decisions, tools, allow_tool, output)
-        state.consume()
         runner = copy.copy(agent)
         owned = session is None
         with bulk_load():  # thousands of messages and nodes at once: no GC passes meanwhile
             transcript = state.transcript
             if session is None:
-                session = restore_session(
-                    state.trace or _empty_trace(),
-                    lm,
-                    prices=prices,
-                    transcript=transcript,
-                    tracer_provider=tracer_provider,
-                )
+                try:
+                    session = restore_session(
+                        state.trace or _empty_trace(),
+                        lm,
+                        prices=prices,
+                        transcript=transcript,
+                        tracer_provider=tracer_provider,
+                    )
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise InvalidRunStateError(f"run state: trace: {exc}") from None
         runner._resume = (state, decisions, transcript)
         runner._on_approval = on_approval
         try:
@@ -526,41 +538,64 @@ class Agent(Action[str]):
         """The suspended batch, decided: saved decisions first, the given ones for the
         pending calls. Each call gets a new ``tool_call`` node under the resumed run."""
         planned: list[_Planned] = []
-        for item in state.data["batch"]:
-            call = ToolCall(item["call_id"], item["name"], dict(item["args"]))
+        for item in state.batch:
+            call = item.call
             found = self.tools[call.name]
             node = session._start(
                 "tool_call",
                 found.name,
                 inputs={"call_id": call.id, "args": session._preview(call.args)},
-                metadata={**(_source(found) or {}), "resumed": True},
+                metadata={**(_source(found) or {}), "resumed": True, "step": run.steps},
             )
             entry = _Planned(call, found, None, node)
             planned.append(entry)
             try:
                 entry.args = found.validate_args(call.args)
-                saved = item.get("decision")
-                if saved is not None:
-                    decision: Any = _decision_from_json(saved)
-                else:
+                decision: Any
+                if call.id in decisions:
                     decision = decisions[call.id]
                     if isinstance(decision, (Approve, Deny)) and decision.by is None:
                         decision = dataclasses.replace(decision, by="resume")
+                elif item.decision is not None and item.decision.outcome == "deny":
+                    decision = Deny(item.decision.message or "", by=item.decision.by)
+                else:
+                    decision = await self._approve_again(entry, item.decision, state, session)
                 self._record(entry, decision, session)
             except BaseException as exc:
                 _abandon(planned, session, exc, culprit=entry)
                 raise
         return planned
 
+    async def _approve_again(
+        self, entry: _Planned, saved: SavedDecision | None, state: RunState, session: Session
+    ) -> Any:
+        """A call approved before the suspension: the resume-time ``allow_tool`` decides
+        first; its ``True`` or ``None`` keeps the saved approval, which counts only from a
+        verified state (unverified, ``True`` runs the model's own arguments)."""
+        asked = await self._ask_policy(entry, session) if self.allow_tool is not None else None
+        if asked is not None and asked is not True:
+            return asked
+        if saved is not None and state.verified:
+            return Approve(args=saved.args, by=saved.by)
+        if asked is True:
+            return True
+        store = session._state.store
+        store.update(entry.node, decision={"outcome": "stop", "by": "resume", "at": store.time()})
+        raise ToolDeniedError(
+            f"tool call {entry.call.name!r} ({entry.call.id}) was approved before the "
+            "suspension, but the state is not verified and allow_tool did not approve it "
+            "again; the call was not run"
+        )
+
     # -- tool calls ------------------------------------------------------------------------
     def _validate(
-        self, call: ToolCall, used_ids: set[str], session: Session
+        self, call: ToolCall, turn_ids: set[str], session: Session, step: int
     ) -> tuple[ToolCall, Tool[Any, Any], Any]:
         """Resolve and check one call; a failure is recorded as a tool_call node that never ran."""
         try:
-            if call.id in used_ids:
+            if call.id in turn_ids:
                 raise ToolExecutionError(f"duplicate tool-call id {call.id!r}")
-            used_ids.add(call.id)
+            turn_ids.add(call.id)
             found = self.tools.get(call.name)
             if found is None:
                 raise ToolExecutionError(f"unknown tool {call.name!r}")
@@ -570,13 +605,13 @@ class Agent(Action[str]):
                 "tool_call",
                 call.name,
                 inputs={"call_id": call.id, "args": session._preview(call.args)},
-                metadata={"executed": False, "phase": "validation"},
+                metadata={"executed": False, "phase": "validation", "step": step},
             )
             session._finish(node, "failed", error=exc)
             raise
 
     async def _decide(
-        self, validated: list[tuple[ToolCall, Tool[Any, Any], Any]], session: Session
+        self, validated: list[tuple[ToolCall, Tool[Any, Any], Any]], session: Session, step: int
     ) -> list[_Planned]:
         """Ask the policy about each call in order; nothing runs until all are decided."""
         planned: list[_Planned] = []
@@ -585,7 +620,7 @@ class Agent(Action[str]):
                 "tool_call",
                 found.name,
                 inputs={"call_id": call.id, "args": session._preview(call.args)},
-                metadata=_source(found),
+                metadata={**(_source(found) or {}), "step": step},
             )
             entry = _Planned(call, found, args, node)
             planned.append(entry)
@@ -610,6 +645,17 @@ class Agent(Action[str]):
                 )
                 entry.decided = {"outcome": "approve", "by": "default"}
             return
+        decision = await self._ask_policy(entry, session)
+        if decision is None and not suspend:
+            decision = _INVALID
+        self._record(entry, decision, session)
+
+    async def _ask_policy(self, entry: _Planned, session: Session) -> Any:
+        """What ``allow_tool`` answers for a call (a failing policy is a ``ToolDeniedError``)."""
+        store = session._state.store
+        node = entry.node
+        policy = self.allow_tool
+        assert policy is not None
         view = session._bind(node)
         try:
             decision: Any = policy(entry.call, view)
@@ -632,9 +678,7 @@ class Agent(Action[str]):
             ) from exc
         finally:
             view._close_view()
-        if decision is None and not suspend:
-            decision = _INVALID
-        self._record(entry, decision, session)
+        return decision
 
     def _record(self, entry: _Planned, decision: Any, session: Session) -> None:
         """Apply one decision to a planned call and record it on its node. ``None`` (suspend
@@ -738,10 +782,12 @@ async def _run_tool(entry: _Planned, session: Session) -> ToolMessage[Any]:
 _INVALID = object()  # a policy's None outside suspend mode: refused like any non-decision
 
 
-def _decision_from_json(data: Mapping[str, Any]) -> PolicyDecision:
-    if data.get("outcome") == "deny":
-        return Deny(str(data.get("message", "")), by=data.get("by"))
-    return Approve(args=data.get("args"), by=data.get("by"))
+def _saved(decided: Mapping[str, Any] | None) -> SavedDecision:
+    """A decision made before a suspension, as the ``RunState`` keeps it."""
+    assert decided is not None and decided["outcome"] in ("approve", "deny")
+    if decided["outcome"] == "deny":
+        return SavedDecision("deny", decided.get("by"), message=decided.get("message") or "")
+    return SavedDecision("approve", decided.get("by"), decided.get("args"))
 
 
 def _empty_trace() -> dict[str, Any]:

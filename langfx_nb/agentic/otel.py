@@ -435,6 +435,9 @@ class _Exporter:
             call_id = (node.held("inputs") or {}).get("call_id")
             if call_id is not None:
                 attributes["gen_ai.tool.call.id"] = str(call_id)
+            step = node.metadata.get("step")
+            if isinstance(step, int):  # ids are unique per model step only: (step, id) is
+                attributes["langfx.tool.step"] = step
             span_name = f"execute_tool {name}"
         else:
             attributes["langfx.node.kind"] = kind

@@ -5,15 +5,22 @@ tool calls needs a person's decision; ``await lf.Agent.resume(state, decisions={
 continues it, in this process or another one (``state.to_json_str()`` /
 ``lf.RunState.from_json(text)``).
 
-What it holds (all plain JSON, no pickles, no model objects, options or keys): the agent's
-configuration (prompt, instructions, limits, tool names), the transcript so far (whose tool
-messages are the executed calls' results), the pending batch (every call of the model's
-last reply, with the decision already made for it, if any), the steps, tool calls and
-budget used so far, and the session trace (previews, secrets redacted), so a resumed run
-continues under the same trace root.
+What it holds (typed fields; plain JSON, no pickles, no model objects, options or keys):
+the agent's configuration (``agent``: prompt, instructions, limits, tool names), the
+transcript so far (whose tool messages are the executed calls' results), the pending batch
+(``batch``: every call of the model's last reply, with the decision already made for it, if
+any), the steps, tool calls and budget used so far (``progress``), and the session trace
+(previews, secrets redacted), so a resumed run continues under the same trace root.
 
-Tools that ran are never run again: their results are in the transcript, and a ``RunState``
-can be resumed only once per process.
+A state read from JSON is checked by one strict reader (``runstate_check``): a malformed,
+inconsistent or unknown-version state is an ``InvalidRunStateError`` naming what is wrong,
+and the batch must be the model's tool calls in the transcript's last turn. Decisions saved
+in the batch count only when the state is ``verified``: made by this process, or read with
+the ``key`` it was signed with (``to_json(key=...)``, an HMAC-SHA256 over canonical JSON).
+
+Tools that ran are never run again: their results are in the transcript, and a suspension
+(its trace session, agent node and pending calls, whatever its ``id``) can be resumed only
+once per process.
 """
 
 from __future__ import annotations
@@ -22,11 +29,13 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import hashlib
 import json
 import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..messages import Message, ToolCall
 
@@ -38,89 +47,235 @@ if TYPE_CHECKING:
     from .tools import Tool
     from .usage import Price
 
-__all__ = ["RUN_STATE_FORMAT", "RUN_STATE_VERSION", "RunState"]
+__all__ = [
+    "RUN_STATE_FORMAT",
+    "RUN_STATE_VERSION",
+    "AgentConfig",
+    "BatchCall",
+    "RunProgress",
+    "RunState",
+    "SavedDecision",
+]
 
 RUN_STATE_FORMAT = "langfx_nb.run_state"
-RUN_STATE_VERSION = 1
+#: 2: ids are unique per turn (no ``progress.used_ids``), decisions strictly typed, an
+#: optional ``mac``. Version 1 states are still read.
+RUN_STATE_VERSION = 2
 
-_RESUMED: set[str] = set()  # suspension ids already resumed in this process
+_RESUMED: set[str] = set()  # fingerprints of the suspensions resumed in this process
+
+Key = bytes | str
 
 
+@dataclass(frozen=True, slots=True)
+class SavedDecision:
+    """A decision the run's ``allow_tool`` made before the suspension: ``approve`` (with
+    ``args`` when it edited the arguments) or ``deny`` (``message`` goes to the model)."""
+
+    outcome: Literal["approve", "deny"]
+    by: str | None = None
+    args: dict[str, Any] | None = None
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"outcome": self.outcome, "by": self.by}
+        if self.outcome == "deny":
+            out["message"] = self.message or ""
+        elif self.args is not None:
+            out["args"] = self.args
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCall:
+    """One call of the suspended step; ``decision`` is ``None`` while it waits."""
+
+    call: ToolCall
+    decision: SavedDecision | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call.id,
+            "name": self.call.name,
+            "args": self.call.args,
+            "decision": None if self.decision is None else self.decision.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """What a ``RunState`` keeps of an agent: plain data (tool *names*, the answer type's
+    name); tools, models and types are given again on resume."""
+
+    name: str
+    prompt: str | dict[str, Any]  # text, or a message's JSON
+    instructions: str | None
+    tools: tuple[str, ...]
+    limits: dict[str, Any]  # ``AgentLimits`` fields
+    parallel_tools: bool = False
+    stream: bool = False
+    output: str | None = None
+    repair: int = 0
+    protocol: str = "json"
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["tools"] = list(self.tools)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgress:
+    """What the run had used when it was suspended (carried on by the resumed run)."""
+
+    steps: int
+    tool_calls: int
+    repairs: int = 0
+    budget_used: dict[str, float] | None = None  # ``lf.Budget`` usage, when limited
+    agent_nodes: tuple[str, ...] = ()  # the run's agent nodes so far, the suspended one last
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "tool_calls": self.tool_calls,
+            "budget_used": self.budget_used,
+            "agent_nodes": list(self.agent_nodes),
+            "repairs": self.repairs,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RunState:
-    """A suspended agent run. ``pending`` lists the calls that need a decision."""
+    """A suspended agent run. ``pending`` lists the calls that need a decision.
 
-    __slots__ = ("data",)
+    ``verified`` says whether the decisions saved in ``batch`` may be trusted: ``True`` for
+    a state this process made (``invoke``) or read with its signing key; a state read from
+    JSON without a key is not verified, and then its saved approvals must be decided again.
+    """
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
+    id: str
+    created_at: str
+    node_id: str
+    agent: AgentConfig
+    transcript_json: tuple[dict[str, Any], ...]
+    batch: tuple[BatchCall, ...]
+    progress: RunProgress
+    trace: dict[str, Any] | None = None
+    traceparent: str | None = None  # the suspended run's span, where it was exported
+    verified: bool = dataclasses.field(default=False, compare=False, kw_only=True)
+    #: the signature it was read with (written again by ``to_json`` without a key)
+    mac: str | None = dataclasses.field(default=None, compare=False, repr=False, kw_only=True)
+    messages: tuple[Message[Any], ...] | None = dataclasses.field(
+        default=None, compare=False, repr=False, kw_only=True
+    )
 
     # -- what a caller reads -------------------------------------------------------------
     @property
-    def id(self) -> str:
-        """Unique per suspension (a resumed run that suspends again gets a new one)."""
-        return str(self.data["id"])
-
-    @property
     def pending(self) -> list[ToolCall]:
         """The calls waiting for a decision, in the model's order."""
+        return [b.call for b in self.batch if b.decision is None]
+
+    @property
+    def unverified_approvals(self) -> list[ToolCall]:
+        """Calls approved before the suspension whose approval does not count, because the
+        state is not verified: ``resume`` needs a decision for them too (or its
+        ``allow_tool`` approves them again)."""
+        if self.verified:
+            return []
         return [
-            ToolCall(c["call_id"], c["name"], dict(c["args"]))
-            for c in self.data["batch"]
-            if c.get("decision") is None
+            b.call for b in self.batch if b.decision is not None and b.decision.outcome == "approve"
         ]
 
     @property
-    def batch(self) -> list[dict[str, Any]]:
-        """Every call of the suspended step: ``{call_id, name, args, decision}``."""
-        return list(self.data["batch"])
-
-    @property
     def transcript(self) -> list[Message[Any]]:
-        return [Message.from_json(m) for m in self.data["transcript"]]
+        """The transcript as messages (a new list each time)."""
+        if self.messages is not None:
+            return list(self.messages)
+        return [Message.from_json(m) for m in self.transcript_json]
 
     @property
-    def trace(self) -> dict[str, Any] | None:
-        return self.data.get("trace")
+    def fingerprint(self) -> str:
+        """What identifies this suspension whatever its ``id``: its trace session, its agent
+        node and its pending calls (ids, names, arguments). ``resume`` refuses a fingerprint
+        it has resumed before in this process; to refuse replays across processes, keep the
+        fingerprints of resumed states where every resumer looks."""
+        session = (self.trace or {}).get("session")
+        body = {
+            "session": session.get("id") if isinstance(session, Mapping) else None,
+            "node": self.node_id,
+            "calls": [[b.call.id, b.call.name, b.call.args] for b in self.batch],
+        }
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def __repr__(self) -> str:
         names = ", ".join(f"{c.name}({c.id})" for c in self.pending)
-        return f"RunState({self.data['agent']['name']!r}, pending: {names or 'none'})"
+        return f"RunState({self.agent.name!r}, pending: {names or 'none'})"
 
     # -- JSON ------------------------------------------------------------------------------
-    def to_json(self) -> dict[str, Any]:
-        return self.data
+    def to_json(self, *, key: Key | None = None) -> dict[str, Any]:
+        """The state as JSON data; with ``key``, signed (``mac``) so that
+        ``from_json(..., key=key)`` can tell that nothing in it was changed."""
+        data: dict[str, Any] = {
+            "format": RUN_STATE_FORMAT,
+            "version": RUN_STATE_VERSION,
+            "id": self.id,
+            "created_at": self.created_at,
+            "node_id": self.node_id,
+            "agent": self.agent.to_json(),
+            "transcript": list(self.transcript_json),
+            "batch": [b.to_json() for b in self.batch],
+            "progress": self.progress.to_json(),
+        }
+        if self.trace is not None:
+            data["trace"] = self.trace
+        if self.traceparent is not None:
+            data["traceparent"] = self.traceparent
+        if key is not None:
+            from .runstate_check import sign
 
-    def to_json_str(self, **kwargs: Any) -> str:
-        return json.dumps(self.data, ensure_ascii=False, **kwargs)
+            data["mac"] = sign(data, key)
+        elif self.mac is not None:
+            data["mac"] = self.mac
+        return data
+
+    def to_json_str(self, *, key: Key | None = None, **kwargs: Any) -> str:
+        return json.dumps(self.to_json(key=key), ensure_ascii=False, **kwargs)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | str) -> RunState:
-        if isinstance(data, str):
-            with bulk_load():
-                data = json.loads(data)
-        if not isinstance(data, Mapping) or data.get("format") != RUN_STATE_FORMAT:
-            raise ValueError("not a langfx_nb run state")
-        if data.get("version") != RUN_STATE_VERSION:
-            raise ValueError(
-                f"unsupported run state version {data.get('version')!r} "
-                f"(this langfx_nb reads version {RUN_STATE_VERSION})"
-            )
-        for key in ("id", "agent", "transcript", "batch", "progress"):
-            if key not in data:
-                raise ValueError(f"run state is missing {key!r}")
-        return cls(dict(data))
+    def from_json(cls, data: Mapping[str, Any] | str, *, key: Key | None = None) -> RunState:
+        """Read a saved state strictly; ``InvalidRunStateError`` (a ``ValueError``) names
+        what is wrong. With ``key`` the signature must match, and the state is verified."""
+        from .runstate_check import read_state
+
+        with bulk_load():
+            return read_state(data, key)
+
+    def verify(self, key: Key) -> RunState:
+        """This state, verified with ``key`` (``InvalidRunStateError`` when its signature
+        does not match). A state this process made is verified already."""
+        if self.verified:
+            return self
+        from .runstate_check import check_signature
+
+        check_signature(self.to_json(), key)
+        return dataclasses.replace(self, verified=True)
 
     @staticmethod
     def new_id() -> str:
         return uuid.uuid4().hex
 
-    def consume(self) -> None:
-        """Mark this suspension resumed; a second resume in this process is refused."""
-        if self.id in _RESUMED:
+    def check_fresh(self) -> None:
+        """``RuntimeError`` when this suspension was resumed in this process already."""
+        if self.fingerprint in _RESUMED:
             raise RuntimeError(
                 "this RunState was already resumed: resuming it again would run its tools twice"
             )
-        _RESUMED.add(self.id)
+
+    def consume(self) -> None:
+        """Mark this suspension resumed; a second resume in this process is refused."""
+        self.check_fresh()
+        _RESUMED.add(self.fingerprint)
 
 
 _NOT_FOR_THE_MODEL = ("usage", "metadata", "provenance", "result")
@@ -153,24 +308,23 @@ def bulk_load() -> Iterator[None]:
             gc.enable()
 
 
-def agent_config(agent: Agent) -> dict[str, Any]:
-    """What a ``RunState`` keeps of an agent: plain data (tool *names*, the answer type's
-    name); tools, models and types are given again on resume."""
+def agent_config(agent: Agent) -> AgentConfig:
+    """What a ``RunState`` keeps of an agent."""
     limits = agent.limits
     prompt = agent.prompt
     mapping = agent._mapping
-    return {
-        "name": agent.trace_name(),
-        "prompt": prompt.to_json() if isinstance(prompt, Message) else prompt,
-        "instructions": agent.instructions,
-        "tools": list(agent.tools),
-        "limits": {f.name: getattr(limits, f.name) for f in dataclasses.fields(limits)},
-        "parallel_tools": agent.parallel_tools,
-        "stream": agent.stream,
-        "output": mapping.schema.name if mapping is not None else None,
-        "repair": agent.repair,
-        "protocol": agent.protocol,
-    }
+    return AgentConfig(
+        name=agent.trace_name(),
+        prompt=prompt.to_json() if isinstance(prompt, Message) else prompt,
+        instructions=agent.instructions,
+        tools=tuple(agent.tools),
+        limits={f.name: getattr(limits, f.name) for f in dataclasses.fields(limits)},
+        parallel_tools=agent.parallel_tools,
+        stream=agent.stream,
+        output=mapping.schema.name if mapping is not None else None,
+        repair=agent.repair,
+        protocol=agent.protocol,
+    )
 
 
 def rebuild_agent(
@@ -182,43 +336,53 @@ def rebuild_agent(
     output: Any,
 ) -> tuple[Agent, dict[str, Any]]:
     """The suspended run's agent, with checked decisions; ``ValueError`` before anything
-    runs when a tool or the output type is missing or the decisions do not match."""
+    runs when a tool or the output type is missing or the decisions do not match.
+
+    Every pending call needs a decision; so does a call approved before the suspension
+    when the state is not verified and no ``allow_tool`` is given to approve it again."""
     from .agent import AgentLimits
 
-    config = state.data["agent"]
+    config = state.agent
     by_name = {t.name: t for t in tools}
-    missing = [n for n in config["tools"] if n not in by_name]
+    missing = [n for n in config.tools if n not in by_name]
     if missing:
         raise ValueError(f"resume needs the run's tools; missing: {', '.join(missing)}")
-    if config.get("output") is not None and output is None:
-        raise ValueError(f"resume needs output= (the run's answer type, {config['output']})")
-    pending = {c.id for c in state.pending}
+    if config.output is not None and output is None:
+        raise ValueError(f"resume needs output= (the run's answer type, {config.output})")
     decided = dict(decisions or {})
-    unknown = sorted(set(decided) - pending)
+    unknown = sorted(set(decided) - {b.call.id for b in state.batch})
     if unknown:
         raise ValueError(f"no pending call with id {', '.join(map(repr, unknown))}")
-    undecided = sorted(pending - set(decided))
+    undecided = [c.id for c in state.pending if c.id not in decided]
     if undecided:
         raise ValueError(f"a decision is needed for pending call(s) {', '.join(undecided)}")
-    prompt = config["prompt"]
+    if allow_tool is None:
+        unverified = [c.id for c in state.unverified_approvals if c.id not in decided]
+        if unverified:
+            raise ValueError(
+                f"a decision is needed for call(s) {', '.join(unverified)}: approved before "
+                "the suspension, but the state is not verified, so that approval does not "
+                "count (sign states with to_json(key=...) and resume with key=...)"
+            )
+    prompt = config.prompt
     agent = cls(
         Message.from_json(prompt) if isinstance(prompt, dict) else prompt,
-        config.get("instructions"),
-        tools=[by_name[n] for n in config["tools"]],
-        limits=AgentLimits(**config["limits"]),
+        config.instructions,
+        tools=[by_name[n] for n in config.tools],
+        limits=AgentLimits(**config.limits),
         allow_tool=allow_tool,
-        parallel_tools=bool(config.get("parallel_tools")),
-        stream=bool(config.get("stream")),
-        name=config.get("name"),
+        parallel_tools=config.parallel_tools,
+        stream=config.stream,
+        name=config.name,
         output=output,
-        repair=int(config.get("repair") or 0),
-        protocol=str(config.get("protocol") or "json"),
+        repair=config.repair,
+        protocol=config.protocol,
     )
     return agent, decided
 
 
 def _step_prompts(
-    nodes: list[dict[str, Any]], transcript: list[Any], agent_ids: set[str]
+    nodes: list[dict[str, Any]], transcript: Sequence[Any], agent_ids: set[str]
 ) -> list[tuple[dict[str, Any], int]]:
     """The run's ``step N`` query nodes with how many transcript turns each was sent.
 
@@ -243,7 +407,7 @@ def _role(message: Any) -> str | None:
 
 
 def compact_trace(
-    trace: dict[str, Any], transcript: list[dict[str, Any]], agent_ids: set[str]
+    trace: dict[str, Any], transcript: Sequence[dict[str, Any]], agent_ids: set[str]
 ) -> None:
     """Drop the step prompts the transcript already holds (a long run's step previews are
     mostly the same turns again); ``restore_session`` rebuilds them from the transcript."""

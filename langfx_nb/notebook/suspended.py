@@ -8,6 +8,11 @@ nothing. A later cell ``%lf resume --approve c2 --deny c3`` (any kernel) loads t
 saved state (or ``%lf resume RUN_ID``), finds the tools by name in the notebook, and
 continues; a run that needs approval again is suspended and saved again. The saved file is
 removed once it has been resumed, so a run cannot be resumed twice from this directory.
+
+The saved file is not signed, so a call the allow-list approved before the suspension is
+approved again on resume (``--approve`` it, or ``--allow`` its tool): a file someone else
+changed can never approve a call by itself. A damaged file is a ``UsageError`` naming what
+is wrong, and stays where it is.
 """
 
 from __future__ import annotations
@@ -64,13 +69,24 @@ def saved(state: RunState, ns: MutableMapping[str, Any], out: str | None) -> Run
     lines = [f"Suspended: {len(state.pending)} tool call(s) wait for a decision (saved {path})"]
     for call in state.pending:
         lines.append(f"  {call.id}: {call.name}({_args(call.args)})")
-    ids = ",".join(c.id for c in state.pending)
+    approved = _approved(state)
+    for call in approved:
+        lines.append(f"  {call.id}: {call.name}({_args(call.args)}) (approved: approve it again)")
+    ids = ",".join(c.id for c in [*state.pending, *approved])
     lines.append(f"Resume (also after a kernel restart): %lf resume --approve {ids}")
     lines.append(f"                              or deny: %lf resume --deny {ids} --note 'why'")
     print("\n".join(lines))
     if out:
         ns[out] = state
     return state
+
+
+def _approved(state: RunState) -> list[Any]:
+    """The calls approved before the suspension: read back from the unsigned file, their
+    approval does not count, so ``%lf resume`` asks for them again."""
+    return [
+        b.call for b in state.batch if b.decision is not None and b.decision.outcome == "approve"
+    ]
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -111,17 +127,20 @@ async def run_resume(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         if i in decisions:
             raise UsageError(f"%lf resume: {i} is both approved and denied")
         decisions[i] = Deny(note, by="notebook")
-    waiting = [c.id for c in state.pending]
-    unknown = sorted(set(decisions) - set(waiting))
+    allowed = set(_ids(opts.allow))
+    again = [c.id for c in state.unverified_approvals if c.name not in allowed]
+    waiting = [c.id for c in state.pending] + again
+    unknown = sorted(set(decisions) - {c.call.id for c in state.batch})
     if unknown:
         raise UsageError(f"%lf resume: no waiting call {', '.join(unknown)} (waiting: {waiting})")
     missing = [i for i in waiting if i not in decisions]
     if missing:
         raise UsageError(
             f"%lf resume: decide every waiting call: --approve or --deny {','.join(missing)}"
+            + (f" ({', '.join(again)} approved before the suspension)" if again else "")
         )
     tools = []
-    for name in state.data["agent"]["tools"]:
+    for name in state.agent.tools:
         tool = ns.get(name)
         if not isinstance(tool, Tool):
             raise UsageError(f"%lf resume: the run uses tool {name!r}: define it in the notebook")

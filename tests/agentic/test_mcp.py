@@ -92,7 +92,7 @@ async def test_agent_runs_mcp_tools_over_stdio_and_maps_results() -> None:
     images = [p for p in image_turn.parts if isinstance(p, lf.Image)]
     assert len(images) == 1 and images[0].mime_type == "image/png"
     # The policy (and the trace) learn that the call goes to an MCP server, and which.
-    assert seen[0] == {"source": "mcp", "mcp_server": "test"}
+    assert seen[0] == {"source": "mcp", "mcp_server": "test", "step": 1}
     calls = session.all_tool_calls
     assert [n.metadata.get("mcp_server") for n in calls] == ["test"] * 3
 

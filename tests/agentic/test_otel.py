@@ -688,7 +688,8 @@ async def test_a_run_resumed_in_another_process_continues_the_trace(
         )
     assert isinstance(state, lf.RunState)
     suspended = spans.one("invoke_agent Agent")
-    tp = state.data["traceparent"]
+    tp = state.traceparent
+    assert tp is not None
     assert tp.startswith(f"00-{suspended.context.trace_id:032x}-{suspended.context.span_id:016x}-")
     saved = tmp_path / "state.json"
     saved.write_text(state.to_json_str())

@@ -78,7 +78,8 @@ async def test_suspend_returns_a_json_state_and_nothing_in_the_batch_runs(
     # c1 ran in step 1; in step 2 nothing ran, even the approved c2, until c3 is decided.
     assert ledger.ran == [("add", (1, 2))]
     data = json.loads(state.to_json_str())
-    assert data["format"] == "langfx_nb.run_state" and data["version"] == 1
+    assert data["format"] == "langfx_nb.run_state"
+    assert data["version"] == lf.agentic.runstate.RUN_STATE_VERSION
     assert [b["call_id"] for b in data["batch"]] == ["c2", "c3"]
     assert data["batch"][0]["decision"]["outcome"] == "approve"
     nodes = {n["id"]: n for n in data["trace"]["nodes"]}
@@ -196,8 +197,9 @@ async def test_limits_used_carry_over(tools: list[lf.Tool[Any, Any]]) -> None:
     assert isinstance(state, lf.RunState)
     state = await lf.Agent.resume(state, {"c0": True}, tools=tools, lm=lm, on_approval="suspend")
     assert isinstance(state, lf.RunState)
-    assert state.data["progress"]["steps"] == 2
-    assert state.data["progress"]["budget_used"]["total_tokens"] > 0
+    assert state.progress.steps == 2
+    assert state.progress.budget_used is not None
+    assert state.progress.budget_used["total_tokens"] > 0
     with pytest.raises(BudgetExceededError, match="max_steps=3"):
         await lf.Agent.resume(state, {"c1": True}, tools=tools, lm=lm)
 
@@ -273,7 +275,7 @@ async def test_a_typed_agent_resumes_with_its_output_type(tools: list[lf.Tool[An
     lm = Scripted([TC("c1", "send_email", {"to": "a", "body": "b"}), '{"result": {"ok": true}}'])
     agent = lf.Agent("go", tools=tools, output=Receipt)
     state = await agent.invoke(lm=lm, on_approval="suspend")
-    assert isinstance(state, lf.RunState) and state.data["agent"]["output"] == "Receipt"
+    assert isinstance(state, lf.RunState) and state.agent.output == "Receipt"
     with pytest.raises(ValueError, match="resume needs output="):
         await lf.Agent.resume(state, {"c1": True}, tools=tools, lm=lm)
     answer = await lf.Agent.resume(state, {"c1": True}, tools=tools, lm=lm, output=Receipt)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +143,43 @@ def test_resume_option_mistakes_are_one_usage_error(ip: InteractiveShell) -> Non
         run(ip, "%lf resume --approve\n")
     with pytest.raises(UsageError, match="unrecognized arguments: --appr"):
         run(ip, "%lf resume --appr c1\n")  # no abbreviations: a typo is not a decision
+
+
+def test_a_damaged_newest_file_is_a_clear_usage_error(ip: InteractiveShell) -> None:
+    ip.user_ns.update(lm=model(), lookup=lookup, send=send)
+    run(ip, "%%lf agent --lm lm --tools lookup,send --suspend --no-trace\nGo.\n")
+    (path,) = RUNS_DIR.glob("*.json")
+    data = json.loads(path.read_text())
+    del data["agent"]["tools"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"is not a run state: run state: agent\.tools is missing"):
+        run(ip, "%lf resume --lm lm --approve c1\n")
+    data["agent"]["tools"] = ["lookup", "send"]
+    path.write_text(json.dumps({**data, "batch": [{"name": "send"}]}))
+    with pytest.raises(UsageError, match=r"batch\[0\]\.args is missing"):
+        run(ip, "%lf resume --lm lm --approve c1\n")
+    assert path.exists() and SENT == []  # nothing lost, nothing ran
+
+
+def test_a_call_approved_before_the_suspension_is_approved_again(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lm = lf.llms.Scripted(
+        [[lf.ToolCall("c1", "lookup", {"key": "k"}), lf.ToolCall("c2", "send", {"to": "bob"})]]
+    )
+    ip.user_ns.update(lm=lm, lookup=lookup, send=send)
+    run(
+        ip,
+        "%%lf agent --lm lm --tools lookup,send --approve allow:lookup --suspend --no-trace\nGo.\n",
+    )
+    shown = capsys.readouterr().out
+    assert "c1: lookup(key='k') (approved: approve it again)" in shown
+    assert "%lf resume --approve c2,c1" in shown
+    (path,) = RUNS_DIR.glob("*.json")
+    # The file says c1 was approved; someone could have written that: it must be said again.
+    ip.user_ns["lm"] = lf.llms.Scripted(["All done."])
+    with pytest.raises(UsageError, match=r"--approve or --deny c1 \(c1 approved before"):
+        run(ip, "%lf resume --lm lm --approve c2\n")
+    assert path.exists() and SENT == []
+    assert run(ip, "%lf resume --lm lm --approve c2 --allow lookup\n") == "All done."
+    assert SENT == ["bob"]

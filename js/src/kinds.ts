@@ -9,7 +9,9 @@ export const KINDS = {
   "DECISION_RESULT": "decision_result",
   "DETAIL_REQUEST": "detail_request",
   "DETAIL": "detail",
-  "CANCEL": "cancel"
+  "CANCEL": "cancel",
+  "WINDOW_REQUEST": "window_request",
+  "WINDOW": "window"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

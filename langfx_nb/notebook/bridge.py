@@ -46,6 +46,10 @@ class MessageKind(enum.StrEnum):
     DETAIL_REQUEST = "detail_request"  # view → kernel: {"id"} the full record of one node
     DETAIL = "detail"  # kernel → view: {"id", "node"} (snapshots carry summaries only)
     CANCEL = "cancel"  # view → kernel: {"prompt_id"?} the Cancel-run button
+    # view → kernel: {"req", "start", "count", "query", "expanded", "selected"?} rows to show
+    WINDOW_REQUEST = "window_request"
+    # kernel → view: {"req", "start", "total", "nodes", "rows", "counts", "matches"?}
+    WINDOW = "window"
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}

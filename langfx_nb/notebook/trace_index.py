@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
-from .trace_data import view_node
+from .trace_data import node_hint, view_node
 from .trace_rows import BAD_STATUSES, tokens_of
 
 __all__ = ["WINDOW_NODES", "TraceIndex", "open_index"]
@@ -34,15 +34,16 @@ __all__ = ["WINDOW_NODES", "TraceIndex", "open_index"]
 #: shows); below it the page gets every node summary and works on its own.
 WINDOW_NODES = 20_000
 #: A trace file at least this large is read by :func:`open_index` (records left in the file).
-INDEX_FILE_BYTES = 16 << 20
+INDEX_FILE_BYTES = 4 << 20
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window request may ask for
 _CHUNK = 8 << 20
 _DECODER = json.JSONDecoder()
 _NAN = float("nan")
+_NUM = (int, float)
 
 
-def _search_text(node: Mapping[str, Any]) -> str:
+def _search_text(node: Mapping[str, Any], hint: str) -> str:
     err = node.get("error")
     # as the page's search (JSON.stringify) writes it
     err_text = (
@@ -54,7 +55,7 @@ def _search_text(node: Mapping[str, Any]) -> str:
     )
     return (
         f"{node.get('name', '')} {node.get('kind', '')} {node.get('status', '')} "
-        f"{node.get('hint', '')} {err_text}"
+        f"{hint} {err_text}"
     ).lower()
 
 
@@ -100,24 +101,31 @@ class TraceIndex:
             table.append(value)
         return code
 
-    def _add(self, node: Mapping[str, Any], where: str) -> None:
+    def _add(self, node: Mapping[str, Any], where: str, hint: str | None = None) -> None:
+        """Append one node's row values (``hint``: the row's hint when ``node`` has none)."""
         node_id = str(node["id"])
-        if node_id in self.pos:
+        pos = self.pos
+        if node_id in pos:
             raise ValueError(f"malformed trace: {where}: the id {node_id[:40]!r} is used twice")
-        self.pos[node_id] = len(self.ids)
+        pos[node_id] = len(self.ids)
         self.ids.append(node_id)
-        parent = node.get("parent_id")
+        get = node.get
+        parent = get("parent_id")
         self.parent.append(-1)  # resolved in _finish (a parent may come after its child)
         self._parents.append(None if parent is None else str(parent))
-        self.kind.append(self._code(self.kinds, "kind", str(node.get("kind", ""))))
-        self.status.append(self._code(self.statuses, "status", str(node.get("status", ""))))
-        start, end = node.get("start"), node.get("end")
-        self.start.append(float(start) if isinstance(start, int | float) else _NAN)
-        self.end.append(float(end) if isinstance(end, int | float) else _NAN)
-        self.tokens.append(tokens_of(node))
-        cost = node.get("cost")
-        self.cost.append(float(cost) if isinstance(cost, int | float) else _NAN)
-        self._texts.append(_search_text(node).replace("\n", " "))
+        kind, status = str(get("kind", "")), str(get("status", ""))
+        codes = self._codes
+        k = codes["kind"].get(kind)
+        self.kind.append(self._code(self.kinds, "kind", kind) if k is None else k)
+        c = codes["status"].get(status)
+        self.status.append(self._code(self.statuses, "status", status) if c is None else c)
+        start, end, cost = get("start"), get("end"), get("cost")
+        self.start.append(float(start) if isinstance(start, _NUM) else _NAN)
+        self.end.append(float(end) if isinstance(end, _NUM) else _NAN)
+        self.tokens.append(tokens_of(node) if "usage" in node else 0)
+        self.cost.append(float(cost) if isinstance(cost, _NUM) else _NAN)
+        text = _search_text(node, get("hint", "") if hint is None else hint)
+        self._texts.append(text.replace("\n", " ") if "\n" in text else text)
 
     def _finish(self) -> None:
         n = len(self.ids)
@@ -572,7 +580,7 @@ def open_index(path: str | Path) -> TraceIndex:
                             raise ValueError("the node is its own parent")
                     except (KeyError, TypeError, ValueError, OverflowError) as exc:
                         raise _malformed(where, exc) from None
-                    index._add(view_node(raw, plain=True), where)
+                    index._add(raw, where, node_hint(raw))
                     offsets.append(start_b)
                     offsets.append(end_b)
                     i += 1

@@ -54,8 +54,7 @@ def _search_text(node: Mapping[str, Any], hint: str) -> str:
         else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
     )
     return (
-        f"{node.get('name', '')} {node.get('kind', '')} {node.get('status', '')} "
-        f"{hint} {err_text}"
+        f"{node.get('name', '')} {node.get('kind', '')} {node.get('status', '')} {hint} {err_text}"
     ).lower()
 
 

@@ -17,6 +17,7 @@ every count the page shows is exact and a collapsed row says how many nodes it h
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 from array import array
@@ -88,7 +89,7 @@ class TraceIndex:
         self._record: Callable[[int], dict[str, Any]] = lambda i: {}
         self._codes: dict[str, dict[str, int]] = {"kind": {}, "status": {}}
         self._rows_cache: tuple[dict[str, bool], array[int]] | None = None
-        self._match_cache: tuple[str, set[int], set[int]] | None = None
+        self._match_cache: tuple[str, tuple[bytearray, bytearray, array[int], int]] | None = None
 
     # -- building --------------------------------------------------------------------------
 
@@ -189,12 +190,14 @@ class TraceIndex:
         # sorted by rank
         self.depth = array("i", bytes(4 * n))
         self.rank = array("i", bytes(4 * n))
+        self.by_rank = array("i", bytes(4 * n))
         stack = list(reversed(roots))
         k = 0
         depth_of = self.depth
         while stack:
             i = stack.pop()
             self.rank[i] = k
+            self.by_rank[k] = i
             k += 1
             kids = child[first[i] : first[i + 1]]
             if kids:
@@ -285,26 +288,31 @@ class TraceIndex:
         out["partial"] = True
         return out
 
-    def _matches(self, query: str) -> tuple[set[int], set[int]]:
-        """Every node whose search text holds ``query`` (lowercase), and their ancestors."""
+    def _matches(self, query: str) -> tuple[bytearray, bytearray, array[int], int]:
+        """Every node whose search text holds ``query`` (lowercase), and their ancestors:
+        marks per node (1 = a match / kept), the kept nodes in tree order, the match count."""
         cached = self._match_cache
         if cached is not None and cached[0] == query:
-            return cached[1], cached[2]
-        text, line = self.search, self.line
-        hits: set[int] = set()
-        at = text.find(query)
+            return cached[1]
+        text, line, n = self.search, self.line, len(self.ids)
+        hits, keep, in_order = bytearray(n), bytearray(n), bytearray(n)
+        parent_of, rank, find, where = self.parent, self.rank, text.find, bisect.bisect_right
+        found = 0
+        at = find(query)
         while at >= 0:
-            i = bisect.bisect_right(line, at) - 1
-            hits.add(i)
-            at = text.find(query, line[i + 1] if i + 1 < len(line) else len(text))
-        keep: set[int] = set()
-        parent_of = self.parent
-        for i in hits:
-            while i >= 0 and i not in keep:
-                keep.add(i)
-                i = parent_of[i]
-        self._match_cache = (query, hits, keep)
-        return hits, keep
+            i = where(line, at) - 1
+            hits[i] = 1
+            found += 1
+            j = i
+            while j >= 0 and not keep[j]:
+                keep[j] = 1
+                in_order[rank[j]] = 1
+                j = parent_of[j]
+            at = find(query, line[i + 1] if i + 1 < n else len(text))
+        rows = array("i", itertools.compress(self.by_rank, in_order))
+        result = (hits, keep, rows, found)
+        self._match_cache = (query, result)
+        return result
 
     def _is_open(self, i: int, expanded: Mapping[str, bool]) -> bool:
         return expanded.get(self.ids[i], self.depth[i] < DEFAULT_OPEN_DEPTH)
@@ -328,8 +336,7 @@ class TraceIndex:
         splices its subtree in or out of the last list instead of walking the whole tree."""
         q = query.strip().lower()
         if q:
-            _hits, keep = self._matches(q)
-            return array("i", sorted(keep, key=self.rank.__getitem__))
+            return self._matches(q)[2]
         cached = self._rows_cache
         if cached is None:
             out = array("i")
@@ -378,7 +385,7 @@ class TraceIndex:
         expanded = expanded or {}
         q = query.strip().lower()
         order = self.rows(expanded, q)
-        hits, keep = self._matches(q) if q else (None, None)
+        hits, keep, _rows, found = self._matches(q) if q else (None, None, None, 0)
         depths = self.depth
         total = len(order)
         start = max(0, min(int(start), max(0, total - 1)))
@@ -389,7 +396,7 @@ class TraceIndex:
             i = order[k]
             depth = depths[i]
             kids = child[first[i] : first[i + 1]]
-            has_kids = bool(kids) if keep is None else any(c in keep for c in kids)
+            has_kids = bool(kids) if keep is None else any(keep[c] for c in kids)
             is_open = has_kids and (
                 keep is not None or expanded.get(self.ids[i], depth < DEFAULT_OPEN_DEPTH)
             )
@@ -406,7 +413,7 @@ class TraceIndex:
                     self.tokens[i],
                 ],
             }
-            if hits is not None and i in hits:
+            if hits is not None and hits[i]:
                 row["match"] = True
             below = self.below.get(i)
             if below:
@@ -420,7 +427,7 @@ class TraceIndex:
             "counts": self.counts_cached(),
         }
         if hits is not None:
-            out["matches"] = len(hits)
+            out["matches"] = found
         if selected is not None and selected in self.pos:
             try:
                 out["selected_index"] = order.index(self.pos[selected])

@@ -12,7 +12,7 @@ const ROW_H = 22;
 const MAIN_H = 440;
 const NARROW_PX = 760;
 /** Rows asked for beyond what is on screen when a trace is windowed (scrolling stays local). */
-const MARGIN = 150;
+const MARGIN = 60;
 
 interface Model {
   get(name: string): any;

@@ -319,6 +319,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         return self._index is not None
 
     def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
         if self._unsubscribe is not None:
             try:
                 self._unsubscribe()

@@ -23,7 +23,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
 from .trace_data import node_hint, view_node
@@ -38,6 +38,7 @@ WINDOW_NODES = 20_000
 INDEX_FILE_BYTES = 4 << 20
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window request may ask for
+SUMMARY_CACHE = 20_000  # row summaries kept (scrolling back needs no file reads)
 _CHUNK = 8 << 20
 _DECODER = json.JSONDecoder()
 _NAN = float("nan")
@@ -88,6 +89,8 @@ class TraceIndex:
         self._parents: list[str | None] = []  # parent ids while building
         self._record: Callable[[int], dict[str, Any]] = lambda i: {}
         self._codes: dict[str, dict[str, int]] = {"kind": {}, "status": {}}
+        self._file: BinaryIO | None = None  # the trace file, open while records are read
+        self._summaries: dict[int, dict[str, Any]] = {}  # the last rows shown (bounded)
         self._rows_cache: tuple[dict[str, bool], array[int]] | None = None
         self._match_cache: tuple[str, tuple[bytearray, bytearray, array[int], int]] | None = None
 
@@ -269,6 +272,21 @@ class TraceIndex:
 
     def summary(self, i: int) -> dict[str, Any]:
         """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
+        cached = self._summaries.get(i)
+        if cached is not None:
+            return cached
+        if len(self._summaries) >= SUMMARY_CACHE:
+            self._summaries.clear()
+        cached = self._summaries[i] = self._summary(i)
+        return cached
+
+    def close(self) -> None:
+        """Close the trace file (reopened if a record is read again)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _summary(self, i: int) -> dict[str, Any]:
         record = self._record(i)
         out: dict[str, Any] = {
             k: record[k]
@@ -607,9 +625,11 @@ def open_index(path: str | Path) -> TraceIndex:
     index.header = header
 
     def record(i: int) -> dict[str, Any]:
-        with path.open("rb") as f:
-            f.seek(offsets[2 * i])
-            raw = f.read(offsets[2 * i + 1] - offsets[2 * i])
+        f = index._file
+        if f is None or f.closed:
+            f = index._file = path.open("rb")
+        f.seek(offsets[2 * i])
+        raw = f.read(offsets[2 * i + 1] - offsets[2 * i])
         return view_node(json.loads(raw), plain=True)
 
     index._record = record

@@ -1,4 +1,4 @@
-// langfx-src-sha256: 80be9ba56482ba0fde77634f80807c414029cb3dbe710fee2606adf5b02e47b4
+// langfx-src-sha256: ad0cbd9952c27e83609e9fa9110a7f0df1cc8dd05796b0f1bc212462ead91370
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",WINDOW_REQUEST:"window_request",WINDOW:"window"};function t(e,l={},...o){let s=document.createElement(e);for(let[n,r]of Object.entries(l))r===void 0||r===!1||(n==="class"?s.className=String(r):n==="text"?s.textContent=String(r):s.setAttribute(n,r===!0?"":String(r)));for(let n of o)n==null||n===!1||s.append(typeof n=="string"?document.createTextNode(n):n);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,K=24;function Y(e,l="lfx-text"){let o=e.split(`
 `),s=e.length>z||o.length>K,n=t("pre",{class:l});if(!s)return n.textContent=e,n;let r=o.slice(0,K).join(`

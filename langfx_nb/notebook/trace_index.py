@@ -20,6 +20,7 @@ import bisect
 import itertools
 import json
 import math
+import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -628,6 +629,7 @@ def open_index(path: str | Path) -> TraceIndex:
         f = index._file
         if f is None or f.closed:
             f = index._file = path.open("rb")
+            weakref.finalize(index, f.close)  # closed with the index if nobody closes it
         f.seek(offsets[2 * i])
         raw = f.read(offsets[2 * i + 1] - offsets[2 * i])
         return view_node(json.loads(raw), plain=True)

@@ -193,7 +193,13 @@ def test_a_file_index_reads_records_back_and_matches_the_strict_reader(tmp_path:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     index = open_index(path)
-    strict = read_trace(path)["nodes"]
+    try:
+        check_file_index(index, read_trace(path)["nodes"])
+    finally:
+        index.close()
+
+
+def check_file_index(index: TraceIndex, strict: list[dict[str, Any]]) -> None:
     assert len(index) == len(strict)
     for n in strict[::97] + strict[-40:]:
         record = index.record(n["id"])

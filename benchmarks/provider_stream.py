@@ -32,7 +32,8 @@ from langfx_nb.llms._http import HTTPModel, loads
 from langfx_nb.llms._sse import SSEParser
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI, OpenAIResponses
+from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai_responses import OpenAIResponses
 
 WORDS = [
     *("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog"),

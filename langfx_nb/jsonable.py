@@ -75,18 +75,21 @@ def walk(
     def again(v: Any) -> Any:
         return walk(v, bounds, special=special, _depth=depth)
 
-    if isinstance(value, enum.Enum):
-        return again(value.value)
     cap = bounds.max_items
-    if isinstance(value, Mapping):
+    if isinstance(value, dict) or (
+        not isinstance(value, enum.Enum) and isinstance(value, Mapping)
+    ):  # dicts first: most values walked are
         out: dict[str, Any] = {}
+        redact = bounds.redact
         for i, (k, v) in enumerate(value.items()):
             if cap is not None and i >= cap:
                 out["…"] = f"{len(value) - cap} more"
                 break
-            key = str(k)
-            out[key] = "<redacted>" if bounds.redact and SECRET_KEY.search(key) else again(v)
+            key = k if type(k) is str else str(k)
+            out[key] = "<redacted>" if redact and SECRET_KEY.search(key) else again(v)
         return out
+    if isinstance(value, enum.Enum):
+        return again(value.value)
     if isinstance(value, list | tuple | set | frozenset):
         items = list(value)
         shown_items = [again(v) for v in (items if cap is None else items[:cap])]

@@ -29,11 +29,48 @@ const CSS = `
 .lfx-ap-hist,.lfx-ap-hist li{list-style:none;margin:0}
 .lfx-ap-hist{margin-top:4px;padding-left:4px}
 .lfx-ap-closed{color:#8a5a00;border-left:4px solid #8a5a00;padding-left:8px}
+.lfx-ap-dock{position:fixed;right:16px;bottom:16px;z-index:1001;display:flex;flex-direction:column;gap:8px;max-width:min(640px,90vw);max-height:80vh;overflow:auto}
+.lfx-ap-orphan{background:var(--jp-layout-color0,#fff);border:2px solid #f9ab00;border-radius:6px;padding:6px 8px;box-shadow:0 2px 8px rgba(0,0,0,.3)}
+.lfx-ap-orphan-head{display:flex;gap:4px;align-items:baseline;margin-bottom:4px}
+.lfx-ap-dock-hide{margin-left:auto;border:0;background:transparent;font-size:16px;cursor:pointer}
 .lfx-ap-float{position:fixed;right:24px;bottom:24px;z-index:1000;background:#f9ab00;color:#000;border:0;border-radius:14px;padding:6px 12px;box-shadow:0 2px 6px rgba(0,0,0,.3)}
 `;
 
-export default {
-  render({ model, el }: { model: Model; el: HTMLElement }) {
+// Views of each model drawn in notebook outputs (the orphan panel's own view is not counted).
+const views = new WeakMap<Model, number>();
+const panels = new WeakMap<Model, HTMLElement>();
+const ORPHAN_DELAY_MS = 1500;
+
+/** A page (re)loaded while a prompt waits, from a notebook file that does not hold the
+ *  prompt's output (reloaded before a save): no output draws this model, so nothing would show
+ *  the prompt, yet the kernel still holds it and the run still waits. Then the prompt is drawn
+ *  in a panel of its own, with working buttons (and the title cue); × only hides the panel. */
+function checkOrphan(model: Model): void {
+  const pending = model.get("state")?.pending;
+  if (panels.has(model) || !pending || (views.get(model) ?? 0) > 0) return;
+  let dock = document.querySelector<HTMLElement>(".lfx-ap-dock");
+  if (!dock) {
+    dock = h("div", { class: "lfx-ap-dock" });
+    document.body.append(dock);
+  }
+  const hide = h("button", { class: "lfx-ap-dock-hide", text: "×", title: "Hide this panel (the run keeps waiting)" });
+  const body = h("div");
+  const panel = h("div", { class: "lfx-ap-orphan" },
+    h("div", { class: "lfx-ap-orphan-head" },
+      h("b", { text: "⏳ A run waits for this approval" }),
+      h("span", { class: "lfx-muted", text: " — its cell's output is not on this page (the notebook was not saved before it was reloaded)" }),
+      hide),
+    body);
+  dock.append(panel);
+  panels.set(model, panel);
+  const cleanup = draw(model, body);
+  hide.addEventListener("click", () => {
+    cleanup();
+    panel.remove();
+  });
+}
+
+function draw(model: Model, el: HTMLElement): () => void {
     const root = h("div", { class: "lfx lfx-ap" });
     injectCss(root, CSS);
     const pendingBox = h("div");
@@ -204,6 +241,20 @@ export default {
       stopWatching();
       model.off("msg:custom", onMsg);
       model.off("change:state", draw);
+    };
+}
+
+export default {
+  initialize({ model }: { model: Model }) {
+    setTimeout(() => checkOrphan(model), ORPHAN_DELAY_MS);
+    model.on("change:state", () => setTimeout(() => checkOrphan(model), ORPHAN_DELAY_MS));
+  },
+  render({ model, el }: { model: Model; el: HTMLElement }) {
+    views.set(model, (views.get(model) ?? 0) + 1);
+    const cleanup = draw(model, el);
+    return () => {
+      views.set(model, Math.max(0, (views.get(model) ?? 1) - 1));
+      cleanup();
     };
   },
 };

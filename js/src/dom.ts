@@ -297,6 +297,7 @@ export const BASE_CSS = `
 .lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
+.lfx .lfx-st-waiting{--lfx-c:var(--lfx-paused)}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}
 .lfx ul.lfx-json{padding-left:14px}
 .lfx details.lfx-jd>summary{cursor:pointer;list-style:none}

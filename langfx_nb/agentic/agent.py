@@ -43,11 +43,12 @@ from ..messages import (
     ToolResultPart,
     UserMessage,
 )
-from ..structured.mapping import REPAIR_REQUEST, check_repair
 from ..structured.mapping import Mapping as StructuredMapping
+from ..structured.mapping import Repairs, check_repair
 from .action import Action
 from .budget import Budget
 from .fanout import settle_first_failure
+from .limits import AgentLimits
 from .runstate import (
     BatchCall,
     Key,
@@ -55,52 +56,20 @@ from .runstate import (
     RunState,
     SavedDecision,
     agent_config,
-    bulk_load,
     compact_trace,
     rebuild_agent,
     restore_session,
     transcript_json,
 )
-from .session import Session
+from .session import Session, Tracked
 from .tools import Tool
-from .trace import TraceNode
+from .trace import OPEN_STATUSES
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
     from .usage import Price
 
 __all__ = ["Agent", "AgentLimits", "Approve", "Deny", "PolicyDecision", "ToolPolicy"]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentLimits:
-    """Model steps, tool calls and seconds one run may use (``None`` time = no limit), and
-    optionally its tokens and cost (``lf.Budget`` fields; ``None`` = no limit), which cover
-    nested agents and tools' own model calls too."""
-
-    max_steps: int = 8
-    max_tool_calls: int = 12
-    max_execution_time: float | None = 60
-    max_input_tokens: int | None = None
-    max_output_tokens: int | None = None
-    max_total_tokens: int | None = None
-    max_cost: float | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise ValueError("max_steps must be a positive integer")
-        if not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
-            raise ValueError("max_tool_calls must be a non-negative integer")
-        if self.max_execution_time is not None and self.max_execution_time <= 0:
-            raise ValueError("max_execution_time must be positive (or None)")
-        self.budget  # noqa: B018  (validates the token and cost limits now)
-
-    @property
-    def budget(self) -> Budget:
-        """The token and cost limits as a ``Budget``."""
-        return Budget(
-            self.max_input_tokens, self.max_output_tokens, self.max_total_tokens, self.max_cost
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +97,7 @@ class _Planned:
     call: ToolCall
     tool: Tool[Any, Any]
     args: Any
-    node: TraceNode
+    tracked: Tracked[Session]  # the call's tool_call node, started when it is decided
     deny: str | None = None
     pending: bool = False  # suspend mode: waiting for a person's decision
     decided: dict[str, Any] | None = None  # the decision as JSON (kept in a RunState)
@@ -139,20 +108,19 @@ class _Run:
     """What one run has done so far; all of it goes into a ``RunState``."""
 
     transcript: list[Message[Any]]
+    repairs: Repairs  # final answers that failed to parse (``output=``)
     steps: int = 0
     calls_used: int = 0
-    repairs: int = 0  # final answers that failed to parse (``output=``)
-    failures: list[MappingError] = dataclasses.field(default_factory=list)
     agent_nodes: list[str] = dataclasses.field(default_factory=list)  # earlier suspended parts
 
     @classmethod
-    def from_state(cls, state: RunState, transcript: list[Message[Any]]) -> _Run:
+    def from_state(cls, state: RunState, transcript: list[Message[Any]], repair: int) -> _Run:
         progress = state.progress
         return cls(
             transcript,
+            Repairs(repair, progress.repairs),
             progress.steps,
             progress.tool_calls,
-            progress.repairs,
             agent_nodes=list(progress.agent_nodes),
         )
 
@@ -218,6 +186,11 @@ class Agent(Action[str]):
         if output is not None:
             request = prompt if isinstance(prompt, Message) else UserMessage(prompt)
             self._mapping = StructuredMapping(request, output, protocol=protocol)
+
+    @property
+    def output_name(self) -> str | None:
+        """The answer type's name (``output=``), or None for a text answer."""
+        return self._mapping.schema.name if self._mapping is not None else None
 
     def trace_inputs(self) -> Any:
         return {
@@ -321,7 +294,8 @@ class Agent(Action[str]):
                 raise
             if session is not None:
                 trace = session.trace_json()
-                compact_trace(trace, state.transcript_json, set(state.progress.agent_nodes))
+                if state.progress.repairs < 2:  # else earlier failed answers were dropped
+                    compact_trace(trace, state.transcript_json, set(state.progress.agent_nodes))
                 from .otel import traceparent  # (no OpenTelemetry import unless exported)
 
                 # The resumed run continues this run's trace (parent: None when unexported).
@@ -342,10 +316,10 @@ class Agent(Action[str]):
                 transcript.append(
                     self.prompt if isinstance(self.prompt, Message) else UserMessage(self.prompt)
                 )
-            run = _Run(transcript)
+            run = _Run(transcript, Repairs(self.repair))
         else:
             state, decisions, transcript = resume
-            run = _Run.from_state(state, transcript)
+            run = _Run.from_state(state, transcript, self.repair)
             session.node.metadata["resumed_from"] = state.node_id
             if state.traceparent is not None:  # its span, where it was exported
                 session.node.metadata["resumed_traceparent"] = state.traceparent
@@ -356,7 +330,7 @@ class Agent(Action[str]):
             try:  # every call is decided and none has run: from here it is resumed
                 state.consume()
             except RuntimeError as exc:
-                _abandon(planned, session, exc)
+                _abandon(planned, exc)
                 raise
             run.calls_used += len(planned)
             session.node.metadata["tool_calls"] = run.calls_used
@@ -384,19 +358,17 @@ class Agent(Action[str]):
                 try:
                     return self._mapping.finish(response).result
                 except MappingError as exc:
-                    run.failures.append(exc)
-                    run.repairs += 1
+                    retry = run.repairs.failed(exc, more=step + 1 < limits.max_steps)
                     session.log(
                         "warning",
-                        f"the answer did not parse (attempt {run.repairs})",
+                        f"the answer did not parse (attempt {run.repairs.used})",
                         error=str(exc),
                         step=step + 1,
                     )
-                    if run.repairs > self.repair or step + 1 >= limits.max_steps:
-                        if self.repair:
-                            exc.attempts = list(run.failures)
+                    if not retry:
                         raise
-                    transcript.append(UserMessage(REPAIR_REQUEST.format(error=exc)))
+                    _drop_earlier_repair(transcript)
+                    transcript.append(Repairs.request(exc))
                     continue
             if step + 1 >= limits.max_steps:
                 raise BudgetExceededError(
@@ -435,8 +407,8 @@ class Agent(Action[str]):
         batch = []
         for entry in planned:
             batch.append(BatchCall(entry.call, None if entry.pending else _saved(entry.decided)))
-            entry.node.metadata["executed"] = False
-            session._finish(entry.node, "suspended")
+            entry.tracked.node.metadata["executed"] = False
+            entry.tracked.end("suspended")
         scope = session.budget_scope
         state = RunState(
             RunState.new_id(),
@@ -448,7 +420,7 @@ class Agent(Action[str]):
             RunProgress(
                 run.steps,
                 run.calls_used,
-                run.repairs,
+                run.repairs.used,
                 scope.used() if scope is not None else None,
                 (*run.agent_nodes, session.node.id),
             ),
@@ -507,19 +479,18 @@ class Agent(Action[str]):
         agent, decisions = rebuild_agent(cls, state, decisions, tools, allow_tool, output)
         runner = copy.copy(agent)
         owned = session is None
-        with bulk_load():  # thousands of messages and nodes at once: no GC passes meanwhile
-            transcript = state.transcript
-            if session is None:
-                try:
-                    session = restore_session(
-                        state.trace or _empty_trace(),
-                        lm,
-                        prices=prices,
-                        transcript=transcript,
-                        tracer_provider=tracer_provider,
-                    )
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise InvalidRunStateError(f"run state: trace: {exc}") from None
+        transcript = state.transcript
+        if session is None:
+            try:
+                session = restore_session(
+                    state.trace or _empty_trace(),
+                    lm,
+                    prices=prices,
+                    transcript=transcript,
+                    tracer_provider=tracer_provider,
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InvalidRunStateError(f"run state: trace: {exc}") from None
         runner._resume = (state, decisions, transcript)
         runner._on_approval = on_approval
         try:
@@ -541,13 +512,13 @@ class Agent(Action[str]):
         for item in state.batch:
             call = item.call
             found = self.tools[call.name]
-            node = session._start(
+            tracked = session.track(
                 "tool_call",
                 found.name,
-                inputs={"call_id": call.id, "args": session._preview(call.args)},
+                inputs={"call_id": call.id, "args": call.args},
                 metadata={**(_source(found) or {}), "resumed": True, "step": run.steps},
             )
-            entry = _Planned(call, found, None, node)
+            entry = _Planned(call, found, None, tracked)
             planned.append(entry)
             try:
                 entry.args = found.validate_args(call.args)
@@ -560,9 +531,9 @@ class Agent(Action[str]):
                     decision = Deny(item.decision.message or "", by=item.decision.by)
                 else:
                     decision = await self._approve_again(entry, item.decision, state, session)
-                self._record(entry, decision, session)
+                self._record(entry, decision)
             except BaseException as exc:
-                _abandon(planned, session, exc, culprit=entry)
+                _abandon(planned, exc, culprit=entry)
                 raise
         return planned
 
@@ -572,15 +543,14 @@ class Agent(Action[str]):
         """A call approved before the suspension: the resume-time ``allow_tool`` decides
         first; its ``True`` or ``None`` keeps the saved approval, which counts only from a
         verified state (unverified, ``True`` runs the model's own arguments)."""
-        asked = await self._ask_policy(entry, session) if self.allow_tool is not None else None
+        asked = await self._ask_policy(entry) if self.allow_tool is not None else None
         if asked is not None and asked is not True:
             return asked
         if saved is not None and state.verified:
             return Approve(args=saved.args, by=saved.by)
         if asked is True:
             return True
-        store = session._state.store
-        store.update(entry.node, decision={"outcome": "stop", "by": "resume", "at": store.time()})
+        entry.tracked.decide("stop", "resume", note="not approved again on resume")
         raise ToolDeniedError(
             f"tool call {entry.call.name!r} ({entry.call.id}) was approved before the "
             "suspension, but the state is not verified and allow_tool did not approve it "
@@ -600,15 +570,14 @@ class Agent(Action[str]):
             if found is None:
                 raise ToolExecutionError(f"unknown tool {call.name!r}")
             return call, found, found.validate_args(call.args)
-        except ToolExecutionError as exc:
-            node = session._start(
+        except ToolExecutionError:
+            with session.track(
                 "tool_call",
                 call.name,
-                inputs={"call_id": call.id, "args": session._preview(call.args)},
+                inputs={"call_id": call.id, "args": call.args},
                 metadata={"executed": False, "phase": "validation", "step": step},
-            )
-            session._finish(node, "failed", error=exc)
-            raise
+            ):
+                raise
 
     async def _decide(
         self, validated: list[tuple[ToolCall, Tool[Any, Any], Any]], session: Session, step: int
@@ -616,102 +585,88 @@ class Agent(Action[str]):
         """Ask the policy about each call in order; nothing runs until all are decided."""
         planned: list[_Planned] = []
         for call, found, args in validated:
-            node = session._start(
+            tracked = session.track(
                 "tool_call",
                 found.name,
-                inputs={"call_id": call.id, "args": session._preview(call.args)},
+                inputs={"call_id": call.id, "args": call.args},
                 metadata={**(_source(found) or {}), "step": step},
             )
-            entry = _Planned(call, found, args, node)
+            entry = _Planned(call, found, args, tracked)
             planned.append(entry)
             try:
-                await self._apply_policy(entry, session)
+                await self._apply_policy(entry)
             except BaseException as exc:
-                _abandon(planned, session, exc, culprit=entry)
+                _abandon(planned, exc, culprit=entry)
                 raise
         return planned
 
-    async def _apply_policy(self, entry: _Planned, session: Session) -> None:
-        store = session._state.store
-        node = entry.node
-        policy = self.allow_tool
-        suspend = self._on_approval == "suspend"
-        if policy is None:
-            if suspend:
-                self._record(entry, None, session)
+    async def _apply_policy(self, entry: _Planned) -> None:
+        if self.allow_tool is None:
+            if self._on_approval == "suspend":
+                self._record(entry, None)
             else:
-                store.update(
-                    node, decision={"outcome": "approve", "by": "default", "at": store.time()}
-                )
+                entry.tracked.decide("approve", "default")
                 entry.decided = {"outcome": "approve", "by": "default"}
             return
-        decision = await self._ask_policy(entry, session)
-        if decision is None and not suspend:
+        decision = await self._ask_policy(entry)
+        if decision is None and self._on_approval != "suspend":
             decision = _INVALID
-        self._record(entry, decision, session)
+        self._record(entry, decision)
 
-    async def _ask_policy(self, entry: _Planned, session: Session) -> Any:
-        """What ``allow_tool`` answers for a call (a failing policy is a ``ToolDeniedError``)."""
-        store = session._state.store
-        node = entry.node
+    async def _ask_policy(self, entry: _Planned) -> Any:
+        """What ``allow_tool`` answers for a call (a failing policy is a ``ToolDeniedError``).
+        The call's node is ``waiting`` meanwhile; the policy gets the call's own view."""
+        tracked = entry.tracked
         policy = self.allow_tool
         assert policy is not None
-        view = session._bind(node)
+        tracked.wait()
         try:
-            decision: Any = policy(entry.call, view)
+            decision: Any = policy(entry.call, tracked.session)
             if inspect.isawaitable(decision):
                 decision = await decision
         except (asyncio.CancelledError, ExecutionTimeoutError):
             raise
-        except ToolDeniedError:
+        except ToolDeniedError as exc:
             # A policy that denies by raising (e.g. an approval prompt nobody saw in time)
             # already says why: keep its message as the run's error.
-            store.update(node, decision={"outcome": "stop", "by": "allow_tool", "at": store.time()})
+            tracked.decide("stop", "allow_tool", note=str(exc) or None)
             raise
         except Exception as exc:
-            store.update(
-                node, decision={"outcome": "error", "by": "allow_tool", "at": store.time()}
-            )
+            tracked.decide("error", "allow_tool", note=type(exc).__name__)
             raise ToolDeniedError(
                 f"the allow_tool policy failed on {entry.call.name!r} ({type(exc).__name__}); "
                 "the call was not run"
             ) from exc
-        finally:
-            view._close_view()
         return decision
 
-    def _record(self, entry: _Planned, decision: Any, session: Session) -> None:
+    def _record(self, entry: _Planned, decision: Any) -> None:
         """Apply one decision to a planned call and record it on its node. ``None`` (suspend
         mode) leaves the call pending for a person."""
-        store = session._state.store
-        node = entry.node
-        at = store.time()
+        tracked = entry.tracked
         if decision is None:
             entry.pending = True
-            store.update(node, decision={"outcome": "suspend", "by": "on_approval", "at": at})
+            tracked.decide("suspend", "on_approval")
         elif decision is True or (isinstance(decision, Approve) and decision.args is None):
             by = (decision.by if isinstance(decision, Approve) else None) or "allow_tool"
-            store.update(node, decision={"outcome": "approve", "by": by, "at": at})
+            tracked.decide("approve", by)
             entry.decided = {"outcome": "approve", "by": by}
         elif isinstance(decision, Approve):
             edited = dict(decision.args or {})
             by = decision.by or "allow_tool"
-            record = {"outcome": "approve", "by": by, "at": at, "args": session._preview(edited)}
-            store.update(node, decision=record)
+            tracked.decide("approve", by, args=edited)
             entry.args = entry.tool.validate_args(edited)
             entry.decided = {"outcome": "approve", "by": by, "args": edited}
         elif isinstance(decision, Deny):
             by = decision.by or "allow_tool"
-            record = {"outcome": "deny", "by": by, "at": at, "message": decision.message}
-            store.update(node, decision=record)
+            tracked.decide("deny", by, note=decision.message)
             entry.deny = decision.message
             entry.decided = {"outcome": "deny", "by": by, "message": decision.message}
-            session._finish(node, "denied", outputs={"message": decision.message})
+            tracked.end("denied", outputs={"message": decision.message})
         elif decision is False:
-            store.update(node, decision={"outcome": "stop", "by": "allow_tool", "at": at})
+            tracked.decide("stop", "allow_tool")
             raise ToolDeniedError(f"tool call {entry.call.name!r} ({entry.call.id}) was denied")
         else:
-            store.update(node, decision={"outcome": "error", "by": "allow_tool", "at": at})
+            tracked.decide("error", "allow_tool", note=f"not a decision: {type(decision).__name__}")
             raise ToolDeniedError(
                 "allow_tool must return True, False, lf.Approve or lf.Deny, "
                 f"not {type(decision).__name__}; the call was not run"
@@ -730,7 +685,7 @@ class Agent(Action[str]):
                 try:
                     results[i] = await _run_tool(planned[i], session)
                 except BaseException as exc:
-                    _abandon([planned[j] for j in runnable[n + 1 :]], session, exc)
+                    _abandon([planned[j] for j in runnable[n + 1 :]], exc)
                     raise
         else:
             tasks = [asyncio.ensure_future(_run_tool(planned[i], session)) for i in runnable]
@@ -741,41 +696,38 @@ class Agent(Action[str]):
 
 
 async def _run_tool(entry: _Planned, session: Session) -> ToolMessage[Any]:
-    """Run one approved call under its node; every outcome is recorded on that node."""
-    node = entry.node
+    """Run one approved call under its node; every outcome is recorded on that node.
+
+    A tool's own failure becomes a ``ToolExecutionError`` chained from it, except the run's
+    own budget running out inside the tool, which stops the run as it is."""
     call = entry.call
-    view = session._bind(node)
-    try:
-        view._check_usable()
-        output = await entry.tool.execute(entry.args, view)
-        message = entry.tool.result_message(output, call)
-    except (asyncio.CancelledError, ExecutionTimeoutError, ToolExecutionError) as exc:
-        session._finish(node, view._status_for(exc), error=exc)
-        raise
-    except BudgetExceededError as exc:
-        scope = session.budget_scope
-        if scope is not None and scope.exhausted():  # the run's own budget ran out in the tool
-            session._finish(node, "failed", error=exc)
+    with entry.tracked as tracked:
+        try:
+            output = await entry.tool.execute(entry.args, tracked.session)
+            message = entry.tool.result_message(output, call)
+        except (asyncio.CancelledError, ExecutionTimeoutError, ToolExecutionError):
             raise
-        error = ToolExecutionError(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
-        session._finish(node, "failed", error=error)
-        raise error from exc
-    except Exception as exc:
-        error = ToolExecutionError(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
-        session._finish(node, "failed", error=error)
-        raise error from exc
-    finally:
-        view._close_view()
-    result = message.parts[0]
-    assert isinstance(result, ToolResultPart)
-    text = result.content
-    if result.is_error:
-        # The tool reported an error as its result (MCP's isError): the model reads it and
-        # the run goes on; the node says the call failed.
-        error = ToolExecutionError(f"tool {call.name!r} reported an error: {text[:200]}")
-        session._finish(node, "failed", outputs={"json": session._preview(text)}, error=error)
-    else:
-        session._finish(node, "ok", outputs={"json": session._preview(text)})
+        except BudgetExceededError as exc:
+            scope = session.budget_scope
+            if scope is not None and scope.exhausted():  # the run's own budget ran out
+                raise
+            raise ToolExecutionError(
+                f"tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        except Exception as exc:
+            raise ToolExecutionError(
+                f"tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        result = message.parts[0]
+        assert isinstance(result, ToolResultPart)
+        text = result.content
+        if result.is_error:
+            # The tool reported an error as its result (MCP's isError): the model reads it and
+            # the run goes on; the node says the call failed.
+            error = ToolExecutionError(f"tool {call.name!r} reported an error: {text[:200]}")
+            tracked.end("failed", outputs={"json": text}, error=error)
+        else:
+            tracked.outputs = {"json": text}
     return message
 
 
@@ -800,20 +752,27 @@ def _source(tool: Tool[Any, Any]) -> dict[str, Any] | None:
     return None if server is None else {"source": "mcp", "mcp_server": server}
 
 
+def _drop_earlier_repair(transcript: list[Message[Any]]) -> None:
+    """Before re-asking, take the previous failed answer and its re-ask out of the
+    transcript: as ``lf.query`` does, only the latest failed answer is sent back, so a run
+    of failing answers does not grow every later prompt (``Repairs``)."""
+    for i in range(len(transcript) - 2, 0, -1):
+        if Repairs.is_request(transcript[i]):
+            del transcript[i - 1 : i + 1]
+            return
+
+
 def _abandon(
-    entries: Sequence[_Planned],
-    session: Session,
-    exc: BaseException,
-    culprit: _Planned | None = None,
+    entries: Sequence[_Planned], exc: BaseException, culprit: _Planned | None = None
 ) -> None:
     """Close the nodes of calls that will not run: the culprit gets the error's outcome, the
     others ``cancelled``; all are marked ``executed: false``."""
     for entry in entries:
-        node = entry.node
-        if node.status != "running":
+        node = entry.tracked.node
+        if node.status not in OPEN_STATUSES:
             continue
         node.metadata["executed"] = False
         if entry is culprit:
-            session._finish(node, session._status_for(exc), error=exc)
+            entry.tracked.fail(exc)
         else:
-            session._finish(node, "cancelled")
+            entry.tracked.end("cancelled")

@@ -10,62 +10,64 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, Literal, TypeVar
 
-if TYPE_CHECKING:
-    from .session import Session
-
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "fan_out"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "fan_out", "settle_first_failure"]
 
 ItemT = TypeVar("ItemT")
 R = TypeVar("R")
+S = TypeVar("S")
 
 DEFAULT_MAX_CONCURRENCY = 32
 
 
-async def fan_out(
-    session: Session,
-    items: Iterable[ItemT],
-    fn: Callable[[ItemT, Session], Awaitable[R]],
-    *,
-    max_concurrency: int,
-    on_error: Literal["fail_fast", "collect"],
-) -> list[Any]:
-    """``session.concurrent_map(items, fn, ...)``: what it does is documented there."""
+def check_fan_out(max_concurrency: int, on_error: str) -> None:
     if max_concurrency < 1:
         raise ValueError("max_concurrency must be at least 1")
     if on_error not in ("fail_fast", "collect"):
         raise ValueError("on_error must be 'fail_fast' or 'collect'")
-    session._check_usable()
+
+
+async def fan_out(
+    items: Iterable[ItemT],
+    fn: Callable[[ItemT, S], Awaitable[R]],
+    *,
+    branch: Callable[[], AbstractContextManager[S]],
+    report: Callable[[dict[str, Any]], None],
+    tasks: set[asyncio.Task[Any]],
+    max_concurrency: int,
+    on_error: Literal["fail_fast", "collect"],
+) -> list[Any]:
+    """``session.concurrent_map(items, fn, ...)``: what it does is documented there.
+
+    ``branch()`` gives each item its context (a session view, closed when the item ends);
+    ``report`` receives the progress after each item; the workers are added to ``tasks``
+    while they run (the session cancels what is left there when it is disposed)."""
+    check_fan_out(max_concurrency, on_error)
     values = list(items)
     total = len(values)
     if not total:
         return []
     results: list[Any] = [None] * total
     indices = iter(range(total))
-    store = session._state.store
-    node = session.node
     counts = [0, 0]  # done, failed
     collect = on_error == "collect"
 
     async def worker() -> None:
         for i in indices:
-            branch = session._bind(node)
             try:
-                results[i] = await fn(values[i], branch)
+                with branch() as view:
+                    results[i] = await fn(values[i], view)
             except Exception as exc:
                 counts[1] += 1
                 if not collect:
                     raise
                 results[i] = exc
             finally:
-                branch._close_view()
                 counts[0] += 1
-                store.update(
-                    node, progress={"done": counts[0], "total": total, "failed": counts[1]}
-                )
+                report({"done": counts[0], "total": total, "failed": counts[1]})
 
-    tasks = session._state.tasks
     workers = [asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, total))]
     tasks.update(workers)
     try:

@@ -9,6 +9,11 @@ What a caller may rely on:
 
 - Each tool's ``spec`` carries the server's own JSON schema; arguments are checked against it
   (``jsonschema``) before the policy sees the call, so a bad call never reaches the server.
+  A schema that could only fail at call time (not an object schema, invalid, a ``$ref`` that
+  is remote, points nowhere or loops, a pattern that does not compile) makes opening the
+  server fail with ``ToolExecutionError`` naming the tool; the schema's patterns run under a
+  time budget (``mcp_schema.PATTERN_BUDGET``, 0.1 s), so a catastrophic one is refused
+  instead of freezing the event loop (``mcp_schema``).
 - ``tool.mcp_server`` names the server; the Agent records ``source: "mcp"`` and the server
   name on the ``tool_call`` node, which is the view ``allow_tool`` receives, so a policy
   (and the approval prompt) can tell an MCP tool from a local one.
@@ -16,6 +21,14 @@ What a caller may rely on:
   the model as an error result (the run goes on, the node is ``failed``); a server that dies,
   a call that exceeds ``timeout`` seconds, or a broken connection stop the run with
   ``ToolExecutionError`` (``timed_out`` for the timeout).
+- A timed-out call leaves the server usable: the server is pinged (within ``timeout``, at
+  most ``RECOVERY_PING_TIMEOUT`` s); if it does not answer (its connection is stuck, e.g.
+  still reading a huge answer) the connection is closed, the process ended, and the server
+  opened again before the next call. The next call waits for that.
+- An answer larger than ``max_result_bytes`` (default 16 MiB, the bound of SSE events) is a
+  ``ToolExecutionError`` naming the limit. Over HTTP the SDK stops reading an SSE event at
+  the limit; over stdio the SDK reads an answer as one line before it can be measured, so
+  there the size is checked on arrival and ``timeout`` bounds how long reading may take.
 - Results: text blocks are joined; structured content is sent as strict JSON; images (and
   audio) become ``lf.Image``/``lf.Audio`` parts after the tool result (providers that accept
   media in tool results send them) and a short JSON description in the text.
@@ -40,6 +53,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..errors import ExecutionTimeoutError, ToolExecutionError
 from ..llms.base import ToolSpec
 from ..messages import Part, ToolMessage
+from .mcp_schema import ArgsValidator, SlowPatternError, check_schema
 from .tools import NAME_PATTERN, Tool, field_path, strict_json
 
 if TYPE_CHECKING:
@@ -50,6 +64,8 @@ __all__ = ["MCPServer", "MCPTool", "http", "stdio"]
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_OPEN_TIMEOUT = 30.0
+DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
+RECOVERY_PING_TIMEOUT = 5.0
 _DEVNULL: TextIO | None = None
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -79,14 +95,18 @@ class MCPServer:
         open_timeout: float = DEFAULT_OPEN_TIMEOUT,
         prefix: str = "",
         errlog: TextIO | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive (or None)")
         if open_timeout <= 0:
             raise ValueError("open_timeout must be positive")
+        if max_result_bytes < 1:
+            raise ValueError("max_result_bytes must be positive")
         self.name = name
         self.timeout = timeout
         self.open_timeout = open_timeout
+        self.max_result_bytes = max_result_bytes
         self.prefix = prefix
         self._target = target
         self._errlog = errlog
@@ -94,6 +114,7 @@ class MCPServer:
         self._runner: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._tools: list[MCPTool] | None = None
+        self._recovery: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
         state = "open" if self._client is not None else "closed"
@@ -136,7 +157,7 @@ class MCPServer:
                 await self.close()
                 raise
         if session is not None:
-            session._state.closers.append(self.close)
+            session.on_dispose(self.close)
         return self
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
@@ -148,15 +169,18 @@ class MCPServer:
                 self._transport(), read_timeout_seconds=self.open_timeout, mode="legacy"
             ) as client:
                 listed = await _list_all(client)
+                tools = [MCPTool(self, t) for t in listed]
                 self._client = client
-                self._tools = [MCPTool(self, t) for t in listed]
+                self._tools = tools
                 ready.set_result(None)
                 await self._stop.wait()
         except Exception as exc:
             if not ready.done():
                 cause = _leaf(exc)
                 ready.set_exception(
-                    ToolExecutionError(
+                    cause
+                    if isinstance(cause, ToolExecutionError)
+                    else ToolExecutionError(
                         f"could not open MCP server {self.name!r}: {type(cause).__name__}: "
                         f"{_short(cause)}"
                     )
@@ -173,13 +197,20 @@ class MCPServer:
         if isinstance(target, str):
             from mcp.client.streamable_http import streamable_http_client
 
-            return streamable_http_client(target)
+            return streamable_http_client(target, max_sse_event_size=self.max_result_bytes)
         from mcp.client.stdio import stdio_client
 
         return stdio_client(target, errlog=self._errlog or _stderr())
 
     async def close(self) -> None:
         """Close the connection and end the server process; idempotent."""
+        recovery, self._recovery = self._recovery, None
+        if recovery is not None and recovery is not asyncio.current_task():
+            recovery.cancel()
+            await asyncio.gather(recovery, return_exceptions=True)
+        await self._close_connection()
+
+    async def _close_connection(self) -> None:
         runner, self._runner = self._runner, None
         if runner is None:
             return
@@ -188,6 +219,8 @@ class MCPServer:
 
     async def call(self, name: str, args: Mapping[str, Any]) -> Any:
         """Call tool ``name`` (its server-side name) and return the SDK's ``CallToolResult``."""
+        if self._recovery is not None:
+            await asyncio.shield(self._recovery)
         client = self._client
         if client is None:
             raise ToolExecutionError(f"MCP server {self.name!r} is closed")
@@ -195,16 +228,47 @@ class MCPServer:
 
         try:
             timeout = math.inf if self.timeout is None else self.timeout
-            return await client.call_tool(name, dict(args), read_timeout_seconds=timeout)
+            result = await client.call_tool(name, dict(args), read_timeout_seconds=timeout)
         except MCPError as exc:
             if "timed out" in str(exc):
+                if self._recovery is None:
+                    self._recovery = asyncio.ensure_future(self._recover(client))
                 raise ExecutionTimeoutError(
                     f"MCP tool {name!r} on server {self.name!r} did not answer within "
                     f"{self.timeout:g} s"
                 ) from exc
+            if "byte limit" in str(exc):
+                raise self._too_big(name) from exc
             raise ToolExecutionError(
                 f"MCP server {self.name!r} failed during {name!r}: {_short(exc)}"
             ) from exc
+        if len(result.model_dump_json().encode()) > self.max_result_bytes:
+            raise self._too_big(name)
+        return result
+
+    def _too_big(self, name: str) -> ToolExecutionError:
+        return ToolExecutionError(
+            f"MCP tool {name!r} on server {self.name!r} answered more than "
+            f"{self.max_result_bytes} bytes (max_result_bytes)"
+        )
+
+    async def _recover(self, client: Any) -> None:
+        """After a timed-out call: keep the connection if the server still answers a ping,
+        else reopen it (a stuck connection would time out every later call)."""
+        try:
+            bound = min(self.timeout or RECOVERY_PING_TIMEOUT, RECOVERY_PING_TIMEOUT)
+            try:
+                async with asyncio.timeout(bound):
+                    await client.send_ping()
+                return
+            except Exception:  # no answer, or a broken connection: start afresh
+                pass
+            if self._client is client:
+                await self._close_connection()
+                await self.open()
+        finally:
+            if self._recovery is asyncio.current_task():
+                self._recovery = None
 
 
 class MCPTool(Tool[dict[str, Any], Any]):
@@ -220,12 +284,19 @@ class MCPTool(Tool[dict[str, Any], Any]):
             name = ("t_" + name)[:64]
         self.name = name
         self.description = listed.description or listed.title or ""
-        self.input_schema: dict[str, Any] = dict(listed.input_schema or {"type": "object"})
+        schema = listed.input_schema or {"type": "object"}
+        try:
+            check_schema(schema)
+        except ValueError as exc:
+            raise ToolExecutionError(
+                f"MCP server {server.name!r} lists tool {listed.name!r} that cannot be used: {exc}"
+            ) from None
+        self.input_schema: dict[str, Any] = dict(schema)
         self.input_type = dict
         self.output_type = Any
         self.spec = ToolSpec(name, self.description, self.input_schema)
         self.execute = self._execute
-        self._validator: Any = None
+        self._validator: ArgsValidator | None = None
 
     @property
     def mcp_server(self) -> str:
@@ -236,13 +307,21 @@ class MCPTool(Tool[dict[str, Any], Any]):
 
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Check the arguments against the server's JSON schema (no call is made)."""
-        import jsonschema
-
         if self._validator is None:
-            cls = jsonschema.validators.validator_for(self.input_schema)
-            self._validator = cls(self.input_schema)
+            self._validator = ArgsValidator(self.input_schema)
         data = dict(args)
-        errors = list(self._validator.iter_errors(data))[:20]
+        try:
+            errors = self._validator.errors(data)
+        except SlowPatternError:
+            raise ToolExecutionError(
+                f"arguments for MCP tool {self.name} (server {self.server.name}) could not be "
+                "checked: a pattern in the server's schema takes too long"
+            ) from None
+        except RecursionError:
+            raise ToolExecutionError(
+                f"arguments for MCP tool {self.name} (server {self.server.name}) are nested "
+                "too deeply to check"
+            ) from None
         if errors:
             problems = [
                 f"{'.'.join(str(p) for p in e.absolute_path) or 'args'}: {e.message}"
@@ -358,6 +437,7 @@ def stdio(
     open_timeout: float = DEFAULT_OPEN_TIMEOUT,
     prefix: str = "",
     errlog: TextIO | None = None,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> MCPServer:
     """An MCP server run as a subprocess speaking over stdin/stdout.
 
@@ -365,7 +445,8 @@ def stdio(
     secrets are not handed to the server unless passed here. ``timeout`` bounds each call
     (seconds); ``prefix`` is put before every tool name (to keep two servers apart);
     ``open_timeout`` bounds starting the server and listing its tools; ``errlog`` receives
-    the server's stderr (default: this process's stderr).
+    the server's stderr (default: this process's stderr); ``max_result_bytes`` bounds
+    one answer.
     """
     _import_mcp()
     from mcp.client.stdio import StdioServerParameters
@@ -381,6 +462,7 @@ def stdio(
         open_timeout=open_timeout,
         prefix=prefix,
         errlog=errlog,
+        max_result_bytes=max_result_bytes,
     )
 
 
@@ -391,6 +473,7 @@ def http(
     timeout: float | None = DEFAULT_TIMEOUT,
     open_timeout: float = DEFAULT_OPEN_TIMEOUT,
     prefix: str = "",
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> MCPServer:
     """An MCP server reached over Streamable HTTP at ``url`` (e.g. ``http://127.0.0.1:8000/mcp``)."""
     _import_mcp()
@@ -400,7 +483,14 @@ def http(
 
     parts = urlsplit(url)
     label = name or (f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname))
-    return MCPServer(url, name=label, timeout=timeout, open_timeout=open_timeout, prefix=prefix)
+    return MCPServer(
+        url,
+        name=label,
+        timeout=timeout,
+        open_timeout=open_timeout,
+        prefix=prefix,
+        max_result_bytes=max_result_bytes,
+    )
 
 
 def _without_value(error: Any) -> str:

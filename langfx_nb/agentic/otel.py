@@ -3,10 +3,9 @@
 ``lf.otel.export(session, tracer_provider)`` (or ``Session(..., tracer_provider=...)``)
 turns every trace node into a span *as it happens*: a span starts when its node starts and
 is handed to the provider's span processors when the node ends, so a batch processor ships
-each finished call while the run goes on. The run's thread only queues the node (a
-``TraceStore.node_hooks`` entry); the spans are built on one background thread shared by
-every export, so the OpenTelemetry SDK's cost stays off the event loop. ``flush()`` waits
-for that thread; disposing the session and interpreter exit do too.
+each finished call while the run goes on. Spans are built in a ``TraceStore.node_hooks``
+entry, on the run's thread, as the node changes; the SDK's ``BatchSpanProcessor`` already
+encodes and sends them on its own thread.
 
 Mapping (what a caller may rely on):
 
@@ -54,27 +53,22 @@ global one set) spans go to OpenTelemetry's no-op tracer and nothing is exported
 
 from __future__ import annotations
 
-import atexit
 import datetime
 import json
 import logging
-import queue
-import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..redact import redact_secrets
-from .trace import TraceNode, TraceStore
+from .trace import Decision, TraceNode, TraceStore
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
-    from .session import Session
-
-__all__ = ["SpanExport", "export", "flush", "redact_secrets", "traceparent"]
+__all__ = ["SpanExport", "Traced", "export", "flush", "redact_secrets", "traceparent"]
 
 _log = logging.getLogger("langfx_nb.otel")
 
@@ -101,13 +95,26 @@ _USAGE = (
 _ROLES = {"ai": "assistant", "user": "user", "system": "system", "tool": "tool"}
 
 
+class Traced(Protocol):
+    """What the export reads of a session (``lf.Session`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def root(self) -> TraceNode: ...
+    @property
+    def trace_store(self) -> TraceStore: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def created_at(self) -> str: ...
+
+
 class SpanExport:
     """The subscription ``export`` made.
 
-    Spans are built on one background thread shared by every export (the run's own thread
-    only queues the node), so a span reaches the tracer provider a moment after its node
-    ends; ``lf.otel.flush()`` waits for that, and disposing the session does too.
-    ``close()`` stops exporting; spans of nodes still running are ended at once (marked
+    A span reaches the tracer provider's processors when its node ends. ``close()`` stops
+    exporting; spans of nodes still running are ended at once (marked
     ``langfx.export_closed``) so none is lost."""
 
     def __init__(self, exporter: _Exporter, unsubscribe: Callable[[], None]) -> None:
@@ -116,21 +123,21 @@ class SpanExport:
 
     @property
     def open_spans(self) -> int:
-        """Spans started for nodes that have not ended yet (after a flush)."""
-        return int(_WORKER.call(lambda: len(self._exporter.open)) or 0)
+        """Spans started for nodes that have not ended yet."""
+        return len(self._exporter.open)
 
     def close(self) -> None:
         self._unsubscribe()
-        _WORKER.call(self._exporter.close_all)
+        self._exporter.close_all()
 
     def traceparent(self, node_id: str) -> str | None:
         """The W3C ``traceparent`` of node ``node_id``'s span (an action's, also once ended;
         None when this export has none): what a run resumed in another process continues."""
-        return _WORKER.call(lambda: self._exporter.traceparent(node_id))
+        return self._exporter.traceparent(node_id)
 
 
 def export(
-    session: Session,
+    session: Traced,
     tracer_provider: TracerProvider | None = None,
     *,
     capture_content: bool = False,
@@ -155,10 +162,9 @@ def export(
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     tracer = provider.get_tracer("langfx_nb", _version())
     exporter = _Exporter(session, tracer, capture_content, max_content_chars)
-    store = session._state.store
+    store = session.trace_store
     if backfill:
-        held = [n for n in store.root.walk() if n is not store.root]
-        _WORKER.put(exporter.backfill, held)
+        exporter.backfill([n for n in store.root.walk() if n is not store.root])
     store.node_hooks.append(exporter.hook)
     handle = SpanExport(exporter, lambda: _remove(store.node_hooks, exporter.hook))
     _EXPORTS.setdefault(store, []).append(handle)
@@ -166,16 +172,17 @@ def export(
 
 
 def flush(timeout: float | None = 10.0) -> bool:
-    """Wait until every node event so far, of every export, is a span handed to its tracer
-    provider's span processors (a batch processor still ships them on its own schedule:
-    the provider's ``force_flush()`` does that). False when ``timeout`` seconds passed."""
-    return _WORKER.call(lambda: True, timeout) is True
+    """Spans are handed to their tracer provider's span processors as nodes end, so there
+    is nothing to wait for here (kept for callers written against a queued export); a
+    batch processor still ships them on its own schedule: the provider's
+    ``force_flush()`` does that. Always True."""
+    return True
 
 
-def traceparent(session: Session, node_id: str) -> str | None:
+def traceparent(session: Traced, node_id: str) -> str | None:
     """The W3C ``traceparent`` of node ``node_id``'s span in the first export of
     ``session`` that has one; None when the session is not exported."""
-    for handle in _EXPORTS.get(session._state.store, ()):
+    for handle in _EXPORTS.get(session.trace_store, ()):
         found = handle.traceparent(node_id)
         if found is not None:
             return found
@@ -196,64 +203,6 @@ def _version() -> str:
         return "0"
 
 
-class _Worker:
-    """The one daemon thread that turns queued node events into spans, for every export.
-
-    Building a span in the OpenTelemetry SDK costs tens of microseconds; here the run's
-    thread only queues a reference to the node and goes on, as the SDK's batch processor
-    does for encoding. The queue is flushed at interpreter exit (before the SDK's own exit
-    hook shuts the provider down, since that hook was registered first)."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = (
-            queue.SimpleQueue()
-        )
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def put(self, fn: Callable[..., Any], *args: Any) -> None:
-        if self._thread is None:
-            self._start()
-        self._queue.put((fn, args))
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="langfx_nb-otel", daemon=True)
-                thread.start()
-                self._thread = thread
-                atexit.register(self.call, lambda: None, 5.0)
-
-    def _run(self) -> None:
-        while True:
-            fn, args = self._queue.get()
-            try:
-                fn(*args)
-            except Exception:
-                _log.warning(
-                    "OpenTelemetry export: one trace event was not exported", exc_info=True
-                )
-
-    def call(self, fn: Callable[[], Any], timeout: float | None = 10.0) -> Any:
-        """``fn()`` run on the worker after everything queued before it; None when it raised
-        or ``timeout`` seconds passed first."""
-        if threading.current_thread() is self._thread:
-            return fn()
-        done = threading.Event()
-        result: list[Any] = []
-
-        def run() -> None:
-            try:
-                result.append(fn())
-            finally:
-                done.set()
-
-        self.put(run)
-        done.wait(timeout)
-        return result[0] if result else None
-
-
-_WORKER = _Worker()
 #: The exports of each live trace store (for ``traceparent``); gone with the store.
 _EXPORTS: weakref.WeakKeyDictionary[TraceStore, list[SpanExport]] = weakref.WeakKeyDictionary()
 
@@ -281,11 +230,10 @@ class _Open:
 
 
 class _Exporter:
-    """Node events in, spans out. ``hook`` runs on the run's thread and only queues; every
-    other method runs on the worker thread, which alone touches ``open`` and ``ended``."""
+    """Node events in, spans out, on the thread that changes the nodes."""
 
     def __init__(
-        self, session: Session, tracer: Tracer, capture_content: bool, max_chars: int
+        self, session: Traced, tracer: Tracer, capture_content: bool, max_chars: int
     ) -> None:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -305,28 +253,28 @@ class _Exporter:
         #: span contexts of ended actions, so a resumed run joins the suspended run's trace
         self.ended: dict[str, SpanContext] = {}
 
-    # -- the run's thread --------------------------------------------------------------
     def hook(self, what: str, node: TraceNode) -> None:
-        """A node event: queued with the caller's current OpenTelemetry context (a
-        top-level node's span starts under the caller's current span). The root's end (the
-        session disposed) waits until every span is ended and handed on."""
-        if what == "end" and node.id == self.root_id:
-            _WORKER.call(self.close_all)
-        else:
-            _WORKER.put(self.handle, what, node, self._current() if what == "start" else None)
-
-    # -- the worker thread -------------------------------------------------------------
-    def handle(self, what: str, node: TraceNode, context: Context | None) -> None:
-        if what == "start":
-            self.start(node, context)
-        elif what == "end":
-            self.end(node)
-        elif what == "decision":
-            entry = self.open.get(node.id)
-            if entry is not None and node.decision is not None:
-                self._decision(entry, node.decision)
-        elif what == "log":
-            self.log(node)
+        """A node event (a ``TraceStore.node_hooks`` entry). A top-level node's span starts
+        under the caller's current OpenTelemetry span; the root's end (the session disposed)
+        ends every span still open. Never raises: a failed export is logged, the run goes
+        on."""
+        try:
+            if what == "start":
+                self.start(node, self._current())
+            elif what == "end":
+                if node.id == self.root_id:
+                    self.close_all()
+                else:
+                    self.end(node)
+            elif what == "decision":
+                entry = self.open.get(node.id)
+                decision = node.decision
+                if entry is not None and decision is not None and decision.outcome != "waiting":
+                    self._decision(entry, decision)
+            elif what == "log":
+                self.log(node)
+        except Exception:
+            _log.warning("OpenTelemetry export: one trace event was not exported", exc_info=True)
 
     def backfill(self, held: list[TraceNode]) -> None:
         """Spans for what the session held when the export began: started parents first,
@@ -432,7 +380,7 @@ class _Exporter:
             attributes["gen_ai.operation.name"] = "execute_tool"
             attributes["gen_ai.tool.name"] = name
             attributes["gen_ai.tool.type"] = "function"
-            call_id = (node.held("inputs") or {}).get("call_id")
+            call_id = (node.inputs or {}).get("call_id")
             if call_id is not None:
                 attributes["gen_ai.tool.call.id"] = str(call_id)
             step = node.metadata.get("step")
@@ -467,8 +415,9 @@ class _Exporter:
         elif kind == "tool_call":
             if metadata.get("executed") is False:
                 attributes["langfx.tool.executed"] = False
-            if not entry.decided and node.decision:
-                self._decision(entry, node.decision)
+            decision = node.decision
+            if not entry.decided and decision is not None and decision.outcome != "waiting":
+                self._decision(entry, decision)
             if self.content:
                 self._tool_content(node, attributes)
         elif kind == "action":
@@ -522,8 +471,7 @@ class _Exporter:
         model_id = str(metadata.get("model") or "")
         model = model_id.partition(":")[2]
         outputs = node.outputs or {}
-        # the prompt's preview (a whole transcript for an agent step) only when it is sent
-        inputs = (node.inputs if self.content else node.held("inputs")) or {}
+        inputs = node.inputs or {}
         usage = node.usage
         if usage is not None:
             for field, key in _USAGE:
@@ -577,20 +525,22 @@ class _Exporter:
         if result is not None:
             attributes["gen_ai.tool.call.result"] = self._text(str(result))
 
-    def _decision(self, entry: _Open, decision: Mapping[str, Any]) -> None:
+    def _decision(self, entry: _Open, decision: Decision) -> None:
+        """The ``langfx.approval`` event, from the node's decision record, stamped when
+        the decision was made."""
         entry.decided = True
         attributes: dict[str, Any] = {
-            "langfx.approval.outcome": str(decision.get("outcome")),
-            "langfx.approval.by": str(decision.get("by")),
+            "langfx.approval.outcome": decision.outcome,
+            "langfx.approval.by": str(decision.by),
         }
-        at = decision.get("at")  # session-clock seconds: the event's own timestamp says when
-        if "args" in decision:
+        at = decision.decided_at
+        if decision.args is not None:
             attributes["langfx.approval.edited_args"] = True
             if self.content:
-                attributes["langfx.approval.args"] = self._json(decision["args"])
-        if decision.get("message") is not None:  # a Deny's reason, written by the app
-            attributes["langfx.approval.message"] = self._text(str(decision["message"]))
-        stamp = self._ns(at) if isinstance(at, (int, float)) else None
+                attributes["langfx.approval.args"] = self._json(decision.args)
+        if decision.note is not None:  # a Deny's reason (written by the app), or why it stopped
+            attributes["langfx.approval.message"] = self._text(decision.note)
+        stamp = self._ns(at) if at is not None else None
         self._span(entry).add_event("langfx.approval", attributes, timestamp=stamp)
 
     def log(self, node: TraceNode) -> None:
@@ -630,19 +580,18 @@ class _Exporter:
             attributes[key] = self._json(value)
 
 
-def _epoch_base(session: Session) -> int:
+def _epoch_base(session: Traced) -> int:
     """Epoch nanoseconds of session time 0: node times are seconds since then. A saved trace
     (``Session.load_trace``) keeps its original wall-clock time, from ``created_at``."""
-    state = session._state
-    if state.read_only:
+    if session.read_only:
         try:
-            created = datetime.datetime.fromisoformat(state.created_at)
+            created = datetime.datetime.fromisoformat(session.created_at)
         except ValueError:
             pass
         else:
             if created.tzinfo is not None:
                 return int(created.timestamp() * 1e6) * 1000
-    return time.time_ns() - int(state.store.time() * 1e9)
+    return time.time_ns() - int(session.trace_store.time() * 1e9)
 
 
 def _turns(preview: Any) -> list[Mapping[str, Any]]:

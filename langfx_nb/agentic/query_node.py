@@ -5,13 +5,11 @@ run the call through a ``RecordingModel`` and, when the call ends, write the nod
 the wrapper kept with ``record_calls``. The helpers here build the node's fields: the
 ``inputs`` (prompt, schema name, ``vars``, options) and ``outputs`` (text, reasoning, tool
 calls, finish reason, cache hit, parsed result), all as bounded previews (``trace.preview``)
-computed on first read unless a value may change before then.
+computed when the node is written.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..messages import AIMessage, Message
@@ -26,10 +24,8 @@ __all__ = [
     "prompt_preview",
     "query_inputs",
     "query_metadata",
-    "query_settings",
     "record_calls",
     "schema_name",
-    "shown_options",
     "stream_response",
 ]
 
@@ -48,10 +44,9 @@ def record_calls(
     """Write what the model calls of a query saw onto its node: one counted request with
     its usage per response, ``attempts``, the rendered prompt of the first request (unless
     ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
-    and the last response (and ``result``, when given) as outputs, previewed on first
-    read; a stream that stopped before its final chunk shows what it had received, with
-    ``partial: True``. ``query``, ``query_stream`` and ``generate`` all record through
-    here."""
+    and the last response (and ``result``, a preview, when given) as outputs; a stream
+    that stopped before its final chunk shows what it had received, with ``partial: True``.
+    ``query``, ``query_stream`` and ``generate`` all record through here."""
     for response in recording.responses:
         model_id = (response.provenance.model if response.provenance else None) or (
             recording.model_id
@@ -59,25 +54,20 @@ def record_calls(
         store.record_usage(node, model_id, response.usage)
     if recording.prompts and rendered:
         node.metadata["attempts"] = len(recording.prompts)
-        first = recording.prompts[0]
-        node.defer("inputs", lambda: {"rendered_prompt": prompt_preview(first, max_chars)})
+        rendered_prompt = prompt_preview(recording.prompts[0], max_chars)
+        node.inputs = {**(node.inputs or {}), "rendered_prompt": rendered_prompt}
     last = recording.responses[-1] if recording.responses else None
     partial = recording.partial  # the last stream stopped before its final chunk
     if partial is not None:
         last = partial
     if last is None and result is NO_RESULT:
         return
-    show = functools.partial(preview, max_chars=max_chars)
-
-    def outputs() -> dict[str, Any]:
-        out = _response_preview(last, show) if last is not None else {}
-        if partial is not None:
-            out["partial"] = True
-        if result is not NO_RESULT:
-            out["result"] = result
-        return out
-
-    node.defer("outputs", outputs)
+    out = _response_preview(last, max_chars) if last is not None else {}
+    if partial is not None:
+        out["partial"] = True
+    if result is not NO_RESULT:
+        out["result"] = result
+    node.outputs = {**node.outputs, **out} if isinstance(node.outputs, dict) else out
 
 
 async def stream_response(
@@ -116,24 +106,19 @@ def query_metadata(model: LanguageModel) -> dict[str, Any]:
     )
 
 
-def query_settings(schema: Any, options: dict[str, Any] | None, max_chars: int) -> dict[str, Any]:
-    """What a query node records when it starts: the schema's name and the request options
-    (few and small, as ``generate`` records them; the OpenTelemetry export reads them
-    without computing the prompt's preview)."""
+def query_inputs(
+    prompt: Any, schema: Any, options: dict[str, Any] | None, max_chars: int
+) -> dict[str, Any]:
+    """A query node's ``inputs`` when it starts: the schema's name, the request options, the
+    prompt and ``vars`` (user data of any size), previewed now."""
     inputs: dict[str, Any] = {}
     if schema is not None:
         inputs["schema"] = schema_name(schema)
     if options:
-        settings = {k: v for k, v in options.items() if k != "vars"}
+        settings = {k: v for k, v in options.items() if k != "vars" and k != "on_attempt"}
         if settings:
             inputs["options"] = preview(settings, max_chars)
-    return inputs
-
-
-def query_inputs(prompt: Any, options: dict[str, Any] | None, max_chars: int) -> dict[str, Any]:
-    """The rest of a query node's ``inputs``, previewed on first read: the prompt and
-    ``vars`` (user data of any size)."""
-    inputs: dict[str, Any] = {"prompt": prompt_preview(prompt, max_chars)}
+    inputs["prompt"] = prompt_preview(prompt, max_chars)
     if options and "vars" in options:
         inputs["vars"] = preview(options["vars"], max_chars)
     return inputs
@@ -150,23 +135,15 @@ def prompt_preview(prompt: Any, max_chars: int) -> Any:
     return preview(prompt if isinstance(prompt, str) else str(prompt), max_chars)
 
 
-def shown_options(merged: dict[str, Any]) -> dict[str, Any] | None:
-    """The call's options as the trace will show them, copied now (the caller may mutate its
-    ``vars`` afterwards) and previewed only on first read."""
-    if not merged:
-        return None
-    shown = dict(merged)
-    if isinstance(shown.get("vars"), dict):
-        shown["vars"] = dict(shown["vars"])
-    return shown
-
-
 def schema_name(schema: Any) -> str:
     name = getattr(schema, "__qualname__", None) or getattr(schema, "__name__", None)
     return str(name) if name else repr(schema)[:80]
 
 
-def _response_preview(response: AIMessage[Any], show: Callable[[Any], Any]) -> dict[str, Any]:
+def _response_preview(response: AIMessage[Any], max_chars: int) -> dict[str, Any]:
+    def show(value: Any) -> Any:
+        return preview(value, max_chars)
+
     outputs: dict[str, Any] = {"text": show(response.text)}
     if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless here
         outputs["reasoning"] = [

@@ -25,23 +25,19 @@ once per process.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import gc
 import hashlib
 import json
 import uuid
-from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ..messages import Message, ToolCall
+from .limits import AgentLimits
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
-    from .agent import Agent
     from .clock import Clock
     from .session import Session
     from .tools import Tool
@@ -248,8 +244,7 @@ class RunState:
         what is wrong. With ``key`` the signature must match, and the state is verified."""
         from .runstate_check import read_state
 
-        with bulk_load():
-            return read_state(data, key)
+        return read_state(data, key)
 
     def verify(self, key: Key) -> RunState:
         """This state, verified with ``key`` (``InvalidRunStateError`` when its signature
@@ -290,29 +285,30 @@ def transcript_json(message: Message[Any]) -> dict[str, Any]:
     return data
 
 
-@contextlib.contextmanager
-def bulk_load() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a saved run is rebuilt.
+class _Configured(Protocol):
+    """What a ``RunState`` reads of an agent (``lf.Agent`` is one)."""
 
-    Loading a long run creates tens of thousands of acyclic containers at once; each one
-    counts towards a collection, and every full collection walks the whole heap, which in a
-    busy process cost more than the loading itself (about 25 ms vs 50–120 ms with collections
-    for a 1,000-step run). Nothing made here forms a cycle, so nothing is left for later.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+    prompt: str | Message[Any]
+    instructions: str | None
+    tools: dict[str, Tool[Any, Any]]
+    limits: AgentLimits
+    parallel_tools: bool
+    stream: bool
+    repair: int
+    protocol: str
+
+    @property
+    def output_name(self) -> str | None: ...
+    def trace_name(self) -> str: ...
 
 
-def agent_config(agent: Agent) -> AgentConfig:
+A = TypeVar("A", bound=_Configured)
+
+
+def agent_config(agent: _Configured) -> AgentConfig:
     """What a ``RunState`` keeps of an agent."""
     limits = agent.limits
     prompt = agent.prompt
-    mapping = agent._mapping
     return AgentConfig(
         name=agent.trace_name(),
         prompt=prompt.to_json() if isinstance(prompt, Message) else prompt,
@@ -321,27 +317,25 @@ def agent_config(agent: Agent) -> AgentConfig:
         limits={f.name: getattr(limits, f.name) for f in dataclasses.fields(limits)},
         parallel_tools=agent.parallel_tools,
         stream=agent.stream,
-        output=mapping.schema.name if mapping is not None else None,
+        output=agent.output_name,
         repair=agent.repair,
         protocol=agent.protocol,
     )
 
 
 def rebuild_agent(
-    cls: type[Agent],
+    cls: Callable[..., A],
     state: RunState,
     decisions: Mapping[str, Any] | None,
     tools: Sequence[Tool[Any, Any]],
     allow_tool: Any,
     output: Any,
-) -> tuple[Agent, dict[str, Any]]:
+) -> tuple[A, dict[str, Any]]:
     """The suspended run's agent, with checked decisions; ``ValueError`` before anything
     runs when a tool or the output type is missing or the decisions do not match.
 
     Every pending call needs a decision; so does a call approved before the suspension
     when the state is not verified and no ``allow_tool`` is given to approve it again."""
-    from .agent import AgentLimits
-
     config = state.agent
     by_name = {t.name: t for t in tools}
     missing = [n for n in config.tools if n not in by_name]
@@ -427,61 +421,38 @@ def restore_session(
     transcript: list[Message[Any]] | None = None,
     tracer_provider: Any = None,
 ) -> Session:
-    """A live session that continues a saved trace: same session id and root node, the
-    saved nodes kept, new nodes numbered after them and timed after the last saved one.
-    With ``tracer_provider`` its new nodes are exported as OpenTelemetry spans (the saved
-    ones were exported where they ran)."""
+    """``Session.restore`` of a run's saved trace, with the step prompts ``compact_trace``
+    left out given back from the transcript."""
     from .session import Session
-    from .trace import TraceStore
 
-    loaded = TraceStore.from_json(trace, prices)
-    session = Session(lm, prices=prices, clock=clock, max_trace_nodes=loaded.max_nodes)
-    store = session._state.store
-    store.nodes = loaded.nodes
-    store.root = root = loaded.root
-    store.session_id = loaded.session_id
-    store.requests = loaded.requests
-    store._usage = loaded._usage
-    store.started = loaded.started
-    store._counts = loaded._counts
-    store.evicted = loaded.evicted
-    store._finished = deque(
-        n for n in loaded.nodes.values() if n.status != "running" and n is not loaded.root
+    session = Session.restore(
+        trace, lm, prices=prices, clock=clock, tracer_provider=tracer_provider
     )
-    store._next_id = 1 + max((int(i) for i in loaded.nodes if i.isdigit()), default=0)
-    last = max(
-        (n.end if n.end is not None else n.start for n in loaded.nodes.values()), default=0.0
-    )
-    store.t0 = store._now() - last
-    if root.status != "running":  # the saved session had ended: it is running again
-        key = ("session", root.status)
-        if store._counts.get(key):
-            store._counts[key] -= 1
-        root.status, root.end = "running", None
-    header = trace.get("session") or {}
-    session._state.metadata.update(header.get("metadata") or {})
-    session._node = root
-    session._ancestry = (root.id,)
     if transcript is not None:
         _expand_prompts(session, transcript)
-    if tracer_provider is not None:
-        from .otel import export
-
-        export(session, tracer_provider, backfill=False)
     return session
 
 
 def _expand_prompts(session: Session, transcript: list[Message[Any]]) -> None:
-    """Give compacted step nodes their prompt previews back (computed on first read)."""
-    limit = session._state.max_text_chars
-    for node in session._state.store.nodes.values():
-        turns = node.metadata.pop("prompt_turns", None) if node.kind == "query" else None
-        if isinstance(turns, int):
-            node.defer("inputs", functools.partial(_prompt, transcript[:turns], limit))
+    """Give compacted step nodes their prompt previews back, as ``generate`` wrote them
+    (``trace.turns_preview`` of the turns sent), each turn previewed once however many
+    steps were sent it."""
+    from .trace import MAX_PREVIEW_TURNS, turn_preview, turns_preview
 
-
-def _prompt(sent: list[Message[Any]], limit: int) -> dict[str, Any]:
-    from ..messages import ComplexMessage
-    from .trace import message_preview
-
-    return {"prompt": message_preview(ComplexMessage(sent), limit)}
+    limit = session.max_text_chars
+    flat: list[Message[Any]] = []
+    ends = [0]  # ends[k]: turns in transcript[:k]
+    for message in transcript:
+        flat.extend(message.turns())
+        ends.append(len(flat))
+    shown: dict[int, dict[str, Any]] = {}
+    for node in session.trace_store.nodes.values():
+        count = node.metadata.pop("prompt_turns", None) if node.kind == "query" else None
+        if not isinstance(count, int) or not 0 <= count < len(ends):
+            continue
+        end = ends[count]
+        for i in range(max(0, end - MAX_PREVIEW_TURNS), end):
+            if i not in shown:
+                shown[i] = turn_preview(flat[i], limit)
+        prompt = turns_preview(end, [shown[i] for i in range(max(0, end - MAX_PREVIEW_TURNS), end)])
+        node.inputs = {**(node.inputs or {}), "prompt": prompt}

@@ -159,7 +159,7 @@ def _read(data: Mapping[str, Any], *, verified: bool) -> RunState:
 
 # -- the parts ----------------------------------------------------------------------------
 def _agent(value: Any) -> AgentConfig:
-    from .agent import AgentLimits
+    from .limits import AgentLimits
 
     obj = _fields(value, "agent", _AGENT, _AGENT_OPTIONAL)
     prompt = obj["prompt"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import functools
 import json
 import time
 import uuid
@@ -33,24 +32,23 @@ from collections.abc import (
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from ..errors import ExecutionTimeoutError, RunSuspended, ToolDeniedError
+from ..errors import ExecutionTimeoutError
 from ..messages import AIMessage, Message
+from ..structured.mapping import AttemptHook
 from ..structured.query import query as query_fn
 from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
-from .deadline import DeadlineScope
-from .fanout import DEFAULT_MAX_CONCURRENCY, fan_out
+from .fanout import DEFAULT_MAX_CONCURRENCY, check_fan_out, fan_out
 from .observers import Observer, ObserverHub
 from .query_node import (
     NO_RESULT,
     prompt_preview,
     query_inputs,
     query_metadata,
-    query_settings,
     record_calls,
-    shown_options,
     stream_response,
 )
+from .recorder import Tracked
 from .recording import RecordingModel
 from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, preview
 from .usage import Price, UsageSummary
@@ -98,29 +96,6 @@ class _State:
         self.created_at = datetime.datetime.now(datetime.UTC).isoformat()
 
 
-class Tracked:
-    """One unit of work being recorded by ``Session.track``: its node, and the session view
-    that work inside it must use so that it is attributed to this node.
-
-    Set ``outputs`` to what the node should record when the block ends normally; call
-    ``end`` to close the node earlier or with another status (a denied tool call). Once
-    ended, the block's own outcome no longer changes it.
-    """
-
-    __slots__ = ("node", "outputs", "session")
-
-    def __init__(self, node: TraceNode, session: Session) -> None:
-        self.node = node
-        self.session = session
-        self.outputs: Any = None
-
-    def end(
-        self, status: NodeStatus, *, outputs: Any = None, error: BaseException | None = None
-    ) -> None:
-        """Finish the node now with ``status`` (a no-op once it has finished)."""
-        self.session._state.store.finish(self.node, status, outputs=outputs, error=error)
-
-
 class Session:
     """Runs share one trace, one budget of time and one model through a session.
 
@@ -161,7 +136,7 @@ class Session:
         hub = ObserverHub(observer_queue_size)
         store = TraceStore(
             max_nodes=max_trace_nodes,
-            clock_now=time.monotonic if type(clock) is MonotonicClock else clock.now,
+            clock_now=_clock_now(clock),
             session_id=uuid.uuid4().hex[:12],
             prices=prices,
             hub=hub,
@@ -206,9 +181,6 @@ class Session:
         view._budget = self._budget if budget is None else BudgetScope(budget, self._budget)
         return view
 
-    def _close_view(self) -> None:
-        self._open = False
-
     def _check_usable(self) -> None:
         state = self._state
         if state.read_only:
@@ -220,24 +192,7 @@ class Session:
         if self._deadline != _INF and state.clock.now() >= self._deadline:
             raise ExecutionTimeoutError("the deadline passed before the work could start")
 
-    def _status_for(self, exc: BaseException) -> NodeStatus:
-        """The trace outcome of an exception raised under this view."""
-        if isinstance(exc, ExecutionTimeoutError):
-            return "timed_out"
-        if isinstance(exc, asyncio.CancelledError):
-            if self._deadline != _INF and self._state.clock.now() >= self._deadline:
-                return "timed_out"
-            return "cancelled"
-        if isinstance(exc, ToolDeniedError):
-            return "denied"
-        if isinstance(exc, RunSuspended):
-            return "suspended"
-        if isinstance(exc, GeneratorExit):  # the consumer of a stream stopped early
-            return "cancelled"
-        return "failed"
-
     # -- the recorder ----------------------------------------------------------------------
-    @contextlib.contextmanager
     def track(
         self,
         kind: NodeKind,
@@ -249,81 +204,47 @@ class Session:
         defaults: Mapping[str, Any] | None = None,
         max_execution_time: float | None = None,
         budget: Budget | None = None,
-    ) -> Iterator[Tracked]:
+        previewed: bool = False,
+    ) -> Tracked[Session]:
         """Record one unit of work as a node under this view: the one way to trace work.
 
-        On entry a ``running`` node starts (``inputs`` previewed now) and a view bound to it
-        is made, with ``lm``, ``defaults``, a ``budget`` scope and a deadline
+        ``with session.track(...) as tracked:`` — a ``running`` node starts (``inputs``
+        previewed now, unless ``previewed``: already a preview) and a view bound to it is
+        made, with ``lm``, ``defaults``, a ``budget`` scope and a deadline
         ``max_execution_time`` seconds from now (it can only shorten the inherited one). On
         exit the node ends ``ok`` with ``Tracked.outputs``, or with the status of what was
         raised (``failed``, ``denied``, ``cancelled``, ``timed_out``, ``suspended``) and the
         error's class and message; the view then refuses new work. When this block's own
         deadline fires, the cancellation becomes ``ExecutionTimeoutError``. With a budget,
-        ``metadata.budget`` holds its limits and what was used.
+        ``metadata.budget`` holds its limits and what was used. The node starts at this
+        call: work decided before it runs (a tool call's approval) may enter the block later.
         """
         self._check_usable()
-        clock = self._state.clock
-        own = None if max_execution_time is None else clock.now() + max_execution_time
-        shown = None if inputs is None else self._preview(inputs)
-        node = self._start(kind, name, shown, metadata)
+        own = None
+        if max_execution_time is not None:
+            own = self._state.clock.now() + max_execution_time
+        shown = inputs if previewed or inputs is None else self._preview(inputs)
+        node = self._state.store.start(kind, name, self._node, shown, metadata)
         if budget is not None and budget.is_unlimited:
             budget = None
         view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget)
-        tracked = Tracked(node, view)
-        store = self._state.store
-        scope: DeadlineScope | None = None
+        tightens = own if own is not None and own < self._deadline else None
+        return Tracked(node, view, tightens, budget, max_execution_time)
 
-        def settle() -> None:
-            view._open = False
-            if scope is not None:
-                scope.close()
-            if budget is not None and view._budget is not None:
-                node.metadata["budget"] = {"limits": budget.to_json(), "used": view._budget.used()}
+    def end_view(self) -> None:
+        """Refuse new work through this view from now on (``RuntimeError``). The recorder
+        calls it when the view's node ends; a root session is ended by ``dispose``."""
+        if not self.is_root:
+            self._open = False
 
+    @contextlib.contextmanager
+    def _branch(self) -> Iterator[Session]:
+        """A view for one branch of ``concurrent_map``: same node, closed when it ends."""
+        view = self._bind(self._node)
         try:
-            if own is not None and own < self._deadline:
-                if own <= clock.now():
-                    raise ExecutionTimeoutError(f"{name}: no time left to start")
-                scope = DeadlineScope(clock, own)
-            yield tracked
-        except asyncio.CancelledError as exc:
-            fired = scope is not None and scope.close()
-            settle()
-            if fired:
-                error = ExecutionTimeoutError(
-                    f"{name} exceeded max_execution_time={max_execution_time}s"
-                )
-                store.finish(node, "timed_out", error=error)
-                raise error from None
-            store.finish(node, view._status_for(exc), error=exc)
-            raise
-        except BaseException as exc:
-            settle()
-            store.finish(node, view._status_for(exc), error=exc)
-            raise
-        settle()
-        store.finish(
-            node, "ok", outputs=None if tracked.outputs is None else self._preview(tracked.outputs)
-        )
-
-    def _start(
-        self,
-        kind: NodeKind,
-        name: str,
-        inputs: Any = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> TraceNode:
-        return self._state.store.start(kind, name, self._node, inputs, metadata)
-
-    def _finish(
-        self,
-        node: TraceNode,
-        status: NodeStatus,
-        *,
-        outputs: Any = None,
-        error: BaseException | None = None,
-    ) -> None:
-        self._state.store.finish(node, status, outputs=outputs, error=error)
+            yield view
+        finally:
+            view.end_view()
 
     def _preview(self, value: Any) -> Any:
         return preview(value, self._state.max_text_chars)
@@ -384,6 +305,44 @@ class Session:
     @property
     def is_root(self) -> bool:
         return self._node is self._state.store.root
+
+    @property
+    def run_node(self) -> TraceNode:
+        """The innermost ``action`` node at or above this view's node — for the view an
+        ``allow_tool`` policy receives (bound to the tool call), the agent run the call
+        belongs to; the root when no action is running here."""
+        nodes = self._state.store.nodes
+        for node_id in reversed(self._ancestry):
+            node = nodes.get(node_id)
+            if node is not None and node.kind == "action":
+                return node
+        return self._state.store.root
+
+    @property
+    def max_text_chars(self) -> int:
+        """Where the trace's previews cut strings (``Session(max_text_chars=...)``)."""
+        return self._state.max_text_chars
+
+    @property
+    def trace_store(self) -> TraceStore:
+        """The store that holds this session's nodes: read it (``nodes``, ``time()``,
+        ``node_hooks``); nodes are written through ``track`` only."""
+        return self._state.store
+
+    @property
+    def created_at(self) -> str:
+        """When the session (or the saved one it shows) was created: ISO 8601, UTC."""
+        return self._state.created_at
+
+    @property
+    def read_only(self) -> bool:
+        """True for a loaded trace (``load_trace``): it shows work and runs none."""
+        return self._state.read_only
+
+    def on_dispose(self, close: Callable[[], Awaitable[None]]) -> None:
+        """Have ``dispose`` await ``close()`` (resources the session owns, such as an MCP
+        server opened with ``open(session)``), last registered first."""
+        self._state.closers.append(close)
 
     # -- trace inspection ----------------------------------------------------------------
     @property
@@ -518,43 +477,51 @@ class Session:
         Returns what ``lf.query`` returns: text without a schema, the validated value with
         one, the response message with ``returns_message=True``. The node holds the prompt
         and options, the rendered prompt, the response, the usage, the parsed result (with a
-        schema) or the error, and the outcome (see ``_record_calls``).
+        schema) or the error, and the outcome (see ``query_node.record_calls``).
         """
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
-        node = self._start_query(prompt, schema, model, shown_options(merged))
         recording = self._recording(model)
-        if merged.get("repair"):  # each attempt becomes a child node with its outcome
-            merged = {**merged, "on_attempt": functools.partial(self._attempt_node, node)}
-        try:
-            message = await query_fn(prompt, schema, lm=recording, returns_message=True, **merged)
-        except BaseException as exc:
-            self._record_calls(node, recording)
-            self._finish(node, self._status_for(exc), error=exc)
-            raise
-        # with a schema, previewed now: the result may be a mutable object
-        result = self._preview(message.result) if schema is not None else NO_RESULT
-        self._record_calls(node, recording, result)
-        self._finish(node, "ok")
+        with self._track_query(prompt, schema, model, merged) as tracked:
+            if merged.get("repair"):  # each attempt becomes a child node with its outcome
+                merged = {**merged, "on_attempt": self._attempts(tracked)}
+            message: AIMessage[Any] | None = None
+            try:
+                message = await query_fn(
+                    prompt, schema, lm=recording, returns_message=True, **merged
+                )
+            finally:
+                # with a schema, previewed now: the result may be a mutable object
+                result = (
+                    NO_RESULT
+                    if message is None or schema is None
+                    else self._preview(message.result)
+                )
+                self._record_calls(tracked.node, recording, result)
+        assert message is not None
         if returns_message:
             return message
         return message.result if schema is not None else message.text
 
-    def _attempt_node(
-        self, parent: TraceNode, number: int
-    ) -> Callable[[AIMessage[Any] | None, BaseException | None], None]:
-        """Start the node of one repair attempt; the returned function ends it."""
-        node = self._state.store.start("query", f"attempt {number}", parent, None, None)
+    def _attempts(self, tracked: Tracked[Session]) -> AttemptHook:
+        """The repair loop's hook: each attempt a child ``query`` node ``attempt N`` of the
+        query, ended with its outcome and the attempt's text."""
+        view = tracked.session
 
-        def done(response: AIMessage[Any] | None, error: BaseException | None) -> None:
-            if response is not None:
-                text = self._preview(response.text)
-                node.defer("outputs", functools.partial(dict, text=text))
-            status: NodeStatus = "ok" if error is None else self._status_for(error)
-            self._finish(node, status, error=error)
+        def start(number: int) -> Callable[[AIMessage[Any] | None, BaseException | None], None]:
+            attempt = view.track("query", f"attempt {number}")
 
-        return done
+            def done(response: AIMessage[Any] | None, error: BaseException | None) -> None:
+                outputs = None if response is None else {"text": response.text}
+                if error is None:
+                    attempt.end("ok", outputs=outputs)
+                else:
+                    attempt.fail(error, outputs=outputs)
+
+            return done
+
+        return start
 
     def query_stream(
         self,
@@ -580,10 +547,11 @@ class Session:
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         recording = self._recording(model)
+        hook: list[Tracked[Session]] = []  # the query's record, once iteration has started it
+        if merged.get("repair") and schema is not None:
+            merged = {**merged, "on_attempt": lambda n: self._attempts(hook[0])(n)}
         events = query_stream(prompt, schema, lm=recording, **merged)
-        return self._recorded_stream(
-            events, recording, prompt, schema, model, shown_options(merged)
-        )
+        return self._recorded_stream(events, recording, prompt, schema, model, merged, hook)
 
     async def _recorded_stream(
         self,
@@ -592,48 +560,46 @@ class Session:
         prompt: Any,
         schema: Any,
         model: LanguageModel,
-        shown: dict[str, Any] | None,
+        merged: dict[str, Any],
+        hook: list[Tracked[Session]],
     ) -> AsyncGenerator[Any, None]:
-        node = self._start_query(prompt, schema, model, shown, stream=True)
         store = self._state.store
-        status: NodeStatus = "cancelled"  # unless the stream reaches its end
-        error: BaseException | None = None
         result: Any = NO_RESULT
-        repairing = bool(shown and shown.get("repair"))
-        attempt = self._attempt_node(node, 1) if repairing else None
-        try:
-            async for event in events:
-                if attempt is not None and event.type == "repairing":
-                    attempt(AIMessage(event.text), event.error)
-                    attempt = self._attempt_node(node, event.attempt + 1)
-                if schema is None:
-                    if store.hub.active:
-                        store.update(node, delta=event)
-                elif event.type == "generation_complete":
-                    result = self._preview(event.value)  # now: the value may be mutable
-                    status = "ok"
-                elif event.type in ("parsing_failed", "generation_failed"):
-                    status, error = "failed", event.error
-                    if event.type == "parsing_failed":  # the text to debug the parse with
-                        node.defer(
-                            "outputs", functools.partial(dict, text=self._preview(event.text))
-                        )
-                elif event.type == "cancelled":
-                    status = "cancelled"
-                yield event
-            if schema is None:
-                status = "ok"
-        except GeneratorExit:  # the consumer stopped early: the node stays "cancelled"
-            raise
-        except BaseException as exc:
-            status, error = self._status_for(exc), exc
-            raise
-        finally:
-            await events.aclose()
-            if attempt is not None:
-                attempt(None, asyncio.CancelledError() if status == "cancelled" else error)
-            self._record_calls(node, recording, result)
-            self._finish(node, status, error=error)
+        status: NodeStatus | None = None  # a schema stream's outcome, from its terminal event
+        error: BaseException | None = None
+        failed_text: str | None = None
+        with self._track_query(prompt, schema, model, merged, stream=True) as tracked:
+            hook.append(tracked)
+            node = tracked.node
+            try:
+                async for event in events:
+                    if schema is None:
+                        if store.hub.active:
+                            store.update(node, delta=event)
+                    elif event.type == "generation_complete":
+                        result = self._preview(event.value)  # now: the value may be mutable
+                        status = "ok"
+                    elif event.type in ("parsing_failed", "generation_failed"):
+                        status, error = "failed", event.error
+                        if event.type == "parsing_failed":  # the text to debug the parse with
+                            failed_text = event.text
+                    elif event.type == "cancelled":
+                        status = "cancelled"
+                    yield event
+                status = "ok" if schema is None else status or "cancelled"
+            except GeneratorExit:  # the consumer stopped early: "cancelled" unless it had ended
+                status = status or "cancelled"
+                raise
+            except BaseException:
+                status = None  # the recorder maps what was raised
+                raise
+            finally:
+                await events.aclose()
+                self._record_calls(node, recording, result)
+                if failed_text is not None:
+                    node.outputs = {**(node.outputs or {}), "text": self._preview(failed_text)}
+                if status is not None:
+                    tracked.end(status, error=error)
 
     def _record_calls(
         self,
@@ -665,46 +631,45 @@ class Session:
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
-        inputs: dict[str, Any] = {}
+        limit = self._state.max_text_chars
+        inputs: dict[str, Any] = {"prompt": prompt_preview(prompt, limit)}
         tools = merged.get("tools")
         if tools:
             inputs["tools"] = [getattr(getattr(t, "spec", t), "name", "?") for t in tools]
         plain = {k: v for k, v in merged.items() if k != "tools"}
         if plain:
             inputs["options"] = self._preview(plain)
-        node = self._start("query", name, inputs=inputs, metadata=query_metadata(model))
-        limit = self._state.max_text_chars
-        node.defer("inputs", lambda: {"prompt": prompt_preview(prompt, limit)})
         recording = self._recording(model)
-        try:
-            if stream:
-                response = await stream_response(self._state.store, recording, prompt, node, merged)
-            else:
-                response = await recording.call(prompt, **merged)
-        except BaseException as exc:
-            self._record_calls(node, recording, rendered=False)
-            self._finish(node, self._status_for(exc), error=exc)
-            raise
-        self._record_calls(node, recording, rendered=False)
-        self._finish(node, "ok")
+        with self.track(
+            "query", name, inputs=inputs, metadata=query_metadata(model), previewed=True
+        ) as tracked:
+            try:
+                if stream:
+                    store = self._state.store
+                    response = await stream_response(store, recording, prompt, tracked.node, merged)
+                else:
+                    response = await recording.call(prompt, **merged)
+            finally:
+                self._record_calls(tracked.node, recording, rendered=False)
         return response
 
-    def _start_query(
+    def _track_query(
         self,
         prompt: Any,
         schema: Any,
         model: LanguageModel,
-        shown: dict[str, Any] | None,
+        merged: dict[str, Any],
         **metadata: Any,
-    ) -> TraceNode:
-        """A running ``query`` node: its schema and options recorded now, its prompt and
-        ``vars`` previewed on first read."""
+    ) -> Tracked[Session]:
+        """The record of one ``query``/``query_stream``: a ``query`` node with its schema,
+        options, prompt and ``vars`` previewed now (the caller may mutate ``vars`` later)."""
         limit = self._state.max_text_chars
-        inputs = query_settings(schema, shown, limit)
+        inputs = query_inputs(prompt, schema, merged, limit)
         name = "query" if schema is None else f"query:{inputs['schema']}"
-        node = self._start("query", name, inputs, {**query_metadata(model), **metadata})
-        node.defer("inputs", lambda: query_inputs(prompt, shown, limit))
-        return node
+        meta = query_metadata(model)
+        if metadata:
+            meta.update(metadata)
+        return self.track("query", name, inputs=inputs, metadata=meta, previewed=True)
 
     # -- fan-out ---------------------------------------------------------------------------
     @overload
@@ -743,7 +708,18 @@ class Session:
         of this session, closed when the branch finishes. Progress (done/total/failed) is
         reported on this view's node.
         """
-        return await fan_out(self, items, fn, max_concurrency=max_concurrency, on_error=on_error)
+        check_fan_out(max_concurrency, on_error)
+        self._check_usable()
+        store, node = self._state.store, self._node
+        return await fan_out(
+            items,
+            fn,
+            branch=self._branch,
+            report=lambda progress: store.update(node, progress=progress),
+            tasks=self._state.tasks,
+            max_concurrency=max_concurrency,
+            on_error=on_error,
+        )
 
     # -- saving and loading --------------------------------------------------------------
     def trace_json(self) -> dict[str, Any]:
@@ -773,27 +749,66 @@ class Session:
 
         A malformed trace raises one ``ValueError`` naming what is wrong.
         """
-        loaded: Any = data
-        if isinstance(data, str):
-            try:
-                loaded = json.loads(data)
-            except ValueError as exc:
-                raise ValueError(f"not a langfx_nb trace: not valid JSON ({exc})") from None
-        store = TraceStore.from_json(loaded, prices)
+        loaded = _trace_data(data)
         session = cls()
         state = session._state
-        state.store = store
-        store.hub = state.hub
-        header = loaded.get("session") or {}  # an object: checked by TraceStore.from_json
-        metadata = header.get("metadata")
-        state.metadata = dict(metadata) if isinstance(metadata, Mapping) else {}
-        state.created_at = str(header.get("created_at", ""))
+        session._adopt(TraceStore.from_json(loaded, prices, hub=state.hub), loaded)
+        state.created_at = str((loaded.get("session") or {}).get("created_at", ""))
         state.read_only = True
         state.disposed = True
-        session._node = store.root
-        session._ancestry = (store.root.id,)
         return session
+
+    @classmethod
+    def restore(
+        cls,
+        data: Mapping[str, Any] | str,
+        lm: LanguageModel | None = None,
+        *,
+        prices: Mapping[str, Price] | None = None,
+        clock: Clock | None = None,
+        tracer_provider: Any = None,
+    ) -> Session:
+        """A live session that continues a saved trace: same session id and root node, the
+        saved nodes kept, new nodes numbered after them and timed after the last saved one
+        (``TraceStore.from_json(..., live=True)``). With ``tracer_provider`` its new nodes
+        are exported as OpenTelemetry spans (the saved ones were exported where they ran).
+        A malformed trace raises one ``ValueError`` naming what is wrong."""
+        loaded = _trace_data(data)
+        session = cls(lm, prices=prices, clock=clock)
+        state = session._state
+        now = _clock_now(state.clock)
+        store = TraceStore.from_json(loaded, prices, clock_now=now, hub=state.hub, live=True)
+        session._adopt(store, loaded)
+        if tracer_provider is not None:
+            from .otel import export
+
+            export(session, tracer_provider, backfill=False)
+        return session
+
+    def _adopt(self, store: TraceStore, loaded: Mapping[str, Any]) -> None:
+        """Show ``store`` (a saved trace) through this root session."""
+        state = self._state
+        state.store = store
+        metadata = (loaded.get("session") or {}).get("metadata")  # checked by from_json
+        state.metadata = dict(metadata) if isinstance(metadata, Mapping) else {}
+        self._node = store.root
+        self._ancestry = (store.root.id,)
 
     def __repr__(self) -> str:
         where = "root" if self.is_root else f"view of node {self._node.id}"
         return f"Session({self.id}, {where})"
+
+
+def _trace_data(data: Mapping[str, Any] | str) -> Mapping[str, Any]:
+    if not isinstance(data, str):
+        return data
+    try:
+        loaded: Any = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"not a langfx_nb trace: not valid JSON ({exc})") from None
+    return loaded  # its shape is checked by TraceStore.from_json
+
+
+def _clock_now(clock: Clock) -> Callable[[], float]:
+    """What the trace store reads the time with (``time.monotonic`` itself when it can)."""
+    return time.monotonic if type(clock) is MonotonicClock else clock.now

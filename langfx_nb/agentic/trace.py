@@ -18,10 +18,9 @@ import contextlib
 import dataclasses
 import functools
 import operator
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from ..jsonable import UNHANDLED, Bounds, walk
 from ..messages import USAGE_FIELDS as _USAGE_FIELDS
@@ -33,6 +32,7 @@ from .usage import ModelUsage, Price, UsageSummary, find_price
 __all__ = [
     "TRACE_FORMAT",
     "TRACE_VERSION",
+    "Decision",
     "NodeKind",
     "NodeStatus",
     "TraceNode",
@@ -45,15 +45,20 @@ TRACE_FORMAT = "langfx_nb.trace"
 TRACE_VERSION = 1
 
 NodeKind = Literal["session", "action", "query", "tool_call", "log", "batch", "item"]
-NodeStatus = Literal["running", "ok", "failed", "denied", "cancelled", "timed_out", "suspended"]
+NodeStatus = Literal[
+    "running", "waiting", "ok", "failed", "denied", "cancelled", "timed_out", "suspended"
+]
+Outcome = Literal["approve", "deny", "stop", "error", "suspend", "waiting"]
 _KINDS: frozenset[Any] = frozenset(get_args(NodeKind))
 _STATUSES: frozenset[Any] = frozenset(get_args(NodeStatus))
-#: Held while a node's deferred previews are computed, so two threads never compute one.
-_RESOLVING = threading.RLock()
+_OUTCOMES: frozenset[Any] = frozenset(get_args(Outcome))
+#: Statuses a node may still leave: ``finish`` accepts a node only in one of these.
+OPEN_STATUSES: frozenset[str] = frozenset({"running", "waiting"})
 
 KINDS: tuple[NodeKind, ...] = ("session", "action", "query", "tool_call", "log", "batch", "item")
 STATUSES: tuple[NodeStatus, ...] = (
     "running",
+    "waiting",
     "ok",
     "failed",
     "denied",
@@ -66,27 +71,81 @@ _USAGE_GETTERS = tuple(operator.attrgetter(f) for f in _USAGE_FIELDS)
 MAX_ERROR_CHARS = 300
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Decision:
+    """What became of a tool call's approval: the one record the core writes on the
+    tool-call node (``node.decision``) and every reader (views, OpenTelemetry, ``RunState``)
+    reads. ``outcome`` is ``waiting`` while the policy is awaited (``decided_at`` None).
+
+    JSON (``to_json``): ``{outcome, by, asked_at, decided_at}`` plus ``args`` (only when
+    approved with edited arguments) and ``note`` (only when present: a Deny's message or the
+    reason of a stop, error or suspension). Times are trace seconds.
+    """
+
+    outcome: Outcome
+    by: str | None = None
+    asked_at: float | None = None
+    decided_at: float | None = None
+    args: Any = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "outcome": self.outcome,
+            "by": self.by,
+            "asked_at": self.asked_at,
+            "decided_at": self.decided_at,
+        }
+        if self.args is not None:
+            out["args"] = self.args
+        if self.note is not None:
+            out["note"] = self.note
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Decision:
+        """The record from its JSON; ``TypeError``/``ValueError`` naming what is wrong."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"'decision' must be an object, got {type(data).__name__}")
+        outcome = data.get("outcome")
+        if outcome not in _OUTCOMES:
+            raise ValueError(f"unknown decision outcome: {_short(outcome)}")
+        by, note = data.get("by"), data.get("note")
+        if by is not None and not isinstance(by, str):
+            raise TypeError("decision 'by' must be a string or null")
+        if note is not None and not isinstance(note, str):
+            raise TypeError("decision 'note' must be a string")
+        times = []
+        for key in ("asked_at", "decided_at"):
+            value = data.get(key)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise TypeError(f"decision {key!r} must be a number or null")
+            times.append(None if value is None else float(value))
+        return cls(cast(Outcome, outcome), by, times[0], times[1], data.get("args"), note)
+
+
 class TraceNode:
     """One step of a run. Times are seconds since the session started (its clock).
 
-    ``inputs`` and ``outputs`` are JSON-able previews. Previews of values that are
-    immutable by convention (messages, response text) may be computed on first read
-    (``defer``), so a run nobody watches does not pay for them.
+    ``inputs`` and ``outputs`` are JSON-able previews, computed when the node is written;
+    ``decision`` is the tool call's ``Decision``. The core writes nodes through
+    ``Session.track``; everything else reads them.
     """
 
     __slots__ = (
-        "_inputs",
-        "_outputs",
-        "_pending",
         "children_map",
         "decision",
         "end",
         "error",
         "evicted_children",
         "id",
+        "inputs",
         "kind",
         "metadata",
         "name",
+        "outputs",
         "parent_id",
         "progress",
         "start",
@@ -107,7 +166,7 @@ class TraceNode:
         outputs: Any = None,
         error: dict[str, str] | None = None,
         usage: Usage | None = None,
-        decision: dict[str, Any] | None = None,
+        decision: Decision | None = None,
         progress: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         evicted_children: int = 0,
@@ -119,9 +178,8 @@ class TraceNode:
         self.start = start
         self.status = status
         self.end = end
-        self._inputs = inputs
-        self._outputs = outputs
-        self._pending: list[tuple[str, Callable[[], dict[str, Any]]]] | None = None
+        self.inputs = inputs
+        self.outputs = outputs
         self.error = error
         self.usage = usage
         self.decision = decision
@@ -132,57 +190,6 @@ class TraceNode:
 
     def __repr__(self) -> str:
         return f"TraceNode({self.id}, {self.kind}, {self.name!r}, {self.status})"
-
-    def defer(
-        self, field: Literal["inputs", "outputs"], thunk: Callable[[], dict[str, Any]]
-    ) -> None:
-        """Merge ``thunk()`` into the ``field`` dict when it is first read."""
-        if self._pending is None:
-            self._pending = []
-        self._pending.append((field, thunk))
-
-    def _resolve(self, field: str) -> None:
-        if not self._pending:
-            return
-        with _RESOLVING:  # the OpenTelemetry export reads finished nodes from its own thread
-            keep = []
-            for name, thunk in self._pending or ():
-                if name != field:
-                    keep.append((name, thunk))
-                    continue
-                current = getattr(self, "_" + name)
-                merged = dict(current) if isinstance(current, dict) else {}
-                merged.update(thunk())
-                setattr(self, "_" + name, merged)
-            self._pending = keep or None
-
-    def held(self, field: Literal["inputs", "outputs"]) -> Any:
-        """``field`` as recorded so far, without computing its deferred previews."""
-        return self._inputs if field == "inputs" else self._outputs
-
-    @property
-    def inputs(self) -> Any:
-        self._resolve("inputs")
-        return self._inputs
-
-    @inputs.setter
-    def inputs(self, value: Any) -> None:
-        self._drop("inputs")
-        self._inputs = value
-
-    @property
-    def outputs(self) -> Any:
-        self._resolve("outputs")
-        return self._outputs
-
-    @outputs.setter
-    def outputs(self, value: Any) -> None:
-        self._drop("outputs")
-        self._outputs = value
-
-    def _drop(self, field: str) -> None:
-        if self._pending:
-            self._pending = [p for p in self._pending if p[0] != field] or None
 
     @property
     def children(self) -> tuple[TraceNode, ...]:
@@ -209,10 +216,16 @@ class TraceNode:
             "start": self.start,
             "end": self.end,
         }
-        for key in ("inputs", "outputs", "error", "decision", "progress"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
+        if self.inputs is not None:
+            out["inputs"] = self.inputs
+        if self.outputs is not None:
+            out["outputs"] = self.outputs
+        if self.error is not None:
+            out["error"] = self.error
+        if self.decision is not None:
+            out["decision"] = self.decision.to_json()
+        if self.progress is not None:
+            out["progress"] = self.progress
         if self.usage is not None:
             out["usage"] = self.usage.to_json()
         if self.metadata:
@@ -245,7 +258,7 @@ class TraceNode:
             outputs=data.get("outputs"),
             error=data.get("error"),
             usage=_usage(data["usage"]) if data.get("usage") is not None else None,
-            decision=data.get("decision"),
+            decision=None if data.get("decision") is None else Decision.from_json(data["decision"]),
             progress=data.get("progress"),
             metadata=dict(data.get("metadata") or {}),
             evicted_children=int(data.get("evicted_children", 0)),
@@ -267,11 +280,26 @@ def preview(value: Any, max_chars: int = 4000) -> Any:
     ``{role, text}``; models, functions and other objects become short descriptions.
     Mapping keys that look like credentials are redacted.
     """
+    if type(value) is str:  # the common case, as ``walk`` would cut it
+        return value if len(value) <= max_chars else value[:max_chars] + "…"
+    bounds, special = _walkers(max_chars)
+    return walk(value, bounds, special=special)
+
+
+_PLAIN = frozenset({dict, list, tuple})
+
+
+@functools.lru_cache(maxsize=16)
+def _walkers(max_chars: int) -> tuple[Bounds, Callable[[Any, int], Any]]:
+    """The bounds and ``special`` hook of ``preview`` (made once per limit: every traced
+    call previews several values)."""
     bounds = Bounds(max_chars=max_chars, max_items=100, max_depth=8, redact=True, max_repr=200)
-    return walk(value, bounds, special=functools.partial(_preview_special, bounds))
+    return bounds, functools.partial(_preview_special, bounds)
 
 
 def _preview_special(bounds: Bounds, value: Any, depth: int) -> Any:
+    if type(value) in _PLAIN:  # left to the walker (most previews are of these)
+        return UNHANDLED
     if isinstance(value, Message):
         return message_preview(value, bounds.max_chars or 4000)
     if isinstance(value, Mime):
@@ -289,26 +317,42 @@ def _preview_special(bounds: Bounds, value: Any, depth: int) -> Any:
     return UNHANDLED
 
 
-def message_preview(message: Message[Any], max_chars: int = 4000, max_turns: int = 20) -> Any:
+MAX_PREVIEW_TURNS = 20
+
+
+def message_preview(
+    message: Message[Any], max_chars: int = 4000, max_turns: int = MAX_PREVIEW_TURNS
+) -> Any:
     """``{role, text}`` per turn; only the last ``max_turns`` turns of a long transcript."""
     turns = message.turns()
-    out: list[dict[str, Any]] = []
-    for turn in turns[-max_turns:]:
-        entry: dict[str, Any] = {"role": turn.role, "text": preview(turn.text, max_chars)}
-        calls = turn.tool_calls
-        if calls:
-            entry["tool_calls"] = [
-                {"id": c.id, "name": c.name, "args": preview(c.args, max_chars)} for c in calls
-            ]
-        call_id = getattr(turn, "call_id", None)
-        if call_id is not None:
-            entry["call_id"] = call_id
-        out.append(entry)
-    if len(turns) == 1 and len(out) == 1:
-        return out[0]
-    if len(turns) > max_turns:
-        return {"omitted_turns": len(turns) - max_turns, "turns": out}
-    return out
+    shown = [turn_preview(turn, max_chars) for turn in turns[-max_turns:]]
+    return turns_preview(len(turns), shown, max_turns)
+
+
+def turn_preview(turn: Message[Any], max_chars: int = 4000) -> dict[str, Any]:
+    """One turn of a message preview: ``{role, text, tool_calls?, call_id?}``."""
+    entry: dict[str, Any] = {"role": turn.role, "text": preview(turn.text, max_chars)}
+    calls = turn.tool_calls
+    if calls:
+        entry["tool_calls"] = [
+            {"id": c.id, "name": c.name, "args": preview(c.args, max_chars)} for c in calls
+        ]
+    call_id = getattr(turn, "call_id", None)
+    if call_id is not None:
+        entry["call_id"] = call_id
+    return entry
+
+
+def turns_preview(
+    count: int, shown: list[dict[str, Any]], max_turns: int = MAX_PREVIEW_TURNS
+) -> Any:
+    """The preview of a ``count``-turn message from its last turns' previews (``shown``):
+    one turn alone, a list, or ``{omitted_turns, turns}`` past ``max_turns``."""
+    if count == 1 and len(shown) == 1:
+        return shown[0]
+    if count > max_turns:
+        return {"omitted_turns": count - max_turns, "turns": shown}
+    return shown
 
 
 class TraceStore:
@@ -344,7 +388,6 @@ class TraceStore:
         self.evicted = 0
         self.requests: dict[str, int] = {}
         self._usage: dict[str, list[int | None]] = {}
-        self._usage_pending: dict[str, list[Usage]] = {}
         self.root = self._new("session", "session", None)
 
     # -- time and events -----------------------------------------------------------------
@@ -415,7 +458,10 @@ class TraceStore:
         for key, value in changes.items():
             setattr(node, key, value)
         if self.hub.active:
-            payload = {k: (v.to_json() if isinstance(v, Usage) else v) for k, v in changes.items()}
+            payload = {
+                k: (v.to_json() if isinstance(v, (Usage, Decision)) else v)
+                for k, v in changes.items()
+            }
             if delta is not None:
                 payload["delta"] = delta
             self._emit({"type": "node_update", "node_id": node.id, "changes": payload})
@@ -431,7 +477,8 @@ class TraceStore:
         outputs: Any = None,
         error: BaseException | None = None,
     ) -> None:
-        if node.status != "running":
+        """End ``node`` with a terminal ``status`` (a no-op once it has ended)."""
+        if node.status not in OPEN_STATUSES:
             return
         node.status = status
         node.end = self._now() - self.t0
@@ -467,28 +514,17 @@ class TraceStore:
         self.requests[model_id] = self.requests.get(model_id, 0) + 1
         if usage is not None:
             node.usage = usage if node.usage is None else node.usage + usage
-            pending = self._usage_pending.get(model_id)
-            if pending is None:
-                pending = self._usage_pending[model_id] = []
-            pending.append(usage)  # summed in batches: Usage.__add__ per request is slow
-            if len(pending) >= 1024:
-                self._fold(model_id)
-
-    def _fold(self, model_id: str) -> None:
-        pending = self._usage_pending.pop(model_id, [])
-        totals = self._usage.get(model_id)
-        if totals is None:
-            totals = self._usage[model_id] = [None] * len(_USAGE_FIELDS)
-        for i, getter in enumerate(_USAGE_GETTERS):
-            known = [v for v in map(getter, pending) if v is not None]
-            if known:
-                prior = totals[i]
-                totals[i] = sum(known) + (prior or 0)
+            totals = self._usage.get(model_id)
+            if totals is None:
+                totals = self._usage[model_id] = [None] * len(_USAGE_FIELDS)
+            for i, getter in enumerate(_USAGE_GETTERS):
+                value = getter(usage)
+                if value is not None:
+                    prior = totals[i]
+                    totals[i] = value if prior is None else prior + value
 
     @property
     def usage_by_model(self) -> dict[str, Usage]:
-        for model_id in list(self._usage_pending):
-            self._fold(model_id)
         return {m: Usage(*totals) for m, totals in self._usage.items()}
 
     @property
@@ -566,10 +602,22 @@ class TraceStore:
 
     @classmethod
     def from_json(
-        cls, data: Mapping[str, Any], prices: Mapping[str, Price] | None = None
+        cls,
+        data: Mapping[str, Any],
+        prices: Mapping[str, Price] | None = None,
+        *,
+        clock_now: Callable[[], float] | None = None,
+        hub: ObserverHub | None = None,
+        live: bool = False,
     ) -> TraceStore:
-        """Rebuild a saved trace. Anything malformed is one ``ValueError`` whose message
-        names the part of the file that is wrong (``nodes[3]: 'kind' is missing``)."""
+        """Rebuild a saved trace: the one reader of the trace format (``Session.load_trace``
+        and resume both use it). Anything malformed is one ``ValueError`` whose message
+        names the part of the file that is wrong (``nodes[3]: 'kind' is missing``).
+
+        ``live=True`` makes a store that continues the saved run on ``clock_now``: new
+        nodes are numbered after the saved ones and timed after the last saved time, the
+        saved finished nodes are the oldest in line for eviction, and a root that had ended
+        is running again (its count moved back)."""
         if not isinstance(data, Mapping):
             raise ValueError(f"not a langfx_nb trace: a {type(data).__name__}, not an object")
         if data.get("format") != TRACE_FORMAT:
@@ -581,11 +629,13 @@ class TraceStore:
             raise ValueError("malformed trace: 'nodes' must be a list")
         with _reading("session"):
             session = _object(data.get("session"))
+            limit = int(session.get("max_trace_nodes", 1))
             store = cls(
-                max_nodes=max(1, int(session.get("max_trace_nodes", 1)), len(nodes)),
-                clock_now=lambda: 0.0,
+                max_nodes=max(1, limit, len(nodes)),
+                clock_now=clock_now or (lambda: 0.0),
                 session_id=str(session.get("id", "")),
                 prices=prices,
+                hub=hub,
             )
         store.nodes.clear()
         for i, raw in enumerate(nodes):
@@ -619,7 +669,19 @@ class TraceStore:
                 for kind, by_status in _object(counts.get("finished")).items()
                 for status, n in _object(by_status, required=True).items()
             }
-        store._next_id = len(store.nodes)
+        store._next_id = 1 + max((int(i) for i in store.nodes if i.isdigit()), default=0)
+        if live:
+            root = store.root
+            store._finished.extend(
+                n for n in store.nodes.values() if n.status not in OPEN_STATUSES and n is not root
+            )
+            last = max(n.end if n.end is not None else n.start for n in store.nodes.values())
+            store.t0 = store._now() - last
+            if root.status not in OPEN_STATUSES:  # the saved session had ended: running again
+                key = ("session", root.status)
+                if store._counts.get(key):
+                    store._counts[key] -= 1
+                root.status, root.end = "running", None
         return store
 
 

@@ -463,28 +463,34 @@ class HTTPModel(LanguageModel):
         parser = SSEParser(self.max_event_bytes)
         response = await self._open_stream(url, body)
         idle = self.stream_idle_timeout
-        watch = _IdleWatch(idle) if idle is not None else None
+        loop = asyncio.get_running_loop()
+        deadline = None if idle is None else loop.time() + idle
+        moved = False  # progress since the last read: the deadline moves at the next one
         events = 0
         reads = body_chunks(response).__aiter__()
         try:
             while not decoder.done:
-                if watch is not None and not watch.arm():
-                    raise self._stalled()
+                if deadline is not None and idle is not None:
+                    # the wait is counted from the read after progress, not while the
+                    # consumer holds a chunk
+                    if moved:
+                        deadline, moved = loop.time() + idle, False
+                    elif loop.time() >= deadline:
+                        raise self._stalled()
+                scope = asyncio.timeout_at(deadline)
                 try:
-                    raw = await anext(reads)
+                    async with scope:
+                        raw = await anext(reads)
                 except StopAsyncIteration:
                     break
-                except asyncio.CancelledError:
-                    if watch is not None and watch.expired():
+                except TimeoutError:
+                    if scope.expired():
                         raise self._stalled() from None
                     raise
-                finally:
-                    if watch is not None:
-                        watch.disarm()
                 for name, data in parser.feed(raw):
                     events += 1
-                    if watch is not None and name != "ping":
-                        watch.moved = True
+                    if name != "ping":
+                        moved = True
                     try:
                         chunks = decoder.event(name, data)
                     except MALFORMED as exc:
@@ -498,8 +504,6 @@ class HTTPModel(LanguageModel):
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
         finally:
-            if watch is not None:
-                watch.close()
             await response.aclose()
         if not events:
             kind = response.headers.get("content-type", "").split(";")[0].strip() or "no type"
@@ -628,61 +632,6 @@ class HTTPModel(LanguageModel):
             and part.model == (self.model or "")
             and part.endpoint == self.base_url
         )
-
-
-class _IdleWatch:
-    """Cancels a body read that waits past ``idle`` seconds after the last progress.
-
-    One timer per stream, re-armed only when it fires early (progress moved the deadline),
-    instead of a timeout scope per read: reads are the hot path. While the consumer holds a
-    chunk nothing is cancelled; ``arm`` checks the deadline before the next read.
-    """
-
-    __slots__ = ("_fired", "_handle", "_idle", "_loop", "_task", "deadline", "moved")
-
-    def __init__(self, idle: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._idle = idle
-        self.deadline = self._loop.time() + idle
-        self._handle: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[Any] | None = None  # set only while a read is awaited
-        self._fired = False
-        self.moved = False  # set on progress; the deadline moves at the next read
-
-    def arm(self) -> bool:
-        """Before a read: False when the deadline has already passed."""
-        now = self._loop.time()
-        if self.moved:
-            self.moved = False
-            self.deadline = now + self._idle
-        elif now >= self.deadline:
-            return False
-        if self._handle is None:
-            self._handle = self._loop.call_at(self.deadline, self._fire)
-        self._task = asyncio.current_task()
-        return True
-
-    def expired(self) -> bool:
-        """After a read was cancelled: True when the cancellation was this watch's own."""
-        task = self._task
-        return self._fired and task is not None and task.uncancel() == 0
-
-    def disarm(self) -> None:
-        self._task = None
-        self._fired = False
-
-    def _fire(self) -> None:
-        self._handle = None
-        if self._loop.time() < self.deadline:  # progress since the timer was set
-            self._handle = self._loop.call_at(self.deadline, self._fire)
-        elif self._task is not None:
-            self._fired = True
-            self._task.cancel()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
 
 
 async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:

@@ -28,8 +28,8 @@ sending). Compatible servers that return the model's thinking as ``reasoning_con
 ``ReasoningPart``; Chat Completions never sends reasoning back (the API has no standard input
 field for it). ``completion_tokens_details.reasoning_tokens`` is counted as ``reasoning_tokens``.
 
-The Responses API model, ``OpenAIResponses``, lives in ``openai_responses.py`` and is
-importable from here too.
+The Responses API model, ``OpenAIResponses`` (``lf.llms.OpenAIResponses``), lives in
+``openai_responses.py``, which builds on this module (never the other way round).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from ..errors import (
     ContentFilteredError,
@@ -74,10 +74,7 @@ from ._http import (
 from .base import Capabilities, LMRequest
 from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
 
-if TYPE_CHECKING:
-    from .openai_responses import OpenAIResponses
-
-__all__ = ["OpenAI", "OpenAIResponses"]
+__all__ = ["OpenAI"]
 
 _OK = frozenset({"stop", "tool_calls", "function_call"})
 # llama.cpp's server: {"error": {"type": "exceed_context_size_error", "message": "the request
@@ -509,16 +506,6 @@ def tool_choice(request: LMRequest, *, nested: bool) -> Any:
             else {"type": "function", "name": choice}
         )
     raise InvalidRequestError(f"openai: tool_choice names unknown tool {choice!r}")
-
-
-def __getattr__(name: str) -> Any:
-    """``OpenAIResponses`` on first access: it subclasses ``OpenAI``, so its module imports
-    this one and cannot be imported while this one loads."""
-    if name == "OpenAIResponses":
-        from .openai_responses import OpenAIResponses
-
-        return OpenAIResponses
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _image_url(p: Mime) -> dict[str, Any]:

@@ -59,36 +59,30 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
 def check_kernel(ip: Any) -> None:
-    """Refuse to load under an ipykernel older than 7.4, with the reason and the fix.
+    """Refuse to load under an ipykernel the kernel glue is not tested on, with the reason
+    and the fix (``kernel_version``).
 
     Only ipykernel ≥ 7.4 handles widget messages (an Approve click) while a cell awaits; on
-    older kernels an approval prompt would wait forever. Plain terminal IPython is fine.
+    older kernels an approval prompt would wait forever. Newer ones than tested may lay out
+    the internals the glue patches differently. Plain terminal IPython is fine.
     """
     if getattr(ip, "kernel", None) is None:
         return
-    from importlib.metadata import PackageNotFoundError, version
+    from .kernel_version import installed, untested_reason, version_tuple
 
-    try:
-        found = version("ipykernel")
-    except PackageNotFoundError:
+    found = installed()
+    if found is None:
         return
-    if _version_tuple(found) < MIN_IPYKERNEL:
+    if version_tuple(found) < MIN_IPYKERNEL:
         raise ImportError(
             f"langfx_nb needs ipykernel>=7.4 (found {found}): older kernels do not handle "
             "widget clicks while a cell awaits, so tool approvals would hang. "
             "Upgrade with: pip install -U 'ipykernel>=7.4', then restart the kernel."
         )
+    reason = untested_reason(found)
+    if reason is not None:
+        raise ImportError(reason)
 
 
 def load_ipython_extension(ipython: Any) -> None:

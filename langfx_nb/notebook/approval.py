@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anywidget
 import traitlets
@@ -41,6 +41,11 @@ from ..errors import ToolDeniedError, ToolExecutionError
 from . import control
 from .bridge import MessageKind, to_jsonable
 from .render import _CSS, _UL, WidgetDisplayMixin, _esc, value_html
+
+if TYPE_CHECKING:
+    from ..agentic.agent import PolicyDecision
+    from ..agentic.session import Session
+    from ..messages import ToolCall
 
 __all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
 
@@ -350,7 +355,8 @@ class ApprovalPolicy:
         allow = f", allow={sorted(self.allow)!r}" if self.allow else ""
         return f"ApprovalPolicy(mode={self.mode!r}{allow})"
 
-    async def __call__(self, call: Any, session: Any) -> Any:
+    async def __call__(self, call: ToolCall, session: Session) -> PolicyDecision:
+        """The ``allow_tool`` policy: ``session`` is the view bound to the waiting call."""
         from ..agentic.agent import Approve, Deny
 
         name = str(call.name)
@@ -545,26 +551,10 @@ def _default_who() -> str:
         return "notebook user"
 
 
-def _run_key(session: Any) -> tuple[str, ...]:
-    """The agent run a tool call belongs to ("always allow" lasts for it): the session id and
-    the run's node id."""
-    sid = str(getattr(session, "id", id(session)))
-    run = _run_node_id(session)
-    return (sid,) if run is None else (sid, run)
-
-
-def _run_node_id(session: Any) -> str | None:
-    """The id of the agent run's node, from the view the agent passes to the policy:
-    ``session.run_node`` (docs/agentic.md, "The node contract"). The one place that knows how;
-    until the core's ``run_node`` is on main, the view's ancestry says it (the run is the
-    tool call's parent) — drop that branch once it is."""
-    run_node = getattr(session, "run_node", None)
-    if run_node is not None:
-        return str(run_node.id)
-    ancestry = getattr(session, "ancestry", None)
-    if isinstance(ancestry, tuple) and len(ancestry) >= 2:
-        return str(ancestry[-2])
-    return None
+def _run_key(session: Session) -> tuple[str, ...]:
+    """The agent run a tool call belongs to: the session id and the run's node
+    (``Session.run_node``)."""
+    return (session.id, session.run_node.id)
 
 
 def _log(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import threading
 from collections.abc import Iterator
@@ -151,12 +152,26 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
 # -- Interrupt ----------------------------------------------------------------------------------
 
 
+@functools.cache
+def _sigint_route_tested() -> bool:
+    """The SIGINT route replaces the handler ipykernel 7.4's ``IPythonKernel._cancel_on_sigint``
+    (ipykernel/ipkernel.py) installs for an async cell, which cancels the cell through
+    ``io_loop.add_callback`` from inside the signal handler (that does not wake the loop).
+    Only on the ipykernel versions this is tested on (``kernel_version.TESTED``); elsewhere
+    the kernel's own handler is left alone."""
+    from .kernel_version import untested_reason
+
+    return untested_reason(allow_override=False) is None
+
+
 def _wake_on_sigint(loop: asyncio.AbstractEventLoop) -> None:
     key = id(loop)
     if _depth.get(key):
         _depth[key] += 1
         return
     if threading.current_thread() is not threading.main_thread():
+        return
+    if not _sigint_route_tested():
         return
     try:
         previous = signal.getsignal(signal.SIGINT)
@@ -215,6 +230,8 @@ def _show_cancelled(
         task.uncancel()  # handled here, at the cell's top: later awaits of the cell run normally
     red, reset = "\x1b[0;31m", "\x1b[0m"
     stb = [f"{red}CancelledError{reset}: {reason}"]
+    # IPython's hook for showing a prepared traceback (ipykernel's ZMQInteractiveShell
+    # overrides it to publish the error to the cell): the one way to show one line
     shell._showtraceback(etype, asyncio.CancelledError(reason), stb)
     return stb
 

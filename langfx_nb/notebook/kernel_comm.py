@@ -7,6 +7,15 @@ behind the running cell. A cell waiting for a tool approval therefore left a rel
 "Loading widget..." with no buttons until the run's deadline. This hook dispatches
 ``comm_info_request`` the way ipykernel dispatches ``comm_msg``: concurrently, without the
 cell's lock (it only reads the comm table and replies). Everything else is left to ipykernel.
+
+Upstream behaviour relied on (ipykernel 7.4.0, ``ipykernel/kernelbase.py``,
+https://github.com/ipython/ipykernel/blob/v7.4.0/ipykernel/kernelbase.py): ``Kernel
+.shell_main(subshell_id, msg)`` is the shell channel's receive callback
+(``shell_channel_thread.manager.set_on_recv_callback``); it holds ``_main_asyncio_lock`` while
+a cell runs and, for ``comm_*`` messages, dispatches with ``dispatch_shell(...,
+concurrent=True)`` then restores the parent saved with ``get_parent("shell")`` and
+``_get_shell_context_var(_shell_parent_ident)``; this hook does the same for one more message
+type. Gated on the tested versions (``kernel_version``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,13 @@ request replaced it. ipykernel runs ``post_execute`` in the shell's context afte
 last ``await`` and sends the reply and the idle status right after it with no ``await`` in
 between, so no stale restore can slip in afterwards. Comm handlers also fire these events
 (their parent is the ``comm_msg``); those calls are left alone.
+
+Upstream behaviour relied on (ipykernel 7.4.0, ``ipykernel/kernelbase.py``,
+https://github.com/ipython/ipykernel/blob/v7.4.0/ipykernel/kernelbase.py): the restore is
+``set_parent(shell_ident, shell_parent, channel="shell")`` in the ``finally`` of
+``Kernel.shell_main``'s concurrent comm dispatch; the current request's routing identity is
+read from ``_parent_ident["shell"]`` (a backward-compatible view of the
+``_shell_parent_ident`` context variable). Gated on the tested versions (``kernel_version``).
 """
 
 from __future__ import annotations

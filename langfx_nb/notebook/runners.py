@@ -12,7 +12,6 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..errors import MappingError
 from ..template import Template
 from . import options
 from .kernel_state import new_session
@@ -69,7 +68,7 @@ async def _stream_query(
             if kind == "generation_complete":
                 seen.append(event.message)
             elif kind == "parsing_failed":
-                event = _as_query_failure(event, template, schema, kwargs)
+                event = _as_query_failure(event)
             yield event
 
     first = template.text.strip().splitlines()[0] if template.text.strip() else ""
@@ -78,28 +77,15 @@ async def _stream_query(
     return seen[-1] if returns_message and seen else value
 
 
-def _as_query_failure(event: Any, template: Template, schema: Any, kwargs: dict[str, Any]) -> Any:
-    """A stream's parse failure as the error ``%%lf query`` without ``--stream`` raises.
-
-    The incremental parser reports where the text stopped being a document
-    (``StreamParseError``); the non-streamed query reports what the answer should have been
-    (``MappingError`` from the protocol). The notebook shows one wording for one answer: the
-    whole text goes through the same mapping, and the stream's error becomes its cause.
-    """
-    from ..messages import AIMessage
+def _as_query_failure(event: Any) -> Any:
+    """A stream's parse failure as the error ``%%lf query`` without ``--stream`` raises:
+    the notebook shows one wording for one answer (``ParsingFailed.query_error``, whose
+    cause is the stream parser's error)."""
     from ..structured.events import ParsingFailed
-    from ..structured.mapping import Mapping
-    from ..structured.stream_parser import StreamParseError
 
-    if not isinstance(event.error, StreamParseError):
+    if event.query_error is event.error:
         return event
-    mapping = Mapping(template, schema, protocol=kwargs.get("protocol", "python"))
-    try:
-        mapping.finish(AIMessage(event.text))
-    except MappingError as exc:
-        exc.__cause__ = event.error
-        return ParsingFailed(exc, event.text)
-    return event
+    return ParsingFailed(event.query_error, event.text)
 
 
 async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]) -> Any:

@@ -124,11 +124,21 @@ class GenerationComplete(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class ParsingFailed:
-    """Terminal: the response did not parse or validate. ``text`` is the whole response."""
+    """Terminal: the response did not parse or validate. ``text`` is the whole response.
+
+    ``error`` is the stream parser's ``StreamParseError`` (with its position) when that
+    parser failed first, else the protocol's ``MappingError``; ``query_error`` is always the
+    error ``lf.query`` raises for the same answer (the stream's error as its cause)."""
 
     error: MappingError
     text: str = field(repr=False)
     type: Literal["parsing_failed"] = "parsing_failed"
+    answer_error: MappingError | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def query_error(self) -> MappingError:
+        """The error the non-streamed ``lf.query`` raises for this answer."""
+        return self.answer_error if self.answer_error is not None else self.error
 
 
 @dataclass(frozen=True, slots=True)

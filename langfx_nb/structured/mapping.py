@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from ..schema import Schema
     from .protocols import Protocol
 
-__all__ = ["REPAIR_REQUEST", "AttemptHook", "Mapping", "MappingExample", "check_repair"]
+__all__ = [
+    "REPAIR_REQUEST",
+    "AttemptHook",
+    "Mapping",
+    "MappingExample",
+    "Repairs",
+    "check_repair",
+]
 
 #: What the model is told when its answer failed to parse or validate (``{error}`` is the
 #: exact error message); the previous answer is the turn just before.
@@ -50,6 +57,58 @@ def check_repair(repair: Any) -> None:
     """``repair`` is how many re-asks are allowed: a non-negative int."""
     if isinstance(repair, bool) or not isinstance(repair, int) or repair < 0:
         raise ValueError(f"repair must be a non-negative integer, not {repair!r}")
+
+
+class Repairs:
+    """The rules of re-asking after an answer fails to parse (``repair=N``): the one loop
+    ``lf.query``, ``lf.query_stream`` and ``lf.Agent(output=...)`` follow.
+
+    Each failed answer is counted (``failed``); while re-asks remain, the model is sent the
+    request, its *latest* failed answer and that answer's exact error — never the earlier
+    failed answers, so what is sent stays bounded however many attempts fail. When none
+    remain, the last error is raised with ``attempts`` holding every attempt's error (when
+    ``repair > 0``)."""
+
+    __slots__ = ("failures", "limit", "used")
+
+    def __init__(self, limit: int, used: int = 0) -> None:
+        check_repair(limit)
+        self.limit = limit
+        self.used = used  # failed answers so far (a resumed agent run carries its count)
+        self.failures: list[MappingError] = []
+
+    def failed(self, error: MappingError, *, more: bool = True) -> bool:
+        """Count a failed answer. True when it may be re-asked (``more=False``: the caller
+        has no attempt left for other reasons, e.g. an agent's steps); otherwise False, with
+        ``error.attempts`` set when repairs were allowed."""
+        self.used += 1
+        self.failures.append(error)
+        if self.used <= self.limit and more:
+            return True
+        if self.limit:
+            error.attempts = list(self.failures)
+        return False
+
+    @staticmethod
+    def request(error: MappingError) -> UserMessage:
+        """The user turn that asks again, with the exact error."""
+        return UserMessage(REPAIR_REQUEST.format(error=error))
+
+    @staticmethod
+    def is_request(message: Message[Any]) -> bool:
+        """Whether ``message`` is a re-ask this loop wrote (``request``)."""
+        return isinstance(message, UserMessage) and message.text.startswith(_REPAIR_PREFIX)
+
+    def reask(self, prompt: Message[Any], answer: str, error: MappingError) -> Message[Any]:
+        """The prompt, the latest failed answer and its error: what a re-ask sends."""
+        return ComplexMessage([*prompt.turns(), AIMessage(answer), self.request(error)])
+
+    def summary(self) -> list[dict[str, Any]]:
+        """The failed attempts as ``message.metadata["repairs"]`` lists them."""
+        return [{"error": str(e), "raw": e.raw} for e in self.failures]
+
+
+_REPAIR_PREFIX = REPAIR_REQUEST.split("{", 1)[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,9 +243,11 @@ class Mapping(LangFunc):
             options["system_message"] = self.system_message
         if self.native_structured_output:
             options["response_schema"] = native_response_schema(self.schema)
-        failures: list[MappingError] = []
+        repairs = Repairs(repair)
         request: Message[Any] = prompt
-        for number in range(1, repair + 2):
+        number = 0
+        while True:
+            number += 1
             done = on_attempt(number) if on_attempt is not None else None
             try:
                 raw_response = await model.call(request, **options)
@@ -198,34 +259,24 @@ class Mapping(LangFunc):
                 response = self.finish(raw_response)
             except MappingError as exc:
                 await model.forget_cached(raw_response)
-                failures.append(exc)
                 if done is not None:
                     done(raw_response, exc)
-                if number > repair:
-                    if repair:
-                        exc.attempts = list(failures)
+                if not repairs.failed(exc):
                     raise
                 request = self.repair_prompt(prompt, raw_response, exc)
                 continue
             if done is not None:
                 done(response, None)
             response.metadata["rendered_prompt"] = prompt.text
-            if failures:
-                response.metadata["repairs"] = [{"error": str(e), "raw": e.raw} for e in failures]
+            if repairs.failures:
+                response.metadata["repairs"] = repairs.summary()
             return response
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def repair_prompt(
         self, prompt: Message[Any], response: AIMessage[Any], error: MappingError
     ) -> Message[Any]:
         """The re-ask after a failed answer: the prompt, that answer, and its exact error."""
-        return ComplexMessage(
-            [
-                *prompt.turns(),
-                AIMessage(response.text),
-                UserMessage(REPAIR_REQUEST.format(error=error)),
-            ]
-        )
+        return Repairs(0).reask(prompt, response.text, error)
 
     def finish(self, response: AIMessage[Any]) -> AIMessage[Any]:
         """Turn a complete model response into the answer message (``.result`` set).

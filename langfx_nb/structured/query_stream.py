@@ -35,7 +35,7 @@ dropped generator. Tool calls are reported, never executed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MappingError, UnsupportedCapabilityError
@@ -56,6 +56,7 @@ from .stream_parser import StreamParseError, StreamParser
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
     from ..llms.streaming import StreamChunk
+    from .mapping import AttemptHook, Repairs
     from .mapping import Mapping as _Mapping
     from .protocols import Protocol
 
@@ -76,6 +77,7 @@ def query_stream(
     examples: Sequence[Any] | None = None,
     system_message: str | Message[Any] | None = None,
     repair: int = 0,
+    on_attempt: AttemptHook | None = None,
     **options: Any,
 ) -> AsyncGenerator[Any, None]:
     """Stream a query: ``str`` deltas without a schema; field events then one terminal event
@@ -84,7 +86,8 @@ def query_stream(
     ``repair=N`` (schema only): when an answer fails to parse or validate, a ``Repairing``
     event reports it and the model is asked again (previous answer + exact error, as
     ``lf.query`` does), at most N times; the next attempt's field events follow. A final
-    ``ParsingFailed`` error carries every attempt's error in ``attempts``."""
+    ``ParsingFailed`` error carries every attempt's error in ``attempts``. ``on_attempt``
+    observes each attempt, as for ``lf.query`` (the session traces attempts with it)."""
     if lm is None:
         raise TypeError("query_stream() needs a model: pass lm=")
     if not lm.supports_streaming and not options.get("emulate"):
@@ -100,9 +103,9 @@ def query_stream(
         return _text_stream(lm, message, options)
 
     from .mapping import Mapping as _MappingCls
-    from .mapping import check_repair, native_response_schema
+    from .mapping import Repairs, native_response_schema
 
-    check_repair(repair)
+    repairs = Repairs(repair)
     mapping = _MappingCls(
         prompt,
         schema,
@@ -123,7 +126,7 @@ def query_stream(
             raise ValueError(f"protocol {grammar!r} cannot be streamed")
         unwrap = grammar == "json"
     _check_request(lm, message, options)
-    return _event_stream(lm, message, options, mapping, grammar, unwrap, repair)
+    return _event_stream(lm, message, options, mapping, grammar, unwrap, repairs, on_attempt)
 
 
 def _check_request(lm: LanguageModel, message: Any, options: dict[str, Any]) -> None:
@@ -150,11 +153,14 @@ async def _event_stream(
     mapping: _Mapping,
     grammar: str,
     unwrap: bool,
-    repair: int,
+    repairs: Repairs,
+    on_attempt: AttemptHook | None,
 ) -> AsyncGenerator[StreamEvent, None]:
-    failures: list[MappingError] = []
     request = message
+    number = 0
     while True:  # one pass per attempt: more than one only when repair= re-asks
+        number += 1
+        done = on_attempt(number) if on_attempt is not None else None
         # Both JSON modes answer with an object ({"result": ...} or the native object schema).
         parser = StreamParser(
             "python" if grammar == "python" else "json", object_root=True, unwrap_result=unwrap
@@ -203,18 +209,34 @@ async def _event_stream(
                 terminal = _outcome(mapping, last, "".join(pieces), parse_error)
                 if isinstance(terminal, ParsingFailed) and last is not None:
                     await lm.forget_cached(last.aggregated)  # never replay a bad answer
+        except BaseException as exc:
+            if done is not None:
+                done(None, exc)
+            raise
         finally:
             await _aclose(upstream)
-        if not isinstance(terminal, ParsingFailed):
+        if done is not None:
+            _attempt_done(done, terminal, "".join(pieces))
+        if not isinstance(terminal, ParsingFailed) or not repairs.failed(terminal.error):
             break
-        failures.append(terminal.error)
-        if len(failures) > repair:
-            if repair:
-                terminal.error.attempts = list(failures)
-            break
-        yield Repairing(len(failures), terminal.error, terminal.text)
-        request = mapping.repair_prompt(message, AIMessage(terminal.text), terminal.error)
+        yield Repairing(repairs.used, terminal.error, terminal.text)
+        request = repairs.reask(message, terminal.text, terminal.error)
     yield terminal
+
+
+def _attempt_done(
+    done: Callable[[AIMessage[Any] | None, BaseException | None], None],
+    terminal: StreamEvent,
+    text: str,
+) -> None:
+    if isinstance(terminal, GenerationComplete):
+        done(terminal.message, None)
+    elif isinstance(terminal, ParsingFailed):
+        done(AIMessage(text), terminal.error)
+    elif isinstance(terminal, GenerationFailed):
+        done(None, terminal.error)
+    else:
+        done(None, asyncio.CancelledError())
 
 
 def _outcome(
@@ -224,7 +246,13 @@ def _outcome(
     try:
         response = mapping.finish(response)
     except MappingError as exc:
-        return ParsingFailed(parse_error if parse_error is not None else exc, text)
+        if parse_error is None:
+            return ParsingFailed(exc, text)
+        # the stream parser's error (where the text stopped being a document) is reported;
+        # the protocol's (what lf.query raises for this answer) goes with it, with the
+        # stream's error as its cause, so a reader can word it as the non-streamed query
+        exc.__cause__ = parse_error
+        return ParsingFailed(parse_error, text, answer_error=exc)
     return GenerationComplete(response.result, response)
 
 

@@ -6,16 +6,22 @@
 
 Tools: ``add`` (structured result), ``shout`` (text), ``pixel`` (an image), ``fail`` (the
 tool raises: an error result), ``crash`` (the process dies mid-call), ``hang`` (never
-answers), ``secret_echo`` (returns its input, to check nothing leaks).
+answers), ``big`` (an answer of many megabytes), ``secret_echo`` (returns its input, to
+check nothing leaks).
+
+With ``LF_TEST_SCHEMAS`` set to a JSON object ``{tool: schema}``, those tools are listed with
+that ``inputSchema`` instead of their own (to try hostile schemas).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import socket
 import sys
+from typing import Any
 
 from mcp.server.mcpserver import Image, MCPServer
 
@@ -23,7 +29,18 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 
-server = MCPServer("test-server")
+
+class TestServer(MCPServer):
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        schemas = json.loads(os.environ.get("LF_TEST_SCHEMAS", "{}"))
+        for tool in tools:
+            if tool.name in schemas:
+                tool.input_schema = schemas[tool.name]
+        return tools
+
+
+server = TestServer("test-server")
 
 
 @server.tool()
@@ -54,6 +71,12 @@ def fail(reason: str) -> str:
 def crash() -> str:
     """Kills the server process."""
     os._exit(3)
+
+
+@server.tool(structured_output=False)
+def big(megabytes: int) -> str:
+    """An answer of ``megabytes`` MB of text."""
+    return "x" * (megabytes * 1024 * 1024)
 
 
 @server.tool()

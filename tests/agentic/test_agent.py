@@ -65,7 +65,7 @@ async def test_agent_calls_tools_and_returns_the_final_text(add: lf.Tool[Any, An
         call = session.all_tool_calls[0]
     assert call.inputs == {"call_id": "c1", "args": {"a": 1, "b": 2}}
     assert call.outputs == {"json": "3"} and call.status == "ok"
-    assert call.decision is not None and call.decision["outcome"] == "approve"
+    assert call.decision is not None and call.decision.outcome == "approve"
     first, second = lm.requests
     assert first.system == "Use tools." and [t.name for t in first.tools] == ["add"]
     (result,) = tool_results(second)
@@ -186,7 +186,7 @@ async def test_a_raising_policy_fails_closed(add: lf.Tool[Any, Any], ran: Calls)
     assert isinstance(info.value.__cause__, RuntimeError)
     assert ran.log == []
     assert call.status == "denied" and call.decision is not None
-    assert call.decision["outcome"] == "error"
+    assert call.decision.outcome == "error"
     assert agent.status == "denied"
 
 
@@ -245,7 +245,7 @@ async def test_plain_false_stops_with_tool_denied(add: lf.Tool[Any, Any], ran: C
     assert asked == ["c1", "c2"] and ran.log == []  # c1 was approved but never ran
     assert first.status == "cancelled" and first.metadata["executed"] is False
     assert second.status == "denied" and second.decision is not None
-    assert second.decision["outcome"] == "stop" and second.decision["by"] == "allow_tool"
+    assert second.decision.outcome == "stop" and second.decision.by == "allow_tool"
     assert agent.status == "denied"
 
 
@@ -271,8 +271,8 @@ async def test_deny_sends_the_message_back_and_the_loop_continues(
     )
     assert (ok_result.call_id, ok_result.content) == ("c2", "2")
     assert denied.status == "denied" and denied.decision is not None
-    assert denied.decision["outcome"] == "deny" and denied.decision["by"] == "user"
-    assert denied.decision["message"] == "Not allowed today."
+    assert denied.decision.outcome == "deny" and denied.decision.by == "user"
+    assert denied.decision.note == "Not allowed today."
     assert ok.status == "ok"
 
 
@@ -284,7 +284,7 @@ async def test_approve_with_edited_args_revalidates(add: lf.Tool[Any, Any], ran:
         (call,) = session.all_tool_calls
     assert ran.log == [("add", (10, 20))]
     assert call.inputs["args"] == {"a": 1, "b": 2}
-    assert call.decision is not None and call.decision["args"] == {"a": 10, "b": 20}
+    assert call.decision is not None and call.decision.args == {"a": 10, "b": 20}
     assert tool_results(lm.requests[1])[0].content == "30"
 
     lm = Scripted([TC("c1", "add", {"a": 1, "b": 2}), "done"])
@@ -304,7 +304,7 @@ async def test_policy_sees_the_pending_call_node(add: lf.Tool[Any, Any]) -> None
 
     lm = Scripted([TC("c1", "add", {"a": 1, "b": 2}), "done"])
     await lf.Agent("go", tools=[add], allow_tool=policy).invoke(lm=lm)
-    assert seen == [("tool_call", "running", "c1")]
+    assert seen == [("tool_call", "waiting", "c1")]  # the node waits while the policy is asked
 
 
 # -- execution order, nesting, deadlines and cancellation ---------------------------------------
@@ -443,7 +443,7 @@ async def test_trace_of_an_agent_run_round_trips(add: lf.Tool[Any, Any]) -> None
         data = session.trace_json()
     loaded = lf.Session.load_trace(data)
     (call,) = loaded.all_tool_calls
-    assert call.decision is not None and call.decision["by"] == "tester"
+    assert call.decision is not None and call.decision.by == "tester"
     assert loaded.trace_json()["nodes"] == data["nodes"]
 
 
@@ -460,9 +460,16 @@ async def test_observers_see_a_pending_call_then_its_decision_then_its_end(
     mine = [
         e for e in events if e.get("node_id") == call_id or e.get("node", {}).get("id") == call_id
     ]
-    assert [e["type"] for e in mine] == ["node_start", "node_update", "node_end"]
-    start, update, end = mine
+    assert [e["type"] for e in mine] == ["node_start", "node_update", "node_update", "node_end"]
+    start, waiting, update, end = mine
     assert start["node"]["status"] == "running" and start["node"]["inputs"]["call_id"] == "c1"
+    assert waiting["changes"]["status"] == "waiting"
+    asked = waiting["changes"]["decision"]
+    assert asked["outcome"] == "waiting" and asked["decided_at"] is None
+    assert isinstance(asked["asked_at"], float)
+    assert update["changes"]["status"] == "running"
     assert update["changes"]["decision"]["outcome"] == "approve"
     assert update["changes"]["decision"]["by"] == "user"
+    assert update["changes"]["decision"]["asked_at"] == asked["asked_at"]
+    assert update["changes"]["decision"]["decided_at"] >= asked["asked_at"]
     assert end["node"]["status"] == "ok" and end["node"]["outputs"] == {"json": "3"}

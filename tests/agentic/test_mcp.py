@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -228,3 +229,125 @@ async def test_a_session_can_own_the_server_opened_in_another_task() -> None:
     assert await lf.Agent("go", tools=server.tools).invoke(session) == "2"
     await asyncio.ensure_future(session.dispose())  # the session closes what it owns
     assert not (_children() & pids)
+
+
+async def test_a_call_timed_out_on_a_huge_answer_leaves_the_server_usable() -> None:
+    # The SDK reads a stdio answer as one line: a 50 MB answer keeps its reader busy long
+    # after the call timed out, and every later answer waits behind it.
+    async with stdio_server(timeout=3) as server, lf.Session() as session:
+        lm = Scripted([TC("c1", "big", {"megabytes": 50}), "never"])
+        with pytest.raises(ExecutionTimeoutError, match="'big' on server 'test' did not answer"):
+            await lf.Agent("go", tools=server.tools).invoke(session, lm=lm)
+        for n in range(2):
+            lm = Scripted([TC(f"c{n}", "add", {"a": n, "b": 1}), "ok"])
+            assert await lf.Agent("go", tools=server.tools).invoke(session, lm=lm) == "ok"
+            assert results(lm.requests[1])[0].content == f'{{"result":{n + 1}}}'
+
+
+async def test_an_answer_over_max_result_bytes_is_a_clear_error_over_stdio() -> None:
+    async with stdio_server(max_result_bytes=1024 * 1024) as server:
+        lm = Scripted([TC("c1", "big", {"megabytes": 2}), "never"])
+        with pytest.raises(ToolExecutionError, match=r"'big' .*more than 1048576 bytes"):
+            await lf.Agent("go", tools=server.tools).invoke(lm=lm)
+        ok = Scripted([TC("c2", "big", {"megabytes": 0}), TC("c3", "add", {"a": 1, "b": 1}), "ok"])
+        assert await lf.Agent("go", tools=server.tools).invoke(lm=ok) == "ok"
+
+
+async def test_an_answer_over_max_result_bytes_is_a_clear_error_over_http(http_url: str) -> None:
+    async with lf.mcp.http(http_url, max_result_bytes=1024 * 1024) as server:
+        lm = Scripted([TC("c1", "big", {"megabytes": 2}), "never"])
+        with pytest.raises(ToolExecutionError, match=r"'big' .*more than 1048576 bytes"):
+            await lf.Agent("go", tools=server.tools).invoke(lm=lm)
+        ok = Scripted([TC("c3", "add", {"a": 1, "b": 1}), "ok"])
+        assert await lf.Agent("go", tools=server.tools).invoke(lm=ok) == "ok"
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ({"type": "object", "$ref": "#"}, "refers to itself"),
+        (
+            {"type": "object", "allOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"$ref": "#"}}},
+            "refers to itself",
+        ),
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}, "points nowhere"),
+        (
+            {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/s.json"}}},
+            "not a local",
+        ),
+        ({"type": "object", "properties": {"a": {"type": 5}}}, "invalid"),
+        ({"type": "object", "properties": {"a": {"minLength": "x"}}}, "invalid"),
+        ({"type": "object", "properties": {"a": {"pattern": "(unclosed"}}}, "invalid"),
+    ],
+)
+async def test_a_hostile_tool_schema_is_refused_when_the_tools_are_listed(
+    schema: dict[str, Any], reason: str
+) -> None:
+    env = {"LF_TEST_SCHEMAS": json.dumps({"add": schema})}
+    with pytest.raises(
+        ToolExecutionError,
+        match=rf"^MCP server 'test' lists tool 'add' that cannot be used: .*{reason}",
+    ):
+        async with stdio_server(env=env):
+            pass
+
+
+async def test_a_recursive_schema_that_descends_is_fine() -> None:
+    schema = {"type": "object", "properties": {"child": {"$ref": "#"}, "n": {"type": "integer"}}}
+    async with stdio_server(env={"LF_TEST_SCHEMAS": json.dumps({"pixel": schema})}) as server:
+        (pixel,) = [t for t in server.tools if t.name == "pixel"]
+        assert pixel.validate_args({"child": {"child": {"n": 1}}}) == {"child": {"child": {"n": 1}}}
+        with pytest.raises(ToolExecutionError, match=r"child\.child\.n"):
+            pixel.validate_args({"child": {"child": {"n": "x"}}})
+
+
+async def test_a_catastrophic_pattern_never_stalls_the_event_loop() -> None:
+    schemas = {
+        "shout": {
+            "type": "object",
+            "properties": {"text": {"type": "string", "pattern": "^(a+)+$"}},
+        }
+    }
+    lag = 0.0
+
+    async def ticker() -> None:
+        nonlocal lag
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            lag = max(lag, loop.time() - before)
+
+    async with stdio_server(env={"LF_TEST_SCHEMAS": json.dumps(schemas)}) as server:
+        lm = Scripted([TC("c1", "shout", {"text": "a" * 24 + "!"}), "never"])
+        tick = asyncio.ensure_future(ticker())
+        await asyncio.sleep(0.05)
+        try:
+            with pytest.raises(ToolExecutionError, match="MCP tool shout"):
+                await lf.Agent("go", tools=server.tools).invoke(lm=lm)
+        finally:
+            await asyncio.sleep(0.05)  # the ticker sees a stall only once it runs again
+            tick.cancel()
+    # a behaviour bound, not a benchmark: plain `re` stalls the loop for seconds here
+    assert lag < 1.0
+
+
+def test_a_non_object_schema_is_refused() -> None:
+    # the SDK's models refuse it on both ends today; a server built otherwise may send it
+    from langfx_nb.agentic.mcp_schema import check_schema
+
+    for schema in ({"type": "string"}, ["a"], None):
+        with pytest.raises(ValueError, match="not an object schema"):
+            check_schema(schema)
+
+
+def test_patterns_run_under_one_time_budget() -> None:
+    from langfx_nb.agentic.mcp_schema import ArgsValidator, SlowPatternError
+
+    schema = {"type": "object", "patternProperties": {"^(a|a)*$": {"type": "integer"}}}
+    with pytest.raises(SlowPatternError):
+        ArgsValidator(schema).errors({"a" * 40 + "!": 1})
+    pattern = {"type": "object", "properties": {"t": {"pattern": "^(a|a)*$"}}}
+    with pytest.raises(SlowPatternError):
+        ArgsValidator(pattern).errors({"t": "a" * 40 + "!"})
+    assert ArgsValidator(pattern).errors({"t": "aaa"}) == []

@@ -138,7 +138,7 @@ async def test_resume_in_the_open_session_continues_the_same_trace(
         resumed_call = [n for n in session.all_tool_calls if n.metadata.get("resumed")]
         assert resumed_call[0].status == "denied"
         assert resumed_call[0].decision is not None
-        assert resumed_call[0].decision["by"] == "resume"
+        assert resumed_call[0].decision.by == "resume"
     (denied,) = results(lm.requests[1])
     assert denied.is_error and denied.content == "not now"
 
@@ -161,7 +161,7 @@ async def test_restored_trace_keeps_root_and_numbers_new_nodes_after_the_old(
     assert restored.inputs["prompt"] == {"role": "user", "text": "go"}
     assert "prompt_turns" not in restored.metadata
     assert {n.id for n in session.root.walk()} == old_ids
-    node = session._start("log", "x")
+    node = session.log("info", "x")
     assert node.id not in old_ids and node.start >= max(
         n["end"] or n["start"] for n in state.trace["nodes"]
     )

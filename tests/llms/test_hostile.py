@@ -16,7 +16,8 @@ from langfx_nb.llms._http import HTTPModel
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.base import ToolSpec
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI, OpenAIResponses
+from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai_responses import OpenAIResponses
 
 from .wire import Reply, Server
 

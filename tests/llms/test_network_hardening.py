@@ -17,7 +17,8 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI, OpenAIResponses
+from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai_responses import OpenAIResponses
 
 from .local_server import DROP, STALL, LocalServer, Reply, local_server
 from .wire import fixture

@@ -4,7 +4,7 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.llms.base import ToolSpec
-from langfx_nb.llms.openai import OpenAIResponses
+from langfx_nb.llms.openai_responses import OpenAIResponses
 from langfx_nb.messages import ContinuationPart
 
 from .wire import SECRET_KEY, SPLITS, Reply, Server, fixture, splits

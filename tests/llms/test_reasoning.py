@@ -16,7 +16,8 @@ import langfx_nb as lf
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.base import ToolSpec
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI, OpenAIResponses
+from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai_responses import OpenAIResponses
 from langfx_nb.messages import ContinuationPart, ReasoningPart, TextPart
 
 from .wire import SECRET_KEY, SPLITS, Reply, Server, fixture, splits

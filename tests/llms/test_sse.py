@@ -17,7 +17,8 @@ from langfx_nb.llms._http import HTTPModel
 from langfx_nb.llms._sse import SSEEvent, SSEParser
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI, OpenAIResponses
+from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai_responses import OpenAIResponses
 
 from .wire import SECRET_KEY, Reply, Server, fixture, splits
 

@@ -439,6 +439,33 @@ def test_old_ipykernel_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) 
     check_kernel(object())  # a terminal shell without a kernel is fine
 
 
+@pytest.mark.parametrize("found", ["7.5.0", "8.0.1", "7.10.0"])
+def test_an_untested_ipykernel_is_refused_with_a_clear_message(
+    monkeypatch: pytest.MonkeyPatch, found: str
+) -> None:
+    import importlib.metadata
+
+    from langfx_nb.notebook import control
+    from langfx_nb.notebook.kernel_version import OVERRIDE_ENV
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: found)
+    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
+    with pytest.raises(ImportError, match=rf"tested on ipykernel >=7\.4,<7\.5 \(found {found}\)"):
+        check_kernel(_FakeKernelShell())
+    # the way out is named, and works
+    monkeypatch.setenv(OVERRIDE_ENV, "1")
+    check_kernel(_FakeKernelShell())
+    # the SIGINT route over the kernel's private handler stays off all the same
+    control._sigint_route_tested.cache_clear()
+    try:
+        assert not control._sigint_route_tested()
+        monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.4.0")
+        control._sigint_route_tested.cache_clear()
+        assert control._sigint_route_tested()
+    finally:
+        control._sigint_route_tested.cache_clear()
+
+
 # -- a real ipykernel: the cell awaits, so the kernel still handles messages ------------------
 
 KERNEL_SETUP = '''

@@ -41,8 +41,8 @@ async def test_approve_runs_the_tool_and_records_who() -> None:
         click(policy.widget, pending, "approve")
         assert await task == "The answer is 5."
         tool_node = session.all_tool_calls[0]
-        assert tool_node.decision["outcome"] == "approve"
-        assert tool_node.decision["by"] == "tester (notebook)"
+        assert tool_node.decision.outcome == "approve"
+        assert tool_node.decision.by == "tester (notebook)"
         logs = [
             n
             for n in session.all_logs
@@ -69,7 +69,7 @@ async def test_deny_stops_the_run_with_tool_denied_error_and_a_denied_node() -> 
         with pytest.raises(lf.ToolDeniedError):
             await task
         assert session.all_tool_calls[0].status == "denied"
-        assert session.all_tool_calls[0].decision["outcome"] == "stop"
+        assert session.all_tool_calls[0].decision.outcome == "stop"
     assert CALLS == []
 
 
@@ -83,7 +83,7 @@ async def test_deny_with_note_tells_the_model_and_the_run_continues() -> None:
             policy.widget, await wait_for_pending(policy.widget), "deny_note", note="use 7 instead"
         )
         assert await task == "The answer is use 7 instead."
-        assert session.all_tool_calls[0].decision["message"] == "use 7 instead"
+        assert session.all_tool_calls[0].decision.note == "use 7 instead"
     assert CALLS == []
 
 
@@ -105,7 +105,7 @@ async def test_edited_arguments_are_revalidated_before_they_count() -> None:
         assert not task.done()
         click(policy.widget, pending, "approve_edited", args={"a": 10, "b": 20})
         assert await task == "The answer is 30."
-        assert session.all_tool_calls[0].decision["args"] == {"a": 10, "b": 20}
+        assert session.all_tool_calls[0].decision.args == {"a": 10, "b": 20}
     assert CALLS == [(10, 20)]
 
 
@@ -151,7 +151,7 @@ async def test_always_allow_skips_the_prompt_for_the_rest_of_the_run() -> None:
         task = asyncio.ensure_future(agent.invoke(session))
         click(policy.widget, await wait_for_pending(policy.widget), "approve", always=True)
         assert await task == "done"
-        assert "always" in session.all_tool_calls[1].decision["by"]
+        assert "always" in session.all_tool_calls[1].decision.by
     assert CALLS == [(1, 2), (3, 4)]
     assert len(policy.widget.state["history"]) == 1
 

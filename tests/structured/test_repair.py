@@ -183,3 +183,23 @@ async def test_agent_output_without_repair_fails_with_the_mapping_error() -> Non
     assert len(lm.requests) == 2 and len(info.value.attempts) == 2
     with pytest.raises(TypeError, match="repair= needs output="):
         lf.Agent("Where?", repair=1)
+
+
+async def test_agent_repair_sends_only_the_latest_failed_answer_as_lf_query_does() -> None:
+    # Six 1 MB answers that never parse: each re-ask must carry only the latest failed
+    # answer (bounded, as lf.query), not every earlier one (5 MB by the sixth request).
+    big = [f'{{"result": "{str(i) * 1_000_000}"}}' for i in range(6)]
+    lm = Scripted(big)
+    agent = lf.Agent("Where?", output=Point, repair=5, limits=lf.AgentLimits(max_steps=8))
+    with pytest.raises(lf.MappingError) as info:
+        await agent.invoke(lm=lm)
+    assert len(lm.requests) == 6 and len(info.value.attempts) == 6
+    sent = [sum(len(m.text) for m in r.messages) for r in lm.requests]
+    assert max(sent) < 1_200_000  # the prompt, one failed answer and its error
+    last = lm.requests[-1].messages
+    assert [m.role for m in last] == ["user", "ai", "user"]
+    assert last[1].text == big[4]  # the latest failed answer, not the first
+    query_lm = Scripted(big)
+    with pytest.raises(lf.MappingError):
+        await lf.query("Where?", Point, lm=query_lm, repair=5, protocol="json")
+    assert [m.role for m in query_lm.requests[-1].messages] == ["user", "ai", "user"]

@@ -151,6 +151,42 @@ def test_reload_while_approval_waits_brings_back_working_buttons(lab: Lab) -> No
     assert "LATER: The answer is 5. [(2, 3)]" in lab.output_text(3)
 
 
+def test_reload_before_the_first_save_keeps_the_waiting_run_and_its_prompt(lab: Lab) -> None:
+    # The default policy (render_timeout 15 s), and no save before the reload: the file on
+    # disk holds no outputs, so no output of the reloaded page draws the prompt.
+    run = RUN.replace("render_timeout=60", "")
+    later = 'print("LATER:", answer, RAN)'
+    name = write_notebook(lab, "d_reload_unsaved.ipynb", [SETUP, EXPLORER, run, later])
+    lab.open(name)
+    for index in (0, 1):
+        lab.run_cell(index)
+        lab.wait_cells_done()
+    lab.run_cell(2)
+    wait_prompt(lab)
+    lab.page.reload(wait_until="domcontentloaded")
+    lab.page.wait_for_function("() => !!window.jupyterapp", timeout=60_000)
+    lab.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    assert lab.page.locator(".jp-OutputArea-output").count() == 0  # nothing saved
+    # the kernel still holds the prompt and the run waits: the page shows it by itself
+    prompt = lab.page.locator(".lfx-ap-orphan .lfx-ap-pending")
+    prompt.wait_for(state="visible", timeout=60_000)
+    assert prompt.get_attribute("data-call-id") == "c1"
+    assert "approval waiting" in lab.page.title()
+    lab.page.wait_for_timeout(16_000)  # past the render timeout: still waiting
+    assert prompt.is_visible()
+    lab.screenshot("reloaded-unsaved-prompt")
+    prompt.locator(".lfx-approve").click()
+    lab.page.wait_for_function(
+        "() => document.querySelector('.lfx-ap-orphan .lfx-ap-hist')?.textContent"
+        ".includes('approved')",
+        timeout=60_000,
+    )
+    lab.wait_kernel_idle()
+    lab.run_cell(3)
+    lab.wait_cells_done()
+    assert "LATER: The answer is 5. [(2, 3)]" in lab.output_text(3)
+
+
 @pytest.mark.parametrize("button", [".lfx-ap .lfx-cancel", ".lfx-te .lfx-te-cancel"])
 def test_cancel_while_approval_waits_ends_the_cell_in_one_line(lab: Lab, button: str) -> None:
     name = write_notebook(lab, f"d_cancel{len(button)}.ipynb", [*CELLS, 'print("RAN:", RAN)'])

@@ -338,7 +338,7 @@ def test_saved_ten_thousand_node_trace_shows_rows_and_timeline(lab: Lab, tmp_pat
             }
         )
     path = lab.server.root / "big_trace.json"
-    path.write_text(json.dumps({"nodes": nodes}))
+    path.write_text(json.dumps({"format": "langfx_nb.trace", "version": 1, "nodes": nodes}))
     cell = "from langfx_nb.notebook.trace_explorer import TraceExplorer\n"
     lab.open(write_notebook(lab, "w_big.ipynb", [cell + "TraceExplorer('big_trace.json')"]))
     lab.run_all_and_wait()

@@ -1,4 +1,4 @@
-// langfx-src-sha256: ad0cbd9952c27e83609e9fa9110a7f0df1cc8dd05796b0f1bc212462ead91370
+// langfx-src-sha256: 15780b01c8aa3fa378ffb9602df60d94cd311970e336c087b98cc5bbb0040891
 // Built from js/src by js/build.mjs; do not edit.
 var v={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",WINDOW_REQUEST:"window_request",WINDOW:"window"};function s(e,n={},...o){let a=document.createElement(e);for(let[t,r]of Object.entries(n))r===void 0||r===!1||(t==="class"?a.className=String(r):t==="text"?a.textContent=String(r):a.setAttribute(t,r===!0?"":String(r)));for(let t of o)t==null||t===!1||a.append(typeof t=="string"?document.createTextNode(t):t);return a}function w(e){for(;e.firstChild;)e.removeChild(e.firstChild)}async function I(e){try{return await navigator.clipboard.writeText(e),!0}catch{let n=s("textarea",{style:"position:fixed;left:-9999px;top:0"});n.value=e,document.body.append(n),n.select();let o=!1;try{o=document.execCommand("copy")}catch{o=!1}return n.remove(),o}}function $(e,n="Copy"){let o=s("button",{class:"lfx-btn lfx-copy",type:"button",title:"Copy to the clipboard",text:n});return o.addEventListener("click",async a=>{a.stopPropagation();let t=e();o.dataset.copied=t;let r=await I(t);o.textContent=r?"Copied":"Copy failed",setTimeout(()=>o.textContent=n,1200)}),o}function C(e){return typeof e=="string"?e:JSON.stringify(e,null,2)??String(e)}var j=1200,L=24;function P(e,n="lfx-text"){let o=e.split(`
 `),a=e.length>j||o.length>L,t=s("pre",{class:n});if(!a)return t.textContent=e,t;let r=o.slice(0,L).join(`
@@ -19,6 +19,7 @@ var v={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECIS
 .lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
+.lfx .lfx-st-waiting{--lfx-c:var(--lfx-paused)}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}
 .lfx ul.lfx-json{padding-left:14px}
 .lfx details.lfx-jd>summary{cursor:pointer;list-style:none}

@@ -1,0 +1,191 @@
+"""The recorder's handle on one unit of work: ``Tracked``, what ``Session.track`` returns.
+
+``with session.track(kind, name, ...) as tracked:`` starts a node, runs the block under a
+view bound to it (its deadline armed), and ends the node with the block's outcome: the one
+way the core writes trace nodes (``docs/agentic.md``, "The node contract"). ``status_for``
+is the one mapping from an exception to a node status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from ..errors import ExecutionTimeoutError, RunSuspended, ToolDeniedError
+from .deadline import DeadlineScope
+from .trace import Decision, NodeStatus, Outcome, TraceNode, preview
+
+if TYPE_CHECKING:
+    from .budget import Budget, BudgetScope
+    from .clock import Clock
+    from .trace import TraceStore
+
+__all__ = ["Tracked", "View", "status_for"]
+
+
+class View(Protocol):
+    """What the recorder uses of the session view bound to a node (``lf.Session`` is one)."""
+
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def deadline(self) -> float | None: ...
+    @property
+    def trace_store(self) -> TraceStore: ...
+    @property
+    def max_text_chars(self) -> int: ...
+    @property
+    def budget_scope(self) -> BudgetScope | None: ...
+    def end_view(self) -> None: ...
+
+
+V = TypeVar("V", bound=View)
+
+
+def status_for(exc: BaseException, view: View) -> NodeStatus:
+    """The trace outcome of ``exc`` raised under ``view``: ``timed_out`` for a timeout (or a
+    cancellation once the view's deadline has passed), ``cancelled``, ``denied``,
+    ``suspended``, ``cancelled`` for a stream whose consumer stopped early, else ``failed``."""
+    if isinstance(exc, ExecutionTimeoutError):
+        return "timed_out"
+    if isinstance(exc, asyncio.CancelledError):
+        deadline = view.deadline
+        if deadline is not None and view.clock.now() >= deadline:
+            return "timed_out"
+        return "cancelled"
+    if isinstance(exc, ToolDeniedError):
+        return "denied"
+    if isinstance(exc, RunSuspended):
+        return "suspended"
+    if isinstance(exc, GeneratorExit):
+        return "cancelled"
+    return "failed"
+
+
+class Tracked(Generic[V]):
+    """One unit of work recorded by ``Session.track``: its node, and the session view that
+    work inside it must use so that it is attributed to this node.
+
+    The node starts when ``track`` is called; ``with`` runs the work under it (arming its
+    deadline) and ends it on exit: ``ok`` with ``outputs`` (previewed then), or with the
+    status what was raised maps to. ``end``/``fail`` close the node earlier or with another
+    status (a denied tool call); once ended, the block's own outcome no longer changes it.
+    A node that waits for a decision (a tool call whose policy is asked) says so with
+    ``wait`` and ``decide``. A ``Tracked`` that is never entered must be ended by its owner.
+    """
+
+    __slots__ = ("_budget", "_entered", "_limit", "_own", "_scope", "node", "outputs", "session")
+
+    def __init__(
+        self,
+        node: TraceNode,
+        session: V,
+        own: float | None = None,
+        budget: Budget | None = None,
+        limit: float | None = None,
+    ) -> None:
+        self.node = node
+        self.session = session
+        self.outputs: Any = None
+        self._own = own
+        self._budget = budget
+        self._limit = limit
+        self._scope: DeadlineScope | None = None
+        self._entered = False
+
+    # -- the block -----------------------------------------------------------------------
+    def __enter__(self) -> Tracked[V]:
+        self._entered = True
+        view = self.session
+        own = self._own
+        clock = view.clock
+        if own is not None:
+            try:
+                if own <= clock.now():
+                    raise ExecutionTimeoutError(f"{self.node.name}: no time left to start")
+                self._scope = DeadlineScope(clock, own)
+            except BaseException as exc:
+                self.fail(exc)
+                raise
+        else:
+            deadline = view.deadline
+            if deadline is not None and clock.now() >= deadline:
+                error = ExecutionTimeoutError("the deadline passed before the work could start")
+                self.fail(error)
+                raise error
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scope = self._scope
+        fired = scope is not None and scope.close()
+        if exc is None:
+            self.end("ok", outputs=self.outputs)
+            return
+        if fired and isinstance(exc, asyncio.CancelledError):
+            error = ExecutionTimeoutError(
+                f"{self.node.name} exceeded max_execution_time={self._limit}s"
+            )
+            self.end("timed_out", error=error)
+            raise error from None
+        self.fail(exc)
+
+    def _settle(self) -> None:
+        view = self.session
+        view.end_view()
+        budget = self._budget
+        scope = view.budget_scope
+        if budget is not None and scope is not None:
+            self.node.metadata["budget"] = {"limits": budget.to_json(), "used": scope.used()}
+            self._budget = None
+
+    def _preview(self, value: Any) -> Any:
+        return preview(value, self.session.max_text_chars)
+
+    # -- ending and deciding ---------------------------------------------------------------
+    def end(
+        self, status: NodeStatus, *, outputs: Any = None, error: BaseException | None = None
+    ) -> None:
+        """Finish the node now with ``status`` (a no-op once it has finished); its view then
+        refuses new work. ``outputs`` is previewed now."""
+        self._settle()
+        shown = None if outputs is None else self._preview(outputs)
+        self.session.trace_store.finish(self.node, status, outputs=shown, error=error)
+
+    def fail(self, exc: BaseException, *, outputs: Any = None) -> None:
+        """Finish the node with the status ``exc`` maps to (``failed``, ``denied``,
+        ``cancelled``, ``timed_out``, ``suspended``) and its class and message."""
+        self.end(status_for(exc, self.session), outputs=outputs, error=exc)
+
+    def update(self, **changes: Any) -> None:
+        """Change fields of the node while it runs (``progress``, ``metadata``, ``delta``);
+        observers get a ``node_update``."""
+        self.session.trace_store.update(self.node, **changes)
+
+    def wait(self) -> None:
+        """The node now waits for a decision (a tool call's policy is asked): status
+        ``waiting``, decision ``{outcome: "waiting", asked_at: now}``."""
+        store = self.session.trace_store
+        store.update(self.node, status="waiting", decision=Decision("waiting", None, store.time()))
+
+    def decide(
+        self, outcome: Outcome, by: str | None, *, args: Any = None, note: str | None = None
+    ) -> Decision:
+        """Record the decision (``asked_at`` from ``wait``, ``decided_at`` now); a waiting
+        node is running again. ``args`` (edited arguments) is previewed."""
+        store = self.session.trace_store
+        node = self.node
+        prior = node.decision
+        asked = prior.asked_at if prior is not None and prior.outcome == "waiting" else None
+        shown = None if args is None else self._preview(args)
+        decision = Decision(outcome, by, asked, store.time(), shown, note)
+        if node.status == "waiting":
+            store.update(node, status="running", decision=decision)
+        else:
+            store.update(node, decision=decision)
+        return decision

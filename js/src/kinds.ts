@@ -12,7 +12,9 @@ export const KINDS = {
   "CANCEL": "cancel",
   "OPEN_GROUP": "open_group",
   "OPEN_TRACE": "open_trace",
-  "TRACE_OPENED": "trace_opened"
+  "TRACE_OPENED": "trace_opened",
+  "WINDOW_REQUEST": "window_request",
+  "WINDOW": "window"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

@@ -4,13 +4,15 @@
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
 import { asText, chatView, clear, copyButton, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
-import { BAD, Patch, Rollup, RowModel, TraceNode, TraceStore, argChanges, belowText, costText, durationMs, humanWait, isLive, problemsBelow, rowValues, statusLabel, windowRange } from "./tree";
+import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";
 
 const ROW_H = 22;
 const MAIN_H = 440;
 const NARROW_PX = 760;
+/** Rows asked for beyond what is on screen when a trace is windowed (scrolling stays local). */
+const MARGIN = 60;
 
 interface Model {
   get(name: string): any;
@@ -47,6 +49,8 @@ interface Shared {
   ended: boolean;
   /** Set once the kernel is gone: why live updates stopped. */
   closed: string;
+  /** A trace too large to send whole: the window of rows the page holds (else null). */
+  win: RowWindow | null;
   listeners: Set<(patches: Patch[]) => void>;
 }
 
@@ -112,6 +116,8 @@ const CSS = `
 .lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#555)}
 .lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
 .lfx-te-badge{background:var(--lfx-warn,#f9ab00);color:#000;border-radius:8px;padding:0 6px;font-size:11px;white-space:nowrap}
+.lfx-te-more{color:var(--jp-ui-font-color2,#757575);font-size:11px;margin-left:6px}
+.lfx-te-row.lfx-te-pending{color:var(--jp-ui-font-color3,#aaa)}
 .lfx-te-closed{background:rgba(249,171,0,.15);color:var(--jp-ui-font-color1,#8a5a00);padding:2px 6px}
 `;
 
@@ -142,7 +148,7 @@ function defaultLayout(): Layout {
 }
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, ended: false, closed: "", listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, ended: false, closed: "", win: null, listeners: new Set() };
 }
 
 /** Widen `span` to cover a node's (or a patch's) start and end. */
@@ -186,6 +192,7 @@ export function conversation(node: TraceNode): unknown[] | null {
 export default () => {
   const shared = createShared();
   let pendingPatches: Patch[] = [];
+  const windowListeners = new Set<(reply: WindowReply) => void>();
 
   /** The state trait / snapshot buffer: UTF-8 JSON bytes (a DataView in anywidget). */
   function decode(raw: any): any {
@@ -203,7 +210,19 @@ export default () => {
   }
 
   function applyState(state: any): void {
+    if (state && state.windowed && typeof state.windowed === "object") {
+      shared.win = new RowWindow();
+      shared.win.set(state.windowed as WindowReply, "0|");
+      shared.store.load([]);
+      shared.span = Array.isArray(state.span) ? [state.span[0], state.span[1]] : [Infinity, -Infinity];
+      shared.summary = state.summary ?? null;
+      shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
+      shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
+      shared.ended = state.ended === true;
+      return;
+    }
     if (state && Array.isArray(state.nodes)) {
+      shared.win = null;
       const t0 = performance.now();
       shared.store.load(state.nodes as TraceNode[]);
       shared.span = [Infinity, -Infinity];
@@ -280,6 +299,8 @@ export default () => {
             }
           }
           for (const l of shared.listeners) l(patches);
+        } else if (msg?.kind === KINDS.WINDOW) {
+          for (const l of windowListeners) l(msg as WindowReply);
         } else if (msg?.kind === KINDS.DETAIL && msg.node) {
           shared.store.apply({ ...msg.node, op: "node", id: String(msg.id), partial: false });
           for (const l of shared.listeners) l([]);
@@ -328,6 +349,7 @@ export default () => {
       const rows = new RowModel(shared.store);
       let frame = 0;
       let detailFor = "";
+      let selInfo: { id: string; r: Rollup | undefined; below: Record<string, number> | undefined } | null = null;
       let layoutKey = "";
       const pool: HTMLElement[] = [];
 
@@ -361,21 +383,88 @@ export default () => {
         return Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
       }
 
+      /** The rows as the view lists them, whether held whole (`rows`) or windowed. */
+      const view = {
+        count: (): number => (shared.win ? shared.win.total : rows.ids.length),
+        idAt: (i: number): string | undefined => (shared.win ? shared.win.at(i)?.node.id : rows.ids[i]),
+        indexOf: (id: string | null): number => (shared.win ? shared.win.indexOf(id) : id === null ? -1 : rows.ids.indexOf(id)),
+        hasKids: (id: string): boolean => (shared.win ? !!shared.win.row(id)?.kids : shared.store.children(id).length > 0),
+        isOpen: (id: string): boolean => (shared.win ? !!shared.win.row(id)?.open : rows.isOpen(id, shared.expanded)),
+        /** Listed under the current filter (a windowed trace: the kernel said where). */
+        listed: (id: string): boolean => (shared.win ? shared.win.indexOf(id) >= 0 : rows.depth.has(id)),
+        node: (id: string): TraceNode | undefined => shared.store.nodes.get(id) ?? shared.win?.row(id)?.node,
+      };
+
+      // -- a windowed trace: ask the kernel for the rows on screen plus a margin ----------
+      let reqN = 0;
+      let applied = 0;
+      let inflight: { req: number; at: number } | null = null;
+      const reqKeys = new Map<number, [string, string | null]>();
+      let revealWanted = false;
+      let goWanted: number | null = null;
+      const viewKey = () => `${shared.layout}|${shared.query.trim().toLowerCase()}`;
+      function ensureWindow(a: number, b: number): void {
+        const win = shared.win!;
+        const key = viewKey();
+        const needSel = revealWanted && win.selected !== shared.selected;
+        if (win.covers(a, b, key) && !needSel) return;
+        if (inflight && performance.now() - inflight.at < 3000) return; // one at a time; the reply redraws
+        const req = ++reqN;
+        const from = Math.max(0, a - MARGIN);
+        reqKeys.set(req, [key, shared.selected]);
+        inflight = { req, at: performance.now() };
+        if (!trySend(model, { kind: KINDS.WINDOW_REQUEST, req, start: from, count: b - from + MARGIN, query: shared.query, expanded: [...shared.expanded.entries()], selected: shared.selected })) inflight = null;
+      }
+      const onWindow = (reply: WindowReply) => {
+        const req = typeof reply.req === "number" ? reply.req : 0;
+        const meta = reqKeys.get(req);
+        reqKeys.delete(req);
+        if (inflight && inflight.req === req) inflight = null;
+        if (!meta || req < applied || !shared.win) return;
+        applied = req;
+        shared.win.set(reply, meta[0], meta[1]);
+        if (revealWanted && meta[1] === shared.selected) {
+          revealWanted = false;
+          const i = shared.win.indexOf(shared.selected);
+          if (i >= 0) reveal(i);
+        }
+        if (goWanted !== null) {
+          const id = shared.win.at(goWanted)?.node.id;
+          if (id) {
+            goWanted = null;
+            select(id, true);
+          }
+        }
+        schedule([]);
+      };
+      windowListeners.add(onWindow);
+
       function draw(): void {
         frame = 0;
         const t0 = performance.now();
         const store = shared.store;
+        const win = shared.win;
         applyLayout();
-        rows.update(shared.expanded, shared.query, String(shared.layout));
+        let roll = new Map<string, Rollup>();
+        if (win) {
+          problems = new Map();
+          for (const row of win.reply.rows) {
+            roll.set(String(row.node.id), win.rollup(row));
+            if (row.below) problems.set(String(row.node.id), row.below);
+          }
+        } else rows.update(shared.expanded, shared.query, String(shared.layout));
         timing("rows", t0);
-        const count = rows.ids.length;
+        const count = view.count();
         spacer.style.height = `${count * ROW_H}px`;
         const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || shared.view.height, ROW_H, count);
         const t1 = performance.now();
-        const roll = store.rollups();
-        if (problemsVersion !== store.version) {
-          problems = problemsBelow(store);
-          problemsVersion = store.version;
+        if (win) ensureWindow(start, end);
+        else {
+          roll = store.rollups();
+          if (problemsVersion !== store.version) {
+            problems = problemsBelow(store);
+            problemsVersion = store.version;
+          }
         }
         timing("rollups", t1);
         const [lo, hi] = timeSpan();
@@ -386,7 +475,6 @@ export default () => {
           if (axisText) axis.append(h("span", { text: "0" }), h("span", { text: axisText }));
         }
         for (let i = start; i < end; i++) {
-          const id = rows.ids[i];
           const slot = i - start;
           let div = pool[slot];
           if (!div) {
@@ -394,24 +482,46 @@ export default () => {
             pool[slot] = div;
             spacer.append(div);
           }
-          const node = store.nodes.get(id)!;
-          fillRow(div, id, node, roll);
-          placeBar(div, node, lo, hi);
           div.style.top = `${i * ROW_H}px`;
           div.style.display = "";
+          if (win) {
+            const row = win.at(i);
+            if (!row) {
+              // not fetched yet (a scroll far away): a placeholder until the window arrives
+              if (div.dataset.key !== "pending") {
+                div.dataset.key = "pending";
+                delete div.dataset.id;
+                div.className = "lfx-te-row lfx-te-pending";
+                clear(div);
+                div.append(h("span", { class: "lfx-te-label", text: "…" }));
+              }
+              continue;
+            }
+            const id = String(row.node.id);
+            fillRow(div, id, view.node(id) ?? row.node, row.depth, row.kids, row.kids && row.open, !!row.match, roll.get(id), row.below);
+            placeBar(div, row.node, lo, hi);
+            continue;
+          }
+          const id = rows.ids[i];
+          const node = store.nodes.get(id)!;
+          const kids = store.children(id);
+          const hasChildren = rows.matches ? kids.some((k) => rows.depth.has(k)) : kids.length > 0;
+          fillRow(div, id, node, rows.depth.get(id) ?? 0, hasChildren, hasChildren && rows.isOpen(id, shared.expanded), rows.matches?.has(id) ?? false, roll.get(id), problems.get(id));
+          placeBar(div, node, lo, hi);
         }
         for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
+        const nodesN = win ? win.reply.nodes : store.nodes.size;
         if (count === 0) {
           empty.style.display = "";
           empty.textContent = shared.query.trim()
-            ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${store.nodes.size} nodes.`
+            ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${nodesN} nodes.`
             : "No trace nodes yet.";
         } else empty.style.display = "none";
-        const c = store.statusCounts;
+        const c = win ? new Map(Object.entries(win.reply.counts.status)) : store.statusCounts;
         const live = !shared.closed && !shared.ended;
         const waitingN = live ? c.get("waiting") ?? 0 : 0;
         // the session root runs until disposed: only work under it counts as running
-        const rootsRunning = store.roots().filter((id) => isLive(store.nodes.get(id)?.status)).length;
+        const rootsRunning = win ? 0 : store.roots().filter((id) => isLive(store.nodes.get(id)?.status)).length;
         const running = live ? (c.get("running") ?? 0) + waitingN - rootsRunning : 0;
         const failed = BAD.reduce((n, k) => n + (c.get(k) ?? 0), 0);
         badge.textContent = waitingN ? `${waitingN} approval${waitingN > 1 ? "s" : ""} waiting` : "";
@@ -420,7 +530,9 @@ export default () => {
         closedBar.style.display = shared.closed ? "" : "none";
         closedBar.textContent = shared.closed;
         const total = typeof shared.summary?.cost === "number" ? ` · total cost ${fmtCost(shared.summary.cost) || "$0"}` : "";
-        summary.textContent = `${store.nodes.size} nodes · ${running} running · ${failed} failed/denied/cancelled${total}` +
+        const matches = win ? win.reply.matches : rows.matches?.size;
+        summary.textContent = `${nodesN} nodes · ${running} running · ${failed} failed/denied/cancelled${total}` +
+          (shared.query && typeof matches === "number" ? ` · ${matches} match${matches === 1 ? "" : "es"}` : "") +
           (shared.query ? ` · ${count} shown` : "");
         drawDetail(roll);
         timing("draw", t0);
@@ -428,7 +540,7 @@ export default () => {
         const patches = pendingPatches;
         pendingPatches = [];
         const hook = (globalThis as any).__lfxTraceHook as Hook | undefined;
-        if (hook) hook({ patches, renderedAt: Date.now(), nodes: store.nodes.size });
+        if (hook) hook({ patches, renderedAt: Date.now(), nodes: nodesN });
       }
 
       /** Position a row's timeline bar on the axis (a style update; the row is not rebuilt). */
@@ -444,29 +556,26 @@ export default () => {
         if (bar.style.width !== width) bar.style.width = width;
       }
 
-      function fillRow(div: HTMLElement, id: string, node: TraceNode, roll: Map<string, Rollup>): void {
-        const r = roll.get(id);
-        const kids = shared.store.children(id);
-        const hasChildren = rows.matches ? kids.some((k) => rows.depth.has(k)) : kids.length > 0;
-        const expanded = hasChildren && rows.isOpen(id, shared.expanded);
-        const match = rows.matches?.has(id) ?? false;
+      function fillRow(div: HTMLElement, id: string, node: TraceNode, depth: number, hasChildren: boolean, expanded: boolean, match: boolean, r: Rollup | undefined, belowCounts: Record<string, number> | undefined): void {
         const tl = shared.view.timeline;
         const gone = !!shared.closed;
         // rebuild the row's cells only when something it shows changed
-        const below = belowText(problems.get(id));
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${rows.depth.get(id)}|${tl}|${below}|${shared.ended}|${gone}`;
+        const below = belowText(belowCounts);
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${r?.descendants}|${depth}|${tl}|${below}|${shared.ended}|${gone}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
         div.className = `lfx-te-row${shared.selected === id ? " lfx-sel" : ""}${match ? " lfx-match" : ""}`;
         div.setAttribute("aria-expanded", String(expanded));
         div.setAttribute("aria-selected", String(shared.selected === id));
-        div.style.paddingLeft = `${(rows.depth.get(id) ?? 0) * 14 + 2}px`;
+        div.style.paddingLeft = `${depth * 14 + 2}px`;
         clear(div);
-        const v = rowValues(shared.store, id, rows.depth.get(id) ?? 0, roll, problems, shared.ended, gone);
+        const v = rowValuesOf(node, depth, r, belowCounts, shared.ended, gone);
         const still = ["running", "waiting for approval", "open"].includes(v.status);
         const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: v.name || id }));
         if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below})` }));
+        // a collapsed row says how many nodes it holds: nothing is hidden without a count
+        if (hasChildren && !expanded && r && r.descendants) label.append(h("span", { class: "lfx-te-more", text: `${r.descendants.toLocaleString("en-US")} nodes` }));
         if (v.hint) label.append(h("span", { class: "lfx-te-hint", text: v.hint }));
         const cell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
         const wait = humanWait(node);
@@ -528,9 +637,15 @@ export default () => {
 
       function drawDetail(roll: Map<string, Rollup>): void {
         const id = shared.selected;
-        const node = id ? shared.store.nodes.get(id) : undefined;
-        const hidden = !!node && !!shared.query.trim() && !rows.depth.has(node.id); // filtered out
-        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${roll.get(node.id)?.tokens}:${shared.ended}:${!!shared.closed}` : `none:${shared.query}`;
+        const node = id ? view.node(id) : undefined;
+        const win = shared.win;
+        if (win && node && roll.has(node.id)) selInfo = { id: node.id, r: roll.get(node.id), below: problems.get(node.id) };
+        const held = win && node && selInfo?.id === node.id ? selInfo : null;
+        const filtered = !!node && !!shared.query.trim();
+        const hidden = win ? filtered && win.selected === id && win.reply.selected_index === -1 : filtered && !rows.depth.has(node!.id); // filtered out
+        const r = win ? held?.r : roll.get(node?.id ?? "");
+        const belowCounts = win ? held?.below : problems.get(node?.id ?? "");
+        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${r?.tokens}:${shared.ended}:${!!shared.closed}:${node.partial}` : `none:${shared.query}`;
         if (key === detailFor) return;
         detailFor = key;
         clear(detail);
@@ -540,12 +655,11 @@ export default () => {
             : "Select a node to see its details (click, or ↑/↓ then Enter)." }));
           return;
         }
-        const r = roll.get(node.id);
         const dur = durationMs(node);
-        const own = r ? r.tokens - [...shared.store.children(node.id)].reduce((s, k) => s + (roll.get(k)?.tokens ?? 0), 0) : 0;
+        const own = r ? r.own ?? r.tokens - [...shared.store.children(node.id)].reduce((s, k) => s + (roll.get(k)?.tokens ?? 0), 0) : 0;
         detail.append(
           h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(statusLabel(node, shared.ended, !!shared.closed)), text: statusLabel(node, shared.ended, !!shared.closed) }),
-            problems.get(node.id) ? h("span", { class: "lfx-te-below", text: `(${belowText(problems.get(node.id))})` }) : ""),
+            belowCounts ? h("span", { class: "lfx-te-below", text: `(${belowText(belowCounts)})` }) : ""),
           h("div", { class: "lfx-muted lfx-te-meta", text: [
             `${node.kind ?? "node"}`,
             `duration ${dur === null ? "—" : fmtDuration(dur)}`,
@@ -573,7 +687,8 @@ export default () => {
           const out = node.outputs as Record<string, unknown> | undefined;
           if (out && typeof out === "object" && out.result !== undefined) section("Result", out.result);
         }
-        const timing = timeSplit(node);
+        // a windowed trace holds no subtree: the split of a query or tool call is its own
+        const timing = !win || node.kind === "query" || node.kind === "tool_call" ? timeSplit(node) : [];
         if (timing.length) section("Time", Object.fromEntries(timing));
         const decision = node.decision as Record<string, any> | undefined;
         const inputs = node.inputs as Record<string, any> | undefined;
@@ -608,15 +723,18 @@ export default () => {
         }
       }
 
-      function select(id: string | null, reveal = false): void {
+      function reveal(i: number): void {
+        const top = i * ROW_H;
+        if (top < scroll.scrollTop) scroll.scrollTop = top;
+        else if (top + ROW_H > scroll.scrollTop + scroll.clientHeight) scroll.scrollTop = top + ROW_H - scroll.clientHeight;
+      }
+
+      function select(id: string | null, show = false): void {
         shared.selected = id;
-        if (reveal && id) {
-          const i = rows.ids.indexOf(id);
-          if (i >= 0) {
-            const top = i * ROW_H;
-            if (top < scroll.scrollTop) scroll.scrollTop = top;
-            else if (top + ROW_H > scroll.scrollTop + scroll.clientHeight) scroll.scrollTop = top + ROW_H - scroll.clientHeight;
-          }
+        if (show && id) {
+          const i = view.indexOf(id);
+          if (i >= 0) reveal(i);
+          else if (shared.win) revealWanted = true; // the kernel says where it is
         }
         notify();
       }
@@ -646,8 +764,8 @@ export default () => {
         const rowEl = target.closest(".lfx-te-row") as HTMLElement | null;
         if (!rowEl?.dataset.id) return;
         const id = rowEl.dataset.id;
-        if (target.dataset.caret && shared.store.children(id).length) {
-          shared.expanded.set(id, !rows.isOpen(id, shared.expanded));
+        if (target.dataset.caret && view.hasKids(id)) {
+          shared.expanded.set(id, !view.isOpen(id));
           shared.layout++;
           notify();
         } else select(id);
@@ -656,12 +774,19 @@ export default () => {
         if ((ev.target as HTMLElement).closest(".lfx-te-row")) toggleMax(true);
       });
       scroll.addEventListener("keydown", (ev) => {
-        const n = rows.ids.length;
+        const n = view.count();
         if (!n) return;
-        const idx = shared.selected === null ? -1 : rows.ids.indexOf(shared.selected);
-        const id = idx >= 0 ? rows.ids[idx] : null;
+        const idx = view.indexOf(shared.selected);
+        const id = idx >= 0 ? view.idAt(idx) ?? shared.selected : null;
         const page = Math.max(1, Math.floor((scroll.clientHeight || shared.view.height) / ROW_H) - 1);
-        const go = (i: number) => select(rows.ids[Math.max(0, Math.min(n - 1, i))], true);
+        const go = (i: number) => {
+          const at = Math.max(0, Math.min(n - 1, i));
+          const target = view.idAt(at);
+          if (target !== undefined) return select(target, true);
+          goWanted = at; // a windowed trace: select it once its window arrives
+          reveal(at);
+          schedule([]);
+        };
         switch (ev.key) {
           case "ArrowDown": go(idx + 1); break;
           case "ArrowUp": go(idx < 0 ? 0 : idx - 1); break;
@@ -672,8 +797,8 @@ export default () => {
           case "ArrowRight":
           case "ArrowLeft": {
             if (!id) { go(0); break; }
-            const open = rows.isOpen(id, shared.expanded) && shared.store.children(id).length > 0;
-            if (ev.key === "ArrowRight" && shared.store.children(id).length && !open) {
+            const open = view.isOpen(id) && view.hasKids(id);
+            if (ev.key === "ArrowRight" && view.hasKids(id) && !open) {
               shared.expanded.set(id, true);
               shared.layout++;
               notify();
@@ -682,8 +807,8 @@ export default () => {
               shared.layout++;
               notify();
             } else if (ev.key === "ArrowLeft") {
-              const parent = shared.store.nodes.get(id)?.parent_id;
-              if (parent != null && rows.depth.has(parent)) select(parent, true);
+              const parent = view.node(id)?.parent_id;
+              if (parent != null && (shared.win || rows.depth.has(parent))) select(parent, true);
             } else if (ev.key === "ArrowRight") go(idx + 1);
             break;
           }
@@ -764,6 +889,7 @@ export default () => {
       return () => {
         stopWatching();
         shared.listeners.delete(listener);
+        windowListeners.delete(onWindow);
         model.off("change:title", onTitle);
         sizes.disconnect();
         if (frame) cancelAnimationFrame(frame);

@@ -31,6 +31,8 @@ export interface Rollup {
   descendants: number;
   /** How many nodes of the subtree carry a known cost (0: the cost is unknown, not $0). */
   priced: number;
+  /** The node's own tokens, when the kernel computed the roll-up (a windowed trace). */
+  own?: number;
 }
 
 export interface Row {
@@ -490,8 +492,12 @@ export interface RowValues {
 }
 
 export function rowValues(store: TraceStore, id: string, depth: number, roll: Map<string, Rollup>, problems: Map<string, Record<string, number>>, ended = false, gone = false): RowValues {
-  const node = store.nodes.get(id)!;
-  const r = roll.get(id);
+  return rowValuesOf(store.nodes.get(id)!, depth, roll.get(id), problems.get(id), ended, gone);
+}
+
+/** What one row shows, from the node, its subtree's roll-up and what went wrong below it. */
+export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, ended = false, gone = false): RowValues {
+  const id = node.id;
   const wait = humanWait(node);
   return {
     id,
@@ -503,7 +509,7 @@ export function rowValues(store: TraceStore, id: string, depth: number, roll: Ma
     duration: fmtDuration(durationMs(node)),
     tokens: r ? tokensText(r.tokens) : "",
     cost: costText(r),
-    below: belowText(problems.get(id)),
+    below: belowText(below),
     wait: wait === null ? "" : fmtDuration(wait * 1000),
   };
 }
@@ -514,4 +520,79 @@ export function traceRows(store: TraceStore, ended = false, gone = false): RowVa
   const problems = problemsBelow(store);
   const all = { get: () => true } as unknown as Map<string, boolean>;
   return visibleRows(store, all).map((row) => rowValues(store, row.id, row.depth, roll, problems, ended, gone));
+}
+
+
+/** One row of a windowed trace, as the kernel sends it (notebook/trace_index.py). */
+export interface WindowRow {
+  node: TraceNode;
+  depth: number;
+  kids: boolean;
+  open: boolean;
+  match?: boolean;
+  /** [subtree tokens, subtree cost, priced nodes, descendants, own tokens] */
+  roll: number[];
+  below?: Record<string, number>;
+}
+
+export interface WindowReply {
+  req?: number;
+  start: number;
+  total: number;
+  nodes: number;
+  rows: WindowRow[];
+  counts: { status: Record<string, number>; kind: Record<string, number> };
+  matches?: number;
+  selected_index?: number;
+}
+
+/**
+ * The rows a page holds of a trace too large to send whole: one window (what is on screen
+ * plus a margin) of the visible list the kernel computed, with exact totals. `key` names the
+ * view (expansion, filter) the window was computed for.
+ */
+export class RowWindow {
+  reply: WindowReply = { start: 0, total: 0, nodes: 0, rows: [], counts: { status: {}, kind: {} } };
+  key = "";
+  /** The selected id the last reply's `selected_index` is for. */
+  selected: string | null = null;
+  private index = new Map<string, number>();
+
+  set(reply: WindowReply, key: string, selected: string | null = null): void {
+    this.reply = reply;
+    this.key = key;
+    this.selected = selected;
+    this.index = new Map(reply.rows.map((r, k) => [String(r.node.id), reply.start + k]));
+  }
+
+  get total(): number {
+    return this.reply.total;
+  }
+
+  at(i: number): WindowRow | undefined {
+    return this.reply.rows[i - this.reply.start];
+  }
+
+  indexOf(id: string | null): number {
+    if (id === null) return -1;
+    const i = this.index.get(id);
+    if (i !== undefined) return i;
+    return id === this.selected && typeof this.reply.selected_index === "number" ? this.reply.selected_index : -1;
+  }
+
+  row(id: string): WindowRow | undefined {
+    const i = this.index.get(id);
+    return i === undefined ? undefined : this.at(i);
+  }
+
+  /** Whether rows [a, b) of the view `key` are held. */
+  covers(a: number, b: number, key: string): boolean {
+    const r = this.reply;
+    return this.key === key && a >= r.start && Math.min(b, r.total) <= r.start + r.rows.length;
+  }
+
+  rollup(row: WindowRow): Rollup {
+    const [tokens, cost, priced, descendants, own] = row.roll;
+    return { tokens, cost, priced, descendants, own };
+  }
 }

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { RowModel, TraceStore, argChanges, belowText, problemsBelow, visibleRows, windowRange } from "../src/tree";
+import { RowModel, RowWindow, TraceStore, argChanges, belowText, problemsBelow, rowValuesOf, visibleRows, windowRange } from "../src/tree";
 import { KINDS } from "../src/kinds";
 
 function sample(): TraceStore {
@@ -80,7 +80,7 @@ test("window range clamps at both ends", () => {
 });
 
 test("message kinds are the ones the kernel uses", () => {
-  assert.deepEqual(Object.values(KINDS).sort(), ["cancel", "decision", "decision_result", "detail", "detail_request", "events", "open_group", "open_trace", "rendered", "snapshot", "sync", "trace_opened"]);
+  assert.deepEqual(Object.values(KINDS).sort(), ["cancel", "decision", "decision_result", "detail", "detail_request", "events", "open_group", "open_trace", "rendered", "snapshot", "sync", "trace_opened", "window", "window_request"]);
 });
 
 function rng(seed: number): () => number {
@@ -191,4 +191,24 @@ test("a query's details read as a conversation: system, prompt, reasoning, answe
   assert.equal(turns[3].text, "(redacted by the provider)");
   assert.deepEqual(turns[4].tool_calls, [{ id: "c1", name: "add", args: { a: 1 } }]);
   assert.equal(conversation({ id: "t", kind: "tool_call", inputs: {} }), null);
+});
+
+test("a row window answers for the rows it holds, and only for the view it was computed for", () => {
+  const win = new RowWindow();
+  const row = (id: string, depth: number) => ({ node: { id, kind: "item", status: "ok" }, depth, kids: depth === 0, open: false, roll: [10, 0, 0, 4, 2] });
+  win.set({ start: 100, total: 1000, nodes: 5000, rows: [row("a", 0), row("b", 1)], counts: { status: { ok: 5000 }, kind: {} }, selected_index: 700 }, "1|", "z");
+  assert.equal(win.total, 1000);
+  assert.equal(win.at(101)?.node.id, "b");
+  assert.equal(win.at(99), undefined);
+  assert.equal(win.indexOf("a"), 100);
+  assert.equal(win.indexOf("z"), 700); // the selection, placed by the kernel
+  assert.equal(win.indexOf("q"), -1);
+  assert.ok(win.covers(100, 102, "1|"));
+  assert.ok(!win.covers(100, 103, "1|"));
+  assert.ok(!win.covers(100, 102, "2|"));
+  assert.deepEqual(win.rollup(win.row("a")!), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2 });
+  // the row values are the ones a whole store would give for the same node and sums
+  const v = rowValuesOf(win.row("a")!.node as any, 0, win.rollup(win.row("a")!), { failed: 2 }, true);
+  assert.equal(v.tokens, "10 tok");
+  assert.equal(v.below, "2 failed below");
 });

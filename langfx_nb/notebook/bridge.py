@@ -50,6 +50,10 @@ class MessageKind(enum.StrEnum):
     OPEN_GROUP = "open_group"  # view → kernel: {"error": class | None} show a group's traces
     OPEN_TRACE = "open_trace"  # view → kernel: {"id"} open this trial's trace (eval report)
     TRACE_OPENED = "trace_opened"  # kernel → view: {"id", "ok", "message"}
+    # view → kernel: {"req", "start", "count", "query", "expanded", "selected"?} rows to show
+    WINDOW_REQUEST = "window_request"
+    # kernel → view: {"req", "start", "total", "nodes", "rows", "counts", "matches"?}
+    WINDOW = "window"
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}

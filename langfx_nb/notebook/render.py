@@ -16,7 +16,17 @@ from typing import Any
 
 from ..jsonable import walk
 from .trace_data import view_node
-from .trace_rows import duration_ms, human_wait, rollups, status_label, trace_rows
+from .trace_rows import (
+    below_text,
+    cost_text,
+    duration_ms,
+    fmt_duration,
+    human_wait,
+    rollups,
+    status_label,
+    tokens_text,
+    trace_rows,
+)
 
 __all__ = [
     "WidgetDisplayMixin",
@@ -30,6 +40,8 @@ __all__ = [
     "stream_html",
     "stream_text",
     "trace_html",
+    "trace_index_html",
+    "trace_index_text",
     "trace_static_html",
     "trace_text",
     "value_html",
@@ -713,3 +725,71 @@ def eval_static_html(state: Mapping[str, Any], *, title: str = "") -> str:
         + "</table>"
     )
     return f'{_CSS}<div class="lfx-fb lfx-eval-static">{head}{table}{cases}{more}</div>'
+
+
+def trace_index_html(index: Any, *, title: str = "") -> str:
+    """The saved-notebook copy of a trace too large to list (a ``TraceIndex``), bounded to
+    about ``MAX_ROWS`` rows whatever its size: a summary, exact counts by status and kind,
+    the first rows depth first with exact subtree sums, and for every row whose subtree is
+    not all shown, "… N more nodes" (and the same for the whole trace)."""
+    counts = index.counts_cached()
+    rows = list(index.first_rows(MAX_ROWS))
+    out: list[str] = []
+    open_rows: list[tuple[int, int, int]] = []  # (node, depth, descendants shown so far)
+
+    def close_to(depth: int) -> None:
+        while open_rows and open_rows[-1][1] >= depth:
+            i, _d, shown = open_rows.pop()
+            more = index.desc[i] - shown
+            if more > 0:
+                out.append(f'<li class="lfx-k">… {more:,} more nodes</li>')
+            out.append("</ul></li>")
+            if open_rows:
+                j, dj, sj = open_rows[-1]
+                open_rows[-1] = (j, dj, sj + shown)
+
+    for i, depth in rows:
+        close_to(depth)
+        if open_rows:
+            j, dj, sj = open_rows[-1]
+            open_rows[-1] = (j, dj, sj + 1)
+        node = index.summary(i)
+        label = status_label(node, ended=True, gone=True)
+        tokens = tokens_text(index.sub_tokens[i])
+        cost = cost_text(index.sub_tokens[i], index.sub_cost[i], index.sub_priced[i])
+        below = below_text(index.below.get(i))
+        extra = "".join(f" · {_esc(v)}" for v in (tokens, cost) if v)
+        dur = fmt_duration(duration_ms(node))
+        out.append(
+            f'<li data-node="{_esc(node["id"])}" data-kind="{_esc(node.get("kind", ""))}">'
+            f'<span class="lfx-k">{_esc(node.get("kind", ""))}</span> '
+            f"<b>{_esc(_clip(str(node.get('name', '')), 200))}</b> {_status_html(label)}"
+            + (f' <span class="lfx-dur">{_esc(dur)}</span>' if dur else "")
+            + extra
+            + (f' <span class="lfx-st-failed">({_esc(below)})</span>' if below else "")
+            + _UL
+        )
+        open_rows.append((i, depth, 0))
+    close_to(0)
+    total = len(index)
+    more = f"<div>… {total - len(rows):,} more nodes</div>" if len(rows) < total else ""
+
+    def table(name: str, values: Mapping[str, int]) -> str:
+        cells = ", ".join(f"{_esc(k or '—')} {v:,}" for k, v in sorted(values.items()))
+        return f'<div class="lfx-k">{name}: {cells}</div>'
+
+    head = f"<b>{_esc(title)}</b> " if title else ""
+    head += f"<div>{total:,} nodes (first {len(rows):,} shown)</div>"
+    head += table("by status", counts["status"]) + table("by kind", counts["kind"])
+    return f'{_CSS}<div class="lfx-fb lfx-trace-static">{head}{_UL}{"".join(out)}</ul>{more}</div>'
+
+
+def trace_index_text(index: Any, *, title: str = "") -> str:
+    """``trace_text`` for a ``TraceIndex`` (counts per status as the rows show them)."""
+    counts: dict[str, int] = {}
+    for status, n in index.counts_cached()["status"].items():
+        label = "unfinished" if status in ("running", "waiting") else status
+        counts[label] = counts.get(label, 0) + n
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
+    return f"{name}: {len(index)} nodes" + (f" ({detail})" if detail else "")

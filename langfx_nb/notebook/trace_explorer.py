@@ -21,8 +21,16 @@ import anywidget
 import traitlets
 
 from .bridge import Clock, EventBridge, MessageKind, to_jsonable
-from .render import WidgetDisplayMixin, trace_html, trace_static_html, trace_text
+from .render import (
+    WidgetDisplayMixin,
+    trace_html,
+    trace_index_html,
+    trace_index_text,
+    trace_static_html,
+    trace_text,
+)
 from .trace_data import read_trace, view_node
+from .trace_index import INDEX_FILE_BYTES, WINDOW_NODES, TraceIndex, open_index
 from .trace_rows import LIVE
 
 __all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
@@ -201,10 +209,21 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         **kwargs: Any,
     ) -> None:
         self._reducer = TraceReducer()
+        #: A trace too large for the page to hold: the page asks for windows of rows.
+        self._index: TraceIndex | None = None
         initial = b""
         if source is not None and not hasattr(source, "subscribe"):
-            self._adopt(read_trace(source), ended=True)
-            initial = _encode({**self._reducer.snapshot(), "seq": 0})
+            big = _big_file(source)
+            if big is not None:
+                self._index = _open_file_index(big)
+                self._reducer.ended = True
+                self._reducer.summary = _summary(self._index.header)
+                self._reducer.offset = _index_offset(self._index)
+            else:
+                self._adopt(read_trace(source), ended=True)
+                if len(self._reducer.nodes) > WINDOW_NODES:
+                    self._index = TraceIndex.from_nodes(self._reducer.nodes.values())
+            initial = _encode({**self._initial_state(), "seq": 0})
         # the saved trace travels with the widget's opening message (one message, not two)
         super().__init__(title=title, state=initial or b"", **kwargs)
         self._bridge = EventBridge(
@@ -219,6 +238,21 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self.on_msg(self._on_view_message)
         if source is not None and hasattr(source, "subscribe"):
             self.watch(source)
+
+    def _initial_state(self) -> dict[str, Any]:
+        index = self._index
+        if index is None:
+            return self._reducer.snapshot()
+        reducer = self._reducer
+        out: dict[str, Any] = {"windowed": index.window(start=0, count=200), "ended": True}
+        span = index.span()
+        if span is not None:
+            out["span"] = list(span)
+        if reducer.summary is not None:
+            out["summary"] = reducer.summary
+        if reducer.offset is not None:
+            out["offset"] = reducer.offset
+        return out
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -273,9 +307,20 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
+        """Every node record (for a trace shown through windows, read back from the file)."""
+        index = self._index
+        if index is not None and not self._reducer.nodes:
+            return [r for i in index.ids if (r := index.record(i)) is not None]
         return list(self._reducer.nodes.values())
 
+    @property
+    def windowed(self) -> bool:
+        """The page holds only the rows it shows (a trace of more than ``WINDOW_NODES``)."""
+        return self._index is not None
+
     def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
         if self._unsubscribe is not None:
             try:
                 self._unsubscribe()
@@ -286,14 +331,21 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # -- fallbacks ------------------------------------------------------------------------------
 
     def _fallback_html(self) -> str:
+        if self._index is not None:
+            return trace_index_html(self._index, title=self.title)
         return trace_html(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _fallback_text(self) -> str:
+        if self._index is not None:
+            return trace_index_text(self._index, title=self.title)
         return trace_text(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _static_html(self) -> str:
         # The copy is what a reader sees once the kernel is gone: drawn from the records the
-        # live view gets, with the labels the live view shows when its kernel is gone.
+        # live view gets, with the labels the live view shows when its kernel is gone. A trace
+        # too large to list gets a bounded copy (summary, counts, first rows, "N more").
+        if self._index is not None:
+            return trace_index_html(self._index, title=self.title)
         return trace_static_html(self._reducer.snapshot(details=True), title=self.title)
 
     def _session_finished(self) -> bool:
@@ -334,17 +386,78 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.CANCEL.value:
             self.cancel()
             return
+        if isinstance(content, Mapping) and content.get("kind") == MessageKind.WINDOW_REQUEST.value:
+            self._send_window(content)
+            return
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.DETAIL_REQUEST.value:
             node = self._reducer.nodes.get(str(content.get("id")))
+            if node is None and self._index is not None:
+                node = self._index.record(str(content.get("id")))
             if node is not None:
                 self._send_message(
                     {"kind": MessageKind.DETAIL.value, "id": node["id"], "node": node}
                 )
             return
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
+            if self._index is not None:
+                return  # the state trait holds the first window; the page asks for the rest
             if content.get("seq") == self._bridge.seq and self._bridge.is_current:
                 return  # the view already has exactly this state (e.g. a saved trace)
             message = self._bridge.snapshot_message()
             state = message.pop("state")
             if self.comm is not None:
                 self.send(message, buffers=[_encode(state)])
+
+    def _send_window(self, content: Mapping[str, Any]) -> None:
+        """Answer a page's window request: ``{req, start, count, query, expanded, selected}``
+        → ``{kind: window, req, start, total, nodes, rows, counts, matches?}``."""
+        index = self._index
+        if index is None:
+            return
+        expanded: dict[str, bool] = {}
+        raw = content.get("expanded")
+        if isinstance(raw, list):
+            for entry in raw:
+                if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
+                    expanded[entry[0]] = bool(entry[1])
+        query = content.get("query")
+        selected = content.get("selected")
+        try:
+            start, count = int(content.get("start", 0)), int(content.get("count", 200))
+        except (TypeError, ValueError):
+            return
+        window = index.window(
+            start=start,
+            count=count,
+            expanded=expanded,
+            query=query if isinstance(query, str) else "",
+            selected=selected if isinstance(selected, str) else None,
+        )
+        self._send_message({"kind": MessageKind.WINDOW.value, "req": content.get("req"), **window})
+
+
+def _big_file(source: Any) -> Path | None:
+    """A path to a trace file large enough to be indexed in place (records left in the file)."""
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return None
+    if not isinstance(source, str | Path):
+        return None
+    path = Path(source)
+    try:
+        return path if path.stat().st_size >= INDEX_FILE_BYTES else None
+    except OSError:
+        return None  # read_trace reports a missing file
+
+
+def _open_file_index(path: Path) -> TraceIndex:
+    try:
+        return open_index(path)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _index_offset(index: TraceIndex) -> float | None:
+    root = next((i for i in index.roots if index.kinds[index.kind[i]] == "session"), None)
+    if root is None:
+        return None
+    return _clock_offset(index.header, [{"kind": "session", "start": index.start[root]}])

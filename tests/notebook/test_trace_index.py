@@ -1,0 +1,293 @@
+"""The windowed trace explorer's kernel side: the compact index, its windows, the file reader.
+
+Every count a windowed page shows comes from here, so the tests compare the index's answers
+with the same answers computed the plain way over every node record.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langfx_nb.notebook import trace_explorer as te
+from langfx_nb.notebook.trace_data import read_trace
+from langfx_nb.notebook.trace_index import DEFAULT_OPEN_DEPTH, TraceIndex, open_index
+from langfx_nb.notebook.trace_rows import problems_below, sums, tree_order
+
+
+def make_trace(n: int, *, seed: int = 1, deep: int = 0) -> dict[str, Any]:
+    """A session → batch → items → queries/tool calls trace, plus an optional deep chain."""
+    rand = random.Random(seed)
+    nodes: list[dict[str, Any]] = [
+        {
+            "id": "s",
+            "parent_id": None,
+            "kind": "session",
+            "name": "session",
+            "status": "ok",
+            "start": 0.0,
+            "end": float(n),
+        },
+        {
+            "id": "b",
+            "parent_id": "s",
+            "kind": "batch",
+            "name": "batch",
+            "status": "ok",
+            "start": 0.0,
+            "end": float(n),
+        },
+    ]
+    items: list[str] = []
+    for i in range(2, n - deep):
+        if not items or rand.random() < 0.3:
+            node_id = f"item{i}"
+            items.append(node_id)
+            nodes.append(
+                {
+                    "id": node_id,
+                    "parent_id": "b",
+                    "kind": "item",
+                    "name": f"item {i}",
+                    "status": "ok",
+                    "start": float(i),
+                    "end": i + 1.0,
+                }
+            )
+            continue
+        status = rand.choice(["ok", "ok", "ok", "failed", "denied"])
+        node: dict[str, Any] = {
+            "id": f"n{i}",
+            "parent_id": rand.choice(items),
+            "kind": rand.choice(["query", "tool_call"]),
+            "name": f"step {i} é",
+            "status": status,
+            "start": float(i),
+            "end": i + 0.5,
+            "inputs": {"prompt": f"question {i} ünïcode ✓"},
+        }
+        if node["kind"] == "query":
+            node["usage"] = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+        if status == "failed":
+            node["error"] = {"type": "ToolExecutionError", "message": f"boom {i}"}
+        nodes.append(node)
+    parent = "b"
+    for d in range(deep):
+        nodes.append(
+            {
+                "id": f"d{d}",
+                "parent_id": parent,
+                "kind": "action",
+                "name": f"deep {d}",
+                "status": "ok",
+                "start": 1.0,
+                "end": 2.0,
+            }
+        )
+        parent = f"d{d}"
+    return {"format": "langfx_nb.trace", "version": 1, "session": {"id": "t"}, "nodes": nodes}
+
+
+def visible(nodes: list[dict[str, Any]], expanded: dict[str, bool], query: str = "") -> list[str]:
+    """The rows the page lists, the plain way (as tree.ts visibleRows)."""
+    q = query.strip().lower()
+    if q:
+        by_id = {n["id"]: n for n in nodes}
+        keep: set[str] = set()
+        for n in nodes:
+            text = " ".join(str(n.get(k, "")) for k in ("name", "kind", "status", "hint")) + " "
+            err = n.get("error")
+            text += (
+                "" if err is None else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
+            )
+            if q in text.lower():
+                cur: dict[str, Any] | None = n
+                while cur is not None and cur["id"] not in keep:
+                    keep.add(cur["id"])
+                    cur = by_id.get(cur.get("parent_id") or "")
+        return [str(n["id"]) for n, _d in tree_order(nodes) if n["id"] in keep]
+    out: list[str] = []
+    closed_at: int | None = None
+    for n, depth in tree_order(nodes):
+        if closed_at is not None and depth > closed_at:
+            continue
+        closed_at = None
+        out.append(str(n["id"]))
+        if not expanded.get(str(n["id"]), depth < DEFAULT_OPEN_DEPTH):
+            closed_at = depth
+    return out
+
+
+def records(n: int, **kw: Any) -> list[dict[str, Any]]:
+    return read_trace(make_trace(n, **kw))["nodes"]
+
+
+def all_rows(index: TraceIndex, **kw: Any) -> list[str]:
+    total = index.window(count=0, **kw)["total"]
+    out: list[str] = []
+    while len(out) < total:
+        out += [r["node"]["id"] for r in index.window(start=len(out), count=2000, **kw)["rows"]]
+    return out
+
+
+def test_windows_list_the_rows_and_exact_sums_a_whole_tree_gives() -> None:
+    nodes = [dict(n, hint="") for n in records(3000)]
+    index = TraceIndex.from_nodes(nodes)
+    assert all_rows(index) == visible(nodes, {})
+    totals, below = sums(nodes), problems_below(nodes)
+    window = index.window(start=0, count=500)
+    assert window["nodes"] == 3000 and window["total"] == len(visible(nodes, {}))
+    for row in window["rows"]:
+        node_id = row["node"]["id"]
+        tokens, cost, priced = totals[node_id]
+        assert row["roll"][:3] == [tokens, cost, priced]
+        assert row.get("below") == below.get(node_id)
+    statuses: dict[str, int] = {}
+    for n in nodes:
+        statuses[n["status"]] = statuses.get(n["status"], 0) + 1
+    assert window["counts"]["status"] == statuses
+
+
+def test_toggling_rows_splices_the_same_list_a_rebuild_gives() -> None:
+    nodes = records(2000, seed=3)
+    index = TraceIndex.from_nodes(nodes)
+    rand = random.Random(5)
+    expanded: dict[str, bool] = {}
+    with_kids = [n["id"] for n in nodes if any(m.get("parent_id") == n["id"] for m in nodes)]
+    for _ in range(40):
+        node_id = rand.choice(with_kids)
+        expanded[node_id] = not expanded.get(node_id, True)
+        got = all_rows(index, expanded=expanded)
+        assert got == visible(nodes, expanded)
+        assert got == all_rows(TraceIndex.from_nodes(nodes), expanded=expanded)
+
+
+def test_a_filter_runs_over_the_whole_trace_and_counts_exactly() -> None:
+    nodes = records(4000, seed=7)
+    index = TraceIndex.from_nodes(nodes)
+    for query in ("boom", "FAILED", "step 39", "no such thing", "denied"):
+        window = index.window(query=query, count=50)
+        expected = visible(nodes, {}, query)
+        assert window["total"] == len(expected)
+        assert all_rows(index, query=query) == expected
+        hits = [
+            n
+            for n in nodes
+            if query.lower()
+            in f"{n['name']} {n['kind']} {n['status']} {n.get('hint', '')} "
+            f"{json.dumps(n['error'], separators=(',', ':')) if 'error' in n else ''}".lower()
+        ]
+        assert window["matches"] == len(hits)
+        assert {r["node"]["id"] for r in window["rows"] if r.get("match")} <= {
+            h["id"] for h in hits
+        }
+
+
+def test_a_file_index_reads_records_back_and_matches_the_strict_reader(tmp_path: Path) -> None:
+    data = make_trace(3000, seed=11, deep=40)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    index = open_index(path)
+    try:
+        check_file_index(index, read_trace(path)["nodes"])
+    finally:
+        index.close()
+
+
+def check_file_index(index: TraceIndex, strict: list[dict[str, Any]]) -> None:
+    assert len(index) == len(strict)
+    for n in strict[::97] + strict[-40:]:
+        record = index.record(n["id"])
+        assert record is not None and {k: v for k, v in record.items() if k != "hint"} == n
+    # the deep branch opens one level per toggle, with exact counts under what is closed
+    expanded: dict[str, bool] = {}
+    for d in range(40):
+        expanded[f"d{d}"] = True
+    rows = all_rows(index, expanded=expanded)
+    assert rows[-1] == "d39"
+    deep = index.window(start=rows.index("d0"), count=1, expanded={})["rows"][0]
+    assert deep["kids"] and not deep["open"] and deep["roll"][3] == 39
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["nodes"][5].pop("kind"), "nodes[5]: 'kind' is missing"),
+        (lambda d: d["nodes"][7].update(status="weird"), "nodes[7]: unknown kind or status"),
+        (lambda d: d["nodes"][9].update(id="s"), "nodes[9]: the id 's' is used twice"),
+        (lambda d: d.update(version=99), "unsupported trace version: 99"),
+    ],
+)
+def test_a_malformed_file_is_one_clear_error_like_the_strict_reader(
+    tmp_path: Path, mutate: Any, message: str
+) -> None:
+    data = make_trace(200)
+    mutate(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        open_index(path)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_trace(path)  # the strict reader says the same
+
+
+def test_a_large_saved_trace_is_shown_through_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(te, "INDEX_FILE_BYTES", 1)  # read the file in place, as at 1,000,000
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(make_trace(5000, deep=30)))
+    explorer = te.TraceExplorer(path, title="big")
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(explorer, "_send_message", sent.append)
+    try:
+        assert explorer.windowed
+        state = explorer.snapshot
+        assert "nodes" not in state and state["windowed"]["nodes"] == 5000
+        assert len(state["windowed"]["rows"]) == 200  # the first window, not the trace
+        explorer._on_view_message(
+            explorer,
+            {
+                "kind": "window_request",
+                "req": 3,
+                "start": 0,
+                "count": 10,
+                "query": "boom",
+                "expanded": [],
+                "selected": "s",
+            },
+            [],
+        )
+        reply = sent.pop()
+        assert reply["kind"] == "window" and reply["req"] == 3
+        assert reply["matches"] == sum(
+            1 for n in make_trace(5000, deep=30)["nodes"] if "error" in n
+        )
+        assert reply["selected_index"] == 0 and len(reply["rows"]) == 10
+        explorer._on_view_message(explorer, {"kind": "detail_request", "id": "d29"}, [])
+        assert sent.pop()["node"]["name"] == "deep 29"
+        static = explorer._static_html()
+        assert "5,000 nodes (first 300 shown)" in static and "more nodes" in static
+        assert explorer._fallback_text().startswith("TraceExplorer 'big': 5000 nodes")
+    finally:
+        explorer.close()
+
+
+def test_the_static_copy_of_a_huge_trace_stays_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(te, "WINDOW_NODES", 10)
+    data = make_trace(30_000, seed=2)
+    explorer = te.TraceExplorer(data)
+    try:
+        assert explorer.windowed
+        html = explorer._static_html()
+        assert len(html.encode()) < 1_000_000
+        failed = sum(1 for n in data["nodes"] if n["status"] == "failed")
+        assert f"failed {failed:,}" in html and "30,000 nodes" in html
+        assert len(explorer.state) < 1_000_000
+    finally:
+        explorer.close()

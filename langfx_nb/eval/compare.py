@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .report import Metric, Report
+from .report import Metric, Report, report_view
 from .stats import Interval, paired_difference
 
 __all__ = ["CaseDelta", "Comparison", "MetricDelta", "compare"]
@@ -149,10 +149,8 @@ class Comparison:
         }
 
     def widget(self) -> Any:
-        """The compare view (needs the notebook extra)."""
-        from ..notebook.eval_report import EvalReportView
-
-        return EvalReportView(self)
+        """The compare view (see ``Report.widget``)."""
+        return report_view(self)
 
     def _ipython_display_(self) -> None:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +33,23 @@ REPORT_FORMAT = "langfx_nb.eval.report"
 REPORT_VERSION = 1
 
 CaseStatus = Literal["ok", "failed", "cancelled", "skipped"]
+
+
+_report_view: Callable[[Any], Any] | None = None
+
+
+def set_report_view(factory: Callable[[Any], Any] | None) -> None:
+    """Called by the notebook layer when it loads: how a ``Report`` or ``Comparison``
+    becomes a widget (the hook goes from the notebook to the core, never the other way)."""
+    global _report_view
+    _report_view = factory
+
+
+def report_view(value: Any) -> Any:
+    """The registered widget of a report or comparison."""
+    if _report_view is None:
+        raise ImportError("the report widget needs the notebook layer: %load_ext langfx_nb")
+    return _report_view(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,10 +394,9 @@ class Report(Sequence[CaseResult]):
 
     # -- display -------------------------------------------------------------------------
     def widget(self) -> Any:
-        """The report widget (needs the notebook extra)."""
-        from ..notebook.eval_report import EvalReportView
-
-        return EvalReportView(self)
+        """The report widget: the view the notebook layer registered (``%load_ext langfx_nb``
+        or ``lf.nb``). ``ImportError`` before it is loaded: the core never imports it."""
+        return report_view(self)
 
     def _ipython_display_(self) -> None:
         try:

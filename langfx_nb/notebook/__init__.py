@@ -15,8 +15,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..batch.progress import set_default_reporter
+from ..eval.report import set_report_view
 from .control import cancel
-from .kernel_state import NotebookState, export, state, use
+from .kernel_state import NotebookState, export, in_kernel, state, use
 from .markdown import MarkdownText
 
 if TYPE_CHECKING:
@@ -69,18 +70,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def in_kernel() -> bool:
-    """True inside a Jupyter kernel (not terminal IPython, not a plain script)."""
-    import sys
-
-    if "IPython" not in sys.modules:
-        return False
-    from IPython import get_ipython
-
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
-
-
 def batch_reporter(session: Session, first: BatchProgress) -> Reporter | None:
     """``lf.batch``'s default reporter once the notebook layer is loaded: a live
     ``BatchView`` in the running cell inside a kernel; None elsewhere, which leaves the core's
@@ -95,6 +84,16 @@ def batch_reporter(session: Session, first: BatchProgress) -> Reporter | None:
 # The core never imports this package; the hook goes the other way: loading the notebook layer
 # (``lf.nb``, ``%load_ext langfx_nb``) makes notebook batches show the live view.
 set_default_reporter(batch_reporter)
+
+
+def eval_report_view(value: Any) -> Any:
+    """An ``lf.eval`` report or comparison as its widget (``Report.widget``)."""
+    from .eval_report import EvalReportView
+
+    return EvalReportView(value)
+
+
+set_report_view(eval_report_view)
 
 
 def check_kernel(ip: Any) -> None:

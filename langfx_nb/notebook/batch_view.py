@@ -231,7 +231,7 @@ class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
 def notebook_reporter(session: Session, first: BatchProgress) -> BatchView | None:
     """The default reporter in a Jupyter kernel: a :class:`BatchView`, displayed in the
     running cell. Anywhere else (terminal IPython, a script) None: the core's text bar."""
-    from . import in_kernel
+    from .kernel_state import in_kernel
 
     if not in_kernel():
         return None

@@ -92,3 +92,15 @@ def remember(session: Any) -> Any:
     state.sessions.append(session)
     del state.sessions[:-MAX_SESSIONS]
     return session
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (not terminal IPython, not a plain script)."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return False
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None

@@ -128,6 +128,7 @@ class Usage:
             _add(self.total_tokens, other.total_tokens),
             _add(self.cached_tokens, other.cached_tokens),
             _add(self.reasoning_tokens, other.reasoning_tokens),
+            _add(self.cache_write_tokens, other.cache_write_tokens),
         )
 
     def to_json(self) -> dict[str, int]:

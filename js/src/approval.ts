@@ -39,6 +39,23 @@ const CSS = `
 // Views of each model drawn in notebook outputs (the orphan panel's own view is not counted).
 const views = new WeakMap<Model, number>();
 const panels = new WeakMap<Model, HTMLElement>();
+// The orphan panels on this page, each with what takes it away again.
+const removers = new Map<HTMLElement, () => void>();
+
+/** Is the prompt for ``callId`` drawn by a notebook output (not by an orphan panel)? Read from
+ *  the page itself: the model object a view gets need not be the one ``initialize`` got. */
+function promptInOutput(callId: string): boolean {
+  return Array.from(document.querySelectorAll<HTMLElement>(".lfx-ap-pending")).some(
+    (e) => !e.closest(".lfx-ap-dock") && e.dataset.callId === callId);
+}
+
+/** An output drew the prompt after all (a slow page): take its orphan panel away. */
+function dropOrphanPanels(): void {
+  for (const [panel, remove] of removers) {
+    const box = panel.querySelector<HTMLElement>(".lfx-ap-pending");
+    if (box?.dataset.callId && promptInOutput(box.dataset.callId)) remove();
+  }
+}
 const ORPHAN_DELAY_MS = 1500;
 
 /** A page (re)loaded while a prompt waits, from a notebook file that does not hold the
@@ -48,6 +65,7 @@ const ORPHAN_DELAY_MS = 1500;
 function checkOrphan(model: Model): void {
   const pending = model.get("state")?.pending;
   if (panels.has(model) || !pending || (views.get(model) ?? 0) > 0) return;
+  if (promptInOutput(String(pending.call_id))) return;
   let dock = document.querySelector<HTMLElement>(".lfx-ap-dock");
   if (!dock) {
     dock = h("div", { class: "lfx-ap-dock" });
@@ -64,10 +82,13 @@ function checkOrphan(model: Model): void {
   dock.append(panel);
   panels.set(model, panel);
   const cleanup = draw(model, body);
-  hide.addEventListener("click", () => {
+  const remove = () => {
     cleanup();
     panel.remove();
-  });
+    removers.delete(panel);
+  };
+  hide.addEventListener("click", remove);
+  removers.set(panel, remove);
 }
 
 function draw(model: Model, el: HTMLElement): () => void {
@@ -252,6 +273,7 @@ export default {
   render({ model, el }: { model: Model; el: HTMLElement }) {
     views.set(model, (views.get(model) ?? 0) + 1);
     const cleanup = draw(model, el);
+    setTimeout(dropOrphanPanels, 0); // once the view is in the page
     return () => {
       views.set(model, Math.max(0, (views.get(model) ?? 1) - 1));
       cleanup();

@@ -202,7 +202,12 @@ class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
         count = int(group.get("count") or 0)
         name = self._reducer.progress.get("name") or "batch"
         more = f" (first {shown} of {count})" if count > shown else ""
-        return TraceExplorer(data, title=f"{name} · {error} items{more}")
+        ids = [n["id"] for n in data["nodes"]]  # the ancestors and the items, opened
+        return TraceExplorer(
+            data,
+            title=f"{name} · {error} items{more}",
+            view_state={"expanded": [[i, True] for i in ids]},
+        )
 
     # -- fallbacks --------------------------------------------------------------------------------
 

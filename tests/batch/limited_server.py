@@ -24,10 +24,12 @@ import time
 from collections import Counter
 from typing import Any
 
+from tests.http_server import Request, ThreadedServer, send
+
 _ITEM = re.compile(r"item=(\w+)")
 
 
-class LimitedServer:
+class LimitedServer(ThreadedServer):
     def __init__(
         self,
         *,
@@ -38,6 +40,7 @@ class LimitedServer:
         delay_s: float = 0.0,
         completion_tokens: int = 12,
     ) -> None:
+        super().__init__()
         self.requests_limit = requests
         self.tokens_limit = tokens
         self.window_s = window_s
@@ -56,12 +59,6 @@ class LimitedServer:
         self._w_requests = 0
         self._w_tokens = 0
         self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.port = 0
 
     @property
     def url(self) -> str:
@@ -70,46 +67,6 @@ class LimitedServer:
     @property
     def duplicates(self) -> dict[str, int]:
         return {k: n for k, n in self.answered.items() if n > 1}
-
-    def start(self) -> LimitedServer:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        async def close() -> None:
-            if self._server is not None:
-                self._server.close()
-            for writer in list(self._writers):
-                writer.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if self._server is not None:
-                await self._server.wait_closed()
-
-        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    def __enter__(self) -> LimitedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def open_server() -> None:
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-            self.port = self._server.sockets[0].getsockname()[1]
-
-        self._loop.run_until_complete(open_server())
-        self._ready.set()
-        self._loop.run_forever()
 
     # -- limits -------------------------------------------------------------------------------
     def _admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
@@ -150,33 +107,13 @@ class LimitedServer:
             return ok, headers
 
     # -- HTTP -----------------------------------------------------------------------------------
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                status, out_headers, payload = self._answer(body)
-                if self.delay_s and status == 200:
-                    await asyncio.sleep(self.delay_s)
-                data = json.dumps(payload).encode()
-                reason = "OK" if status == 200 else "Too Many Requests"
-                head_out = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-                head_out += f"content-length: {len(data)}\r\n"
-                head_out += "".join(f"{k}: {v}\r\n" for k, v in out_headers.items()) + "\r\n"
-                writer.write(head_out.encode("latin-1") + data)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            self._writers.discard(writer)
-            writer.close()
+    async def respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        status, headers, payload = self._answer(request.body)
+        if self.delay_s and status == 200:
+            await asyncio.sleep(self.delay_s)
+        data = json.dumps(payload).encode()
+        await send(writer, status, {"content-type": "application/json", **headers}, data)
+        return True
 
     def _answer(self, body: bytes) -> tuple[int, dict[str, str], Any]:
         request = json.loads(body)

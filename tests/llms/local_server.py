@@ -17,6 +17,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from tests.http_server import HttpServer, Request, response_head
+
 STALL = object()
 DROP = object()  # as a reply's first body piece: close the connection without any response
 
@@ -37,90 +39,34 @@ class Reply:
         return cls(status, {**hdrs, **(headers or {})}, [data])
 
 
-@dataclass
-class Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-
-class LocalServer:
+class LocalServer(HttpServer):
     def __init__(self, replies: list[Reply]) -> None:
+        super().__init__()
         self.replies = list(replies)
-        self.connections = 0
         self.requests: list[Request] = []
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._closing = asyncio.Event()
-        self.port = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        """Stop listening, end stalls, close every connection and wait for the handlers."""
-        self._closing.set()
-        if self._server is not None:
-            self._server.close()
-        for w in list(self._writers):
-            w.close()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
     def _next(self) -> Reply:
         return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._writers.add(writer)
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                self.requests.append(Request(method, path, headers, body))
-                if not await self._reply(self._next(), writer):
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            self._tasks.discard(task)
-            self._writers.discard(writer)
-            writer.close()
-
-    async def _reply(self, reply: Reply, writer: asyncio.StreamWriter) -> bool:
-        """Send one reply; False when the connection must not be reused."""
+    async def respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        """Send the next reply; False when the connection must not be reused."""
+        self.requests.append(request)
+        reply = self._next()
         if reply.body[:1] == [DROP]:
             return False
-        reasons = {200: "OK", 401: "Unauthorized", 429: "Too Many Requests", 500: "Error"}
         headers = dict(reply.headers)
         chunked = "content-length" not in headers
         if chunked:
             headers["transfer-encoding"] = "chunked"
-        head = f"HTTP/1.1 {reply.status} {reasons.get(reply.status, 'X')}\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        writer.write(head.encode("latin-1"))
+        writer.write(response_head(reply.status, headers))
         await writer.drain()
         for piece in reply.body:
             if piece is STALL:
-                await self._closing.wait()
+                await asyncio.Event().wait()  # until aclose() ends this handler
                 return False
             if isinstance(piece, (int, float)):
                 await asyncio.sleep(piece)
@@ -139,8 +85,8 @@ class LocalServer:
 @contextlib.asynccontextmanager
 async def local_server(*replies: Reply) -> AsyncIterator[LocalServer]:
     server = LocalServer(list(replies))
-    await server.start()
+    await server.listen()
     try:
         yield server
     finally:
-        await server.close()
+        await server.aclose()

@@ -55,6 +55,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from tests.http_server import Request, ThreadedServer, send
+
 _ITEM = re.compile(r"item=(\w+)")
 OPENAI_MAX_REQUESTS, OPENAI_MAX_BYTES = 50_000, 200 * 1024 * 1024
 ANTHROPIC_MAX_REQUESTS, ANTHROPIC_MAX_BYTES = 100_000, 256 * 1024 * 1024
@@ -71,7 +73,9 @@ def _hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-class ProviderServer:
+class ProviderServer(ThreadedServer):
+    limit = 2**20  # request heads up to 1 MiB
+
     def __init__(
         self,
         *,
@@ -80,6 +84,7 @@ class ProviderServer:
         expire_items: frozenset[str] = frozenset(),
         completion_tokens: int = 12,
     ) -> None:
+        super().__init__()
         self.steps_to_finish = steps_to_finish
         self.fail_items = fail_items
         self.expire_items = expire_items
@@ -93,55 +98,11 @@ class ProviderServer:
         self._prefixes: set[tuple[str, str]] = set()
         self._next = 0
         self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ProviderServer:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        async def close() -> None:
-            if self._server is not None:
-                self._server.close()
-            for writer in list(self._writers):
-                writer.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    def __enter__(self) -> ProviderServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def open_server() -> None:
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=2**20)
-            self.port = self._server.sockets[0].getsockname()[1]
-
-        self._loop.run_until_complete(open_server())
-        self._ready.set()
-        self._loop.run_forever()
 
     def _id(self, prefix: str) -> str:
         with self._lock:
@@ -149,37 +110,17 @@ class ProviderServer:
             return f"{prefix}{self._next:06d}"
 
     # -- HTTP -----------------------------------------------------------------------------------
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
+    async def respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        method, path = request.method, request.path.split("?", 1)[0]
+        with self._lock:
+            self.requests.append((method, path))
         try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, target, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                path = target.split("?", 1)[0]
-                with self._lock:
-                    self.requests.append((method, path))
-                try:
-                    status, ctype, payload = self._route(method, path, headers, body)
-                except Exception as exc:  # a bug here must show as a 500, not a hang
-                    status, ctype = 500, "application/json"
-                    payload = json.dumps({"error": {"message": repr(exc)}}).encode()
-                reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
-                out = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\n"
-                out += f"content-length: {len(payload)}\r\n\r\n"
-                writer.write(out.encode("latin-1") + payload)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            self._writers.discard(writer)
-            writer.close()
+            status, ctype, payload = self._route(method, path, request.headers, request.body)
+        except Exception as exc:  # a bug here must show as a 500, not a hang
+            status, ctype = 500, "application/json"
+            payload = json.dumps({"error": {"message": repr(exc)}}).encode()
+        await send(writer, status, {"content-type": ctype}, payload)
+        return True
 
     def _route(
         self, method: str, path: str, headers: dict[str, str], body: bytes

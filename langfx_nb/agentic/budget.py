@@ -163,18 +163,21 @@ class BudgetScope:
             yield scope
             scope = scope.parent
 
+    def _limits(self) -> Iterator[tuple[BudgetScope, str, float]]:
+        """Each limit set here and up the chain, with its scope, nearest scope first."""
+        for scope in self._chain():
+            for name in BUDGET_FIELDS:
+                limit = getattr(scope.budget, name)
+                if limit is not None:
+                    yield scope, name, limit
+
     def meter(self, model_id: str, prices: Mapping[str, Price]) -> BudgetMeter:
         """What reserves, caps and charges one model's calls against this scope."""
         return BudgetMeter(self, model_id, prices)
 
     def exhausted(self) -> bool:
         """Whether this scope or an ancestor has reached one of its limits."""
-        for scope in self._chain():
-            for name in BUDGET_FIELDS:
-                limit = getattr(scope.budget, name)
-                if limit is not None and scope._spent(name) >= limit:
-                    return True
-        return False
+        return any(scope._spent(name) >= limit for scope, name, limit in self._limits())
 
     def charge(
         self,
@@ -202,7 +205,6 @@ class BudgetScope:
         completion = usage.completion_tokens or 0
         total = usage.total_tokens if usage.total_tokens is not None else prompt + completion
         cache_read, cache_write = usage.cached_tokens or 0, usage.cache_write_tokens or 0
-        over: BudgetExceededError | None = None
         for scope in self._chain():
             scope.input_tokens += prompt
             scope.output_tokens += completion
@@ -210,13 +212,10 @@ class BudgetScope:
             scope.cache_read_tokens += cache_read
             scope.cache_write_tokens += cache_write
             scope.cost += cost
-            if over is None:
-                for name in BUDGET_FIELDS:
-                    limit = getattr(scope.budget, name)
-                    if limit is not None and scope._spent(name) > limit:
-                        over = _exceeded(name, limit, scope._spent(name), "after a model response")
-                        break
-        return over
+        for scope, name, limit in self._limits():
+            if scope._spent(name) > limit:
+                return _exceeded(name, limit, scope._spent(name), "after a model response")
+        return None
 
 
 #: Characters per token when a count has to be estimated (a prompt before it is sent, a
@@ -260,22 +259,20 @@ class BudgetMeter:
     def check_request(self) -> None:
         """Refuse a request when any scope up the chain has nothing left (a cached answer
         is checked only so)."""
-        for scope in self.scope._chain():
-            for name in BUDGET_FIELDS:
-                limit = getattr(scope.budget, name)
-                if limit is None:
-                    continue
-                self._priced(name, limit)
-                spent = scope._spent(name)
-                if spent >= limit:
-                    raise _exceeded(name, limit, spent, "before the next model request")
+        for scope, name, limit in self._limits():
+            spent = scope._spent(name)
+            if spent >= limit:
+                raise _exceeded(name, limit, spent, "before the next model request")
 
-    def _priced(self, name: str, limit: float) -> None:
-        if name == "max_cost" and self.price is None:
-            raise BudgetExceededError(
-                f"max_cost={limit} cannot be enforced: the session has no price for "
-                f"model {self.model_id!r} (Session(prices={{...}}))"
-            )
+    def _limits(self) -> Iterator[tuple[BudgetScope, str, float]]:
+        """The scope chain's limits; a ``max_cost`` this model has no price for is refused."""
+        for scope, name, limit in self.scope._limits():
+            if name == "max_cost" and self.price is None:
+                raise BudgetExceededError(
+                    f"max_cost={limit} cannot be enforced: the session has no price for "
+                    f"model {self.model_id!r} (Session(prices={{...}}))"
+                )
+            yield scope, name, limit
 
     def _room(
         self, prompt: int, mine: Reservation | None = None
@@ -285,18 +282,13 @@ class BudgetMeter:
         the limit that binds and its scope (``math.inf, None``: nothing bounds it). Negative
         when the prompt alone does not fit."""
         room, binding, where = math.inf, None, self.scope
-        for scope in self.scope._chain():
-            for name in BUDGET_FIELDS:
-                limit = getattr(scope.budget, name)
-                if limit is None:
-                    continue
-                self._priced(name, limit)
-                left = limit - scope._spent(name) - scope._reserved[name]
-                if mine is not None:
-                    left += mine.amounts[name]
-                here = self._room_for(name, left, prompt)
-                if here < room:
-                    room, binding, where = here, name, scope
+        for scope, name, limit in self._limits():
+            left = limit - scope._spent(name) - scope._reserved[name]
+            if mine is not None:
+                left += mine.amounts[name]
+            here = self._room_for(name, left, prompt)
+            if here < room:
+                room, binding, where = here, name, scope
         return room, binding, where
 
     def _room_for(self, name: str, left: float, prompt: int) -> float:

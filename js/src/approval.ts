@@ -36,14 +36,16 @@ const CSS = `
 .lfx-ap-float{position:fixed;right:24px;bottom:24px;z-index:1000;background:#f9ab00;color:#000;border:0;border-radius:14px;padding:6px 12px;box-shadow:0 2px 6px rgba(0,0,0,.3)}
 `;
 
-// Views of each model drawn in notebook outputs (the orphan panel's own view is not counted).
-const views = new WeakMap<Model, number>();
 const panels = new WeakMap<Model, HTMLElement>();
 // The orphan panels on this page, each with what takes it away again.
 const removers = new Map<HTMLElement, () => void>();
 
 /** Is the prompt for ``callId`` drawn by a notebook output (not by an orphan panel)? Read from
- *  the page itself: the model object a view gets need not be the one ``initialize`` got. */
+ *  the page itself: the model object a view gets need not be the one ``initialize`` got.
+ *  JupyterLab 4's windowing keeps a code cell that leaves the viewport in the page (hidden),
+ *  so a prompt scrolled out of view still counts. A cell never drawn yet (windowing mode
+ *  "full", or "defer" before its idle turn) has no output in the page: its prompt gets the
+ *  panel until the cell is drawn, and the drawn output takes the panel away. */
 function promptInOutput(callId: string): boolean {
   return Array.from(document.querySelectorAll<HTMLElement>(".lfx-ap-pending")).some(
     (e) => !e.closest(".lfx-ap-dock") && e.dataset.callId === callId);
@@ -64,7 +66,7 @@ const ORPHAN_DELAY_MS = 1500;
  *  in a panel of its own, with working buttons (and the title cue); × only hides the panel. */
 function checkOrphan(model: Model): void {
   const pending = model.get("state")?.pending;
-  if (panels.has(model) || !pending || (views.get(model) ?? 0) > 0) return;
+  if (panels.has(model) || !pending) return;
   if (promptInOutput(String(pending.call_id))) return;
   let dock = document.querySelector<HTMLElement>(".lfx-ap-dock");
   if (!dock) {
@@ -76,7 +78,7 @@ function checkOrphan(model: Model): void {
   const panel = h("div", { class: "lfx-ap-orphan" },
     h("div", { class: "lfx-ap-orphan-head" },
       h("b", { text: "⏳ A run waits for this approval" }),
-      h("span", { class: "lfx-muted", text: " — its cell's output is not on this page (the notebook was not saved before it was reloaded)" }),
+      h("span", { class: "lfx-muted", text: " — its cell's output is not on this page (the notebook was not saved before it was reloaded, or the cell is not drawn yet)" }),
       hide),
     body);
   dock.append(panel);
@@ -271,12 +273,8 @@ export default {
     model.on("change:state", () => setTimeout(() => checkOrphan(model), ORPHAN_DELAY_MS));
   },
   render({ model, el }: { model: Model; el: HTMLElement }) {
-    views.set(model, (views.get(model) ?? 0) + 1);
     const cleanup = draw(model, el);
     setTimeout(dropOrphanPanels, 0); // once the view is in the page
-    return () => {
-      views.set(model, Math.max(0, (views.get(model) ?? 1) - 1));
-      cleanup();
-    };
+    return cleanup;
   },
 };

@@ -3,7 +3,7 @@
 // the kernel for a TraceExplorer of its items, shown below. Model text (error messages) is
 // untrusted: it reaches the page through textContent only.
 import { KINDS } from "./kinds";
-import { clear, h, injectCss, markLive, onKernelGone, trySend } from "./dom";
+import { clear, h, injectCss, markLive, trySend } from "./dom";
 import { SyncedState } from "./synced";
 import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtBatchCost, fmtCount, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
 
@@ -42,7 +42,6 @@ export default () => {
     Object.assign(state, emptyBatch(), s);
     return true;
   }, (p) => applyBatchPatch(state, p));
-  const listeners = synced.listeners;
   return {
     initialize({ model }: { model: Model }) {
       synced.follow(model);
@@ -62,7 +61,6 @@ export default () => {
       root.append(head, bar, counts, stats, groups, traces);
       el.append(root);
       markLive(el);
-      let frame = 0;
       let gone = false;
       let shownExplorer = "";
       let childView: any = null;
@@ -89,7 +87,6 @@ export default () => {
       };
 
       const draw = () => {
-        frame = 0;
         clear(head);
         const status = state.status || "running";
         head.append(h("b", { class: "lfx-bv-title", text: state.title || state.name || "batch" }), h("span", { class: `lfx-st lfx-st-${CHIP[status] ?? "running"}`, "data-status": status, text: status }));
@@ -139,23 +136,14 @@ export default () => {
         }
         if (state.open_error) groups.append(h("div", { class: "lfx-err", text: state.open_error }));
       };
-      const listener = () => {
-        if (!frame) frame = requestAnimationFrame(draw);
-      };
-      listeners.add(listener);
       model.on("change:explorer", () => void showExplorer());
-      draw();
-      void showExplorer();
-      trySend(model, { kind: KINDS.SYNC, seq: synced.seq });
-      const stopWatching = onKernelGone(el, model, () => {
+      const stop = synced.drawView(model, el, draw, () => {
         gone = true;
-        listener();
       });
+      void showExplorer();
       return () => {
-        stopWatching();
-        listeners.delete(listener);
+        stop();
         childView?.remove?.();
-        if (frame) cancelAnimationFrame(frame);
       };
     },
   };

@@ -1,7 +1,6 @@
 // StreamView: the object filling in field by field (strings growing, completed fields
 // marked), or a text stream as growing Markdown; then the final result or failure.
-import { KINDS } from "./kinds";
-import { asText, clear, copyButton, h, injectCss, jsonTree, markdown, markLive, onKernelGone, trySend } from "./dom";
+import { asText, clear, copyButton, h, injectCss, jsonTree, markdown, markLive } from "./dom";
 import { PathKey, StreamState, applyStreamPatch, emptyStream, pathKey } from "./stream";
 import { SyncedState } from "./synced";
 
@@ -78,7 +77,6 @@ export default () => {
     Object.assign(state, emptyStream(), s);
     return true;
   }, (p) => applyStreamPatch(state, p));
-  const listeners = synced.listeners;
   return {
     initialize({ model }: { model: Model }) {
       synced.follow(model);
@@ -92,11 +90,9 @@ export default () => {
       root.append(head, body, foot);
       el.append(root);
       markLive(el);
-      let frame = 0;
       head.className = "lfx-sv-head";
       let gone = false;
       const draw = () => {
-        frame = 0;
         clear(head);
         head.append(h("b", { class: "lfx-sv-title", text: state.title || "Answer" }), h("span", { class: `lfx-st lfx-st-${state.status}`, text: state.status }));
         if (gone && state.status === "streaming") head.append(h("span", { class: "lfx-err", text: " kernel restarted — this stream stopped here" }));
@@ -123,21 +119,9 @@ export default () => {
         if (state.error) foot.append(h("div", { class: "lfx-err", text: state.error }));
         else if (verdict(state)) foot.append(h("div", { class: "lfx-muted lfx-sv-verdict", text: verdict(state) }));
       };
-      const listener = () => {
-        if (!frame) frame = requestAnimationFrame(draw);
-      };
-      listeners.add(listener);
-      draw();
-      trySend(model, { kind: KINDS.SYNC, seq: synced.seq });
-      const stopWatching = onKernelGone(el, model, () => {
+      return synced.drawView(model, el, draw, () => {
         gone = true;
-        listener();
       });
-      return () => {
-        stopWatching();
-        listeners.delete(listener);
-        if (frame) cancelAnimationFrame(frame);
-      };
     },
   };
 };

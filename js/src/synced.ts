@@ -1,11 +1,13 @@
 // The page side of the kernel's EventBridge, shared by the views that keep one plain state:
 // a full state arrives in the synced `state` trait or a SNAPSHOT message, patches arrive in
 // numbered EVENTS batches (a batch already seen is skipped); listeners redraw after each.
+import { onKernelGone, trySend } from "./dom";
 import { KINDS } from "./kinds";
 
 interface Model {
   get(name: string): any;
   on(event: string, cb: (...args: any[]) => void): void;
+  send(content: unknown): void;
 }
 
 export class SyncedState<P> {
@@ -22,6 +24,33 @@ export class SyncedState<P> {
 
   notify(): void {
     for (const l of this.listeners) l();
+  }
+
+  /** Keep a view of this state drawn: now, then at most once a frame after changes. Asks the
+   *  kernel for the patches this page missed (SYNC); when the kernel goes, calls `gone` and
+   *  draws again. Returns what stops it. */
+  drawView(model: Model, el: HTMLElement, draw: () => void, gone: () => void): () => void {
+    let frame = 0;
+    const listener = () => {
+      if (!frame) {
+        frame = requestAnimationFrame(() => {
+          frame = 0;
+          draw();
+        });
+      }
+    };
+    this.listeners.add(listener);
+    draw();
+    trySend(model, { kind: KINDS.SYNC, seq: this.seq });
+    const stopWatching = onKernelGone(el, model, () => {
+      gone();
+      listener();
+    });
+    return () => {
+      stopWatching();
+      this.listeners.delete(listener);
+      if (frame) cancelAnimationFrame(frame);
+    };
   }
 
   follow(model: Model): void {

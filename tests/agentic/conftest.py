@@ -15,6 +15,18 @@ def clock() -> FakeClock:
     return FakeClock(100.0)
 
 
+class Ledger:
+    """What the test tools ran, in order: (tool name, arguments)."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, Any]] = []
+
+
+@pytest.fixture
+def ledger() -> Ledger:
+    return Ledger()
+
+
 class Gated(Fake):
     """Streams ``first``, then waits for ``gate`` before finishing; records that it closed."""
 

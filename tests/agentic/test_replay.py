@@ -17,6 +17,7 @@ import langfx_nb as lf
 from langfx_nb.llms import Scripted, SQLiteCache, StaticResponse, allow_model_requests
 from langfx_nb.llms.openai import OpenAI
 from tests.llms.local_server import Reply, local_server
+from tests.llms.wire import CITY_SSE
 
 TC = lf.ToolCall
 
@@ -75,15 +76,6 @@ class City(BaseModel):
     landmarks: list[str]
 
 
-SSE = (
-    b'data: {"id":"1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
-    b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"City(name=\'Paris\', "}}]}\n\n'
-    b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"landmarks=[\'Louvre\'])"}}]}\n\n'
-    b'data: {"id":"1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
-    b"data: [DONE]\n\n"
-)
-
-
 async def _stream_events(lm: OpenAI) -> list[Any]:
     try:
         return [e async for e in lf.query_stream("Paris?", City, lm=lm)]
@@ -93,7 +85,7 @@ async def _stream_events(lm: OpenAI) -> list[Any]:
 
 async def test_query_stream_replays_offline_from_a_sqlite_cache(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite"
-    async with local_server(Reply.sse(SSE)) as server:
+    async with local_server(Reply.sse(CITY_SSE)) as server:
         url = server.url
         allow_model_requests(True)
         try:

@@ -15,17 +15,9 @@ from langfx_nb.errors import BudgetExceededError, ToolDeniedError
 from langfx_nb.llms import LMRequest, Scripted
 from langfx_nb.messages import ToolResultPart
 
+from .conftest import Ledger
+
 TC = lf.ToolCall
-
-
-class Ledger:
-    def __init__(self) -> None:
-        self.ran: list[tuple[str, Any]] = []
-
-
-@pytest.fixture
-def ledger() -> Ledger:
-    return Ledger()
 
 
 @pytest.fixture

@@ -14,18 +14,10 @@ import langfx_nb as lf
 from langfx_nb.errors import InvalidRunStateError, ToolDeniedError, ToolExecutionError
 from langfx_nb.llms import Scripted
 
+from .conftest import Ledger
+
 TC = lf.ToolCall
 KEY = b"a key the program keeps apart from its states"
-
-
-class Ledger:
-    def __init__(self) -> None:
-        self.ran: list[tuple[str, Any]] = []
-
-
-@pytest.fixture
-def ledger() -> Ledger:
-    return Ledger()
 
 
 @pytest.fixture

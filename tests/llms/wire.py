@@ -70,6 +70,17 @@ SPLITS = [
 ]
 
 
+# An OpenAI chat-completions stream whose text is a python-protocol answer
+# ``City(name='Paris', landmarks=['Louvre'])`` (City: name str, landmarks list[str]).
+CITY_SSE = (
+    b'data: {"id":"1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"City(name=\'Paris\', "}}]}\n\n'
+    b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"landmarks=[\'Louvre\'])"}}]}\n\n'
+    b'data: {"id":"1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
 class TrackedStream(httpx.AsyncByteStream):
     """Response body that yields given chunks and records ``aclose``.
 

@@ -11,14 +11,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from tests.llms.local_server import Reply, local_server
-
-SSE = (
-    b'data: {"id":"1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
-    b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"City(name=\'Paris\', "}}]}\n\n'
-    b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"landmarks=[\'Louvre\'])"}}]}\n\n'
-    b'data: {"id":"1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
-    b"data: [DONE]\n\n"
-)
+from tests.llms.wire import CITY_SSE
 
 
 def _notebook(url: str, cache: Path, *, blocked: bool) -> Any:
@@ -61,7 +54,7 @@ async def test_notebook_rerun_with_the_network_blocked_gives_the_same_outputs(
     tmp_path: Path,
 ) -> None:
     cache = tmp_path / "cache.sqlite"
-    async with local_server(Reply.sse(SSE)) as server:
+    async with local_server(Reply.sse(CITY_SSE)) as server:
         url = server.url
         first = await _run(_notebook(url, cache, blocked=False))
         assert len(server.requests) == 2

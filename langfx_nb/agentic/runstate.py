@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..messages import Message, ToolCall
 from .limits import AgentLimits
-from .runstate_check import check_signature, read_state, sign
+from .runstate_check import canonical_json, check_signature, read_state, sign
 from .runstate_records import (
     RUN_STATE_FORMAT,
     RUN_STATE_VERSION,
@@ -127,8 +127,7 @@ class RunState:
             "node": self.node_id,
             "calls": [[b.call.id, b.call.name, b.call.args] for b in self.batch],
         }
-        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
     def __repr__(self) -> str:
         names = ", ".join(f"{c.name}({c.id})" for c in self.pending)

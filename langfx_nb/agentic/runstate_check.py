@@ -36,7 +36,7 @@ from .runstate_records import (
     SavedDecision,
 )
 
-__all__ = ["check_signature", "read_state", "sign"]
+__all__ = ["canonical_json", "check_signature", "read_state", "sign"]
 
 MAC_PREFIX = "hmac-sha256:"
 READABLE_VERSIONS = (1, RUN_STATE_VERSION)
@@ -54,10 +54,14 @@ _CALL = {"call_id", "name", "args", "decision"}
 _ROLES = (UserMessage, AIMessage, SystemMessage, ToolMessage)
 
 
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON: keys sorted, no spaces, text as is (not escaped)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical(data: Mapping[str, Any]) -> bytes:
-    """The signed bytes: the state's JSON without ``mac``, keys sorted, no spaces."""
-    body = {k: v for k, v in data.items() if k != "mac"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """The signed bytes: the state's canonical JSON without ``mac``, UTF-8."""
+    return canonical_json({k: v for k, v in data.items() if k != "mac"}).encode()
 
 
 def _key_bytes(key: Key) -> bytes:
@@ -269,7 +273,7 @@ def _matches_last_turn(batch: tuple[BatchCall, ...], messages: list[Message[Any]
     last = messages[-1]
     asked = [[c.id, c.name, c.args] for c in last.tool_calls] if isinstance(last, AIMessage) else []
     pending = [[b.call.id, b.call.name, b.call.args] for b in batch]
-    if _canonical(asked) != _canonical(pending):
+    if canonical_json(asked) != canonical_json(pending):
         raise InvalidRunStateError(
             "run state: the pending calls (batch) do not match the model's tool calls in the "
             "transcript's last turn (ids, names and arguments, in order)"
@@ -324,10 +328,6 @@ def _optional_text(value: Any, path: str) -> str | None:
     if value is not None and not isinstance(value, str):
         _fail(path, f"must be a string or null, not {_kind(value)}")
     return value
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _kind(value: Any) -> str:

@@ -1,4 +1,4 @@
-// langfx-src-sha256: 2fff58c388a892c716f78aa532851f9f621a1d3f35a56229b359a3a9592571be
+// langfx-src-sha256: 3082599428fbc3be97047c6611b1a1b2734cd302018a6ffb891ba60bb8d66cd7
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group",OPEN_TRACE:"open_trace",TRACE_OPENED:"trace_opened",WINDOW_REQUEST:"window_request",WINDOW:"window"};function t(e,o={},...n){let s=document.createElement(e);for(let[r,l]of Object.entries(o))l===void 0||l===!1||(r==="class"?s.className=String(l):r==="text"?s.textContent=String(l):s.setAttribute(r,l===!0?"":String(l)));for(let r of n)r==null||r===!1||s.append(typeof r=="string"?document.createTextNode(r):r);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var P=1200,K=24;function oe(e,o="lfx-text"){let n=e.split(`
 `),s=e.length>P||n.length>K,r=t("pre",{class:o});if(!s)return r.textContent=e,r;let l=n.slice(0,K).join(`

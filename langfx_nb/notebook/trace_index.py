@@ -513,8 +513,9 @@ class TraceIndex:
         if cached is not None and cached[0] == query:
             return cached[1]
         text, line, n = self.search, self.line, len(self.ids)
-        hits, keep, in_order = bytearray(n), bytearray(n), bytearray(n)
+        hits, keep = bytearray(n), bytearray(n)
         parent_of, rank, find, where = self.parent, self.rank, text.find, bisect.bisect_right
+        kept: list[int] = []  # ranks of the kept nodes
         found = 0
         at = find(query)
         while at >= 0:
@@ -524,10 +525,11 @@ class TraceIndex:
             j = i
             while j >= 0 and not keep[j]:
                 keep[j] = 1
-                in_order[rank[j]] = 1
+                kept.append(rank[j])
                 j = parent_of[j]
             at = find(query, line[i + 1] if i + 1 < n else len(text))
-        rows = array("i", itertools.compress(self.by_rank, in_order))
+        kept.sort()
+        rows = array("i", map(self.by_rank.__getitem__, kept))
         result = (hits, keep, rows, found)
         self._match_cache = (query, result)
         return result
@@ -613,8 +615,8 @@ class TraceIndex:
         for k in range(start, min(total, start + count)):
             i = order[k]
             depth = depths[i]
-            kids = child[first[i] : first[i + 1]]
-            has_kids = bool(kids) if keep is None else any(keep[c] for c in kids)
+            a, b = first[i], first[i + 1]
+            has_kids = a != b if keep is None else any(keep[c] for c in child[a:b])
             is_open = has_kids and (
                 keep is not None or expanded.get(self.ids[i], depth < DEFAULT_OPEN_DEPTH)
             )

@@ -344,7 +344,7 @@ STEPS = r"""async ([kind, n]) => {
             const top = Math.floor(scroll.scrollTop / 22);
             if (!await until(() => [...document.querySelectorAll('.lfx-te-row')].some(
                 r => r.dataset.id && r.style.display !== 'none'
-                     && Math.abs(parseInt(r.style.top) / 22 - top) < 2))) {
+                     && Math.abs(r.offsetTop / 22 - top) < 2))) {
                 out.push(-1);
                 continue;
             }
@@ -364,6 +364,10 @@ STEPS = r"""async ([kind, n]) => {
     }
     return out;
 }"""
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
@@ -396,6 +400,7 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
         polling="raf",
     )
     t_rows = lab.page.evaluate("() => Date.now()")
+    progress(f"{nodes:,} nodes: rows shown")
     t_click = lab.page.evaluate(
         """async () => {
             const row = (id) => document.querySelector(`.lfx-te-row[data-id="${id}"]`);
@@ -412,7 +417,10 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     k_start, k_built, k_shown, rss = (
         float(x) for x in lab.output_text(1).split("KERNEL")[1].split()[:4]
     )
-    steps = {kind: lab.page.evaluate(STEPS, [kind, 20]) for kind in ("expand", "scroll", "search")}
+    steps = {}
+    for kind in ("expand", "scroll", "search"):
+        steps[kind] = lab.page.evaluate(STEPS, [kind, 20])
+        progress(f"{nodes:,} nodes: {kind} steps {[round(v) for v in steps[kind]]}")
     heap = lab.page.evaluate(
         "() => performance.memory ? performance.memory.usedJSHeapSize / 2**20 : -1"
     )

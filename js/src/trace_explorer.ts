@@ -13,6 +13,10 @@ const MAIN_H = 440;
 const NARROW_PX = 760;
 /** Rows asked for beyond what is on screen when a trace is windowed (scrolling stays local). */
 const MARGIN = 60;
+/** How long a window request may go unanswered before the page asks again. */
+const WINDOW_WAIT_MS = 3000;
+/** Window requests of every view on the page, numbered in order (a reply names its own). */
+let windowRequests = 0;
 
 interface Model {
   get(name: string): any;
@@ -396,31 +400,51 @@ export default () => {
       };
 
       // -- a windowed trace: ask the kernel for the rows on screen plus a margin ----------
-      let reqN = 0;
+      // One request in flight at a time: a scroll or toggle meanwhile only marks the view
+      // stale, and the reply (or a retry when none comes) asks again for where the view is
+      // then, so the page always ends on the rows of its last position. Replies carry the
+      // request's sequence number; one older than what is shown is dropped.
       let applied = 0;
       let inflight: { req: number; at: number } | null = null;
+      let retry = 0;
       const reqKeys = new Map<number, [string, string | null]>();
       let revealWanted = false;
       let goWanted: number | null = null;
       const viewKey = () => `${shared.layout}|${shared.query.trim().toLowerCase()}`;
+      function askAgainLater(ms: number): void {
+        if (!retry) retry = window.setTimeout(() => { retry = 0; schedule([]); }, ms);
+      }
       function ensureWindow(a: number, b: number): void {
         const win = shared.win!;
         const key = viewKey();
         const needSel = revealWanted && win.selected !== shared.selected;
         if (win.covers(a, b, key) && !needSel) return;
-        if (inflight && performance.now() - inflight.at < 3000) return; // one at a time; the reply redraws
-        const req = ++reqN;
+        const now = performance.now();
+        if (inflight && now - inflight.at < WINDOW_WAIT_MS) {
+          askAgainLater(WINDOW_WAIT_MS - (now - inflight.at) + 10); // in case no reply comes
+          return;
+        }
+        const req = ++windowRequests;
         const from = Math.max(0, a - MARGIN);
         reqKeys.set(req, [key, shared.selected]);
-        inflight = { req, at: performance.now() };
-        if (!trySend(model, { kind: KINDS.WINDOW_REQUEST, req, start: from, count: b - from + MARGIN, query: shared.query, expanded: [...shared.expanded.entries()], selected: shared.selected })) inflight = null;
+        inflight = { req, at: now };
+        if (!trySend(model, { kind: KINDS.WINDOW_REQUEST, req, start: from, count: b - from + MARGIN, query: shared.query, expanded: [...shared.expanded.entries()], selected: shared.selected })) {
+          inflight = null;
+          reqKeys.delete(req);
+          askAgainLater(500); // the comm is not ready: try again
+        }
       }
       const onWindow = (reply: WindowReply) => {
         const req = typeof reply.req === "number" ? reply.req : 0;
         const meta = reqKeys.get(req);
         reqKeys.delete(req);
-        if (inflight && inflight.req === req) inflight = null;
-        if (!meta || req < applied || !shared.win) return;
+        for (const k of reqKeys.keys()) if (k < req) reqKeys.delete(k); // answered in order
+        if (!meta) return; // another view's request (numbers are unique across views)
+        if (inflight && inflight.req <= req) inflight = null;
+        if (req < applied || !shared.win) {
+          schedule([]); // stale: still look again at where the view is now
+          return;
+        }
         applied = req;
         shared.win.set(reply, meta[0], meta[1]);
         if (revealWanted && meta[1] === shared.selected) {
@@ -890,6 +914,7 @@ export default () => {
         stopWatching();
         shared.listeners.delete(listener);
         windowListeners.delete(onWindow);
+        clearTimeout(retry);
         model.off("change:title", onTitle);
         sizes.disconnect();
         if (frame) cancelAnimationFrame(frame);

@@ -112,6 +112,8 @@ def node_hint(node: Mapping[str, Any]) -> str:
     text = ""
     if kind == "log":
         text = str(inputs.get("message", ""))
+        if len(text) <= HINT_CHARS and text.isprintable() and "  " not in text:
+            return text.strip()  # a short one-line message: already what a row shows
     elif kind == "query":
         prompt = inputs.get("prompt", inputs.get("rendered_prompt"))
         text = _text_of(prompt)
@@ -128,5 +130,11 @@ def node_hint(node: Mapping[str, Any]) -> str:
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    kind = type(value)
+    if kind is int:  # json.dumps of an int, without its encoder
+        text = str(value)
+    elif kind is str:
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 30 else text[:29] + "…"

@@ -30,7 +30,8 @@ from .render import (
     trace_text,
 )
 from .trace_data import read_trace, view_node
-from .trace_index import INDEX_FILE_BYTES, WINDOW_NODES, TraceIndex, open_index
+from .trace_file import open_index
+from .trace_index import INDEX_FILE_BYTES, WINDOW_NODES, TraceIndex
 from .trace_rows import LIVE
 
 __all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
@@ -392,7 +393,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.DETAIL_REQUEST.value:
             node = self._reducer.nodes.get(str(content.get("id")))
             if node is None and self._index is not None:
-                node = self._index.record(str(content.get("id")))
+                node = self._index_record(str(content.get("id")))
             if node is not None:
                 self._send_message(
                     {"kind": MessageKind.DETAIL.value, "id": node["id"], "node": node}
@@ -407,6 +408,18 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             state = message.pop("state")
             if self.comm is not None:
                 self.send(message, buffers=[_encode(state)])
+
+    def _index_record(self, node_id: str) -> dict[str, Any] | None:
+        """A windowed trace's record, read strictly: a malformed one is shown as its row
+        with what is wrong (the rest of the trace stays open)."""
+        index = self._index
+        assert index is not None
+        try:
+            return index.record(node_id)
+        except ValueError as exc:
+            at = index.pos[node_id]
+            row = {k: v for k, v in index.summary(at).items() if k != "partial"}
+            return {**row, "malformed": str(exc)}
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
         """Answer a page's window request: ``{req, start, count, query, expanded, selected}``

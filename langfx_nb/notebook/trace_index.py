@@ -19,18 +19,16 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-import math
-import weakref
+import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, get_args
 
-from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
-from .trace_data import node_hint, view_node
+from ..agentic.trace import NodeKind, NodeStatus
+from .trace_data import node_hint
 from .trace_rows import BAD_STATUSES, tokens_of
 
-__all__ = ["WINDOW_NODES", "TraceIndex", "open_index"]
+__all__ = ["WINDOW_NODES", "TraceIndex"]
 
 #: Above this many nodes a saved trace is shown through windows (the page holds what it
 #: shows); below it the page gets every node summary and works on its own.
@@ -40,25 +38,58 @@ INDEX_FILE_BYTES = 4 << 20
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window request may ask for
 SUMMARY_CACHE = 20_000  # row summaries kept (scrolling back needs no file reads)
-_CHUNK = 8 << 20
-_DECODER = json.JSONDecoder()
+_KINDS = frozenset(get_args(NodeKind))
+_STATUSES = frozenset(get_args(NodeStatus))
 _NAN = float("nan")
 _NUM = (int, float)
 
 
-def _search_text(node: Mapping[str, Any], hint: str) -> str:
-    err = node.get("error")
-    # as the page's search (JSON.stringify) writes it
-    err_text = (
-        ""
-        if err is None
-        else err
-        if isinstance(err, str)
-        else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
-    )
-    return (
-        f"{node.get('name', '')} {node.get('kind', '')} {node.get('status', '')} {hint} {err_text}"
-    ).lower()
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _number(value: Any, field: str) -> float:
+    if type(value) is float:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{field!r} must be a number or null")
+    return float(value)
+
+
+def _usage_tokens(usage: Any) -> int:
+    if not isinstance(usage, Mapping):
+        raise TypeError("'usage' must be an object")
+    total = usage.get("total_tokens")
+    if type(total) is int:
+        return total
+    return tokens_of({"usage": usage})
+
+
+def _extra(err: Any, decision: Any, evicted: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if err is not None:
+        out["error"] = err
+    if decision is not None:
+        if not isinstance(decision, Mapping):
+            raise TypeError(f"'decision' must be an object, got {type(decision).__name__}")
+        out["decision"] = {
+            k: decision[k] for k in ("outcome", "by", "asked_at", "decided_at") if k in decision
+        }
+    if evicted:
+        if isinstance(evicted, bool) or not isinstance(evicted, int):
+            raise TypeError("'evicted_children' must be an integer")
+        out["evicted_children"] = evicted
+    return out
+
+
+def _error_text(err: Any) -> str:
+    """An error as the page's search (``JSON.stringify``) writes it."""
+    if err is None:
+        return ""
+    if type(err) is str:
+        return err
+    return json.dumps(err, ensure_ascii=False, separators=(",", ":"))
 
 
 def _malformed(where: str, exc: BaseException) -> ValueError:
@@ -83,14 +114,23 @@ class TraceIndex:
         self.end = array("d")
         self.tokens = array("q")
         self.cost = array("d")  # NaN: no price known
-        self._texts: list[str] = []  # search texts while building; then one string
+        # per node, one line each: "name\x1fhint" as a row shows them, and the search text
+        self.shown = ""
+        self.shown_at = array("q")
         self.search = ""
         self.line = array("q")  # where each node's search text starts in ``search``
+        self._shown_chunks: list[str] = []
+        self._search_chunks: list[str] = []
+        self._chars = [0, 0]
+        #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
+        self.extra: dict[int, dict[str, Any]] = {}
+        self.orphans: dict[int, str] = {}  # nodes whose parent is not in the trace
         self.header: dict[str, Any] = {}
-        self._parents: list[str | None] = []  # parent ids while building
+        # while building: parents not seen yet (a parent written after its child), by node
+        self._later: dict[int, str] = {}
         self._record: Callable[[int], dict[str, Any]] = lambda i: {}
         self._codes: dict[str, dict[str, int]] = {"kind": {}, "status": {}}
-        self._file: BinaryIO | None = None  # the trace file, open while records are read
+        self._close: Callable[[], None] | None = None  # closes what records are read from
         self._summaries: dict[int, dict[str, Any]] = {}  # the last rows shown (bounded)
         self._rows_cache: tuple[dict[str, bool], array[int]] | None = None
         self._match_cache: tuple[str, tuple[bytearray, bytearray, array[int], int]] | None = None
@@ -105,110 +145,258 @@ class TraceIndex:
             table.append(value)
         return code
 
-    def _add(self, node: Mapping[str, Any], where: str, hint: str | None = None) -> None:
-        """Append one node's row values (``hint``: the row's hint when ``node`` has none)."""
-        node_id = str(node["id"])
-        pos = self.pos
-        if node_id in pos:
-            raise ValueError(f"malformed trace: {where}: the id {node_id[:40]!r} is used twice")
-        pos[node_id] = len(self.ids)
-        self.ids.append(node_id)
-        get = node.get
-        parent = get("parent_id")
-        self.parent.append(-1)  # resolved in _finish (a parent may come after its child)
-        self._parents.append(None if parent is None else str(parent))
-        kind, status = str(get("kind", "")), str(get("status", ""))
-        codes = self._codes
-        k = codes["kind"].get(kind)
-        self.kind.append(self._code(self.kinds, "kind", kind) if k is None else k)
-        c = codes["status"].get(status)
-        self.status.append(self._code(self.statuses, "status", status) if c is None else c)
-        start, end, cost = get("start"), get("end"), get("cost")
-        self.start.append(float(start) if isinstance(start, _NUM) else _NAN)
-        self.end.append(float(end) if isinstance(end, _NUM) else _NAN)
-        self.tokens.append(tokens_of(node) if "usage" in node else 0)
-        self.cost.append(float(cost) if isinstance(cost, _NUM) else _NAN)
-        text = _search_text(node, get("hint", "") if hint is None else hint)
-        self._texts.append(text.replace("\n", " ") if "\n" in text else text)
+    def add_batch(self, nodes: list[Any], first: int, *, hints: bool = True) -> None:
+        """Append the row values of ``nodes`` (``nodes[first]`` onwards in the trace).
 
-    def _finish(self) -> None:
+        Only what a row, a roll-up and the search need is read and checked here (id, kind,
+        status, times, usage, cost, decision); the full strict reader checks a record when
+        its detail is read. ``hints``: derive each row's hint (else a record's ``hint``).
+        Records as the core writes them are taken a field at a time over the whole batch;
+        any other batch node by node, which also names what is wrong in a bad one."""
+        if not self._add_columns(nodes, hints):
+            self._add_nodes(nodes, first, hints)
+
+    def _add_columns(self, nodes: list[Any], hints: bool) -> bool:
+        """The common case, one field at a time; ``False`` (nothing added) for anything
+        else: ids or names not strings, times or costs not floats, a duplicate id…"""
+        if not all(type(x) is dict for x in nodes):
+            return False
+        try:
+            ids = [x["id"] for x in nodes]
+            kinds = [x["kind"] for x in nodes]
+        except KeyError:
+            return False
+        statuses = [x.get("status", "ok") for x in nodes]
+        parents = [x.get("parent_id") for x in nodes]
+        starts = [x.get("start", 0.0) for x in nodes]
+        ends = [x.get("end") for x in nodes]
+        costs = [x.get("cost") for x in nodes]
+        names = [x.get("name", "") for x in nodes]
+        usages = [x.get("usage") for x in nodes]
+        if not (
+            all(type(v) is str for v in ids)
+            and all(type(v) is str for v in names)
+            and set(kinds) <= _KINDS
+            and set(statuses) <= _STATUSES
+            and all(type(v) is str or v is None for v in parents)
+            and not any(map(operator.eq, ids, parents))
+            and all(type(v) is float for v in starts)
+            and all(type(v) is float or v is None for v in ends)
+            and all(type(v) is float or v is None for v in costs)
+            and all(
+                v is None or (type(v) is dict and type(v.get("total_tokens")) is int)
+                for v in usages
+            )
+        ):
+            return False
+        pos, at = self.pos, len(self.ids)
+        pos.update(zip(ids, range(at, at + len(ids)), strict=True))
+        if len(pos) != at + len(ids):  # an id used twice: the node-by-node path names it
+            for node_id in ids:
+                if pos.get(node_id, -1) >= at:
+                    del pos[node_id]
+            return False
+        rare = [
+            k
+            for k, x in enumerate(nodes)
+            if "error" in x or "decision" in x or "evicted_children" in x
+        ]
+        extras: dict[int, dict[str, Any]] = {}
+        err_texts: dict[int, str] = {}
+        try:
+            for k in rare:
+                x = nodes[k]
+                err, decision, evicted = (
+                    x.get("error"),
+                    x.get("decision"),
+                    x.get("evicted_children"),
+                )
+                if err is not None or decision is not None or evicted:
+                    extras[at + k] = _extra(err, decision, evicted)
+                    err_texts[k] = _error_text(err)
+        except (TypeError, ValueError):
+            for node_id in ids:
+                del pos[node_id]
+            return False
+        self.extra.update(extras)
+        self.ids.extend(ids)
+        get = pos.get
+        self.parent.extend([-1 if v is None else get(v, -2) for v in parents])
+        for k in itertools.compress(range(len(parents)), (v == -2 for v in self.parent[at:])):
+            self._later[at + k] = str(parents[k])
+        for value in set(kinds):
+            self._code(self.kinds, "kind", value)
+        for value in set(statuses):
+            self._code(self.statuses, "status", value)
+        self.kind.extend(map(self._codes["kind"].__getitem__, kinds))
+        self.status.extend(map(self._codes["status"].__getitem__, statuses))
+        self.start.extend(starts)
+        self.end.extend([_NAN if v is None else v for v in ends])
+        self.cost.extend([_NAN if v is None else v for v in costs])
+        self.tokens.extend([0 if v is None else v["total_tokens"] for v in usages])
+        if hints:
+            hint_of = [node_hint(x) if "inputs" in x else "" for x in nodes]
+        else:
+            hint_of = [x.get("hint", "") for x in nodes]
+        shown = [f"{a}\x1f{b}" for a, b in zip(names, hint_of, strict=True)]
+        texts = [
+            f"{a} {k} {s} {h} " for a, k, s, h in zip(names, kinds, statuses, hint_of, strict=True)
+        ]
+        for k, text in err_texts.items():
+            texts[k] += text
+        self._add_text(shown, texts)
+        return True
+
+    def _add_nodes(self, nodes: list[Any], first: int, hints: bool) -> None:
+        """Any batch, node by node, checking each (a bad one raises, named)."""
+        ids, pos, later, parent_a = self.ids, self.pos, self._later, self.parent
+        kind_codes, status_codes = self._codes["kind"], self._codes["status"]
+        kinds_a, status_a = self.kind, self.status
+        start_a, end_a, tokens_a, cost_a = self.start, self.end, self.tokens, self.cost
+        extra = self.extra
+        shown: list[str] = []
+        texts: list[str] = []
+        show, text_add = shown.append, texts.append
+        at = first
+        for node in nodes:
+            if type(node) is not dict:
+                raise ValueError(f"malformed trace: nodes[{at}]: must be an object")
+            try:
+                get = node.get
+                node_id = node["id"]
+                if type(node_id) is not str:
+                    node_id = str(node_id)
+                if node_id in pos:
+                    raise ValueError(f"the id {node_id[:40]!r} is used twice")
+                kind, status = node["kind"], get("status", "ok")
+                if kind not in _KINDS or status not in _STATUSES:
+                    raise ValueError(f"unknown kind or status: {_short(kind)}, {_short(status)}")
+                parent = get("parent_id")
+                if parent is not None:
+                    if type(parent) is not str:
+                        parent = str(parent)
+                    if parent == node_id:
+                        raise ValueError("the node is its own parent")
+                start, end, cost = get("start", 0.0), get("end"), get("cost")
+                start_a.append(_NAN if start is None else _number(start, "start"))
+                end_a.append(_NAN if end is None else _number(end, "end"))
+                cost_a.append(_NAN if cost is None else _number(cost, "cost"))
+                usage = get("usage")
+                tokens_a.append(0 if usage is None else _usage_tokens(usage))
+                name = get("name", "")
+                if type(name) is not str:
+                    name = str(name)
+                hint = (node_hint(node) if "inputs" in node else "") if hints else get("hint", "")
+                err, decision, evicted = get("error"), get("decision"), get("evicted_children")
+                if err is not None or decision is not None or evicted:
+                    extra[at] = _extra(err, decision, evicted)
+                    err_text = _error_text(err)
+                else:
+                    err_text = ""
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
+                raise _malformed(f"nodes[{at}]", exc) from None
+            pos[node_id] = at
+            ids.append(node_id)
+            p = -1 if parent is None else pos.get(parent, -2)
+            if p == -2 and parent is not None:
+                later[at] = parent
+            parent_a.append(p)
+            k = kind_codes.get(kind)
+            kinds_a.append(self._code(self.kinds, "kind", kind) if k is None else k)
+            c = status_codes.get(status)
+            status_a.append(self._code(self.statuses, "status", status) if c is None else c)
+            show(f"{name}\x1f{hint}")
+            text_add(f"{name} {kind} {status} {hint} {err_text}")
+            at += 1
+        self._add_text(shown, texts)
+
+    def _add_text(self, shown: list[str], texts: list[str]) -> None:
+        """One batch's row texts: name and hint as shown, and the lowercase search text, each
+        one line per node in one string (``shown_at`` / ``line``: where each line starts)."""
+        for lines, chunks, items, lower in (
+            (self.shown_at, self._shown_chunks, shown, False),
+            (self.line, self._search_chunks, texts, True),
+        ):
+            if not items:
+                return
+            chunk = "\n".join(items) + "\n"
+            if chunk.count("\n") != len(items):  # a name or an error with line breaks
+                items = [t.replace("\n", " ") for t in items]
+                chunk = "\n".join(items) + "\n"
+            if lower:
+                low = chunk.lower()
+                if len(low) != len(chunk):  # lowercase longer than the text (rare letters)
+                    items = [t.lower() for t in items]
+                    low = "\n".join(items) + "\n"
+                chunk = low
+            base = self._chars[lower]
+            lines.extend(itertools.accumulate((len(t) + 1 for t in items[:-1]), initial=base))
+            self._chars[lower] = base + len(chunk)
+            chunks.append(chunk)
+
+    def finish(self) -> None:
+        """Derive the tree (children, depths, order, subtree sums) once every node is added."""
         n = len(self.ids)
-        pos = self.pos
-        for i, parent in enumerate(self._parents):
-            if parent is not None and parent != self.ids[i]:
-                self.parent[i] = pos.get(parent, -1)
-        self._parents = []
-        self.search = "\n".join(self._texts) + "\n"
-        at = 0
-        line = self.line
-        for text in self._texts:
-            line.append(at)
-            at += len(text) + 1
-        self._texts = []
+        # a parent id not in the trace: kept for the row (its parent_id), the node is a root
+        for i, parent_id in self._later.items():
+            p = self.pos.get(parent_id, -1)
+            self.parent[i] = p
+            if p < 0:
+                self.orphans[i] = parent_id
+        self._later = {}
+        self.shown, self._shown_chunks = "".join(self._shown_chunks), []
+        self.search, self._search_chunks = "".join(self._search_chunks), []
         # children lists as one flat array (CSR): kids of i are child[first[i]:first[i + 1]]
-        counts = array("i", bytes(4 * (n + 1)))
-        for p in self.parent:
+        parent_of = self.parent
+        kids_of = [0] * (n + 1)
+        for p in parent_of:
+            kids_of[p] += 1  # a root (-1) counts in the last slot
+        roots_n = kids_of[n]
+        self.first = array("i", itertools.accumulate(kids_of[:n], initial=0))
+        # nodes sorted by parent (stable: in trace order): the roots, then each node's kids
+        by_parent = array("i", sorted(range(n), key=parent_of.__getitem__))
+        self.roots = roots = by_parent[:roots_n]
+        self.child = child = by_parent[roots_n:]
+        first = self.first
+        # depth-first order (everything open) from the roots: a filter's rows are its kept
+        # nodes sorted by rank, and the reverse order sums subtrees bottom up (nodes in a
+        # parent cycle are not reached: they keep their own values)
+        by_rank = array("i")
+        visit = by_rank.append
+        stack = list(reversed(roots))
+        pop, push = stack.pop, stack.extend
+        while stack:
+            i = pop()
+            visit(i)
+            a, b = first[i], first[i + 1]
+            if a != b:
+                push(reversed(child[a:b]))
+        reached = len(by_rank)
+        if reached < n:  # unreachable nodes last, so every node has a rank
+            marks = bytearray(n)
+            for i in by_rank:
+                marks[i] = 1
+            by_rank.extend(i for i in range(n) if not marks[i])
+        self.by_rank = by_rank
+        self.rank = array("i", sorted(range(n), key=by_rank.__getitem__))
+        depth = self.depth = array("i", bytes(4 * n))
+        for i in itertools.islice(by_rank, reached):
+            p = parent_of[i]
             if p >= 0:
-                counts[p + 1] += 1
-        for i in range(n):
-            counts[i + 1] += counts[i]
-        self.first = array("i", counts)
-        fill = array("i", counts)
-        self.child = array("i", bytes(4 * n))
-        roots = array("i")
-        for i, p in enumerate(self.parent):
-            if p >= 0:
-                self.child[fill[p]] = i
-                fill[p] += 1
-            else:
-                roots.append(i)
-        self.roots = roots
-        # subtree sums, bottom up over a breadth-first order (cycle-safe: unreachable nodes
-        # keep their own values)
-        order = array("i", roots)
-        k = 0
-        first, child = self.first, self.child
-        while k < len(order):
-            i = order[k]
-            order.extend(child[first[i] : first[i + 1]])
-            k += 1
-        self.sub_tokens = array("q", self.tokens)
-        self.sub_cost = array("d", (0.0 if math.isnan(c) else c for c in self.cost))
-        self.sub_priced = array("i", (0 if math.isnan(c) else 1 for c in self.cost))
-        self.desc = array("i", bytes(4 * n))
-        sub_t, sub_c, sub_p, desc, parent_of = (
-            self.sub_tokens,
-            self.sub_cost,
-            self.sub_priced,
-            self.desc,
-            self.parent,
-        )
-        for i in reversed(order):
+                depth[i] = depth[p] + 1
+        self.sub_tokens = sub_t = array("q", self.tokens)
+        self.sub_cost = sub_c = array("d", (0.0 if c != c else c for c in self.cost))
+        self.sub_priced = sub_p = array("i", (0 if c != c else 1 for c in self.cost))
+        self.desc = desc = array("i", bytes(4 * n))
+        priced = any(sub_p)
+        for i in reversed(by_rank[:reached]):
             p = parent_of[i]
             if p >= 0:
                 sub_t[p] += sub_t[i]
-                sub_c[p] += sub_c[i]
-                sub_p[p] += sub_p[i]
                 desc[p] += desc[i] + 1
-        # depth and depth-first rank (everything open): a filter's rows are its kept nodes
-        # sorted by rank
-        self.depth = array("i", bytes(4 * n))
-        self.rank = array("i", bytes(4 * n))
-        self.by_rank = array("i", bytes(4 * n))
-        stack = list(reversed(roots))
-        k = 0
-        depth_of = self.depth
-        while stack:
-            i = stack.pop()
-            self.rank[i] = k
-            self.by_rank[k] = i
-            k += 1
-            kids = child[first[i] : first[i + 1]]
-            if kids:
-                d = depth_of[i] + 1
-                for c in kids:
-                    depth_of[c] = d
-                stack.extend(reversed(kids))
+                if priced:
+                    sub_c[p] += sub_c[i]
+                    sub_p[p] += sub_p[i]
         # what went wrong below each node (only ancestors of failed/denied/… nodes)
         self.below: dict[int, dict[str, int]] = {}
         bad = {self._codes["status"][s] for s in BAD_STATUSES if s in self._codes["status"]}
@@ -233,16 +421,21 @@ class TraceIndex:
     ) -> TraceIndex:
         """An index of node records already read (as the views keep them, with ``hint``)."""
         index = cls()
-        records: list[Mapping[str, Any]] = []
-        for i, node in enumerate(nodes):
-            index._add(node, f"nodes[{i}]")
-            records.append(node)
-        index._finish()
+        records = list(nodes)
+        for at in range(0, len(records), 10_000):
+            index.add_batch(records[at : at + 10_000], at, hints=False)
+        index.finish()
         index.header = dict(header or {})
         index._record = lambda i: dict(records[i])
         return index
 
     # -- reading ---------------------------------------------------------------------------
+
+    def read_records_with(
+        self, read: Callable[[int], dict[str, Any]], close: Callable[[], None]
+    ) -> None:
+        """Where records come from: ``read(i)`` gives node ``i``'s record (``close`` ends it)."""
+        self._record, self._close = read, close
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -283,27 +476,33 @@ class TraceIndex:
 
     def close(self) -> None:
         """Close the trace file (reopened if a record is read again)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._close is not None:
+            self._close()
 
     def _summary(self, i: int) -> dict[str, Any]:
-        record = self._record(i)
+        at = self.shown_at[i]
+        name, _, hint = self.shown[at : self.shown.index("\n", at)].partition("\x1f")
+        parent = self.parent[i]
+        start, end = self.start[i], self.end[i]
         out: dict[str, Any] = {
-            k: record[k]
-            for k in ("id", "parent_id", "kind", "name", "status", "start", "end", "hint")
-            if k in record
+            "id": self.ids[i],
+            "parent_id": self.ids[parent] if parent >= 0 else self.orphans.get(i),
+            "kind": self.kinds[self.kind[i]],
+            "name": name,
+            "status": self.statuses[self.status[i]],
+            "start": None if start != start else start,
+            "end": None if end != end else end,
         }
-        for k in ("error", "cost", "evicted_children"):
-            if record.get(k) is not None:
-                out[k] = record[k]
+        if hint:
+            out["hint"] = hint
+        cost = self.cost[i]
+        if cost == cost:
+            out["cost"] = cost
         if self.tokens[i]:
             out["usage"] = {"total_tokens": self.tokens[i]}
-        decision = record.get("decision")
-        if isinstance(decision, Mapping):
-            out["decision"] = {
-                k: decision[k] for k in ("outcome", "by", "asked_at", "decided_at") if k in decision
-            }
+        more = self.extra.get(i)
+        if more:
+            out.update(more)
         out["partial"] = True
         return out
 
@@ -314,8 +513,9 @@ class TraceIndex:
         if cached is not None and cached[0] == query:
             return cached[1]
         text, line, n = self.search, self.line, len(self.ids)
-        hits, keep, in_order = bytearray(n), bytearray(n), bytearray(n)
+        hits, keep = bytearray(n), bytearray(n)
         parent_of, rank, find, where = self.parent, self.rank, text.find, bisect.bisect_right
+        kept: list[int] = []  # ranks of the kept nodes
         found = 0
         at = find(query)
         while at >= 0:
@@ -325,10 +525,11 @@ class TraceIndex:
             j = i
             while j >= 0 and not keep[j]:
                 keep[j] = 1
-                in_order[rank[j]] = 1
+                kept.append(rank[j])
                 j = parent_of[j]
             at = find(query, line[i + 1] if i + 1 < n else len(text))
-        rows = array("i", itertools.compress(self.by_rank, in_order))
+        kept.sort()
+        rows = array("i", map(self.by_rank.__getitem__, kept))
         result = (hits, keep, rows, found)
         self._match_cache = (query, result)
         return result
@@ -414,8 +615,8 @@ class TraceIndex:
         for k in range(start, min(total, start + count)):
             i = order[k]
             depth = depths[i]
-            kids = child[first[i] : first[i + 1]]
-            has_kids = bool(kids) if keep is None else any(keep[c] for c in kids)
+            a, b = first[i], first[i + 1]
+            has_kids = a != b if keep is None else any(keep[c] for c in child[a:b])
             is_open = has_kids and (
                 keep is not None or expanded.get(self.ids[i], depth < DEFAULT_OPEN_DEPTH)
             )
@@ -470,169 +671,3 @@ class TraceIndex:
             yield i, depth
             shown += 1
             stack.extend((k, depth + 1) for k in reversed(child[first[i] : first[i + 1]]))
-
-
-# -- reading a trace file in chunks -------------------------------------------------------------
-
-
-class _Reader:
-    """The text of a file, decoded chunk by chunk, with byte offsets of what is parsed."""
-
-    def __init__(self, path: Path) -> None:
-        self.file = path.open("rb")
-        self.buf = ""
-        self.at = 0  # cursor in buf (characters)
-        self.base = 0  # byte offset of buf[0]
-        self.eof = False
-        self._tail = b""
-        self.ascii = True
-        self._known = (0, 0)  # (char position in buf, its byte offset in the file)
-
-    def more(self) -> bool:
-        if self.eof:
-            return False
-        data = self._tail + self.file.read(_CHUNK)
-        if len(data) == len(self._tail):
-            self.eof = True
-            if self._tail:
-                raise ValueError("not a langfx_nb trace: not valid UTF-8")
-            return False
-        # keep an incomplete UTF-8 sequence at the end for the next chunk
-        cut = len(data)
-        for back in range(1, min(4, len(data)) + 1):
-            b = data[-back]
-            if b & 0xC0 != 0x80:
-                need = 1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4
-                if need > back:
-                    cut = len(data) - back
-                break
-        self._tail = data[cut:]
-        rest = self.buf[self.at :]
-        self.base += len(self.buf[: self.at].encode("utf-8"))
-        try:
-            self.buf = rest + data[:cut].decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValueError("not a langfx_nb trace: not valid UTF-8") from None
-        self.at = 0
-        self.ascii = self.buf.isascii()
-        self._known = (0, self.base)
-        return True
-
-    def skip_ws(self) -> str:
-        while True:
-            buf, at = self.buf, self.at
-            while at < len(buf) and buf[at] in " \t\r\n":
-                at += 1
-            self.at = at
-            if at < len(buf):
-                return buf[at]
-            if not self.more():
-                return ""
-
-    def expect(self, char: str) -> None:
-        if self.skip_ws() != char:
-            raise ValueError(f"not a langfx_nb trace: not valid JSON (expected {char!r})")
-        self.at += 1
-
-    def value(self) -> tuple[Any, int, int]:
-        """The next JSON value and its byte extent in the file."""
-        self.skip_ws()
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.buf, self.at)
-            except json.JSONDecodeError as exc:
-                if self.more():
-                    continue
-                raise ValueError(f"not a langfx_nb trace: not valid JSON ({exc})") from None
-            if end == len(self.buf) and not self.eof and self.more():
-                continue  # a number may go on in the next chunk
-            start_b = self.byte(self.at)
-            end_b = start_b + len(self.buf[self.at : end].encode("utf-8"))
-            self.at = end
-            return value, start_b, end_b
-
-    def byte(self, at: int) -> int:
-        if self.ascii:
-            return self.base + at
-        char, byte = self._known
-        if at < char:
-            char, byte = 0, self.base
-        byte += len(self.buf[char:at].encode("utf-8"))
-        self._known = (at, byte)
-        return byte
-
-
-def open_index(path: str | Path) -> TraceIndex:
-    """Index a saved trace file without holding its records: each node is checked with the
-    core's strict node reader and only its row values and file offset are kept. A malformed
-    file raises one ``ValueError`` naming what is wrong (``nodes[3]: 'kind' is missing``)."""
-    path = Path(path)
-    index = TraceIndex()
-    saw_nodes = False
-    offsets = array("q")
-    header: dict[str, Any] = {}
-    reader = _Reader(path)
-    try:
-        reader.expect("{")
-        while True:
-            if reader.skip_ws() == "}":
-                break
-            key, _, _ = reader.value()
-            reader.expect(":")
-            if key != "nodes":
-                header[str(key)] = reader.value()[0]
-            else:
-                if header.get("format") != TRACE_FORMAT:
-                    raise ValueError("not a langfx_nb trace")
-                if header.get("version") != TRACE_VERSION:
-                    raise ValueError(f"unsupported trace version: {header.get('version')!r}")
-                saw_nodes = True
-                reader.expect("[")
-                i = 0
-                more = reader.skip_ws() != "]"
-                if not more:
-                    reader.at += 1
-                while more:
-                    raw, start_b, end_b = reader.value()
-                    where = f"nodes[{i}]"
-                    if not isinstance(raw, dict):
-                        raise ValueError(f"malformed trace: {where}: must be an object")
-                    try:
-                        TraceNode.from_json(raw)  # the core's strict node reader
-                        if raw.get("parent_id") is not None and str(raw["parent_id"]) == str(
-                            raw["id"]
-                        ):
-                            raise ValueError("the node is its own parent")
-                    except (KeyError, TypeError, ValueError, OverflowError) as exc:
-                        raise _malformed(where, exc) from None
-                    index._add(raw, where, node_hint(raw))
-                    offsets.append(start_b)
-                    offsets.append(end_b)
-                    i += 1
-                    sep = reader.skip_ws()
-                    if sep not in (",", "]"):
-                        raise ValueError("not a langfx_nb trace: not valid JSON in 'nodes'")
-                    reader.at += 1
-                    more = sep == ","
-            if reader.skip_ws() == ",":
-                reader.at += 1
-        if not saw_nodes:
-            if header.get("format") != TRACE_FORMAT:
-                raise ValueError("not a langfx_nb trace")
-            raise ValueError("malformed trace: 'nodes' must be a list")
-    finally:
-        reader.file.close()
-    index._finish()
-    index.header = header
-
-    def record(i: int) -> dict[str, Any]:
-        f = index._file
-        if f is None or f.closed:
-            f = index._file = path.open("rb")
-            weakref.finalize(index, f.close)  # closed with the index if nobody closes it
-        f.seek(offsets[2 * i])
-        raw = f.read(offsets[2 * i + 1] - offsets[2 * i])
-        return view_node(json.loads(raw), plain=True)
-
-    index._record = record
-    return index

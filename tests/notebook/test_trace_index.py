@@ -16,7 +16,8 @@ import pytest
 
 from langfx_nb.notebook import trace_explorer as te
 from langfx_nb.notebook.trace_data import read_trace
-from langfx_nb.notebook.trace_index import DEFAULT_OPEN_DEPTH, TraceIndex, open_index
+from langfx_nb.notebook.trace_file import open_index
+from langfx_nb.notebook.trace_index import DEFAULT_OPEN_DEPTH, TraceIndex
 from langfx_nb.notebook.trace_rows import problems_below, sums, tree_order
 
 
@@ -289,5 +290,53 @@ def test_the_static_copy_of_a_huge_trace_stays_small(monkeypatch: pytest.MonkeyP
         failed = sum(1 for n in data["nodes"] if n["status"] == "failed")
         assert f"failed {failed:,}" in html and "30,000 nodes" in html
         assert len(explorer.state) < 1_000_000
+    finally:
+        explorer.close()
+
+
+def test_records_the_core_writes_and_any_others_give_the_same_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = make_trace(4000, seed=5, deep=20)
+    data["nodes"][40]["start"] = 40  # an int: this batch goes node by node
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    fast = open_index(path)
+    monkeypatch.setattr(TraceIndex, "_add_columns", lambda self, nodes, hints: False)
+    slow = open_index(path)
+    try:
+        for name in ("parent", "kind", "status", "start", "end", "tokens", "cost", "desc"):
+            assert bytes(getattr(fast, name)) == bytes(getattr(slow, name)), name
+        assert fast.search == slow.search and fast.shown == slow.shown
+        assert fast.extra == slow.extra and fast.ids == slow.ids
+        for query in ("", "boom", "question 7"):
+            assert fast.window(count=300, query=query) == slow.window(count=300, query=query)
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_a_record_is_read_strictly_when_its_detail_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(te, "INDEX_FILE_BYTES", 1)
+    data = make_trace(300)
+    data["nodes"][12]["metadata"] = "not an object"  # not what a row needs: found at detail
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    index = open_index(path)
+    try:
+        assert len(index) == 300
+        with pytest.raises(ValueError, match=re.escape("nodes[12]: 'metadata' must be")):
+            index.record(data["nodes"][12]["id"])
+        assert index.record(data["nodes"][13]["id"]) is not None
+    finally:
+        index.close()
+    explorer = te.TraceExplorer(path)
+    sent: list[dict[str, Any]] = []
+    try:
+        explorer._send_message = sent.append  # type: ignore[method-assign]
+        explorer._on_view_message(explorer, {"kind": "detail_request", "id": "n12"}, [])
+        assert "nodes[12]: 'metadata' must be" in sent.pop()["node"]["malformed"]
     finally:
         explorer.close()

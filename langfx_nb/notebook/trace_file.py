@@ -1,0 +1,258 @@
+"""A saved trace file indexed in place: :func:`open_index` reads it in chunks of about a
+megabyte, keeps each node's row values in a :class:`TraceIndex` and where each chunk of
+records lies in the file, and reads a record back (with the core's strict node reader) when
+the detail pane asks for it.
+
+Cost (``benchmarks/widgets_browser.py --big``): parsing is one ``json.loads`` per chunk of
+records, not one call per node, with the garbage collector paused (millions of new dicts
+would trigger it over and over); a node is checked for what its row needs (docs/decisions.md
+"Saved traces of batch size: checked for the row at open, strictly at detail").
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import json
+import re
+import weakref
+from array import array
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
+from .trace_data import view_node
+from .trace_index import TraceIndex
+
+__all__ = ["open_index"]
+
+_READ = 4 << 20  # bytes read from the file at a time
+_BATCH = 1 << 20  # bytes of node records parsed by one json.loads
+_NEXT = re.compile(rb'\}\s*,\s*\{\s*"id"')  # a record ends, the next begins
+_LAST = re.compile(rb"\}\s*\]")  # the last record ends
+_WS = b" \t\r\n"
+_DECODER = json.JSONDecoder()
+_CACHED = 4  # chunks of records kept parsed (a window's rows are near each other)
+
+
+class _Bytes:
+    """The file's bytes, read on demand, with the file offset of what is parsed."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.buf = b""
+        self.at = 0  # cursor in buf
+        self.base = 0  # file offset of buf[0]
+        self.eof = False
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        data = self.file.read(_READ)
+        if not data:
+            self.eof = True
+            return False
+        self.base += self.at
+        self.buf = self.buf[self.at :] + data
+        self.at = 0
+        return True
+
+    def ensure(self, n: int) -> None:
+        while len(self.buf) - self.at < n and self.more():
+            pass
+
+    def peek(self) -> bytes:
+        """The next byte that is not white space (``b""`` at the end)."""
+        while True:
+            buf, at = self.buf, self.at
+            while at < len(buf) and buf[at] in _WS:
+                at += 1
+            self.at = at
+            if at < len(buf):
+                return buf[at : at + 1]
+            if not self.more():
+                return b""
+
+    def expect(self, char: bytes) -> None:
+        if self.peek() != char:
+            raise ValueError(f"not a langfx_nb trace: not valid JSON (expected {char.decode()!r})")
+        self.at += 1
+
+    def value(self) -> Any:
+        """The next JSON value (a header field, or a record read on its own)."""
+        self.peek()
+        size = 1 << 16
+        while True:
+            data = self.buf[self.at : self.at + size]
+            text = _decode(data, final=self.eof and self.at + size >= len(self.buf))
+            try:
+                value, end = _DECODER.raw_decode(text)
+            except json.JSONDecodeError as exc:
+                if self.at + size < len(self.buf) or self.more():
+                    size *= 4
+                    continue
+                raise ValueError(f"not a langfx_nb trace: not valid JSON ({exc})") from None
+            if end == len(text) and (self.at + size < len(self.buf) or self.more()):
+                size *= 4
+                continue  # a number may go on
+            self.at += len(text[:end].encode("utf-8"))
+            return value
+
+
+def _decode(data: bytes, *, final: bool) -> str:
+    """UTF-8 text of ``data``; unless ``final``, a sequence cut at the end is left out."""
+    cut = len(data)
+    if not final:
+        for back in range(1, min(4, len(data)) + 1):
+            b = data[-back]
+            if b & 0xC0 != 0x80:
+                need = 1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+                if need > back:
+                    cut = len(data) - back
+                break
+    try:
+        return data[:cut].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not a langfx_nb trace: not valid UTF-8") from None
+
+
+def _records(reader: _Bytes) -> tuple[list[Any], int, int]:
+    """The next records of the ``nodes`` list and their byte extent: as many whole records
+    as end within about ``_BATCH`` bytes, parsed by one ``json.loads``. A cut is tried where
+    a record may end and the next begins (the core writes ``"id"`` first), last first; a cut
+    that parses holds whole records only (an object cut in the middle never parses). When no
+    cut parses, the records are read one by one."""
+    reader.peek()
+    reader.ensure(_BATCH + 1)
+    buf, at = reader.buf, reader.at
+    region_end = min(len(buf), at + _BATCH)
+    cuts = [m.start() + 1 for m in _NEXT.finditer(buf, at, region_end)][-2:]
+    last = _LAST.search(buf, at)
+    if last is not None and last.start() < region_end:
+        cuts.append(last.start() + 1)
+    for cut in reversed(cuts):
+        try:
+            batch = json.loads(b"[" + buf[at:cut] + b"]")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(batch, list):
+            reader.at = cut
+            return batch, reader.base + at, reader.base + cut
+    return _one_by_one(reader)
+
+
+def _one_by_one(reader: _Bytes) -> tuple[list[Any], int, int]:
+    """Records read one at a time (``raw_decode``) up to about ``_BATCH`` bytes (at least one
+    record, however large)."""
+    start = reader.base + reader.at
+    out: list[Any] = []
+    while True:
+        out.append(reader.value())
+        if reader.base + reader.at - start >= _BATCH or reader.peek() != b",":
+            break
+        reader.at += 1
+        if reader.peek() != b"{":
+            break
+    end = reader.base + reader.at
+    return out, start, end
+
+
+def open_index(path: str | Path) -> TraceIndex:
+    """Index a saved trace file without holding its records. A malformed file raises one
+    ``ValueError`` naming what is wrong (``nodes[3]: 'kind' is missing``)."""
+    path = Path(path)
+    index = TraceIndex()
+    saw_nodes = False
+    header: dict[str, Any] = {}
+    # where each chunk of records lies in the file, and the position of its first node
+    spans = array("q")
+    firsts = array("q")
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        with path.open("rb") as file:
+            reader = _Bytes(file)
+            reader.expect(b"{")
+            while reader.peek() != b"}":
+                key = reader.value()
+                reader.expect(b":")
+                if key != "nodes":
+                    header[str(key)] = reader.value()
+                else:
+                    if header.get("format") != TRACE_FORMAT:
+                        raise ValueError("not a langfx_nb trace")
+                    if header.get("version") != TRACE_VERSION:
+                        raise ValueError(f"unsupported trace version: {header.get('version')!r}")
+                    saw_nodes = True
+                    reader.expect(b"[")
+                    n = 0
+                    more = reader.peek() != b"]"
+                    if not more:
+                        reader.at += 1
+                    while more:
+                        batch, start, end = _records(reader)
+                        index.add_batch(batch, n)
+                        spans.extend((start, end))
+                        firsts.append(n)
+                        n += len(batch)
+                        del batch
+                        sep = reader.peek()
+                        if sep not in (b",", b"]"):
+                            raise ValueError("not a langfx_nb trace: not valid JSON in 'nodes'")
+                        reader.at += 1
+                        more = sep == b","
+                if reader.peek() == b",":
+                    reader.at += 1
+                elif reader.peek() != b"}":
+                    raise ValueError("not a langfx_nb trace: not valid JSON (expected ',')")
+        if not saw_nodes:
+            if header.get("format") != TRACE_FORMAT:
+                raise ValueError("not a langfx_nb trace")
+            raise ValueError("malformed trace: 'nodes' must be a list")
+        index.finish()
+    finally:
+        if paused:
+            gc.enable()
+    index.header = header
+    records = _RecordReader(path, spans, firsts)
+    index.read_records_with(records.read, records.close)
+    weakref.finalize(index, records.close)  # the file is closed with the index
+    return index
+
+
+class _RecordReader:
+    """Reads node ``i``'s record back: its chunk of records, parsed (the last few kept),
+    checked with the core's strict node reader. The file stays open while records are read
+    (reopened after :meth:`close`)."""
+
+    def __init__(self, path: Path, spans: array[int], firsts: array[int]) -> None:
+        self.path = path
+        self.spans = spans
+        self.firsts = firsts
+        self.cache: dict[int, list[Any]] = {}
+        self.file: BinaryIO | None = None
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def read(self, i: int) -> dict[str, Any]:
+        b = bisect.bisect_right(self.firsts, i) - 1
+        batch = self.cache.get(b)
+        if batch is None:
+            if self.file is None:
+                self.file = self.path.open("rb")
+            self.file.seek(self.spans[2 * b])
+            raw = self.file.read(self.spans[2 * b + 1] - self.spans[2 * b])
+            batch = json.loads(b"[" + raw + b"]")
+            if len(self.cache) >= _CACHED:
+                self.cache.pop(next(iter(self.cache)))
+            self.cache[b] = batch
+        raw_node = batch[i - self.firsts[b]]
+        try:
+            TraceNode.from_json(raw_node)  # the core's strict node reader
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            missing = f"{exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"malformed trace: nodes[{i}]: {missing[:199]}") from None
+        return view_node(raw_node, plain=True)

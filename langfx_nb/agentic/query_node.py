@@ -47,18 +47,18 @@ def record_calls(
     and the last response (and ``result``, a preview, when given) as outputs; a stream
     that stopped before its final chunk shows what it had received, with ``partial: True``.
     ``query``, ``query_stream`` and ``generate`` all record through here."""
-    for response in recording.responses:
-        model_id = (response.provenance.model if response.provenance else None) or (
-            recording.model_id
-        )
-        store.record_usage(
-            node, model_id, response.usage, store.prices.request_cost(model_id, response)
-        )
-    if recording.prompts and rendered:
-        node.metadata["attempts"] = len(recording.prompts)
-        rendered_prompt = prompt_preview(recording.prompts[0], max_chars)
+    responses = recording.responses
+    prices = store.prices
+    for response in responses:
+        provenance = response.provenance
+        model_id = (provenance.model if provenance else None) or recording.model_id
+        store.record_usage(node, model_id, response.usage, prices.request_cost(model_id, response))
+    prompts = recording.prompts
+    if prompts and rendered:
+        node.metadata["attempts"] = len(prompts)
+        rendered_prompt = prompt_preview(prompts[0], max_chars)
         node.inputs = {**(node.inputs or {}), "rendered_prompt": rendered_prompt}
-    last = recording.responses[-1] if recording.responses else None
+    last = responses[-1] if responses else None
     partial = recording.partial  # the last stream stopped before its final chunk
     if partial is not None:
         last = partial
@@ -116,11 +116,13 @@ def query_inputs(
     inputs: dict[str, Any] = {}
     if schema is not None:
         inputs["schema"] = schema_name(schema)
-    if options:
+    if options and any(k != "vars" and k != "on_attempt" for k in options):
         settings = {k: v for k, v in options.items() if k != "vars" and k != "on_attempt"}
-        if settings:
-            inputs["options"] = preview(settings, max_chars)
-    inputs["prompt"] = prompt_preview(prompt, max_chars)
+        inputs["options"] = preview(settings, max_chars)
+    if type(prompt) is str:  # a template before rendering: the common case
+        inputs["prompt"] = prompt if len(prompt) <= max_chars else prompt[:max_chars] + "…"
+    else:
+        inputs["prompt"] = prompt_preview(prompt, max_chars)
     if options and "vars" in options:
         inputs["vars"] = preview(options["vars"], max_chars)
     return inputs
@@ -145,28 +147,33 @@ def schema_name(schema: Any) -> str:
 
 
 def _response_preview(response: AIMessage[Any], max_chars: int) -> dict[str, Any]:
-    def show(value: Any) -> Any:
-        return preview(value, max_chars)
-
     parts = response.parts
     if len(parts) == 1 and type(parts[0]) is TextPart:  # most answers: one text part
-        outputs: dict[str, Any] = {"text": show(parts[0].text)}
+        text = parts[0].text
+        outputs: dict[str, Any] = {
+            "text": text if len(text) <= max_chars else text[:max_chars] + "…"
+        }
         calls = None
     else:
-        outputs = {"text": show(response.text)}
+        outputs = {"text": preview(response.text, max_chars)}
         if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless
             outputs["reasoning"] = [
-                {"redacted": True} if r.redacted else {"text": show(r.text)} for r in reasoning
+                {"redacted": True} if r.redacted else {"text": preview(r.text, max_chars)}
+                for r in reasoning
             ]
         calls = response.tool_calls
     if calls:
-        outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]
-    finish = response.metadata.get("finish_reason")
-    if finish is not None:
-        outputs["finish_reason"] = finish
-    if response.metadata.get("cache_hit"):
-        outputs["cache_hit"] = True
-    response_id = response.metadata.get("response_id")
-    if response_id is not None:
-        outputs["response_id"] = response_id
+        outputs["tool_calls"] = [
+            {"id": c.id, "name": c.name, "args": preview(c.args, max_chars)} for c in calls
+        ]
+    metadata = response.metadata
+    if metadata:
+        finish = metadata.get("finish_reason")
+        if finish is not None:
+            outputs["finish_reason"] = finish
+        if metadata.get("cache_hit"):
+            outputs["cache_hit"] = True
+        response_id = metadata.get("response_id")
+        if response_id is not None:
+            outputs["response_id"] = response_id
     return outputs

@@ -236,6 +236,8 @@ class Session:
         node = self._state.store.start(kind, name, self._node, shown, metadata)
         if budget is not None and budget.is_unlimited:
             budget = None
+        if own is None and budget is None and meter is None and lm is None and not defaults:
+            return Tracked(node, self._bind(node))  # most nodes: the view inherits everything
         view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget, meter=meter)
         tightens = own if own is not None and own < self._deadline else None
         return Tracked(node, view, tightens, budget, max_execution_time)
@@ -243,7 +245,7 @@ class Session:
     def end_view(self) -> None:
         """Refuse new work through this view from now on (``RuntimeError``). The recorder
         calls it when the view's node ends; a root session is ended by ``dispose``."""
-        if not self.is_root:
+        if self._node is not self._state.store.root:
             self._open = False
 
     @contextlib.contextmanager

@@ -447,7 +447,8 @@ class TraceStore:
         self.started: dict[str, int] = {}
         self.evicted = 0
         self.requests: dict[str, int] = {}
-        self._usage: dict[str, Usage] = {}
+        #: per model: token counts in ``USAGE_FIELDS`` order (``None``: never reported)
+        self._tokens: dict[str, list[int | None]] = {}
         self._cost: dict[str, float] = {}  # per model: the priced requests' costs
         self._unpriced: dict[str, int] = {}  # per model: requests whose cost is unknown
         self.root = self._new("session", "session", None)
@@ -584,8 +585,13 @@ class TraceStore:
             node.cost = cost if node.cost is None else node.cost + cost
         if usage is not None:
             node.usage = usage if node.usage is None else node.usage + usage
-            prior = self._usage.get(model_id)
-            self._usage[model_id] = usage if prior is None else prior + usage
+            tokens = self._tokens.get(model_id)
+            if tokens is None:
+                tokens = self._tokens[model_id] = [None] * len(_USAGE_FIELDS)
+            for i, count in enumerate(_counts(usage)):  # summed in place: one request's work
+                if count is not None:
+                    prior = tokens[i]
+                    tokens[i] = count if prior is None else prior + count
 
     def _restore_cost(self, model_id: str, saved: Any, usage: Usage) -> None:
         """A loaded trace's cost of one model: as saved, else from the table (summed
@@ -601,7 +607,7 @@ class TraceStore:
 
     @property
     def usage_by_model(self) -> dict[str, Usage]:
-        return dict(self._usage)
+        return {model_id: Usage(*tokens) for model_id, tokens in self._tokens.items()}
 
     @property
     def counts(self) -> dict[str, dict[str, int]]:
@@ -734,7 +740,7 @@ class TraceStore:
                 entry = _object(entry, required=True)
                 store.requests[str(model_id)] = int(entry.get("requests", 0))
                 usage = _usage(_object(entry.get("usage")))
-                store._usage[str(model_id)] = usage
+                store._tokens[str(model_id)] = list(_counts(usage))
                 store._restore_cost(str(model_id), entry.get("cost"), usage)
             store.evicted = int(summary.get("evicted_nodes", 0))
         with _reading("counts"):
@@ -791,6 +797,18 @@ def _usage(data: Mapping[str, Any]) -> Usage:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"usage {f} must be an integer")
     return Usage.from_json(data)
+
+
+def _counts(usage: Usage) -> tuple[int | None, ...]:
+    """``usage``'s token counts in ``USAGE_FIELDS`` order."""
+    return (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.total_tokens,
+        usage.cached_tokens,
+        usage.reasoning_tokens,
+        usage.cache_write_tokens,
+    )
 
 
 def _short(value: Any) -> str:

@@ -226,6 +226,9 @@ def model_requests_allowed() -> bool:
     return _ALLOW_REQUESTS
 
 
+#: The usage of a model that has made no request (``Usage`` is frozen, so one is shared).
+NO_USAGE = Usage()
+
 _CALL_KEYS = frozenset(
     {"system_message", "tools", "tool_choice", "response_schema", "cache_seed", "use_cache"}
 )
@@ -261,7 +264,7 @@ class LanguageModel:
         if retry is None and max_attempts is not None:
             retry = RetryPolicy(max_attempts=max_attempts)
         self.retry = retry
-        self.total_usage = Usage()
+        self.total_usage = NO_USAGE  # immutable: replaced, never changed, by each response
         self.num_requests = 0
         #: key values and secret header values this model has sent; removed from the text of
         #: every error it raises (a server may echo them back)

@@ -55,6 +55,11 @@ class Mime:
         super().__init_subclass__(**kwargs)
         Mime._registry[cls.kind] = cls
 
+    @staticmethod
+    def kinds() -> frozenset[str]:
+        """The ``kind`` of every payload class (``mime`` and its subclasses')."""
+        return frozenset(("mime", *Mime._registry))
+
     def __post_init__(self) -> None:
         if (self.data is None) == (self.uri is None):
             raise ValueError(f"{type(self).__name__} needs exactly one of data= or uri=")

@@ -12,15 +12,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..messages import AIMessage, Message, TextPart
+from ..messages import AIMessage, ComplexMessage, Message, TextPart
 from .recording import RecordingModel
-from .trace import TraceNode, TraceStore, message_preview, preview
+from .trace import (
+    MAX_PREVIEW_TURNS,
+    TraceNode,
+    TraceStore,
+    message_preview,
+    preview,
+    turn_preview,
+    turns_preview,
+)
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
 
 __all__ = [
     "NO_RESULT",
+    "TranscriptPreview",
     "prompt_preview",
     "query_inputs",
     "query_metadata",
@@ -56,7 +65,12 @@ def record_calls(
     prompts = recording.prompts
     if prompts and rendered:
         node.metadata["attempts"] = len(prompts)
-        rendered_prompt = prompt_preview(prompts[0], max_chars)
+        first = prompts[0]  # a message (``lf.query`` renders its template to one)
+        rendered_prompt = (
+            message_preview(first, max_chars)
+            if isinstance(first, Message)
+            else prompt_preview(first, max_chars)
+        )
         node.inputs = {**(node.inputs or {}), "rendered_prompt": rendered_prompt}
     last = responses[-1] if responses else None
     partial = recording.partial  # the last stream stopped before its final chunk
@@ -116,9 +130,12 @@ def query_inputs(
     inputs: dict[str, Any] = {}
     if schema is not None:
         inputs["schema"] = schema_name(schema)
-    if options and any(k != "vars" and k != "on_attempt" for k in options):
-        settings = {k: v for k, v in options.items() if k != "vars" and k != "on_attempt"}
-        inputs["options"] = preview(settings, max_chars)
+    if options:
+        for key in options:
+            if key != "vars" and key != "on_attempt":  # some request option: show them all
+                settings = {k: v for k, v in options.items() if k != "vars" and k != "on_attempt"}
+                inputs["options"] = preview(settings, max_chars)
+                break
     if type(prompt) is str:  # a template before rendering: the common case
         inputs["prompt"] = prompt if len(prompt) <= max_chars else prompt[:max_chars] + "…"
     else:
@@ -135,10 +152,37 @@ def prompt_preview(prompt: Any, max_chars: int) -> Any:
     if isinstance(prompt, Message):
         return message_preview(prompt, max_chars)
     if isinstance(prompt, (list, tuple)) and all(isinstance(m, Message) for m in prompt):
-        from ..messages import ComplexMessage
-
         return message_preview(ComplexMessage(prompt), max_chars)
     return preview(prompt if isinstance(prompt, str) else str(prompt), max_chars)
+
+
+class TranscriptPreview:
+    """What ``prompt_preview`` shows of a growing transcript (an agent's prompt at every
+    step), each of its last turns previewed once rather than at every step it is shown in
+    (benchmarks/otel_export.py (c)). A turn is known by identity: the transcript's messages
+    are not changed once sent."""
+
+    __slots__ = ("_max_chars", "_shown")
+
+    def __init__(self, max_chars: int) -> None:
+        self._max_chars = max_chars
+        self._shown: dict[int, tuple[Message[Any], dict[str, Any]]] = {}
+
+    def __call__(self, prompt: ComplexMessage[Any]) -> Any:
+        turns = prompt.messages
+        known = self._shown
+        shown: dict[int, tuple[Message[Any], dict[str, Any]]] = {}
+        entries = []
+        for turn in turns[-MAX_PREVIEW_TURNS:]:
+            hit = known.get(id(turn))
+            if hit is not None and hit[0] is turn:
+                entry = hit[1]
+            else:
+                entry = turn_preview(turn, self._max_chars)
+            shown[id(turn)] = (turn, entry)
+            entries.append(entry)
+        self._shown = shown  # the last turns only: held messages stay few
+        return turns_preview(len(turns), entries)
 
 
 def schema_name(schema: Any) -> str:

@@ -640,19 +640,23 @@ class Session:
         lm: LanguageModel | None = None,
         name: str = "generate",
         stream: bool = False,
+        shown_prompt: Any = None,
         **options: Any,
     ) -> AIMessage[Any]:
         """One traced model call with no template rendering and no parsing.
 
         With ``stream=True`` the response is streamed (emulated for models that cannot) and
         each text delta reaches observers as a ``node_update`` with ``changes.delta``;
-        cancelling the caller closes the stream.
+        cancelling the caller closes the stream. ``shown_prompt`` is the prompt as its node
+        shows it, when the caller has it already (``query_node.TranscriptPreview``: an
+        agent's transcript); by default the prompt is previewed here.
         """
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         limit = self._state.max_text_chars
-        inputs: dict[str, Any] = {"prompt": prompt_preview(prompt, limit)}
+        shown = prompt_preview(prompt, limit) if shown_prompt is None else shown_prompt
+        inputs: dict[str, Any] = {"prompt": shown}
         tools = merged.get("tools")
         if tools:
             inputs["tools"] = [getattr(getattr(t, "spec", t), "name", "?") for t in tools]

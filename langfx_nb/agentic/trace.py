@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import functools
 import math
 from collections import deque
@@ -304,6 +305,16 @@ def preview(value: Any, max_chars: int = 4000) -> Any:
         if shown is not None:
             return shown
     bounds, special = _walkers(max_chars)
+    if _dumped_as_is(kind):  # a typed result: what the walker shows, without its probing
+        try:
+            dumped = value.model_dump(mode="json")
+        except Exception:
+            return walk(value, bounds, special=special)  # as the walker shows a failed dump
+        if type(dumped) is dict and len(dumped) <= _MAX_ITEMS:
+            shown = _flat_dict(dumped, max_chars)
+            if shown is not None:
+                return shown
+        return walk(dumped, bounds, special=special, _depth=1)
     return walk(value, bounds, special=special)
 
 
@@ -328,6 +339,29 @@ def _flat_dict(value: dict[Any, Any], max_chars: int) -> dict[str, Any] | None:
             return None
         out[key] = "<redacted>" if _is_secret(key) else item
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _dumped_as_is(kind: type) -> bool:
+    """Whether ``walk`` shows a ``kind`` value as its ``model_dump(mode="json")`` walked: a
+    pydantic model that no earlier rule (message, payload, model id, ``to_json``, mapping,
+    container, dataclass) or extra attribute catches. ``preview`` then dumps it directly:
+    the walker's probing of a typed result costs 10x its dump (benchmarks/batch.py (a))."""
+    fields = getattr(kind, "model_fields", None)
+    if not isinstance(fields, dict) or not callable(getattr(kind, "model_dump", None)):
+        return False
+    config = getattr(kind, "model_config", None)
+    return not (
+        issubclass(kind, _WALKED_FIRST)
+        or dataclasses.is_dataclass(kind)
+        or hasattr(kind, "to_json")
+        or hasattr(kind, "model_id")
+        or "model_id" in fields
+        or (isinstance(config, Mapping) and config.get("extra") == "allow")
+    )
+
+
+_WALKED_FIRST = (Message, Mime, Mapping, BaseException, enum.Enum, list, tuple, set, frozenset)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -392,7 +392,8 @@ class ComplexMessage(Message[T]):
         given = list(messages)
         # An agent sends its whole transcript every step (benchmarks/otel_export.py (c)):
         # when every message is one turn, the list is the turns, without a call per message.
-        if all(kind.turns is Message.turns for kind in set(map(type, given))):
+        kinds: set[type[Message[Any]]] = set(map(type, given))
+        if all(kind.turns is Message.turns for kind in kinds):
             self.messages = given
             return
         flat: list[Message[Any]] = []

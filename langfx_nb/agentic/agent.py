@@ -344,7 +344,7 @@ class Agent(Action[str]):
         shown = TranscriptPreview(session.max_text_chars)
         for step in range(run.steps, limits.max_steps):
             stats["steps"] = run.steps = step + 1
-            prompt = ComplexMessage(transcript)
+            prompt: ComplexMessage[Any] = ComplexMessage(transcript)
             response = await session.generate(
                 prompt,
                 name=f"step {step + 1}",

@@ -305,7 +305,12 @@ def preview(value: Any, max_chars: int = 4000) -> Any:
         if shown is not None:
             return shown
     bounds, special = _walkers(max_chars)
-    if _dumped_as_is(kind):  # a typed result: what the walker shows, without its probing
+    dumped_as_is = _DUMPED_AS_IS.get(kind)
+    if dumped_as_is is None:
+        dumped_as_is = _dumped_as_is(kind)
+        if len(_DUMPED_AS_IS) < 1024:  # bounded: classes made at run time are not kept
+            _DUMPED_AS_IS[kind] = dumped_as_is
+    if dumped_as_is:  # a typed result: what the walker shows, without its probing
         try:
             dumped = value.model_dump(mode="json")
         except Exception:
@@ -341,8 +346,7 @@ def _flat_dict(value: dict[Any, Any], max_chars: int) -> dict[str, Any] | None:
     return out
 
 
-@functools.lru_cache(maxsize=256)
-def _dumped_as_is(kind: type) -> bool:
+def _dumped_as_is(kind: type[Any]) -> bool:
     """Whether ``walk`` shows a ``kind`` value as its ``model_dump(mode="json")`` walked: a
     pydantic model that no earlier rule (message, payload, model id, ``to_json``, mapping,
     container, dataclass) or extra attribute catches. ``preview`` then dumps it directly:
@@ -361,6 +365,8 @@ def _dumped_as_is(kind: type) -> bool:
     )
 
 
+#: ``_dumped_as_is`` of the classes previewed so far
+_DUMPED_AS_IS: dict[type[Any], bool] = {}
 _WALKED_FIRST = (Message, Mime, Mapping, BaseException, enum.Enum, list, tuple, set, frozenset)
 
 

@@ -14,20 +14,23 @@ import json
 import math
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from ..errors import RateLimitError, RetryableError, UnsupportedCapabilityError
 from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
 from ..modalities import Mime
 from ._redact import Secrets, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
-from .deferred import current_capture
 from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
 from .streaming import StreamAccumulator, StreamChunk
 
 __all__ = [
+    "CAPTURE",
+    "NO_USAGE",
     "Capabilities",
+    "Capture",
     "LMRequest",
     "LanguageModel",
     "RetryPolicy",
@@ -226,6 +229,17 @@ def model_requests_allowed() -> bool:
     return _ALLOW_REQUESTS
 
 
+class Capture(Protocol):
+    """Answers a model call instead of the provider: the hook ``llms/deferred.py`` (a
+    provider batch) works through. Defined here, beside what it receives, so that
+    ``deferred`` depends on this module and not the other way round."""
+
+    async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]: ...
+
+
+#: The ``Capture`` answering this context's model calls (``deferred.capturing`` sets it).
+CAPTURE: ContextVar[Capture | None] = ContextVar("langfx_nb_capture", default=None)
+
 #: The usage of a model that has made no request (``Usage`` is frozen, so one is shared).
 NO_USAGE = Usage()
 
@@ -370,7 +384,7 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache)
         if lookup.hit is not None:
             return lookup.hit
-        capture = current_capture()  # a provider batch answers instead (llms/deferred.py)
+        capture = CAPTURE.get()  # a provider batch answers instead (llms/deferred.py)
         if capture is not None:
             response = await capture.answer(self, request)
         else:
@@ -415,7 +429,7 @@ class LanguageModel:
         if lookup.hit is not None:
             yield _whole_chunk(lookup.hit, self.model_id)
             return
-        capture = current_capture()
+        capture = CAPTURE.get()
         if capture is not None:
             response = self._finish(await capture.answer(self, request))
             await self._cache_store(lookup, response)

@@ -23,6 +23,7 @@ from .trace import (
     turn_preview,
     turns_preview,
 )
+from .usage import UsageMeter
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
@@ -49,19 +50,25 @@ def record_calls(
     result: Any = NO_RESULT,
     *,
     rendered: bool = True,
+    meters: tuple[UsageMeter, ...] = (),
 ) -> None:
     """Write what the model calls of a query saw onto its node: one counted request with
     its usage per response, ``attempts``, the rendered prompt of the first request (unless
     ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
     and the last response (and ``result``, a preview, when given) as outputs; a stream
     that stopped before its final chunk shows what it had received, with ``partial: True``.
-    ``query``, ``query_stream`` and ``generate`` all record through here."""
+    Each request is also charged to ``meters`` (the view's ``UsageMeter``s). ``query``,
+    ``query_stream`` and ``generate`` all record through here."""
     responses = recording.responses
     prices = store.prices
     for response in responses:
         provenance = response.provenance
         model_id = (provenance.model if provenance else None) or recording.model_id
-        store.record_usage(node, model_id, response.usage, prices.request_cost(model_id, response))
+        usage = response.usage
+        cost = prices.request_cost(model_id, response)
+        store.record_usage(node, model_id, usage, cost)
+        for meter in meters:
+            meter.add(model_id, usage, cost)
     prompts = recording.prompts
     if prompts and rendered:
         node.metadata["attempts"] = len(prompts)

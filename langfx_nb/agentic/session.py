@@ -624,14 +624,16 @@ class Session:
         rendered: bool = True,
     ) -> None:
         """Write a finished query's node from its recording (``query_node.record_calls``)."""
-        limit = self._state.max_text_chars
-        record_calls(self._state.store, node, recording, limit, result, rendered=rendered)
-        prices = self._state.store.prices
-        for meter in self._meters:
-            for response in recording.responses:
-                provenance = response.provenance
-                model_id = (provenance.model if provenance else None) or recording.model_id
-                meter.add(model_id, response.usage, prices.request_cost(model_id, response))
+        state = self._state
+        record_calls(
+            state.store,
+            node,
+            recording,
+            state.max_text_chars,
+            result,
+            rendered=rendered,
+            meters=self._meters,
+        )
 
     async def generate(
         self,

@@ -657,8 +657,9 @@ def _normalize_prompt(prompt: Prompt) -> tuple[list[Message[Any]], str | None]:
     body = turns[leading:] if leading else turns
     # one pass over the turns' types, not a check per turn: an agent sends its whole
     # transcript every step (benchmarks/otel_export.py (c))
-    if any(issubclass(kind, SystemMessage) for kind in set(map(type, body))):
-        raise UnsupportedCapabilityError("system messages must come before other turns")
+    for kind in set(map(type, body)):
+        if issubclass(kind, SystemMessage):
+            raise UnsupportedCapabilityError("system messages must come before other turns")
     if not body:
         raise ValueError("a prompt needs at least one non-system message")
     system = "\n\n".join(t.text for t in turns[:leading]) if leading else None

@@ -389,8 +389,15 @@ class ComplexMessage(Message[T]):
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(None, metadata=metadata)
+        given = list(messages)
+        # An agent sends its whole transcript every step (benchmarks/otel_export.py (c)):
+        # when every message is one turn, the list is the turns, without a call per message.
+        kinds: set[type[Message[Any]]] = set(map(type, given))
+        if all(kind.turns is Message.turns for kind in kinds):
+            self.messages = given
+            return
         flat: list[Message[Any]] = []
-        for m in messages:
+        for m in given:
             flat.extend(m.turns())
         self.messages = flat
 

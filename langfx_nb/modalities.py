@@ -51,9 +51,17 @@ class Mime:
     _registry: ClassVar[dict[str, type[Mime]]] = {}
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
+    _kinds: ClassVar[frozenset[str]] = frozenset({"mime"})
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         Mime._registry[cls.kind] = cls
+        Mime._kinds = Mime._kinds | {cls.kind}
+
+    @staticmethod
+    def kinds() -> frozenset[str]:
+        """The ``kind`` of every payload class (``mime`` and its subclasses')."""
+        return Mime._kinds
 
     def __post_init__(self) -> None:
         if (self.data is None) == (self.uri is None):

@@ -82,12 +82,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-#: Circles that came in with other work after ``agentic/`` was made circle-free (issue 22);
-#: each is to be broken, and then removed from here. The test fails on any other circle, and
-#: on one of these that no longer exists, so the list can only shrink.
-KNOWN_CIRCLES = [
-    ["langfx_nb.llms.base", "langfx_nb.llms.deferred"],  # deferred: TYPE_CHECKING only
-]
+#: Circles the package is known to have: none (issue 22). The test fails on any circle, so a
+#: new one is broken where it comes in, not listed here.
+KNOWN_CIRCLES: list[list[str]] = []
 
 
 def test_the_package_has_no_import_circles_but_the_known_ones() -> None:

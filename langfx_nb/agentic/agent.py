@@ -49,6 +49,7 @@ from .action import Action
 from .budget import Budget
 from .fanout import settle_first_failure
 from .limits import AgentLimits
+from .query_node import TranscriptPreview
 from .runstate import (
     RunState,
     agent_config,
@@ -340,10 +341,16 @@ class Agent(Action[str]):
         transcript = run.transcript
         limits = self.limits
         stats = session.node.metadata
+        shown = TranscriptPreview(session.max_text_chars)
         for step in range(run.steps, limits.max_steps):
             stats["steps"] = run.steps = step + 1
+            prompt: ComplexMessage[Any] = ComplexMessage(transcript)
             response = await session.generate(
-                ComplexMessage(transcript), name=f"step {step + 1}", stream=self.stream, **options
+                prompt,
+                name=f"step {step + 1}",
+                stream=self.stream,
+                shown_prompt=shown(prompt),
+                **options,
             )
             transcript.append(response)
             calls = response.tool_calls

@@ -77,7 +77,11 @@ class Prices(Mapping[str, Price]):
         batch prices for a response of a provider batch (``metadata["processing"]``)."""
         if response.metadata.get("cache_hit"):
             return 0.0
-        return self.usage_cost(model_id, response.usage, batch=is_batch(response))
+        usage = response.usage
+        if usage is None:
+            return None
+        price = self.find(model_id)
+        return None if price is None else price.cost(usage, batch=is_batch(response))
 
     def usage_cost(
         self, model_id: str, usage: Usage | None, *, batch: bool = False

@@ -12,15 +12,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..messages import AIMessage, Message, TextPart
+from ..messages import AIMessage, ComplexMessage, Message, TextPart
 from .recording import RecordingModel
-from .trace import TraceNode, TraceStore, message_preview, preview
+from .trace import (
+    MAX_PREVIEW_TURNS,
+    TraceNode,
+    TraceStore,
+    message_preview,
+    preview,
+    turn_preview,
+    turns_preview,
+)
+from .usage import UsageMeter
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
 
 __all__ = [
     "NO_RESULT",
+    "TranscriptPreview",
     "prompt_preview",
     "query_inputs",
     "query_metadata",
@@ -40,25 +50,36 @@ def record_calls(
     result: Any = NO_RESULT,
     *,
     rendered: bool = True,
+    meters: tuple[UsageMeter, ...] = (),
 ) -> None:
     """Write what the model calls of a query saw onto its node: one counted request with
     its usage per response, ``attempts``, the rendered prompt of the first request (unless
     ``rendered=False``: ``generate`` sends its prompt as given and shows it as ``prompt``),
     and the last response (and ``result``, a preview, when given) as outputs; a stream
     that stopped before its final chunk shows what it had received, with ``partial: True``.
-    ``query``, ``query_stream`` and ``generate`` all record through here."""
-    for response in recording.responses:
-        model_id = (response.provenance.model if response.provenance else None) or (
-            recording.model_id
+    Each request is also charged to ``meters`` (the view's ``UsageMeter``s). ``query``,
+    ``query_stream`` and ``generate`` all record through here."""
+    responses = recording.responses
+    prices = store.prices
+    for response in responses:
+        provenance = response.provenance
+        model_id = (provenance.model if provenance else None) or recording.model_id
+        usage = response.usage
+        cost = prices.request_cost(model_id, response)
+        store.record_usage(node, model_id, usage, cost)
+        for meter in meters:
+            meter.add(model_id, usage, cost)
+    prompts = recording.prompts
+    if prompts and rendered:
+        node.metadata["attempts"] = len(prompts)
+        first = prompts[0]  # a message (``lf.query`` renders its template to one)
+        rendered_prompt = (
+            message_preview(first, max_chars)
+            if isinstance(first, Message)
+            else prompt_preview(first, max_chars)
         )
-        store.record_usage(
-            node, model_id, response.usage, store.prices.request_cost(model_id, response)
-        )
-    if recording.prompts and rendered:
-        node.metadata["attempts"] = len(recording.prompts)
-        rendered_prompt = prompt_preview(recording.prompts[0], max_chars)
         node.inputs = {**(node.inputs or {}), "rendered_prompt": rendered_prompt}
-    last = recording.responses[-1] if recording.responses else None
+    last = responses[-1] if responses else None
     partial = recording.partial  # the last stream stopped before its final chunk
     if partial is not None:
         last = partial
@@ -117,10 +138,15 @@ def query_inputs(
     if schema is not None:
         inputs["schema"] = schema_name(schema)
     if options:
-        settings = {k: v for k, v in options.items() if k != "vars" and k != "on_attempt"}
-        if settings:
-            inputs["options"] = preview(settings, max_chars)
-    inputs["prompt"] = prompt_preview(prompt, max_chars)
+        for key in options:
+            if key != "vars" and key != "on_attempt":  # some request option: show them all
+                settings = {k: v for k, v in options.items() if k != "vars" and k != "on_attempt"}
+                inputs["options"] = preview(settings, max_chars)
+                break
+    if type(prompt) is str:  # a template before rendering: the common case
+        inputs["prompt"] = prompt if len(prompt) <= max_chars else prompt[:max_chars] + "…"
+    else:
+        inputs["prompt"] = prompt_preview(prompt, max_chars)
     if options and "vars" in options:
         inputs["vars"] = preview(options["vars"], max_chars)
     return inputs
@@ -133,10 +159,37 @@ def prompt_preview(prompt: Any, max_chars: int) -> Any:
     if isinstance(prompt, Message):
         return message_preview(prompt, max_chars)
     if isinstance(prompt, (list, tuple)) and all(isinstance(m, Message) for m in prompt):
-        from ..messages import ComplexMessage
-
         return message_preview(ComplexMessage(prompt), max_chars)
     return preview(prompt if isinstance(prompt, str) else str(prompt), max_chars)
+
+
+class TranscriptPreview:
+    """What ``prompt_preview`` shows of a growing transcript (an agent's prompt at every
+    step), each of its last turns previewed once rather than at every step it is shown in
+    (benchmarks/otel_export.py (c)). A turn is known by identity: the transcript's messages
+    are not changed once sent."""
+
+    __slots__ = ("_max_chars", "_shown")
+
+    def __init__(self, max_chars: int) -> None:
+        self._max_chars = max_chars
+        self._shown: dict[int, tuple[Message[Any], dict[str, Any]]] = {}
+
+    def __call__(self, prompt: ComplexMessage[Any]) -> Any:
+        turns = prompt.messages
+        known = self._shown
+        shown: dict[int, tuple[Message[Any], dict[str, Any]]] = {}
+        entries = []
+        for turn in turns[-MAX_PREVIEW_TURNS:]:
+            hit = known.get(id(turn))
+            if hit is not None and hit[0] is turn:
+                entry = hit[1]
+            else:
+                entry = turn_preview(turn, self._max_chars)
+            shown[id(turn)] = (turn, entry)
+            entries.append(entry)
+        self._shown = shown  # the last turns only: held messages stay few
+        return turns_preview(len(turns), entries)
 
 
 def schema_name(schema: Any) -> str:
@@ -145,28 +198,33 @@ def schema_name(schema: Any) -> str:
 
 
 def _response_preview(response: AIMessage[Any], max_chars: int) -> dict[str, Any]:
-    def show(value: Any) -> Any:
-        return preview(value, max_chars)
-
     parts = response.parts
     if len(parts) == 1 and type(parts[0]) is TextPart:  # most answers: one text part
-        outputs: dict[str, Any] = {"text": show(parts[0].text)}
+        text = parts[0].text
+        outputs: dict[str, Any] = {
+            "text": text if len(text) <= max_chars else text[:max_chars] + "…"
+        }
         calls = None
     else:
-        outputs = {"text": show(response.text)}
+        outputs = {"text": preview(response.text, max_chars)}
         if reasoning := response.reasoning:  # text only: signatures are opaque, long, useless
             outputs["reasoning"] = [
-                {"redacted": True} if r.redacted else {"text": show(r.text)} for r in reasoning
+                {"redacted": True} if r.redacted else {"text": preview(r.text, max_chars)}
+                for r in reasoning
             ]
         calls = response.tool_calls
     if calls:
-        outputs["tool_calls"] = [{"id": c.id, "name": c.name, "args": show(c.args)} for c in calls]
-    finish = response.metadata.get("finish_reason")
-    if finish is not None:
-        outputs["finish_reason"] = finish
-    if response.metadata.get("cache_hit"):
-        outputs["cache_hit"] = True
-    response_id = response.metadata.get("response_id")
-    if response_id is not None:
-        outputs["response_id"] = response_id
+        outputs["tool_calls"] = [
+            {"id": c.id, "name": c.name, "args": preview(c.args, max_chars)} for c in calls
+        ]
+    metadata = response.metadata
+    if metadata:
+        finish = metadata.get("finish_reason")
+        if finish is not None:
+            outputs["finish_reason"] = finish
+        if metadata.get("cache_hit"):
+            outputs["cache_hit"] = True
+        response_id = metadata.get("response_id")
+        if response_id is not None:
+            outputs["response_id"] = response_id
     return outputs

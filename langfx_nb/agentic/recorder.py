@@ -75,7 +75,17 @@ class Tracked(Generic[V]):
     ``wait`` and ``decide``. A ``Tracked`` that is never entered must be ended by its owner.
     """
 
-    __slots__ = ("_budget", "_entered", "_limit", "_own", "_scope", "node", "outputs", "session")
+    __slots__ = (
+        "_budget",
+        "_entered",
+        "_limit",
+        "_own",
+        "_scope",
+        "_store",
+        "node",
+        "outputs",
+        "session",
+    )
 
     def __init__(
         self,
@@ -87,6 +97,7 @@ class Tracked(Generic[V]):
     ) -> None:
         self.node = node
         self.session = session
+        self._store = session.trace_store
         self.outputs: Any = None
         self._own = own
         self._budget = budget
@@ -97,23 +108,23 @@ class Tracked(Generic[V]):
     # -- the block -----------------------------------------------------------------------
     def __enter__(self) -> Tracked[V]:
         self._entered = True
-        view = self.session
         own = self._own
-        clock = view.clock
-        if own is not None:
-            try:
-                if own <= clock.now():
-                    raise ExecutionTimeoutError(f"{self.node.name}: no time left to start")
-                self._scope = DeadlineScope(clock, own)
-            except BaseException as exc:
-                self.fail(exc)
-                raise
-        else:
+        if own is None:
+            view = self.session
             deadline = view.deadline
-            if deadline is not None and clock.now() >= deadline:
+            if deadline is not None and view.clock.now() >= deadline:
                 error = ExecutionTimeoutError("the deadline passed before the work could start")
                 self.fail(error)
                 raise error
+            return self
+        clock = self.session.clock
+        try:
+            if own <= clock.now():
+                raise ExecutionTimeoutError(f"{self.node.name}: no time left to start")
+            self._scope = DeadlineScope(clock, own)
+        except BaseException as exc:
+            self.fail(exc)
+            raise
         return self
 
     def __exit__(
@@ -139,9 +150,10 @@ class Tracked(Generic[V]):
         view = self.session
         view.end_view()
         budget = self._budget
-        scope = view.budget_scope
-        if budget is not None and scope is not None:
-            self.node.metadata["budget"] = {"limits": budget.to_json(), "used": scope.used()}
+        if budget is not None:
+            scope = view.budget_scope
+            if scope is not None:
+                self.node.metadata["budget"] = {"limits": budget.to_json(), "used": scope.used()}
             self._budget = None
 
     def _preview(self, value: Any) -> Any:
@@ -155,7 +167,7 @@ class Tracked(Generic[V]):
         refuses new work. ``outputs`` is previewed now."""
         self._settle()
         shown = None if outputs is None else self._preview(outputs)
-        self.session.trace_store.finish(self.node, status, outputs=shown, error=error)
+        self._store.finish(self.node, status, outputs=shown, error=error)
 
     def fail(self, exc: BaseException, *, outputs: Any = None) -> None:
         """Finish the node with the status ``exc`` maps to (``failed``, ``denied``,
@@ -165,12 +177,12 @@ class Tracked(Generic[V]):
     def update(self, **changes: Any) -> None:
         """Change fields of the node while it runs (``progress``, ``metadata``, ``delta``);
         observers get a ``node_update``."""
-        self.session.trace_store.update(self.node, **changes)
+        self._store.update(self.node, **changes)
 
     def wait(self) -> None:
         """The node now waits for a decision (a tool call's policy is asked): status
         ``waiting``, decision ``{outcome: "waiting", asked_at: now}``."""
-        store = self.session.trace_store
+        store = self._store
         store.update(self.node, status="waiting", decision=Decision("waiting", None, store.time()))
 
     def decide(
@@ -178,7 +190,7 @@ class Tracked(Generic[V]):
     ) -> Decision:
         """Record the decision (``asked_at`` from ``wait``, ``decided_at`` now); a waiting
         node is running again. ``args`` (edited arguments) is previewed."""
-        store = self.session.trace_store
+        store = self._store
         node = self.node
         prior = node.decision
         asked = prior.asked_at if prior is not None and prior.outcome == "waiting" else None

@@ -236,6 +236,8 @@ class Session:
         node = self._state.store.start(kind, name, self._node, shown, metadata)
         if budget is not None and budget.is_unlimited:
             budget = None
+        if own is None and budget is None and meter is None and lm is None and not defaults:
+            return Tracked(node, self._bind(node))  # most nodes: the view inherits everything
         view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget, meter=meter)
         tightens = own if own is not None and own < self._deadline else None
         return Tracked(node, view, tightens, budget, max_execution_time)
@@ -243,7 +245,7 @@ class Session:
     def end_view(self) -> None:
         """Refuse new work through this view from now on (``RuntimeError``). The recorder
         calls it when the view's node ends; a root session is ended by ``dispose``."""
-        if not self.is_root:
+        if self._node is not self._state.store.root:
             self._open = False
 
     @contextlib.contextmanager
@@ -622,14 +624,16 @@ class Session:
         rendered: bool = True,
     ) -> None:
         """Write a finished query's node from its recording (``query_node.record_calls``)."""
-        limit = self._state.max_text_chars
-        record_calls(self._state.store, node, recording, limit, result, rendered=rendered)
-        prices = self._state.store.prices
-        for meter in self._meters:
-            for response in recording.responses:
-                provenance = response.provenance
-                model_id = (provenance.model if provenance else None) or recording.model_id
-                meter.add(model_id, response.usage, prices.request_cost(model_id, response))
+        state = self._state
+        record_calls(
+            state.store,
+            node,
+            recording,
+            state.max_text_chars,
+            result,
+            rendered=rendered,
+            meters=self._meters,
+        )
 
     async def generate(
         self,
@@ -638,19 +642,23 @@ class Session:
         lm: LanguageModel | None = None,
         name: str = "generate",
         stream: bool = False,
+        shown_prompt: Any = None,
         **options: Any,
     ) -> AIMessage[Any]:
         """One traced model call with no template rendering and no parsing.
 
         With ``stream=True`` the response is streamed (emulated for models that cannot) and
         each text delta reaches observers as a ``node_update`` with ``changes.delta``;
-        cancelling the caller closes the stream.
+        cancelling the caller closes the stream. ``shown_prompt`` is the prompt as its node
+        shows it, when the caller has it already (``query_node.TranscriptPreview``: an
+        agent's transcript); by default the prompt is previewed here.
         """
         self._check_usable()
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         limit = self._state.max_text_chars
-        inputs: dict[str, Any] = {"prompt": prompt_preview(prompt, limit)}
+        shown = prompt_preview(prompt, limit) if shown_prompt is None else shown_prompt
+        inputs: dict[str, Any] = {"prompt": shown}
         tools = merged.get("tools")
         if tools:
             inputs["tools"] = [getattr(getattr(t, "spec", t), "name", "?") for t in tools]

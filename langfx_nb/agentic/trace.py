@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import functools
 import math
 from collections import deque
@@ -304,6 +305,21 @@ def preview(value: Any, max_chars: int = 4000) -> Any:
         if shown is not None:
             return shown
     bounds, special = _walkers(max_chars)
+    dumped_as_is = _DUMPED_AS_IS.get(kind)
+    if dumped_as_is is None:
+        dumped_as_is = _dumped_as_is(kind)
+        if len(_DUMPED_AS_IS) < 1024:  # bounded: classes made at run time are not kept
+            _DUMPED_AS_IS[kind] = dumped_as_is
+    if dumped_as_is:  # a typed result: what the walker shows, without its probing
+        try:
+            dumped = value.model_dump(mode="json")
+        except Exception:
+            return walk(value, bounds, special=special)  # as the walker shows a failed dump
+        if type(dumped) is dict and len(dumped) <= _MAX_ITEMS:
+            shown = _flat_dict(dumped, max_chars)
+            if shown is not None:
+                return shown
+        return walk(dumped, bounds, special=special, _depth=1)
     return walk(value, bounds, special=special)
 
 
@@ -328,6 +344,30 @@ def _flat_dict(value: dict[Any, Any], max_chars: int) -> dict[str, Any] | None:
             return None
         out[key] = "<redacted>" if _is_secret(key) else item
     return out
+
+
+def _dumped_as_is(kind: type[Any]) -> bool:
+    """Whether ``walk`` shows a ``kind`` value as its ``model_dump(mode="json")`` walked: a
+    pydantic model that no earlier rule (message, payload, model id, ``to_json``, mapping,
+    container, dataclass) or extra attribute catches. ``preview`` then dumps it directly:
+    the walker's probing of a typed result costs 10x its dump (benchmarks/batch.py (a))."""
+    fields = getattr(kind, "model_fields", None)
+    if not isinstance(fields, dict) or not callable(getattr(kind, "model_dump", None)):
+        return False
+    config = getattr(kind, "model_config", None)
+    return not (
+        issubclass(kind, _WALKED_FIRST)
+        or dataclasses.is_dataclass(kind)
+        or hasattr(kind, "to_json")
+        or hasattr(kind, "model_id")
+        or "model_id" in fields
+        or (isinstance(config, Mapping) and config.get("extra") == "allow")
+    )
+
+
+#: ``_dumped_as_is`` of the classes previewed so far
+_DUMPED_AS_IS: dict[type[Any], bool] = {}
+_WALKED_FIRST = (Message, Mime, Mapping, BaseException, enum.Enum, list, tuple, set, frozenset)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -447,7 +487,8 @@ class TraceStore:
         self.started: dict[str, int] = {}
         self.evicted = 0
         self.requests: dict[str, int] = {}
-        self._usage: dict[str, Usage] = {}
+        #: per model: token counts in ``USAGE_FIELDS`` order (``None``: never reported)
+        self._tokens: dict[str, list[int | None]] = {}
         self._cost: dict[str, float] = {}  # per model: the priced requests' costs
         self._unpriced: dict[str, int] = {}  # per model: requests whose cost is unknown
         self.root = self._new("session", "session", None)
@@ -584,8 +625,13 @@ class TraceStore:
             node.cost = cost if node.cost is None else node.cost + cost
         if usage is not None:
             node.usage = usage if node.usage is None else node.usage + usage
-            prior = self._usage.get(model_id)
-            self._usage[model_id] = usage if prior is None else prior + usage
+            tokens = self._tokens.get(model_id)
+            if tokens is None:
+                tokens = self._tokens[model_id] = [None] * len(_USAGE_FIELDS)
+            for i, count in enumerate(_counts(usage)):  # summed in place: one request's work
+                if count is not None:
+                    prior = tokens[i]
+                    tokens[i] = count if prior is None else prior + count
 
     def _restore_cost(self, model_id: str, saved: Any, usage: Usage) -> None:
         """A loaded trace's cost of one model: as saved, else from the table (summed
@@ -601,7 +647,7 @@ class TraceStore:
 
     @property
     def usage_by_model(self) -> dict[str, Usage]:
-        return dict(self._usage)
+        return {model_id: Usage(*tokens) for model_id, tokens in self._tokens.items()}
 
     @property
     def counts(self) -> dict[str, dict[str, int]]:
@@ -734,7 +780,7 @@ class TraceStore:
                 entry = _object(entry, required=True)
                 store.requests[str(model_id)] = int(entry.get("requests", 0))
                 usage = _usage(_object(entry.get("usage")))
-                store._usage[str(model_id)] = usage
+                store._tokens[str(model_id)] = list(_counts(usage))
                 store._restore_cost(str(model_id), entry.get("cost"), usage)
             store.evicted = int(summary.get("evicted_nodes", 0))
         with _reading("counts"):
@@ -791,6 +837,18 @@ def _usage(data: Mapping[str, Any]) -> Usage:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"usage {f} must be an integer")
     return Usage.from_json(data)
+
+
+def _counts(usage: Usage) -> tuple[int | None, ...]:
+    """``usage``'s token counts in ``USAGE_FIELDS`` order."""
+    return (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.total_tokens,
+        usage.cached_tokens,
+        usage.reasoning_tokens,
+        usage.cache_write_tokens,
+    )
 
 
 def _short(value: Any) -> str:

@@ -14,20 +14,23 @@ import json
 import math
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from ..errors import RateLimitError, RetryableError, UnsupportedCapabilityError
 from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
 from ..modalities import Mime
 from ._redact import Secrets, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
-from .deferred import current_capture
 from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
 from .streaming import StreamAccumulator, StreamChunk
 
 __all__ = [
+    "CAPTURE",
+    "NO_USAGE",
     "Capabilities",
+    "Capture",
     "LMRequest",
     "LanguageModel",
     "RetryPolicy",
@@ -226,6 +229,20 @@ def model_requests_allowed() -> bool:
     return _ALLOW_REQUESTS
 
 
+class Capture(Protocol):
+    """Answers a model call instead of the provider: the hook ``llms/deferred.py`` (a
+    provider batch) works through. Defined here, beside what it receives, so that
+    ``deferred`` depends on this module and not the other way round."""
+
+    async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]: ...
+
+
+#: The ``Capture`` answering this context's model calls (``deferred.capturing`` sets it).
+CAPTURE: ContextVar[Capture | None] = ContextVar("langfx_nb_capture", default=None)
+
+#: The usage of a model that has made no request (``Usage`` is frozen, so one is shared).
+NO_USAGE = Usage()
+
 _CALL_KEYS = frozenset(
     {"system_message", "tools", "tool_choice", "response_schema", "cache_seed", "use_cache"}
 )
@@ -261,7 +278,7 @@ class LanguageModel:
         if retry is None and max_attempts is not None:
             retry = RetryPolicy(max_attempts=max_attempts)
         self.retry = retry
-        self.total_usage = Usage()
+        self.total_usage = NO_USAGE  # immutable: replaced, never changed, by each response
         self.num_requests = 0
         #: key values and secret header values this model has sent; removed from the text of
         #: every error it raises (a server may echo them back)
@@ -337,6 +354,9 @@ class LanguageModel:
             not isinstance(o.reasoning_effort, str) or not o.reasoning_effort
         ):
             raise TypeError("reasoning_effort must be a non-empty string, e.g. 'low'")
+        if caps.modalities >= Mime.kinds():
+            return  # every payload accepted: no part to look at (an agent's whole transcript
+            # every step, benchmarks/otel_export.py (c))
         for m in request.messages:
             for p in m.parts:
                 if isinstance(p, Mime) and p.kind not in caps.modalities:
@@ -364,7 +384,7 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache)
         if lookup.hit is not None:
             return lookup.hit
-        capture = current_capture()  # a provider batch answers instead (llms/deferred.py)
+        capture = CAPTURE.get()  # a provider batch answers instead (llms/deferred.py)
         if capture is not None:
             response = await capture.answer(self, request)
         else:
@@ -409,7 +429,7 @@ class LanguageModel:
         if lookup.hit is not None:
             yield _whole_chunk(lookup.hit, self.model_id)
             return
-        capture = current_capture()
+        capture = CAPTURE.get()
         if capture is not None:
             response = self._finish(await capture.answer(self, request))
             await self._cache_store(lookup, response)
@@ -631,15 +651,16 @@ def _normalize_prompt(prompt: Prompt) -> tuple[list[Message[Any]], str | None]:
         turns = prompt.turns()
     else:
         turns = [t for m in prompt for t in m.turns()]
-    system_parts: list[str] = []
-    body: list[Message[Any]] = []
-    for t in turns:
-        if isinstance(t, SystemMessage) and not body:
-            system_parts.append(t.text)
-        elif isinstance(t, SystemMessage):
+    leading = 0
+    while leading < len(turns) and isinstance(turns[leading], SystemMessage):
+        leading += 1
+    body = turns[leading:] if leading else turns
+    # one pass over the turns' types, not a check per turn: an agent sends its whole
+    # transcript every step (benchmarks/otel_export.py (c))
+    for kind in set(map(type, body)):
+        if issubclass(kind, SystemMessage):
             raise UnsupportedCapabilityError("system messages must come before other turns")
-        else:
-            body.append(t)
     if not body:
         raise ValueError("a prompt needs at least one non-system message")
-    return body, ("\n\n".join(system_parts) if system_parts else None)
+    system = "\n\n".join(t.text for t in turns[:leading]) if leading else None
+    return body, system

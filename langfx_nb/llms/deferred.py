@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
-    from ..messages import AIMessage
-    from .base import LanguageModel, LMRequest
+from .base import CAPTURE, Capture
 
 __all__ = ["Capture", "DeferredCall", "capturing", "current_capture"]
 
@@ -29,22 +25,15 @@ class DeferredCall(BaseException):
     swallow it; only the batch engine catches it."""
 
 
-class Capture(Protocol):
-    async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]: ...
-
-
-_CAPTURE: ContextVar[Capture | None] = ContextVar("langfx_nb_capture", default=None)
-
-
 def current_capture() -> Capture | None:
-    return _CAPTURE.get()
+    return CAPTURE.get()
 
 
 @contextlib.contextmanager
 def capturing(capture: Capture | None) -> Iterator[None]:
     """Model calls in this context (and tasks started in it) go to ``capture``."""
-    token = _CAPTURE.set(capture)
+    token = CAPTURE.set(capture)
     try:
         yield
     finally:
-        _CAPTURE.reset(token)
+        CAPTURE.reset(token)

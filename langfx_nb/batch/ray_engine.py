@@ -9,8 +9,8 @@ adopts the nodes under its ``batch`` node (``Session.adopt``), counts the reques
 writes the manifest. The driver keeps a few chunks' worth of items queued at each actor:
 when an actor dies (its process killed), the items it held but had not returned go back to
 the front of the queue and run on a new actor; items whose results reached the driver are
-never sent again. Rate limits (``lf.RateLimit``) hold for the whole cluster: one limiter
-actor, leased from in small blocks (``ray_worker.CentralLimiter``).
+never sent again. Rate limits (``lf.RateLimit``) hold for the whole cluster: each worker
+keeps its share of them (``ray_worker.ShareLimiter``).
 
 This module does not import Ray: ``ray_worker`` (which does) is imported on first use.
 """
@@ -21,7 +21,6 @@ import asyncio
 import collections
 import contextlib
 import pickle
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,6 +123,7 @@ async def run_on_ray(
             "engine=lf.engines.Ray() needs Ray: pip install 'langfx_nb[ray]'"
         ) from None
     fn_blob = _dumps(fn, "fn")  # before the cluster starts and before any request
+    context_blob = _dumps((view.lm, dict(view.defaults)), "the session's lm and defaults")
     blobs = {i: _dumps(values[i], f"item {i}") for i in pending}
     if not pending:
         return
@@ -134,19 +134,18 @@ async def run_on_ray(
             options["num_cpus"] = engine.num_cpus
         await asyncio.to_thread(ray.init, address=engine.address, **options)
         started = True
-    from .ray_worker import BatchWorker, limiter_name, stop_limiter
+    from .ray_worker import BatchWorker
 
-    run_id = f"{view.id}-{view.node.id}-{time.monotonic_ns()}"
     store = view.trace_store
     worker_cls = ray.remote(num_cpus=engine.cpus_per_worker, max_restarts=0)(BatchWorker)
     fn_ref = ray.put(fn_blob)
-    config = {
+    config: dict[str, Any] = {
+        "context": context_blob,
         "with_session": with_session,
         "concurrency": max_concurrency,
         "prices": dict(view.prices),
         "max_trace_nodes": store.max_nodes,
         "max_text_chars": view.max_text_chars,
-        "limiter": limiter_name(run_id),
     }
 
     def new_actor() -> Any:
@@ -154,7 +153,9 @@ async def run_on_ray(
 
     count = engine.num_workers
     if count is None:
-        count = max(1, int(ray.cluster_resources().get("CPU", 1) // max(engine.cpus_per_worker, 1)))
+        cpus = ray.cluster_resources().get("CPU", 1)
+        count = max(1, int(cpus // max(engine.cpus_per_worker, 1)))
+    config["workers"] = count
     queue: collections.deque[int] = collections.deque(pending)
     held: list[dict[int, None]] = [{} for _ in range(count)]
     restarts = [0]
@@ -223,7 +224,5 @@ async def run_on_ray(
         for actor in actors:
             with contextlib.suppress(Exception):
                 ray.kill(actor)
-        with contextlib.suppress(Exception):
-            stop_limiter(run_id)
         if started:
             await asyncio.to_thread(ray.shutdown)

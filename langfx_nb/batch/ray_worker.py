@@ -4,13 +4,10 @@
   queues the items it is given, waits until some have finished, and returns their outcomes:
   ``(index, ok, pickled result, (type, message), pickled exception, trace nodes, requests)``.
   It never opens the run manifest; the trace nodes go to the driver, which adopts them.
-- ``CentralLimiter``: one named actor per batch holding each account's request and token
-  buckets. ``LeasedLimiter`` replaces a worker's account limiters
-  (``ratelimit.set_limiter_factory``): a request with a configured ``lf.RateLimit`` spends
-  an allowance leased from the central buckets in blocks of ``LEASE_S`` seconds of the
-  limit, so the limit holds across workers without a remote call per request; token
-  estimates are corrected in the next lease; a 429 pauses the central buckets too. Provider
-  headers without a configured limit are followed per worker (as in one process).
+- ``ShareLimiter`` replaces a worker's account limiters (``ratelimit.set_limiter_factory``):
+  a configured ``lf.RateLimit`` is divided by the number of workers, so the workers together
+  keep the account's limit with no remote call per request (docs/decisions.md). A 429 or
+  provider headers pace the worker that saw them.
 """
 
 from __future__ import annotations
@@ -18,24 +15,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import math
 import pickle
 import time
 from typing import Any
 
-import ray
 from ray import cloudpickle
 
 from ..agentic.session import Session
 from ..agentic.trace import error_info
 from ..agentic.usage import UsageMeter
-from ..llms.ratelimit import BURST_S, SAFETY, Limiter, Ticket, set_limiter_factory
+from ..llms.ratelimit import Limiter, RateLimit, set_limiter_factory
 from ..messages import Usage
 
-__all__ = ["BatchWorker", "CentralLimiter", "LeasedLimiter", "limiter_name", "stop_limiter"]
+__all__ = ["BatchWorker", "ShareLimiter"]
 
-#: A lease covers this many seconds of a limit (at least one request).
-LEASE_S = 0.02
 #: ``exchange`` returns after this long without any finished item (the driver asks again).
 WAIT_S = 1.0
 #: Once an item has finished, ``exchange`` waits up to this long for more before returning.
@@ -64,13 +57,16 @@ class BatchWorker:
         self.fn = pickle.loads(fn_blob)
         self.with_session = bool(config["with_session"])
         self.concurrency = int(config["concurrency"])
+        lm, defaults = pickle.loads(config["context"])
         self.session = Session(
+            lm,
             prices=config["prices"],
             max_trace_nodes=int(config["max_trace_nodes"]),
             max_text_chars=int(config["max_text_chars"]),
+            **defaults,
         )
-        name = config["limiter"]
-        set_limiter_factory(lambda account: LeasedLimiter(account, name))
+        share = int(config["workers"])
+        set_limiter_factory(lambda account: ShareLimiter(share))
         self.queue: asyncio.Queue[tuple[int, bytes]] | None = None
         self.ready: list[tuple[Any, ...]] = []
         self.arrived: asyncio.Event | None = None
@@ -105,7 +101,8 @@ class BatchWorker:
         last = time.monotonic()
         while True:
             index, blob = await self.queue.get()
-            self.ready.append(await self._one(index, blob))
+            outcome = await self._one(index, blob)
+            self.ready.append(outcome)  # after the await: exchange may have swapped the list
             self.arrived.set()
             now = time.monotonic()
             if now - last >= 0.02:  # items that never wait must let exchange return
@@ -143,174 +140,19 @@ class BatchWorker:
         return index, True, payload, None, None, nodes, log.log
 
 
-def limiter_name(run_id: str) -> str:
-    return f"langfx-limiter-{run_id}"
+class ShareLimiter(Limiter):
+    """An account limiter of one of ``share`` workers: each configured limit divided by
+    ``share``, so the workers together keep the account's limit."""
 
-
-def stop_limiter(run_id: str) -> None:
-    """End a batch's central limiter, if a worker made one."""
-    try:
-        actor = ray.get_actor(limiter_name(run_id))
-    except ValueError:
-        return
-    ray.kill(actor)
-
-
-class _Bucket:
-    """``rate`` units a second, at most ``capacity`` held; grants go into debt."""
-
-    __slots__ = ("at", "capacity", "level", "rate")
-
-    def __init__(self, per_minute: float, now: float) -> None:
-        self.rate = per_minute / 60.0 * SAFETY
-        self.capacity = max(1.0, self.rate * BURST_S)
-        self.level = self.capacity
-        self.at = now
-
-    def refill(self, now: float) -> None:
-        if now > self.at:
-            self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
-            self.at = now
-
-    def wait(self) -> float:
-        return -self.level / self.rate if self.level < 0 else 0.0
-
-
-class CentralLimiter:
-    """The request and token buckets of every account, for the whole cluster."""
-
-    def __init__(self) -> None:
-        self.buckets: dict[str, tuple[_Bucket | None, _Bucket | None]] = {}
-        self.limits: dict[str, tuple[float | None, float | None]] = {}
-        self.pause_until: dict[str, float] = {}
-
-    def lease(
-        self,
-        account: str,
-        rpm: float | None,
-        tpm: float | None,
-        requests: float,
-        tokens: float,
-        correction: float,
-    ) -> tuple[float, float, float]:
-        """Grant ``requests`` and ``tokens`` (after taking ``correction`` tokens used beyond
-        earlier estimates): ``(requests, tokens, 0)``, or ``(0, 0, seconds to wait)``."""
-        now = time.monotonic()
-        if self.limits.get(account) != (rpm, tpm):
-            self.limits[account] = (rpm, tpm)
-            self.buckets[account] = (
-                None if rpm is None else _Bucket(rpm, now),
-                None if tpm is None else _Bucket(tpm, now),
-            )
-        req, tok = self.buckets[account]
-        if tok is not None and correction:
-            tok.refill(now)
-            tok.level = min(tok.capacity, tok.level - correction)
-        wait = self.pause_until.get(account, 0.0) - now
-        for bucket in (req, tok):
-            if bucket is not None:
-                bucket.refill(now)
-                wait = max(wait, bucket.wait())
-        if wait > 0:
-            return 0.0, 0.0, wait
-        if req is not None:
-            req.level -= requests
-        if tok is not None:
-            tok.level -= tokens
-        return requests, tokens, 0.0
-
-    def throttle(self, account: str, pause: float) -> None:
-        """A worker saw a 429: no grants for ``pause`` seconds, buckets emptied."""
-        now = time.monotonic()
-        until = max(self.pause_until.get(account, 0.0), now + pause)
-        self.pause_until[account] = until
-        for bucket in self.buckets.get(account, (None, None)):
-            if bucket is not None:
-                bucket.refill(now)
-                bucket.level = min(bucket.level, 0.0)
-                bucket.at = max(bucket.at, until)
-
-
-class LeasedLimiter(Limiter):
-    """An account limiter of a worker that leases from the batch's ``CentralLimiter``
-    when a limit is configured (without one it is the plain limiter: headers, 429s)."""
-
-    def __init__(self, account: str, central_name: str) -> None:
+    def __init__(self, share: int) -> None:
         super().__init__()
-        self.account = account
-        self.central_name = central_name
-        self.central: Any = None
-        self.requests_left = 0.0
-        self.tokens_left = 0.0
-        self.correction = 0.0
-        self.leasing: asyncio.Lock | None = None
+        self.share = max(1, share)
 
-    def _central(self) -> Any:
-        if self.central is None:
-            remote = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(CentralLimiter)
-            self.central = remote.options(
-                name=self.central_name, get_if_exists=True, lifetime="detached"
-            ).remote()
-        return self.central
-
-    def _has(self, estimate: int) -> bool:
-        limit = self.limit
-        assert limit is not None
-        if limit.requests_per_minute is not None and self.requests_left < 1:
-            return False
-        return limit.tokens_per_minute is None or self.tokens_left >= estimate
-
-    async def acquire(self, estimate: int) -> Ticket:
-        if self.limit is None:
-            return await super().acquire(estimate)
-        estimate = max(0, int(estimate))
-        if self.leasing is None:
-            self.leasing = asyncio.Lock()
-        while True:
-            wait = self.pause_until - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            if self._has(estimate):
-                self.requests_left -= 1
-                self.tokens_left -= estimate
-                self.in_flight += 1
-                return Ticket(self, estimate)
-            async with self.leasing:
-                if self._has(estimate):
-                    continue
-                await self._lease(estimate)
-
-    async def _lease(self, estimate: int) -> None:
-        limit = self.limit
-        assert limit is not None
+    def configure(self, limit: RateLimit) -> None:
         rpm, tpm = limit.requests_per_minute, limit.tokens_per_minute
-        want_r = 0.0 if rpm is None else max(1.0, math.floor(rpm / 60 * SAFETY * LEASE_S))
-        want_t = 0.0 if tpm is None else max(float(estimate), tpm / 60 * SAFETY * LEASE_S)
-        if rpm is not None and self.requests_left >= 1:
-            want_r = 0.0
-        if tpm is not None and self.tokens_left >= estimate:
-            want_t = 0.0
-        correction, self.correction = self.correction, 0.0
-        got_r, got_t, wait = await self._central().lease.remote(
-            self.account, rpm, tpm, want_r, want_t, correction
+        super().configure(
+            RateLimit(
+                None if rpm is None else rpm / self.share,
+                None if tpm is None else tpm / self.share,
+            )
         )
-        if wait > 0:
-            await asyncio.sleep(wait)
-            return
-        self.requests_left += got_r
-        self.tokens_left += got_t
-
-    def _settle(self, estimate: int, tokens: int | None) -> None:
-        if self.limit is None:
-            super()._settle(estimate, tokens)
-            return
-        self.in_flight = max(0, self.in_flight - 1)
-        if tokens is not None:
-            self.correction += tokens - estimate
-
-    def throttle(self, retry_after: float | None) -> None:
-        super().throttle(retry_after)
-        if self.limit is not None:
-            pause = max(0.0, self.pause_until - time.monotonic())
-            self._central().throttle.remote(self.account, pause)

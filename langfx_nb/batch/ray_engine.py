@@ -95,7 +95,7 @@ def _dumps(value: Any, what: str) -> bytes:
     from ray import cloudpickle
 
     try:
-        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[no-untyped-call]
     except Exception as exc:
         raise ShippingError(
             f"{what} cannot be sent to Ray workers: it does not pickle "
@@ -153,7 +153,7 @@ async def run_on_ray(
 
     count = engine.num_workers
     if count is None:
-        cpus = ray.cluster_resources().get("CPU", 1)
+        cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
         count = max(1, int(cpus // max(engine.cpus_per_worker, 1)))
     config["workers"] = count
     queue: collections.deque[int] = collections.deque(pending)

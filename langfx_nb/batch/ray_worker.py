@@ -122,7 +122,7 @@ class BatchWorker:
                 if inspect.isawaitable(out):
                     out = await out
                 try:
-                    payload = cloudpickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+                    payload = cloudpickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[no-untyped-call]
                 except Exception as exc:
                     raise TypeError(
                         f"the result ({type(out).__name__}) cannot be sent back to the "
@@ -133,7 +133,7 @@ class BatchWorker:
             info = error_info(exc)
             exc_blob = None
             with contextlib.suppress(Exception):
-                exc_blob = cloudpickle.dumps(exc)
+                exc_blob = cloudpickle.dumps(exc)  # type: ignore[no-untyped-call]
             nodes = [n.to_json() for n in node.walk()] if node is not None else []
             return index, False, None, (info["type"], info["message"]), exc_blob, nodes, log.log
         nodes = [n.to_json() for n in node.walk()]

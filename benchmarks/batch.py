@@ -254,8 +254,13 @@ def main() -> None:
     if "--engine" in sys.argv:  # --engine provider: benchmarks/provider_batch.py
         args = sys.argv[1:]
         engine = args[args.index("--engine") + 1] if args.index("--engine") + 1 < len(args) else ""
+        if engine == "ray":  # benchmarks/batch_ray.py
+            from benchmarks.batch_ray import main as ray_main
+
+            ray_main([a for a in args if a not in ("--engine", "ray")])
+            return
         if engine != "provider":
-            sys.exit("--engine: only 'provider' (engine=None is the default run)")
+            sys.exit("--engine: 'provider' or 'ray' (engine=None is the default run)")
         from benchmarks.provider_batch import main as provider_main
 
         provider_main([a for a in args if a not in ("--engine", "provider")])

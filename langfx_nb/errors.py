@@ -54,10 +54,12 @@ __all__ = [
     "NetworkBlockedError",
     "ProviderBatchError",
     "RateLimitError",
+    "RayEngineError",
     "RetryableError",
     "RunManifestError",
     "RunSuspended",
     "ServerError",
+    "ShippingError",
     "StreamProtocolError",
     "TemplateError",
     "ToolDeniedError",
@@ -262,3 +264,18 @@ class ProviderBatchError(LangFxError):
     def __init__(self, message: str, *, failure: str | None = None) -> None:
         super().__init__(message)
         self.failure = failure
+
+
+class RayEngineError(LangFxError):
+    """``lf.batch(..., engine=lf.engines.Ray())`` cannot run: Ray is not installed, or its
+    workers kept dying (more restarts than ``Ray.max_worker_restarts``)."""
+
+
+class ShippingError(LangFxError, TypeError):
+    """A batch's ``fn``, an item, or a result cannot be sent to another process (it does not
+    pickle): raised before any request for ``fn`` and the items. ``what`` names it (``fn``,
+    ``item 3``)."""
+
+    def __init__(self, message: str, *, what: str = "") -> None:
+        super().__init__(message)
+        self.what = what

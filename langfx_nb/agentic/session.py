@@ -33,7 +33,7 @@ from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..errors import ExecutionTimeoutError
-from ..messages import AIMessage, Message
+from ..messages import AIMessage, Message, Usage
 from ..structured.mapping import AttemptHook
 from ..structured.query import query as query_fn
 from .budget import Budget, BudgetScope
@@ -417,6 +417,18 @@ class Session:
         if message is not None:
             progress["message"] = message
         self._state.store.update(self._node, progress=progress)
+
+    def adopt(
+        self,
+        nodes: Sequence[Mapping[str, Any]],
+        requests: Sequence[tuple[str, Usage | None, float | None]] = (),
+    ) -> TraceNode:
+        """Add a finished subtree recorded by another session (another process's, as
+        ``TraceNode.to_json()`` forms, its top first) under this view's node, with the model
+        requests made under it (model id, usage, cost); see ``TraceStore.adopt``. The meters
+        of this view are not charged: the caller knows what it counts. The top node."""
+        self._check_usable()
+        return self._state.store.adopt(self._node, nodes, requests)
 
     def log(self, level: str, message: str, **data: Any) -> TraceNode:
         """Record a log entry under this view's node (``debug``/``info``/``warning``/``error``)."""

@@ -20,7 +20,7 @@ import enum
 import functools
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast, get_args
 
 from ..jsonable import SECRET_KEY, UNHANDLED, Bounds, walk
@@ -656,6 +656,67 @@ class TraceStore:
         for (kind, status), n in self._counts.items():
             out.setdefault(kind, {})[status] = n
         return out
+
+    def adopt(
+        self,
+        parent: TraceNode,
+        nodes: Sequence[Mapping[str, Any]],
+        requests: Sequence[tuple[str, Usage | None, float | None]] = (),
+    ) -> TraceNode:
+        """Add a finished subtree recorded by another session (a Ray worker's item) under
+        ``parent``: ``nodes`` are its ``TraceNode.to_json()`` forms, its top first, read by
+        ``TraceNode.from_json`` (malformed: one ``ValueError`` naming the node). The nodes
+        get new ids, their times are moved so that the top ends now, they are counted and
+        told to observers as if recorded here, and ``requests`` (model id, usage, cost of
+        each model request made under them) are added to the session's totals. The top
+        node, as held here."""
+        if not nodes:
+            raise ValueError("adopt: no nodes")
+        parsed: list[TraceNode] = []
+        for i, raw in enumerate(nodes):
+            with _reading(f"adopted nodes[{i}]"):
+                parsed.append(TraceNode.from_json(_object(raw, required=True)))
+        top = parsed[0]
+        shift = self.time() - (top.end if top.end is not None else top.start)
+        ids: dict[str, str] = {}
+        for node in parsed:
+            old = node.id
+            node.id = ids[old] = str(self._next_id)
+            self._next_id += 1
+            node.parent_id = parent.id if node is top else ids.get(node.parent_id or "", parent.id)
+            node.start += shift
+            if node.end is not None:
+                node.end += shift
+            self.nodes[node.id] = node
+            holder = parent if node is top else self.nodes.get(node.parent_id, parent)
+            holder.children_map[node.id] = node
+            self.started[node.kind] = self.started.get(node.kind, 0) + 1
+            if self.hub.active:
+                self._emit({"type": "node_start", "node": node.to_json()})
+            for hook in self.node_hooks:
+                hook("start", node)
+        for node in reversed(parsed):  # children end before their parents
+            if node.status in OPEN_STATUSES:
+                continue
+            key = (node.kind, node.status)
+            self._counts[key] = self._counts.get(key, 0) + 1
+            if self.hub.active:
+                self._emit({"type": "node_end", "node": node.to_json()})
+            for hook in self.node_hooks:
+                hook("end", node)
+            self._finished.append(node)
+        for model_id, usage, cost in requests:
+            self.requests[model_id] = self.requests.get(model_id, 0) + 1
+            if cost is None:
+                self._unpriced[model_id] = self._unpriced.get(model_id, 0) + 1
+            else:
+                self._cost[model_id] = self._cost.get(model_id, 0.0) + cost
+            if usage is not None:
+                prior = self._usage.get(model_id)
+                self._usage[model_id] = usage if prior is None else prior + usage
+        if len(self.nodes) > self.max_nodes:
+            self._evict()
+        return top
 
     # -- eviction ------------------------------------------------------------------------
     def _evict(self) -> None:

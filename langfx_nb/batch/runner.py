@@ -24,6 +24,7 @@ from ..agentic.trace import error_info
 from ..agentic.usage import UsageMeter, total_tokens
 from ..errors import RunManifestError
 from ..llms.deferred import Capture, capturing
+from ..messages import Usage
 from .codec import ResultCodec, fingerprint, item_keys
 from .manifest import Manifest, manifest_path
 from .progress import (
@@ -35,6 +36,7 @@ from .progress import (
     resolve_reporter,
 )
 from .provider import ProviderBatch, ProviderPlan, collect_and_batch
+from .ray_engine import Ray, dataset_rows, run_on_ray
 from .result import BatchResult, BatchTotals, ItemError, ItemStatus
 
 __all__ = ["run_batch", "takes_session"]
@@ -87,7 +89,10 @@ class _Run:
 
     def fail(self, index: int, exc: BaseException, node_id: str | None) -> ItemError:
         info = error_info(exc)
-        error = ItemError(info["type"], info["message"])
+        return self.fail_as(index, info["type"], info["message"], node_id)
+
+    def fail_as(self, index: int, type_: str, message: str, node_id: str | None) -> ItemError:
+        error = ItemError(type_, message)
         self.errors[index] = error
         self.statuses[index] = "failed"
         self.failed += 1
@@ -160,6 +165,53 @@ class _Run:
         )
 
 
+class _RaySink:
+    """Where ``engine=Ray()`` records the outcomes the workers send back (driver side)."""
+
+    def __init__(
+        self, state: _Run, keys: list[str], manifest: Manifest | None, raise_first: bool
+    ) -> None:
+        self.state = state
+        self.keys = keys
+        self.manifest = manifest
+        self.raise_first = raise_first
+
+    def running(self, count: int) -> None:
+        self.state.running += count
+
+    def requests(self, requests: list[tuple[str, Usage | None, float | None]]) -> None:
+        for model_id, usage, cost in requests:
+            self.state.meter.add(model_id, usage, cost)
+
+    def ok(self, index: int, result: Any, node_id: str | None) -> None:
+        state, manifest = self.state, self.manifest
+        state.node_ids[index] = node_id
+        encoded: tuple[str, str] | None = None
+        if manifest is not None:
+            try:
+                encoded = manifest.codec.encode(result)
+            except TypeError as exc:
+                info = error_info(exc)
+                self.failed(index, info["type"], info["message"], node_id, exc)
+                return
+        state.results[index] = result
+        state.statuses[index] = "ok"
+        state.done += 1
+        if manifest is not None and encoded is not None:
+            manifest.add_ok(self.keys[index], index, *encoded)
+
+    def failed(
+        self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
+    ) -> None:
+        state = self.state
+        state.node_ids[index] = node_id
+        error = state.fail_as(index, type_, message, node_id)
+        if self.manifest is not None:
+            self.manifest.add_failed(self.keys[index], index, error.type, error.message)
+        if self.raise_first:
+            raise exc if exc is not None else RuntimeError(f"{type_}: {message}")
+
+
 def _no_capture(index: int) -> Capture | None:
     return None
 
@@ -191,13 +243,16 @@ async def run_batch(
         raise ValueError("max_concurrency must be at least 1")
     if on_error not in ("collect", "raise"):
         raise ValueError("on_error must be 'collect' or 'raise'")
-    if engine is not None and not isinstance(engine, ProviderBatch):
+    if engine is not None and not isinstance(engine, (ProviderBatch, Ray)):
         raise ValueError(
-            "engine=: None (asyncio in this process) or lf.engines.ProviderBatch() "
-            f"are available here, not {type(engine).__name__}"
+            "engine=: None (asyncio in this process), lf.engines.ProviderBatch() or "
+            f"lf.engines.Ray() are available here, not {type(engine).__name__}"
         )
     if isinstance(items, (str, bytes)):
         raise TypeError("items must be an iterable of items, not a single string")
+    rows = dataset_rows(items)  # a ray.data.Dataset: its rows, read here
+    if rows is not None:
+        items = rows
     values = list(items)
     keys = item_keys(values, key)  # an item that cannot be keyed fails before anything runs
     with_session = takes_session(fn)
@@ -254,12 +309,12 @@ async def _execute(
     raise_first: bool,
     progress: Any,
     run_path: str | None,
-    engine: ProviderBatch | None = None,
+    engine: ProviderBatch | Ray | None = None,
 ) -> None:
     inputs = {"items": state.n, "to_run": len(pending), "resumed": state.resumed_count}
     metadata: dict[str, Any] = {"max_concurrency": max_concurrency}
     if engine is not None:
-        metadata["engine"] = "provider_batch"
+        metadata["engine"] = "ray" if isinstance(engine, Ray) else "provider_batch"
     if run_path is not None:
         metadata["run"] = run_path
     reporter: Reporter | None = None
@@ -274,8 +329,14 @@ async def _execute(
             if reporter is not None:
                 _quietly(reporter.update, state.snapshot())
             ticker = asyncio.ensure_future(_tick(state, reporter, manifest))
+            if isinstance(engine, Ray):
+                sink = _RaySink(state, keys, manifest, raise_first)
+                await run_on_ray(
+                    engine, fn, values, pending, view, sink, with_session, max_concurrency
+                )
+                pending = []  # run: the pool below has nothing left
             plan: ProviderPlan | None = None
-            if engine is not None:
+            if isinstance(engine, ProviderBatch):
 
                 def on_provider(counts: dict[str, Any]) -> None:
                     changed = state.provider is None or (

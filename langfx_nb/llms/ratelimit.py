@@ -52,6 +52,7 @@ __all__ = [
     "estimate_tokens",
     "limiter_for",
     "parse_reset",
+    "set_limiter_factory",
 ]
 
 #: Share of a configured limit the buckets refill at: headroom for clocks and estimates.
@@ -260,6 +261,16 @@ def _tighter(a: float | None, b: float | None) -> float | None:
 
 _REGISTRY: dict[str, Limiter] = {}
 _REGISTRY_LOCK = threading.Lock()
+_FACTORY: list[Callable[[str], Limiter]] = []
+
+
+def set_limiter_factory(factory: Callable[[str], Limiter] | None) -> None:
+    """Make this process's new account limiters with ``factory(account)`` (``None``: plain
+    ``Limiter``s). The Ray engine's workers use it so that every request of an account takes
+    its turn from one limiter for the whole cluster (``batch/ray_worker.py``)."""
+    with _REGISTRY_LOCK:
+        _FACTORY[:] = [] if factory is None else [factory]
+        _REGISTRY.clear()
 
 
 def account_id(provider: str, base_url: str, key: str | None) -> str:
@@ -273,7 +284,7 @@ def limiter_for(account: str, limit: RateLimit | None = None) -> Limiter:
     with _REGISTRY_LOCK:
         limiter = _REGISTRY.get(account)
         if limiter is None:
-            limiter = _REGISTRY[account] = Limiter()
+            limiter = _REGISTRY[account] = _FACTORY[0](account) if _FACTORY else Limiter()
     if limit is not None:
         limiter.configure(limit)
     return limiter

@@ -617,14 +617,20 @@ class TraceStore:
     ) -> None:
         """One model request: counted per model; usage added to the node and the totals;
         ``cost`` (``None``: unknown) added to the node's and the model's."""
+        if cost is not None:
+            node.cost = cost if node.cost is None else node.cost + cost
+        if usage is not None:
+            node.usage = usage if node.usage is None else node.usage + usage
+        self._count_request(model_id, usage, cost)
+
+    def _count_request(self, model_id: str, usage: Usage | None, cost: float | None) -> None:
+        """One request in the per-model totals (requests, cost or unpriced, tokens)."""
         self.requests[model_id] = self.requests.get(model_id, 0) + 1
         if cost is None:
             self._unpriced[model_id] = self._unpriced.get(model_id, 0) + 1
         else:
             self._cost[model_id] = self._cost.get(model_id, 0.0) + cost
-            node.cost = cost if node.cost is None else node.cost + cost
         if usage is not None:
-            node.usage = usage if node.usage is None else node.usage + usage
             tokens = self._tokens.get(model_id)
             if tokens is None:
                 tokens = self._tokens[model_id] = [None] * len(_USAGE_FIELDS)
@@ -706,14 +712,7 @@ class TraceStore:
                 hook("end", node)
             self._finished.append(node)
         for model_id, usage, cost in requests:
-            self.requests[model_id] = self.requests.get(model_id, 0) + 1
-            if cost is None:
-                self._unpriced[model_id] = self._unpriced.get(model_id, 0) + 1
-            else:
-                self._cost[model_id] = self._cost.get(model_id, 0.0) + cost
-            if usage is not None:
-                prior = self._usage.get(model_id)
-                self._usage[model_id] = usage if prior is None else prior + usage
+            self._count_request(model_id, usage, cost)
         if len(self.nodes) > self.max_nodes:
             self._evict()
         return top

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +32,7 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).with_name("run_script.py")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -262,6 +266,58 @@ async def test_a_worker_killed_mid_run_sends_no_request_again_for_finished_items
     assert [k for k in finished_before if calls[k] > 1] == []  # never requested again
     assert all(calls[str(i)] >= 1 for i in range(n))
     assert any(pid != killed[0] for _, pid, _ in logged(path))
+
+
+def done_in(manifest: Path) -> set[int]:
+    if not manifest.exists():
+        return set()
+    conn = sqlite3.connect(f"{manifest.as_uri()}?mode=ro", uri=True)
+    try:
+        return {i for (i,) in conn.execute("SELECT idx FROM items WHERE status = 'ok'")}
+    except sqlite3.OperationalError:
+        return set()
+    finally:
+        conn.close()
+
+
+def test_the_driver_killed_mid_run_resumes_with_run_and_sends_nothing_again(
+    tmp_path: Path,
+) -> None:
+    n = 600
+    manifest = tmp_path / "crash.sqlite"
+    # the batch process joins this module's cluster (a driver of its own, killed with -9)
+    env = {**os.environ, "RUN_SCRIPT_RAY": ray.get_runtime_context().gcs_address}
+    with LimitedServer(delay_s=0.05) as server:
+        args = [sys.executable, str(SCRIPT), server.url, str(manifest), str(n), "8"]
+        log = tmp_path / "first.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(args, env=env, stdout=sink, stderr=sink)
+        try:
+            deadline = time.monotonic() + 120
+            while len(done_in(manifest)) < n // 3:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        done_at_kill = done_in(manifest)
+        assert n // 3 <= len(done_at_kill) < n
+        resumed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        out = json.loads(resumed.stdout.splitlines()[-1])
+        # no second request for any item the manifest held as done (the server's counts)
+        assert [i for i in done_at_kill if server.answered[str(i)] != 1] == []
+        assert all(server.answered[str(i)] >= 1 for i in range(n))
+        assert out["resumed"] == len(done_at_kill)
+        assert out["requests"] == n - len(done_at_kill)
+        assert out["statuses"] == ["ok"] * n
+        assert out["results"] == [
+            ["Label", {"item": str(i), "label": f"label-{i}"}] for i in range(n)
+        ]
 
 
 async def test_an_unpicklable_fn_or_item_fails_before_any_request() -> None:

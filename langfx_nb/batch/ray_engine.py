@@ -13,6 +13,12 @@ never sent again. Rate limits (``lf.RateLimit``, provider headers, 429 pauses) h
 whole cluster: one ``ray_limiter.LimitActor``, started when a worker first needs it, leases
 capacity to the workers in small grants.
 
+A cluster this engine starts itself gets ``ray_lazy/`` first on its processes'
+``PYTHONPATH``, and this process the same before its first ``import ray``: a stand-in
+that imports ``rfc3987_syntax`` lazily (every Ray process imports ``jsonschema``, which
+imports that package, which builds a grammar at import: ~1.5 s of CPU per process;
+``ray_lazy/rfc3987_syntax``, docs/decisions.md).
+
 This module does not import Ray: ``ray_worker`` (which does) is imported on first use.
 """
 
@@ -21,9 +27,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import importlib.util
+import os
 import pickle
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import RayEngineError, ShippingError
@@ -38,6 +48,9 @@ __all__ = ["Ray", "Sink", "dataset_rows", "run_on_ray"]
 QUEUE_FACTOR = 2
 #: The most items queued at one worker (bounds what a killed worker makes run again).
 MAX_QUEUED = 4096
+#: Put first on the ``PYTHONPATH`` of the Ray processes of a cluster this engine starts.
+LAZY_IMPORTS = Path(__file__).with_name("ray_lazy")
+_LAZY_NAME = "rfc3987_syntax"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +105,38 @@ def dataset_rows(items: Any) -> Iterable[Any] | None:
     return items.iter_rows()
 
 
+def _lazy_here() -> None:
+    """Before this process first imports Ray: ``rfc3987_syntax`` lazily, unless something
+    imported it (or ``jsonschema``) already."""
+    if _LAZY_NAME in sys.modules or "jsonschema" in sys.modules or "ray" in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(
+        _LAZY_NAME, LAZY_IMPORTS / _LAZY_NAME / "__init__.py", submodule_search_locations=[]
+    )
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_LAZY_NAME] = module
+    try:
+        spec.loader.exec_module(module)
+    except ImportError:  # not installed: nothing to make lazy
+        del sys.modules[_LAZY_NAME]
+
+
+@contextlib.contextmanager
+def _lazy_cluster() -> Iterator[None]:
+    """While a local cluster starts: ``LAZY_IMPORTS`` first on its processes' path."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(LAZY_IMPORTS), *([old] if old else [])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
 def _dumps(value: Any, what: str) -> bytes:
     from ray import cloudpickle
 
@@ -118,6 +163,7 @@ async def run_on_ray(
 ) -> None:
     """Run ``values[i]`` for each ``i`` in ``pending`` on Ray workers (see the module)."""
     try:
+        _lazy_here()
         import ray
     except ImportError:
         raise RayEngineError(
@@ -133,7 +179,11 @@ async def run_on_ray(
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if engine.address is None and engine.num_cpus is not None:
             options["num_cpus"] = engine.num_cpus
-        await asyncio.to_thread(ray.init, address=engine.address, **options)
+        if engine.address is None:  # a local cluster of our own
+            with _lazy_cluster():
+                await asyncio.to_thread(ray.init, **options)
+        else:
+            await asyncio.to_thread(ray.init, address=engine.address, **options)
         started = True
     from .ray_limiter import LimitActor
     from .ray_worker import BatchWorker

@@ -190,7 +190,7 @@ async def run_on_ray(
 
     store = view.trace_store
     worker_cls = ray.remote(num_cpus=engine.cpus_per_worker, max_restarts=0)(BatchWorker)
-    limit_cls = ray.remote(num_cpus=0, max_restarts=-1)(LimitActor)
+    limit_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(LimitActor)
     fn_ref = ray.put(fn_blob)
     config: dict[str, Any] = {
         "context": context_blob,

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..llms.ratelimit import LEASE_MAX, Limiter, RateLimit, Ticket, pause_s, rate_headers
@@ -35,6 +37,9 @@ __all__ = [
     "LimitActor",
     "grant_size",
 ]
+
+#: Rate-limit headers a worker saw, and how many seconds ago.
+Headers = tuple[dict[str, str], float] | None
 
 #: A grant holds at most this many seconds of a configured limit (at least one request).
 LEASE_S = 0.05
@@ -63,6 +68,7 @@ class LimitActor:
     def __init__(self) -> None:
         self.limiters: dict[str, Limiter] = {}
         self.workers: list[Any] = []
+        self.headers_at: dict[str, float] = {}  # when the newest headers applied arrived
 
     def _limiter(self, account: str, limit: RateLimit | None) -> Limiter:
         limiter = self.limiters.get(account)
@@ -71,6 +77,16 @@ class LimitActor:
         if limit is not None:
             limiter.configure(limit)
         return limiter
+
+    def _observe(self, account: str, limiter: Limiter, headers: Headers) -> None:
+        """Apply headers a worker saw ``age`` seconds ago, unless newer ones were applied."""
+        if headers is None:
+            return
+        seen, age = headers
+        at = time.monotonic() - age
+        if at >= self.headers_at.get(account, -math.inf):
+            self.headers_at[account] = at
+            limiter.observe(seen, age)
 
     async def add_worker(self, worker: Any) -> None:
         """``worker`` (a ``BatchWorker`` actor) is told of every 429 pause."""
@@ -84,15 +100,14 @@ class LimitActor:
         tokens: int,
         ended: int,
         correction: int,
-        headers: dict[str, str] | None,
+        headers: Headers,
     ) -> tuple[int, int]:
         """A grant of up to ``requests`` requests (``tokens`` in all), once one may be sent;
         ``ended``, ``correction`` and ``headers`` report what the worker saw since its last
         grant (see ``LeasedLimiter``)."""
         limiter = self._limiter(account, limit)
         limiter.give_back(ended, correction)
-        if headers:
-            limiter.observe(headers)
+        self._observe(account, limiter, headers)
         n, t = grant_size(limiter.limit, requests, tokens)
         return await limiter.take(n, t)
 
@@ -101,12 +116,11 @@ class LimitActor:
         account: str,
         limit: RateLimit | None,
         pause: float,
-        headers: dict[str, str] | None,
+        headers: Headers,
     ) -> None:
         """A worker got a 429: pause the account and tell every worker."""
         limiter = self._limiter(account, limit)
-        if headers:
-            limiter.observe(headers)
+        self._observe(account, limiter, headers)
         before = limiter.pause_until
         limiter.throttle(pause)
         if limiter.pause_until > before:
@@ -141,9 +155,11 @@ class LeasedLimiter(Limiter):
         self.ended = 0  # requests ended (or grants unspent) since the last grant
         self.correction = 0  # tokens used beyond the estimates since the last grant
         self.headers: dict[str, str] | None = None  # the last rate-limit headers seen
+        self.headers_at = 0.0  # ... when
         self.waiting = 0
         self.leasing: asyncio.Future[None] | None = None
         self.grants = 0  # grants received (for tests and tuning)
+        self.unlimited = Limiter()  # settles the requests sent before a limit was known
 
     async def acquire(self, estimate: int) -> Ticket:
         estimate = max(0, int(estimate))
@@ -154,9 +170,8 @@ class LeasedLimiter(Limiter):
                 if now < self.pause_until:
                     await asyncio.sleep(self.pause_until - now)
                     continue
-                if not self.engaged:
-                    self.in_flight += 1
-                    return Ticket(self, estimate)
+                if not self.engaged:  # no limit known: nothing to ask or report
+                    return Ticket(self.unlimited, estimate)
                 if now >= self.expires:
                     self._drop()
                 if self.left_requests >= 1 and self.left_tokens >= estimate:
@@ -172,9 +187,8 @@ class LeasedLimiter(Limiter):
 
     async def _lease(self, estimate: int) -> None:
         requests = max(1, self.waiting)
-        ended, correction, headers = self.ended, self.correction, self.headers
+        ended, correction, headers = self.ended, self.correction, self._take_headers()
         self.ended = self.correction = 0
-        self.headers = None
         actor = await self.source.limit_actor()
         n, tokens = await actor.lease.remote(
             self.account, self.limit, requests, estimate * requests, ended, correction, headers
@@ -184,6 +198,10 @@ class LeasedLimiter(Limiter):
         self.left_tokens += tokens
         self.expires = self._clock() + LEASE_TTL_S
 
+    def _take_headers(self) -> Headers:
+        headers, self.headers = self.headers, None
+        return None if headers is None else (headers, self._clock() - self.headers_at)
+
     def _drop(self) -> None:
         """Give back what is left of the grant (with the next request for one)."""
         self.ended += self.left_requests
@@ -191,16 +209,14 @@ class LeasedLimiter(Limiter):
 
     def _settle(self, estimate: int, tokens: int | None) -> None:
         self.in_flight = max(0, self.in_flight - 1)
-        if not self.engaged:
-            return
         self.ended += 1
         if tokens is not None:
             self.correction += tokens - estimate
 
-    def observe(self, headers: Any) -> None:
+    def observe(self, headers: Mapping[str, str], age_s: float = 0.0) -> None:
         seen = rate_headers(headers)
         if seen is not None:
-            self.headers = seen
+            self.headers, self.headers_at = seen, self._clock() - max(0.0, age_s)
             self.engaged = True
 
     def throttle(self, retry_after: float | None) -> None:
@@ -212,7 +228,7 @@ class LeasedLimiter(Limiter):
         actor = self.source.limit_handle
         if actor is None:
             return  # no grant asked for yet: the pause stays in this worker
-        headers, self.headers = self.headers, None
+        headers = self._take_headers()
         with contextlib.suppress(Exception):
             actor.throttle.remote(self.account, self.limit, pause, headers)
 

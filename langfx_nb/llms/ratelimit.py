@@ -271,11 +271,12 @@ class Limiter:
                 self._tokens.level = min(self._tokens.capacity, self._tokens.level - correction)
             self._windows["tokens"].take(float(correction))
 
-    def observe(self, headers: Mapping[str, str]) -> None:
-        """What a response's headers say about the account's limits."""
+    def observe(self, headers: Mapping[str, str], age_s: float = 0.0) -> None:
+        """What a response's headers say about the account's limits (the response arrived
+        ``age_s`` seconds ago: headers another process saw, ``batch/ray_limiter.py``)."""
         seen = False
         with self._lock:
-            now = self._clock()
+            now = self._clock() - max(0.0, age_s)
             for kind, (remaining, reset) in _header_limits(headers).items():
                 if remaining is None:
                     continue

@@ -25,6 +25,9 @@ that account in this process, in a batch or not, takes its turn from that one li
   model's ``RetryPolicy`` on its own (using the delay in the error's ``RetryInfo``);
   configure ``rate_limit=`` to share one limit and one 429 pause across requests.
 
+``Limiter.take`` / ``give_back`` hand out several requests at once, for a limiter that leases
+capacity to other processes (the Ray engine's, ``batch/ray_limiter.py``).
+
 Waiting uses ``asyncio.sleep`` on the caller's loop; the limiter's state is guarded by a
 thread lock, so models used from several threads' loops share it safely.
 """

@@ -42,7 +42,6 @@ def main(argv: list[str]) -> None:
     if args.eager_imports:
         from langfx_nb.batch import ray_engine
 
-        ray_engine._lazy_here = lambda: None
         ray_engine._lazy_cluster = contextlib.nullcontext
     lm = StaticResponse('{"item": 1, "label": "x"}')
     rows = [{"id": i} for i in range(args.items)]

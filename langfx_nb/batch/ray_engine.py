@@ -14,8 +14,8 @@ whole cluster: one ``ray_limiter.LimitActor``, started when a worker first needs
 capacity to the workers in small grants.
 
 A cluster this engine starts itself gets ``ray_lazy/`` first on its processes'
-``PYTHONPATH``, and this process the same before its first ``import ray``: a stand-in
-that imports ``rfc3987_syntax`` lazily (every Ray process imports ``jsonschema``, which
+``PYTHONPATH`` (this process, the user's, is left as it is): a stand-in that imports
+``rfc3987_syntax`` lazily (every Ray process imports ``jsonschema``, which
 imports that package, which builds a grammar at import: ~1.5 s of CPU per process;
 ``ray_lazy/rfc3987_syntax``, docs/decisions.md).
 
@@ -27,10 +27,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import importlib.util
 import os
 import pickle
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +48,6 @@ QUEUE_FACTOR = 2
 MAX_QUEUED = 4096
 #: Put first on the ``PYTHONPATH`` of the Ray processes of a cluster this engine starts.
 LAZY_IMPORTS = Path(__file__).with_name("ray_lazy")
-_LAZY_NAME = "rfc3987_syntax"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,24 +102,6 @@ def dataset_rows(items: Any) -> Iterable[Any] | None:
     return items.iter_rows()
 
 
-def _lazy_here() -> None:
-    """Before this process first imports Ray: ``rfc3987_syntax`` lazily, unless something
-    imported it (or ``jsonschema``) already."""
-    if _LAZY_NAME in sys.modules or "jsonschema" in sys.modules or "ray" in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(
-        _LAZY_NAME, LAZY_IMPORTS / _LAZY_NAME / "__init__.py", submodule_search_locations=[]
-    )
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_LAZY_NAME] = module
-    try:
-        spec.loader.exec_module(module)
-    except ImportError:  # not installed: nothing to make lazy
-        del sys.modules[_LAZY_NAME]
-
-
 @contextlib.contextmanager
 def _lazy_cluster() -> Iterator[None]:
     """While a local cluster starts: ``LAZY_IMPORTS`` first on its processes' path."""
@@ -163,7 +142,6 @@ async def run_on_ray(
 ) -> None:
     """Run ``values[i]`` for each ``i`` in ``pending`` on Ray workers (see the module)."""
     try:
-        _lazy_here()
         import ray
     except ImportError:
         raise RayEngineError(

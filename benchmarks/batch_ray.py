@@ -1,20 +1,27 @@
 """``benchmarks/batch.py --engine ray``: lf.batch on a local Ray cluster vs the asyncio engine.
 
     PYTHONPATH=$PWD python benchmarks/batch.py --engine ray [--items 10000] [--cpus 2]
+        [--eager-imports]
 
 Typed queries on a fake model (no manifest), the same items run in the same process with
 ``engine=None`` first (the baseline), then with ``engine=lf.engines.Ray(num_cpus=...)``,
 which starts its own local cluster and stops it after: the wall time of that call includes
 the cluster's start. Per-item overhead = (Ray wall time without the cluster start - asyncio
 wall time) / items; the cluster start is timed as the wait until the first result arrives
-less the asyncio engine's time per item.
+less the asyncio engine's time per item. CPU seconds are this process's plus those of every
+process of the cluster (sampled every 0.1 s while it runs: on a shared machine wall time
+measures the neighbours). ``--eager-imports`` starts the cluster without the engine's lazy
+``rfc3987_syntax`` (``ray_engine.LAZY_IMPORTS``), for comparison: give it in a separate run,
+since this process imports Ray only once.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,7 +37,12 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--eager-imports", action="store_true")
     args = parser.parse_args(argv)
+    if args.eager_imports:
+        from langfx_nb.batch import ray_engine
+
+        ray_engine._lazy_cluster = contextlib.nullcontext
     lm = StaticResponse('{"item": 1, "label": "x"}')
     rows = [{"id": i} for i in range(args.items)]
 
@@ -47,8 +59,14 @@ def main(argv: list[str]) -> None:
         )
         return time.perf_counter() - t, (first or [0.0])[0], result
 
+    local_cpu = time.process_time()
     local_s, _, local = asyncio.run(run(None))
+    local_cpu = time.process_time() - local_cpu
+    sampler = ClusterCpu()
+    driver_cpu = time.process_time()
     ray_s, first_s, spread = asyncio.run(run(lf.engines.Ray(num_cpus=args.cpus)))
+    driver_cpu = time.process_time() - driver_cpu
+    cluster_cpu = sampler.stop()
     assert spread.results == local.results and spread.ok
     n = args.items
     start_s = first_s  # the cluster's start, its actors, the first chunk
@@ -59,6 +77,35 @@ def main(argv: list[str]) -> None:
         f"per-item overhead vs asyncio after it {(ray_s - start_s - local_s) / n * 1e3:.3f} "
         "ms (target <= 1 ms)"
     )
+    print(
+        f"CPU: asyncio engine {local_cpu:.2f} s; Ray engine driver {driver_cpu:.2f} s + cluster "
+        f"processes {cluster_cpu:.2f} s (lazy rfc3987_syntax: {not args.eager_imports})"
+    )
+
+
+class ClusterCpu:
+    """CPU seconds of this process's descendants (the cluster), sampled in a thread."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, float] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self.done.wait(0.1):
+            for child in me.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    t = child.cpu_times()
+                    self.seen[child.pid] = max(self.seen.get(child.pid, 0.0), t.user + t.system)
+
+    def stop(self) -> float:
+        self.done.set()
+        self.thread.join()
+        return sum(self.seen.values())
 
 
 if __name__ == "__main__":

@@ -9,8 +9,15 @@ adopts the nodes under its ``batch`` node (``Session.adopt``), counts the reques
 writes the manifest. The driver keeps a few chunks' worth of items queued at each actor:
 when an actor dies (its process killed), the items it held but had not returned go back to
 the front of the queue and run on a new actor; items whose results reached the driver are
-never sent again. Rate limits (``lf.RateLimit``) hold for the whole cluster: each worker
-keeps its share of them (``ray_worker.ShareLimiter``).
+never sent again. Rate limits (``lf.RateLimit``, provider headers, 429 pauses) hold for the
+whole cluster: one ``ray_limiter.LimitActor``, started when a worker first needs it, leases
+capacity to the workers in small grants.
+
+A cluster this engine starts itself gets ``ray_lazy/`` first on its processes'
+``PYTHONPATH`` (this process, the user's, is left as it is): a stand-in that imports
+``rfc3987_syntax`` lazily (every Ray process imports ``jsonschema``, which
+imports that package, which builds a grammar at import: ~1.5 s of CPU per process;
+``ray_lazy/rfc3987_syntax``, docs/decisions.md).
 
 This module does not import Ray: ``ray_worker`` (which does) is imported on first use.
 """
@@ -20,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import pickle
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import RayEngineError, ShippingError
@@ -37,6 +46,8 @@ __all__ = ["Ray", "Sink", "dataset_rows", "run_on_ray"]
 QUEUE_FACTOR = 2
 #: The most items queued at one worker (bounds what a killed worker makes run again).
 MAX_QUEUED = 4096
+#: Put first on the ``PYTHONPATH`` of the Ray processes of a cluster this engine starts.
+LAZY_IMPORTS = Path(__file__).with_name("ray_lazy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,20 @@ def dataset_rows(items: Any) -> Iterable[Any] | None:
     return items.iter_rows()
 
 
+@contextlib.contextmanager
+def _lazy_cluster() -> Iterator[None]:
+    """While a local cluster starts: ``LAZY_IMPORTS`` first on its processes' path."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(LAZY_IMPORTS), *([old] if old else [])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
 def _dumps(value: Any, what: str) -> bytes:
     from ray import cloudpickle
 
@@ -132,12 +157,18 @@ async def run_on_ray(
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if engine.address is None and engine.num_cpus is not None:
             options["num_cpus"] = engine.num_cpus
-        await asyncio.to_thread(ray.init, address=engine.address, **options)
+        if engine.address is None:  # a local cluster of our own
+            with _lazy_cluster():
+                await asyncio.to_thread(ray.init, **options)
+        else:
+            await asyncio.to_thread(ray.init, address=engine.address, **options)
         started = True
+    from .ray_limiter import LimitActor
     from .ray_worker import BatchWorker
 
     store = view.trace_store
     worker_cls = ray.remote(num_cpus=engine.cpus_per_worker, max_restarts=0)(BatchWorker)
+    limit_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(LimitActor)
     fn_ref = ray.put(fn_blob)
     config: dict[str, Any] = {
         "context": context_blob,
@@ -148,14 +179,27 @@ async def run_on_ray(
         "max_text_chars": view.max_text_chars,
     }
 
+    limit_actor: list[Any] = []  # the batch's LimitActor, once a worker asked for it
+
     def new_actor() -> Any:
-        return worker_cls.remote(fn_ref, config)
+        actor = worker_cls.remote(fn_ref, config)
+        if limit_actor:
+            limit_actor[0].add_worker.remote(actor)
+        return actor
+
+    async def share_limiter() -> None:
+        if limit_actor:
+            return
+        limit_actor.append(limit_cls.remote())
+        config["limiter"] = limit_actor[0]  # for workers that replace dead ones
+        for actor in actors:
+            limit_actor[0].add_worker.remote(actor)
+            actor.use_limiter.remote(limit_actor[0])
 
     count = engine.num_workers
     if count is None:
         cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
         count = max(1, int(cpus // max(engine.cpus_per_worker, 1)))
-    config["workers"] = count
     queue: collections.deque[int] = collections.deque(pending)
     held: list[dict[int, None]] = [{} for _ in range(count)]
     restarts = [0]
@@ -193,7 +237,7 @@ async def run_on_ray(
                 mine[i] = None
             sink.running(len(give))
             try:
-                outcomes = await actors[slot].exchange.remote(give)
+                outcomes, wants_limiter = await actors[slot].exchange.remote(give)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
                 queue.extendleft(reversed(list(mine)))  # they run again, first in line
                 sink.running(-len(mine))
@@ -206,6 +250,8 @@ async def run_on_ray(
                     ) from None
                 actors[slot] = new_actor()
                 continue
+            if wants_limiter:
+                await share_limiter()
             for outcome in outcomes:
                 mine.pop(outcome[0], None)
                 sink.running(-1)
@@ -221,7 +267,7 @@ async def run_on_ray(
     finally:
         for task in tasks:
             task.cancel()
-        for actor in actors:
+        for actor in [*actors, *limit_actor]:
             with contextlib.suppress(Exception):
                 ray.kill(actor)
         if started:

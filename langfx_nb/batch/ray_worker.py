@@ -4,10 +4,10 @@
   queues the items it is given, waits until some have finished, and returns their outcomes:
   ``(index, ok, pickled result, (type, message), pickled exception, trace nodes, requests)``.
   It never opens the run manifest; the trace nodes go to the driver, which adopts them.
-- ``ShareLimiter`` replaces a worker's account limiters (``ratelimit.set_limiter_factory``):
-  a configured ``lf.RateLimit`` is divided by the number of workers, so the workers together
-  keep the account's limit with no remote call per request (docs/decisions.md). A 429 or
-  provider headers pace the worker that saw them.
+- Its account limiters are ``ray_limiter.LeasedLimiter``s (``ratelimit.set_limiter_factory``),
+  spending grants of the batch's one ``LimitActor``. The driver starts that actor when a
+  worker first needs it: ``exchange`` then returns at once, saying so, and the driver hands
+  every worker the actor (``use_limiter``). ``pause`` is the actor telling of a 429.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from ray import cloudpickle
 from ..agentic.session import Session
 from ..agentic.trace import error_info
 from ..agentic.usage import UsageMeter
-from ..llms.ratelimit import Limiter, RateLimit, set_limiter_factory
+from ..llms.ratelimit import limiter_for, set_limiter_factory
 from ..messages import Usage
+from .ray_limiter import LeasedLimiter
 
-__all__ = ["BatchWorker", "ShareLimiter"]
+__all__ = ["BatchWorker"]
 
 #: ``exchange`` returns after this long without any finished item (the driver asks again).
 WAIT_S = 1.0
@@ -65,15 +66,17 @@ class BatchWorker:
             max_text_chars=int(config["max_text_chars"]),
             **defaults,
         )
-        share = int(config["workers"])
-        set_limiter_factory(lambda account: ShareLimiter(share))
+        self.limit_handle: Any = config.get("limiter")  # the batch's LimitActor, once made
+        self.limit_ready: asyncio.Event | None = None
+        set_limiter_factory(lambda account: LeasedLimiter(account, self))
         self.queue: asyncio.Queue[tuple[int, bytes]] | None = None
         self.ready: list[tuple[Any, ...]] = []
         self.arrived: asyncio.Event | None = None
         self.tasks: list[asyncio.Task[None]] = []
 
-    async def exchange(self, items: list[tuple[int, bytes]]) -> list[tuple[Any, ...]]:
-        """Queue ``items``; the outcomes of items finished since the last call."""
+    async def exchange(self, items: list[tuple[int, bytes]]) -> tuple[list[tuple[Any, ...]], bool]:
+        """Queue ``items``; the outcomes of items finished since the last call, and whether
+        this worker waits for the batch's ``LimitActor`` (see ``use_limiter``)."""
         if self.queue is None:
             self.queue = asyncio.Queue()
             self.arrived = asyncio.Event()
@@ -81,20 +84,46 @@ class BatchWorker:
         assert self.arrived is not None
         for item in items:
             self.queue.put_nowait(item)
-        if not self.ready:
+        if not self.ready and not self._wants_limiter():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.arrived.wait(), WAIT_S)
         deadline = time.monotonic() + GATHER_S
         while len(self.ready) < GATHER_MAX and not self.queue.empty():
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self._wants_limiter():
                 break
             self.arrived.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.arrived.wait(), left)
         out, self.ready = self.ready, []
         self.arrived.clear()
-        return out
+        return out, self._wants_limiter()
+
+    def _wants_limiter(self) -> bool:
+        return self.limit_handle is None and self.limit_ready is not None
+
+    async def limit_actor(self) -> Any:
+        """The batch's ``LimitActor`` (asking the driver for it on first use)."""
+        if self.limit_handle is None:
+            if self.limit_ready is None:
+                self.limit_ready = asyncio.Event()
+                if self.arrived is not None:
+                    self.arrived.set()  # exchange returns now and tells the driver
+            await self.limit_ready.wait()
+        return self.limit_handle
+
+    async def use_limiter(self, handle: Any) -> None:
+        """The driver's answer: the batch's ``LimitActor``."""
+        self.limit_handle = handle
+        if self.limit_ready is None:
+            self.limit_ready = asyncio.Event()
+        self.limit_ready.set()
+
+    async def pause(self, account: str, seconds: float) -> None:
+        """A 429 elsewhere in the cluster: this worker's requests of ``account`` wait too."""
+        limiter = limiter_for(account)
+        if isinstance(limiter, LeasedLimiter):
+            limiter.pause(seconds)
 
     async def _consume(self) -> None:
         assert self.queue is not None and self.arrived is not None
@@ -138,21 +167,3 @@ class BatchWorker:
             return index, False, None, (info["type"], info["message"]), exc_blob, nodes, log.log
         nodes = [n.to_json() for n in node.walk()]
         return index, True, payload, None, None, nodes, log.log
-
-
-class ShareLimiter(Limiter):
-    """An account limiter of one of ``share`` workers: each configured limit divided by
-    ``share``, so the workers together keep the account's limit."""
-
-    def __init__(self, share: int) -> None:
-        super().__init__()
-        self.share = max(1, share)
-
-    def configure(self, limit: RateLimit) -> None:
-        rpm, tpm = limit.requests_per_minute, limit.tokens_per_minute
-        super().configure(
-            RateLimit(
-                None if rpm is None else rpm / self.share,
-                None if tpm is None else tpm / self.share,
-            )
-        )

@@ -25,6 +25,9 @@ that account in this process, in a batch or not, takes its turn from that one li
   model's ``RetryPolicy`` on its own (using the delay in the error's ``RetryInfo``);
   configure ``rate_limit=`` to share one limit and one 429 pause across requests.
 
+``Limiter.take`` / ``give_back`` hand out several requests at once, for a limiter that leases
+capacity to other processes (the Ray engine's, ``batch/ray_limiter.py``).
+
 Waiting uses ``asyncio.sleep`` on the caller's loop; the limiter's state is guarded by a
 thread lock, so models used from several threads' loops share it safely.
 """
@@ -52,6 +55,8 @@ __all__ = [
     "estimate_tokens",
     "limiter_for",
     "parse_reset",
+    "pause_s",
+    "rate_headers",
     "set_limiter_factory",
 ]
 
@@ -61,6 +66,8 @@ SAFETY = 0.97
 BURST_S = 0.05
 #: How long a 429 without ``retry-after`` pauses the limiter.
 DEFAULT_429_PAUSE_S = 1.0
+#: The most requests one ``Limiter.take`` hands out.
+LEASE_MAX = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +131,12 @@ class _Window:
     def take(self, amount: float) -> None:
         if self.remaining is not None:
             self.remaining -= amount
+
+    def room(self, each: float) -> int:
+        """How many of ``each`` fit in what remains (``LEASE_MAX`` when unknown)."""
+        if self.remaining is None or each <= 0:
+            return LEASE_MAX
+        return max(0, min(LEASE_MAX, math.floor(self.remaining / each)))
 
 
 class Ticket:
@@ -206,6 +219,50 @@ class Limiter:
                 self.waited_s += wait
             await asyncio.sleep(wait)
 
+    async def take(self, requests: int, tokens: int) -> tuple[int, int]:
+        """Wait until one request may be sent, then take up to ``requests`` requests and
+        their share of ``tokens`` at once (a lease for another process's limiter,
+        ``batch/ray_limiter.py``): the buckets go into debt for all of them, the provider's
+        windows give no more than they say remain. What was taken, at least one request;
+        it counts as in flight until ``give_back``."""
+        requests = max(1, int(requests))
+        tokens = max(0, int(tokens))
+        each = tokens / requests
+        while True:
+            with self._lock:
+                now = self._clock()
+                wait = self._wait_s(math.ceil(each), now)
+                if wait <= 0:
+                    n = requests
+                    if self.limit is None:
+                        n = min(n, self._windows["requests"].room(1.0))
+                        n = min(n, self._windows["tokens"].room(each))
+                    n = max(1, n)
+                    taken = tokens if n == requests else math.ceil(each * n)
+                    if self._requests is not None:
+                        self._requests.level -= n
+                    if self._tokens is not None:
+                        self._tokens.level -= taken
+                    self._windows["requests"].take(float(n))
+                    self._windows["tokens"].take(float(taken))
+                    self.in_flight += n
+                    return n, taken
+                self.waited_s += wait
+            await asyncio.sleep(wait)
+
+    def give_back(self, requests: int, correction: int) -> None:
+        """``requests`` taken by ``take`` are no longer in flight (answered, failed or never
+        sent), and together they used ``correction`` tokens more than taken (less when
+        negative: given back)."""
+        with self._lock:
+            self.in_flight = max(0, self.in_flight - max(0, int(requests)))
+            if not correction:
+                return
+            if self._tokens is not None:
+                self._tokens.refill(self._clock())
+                self._tokens.level = min(self._tokens.capacity, self._tokens.level - correction)
+            self._windows["tokens"].take(float(correction))
+
     def _settle(self, estimate: int, tokens: int | None) -> None:
         with self._lock:
             self.in_flight = max(0, self.in_flight - 1)
@@ -217,11 +274,12 @@ class Limiter:
                 self._tokens.level = min(self._tokens.capacity, self._tokens.level - correction)
             self._windows["tokens"].take(float(correction))
 
-    def observe(self, headers: Mapping[str, str]) -> None:
-        """What a response's headers say about the account's limits."""
+    def observe(self, headers: Mapping[str, str], age_s: float = 0.0) -> None:
+        """What a response's headers say about the account's limits (the response arrived
+        ``age_s`` seconds ago: headers another process saw, ``batch/ray_limiter.py``)."""
         seen = False
         with self._lock:
-            now = self._clock()
+            now = self._clock() - max(0.0, age_s)
             for kind, (remaining, reset) in _header_limits(headers).items():
                 if remaining is None:
                     continue
@@ -288,6 +346,21 @@ def limiter_for(account: str, limit: RateLimit | None = None) -> Limiter:
     if limit is not None:
         limiter.configure(limit)
     return limiter
+
+
+def pause_s(retry_after: float | None) -> float:
+    """How long a 429 pauses a limiter: the server's ``retry-after`` (1 s when unknown)."""
+    if isinstance(retry_after, (int, float)) and math.isfinite(retry_after):
+        return max(0.0, float(retry_after))
+    return DEFAULT_429_PAUSE_S
+
+
+def rate_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
+    """The rate-limit headers of a response (OpenAI's or Anthropic's), when it says what
+    remains of a limit; else ``None``."""
+    if not any(remaining is not None for remaining, _ in _header_limits(headers).values()):
+        return None
+    return {k.lower(): v for k, v in headers.items() if "ratelimit" in k.lower()}
 
 
 def estimate_tokens(text_chars: int, max_tokens: int | None) -> int:

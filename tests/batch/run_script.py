@@ -4,6 +4,8 @@
 through the OpenAI-wire server at URL, keeping the run manifest MANIFEST, and prints one
 JSON line: the typed results (class name and fields), how many were resumed, the requests
 sent, and the seconds until the first progress snapshot (what is done and missing known).
+With ``RUN_SCRIPT_RAY=<address>`` in the environment the batch runs on that Ray cluster
+(``engine=lf.engines.Ray(address=..., num_workers=2)``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ T0 = time.monotonic()  # before the imports: "known_s" counts the whole restart
 
 import asyncio  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 
 import httpx  # noqa: E402
@@ -39,11 +42,14 @@ async def main() -> None:
     limit = None
     if len(sys.argv) > 6:
         limit = lf.RateLimit(float(sys.argv[5]), float(sys.argv[6]))
+    address = os.environ.get("RUN_SCRIPT_RAY")
+    # a transport object does not travel to Ray workers: they make their own clients
+    transport = None if address else httpx.AsyncHTTPTransport()
     lm = OpenAI(
         "gpt-test",
         api_key="sk-test",
         base_url=url,
-        transport=httpx.AsyncHTTPTransport(),
+        transport=transport,
         max_tokens=12,
         rate_limit=limit,
         max_attempts=5,
@@ -55,6 +61,7 @@ async def main() -> None:
             first.append(time.monotonic() - T0)
             print(json.dumps({"known_s": first[0], "done": getattr(p, "done", None)}), flush=True)
 
+    engine = lf.engines.Ray(address=address, num_workers=2) if address else None
     result = await lf.batch(
         label,
         [{"id": i} for i in range(n)],
@@ -62,6 +69,7 @@ async def main() -> None:
         run=manifest,
         max_concurrency=concurrency,
         progress=progress,
+        engine=engine,
     )
     out = {
         "results": [[type(r).__name__, r.model_dump() if r is not None else None] for r in result],

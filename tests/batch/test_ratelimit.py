@@ -197,6 +197,25 @@ async def test_token_estimates_are_corrected_by_the_usage_returned() -> None:
     ticket.settle(900)
 
 
+async def test_a_lease_takes_many_requests_at_once_and_what_they_used_is_given_back() -> None:
+    now = [0.0]
+    limiter = Limiter(clock=lambda: now[0])  # frozen: nothing refills
+    limiter.configure(lf.RateLimit(requests_per_minute=6000, tokens_per_minute=60_000))
+    assert await limiter.take(5, 50) == (5, 50)  # into debt for all five at once
+    assert limiter.in_flight == 5
+    later = asyncio.ensure_future(limiter.take(1, 10))
+    await asyncio.sleep(0.02)
+    assert not later.done()  # the debt is paid off by time only
+    now[0] = 0.1
+    assert await asyncio.wait_for(later, 2.0) == (1, 10)
+    limiter.give_back(6, -30)  # ended, using 30 tokens fewer than taken
+    assert limiter.in_flight == 0
+    # without a configured limit, what the provider says remains caps a lease
+    headers = Limiter()
+    headers.observe({"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "5s"})
+    assert await headers.take(8, 80) == (3, 30)
+
+
 def test_gemini_sends_no_headers_so_only_a_configured_limit_holds() -> None:
     g = Gemini("gemini-2.0-flash", api_key="k", base_url="http://127.0.0.1:9/v1beta")
     assert g.rate_limiter().limit is None and not g.rate_limiter().engaged

@@ -80,7 +80,6 @@ class Tracked(Generic[V]):
         "_base",
         "_bind",
         "_budget",
-        "_entered",
         "_limit",
         "_own",
         "_scope",
@@ -113,7 +112,6 @@ class Tracked(Generic[V]):
         self._budget = budget
         self._limit = limit
         self._scope: DeadlineScope | None = None
-        self._entered = False
 
     @property
     def session(self) -> V:
@@ -129,7 +127,6 @@ class Tracked(Generic[V]):
 
     # -- the block -----------------------------------------------------------------------
     def __enter__(self) -> Tracked[V]:
-        self._entered = True
         own = self._own
         if own is None:
             view = self._base

@@ -719,9 +719,9 @@ class TraceStore:
 
     # -- eviction ------------------------------------------------------------------------
     def _evict(self) -> None:
-        nodes = self.nodes
-        while len(nodes) > self.max_nodes and self._finished:
-            node = self._finished.popleft()
+        nodes, finished, limit = self.nodes, self._finished, self.max_nodes
+        while len(nodes) > limit and finished:
+            node = finished.popleft()
             if node.id not in nodes:
                 continue  # already gone with an evicted ancestor
             parent = nodes.get(node.parent_id) if node.parent_id is not None else None

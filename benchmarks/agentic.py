@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/agentic.py            # all four
     .venv/bin/python benchmarks/agentic.py --quick    # smaller sizes, for a smoke run
     .venv/bin/python benchmarks/agentic.py --agent    # only (c) and (d)
+    .venv/bin/python benchmarks/agentic.py --query    # only (a)
 
 (a) a traced ``session.query`` vs an untraced ``lf.query`` on the same fake model (≤ 1.5×);
 (b) ``concurrent_map`` of 10,000 fake queries at ``max_concurrency=100``: per-item overhead
@@ -29,6 +30,7 @@ from langfx_nb.messages import ComplexMessage, Message, ToolMessage, UserMessage
 
 QUICK = "--quick" in sys.argv
 AGENT_ONLY = "--agent" in sys.argv
+QUERY_ONLY = "--query" in sys.argv
 
 
 def rss_mb() -> float:
@@ -210,6 +212,8 @@ async def bench_runstate(calls: int, repeat: int = 3) -> dict[str, float]:
 async def main() -> None:
     if not AGENT_ONLY:
         await bench_query_and_map()
+    if QUERY_ONLY:
+        return
     calls = 200 if QUICK else 1_000
     c = await bench_agent(calls)
     print(
@@ -234,6 +238,8 @@ async def bench_query_and_map() -> None:
         f"(a) query, {n} alternating calls each (CPU time): untraced {a['untraced_us']:.1f} us, "
         f"traced {a['traced_us']:.1f} us, ratio {a['ratio']:.2f}x (target <= 1.5x)"
     )
+    if QUERY_ONLY:
+        return
     items = 2_000 if QUICK else 10_000
     for r in bench_map(items, [500, 100_000]):
         print(

@@ -9,6 +9,7 @@ is the one mapping from an exception to a node status.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -76,48 +77,66 @@ class Tracked(Generic[V]):
     """
 
     __slots__ = (
+        "_base",
+        "_bind",
         "_budget",
-        "_entered",
         "_limit",
         "_own",
         "_scope",
         "_store",
+        "_view",
         "node",
         "outputs",
-        "session",
     )
 
     def __init__(
         self,
         node: TraceNode,
-        session: V,
+        base: V,
+        bind: Callable[[TraceNode], V] | None = None,
         own: float | None = None,
         budget: Budget | None = None,
         limit: float | None = None,
     ) -> None:
+        """``base`` is the view the recorder reads the clock, deadline and limits from.
+        With ``bind`` the work's view is made from it when ``session`` is first read (a node
+        whose view inherits everything, such as a query's, may never need one); without it
+        ``base`` is the work's view itself."""
         self.node = node
-        self.session = session
-        self._store = session.trace_store
+        self._base = base
+        self._bind = bind
+        self._view: V | None = base if bind is None else None
+        self._store = base.trace_store
         self.outputs: Any = None
         self._own = own
         self._budget = budget
         self._limit = limit
         self._scope: DeadlineScope | None = None
-        self._entered = False
+
+    @property
+    def session(self) -> V:
+        """The view bound to this node: work started through it is attributed here, and
+        it refuses new work once the node has ended."""
+        view = self._view
+        if view is None:
+            assert self._bind is not None
+            view = self._view = self._bind(self.node)
+            if self.node.end is not None:  # read after the node ended: closed already
+                view.end_view()
+        return view
 
     # -- the block -----------------------------------------------------------------------
     def __enter__(self) -> Tracked[V]:
-        self._entered = True
         own = self._own
         if own is None:
-            view = self.session
+            view = self._base
             deadline = view.deadline
             if deadline is not None and view.clock.now() >= deadline:
                 error = ExecutionTimeoutError("the deadline passed before the work could start")
                 self.fail(error)
                 raise error
             return self
-        clock = self.session.clock
+        clock = self._base.clock
         try:
             if own <= clock.now():
                 raise ExecutionTimeoutError(f"{self.node.name}: no time left to start")
@@ -135,8 +154,11 @@ class Tracked(Generic[V]):
     ) -> None:
         scope = self._scope
         fired = scope is not None and scope.close()
-        if exc is None:
-            self.end("ok", outputs=self.outputs)
+        if exc is None:  # ``end("ok", outputs=...)``, one call less: every node ends here
+            self._settle()
+            outputs = self.outputs
+            shown = None if outputs is None else self._preview(outputs)
+            self._store.finish(self.node, "ok", outputs=shown)
             return
         if fired and isinstance(exc, asyncio.CancelledError):
             error = ExecutionTimeoutError(
@@ -147,17 +169,18 @@ class Tracked(Generic[V]):
         self.fail(exc)
 
     def _settle(self) -> None:
-        view = self.session
-        view.end_view()
+        view = self._view
+        if view is not None:
+            view.end_view()
         budget = self._budget
         if budget is not None:
-            scope = view.budget_scope
+            scope = self._base.budget_scope
             if scope is not None:
                 self.node.metadata["budget"] = {"limits": budget.to_json(), "used": scope.used()}
             self._budget = None
 
     def _preview(self, value: Any) -> Any:
-        return preview(value, self.session.max_text_chars)
+        return preview(value, self._base.max_text_chars)
 
     # -- ending and deciding ---------------------------------------------------------------
     def end(
@@ -172,7 +195,7 @@ class Tracked(Generic[V]):
     def fail(self, exc: BaseException, *, outputs: Any = None) -> None:
         """Finish the node with the status ``exc`` maps to (``failed``, ``denied``,
         ``cancelled``, ``timed_out``, ``suspended``) and its class and message."""
-        self.end(status_for(exc, self.session), outputs=outputs, error=exc)
+        self.end(status_for(exc, self._base), outputs=outputs, error=exc)
 
     def update(self, **changes: Any) -> None:
         """Change fields of the node while it runs (``progress``, ``metadata``, ``delta``);

@@ -237,10 +237,10 @@ class Session:
         if budget is not None and budget.is_unlimited:
             budget = None
         if own is None and budget is None and meter is None and lm is None and not defaults:
-            return Tracked(node, self._bind(node))  # most nodes: the view inherits everything
+            return Tracked(node, self, self._bind)  # most nodes: the view inherits everything
         view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget, meter=meter)
         tightens = own if own is not None and own < self._deadline else None
-        return Tracked(node, view, tightens, budget, max_execution_time)
+        return Tracked(node, view, None, tightens, budget, max_execution_time)
 
     def end_view(self) -> None:
         """Refuse new work through this view from now on (``RuntimeError``). The recorder
@@ -526,7 +526,15 @@ class Session:
                     if message is None or schema is None
                     else self._preview(message.result)
                 )
-                self._record_calls(tracked.node, recording, result)
+                state = self._state
+                record_calls(
+                    state.store,
+                    tracked.node,
+                    recording,
+                    state.max_text_chars,
+                    result,
+                    meters=self._meters,
+                )
         assert message is not None
         return message if returns_message else message.result  # without a schema: the text
 

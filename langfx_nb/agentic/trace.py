@@ -633,11 +633,11 @@ class TraceStore:
         if usage is not None:
             tokens = self._tokens.get(model_id)
             if tokens is None:
-                tokens = self._tokens[model_id] = [None] * len(_USAGE_FIELDS)
+                self._tokens[model_id] = list(_counts(usage))
+                return
             for i, count in enumerate(_counts(usage)):  # summed in place: one request's work
                 if count is not None:
-                    prior = tokens[i]
-                    tokens[i] = count if prior is None else prior + count
+                    tokens[i] = count + (tokens[i] or 0)
 
     def _restore_cost(self, model_id: str, saved: Any, usage: Usage) -> None:
         """A loaded trace's cost of one model: as saved, else from the table (summed
@@ -719,9 +719,9 @@ class TraceStore:
 
     # -- eviction ------------------------------------------------------------------------
     def _evict(self) -> None:
-        nodes = self.nodes
-        while len(nodes) > self.max_nodes and self._finished:
-            node = self._finished.popleft()
+        nodes, finished, limit = self.nodes, self._finished, self.max_nodes
+        while len(nodes) > limit and finished:
+            node = finished.popleft()
             if node.id not in nodes:
                 continue  # already gone with an evicted ancestor
             parent = nodes.get(node.parent_id) if node.parent_id is not None else None

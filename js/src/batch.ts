@@ -11,6 +11,33 @@ export interface ErrorGroup {
   node_ids: (string | null)[]; // their item trace nodes
 }
 
+/** The provider's own counts (engine=ProviderBatch()): BatchProgress.provider. */
+export interface ProviderCounts {
+  status?: string; // collecting | submitting | waiting | collected
+  batches?: number;
+  total?: number;
+  succeeded?: number;
+  errored?: number;
+  expired?: number;
+  canceled?: number;
+  processing?: number;
+  resubmitted?: number;
+  per_batch?: ProviderBatchCounts[];
+}
+
+/** One submitted batch's last poll. */
+export interface ProviderBatchCounts {
+  id?: string;
+  provider?: string;
+  status?: string; // the provider's own status word
+  total?: number;
+  succeeded?: number;
+  errored?: number;
+  expired?: number;
+  canceled?: number;
+  processing?: number;
+}
+
 export interface BatchState {
   title: string;
   status: string; // running | done | stopped (finished with items not run)
@@ -33,6 +60,7 @@ export interface BatchState {
   finished: boolean;
   batch_node_id: string | null;
   session_id: string | null;
+  provider: ProviderCounts | null; // null: not a provider batch
   opened: string | null; // the error class whose traces are shown below
   open_error: string; // why a group's traces could not be opened
 }
@@ -46,7 +74,7 @@ export function emptyBatch(): BatchState {
     title: "", status: "running", name: "batch", total: 0, done: 0, failed: 0, running: 0, left: 0,
     resumed: 0, elapsed_s: 0, items_per_s: 0, tokens_per_s: 0, eta_s: null, requests: 0, usage: {},
     cost: null, unpriced_models: [], errors: [], finished: false, batch_node_id: null,
-    session_id: null, opened: null, open_error: "",
+    session_id: null, provider: null, opened: null, open_error: "",
   };
 }
 
@@ -104,4 +132,25 @@ export function fmtTokens(usage: Record<string, number> | null | undefined): str
 export function fraction(state: BatchState): { done: number; failed: number } {
   if (!state.total) return { done: state.finished ? 1 : 0, failed: 0 };
   return { done: Math.min(1, state.done / state.total), failed: Math.min(1, state.failed / state.total) };
+}
+
+function providerCounts(c: ProviderBatchCounts): string {
+  const n = (v: unknown) => (typeof v === "number" ? v : 0);
+  let text = `${fmtCount(n(c.succeeded))} / ${fmtCount(n(c.total))} completed, ${fmtCount(n(c.errored))} failed`;
+  for (const key of ["expired", "canceled"] as const) if (n(c[key])) text += `, ${fmtCount(n(c[key]))} ${key}`;
+  return text;
+}
+
+/** The provider's counts in words (langfx_nb/batch/progress.py provider_lines, same text):
+ * the run's first, then one line per submitted batch. */
+export function fmtProvider(p: ProviderCounts | null | undefined): string[] {
+  if (!p || typeof p !== "object") return [];
+  const count = typeof p.batches === "number" ? p.batches : 0;
+  let head = `provider ${p.status ?? ""}: ${providerCounts(p)} in ${fmtCount(count)} batch${count === 1 ? "" : "es"}`;
+  if (typeof p.resubmitted === "number" && p.resubmitted) head += ` (${fmtCount(p.resubmitted)} resubmitted)`;
+  const lines = [head];
+  for (const b of p.per_batch ?? []) {
+    if (b && typeof b === "object") lines.push(`${b.provider ?? ""} ${b.id ?? ""}: ${providerCounts(b)} (${b.status ?? ""})`);
+  }
+  return lines;
 }

@@ -40,6 +40,7 @@ __all__ = [
     "Reporter",
     "ReporterFactory",
     "default_reporter",
+    "provider_lines",
     "resolve_reporter",
     "set_default_reporter",
 ]
@@ -94,9 +95,11 @@ class BatchProgress:
       unpriced usage); ``unpriced_models`` lists the models it leaves out.
     - ``batch_node_id``: the ``batch`` trace node; ``session_id``: its session.
     - ``provider``: with ``engine=lf.engines.ProviderBatch()``, the provider's own counts
-      over the batches it runs (``batches``, ``succeeded``, ``errored``, ``expired``,
-      ``canceled``, ``processing``, ``resubmitted``) and ``status`` (``submitting``,
-      ``waiting``, ``collected``); ``None`` otherwise.
+      over the batches it runs (``batches``, ``total``, ``succeeded``, ``errored``,
+      ``expired``, ``canceled``, ``processing``, ``resubmitted``), ``status``
+      (``collecting``, ``submitting``, ``waiting``, ``collected``) and ``per_batch``: each
+      submitted batch's last poll (``id``, ``provider``, the provider's ``status``,
+      ``total`` and the same counts); ``provider_lines`` words them. ``None`` otherwise.
     - ``finished``: True only in the snapshot given to ``close``.
     """
 
@@ -169,11 +172,7 @@ class BatchProgress:
         if self.eta_s is not None and not self.finished:
             parts.append(f"ETA {_duration(self.eta_s)}")
         if self.provider is not None:
-            p = self.provider
-            parts.append(
-                f"provider {p.get('status', '')}: {p.get('succeeded', 0)} ok, "
-                f"{p.get('processing', 0)} processing in {p.get('batches', 0)} batches"
-            )
+            parts.append(provider_lines(self.provider)[0])
         if self.cost is not None:
             partial = " + unpriced" if self.unpriced_models else ""
             parts.append(f"cost ${self.cost:.4f}{partial}")
@@ -310,6 +309,40 @@ def resolve_reporter(progress: Any, session: Session, first: BatchProgress) -> R
         "progress must be None (automatic), False, a reporter with update() and close(), "
         f"or a callable of a BatchProgress, not {type(progress).__name__}"
     )
+
+
+def _provider_counts(counts: Mapping[str, Any]) -> str:
+    def n(key: str) -> int:
+        value = counts.get(key)
+        return value if isinstance(value, int) else 0
+
+    text = f"{n('succeeded'):,} / {n('total'):,} completed, {n('errored'):,} failed"
+    for key in ("expired", "canceled"):
+        if n(key):
+            text += f", {n(key):,} {key}"
+    return text
+
+
+def provider_lines(provider: Mapping[str, Any]) -> list[str]:
+    """A provider batch's counts in words: first the run's (``provider waiting: 41,200 /
+    50,000 completed, 12 failed in 1 batch``), then one line per submitted batch
+    (``openai batch_1: 41,200 / 50,000 completed, 12 failed (in_progress)``)."""
+    batches = provider.get("batches")
+    count = batches if isinstance(batches, int) else 0
+    status = str(provider.get("status") or "")
+    head = f"provider {status}: " + _provider_counts(provider)
+    head += f" in {count:,} batch{'' if count == 1 else 'es'}"
+    resubmitted = provider.get("resubmitted")
+    if isinstance(resubmitted, int) and resubmitted:
+        head += f" ({resubmitted:,} resubmitted)"
+    lines = [head]
+    for one in provider.get("per_batch") or ():
+        if isinstance(one, Mapping):
+            lines.append(
+                f"{one.get('provider', '')} {one.get('id', '')}: {_provider_counts(one)}"
+                f" ({one.get('status', '')})"
+            )
+    return lines
 
 
 def group_errors(groups: Mapping[str, list[Any]]) -> tuple[ErrorGroup, ...]:

@@ -273,14 +273,20 @@ async def _collect_and_batch(
     report(plan.counts)
     active.update(await _submit(engine, fresh, manifest, plan, spool))
     attempts: dict[str, int] = {}
-    latest: dict[str, dict[str, int]] = {}
+    latest: dict[str, dict[str, Any]] = {}
     try:
         while active:
             plan.counts["status"] = "waiting"
             retry: list[_Item] = []
             for batch_id, (wire, cids) in list(active.items()):
                 polled = await wire.poll(batch_id)
-                latest[batch_id] = _normalized(wire.name, polled.counts, len(cids))
+                latest[batch_id] = {
+                    "id": batch_id,
+                    "provider": wire.name,
+                    "status": polled.status,
+                    "total": len(cids),
+                    **_normalized(wire.name, polled.counts, len(cids)),
+                }
                 if not polled.ended:
                     continue
                 results = await wire.results(batch_id, polled)
@@ -388,6 +394,10 @@ def _normalized(provider: str, counts: dict[str, int], n: int) -> dict[str, int]
     return {k: counts.get(k, 0) for k in COUNT_KEYS}
 
 
-def _sum_counts(counts: dict[str, Any], latest: dict[str, dict[str, int]]) -> None:
+def _sum_counts(counts: dict[str, Any], latest: dict[str, dict[str, Any]]) -> None:
+    """The totals over every batch polled, and ``per_batch``: each batch's last poll
+    (a new list of new dicts each time: a snapshot keeps the one it was given)."""
     for k in COUNT_KEYS:
         counts[k] = sum(c.get(k, 0) for c in latest.values())
+    counts["total"] = sum(c["total"] for c in latest.values())
+    counts["per_batch"] = [dict(c) for c in latest.values()]

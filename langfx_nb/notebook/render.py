@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..batch.progress import provider_lines
 from ..jsonable import walk
 from .trace_data import view_node
 from .trace_rows import (
@@ -480,6 +481,14 @@ def batch_html(state: Mapping[str, Any]) -> str:
         f"{_esc(_tokens_text(state.get('usage')))} · "
         f"{_esc(_cost_text(state.get('cost'), state.get('unpriced_models')))}{took}</div>",
     ]
+    provider = state.get("provider")
+    if isinstance(provider, Mapping):  # engine=ProviderBatch(): the provider's own counts
+        head, *each = provider_lines(provider)
+        items = "".join(f"<li>{_esc(line)}</li>" for line in each)
+        parts.append(
+            f'<div class="lfx-k" data-provider="">{_esc(head)}</div>'
+            + (f"{_UL}{items}</ul>" if items else "")
+        )
     groups = [g for g in state.get("errors") or () if isinstance(g, Mapping)]
     if groups:
         rows = []

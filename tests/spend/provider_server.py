@@ -359,7 +359,13 @@ class ProviderServer(ThreadedServer):
         batch["ended_at"] = int(time.time())
 
     def _counts(self, batch: dict[str, Any]) -> Counter[str]:
-        return Counter(kind for _, kind, _ in batch["results"] or ())
+        """The request counts a poll reports: while running, a growing share of the requests
+        succeeded (as a provider reports them while it works through a batch)."""
+        if batch["results"] is None:
+            n = len(batch["items"])
+            done = n * batch["polls"] // self.steps_to_finish if batch["status"] == "running" else 0
+            return Counter(succeeded=done)
+        return Counter(kind for _, kind, _ in batch["results"])
 
     # -- OpenAI batch ---------------------------------------------------------------------------
     def _openai_upload(self, headers: dict[str, str], body: bytes) -> tuple[int, str, bytes]:
@@ -517,7 +523,7 @@ class ProviderServer(ThreadedServer):
             if ended
             else ("canceling" if batch["status"] == "cancelling" else "in_progress"),
             "request_counts": {
-                "processing": 0 if ended else n,
+                "processing": 0 if ended else n - counts["succeeded"],
                 "succeeded": counts["succeeded"],
                 "errored": counts["errored"],
                 "canceled": counts["canceled"],
@@ -596,7 +602,7 @@ class ProviderServer(ThreadedServer):
                 "requestCount": str(n),
                 "successfulRequestCount": str(counts["succeeded"]),
                 "failedRequestCount": str(n - counts["succeeded"]) if ended else "0",
-                "pendingRequestCount": "0" if ended else str(n),
+                "pendingRequestCount": "0" if ended else str(n - counts["succeeded"]),
             },
         }
         op: dict[str, Any] = {"name": f"batches/{batch_id}", "metadata": meta}

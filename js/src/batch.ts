@@ -2,6 +2,7 @@
 // same rules as langfx_nb/notebook/batch_view.py BatchReducer; js/test/batch.test.ts replays
 // the kernel's recorded patches and compares the result with the kernel's snapshot).
 // The progress fields are BatchProgress.to_json() (langfx_nb/batch/progress.py).
+import { costLabel } from "./dom";
 
 export interface ErrorGroup {
   type: string; // the exception class
@@ -56,6 +57,7 @@ export interface BatchState {
   usage: Record<string, number>; // a count that is absent is unknown
   cost: number | null; // null = unknown (no price known), never shown as $0
   unpriced_models: string[];
+  unpriced_requests: number; // requests left out of cost (no price known)
   errors: ErrorGroup[];
   finished: boolean;
   batch_node_id: string | null;
@@ -73,7 +75,7 @@ export function emptyBatch(): BatchState {
   return {
     title: "", status: "running", name: "batch", total: 0, done: 0, failed: 0, running: 0, left: 0,
     resumed: 0, elapsed_s: 0, items_per_s: 0, tokens_per_s: 0, eta_s: null, requests: 0, usage: {},
-    cost: null, unpriced_models: [], errors: [], finished: false, batch_node_id: null,
+    cost: null, unpriced_models: [], unpriced_requests: 0, errors: [], finished: false, batch_node_id: null,
     session_id: null, provider: null, opened: null, open_error: "",
   };
 }
@@ -110,11 +112,11 @@ export function fmtSeconds(s: number | null | undefined): string {
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
-/** A cost; `null` (no model had a price) is "cost unknown", never "$0". */
-export function fmtBatchCost(cost: number | null | undefined, unpriced: string[] = []): string {
-  if (typeof cost !== "number") return "cost unknown";
-  const text = cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
-  return unpriced.length ? `${text} + unknown (no price for ${unpriced.join(", ")})` : text;
+/** A cost total (langfx_nb/agentic/usage.py cost_label, same text): `null` (no model had
+ * a price) is "cost unknown", never "$0"; a sum that leaves calls out is labelled partial:
+ * "≥ $1.23 (3 calls unpriced: fake:b)". */
+export function fmtBatchCost(cost: number | null | undefined, unpriced: string[] = [], unpricedRequests = 0): string {
+  return costLabel(cost, unpricedRequests, unpriced);
 }
 
 /** Token usage: the total, and prompt/completion when known; absent counts are unknown. */

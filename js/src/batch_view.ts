@@ -117,7 +117,7 @@ export default () => {
           h("span", { "data-eta": "", text: state.finished ? `took ${fmtSeconds(state.elapsed_s)}` : `ETA ${fmtSeconds(state.eta_s)}` }),
           h("span", { text: `${fmtCount(state.requests)} requests` }),
           h("span", { "data-usage": "", text: fmtTokens(state.usage) }),
-          h("span", { "data-cost": "", text: fmtBatchCost(state.cost, state.unpriced_models) }),
+          h("span", { "data-cost": "", text: fmtBatchCost(state.cost, state.unpriced_models, state.unpriced_requests) }),
         );
         clear(provider);
         const lines = fmtProvider(state.provider);

@@ -20,7 +20,10 @@ test("progress patches replace the counts; the open group is the view's own", ()
 
 test("unknown cost, usage and ETA read as unknown, never as zero", () => {
   assert.equal(fmtBatchCost(null), "cost unknown");
-  assert.equal(fmtBatchCost(0.0123, ["fake:b"]), "$0.01 + unknown (no price for fake:b)");
+  assert.equal(fmtBatchCost(0.0123, ["fake:b"], 3), "≥ $0.01 (3 calls unpriced: fake:b)");
+  assert.equal(fmtBatchCost(1.5, [], 1), "≥ $1.50 (1 call unpriced)");
+  assert.equal(fmtBatchCost(null, ["fake:b"], 2), "cost unknown (2 calls unpriced: fake:b)");
+  assert.equal(fmtBatchCost(0.125), "$0.13"); // rounded as the kernel rounds (half up)
   assert.equal(fmtBatchCost(0), "$0.0000"); // a priced free model is a real zero
   assert.equal(fmtTokens({}), "tokens unknown");
   assert.equal(fmtTokens({ prompt_tokens: 1200, completion_tokens: 34 }), "1,234 tokens (1,200 in · 34 out)");

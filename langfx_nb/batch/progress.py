@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
+from ..agentic.usage import cost_label
 from ..messages import Usage
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ class BatchProgress:
     - ``requests``, ``usage``: model requests made through the items' sessions and their
       token counts (``None`` counts are unknown, never guessed). ``cost``: in the
       session's price currency, ``None`` when no model used had a price (never 0 for
-      unpriced usage); ``unpriced_models`` lists the models it leaves out.
+      unpriced usage); ``unpriced_models`` lists the models it leaves out and
+      ``unpriced_requests`` counts their requests (``cost_text`` labels a partial sum).
     - ``batch_node_id``: the ``batch`` trace node; ``session_id``: its session.
     - ``provider``: with ``engine=lf.engines.ProviderBatch()``, the provider's own counts
       over the batches it runs (``batches``, ``total``, ``succeeded``, ``errored``,
@@ -117,6 +119,7 @@ class BatchProgress:
     usage: Usage = field(default_factory=Usage)
     cost: float | None = None
     unpriced_models: tuple[str, ...] = ()
+    unpriced_requests: int = 0
     errors: tuple[ErrorGroup, ...] = ()
     finished: bool = False
     batch_node_id: str | None = None
@@ -133,6 +136,13 @@ class BatchProgress:
     def fraction(self) -> float:
         """Share of items settled, 0.0 to 1.0 (1.0 for an empty batch)."""
         return 1.0 if not self.total else self.settled / self.total
+
+    @property
+    def cost_text(self) -> str:
+        """The cost as a reader should see it (``cost_label``): ``$1.23``, ``≥ $1.23 (3
+        calls unpriced: fake:b)`` when some requests had no price, ``cost unknown`` when
+        none had one."""
+        return cost_label(self.cost, self.unpriced_requests, self.unpriced_models)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data (what a widget or a saved notebook keeps)."""
@@ -152,6 +162,7 @@ class BatchProgress:
             "usage": self.usage.to_json(),
             "cost": self.cost,
             "unpriced_models": list(self.unpriced_models),
+            "unpriced_requests": self.unpriced_requests,
             "errors": [g.to_json() for g in self.errors],
             "finished": self.finished,
             "batch_node_id": self.batch_node_id,
@@ -173,11 +184,8 @@ class BatchProgress:
             parts.append(f"ETA {_duration(self.eta_s)}")
         if self.provider is not None:
             parts.append(provider_lines(self.provider)[0])
-        if self.cost is not None:
-            partial = " + unpriced" if self.unpriced_models else ""
-            parts.append(f"cost ${self.cost:.4f}{partial}")
-        elif self.requests:
-            parts.append("cost unknown")
+        if self.cost is not None or self.requests:
+            parts.append(self.cost_text)
         if self.finished:
             parts.append(f"in {_duration(self.elapsed_s)}")
         return " · ".join(parts)

@@ -319,8 +319,10 @@ class Report(Sequence[CaseResult]):
         lines += [f"  {m}" for m in self.metrics.values()]
         usage = self.usage
         if usage.total_tokens or usage.prompt_tokens:
-            shown = self.cost is not None or self.unpriced
-            cost = f", cost: {self.cost_text}" if shown else ""
+            if self.cost is not None:
+                cost = f", cost: {self.cost_text}"
+            else:  # "cost unknown (12 calls unpriced)": never a $0
+                cost = f", {self.cost_text}" if self.unpriced else ""
             lines.append(f"  tokens: {usage.total_tokens or 0}{cost}")
         return "\n".join(lines)
 

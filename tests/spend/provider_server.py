@@ -154,7 +154,7 @@ class ProviderServer(ThreadedServer):
             if m and m.group(2) == "generateContent":
                 return 200, js, _dump(self.gemini_answer(json.loads(body)))
             if m:
-                return self._gemini_create(m.group(1), json.loads(body))
+                return self._gemini_create(m.group(1), json.loads(body), len(body))
             m = re.fullmatch(r"/batches/([\w-]+)(:cancel)?", rest)
             if m:
                 return self._gemini_batch(m.group(1), cancel=bool(m.group(2)))
@@ -565,12 +565,12 @@ class ProviderServer(ThreadedServer):
         return 200, "application/json", _dump(self._anthropic_object(batch_id))
 
     # -- Gemini batch ---------------------------------------------------------------------------
-    def _gemini_create(self, model: str, body: dict[str, Any]) -> tuple[int, str, bytes]:
+    def _gemini_create(self, model: str, body: dict[str, Any], size: int) -> tuple[int, str, bytes]:
         try:
             rows = body["batch"]["input_config"]["requests"]["requests"]
         except (KeyError, TypeError):
             return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "input_config")
-        if len(json.dumps(body)) > GEMINI_MAX_INLINE_BYTES:
+        if size > GEMINI_MAX_INLINE_BYTES:  # the request's bytes, as sent
             return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "too large")
         items = [
             (r["metadata"]["key"], self._item(json.dumps(r["request"])), r["request"]) for r in rows

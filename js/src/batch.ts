@@ -2,6 +2,7 @@
 // same rules as langfx_nb/notebook/batch_view.py BatchReducer; js/test/batch.test.ts replays
 // the kernel's recorded patches and compares the result with the kernel's snapshot).
 // The progress fields are BatchProgress.to_json() (langfx_nb/batch/progress.py).
+import { costLabel } from "./dom";
 
 export interface ErrorGroup {
   type: string; // the exception class
@@ -9,6 +10,33 @@ export interface ErrorGroup {
   first_message: string; // untrusted text, shown as text only
   items: number[]; // the first items' input indices
   node_ids: (string | null)[]; // their item trace nodes
+}
+
+/** The provider's own counts (engine=ProviderBatch()): BatchProgress.provider. */
+export interface ProviderCounts {
+  status?: string; // collecting | submitting | waiting | collected
+  batches?: number;
+  total?: number;
+  succeeded?: number;
+  errored?: number;
+  expired?: number;
+  canceled?: number;
+  processing?: number;
+  resubmitted?: number;
+  per_batch?: ProviderBatchCounts[];
+}
+
+/** One submitted batch's last poll. */
+export interface ProviderBatchCounts {
+  id?: string;
+  provider?: string;
+  status?: string; // the provider's own status word
+  total?: number;
+  succeeded?: number;
+  errored?: number;
+  expired?: number;
+  canceled?: number;
+  processing?: number;
 }
 
 export interface BatchState {
@@ -29,10 +57,12 @@ export interface BatchState {
   usage: Record<string, number>; // a count that is absent is unknown
   cost: number | null; // null = unknown (no price known), never shown as $0
   unpriced_models: string[];
+  unpriced_requests: number; // requests left out of cost (no price known)
   errors: ErrorGroup[];
   finished: boolean;
   batch_node_id: string | null;
   session_id: string | null;
+  provider: ProviderCounts | null; // null: not a provider batch
   opened: string | null; // the error class whose traces are shown below
   open_error: string; // why a group's traces could not be opened
 }
@@ -45,8 +75,8 @@ export function emptyBatch(): BatchState {
   return {
     title: "", status: "running", name: "batch", total: 0, done: 0, failed: 0, running: 0, left: 0,
     resumed: 0, elapsed_s: 0, items_per_s: 0, tokens_per_s: 0, eta_s: null, requests: 0, usage: {},
-    cost: null, unpriced_models: [], errors: [], finished: false, batch_node_id: null,
-    session_id: null, opened: null, open_error: "",
+    cost: null, unpriced_models: [], unpriced_requests: 0, errors: [], finished: false, batch_node_id: null,
+    session_id: null, provider: null, opened: null, open_error: "",
   };
 }
 
@@ -82,11 +112,11 @@ export function fmtSeconds(s: number | null | undefined): string {
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
-/** A cost; `null` (no model had a price) is "cost unknown", never "$0". */
-export function fmtBatchCost(cost: number | null | undefined, unpriced: string[] = []): string {
-  if (typeof cost !== "number") return "cost unknown";
-  const text = cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
-  return unpriced.length ? `${text} + unknown (no price for ${unpriced.join(", ")})` : text;
+/** A cost total (langfx_nb/agentic/usage.py cost_label, same text): `null` (no model had
+ * a price) is "cost unknown", never "$0"; a sum that leaves calls out is labelled partial:
+ * "≥ $1.23 (3 calls unpriced: fake:b)". */
+export function fmtBatchCost(cost: number | null | undefined, unpriced: string[] = [], unpricedRequests = 0): string {
+  return costLabel(cost, unpricedRequests, unpriced);
 }
 
 /** Token usage: the total, and prompt/completion when known; absent counts are unknown. */
@@ -104,4 +134,25 @@ export function fmtTokens(usage: Record<string, number> | null | undefined): str
 export function fraction(state: BatchState): { done: number; failed: number } {
   if (!state.total) return { done: state.finished ? 1 : 0, failed: 0 };
   return { done: Math.min(1, state.done / state.total), failed: Math.min(1, state.failed / state.total) };
+}
+
+function providerCounts(c: ProviderBatchCounts): string {
+  const n = (v: unknown) => (typeof v === "number" ? v : 0);
+  let text = `${fmtCount(n(c.succeeded))} / ${fmtCount(n(c.total))} completed, ${fmtCount(n(c.errored))} failed`;
+  for (const key of ["expired", "canceled"] as const) if (n(c[key])) text += `, ${fmtCount(n(c[key]))} ${key}`;
+  return text;
+}
+
+/** The provider's counts in words (langfx_nb/batch/progress.py provider_lines, same text):
+ * the run's first, then one line per submitted batch. */
+export function fmtProvider(p: ProviderCounts | null | undefined): string[] {
+  if (!p || typeof p !== "object") return [];
+  const count = typeof p.batches === "number" ? p.batches : 0;
+  let head = `provider ${p.status ?? ""}: ${providerCounts(p)} in ${fmtCount(count)} batch${count === 1 ? "" : "es"}`;
+  if (typeof p.resubmitted === "number" && p.resubmitted) head += ` (${fmtCount(p.resubmitted)} resubmitted)`;
+  const lines = [head];
+  for (const b of p.per_batch ?? []) {
+    if (b && typeof b === "object") lines.push(`${b.provider ?? ""} ${b.id ?? ""}: ${providerCounts(b)} (${b.status ?? ""})`);
+  }
+  return lines;
 }

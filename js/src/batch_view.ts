@@ -5,7 +5,7 @@
 import { KINDS } from "./kinds";
 import { clear, h, injectCss, markLive, trySend } from "./dom";
 import { SyncedState } from "./synced";
-import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtBatchCost, fmtCount, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
+import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtBatchCost, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
 
 interface Model {
   get(name: string): any;
@@ -31,6 +31,8 @@ const CSS = `
 .lfx-bv .lfx-bv-group .lfx-bv-msg{flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .lfx-bv-group.lfx-bv-open{background:var(--jp-layout-color2,#f5f5f5)}
 .lfx-bv-traces{margin-top:6px}
+.lfx-bv-provider{margin-top:2px}
+.lfx-bv-provider>div+div{padding-left:1.1em}
 `;
 
 const CHIP: Record<string, string> = { running: "running", done: "ok", stopped: "cancelled" };
@@ -56,9 +58,10 @@ export default () => {
       bar.append(ok, bad);
       const counts = h("div", { class: "lfx-bv-counts" });
       const stats = h("div", { class: "lfx-bv-stats lfx-muted" });
+      const provider = h("div", { class: "lfx-bv-provider lfx-muted", "data-provider": "" });
       const groups = h("div", { class: "lfx-bv-groups" });
       const traces = h("div", { class: "lfx-bv-traces" });
-      root.append(head, bar, counts, stats, groups, traces);
+      root.append(head, bar, counts, stats, provider, groups, traces);
       el.append(root);
       markLive(el);
       let gone = false;
@@ -114,8 +117,12 @@ export default () => {
           h("span", { "data-eta": "", text: state.finished ? `took ${fmtSeconds(state.elapsed_s)}` : `ETA ${fmtSeconds(state.eta_s)}` }),
           h("span", { text: `${fmtCount(state.requests)} requests` }),
           h("span", { "data-usage": "", text: fmtTokens(state.usage) }),
-          h("span", { "data-cost": "", text: fmtBatchCost(state.cost, state.unpriced_models) }),
+          h("span", { "data-cost": "", text: fmtBatchCost(state.cost, state.unpriced_models, state.unpriced_requests) }),
         );
+        clear(provider);
+        const lines = fmtProvider(state.provider);
+        provider.style.display = lines.length ? "" : "none";
+        for (const line of lines) provider.append(h("div", { text: line }));
         clear(groups);
         groups.style.display = state.errors.length ? "" : "none";
         for (const g of state.errors) {

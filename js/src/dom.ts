@@ -51,6 +51,23 @@ export function fmtCost(cost: number): string {
   return cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
 }
 
+/** "$1.23"; below a cent four decimals; with no unknown left out (never "" for 0). */
+export function fmtMoney(cost: number): string {
+  return cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+}
+
+/** A cost total as a reader should see it (langfx_nb/agentic/usage.py cost_label, same
+ * text): "$1.23"; "≥ $1.23 (3 calls unpriced)" when calls without a price are left out of
+ * it; "cost unknown (3 calls unpriced)" when none had a price; never an unknown as "$0". */
+export function costLabel(cost: number | null | undefined, unpriced = 0, models: string[] = []): string {
+  const names = models.join(", ");
+  let why = "";
+  if (unpriced) why = `${unpriced.toLocaleString("en-US")} call${unpriced === 1 ? "" : "s"} unpriced${names ? `: ${names}` : ""}`;
+  else if (names) why = `no price for ${names}`;
+  if (typeof cost !== "number") return why ? `cost unknown (${why})` : "cost unknown";
+  return why ? `≥ ${fmtMoney(cost)} (${why})` : fmtMoney(cost);
+}
+
 export function errorText(error: unknown): string {
   if (error === null || error === undefined || error === "") return "";
   if (typeof error === "string") return error;

@@ -3,7 +3,7 @@
 // a row asks the kernel to open that trial's trace in the explorer below.
 // Model text (outputs, reasons, errors) only reaches the page as textContent.
 import { KINDS } from "./kinds";
-import { clear, decodeState, fmtCost, fmtDuration, h, injectCss, markLive, onKernelGone, trySend } from "./dom";
+import { clear, costLabel, decodeState, fmtCost, fmtMoney, fmtDuration, h, injectCss, markLive, onKernelGone, trySend } from "./dom";
 import { windowRange } from "./tree";
 import { CHANGE_ORDER, EvalRow, MetricJson, Mode, filterRows, isFlagged, metricText, runningMetrics, scoreText, sortRows } from "./eval_table";
 
@@ -90,7 +90,11 @@ function columnsFor(mode: Mode, metrics: string[]): Column[] {
   }
   cols.push({ id: "output", label: "output", width: "minmax(120px,3fr)", cell: (r) => ({ text: r.error ?? r.output ?? "", cls: r.error ? "lfx-er-fail" : "", title: r.error ?? r.output }) });
   cols.push({ id: "tokens", label: "tokens", width: "56px", cell: (r) => ({ text: r.tokens === undefined ? "" : String(r.tokens) }) });
-  cols.push({ id: "cost", label: "cost", width: "60px", cell: (r) => ({ text: r.cost === undefined ? "" : fmtCost(r.cost) }) });
+  cols.push({ id: "cost", label: "cost", width: "60px", cell: (r) => {
+    if (!r.unpriced) return { text: r.cost === undefined ? "" : fmtCost(r.cost) };
+    const label = costLabel(r.cost ?? null, r.unpriced);
+    return { text: r.cost === undefined ? "—" : `≥ ${fmtMoney(r.cost)}`, title: label };
+  } });
   cols.push({ id: "duration", label: "time", width: "60px", cell: (r) => ({ text: r.duration === undefined ? "" : fmtDuration(r.duration * 1000) }) });
   return cols;
 }
@@ -206,7 +210,7 @@ export default () => {
           if (s.cases !== undefined) parts.push(`${s.cases} cases × ${s.repeats}`);
           parts.push(`${failed} failed`);
           if (s.tokens) parts.push(`${s.tokens} tokens`);
-          if (typeof s.cost === "number") parts.push(fmtCost(s.cost) || "$0");
+          if (typeof s.cost === "number" || s.unpriced) parts.push(costLabel(s.cost, s.unpriced ?? 0));
           if (typeof s.elapsed_s === "number") parts.push(fmtDuration(s.elapsed_s * 1000));
           if (!shared.finished) parts.push("running…");
           head.append(h("span", { class: "lfx-muted", text: parts.join(" · ") }));

@@ -22,6 +22,7 @@ export interface EvalRow {
   reasons?: Record<string, string>;
   tokens?: number;
   cost?: number;
+  unpriced?: number; // model requests with no known price, left out of cost
   duration?: number;
 }
 

@@ -3,8 +3,8 @@
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { asText, chatView, clear, copyButton, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
-import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
+import { asText, chatView, clear, copyButton, costLabel, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
+import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";
 
@@ -553,7 +553,9 @@ export default () => {
         cancelButton.style.display = running > 0 ? "" : "none";
         closedBar.style.display = shared.closed ? "" : "none";
         closedBar.textContent = shared.closed;
-        const total = typeof shared.summary?.cost === "number" ? ` · total cost ${fmtCost(shared.summary.cost) || "$0"}` : "";
+        const sm = shared.summary;
+        const unpricedN = typeof sm?.unpriced_requests === "number" ? sm.unpriced_requests : 0;
+        const total = sm && (typeof sm.cost === "number" || unpricedN) ? ` · total cost ${costLabel(sm.cost, unpricedN, Array.isArray(sm.unpriced_models) ? sm.unpriced_models.map(String) : [])}` : "";
         const matches = win ? win.reply.matches : rows.matches?.size;
         summary.textContent = `${nodesN} nodes · ${running} running · ${failed} failed/denied/cancelled${total}` +
           (shared.query && typeof matches === "number" ? ` · ${matches} match${matches === 1 ? "" : "es"}` : "") +
@@ -585,7 +587,7 @@ export default () => {
         const gone = !!shared.closed;
         // rebuild the row's cells only when something it shows changed
         const below = belowText(belowCounts);
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${r?.descendants}|${depth}|${tl}|${below}|${shared.ended}|${gone}`;
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${r?.unpriced}|${r?.descendants}|${depth}|${tl}|${below}|${shared.ended}|${gone}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
@@ -613,7 +615,7 @@ export default () => {
           h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: stClass(v.status), text: v.status })),
           h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: v.duration || (still ? "…" : "—") }),
           h("span", { class: "lfx-te-c lfx-te-c-tok", text: v.tokens }),
-          h("span", { class: "lfx-te-c lfx-te-c-cost", text: v.cost }),
+          h("span", { class: "lfx-te-c lfx-te-c-cost", text: costShort(v.cost) }),
           cell,
         );
         const tip = [`${v.kind || "node"} ${v.name || id}: ${v.status}${v.below ? ` (${v.below})` : ""}`, v.duration ? `duration ${v.duration}` : "duration —"];

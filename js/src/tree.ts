@@ -31,6 +31,9 @@ export interface Rollup {
   descendants: number;
   /** How many nodes of the subtree carry a known cost (0: the cost is unknown, not $0). */
   priced: number;
+  /** How many nodes of the subtree used tokens with no known cost (left out of `cost`:
+   * with `priced` too, the sum is partial and labelled so). Absent: 0. */
+  unpriced?: number;
   /** The node's own tokens, when the kernel computed the roll-up (a windowed trace). */
   own?: number;
 }
@@ -60,7 +63,7 @@ export class TraceStore {
   private waiting = new Set<string>();
   private structureEpoch = -1;
   private roll = new Map<string, Rollup>();
-  private own = new Map<string, [number, number, number]>();
+  private own = new Map<string, [number, number, number, number]>();
   private rollEpoch = -1;
 
   private stamps = new Map<string, number>();
@@ -109,8 +112,9 @@ export class TraceStore {
       const t = tokensOf(node);
       const c = costOf(node);
       const p = hasCost(node) ? 1 : 0;
-      this.own.set(id, [t, c, p]);
-      this.roll.set(id, { tokens: t, cost: c, descendants: 0, priced: p });
+      const u = unpricedOf(node);
+      this.own.set(id, [t, c, p, u]);
+      this.roll.set(id, { tokens: t, cost: c, descendants: 0, priced: p, unpriced: u });
       for (const a of this.ancestors(id)) {
         const r = this.roll.get(a);
         if (r) {
@@ -118,6 +122,7 @@ export class TraceStore {
           r.cost += c;
           r.descendants += 1;
           r.priced += p;
+          r.unpriced = (r.unpriced ?? 0) + u;
         }
       }
     }
@@ -145,18 +150,20 @@ export class TraceStore {
 
   private updateOwn(node: TraceNode): void {
     if (this.rollEpoch !== this.epoch) return;
-    const prev = this.own.get(node.id) ?? [0, 0, 0];
+    const prev = this.own.get(node.id) ?? [0, 0, 0, 0];
     const t = tokensOf(node);
     const c = costOf(node);
     const p = hasCost(node) ? 1 : 0;
-    if (t === prev[0] && c === prev[1] && p === prev[2]) return;
-    this.own.set(node.id, [t, c, p]);
+    const u = unpricedOf(node);
+    if (t === prev[0] && c === prev[1] && p === prev[2] && u === prev[3]) return;
+    this.own.set(node.id, [t, c, p, u]);
     for (const a of [node.id, ...this.ancestors(node.id)]) {
       const r = this.roll.get(a);
       if (r) {
         r.tokens += t - prev[0];
         r.cost += c - prev[1];
         r.priced += p - prev[2];
+        r.unpriced = (r.unpriced ?? 0) + u - prev[3];
       }
     }
   }
@@ -219,8 +226,8 @@ export class TraceStore {
         continue;
       }
       const node = this.nodes.get(id)!;
-      const own: Rollup = { tokens: tokensOf(node), cost: costOf(node), descendants: 0, priced: hasCost(node) ? 1 : 0 };
-      this.own.set(id, [own.tokens, own.cost, own.priced]);
+      const own: Rollup = { tokens: tokensOf(node), cost: costOf(node), descendants: 0, priced: hasCost(node) ? 1 : 0, unpriced: unpricedOf(node) };
+      this.own.set(id, [own.tokens, own.cost, own.priced, own.unpriced!]);
       for (const c of this.kids.get(id) ?? []) {
         const r = out.get(c);
         if (!r) continue;
@@ -228,6 +235,7 @@ export class TraceStore {
         own.cost += r.cost;
         own.descendants += r.descendants + 1;
         own.priced += r.priced;
+        own.unpriced! += r.unpriced ?? 0;
       }
       out.set(id, own);
     }
@@ -327,6 +335,11 @@ export function tokensOf(node: TraceNode): number {
 
 export function costOf(node: TraceNode): number {
   return typeof node.cost === "number" ? node.cost : 0;
+}
+
+/** 1 when the node used tokens but carries no cost (a call with no known price), else 0. */
+export function unpricedOf(node: TraceNode): number {
+  return tokensOf(node) && !hasCost(node) ? 1 : 0;
 }
 
 /** Whether the node itself carries a cost (a price was known), as opposed to no cost data. */
@@ -465,11 +478,22 @@ export function humanWait(node: TraceNode): number | null {
   return Math.max(0, d.decided_at - d.asked_at);
 }
 
-/** Cost of a subtree as a reader should see it: "—" when no node in it has a known price. */
+/** Cost of a subtree as a reader should see it (trace_rows.py cost_text, same text): "—"
+ * when no node in it has a known price; "≥ $1.23 (3 calls unpriced)" when nodes in it used
+ * tokens with no known price (the sum leaves them out). */
 export function costText(r: Rollup | undefined): string {
   if (!r) return "";
   if (!r.priced) return r.tokens ? "—" : "";
-  return fmtCost(r.cost) || "$0";
+  const text = fmtCost(r.cost) || "$0";
+  const u = r.unpriced ?? 0;
+  return u ? `≥ ${text} (${u.toLocaleString("en-US")} call${u === 1 ? "" : "s"} unpriced)` : text;
+}
+
+/** What the narrow cost column shows of `costText`: "≥ $1.23" for a partial sum (the
+ * row's tooltip and the detail pane give the whole label). */
+export function costShort(text: string): string {
+  const cut = text.indexOf(" (");
+  return cut < 0 ? text : text.slice(0, cut);
 }
 
 export function tokensText(n: number): string {
@@ -530,7 +554,7 @@ export interface WindowRow {
   kids: boolean;
   open: boolean;
   match?: boolean;
-  /** [subtree tokens, subtree cost, priced nodes, descendants, own tokens] */
+  /** [subtree tokens, subtree cost, priced nodes, descendants, own tokens, unpriced nodes] */
   roll: number[];
   below?: Record<string, number>;
 }
@@ -592,7 +616,7 @@ export class RowWindow {
   }
 
   rollup(row: WindowRow): Rollup {
-    const [tokens, cost, priced, descendants, own] = row.roll;
-    return { tokens, cost, priced, descendants, own };
+    const [tokens, cost, priced, descendants, own, unpriced] = row.roll;
+    return { tokens, cost, priced, descendants, own, unpriced: unpriced ?? 0 };
   }
 }

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { applyBatchPatch, emptyBatch, fmtBatchCost, fmtSeconds, fmtTokens, fraction } from "../src/batch";
+import { applyBatchPatch, emptyBatch, fmtBatchCost, fmtProvider, fmtSeconds, fmtTokens, fraction } from "../src/batch";
 
 test("progress patches replace the counts; the open group is the view's own", () => {
   const s = emptyBatch();
@@ -20,7 +20,10 @@ test("progress patches replace the counts; the open group is the view's own", ()
 
 test("unknown cost, usage and ETA read as unknown, never as zero", () => {
   assert.equal(fmtBatchCost(null), "cost unknown");
-  assert.equal(fmtBatchCost(0.0123, ["fake:b"]), "$0.01 + unknown (no price for fake:b)");
+  assert.equal(fmtBatchCost(0.0123, ["fake:b"], 3), "≥ $0.01 (3 calls unpriced: fake:b)");
+  assert.equal(fmtBatchCost(1.5, [], 1), "≥ $1.50 (1 call unpriced)");
+  assert.equal(fmtBatchCost(null, ["fake:b"], 2), "cost unknown (2 calls unpriced: fake:b)");
+  assert.equal(fmtBatchCost(0.125), "$0.13"); // rounded as the kernel rounds (half up)
   assert.equal(fmtBatchCost(0), "$0.0000"); // a priced free model is a real zero
   assert.equal(fmtTokens({}), "tokens unknown");
   assert.equal(fmtTokens({ prompt_tokens: 1200, completion_tokens: 34 }), "1,234 tokens (1,200 in · 34 out)");
@@ -37,4 +40,23 @@ test("the view replays the kernel's patches into the kernel's snapshot (parity f
   assert.deepEqual({ ...s }, c.snapshot);
   // the error message stays the exact text (the view only ever sets it as textContent)
   assert.equal(s.errors[0].first_message, '<img src=x onerror="window.__pwned=1">bad & worse');
+});
+
+test("a provider batch shows the provider's own counts, the run's and each batch's", () => {
+  assert.deepEqual(fmtProvider(null), []);
+  const p = {
+    status: "waiting", batches: 2, total: 60000, succeeded: 41200, errored: 12, expired: 0, canceled: 0, processing: 18788,
+    per_batch: [
+      { id: "batch_a", provider: "openai", status: "in_progress", total: 50000, succeeded: 41200, errored: 12, processing: 8788 },
+      { id: "batch_b", provider: "openai", status: "validating", total: 10000, succeeded: 0, errored: 0, expired: 3, processing: 10000 },
+    ],
+  };
+  assert.deepEqual(fmtProvider(p), [
+    "provider waiting: 41,200 / 60,000 completed, 12 failed in 2 batches",
+    "openai batch_a: 41,200 / 50,000 completed, 12 failed (in_progress)",
+    "openai batch_b: 0 / 10,000 completed, 0 failed, 3 expired (validating)",
+  ]);
+  const s = emptyBatch();
+  applyBatchPatch(s, { op: "progress", progress: { total: 60000, provider: p } });
+  assert.equal(fmtProvider(s.provider)[1], "openai batch_a: 41,200 / 50,000 completed, 12 failed (in_progress)");
 });

@@ -159,12 +159,15 @@ test("cost is known only where a node carries one: '—' for unpriced subtrees, 
   const s = sample();
   const r = s.rollups();
   assert.equal(r.get("root")!.priced, 1);
-  assert.equal(costText(r.get("root")), "$0.50");
+  // the root's sum leaves out t1a's 5 unpriced tokens: labelled partial, never a total
+  assert.equal(r.get("root")!.unpriced, 1);
+  assert.equal(costText(r.get("root")), "≥ $0.50 (1 call unpriced)");
   assert.equal(r.get("t1")!.priced, 0);
   assert.equal(costText(r.get("t1")), "—"); // 5 tokens, no price: unknown
   assert.equal(costText(r.get("t2")), ""); // nothing used
   s.apply({ op: "node", id: "t1a", cost: 0 }); // a known zero is $0
   assert.equal(costText(s.rollups().get("t1")), "$0");
+  assert.equal(costText(s.rollups().get("root")), "$0.50"); // every call priced: a total
   // incremental roll-ups agree with a rebuild
   s.apply({ op: "node", id: "q2", parent_id: "t1", kind: "query", name: "q", cost: 0.25 });
   assert.equal(s.rollups().get("root")!.priced, 3);
@@ -206,7 +209,7 @@ test("a row window answers for the rows it holds, and only for the view it was c
   assert.ok(win.covers(100, 102, "1|"));
   assert.ok(!win.covers(100, 103, "1|"));
   assert.ok(!win.covers(100, 102, "2|"));
-  assert.deepEqual(win.rollup(win.row("a")!), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2 });
+  assert.deepEqual(win.rollup(win.row("a")!), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2, unpriced: 0 });
   // the row values are the ones a whole store would give for the same node and sums
   const v = rowValuesOf(win.row("a")!.node as any, 0, win.rollup(win.row("a")!), { failed: 2 }, true);
   assert.equal(v.tokens, "10 tok");

@@ -641,13 +641,13 @@ class TraceStore:
 
     def _restore_cost(self, model_id: str, saved: Any, usage: Usage) -> None:
         """A loaded trace's cost of one model: as saved, else from the table (summed
-        usage), else unknown."""
+        usage), else unknown (each of its requests unpriced)."""
         cost = _cost(saved)
         if cost is None:
             price = self.prices.find(model_id)
             cost = None if price is None else price.cost(usage)
         if cost is None:
-            self._unpriced[model_id] = 1
+            self._unpriced[model_id] = max(1, self.requests.get(model_id, 0))
         else:
             self._cost[model_id] = cost
 
@@ -768,6 +768,7 @@ class TraceStore:
             unpriced_models=tuple(unpriced),
             counts=counts,
             evicted_nodes=self.evicted,
+            unpriced_requests=sum(self._unpriced.values()),
         )
 
     # -- JSON ----------------------------------------------------------------------------

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from ..messages import USAGE_FIELDS, Usage
 
-__all__ = ["ModelUsage", "Price", "UsageMeter", "UsageSummary", "total_tokens"]
+__all__ = [
+    "ModelUsage",
+    "Price",
+    "UsageMeter",
+    "UsageSummary",
+    "cost_label",
+    "fmt_money",
+    "total_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +93,8 @@ class ModelUsage:
 @dataclass(frozen=True, slots=True)
 class UsageSummary:
     """What a session spent. ``cost`` sums the models with a known price (``None`` if none);
-    ``unpriced_models`` lists the others, so a partial cost is never mistaken for a total.
+    ``unpriced_models`` lists the others, so a partial cost is never mistaken for a total;
+    ``unpriced_requests`` counts their requests (``cost_text`` labels the sum).
     ``counts`` is ``{kind: {status: n}}`` over every finished node, evicted or not."""
 
     requests: int
@@ -94,6 +104,12 @@ class UsageSummary:
     unpriced_models: tuple[str, ...]
     counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     evicted_nodes: int = 0
+    unpriced_requests: int = 0
+
+    @property
+    def cost_text(self) -> str:
+        """``$1.23``, ``≥ $1.23 (3 calls unpriced: fake:b)`` or ``cost unknown``."""
+        return cost_label(self.cost, self.unpriced_requests, self.unpriced_models)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +118,7 @@ class UsageSummary:
             "cost": self.cost,
             "by_model": {k: v.to_json() for k, v in self.by_model.items()},
             "unpriced_models": list(self.unpriced_models),
+            "unpriced_requests": self.unpriced_requests,
             "counts": {k: dict(v) for k, v in self.counts.items()},
             "evicted_nodes": self.evicted_nodes,
         }
@@ -136,14 +153,14 @@ class UsageMeter:
         self._usage: dict[str, Usage] = {}
         self._pending: list[tuple[str, Usage]] = []
         self._cost: dict[str, float] = {}
-        self._unpriced: set[str] = set()
+        self._unpriced: dict[str, int] = {}  # per model: requests of unknown cost
 
     def add(self, model_id: str, usage: Usage | None, cost: float | None = None) -> None:
         """One model request, the usage its response reported and what it cost (``None``:
         unknown)."""
         self._requests[model_id] = self._requests.get(model_id, 0) + 1
         if cost is None:
-            self._unpriced.add(model_id)
+            self._unpriced[model_id] = self._unpriced.get(model_id, 0) + 1
         else:
             self._cost[model_id] = self._cost.get(model_id, 0.0) + cost
         if usage is not None:
@@ -188,6 +205,37 @@ class UsageMeter:
         request of unknown cost)."""
         cost = sum(self._cost.values()) if self._cost else None
         return cost, tuple(m for m in self._requests if m in self._unpriced)
+
+    @property
+    def unpriced_requests(self) -> int:
+        """How many requests have an unknown cost (left out of ``cost()``'s sum)."""
+        return sum(self._unpriced.values())
+
+
+def fmt_money(cost: float) -> str:
+    """``$1.23``; below a cent, four decimals (``$0.0042``); rounded as JavaScript's
+    ``toFixed`` rounds (half up, on the exact value), so the widgets show the same text."""
+    digits = 4 if cost < 0.01 else 2
+    exact = Decimal(cost).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"${exact}"
+
+
+def cost_label(cost: float | None, unpriced: int = 0, models: Sequence[str] = ()) -> str:
+    """A cost total as a reader should see it, never an unknown shown as ``$0``:
+    ``$1.23`` when every call was priced; ``≥ $1.23 (3 calls unpriced)`` when ``unpriced``
+    calls (or calls of ``models``) are left out of it; ``cost unknown (3 calls unpriced)``
+    when nothing was priced. ``models`` (the unpriced model ids) are named after the count:
+    ``≥ $1.23 (3 calls unpriced: fake:b)``."""
+    names = ", ".join(models)
+    if unpriced:
+        why = f"{unpriced:,} call{'' if unpriced == 1 else 's'} unpriced"
+        why += f": {names}" if names else ""
+    else:
+        why = f"no price for {names}" if names else ""
+    if cost is None:
+        return f"cost unknown ({why})" if why else "cost unknown"
+    money = fmt_money(cost)
+    return f"≥ {money} ({why})" if why else money
 
 
 def total_tokens(usage: Usage) -> int:

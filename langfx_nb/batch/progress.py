@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
+from ..agentic.usage import cost_label
 from ..messages import Usage
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ __all__ = [
     "Reporter",
     "ReporterFactory",
     "default_reporter",
+    "provider_lines",
     "resolve_reporter",
     "set_default_reporter",
 ]
@@ -91,12 +93,15 @@ class BatchProgress:
     - ``requests``, ``usage``: model requests made through the items' sessions and their
       token counts (``None`` counts are unknown, never guessed). ``cost``: in the
       session's price currency, ``None`` when no model used had a price (never 0 for
-      unpriced usage); ``unpriced_models`` lists the models it leaves out.
+      unpriced usage); ``unpriced_models`` lists the models it leaves out and
+      ``unpriced_requests`` counts their requests (``cost_text`` labels a partial sum).
     - ``batch_node_id``: the ``batch`` trace node; ``session_id``: its session.
     - ``provider``: with ``engine=lf.engines.ProviderBatch()``, the provider's own counts
-      over the batches it runs (``batches``, ``succeeded``, ``errored``, ``expired``,
-      ``canceled``, ``processing``, ``resubmitted``) and ``status`` (``submitting``,
-      ``waiting``, ``collected``); ``None`` otherwise.
+      over the batches it runs (``batches``, ``total``, ``succeeded``, ``errored``,
+      ``expired``, ``canceled``, ``processing``, ``resubmitted``), ``status``
+      (``collecting``, ``submitting``, ``waiting``, ``collected``) and ``per_batch``: each
+      submitted batch's last poll (``id``, ``provider``, the provider's ``status``,
+      ``total`` and the same counts); ``provider_lines`` words them. ``None`` otherwise.
     - ``finished``: True only in the snapshot given to ``close``.
     """
 
@@ -114,6 +119,7 @@ class BatchProgress:
     usage: Usage = field(default_factory=Usage)
     cost: float | None = None
     unpriced_models: tuple[str, ...] = ()
+    unpriced_requests: int = 0
     errors: tuple[ErrorGroup, ...] = ()
     finished: bool = False
     batch_node_id: str | None = None
@@ -130,6 +136,13 @@ class BatchProgress:
     def fraction(self) -> float:
         """Share of items settled, 0.0 to 1.0 (1.0 for an empty batch)."""
         return 1.0 if not self.total else self.settled / self.total
+
+    @property
+    def cost_text(self) -> str:
+        """The cost as a reader should see it (``cost_label``): ``$1.23``, ``≥ $1.23 (3
+        calls unpriced: fake:b)`` when some requests had no price, ``cost unknown`` when
+        none had one."""
+        return cost_label(self.cost, self.unpriced_requests, self.unpriced_models)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data (what a widget or a saved notebook keeps)."""
@@ -149,6 +162,7 @@ class BatchProgress:
             "usage": self.usage.to_json(),
             "cost": self.cost,
             "unpriced_models": list(self.unpriced_models),
+            "unpriced_requests": self.unpriced_requests,
             "errors": [g.to_json() for g in self.errors],
             "finished": self.finished,
             "batch_node_id": self.batch_node_id,
@@ -169,16 +183,9 @@ class BatchProgress:
         if self.eta_s is not None and not self.finished:
             parts.append(f"ETA {_duration(self.eta_s)}")
         if self.provider is not None:
-            p = self.provider
-            parts.append(
-                f"provider {p.get('status', '')}: {p.get('succeeded', 0)} ok, "
-                f"{p.get('processing', 0)} processing in {p.get('batches', 0)} batches"
-            )
-        if self.cost is not None:
-            partial = " + unpriced" if self.unpriced_models else ""
-            parts.append(f"cost ${self.cost:.4f}{partial}")
-        elif self.requests:
-            parts.append("cost unknown")
+            parts.append(provider_lines(self.provider)[0])
+        if self.cost is not None or self.requests:
+            parts.append(self.cost_text)
         if self.finished:
             parts.append(f"in {_duration(self.elapsed_s)}")
         return " · ".join(parts)
@@ -310,6 +317,40 @@ def resolve_reporter(progress: Any, session: Session, first: BatchProgress) -> R
         "progress must be None (automatic), False, a reporter with update() and close(), "
         f"or a callable of a BatchProgress, not {type(progress).__name__}"
     )
+
+
+def _provider_counts(counts: Mapping[str, Any]) -> str:
+    def n(key: str) -> int:
+        value = counts.get(key)
+        return value if isinstance(value, int) else 0
+
+    text = f"{n('succeeded'):,} / {n('total'):,} completed, {n('errored'):,} failed"
+    for key in ("expired", "canceled"):
+        if n(key):
+            text += f", {n(key):,} {key}"
+    return text
+
+
+def provider_lines(provider: Mapping[str, Any]) -> list[str]:
+    """A provider batch's counts in words: first the run's (``provider waiting: 41,200 /
+    50,000 completed, 12 failed in 1 batch``), then one line per submitted batch
+    (``openai batch_1: 41,200 / 50,000 completed, 12 failed (in_progress)``)."""
+    batches = provider.get("batches")
+    count = batches if isinstance(batches, int) else 0
+    status = str(provider.get("status") or "")
+    head = f"provider {status}: " + _provider_counts(provider)
+    head += f" in {count:,} batch{'' if count == 1 else 'es'}"
+    resubmitted = provider.get("resubmitted")
+    if isinstance(resubmitted, int) and resubmitted:
+        head += f" ({resubmitted:,} resubmitted)"
+    lines = [head]
+    for one in provider.get("per_batch") or ():
+        if isinstance(one, Mapping):
+            lines.append(
+                f"{one.get('provider', '')} {one.get('id', '')}: {_provider_counts(one)}"
+                f" ({one.get('status', '')})"
+            )
+    return lines
 
 
 def group_errors(groups: Mapping[str, list[Any]]) -> tuple[ErrorGroup, ...]:

@@ -29,8 +29,7 @@ import asyncio
 import contextlib
 import hashlib
 import inspect
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from ..llms.base import LanguageModel, LMRequest
     from ..messages import AIMessage
     from .manifest import Manifest
-    from .provider_wire import Outcome, Wire
+    from .provider_wire import Outcome, Spool, Wire
 
 __all__ = ["ProviderBatch", "ProviderPlan", "collect_and_batch"]
 
@@ -83,27 +82,28 @@ def custom_id(key: str) -> str:
     return "i" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
-def request_fingerprint(model: LanguageModel, request: LMRequest) -> str:
+def request_fingerprint(model: LanguageModel, request: LMRequest) -> int:
     """What must be equal between the collected request and the replayed one: the model,
     the turns (role, text, tool calls), the system prompt, options, tools and schema.
-    (Cheaper than ``request.to_json()``, which costs more than the rest of a replay.)"""
-    turns = [
-        (m.role, m.text, [(c.id, c.name, c.args) for c in m.tool_calls]) for m in request.messages
-    ]
-    text = json.dumps(
-        [
+
+    Compared only within one process (a resumed run collects again), so Python's own
+    ``hash`` of those values serves; a JSON text and a SHA-256 of it cost more than the
+    rest of the batch machinery per item."""
+    turns = tuple(
+        (m.role, m.text, tuple((c.id, c.name, repr(c.args)) for c in m.tool_calls))
+        for m in request.messages
+    )
+    return hash(
+        (
             model.model_id,
             request.system,
             turns,
             repr(request.options),
-            [t.name for t in request.tools],
-            request.tool_choice,
-            request.response_schema,
-        ],
-        ensure_ascii=False,
-        default=repr,
+            tuple(t.name for t in request.tools),
+            repr(request.tool_choice),
+            repr(request.response_schema),
+        )
     )
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class _Collector:
@@ -121,7 +121,7 @@ class _Collector:
 class _Replayer:
     __slots__ = ("fingerprint", "outcome", "provider", "used")
 
-    def __init__(self, provider: str, fingerprint: str, outcome: Outcome) -> None:
+    def __init__(self, provider: str, fingerprint: int, outcome: Outcome) -> None:
         self.provider = provider
         self.fingerprint = fingerprint
         self.outcome = outcome
@@ -154,15 +154,15 @@ class _Replayer:
 
 @dataclass(slots=True)
 class _Item:
-    """A batched item: its request kept only as the provider's entry bytes (a few hundred
-    bytes, not the request's objects: 100,000 of those cost hundreds of MB)."""
+    """A batched item: its request kept only as the provider's entry, in the run's
+    ``Spool`` on disk (not the request's objects, nor 100,000 entries in memory)."""
 
     index: int
     cid: str
     account: str
     wire: Wire
-    entry: bytes
-    fingerprint: str
+    span: tuple[int, int]
+    fingerprint: int
 
 
 class ProviderPlan:
@@ -201,6 +201,28 @@ async def collect_and_batch(
     report: Callable[[dict[str, Any]], None],
 ) -> ProviderPlan:
     """Steps 1 and 2 of the module docstring; the plan answers step 3."""
+    from .provider_wire import Spool
+
+    spool = Spool()
+    try:
+        return await _collect_and_batch(
+            engine, fn, values, keys, pending, manifest, with_session, report, spool
+        )
+    finally:
+        spool.close()
+
+
+async def _collect_and_batch(
+    engine: ProviderBatch,
+    fn: Callable[..., Any],
+    values: list[Any],
+    keys: list[str],
+    pending: list[int],
+    manifest: Manifest | None,
+    with_session: bool,
+    report: Callable[[dict[str, Any]], None],
+    spool: Spool,
+) -> ProviderPlan:
     from ..agentic.session import Session
     from .provider_wire import wire_for
 
@@ -233,8 +255,8 @@ async def collect_and_batch(
                 known = accounts[id(model)] = (model, account, wire)
             _, account, wire = known
             cid = custom_id(keys[i])
-            entry = wire.entry(cid, request)
-            plan.items[i] = _Item(i, cid, account, wire, entry, request_fingerprint(model, request))
+            span = spool.add(wire.entry(cid, request))
+            plan.items[i] = _Item(i, cid, account, wire, span, request_fingerprint(model, request))
     finally:
         await scratch.dispose()
     by_cid = {item.cid: item for item in plan.items.values()}
@@ -249,16 +271,22 @@ async def collect_and_batch(
     fresh = [item for item in plan.items.values() if item.cid not in waiting]
     plan.counts["status"] = "submitting"
     report(plan.counts)
-    active.update(await _submit(engine, fresh, manifest, plan))
+    active.update(await _submit(engine, fresh, manifest, plan, spool))
     attempts: dict[str, int] = {}
-    latest: dict[str, dict[str, int]] = {}
+    latest: dict[str, dict[str, Any]] = {}
     try:
         while active:
             plan.counts["status"] = "waiting"
             retry: list[_Item] = []
             for batch_id, (wire, cids) in list(active.items()):
                 polled = await wire.poll(batch_id)
-                latest[batch_id] = _normalized(wire.name, polled.counts, len(cids))
+                latest[batch_id] = {
+                    "id": batch_id,
+                    "provider": wire.name,
+                    "status": polled.status,
+                    "total": len(cids),
+                    **_normalized(wire.name, polled.counts, len(cids)),
+                }
                 if not polled.ended:
                     continue
                 results = await wire.results(batch_id, polled)
@@ -279,7 +307,7 @@ async def collect_and_batch(
                 plan.counts["resubmitted"] += len(retry)
                 for item in retry:
                     plan.outcomes.pop(item.cid, None)
-                active.update(await _submit(engine, retry, manifest, plan))
+                active.update(await _submit(engine, retry, manifest, plan, spool))
                 continue
             if active:
                 await asyncio.sleep(engine.poll_interval)
@@ -300,7 +328,11 @@ async def _cancel_all(active: dict[str, tuple[Wire, list[str]]]) -> None:
 
 
 async def _submit(
-    engine: ProviderBatch, items: list[_Item], manifest: Manifest | None, plan: ProviderPlan
+    engine: ProviderBatch,
+    items: list[_Item],
+    manifest: Manifest | None,
+    plan: ProviderPlan,
+    spool: Spool,
 ) -> dict[str, tuple[Wire, list[str]]]:
     """Submit ``items`` in batches per account, split at the limits; record each id."""
     out: dict[str, tuple[Wire, list[str]]] = {}
@@ -311,31 +343,31 @@ async def _submit(
         wire = group[0].wire
         max_requests = min(wire.max_requests, engine.max_requests or wire.max_requests)
         max_bytes = min(wire.max_bytes, engine.max_bytes or wire.max_bytes)
-        entries: list[bytes] = []
+        spans: list[tuple[int, int]] = []
         cids: list[str] = []
         size = wire.overhead
         for item in group:
-            entry = item.entry
-            if len(entry) + wire.overhead > max_bytes:
+            length = item.span[1]
+            if length + wire.overhead > max_bytes:
                 raise ProviderBatchError(
-                    f"one request is {len(entry)} bytes, over the {wire.name} batch limit "
+                    f"one request is {length} bytes, over the {wire.name} batch limit "
                     f"of {max_bytes} bytes"
                 )
-            if len(entries) >= max_requests or size + len(entry) + 1 > max_bytes:
-                await _send(wire, account, entries, cids, manifest, plan, out)
-                entries, cids, size = [], [], wire.overhead
-            entries.append(entry)
+            if len(spans) >= max_requests or size + length + 1 > max_bytes:
+                await _send(wire, account, spool.entries(spans), cids, manifest, plan, out)
+                spans, cids, size = [], [], wire.overhead
+            spans.append(item.span)
             cids.append(item.cid)
-            size += len(entry) + 1
-        if entries:
-            await _send(wire, account, entries, cids, manifest, plan, out)
+            size += length + 1
+        if spans:
+            await _send(wire, account, spool.entries(spans), cids, manifest, plan, out)
     return out
 
 
 async def _send(
     wire: Wire,
     account: str,
-    entries: list[bytes],
+    entries: Iterable[bytes],
     cids: list[str],
     manifest: Manifest | None,
     plan: ProviderPlan,
@@ -362,6 +394,10 @@ def _normalized(provider: str, counts: dict[str, int], n: int) -> dict[str, int]
     return {k: counts.get(k, 0) for k in COUNT_KEYS}
 
 
-def _sum_counts(counts: dict[str, Any], latest: dict[str, dict[str, int]]) -> None:
+def _sum_counts(counts: dict[str, Any], latest: dict[str, dict[str, Any]]) -> None:
+    """The totals over every batch polled, and ``per_batch``: each batch's last poll
+    (a new list of new dicts each time: a snapshot keeps the one it was given)."""
     for k in COUNT_KEYS:
         counts[k] = sum(c.get(k, 0) for c in latest.values())
+    counts["total"] = sum(c["total"] for c in latest.values())
+    counts["per_batch"] = [dict(c) for c in latest.values()]

@@ -22,14 +22,19 @@ base URL (``HTTPModel.api_request``). Formats follow the public API references:
 
 ``Outcome`` is one item's answer: the provider's response body (decoded by the model's
 ``decode`` exactly as an online answer) or why there is none (``errored``, ``expired``,
-``canceled``).
+``canceled``). A succeeded outcome keeps the result's line as bytes and parses the body
+when it is read (100,000 parsed response bodies cost hundreds of MB; their lines, a
+fraction). ``Spool`` keeps the entries of a run on disk until they are submitted.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from ..errors import InvalidRequestError, StreamProtocolError
 from ..llms.anthropic import Anthropic
@@ -45,11 +50,50 @@ MB = 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One item's result: ``body`` (the provider's answer) or ``failure`` (``errored``,
-    ``expired`` or ``canceled``) with a short ``message``."""
+    ``expired`` or ``canceled``) with a short ``message``. An outcome made with ``raw``
+    (the JSON text of a result line) and ``path`` (the keys leading to the answer in it)
+    parses its body when ``body`` is read."""
 
-    body: Any = None
+    value: Any = None
     failure: str | None = None
     message: str = ""
+    raw: bytes | None = None
+    path: tuple[str, ...] = ()
+
+    @property
+    def body(self) -> Any:
+        if self.raw is None:
+            return self.value
+        data = json.loads(self.raw)
+        for key in self.path:
+            data = data.get(key) if isinstance(data, dict) else None
+        return data
+
+
+class Spool:
+    """A run's batch entries in a temporary file, each known by its ``(offset, length)``:
+    100,000 requests of a kilobyte or more stay on disk, not in memory, until a batch
+    sends them (``entries``, ``copy_to``)."""
+
+    def __init__(self) -> None:
+        self.file: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self.size = 0
+
+    def add(self, entry: bytes) -> tuple[int, int]:
+        offset = self.size
+        self.file.write(entry)
+        self.size += len(entry)
+        return offset, len(entry)
+
+    def entries(self, spans: Iterable[tuple[int, int]]) -> Iterator[bytes]:
+        """The entries at ``spans``, read back one by one."""
+        self.file.flush()
+        fd = self.file.fileno()
+        for offset, length in spans:
+            yield os.pread(fd, length, offset)
+
+    def close(self) -> None:
+        self.file.close()
 
 
 @dataclass(slots=True)
@@ -76,7 +120,8 @@ class Wire:
     def entry(self, custom_id: str, request: LMRequest) -> bytes:
         raise NotImplementedError
 
-    async def submit(self, entries: list[bytes]) -> str:
+    async def submit(self, entries: Iterable[bytes]) -> str:
+        """Create a batch of ``entries`` (read once, in order); the provider's batch id."""
         raise NotImplementedError
 
     async def poll(self, batch_id: str) -> Polled:
@@ -104,14 +149,13 @@ class Wire:
         return data
 
 
-def _lines(raw: bytes) -> list[dict[str, Any]]:
-    out = []
+def _lines(raw: bytes) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """The JSONL ``raw``'s objects, each with its line."""
     for line in raw.splitlines():
         if line.strip():
             row = json.loads(line)
             if isinstance(row, dict):
-                out.append(row)
-    return out
+                yield line, row
 
 
 class OpenAIWire(Wire):
@@ -125,15 +169,19 @@ class OpenAIWire(Wire):
         row["body"] = self.body(request)  # type: ignore[assignment]
         return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
 
-    async def submit(self, entries: list[bytes]) -> str:
+    async def submit(self, entries: Iterable[bytes]) -> str:
         base = self.model.base_url
-        data = b"\n".join(entries) + b"\n"
-        file = await self._json(
-            "POST",
-            f"{base}/files",
-            files={"file": ("batch.jsonl", data, "application/jsonl")},
-            data={"purpose": "batch"},
-        )
+        with tempfile.TemporaryFile() as data:  # the JSONL streams from disk, 64 KiB at a time
+            for entry in entries:
+                data.write(entry)
+                data.write(b"\n")
+            data.seek(0)
+            file = await self._json(
+                "POST",
+                f"{base}/files",
+                files={"file": ("batch.jsonl", data, "application/jsonl")},
+                data={"purpose": "batch"},
+            )
         created = await self._json(
             "POST",
             f"{base}/batches",
@@ -165,18 +213,18 @@ class OpenAIWire(Wire):
             raw = await self.model.api_request(
                 "GET", f"{self.model.base_url}/files/{file_id}/content"
             )
-            for row in _lines(raw):
-                out[str(row.get("custom_id"))] = _openai_outcome(row)
+            for line, row in _lines(raw):
+                out[str(row.get("custom_id"))] = _openai_outcome(row, line)
         return out
 
     async def cancel(self, batch_id: str) -> None:
         await self._json("POST", f"{self.model.base_url}/batches/{batch_id}/cancel", body={})
 
 
-def _openai_outcome(row: dict[str, Any]) -> Outcome:
+def _openai_outcome(row: dict[str, Any], raw: bytes) -> Outcome:
     response = row.get("response") or None
     if response is not None and response.get("status_code") == 200:
-        return Outcome(body=response.get("body"))
+        return Outcome(raw=raw, path=("response", "body"))
     error = row.get("error") or {}
     code = str(error.get("code") or "")
     if response is not None:
@@ -200,7 +248,7 @@ class AnthropicWire(Wire):
         row = {"custom_id": custom_id, "params": self.body(request)}
         return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
 
-    async def submit(self, entries: list[bytes]) -> str:
+    async def submit(self, entries: Iterable[bytes]) -> str:
         content = b'{"requests":[' + b",".join(entries) + b"]}"
         created = await self._json(
             "POST", f"{self.model.base_url}/messages/batches", content=content
@@ -219,11 +267,11 @@ class AnthropicWire(Wire):
         )
         raw = await self.model.api_request("GET", str(url))
         out: dict[str, Outcome] = {}
-        for row in _lines(raw):
+        for line, row in _lines(raw):
             result = row.get("result") or {}
             kind = result.get("type")
             if kind == "succeeded":
-                outcome = Outcome(body=result.get("message"))
+                outcome = Outcome(raw=line, path=("result", "message"))
             elif kind in ("expired", "canceled"):
                 outcome = Outcome(failure=str(kind), message=f"the request was {kind}")
             else:
@@ -249,7 +297,7 @@ class GeminiWire(Wire):
         row = {"request": self.body(request), "metadata": {"key": custom_id}}
         return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
 
-    async def submit(self, entries: list[bytes]) -> str:
+    async def submit(self, entries: Iterable[bytes]) -> str:
         content = (
             b'{"batch":{"display_name":"langfx_nb","input_config":{"requests":{"requests":['
             + b",".join(entries)
@@ -294,14 +342,14 @@ class GeminiWire(Wire):
             )
             rows = [
                 {"metadata": {"key": r.get("key")}, **{k: v for k, v in r.items() if k != "key"}}
-                for r in _lines(raw)
+                for _, r in _lines(raw)
             ]
         expired = polled.status == "BATCH_STATE_EXPIRED"
         out: dict[str, Outcome] = {}
         for row in rows:
             key = str((row.get("metadata") or {}).get("key"))
             if row.get("response") is not None:
-                out[key] = Outcome(body=row["response"])
+                out[key] = Outcome(row["response"])
             else:
                 error = row.get("error") or {}
                 kind = "expired" if expired else "errored"

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from ..agentic.usage import cost_label
 from ..messages import Usage
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ class BatchTotals:
 
     ``requests`` and ``usage`` count model calls made through the items' sessions in this
     run (resumed items cost nothing again); ``cost`` is ``None`` when no model used had a
-    price in the session (``unpriced_models`` lists those left out of it). ``elapsed_s`` is
+    price in the session (``unpriced_models`` lists those left out of it,
+    ``unpriced_requests`` counts their requests: ``cost_text`` labels the sum). ``elapsed_s`` is
     the batch's wall time; ``ok``/``failed``/``resumed`` count items.
     """
 
@@ -50,6 +52,13 @@ class BatchTotals:
     ok: int = 0
     failed: int = 0
     resumed: int = 0
+    unpriced_requests: int = 0
+
+    @property
+    def cost_text(self) -> str:
+        """``$1.23``; ``≥ $1.23 (3 calls unpriced: fake:b)`` when requests had no price;
+        ``cost unknown`` when none had one (``agentic.usage.cost_label``)."""
+        return cost_label(self.cost, self.unpriced_requests, self.unpriced_models)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +66,7 @@ class BatchTotals:
             "usage": self.usage.to_json(),
             "cost": self.cost,
             "unpriced_models": list(self.unpriced_models),
+            "unpriced_requests": self.unpriced_requests,
             "elapsed_s": self.elapsed_s,
             "ok": self.ok,
             "failed": self.failed,

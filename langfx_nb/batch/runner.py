@@ -130,6 +130,7 @@ class _Run:
             usage=usage,
             cost=cost,
             unpriced_models=unpriced,
+            unpriced_requests=self.meter.unpriced_requests,
             errors=group_errors(self.groups),
             finished=self.finished,
             batch_node_id=self.batch_node_id,
@@ -150,6 +151,7 @@ class _Run:
             ok=self.done,
             failed=self.failed,
             resumed=self.resumed_count,
+            unpriced_requests=self.meter.unpriced_requests,
         )
         return BatchResult(
             results=self.results,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..agentic.usage import cost_label
 from ..jsonable import walk
 from ..messages import Usage
 from .dataset import Case
@@ -73,6 +74,7 @@ class CaseResult:
     cost: float | None = None
     duration: float | None = None
     resumed: bool = False
+    unpriced: int = 0  # model requests with no known price, left out of ``cost``
 
     @property
     def key(self) -> str:
@@ -95,6 +97,8 @@ class CaseResult:
                 out[key] = dict(value) if key == "error" else value
         if self.usage is not None:
             out["usage"] = self.usage.to_json()
+        if self.unpriced:
+            out["unpriced"] = self.unpriced
         return out
 
     @classmethod
@@ -120,6 +124,7 @@ class CaseResult:
             data.get("cost"),
             data.get("duration"),
             bool(data.get("resumed", False)),
+            int(data.get("unpriced") or 0),
         )
 
 
@@ -260,9 +265,21 @@ class Report(Sequence[CaseResult]):
 
     @property
     def cost(self) -> float | None:
-        """The summed cost of the trials with a known cost (``None`` if none had one)."""
+        """The summed cost of the requests with a known price (``None`` if none had one);
+        ``unpriced`` counts those it leaves out, and ``cost_text`` labels the sum."""
         costs = [r.cost for r in self.results if r.cost is not None]
         return math.fsum(costs) if costs else None
+
+    @property
+    def unpriced(self) -> int:
+        """Model requests of the trials with no known price (left out of ``cost``)."""
+        return sum(r.unpriced for r in self.results)
+
+    @property
+    def cost_text(self) -> str:
+        """``$1.23``; ``≥ $1.23 (3 calls unpriced)`` when requests had no price; ``cost
+        unknown`` when none had one (``agentic.usage.cost_label``)."""
+        return cost_label(self.cost, self.unpriced)
 
     def by(self, key: str) -> dict[str, dict[str, Metric]]:
         """The metrics per value of metadata ``key`` (cases without it under ``"—"``),
@@ -302,11 +319,11 @@ class Report(Sequence[CaseResult]):
         lines += [f"  {m}" for m in self.metrics.values()]
         usage = self.usage
         if usage.total_tokens or usage.prompt_tokens:
-            cost = self.cost
-            lines.append(
-                f"  tokens: {usage.total_tokens or 0}"
-                + ("" if cost is None else f", cost: {cost:.4g}")
-            )
+            if self.cost is not None:
+                cost = f", cost: {self.cost_text}"
+            else:  # "cost unknown (12 calls unpriced)": never a $0
+                cost = f", {self.cost_text}" if self.unpriced else ""
+            lines.append(f"  tokens: {usage.total_tokens or 0}{cost}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -101,6 +101,8 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
         "cost": cost,
         "duration": task.node.duration,
     }
+    if meter.unpriced_requests:  # requests left out of cost: no price known
+        result["unpriced"] = meter.unpriced_requests
     if ctx.on_trial is not None:
         ctx.on_trial(index, _result(ctx, index, "ok", result, None, session.node.id, False))
     return result
@@ -141,6 +143,7 @@ def _result(
         stored.get("cost"),
         stored.get("duration"),
         resumed,
+        int(stored.get("unpriced") or 0),
     )
 
 

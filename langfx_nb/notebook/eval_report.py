@@ -77,6 +77,8 @@ def case_row(result: Any) -> dict[str, Any]:
         row["tokens"] = result.usage.total_tokens
     if result.cost is not None:
         row["cost"] = result.cost
+    if result.unpriced:
+        row["unpriced"] = result.unpriced
     if result.duration is not None:
         row["duration"] = result.duration
     return row
@@ -144,6 +146,7 @@ def report_summary(report: Any) -> dict[str, Any]:
         "failed": len(report.failed),
         "tokens": usage.total_tokens,
         "cost": report.cost,
+        "unpriced": report.unpriced,
         "elapsed_s": report.elapsed_s,
     }
 

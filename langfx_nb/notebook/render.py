@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..agentic.usage import cost_label
+from ..batch.progress import provider_lines
 from ..jsonable import walk
 from .trace_data import view_node
 from .trace_rows import (
@@ -446,13 +448,16 @@ def _tokens_text(usage: Any) -> str:
     return f"{total:,} tokens{split}"
 
 
-def _cost_text(cost: Any, unpriced: Any) -> str:
-    if not isinstance(cost, int | float):
-        return "cost unknown"
-    text = f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
-    if unpriced:
-        text += " + unknown (no price for " + ", ".join(map(str, unpriced)) + ")"
-    return text
+def _cost_text(state: Mapping[str, Any]) -> str:
+    """``cost_label`` of a snapshot's JSON: ``≥ $1.23 (3 calls unpriced: fake:b)`` when
+    requests had no price, ``cost unknown`` when none had one, never ``$0`` for unknown."""
+    cost, n = state.get("cost"), state.get("unpriced_requests")
+    models = [str(m) for m in state.get("unpriced_models") or ()]
+    return cost_label(
+        float(cost) if isinstance(cost, int | float) else None,
+        n if isinstance(n, int) else 0,
+        models,
+    )
 
 
 def batch_html(state: Mapping[str, Any]) -> str:
@@ -478,8 +483,16 @@ def batch_html(state: Mapping[str, Any]) -> str:
         f"<div>{counts} of {_count(state.get('total'))}{_esc(resumed)}</div>",
         f'<div class="lfx-k">{_count(state.get("requests"))} requests · '
         f"{_esc(_tokens_text(state.get('usage')))} · "
-        f"{_esc(_cost_text(state.get('cost'), state.get('unpriced_models')))}{took}</div>",
+        f'<span data-cost="">{_esc(_cost_text(state))}</span>{took}</div>',
     ]
+    provider = state.get("provider")
+    if isinstance(provider, Mapping):  # engine=ProviderBatch(): the provider's own counts
+        head, *each = provider_lines(provider)
+        items = "".join(f"<li>{_esc(line)}</li>" for line in each)
+        parts.append(
+            f'<div class="lfx-k" data-provider="">{_esc(head)}</div>'
+            + (f"{_UL}{items}</ul>" if items else "")
+        )
     groups = [g for g in state.get("errors") or () if isinstance(g, Mapping)]
     if groups:
         rows = []
@@ -756,7 +769,9 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
         node = index.summary(i)
         label = status_label(node, ended=True, gone=True)
         tokens = tokens_text(index.sub_tokens[i])
-        cost = cost_text(index.sub_tokens[i], index.sub_cost[i], index.sub_priced[i])
+        cost = cost_text(
+            index.sub_tokens[i], index.sub_cost[i], index.sub_priced[i], index.sub_unpriced[i]
+        )
         below = below_text(index.below.get(i))
         extra = "".join(f" · {_esc(v)}" for v in (tokens, cost) if v)
         dur = fmt_duration(duration_ms(node))

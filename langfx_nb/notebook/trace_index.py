@@ -387,8 +387,13 @@ class TraceIndex:
         self.sub_tokens = sub_t = array("q", self.tokens)
         self.sub_cost = sub_c = array("d", (0.0 if c != c else c for c in self.cost))
         self.sub_priced = sub_p = array("i", (0 if c != c else 1 for c in self.cost))
+        # nodes that used tokens with no known price: what a partial roll-up leaves out
+        self.sub_unpriced = sub_u = array(
+            "i", (1 if c != c and t else 0 for c, t in zip(self.cost, self.tokens, strict=True))
+        )
         self.desc = desc = array("i", bytes(4 * n))
         priced = any(sub_p)
+        unpriced = any(sub_u)
         for i in reversed(by_rank[:reached]):
             p = parent_of[i]
             if p >= 0:
@@ -397,6 +402,8 @@ class TraceIndex:
                 if priced:
                     sub_c[p] += sub_c[i]
                     sub_p[p] += sub_p[i]
+                if unpriced:
+                    sub_u[p] += sub_u[i]
         # what went wrong below each node (only ancestors of failed/denied/… nodes)
         self.below: dict[int, dict[str, int]] = {}
         bad = {self._codes["status"][s] for s in BAD_STATUSES if s in self._codes["status"]}
@@ -631,6 +638,7 @@ class TraceIndex:
                     self.sub_priced[i],
                     self.desc[i],
                     self.tokens[i],
+                    self.sub_unpriced[i],
                 ],
             }
             if hits is not None and hits[i]:

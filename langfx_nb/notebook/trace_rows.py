@@ -28,6 +28,7 @@ __all__ = [
     "rollups",
     "status_label",
     "trace_rows",
+    "unpriced_below",
 ]
 
 BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
@@ -118,6 +119,23 @@ def sums(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float, int]
     return {k: (int(v[0]), v[1], int(v[2])) for k, v in out.items()}
 
 
+def unpriced_below(nodes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Per node: how many nodes of its subtree (itself included) used tokens but carry no
+    cost (a model call with no known price): what a roll-up's cost leaves out."""
+    parent_of, _ids = _parents(nodes)
+    out: dict[str, int] = {}
+    for node in nodes:
+        if not (tokens_of(node) and _cost_of(node) is None):
+            continue
+        cur: str | None = str(node["id"])
+        seen: set[str] = set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            out[cur] = out.get(cur, 0) + 1
+            cur = parent_of.get(cur)
+    return out
+
+
 def rollups(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
     """Tokens and cost per node including its descendants (the sums the live view shows)."""
     return {k: (t, c) for k, (t, c, _p) in sums(nodes).items()}
@@ -170,11 +188,16 @@ def fmt_cost(cost: float) -> str:
     return f"${_fixed(cost, 4 if cost < 0.01 else 2)}"
 
 
-def cost_text(tokens: int, cost: float, priced: int) -> str:
-    """A subtree's cost as a reader should see it: "—" when no node in it has a known price."""
+def cost_text(tokens: int, cost: float, priced: int, unpriced: int = 0) -> str:
+    """A subtree's cost as a reader should see it: "—" when no node in it has a known
+    price; ``≥ $1.23 (3 calls unpriced)`` when ``unpriced`` nodes in it used tokens
+    without a known price (the sum leaves them out)."""
     if not priced:
         return "—" if tokens else ""
-    return fmt_cost(cost) or "$0"
+    text = fmt_cost(cost) or "$0"
+    if unpriced:
+        return f"≥ {text} ({unpriced:,} call{'' if unpriced == 1 else 's'} unpriced)"
+    return text
 
 
 def tokens_text(tokens: int) -> str:
@@ -217,11 +240,17 @@ def trace_rows(
     time)."""
     totals = sums(nodes) if roll else {}
     below = problems_below(nodes) if roll else {}
+    unpriced = unpriced_below(nodes) if roll else {}
     rows = []
     for node, depth in itertools.islice(tree_order(nodes), limit):
         node_id = str(node["id"])
         tokens, cost, priced = (
             totals[node_id] if roll else sums([{**node, "parent_id": None}])[node_id]
+        )
+        left_out = (
+            unpriced.get(node_id, 0)
+            if roll
+            else int(bool(tokens_of(node) and _cost_of(node) is None))
         )
         wait = human_wait(node)
         rows.append(
@@ -234,7 +263,7 @@ def trace_rows(
                 "status": status_label(node, ended=ended, gone=gone),
                 "duration": fmt_duration(duration_ms(node)),
                 "tokens": tokens_text(tokens),
-                "cost": cost_text(tokens, cost, priced),
+                "cost": cost_text(tokens, cost, priced, left_out),
                 "below": below_text(below.get(node_id)),
                 "wait": "" if wait is None else fmt_duration(wait * 1000),
             }

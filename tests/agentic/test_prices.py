@@ -82,6 +82,7 @@ async def test_a_thousand_mixed_calls_cost_exactly_what_was_worked_out_by_hand()
     assert summary.cost is not None and round(summary.cost, 2) == 4.43
     assert summary.cost == pytest.approx(EXPECTED_TOTAL, abs=1e-9)
     assert summary.unpriced_models == ()
+    assert summary.unpriced_requests == 0 and summary.cost_text == "$4.43"  # a whole total
     # every query node carries its own cost; the nodes add up to the total
     assert len(nodes) == 1000 and all(n.cost is not None for n in nodes)
     assert sum(n.cost or 0.0 for n in nodes) == pytest.approx(EXPECTED_TOTAL, abs=1e-9)

@@ -85,8 +85,12 @@ def test_unknown_cost_and_usage_are_shown_as_unknown_never_zero() -> None:
     }
     page = batch_html(state)
     assert "cost unknown" in page and "tokens unknown" in page and "$0" not in page
-    priced = batch_html({**state, "cost": 0.0123, "unpriced_models": ["fake:b"]})
-    assert "$0.01 + unknown (no price for fake:b)" in priced
+    priced = batch_html(
+        {**state, "cost": 0.0123, "unpriced_models": ["fake:b"], "unpriced_requests": 3}
+    )
+    assert "≥ $0.01 (3 calls unpriced: fake:b)" in priced  # a partial sum, labelled so
+    unknown = batch_html({**state, "requests": 2, "unpriced_requests": 2})
+    assert "cost unknown (2 calls unpriced)" in unknown and "$0" not in unknown
 
 
 def test_static_copy_and_text_show_the_final_counts_and_escape_error_text() -> None:

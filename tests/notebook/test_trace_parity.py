@@ -144,7 +144,7 @@ def live_events() -> list[dict[str, Any]]:
             changes={"status": "waiting", "decision": {**asked, "asked_at": 17.0}},
         ),
         start(long_q),
-        end(long_q, status="ok", end=175.0, usage={"total_tokens": 5}),
+        end(long_q, status="ok", end=175.0, usage={"total_tokens": 5}, cost=0.25),
     ]
 
 
@@ -219,6 +219,9 @@ def test_the_fixture_covers_what_a_reader_relies_on() -> None:
     assert rows["6"]["status"] == "waiting for approval" and rows["6"]["wait"] == ""
     assert rows["5"]["duration"] == "12.3 s" and rows["8"]["duration"] == "1m15s"
     assert rows["2"]["cost"] == "—"  # no price known: unknown, not $0
+    assert rows["8"]["cost"] == "$0.25"
+    # the session's sum leaves out the two unpriced queries below it: labelled partial
+    assert rows["0"]["cost"] == "≥ $0.25 (2 calls unpriced)"
     gone = {r["id"]: r["status"] for r in build()["cases"]["live_kernel_gone"]["rows"]}
     assert gone["6"] == "unfinished" and gone["1"] == "unfinished" and gone["0"] == "open"
     saved = {r["id"]: r["status"] for r in build()["cases"]["saved_mid_run"]["rows"]}

@@ -154,7 +154,7 @@ class ProviderServer(ThreadedServer):
             if m and m.group(2) == "generateContent":
                 return 200, js, _dump(self.gemini_answer(json.loads(body)))
             if m:
-                return self._gemini_create(m.group(1), json.loads(body))
+                return self._gemini_create(m.group(1), json.loads(body), len(body))
             m = re.fullmatch(r"/batches/([\w-]+)(:cancel)?", rest)
             if m:
                 return self._gemini_batch(m.group(1), cancel=bool(m.group(2)))
@@ -359,7 +359,13 @@ class ProviderServer(ThreadedServer):
         batch["ended_at"] = int(time.time())
 
     def _counts(self, batch: dict[str, Any]) -> Counter[str]:
-        return Counter(kind for _, kind, _ in batch["results"] or ())
+        """The request counts a poll reports: while running, a growing share of the requests
+        succeeded (as a provider reports them while it works through a batch)."""
+        if batch["results"] is None:
+            n = len(batch["items"])
+            done = n * batch["polls"] // self.steps_to_finish if batch["status"] == "running" else 0
+            return Counter(succeeded=done)
+        return Counter(kind for _, kind, _ in batch["results"])
 
     # -- OpenAI batch ---------------------------------------------------------------------------
     def _openai_upload(self, headers: dict[str, str], body: bytes) -> tuple[int, str, bytes]:
@@ -517,7 +523,7 @@ class ProviderServer(ThreadedServer):
             if ended
             else ("canceling" if batch["status"] == "cancelling" else "in_progress"),
             "request_counts": {
-                "processing": 0 if ended else n,
+                "processing": 0 if ended else n - counts["succeeded"],
                 "succeeded": counts["succeeded"],
                 "errored": counts["errored"],
                 "canceled": counts["canceled"],
@@ -559,12 +565,12 @@ class ProviderServer(ThreadedServer):
         return 200, "application/json", _dump(self._anthropic_object(batch_id))
 
     # -- Gemini batch ---------------------------------------------------------------------------
-    def _gemini_create(self, model: str, body: dict[str, Any]) -> tuple[int, str, bytes]:
+    def _gemini_create(self, model: str, body: dict[str, Any], size: int) -> tuple[int, str, bytes]:
         try:
             rows = body["batch"]["input_config"]["requests"]["requests"]
         except (KeyError, TypeError):
             return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "input_config")
-        if len(json.dumps(body)) > GEMINI_MAX_INLINE_BYTES:
+        if size > GEMINI_MAX_INLINE_BYTES:  # the request's bytes, as sent
             return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "too large")
         items = [
             (r["metadata"]["key"], self._item(json.dumps(r["request"])), r["request"]) for r in rows
@@ -596,7 +602,7 @@ class ProviderServer(ThreadedServer):
                 "requestCount": str(n),
                 "successfulRequestCount": str(counts["succeeded"]),
                 "failedRequestCount": str(n - counts["succeeded"]) if ended else "0",
-                "pendingRequestCount": "0" if ended else str(n),
+                "pendingRequestCount": "0" if ended else str(n - counts["succeeded"]),
             },
         }
         op: dict[str, Any] = {"name": f"batches/{batch_id}", "metadata": meta}

@@ -232,3 +232,55 @@ async def test_batches_are_split_at_the_byte_limit(server: ProviderServer) -> No
     inputs = [server.files[b["input_file_id"]] for b in server.batches.values()]
     assert len(inputs) > 1 and all(len(data) <= 3000 for data in inputs)
     assert sum(len(data.splitlines()) for data in inputs) == 9
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_progress_shows_each_batchs_own_counts_while_it_is_pending(provider: str) -> None:
+    from langfx_nb.batch.progress import provider_lines
+    from langfx_nb.notebook.batch_view import BatchView
+    from langfx_nb.notebook.render import batch_html
+
+    seen: list[lf.BatchProgress] = []
+    with ProviderServer(steps_to_finish=4) as server:
+        lm = make_model(provider, server.url)
+        try:
+            result = await lf.batch(
+                label_fn(lm),
+                [{"id": f"t{i}"} for i in range(30)],
+                engine=engine(max_requests=20),
+                progress=seen.append,
+            )
+        finally:
+            await lm.aclose()
+    assert result.totals.failed == 0
+    pending = [
+        p.provider
+        for p in seen
+        if p.provider and p.provider["status"] == "waiting" and 0 < p.provider["succeeded"] < 30
+    ]
+    assert pending, "no snapshot showed a batch part done"
+    first = pending[0]
+    # the provider's counts, per submitted batch (20 + 10 requests) and summed
+    per_batch = first["per_batch"]
+    assert [b["total"] for b in per_batch] == [20, 10]
+    assert all(b["provider"] == provider and b["id"] for b in per_batch)
+    assert first["total"] == 30 and first["batches"] == 2
+    assert first["succeeded"] == sum(b["succeeded"] for b in per_batch)
+    assert all(b["succeeded"] + b["processing"] == b["total"] for b in per_batch)
+    lines = provider_lines(first)
+    assert lines[0].startswith(f"provider waiting: {first['succeeded']} / 30 completed, 0 failed")
+    assert lines[0].endswith("in 2 batches")
+    one = per_batch[0]
+    assert lines[1] == (
+        f"{provider} {one['id']}: {one['succeeded']} / 20 completed, 0 failed ({one['status']})"
+    )
+    # a snapshot keeps what it was given: later polls did not change it
+    assert seen[-1].provider is not None and seen[-1].provider["succeeded"] == 30
+    assert first["per_batch"] is not seen[-1].provider["per_batch"]
+    # the notebook view and its static copy show the same lines, as text
+    snapshot = next(p for p in seen if p.provider is first)
+    view = BatchView(progress=snapshot)
+    assert view.state["provider"]["per_batch"][0]["total"] == 20
+    html = batch_html(view.state)
+    assert lines[0] in html and lines[1] in html
+    assert lines[0] in snapshot.line()

@@ -1,0 +1,422 @@
+"""The rows of a live trace too large to send whole, kept up to date event by event.
+
+A :class:`LiveIndex` folds node patches (what ``TraceReducer.apply`` makes of core events)
+into flat per-node columns and keeps every total exact as it goes: node counts by status and
+kind, subtree sums (tokens, cost, descendants), what went wrong below each node. It answers
+the same window requests as :class:`~langfx_nb.notebook.trace_index.TraceIndex` (the same
+reply, so the page has one windowed path), and the saved-notebook copy reads it the same way.
+
+Costs: a patch is O(depth) (its ancestors' sums); a window is O(visible rows) for the tree
+order (a filter: O(matching nodes and their ancestors' children)), so the explorer spaces its
+live pushes by what a window costs.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW
+from .trace_rows import BAD_STATUSES, LIVE
+
+__all__ = ["LiveIndex"]
+
+_NAN = float("nan")
+_FIELDS = ("error", "decision", "evicted_children")
+_DECISION = ("outcome", "by", "asked_at", "decided_at")
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _NAN
+    return float(value)
+
+
+def _tokens(usage: Any) -> int:
+    if not isinstance(usage, Mapping):
+        return 0
+    total = usage.get("total_tokens")
+    return total if type(total) is int else 0
+
+
+class LiveIndex:
+    """Per-node row values and exact totals of a growing trace (nodes by arrival)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.parent = array("i")
+        self.depth = array("i")
+        self.kind: list[str] = []
+        self.status: list[str] = []
+        self.name: list[str] = []
+        self.hint: list[str] = []
+        self.start = array("d")
+        self.end = array("d")
+        self.tokens = array("q")
+        self.cost = array("d")  # NaN: no price known
+        self.sub_tokens = array("q")
+        self.sub_cost = array("d")
+        self.sub_priced = array("i")
+        self.desc = array("i")
+        #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
+        self.extra: dict[int, dict[str, Any]] = {}
+        self.kids: dict[int, list[int]] = {}
+        self.roots: list[int] = []
+        self.orphans: dict[int, str] = {}  # parent id not (yet) seen, by node
+        self._waiting: dict[str, list[int]] = {}  # the same, by the missing parent's id
+        #: what went wrong below each node: counts by bad status
+        self.below: dict[int, dict[str, int]] = {}
+        self.by_status: dict[str, int] = {}
+        self.by_kind: dict[str, int] = {}
+        self.lo = float("inf")
+        self.hi = float("-inf")
+        #: bumped by every change: a window computed at one version is current until the next
+        self.version = 0
+        self._match: tuple[str, set[int]] | None = None
+        self._touched: set[int] = set()  # nodes changed since the cached match set
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    # -- folding patches -------------------------------------------------------------------
+
+    def apply(self, patch: Mapping[str, Any]) -> None:
+        """Fold one node patch (``{"id", <fields>}``, a whole record or a change set)."""
+        node_id = str(patch["id"])
+        i = self.pos.get(node_id)
+        if i is None:
+            self._add(node_id, patch)
+        else:
+            self._update(i, patch)
+        self.version += 1
+
+    def _add(self, node_id: str, patch: Mapping[str, Any]) -> None:
+        i = len(self.ids)
+        self.ids.append(node_id)
+        self.pos[node_id] = i
+        kind = str(patch.get("kind", "") or "")
+        status = str(patch.get("status", "ok") or "ok")
+        self.kind.append(kind)
+        self.status.append(status)
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        self.by_status[status] = self.by_status.get(status, 0) + 1
+        self.name.append(str(patch.get("name", "")))
+        self.hint.append(str(patch.get("hint", "") or ""))
+        start, end = _float(patch.get("start")), _float(patch.get("end"))
+        self.start.append(start)
+        self.end.append(end)
+        self._widen(start, end)
+        tokens, cost = _tokens(patch.get("usage")), _float(patch.get("cost"))
+        self.tokens.append(tokens)
+        self.cost.append(cost)
+        self.sub_tokens.append(tokens)
+        self.sub_cost.append(0.0 if cost != cost else cost)
+        self.sub_priced.append(0 if cost != cost else 1)
+        self.desc.append(0)
+        self._set_extra(i, patch)
+        parent_id = patch.get("parent_id")
+        p = -1 if parent_id is None else self.pos.get(str(parent_id), -2)
+        self.parent.append(-1)
+        self.depth.append(0)
+        if p == -2:
+            self.orphans[i] = str(parent_id)
+            self._waiting.setdefault(str(parent_id), []).append(i)
+            p = -1
+        self._attach(i, p)
+        self._touched.add(i)
+        for child in self._waiting.pop(node_id, ()):  # children that came before their parent
+            self.orphans.pop(child, None)
+            self._detach_root(child)
+            self._attach(child, i)
+
+    def _attach(self, i: int, p: int) -> None:
+        """Hang node ``i`` (and what is already below it) under ``p`` (-1: a root)."""
+        self.parent[i] = p
+        if p < 0:
+            self.roots.append(i)
+            self._set_depths(i, 0)
+            return
+        self.kids.setdefault(p, []).append(i)
+        self._set_depths(i, self.depth[p] + 1)
+        bad = self._bad_counts(i)
+        n, t, c, k = self.desc[i] + 1, self.sub_tokens[i], self.sub_cost[i], self.sub_priced[i]
+        for a in self._ancestors(i):
+            self.desc[a] += n
+            self.sub_tokens[a] += t
+            self.sub_cost[a] += c
+            self.sub_priced[a] += k
+            for label, m in bad.items():
+                counts = self.below.setdefault(a, {})
+                counts[label] = counts.get(label, 0) + m
+
+    def _detach_root(self, i: int) -> None:
+        self.roots.remove(i)  # rare: a child written before its parent
+
+    def _bad_counts(self, i: int) -> dict[str, int]:
+        """Bad statuses in ``i``'s subtree, ``i`` included."""
+        out = dict(self.below.get(i, {}))
+        status = self.status[i]
+        if status in BAD_STATUSES:
+            out[status] = out.get(status, 0) + 1
+        return out
+
+    def _set_depths(self, i: int, depth: int) -> None:
+        stack = [(i, depth)]
+        while stack:
+            j, d = stack.pop()
+            self.depth[j] = d
+            stack.extend((k, d + 1) for k in self.kids.get(j, ()))
+
+    def _ancestors(self, i: int) -> Iterator[int]:
+        seen = {i}
+        p = self.parent[i]
+        while p >= 0 and p not in seen:
+            seen.add(p)
+            yield p
+            p = self.parent[p]
+
+    def _update(self, i: int, patch: Mapping[str, Any]) -> None:
+        if "status" in patch:
+            old, new = self.status[i], str(patch["status"] or "ok")
+            if old != new:
+                self.status[i] = new
+                self.by_status[old] -= 1
+                if not self.by_status[old]:
+                    del self.by_status[old]
+                self.by_status[new] = self.by_status.get(new, 0) + 1
+                for label, step in ((old, -1), (new, 1)):
+                    if label not in BAD_STATUSES:
+                        continue
+                    for a in self._ancestors(i):
+                        counts = self.below.setdefault(a, {})
+                        counts[label] = counts.get(label, 0) + step
+                        if not counts[label]:
+                            del counts[label]
+                            if not counts:
+                                del self.below[a]
+        if "name" in patch:
+            self.name[i] = str(patch["name"])
+        if "hint" in patch:
+            self.hint[i] = str(patch["hint"] or "")
+        if "start" in patch or "end" in patch:
+            if "start" in patch:
+                self.start[i] = _float(patch["start"])
+            if "end" in patch:
+                self.end[i] = _float(patch["end"])
+            self._widen(self.start[i], self.end[i])
+        if "usage" in patch:
+            step = _tokens(patch["usage"]) - self.tokens[i]
+            if step:
+                self.tokens[i] += step
+                self.sub_tokens[i] += step
+                for a in self._ancestors(i):
+                    self.sub_tokens[a] += step
+        if "cost" in patch:
+            old_c, new_c = self.cost[i], _float(patch["cost"])
+            if not (old_c == new_c or (old_c != old_c and new_c != new_c)):
+                self.cost[i] = new_c
+                dc = (0.0 if new_c != new_c else new_c) - (0.0 if old_c != old_c else old_c)
+                dp = (new_c == new_c) - (old_c == old_c)
+                for a in (i, *self._ancestors(i)):
+                    self.sub_cost[a] += dc
+                    self.sub_priced[a] += dp
+        if any(f in patch for f in _FIELDS):
+            self._set_extra(i, patch)
+        self._touched.add(i)
+
+    def _set_extra(self, i: int, patch: Mapping[str, Any]) -> None:
+        extra = dict(self.extra.get(i, {}))
+        for field in _FIELDS:
+            if field not in patch:
+                continue
+            value = patch[field]
+            if field == "decision" and isinstance(value, Mapping):
+                value = {k: value[k] for k in _DECISION if k in value}
+            if value is None or value == 0:
+                extra.pop(field, None)
+            else:
+                extra[field] = value
+        if extra:
+            self.extra[i] = extra
+        else:
+            self.extra.pop(i, None)
+
+    def _widen(self, start: float, end: float) -> None:
+        for t in (start, end):
+            if t == t:
+                self.lo = min(self.lo, t)
+                self.hi = max(self.hi, t)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def span(self) -> tuple[float, float] | None:
+        return None if self.lo > self.hi else (self.lo, self.hi)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Exact node counts by status and by kind."""
+        return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
+
+    counts_cached = counts
+
+    def roots_running(self) -> int:
+        """Roots still running (the session root runs until disposed)."""
+        return sum(1 for r in self.roots if self.status[r] in LIVE)
+
+    def summary(self, i: int) -> dict[str, Any]:
+        """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
+        parent = self.parent[i]
+        start, end = self.start[i], self.end[i]
+        out: dict[str, Any] = {
+            "id": self.ids[i],
+            "parent_id": self.ids[parent] if parent >= 0 else self.orphans.get(i),
+            "kind": self.kind[i],
+            "name": self.name[i],
+            "status": self.status[i],
+            "start": None if start != start else start,
+            "end": None if end != end else end,
+        }
+        if self.hint[i]:
+            out["hint"] = self.hint[i]
+        cost = self.cost[i]
+        if cost == cost:
+            out["cost"] = cost
+        if self.tokens[i]:
+            out["usage"] = {"total_tokens": self.tokens[i]}
+        more = self.extra.get(i)
+        if more:
+            out.update(more)
+        out["partial"] = True
+        return out
+
+    def _text(self, i: int) -> str:
+        err = self.extra.get(i, {}).get("error")
+        err_text = (
+            ""
+            if err is None
+            else err
+            if type(err) is str
+            else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
+        )
+        return f"{self.name[i]} {self.kind[i]} {self.status[i]} {self.hint[i]} {err_text}".lower()
+
+    def _hits(self, query: str) -> set[int]:
+        """Every node whose search text holds ``query`` (lowercase): the nodes changed since
+        the last call for the same query are checked again, a new query checks them all."""
+        cached = self._match
+        if cached is not None and cached[0] == query:
+            hits = cached[1]
+            for i in self._touched:
+                if query in self._text(i):
+                    hits.add(i)
+                else:
+                    hits.discard(i)
+        else:
+            hits = {i for i in range(len(self.ids)) if query in self._text(i)}
+        self._match = (query, hits)
+        self._touched = set()
+        return hits
+
+    def _is_open(self, i: int, expanded: Mapping[str, bool]) -> bool:
+        return expanded.get(self.ids[i], self.depth[i] < DEFAULT_OPEN_DEPTH)
+
+    def rows(
+        self, expanded: Mapping[str, bool], query: str = ""
+    ) -> tuple[array[int], set[int] | None, set[int] | None]:
+        """The visible rows in tree order (as ``TraceIndex.rows``), with the match and kept
+        sets under a query (``None`` without one)."""
+        out = array("i")
+        kids = self.kids
+        if not query:
+            stack = list(reversed(self.roots))
+            while stack:
+                i = stack.pop()
+                out.append(i)
+                below = kids.get(i)
+                if below and self._is_open(i, expanded):
+                    stack.extend(reversed(below))
+            return out, None, None
+        hits = self._hits(query)
+        keep: set[int] = set()
+        for i in hits:
+            j = i
+            while j >= 0 and j not in keep:
+                keep.add(j)
+                j = self.parent[j]
+        stack = [r for r in reversed(self.roots) if r in keep]
+        while stack:
+            i = stack.pop()
+            out.append(i)
+            below = kids.get(i)
+            if below:
+                stack.extend(k for k in reversed(below) if k in keep)
+        return out, hits, keep
+
+    def window(
+        self,
+        *,
+        start: int = 0,
+        count: int = 200,
+        expanded: Mapping[str, bool] | None = None,
+        query: str = "",
+        selected: str | None = None,
+    ) -> dict[str, Any]:
+        """Rows ``[start, start + count)`` of the visible list, with exact totals (the reply
+        of ``TraceIndex.window``)."""
+        expanded = expanded or {}
+        q = query.strip().lower()
+        order, hits, keep = self.rows(expanded, q)
+        total = len(order)
+        start = max(0, min(int(start), max(0, total - 1)))
+        count = max(0, min(int(count), MAX_WINDOW))
+        rows = []
+        for k in range(start, min(total, start + count)):
+            i = order[k]
+            below_i = self.kids.get(i, ())
+            has_kids = bool(below_i) if keep is None else any(c in keep for c in below_i)
+            row: dict[str, Any] = {
+                "node": self.summary(i),
+                "depth": self.depth[i],
+                "kids": has_kids,
+                "open": has_kids and (keep is not None or self._is_open(i, expanded)),
+                "roll": [
+                    self.sub_tokens[i],
+                    self.sub_cost[i],
+                    self.sub_priced[i],
+                    self.desc[i],
+                    self.tokens[i],
+                ],
+            }
+            if hits is not None and i in hits:
+                row["match"] = True
+            bad = self.below.get(i)
+            if bad:
+                row["below"] = dict(bad)
+            rows.append(row)
+        out: dict[str, Any] = {
+            "start": start,
+            "total": total,
+            "nodes": len(self.ids),
+            "rows": rows,
+            "counts": self.counts(),
+        }
+        if hits is not None:
+            out["matches"] = len(hits)
+        if selected is not None and selected in self.pos:
+            try:
+                out["selected_index"] = order.index(self.pos[selected])
+            except ValueError:
+                out["selected_index"] = -1
+        return out
+
+    def first_rows(self, limit: int) -> Iterator[tuple[int, int]]:
+        """The first ``limit`` nodes depth first (everything open), with their depths."""
+        stack: list[tuple[int, int]] = [(r, 0) for r in reversed(self.roots)]
+        shown = 0
+        while stack and shown < limit:
+            i, depth = stack.pop()
+            yield i, depth
+            shown += 1
+            stack.extend((k, depth + 1) for k in reversed(self.kids.get(i, ())))

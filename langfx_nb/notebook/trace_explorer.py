@@ -202,7 +202,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
     ``source`` is a ``Session``, a saved trace (dict, JSON text, or a path to a trace file),
-    read strictly: a malformed one raises ``ValueError`` naming what is wrong.
+    read strictly: a malformed one raises ``ValueError`` naming what is wrong; or a batch's
+    run manifest (the path of ``lf.batch(run=...)``'s SQLite file, or its ``BatchResult``),
+    whose item traces are windowed from the file. A ``BatchResult`` without a manifest shows
+    its session.
     """
 
     _esm = _STATIC / "trace_explorer.js"
@@ -230,9 +233,17 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         #: A trace too large for the page to hold: the page asks for windows of rows.
         self._index: TraceIndex | None = None
         initial = b""
+        run_path = getattr(source, "run_path", None)  # a BatchResult of lf.batch(run=...)
+        if run_path is not None:
+            source = run_path
+        elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
+            source = source.session  # a BatchResult without a manifest: its session
         if source is not None and not hasattr(source, "subscribe"):
             big = _big_file(source)
-            if big is not None:
+            if _is_manifest(source):
+                self._index = _open_store_index(Path(source))
+                self._reducer.ended = True
+            elif big is not None:
                 self._index = _open_file_index(big)
                 self._reducer.ended = True
                 self._reducer.summary = _summary(self._index.header)
@@ -726,6 +737,22 @@ def _big_file(source: Any) -> Path | None:
         return path if path.stat().st_size >= INDEX_FILE_BYTES else None
     except OSError:
         return None  # read_trace reports a missing file
+
+
+def _is_manifest(source: Any) -> bool:
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return False
+    if not isinstance(source, str | Path):
+        return False
+    from ..batch.manifest import is_manifest_path
+
+    return is_manifest_path(source)
+
+
+def _open_store_index(path: Path) -> TraceIndex:
+    from .trace_store import open_store_index
+
+    return open_store_index(path)
 
 
 def _open_file_index(path: Path) -> TraceIndex:

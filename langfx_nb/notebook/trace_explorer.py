@@ -33,7 +33,7 @@ from .render import (
 from .trace_data import read_trace, view_node
 from .trace_file import open_index
 from .trace_index import INDEX_FILE_BYTES, WINDOW_NODES, TraceIndex
-from .trace_live import LiveIndex
+from .trace_live import LiveIndex, row_patch
 from .trace_rows import LIVE
 
 __all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
@@ -545,7 +545,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if event.get("type") == SUMMARY_EVENT:
             self._reducer.summary = to_jsonable(event.get("summary"))
         else:
-            patch = node_patch(event)
+            patch = row_patch(event)
             if patch is None:
                 return []
             live.apply(patch)

@@ -18,10 +18,44 @@ from array import array
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .bridge import to_jsonable
+from .trace_data import node_hint
 from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW
 from .trace_rows import BAD_STATUSES, LIVE
 
-__all__ = ["LiveIndex"]
+__all__ = ["LiveIndex", "row_patch"]
+
+#: What a row, its roll-ups and the search read of a node record.
+ROW_FIELDS = (
+    "id", "parent_id", "kind", "name", "status", "start", "end", "usage", "cost", "error",
+    "decision", "evicted_children",
+)  # fmt: skip
+
+
+def row_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a core trace event changes of a node's row (``{"id", <row fields>, "hint"?}``),
+    or ``None``. The event's record is read, not copied: only the row fields are taken (the
+    error and decision as JSON data when kept), the hint as ``view_node`` derives it."""
+    kind = event.get("type")
+    if kind == "node_update":
+        body = event.get("changes")
+        node_id = event.get("node_id")
+    elif kind in ("node_start", "node_end", "log"):
+        body = event.get("node")
+        node_id = body.get("id") if isinstance(body, Mapping) else None
+    else:
+        return None
+    if not isinstance(body, Mapping) or node_id is None:
+        return None
+    out = {k: body[k] for k in ROW_FIELDS if k in body}
+    hint = node_hint(body)
+    if hint:
+        out["hint"] = hint
+    if not out or list(out) == ["id"]:
+        return None  # streamed text only
+    out["id"] = str(node_id)
+    return out
+
 
 _NAN = float("nan")
 _FIELDS = ("error", "decision", "evicted_children")
@@ -140,14 +174,20 @@ class LiveIndex:
             self._set_depths(i, 0)
             return
         self.kids.setdefault(p, []).append(i)
-        self._set_depths(i, self.depth[p] + 1)
-        bad = self._bad_counts(i)
+        if i in self.kids:
+            self._set_depths(i, self.depth[p] + 1)
+        else:
+            self.depth[i] = self.depth[p] + 1  # the common case: a new leaf
+        bad = self._bad_counts(i) if i in self.below or self.status[i] in BAD_STATUSES else {}
         n, t, c, k = self.desc[i] + 1, self.sub_tokens[i], self.sub_cost[i], self.sub_priced[i]
+        desc, sub_t, sub_c, sub_p = self.desc, self.sub_tokens, self.sub_cost, self.sub_priced
         for a in self._ancestors(i):
-            self.desc[a] += n
-            self.sub_tokens[a] += t
-            self.sub_cost[a] += c
-            self.sub_priced[a] += k
+            desc[a] += n
+            if t:
+                sub_t[a] += t
+            if k:
+                sub_c[a] += c
+                sub_p[a] += k
             for label, m in bad.items():
                 counts = self.below.setdefault(a, {})
                 counts[label] = counts.get(label, 0) + m
@@ -170,13 +210,16 @@ class LiveIndex:
             self.depth[j] = d
             stack.extend((k, d + 1) for k in self.kids.get(j, ()))
 
-    def _ancestors(self, i: int) -> Iterator[int]:
-        seen = {i}
-        p = self.parent[i]
-        while p >= 0 and p not in seen:
-            seen.add(p)
-            yield p
-            p = self.parent[p]
+    def _ancestors(self, i: int) -> list[int]:
+        parent = self.parent
+        out: list[int] = []
+        p = parent[i]
+        while p >= 0:
+            if p == i or len(out) > len(parent):
+                break  # a cycle (a malformed trace): stop, as TraceIndex leaves it unreached
+            out.append(p)
+            p = parent[p]
+        return out
 
     def _update(self, i: int, patch: Mapping[str, Any]) -> None:
         if "status" in patch:
@@ -234,7 +277,9 @@ class LiveIndex:
                 continue
             value = patch[field]
             if field == "decision" and isinstance(value, Mapping):
-                value = {k: value[k] for k in _DECISION if k in value}
+                value = {k: to_jsonable(value[k]) for k in _DECISION if k in value}
+            elif field == "error":
+                value = to_jsonable(value)
             if value is None or value == 0:
                 extra.pop(field, None)
             else:
@@ -331,12 +376,16 @@ class LiveIndex:
         kids = self.kids
         if not query:
             stack = list(reversed(self.roots))
+            pop, push, add, kids_of = stack.pop, stack.extend, out.append, kids.get
+            depth, ids, toggled = self.depth, self.ids, expanded.get
             while stack:
-                i = stack.pop()
-                out.append(i)
-                below = kids.get(i)
-                if below and self._is_open(i, expanded):
-                    stack.extend(reversed(below))
+                i = pop()
+                add(i)
+                below = kids_of(i)
+                if below:
+                    shown = depth[i] < DEFAULT_OPEN_DEPTH
+                    if toggled(ids[i], shown) if expanded else shown:
+                        push(reversed(below))
             return out, None, None
         hits = self._hits(query)
         keep: set[int] = set()

@@ -184,6 +184,16 @@ def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second(
     batch_row = next(r for r in last["rows"] if r["node"]["kind"] == "batch")
     assert batch_row["roll"][3] == 3000 + logs
     assert last["total"] == 2 + 3000 + logs
+    # the saved-notebook copy is bounded, with the exact totals
+    static = explorer._static_html()
+    assert len(static) < 1_000_000 and f"{2 + 3000 + logs:,} nodes" in static
+    # a node the session no longer holds still shows its row, and says so
+    first_item = next(r["node"]["id"] for r in last["rows"] if r["node"]["kind"] == "item")
+    assert session.find(first_item) is None  # evicted (max_trace_nodes=500)
+    explorer._on_view_message(explorer, {"kind": "detail_request", "id": first_item}, [])
+    detail = comm.sent[-1][1]["content"]
+    assert detail["kind"] == "detail" and detail["node"]["name"] == "item 0"
+    assert "no longer held by the session" in detail["node"]["details"]
 
 
 def test_each_view_gets_its_own_window_pushed_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,7 +154,8 @@ LIVE_ITEMS = int(os.environ.get("LANGFX_LIVE_ITEMS", "30000"))
 
 def test_a_live_batch_is_shown_through_windows_with_exact_counts(lab: Lab) -> None:
     """A real ``lf.batch`` in the kernel with an explorer on its session: past
-    ``WINDOW_NODES`` the page is pushed windows, not nodes, and ends on the exact totals."""
+    ``WINDOW_NODES`` the page is pushed windows, not nodes, and ends on the exact totals;
+    then the batch's trace opened from its run manifest shows the same totals."""
     lab.open(
         write_notebook(
             lab,
@@ -170,8 +171,9 @@ def test_a_live_batch_is_shown_through_windows_with_exact_counts(lab: Lab) -> No
                 "        pass\n"
                 "    return item\n"
                 f"result = await lf.batch(work, range({LIVE_ITEMS}), session=session,"
-                " progress=False)\n"
+                " run='live.sqlite', progress=False)\n"
                 "print('done', len(result), explorer.windowed)",
+                "TraceExplorer('live.sqlite', title='from the manifest')",
             ],
         )
     )
@@ -184,9 +186,18 @@ def test_a_live_batch_is_shown_through_windows_with_exact_counts(lab: Lab) -> No
         arg=nodes,
         timeout=60_000,
     )
-    assert "done" in page.locator(".jp-OutputArea-output").last.inner_text()
-    assert "True" in page.locator(".jp-OutputArea-output").last.inner_text()
+    printed = lab.output_text(1)
+    assert "done" in printed and "True" in printed
     held = page.evaluate(
-        "() => [...document.querySelectorAll('.lfx-te-row')].filter(r => r.dataset.id).length"
+        "() => [...document.querySelector('.lfx-te').querySelectorAll('.lfx-te-row')]"
+        ".filter(r => r.dataset.id).length"
     )
     assert 0 < held < 100  # a window, not the trace
+    stored = page.locator(".lfx-te-summary").last
+    stored.wait_for(timeout=60_000)
+    page.wait_for_function(
+        "(n) => { const s = [...document.querySelectorAll('.lfx-te-summary')].pop();"
+        " return s && s.textContent.startsWith(n + ' nodes'); }",
+        arg=nodes,
+        timeout=60_000,
+    )

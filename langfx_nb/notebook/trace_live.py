@@ -137,20 +137,27 @@ class LiveIndex:
         self.status.append(status)
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
         self.by_status[status] = self.by_status.get(status, 0) + 1
-        self.name.append(str(patch.get("name", "")))
-        self.hint.append(str(patch.get("hint", "") or ""))
-        start, end = _float(patch.get("start")), _float(patch.get("end"))
+        name, hint = patch.get("name", ""), patch.get("hint", "")
+        self.name.append(name if type(name) is str else str(name))
+        self.hint.append(hint if type(hint) is str else str(hint or ""))
+        start, end = patch.get("start"), patch.get("end")
+        start = start if type(start) is float else _float(start)
+        end = end if type(end) is float else _float(end)
         self.start.append(start)
         self.end.append(end)
-        self._widen(start, end)
-        tokens, cost = _tokens(patch.get("usage")), _float(patch.get("cost"))
+        if start < self.lo or start > self.hi or end > self.hi:  # NaN compares False
+            self._widen(start, end)
+        usage, cost = patch.get("usage"), patch.get("cost")
+        tokens = 0 if usage is None else _tokens(usage)
+        cost = _NAN if cost is None else _float(cost)
         self.tokens.append(tokens)
         self.cost.append(cost)
         self.sub_tokens.append(tokens)
         self.sub_cost.append(0.0 if cost != cost else cost)
         self.sub_priced.append(0 if cost != cost else 1)
         self.desc.append(0)
-        self._set_extra(i, patch)
+        if "error" in patch or "decision" in patch or "evicted_children" in patch:
+            self._set_extra(i, patch)
         parent_id = patch.get("parent_id")
         p = -1 if parent_id is None else self.pos.get(str(parent_id), -2)
         self.parent.append(-1)
@@ -162,6 +169,8 @@ class LiveIndex:
         self._attach(i, p)
         self._touched.add(i)
         for child in self._waiting.pop(node_id, ()):  # children that came before their parent
+            if child in self._ancestors(i):
+                continue  # a parent cycle (never from a Session): the child stays a root
             self.orphans.pop(child, None)
             self._detach_root(child)
             self._attach(child, i)
@@ -249,7 +258,9 @@ class LiveIndex:
                 self.start[i] = _float(patch["start"])
             if "end" in patch:
                 self.end[i] = _float(patch["end"])
-            self._widen(self.start[i], self.end[i])
+            start, end = self.start[i], self.end[i]
+            if start < self.lo or start > self.hi or end > self.hi:
+                self._widen(start, end)
         if "usage" in patch:
             step = _tokens(patch["usage"]) - self.tokens[i]
             if step:
@@ -416,13 +427,28 @@ class LiveIndex:
         of ``TraceIndex.window``)."""
         expanded = expanded or {}
         q = query.strip().lower()
-        order, hits, keep = self.rows(expanded, q)
-        total = len(order)
-        start = max(0, min(int(start), max(0, total - 1)))
         count = max(0, min(int(count), MAX_WINDOW))
+        at: int | None = None
+        if q:
+            order, hits, keep = self.rows(expanded, q)
+            total = len(order)
+            start = max(0, min(int(start), max(0, total - 1)))
+            shown: Any = order[start : start + count]
+            if selected is not None and selected in self.pos:
+                try:
+                    at = order.index(self.pos[selected])
+                except ValueError:
+                    at = -1
+        else:  # no filter: counted and sliced without listing every visible row
+            hits = keep = None
+            listing = _Listing(self, expanded)
+            total = listing.total()
+            start = max(0, min(int(start), max(0, total - 1)))
+            shown = listing.slice(start, count)
+            if selected is not None and selected in self.pos:
+                at = listing.index_of(self.pos[selected])
         rows = []
-        for k in range(start, min(total, start + count)):
-            i = order[k]
+        for i in shown:
             below_i = self.kids.get(i, ())
             has_kids = bool(below_i) if keep is None else any(c in keep for c in below_i)
             row: dict[str, Any] = {
@@ -453,11 +479,8 @@ class LiveIndex:
         }
         if hits is not None:
             out["matches"] = len(hits)
-        if selected is not None and selected in self.pos:
-            try:
-                out["selected_index"] = order.index(self.pos[selected])
-            except ValueError:
-                out["selected_index"] = -1
+        if at is not None:
+            out["selected_index"] = at
         return out
 
     def first_rows(self, limit: int) -> Iterator[tuple[int, int]]:
@@ -469,3 +492,111 @@ class LiveIndex:
             yield i, depth
             shown += 1
             stack.extend((k, depth + 1) for k in reversed(self.kids.get(i, ())))
+
+
+class _Listing:
+    """The visible rows of a :class:`LiveIndex` with nothing filtered, for one expansion
+    state, counted and sliced without listing them: a listed, open node's rows are its
+    children (one row each) plus the rows below its open children, and only open nodes with
+    children are visited (a batch node's 100,000 closed items are one subtraction)."""
+
+    def __init__(self, index: LiveIndex, expanded: Mapping[str, bool]) -> None:
+        self.index = index
+        self.expanded = expanded
+        self.sizes: dict[int, int] = {}
+        # kids at depth >= DEFAULT_OPEN_DEPTH are closed unless the reader opened them
+        self.opened: dict[int, list[int]] = {}
+        pos, depth, kids, parent = index.pos, index.depth, index.kids, index.parent
+        for node_id, is_open in expanded.items():
+            j = pos.get(node_id)
+            if is_open and j is not None and depth[j] >= DEFAULT_OPEN_DEPTH and j in kids:
+                self.opened.setdefault(parent[j], []).append(j)
+
+    def _open(self, i: int) -> bool:
+        index = self.index
+        return i in index.kids and index._is_open(i, self.expanded)
+
+    def open_kids(self, i: int) -> list[tuple[int, int]]:
+        """(position in the kid list, node) of ``i``'s children that are open with kids, in
+        order (``i = -1``: the roots)."""
+        index = self.index
+        kids = index.roots if i < 0 else index.kids.get(i, [])
+        if i < 0 or index.depth[i] + 1 < DEFAULT_OPEN_DEPTH:
+            return [(k, c) for k, c in enumerate(kids) if self._open(c)]
+        found = self.opened.get(i, [])
+        return sorted((kids.index(c), c) for c in found)
+
+    def size(self, i: int) -> int:
+        """Rows below open node ``i`` (``-1``: every row)."""
+        cached = self.sizes.get(i)
+        if cached is not None:
+            return cached
+        index = self.index
+        kids = index.roots if i < 0 else index.kids.get(i, [])
+        n = len(kids) + sum(self.size(c) for _k, c in self.open_kids(i))
+        self.sizes[i] = n
+        return n
+
+    def total(self) -> int:
+        return self.size(-1)
+
+    def slice(self, start: int, count: int) -> list[int]:
+        out: list[int] = []
+        self._emit(-1, start, count, out)
+        return out
+
+    def _emit(self, i: int, skip: int, need: int, out: list[int]) -> tuple[int, int]:
+        """Rows below open node ``i``, ``skip`` of them left out, at most ``need`` taken."""
+        index = self.index
+        kids = index.roots if i < 0 else index.kids.get(i, [])
+        at = 0
+        for k, c in [*self.open_kids(i), (len(kids), -1)]:
+            run = k - at  # closed (or childless) kids: one row each
+            if skip >= run:
+                skip -= run
+            else:
+                take = min(run - skip, need)
+                out.extend(kids[at + skip : at + skip + take])
+                need -= take
+                skip = 0
+                if not need:
+                    return 0, 0
+            if c < 0:
+                break
+            if skip:
+                skip -= 1
+            else:
+                out.append(c)
+                need -= 1
+                if not need:
+                    return 0, 0
+            below = self.size(c)
+            if skip >= below:
+                skip -= below
+            else:
+                skip, need = self._emit(c, skip, need, out)
+                if not need:
+                    return 0, 0
+            at = k + 1
+        return skip, need
+
+    def index_of(self, i: int) -> int:
+        """Where node ``i`` is listed (-1: under a closed row)."""
+        index = self.index
+        chain = [i]
+        p = index.parent[i]
+        while p >= 0:
+            if not self._open(p):
+                return -1
+            chain.append(p)
+            p = index.parent[p]
+        chain.reverse()
+        at = -1  # the row of the (virtual) parent of the roots
+        parent = -1
+        for node in chain:
+            kids = index.roots if parent < 0 else index.kids.get(parent, [])
+            k = kids.index(node)
+            before = k + sum(self.size(c) for kk, c in self.open_kids(parent) if kk < k)
+            at += 1 + before
+            parent = node
+        return at

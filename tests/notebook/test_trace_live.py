@@ -52,6 +52,12 @@ def live_patches(nodes: list[dict[str, Any]], seed: int = 3) -> list[dict[str, A
 
 VIEWS: list[dict[str, Any]] = [
     {},
+    {"start": 500, "count": 300, "selected": "n40"},
+    {"expanded": {"item2": True, "item5": True, "n9": True}, "start": 1, "count": 30},
+    {"expanded": {"item2": True, "b": True, "d3": True}, "selected": "n7", "count": 2000},
+    {"expanded": {"d0": True, "d2": True}, "start": 10**6, "selected": "d3"},
+    {"expanded": {"s": False}, "selected": "b"},
+    {"selected": "d1"},
     {"expanded": {"b": False}},
     {"expanded": {"d0": True, "d1": True, "s": True}, "start": 3, "count": 50},
     {"query": "boom"},
@@ -70,6 +76,7 @@ def test_a_live_index_gives_the_windows_of_the_final_trace() -> None:
     for view in VIEWS:
         assert live.window(**view) == saved.window(**view), view
     assert live.counts() == saved.counts()
+    assert live.span() == saved.span()
 
 
 def test_every_count_is_exact_while_the_trace_is_still_running() -> None:
@@ -84,6 +91,7 @@ def test_every_count_is_exact_while_the_trace_is_still_running() -> None:
             saved = TraceIndex.from_nodes([dict(v) for v in state.values()])
             for view in VIEWS:
                 assert live.window(**view) == saved.window(**view), (k, view)
+            assert live.span() == saved.span()
 
 
 def test_a_child_that_comes_before_its_parent_is_hung_under_it_later() -> None:
@@ -262,3 +270,13 @@ def test_a_live_100000_item_batch_is_shown_within_20_messages_a_second() -> None
     assert last["counts"] == session_counts(session)
     assert last["nodes"] == 2 + 2 * 100_000
     assert session.dropped_events == 0
+
+
+def test_a_parent_cycle_ends_in_a_root_not_a_hang() -> None:
+    live = LiveIndex()
+    live.apply({"id": "s", "kind": "session", "status": "running", "start": 0.0})
+    live.apply({"id": "a", "parent_id": "b", "kind": "action", "status": "ok", "start": 1.0})
+    live.apply({"id": "b", "parent_id": "a", "kind": "action", "status": "ok", "start": 2.0})
+    window = live.window(expanded={"a": True, "b": True}, selected="b")
+    assert window["nodes"] == 3 and window["total"] == 3
+    assert [r["node"]["id"] for r in window["rows"]] == ["s", "a", "b"]

@@ -9,7 +9,8 @@ the wire), in separate processes:
 - ``explorer@BASE``: the explorer of another checkout (``--base /work/main``), same run.
 
 Prints, per variant: kernel CPU seconds (``time.process_time``), messages, the most in any
-one second, MB sent, whether the last window's counts equal the session's, and peak RSS.
+one second, MB sent, whether the last window's counts by kind equal every node the session
+made (``None``: no windows, as when every node is sent), and peak RSS.
 
     python benchmarks/trace_live.py --items 100000 --base /work/main
 """
@@ -43,6 +44,7 @@ async def _run(items: int, explorer_on: bool) -> dict[str, Any]:
 
     session = Session()
     sent: list[tuple[float, int, str]] = []
+    last: dict[str, Any] = {}
     explorer = None
     if explorer_on:
         from langfx_nb.notebook.trace_explorer import TraceExplorer
@@ -55,6 +57,8 @@ async def _run(items: int, explorer_on: bool) -> dict[str, Any]:
 
             def send(self, data: Any = None, buffers: Any = None, **_kw: Any) -> None:
                 kind = data.get("content", {}).get("kind", "") if isinstance(data, dict) else ""
+                if kind == "window":
+                    last["window"] = data["content"]
                 sent.append((time.monotonic(), _size(data, buffers), kind or "state"))
 
             def on_msg(self, *_a: Any, **_k: Any) -> None:
@@ -84,6 +88,16 @@ async def _run(items: int, explorer_on: bool) -> dict[str, Any]:
         while times[j] <= t - 1.0:
             j += 1
         most = max(most, i - j + 1)
+    exact = None
+    if "window" in last:  # the last window's counts against every node the session made
+        made: dict[str, int] = {}
+        store = session.trace_store
+        for kind, statuses in store.counts.items():
+            made[kind] = made.get(kind, 0) + sum(statuses.values())
+        for node in store.nodes.values():
+            if node.status in ("running", "waiting"):
+                made[node.kind] = made.get(node.kind, 0) + 1
+        exact = last["window"]["counts"]["kind"] == made
     kinds: dict[str, int] = {}
     for _t, _n, k in sent:
         kinds[k] = kinds.get(k, 0) + 1
@@ -95,6 +109,7 @@ async def _run(items: int, explorer_on: bool) -> dict[str, Any]:
         "mb": sum(n for _t, n, _k in sent) / 1e6,
         "kinds": kinds,
         "windowed": bool(getattr(explorer, "windowed", False)),
+        "counts_exact": exact,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
@@ -130,7 +145,8 @@ def main() -> None:
         print(
             f"  {name:24} cpu {r['cpu_s']:6.1f} s  wall {r['wall_s']:6.1f} s  "
             f"messages {r['messages']:5}  max/s {r['max_per_s']:3}  sent {r['mb']:8.1f} MB  "
-            f"rss {r['rss_mb']:5.0f} MB  windowed {r['windowed']}  {r['kinds']}"
+            f"rss {r['rss_mb']:5.0f} MB  windowed {r['windowed']}  "
+            f"last window's counts = session's: {r['counts_exact']}  {r['kinds']}"
         )
     base = results["none"]["cpu_s"]
     for name, r in results.items():

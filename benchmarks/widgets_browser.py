@@ -376,7 +376,15 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     write_big_trace(lab.server.root / f"{name}.json", nodes, deep=60)
     cells = [
         "import time\nfrom IPython.display import display\n"
-        "from langfx_nb.notebook.trace_explorer import TraceExplorer",
+        "from langfx_nb.notebook.trace_explorer import TraceExplorer\n"
+        # the first open ever (no index sidecar yet: it builds the index and writes it),
+        # in a process of its own so the kernel's RSS below is the displayed explorer's
+        "import os, subprocess, sys\n"
+        "cold = subprocess.run([sys.executable, '-c', 'import time; t = time.time(); "
+        "from langfx_nb.notebook.trace_explorer import TraceExplorer; "
+        f'TraceExplorer("{name}.json"); print(time.time() - t)\'], capture_output=True, '
+        "text=True, env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}, check=True)\n"
+        "print(f'COLD {float(cold.stdout.split()[-1]) * 1000:.0f}')",
         "t_start = time.time() * 1000\n"
         f"explorer = TraceExplorer({name + '.json'!r}, title={name!r})\n"
         "t_built = time.time() * 1000\n"
@@ -417,6 +425,7 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     k_start, k_built, k_shown, rss = (
         float(x) for x in lab.output_text(1).split("KERNEL")[1].split()[:4]
     )
+    cold_ms = float(lab.output_text(0).split("COLD")[1].split()[0])
     steps = {}
     for kind in ("expand", "scroll", "search"):
         steps[kind] = lab.page.evaluate(STEPS, [kind, 20])
@@ -428,6 +437,7 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "kernel_open_ms": k_built - k_start,
+        "kernel_cold_open_ms": cold_ms,
         "kernel_rss_mb": rss,
         "shown_after_kernel_ms": t_rows - k_shown,
         "rows_ms": t_rows - t0,
@@ -449,7 +459,9 @@ def report_big(results: list[dict[str, Any]]) -> bool:
     for r in results:
         target = 1000 if r["nodes"] <= 100_000 else 2000
         print(
-            f"  {r['nodes']:,} nodes: kernel open {r['kernel_open_ms'] / 1000:.1f} s, "
+            f"  {r['nodes']:,} nodes: kernel open {r['kernel_open_ms'] / 1000:.1f} s with the "
+            f"index sidecar (first open, writing it: {r['kernel_cold_open_ms'] / 1000:.1f} s; "
+            "target ≤ 2 s), "
             f"kernel RSS {r['kernel_rss_mb']:.0f} MB (target ≤ 500 MB); "
             f"run cell → rows {r['rows_ms'] / 1000:.1f} s, → interactive "
             f"{r['interactive_ms'] / 1000:.1f} s; widget shown → interactive "

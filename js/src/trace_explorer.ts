@@ -409,6 +409,10 @@ export default () => {
       let retry = 0;
       const reqKeys = new Map<number, [string, string | null]>();
       let revealWanted = false;
+      /** This view's name in its requests: a live trace's pushes say which view they are for. */
+      const viewId = Math.random().toString(36).slice(2);
+      let appliedMeta: [string, string | null] = ["", null];
+      let registered = false;
       let goWanted: number | null = null;
       const viewKey = () => `${shared.layout}|${shared.query.trim().toLowerCase()}`;
       function askAgainLater(ms: number): void {
@@ -418,7 +422,8 @@ export default () => {
         const win = shared.win!;
         const key = viewKey();
         const needSel = revealWanted && win.selected !== shared.selected;
-        if (win.covers(a, b, key) && !needSel) return;
+        // a live trace: every view asks once, so the kernel knows what to push to it
+        if (win.covers(a, b, key) && !needSel && (registered || !win.reply.live)) return;
         const now = performance.now();
         if (inflight && now - inflight.at < WINDOW_WAIT_MS) {
           askAgainLater(WINDOW_WAIT_MS - (now - inflight.at) + 10); // in case no reply comes
@@ -428,14 +433,35 @@ export default () => {
         const from = Math.max(0, a - MARGIN);
         reqKeys.set(req, [key, shared.selected]);
         inflight = { req, at: now };
-        if (!trySend(model, { kind: KINDS.WINDOW_REQUEST, req, start: from, count: b - from + MARGIN, query: shared.query, expanded: [...shared.expanded.entries()], selected: shared.selected })) {
+        if (trySend(model, { kind: KINDS.WINDOW_REQUEST, req, view: viewId, start: from, count: b - from + MARGIN, query: shared.query, expanded: [...shared.expanded.entries()], selected: shared.selected })) registered = true;
+        else {
           inflight = null;
           reqKeys.delete(req);
           askAgainLater(500); // the comm is not ready: try again
         }
       }
+      /** A live reply's trace-wide values (time span, totals, whether the trace ended). */
+      function adoptLive(reply: WindowReply): void {
+        if (!reply.live) return;
+        if (Array.isArray(reply.span)) shared.span = [reply.span[0], reply.span[1]];
+        if (reply.summary !== undefined) shared.summary = reply.summary ?? null;
+        shared.ended = reply.ended === true;
+        // a detail already fetched follows its row (status, end, tokens…)
+        for (const row of reply.rows) {
+          const held = shared.store.nodes.get(String(row.node.id));
+          if (held) shared.store.apply({ ...row.node, op: "node", id: String(row.node.id), partial: held.partial });
+        }
+      }
       const onWindow = (reply: WindowReply) => {
         const req = typeof reply.req === "number" ? reply.req : 0;
+        if (typeof reply.view === "string") {
+          // a live push: the window of a request this view had answered, with what changed
+          if (reply.view !== viewId || req !== applied || !shared.win) return;
+          adoptLive(reply);
+          shared.win.set(reply, appliedMeta[0], appliedMeta[1]);
+          schedule([]);
+          return;
+        }
         const meta = reqKeys.get(req);
         reqKeys.delete(req);
         for (const k of reqKeys.keys()) if (k < req) reqKeys.delete(k); // answered in order
@@ -446,6 +472,8 @@ export default () => {
           return;
         }
         applied = req;
+        appliedMeta = meta;
+        adoptLive(reply);
         shared.win.set(reply, meta[0], meta[1]);
         if (revealWanted && meta[1] === shared.selected) {
           revealWanted = false;
@@ -545,7 +573,7 @@ export default () => {
         const live = !shared.closed && !shared.ended;
         const waitingN = live ? c.get("waiting") ?? 0 : 0;
         // the session root runs until disposed: only work under it counts as running
-        const rootsRunning = win ? 0 : store.roots().filter((id) => isLive(store.nodes.get(id)?.status)).length;
+        const rootsRunning = win ? win.reply.roots_running ?? 0 : store.roots().filter((id) => isLive(store.nodes.get(id)?.status)).length;
         const running = live ? (c.get("running") ?? 0) + waitingN - rootsRunning : 0;
         const failed = BAD.reduce((n, k) => n + (c.get(k) ?? 0), 0);
         badge.textContent = waitingN ? `${waitingN} approval${waitingN > 1 ? "s" : ""} waiting` : "";

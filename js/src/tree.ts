@@ -568,6 +568,15 @@ export interface WindowReply {
   counts: { status: Record<string, number>; kind: Record<string, number> };
   matches?: number;
   selected_index?: number;
+  /** A live trace: the kernel pushes this view's window again as events arrive. */
+  live?: boolean;
+  /** A push: the view it is for (the request it repeats is `req`). */
+  view?: string;
+  /** Live: roots still running (the session root runs until disposed). */
+  roots_running?: number;
+  span?: [number, number];
+  ended?: boolean;
+  summary?: Record<string, any> | null;
 }
 
 /**

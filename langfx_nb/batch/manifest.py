@@ -18,6 +18,13 @@ one commit per item would cost more than the item. WAL journal with
 
 A manifest made by another ``fn`` (fingerprint) or whose stored result classes changed
 schema is refused before anything is written to it.
+
+Item traces: a ``trace_nodes`` row per trace node of the batch (the session root, the
+``batch`` node, each item's nodes as they finish), keyed by the run number (each
+``lf.batch`` call on the manifest is one run) and the node's id, the record as the core
+writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a later run are
+``"<run>:<id>"`` so the runs of one manifest form one trace (one session root per run).
+``TraceExplorer(path)`` windows them from here (``trace_records`` / ``trace_record``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,15 @@ from typing import Any
 from ..errors import RunManifestError
 from .codec import ResultCodec
 
-__all__ = ["FLUSH_INTERVAL_S", "FLUSH_ROWS", "Manifest", "manifest_path"]
+__all__ = [
+    "FLUSH_INTERVAL_S",
+    "FLUSH_ROWS",
+    "Manifest",
+    "is_manifest_path",
+    "manifest_path",
+    "trace_record",
+    "trace_records",
+]
 
 FORMAT = "langfx_nb.batch_run"
 VERSION = "1"
@@ -56,6 +71,12 @@ CREATE TABLE IF NOT EXISTS items (
     error_type TEXT,
     error_message TEXT,
     at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trace_nodes (
+    run INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (run, id)
 );
 CREATE TABLE IF NOT EXISTS provider_batches (
     batch_id TEXT PRIMARY KEY,
@@ -98,6 +119,7 @@ class Manifest:
         self._conn = conn
         self.codec = codec
         self._pending: list[tuple[Any, ...]] = []
+        self._trace_pending: list[tuple[int, str, str]] = []
         self._last_flush = time.monotonic()
         self._known_tags: set[str] = set()
         self.broken: RunManifestError | None = None
@@ -214,6 +236,18 @@ class Manifest:
         self._pending.append((key, index, "failed", None, None, error_type, message, time.time()))
         self._due()
 
+    def new_trace_run(self) -> int:
+        """The number of the run about to record its trace (1, 2, … per ``lf.batch`` call)."""
+        row = self._conn.execute("SELECT max(run) FROM trace_nodes").fetchone()
+        return int(row[0] or 0) + 1
+
+    def add_trace_node(self, run: int, node_id: str, record: str) -> None:
+        """Queue one trace node's record (JSON text); a later one with the same id replaces
+        it (a node written running, then finished)."""
+        self._trace_pending.append((run, node_id, record))
+        if len(self._trace_pending) >= 8 * FLUSH_ROWS:
+            self.flush()
+
     def _due(self) -> None:
         if (
             len(self._pending) >= FLUSH_ROWS
@@ -225,11 +259,12 @@ class Manifest:
         """Commit the queued rows in one transaction; ``RunManifestError`` when the disk
         refuses (the rows stay queued, nothing already committed is lost)."""
         self._last_flush = time.monotonic()
-        if not self._pending or self.broken is not None:
+        if not (self._pending or self._trace_pending) or self.broken is not None:
             if self.broken is not None:
                 raise self.broken
             return
         rows = self._pending
+        traced = self._trace_pending
         new_types = [(t, h) for t, h in self.codec.schemas.items() if t not in self._known_tags]
         conn = self._conn
         try:
@@ -237,6 +272,8 @@ class Manifest:
             if new_types:
                 conn.executemany("INSERT OR IGNORE INTO types VALUES (?, ?)", new_types)
             conn.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            if traced:
+                conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
@@ -245,10 +282,11 @@ class Manifest:
             raise self.broken from None
         self._known_tags.update(t for t, _ in new_types)
         self._pending = []
+        self._trace_pending = []
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._trace_pending)
 
     def close(self) -> None:
         self._conn.close()
@@ -287,3 +325,47 @@ class Manifest:
         """Rows per status (``ok``/``failed``) committed so far."""
         rows = self._conn.execute("SELECT status, count(*) FROM items GROUP BY status")
         return {status: n for status, n in rows}
+
+
+def is_manifest_path(path: str | os.PathLike[str]) -> bool:
+    """A file that starts as SQLite does (a run manifest, for ``TraceExplorer(path)``)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn.execute("SELECT 1 FROM trace_nodes LIMIT 1")
+    except sqlite3.Error as exc:
+        raise ValueError(f"{path}: not a run manifest with a trace ({exc})") from None
+    return conn
+
+
+def trace_records(path: Path, chunk: int = 20_000) -> Iterable[list[tuple[int, str]]]:
+    """The manifest's trace node records in the order written, as ``(rowid, JSON text)``,
+    ``chunk`` at a time (a record rewritten later, such as a node that finished, comes at
+    the place of its last write)."""
+    conn = _read_only(path)
+    try:
+        rows = conn.execute("SELECT rowid, record FROM trace_nodes ORDER BY rowid")
+        while batch := rows.fetchmany(chunk):
+            yield batch
+    finally:
+        conn.close()
+
+
+def trace_record(path: Path) -> tuple[Any, Any]:
+    """``(read, close)``: ``read(rowid)`` is one trace node record's JSON text."""
+    conn = _read_only(path)
+
+    def read(rowid: int) -> str:
+        row = conn.execute("SELECT record FROM trace_nodes WHERE rowid = ?", (rowid,)).fetchone()
+        if row is None:
+            raise ValueError(f"{path}: trace node {rowid} is gone")
+        return str(row[0])
+
+    return read, conn.close

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..agentic.fanout import settle_first_failure
 from ..agentic.session import Session
-from ..agentic.trace import error_info
+from ..agentic.trace import TraceNode, error_info
 from ..agentic.usage import UsageMeter, total_tokens
 from ..errors import RunManifestError
 from ..llms.deferred import Capture, capturing
@@ -321,84 +322,142 @@ async def _execute(
         metadata["run"] = run_path
     reporter: Reporter | None = None
     ticker: asyncio.Task[None] | None = None
-    with state.session.track(
-        "batch", state.name, inputs=inputs, metadata=metadata, meter=state.meter
-    ) as tracked:
-        state.batch_node_id = tracked.node.id
-        view = tracked.session
-        reporter = resolve_reporter(progress, state.session, state.snapshot())
+    unhook: Callable[[], None] | None = None
+    flush_error: RunManifestError | None = None
+    try:
+        with state.session.track(
+            "batch", state.name, inputs=inputs, metadata=metadata, meter=state.meter
+        ) as tracked:
+            state.batch_node_id = tracked.node.id
+            view = tracked.session
+            unhook = _record_trace(manifest, state.session, tracked.node) if manifest else None
+            reporter = resolve_reporter(progress, state.session, state.snapshot())
+            try:
+                if reporter is not None:
+                    _quietly(reporter.update, state.snapshot())
+                ticker = asyncio.ensure_future(_tick(state, reporter, manifest))
+                if isinstance(engine, Ray):
+                    sink = _RaySink(state, keys, manifest, raise_first)
+                    await run_on_ray(
+                        engine, fn, values, pending, view, sink, with_session, max_concurrency
+                    )
+                    pending = []  # run: the pool below has nothing left
+                plan: ProviderPlan | None = None
+                if isinstance(engine, ProviderBatch):
+
+                    def on_provider(counts: dict[str, Any]) -> None:
+                        changed = state.provider is None or (
+                            state.provider.get("status") != counts.get("status")
+                        )
+                        state.set_provider(counts)
+                        if changed and reporter is not None:  # a few status changes per batch
+                            _quietly(reporter.update, state.snapshot())
+
+                    plan = await collect_and_batch(
+                        engine, fn, values, keys, pending, manifest, with_session, on_provider
+                    )
+                capture_for = plan.capture_for if plan is not None else _no_capture
+                order = iter(pending)
+
+                async def worker() -> None:
+                    last = time.monotonic()
+                    for i in order:
+                        now = time.monotonic()
+                        if now - last >= YIELD_S:  # items that never wait (fakes, caches) must
+                            last = now  # still let the ticker report and commit
+                            await asyncio.sleep(0)
+                        await _one(
+                            fn,
+                            values[i],
+                            i,
+                            keys[i],
+                            state,
+                            view,
+                            manifest,
+                            with_session,
+                            raise_first,
+                            capture_for(i),
+                        )
+
+                workers = [
+                    asyncio.ensure_future(worker())
+                    for _ in range(min(max_concurrency, len(pending)))
+                ]
+                await settle_first_failure(workers)
+                if manifest is not None:
+                    manifest.flush()
+                if plan is not None:
+                    plan.finish(manifest)
+            finally:
+                if ticker is not None:
+                    ticker.cancel()
+                if manifest is not None and manifest.broken is None:
+                    try:
+                        manifest.flush()  # what finished before a cancellation or an error
+                    except RunManifestError as exc:
+                        flush_error = exc
+                state.finished = True
+                final = state.snapshot()
+                tracked.outputs = {"done": final.done, "failed": final.failed, "total": final.total}
+                view.set_progress(final.settled, final.total)
+                if reporter is not None:
+                    _quietly(reporter.close, final)
+    finally:
+        if unhook is not None:
+            unhook()
+    if unhook is not None and manifest is not None and not manifest.broken and not flush_error:
         try:
-            if reporter is not None:
-                _quietly(reporter.update, state.snapshot())
-            ticker = asyncio.ensure_future(_tick(state, reporter, manifest))
-            if isinstance(engine, Ray):
-                sink = _RaySink(state, keys, manifest, raise_first)
-                await run_on_ray(
-                    engine, fn, values, pending, view, sink, with_session, max_concurrency
-                )
-                pending = []  # run: the pool below has nothing left
-            plan: ProviderPlan | None = None
-            if isinstance(engine, ProviderBatch):
+            manifest.flush()  # the batch node, finished
+        except RunManifestError as exc:
+            flush_error = exc
+    if flush_error is not None:
+        raise flush_error
 
-                def on_provider(counts: dict[str, Any]) -> None:
-                    changed = state.provider is None or (
-                        state.provider.get("status") != counts.get("status")
-                    )
-                    state.set_provider(counts)
-                    if changed and reporter is not None:  # a few status changes per batch
-                        _quietly(reporter.update, state.snapshot())
 
-                plan = await collect_and_batch(
-                    engine, fn, values, keys, pending, manifest, with_session, on_provider
-                )
-            capture_for = plan.capture_for if plan is not None else _no_capture
-            order = iter(pending)
+def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Callable[[], None]:
+    """Write the batch's trace into the manifest as it finishes: the batch node's ancestors
+    and itself now (running), then every node of its subtree when it ends (the batch node
+    last). Returns the function that stops it."""
+    store = session.trace_store
+    run = manifest.new_trace_run()
+    prefix = "" if run == 1 else f"{run}:"
+    nodes = store.nodes
+    batch_id = batch.id
 
-            async def worker() -> None:
-                last = time.monotonic()
-                for i in order:
-                    now = time.monotonic()
-                    if now - last >= YIELD_S:  # items that never wait (fakes, caches) must
-                        last = now  # still let the ticker report and commit
-                        await asyncio.sleep(0)
-                    await _one(
-                        fn,
-                        values[i],
-                        i,
-                        keys[i],
-                        state,
-                        view,
-                        manifest,
-                        with_session,
-                        raise_first,
-                        capture_for(i),
-                    )
+    def write(node: TraceNode) -> None:
+        record = node.to_json()
+        if prefix:
+            record["id"] = prefix + record["id"]
+            if record.get("parent_id") is not None:
+                record["parent_id"] = prefix + record["parent_id"]
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+        manifest.add_trace_node(run, record["id"], text)
 
-            workers = [
-                asyncio.ensure_future(worker()) for _ in range(min(max_concurrency, len(pending)))
-            ]
-            await settle_first_failure(workers)
-            if manifest is not None:
-                manifest.flush()
-            if plan is not None:
-                plan.finish(manifest)
-        finally:
-            if ticker is not None:
-                ticker.cancel()
-            flush_error: RunManifestError | None = None
-            if manifest is not None and manifest.broken is None:
-                try:
-                    manifest.flush()  # what finished before a cancellation or an error
-                except RunManifestError as exc:
-                    flush_error = exc
-            state.finished = True
-            final = state.snapshot()
-            tracked.outputs = {"done": final.done, "failed": final.failed, "total": final.total}
-            view.set_progress(final.settled, final.total)
-            if reporter is not None:
-                _quietly(reporter.close, final)
-        if flush_error is not None:
-            raise flush_error
+    def under_batch(node: TraceNode) -> bool:
+        parent = node.parent_id
+        while parent is not None:
+            if parent == batch_id:
+                return True
+            above = nodes.get(parent)
+            if above is None:
+                return False
+            parent = above.parent_id
+        return False
+
+    def hook(event: str, node: TraceNode) -> None:
+        if event in ("end", "log") and (node.id == batch_id or under_batch(node)):
+            with contextlib.suppress(Exception):  # a hook must never break the run
+                write(node)
+
+    chain: list[TraceNode] = []
+    node: TraceNode | None = batch
+    while node is not None:
+        chain.append(node)
+        node = nodes.get(node.parent_id) if node.parent_id is not None else None
+    for node in reversed(chain):
+        write(node)
+    store.node_hooks.append(hook)
+    return lambda: store.node_hooks.remove(hook)
 
 
 async def _tick(state: _Run, reporter: Reporter | None, manifest: Manifest | None) -> None:

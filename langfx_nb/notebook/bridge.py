@@ -204,6 +204,11 @@ class EventBridge:
         self._state_dirty = True
         self.flush()
 
+    def drop_pending(self) -> None:
+        """Forget the patches not sent yet (a view about to get a snapshot instead)."""
+        self._pending = []
+        self._pending_at = {}
+
     @property
     def is_current(self) -> bool:
         """Nothing is waiting to be sent."""

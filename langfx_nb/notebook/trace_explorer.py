@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import datetime as _dt
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .bridge import Clock, EventBridge, MessageKind, to_jsonable
+from .bridge import Clock, EventBridge, MessageKind, Timer, to_jsonable
 from .render import (
     WidgetDisplayMixin,
     trace_html,
@@ -32,6 +33,7 @@ from .render import (
 from .trace_data import read_trace, view_node
 from .trace_file import open_index
 from .trace_index import INDEX_FILE_BYTES, WINDOW_NODES, TraceIndex
+from .trace_live import LiveIndex, row_patch
 from .trace_rows import LIVE
 
 __all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
@@ -39,6 +41,11 @@ __all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
 _STATIC = Path(__file__).parent / "static"
 
 SUMMARY_EVENT = "_session_summary"  # synthetic: the explorer's own end-of-run totals
+#: A live trace shown through windows: at least this long between two pushes to one view
+#: (all views together stay under 20 messages a second; see ``_live_tick``).
+LIVE_PUSH_S = 1 / 16
+LIVE_VIEWS = 4  # views kept up to date at once (the ones that asked last)
+LIVE_STATE_S = 1.0  # at least this long between two copies of the state trait while live
 
 # What a tree row, the roll-ups and the search need. Snapshots (the state trait, a reload)
 # carry only these; the detail pane asks the kernel for the rest of a node when selected.
@@ -75,6 +82,27 @@ def summarize(node: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def node_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The node patch (``{"id", <fields>}``, as the views keep records) of a core trace
+    event, or ``None`` for an event that changes no node record."""
+    kind = event.get("type", "")
+    if kind == "node_update":
+        changes = event.get("changes")
+        if not isinstance(changes, Mapping) or event.get("node_id") is None:
+            return None
+        node = view_node({k: v for k, v in changes.items() if k != "delta"})
+        if not node:
+            return None  # streamed text only: shown by StreamView, not stored in the trace
+        node["id"] = str(event["node_id"])
+        return node
+    if kind in ("node_start", "node_end", "log"):
+        body = event.get("node")
+        if not isinstance(body, Mapping) or body.get("id") is None:
+            return None
+        return view_node(body)
+    return None
+
+
 class TraceReducer:
     """Cumulative trace state: node records by id in arrival order, as the core wrote them."""
 
@@ -109,20 +137,8 @@ class TraceReducer:
         if kind == SUMMARY_EVENT:  # session totals (tokens, cost), sent when a run ends
             self.summary = to_jsonable(event.get("summary"))
             return [{"op": "summary", "summary": self.summary}]
-        if kind == "node_update":
-            changes = event.get("changes")
-            if not isinstance(changes, Mapping) or event.get("node_id") is None:
-                return []
-            node = view_node({k: v for k, v in changes.items() if k != "delta"})
-            if not node:
-                return []  # streamed text only: shown by StreamView, not stored in the trace
-            node["id"] = str(event["node_id"])
-        elif kind in ("node_start", "node_end", "log"):
-            body = event.get("node")
-            if not isinstance(body, Mapping) or body.get("id") is None:
-                return []
-            node = view_node(body)
-        else:
+        node = node_patch(event)
+        if node is None:
             return []
         self._merge(dict(node))
         return [{"op": "node", **node}]
@@ -186,7 +202,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
     ``source`` is a ``Session``, a saved trace (dict, JSON text, or a path to a trace file),
-    read strictly: a malformed one raises ``ValueError`` naming what is wrong.
+    read strictly: a malformed one raises ``ValueError`` naming what is wrong; or a batch's
+    run manifest (the path of ``lf.batch(run=...)``'s SQLite file, or its ``BatchResult``),
+    whose item traces are windowed from the file. A ``BatchResult`` without a manifest shows
+    its session.
     """
 
     _esm = _STATIC / "trace_explorer.js"
@@ -199,6 +218,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     view_state = traitlets.Dict().tag(sync=True)
     # set before a saved trace is read: a bad one raises, and the half-built widget is closed
     _unsubscribe: Callable[[], Any] | None = None
+    _live_timer: Timer | None = None
 
     def __init__(
         self,
@@ -213,9 +233,17 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         #: A trace too large for the page to hold: the page asks for windows of rows.
         self._index: TraceIndex | None = None
         initial = b""
+        run_path = getattr(source, "run_path", None)  # a BatchResult of lf.batch(run=...)
+        if run_path is not None:
+            source = run_path
+        elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
+            source = source.session  # a BatchResult without a manifest: its session
         if source is not None and not hasattr(source, "subscribe"):
             big = _big_file(source)
-            if big is not None:
+            if _is_manifest(source):
+                self._index = _open_store_index(Path(source))
+                self._reducer.ended = True
+            elif big is not None:
                 self._index = _open_file_index(big)
                 self._reducer.ended = True
                 self._reducer.summary = _summary(self._index.header)
@@ -227,9 +255,19 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             initial = _encode({**self._initial_state(), "seq": 0})
         # the saved trace travels with the widget's opening message (one message, not two)
         super().__init__(title=title, state=initial or b"", **kwargs)
+        #: A live trace grown past ``WINDOW_NODES``: its rows, kept exact event by event.
+        self._live: LiveIndex | None = None
+        self._viewers: dict[str, dict[str, Any]] = {}  # a live view's last window request
+        self._live_timer: Timer | None = None
+        self._live_dirty = False
+        self._state_due = False
+        self._last_push = float("-inf")
+        self._last_state = float("-inf")
+        self._push_spacing = LIVE_PUSH_S
+        self._clock = clock
         self._bridge = EventBridge(
             self._send_message,
-            self._reducer,
+            _Fold(self),
             on_state=self._set_state,
             interval=interval,
             clock=clock,
@@ -267,8 +305,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             data = json.loads(data) if isinstance(data, str) else to_jsonable(data)
             # a disposed (or loaded) session runs nothing any more
             self._adopt(data, ended=_session_over(session))
-        self._bridge._state_dirty = True
-        self._bridge.publish_state()
+            if len(self._reducer.nodes) > WINDOW_NODES:
+                self._go_windowed()
+        self._bridge.publish_now()
         handle = session.subscribe(self.push)
         if callable(handle):
             self._unsubscribe = handle
@@ -291,7 +330,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                     if task is not None:
                         self._run_task = task
             self._bridge.push(event)
-            if self._reducer.is_run_end(event):  # the run is over: show the truth now
+            if self._is_run_end(event):  # the run is over: show the truth now
                 self.flush()
         except Exception:  # an observer must never break the run it watches
             pass
@@ -304,11 +343,18 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 summary = session.usage_summary.to_json()
                 self._bridge.push({"type": SUMMARY_EVENT, "summary": summary})
         self._bridge.flush()
+        if self._live is not None:
+            self._state_due = True
+            self._live_changed()
         self._refresh_displays()
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
-        """Every node record (for a trace shown through windows, read back from the file)."""
+        """Every node record (for a trace shown through windows, read back from the file;
+        for a live one, the row values of each node)."""
+        live = self._live
+        if live is not None:
+            return [live.summary(i) for i in range(len(live))]
         index = self._index
         if index is not None and not self._reducer.nodes:
             return [r for i in index.ids if (r := index.record(i)) is not None]
@@ -317,11 +363,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     @property
     def windowed(self) -> bool:
         """The page holds only the rows it shows (a trace of more than ``WINDOW_NODES``)."""
-        return self._index is not None
+        return self._index is not None or self._live is not None
 
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
+        if self._live_timer is not None:
+            self._live_timer.cancel()
+            self._live_timer = None
         if self._unsubscribe is not None:
             try:
                 self._unsubscribe()
@@ -332,11 +381,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # -- fallbacks ------------------------------------------------------------------------------
 
     def _fallback_html(self) -> str:
+        if self._live is not None:
+            return trace_index_html(self._live, title=self.title)
         if self._index is not None:
             return trace_index_html(self._index, title=self.title)
         return trace_html(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _fallback_text(self) -> str:
+        if self._live is not None:
+            return trace_index_text(self._live, title=self.title)
         if self._index is not None:
             return trace_index_text(self._index, title=self.title)
         return trace_text(self.nodes, title=self.title, ended=self._reducer.ended)
@@ -345,6 +398,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         # The copy is what a reader sees once the kernel is gone: drawn from the records the
         # live view gets, with the labels the live view shows when its kernel is gone. A trace
         # too large to list gets a bounded copy (summary, counts, first rows, "N more").
+        if self._live is not None:
+            return trace_index_html(self._live, title=self.title)
         if self._index is not None:
             return trace_index_html(self._index, title=self.title)
         return trace_static_html(self._reducer.snapshot(details=True), title=self.title)
@@ -359,10 +414,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if control.cancel(reason, session=self._session):
             return True
         task = self._run_task
-        running = any(
-            n.get("status") in LIVE and n.get("kind") != "session"
-            for n in self._reducer.nodes.values()
-        )
+        live = self._live
+        if live is not None:
+            held = sum(live.by_status.get(s, 0) for s in LIVE)
+            running = held > live.roots_running()
+        else:
+            running = any(
+                n.get("status") in LIVE and n.get("kind") != "session"
+                for n in self._reducer.nodes.values()
+            )
         if task is None or task.done() or not running:
             return False
         loop = task.get_loop()
@@ -392,6 +452,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.DETAIL_REQUEST.value:
             node = self._reducer.nodes.get(str(content.get("id")))
+            if node is None and self._live is not None:
+                node = self._live_record(str(content.get("id")))
             if node is None and self._index is not None:
                 node = self._index_record(str(content.get("id")))
             if node is not None:
@@ -400,6 +462,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 )
             return
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
+            if self._live is not None:
+                self._send_live_snapshot()
+                return
             if self._index is not None:
                 return  # the state trait holds the first window; the page asks for the rest
             if content.get("seq") == self._bridge.seq and self._bridge.is_current:
@@ -422,9 +487,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return {**row, "malformed": str(exc)}
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
-        """Answer a page's window request: ``{req, start, count, query, expanded, selected}``
-        → ``{kind: window, req, start, total, nodes, rows, counts, matches?}``."""
-        index = self._index
+        """Answer a page's window request: ``{req, start, count, query, expanded, selected,
+        view?}`` → ``{kind: window, req, start, total, nodes, rows, counts, matches?}``. A
+        live trace remembers each view's last request and pushes the same window again, with
+        what changed, as events arrive (``live: true``; see ``_live_tick``)."""
+        index: TraceIndex | LiveIndex | None = self._live or self._index
         if index is None:
             return
         expanded: dict[str, bool] = {}
@@ -439,14 +506,224 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             start, count = int(content.get("start", 0)), int(content.get("count", 200))
         except (TypeError, ValueError):
             return
-        window = index.window(
-            start=start,
-            count=count,
-            expanded=expanded,
-            query=query if isinstance(query, str) else "",
-            selected=selected if isinstance(selected, str) else None,
-        )
+        params: dict[str, Any] = {
+            "start": start,
+            "count": count,
+            "expanded": expanded,
+            "query": query if isinstance(query, str) else "",
+            "selected": selected if isinstance(selected, str) else None,
+        }
+        if self._live is not None:
+            view = str(content.get("view", ""))
+            self._viewers.pop(view, None)
+            self._viewers[view] = {"req": content.get("req"), "view": view, "params": params}
+            while len(self._viewers) > LIVE_VIEWS:
+                self._viewers.pop(next(iter(self._viewers)))
+            self._send_message(
+                {
+                    "kind": MessageKind.WINDOW.value,
+                    "req": content.get("req"),
+                    **self._live_reply(params),
+                }
+            )
+            return
+        window = index.window(**params)
         self._send_message({"kind": MessageKind.WINDOW.value, "req": content.get("req"), **window})
+
+    # -- a live trace shown through windows ------------------------------------------------------
+
+    def _fold(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The bridge's reducer: a live trace's records until it grows past ``WINDOW_NODES``,
+        then its :class:`LiveIndex` (no per-event patches: windows are pushed instead)."""
+        live = self._live
+        if live is None:
+            patches = self._reducer.apply(event)
+            if len(self._reducer.nodes) > WINDOW_NODES:
+                self._go_windowed()
+                return []
+            return patches
+        if event.get("type") == SUMMARY_EVENT:
+            self._reducer.summary = to_jsonable(event.get("summary"))
+        else:
+            patch = row_patch(event)
+            if patch is None:
+                return []
+            live.apply(patch)
+        self._live_changed()
+        return []
+
+    def _state_now(self) -> dict[str, Any]:
+        if self._live is None:
+            return self._reducer.snapshot()
+        reply = self._live_reply({})
+        out = {"windowed": reply, "live": True, **self._live_extras()}
+        if "span" in reply:
+            out["span"] = reply["span"]
+        return out
+
+    def _is_run_end(self, event: Mapping[str, Any]) -> bool:
+        live = self._live
+        if live is None:
+            return self._reducer.is_run_end(event)
+        node = event.get("node")
+        if event.get("type") != "node_end" or not isinstance(node, Mapping):
+            return False
+        parent = live.pos.get(str(node.get("parent_id")))
+        return node.get("parent_id") is None or (
+            parent is not None and live.kind[parent] == "session"
+        )
+
+    def _go_windowed(self) -> None:
+        """The live trace outgrew what the page holds whole: keep its rows in a
+        :class:`LiveIndex` (the records stay in the session), show the page its first window."""
+        live = LiveIndex()
+        for node in self._reducer.nodes.values():
+            live.apply(node)
+        self._reducer.nodes = {}
+        self._live = live
+        self._bridge.drop_pending()
+        self._send_live_snapshot()
+
+    def _live_extras(self) -> dict[str, Any]:
+        reducer = self._reducer
+        out: dict[str, Any] = {"ended": reducer.ended or _session_over(self._session)}
+        if reducer.summary is not None:
+            out["summary"] = reducer.summary
+        if reducer.offset is not None:
+            out["offset"] = reducer.offset
+        return out
+
+    def _live_reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        live = self._live
+        assert live is not None
+        out = live.window(**params)
+        span = live.span()
+        if span is not None:
+            out["span"] = list(span)
+        out["roots_running"] = live.roots_running()
+        out["live"] = True
+        out.update(self._live_extras())
+        return out
+
+    def _send_live_snapshot(self) -> None:
+        """The windowed state as a snapshot message (a view that (re)rendered) and, at most
+        every ``LIVE_STATE_S``, as the state trait (a page reload)."""
+        self._bridge.seq += 1
+        state = self._state_now()
+        if self.comm is not None:
+            message = {"kind": MessageKind.SNAPSHOT.value, "seq": self._bridge.seq}
+            self.send(message, buffers=[_encode(state)])
+        wait = LIVE_STATE_S - (self._now() - self._last_state)
+        if wait <= 0:
+            self._publish_live_state(state)
+        else:
+            self._state_due = True
+            self._schedule(wait)
+
+    def _publish_live_state(self, state: dict[str, Any] | None = None) -> None:
+        self._state_due = False
+        self._last_state = self._now()
+        self.state = _encode({**(state or self._state_now()), "seq": self._bridge.seq})
+
+    def _now(self) -> float:
+        if self._clock is not None:
+            return self._clock.time()
+        return time.monotonic()
+
+    def _live_changed(self) -> None:
+        """Something changed: push the views' windows when the spacing allows."""
+        self._live_dirty = True
+        self._schedule(self._last_push + self._push_spacing - self._now())
+
+    def _schedule(self, delay: float) -> None:
+        if self._live_timer is not None:
+            return
+        clock: Clock | None = self._clock
+        if clock is None:
+            try:
+                clock = _MonotonicLoop(asyncio.get_running_loop())
+            except RuntimeError:  # no event loop: nothing could fire a timer later
+                self._live_tick(final=True)
+                return
+        self._live_timer = clock.call_later(max(0.0, delay), self._live_tick)
+
+    def _live_tick(self, *, final: bool = False) -> None:
+        """Push each live view its window again (one message per view), then the state trait
+        when due. The next push waits ``LIVE_PUSH_S`` per view, and at least three times
+        what this one cost the kernel, so live updates take at most a quarter of it."""
+        self._live_timer = None
+        if self._live is None:
+            return
+        started = time.perf_counter()
+        if self._live_dirty:
+            self._live_dirty = False
+            viewers = list(self._viewers.values()) or [{"req": 0, "view": "", "params": {}}]
+            for viewer in viewers:
+                reply = self._live_reply(viewer["params"])
+                self._send_message(
+                    {
+                        "kind": MessageKind.WINDOW.value,
+                        "req": viewer["req"],
+                        "view": viewer["view"],
+                        **reply,
+                    }
+                )
+        now = self._now()
+        self._last_push = now
+        cost = time.perf_counter() - started
+        self._push_spacing = max(LIVE_PUSH_S * max(1, len(self._viewers)), 3 * cost)
+        if self._state_due:
+            wait = LIVE_STATE_S - (now - self._last_state)
+            if wait <= 0 or final:
+                self._publish_live_state()
+            else:
+                self._schedule(min(wait, self._push_spacing))  # pushes go on meanwhile
+
+    def _live_record(self, node_id: str) -> dict[str, Any] | None:
+        """A live windowed node's full record from the session (it keeps the newest
+        ``max_trace_nodes``), else its row values, labelled as such."""
+        live = self._live
+        assert live is not None
+        i = live.pos.get(node_id)
+        if i is None:
+            return None
+        session = self._session
+        node = session.find(node_id) if session is not None and hasattr(session, "find") else None
+        if node is not None:
+            return view_node(node.to_json())
+        row = {k: v for k, v in live.summary(i).items() if k != "partial"}
+        row["details"] = (
+            "no longer held by the session (it keeps its newest max_trace_nodes nodes): "
+            "what the row shows is all there is"
+        )
+        return row
+
+
+class _Fold:
+    """The explorer's bridge reducer (what ``TraceExplorer._fold`` makes of an event)."""
+
+    def __init__(self, explorer: TraceExplorer) -> None:
+        self.explorer = explorer
+
+    def apply(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return self.explorer._fold(event)
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.explorer._state_now()
+
+
+class _MonotonicLoop:
+    """An event loop's timers on ``time.monotonic`` (the explorer's own clock when none is
+    given: the loop's clock is monotonic too, this keeps the two in one time base)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def time(self) -> float:
+        return time.monotonic()
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        return self.loop.call_later(delay, callback)
 
 
 def _big_file(source: Any) -> Path | None:
@@ -460,6 +737,22 @@ def _big_file(source: Any) -> Path | None:
         return path if path.stat().st_size >= INDEX_FILE_BYTES else None
     except OSError:
         return None  # read_trace reports a missing file
+
+
+def _is_manifest(source: Any) -> bool:
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return False
+    if not isinstance(source, str | Path):
+        return False
+    from ..batch.manifest import is_manifest_path
+
+    return is_manifest_path(source)
+
+
+def _open_store_index(path: Path) -> TraceIndex:
+    from .trace_store import open_store_index
+
+    return open_store_index(path)
 
 
 def _open_file_index(path: Path) -> TraceIndex:

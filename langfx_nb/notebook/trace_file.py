@@ -7,13 +7,21 @@ Cost (``benchmarks/widgets_browser.py --big``): parsing is one ``json.loads`` pe
 records, not one call per node, with the garbage collector paused (millions of new dicts
 would trigger it over and over); a node is checked for what its row needs (docs/decisions.md
 "Saved traces of batch size: checked for the row at open, strictly at detail").
+
+The index sidecar: the first open writes what it built (the index's flat arrays and strings,
+where each chunk of records lies) beside the trace as ``<trace>.lfxidx``; a later open of the
+unchanged file (same size and modification time) reads that back instead of parsing the
+trace (docs/decisions.md "An index sidecar for large saved traces"). A sidecar that does not
+match, or cannot be read or written, is ignored: the trace is indexed from its records.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import gc
 import json
+import os
 import re
 import weakref
 from array import array
@@ -24,7 +32,17 @@ from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
 from .trace_data import view_node
 from .trace_index import TraceIndex
 
-__all__ = ["open_index"]
+__all__ = ["SIDECAR_SUFFIX", "open_index"]
+
+SIDECAR_SUFFIX = ".lfxidx"
+_SIDECAR_MAGIC = "langfx_nb.trace_index"
+_SIDECAR_VERSION = 1
+# the index's flat arrays saved as bytes, in this order ("s": a UTF-8 string)
+_ARRAYS = (
+    "parent", "kind", "status", "start", "end", "tokens", "cost", "shown_at", "line",
+    "first", "roots", "child", "by_rank", "rank", "depth", "sub_tokens", "sub_cost",
+    "sub_priced", "desc",
+)  # fmt: skip
 
 _READ = 4 << 20  # bytes read from the file at a time
 _BATCH = 1 << 20  # bytes of node records parsed by one json.loads
@@ -157,10 +175,33 @@ def _one_by_one(reader: _Bytes) -> tuple[list[Any], int, int]:
     return out, start, end
 
 
-def open_index(path: str | Path) -> TraceIndex:
+def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
     """Index a saved trace file without holding its records. A malformed file raises one
-    ``ValueError`` naming what is wrong (``nodes[3]: 'kind' is missing``)."""
+    ``ValueError`` naming what is wrong (``nodes[3]: 'kind' is missing``). ``sidecar``: read
+    the index from ``<path>.lfxidx`` when it matches the file, else build it and write it
+    there for the next open."""
     path = Path(path)
+    if sidecar:
+        restored = _load_sidecar(path)
+        if restored is not None:
+            index, spans, firsts = restored
+            _read_back(index, path, spans, firsts)
+            return index
+    stat = path.stat()
+    index, spans, firsts = _build(path)
+    _read_back(index, path, spans, firsts)
+    if sidecar:
+        _save_sidecar(path, stat, index, spans, firsts)
+    return index
+
+
+def _read_back(index: TraceIndex, path: Path, spans: array[int], firsts: array[int]) -> None:
+    records = _RecordReader(path, spans, firsts)
+    index.read_records_with(records.read, records.close)
+    weakref.finalize(index, records.close)  # the file is closed with the index
+
+
+def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
     index = TraceIndex()
     saw_nodes = False
     header: dict[str, Any] = {}
@@ -214,10 +255,113 @@ def open_index(path: str | Path) -> TraceIndex:
         if paused:
             gc.enable()
     index.header = header
-    records = _RecordReader(path, spans, firsts)
-    index.read_records_with(records.read, records.close)
-    weakref.finalize(index, records.close)  # the file is closed with the index
-    return index
+    return index, spans, firsts
+
+
+def _sidecar_path(path: Path) -> Path:
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def _save_sidecar(
+    path: Path, stat: os.stat_result, index: TraceIndex, spans: array[int], firsts: array[int]
+) -> None:
+    """Write the index beside the trace (best effort: a read-only place is no error)."""
+    ids = "\n".join(index.ids)
+    if ids.count("\n") != max(0, len(index.ids) - 1):
+        return  # an id with a line break: not worth a format of its own
+    parts: list[tuple[str, str, bytes]] = [("ids", "s", ids.encode("utf-8", "surrogatepass"))]
+    parts += [("shown", "s", index.shown.encode("utf-8", "surrogatepass"))]
+    parts += [("search", "s", index.search.encode("utf-8", "surrogatepass"))]
+    parts += [("spans", "q", spans.tobytes()), ("firsts", "q", firsts.tobytes())]
+    rows = index.default_rows()
+    if rows is None:
+        rows = index.rows({})
+    parts.append(("rows", "i", rows.tobytes()))
+    for name in _ARRAYS:
+        value = getattr(index, name)
+        if isinstance(value, bytearray):
+            parts.append((name, "B", bytes(value)))
+        else:
+            parts.append((name, value.typecode, value.tobytes()))
+    head = {
+        "magic": _SIDECAR_MAGIC,
+        "version": _SIDECAR_VERSION,
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "parts": [[name, code, len(data)] for name, code, data in parts],
+        "kinds": index.kinds,
+        "statuses": index.statuses,
+        "extra": {str(k): v for k, v in index.extra.items()},
+        "orphans": {str(k): v for k, v in index.orphans.items()},
+        "below": {str(k): v for k, v in index.below.items()},
+        "header": index.header,
+        "span": list(index.span() or ()),
+    }
+    target = _sidecar_path(path)
+    temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        with temp.open("wb") as out:
+            out.write(json.dumps(head, ensure_ascii=True).encode("ascii") + b"\n")
+            for _name, _code, data in parts:
+                out.write(data)
+        os.replace(temp, target)
+    except (OSError, TypeError, ValueError):
+        with contextlib.suppress(OSError):
+            temp.unlink()
+
+
+def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | None:
+    """The index saved beside ``path``, if it was made from the file as it is now."""
+    target = _sidecar_path(path)
+    try:
+        stat = path.stat()
+        with target.open("rb") as file:
+            head = json.loads(file.readline())
+            if (
+                not isinstance(head, dict)
+                or head.get("magic") != _SIDECAR_MAGIC
+                or head.get("version") != _SIDECAR_VERSION
+                or head.get("size") != stat.st_size
+                or head.get("mtime_ns") != stat.st_mtime_ns
+            ):
+                return None
+            data = {name: file.read(size) for name, _code, size in head["parts"]}
+            codes = {name: code for name, code, _size in head["parts"]}
+        if any(len(data[name]) != size for name, _code, size in head["parts"]):
+            return None  # cut short
+        index = TraceIndex()
+        index.ids = data["ids"].decode("utf-8", "surrogatepass").split("\n")
+        if index.ids == [""]:
+            index.ids = []
+        index.pos = dict(zip(index.ids, range(len(index.ids)), strict=True))
+        index.shown = data["shown"].decode("utf-8", "surrogatepass")
+        index.search = data["search"].decode("utf-8", "surrogatepass")
+        for name in _ARRAYS:
+            if codes[name] == "B":
+                setattr(index, name, bytearray(data[name]))
+                continue
+            value = array(codes[name])
+            value.frombytes(data[name])
+            setattr(index, name, value)
+        rows = array("i")
+        rows.frombytes(data["rows"])
+        index.adopt_default_rows(rows)
+        spans, firsts = array("q"), array("q")
+        spans.frombytes(data["spans"])
+        firsts.frombytes(data["firsts"])
+        index.kinds = list(head["kinds"])
+        index.statuses = list(head["statuses"])
+        index.restore_codes()
+        index.extra = {int(k): v for k, v in head["extra"].items()}
+        index.orphans = {int(k): v for k, v in head["orphans"].items()}
+        index.below = {int(k): v for k, v in head["below"].items()}
+        index.header = dict(head["header"])
+        index.saved_span = [float(t) for t in head["span"]]
+        if not (len(index.parent) == len(index.ids) == len(index.rank) == len(index.desc)):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return index, spans, firsts
 
 
 class _RecordReader:

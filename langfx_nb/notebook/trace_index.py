@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import math
 import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -126,6 +127,8 @@ class TraceIndex:
         self.extra: dict[int, dict[str, Any]] = {}
         self.orphans: dict[int, str] = {}  # nodes whose parent is not in the trace
         self.header: dict[str, Any] = {}
+        #: ``span()`` as saved with the index (``[]``: no times), else ``None``
+        self.saved_span: list[float] | None = None
         # while building: parents not seen yet (a parent written after its child), by node
         self._later: dict[int, str] = {}
         self._record: Callable[[int], dict[str, Any]] = lambda i: {}
@@ -438,6 +441,14 @@ class TraceIndex:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def restore_codes(self) -> None:
+        """Rebuild the kind and status code tables from ``kinds`` and ``statuses`` (an index
+        whose arrays were restored from its sidecar file)."""
+        self._codes = {
+            "kind": {v: k for k, v in enumerate(self.kinds)},
+            "status": {v: k for k, v in enumerate(self.statuses)},
+        }
+
     def read_records_with(
         self, read: Callable[[int], dict[str, Any]], close: Callable[[], None]
     ) -> None:
@@ -454,22 +465,37 @@ class TraceIndex:
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Exact node counts by status and by kind."""
-        by_status: dict[str, int] = {}
-        for code in self.status:
-            name = self.statuses[code]
-            by_status[name] = by_status.get(name, 0) + 1
-        by_kind: dict[str, int] = {}
-        for code in self.kind:
-            name = self.kinds[code]
-            by_kind[name] = by_kind.get(name, 0) + 1
-        return {"status": by_status, "kind": by_kind}
+        out: dict[str, dict[str, int]] = {"status": {}, "kind": {}}
+        for field, codes, names in (
+            ("status", self.status, self.statuses),
+            ("kind", self.kind, self.kinds),
+        ):
+            for code, name in enumerate(names):
+                n = codes.count(code)  # one pass in C per value (a handful of them)
+                if n:
+                    out[field][name] = n
+        return out
 
     def span(self) -> tuple[float, float] | None:
-        starts = [s for s in self.start if s == s]
+        """The earliest start and the latest start or end (``None``: no times at all)."""
+        if self.saved_span is not None:
+            return None if not self.saved_span else (self.saved_span[0], self.saved_span[1])
+        starts = list(itertools.filterfalse(math.isnan, self.start))
         if not starts:
             return None
-        ends = [e for e in self.end if e == e]
-        return min(starts), max([*ends, *starts])
+        ends = list(itertools.filterfalse(math.isnan, self.end))
+        return min(starts), max(max(starts), max(ends, default=starts[0]))
+
+    def default_rows(self) -> array[int] | None:
+        """The visible rows with nothing toggled, if already listed (saved with the index)."""
+        cached = self._rows_cache
+        if cached is None or cached[0]:
+            return None
+        return cached[1]
+
+    def adopt_default_rows(self, rows: array[int]) -> None:
+        """Take ``rows`` as the visible rows with nothing toggled (from the index's sidecar)."""
+        self._rows_cache = ({}, rows)
 
     def summary(self, i: int) -> dict[str, Any]:
         """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""

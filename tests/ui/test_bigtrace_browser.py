@@ -147,3 +147,57 @@ def test_a_huge_trace_opens_filters_and_expands_with_exact_counts(lab: Lab) -> N
     )
     assert lab.errors() == []
     lab.screenshot("bigtrace")
+
+
+LIVE_ITEMS = int(os.environ.get("LANGFX_LIVE_ITEMS", "30000"))
+
+
+def test_a_live_batch_is_shown_through_windows_with_exact_counts(lab: Lab) -> None:
+    """A real ``lf.batch`` in the kernel with an explorer on its session: past
+    ``WINDOW_NODES`` the page is pushed windows, not nodes, and ends on the exact totals;
+    then the batch's trace opened from its run manifest shows the same totals."""
+    lab.open(
+        write_notebook(
+            lab,
+            "w_live_batch.ipynb",
+            [
+                "import langfx_nb as lf\n"
+                "from langfx_nb.agentic.session import Session\n"
+                "from langfx_nb.notebook.trace_explorer import TraceExplorer\n"
+                "session = Session()\n"
+                "explorer = TraceExplorer(session, title='live batch')\nexplorer",
+                "async def work(item, view):\n"
+                "    with view.track('action', 'work'):\n"
+                "        pass\n"
+                "    return item\n"
+                f"result = await lf.batch(work, range({LIVE_ITEMS}), session=session,"
+                " run='live.sqlite', progress=False)\n"
+                "print('done', len(result), explorer.windowed)",
+                "TraceExplorer('live.sqlite', title='from the manifest')",
+            ],
+        )
+    )
+    lab.run_all_and_wait(timeout_ms=600_000)
+    page = lab.page
+    nodes = 2 + 2 * LIVE_ITEMS
+    page.wait_for_function(
+        "(n) => { const s = document.querySelector('.lfx-te-summary');"
+        " return s && s.textContent.startsWith(n + ' nodes · 0 running'); }",
+        arg=nodes,
+        timeout=60_000,
+    )
+    printed = lab.output_text(1)
+    assert "done" in printed and "True" in printed
+    held = page.evaluate(
+        "() => [...document.querySelector('.lfx-te').querySelectorAll('.lfx-te-row')]"
+        ".filter(r => r.dataset.id).length"
+    )
+    assert 0 < held < 100  # a window, not the trace
+    stored = page.locator(".lfx-te-summary").last
+    stored.wait_for(timeout=60_000)
+    page.wait_for_function(
+        "(n) => { const s = [...document.querySelectorAll('.lfx-te-summary')].pop();"
+        " return s && s.textContent.startsWith(n + ' nodes'); }",
+        arg=nodes,
+        timeout=60_000,
+    )

@@ -1,0 +1,602 @@
+"""The rows of a live trace too large to send whole, kept up to date event by event.
+
+A :class:`LiveIndex` folds node patches (what ``TraceReducer.apply`` makes of core events)
+into flat per-node columns and keeps every total exact as it goes: node counts by status and
+kind, subtree sums (tokens, cost, descendants), what went wrong below each node. It answers
+the same window requests as :class:`~langfx_nb.notebook.trace_index.TraceIndex` (the same
+reply, so the page has one windowed path), and the saved-notebook copy reads it the same way.
+
+Costs: a patch is O(depth) (its ancestors' sums); a window is O(visible rows) for the tree
+order (a filter: O(matching nodes and their ancestors' children)), so the explorer spaces its
+live pushes by what a window costs.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .bridge import to_jsonable
+from .trace_data import node_hint
+from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW
+from .trace_rows import BAD_STATUSES, LIVE
+
+__all__ = ["LiveIndex", "row_patch"]
+
+#: What a row, its roll-ups and the search read of a node record.
+ROW_FIELDS = (
+    "id", "parent_id", "kind", "name", "status", "start", "end", "usage", "cost", "error",
+    "decision", "evicted_children",
+)  # fmt: skip
+
+
+def row_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a core trace event changes of a node's row (``{"id", <row fields>, "hint"?}``),
+    or ``None``. The event's record is read, not copied: only the row fields are taken (the
+    error and decision as JSON data when kept), the hint as ``view_node`` derives it."""
+    kind = event.get("type")
+    if kind == "node_update":
+        body = event.get("changes")
+        node_id = event.get("node_id")
+    elif kind in ("node_start", "node_end", "log"):
+        body = event.get("node")
+        node_id = body.get("id") if isinstance(body, Mapping) else None
+    else:
+        return None
+    if not isinstance(body, Mapping) or node_id is None:
+        return None
+    out = {k: body[k] for k in ROW_FIELDS if k in body}
+    hint = node_hint(body)
+    if hint:
+        out["hint"] = hint
+    if not out or list(out) == ["id"]:
+        return None  # streamed text only
+    out["id"] = str(node_id)
+    return out
+
+
+_NAN = float("nan")
+_FIELDS = ("error", "decision", "evicted_children")
+_DECISION = ("outcome", "by", "asked_at", "decided_at")
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _NAN
+    return float(value)
+
+
+def _tokens(usage: Any) -> int:
+    if not isinstance(usage, Mapping):
+        return 0
+    total = usage.get("total_tokens")
+    return total if type(total) is int else 0
+
+
+class LiveIndex:
+    """Per-node row values and exact totals of a growing trace (nodes by arrival)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.parent = array("i")
+        self.depth = array("i")
+        self.kind: list[str] = []
+        self.status: list[str] = []
+        self.name: list[str] = []
+        self.hint: list[str] = []
+        self.start = array("d")
+        self.end = array("d")
+        self.tokens = array("q")
+        self.cost = array("d")  # NaN: no price known
+        self.sub_tokens = array("q")
+        self.sub_cost = array("d")
+        self.sub_priced = array("i")
+        self.desc = array("i")
+        #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
+        self.extra: dict[int, dict[str, Any]] = {}
+        self.kids: dict[int, list[int]] = {}
+        self.roots: list[int] = []
+        self.orphans: dict[int, str] = {}  # parent id not (yet) seen, by node
+        self._waiting: dict[str, list[int]] = {}  # the same, by the missing parent's id
+        #: what went wrong below each node: counts by bad status
+        self.below: dict[int, dict[str, int]] = {}
+        self.by_status: dict[str, int] = {}
+        self.by_kind: dict[str, int] = {}
+        self.lo = float("inf")
+        self.hi = float("-inf")
+        #: bumped by every change: a window computed at one version is current until the next
+        self.version = 0
+        self._match: tuple[str, set[int]] | None = None
+        self._touched: set[int] = set()  # nodes changed since the cached match set
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    # -- folding patches -------------------------------------------------------------------
+
+    def apply(self, patch: Mapping[str, Any]) -> None:
+        """Fold one node patch (``{"id", <fields>}``, a whole record or a change set)."""
+        node_id = str(patch["id"])
+        i = self.pos.get(node_id)
+        if i is None:
+            self._add(node_id, patch)
+        else:
+            self._update(i, patch)
+        self.version += 1
+
+    def _add(self, node_id: str, patch: Mapping[str, Any]) -> None:
+        i = len(self.ids)
+        self.ids.append(node_id)
+        self.pos[node_id] = i
+        kind = str(patch.get("kind", "") or "")
+        status = str(patch.get("status", "ok") or "ok")
+        self.kind.append(kind)
+        self.status.append(status)
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        self.by_status[status] = self.by_status.get(status, 0) + 1
+        name, hint = patch.get("name", ""), patch.get("hint", "")
+        self.name.append(name if type(name) is str else str(name))
+        self.hint.append(hint if type(hint) is str else str(hint or ""))
+        start, end = patch.get("start"), patch.get("end")
+        start = start if type(start) is float else _float(start)
+        end = end if type(end) is float else _float(end)
+        self.start.append(start)
+        self.end.append(end)
+        if start < self.lo or start > self.hi or end > self.hi:  # NaN compares False
+            self._widen(start, end)
+        usage, cost = patch.get("usage"), patch.get("cost")
+        tokens = 0 if usage is None else _tokens(usage)
+        cost = _NAN if cost is None else _float(cost)
+        self.tokens.append(tokens)
+        self.cost.append(cost)
+        self.sub_tokens.append(tokens)
+        self.sub_cost.append(0.0 if cost != cost else cost)
+        self.sub_priced.append(0 if cost != cost else 1)
+        self.desc.append(0)
+        if "error" in patch or "decision" in patch or "evicted_children" in patch:
+            self._set_extra(i, patch)
+        parent_id = patch.get("parent_id")
+        p = -1 if parent_id is None else self.pos.get(str(parent_id), -2)
+        self.parent.append(-1)
+        self.depth.append(0)
+        if p == -2:
+            self.orphans[i] = str(parent_id)
+            self._waiting.setdefault(str(parent_id), []).append(i)
+            p = -1
+        self._attach(i, p)
+        self._touched.add(i)
+        for child in self._waiting.pop(node_id, ()):  # children that came before their parent
+            if child in self._ancestors(i):
+                continue  # a parent cycle (never from a Session): the child stays a root
+            self.orphans.pop(child, None)
+            self._detach_root(child)
+            self._attach(child, i)
+
+    def _attach(self, i: int, p: int) -> None:
+        """Hang node ``i`` (and what is already below it) under ``p`` (-1: a root)."""
+        self.parent[i] = p
+        if p < 0:
+            self.roots.append(i)
+            self._set_depths(i, 0)
+            return
+        self.kids.setdefault(p, []).append(i)
+        if i in self.kids:
+            self._set_depths(i, self.depth[p] + 1)
+        else:
+            self.depth[i] = self.depth[p] + 1  # the common case: a new leaf
+        bad = self._bad_counts(i) if i in self.below or self.status[i] in BAD_STATUSES else {}
+        n, t, c, k = self.desc[i] + 1, self.sub_tokens[i], self.sub_cost[i], self.sub_priced[i]
+        desc, sub_t, sub_c, sub_p = self.desc, self.sub_tokens, self.sub_cost, self.sub_priced
+        for a in self._ancestors(i):
+            desc[a] += n
+            if t:
+                sub_t[a] += t
+            if k:
+                sub_c[a] += c
+                sub_p[a] += k
+            for label, m in bad.items():
+                counts = self.below.setdefault(a, {})
+                counts[label] = counts.get(label, 0) + m
+
+    def _detach_root(self, i: int) -> None:
+        self.roots.remove(i)  # rare: a child written before its parent
+
+    def _bad_counts(self, i: int) -> dict[str, int]:
+        """Bad statuses in ``i``'s subtree, ``i`` included."""
+        out = dict(self.below.get(i, {}))
+        status = self.status[i]
+        if status in BAD_STATUSES:
+            out[status] = out.get(status, 0) + 1
+        return out
+
+    def _set_depths(self, i: int, depth: int) -> None:
+        stack = [(i, depth)]
+        while stack:
+            j, d = stack.pop()
+            self.depth[j] = d
+            stack.extend((k, d + 1) for k in self.kids.get(j, ()))
+
+    def _ancestors(self, i: int) -> list[int]:
+        parent = self.parent
+        out: list[int] = []
+        p = parent[i]
+        while p >= 0:
+            if p == i or len(out) > len(parent):
+                break  # a cycle (a malformed trace): stop, as TraceIndex leaves it unreached
+            out.append(p)
+            p = parent[p]
+        return out
+
+    def _update(self, i: int, patch: Mapping[str, Any]) -> None:
+        if "status" in patch:
+            old, new = self.status[i], str(patch["status"] or "ok")
+            if old != new:
+                self.status[i] = new
+                self.by_status[old] -= 1
+                if not self.by_status[old]:
+                    del self.by_status[old]
+                self.by_status[new] = self.by_status.get(new, 0) + 1
+                for label, step in ((old, -1), (new, 1)):
+                    if label not in BAD_STATUSES:
+                        continue
+                    for a in self._ancestors(i):
+                        counts = self.below.setdefault(a, {})
+                        counts[label] = counts.get(label, 0) + step
+                        if not counts[label]:
+                            del counts[label]
+                            if not counts:
+                                del self.below[a]
+        if "name" in patch:
+            self.name[i] = str(patch["name"])
+        if "hint" in patch:
+            self.hint[i] = str(patch["hint"] or "")
+        if "start" in patch or "end" in patch:
+            if "start" in patch:
+                self.start[i] = _float(patch["start"])
+            if "end" in patch:
+                self.end[i] = _float(patch["end"])
+            start, end = self.start[i], self.end[i]
+            if start < self.lo or start > self.hi or end > self.hi:
+                self._widen(start, end)
+        if "usage" in patch:
+            step = _tokens(patch["usage"]) - self.tokens[i]
+            if step:
+                self.tokens[i] += step
+                self.sub_tokens[i] += step
+                for a in self._ancestors(i):
+                    self.sub_tokens[a] += step
+        if "cost" in patch:
+            old_c, new_c = self.cost[i], _float(patch["cost"])
+            if not (old_c == new_c or (old_c != old_c and new_c != new_c)):
+                self.cost[i] = new_c
+                dc = (0.0 if new_c != new_c else new_c) - (0.0 if old_c != old_c else old_c)
+                dp = (new_c == new_c) - (old_c == old_c)
+                for a in (i, *self._ancestors(i)):
+                    self.sub_cost[a] += dc
+                    self.sub_priced[a] += dp
+        if any(f in patch for f in _FIELDS):
+            self._set_extra(i, patch)
+        self._touched.add(i)
+
+    def _set_extra(self, i: int, patch: Mapping[str, Any]) -> None:
+        extra = dict(self.extra.get(i, {}))
+        for field in _FIELDS:
+            if field not in patch:
+                continue
+            value = patch[field]
+            if field == "decision" and isinstance(value, Mapping):
+                value = {k: to_jsonable(value[k]) for k in _DECISION if k in value}
+            elif field == "error":
+                value = to_jsonable(value)
+            if value is None or value == 0:
+                extra.pop(field, None)
+            else:
+                extra[field] = value
+        if extra:
+            self.extra[i] = extra
+        else:
+            self.extra.pop(i, None)
+
+    def _widen(self, start: float, end: float) -> None:
+        for t in (start, end):
+            if t == t:
+                self.lo = min(self.lo, t)
+                self.hi = max(self.hi, t)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def span(self) -> tuple[float, float] | None:
+        return None if self.lo > self.hi else (self.lo, self.hi)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Exact node counts by status and by kind."""
+        return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
+
+    counts_cached = counts
+
+    def roots_running(self) -> int:
+        """Roots still running (the session root runs until disposed)."""
+        return sum(1 for r in self.roots if self.status[r] in LIVE)
+
+    def summary(self, i: int) -> dict[str, Any]:
+        """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
+        parent = self.parent[i]
+        start, end = self.start[i], self.end[i]
+        out: dict[str, Any] = {
+            "id": self.ids[i],
+            "parent_id": self.ids[parent] if parent >= 0 else self.orphans.get(i),
+            "kind": self.kind[i],
+            "name": self.name[i],
+            "status": self.status[i],
+            "start": None if start != start else start,
+            "end": None if end != end else end,
+        }
+        if self.hint[i]:
+            out["hint"] = self.hint[i]
+        cost = self.cost[i]
+        if cost == cost:
+            out["cost"] = cost
+        if self.tokens[i]:
+            out["usage"] = {"total_tokens": self.tokens[i]}
+        more = self.extra.get(i)
+        if more:
+            out.update(more)
+        out["partial"] = True
+        return out
+
+    def _text(self, i: int) -> str:
+        err = self.extra.get(i, {}).get("error")
+        err_text = (
+            ""
+            if err is None
+            else err
+            if type(err) is str
+            else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
+        )
+        return f"{self.name[i]} {self.kind[i]} {self.status[i]} {self.hint[i]} {err_text}".lower()
+
+    def _hits(self, query: str) -> set[int]:
+        """Every node whose search text holds ``query`` (lowercase): the nodes changed since
+        the last call for the same query are checked again, a new query checks them all."""
+        cached = self._match
+        if cached is not None and cached[0] == query:
+            hits = cached[1]
+            for i in self._touched:
+                if query in self._text(i):
+                    hits.add(i)
+                else:
+                    hits.discard(i)
+        else:
+            hits = {i for i in range(len(self.ids)) if query in self._text(i)}
+        self._match = (query, hits)
+        self._touched = set()
+        return hits
+
+    def _is_open(self, i: int, expanded: Mapping[str, bool]) -> bool:
+        return expanded.get(self.ids[i], self.depth[i] < DEFAULT_OPEN_DEPTH)
+
+    def rows(
+        self, expanded: Mapping[str, bool], query: str = ""
+    ) -> tuple[array[int], set[int] | None, set[int] | None]:
+        """The visible rows in tree order (as ``TraceIndex.rows``), with the match and kept
+        sets under a query (``None`` without one)."""
+        out = array("i")
+        kids = self.kids
+        if not query:
+            stack = list(reversed(self.roots))
+            pop, push, add, kids_of = stack.pop, stack.extend, out.append, kids.get
+            depth, ids, toggled = self.depth, self.ids, expanded.get
+            while stack:
+                i = pop()
+                add(i)
+                below = kids_of(i)
+                if below:
+                    shown = depth[i] < DEFAULT_OPEN_DEPTH
+                    if toggled(ids[i], shown) if expanded else shown:
+                        push(reversed(below))
+            return out, None, None
+        hits = self._hits(query)
+        keep: set[int] = set()
+        for i in hits:
+            j = i
+            while j >= 0 and j not in keep:
+                keep.add(j)
+                j = self.parent[j]
+        stack = [r for r in reversed(self.roots) if r in keep]
+        while stack:
+            i = stack.pop()
+            out.append(i)
+            below = kids.get(i)
+            if below:
+                stack.extend(k for k in reversed(below) if k in keep)
+        return out, hits, keep
+
+    def window(
+        self,
+        *,
+        start: int = 0,
+        count: int = 200,
+        expanded: Mapping[str, bool] | None = None,
+        query: str = "",
+        selected: str | None = None,
+    ) -> dict[str, Any]:
+        """Rows ``[start, start + count)`` of the visible list, with exact totals (the reply
+        of ``TraceIndex.window``)."""
+        expanded = expanded or {}
+        q = query.strip().lower()
+        count = max(0, min(int(count), MAX_WINDOW))
+        at: int | None = None
+        if q:
+            order, hits, keep = self.rows(expanded, q)
+            total = len(order)
+            start = max(0, min(int(start), max(0, total - 1)))
+            shown: Any = order[start : start + count]
+            if selected is not None and selected in self.pos:
+                try:
+                    at = order.index(self.pos[selected])
+                except ValueError:
+                    at = -1
+        else:  # no filter: counted and sliced without listing every visible row
+            hits = keep = None
+            listing = _Listing(self, expanded)
+            total = listing.total()
+            start = max(0, min(int(start), max(0, total - 1)))
+            shown = listing.slice(start, count)
+            if selected is not None and selected in self.pos:
+                at = listing.index_of(self.pos[selected])
+        rows = []
+        for i in shown:
+            below_i = self.kids.get(i, ())
+            has_kids = bool(below_i) if keep is None else any(c in keep for c in below_i)
+            row: dict[str, Any] = {
+                "node": self.summary(i),
+                "depth": self.depth[i],
+                "kids": has_kids,
+                "open": has_kids and (keep is not None or self._is_open(i, expanded)),
+                "roll": [
+                    self.sub_tokens[i],
+                    self.sub_cost[i],
+                    self.sub_priced[i],
+                    self.desc[i],
+                    self.tokens[i],
+                ],
+            }
+            if hits is not None and i in hits:
+                row["match"] = True
+            bad = self.below.get(i)
+            if bad:
+                row["below"] = dict(bad)
+            rows.append(row)
+        out: dict[str, Any] = {
+            "start": start,
+            "total": total,
+            "nodes": len(self.ids),
+            "rows": rows,
+            "counts": self.counts(),
+        }
+        if hits is not None:
+            out["matches"] = len(hits)
+        if at is not None:
+            out["selected_index"] = at
+        return out
+
+    def first_rows(self, limit: int) -> Iterator[tuple[int, int]]:
+        """The first ``limit`` nodes depth first (everything open), with their depths."""
+        stack: list[tuple[int, int]] = [(r, 0) for r in reversed(self.roots)]
+        shown = 0
+        while stack and shown < limit:
+            i, depth = stack.pop()
+            yield i, depth
+            shown += 1
+            stack.extend((k, depth + 1) for k in reversed(self.kids.get(i, ())))
+
+
+class _Listing:
+    """The visible rows of a :class:`LiveIndex` with nothing filtered, for one expansion
+    state, counted and sliced without listing them: a listed, open node's rows are its
+    children (one row each) plus the rows below its open children, and only open nodes with
+    children are visited (a batch node's 100,000 closed items are one subtraction)."""
+
+    def __init__(self, index: LiveIndex, expanded: Mapping[str, bool]) -> None:
+        self.index = index
+        self.expanded = expanded
+        self.sizes: dict[int, int] = {}
+        # kids at depth >= DEFAULT_OPEN_DEPTH are closed unless the reader opened them
+        self.opened: dict[int, list[int]] = {}
+        pos, depth, kids, parent = index.pos, index.depth, index.kids, index.parent
+        for node_id, is_open in expanded.items():
+            j = pos.get(node_id)
+            if is_open and j is not None and depth[j] >= DEFAULT_OPEN_DEPTH and j in kids:
+                self.opened.setdefault(parent[j], []).append(j)
+
+    def _open(self, i: int) -> bool:
+        index = self.index
+        return i in index.kids and index._is_open(i, self.expanded)
+
+    def open_kids(self, i: int) -> list[tuple[int, int]]:
+        """(position in the kid list, node) of ``i``'s children that are open with kids, in
+        order (``i = -1``: the roots)."""
+        index = self.index
+        kids = index.roots if i < 0 else index.kids.get(i, [])
+        if i < 0 or index.depth[i] + 1 < DEFAULT_OPEN_DEPTH:
+            return [(k, c) for k, c in enumerate(kids) if self._open(c)]
+        found = self.opened.get(i, [])
+        return sorted((kids.index(c), c) for c in found)
+
+    def size(self, i: int) -> int:
+        """Rows below open node ``i`` (``-1``: every row)."""
+        cached = self.sizes.get(i)
+        if cached is not None:
+            return cached
+        index = self.index
+        kids = index.roots if i < 0 else index.kids.get(i, [])
+        n = len(kids) + sum(self.size(c) for _k, c in self.open_kids(i))
+        self.sizes[i] = n
+        return n
+
+    def total(self) -> int:
+        return self.size(-1)
+
+    def slice(self, start: int, count: int) -> list[int]:
+        out: list[int] = []
+        self._emit(-1, start, count, out)
+        return out
+
+    def _emit(self, i: int, skip: int, need: int, out: list[int]) -> tuple[int, int]:
+        """Rows below open node ``i``, ``skip`` of them left out, at most ``need`` taken."""
+        index = self.index
+        kids = index.roots if i < 0 else index.kids.get(i, [])
+        at = 0
+        for k, c in [*self.open_kids(i), (len(kids), -1)]:
+            run = k - at  # closed (or childless) kids: one row each
+            if skip >= run:
+                skip -= run
+            else:
+                take = min(run - skip, need)
+                out.extend(kids[at + skip : at + skip + take])
+                need -= take
+                skip = 0
+                if not need:
+                    return 0, 0
+            if c < 0:
+                break
+            if skip:
+                skip -= 1
+            else:
+                out.append(c)
+                need -= 1
+                if not need:
+                    return 0, 0
+            below = self.size(c)
+            if skip >= below:
+                skip -= below
+            else:
+                skip, need = self._emit(c, skip, need, out)
+                if not need:
+                    return 0, 0
+            at = k + 1
+        return skip, need
+
+    def index_of(self, i: int) -> int:
+        """Where node ``i`` is listed (-1: under a closed row)."""
+        index = self.index
+        chain = [i]
+        p = index.parent[i]
+        while p >= 0:
+            if not self._open(p):
+                return -1
+            chain.append(p)
+            p = index.parent[p]
+        chain.reverse()
+        at = -1  # the row of the (virtual) parent of the roots
+        parent = -1
+        for node in chain:
+            kids = index.roots if parent < 0 else index.kids.get(parent, [])
+            k = kids.index(node)
+            before = k + sum(self.size(c) for kk, c in self.open_kids(parent) if kk < k)
+            at += 1 + before
+            parent = node
+        return at

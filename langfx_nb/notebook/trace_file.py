@@ -36,12 +36,12 @@ __all__ = ["SIDECAR_SUFFIX", "open_index"]
 
 SIDECAR_SUFFIX = ".lfxidx"
 _SIDECAR_MAGIC = "langfx_nb.trace_index"
-_SIDECAR_VERSION = 1
+_SIDECAR_VERSION = 2
 # the index's flat arrays saved as bytes, in this order ("s": a UTF-8 string)
 _ARRAYS = (
     "parent", "kind", "status", "start", "end", "tokens", "cost", "shown_at", "line",
     "first", "roots", "child", "by_rank", "rank", "depth", "sub_tokens", "sub_cost",
-    "sub_priced", "desc",
+    "sub_priced", "sub_unpriced", "desc",
 )  # fmt: skip
 
 _READ = 4 << 20  # bytes read from the file at a time

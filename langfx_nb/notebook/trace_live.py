@@ -94,6 +94,8 @@ class LiveIndex:
         self.sub_tokens = array("q")
         self.sub_cost = array("d")
         self.sub_priced = array("i")
+        #: nodes at and below that used tokens with no known price (a partial roll-up)
+        self.sub_unpriced = array("i")
         self.desc = array("i")
         #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
         self.extra: dict[int, dict[str, Any]] = {}
@@ -155,6 +157,7 @@ class LiveIndex:
         self.sub_tokens.append(tokens)
         self.sub_cost.append(0.0 if cost != cost else cost)
         self.sub_priced.append(0 if cost != cost else 1)
+        self.sub_unpriced.append(1 if cost != cost and tokens else 0)
         self.desc.append(0)
         if "error" in patch or "decision" in patch or "evicted_children" in patch:
             self._set_extra(i, patch)
@@ -189,6 +192,7 @@ class LiveIndex:
             self.depth[i] = self.depth[p] + 1  # the common case: a new leaf
         bad = self._bad_counts(i) if i in self.below or self.status[i] in BAD_STATUSES else {}
         n, t, c, k = self.desc[i] + 1, self.sub_tokens[i], self.sub_cost[i], self.sub_priced[i]
+        u = self.sub_unpriced[i]
         desc, sub_t, sub_c, sub_p = self.desc, self.sub_tokens, self.sub_cost, self.sub_priced
         for a in self._ancestors(i):
             desc[a] += n
@@ -197,6 +201,8 @@ class LiveIndex:
             if k:
                 sub_c[a] += c
                 sub_p[a] += k
+            if u:
+                self.sub_unpriced[a] += u
             for label, m in bad.items():
                 counts = self.below.setdefault(a, {})
                 counts[label] = counts.get(label, 0) + m
@@ -261,6 +267,7 @@ class LiveIndex:
             start, end = self.start[i], self.end[i]
             if start < self.lo or start > self.hi or end > self.hi:
                 self._widen(start, end)
+        was_unpriced = self.cost[i] != self.cost[i] and bool(self.tokens[i])
         if "usage" in patch:
             step = _tokens(patch["usage"]) - self.tokens[i]
             if step:
@@ -277,6 +284,10 @@ class LiveIndex:
                 for a in (i, *self._ancestors(i)):
                     self.sub_cost[a] += dc
                     self.sub_priced[a] += dp
+        du = (self.cost[i] != self.cost[i] and bool(self.tokens[i])) - was_unpriced
+        if du:
+            for a in (i, *self._ancestors(i)):
+                self.sub_unpriced[a] += du
         if any(f in patch for f in _FIELDS):
             self._set_extra(i, patch)
         self._touched.add(i)
@@ -462,6 +473,7 @@ class LiveIndex:
                     self.sub_priced[i],
                     self.desc[i],
                     self.tokens[i],
+                    self.sub_unpriced[i],
                 ],
             }
             if hits is not None and i in hits:

@@ -29,6 +29,7 @@ from ..jsonable import walk
 from .bridge import Clock, EventBridge, MessageKind
 from .render import WidgetDisplayMixin, eval_static_html, eval_text
 from .trace_data import subtrace
+from .trace_explorer import TraceExplorer
 
 __all__ = ["EvalReducer", "EvalReportView", "case_row", "delta_row"]
 
@@ -191,9 +192,13 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             interval=interval,
             clock=clock,
         )
-        #: where a clicked trial's trace opens (displayed below the view): a box whose child
-        #: is replaced, which the page redraws without any output capture
-        self.trace_output = ipywidgets.VBox()
+        #: the explorer a clicked trial's trace opens in, made up front and hidden until the
+        #: first click, then reused (``TraceExplorer.show``): a click makes no widget
+        self.explorer: TraceExplorer = TraceExplorer(
+            title="trace", layout=ipywidgets.Layout(display="none")
+        )
+        #: what is displayed below the view: a box holding the explorer
+        self.trace_output = ipywidgets.VBox([self.explorer])
         self.on_msg(self._on_view_message)
         if source is not None:
             self.show(source)
@@ -241,23 +246,20 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         return None if session is None else subtrace(session, [str(node_id)])
 
     def open_trace(self, node_id: str) -> Any:
-        """Open a trial's trace in a ``TraceExplorer`` shown in ``trace_output`` (what a
-        click on a row does), selected and expanded; the explorer, or ``None`` when the
-        trace is not available."""
-        from .trace_explorer import TraceExplorer
-
+        """Show a trial's trace in ``explorer`` (below the view; what a click on a row
+        does), selected and expanded; the explorer, or ``None`` when the trace is not
+        available."""
         data = self.trial_trace(node_id)
         if data is None:
             return None
         ids = [n["id"] for n in data["nodes"]]
-        explorer = TraceExplorer(
+        explorer = self.explorer
+        explorer.layout.display = None
+        explorer.show(
             data,
             title=f"trace of {node_id}",
             view_state={"selected": str(node_id), "expanded": [[i, True] for i in ids]},
         )
-        for old in self.trace_output.children:
-            old.close()
-        self.trace_output.children = (explorer,)
         return explorer
 
     # -- fallbacks ------------------------------------------------------------------------

@@ -84,10 +84,21 @@ async def test_a_click_opens_the_trial_trace_in_an_explorer() -> None:
     assert data is not None
     kinds = [n["kind"] for n in data["nodes"]]
     assert kinds[:3] == ["session", "batch", "item"] and "action" in kinds
+    # one explorer per report, made up front and hidden until the first click
+    assert view.trace_output.children == (view.explorer,)
+    assert view.explorer.layout.display == "none"
     explorer = view.open_trace(node_id)  # what a click shows: the trial's subtree
-    assert isinstance(explorer, TraceExplorer)
+    assert explorer is view.explorer and isinstance(explorer, TraceExplorer)
+    assert explorer.layout.display is None
     assert {n["id"] for n in explorer.nodes} == {n["id"] for n in data["nodes"]}
     assert explorer.view_state["selected"] == node_id
+    # another click reuses the same explorer: only the second trial's nodes are shown
+    other = report[1].node_id
+    assert other is not None
+    assert view.open_trace(other) is explorer
+    ids = {n["id"] for n in explorer.nodes}
+    assert other in ids and node_id not in ids
+    assert explorer.view_state["selected"] == other and explorer.title == f"trace of {other}"
     assert view.trace_output.children == (explorer,)
     view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": node_id}, [])
     assert sent[-1] == {"kind": "trace_opened", "id": node_id, "ok": True, "message": ""}

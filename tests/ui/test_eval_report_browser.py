@@ -139,6 +139,19 @@ def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> 
     assert "task" in tree and "evaluate" in tree
     detail = report.locator(".lfx-er-detail").inner_text()
     assert "wrong" in detail  # case 70 answers wrong: its output is shown, as text
+    assert "item 70" in selected
+
+    # a second click reuses the report's one explorer: no new widget, the other trial shown
+    explorers = page.locator(".lfx-te").count()
+    box.fill("c71#0")
+    report.locator('.lfx-er-row[data-key="c71#0"]').click()
+    page.wait_for_function(
+        "() => (document.querySelector('.lfx-te .lfx-te-row.lfx-sel')||{innerText: ''})"
+        ".innerText.includes('item 71')",
+        timeout=30_000,
+    )
+    assert page.locator(".lfx-te").count() == explorers
+    assert "item 70" not in page.locator(".lfx-te").first.inner_text()
     print(
         f"sort of 10,000 rows: {sort_ms:.0f} ms; click to trace shown: {open_ms:.0f} ms "
         f"(in the page: {in_page_ms:.0f} ms)"

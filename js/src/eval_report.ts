@@ -202,7 +202,7 @@ export default () => {
           head.append(h("span", { class: "lfx-muted", text }));
         } else {
           const failed = [...shared.rows.values()].filter((r) => r.status !== "ok").length;
-          const parts = [`${shared.rows.size} trials`];
+          const parts = [!shared.finished && typeof s.expected === "number" ? `${shared.rows.size} of ${s.expected} trials` : `${shared.rows.size} trials`];
           if (s.cases !== undefined) parts.push(`${s.cases} cases × ${s.repeats}`);
           parts.push(`${failed} failed`);
           if (s.tokens) parts.push(`${s.tokens} tokens`);

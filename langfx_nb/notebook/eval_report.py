@@ -7,10 +7,11 @@ the kernel for that trial's trace, which opens in a ``TraceExplorer`` below the 
 trial's subtree only, so it opens at once whatever the session holds). A comparison shows
 both runs' scores per case, changed cases highlighted, regressions first.
 
-Live: ``view = lf.nb.EvalReportView(); display(view)``, then
-``await lf.eval.run(..., on_trial=view.add)``: each finished trial is a row at once (rows
-are batched, at most one message per ~50 ms); ``view.show(report)`` then sets the final
-metrics. Model text (outputs, reasons, errors) is sent as data and drawn as text, never HTML.
+Live: in a notebook ``await lf.eval.run(...)`` shows a view in the running cell that fills in
+as trials finish (``live_report``); by hand, ``view = lf.nb.EvalReportView(); display(view)``,
+then ``await lf.eval.run(..., on_trial=view.add, live=False)`` and ``view.show(report)``. Rows
+are batched: at most one message per ``interval`` (250 ms), never one per trial. Model text
+(outputs, reasons, errors) is sent as data and drawn as text, never HTML.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from .render import WidgetDisplayMixin, eval_static_html, eval_text
 from .trace_data import subtrace
 from .trace_explorer import TraceExplorer
 
-__all__ = ["EvalReducer", "EvalReportView", "case_row", "delta_row"]
+__all__ = ["EvalReducer", "EvalReportView", "case_row", "delta_row", "live_report"]
 
 _STATIC = Path(__file__).parent / "static"
+LIVE_INTERVAL = 0.25  # live rows: at most one message (a batch of rows) per 250 ms
 OUTPUT_CHARS = 300  # what a table cell shows of an output; the trace holds the rest
 
 
@@ -163,6 +165,22 @@ def compare_summary(comparison: Any) -> dict[str, Any]:
     }
 
 
+class _TraceBox(ipywidgets.VBox):  # type: ignore[misc]
+    """The box below a report holding its explorer; its text form (what a saved notebook
+    shows without widgets) says nothing: the report's static copy stands for both."""
+
+    def __repr__(self) -> str:
+        return ""
+
+
+def live_report(name: str, trials: int) -> EvalReportView:
+    """A report view of a run starting now, displayed in the running cell (``lf.eval.run``
+    feeds it: ``add`` per trial, then ``show`` of the finished report)."""
+    view = EvalReportView(title=name, trials=trials)
+    view._ipython_display_()
+    return view
+
+
 class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
     """The report widget: ``EvalReportView(report)``, ``EvalReportView(comparison)``, or
     ``EvalReportView()`` to fill live with ``add`` (see the module)."""
@@ -177,11 +195,14 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         source: Any = None,
         *,
         title: str = "",
-        interval: float = 0.05,
+        trials: int | None = None,
+        interval: float = LIVE_INTERVAL,
         clock: Clock | None = None,
         **kwargs: Any,
     ) -> None:
         self._reducer = EvalReducer()
+        if trials is not None:  # a live run: how many trials to expect
+            self._reducer.summary = {"title": title, "expected": trials}
         self._source: Any = None
         self._session: Any = None
         super().__init__(title=title, **kwargs)
@@ -198,7 +219,7 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             title="trace", layout=ipywidgets.Layout(display="none")
         )
         #: what is displayed below the view: a box holding the explorer
-        self.trace_output = ipywidgets.VBox([self.explorer])
+        self.trace_output = _TraceBox([self.explorer])
         self.on_msg(self._on_view_message)
         if source is not None:
             self.show(source)
@@ -261,6 +282,11 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             view_state={"selected": str(node_id), "expanded": [[i, True] for i in ids]},
         )
         return explorer
+
+    def close(self) -> None:
+        self.explorer.close()
+        self.trace_output.close()
+        super().close()
 
     # -- fallbacks ------------------------------------------------------------------------
     def _fallback_html(self) -> str:

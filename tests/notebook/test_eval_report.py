@@ -127,3 +127,24 @@ async def test_a_comparison_shows_changes_regressions_first() -> None:
     assert view.snapshot["mode"] == "compare"
     html = view._static_html()
     assert "regressed" in html and "within noise" in html
+
+
+async def test_a_live_run_fills_its_view_in_at_most_four_batches_a_second() -> None:
+    from tests.notebook._fakes import FakeClock as TimerClock
+
+    report = await _report()
+    clock = TimerClock()
+    view = EvalReportView(title="live", trials=40, clock=clock)
+    sent: list[dict[str, Any]] = []
+    view._bridge._send = sent.append
+    assert view._reducer.summary["expected"] == 40  # the page says "n of 40 trials"
+    for step in range(40):  # a trial every 25 ms for one second
+        base = report[step % 2]
+        view.add(step, lf.eval.CaseResult(base.case, step, base.status, base.output))
+        clock.advance(0.025)
+    clock.advance(1.0)
+    batches = [m for m in sent if m["kind"] == "events"]
+    assert sum(len(m["events"]) for m in batches) == 40  # every trial, none lost
+    assert 2 <= len(batches) <= 5  # 1 s of trials: at most ~4 messages, never one per trial
+    view.show(report)  # the run ends: the finished report replaces the live rows
+    assert view.snapshot["finished"] and len(view.rows) == 2

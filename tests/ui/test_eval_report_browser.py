@@ -6,6 +6,7 @@ and the compare view; screenshots in the light and dark themes go to ``artifacts
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -27,15 +28,14 @@ CELLS = [
     def length(case, output, trace):
         return min(1.0, len(output) / 2)
     report = await lf.eval.run(task, cases, [lf.eval.exact, length], session=session,
-                               progress=False, name="ten thousand")
+                               progress=False, name="ten thousand")  # shown live
     print(len(report))
     """,
-    "report",
     """
     async def better(x):
         return "wrong" if int(x[1:]) % 11 == 0 else x
     candidate = await lf.eval.run(better, cases[:300], [lf.eval.exact, length], progress=False,
-                                  name="candidate")
+                                  name="candidate", live=False)
     lf.eval.compare(lf.eval.Report(report.results[:300], name="baseline"), candidate)
     """,
 ]
@@ -56,9 +56,30 @@ def _first_row_cells(lab: Lab, nth: int = 0) -> list[str]:
 
 def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> None:
     lab.open(write_notebook(lab, "w_eval.ipynb", CELLS))
+    page = lab.page
+    page.evaluate(
+        """() => {  // what the live report's head said while the run went on
+            window.__lfxHeads = [];
+            const obs = new MutationObserver(() => {
+                const head = document.querySelector('.lfx-er .lfx-er-head .lfx-muted');
+                const text = head ? head.textContent : '';
+                const seen = window.__lfxHeads;
+                if (text && (!seen.length || seen[seen.length - 1][1] !== text))
+                    seen.push([performance.now(), text]);
+            });
+            obs.observe(document.body, {subtree: true, childList: true, characterData: true});
+        }"""
+    )
     run_all_nowait(lab)
     lab.wait_cells_done(180_000)
-    page = lab.page
+    heads: list[list[Any]] = page.evaluate("() => window.__lfxHeads")
+    live = [text for _, text in heads if "running" in text]
+    # the report filled in while the run went on: part of the trials, then all of them
+    assert any(" of 10000 trials" in t and not t.startswith("10000 of") for t in live), heads
+    assert "10000 trials" in heads[-1][1] and "running" not in heads[-1][1]
+    if len(live) > 1:
+        span_s = (heads[len(live) - 1][0] - heads[0][0]) / 1000
+        print(f"live report: {len(live)} updates over {span_s:.1f} s")
     report = page.locator(".lfx-er").first
     report.wait_for(timeout=30_000)
     page.wait_for_function(

@@ -313,6 +313,7 @@ export default () => {
           for (const l of shared.listeners) l([]);
         } else if (msg?.kind === KINDS.SHOW) {
           // another trace in place (TraceExplorer.show): the reader's choices start afresh
+          mark("show");
           const state = decode(buffers?.[0]);
           if (!state) return;
           shared.expanded.clear();

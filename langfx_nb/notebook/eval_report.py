@@ -266,7 +266,7 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         session = self._session
         return None if session is None else subtrace(session, [str(node_id)])
 
-    def open_trace(self, node_id: str) -> Any:
+    def open_trace(self, node_id: str, *, title: str | None = None) -> Any:
         """Show a trial's trace in ``explorer`` (below the view; what a click on a row
         does), selected and expanded; the explorer, or ``None`` when the trace is not
         available."""
@@ -278,7 +278,7 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         explorer.layout.display = None
         explorer.show(
             data,
-            title=f"trace of {node_id}",
+            title=title or f"trace of node {node_id}",
             view_state={"selected": str(node_id), "expanded": [[i, True] for i in ids]},
         )
         return explorer
@@ -318,8 +318,10 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         kind = content.get("kind")
         if kind == MessageKind.OPEN_TRACE.value:
             node_id = str(content.get("id"))
+            key = content.get("key")
+            title = f"trace of {key}" if isinstance(key, str) else None
             try:
-                ok = self.open_trace(node_id) is not None
+                ok = self.open_trace(node_id, title=title) is not None
                 message = "" if ok else "this trial's trace is not held any more (or was resumed)"
             except Exception as exc:  # the page gets a reason, the kernel keeps running
                 ok, message = False, f"{type(exc).__name__}: {exc}"[:300]
@@ -332,6 +334,8 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
                 }
             )
         elif kind == MessageKind.SYNC.value:
+            if content.get("seq") == self._bridge.seq and self._bridge.is_current:
+                return  # the view has exactly this state (a finished report): send no copy
             snapshot = self._bridge.snapshot_message()
             state = snapshot.pop("state")
             if self.comm is not None:

@@ -98,10 +98,12 @@ async def test_a_click_opens_the_trial_trace_in_an_explorer() -> None:
     assert view.open_trace(other) is explorer
     ids = {n["id"] for n in explorer.nodes}
     assert other in ids and node_id not in ids
-    assert explorer.view_state["selected"] == other and explorer.title == f"trace of {other}"
+    assert explorer.view_state["selected"] == other and explorer.title == f"trace of node {other}"
     assert view.trace_output.children == (explorer,)
-    view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": node_id}, [])
+    click = {"kind": MessageKind.OPEN_TRACE.value, "id": node_id, "key": "0#0"}
+    view._on_view_message(view, click, [])
     assert sent[-1] == {"kind": "trace_opened", "id": node_id, "ok": True, "message": ""}
+    assert explorer.title == "trace of 0#0"  # named by the trial's key
     view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": "nope"}, [])
     assert sent[-1]["ok"] is False and "not held" in sent[-1]["message"]
     await session.dispose()
@@ -148,3 +150,14 @@ async def test_a_live_run_fills_its_view_in_at_most_four_batches_a_second() -> N
     assert 2 <= len(batches) <= 5  # 1 s of trials: at most ~4 messages, never one per trial
     view.show(report)  # the run ends: the finished report replaces the live rows
     assert view.snapshot["finished"] and len(view.rows) == 2
+
+
+async def test_a_view_that_has_the_report_gets_no_second_copy() -> None:
+    view = EvalReportView(await _report())
+    sent: list[dict[str, Any]] = []
+    view.send = lambda content, buffers=None, **kw: sent.append(content)
+    seq = view.snapshot["seq"]
+    view._on_view_message(view, {"kind": MessageKind.SYNC.value, "seq": seq}, [])
+    assert sent == []  # the state trait it rendered from is current: nothing to resend
+    view._on_view_message(view, {"kind": MessageKind.SYNC.value, "seq": seq - 1}, [])
+    assert [m["kind"] for m in sent] == ["snapshot"]

@@ -321,6 +321,8 @@ export default () => {
       }
 
       function select(row: EvalRow): void {
+        // ask for the trace first: the kernel answers while this page draws the selection
+        const asked = row.node ? trySend(model, { kind: KINDS.OPEN_TRACE, id: row.node, key: row.key }) : false;
         view.selected = row.key;
         drawRows(); // the rows on screen stay; only the selection moves
         clear(detail);
@@ -332,8 +334,7 @@ export default () => {
         for (const [k, v] of Object.entries(row.meta ?? {})) fields.push([k, v]);
         for (const [k, v] of fields) if (v !== undefined && v !== "") detail.append(h("span", { class: "lfx-key", text: k }), h("pre", { text: v }));
         if (row.node) {
-          note.textContent = `opening the trace of ${row.key} below…`;
-          if (!trySend(model, { kind: KINDS.OPEN_TRACE, id: row.node, key: row.key })) note.textContent = "the kernel is not connected: no trace to open";
+          note.textContent = asked ? `opening the trace of ${row.key} below…` : "the kernel is not connected: no trace to open";
         } else note.textContent = "no trace for this trial (resumed from the manifest, or a loaded report)";
       }
 

@@ -123,11 +123,15 @@ export default () => {
 
   return {
     initialize({ model }: { model: Model }) {
+      took("@eval:initialize", Date.now());
       const t0 = performance.now();
       applyState(decodeState(model.get("state")));
       took("eval:initialize", performance.now() - t0);
       model.on("change:state", () => {
+        took("@eval:state", Date.now());
+        const t0 = performance.now();
         const state = decodeState(model.get("state"));
+        took("eval:decode", performance.now() - t0);
         if (state && (state.finished || typeof state.seq !== "number" || state.seq >= shared.seq)) {
           applyState(state);
           changed();
@@ -157,6 +161,7 @@ export default () => {
         flagged: !!saved.flagged,
         selected: null as string | null,
       };
+      took("@eval:render", Date.now());
       const root = h("div", { class: "lfx lfx-er" });
       injectCss(root, CSS);
       const head = h("div", { class: "lfx-er-head" });

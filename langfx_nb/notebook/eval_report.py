@@ -205,7 +205,12 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             self._reducer.summary = {"title": title, "expected": trials}
         self._source: Any = None
         self._session: Any = None
-        super().__init__(title=title, **kwargs)
+        initial = b""
+        if source is not None:  # the report travels with the widget's opening message
+            self._load(source)
+            title = title or str(self._reducer.summary.get("title") or "")
+            initial = self._encode({**self._reducer.snapshot(), "seq": 0})
+        super().__init__(title=title, state=initial, **kwargs)
         self._bridge = EventBridge(
             self._send_message,
             self._reducer,
@@ -221,8 +226,6 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         #: what is displayed below the view: a box holding the explorer
         self.trace_output = _TraceBox([self.explorer])
         self.on_msg(self._on_view_message)
-        if source is not None:
-            self.show(source)
 
     # -- public ---------------------------------------------------------------------------
     def add(self, index: int, result: Any) -> None:
@@ -232,6 +235,14 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def show(self, source: Any) -> None:
         """Show a finished ``Report`` or ``Comparison`` (replaces the rows)."""
+        self._load(source)
+        if not self.title:
+            self.title = str(self._reducer.summary.get("title") or "")
+        self._bridge.publish_now()
+        self._refresh_displays()
+
+    def _load(self, source: Any) -> None:
+        """Take a report's or comparison's rows and summary into the reducer."""
         from ..eval.compare import Comparison
 
         self._source = source
@@ -247,10 +258,6 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             reducer.summary = report_summary(source)
             self._session = source.session
         reducer.finished = True
-        if not self.title:
-            self.title = str(reducer.summary.get("title") or "")
-        self._bridge.publish_now()
-        self._refresh_displays()
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -305,8 +312,12 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         display(self.trace_output)  # type: ignore[no-untyped-call]
 
     # -- plumbing -------------------------------------------------------------------------
+    @staticmethod
+    def _encode(state: Mapping[str, Any]) -> bytes:
+        return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+
     def _set_state(self, state: dict[str, Any]) -> None:
-        self.state = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+        self.state = self._encode(state)
 
     def _send_message(self, message: dict[str, Any]) -> None:
         if self.comm is not None:

@@ -196,9 +196,11 @@ async def run(
     process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
     report widget is shown in the running cell and fills in as trials finish (rows arrive
     in batches, a few per second), then shows the finished report; ``live=False`` shows
-    nothing. The returned report's ``widget()`` is that view.
+    nothing. The returned report's ``widget()`` is that view. With ``engine=Ray()`` the
+    trials run in other processes: the view shows the finished report when the run ends.
     """
     from ..batch import batch
+    from ..batch.ray_engine import Ray
 
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
@@ -210,7 +212,10 @@ async def run(
         raise TypeError(f"task must be an async callable, not {type(task).__name__}")
     trials = [(case, r) for case in data for r in range(repeats)]
     view = live_view(name or data.name or "eval", len(trials)) if live else None
-    ctx = _Context(task, trials, named, on_trial if view is None else _feed(view, on_trial))
+    # the view lives in this process: trials run elsewhere (Ray workers) cannot feed it, and
+    # it must not travel with the trial function; it shows the finished report then
+    feed = view is not None and not isinstance(engine, Ray)
+    ctx = _Context(task, trials, named, _feed(view, on_trial) if feed else on_trial)
     fn = functools.partial(_trial, _identity(task, named), ctx)
     started = time.perf_counter()
     result = await batch(
@@ -258,13 +263,14 @@ async def run(
 
 
 def _feed(
-    view: LiveReport, on_trial: Callable[[int, CaseResult], None] | None
+    view: LiveReport | None, on_trial: Callable[[int, CaseResult], None] | None
 ) -> Callable[[int, CaseResult], None]:
     """``on_trial`` that feeds the live view first, then the caller's hook."""
 
     def hook(index: int, result: CaseResult) -> None:
         with contextlib.suppress(Exception):
-            view.add(index, result)
+            if view is not None:
+                view.add(index, result)
         if on_trial is not None:
             on_trial(index, result)
 

@@ -205,10 +205,12 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             self._reducer.summary = {"title": title, "expected": trials}
         self._source: Any = None
         self._session: Any = None
-        initial = b""
-        if source is not None:  # the report travels with the widget's opening message
+        if source is not None:
             self._load(source)
             title = title or str(self._reducer.summary.get("title") or "")
+        # the report (or what a live run expects) travels with the widget's opening message
+        initial = b""
+        if source is not None or trials is not None:
             initial = self._encode({**self._reducer.snapshot(), "seq": 0})
         super().__init__(title=title, state=initial, **kwargs)
         self._bridge = EventBridge(

@@ -139,7 +139,7 @@ async def test_a_live_run_fills_its_view_in_at_most_four_batches_a_second() -> N
     view = EvalReportView(title="live", trials=40, clock=clock)
     sent: list[dict[str, Any]] = []
     view._bridge._send = sent.append
-    assert view._reducer.summary["expected"] == 40  # the page says "n of 40 trials"
+    assert view.snapshot["summary"]["expected"] == 40  # from the start: "n of 40 trials"
     for step in range(40):  # a trial every 25 ms for one second
         base = report[step % 2]
         view.add(step, lf.eval.CaseResult(base.case, step, base.status, base.output))

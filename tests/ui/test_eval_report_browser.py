@@ -19,12 +19,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
 
 CELLS = [
     """
+    import asyncio
     import langfx_nb as lf
     %load_ext langfx_nb
     session = lf.Session(max_trace_nodes=100_000)
     cases = [lf.eval.Case(f"q{i}", expected=f"q{i}", id=f"c{i}", metadata={"group": f"g{i % 4}"})
              for i in range(10_000)]
     async def task(x):
+        await asyncio.sleep(0)  # a real task waits for I/O: the loop (and the view) get turns
         return "wrong" if int(x[1:]) % 7 == 0 else x
     def length(case, output, trace):
         return min(1.0, len(output) / 2)

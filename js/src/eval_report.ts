@@ -15,6 +15,12 @@ interface Model {
   send(content: unknown): void;
 }
 
+/** Benchmarks set `globalThis.__lfxTimings = []` to get where the page's time goes. */
+function took(label: string, ms: number): void {
+  const t = (globalThis as any).__lfxTimings;
+  if (Array.isArray(t)) t.push([label, Math.round(ms * 10) / 10]);
+}
+
 const ROW_H = 22;
 const BODY_H = 352;
 
@@ -121,9 +127,15 @@ export default () => {
 
   return {
     initialize({ model }: { model: Model }) {
+      took("@eval:initialize", Date.now());
+      const t0 = performance.now();
       applyState(decodeState(model.get("state")));
+      took("eval:initialize", performance.now() - t0);
       model.on("change:state", () => {
+        took("@eval:state", Date.now());
+        const t0 = performance.now();
         const state = decodeState(model.get("state"));
+        took("eval:decode", performance.now() - t0);
         if (state && (state.finished || typeof state.seq !== "number" || state.seq >= shared.seq)) {
           applyState(state);
           changed();
@@ -153,6 +165,7 @@ export default () => {
         flagged: !!saved.flagged,
         selected: null as string | null,
       };
+      took("@eval:render", Date.now());
       const root = h("div", { class: "lfx lfx-er" });
       injectCss(root, CSS);
       const head = h("div", { class: "lfx-er-head" });
@@ -206,7 +219,7 @@ export default () => {
           head.append(h("span", { class: "lfx-muted", text }));
         } else {
           const failed = [...shared.rows.values()].filter((r) => r.status !== "ok").length;
-          const parts = [`${shared.rows.size} trials`];
+          const parts = [!shared.finished && typeof s.expected === "number" ? `${shared.rows.size} of ${s.expected} trials` : `${shared.rows.size} trials`];
           if (s.cases !== undefined) parts.push(`${s.cases} cases × ${s.repeats}`);
           parts.push(`${failed} failed`);
           if (s.tokens) parts.push(`${s.tokens} tokens`);
@@ -296,9 +309,10 @@ export default () => {
         const keep = new Map<string, HTMLElement>();
         for (let i = start; i < end; i++) {
           const row = shown[i];
-          const id = `${i}|${row.key}|${view.selected === row.key}`;
+          const id = `${i}|${row.key}`;
           let div = drawn.get(id);
-          if (!div) {
+          if (div) div.classList.toggle("lfx-sel", view.selected === row.key);
+          else {
             div = h("div", { class: `lfx-er-grid lfx-er-row${row.change ? ` lfx-er-${row.change}` : ""}${view.selected === row.key ? " lfx-sel" : ""}`, role: "row", "data-key": row.key });
             div.style.gridTemplateColumns = template;
             div.style.top = `${i * ROW_H}px`;
@@ -316,10 +330,10 @@ export default () => {
       }
 
       function select(row: EvalRow): void {
+        // ask for the trace first: the kernel answers while this page draws the selection
+        const asked = row.node ? trySend(model, { kind: KINDS.OPEN_TRACE, id: row.node, key: row.key }) : false;
         view.selected = row.key;
-        for (const div of drawn.values()) div.remove();
-        drawn = new Map();
-        drawRows();
+        drawRows(); // the rows on screen stay; only the selection moves
         clear(detail);
         const fields: [string, string | undefined][] = [["case", row.id], ["inputs", row.inputs], ["expected", row.expected]];
         if (shared.mode === "compare") fields.push(["output (a)", row.output_a], ["output (b)", row.output_b]);
@@ -329,16 +343,21 @@ export default () => {
         for (const [k, v] of Object.entries(row.meta ?? {})) fields.push([k, v]);
         for (const [k, v] of fields) if (v !== undefined && v !== "") detail.append(h("span", { class: "lfx-key", text: k }), h("pre", { text: v }));
         if (row.node) {
-          note.textContent = `opening the trace of ${row.key} below…`;
-          if (!trySend(model, { kind: KINDS.OPEN_TRACE, id: row.node })) note.textContent = "the kernel is not connected: no trace to open";
+          note.textContent = asked ? `opening the trace of ${row.key} below…` : "the kernel is not connected: no trace to open";
         } else note.textContent = "no trace for this trial (resumed from the manifest, or a loaded report)";
       }
 
       function update(): void {
         frame = 0;
+        const t0 = performance.now();
         drawHead();
+        const t1 = performance.now();
         recompute();
+        const t2 = performance.now();
         drawRows();
+        took("eval:head", t1 - t0);
+        took("eval:filter+sort", t2 - t1);
+        took("eval:rows", performance.now() - t2);
       }
       const schedule = () => { if (!frame) frame = requestAnimationFrame(update); };
 
@@ -351,7 +370,7 @@ export default () => {
       flagged.addEventListener("change", () => { view.flagged = flagged.checked; saveView(); schedule(); });
       body.addEventListener("scroll", () => drawRows(), { passive: true });
       model.on("msg:custom", (msg: any) => {
-        if (msg?.kind === KINDS.TRACE_OPENED) note.textContent = msg.ok ? `trace of node ${msg.id} opened below` : `no trace: ${msg.message ?? ""}`;
+        if (msg?.kind === KINDS.TRACE_OPENED) note.textContent = msg.ok ? `trace of ${view.selected ?? `node ${msg.id}`} opened below` : `no trace: ${msg.message ?? ""}`;
       });
       shared.listeners.add(schedule);
       update();

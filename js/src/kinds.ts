@@ -14,7 +14,8 @@ export const KINDS = {
   "OPEN_TRACE": "open_trace",
   "TRACE_OPENED": "trace_opened",
   "WINDOW_REQUEST": "window_request",
-  "WINDOW": "window"
+  "WINDOW": "window",
+  "SHOW": "show"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

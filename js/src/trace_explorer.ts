@@ -311,6 +311,19 @@ export default () => {
         } else if (msg?.kind === KINDS.SNAPSHOT) {
           applyState({ ...(msg.state ?? decode(buffers?.[0])), seq: msg.seq });
           for (const l of shared.listeners) l([]);
+        } else if (msg?.kind === KINDS.SHOW) {
+          // another trace in place (TraceExplorer.show): the reader's choices start afresh
+          mark("show");
+          const state = decode(buffers?.[0]);
+          if (!state) return;
+          shared.expanded.clear();
+          shared.requested.clear();
+          shared.selected = null;
+          shared.query = "";
+          applyState({ ...state, seq: msg.seq });
+          restoreView(msg.view_state);
+          shared.layout++;
+          for (const l of shared.listeners) l([]);
         }
       });
     },

@@ -80,7 +80,7 @@ test("window range clamps at both ends", () => {
 });
 
 test("message kinds are the ones the kernel uses", () => {
-  assert.deepEqual(Object.values(KINDS).sort(), ["cancel", "decision", "decision_result", "detail", "detail_request", "events", "open_group", "open_trace", "rendered", "snapshot", "sync", "trace_opened", "window", "window_request"]);
+  assert.deepEqual(Object.values(KINDS).sort(), ["cancel", "decision", "decision_result", "detail", "detail_request", "events", "open_group", "open_trace", "rendered", "show", "snapshot", "sync", "trace_opened", "window", "window_request"]);
 });
 
 function rng(seed: number): () => number {

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ..agentic.usage import cost_label
 from ..jsonable import walk
@@ -51,6 +51,42 @@ def report_view(value: Any) -> Any:
     if _report_view is None:
         raise ImportError("the report widget needs the notebook layer: %load_ext langfx_nb")
     return _report_view(value)
+
+
+class LiveReport(Protocol):
+    """What ``lf.eval.run`` feeds while it goes on: each trial of this process as it
+    finishes (``add``), then the finished ``Report`` (``show``)."""
+
+    def add(self, index: int, result: CaseResult) -> None: ...
+
+    def show(self, source: Any) -> None: ...
+
+
+_live_view: Callable[[str, int], LiveReport | None] | None = None  # see set_live_view
+
+
+LiveFactory = Callable[[str, int], LiveReport | None]
+
+
+def set_live_view(factory: LiveFactory | None) -> LiveFactory | None:
+    """Called by the notebook layer when it loads: ``factory(name, trials)`` makes (and
+    displays) the view a run fills in live, or returns ``None`` where there is none (outside
+    a kernel). Returns the factory it replaces."""
+    global _live_view
+    previous, _live_view = _live_view, factory
+    return previous
+
+
+def live_view(name: str, trials: int) -> LiveReport | None:
+    """The live view of a run starting now (``None`` without the notebook layer, outside a
+    kernel, or when the factory fails: a view never stops a run)."""
+    factory = _live_view
+    if factory is None:
+        return None
+    try:
+        return factory(name, trials)
+    except Exception:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +265,11 @@ class Report(Sequence[CaseResult]):
         run_path: str | None = None,
         session: Any = None,
         output_type: Any = None,
+        view: LiveReport | None = None,
     ) -> None:
         self.results: list[CaseResult] = list(results)
+        #: the live view the run filled in (a notebook's), which ``widget()`` returns
+        self.view = view
         self.name = name
         self.repeats = repeats
         self.elapsed_s = elapsed_s
@@ -412,7 +451,10 @@ class Report(Sequence[CaseResult]):
     # -- display -------------------------------------------------------------------------
     def widget(self) -> Any:
         """The report widget: the view the notebook layer registered (``%load_ext langfx_nb``
-        or ``lf.nb``). ``ImportError`` before it is loaded: the core never imports it."""
+        or ``lf.nb``), or the one the run filled in live. ``ImportError`` before it is
+        loaded: the core never imports it."""
+        if self.view is not None:
+            return self.view
         return report_view(self)
 
     def _ipython_display_(self) -> None:

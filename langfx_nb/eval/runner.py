@@ -17,6 +17,7 @@ counted in its usage and cost; ``lf.query(..., lm=lm)`` calls run but are not tr
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import time
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..jsonable import walk
 from ..messages import Usage
 from .dataset import Case, Dataset
-from .report import CaseResult, Report
+from .report import CaseResult, LiveReport, Report, live_view
 from .score import Evaluator, ScoreRecord, evaluate, evaluator_names
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ async def run(
     progress: Any = None,
     name: str | None = None,
     on_trial: Callable[[int, CaseResult], None] | None = None,
+    live: bool = True,
 ) -> Report:
     """Run ``task`` on every case ``repeats`` times, score each answer, and report.
 
@@ -194,9 +196,14 @@ async def run(
     ``lf.batch``'s: with ``run=`` a second call (in any process) re-runs no finished
     trial; a manifest made by another task or other evaluators is refused
     (``RunManifestError``). ``on_trial(index, result)`` is called as each trial of this
-    process finishes (the live report view uses it).
+    process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
+    report widget is shown in the running cell and fills in as trials finish (rows arrive
+    in batches, a few per second), then shows the finished report; ``live=False`` shows
+    nothing. The returned report's ``widget()`` is that view. With ``engine=Ray()`` the
+    trials run in other processes: the view shows the finished report when the run ends.
     """
     from ..batch import batch
+    from ..batch.ray_engine import Ray
 
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
@@ -207,7 +214,11 @@ async def run(
     if not callable(task):
         raise TypeError(f"task must be an async callable, not {type(task).__name__}")
     trials = [(case, r) for case in data for r in range(repeats)]
-    ctx = _Context(task, trials, named, on_trial)
+    view = live_view(name or data.name or "eval", len(trials)) if live else None
+    # the view lives in this process: trials run elsewhere (Ray workers) cannot feed it, and
+    # it must not travel with the trial function; it shows the finished report then
+    feed = view is not None and not isinstance(engine, Ray)
+    ctx = _Context(task, trials, named, _feed(view, on_trial) if feed else on_trial)
     fn = functools.partial(_trial, _identity(task, named), ctx)
     started = time.perf_counter()
     result = await batch(
@@ -238,7 +249,7 @@ async def run(
                 data.output_type,
             )
         )
-    return Report(
+    report = Report(
         results,
         name=name or data.name,
         repeats=repeats,
@@ -246,4 +257,24 @@ async def run(
         run_path=result.run_path,
         session=result.session,
         output_type=data.output_type,
+        view=view,
     )
+    if view is not None:
+        with contextlib.suppress(Exception):  # a view never breaks the run it shows
+            view.show(report)
+    return report
+
+
+def _feed(
+    view: LiveReport | None, on_trial: Callable[[int, CaseResult], None] | None
+) -> Callable[[int, CaseResult], None]:
+    """``on_trial`` that feeds the live view first, then the caller's hook."""
+
+    def hook(index: int, result: CaseResult) -> None:
+        with contextlib.suppress(Exception):
+            if view is not None:
+                view.add(index, result)
+        if on_trial is not None:
+            on_trial(index, result)
+
+    return hook

@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..batch.progress import set_default_reporter
-from ..eval.report import set_report_view
+from ..eval.report import set_live_view, set_report_view
 from .control import cancel
 from .kernel_state import NotebookState, export, in_kernel, state, use
 from .markdown import MarkdownText
@@ -94,6 +94,19 @@ def eval_report_view(value: Any) -> Any:
 
 
 set_report_view(eval_report_view)
+
+
+def eval_live_view(name: str, trials: int) -> Any:
+    """The view ``lf.eval.run`` fills in live: an ``EvalReportView`` displayed in the
+    running cell inside a kernel; None elsewhere (the view's module is not imported then)."""
+    if not in_kernel():
+        return None
+    from .eval_report import live_report
+
+    return live_report(name, trials)
+
+
+set_live_view(eval_live_view)
 
 
 def check_kernel(ip: Any) -> None:

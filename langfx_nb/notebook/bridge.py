@@ -54,6 +54,9 @@ class MessageKind(enum.StrEnum):
     WINDOW_REQUEST = "window_request"
     # kernel → view: {"req", "start", "total", "nodes", "rows", "counts", "matches"?}
     WINDOW = "window"
+    # kernel → view: {"seq", "title", "view_state"} + the new state as one buffer: the
+    # explorer shows another trace in place (``TraceExplorer.show``)
+    SHOW = "show"
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}
@@ -208,6 +211,19 @@ class EventBridge:
         """Forget the patches not sent yet (a view about to get a snapshot instead)."""
         self._pending = []
         self._pending_at = {}
+
+    def replace(self, reducer: Reducer) -> int:
+        """Drop what is pending and fold later events into ``reducer`` (the view shows
+        something else now); returns the ``seq`` of the message that carries the new state,
+        above every batch already sent."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._pending, self._pending_at = [], {}
+        self.reducer = reducer
+        self._state_dirty = True
+        self.seq += 1
+        return self.seq
 
     @property
     def is_current(self) -> bool:

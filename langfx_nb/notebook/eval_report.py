@@ -7,10 +7,11 @@ the kernel for that trial's trace, which opens in a ``TraceExplorer`` below the 
 trial's subtree only, so it opens at once whatever the session holds). A comparison shows
 both runs' scores per case, changed cases highlighted, regressions first.
 
-Live: ``view = lf.nb.EvalReportView(); display(view)``, then
-``await lf.eval.run(..., on_trial=view.add)``: each finished trial is a row at once (rows
-are batched, at most one message per ~50 ms); ``view.show(report)`` then sets the final
-metrics. Model text (outputs, reasons, errors) is sent as data and drawn as text, never HTML.
+Live: in a notebook ``await lf.eval.run(...)`` shows a view in the running cell that fills in
+as trials finish (``live_report``); by hand, ``view = lf.nb.EvalReportView(); display(view)``,
+then ``await lf.eval.run(..., on_trial=view.add, live=False)`` and ``view.show(report)``. Rows
+are batched: at most one message per ``interval`` (250 ms), never one per trial. Model text
+(outputs, reasons, errors) is sent as data and drawn as text, never HTML.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from ..jsonable import walk
 from .bridge import Clock, EventBridge, MessageKind
 from .render import WidgetDisplayMixin, eval_static_html, eval_text
 from .trace_data import subtrace
+from .trace_explorer import TraceExplorer
 
-__all__ = ["EvalReducer", "EvalReportView", "case_row", "delta_row"]
+__all__ = ["EvalReducer", "EvalReportView", "case_row", "delta_row", "live_report"]
 
 _STATIC = Path(__file__).parent / "static"
+LIVE_INTERVAL = 0.25  # live rows: at most one message (a batch of rows) per 250 ms
 OUTPUT_CHARS = 300  # what a table cell shows of an output; the trace holds the rest
 
 
@@ -165,6 +168,22 @@ def compare_summary(comparison: Any) -> dict[str, Any]:
     }
 
 
+class _TraceBox(ipywidgets.VBox):  # type: ignore[misc]
+    """The box below a report holding its explorer; its text form (what a saved notebook
+    shows without widgets) says nothing: the report's static copy stands for both."""
+
+    def __repr__(self) -> str:
+        return ""
+
+
+def live_report(name: str, trials: int) -> EvalReportView:
+    """A report view of a run starting now, displayed in the running cell (``lf.eval.run``
+    feeds it: ``add`` per trial, then ``show`` of the finished report)."""
+    view = EvalReportView(title=name, trials=trials)
+    view._ipython_display_()
+    return view
+
+
 class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
     """The report widget: ``EvalReportView(report)``, ``EvalReportView(comparison)``, or
     ``EvalReportView()`` to fill live with ``add`` (see the module)."""
@@ -179,14 +198,24 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         source: Any = None,
         *,
         title: str = "",
-        interval: float = 0.05,
+        trials: int | None = None,
+        interval: float = LIVE_INTERVAL,
         clock: Clock | None = None,
         **kwargs: Any,
     ) -> None:
         self._reducer = EvalReducer()
+        if trials is not None:  # a live run: how many trials to expect
+            self._reducer.summary = {"title": title, "expected": trials}
         self._source: Any = None
         self._session: Any = None
-        super().__init__(title=title, **kwargs)
+        if source is not None:
+            self._load(source)
+            title = title or str(self._reducer.summary.get("title") or "")
+        # the report (or what a live run expects) travels with the widget's opening message
+        initial = b""
+        if source is not None or trials is not None:
+            initial = self._encode({**self._reducer.snapshot(), "seq": 0})
+        super().__init__(title=title, state=initial, **kwargs)
         self._bridge = EventBridge(
             self._send_message,
             self._reducer,
@@ -194,12 +223,14 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             interval=interval,
             clock=clock,
         )
-        #: where a clicked trial's trace opens (displayed below the view): a box whose child
-        #: is replaced, which the page redraws without any output capture
-        self.trace_output = ipywidgets.VBox()
+        #: the explorer a clicked trial's trace opens in, made up front and hidden until the
+        #: first click, then reused (``TraceExplorer.show``): a click makes no widget
+        self.explorer: TraceExplorer = TraceExplorer(
+            title="trace", layout=ipywidgets.Layout(display="none")
+        )
+        #: what is displayed below the view: a box holding the explorer
+        self.trace_output = _TraceBox([self.explorer])
         self.on_msg(self._on_view_message)
-        if source is not None:
-            self.show(source)
 
     # -- public ---------------------------------------------------------------------------
     def add(self, index: int, result: Any) -> None:
@@ -209,6 +240,14 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def show(self, source: Any) -> None:
         """Show a finished ``Report`` or ``Comparison`` (replaces the rows)."""
+        self._load(source)
+        if not self.title:
+            self.title = str(self._reducer.summary.get("title") or "")
+        self._bridge.publish_now()
+        self._refresh_displays()
+
+    def _load(self, source: Any) -> None:
+        """Take a report's or comparison's rows and summary into the reducer."""
         from ..eval.compare import Comparison
 
         self._source = source
@@ -224,10 +263,6 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             reducer.summary = report_summary(source)
             self._session = source.session
         reducer.finished = True
-        if not self.title:
-            self.title = str(reducer.summary.get("title") or "")
-        self._bridge.publish_now()
-        self._refresh_displays()
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -243,25 +278,27 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         session = self._session
         return None if session is None else subtrace(session, [str(node_id)])
 
-    def open_trace(self, node_id: str) -> Any:
-        """Open a trial's trace in a ``TraceExplorer`` shown in ``trace_output`` (what a
-        click on a row does), selected and expanded; the explorer, or ``None`` when the
-        trace is not available."""
-        from .trace_explorer import TraceExplorer
-
+    def open_trace(self, node_id: str, *, title: str | None = None) -> Any:
+        """Show a trial's trace in ``explorer`` (below the view; what a click on a row
+        does), selected and expanded; the explorer, or ``None`` when the trace is not
+        available."""
         data = self.trial_trace(node_id)
         if data is None:
             return None
         ids = [n["id"] for n in data["nodes"]]
-        explorer = TraceExplorer(
+        explorer = self.explorer
+        explorer.layout.display = None
+        explorer.show(
             data,
-            title=f"trace of {node_id}",
+            title=title or f"trace of node {node_id}",
             view_state={"selected": str(node_id), "expanded": [[i, True] for i in ids]},
         )
-        for old in self.trace_output.children:
-            old.close()
-        self.trace_output.children = (explorer,)
         return explorer
+
+    def close(self) -> None:
+        self.explorer.close()
+        self.trace_output.close()
+        super().close()
 
     # -- fallbacks ------------------------------------------------------------------------
     def _fallback_html(self) -> str:
@@ -280,8 +317,12 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         display(self.trace_output)  # type: ignore[no-untyped-call]
 
     # -- plumbing -------------------------------------------------------------------------
+    @staticmethod
+    def _encode(state: Mapping[str, Any]) -> bytes:
+        return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+
     def _set_state(self, state: dict[str, Any]) -> None:
-        self.state = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+        self.state = self._encode(state)
 
     def _send_message(self, message: dict[str, Any]) -> None:
         if self.comm is not None:
@@ -293,8 +334,10 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         kind = content.get("kind")
         if kind == MessageKind.OPEN_TRACE.value:
             node_id = str(content.get("id"))
+            key = content.get("key")
+            title = f"trace of {key}" if isinstance(key, str) else None
             try:
-                ok = self.open_trace(node_id) is not None
+                ok = self.open_trace(node_id, title=title) is not None
                 message = "" if ok else "this trial's trace is not held any more (or was resumed)"
             except Exception as exc:  # the page gets a reason, the kernel keeps running
                 ok, message = False, f"{type(exc).__name__}: {exc}"[:300]
@@ -307,6 +350,8 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
                 }
             )
         elif kind == MessageKind.SYNC.value:
+            if content.get("seq") == self._bridge.seq and self._bridge.is_current:
+                return  # the view has exactly this state (a finished report): send no copy
             snapshot = self._bridge.snapshot_message()
             state = snapshot.pop("state")
             if self.comm is not None:

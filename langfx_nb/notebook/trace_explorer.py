@@ -314,6 +314,79 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         elif hasattr(session, "unsubscribe"):
             self._unsubscribe = lambda: session.unsubscribe(self.push)
 
+    def show(
+        self,
+        source: Any,
+        *,
+        title: str | None = None,
+        view_state: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Show ``source`` (what the constructor takes: a ``Session``, followed live, or a
+        saved trace) in this explorer in place of what it showed, in the views already on
+        screen: no new widget, so the page redraws at once. ``title`` replaces the title when
+        given; ``view_state`` (``selected``, ``expanded``, ``query``, ``view``) replaces the
+        reader's choices, which otherwise start afresh. A malformed saved trace raises
+        ``ValueError`` and the explorer keeps showing what it showed."""
+        reducer = TraceReducer()
+        index: TraceIndex | None = None
+        session = source if hasattr(source, "subscribe") else None
+        if session is None:
+            big = _big_file(source)
+            if big is not None:
+                index = _open_file_index(big)
+                reducer.ended = True
+                reducer.summary = _summary(index.header)
+                reducer.offset = _index_offset(index)
+            else:
+                data = read_trace(source)  # raises before anything is replaced
+        if self._unsubscribe is not None:
+            try:
+                self._unsubscribe()
+            finally:
+                self._unsubscribe = None
+        if self._index is not None:
+            self._index.close()
+        self._reducer, self._index, self._session, self._run_task = reducer, index, None, None
+        seq = self._bridge.replace(reducer)
+        if session is not None:
+            self._session = session
+            trace_json = getattr(session, "trace_json", None)
+            if callable(trace_json):
+                raw = trace_json()
+                self._adopt(
+                    json.loads(raw) if isinstance(raw, str) else to_jsonable(raw),
+                    ended=_session_over(session),
+                )
+        elif index is None:
+            self._adopt(data, ended=True)
+            if len(reducer.nodes) > WINDOW_NODES:
+                self._index = TraceIndex.from_nodes(reducer.nodes.values())
+        state = {**self._initial_state(), "seq": seq}
+        encoded = _encode(state)
+        view = dict(view_state) if view_state is not None else {}
+        if self.comm is not None:  # the views on screen swap first; the traits follow
+            self.send(
+                {
+                    "kind": MessageKind.SHOW.value,
+                    "seq": seq,
+                    "title": self.title if title is None else title,
+                    "view_state": view,
+                },
+                buffers=[encoded],
+            )
+        with self.hold_sync():
+            if title is not None:
+                self.title = title
+            self.view_state = view
+            self.state = encoded
+        if session is not None:
+            handle = session.subscribe(self.push)
+            if callable(handle):
+                self._unsubscribe = handle
+            elif hasattr(session, "unsubscribe"):
+                self._unsubscribe = lambda: session.unsubscribe(self.push)
+        self._refresh_displays()
+
     def _adopt(self, data: Mapping[str, Any], *, ended: bool) -> None:
         """Take the nodes, totals and clock offset of trace JSON as the core writes it."""
         nodes = [view_node(n, plain=True) for n in data.get("nodes") or ()]

@@ -23,6 +23,7 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.batch.ray_engine import LAZY_IMPORTS
+from langfx_nb.eval.report import set_live_view
 from langfx_nb.llms import StaticResponse
 from langfx_nb.llms.openai import OpenAI
 
@@ -374,7 +375,24 @@ async def test_an_eval_run_reports_the_same_on_ray() -> None:
         output_type=Doubled,
     )
     local = await lf.eval.run(double, data, [exact], progress=False)
-    spread = await lf.eval.run(double, data, [exact], progress=False, engine=lf.engines.Ray())
+
+    class View:  # a notebook's live view: it stays in this process (it cannot be pickled)
+        def __init__(self) -> None:
+            self.lock, self.added, self.shown = threading.Lock(), 0, None
+
+        def add(self, index: int, result: Any) -> None:
+            self.added += 1
+
+        def show(self, source: Any) -> None:
+            self.shown = source
+
+    views: list[View] = []
+    previous = set_live_view(lambda name, trials: views.append(View()) or views[-1])
+    try:
+        spread = await lf.eval.run(double, data, [exact], progress=False, engine=lf.engines.Ray())
+    finally:
+        set_live_view(previous)
+    assert views[0].shown is spread and views[0].added == 0  # the finished report, at the end
     assert spread.summary() == local.summary()
     assert [r.output for r in spread.results] == [r.output for r in local.results]
     assert [r.scores for r in spread.results] == [r.scores for r in local.results]

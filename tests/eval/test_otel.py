@@ -63,3 +63,39 @@ async def test_the_judge_explanation_only_with_capture_content() -> None:
         and e.attributes["gen_ai.evaluation.name"] == "judge"
     )
     assert judge.attributes["gen_ai.evaluation.explanation"] == "secret words"
+
+
+async def test_every_trial_span_carries_its_own_scores() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    session = lf.Session()
+    lf.otel.export(session, provider)
+
+    async def task(x: str) -> str:
+        return x if x != "b" else "wrong"
+
+    cases = [lf.eval.Case(x, expected=x, id=x) for x in "abc"]
+    report = await lf.eval.run(
+        task, cases, [lf.eval.exact], repeats=2, session=session, progress=False
+    )
+    await session.dispose()
+    lf.otel.flush()
+    spans = {s.context.span_id: s for s in exporter.get_finished_spans()}
+    items = [s for s in spans.values() if s.name.startswith("item ")]
+    assert len(items) == len(report) == 6  # one span per trial, repeats apart
+    for span in items:
+        index = int(span.name.split()[1])
+        events = [e for e in span.events if e.name == "gen_ai.evaluation.result"]
+        assert len(events) == 1  # its own score, once
+        passed = report[index].scores["exact"].score.score
+        assert events[0].attributes["gen_ai.evaluation.score.value"] == (1.0 if passed else 0.0)
+        assert events[0].attributes["gen_ai.evaluation.score.label"] == (
+            "pass" if passed else "fail"
+        )
+    # the task's and evaluators' spans are children of the trial's span, without events
+    inner = [s for s in spans.values() if s.name in ("task", "evaluate")]
+    assert len(inner) == 12
+    for span in inner:
+        assert span.parent is not None and spans[span.parent.span_id] in items
+        assert not [e for e in span.events if e.name == "gen_ai.evaluation.result"]

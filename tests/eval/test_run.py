@@ -201,3 +201,58 @@ async def test_another_judge_model_or_rubric_is_another_evaluation(tmp_path: Pat
     ):
         with pytest.raises(RunManifestError):
             await lf.eval.run(task, ["a"], [other], run=path, progress=False)
+
+
+async def test_a_live_view_gets_each_trial_then_the_report() -> None:
+    from langfx_nb.eval.report import set_live_view
+
+    class Recorder:
+        def __init__(self, name: str, trials: int) -> None:
+            self.started = (name, trials)
+            self.added: list[str] = []
+            self.shown: Any = None
+
+        def add(self, index: int, result: Any) -> None:
+            assert self.shown is None  # every row arrives while the run goes on
+            self.added.append(result.key)
+
+        def show(self, source: Any) -> None:
+            self.shown = source
+
+    views: list[Recorder] = []
+
+    def factory(name: str, trials: int) -> Recorder:
+        views.append(Recorder(name, trials))
+        return views[-1]
+
+    async def task(x: str) -> str:
+        return x
+
+    cases = [lf.eval.Case(c, expected=c, id=c) for c in "abc"]
+    seen: list[int] = []
+    previous = set_live_view(factory)
+    try:
+        report = await lf.eval.run(
+            task,
+            cases,
+            [lf.eval.exact],
+            repeats=2,
+            name="live",
+            progress=False,
+            on_trial=lambda i, r: seen.append(i),
+        )
+        (view,) = views
+        assert view.started == ("live", 6)
+        assert sorted(view.added) == sorted(r.key for r in report)
+        assert sorted(seen) == list(range(6))  # the caller's hook still runs
+        assert view.shown is report and report.widget() is view
+        await lf.eval.run(task, cases, [lf.eval.exact], progress=False, live=False)
+        assert len(views) == 1  # live=False: no view
+
+        def broken(name: str, trials: int) -> Recorder:
+            raise RuntimeError("no frontend")
+
+        set_live_view(broken)  # a view that cannot be made never stops the run
+        assert len(await lf.eval.run(task, cases, [lf.eval.exact], progress=False)) == 3
+    finally:
+        set_live_view(previous)

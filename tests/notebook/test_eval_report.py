@@ -84,13 +84,26 @@ async def test_a_click_opens_the_trial_trace_in_an_explorer() -> None:
     assert data is not None
     kinds = [n["kind"] for n in data["nodes"]]
     assert kinds[:3] == ["session", "batch", "item"] and "action" in kinds
+    # one explorer per report, made up front and hidden until the first click
+    assert view.trace_output.children == (view.explorer,)
+    assert view.explorer.layout.display == "none"
     explorer = view.open_trace(node_id)  # what a click shows: the trial's subtree
-    assert isinstance(explorer, TraceExplorer)
+    assert explorer is view.explorer and isinstance(explorer, TraceExplorer)
+    assert explorer.layout.display is None
     assert {n["id"] for n in explorer.nodes} == {n["id"] for n in data["nodes"]}
     assert explorer.view_state["selected"] == node_id
+    # another click reuses the same explorer: only the second trial's nodes are shown
+    other = report[1].node_id
+    assert other is not None
+    assert view.open_trace(other) is explorer
+    ids = {n["id"] for n in explorer.nodes}
+    assert other in ids and node_id not in ids
+    assert explorer.view_state["selected"] == other and explorer.title == f"trace of node {other}"
     assert view.trace_output.children == (explorer,)
-    view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": node_id}, [])
+    click = {"kind": MessageKind.OPEN_TRACE.value, "id": node_id, "key": "0#0"}
+    view._on_view_message(view, click, [])
     assert sent[-1] == {"kind": "trace_opened", "id": node_id, "ok": True, "message": ""}
+    assert explorer.title == "trace of 0#0"  # named by the trial's key
     view._on_view_message(view, {"kind": MessageKind.OPEN_TRACE.value, "id": "nope"}, [])
     assert sent[-1]["ok"] is False and "not held" in sent[-1]["message"]
     await session.dispose()
@@ -116,3 +129,35 @@ async def test_a_comparison_shows_changes_regressions_first() -> None:
     assert view.snapshot["mode"] == "compare"
     html = view._static_html()
     assert "regressed" in html and "within noise" in html
+
+
+async def test_a_live_run_fills_its_view_in_at_most_four_batches_a_second() -> None:
+    from tests.notebook._fakes import FakeClock as TimerClock
+
+    report = await _report()
+    clock = TimerClock()
+    view = EvalReportView(title="live", trials=40, clock=clock)
+    sent: list[dict[str, Any]] = []
+    view._bridge._send = sent.append
+    assert view.snapshot["summary"]["expected"] == 40  # from the start: "n of 40 trials"
+    for step in range(40):  # a trial every 25 ms for one second
+        base = report[step % 2]
+        view.add(step, lf.eval.CaseResult(base.case, step, base.status, base.output))
+        clock.advance(0.025)
+    clock.advance(1.0)
+    batches = [m for m in sent if m["kind"] == "events"]
+    assert sum(len(m["events"]) for m in batches) == 40  # every trial, none lost
+    assert 2 <= len(batches) <= 5  # 1 s of trials: at most ~4 messages, never one per trial
+    view.show(report)  # the run ends: the finished report replaces the live rows
+    assert view.snapshot["finished"] and len(view.rows) == 2
+
+
+async def test_a_view_that_has_the_report_gets_no_second_copy() -> None:
+    view = EvalReportView(await _report())
+    sent: list[dict[str, Any]] = []
+    view.send = lambda content, buffers=None, **kw: sent.append(content)
+    seq = view.snapshot["seq"]
+    view._on_view_message(view, {"kind": MessageKind.SYNC.value, "seq": seq}, [])
+    assert sent == []  # the state trait it rendered from is current: nothing to resend
+    view._on_view_message(view, {"kind": MessageKind.SYNC.value, "seq": seq - 1}, [])
+    assert [m["kind"] for m in sent] == ["snapshot"]

@@ -249,3 +249,48 @@ def test_rows_carry_a_hint_that_tells_same_named_nodes_apart() -> None:
     call = view_node({"id": 3, "kind": "tool_call", "name": "add", "inputs": {"args": {"a": 1}}})
     assert call["hint"] == "a=1"
     assert "hint" not in view_node({"id": 4, "kind": "action", "name": "Agent"})
+
+
+async def test_show_swaps_the_trace_in_place_and_follows_a_new_session() -> None:
+    first = saved_trace([{"id": "a", "kind": "session", "name": "a"}])
+    explorer = TraceExplorer(first, title="first")
+    sent: list[dict[str, Any]] = []
+    buffers: list[list[bytes]] = []
+    explorer.send = lambda content, buffers_=None, **kw: (
+        sent.append(content),
+        buffers.append(kw.get("buffers") or buffers_),
+    )
+    second = saved_trace(
+        [{"id": "r", "kind": "session", "name": "r"}, {"id": "x", "kind": "action", "name": "x"}]
+    )
+    explorer.show(second, title="second", view_state={"selected": "x"})
+    assert [n["id"] for n in explorer.nodes] == ["r", "x"]  # nothing of the first is left
+    assert (explorer.title, explorer.view_state) == ("second", {"selected": "x"})
+    shown = sent[-1]
+    assert shown["kind"] == "show" and shown["seq"] > 0 and shown["view_state"]["selected"] == "x"
+    assert [n["id"] for n in json.loads(buffers[-1][0])["nodes"]] == ["r", "x"]
+    assert explorer.snapshot["seq"] == shown["seq"]  # a reloaded page starts from it
+
+    # a malformed trace raises and the explorer keeps what it showed
+    with pytest.raises(ValueError):
+        explorer.show({"format": "nope"})
+    assert [n["id"] for n in explorer.nodes] == ["r", "x"]
+
+    # a live session: its trace so far, then its events, in batches above the show's seq
+    async with lf.Session(Scripted(["hi", "again"])) as session:
+        explorer.show(session)
+        assert explorer.title == "second" and explorer.view_state == {}
+        seq = sent[-1]["seq"]
+        await lf.Agent("hello").invoke(session)
+        explorer.flush()
+        live = batches(sent)
+        assert live and all(m["seq"] > seq for m in live)
+        assert {n["id"] for n in explorer.nodes} == {n["id"] for n in session.trace_json()["nodes"]}
+        # shown something else: the session's later events no longer reach the explorer
+        explorer.show(first)
+        before = len(sent)
+        await lf.Agent("again").invoke(session)
+        explorer.flush()
+        assert batches(sent[before:]) == []
+        assert [n["id"] for n in explorer.nodes] == ["a"]
+    explorer.close()

@@ -1,11 +1,13 @@
 """The evaluation report widget in a real JupyterLab + chromium: 10,000 rows drawn as a
 window, sorting by a metric, filtering, a click opening the trial's trace in the explorer,
-and the compare view; screenshots in the light and dark themes go to ``artifacts/ui/``
-(``LANGFX_NB_DOC_IMAGES=1`` also refreshes ``docs/images/eval_*.png``)."""
+and the compare view; screenshots of a realistic report (a failing trial's trace open) and
+comparison in the light and dark themes go to ``artifacts/ui/`` (``LANGFX_NB_DOC_IMAGES=1``
+also refreshes ``docs/images/eval_*.png``)."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -17,25 +19,26 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
 
 CELLS = [
     """
+    import asyncio
     import langfx_nb as lf
     %load_ext langfx_nb
     session = lf.Session(max_trace_nodes=100_000)
     cases = [lf.eval.Case(f"q{i}", expected=f"q{i}", id=f"c{i}", metadata={"group": f"g{i % 4}"})
              for i in range(10_000)]
     async def task(x):
+        await asyncio.sleep(0)  # a real task waits for I/O: the loop (and the view) get turns
         return "wrong" if int(x[1:]) % 7 == 0 else x
     def length(case, output, trace):
         return min(1.0, len(output) / 2)
     report = await lf.eval.run(task, cases, [lf.eval.exact, length], session=session,
-                               progress=False, name="ten thousand")
+                               progress=False, name="ten thousand")  # shown live
     print(len(report))
     """,
-    "report",
     """
     async def better(x):
         return "wrong" if int(x[1:]) % 11 == 0 else x
     candidate = await lf.eval.run(better, cases[:300], [lf.eval.exact, length], progress=False,
-                                  name="candidate")
+                                  name="candidate", live=False)
     lf.eval.compare(lf.eval.Report(report.results[:300], name="baseline"), candidate)
     """,
 ]
@@ -56,9 +59,30 @@ def _first_row_cells(lab: Lab, nth: int = 0) -> list[str]:
 
 def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> None:
     lab.open(write_notebook(lab, "w_eval.ipynb", CELLS))
+    page = lab.page
+    page.evaluate(
+        """() => {  // what the live report's head said while the run went on
+            window.__lfxHeads = [];
+            const obs = new MutationObserver(() => {
+                const head = document.querySelector('.lfx-er .lfx-er-head .lfx-muted');
+                const text = head ? head.textContent : '';
+                const seen = window.__lfxHeads;
+                if (text && (!seen.length || seen[seen.length - 1][1] !== text))
+                    seen.push([performance.now(), text]);
+            });
+            obs.observe(document.body, {subtree: true, childList: true, characterData: true});
+        }"""
+    )
     run_all_nowait(lab)
     lab.wait_cells_done(180_000)
-    page = lab.page
+    heads: list[list[Any]] = page.evaluate("() => window.__lfxHeads")
+    live = [text for _, text in heads if "running" in text]
+    # the report filled in while the run went on: part of the trials, then all of them
+    assert any(" of 10000 trials" in t and not t.startswith("10000 of") for t in live), heads
+    assert "10000 trials" in heads[-1][1] and "running" not in heads[-1][1]
+    if len(live) > 1:
+        span_s = (heads[len(live) - 1][0] - heads[0][0]) / 1000
+        print(f"live report: {len(live)} updates over {span_s:.1f} s")
     report = page.locator(".lfx-er").first
     report.wait_for(timeout=30_000)
     page.wait_for_function(
@@ -139,6 +163,19 @@ def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> 
     assert "task" in tree and "evaluate" in tree
     detail = report.locator(".lfx-er-detail").inner_text()
     assert "wrong" in detail  # case 70 answers wrong: its output is shown, as text
+    assert "item 70" in selected
+
+    # a second click reuses the report's one explorer: no new widget, the other trial shown
+    explorers = page.locator(".lfx-te").count()
+    box.fill("c71#0")
+    report.locator('.lfx-er-row[data-key="c71#0"]').click()
+    page.wait_for_function(
+        "() => (document.querySelector('.lfx-te .lfx-te-row.lfx-sel')||{innerText: ''})"
+        ".innerText.includes('item 71')",
+        timeout=30_000,
+    )
+    assert page.locator(".lfx-te").count() == explorers
+    assert "item 70" not in page.locator(".lfx-te").first.inner_text()
     print(
         f"sort of 10,000 rows: {sort_ms:.0f} ms; click to trace shown: {open_ms:.0f} ms "
         f"(in the page: {in_page_ms:.0f} ms)"
@@ -152,11 +189,98 @@ def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> 
     assert compare.locator(".lfx-er-row.lfx-er-regressed").count() > 0
     assert "noise" in compare.locator(".lfx-er-metrics").inner_text()
 
-    box.fill("")
+
+SHOT_CELLS = [
+    """
+    import langfx_nb as lf
+    %load_ext langfx_nb
+    from pydantic import BaseModel
+    CAPITALS = {
+        "France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "Australia": "Canberra",
+        "Canada": "Ottawa", "Brazil": "Brasília", "Turkey": "Ankara", "Switzerland": "Bern",
+        "Nigeria": "Abuja", "Morocco": "Rabat", "Vietnam": "Hanoi", "New Zealand": "Wellington",
+        "South Africa": "Pretoria", "India": "New Delhi", "Kenya": "Nairobi", "Chile": "Santiago",
+        "Peru": "Lima", "Egypt": "Cairo", "Spain": "Madrid", "Norway": "Oslo", "Poland": "Warsaw",
+        "Germany": "Berlin", "Mexico": "Mexico City", "Ghana": "Accra", "Bolivia": "Sucre",
+        "Tanzania": "Dodoma", "Myanmar": "Naypyidaw", "Sri Lanka": "Colombo", "Ecuador": "Quito",
+        "Portugal": "Lisbon", "Greece": "Athens", "Ireland": "Dublin", "Israel": "Jerusalem",
+        "Pakistan": "Islamabad", "Kazakhstan": "Astana", "Belize": "Belmopan",
+        "Ivory Coast": "Yamoussoukro", "Malaysia": "Kuala Lumpur", "Benin": "Porto-Novo",
+        "Austria": "Vienna",
+    }
+    REGION = {c: ("europe" if i % 4 == 0 else "asia" if i % 4 == 1 else "africa"
+                  if i % 4 == 2 else "americas") for i, c in enumerate(CAPITALS)}
+    MISTAKES = {"Australia": "Sydney", "Canada": "Toronto", "Brazil": "Rio de Janeiro",
+                "Turkey": "Istanbul", "Switzerland": "Zurich", "Nigeria": "Lagos",
+                "Morocco": "Casablanca", "Vietnam": "Ho Chi Minh City", "Bolivia": "La Paz",
+                "Tanzania": "Dar es Salaam", "Myanmar": "Yangon", "Kazakhstan": "Almaty"}
+    WRONG = set(MISTAKES.values()) | {"Kyoto", "Salzburg"}
+    class Capital(BaseModel):
+        city: str
+    def answer(request):
+        text = request.messages[-1].text
+        country = next(c for c in sorted(CAPITALS, key=len, reverse=True) if c in text)
+        return f"Capital(city={MISTAKES.get(country, CAPITALS[country])!r})"
+    def verdict(request):
+        text = request.messages[-1].text
+        if any(w in text for w in WRONG):
+            return "Verdict(reason='It names the largest city, not the capital.', passed=False)"
+        return "Verdict(reason='It names the capital.', passed=True)"
+    lm = lf.llms.Scripted([answer], loop=True)
+    judge = lf.eval.judge(lf.llms.Scripted([verdict], loop=True), "The answer names the capital.")
+    async def capital(country, session):
+        return await session.query("What is the capital of {{c}}?", Capital, lm=lm,
+                                   vars={"c": country})
+    def city(case, output, trace):
+        return output.city == case.expected
+    def short(case, output, trace):
+        return min(1.0, 8 / len(output.city))
+    ds = lf.eval.Dataset([lf.eval.Case(c, expected=v, id=c.lower().replace(" ", "-"),
+                                       metadata={"region": REGION[c]})
+                          for c, v in CAPITALS.items()])
+    evaluators = [city, judge, lf.eval.max_steps(1), short]
+    """,
+    """
+    report = await lf.eval.run(capital, ds, evaluators, name="capitals · baseline",
+                               progress=False)
+    """,
+    """
+    MISTAKES = {"Japan": "Kyoto", "Bolivia": "La Paz", "Austria": "Salzburg"}
+    candidate = await lf.eval.run(capital, ds, evaluators, name="candidate prompt",
+                                  progress=False, live=False)
+    lf.eval.compare(report, candidate)
+    """,
+]
+
+
+def test_screenshots_of_the_report_and_the_compare_view(lab: Lab) -> None:
+    """The report with a failing trial's trace open, and a comparison with regressions,
+    improvements and a metric beyond noise, in the light and dark themes."""
+    lab.page.set_viewport_size({"width": 1400, "height": 1700})  # the report and its trace
+    lab.open(write_notebook(lab, "w_eval_shots.ipynb", SHOT_CELLS))
+    run_all_nowait(lab)
+    lab.wait_cells_done(180_000)
+    assert lab.errors() == []
+    page = lab.page
+    report = page.locator(".lfx-er").first
+    report.locator('.lfx-er-row[data-key="australia#0"]').click()
+    page.wait_for_function(
+        "() => (document.querySelector('.lfx-te .lfx-te-row.lfx-sel')||{innerText: ''})"
+        ".innerText.includes('item 3')",
+        timeout=30_000,
+    )
+    compare = page.locator(".lfx-er").nth(1)
+    first = _first_row_cells(lab, 1)
+    assert first[1] == "regressed"
+    assert compare.locator(".lfx-er-row.lfx-er-improved").count() > 0
+    assert "beyond noise" in compare.locator(".lfx-er-metrics").inner_text()
+    page.evaluate("() => window.jupyterapp.commands.execute('application:toggle-left-area')")
+    page.wait_for_timeout(400)
+    report_out = ".jp-Notebook .jp-Cell >> nth=1 >> .jp-OutputArea"
+    compare_out = ".jp-Notebook .jp-Cell >> nth=2 >> .jp-OutputArea"
     for theme in ("light", "dark"):
         set_theme(lab, theme)
-        shoot(lab, ".lfx-er", f"eval-report-{theme}", f"eval_report_{theme}.png")
-        compare.scroll_into_view_if_needed()
-        path = shoot(lab, ".lfx-er >> nth=1", f"eval-compare-{theme}", f"eval_compare_{theme}.png")
+        shoot(lab, report_out, f"eval-report-{theme}", f"eval_report_{theme}.png")
+        path = shoot(lab, compare_out, f"eval-compare-{theme}", f"eval_compare_{theme}.png")
         assert path.exists()
     set_theme(lab, "light")

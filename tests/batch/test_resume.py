@@ -133,6 +133,27 @@ async def test_a_manifest_whose_result_schema_changed_is_refused_untouched(
     assert digest(run) == before and CALLS == [0, 1, 2]
 
 
+@pytest.mark.parametrize(
+    "damage",
+    ['{"item": 4}', '{"item": 4, "label": ', "[1, 2]", None],
+    ids=["invalid", "truncated", "wrong-shape", "null"],
+)
+async def test_a_damaged_stored_result_is_refused_before_any_request(
+    tmp_path: Path, damage: str | None
+) -> None:
+    run = tmp_path / "d.sqlite"
+    await lf.batch(label, range(8), run=run, progress=False)
+    with sqlite3.connect(run) as conn:
+        conn.execute("UPDATE items SET value = ? WHERE idx = 4", (damage,))
+    conn.close()
+    before = digest(run)
+    CALLS.clear()
+    with pytest.raises(lf.RunManifestError, match="stored result of item 4 ") as info:
+        await lf.batch(label, range(10), run=run, progress=False)
+    assert "does not validate as Label" in str(info.value)
+    assert CALLS == [] and digest(run) == before  # nothing sent, nothing changed
+
+
 async def test_not_a_manifest_is_refused_untouched(tmp_path: Path) -> None:
     run = tmp_path / "x.sqlite"
     conn = sqlite3.connect(run)

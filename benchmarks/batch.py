@@ -4,6 +4,7 @@ against a local rate-limited OpenAI-wire server, (c) kill -9 at 50 % then resume
     PYTHONPATH=$PWD python benchmarks/batch.py [--items 100000] [--limited-items 4000]
         [--rps 100] [--tps 20000] [--crash-items 20000] [--skip a,b,c]
     PYTHONPATH=$PWD python benchmarks/batch.py --crash 100000 [--crash-via fake|server]
+    PYTHONPATH=$PWD python benchmarks/batch.py --full [--skip a,c]   # the scale
 
 (a) Baseline in the same run: the same typed queries awaited one by one through
 ``Session.query`` with no batch (what the batch adds is the difference, in CPU time: wall
@@ -302,10 +303,19 @@ def main() -> None:
         help="only (c): N items (e.g. 100000) with a counting fake model, not the server",
     )
     parser.add_argument("--crash-via", choices=("fake", "server"), default=None)
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the issue's scale: (a) 100,000 items, (b) 20,000 queries at 100 req/s and "
+        "20,000 tokens/s, (c) 100,000 items with the counting fake",
+    )
     parser.add_argument("--skip", default="")
     ns = parser.parse_args()
     skip = set(ns.skip.split(",")) if ns.skip else set()
-    via = ns.crash_via or ("server" if ns.crash is None else "fake")
+    if ns.full:
+        ns.items, ns.limited_items, ns.rps, ns.tps = 100_000, 20_000, 100, 20_000
+        ns.crash_items = 100_000
+    via = ns.crash_via or ("server" if ns.crash is None and not ns.full else "fake")
     if ns.crash is not None:
         ns.crash_items, skip = ns.crash, {"a", "b"}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")

@@ -17,9 +17,11 @@ tokens, 94 %) and answers 429 beyond them; the
 client (a subprocess, so the server's thread shares no interpreter with it) runs with
 ``lf.RateLimit`` set to exactly the server's limits. Reported: 429s after the first window
 and the share of the token limit used between the first and the last answer.
-(c) The server has no limits; the batch process is killed with SIGKILL when the manifest
-holds half the items, then run again: seconds until its first progress snapshot (what is
-done and missing is known) and the duplicate requests for items the manifest held.
+(c) The server has no limits (or, with ``--crash N``, a counting fake model in the batch
+process records every request in a file); the batch process is killed with SIGKILL when
+the manifest holds half the items, then run again: seconds (wall, and CPU) until its first
+progress snapshot (what is done and missing is known), and the duplicate requests for items
+the manifest held.
 """
 
 from __future__ import annotations

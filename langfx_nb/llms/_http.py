@@ -39,12 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import importlib.util
 import json
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,21 +98,6 @@ _DRAIN_SECONDS = 1.0
 # "thinking" before the first token; raise it (or pass None) for models that think longer.
 DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-
-
-def _remember_missing_sniffio() -> None:
-    """httpcore tries ``import sniffio`` each time it sets up a lock or event (several times
-    per request) and uses asyncio when that fails. A failed import is not remembered: each
-    attempt searches ``sys.path`` again, about a third of a request's CPU when sniffio is
-    not installed (newer anyio no longer needs it). Checked once here; when it is missing
-    it is recorded as missing (``sys.modules[name] = None``, the documented way), so the
-    attempts fail at once with the same ``ImportError``. Installing sniffio later in the
-    same process then needs a restart to be seen."""
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
-_remember_missing_sniffio()
 
 
 def _shown_url(url: str) -> str:

@@ -3,6 +3,8 @@ against a local rate-limited OpenAI-wire server, (c) kill -9 at 50 % then resume
 
     PYTHONPATH=$PWD python benchmarks/batch.py [--items 100000] [--limited-items 4000]
         [--rps 100] [--tps 20000] [--crash-items 20000] [--skip a,b,c]
+    PYTHONPATH=$PWD python benchmarks/batch.py --crash 100000 [--crash-via fake|server]
+    PYTHONPATH=$PWD python benchmarks/batch.py --full [--skip a,c]   # the issue's scale
 
 (a) Baseline in the same run: the same typed queries awaited one by one through
 ``Session.query`` with no batch (what the batch adds is the difference, in CPU time: wall
@@ -15,15 +17,18 @@ tokens, 94 %) and answers 429 beyond them; the
 client (a subprocess, so the server's thread shares no interpreter with it) runs with
 ``lf.RateLimit`` set to exactly the server's limits. Reported: 429s after the first window
 and the share of the token limit used between the first and the last answer.
-(c) The server has no limits; the batch process is killed with SIGKILL when the manifest
-holds half the items, then run again: seconds until its first progress snapshot (what is
-done and missing is known) and the duplicate requests for items the manifest held.
+(c) The server has no limits (or, with ``--crash N``, a counting fake model in the batch
+process records every request in a file); the batch process is killed with SIGKILL when
+the manifest holds half the items, then run again: seconds (wall, and CPU) until its first
+progress snapshot (what is done and missing is known), and the duplicate requests for items
+the manifest held.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -33,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,11 +208,26 @@ def part_b(n: int, rps: int, tps: int, window: float, tmp: Path) -> None:
         )
 
 
-def part_c(n: int, tmp: Path) -> None:
+def part_c(n: int, tmp: Path, via: str = "server") -> None:
+    """Kill -9 at 50 % of ``n`` items, then resume; ``via`` the limited server (real HTTP)
+    or ``fake``: the counting fake model of run_script.py (each request appended to a file
+    before it is answered), which makes 100,000 items a matter of seconds."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = tmp / "c.sqlite"
-    with LimitedServer() as server:
-        args = [sys.executable, str(SCRIPT), server.url, str(run), str(n), "32"]
+    run = tmp / f"c-{via}.sqlite"
+    counts = tmp / f"c-{via}.requests"
+    with contextlib.ExitStack() as stack:
+        if via == "server":
+            server = stack.enter_context(LimitedServer())
+            url = server.url
+        else:
+            url = f"fake:{counts}"
+        args = [sys.executable, str(SCRIPT), url, str(run), str(n), "32"]
+
+        def answered() -> Counter[str]:
+            if via == "server":
+                return Counter(server.answered)
+            return Counter(counts.read_text().split()) if counts.exists() else Counter()
+
         with open(tmp / "c1.log", "wb") as sink:
             proc = subprocess.Popen(args, env=env, stdout=sink, stderr=sink)
         t = time.monotonic()
@@ -228,6 +249,7 @@ def part_c(n: int, tmp: Path) -> None:
         conn = sqlite3.connect(f"{run.as_uri()}?mode=ro", uri=True)
         held = {i for (i,) in conn.execute("SELECT idx FROM items WHERE status='ok'")}
         conn.close()
+        load = os.getloadavg()[0]
         t = time.monotonic()
         resumed = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, text=True)
         assert resumed.stdout is not None
@@ -237,15 +259,19 @@ def part_c(n: int, tmp: Path) -> None:
         resumed.wait()
         resumed.stdout.close()
         report = json.loads(rest.splitlines()[-1])
-        dup_done = [i for i in held if server.answered[str(i)] > 1]
-        dup_all = server.duplicates
+        asked = answered()
+        dup_done = [i for i in held if asked[str(i)] > 1]
+        dup_all = [k for k, c in asked.items() if c > 1]
         assert all(s == "ok" for s in report["statuses"])
+        assert len(asked) == n, f"{len(asked)} items asked, not {n}"
         print(
-            f"(c) {n} items, killed after {first_s:.1f} s with {len(held)} done in the "
-            f"manifest; restart knew done/missing ({first['done']} done) after "
-            f"{known_wall:.2f} s wall ({first['known_s']:.2f} s in-process; target <= 3 s); "
-            f"duplicate requests for done items: {len(dup_done)} (target 0); items asked "
-            f"twice (in flight at the kill): {len(dup_all)}; resume sent "
+            f"(c) {n} items via {'the local server' if via == 'server' else 'a counting fake'}, "
+            f"killed after {first_s:.1f} s with {len(held)} done in the manifest; restart "
+            f"(load {load:.1f}) knew done/missing ({first['done']} done) after "
+            f"{known_wall:.2f} s wall ({first['known_s']:.2f} s in-process, "
+            f"{first['known_cpu_s']:.2f} s CPU, process start and imports included; target "
+            f"<= 3 s); duplicate requests for done items: {len(dup_done)} (target 0); items "
+            f"asked twice (in flight at the kill): {len(dup_all)}; resume sent "
             f"{report['requests']} requests for {n - len(held)} missing items"
         )
 
@@ -272,9 +298,28 @@ def main() -> None:
     parser.add_argument("--tps", type=int, default=4000)
     parser.add_argument("--window", type=float, default=3.0, help="the server's window, s")
     parser.add_argument("--crash-items", type=int, default=4000)
+    parser.add_argument(
+        "--crash",
+        type=int,
+        metavar="N",
+        help="only (c): N items (e.g. 100000) with a counting fake model, not the server",
+    )
+    parser.add_argument("--crash-via", choices=("fake", "server"), default=None)
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the issue's scale: (a) 100,000 items, (b) 20,000 queries at 100 req/s and "
+        "20,000 tokens/s, (c) 100,000 items with the counting fake",
+    )
     parser.add_argument("--skip", default="")
     ns = parser.parse_args()
     skip = set(ns.skip.split(",")) if ns.skip else set()
+    if ns.full:
+        ns.items, ns.limited_items, ns.rps, ns.tps = 100_000, 20_000, 100, 20_000
+        ns.crash_items = 100_000
+    via = ns.crash_via or ("server" if ns.crash is None and not ns.full else "fake")
+    if ns.crash is not None:
+        ns.crash_items, skip = ns.crash, {"a", "b"}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -283,7 +328,7 @@ def main() -> None:
         if "b" not in skip:
             part_b(ns.limited_items, ns.rps, ns.tps, ns.window, tmp)
         if "c" not in skip:
-            part_c(ns.crash_items, tmp)
+            part_c(ns.crash_items, tmp, via)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Self
 
 REASONS = {
@@ -30,6 +30,24 @@ class Request:
     path: str  # the request target as sent, query included
     headers: dict[str, str]  # names lower-cased
     body: bytes
+    #: the connection's reader: a handler holding its answer back may watch it for the
+    #: client closing the connection (see ``client_closed``)
+    reader: asyncio.StreamReader | None = field(default=None, repr=False, compare=False)
+
+
+async def client_closed(request: Request, within_s: float) -> bool:
+    """Whether the client closes the connection (end of file) within ``within_s`` seconds,
+    while it waits for the answer (clients here never pipeline)."""
+    if request.reader is None:
+        await asyncio.sleep(within_s)
+        return False
+    try:
+        data = await asyncio.wait_for(request.reader.read(1), within_s)
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+    return data == b""
 
 
 async def read_request(reader: asyncio.StreamReader) -> Request:
@@ -42,7 +60,7 @@ async def read_request(reader: asyncio.StreamReader) -> Request:
             k, v = line.split(":", 1)
             headers[k.strip().lower()] = v.strip()
     body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return Request(method, path, headers, body)
+    return Request(method, path, headers, body, reader)
 
 
 def response_head(status: int, headers: dict[str, str]) -> bytes:

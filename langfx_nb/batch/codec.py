@@ -167,6 +167,7 @@ class ResultCodec:
         self._adapters: dict[type, Any] = {}
         self._lists: dict[type, Any] = {}
         self._tags: dict[type, str] = {}
+        self._encoders: dict[type, tuple[Any, str]] = {}  # class -> (adapter, tag)
         self.schemas: dict[str, str] = {}  # tag -> schema hash, of classes stored so far
         self._fn = fn
 
@@ -195,6 +196,15 @@ class ResultCodec:
 
     def encode(self, value: Any) -> tuple[str, str]:
         """(tag, JSON text); ``TypeError`` when the value cannot be stored faithfully."""
+        known = self._encoders.get(type(value))
+        if known is not None:  # a class stored before: its adapter and tag
+            try:
+                return known[1], known[0].dump_json(value).decode()
+            except Exception as exc:
+                raise TypeError(
+                    f"a {type(value).__qualname__} result cannot be stored in the run "
+                    f"manifest: {exc}"
+                ) from None
         if value is None or isinstance(value, (str, int, float, bool, list, dict)):
             try:
                 return JSON_TAG, json.dumps(value, ensure_ascii=False, allow_nan=False)
@@ -209,13 +219,16 @@ class ResultCodec:
                 f"results of {cls.__qualname__} (a class defined inside a function) cannot "
                 "be found again to resume: define it at module level"
             )
+        adapter = self._adapter(cls)
         try:
-            text = self._adapter(cls).dump_json(value).decode()
+            text = adapter.dump_json(value).decode()
         except Exception as exc:
             raise TypeError(
                 f"a {cls.__qualname__} result cannot be stored in the run manifest: {exc}"
             ) from None
-        return self.tag(cls), text
+        tag = self.tag(cls)
+        self._encoders[cls] = (adapter, tag)
+        return tag, text
 
     def lookup(self, tag: str) -> type:
         """The class of a stored tag; ``RunManifestError`` when it cannot be found."""

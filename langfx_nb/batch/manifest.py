@@ -37,7 +37,7 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import RunManifestError
 from .codec import ResultCodec
@@ -201,31 +201,66 @@ class Manifest:
 
     # -- reading -------------------------------------------------------------------------
     def stored(self, keys: Iterable[str]) -> dict[str, Any]:
-        """The decoded result of each of ``keys`` done (``ok``) in an earlier run."""
+        """The result of each of ``keys`` done (``ok``) in an earlier run, read in one query
+        and validated back (pydantic values into their class) before anything is sent:
+        ``RunManifestError`` names the first stored result that is damaged or no longer
+        validates, and nothing is changed."""
         wanted = set(keys)
-        by_tag: dict[str, tuple[list[str], list[str]]] = {}
-        rows = self._conn.execute("SELECT key, tag, value FROM items WHERE status = 'ok'")
-        for key, tag, value in rows:
+        by_tag: dict[str | None, tuple[list[str], list[int], list[str | None]]] = {}
+        rows = self._conn.execute("SELECT key, idx, tag, value FROM items WHERE status = 'ok'")
+        for key, idx, tag, value in rows:
             if key in wanted:
                 group = by_tag.get(tag)
                 if group is None:
-                    group = by_tag[tag] = ([], [])
+                    group = by_tag[tag] = ([], [], [])
                 group[0].append(key)
-                group[1].append(value)
+                group[1].append(idx)
+                group[2].append(value)
         out: dict[str, Any] = {}
-        for tag, (found, texts) in by_tag.items():
+        for tag, (found, indices, texts) in by_tag.items():
+            plain = [t for t in texts if isinstance(t, str)]
+            if tag is None or len(plain) != len(texts):
+                self._refuse_first_bad(tag, found, indices, texts)
             try:
-                values = self.codec.decode_many(tag, texts)
+                values = self.codec.decode_many(tag, plain)
+                if len(values) != len(found):
+                    raise ValueError("stored values run into each other")
+            except RunManifestError:
+                raise
+            except Exception:
+                self._refuse_first_bad(tag, found, indices, texts)
+            out.update(zip(found, values, strict=True))
+        return out
+
+    def _refuse_first_bad(
+        self, tag: str | None, keys: list[str], indices: list[int], texts: list[str | None]
+    ) -> NoReturn:
+        """Raise ``RunManifestError`` naming the first of these stored results that does not
+        decode on its own (they failed together)."""
+        what = "a result" if tag is None else (tag.partition(":")[2] or tag)
+        for key, idx, text in zip(keys, indices, texts, strict=True):
+            try:
+                if tag is None or not isinstance(text, str):
+                    raise ValueError("no stored value" if text is None else "not text")
+                values = self.codec.decode_many(tag, [text])
+                if len(values) != 1:
+                    raise ValueError("more than one value")
             except RunManifestError:
                 raise
             except Exception as exc:
+                detail = str(exc).splitlines()[0] if str(exc) else ""
                 raise RunManifestError(
-                    f"run manifest {self.path}: stored results no longer validate as "
-                    f"{tag.partition(':')[2] or tag} ({type(exc).__name__}): refused",
+                    f"run manifest {self.path}: the stored result of item {idx} (key "
+                    f"{key[:40]}) does not validate as {what} ({type(exc).__name__}: "
+                    f"{detail[:160]}): refused before any request, left untouched. Use "
+                    "another run= name, or delete the file to start again.",
                     path=str(self.path),
                 ) from None
-            out.update(zip(found, values, strict=True))
-        return out
+        raise RunManifestError(
+            f"run manifest {self.path}: stored results no longer validate as {what}: "
+            "refused before any request, left untouched",
+            path=str(self.path),
+        )
 
     # -- writing -------------------------------------------------------------------------
     def add_ok(self, key: str, index: int, tag: str, text: str) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import json
 import time
+import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from ..agentic.session import Session
 from ..agentic.trace import TraceNode, error_info
 from ..agentic.usage import UsageMeter, total_tokens
 from ..errors import RunManifestError
+from ..llms.base import CAPTURE
 from ..llms.deferred import Capture, capturing
 from ..messages import Usage
 from .codec import ResultCodec, fingerprint, item_keys
@@ -44,6 +46,7 @@ __all__ = ["run_batch", "takes_session"]
 
 #: A worker whose items never wait yields to the event loop this often (seconds).
 YIELD_S = 0.05
+_Coroutine = types.CoroutineType
 
 
 def takes_session(fn: Callable[..., Any]) -> bool:
@@ -215,10 +218,6 @@ class _RaySink:
             raise exc if exc is not None else RuntimeError(f"{type_}: {message}")
 
 
-def _no_capture(index: int) -> Capture | None:
-    return None
-
-
 def _quietly(call: Callable[[BatchProgress], None], progress: BatchProgress) -> None:
     with contextlib.suppress(Exception):  # a broken progress view never stops a batch
         call(progress)
@@ -356,15 +355,17 @@ async def _execute(
                     plan = await collect_and_batch(
                         engine, fn, values, keys, pending, manifest, with_session, on_provider
                     )
-                capture_for = plan.capture_for if plan is not None else _no_capture
+                capture_for = plan.capture_for if plan is not None else None
                 order = iter(pending)
+                # one clock for all workers: items that never wait (fakes, caches) still let
+                # the ticker report and commit, with one yield per YIELD_S, not per worker
+                next_yield = [time.monotonic() + YIELD_S]
+                clock = time.monotonic
 
                 async def worker() -> None:
-                    last = time.monotonic()
                     for i in order:
-                        now = time.monotonic()
-                        if now - last >= YIELD_S:  # items that never wait (fakes, caches) must
-                            last = now  # still let the ticker report and commit
+                        if clock() >= next_yield[0]:
+                            next_yield[0] = clock() + YIELD_S
                             await asyncio.sleep(0)
                         await _one(
                             fn,
@@ -376,7 +377,7 @@ async def _execute(
                             manifest,
                             with_session,
                             raise_first,
-                            capture_for(i),
+                            None if capture_for is None else capture_for(i),
                         )
 
                 workers = [
@@ -492,10 +493,15 @@ async def _one(
     try:
         with view.track("item", f"item {index}", inputs=item, metadata={"index": index}) as t:
             node_id = state.node_ids[index] = t.node.id
-            with capturing(capture):
+            if capture is None and CAPTURE.get() is None:
                 out = fn(item, t.session) if with_session else fn(item)
-                if inspect.isawaitable(out):
+                if type(out) is _Coroutine or inspect.isawaitable(out):
                     out = await out
+            else:
+                with capturing(capture):
+                    out = fn(item, t.session) if with_session else fn(item)
+                    if inspect.isawaitable(out):
+                        out = await out
             if manifest is not None:
                 encoded = manifest.codec.encode(out)  # TypeError: fails the item, visibly
             t.outputs = out

@@ -11,6 +11,11 @@ headers (``x-ratelimit-*`` and ``retry-after``); every answer carries the same h
 Each prompt carries ``item=<id>``; ``answered[id]`` counts the 200 answers per item, so a
 duplicate request for an item is seen (``duplicates``). The answer is JSON
 ``{"item": id, "label": "label-<id>"}`` (query it with ``protocol="json"``).
+
+Slow mode: a request for an item in ``slow_items`` is held ``slow_s`` seconds before it is
+admitted and answered (``holding`` lists the items held now); a client that closes the
+connection meanwhile is counted in ``abandoned`` (the item is then neither admitted nor
+answered).
 """
 
 from __future__ import annotations
@@ -24,9 +29,21 @@ import time
 from collections import Counter
 from typing import Any
 
-from tests.http_server import Request, ThreadedServer, send
+from tests.http_server import Request, ThreadedServer, client_closed, send
 
 _ITEM = re.compile(r"item=(\w+)")
+
+
+def _text_of(request: dict[str, Any]) -> str:
+    return "".join(
+        m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+        for m in request["messages"]
+    )
+
+
+def _item_of(request: dict[str, Any], text: str | None = None) -> str:
+    match = _ITEM.search(_text_of(request) if text is None else text)
+    return match.group(1) if match else "?"
 
 
 class LimitedServer(ThreadedServer):
@@ -39,6 +56,8 @@ class LimitedServer(ThreadedServer):
         headers: bool = True,
         delay_s: float = 0.0,
         completion_tokens: int = 12,
+        slow_items: set[str] | frozenset[str] = frozenset(),
+        slow_s: float = 60.0,
     ) -> None:
         super().__init__()
         self.requests_limit = requests
@@ -47,6 +66,10 @@ class LimitedServer(ThreadedServer):
         self.send_headers = headers
         self.delay_s = delay_s
         self.completion_tokens = completion_tokens
+        self.slow_items = set(slow_items)
+        self.slow_s = slow_s
+        self.holding: set[str] = set()  # slow items held now
+        self.abandoned: list[str] = []  # slow items whose client closed the connection
         self.answered: Counter[str] = Counter()
         self.rejected: list[float] = []  # seconds since start of each 429
         self.requests_seen = 0
@@ -108,6 +131,18 @@ class LimitedServer(ThreadedServer):
 
     # -- HTTP -----------------------------------------------------------------------------------
     async def respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        if self.slow_items:
+            item = _item_of(json.loads(request.body))
+            if item in self.slow_items:
+                self.holding.add(item)
+                try:
+                    closed = await client_closed(request, self.slow_s)
+                finally:
+                    self.holding.discard(item)
+                if closed:
+                    with self._lock:
+                        self.abandoned.append(item)
+                    return False
         status, headers, payload = self._answer(request.body)
         if self.delay_s and status == 200:
             await asyncio.sleep(self.delay_s)
@@ -117,12 +152,8 @@ class LimitedServer(ThreadedServer):
 
     def _answer(self, body: bytes) -> tuple[int, dict[str, str], Any]:
         request = json.loads(body)
-        text = "".join(
-            m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
-            for m in request["messages"]
-        )
-        match = _ITEM.search(text)
-        item = match.group(1) if match else "?"
+        text = _text_of(request)
+        item = _item_of(request, text)
         prompt_tokens = -(-len(text) // 4)
         completion = self.completion_tokens
         with self._lock:

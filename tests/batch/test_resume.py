@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pydantic
 import pytest
 
 import langfx_nb as lf
 from langfx_nb.batch.manifest import manifest_path
+from langfx_nb.llms.openai import OpenAI
 
 from .limited_server import LimitedServer
 
@@ -131,6 +133,27 @@ async def test_a_manifest_whose_result_schema_changed_is_refused_untouched(
     with pytest.raises(lf.RunManifestError, match="another schema"):
         await lf.batch(label, range(3), run=run, progress=False)
     assert digest(run) == before and CALLS == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ['{"item": 4}', '{"item": 4, "label": ', "[1, 2]", None],
+    ids=["invalid", "truncated", "wrong-shape", "null"],
+)
+async def test_a_damaged_stored_result_is_refused_before_any_request(
+    tmp_path: Path, damage: str | None
+) -> None:
+    run = tmp_path / "d.sqlite"
+    await lf.batch(label, range(8), run=run, progress=False)
+    with sqlite3.connect(run) as conn:
+        conn.execute("UPDATE items SET value = ? WHERE idx = 4", (damage,))
+    conn.close()
+    before = digest(run)
+    CALLS.clear()
+    with pytest.raises(lf.RunManifestError, match="stored result of item 4 ") as info:
+        await lf.batch(label, range(10), run=run, progress=False)
+    assert "does not validate as Label" in str(info.value)
+    assert CALLS == [] and digest(run) == before  # nothing sent, nothing changed
 
 
 async def test_not_a_manifest_is_refused_untouched(tmp_path: Path) -> None:
@@ -311,3 +334,66 @@ def test_kill_9_mid_run_then_resume_sends_no_request_for_done_items(tmp_path: Pa
         assert out["results"] == [
             ["Label", {"item": str(i), "label": f"label-{i}"}] for i in range(n)
         ]
+
+
+class ServerLabel(pydantic.BaseModel):
+    item: str
+    label: str
+
+
+async def server_label(row: dict[str, int], session: lf.Session) -> ServerLabel:
+    return await session.query("Label this: item={{id}}", ServerLabel, vars=row, protocol="json")  # type: ignore[no-any-return]
+
+
+async def test_cancelling_a_batch_closes_its_requests_and_a_resume_sends_only_the_missing(
+    tmp_path: Path,
+) -> None:
+    n, workers = 40, 4
+    slow = {str(i) for i in range(30, 30 + workers)}  # the last requests in flight
+    run = tmp_path / "interrupt.sqlite"
+    with LimitedServer(slow_items=slow, slow_s=120) as server:
+        lm = OpenAI(
+            "gpt-test",
+            api_key="sk-test",
+            base_url=server.url,
+            transport=httpx.AsyncHTTPTransport(),
+            max_tokens=12,
+        )
+        try:
+            rows = [{"id": i} for i in range(n)]
+            task = asyncio.ensure_future(
+                lf.batch(
+                    server_label,
+                    rows,
+                    session=lf.Session(lm),
+                    run=run,
+                    max_concurrency=workers,
+                    progress=False,
+                )
+            )
+            deadline = time.monotonic() + 60
+            while server.holding != slow:  # every worker waits on a held request
+                assert not task.done() and time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            task.cancel()
+            # the batch stops at once: long before the server would answer (120 s)
+            finished, _ = await asyncio.wait({task}, timeout=30)
+            assert task in finished and task.cancelled()
+            while len(server.abandoned) < workers:  # the server sees the connections close
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            assert sorted(server.abandoned) == sorted(slow) and not server.holding
+            assert sum(server.answered.values()) == 30
+            # the manifest holds exactly the items answered, each once
+            assert _manifest_rows(run) == {i: "ok" for i in range(30)}
+
+            server.slow_items = set()
+            again = await lf.batch(
+                server_label, rows, session=lf.Session(lm), run=run, progress=False
+            )
+        finally:
+            await lm.aclose()
+    assert again.ok and again.totals.resumed == 30
+    assert again.totals.requests == n - 30  # exactly the missing items, nothing twice
+    assert server.duplicates == {} and all(server.answered[str(i)] == 1 for i in range(n))
+    assert again.results == [ServerLabel(item=str(i), label=f"label-{i}") for i in range(n)]

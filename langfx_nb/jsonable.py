@@ -2,7 +2,7 @@
 
 Two users, one walk:
 
-- the trace keeps a *bounded preview* (``agentic.trace.preview``): strings cut, containers
+- the trace keeps a *bounded preview* (``agentic.preview.preview``): strings cut, containers
   capped, credential-looking keys redacted, messages and models reduced by a ``special`` hook;
 - the notebook layer sends *faithful* JSON to the browser and to fallback HTML
   (``notebook.bridge.to_jsonable``): nothing cut, only made JSON-able.

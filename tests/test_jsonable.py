@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langfx_nb.agentic.trace import preview
+from langfx_nb.agentic.preview import preview
 from langfx_nb.jsonable import Bounds, walk
 from langfx_nb.notebook.bridge import to_jsonable
 

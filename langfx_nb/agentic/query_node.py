@@ -4,7 +4,7 @@
 run the call through a ``RecordingModel`` and, when the call ends, write the node from what
 the wrapper kept with ``record_calls``. The helpers here build the node's fields: the
 ``inputs`` (prompt, schema name, ``vars``, options) and ``outputs`` (text, reasoning, tool
-calls, finish reason, cache hit, parsed result), all as bounded previews (``trace.preview``)
+calls, finish reason, cache hit, parsed result), all as bounded previews (``agentic/preview.py``)
 computed when the node is written.
 """
 
@@ -13,16 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..messages import AIMessage, ComplexMessage, Message, TextPart
+from .preview import MAX_PREVIEW_TURNS, message_preview, preview, turn_preview, turns_preview
 from .recording import RecordingModel
-from .trace import (
-    MAX_PREVIEW_TURNS,
-    TraceNode,
-    TraceStore,
-    message_preview,
-    preview,
-    turn_preview,
-    turns_preview,
-)
+from .trace import TraceNode, TraceStore
 from .usage import UsageMeter
 
 if TYPE_CHECKING:

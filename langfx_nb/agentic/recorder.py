@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..errors import ExecutionTimeoutError, RunSuspended, ToolDeniedError
 from .deadline import DeadlineScope
-from .trace import Decision, NodeStatus, Outcome, TraceNode, preview
+from .preview import preview
+from .trace import Decision, NodeStatus, Outcome, TraceNode
 
 if TYPE_CHECKING:
     from .budget import Budget, BudgetScope

@@ -356,7 +356,7 @@ def _expand_prompts(session: Session, transcript: list[Message[Any]]) -> None:
     """Give compacted step nodes their prompt previews back, as ``generate`` wrote them
     (``trace.turns_preview`` of the turns sent), each turn previewed once however many
     steps were sent it."""
-    from .trace import MAX_PREVIEW_TURNS, turn_preview, turns_preview
+    from .preview import MAX_PREVIEW_TURNS, turn_preview, turns_preview
 
     limit = session.max_text_chars
     flat: list[Message[Any]] = []

@@ -40,6 +40,7 @@ from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
 from .fanout import DEFAULT_MAX_CONCURRENCY, check_fan_out, fan_out
 from .observers import Observer, ObserverHub
+from .preview import preview
 from .query_node import (
     NO_RESULT,
     prompt_preview,
@@ -50,7 +51,7 @@ from .query_node import (
 )
 from .recorder import Tracked
 from .recording import RecordingModel
-from .trace import NodeKind, NodeStatus, TraceNode, TraceStore, preview
+from .trace import NodeKind, NodeStatus, TraceNode, TraceStore
 from .usage import Price, UsageMeter, UsageSummary
 
 if TYPE_CHECKING:

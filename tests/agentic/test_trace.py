@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import langfx_nb as lf
 from langfx_nb.agentic import strict_json
+from langfx_nb.agentic.preview import preview
 from langfx_nb.agentic.recording import RecordingModel
-from langfx_nb.agentic.trace import preview
 from langfx_nb.llms import Echo, LanguageModel
 
 scalars = st.one_of(

@@ -516,28 +516,19 @@ class TraceIndex:
         at = self.shown_at[i]
         name, _, hint = self.shown[at : self.shown.index("\n", at)].partition("\x1f")
         parent = self.parent[i]
-        start, end = self.start[i], self.end[i]
-        out: dict[str, Any] = {
-            "id": self.ids[i],
-            "parent_id": self.ids[parent] if parent >= 0 else self.orphans.get(i),
-            "kind": self.kinds[self.kind[i]],
-            "name": name,
-            "status": self.statuses[self.status[i]],
-            "start": None if start != start else start,
-            "end": None if end != end else end,
-        }
-        if hint:
-            out["hint"] = hint
-        cost = self.cost[i]
-        if cost == cost:
-            out["cost"] = cost
-        if self.tokens[i]:
-            out["usage"] = {"total_tokens": self.tokens[i]}
-        more = self.extra.get(i)
-        if more:
-            out.update(more)
-        out["partial"] = True
-        return out
+        return row_summary(
+            self.ids[i],
+            self.ids[parent] if parent >= 0 else self.orphans.get(i),
+            self.kinds[self.kind[i]],
+            name,
+            self.statuses[self.status[i]],
+            self.start[i],
+            self.end[i],
+            hint,
+            self.cost[i],
+            self.tokens[i],
+            self.extra.get(i),
+        )
 
     def _matches(self, query: str) -> tuple[bytearray, bytearray, array[int], int]:
         """Every node whose search text holds ``query`` (lowercase), and their ancestors:
@@ -705,3 +696,39 @@ class TraceIndex:
             yield i, depth
             shown += 1
             stack.extend((k, depth + 1) for k in reversed(child[first[i] : first[i + 1]]))
+
+
+def row_summary(
+    node_id: str,
+    parent_id: str | None,
+    kind: str,
+    name: str,
+    status: str,
+    start: float,
+    end: float,
+    hint: str,
+    cost: float,
+    tokens: int,
+    more: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What a row shows of a node (NaN: no time or price; ``partial``: the detail pane asks
+    for the rest), the same for a saved trace's index and a live one."""
+    out: dict[str, Any] = {
+        "id": node_id,
+        "parent_id": parent_id,
+        "kind": kind,
+        "name": name,
+        "status": status,
+        "start": None if start != start else start,
+        "end": None if end != end else end,
+    }
+    if hint:
+        out["hint"] = hint
+    if cost == cost:
+        out["cost"] = cost
+    if tokens:
+        out["usage"] = {"total_tokens": tokens}
+    if more:
+        out.update(more)
+    out["partial"] = True
+    return out

@@ -20,7 +20,7 @@ from typing import Any
 
 from .bridge import to_jsonable
 from .trace_data import node_hint
-from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW
+from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW, row_summary
 from .trace_rows import BAD_STATUSES, LIVE
 
 __all__ = ["LiveIndex", "row_patch"]
@@ -335,28 +335,19 @@ class LiveIndex:
     def summary(self, i: int) -> dict[str, Any]:
         """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
         parent = self.parent[i]
-        start, end = self.start[i], self.end[i]
-        out: dict[str, Any] = {
-            "id": self.ids[i],
-            "parent_id": self.ids[parent] if parent >= 0 else self.orphans.get(i),
-            "kind": self.kind[i],
-            "name": self.name[i],
-            "status": self.status[i],
-            "start": None if start != start else start,
-            "end": None if end != end else end,
-        }
-        if self.hint[i]:
-            out["hint"] = self.hint[i]
-        cost = self.cost[i]
-        if cost == cost:
-            out["cost"] = cost
-        if self.tokens[i]:
-            out["usage"] = {"total_tokens": self.tokens[i]}
-        more = self.extra.get(i)
-        if more:
-            out.update(more)
-        out["partial"] = True
-        return out
+        return row_summary(
+            self.ids[i],
+            self.ids[parent] if parent >= 0 else self.orphans.get(i),
+            self.kind[i],
+            self.name[i],
+            self.status[i],
+            self.start[i],
+            self.end[i],
+            self.hint[i],
+            self.cost[i],
+            self.tokens[i],
+            self.extra.get(i),
+        )
 
     def _text(self, i: int) -> str:
         err = self.extra.get(i, {}).get("error")

@@ -219,13 +219,15 @@ export default () => {
           head.append(h("span", { class: "lfx-muted", text }));
         } else {
           const failed = [...shared.rows.values()].filter((r) => r.status !== "ok").length;
-          const parts = [!shared.finished && typeof s.expected === "number" ? `${shared.rows.size} of ${s.expected} trials` : `${shared.rows.size} trials`];
+          const partial = !shared.finished || !!s.stopped;
+          const parts = [partial && typeof s.expected === "number" ? `${shared.rows.size} of ${s.expected} trials` : `${shared.rows.size} trials`];
           if (s.cases !== undefined) parts.push(`${s.cases} cases × ${s.repeats}`);
           parts.push(`${failed} failed`);
           if (s.tokens) parts.push(`${s.tokens} tokens`);
           if (typeof s.cost === "number" || s.unpriced) parts.push(costLabel(s.cost, s.unpriced ?? 0));
           if (typeof s.elapsed_s === "number") parts.push(fmtDuration(s.elapsed_s * 1000));
           if (!shared.finished) parts.push("running…");
+          else if (s.stopped) parts.push(`stopped (${s.stopped})`);
           head.append(h("span", { class: "lfx-muted", text: parts.join(" · ") }));
         }
         clear(metricsEl);

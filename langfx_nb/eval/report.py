@@ -55,11 +55,14 @@ def report_view(value: Any) -> Any:
 
 class LiveReport(Protocol):
     """What ``lf.eval.run`` feeds while it goes on: each trial of this process as it
-    finishes (``add``), then the finished ``Report`` (``show``)."""
+    finishes (``add``), then the finished ``Report`` (``show``), or why the run stopped
+    before it (``stop``: cancelled, or an error raised out of the run)."""
 
     def add(self, index: int, result: CaseResult) -> None: ...
 
     def show(self, source: Any) -> None: ...
+
+    def stop(self, reason: str) -> None: ...
 
 
 _live_view: Callable[[str, int], LiveReport | None] | None = None  # see set_live_view

@@ -17,6 +17,7 @@ counted in its usage and cost; ``lf.query(..., lm=lm)`` calls run but are not tr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
@@ -221,18 +222,25 @@ async def run(
     ctx = _Context(task, trials, named, _feed(view, on_trial) if feed else on_trial)
     fn = functools.partial(_trial, _identity(task, named), ctx)
     started = time.perf_counter()
-    result = await batch(
-        fn,
-        range(len(trials)),
-        session=session,
-        run=run,
-        engine=engine,
-        max_concurrency=max_concurrency,
-        on_error="collect",
-        progress=progress,
-        key=lambda i: f"{trials[i][0].id}#{trials[i][1]}",
-        name=name or data.name or "eval",
-    )
+    try:
+        result = await batch(
+            fn,
+            range(len(trials)),
+            session=session,
+            run=run,
+            engine=engine,
+            max_concurrency=max_concurrency,
+            on_error="collect",
+            progress=progress,
+            key=lambda i: f"{trials[i][0].id}#{trials[i][1]}",
+            name=name or data.name or "eval",
+        )
+    except BaseException as exc:  # the view says the run stopped; the exception goes on
+        if view is not None:
+            reason = "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
+            with contextlib.suppress(Exception):
+                view.stop(reason)
+        raise
     results = []
     for i in range(len(trials)):
         error = result.errors[i]

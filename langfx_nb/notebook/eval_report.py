@@ -246,6 +246,14 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         self._bridge.publish_now()
         self._refresh_displays()
 
+    def stop(self, reason: str) -> None:
+        """The run ended before its report (``reason``: ``cancelled`` or the error's class):
+        the rows so far stay, and the head says it stopped instead of running."""
+        with contextlib.suppress(Exception):  # a view must never hide the run's own error
+            self._reducer.summary = {**self._reducer.summary, "stopped": reason}
+            self._reducer.finished = True
+            self._bridge.publish_now()
+
     def _load(self, source: Any) -> None:
         """Take a report's or comparison's rows and summary into the reducer."""
         from ..eval.compare import Comparison

@@ -386,6 +386,9 @@ async def test_an_eval_run_reports_the_same_on_ray() -> None:
         def show(self, source: Any) -> None:
             self.shown = source
 
+        def stop(self, reason: str) -> None:
+            self.shown = reason
+
     views: list[View] = []
     previous = set_live_view(lambda name, trials: views.append(View()) or views[-1])
     try:

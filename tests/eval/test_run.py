@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -219,6 +220,9 @@ async def test_a_live_view_gets_each_trial_then_the_report() -> None:
         def show(self, source: Any) -> None:
             self.shown = source
 
+        def stop(self, reason: str) -> None:
+            raise AssertionError(f"a finished run does not stop its view ({reason})")
+
     views: list[Recorder] = []
 
     def factory(name: str, trials: int) -> Recorder:
@@ -256,3 +260,45 @@ async def test_a_live_view_gets_each_trial_then_the_report() -> None:
         assert len(await lf.eval.run(task, cases, [lf.eval.exact], progress=False)) == 3
     finally:
         set_live_view(previous)
+
+
+async def test_a_cancelled_run_tells_its_live_view_it_stopped() -> None:
+    from langfx_nb.eval.report import set_live_view
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.added = 0
+            self.stopped: str | None = None
+
+        def add(self, index: int, result: Any) -> None:
+            self.added += 1
+
+        def show(self, source: Any) -> None:
+            raise AssertionError("a cancelled run shows no report")
+
+        def stop(self, reason: str) -> None:
+            self.stopped = reason
+
+    views: list[Recorder] = []
+    started = asyncio.Event()
+
+    async def task(x: str) -> str:
+        if x == "slow":
+            started.set()
+            await asyncio.sleep(60)
+        return x
+
+    cases = [lf.eval.Case(c, expected=c, id=c) for c in ("a", "b", "slow")]
+    previous = set_live_view(lambda name, trials: views.append(Recorder()) or views[-1])
+    try:
+        run = asyncio.ensure_future(
+            lf.eval.run(task, cases, [lf.eval.exact], progress=False, max_concurrency=3)
+        )
+        await asyncio.wait_for(started.wait(), 10)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    finally:
+        set_live_view(previous)
+    (view,) = views
+    assert view.stopped == "cancelled"

@@ -152,6 +152,16 @@ async def test_a_live_run_fills_its_view_in_at_most_four_batches_a_second() -> N
     assert view.snapshot["finished"] and len(view.rows) == 2
 
 
+async def test_a_stopped_run_keeps_its_rows_and_says_it_stopped() -> None:
+    report = await _report()
+    view = EvalReportView(title="live", trials=40)
+    view.add(0, report[0])
+    view.stop("cancelled")  # what lf.eval.run says when the run is cancelled or raises
+    state = view.snapshot
+    assert state["finished"] and state["summary"]["stopped"] == "cancelled"
+    assert state["summary"]["expected"] == 40 and len(view.rows) == 1
+
+
 async def test_a_view_that_has_the_report_gets_no_second_copy() -> None:
     view = EvalReportView(await _report())
     sent: list[dict[str, Any]] = []

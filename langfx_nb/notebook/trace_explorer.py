@@ -805,17 +805,22 @@ class _MonotonicLoop:
         return self.loop.call_later(delay, callback)
 
 
-def _timeline_params(raw: Any) -> tuple[float, float, int] | None:
-    """A window request's ``timeline: [lo, hi, buckets]`` (the overview's range), if valid."""
+def _timeline_params(raw: Any) -> tuple[float | None, float | None, int] | None:
+    """A window request's ``timeline: [lo, hi, buckets]`` (the overview's range; ``lo`` and
+    ``hi`` both ``None``: the whole trace, as it is when answered), if valid."""
     if not isinstance(raw, list) or len(raw) != 3:
         return None
     lo, hi, buckets = raw
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw):
+    if not isinstance(buckets, int) or isinstance(buckets, bool):
+        return None
+    if lo is None and hi is None:
+        return None, None, buckets
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
         return None
     lo, hi = float(lo), float(hi)
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
         return None
-    return lo, hi, int(buckets)
+    return lo, hi, buckets
 
 
 def _with_timeline(index: TraceIndex | LiveIndex, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -824,7 +829,10 @@ def _with_timeline(index: TraceIndex | LiveIndex, params: Mapping[str, Any]) -> 
     out = index.window(**rest)
     timeline = params.get("timeline")
     if timeline is not None:
-        out["timeline"] = index.timeline(*timeline)
+        lo, hi, buckets = timeline
+        if lo is None or hi is None:
+            lo, hi = index.span() or (0.0, 0.0)
+        out["timeline"] = index.timeline(lo, hi, buckets)
     return out
 
 

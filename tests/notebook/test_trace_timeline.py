@@ -105,6 +105,9 @@ def test_a_window_request_with_a_timeline_range_answers_its_counts(
         reply = sent.pop()
         assert reply["timeline"]["counts"] == plain_counts(trace["nodes"], 1000, 2000, 10)
         assert len(reply["rows"]) == 5
+        explorer._on_view_message(explorer, {**request, "timeline": [None, None, 4]}, [])
+        whole = sent.pop()["timeline"]  # the whole trace's span
+        assert (whole["lo"], whole["hi"], whole["in_range"]) == (0.0, 5000.0, 5000)
         explorer._on_view_message(explorer, {**request, "timeline": [5, "x", 10]}, [])
         assert "timeline" not in sent.pop()  # a malformed range: the rows, no overview
     finally:

@@ -686,7 +686,7 @@ class TraceIndex:
         starts = getattr(self, "_starts", None)
         if starts is None:
             labels = self.statuses
-            starts = self._starts = StartsByGroup(self.start, (labels[c] for c in self.status))
+            starts = self._starts = StartsByGroup(self.start, map(labels.__getitem__, self.status))
         return bucket_counts(starts, lo, hi, buckets)
 
     def counts_cached(self) -> dict[str, dict[str, int]]:

@@ -331,7 +331,10 @@ class LiveIndex:
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
         """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`bucket_counts`)."""
-        return bucket_counts(StartsByGroup(self.start, self.status), lo, hi, buckets)
+        cached = getattr(self, "_starts", None)
+        if cached is None or cached[0] != self.version:
+            cached = self._starts = (self.version, StartsByGroup(self.start, self.status))
+        return bucket_counts(cached[1], lo, hi, buckets)
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""

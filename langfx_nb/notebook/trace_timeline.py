@@ -39,7 +39,7 @@ class StartsByGroup:
         by: dict[str, list[float]] = {g: [] for g in GROUPS}
         self.untimed = 0
         for start, status in zip(starts, statuses, strict=True):
-            if math.isnan(start):
+            if start != start:  # NaN: no start time
                 self.untimed += 1
             else:
                 by[group_of(status)].append(start)

@@ -450,6 +450,7 @@ export default () => {
         const many = !!o && o.in_range > BAR_LIMIT;
         const apart = o ? [o.before && `${o.before.toLocaleString("en-US")} before`, o.after && `${o.after.toLocaleString("en-US")} after`, o.untimed && `${o.untimed.toLocaleString("en-US")} with no time`].filter(Boolean).join(" · ") : "";
         ovLabel.textContent = !o ? "timeline: counting…" : `${o.in_range.toLocaleString("en-US")} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}`;
+        ovLabel.title = ovLabel.textContent;
         ovCell.style.visibility = many ? "" : "hidden";
         if (!o || !many) return;
         const n = o.buckets;

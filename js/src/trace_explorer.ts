@@ -4,6 +4,7 @@
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
 import { asText, chatView, clear, copyButton, costLabel, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
+import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, bucketCounts, panBy, visibleRange, zoomBy } from "./timeline";
 import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";
@@ -32,6 +33,7 @@ interface Layout {
   split: number; // tree pane share of the width, 0.2–0.8
   height: number; // px of the tree + detail area
   max: boolean; // detail maximized
+  zoom: Zoom; // the timeline's visible time range (null: the whole trace)
 }
 
 interface Shared {
@@ -105,6 +107,14 @@ const CSS = `
 .lfx-te-bar-tl.s-suspended{--lfx-c:var(--lfx-paused)}
 .lfx-te-bar-tl.w-human{background:repeating-linear-gradient(90deg,var(--lfx-warn) 0 2px,transparent 2px 4px)}
 .lfx-te-axis{display:flex;justify-content:space-between}
+.lfx-te-ov{height:26px;cursor:default}
+.lfx-te-ov .lfx-te-c-tl{height:22px;display:flex;align-items:flex-end;gap:0;cursor:zoom-in;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
+.lfx-te-ov-b{flex:1 1 0;display:flex;flex-direction:column-reverse;min-width:0;height:100%}
+.lfx-te-ov-b span{display:block;flex:none}
+.lfx-te-ov-b .g-ok{background:color-mix(in srgb,var(--jp-ui-font-color1,#222) 45%,transparent)}
+.lfx-te-ov-b .g-running{background:var(--lfx-run,#1a73e8)}
+.lfx-te-ov-b .g-failed{background:var(--lfx-bad,#b3261e)}
+.lfx-te-nol .lfx-te-ov,.lfx-te-nol .lfx-te-zoom{display:none}
 .lfx-te-split{flex:0 0 6px;cursor:col-resize;background:var(--jp-border-color2,#e0e0e0)}
 .lfx-te-split:hover{background:var(--jp-brand-color2,#64b5f6)}
 .lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box}
@@ -148,7 +158,7 @@ function mark(label: string): void {
 }
 
 function defaultLayout(): Layout {
-  return { timeline: true, split: 0.62, height: MAIN_H, max: false };
+  return { timeline: true, split: 0.62, height: MAIN_H, max: false, zoom: null };
 }
 
 function createShared(): Shared {
@@ -254,6 +264,7 @@ export default () => {
         split: typeof v.split === "number" ? Math.min(0.8, Math.max(0.2, v.split)) : 0.62,
         height: typeof v.height === "number" ? Math.max(160, v.height) : MAIN_H,
         max: !!v.max,
+        zoom: Array.isArray(v.zoom) && v.zoom.length === 2 && v.zoom.every((t: unknown) => typeof t === "number" && Number.isFinite(t)) && v.zoom[0] <= v.zoom[1] ? [v.zoom[0], v.zoom[1]] : null,
       };
     }
   }
@@ -340,6 +351,9 @@ export default () => {
       const cancelButton = h("button", { class: "lfx-btn lfx-te-cancel", type: "button", text: "Cancel run", style: "display:none", title: "Cancel the run this trace follows; a tool waiting for approval does not run" }) as HTMLButtonElement;
       const closedBar = h("div", { class: "lfx-te-closed", style: "display:none" });
       const timelineBtn = h("button", { class: "lfx-btn lfx-te-tl-toggle", type: "button", title: "Show or hide the timeline column", text: "Timeline" });
+      const zoomOut = h("button", { class: "lfx-btn lfx-te-zoom lfx-te-zout", type: "button", title: "Zoom the timeline out ( - )", text: "−" }) as HTMLButtonElement;
+      const zoomIn = h("button", { class: "lfx-btn lfx-te-zoom lfx-te-zin", type: "button", title: "Zoom the timeline in ( + ; or the wheel over the overview strip)", text: "+" }) as HTMLButtonElement;
+      const zoomReset = h("button", { class: "lfx-btn lfx-te-zoom lfx-te-zreset", type: "button", title: "Show the whole trace on the timeline ( 0 )", text: "⟲" }) as HTMLButtonElement;
       const maxBtn = h("button", { class: "lfx-btn lfx-te-max", type: "button", title: "Maximize the details (Enter / Esc)", text: "⤢ Details" });
       const head = h("div", { class: "lfx-te-head" },
         h("span", { class: "lfx-te-label", text: "name" }),
@@ -349,15 +363,20 @@ export default () => {
         h("span", { class: "lfx-te-c lfx-te-c-cost", text: "cost Σ", title: "this node and all below it; — when no price is known" }));
       const axis = h("span", { class: "lfx-te-c lfx-te-c-tl lfx-te-axis" });
       head.append(axis);
+      const ovLabel = h("span", { class: "lfx-te-label lfx-muted" });
+      const ovCell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
+      const ov = h("div", { class: "lfx-te-head lfx-te-ov" }, ovLabel,
+        h("span", { class: "lfx-te-c lfx-te-c-st" }), h("span", { class: "lfx-te-c lfx-te-c-dur" }),
+        h("span", { class: "lfx-te-c lfx-te-c-tok" }), h("span", { class: "lfx-te-c lfx-te-c-cost" }), ovCell);
       const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0, "aria-label": "trace tree" });
       const spacer = h("div", { style: "position:relative;width:100%" });
       const empty = h("div", { class: "lfx-te-empty", style: "display:none" });
       scroll.append(spacer, empty);
-      const left = h("div", { class: "lfx-te-left" }, head, scroll);
+      const left = h("div", { class: "lfx-te-left" }, head, ov, scroll);
       const split = h("div", { class: "lfx-te-split", role: "separator", "aria-orientation": "vertical", title: "drag to resize" });
       const detail = h("div", { class: "lfx-te-detail", tabindex: -1 });
       const main = h("div", { class: "lfx-te-main" }, left, split, detail);
-      root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, timelineBtn, maxBtn)), closedBar, main);
+      root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, zoomOut, zoomIn, zoomReset, timelineBtn, maxBtn)), closedBar, main);
       el.append(root);
       markLive(el);
       let problems = new Map<string, Record<string, number>>();
@@ -394,10 +413,65 @@ export default () => {
         main.style.height = `${v.max ? Math.max(v.height, 560) : v.height}px`;
       }
 
-      /** The shared time axis (at least 1 ms long). */
-      function timeSpan(): [number, number] {
+      /** The whole trace's time axis (at least 1 ms long). */
+      function fullSpan(): [number, number] {
         const [lo, hi] = shared.span;
         return Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
+      }
+
+      /** The timeline's axis: the zoomed range of the trace's axis. */
+      function timeSpan(): [number, number] {
+        return visibleRange(fullSpan(), shared.view.zoom);
+      }
+
+      function setZoom(zoom: Zoom): void {
+        shared.view.zoom = zoom;
+        notify();
+      }
+
+      /** The timeline overview's key: what a window request asked for ("" none). */
+      const tlKey = (): string => (!shared.view.timeline ? "" : shared.view.zoom ? timeSpan().join("|") : "whole");
+      let localOv: { key: string; ov: Buckets } | null = null;
+
+      /** The overview's counts: the kernel's for a windowed trace, else counted here. */
+      function overview(lo: number, hi: number): Buckets | null {
+        if (shared.win) return shared.win.reply.timeline ?? null;
+        const key = `${shared.store.version}|${lo}|${hi}`;
+        if (localOv?.key !== key) localOv = { key, ov: bucketCounts(shared.store.nodes.values(), lo, hi, BUCKETS) };
+        return localOv.ov;
+      }
+
+      const ovBars: HTMLElement[][] = [];
+      /** The strip above the rows: counts per time bucket when the range holds more nodes
+       *  than bars can show, else the number of nodes in range (the rows show their bars). */
+      function drawOverview(lo: number, hi: number): void {
+        if (!shared.view.timeline) return;
+        const o = overview(lo, hi);
+        const many = !!o && o.in_range > BAR_LIMIT;
+        const apart = o ? [o.before && `${o.before.toLocaleString("en-US")} before`, o.after && `${o.after.toLocaleString("en-US")} after`, o.untimed && `${o.untimed.toLocaleString("en-US")} with no time`].filter(Boolean).join(" · ") : "";
+        ovLabel.textContent = !o ? "timeline: counting…" : `${o.in_range.toLocaleString("en-US")} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}`;
+        ovLabel.title = ovLabel.textContent;
+        ovCell.style.visibility = many ? "" : "hidden";
+        if (!o || !many) return;
+        const n = o.buckets;
+        let top = 1;
+        for (let b = 0; b < n; b++) top = Math.max(top, GROUPS.reduce((t, g) => t + (o.counts[g]?.[b] ?? 0), 0));
+        for (let b = 0; b < n; b++) {
+          let col = ovBars[b];
+          if (!col) {
+            const parts = GROUPS.map((g) => h("span", { class: `g-${g}` }));
+            const box = h("span", { class: "lfx-te-ov-b" }, ...parts);
+            ovCell.append(box);
+            col = ovBars[b] = [box, ...parts];
+          }
+          col[0].style.display = "";
+          const per = GROUPS.map((g) => o.counts[g]?.[b] ?? 0);
+          const sum = per.reduce((a, c) => a + c, 0);
+          GROUPS.forEach((g, k) => (col[k + 1].style.height = `${(per[k] / top) * 100}%`));
+          const t0 = o.lo + ((o.hi - o.lo) * b) / n - shared.span[0];
+          col[0].title = `${sum.toLocaleString("en-US")} nodes start at ${fmtDuration(t0 * 1000) || "0 ms"}–${fmtDuration((t0 + (o.hi - o.lo) / n) * 1000) || "0 ms"}: ` + GROUPS.map((g, k) => `${per[k].toLocaleString("en-US")} ${g}`).join(" · ");
+        }
+        for (let b = n; b < ovBars.length; b++) ovBars[b][0].style.display = "none";
       }
 
       /** The rows as the view lists them, whether held whole (`rows`) or windowed. */
@@ -420,11 +494,11 @@ export default () => {
       let applied = 0;
       let inflight: { req: number; at: number } | null = null;
       let retry = 0;
-      const reqKeys = new Map<number, [string, string | null]>();
+      const reqKeys = new Map<number, [string, string | null, string]>();
       let revealWanted = false;
       /** This view's name in its requests: a live trace's pushes say which view they are for. */
       const viewId = Math.random().toString(36).slice(2);
-      let appliedMeta: [string, string | null] = ["", null];
+      let appliedMeta: [string, string | null, string] = ["", null, ""];
       let registered = false;
       let goWanted: number | null = null;
       const viewKey = () => `${shared.layout}|${shared.query.trim().toLowerCase()}`;
@@ -436,7 +510,8 @@ export default () => {
         const key = viewKey();
         const needSel = revealWanted && win.selected !== shared.selected;
         // a live trace: every view asks once, so the kernel knows what to push to it
-        if (win.covers(a, b, key) && !needSel && (registered || !win.reply.live)) return;
+        const tl = tlKey();
+        if (win.covers(a, b, key) && !needSel && appliedMeta[2] === tl && (registered || !win.reply.live)) return;
         const now = performance.now();
         if (inflight && now - inflight.at < WINDOW_WAIT_MS) {
           askAgainLater(WINDOW_WAIT_MS - (now - inflight.at) + 10); // in case no reply comes
@@ -444,9 +519,11 @@ export default () => {
         }
         const req = ++windowRequests;
         const from = Math.max(0, a - MARGIN);
-        reqKeys.set(req, [key, shared.selected]);
+        reqKeys.set(req, [key, shared.selected, tl]);
+        const [tlo, thi] = timeSpan();
+        const timeline = !tl ? undefined : shared.view.zoom ? [tlo, thi, BUCKETS] : [null, null, BUCKETS];
         inflight = { req, at: now };
-        if (trySend(model, { kind: KINDS.WINDOW_REQUEST, req, view: viewId, start: from, count: b - from + MARGIN, query: shared.query, expanded: [...shared.expanded.entries()], selected: shared.selected })) registered = true;
+        if (trySend(model, { kind: KINDS.WINDOW_REQUEST, req, view: viewId, start: from, count: b - from + MARGIN, query: shared.query, expanded: [...shared.expanded.entries()], selected: shared.selected, timeline })) registered = true;
         else {
           inflight = null;
           reqKeys.delete(req);
@@ -533,12 +610,17 @@ export default () => {
         }
         timing("rollups", t1);
         const [lo, hi] = timeSpan();
-        const axisText = shared.view.timeline ? fmtDuration((hi - lo) * 1000) : "";
+        const at = (t: number) => fmtDuration((t - fullSpan()[0]) * 1000) || "0";
+        const axisText = shared.view.timeline ? `${at(lo)}|${at(hi)}` : "";
         if (axis.dataset.total !== axisText) {
           axis.dataset.total = axisText;
           axis.textContent = "";
-          if (axisText) axis.append(h("span", { text: "0" }), h("span", { text: axisText }));
+          if (axisText) axis.append(h("span", { text: at(lo) }), h("span", { text: at(hi) }));
         }
+        const zoomed = !!shared.view.zoom;
+        zoomOut.disabled = zoomReset.disabled = !zoomed;
+        axis.title = zoomed ? "the zoomed range of the trace (⟲ shows all of it)" : "the whole trace";
+        drawOverview(lo, hi);
         for (let i = start; i < end; i++) {
           const slot = i - start;
           let div = pool[slot];
@@ -614,11 +696,14 @@ export default () => {
       function placeBar(div: HTMLElement, node: TraceNode, lo: number, hi: number): void {
         const bar = div.querySelector(".lfx-te-bar-tl") as HTMLElement | null;
         if (!bar || typeof node.start !== "number") return;
-        const total = hi - lo;
         const status = String(node.status ?? "");
-        const endT = typeof node.end === "number" ? node.end : isLive(status) && !shared.ended && !shared.closed ? hi : node.start;
-        const left = `${(((node.start - lo) / total) * 100).toFixed(3)}%`;
-        const width = `${Math.max(0, ((endT - node.start) / total) * 100).toFixed(3)}%`;
+        const endT = typeof node.end === "number" ? node.end : isLive(status) && !shared.ended && !shared.closed ? Math.max(hi, shared.span[1]) : node.start;
+        const place = barPlace(node.start, endT, lo, hi);
+        const display = place ? "" : "none";
+        if (bar.style.display !== display) bar.style.display = display;
+        if (!place) return;
+        const left = `${place[0].toFixed(3)}%`;
+        const width = `${place[1].toFixed(3)}%`;
         if (bar.style.left !== left) bar.style.left = left;
         if (bar.style.width !== width) bar.style.width = width;
       }
@@ -880,6 +965,11 @@ export default () => {
             break;
           }
           case "Enter": if (id) toggleMax(true); break;
+          case "+": case "=": setZoom(zoomBy(fullSpan(), shared.view.zoom, 0.5)); break;
+          case "-": setZoom(zoomBy(fullSpan(), shared.view.zoom, 2)); break;
+          case "0": setZoom(null); break;
+          case "[": setZoom(panBy(fullSpan(), shared.view.zoom, -0.25)); break;
+          case "]": setZoom(panBy(fullSpan(), shared.view.zoom, 0.25)); break;
           default: return;
         }
         ev.preventDefault();
@@ -904,6 +994,23 @@ export default () => {
         notify();
       });
       maxBtn.addEventListener("click", () => toggleMax());
+      zoomIn.addEventListener("click", () => setZoom(zoomBy(fullSpan(), shared.view.zoom, 0.5)));
+      zoomOut.addEventListener("click", () => setZoom(zoomBy(fullSpan(), shared.view.zoom, 2)));
+      zoomReset.addEventListener("click", () => setZoom(null));
+      // the wheel over the overview strip or the axis zooms around the pointer
+      const onWheel = (ev: WheelEvent) => {
+        const box = (ev.currentTarget as HTMLElement).getBoundingClientRect();
+        if (!box.width || !ev.deltaY) return;
+        ev.preventDefault();
+        setZoom(zoomBy(fullSpan(), shared.view.zoom, ev.deltaY < 0 ? 0.8 : 1.25, (ev.clientX - box.left) / box.width));
+      };
+      ovCell.addEventListener("wheel", onWheel, { passive: false });
+      axis.addEventListener("wheel", onWheel, { passive: false });
+      // a click on a bucket zooms in on it
+      ovCell.addEventListener("click", (ev) => {
+        const box = ovCell.getBoundingClientRect();
+        if (box.width) setZoom(zoomBy(fullSpan(), shared.view.zoom, 0.25, (ev.clientX - box.left) / box.width));
+      });
       split.addEventListener("pointerdown", (ev) => {
         ev.preventDefault();
         split.setPointerCapture(ev.pointerId);

@@ -3,6 +3,7 @@
 // label, sums, duration, human wait). Nodes carry the core's field names (TraceNode.to_json,
 // "The node contract" in docs/agentic.md). Unit-tested in js/test; trace_parity.json holds
 // the row values to what the static copy (langfx_nb/notebook/trace_rows.py) computes.
+import type { Buckets } from "./timeline";
 import { fmtCost, fmtDuration } from "./dom";
 
 export interface TraceNode {
@@ -577,6 +578,8 @@ export interface WindowReply {
   span?: [number, number];
   ended?: boolean;
   summary?: Record<string, any> | null;
+  /** The timeline overview's counts for the range the request named (`timeline`). */
+  timeline?: Buckets;
 }
 
 /**

@@ -50,9 +50,11 @@ class MessageKind(enum.StrEnum):
     OPEN_GROUP = "open_group"  # view → kernel: {"error": class | None} show a group's traces
     OPEN_TRACE = "open_trace"  # view → kernel: {"id"} open this trial's trace (eval report)
     TRACE_OPENED = "trace_opened"  # kernel → view: {"id", "ok", "message"}
-    # view → kernel: {"req", "start", "count", "query", "expanded", "selected"?} rows to show
+    # view → kernel: {"req", "start", "count", "query", "expanded", "selected"?,
+    # "timeline"?: [lo, hi, buckets]} rows to show (and the timeline overview's range)
     WINDOW_REQUEST = "window_request"
-    # kernel → view: {"req", "start", "total", "nodes", "rows", "counts", "matches"?}
+    # kernel → view: {"req", "start", "total", "nodes", "rows", "counts", "matches"?,
+    # "timeline"?: bucket counts}
     WINDOW = "window"
     # kernel → view: {"seq", "title", "view_state"} + the new state as one buffer: the
     # explorer shows another trace in place (``TraceExplorer.show``)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import datetime as _dt
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -561,7 +562,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
         """Answer a page's window request: ``{req, start, count, query, expanded, selected,
-        view?}`` → ``{kind: window, req, start, total, nodes, rows, counts, matches?}``. A
+        view?, timeline?: [lo, hi, buckets]}`` → ``{kind: window, req, start, total, nodes,
+        rows, counts, matches?, timeline?}`` (``timeline``: the overview's exact counts per
+        time bucket over the whole trace, see ``trace_timeline``). A
         live trace remembers each view's last request and pushes the same window again, with
         what changed, as events arrive (``live: true``; see ``_live_tick``)."""
         index: TraceIndex | LiveIndex | None = self._live or self._index
@@ -586,6 +589,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             "query": query if isinstance(query, str) else "",
             "selected": selected if isinstance(selected, str) else None,
         }
+        timeline = _timeline_params(content.get("timeline"))
+        if timeline is not None:
+            params["timeline"] = timeline
         if self._live is not None:
             view = str(content.get("view", ""))
             self._viewers.pop(view, None)
@@ -600,7 +606,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 }
             )
             return
-        window = index.window(**params)
+        window = _with_timeline(index, params)
         self._send_message({"kind": MessageKind.WINDOW.value, "req": content.get("req"), **window})
 
     # -- a live trace shown through windows ------------------------------------------------------
@@ -669,7 +675,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _live_reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
         live = self._live
         assert live is not None
-        out = live.window(**params)
+        out = _with_timeline(live, params)
         span = live.span()
         if span is not None:
             out["span"] = list(span)
@@ -797,6 +803,37 @@ class _MonotonicLoop:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return self.loop.call_later(delay, callback)
+
+
+def _timeline_params(raw: Any) -> tuple[float | None, float | None, int] | None:
+    """A window request's ``timeline: [lo, hi, buckets]`` (the overview's range; ``lo`` and
+    ``hi`` both ``None``: the whole trace, as it is when answered), if valid."""
+    if not isinstance(raw, list) or len(raw) != 3:
+        return None
+    lo, hi, buckets = raw
+    if not isinstance(buckets, int) or isinstance(buckets, bool):
+        return None
+    if lo is None and hi is None:
+        return None, None, buckets
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
+        return None
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        return None
+    return lo, hi, buckets
+
+
+def _with_timeline(index: TraceIndex | LiveIndex, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The window for ``params``, with the timeline overview's bucket counts when asked."""
+    rest = {k: v for k, v in params.items() if k != "timeline"}
+    out = index.window(**rest)
+    timeline = params.get("timeline")
+    if timeline is not None:
+        lo, hi, buckets = timeline
+        if lo is None or hi is None:
+            lo, hi = index.span() or (0.0, 0.0)
+        out["timeline"] = index.timeline(lo, hi, buckets)
+    return out
 
 
 def _big_file(source: Any) -> Path | None:

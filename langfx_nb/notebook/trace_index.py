@@ -28,6 +28,7 @@ from typing import Any, get_args
 from ..agentic.trace import NodeKind, NodeStatus
 from .trace_data import node_hint
 from .trace_rows import BAD_STATUSES, tokens_of
+from .trace_timeline import StartsByGroup, bucket_counts
 
 __all__ = ["WINDOW_NODES", "TraceIndex"]
 
@@ -679,6 +680,14 @@ class TraceIndex:
             except ValueError:
                 out["selected_index"] = -1
         return out
+
+    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
+        """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`bucket_counts`)."""
+        starts = getattr(self, "_starts", None)
+        if starts is None:
+            labels = self.statuses
+            starts = self._starts = StartsByGroup(self.start, map(labels.__getitem__, self.status))
+        return bucket_counts(starts, lo, hi, buckets)
 
     def counts_cached(self) -> dict[str, dict[str, int]]:
         cached = getattr(self, "_counts", None)

@@ -22,6 +22,7 @@ from .bridge import to_jsonable
 from .trace_data import node_hint
 from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW, row_summary
 from .trace_rows import BAD_STATUSES, LIVE
+from .trace_timeline import StartsByGroup, bucket_counts
 
 __all__ = ["LiveIndex", "row_patch"]
 
@@ -327,6 +328,13 @@ class LiveIndex:
         return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
 
     counts_cached = counts
+
+    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
+        """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`bucket_counts`)."""
+        cached = getattr(self, "_starts", None)
+        if cached is None or cached[0] != self.version:
+            cached = self._starts = (self.version, StartsByGroup(self.start, self.status))
+        return bucket_counts(cached[1], lo, hi, buckets)
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""

@@ -53,6 +53,7 @@ def test_a_huge_trace_opens_filters_and_expands_with_exact_counts(lab: Lab) -> N
         timeout=120_000,
     )
     assert f"{info.failed} failed/denied/cancelled" in summary(lab)
+    check_timeline_overview(lab, info.nodes, info.failed)
     # the page holds a window, not the trace: only rows on screen are in the DOM
     assert page.locator(".lfx-te-row").count() < 100
     held = page.evaluate(
@@ -147,6 +148,53 @@ def test_a_huge_trace_opens_filters_and_expands_with_exact_counts(lab: Lab) -> N
     )
     assert lab.errors() == []
     lab.screenshot("bigtrace")
+
+
+def overview_numbers(lab: Lab) -> list[int]:
+    """The strip's label: nodes in range, then those before / after / with no time."""
+    text = str(lab.page.locator(".lfx-te-ov .lfx-te-label").inner_text())
+    return [int(n.replace(",", "")) for n in re.findall(r"[\d,]+(?= nodes| before| after)", text)]
+
+
+def check_timeline_overview(lab: Lab, nodes: int, failed: int) -> None:
+    """Zoomed out, the strip counts the whole trace by time bucket (exact, from the kernel);
+    zooming in narrows the axis and the counts still add up to the trace; ⟲ resets."""
+    page = lab.page
+    page.wait_for_function(
+        "(n) => document.querySelector('.lfx-te-ov .lfx-te-label').textContent"
+        ".startsWith(n.toLocaleString('en-US') + ' nodes start in this range (counts')",
+        arg=nodes,
+        timeout=30_000,
+    )
+    per_group = page.evaluate(
+        r"""() => { const t = {running: 0, ok: 0, failed: 0};
+            for (const b of document.querySelectorAll('.lfx-te-ov-b'))
+              for (const m of b.title.matchAll(/([\d,]+) (running|ok|failed)/g))
+                t[m[2]] += Number(m[1].replace(/,/g, ''));
+            return t; }"""
+    )
+    assert per_group == {"running": 0, "ok": nodes - failed, "failed": failed}
+    axis = page.locator(".lfx-te-head .lfx-te-axis")
+    whole = axis.inner_text()
+    for _ in range(10):
+        page.locator(".lfx-te-zin").click()
+    page.wait_for_function(
+        "(n) => !document.querySelector('.lfx-te-ov .lfx-te-label').textContent"
+        ".startsWith(n.toLocaleString('en-US') + ' nodes')",
+        arg=nodes,
+        timeout=30_000,
+    )
+    assert axis.inner_text() != whole
+    counted = overview_numbers(lab)
+    assert 0 < counted[0] < nodes and sum(counted) == nodes, counted
+    page.locator(".lfx-te-zreset").click()
+    page.wait_for_function(
+        "(n) => document.querySelector('.lfx-te-ov .lfx-te-label').textContent"
+        ".startsWith(n.toLocaleString('en-US') + ' nodes start')",
+        arg=nodes,
+        timeout=30_000,
+    )
+    assert axis.inner_text() == whole
 
 
 LIVE_ITEMS = int(os.environ.get("LANGFX_LIVE_ITEMS", "30000"))

@@ -1,0 +1,53 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { barPlace, bucketCounts, groupOf, panBy, visibleRange, zoomBy } from "../src/timeline";
+
+const span: [number, number] = [10, 110];
+
+test("not zoomed, the axis is the whole span; zooming in halves it around the point", () => {
+  assert.deepEqual(visibleRange(span, null), [10, 110]);
+  assert.deepEqual(zoomBy(span, null, 0.5), [35, 85]);
+  assert.deepEqual(zoomBy(span, null, 0.5, 0), [10, 60]); // around the left edge
+  assert.deepEqual(zoomBy(span, [35, 85], 0.5, 1), [60, 85]); // around the right edge
+});
+
+test("zooming out past the span is the whole trace again, and the range stays inside it", () => {
+  assert.equal(zoomBy(span, [35, 85], 2), null);
+  assert.equal(zoomBy(span, [35, 85], 3), null);
+  assert.deepEqual(zoomBy(span, [90, 110], 1.5, 1), [80, 110]); // clamped at the end
+  assert.deepEqual(visibleRange(span, [-50, -40]), [10, 20]); // a saved zoom off the span
+  assert.deepEqual(visibleRange(span, [0, 500]), [10, 110]);
+});
+
+test("panning moves the range by a share of its width, within the span", () => {
+  assert.deepEqual(panBy(span, [30, 50], 0.5), [40, 60]);
+  assert.deepEqual(panBy(span, [30, 50], -5), [10, 30]);
+  assert.equal(panBy(span, null, 1), null);
+});
+
+test("a bar is placed on the zoomed axis and clipped to it", () => {
+  assert.deepEqual(barPlace(20, 30, 10, 110), [10, 10]);
+  assert.deepEqual(barPlace(0, 60, 10, 110), [0, 50]); // started before the range
+  assert.deepEqual(barPlace(100, 200, 10, 110), [90, 10]); // runs past it
+  assert.equal(barPlace(0, 5, 10, 110), null); // outside: not drawn
+  assert.equal(barPlace(120, 130, 10, 110), null);
+  assert.deepEqual(barPlace(50, 40, 10, 110), [40, 0]); // an end before the start: a tick
+});
+
+test("bucket counts are exact: every node counted once, by its start", () => {
+  const nodes = [
+    { start: 10, status: "ok" },
+    { start: 35, status: "running" },
+    { start: 60, status: "failed" },
+    { start: 110, status: "waiting" }, // the last bucket includes hi
+    { start: 5, status: "ok" },
+    { start: 200, status: "ok" },
+    { status: "ok" },
+  ];
+  const b = bucketCounts(nodes, 10, 110, 4);
+  assert.deepEqual(b.counts, { running: [0, 1, 0, 1], ok: [1, 0, 0, 0], failed: [0, 0, 1, 0] });
+  assert.equal(b.in_range, 4);
+  assert.equal(b.before + b.in_range + b.after + b.untimed, nodes.length);
+  assert.equal(groupOf("denied"), "failed");
+  assert.equal(groupOf(undefined), "ok");
+});

@@ -268,7 +268,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._clock = clock
         self._bridge = EventBridge(
             self._send_message,
-            _Fold(self),
+            _Fold(self._fold, self._state_now),
             on_state=self._set_state,
             interval=interval,
             clock=clock,
@@ -779,16 +779,16 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
 
 class _Fold:
-    """The explorer's bridge reducer (what ``TraceExplorer._fold`` makes of an event)."""
+    """The explorer's bridge reducer: its ``apply`` and ``snapshot`` are the explorer's own
+    fold of an event and state now (bound methods, so the bridge needs no explorer)."""
 
-    def __init__(self, explorer: TraceExplorer) -> None:
-        self.explorer = explorer
-
-    def apply(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return self.explorer._fold(event)
-
-    def snapshot(self) -> dict[str, Any]:
-        return self.explorer._state_now()
+    def __init__(
+        self,
+        apply: Callable[[Mapping[str, Any]], list[dict[str, Any]]],
+        snapshot: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.apply = apply
+        self.snapshot = snapshot
 
 
 class _MonotonicLoop:

@@ -385,7 +385,8 @@ class LiveIndex:
         self._touched = set()
         return hits
 
-    def _is_open(self, i: int, expanded: Mapping[str, bool]) -> bool:
+    def is_open(self, i: int, expanded: Mapping[str, bool]) -> bool:
+        """Whether node ``i`` shows its children under ``expanded`` (default: shallow ones)."""
         return expanded.get(self.ids[i], self.depth[i] < DEFAULT_OPEN_DEPTH)
 
     def rows(
@@ -465,7 +466,7 @@ class LiveIndex:
                 "node": self.summary(i),
                 "depth": self.depth[i],
                 "kids": has_kids,
-                "open": has_kids and (keep is not None or self._is_open(i, expanded)),
+                "open": has_kids and (keep is not None or self.is_open(i, expanded)),
                 "roll": [
                     self.sub_tokens[i],
                     self.sub_cost[i],
@@ -525,7 +526,7 @@ class _Listing:
 
     def _open(self, i: int) -> bool:
         index = self.index
-        return i in index.kids and index._is_open(i, self.expanded)
+        return i in index.kids and index.is_open(i, self.expanded)
 
     def open_kids(self, i: int) -> list[tuple[int, int]]:
         """(position in the kid list, node) of ``i``'s children that are open with kids, in

@@ -14,6 +14,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
 from langfx_nb.notebook import trace_explorer as te
+from langfx_nb.notebook.trace_store import open_store_index
 
 from ._fakes import record_sends
 
@@ -41,8 +42,8 @@ def test_a_batch_trace_is_windowed_from_its_run_manifest(tmp_path: Path) -> None
     assert result.totals.failed == failed
     explorer = te.TraceExplorer(path)
     assert explorer.windowed
-    index = explorer._index
-    assert index is not None and len(index) == 2 + 2 * n
+    index = open_store_index(path)  # what the explorer windows from
+    assert len(index) == 2 + 2 * n
     counts = index.counts()
     assert counts["kind"] == {"session": 1, "batch": 1, "item": n, "action": n}
     assert counts["status"] == {"ok": 2 * n - failed + 1, "failed": failed, "running": 1}
@@ -71,13 +72,11 @@ def test_every_run_of_a_manifest_is_in_its_trace(tmp_path: Path) -> None:
     failed = len(range(0, n, FAIL_EVERY))
     second = run(path, n)  # only the failed items run again (and fail again)
     assert second.totals.failed == failed
-    explorer = te.TraceExplorer(path)
-    index = explorer._index
-    assert index is not None
+    index = open_store_index(path)
     counts = index.counts()["kind"]
     assert counts == {"session": 2, "batch": 2, "item": n + failed, "action": n + failed}
     assert sum(1 for i in index.ids if i.startswith("2:")) == 2 + 2 * failed
-    explorer.close()
+    index.close()
 
 
 def test_a_file_that_is_not_a_manifest_with_a_trace_is_a_clear_error(tmp_path: Path) -> None:

@@ -12,31 +12,29 @@ export interface ErrorGroup {
   node_ids: (string | null)[]; // their item trace nodes
 }
 
-/** The provider's own counts (engine=ProviderBatch()): BatchProgress.provider. */
-export interface ProviderCounts {
-  status?: string; // collecting | submitting | waiting | collected
-  batches?: number;
+/** Requests by outcome, as a provider counts them (all of them, or one batch's). */
+export interface OutcomeCounts {
   total?: number;
   succeeded?: number;
   errored?: number;
   expired?: number;
   canceled?: number;
   processing?: number;
+}
+
+/** The provider's own counts (engine=ProviderBatch()): BatchProgress.provider. */
+export interface ProviderCounts extends OutcomeCounts {
+  status?: string; // collecting | submitting | waiting | collected
+  batches?: number;
   resubmitted?: number;
   per_batch?: ProviderBatchCounts[];
 }
 
 /** One submitted batch's last poll. */
-export interface ProviderBatchCounts {
+export interface ProviderBatchCounts extends OutcomeCounts {
   id?: string;
   provider?: string;
   status?: string; // the provider's own status word
-  total?: number;
-  succeeded?: number;
-  errored?: number;
-  expired?: number;
-  canceled?: number;
-  processing?: number;
 }
 
 export interface BatchState {

@@ -110,13 +110,6 @@ export function fmtSeconds(s: number | null | undefined): string {
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
-/** A cost total (langfx_nb/agentic/usage.py cost_label, same text): `null` (no model had
- * a price) is "cost unknown", never "$0"; a sum that leaves calls out is labelled partial:
- * "≥ $1.23 (3 calls unpriced: fake:b)". */
-export function fmtBatchCost(cost: number | null | undefined, unpriced: string[] = [], unpricedRequests = 0): string {
-  return costLabel(cost, unpricedRequests, unpriced);
-}
-
 /** Token usage: the total, and prompt/completion when known; absent counts are unknown. */
 export function fmtTokens(usage: Record<string, number> | null | undefined): string {
   const u = usage ?? {};

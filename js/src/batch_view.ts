@@ -3,9 +3,9 @@
 // the kernel for a TraceExplorer of its items, shown below. Model text (error messages) is
 // untrusted: it reaches the page through textContent only.
 import { KINDS } from "./kinds";
-import { clear, h, injectCss, markLive, trySend } from "./dom";
+import { clear, costLabel, h, injectCss, markLive, trySend } from "./dom";
 import { SyncedState } from "./synced";
-import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtBatchCost, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
+import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
 
 interface Model {
   get(name: string): any;
@@ -117,7 +117,7 @@ export default () => {
           h("span", { "data-eta": "", text: state.finished ? `took ${fmtSeconds(state.elapsed_s)}` : `ETA ${fmtSeconds(state.eta_s)}` }),
           h("span", { text: `${fmtCount(state.requests)} requests` }),
           h("span", { "data-usage": "", text: fmtTokens(state.usage) }),
-          h("span", { "data-cost": "", text: fmtBatchCost(state.cost, state.unpriced_models, state.unpriced_requests) }),
+          h("span", { "data-cost": "", text: costLabel(state.cost, state.unpriced_requests, state.unpriced_models) }),
         );
         clear(provider);
         const lines = fmtProvider(state.provider);

@@ -47,8 +47,7 @@ export function fmtDuration(ms: number | null): string {
 }
 
 export function fmtCost(cost: number): string {
-  if (!cost) return "";
-  return cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+  return cost ? fmtMoney(cost) : "";
 }
 
 /** "$1.23"; below a cent four decimals; with no unknown left out (never "" for 0). */

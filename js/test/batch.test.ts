@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { applyBatchPatch, emptyBatch, fmtBatchCost, fmtProvider, fmtSeconds, fmtTokens, fraction } from "../src/batch";
+import { applyBatchPatch, emptyBatch, fmtProvider, fmtSeconds, fmtTokens, fraction } from "../src/batch";
+import { costLabel } from "../src/dom";
 
 test("progress patches replace the counts; the open group is the view's own", () => {
   const s = emptyBatch();
@@ -19,12 +20,12 @@ test("progress patches replace the counts; the open group is the view's own", ()
 });
 
 test("unknown cost, usage and ETA read as unknown, never as zero", () => {
-  assert.equal(fmtBatchCost(null), "cost unknown");
-  assert.equal(fmtBatchCost(0.0123, ["fake:b"], 3), "≥ $0.01 (3 calls unpriced: fake:b)");
-  assert.equal(fmtBatchCost(1.5, [], 1), "≥ $1.50 (1 call unpriced)");
-  assert.equal(fmtBatchCost(null, ["fake:b"], 2), "cost unknown (2 calls unpriced: fake:b)");
-  assert.equal(fmtBatchCost(0.125), "$0.13"); // rounded as the kernel rounds (half up)
-  assert.equal(fmtBatchCost(0), "$0.0000"); // a priced free model is a real zero
+  assert.equal(costLabel(null, 0, []), "cost unknown");
+  assert.equal(costLabel(0.0123, 3, ["fake:b"]), "≥ $0.01 (3 calls unpriced: fake:b)");
+  assert.equal(costLabel(1.5, 1, []), "≥ $1.50 (1 call unpriced)");
+  assert.equal(costLabel(null, 2, ["fake:b"]), "cost unknown (2 calls unpriced: fake:b)");
+  assert.equal(costLabel(0.125, 0, []), "$0.13"); // rounded as the kernel rounds (half up)
+  assert.equal(costLabel(0, 0, []), "$0.0000"); // a priced free model is a real zero
   assert.equal(fmtTokens({}), "tokens unknown");
   assert.equal(fmtTokens({ prompt_tokens: 1200, completion_tokens: 34 }), "1,234 tokens (1,200 in · 34 out)");
   assert.equal(fmtSeconds(null), "unknown");

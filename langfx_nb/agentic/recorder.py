@@ -155,11 +155,8 @@ class Tracked(Generic[V]):
     ) -> None:
         scope = self._scope
         fired = scope is not None and scope.close()
-        if exc is None:  # ``end("ok", outputs=...)``, one call less: every node ends here
-            self._settle()
-            outputs = self.outputs
-            shown = None if outputs is None else self._preview(outputs)
-            self._store.finish(self.node, "ok", outputs=shown)
+        if exc is None:
+            self.end("ok", outputs=self.outputs)
             return
         if fired and isinstance(exc, asyncio.CancelledError):
             error = ExecutionTimeoutError(

@@ -527,15 +527,7 @@ class Session:
                     if message is None or schema is None
                     else self._preview(message.result)
                 )
-                state = self._state
-                record_calls(
-                    state.store,
-                    tracked.node,
-                    recording,
-                    state.max_text_chars,
-                    result,
-                    meters=self._meters,
-                )
+                self._record_calls(tracked.node, recording, result)
         assert message is not None
         return message if returns_message else message.result  # without a schema: the text
 

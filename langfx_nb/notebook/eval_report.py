@@ -179,8 +179,10 @@ class _TraceBox(ipywidgets.VBox):  # type: ignore[misc]
 def live_report(name: str, trials: int) -> EvalReportView:
     """A report view of a run starting now, displayed in the running cell (``lf.eval.run``
     feeds it: ``add`` per trial, then ``show`` of the finished report)."""
+    from IPython.display import display
+
     view = EvalReportView(title=name, trials=trials)
-    view._ipython_display_()
+    display(view)  # type: ignore[no-untyped-call]
     return view
 
 
@@ -249,10 +251,9 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
     def stop(self, reason: str) -> None:
         """The run ended before its report (``reason``: ``cancelled`` or the error's class):
         the rows so far stay, and the head says it stopped instead of running."""
-        with contextlib.suppress(Exception):  # a view must never hide the run's own error
-            self._reducer.summary = {**self._reducer.summary, "stopped": reason}
-            self._reducer.finished = True
-            self._bridge.publish_now()
+        self._reducer.summary = {**self._reducer.summary, "stopped": reason}
+        self._reducer.finished = True
+        self._bridge.publish_now()
 
     def _load(self, source: Any) -> None:
         """Take a report's or comparison's rows and summary into the reducer."""

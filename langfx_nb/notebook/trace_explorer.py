@@ -347,8 +347,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 self._unsubscribe = None
         if self._index is not None:
             self._index.close()
+        if self._live_timer is not None:  # a live window of the old source: gone with it
+            self._live_timer.cancel()
+            self._live_timer = None
+        self._live, self._viewers = None, {}
         self._reducer, self._index, self._session, self._run_task = reducer, index, None, None
-        seq = self._bridge.replace(reducer)
+        # the explorer's own fold: a shown session that grows past WINDOW_NODES goes windowed
+        seq = self._bridge.replace(_Fold(self._fold, self._state_now))
         if session is not None:
             self._session = session
             trace_json = getattr(session, "trace_json", None)

@@ -21,7 +21,7 @@ from typing import Any
 from .bridge import to_jsonable
 from .trace_data import node_hint
 from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW, row_summary
-from .trace_rows import BAD_STATUSES, LIVE
+from .trace_rows import BAD_STATUSES, LIVE, tokens_of
 from .trace_timeline import StartsByGroup, bucket_counts
 
 __all__ = ["LiveIndex", "row_patch"]
@@ -70,10 +70,8 @@ def _float(value: Any) -> float:
 
 
 def _tokens(usage: Any) -> int:
-    if not isinstance(usage, Mapping):
-        return 0
-    total = usage.get("total_tokens")
-    return total if type(total) is int else 0
+    """A node's tokens as a saved trace's index counts them (``trace_rows.tokens_of``)."""
+    return tokens_of({"usage": usage})
 
 
 class LiveIndex:

@@ -280,3 +280,23 @@ def test_a_parent_cycle_ends_in_a_root_not_a_hang() -> None:
     window = live.window(expanded={"a": True, "b": True}, selected="b")
     assert window["nodes"] == 3 and window["total"] == 3
     assert [r["node"]["id"] for r in window["rows"]] == ["s", "a", "b"]
+
+
+def test_a_session_shown_in_an_explorer_goes_windowed_as_it_grows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(te, "WINDOW_NODES", 50)
+    clock = FakeClock()
+    explorer = te.TraceExplorer(clock=clock)
+    explorer.comm = Comm(clock.time)
+    session = Session()
+    explorer.show(session)  # what the eval report's explorer does on a click
+    with session.track("batch", "items") as batch:
+        for i in range(200):
+            with batch.session.track("item", f"item {i}"):
+                clock.advance(0.001)
+    explorer.flush()
+    clock.advance(2.0)
+    assert explorer.windowed  # past WINDOW_NODES: windows, as for a session given at start
+    assert explorer.snapshot["windowed"]["total"] >= 2
+    explorer.close()

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from langfx_nb.notebook import trace_file
 from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX, open_index
 from langfx_nb.notebook.trace_index import TraceIndex
 
@@ -32,7 +35,9 @@ def write(path: Path, n: int, seed: int) -> None:
     path.write_text(json.dumps(make_trace(n, seed=seed, deep=25), ensure_ascii=False), "utf-8")
 
 
-def test_a_second_open_reads_the_sidecar_and_answers_the_same(tmp_path: Path) -> None:
+def test_a_second_open_reads_the_sidecar_and_answers_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "t.json"
     write(path, 4000, seed=5)
     built = open_index(path, sidecar=False)
@@ -40,6 +45,11 @@ def test_a_second_open_reads_the_sidecar_and_answers_the_same(tmp_path: Path) ->
     first = open_index(path)
     sidecar = tmp_path / f"t.json{SIDECAR_SUFFIX}"
     assert sidecar.exists()
+
+    def no_parse(path: Path) -> None:
+        raise AssertionError("the second open parsed the trace instead of reading its sidecar")
+
+    monkeypatch.setattr(trace_file, "_build", no_parse)
     again = open_index(path)
     assert answers(again) == answers(built) == answers(first)
     for index in (built, first, again):

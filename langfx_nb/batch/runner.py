@@ -15,7 +15,6 @@ import contextlib
 import inspect
 import json
 import time
-import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,7 @@ from ..agentic.session import Session
 from ..agentic.trace import TraceNode, error_info
 from ..agentic.usage import UsageMeter, total_tokens
 from ..errors import RunManifestError
-from ..llms.base import CAPTURE
-from ..llms.deferred import Capture, capturing
+from ..llms.deferred import Capture, capturing, current_capture
 from ..messages import Usage
 from .codec import ResultCodec, fingerprint, item_keys
 from .manifest import Manifest, manifest_path
@@ -46,7 +44,6 @@ __all__ = ["run_batch", "takes_session"]
 
 #: A worker whose items never wait yields to the event loop this often (seconds).
 YIELD_S = 0.05
-_Coroutine = types.CoroutineType
 
 
 def takes_session(fn: Callable[..., Any]) -> bool:
@@ -359,13 +356,13 @@ async def _execute(
                 order = iter(pending)
                 # one clock for all workers: items that never wait (fakes, caches) still let
                 # the ticker report and commit, with one yield per YIELD_S, not per worker
-                next_yield = [time.monotonic() + YIELD_S]
-                clock = time.monotonic
+                next_yield = time.monotonic() + YIELD_S
 
                 async def worker() -> None:
+                    nonlocal next_yield
                     for i in order:
-                        if clock() >= next_yield[0]:
-                            next_yield[0] = clock() + YIELD_S
+                        if time.monotonic() >= next_yield:
+                            next_yield = time.monotonic() + YIELD_S
                             await asyncio.sleep(0)
                         await _one(
                             fn,
@@ -493,9 +490,9 @@ async def _one(
     try:
         with view.track("item", f"item {index}", inputs=item, metadata={"index": index}) as t:
             node_id = state.node_ids[index] = t.node.id
-            if capture is None and CAPTURE.get() is None:
+            if capture is None and current_capture() is None:  # no provider batch here
                 out = fn(item, t.session) if with_session else fn(item)
-                if type(out) is _Coroutine or inspect.isawaitable(out):
+                if inspect.isawaitable(out):
                     out = await out
             else:
                 with capturing(capture):

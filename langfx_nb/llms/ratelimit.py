@@ -300,10 +300,7 @@ class Limiter:
             if not self.engaged:
                 return
             now = self._clock()
-            pause = DEFAULT_429_PAUSE_S
-            if isinstance(retry_after, (int, float)) and math.isfinite(retry_after):
-                pause = max(0.0, float(retry_after))
-            self.pause_until = max(self.pause_until, now + pause)
+            self.pause_until = max(self.pause_until, now + pause_s(retry_after))
             for bucket in (self._requests, self._tokens):
                 if bucket is not None:  # empty, refilling only once the pause is over
                     bucket.refill(now)

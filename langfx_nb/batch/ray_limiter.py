@@ -101,12 +101,13 @@ class LimitActor:
         ended: int,
         correction: int,
         headers: Headers,
+        unused: int = 0,
     ) -> tuple[int, int]:
         """A grant of up to ``requests`` requests (``tokens`` in all), once one may be sent;
         ``ended``, ``correction`` and ``headers`` report what the worker saw since its last
         grant (see ``LeasedLimiter``)."""
         limiter = self._limiter(account, limit)
-        limiter.give_back(ended, correction)
+        limiter.give_back(ended, correction, unused)
         self._observe(account, limiter, headers)
         n, t = grant_size(limiter.limit, requests, tokens)
         return await limiter.take(n, t)
@@ -153,6 +154,7 @@ class LeasedLimiter(Limiter):
         self.left_tokens = 0
         self.expires = 0.0
         self.ended = 0  # requests ended (or grants unspent) since the last grant
+        self.unused = 0  # ... of them never sent: grants dropped unspent
         self.correction = 0  # tokens used beyond the estimates since the last grant
         self.headers: dict[str, str] | None = None  # the last rate-limit headers seen
         self.headers_at = 0.0  # ... when
@@ -188,10 +190,18 @@ class LeasedLimiter(Limiter):
     async def _lease(self, estimate: int) -> None:
         requests = max(1, self.waiting)
         ended, correction, headers = self.ended, self.correction, self._take_headers()
-        self.ended = self.correction = 0
+        unused = self.unused
+        self.ended = self.correction = self.unused = 0
         actor = await self.source.limit_actor()
         n, tokens = await actor.lease.remote(
-            self.account, self.limit, requests, estimate * requests, ended, correction, headers
+            self.account,
+            self.limit,
+            requests,
+            estimate * requests,
+            ended,
+            correction,
+            headers,
+            unused,
         )
         self.grants += 1
         self.left_requests += n
@@ -203,8 +213,11 @@ class LeasedLimiter(Limiter):
         return None if headers is None else (headers, self._clock() - self.headers_at)
 
     def _drop(self) -> None:
-        """Give back what is left of the grant (with the next request for one)."""
+        """Give back what is left of the grant (with the next request for one): its
+        requests were never sent and its tokens never spent."""
         self.ended += self.left_requests
+        self.unused += self.left_requests
+        self.correction -= self.left_tokens
         self.left_requests = self.left_tokens = 0
 
     def _settle(self, estimate: int, tokens: int | None) -> None:

@@ -250,12 +250,21 @@ class Limiter:
                 self.waited_s += wait
             await asyncio.sleep(wait)
 
-    def give_back(self, requests: int, correction: int) -> None:
+    def give_back(self, requests: int, correction: int, unused: int = 0) -> None:
         """``requests`` taken by ``take`` are no longer in flight (answered, failed or never
         sent), and together they used ``correction`` tokens more than taken (less when
-        negative: given back)."""
+        negative: given back); ``unused`` of them were never sent, so the request limit
+        gets them back."""
         with self._lock:
             self.in_flight = max(0, self.in_flight - max(0, int(requests)))
+            unused = max(0, int(unused))
+            if unused:
+                if self._requests is not None:
+                    self._requests.refill(self._clock())
+                    self._requests.level = min(
+                        self._requests.capacity, self._requests.level + unused
+                    )
+                self._windows["requests"].take(-float(unused))
             if not correction:
                 return
             if self._tokens is not None:

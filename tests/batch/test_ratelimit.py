@@ -238,3 +238,18 @@ async def test_rate_limits_hold_outside_batches_too(server_factory: list[Limited
     ]
     results = await asyncio.gather(*calls)
     assert len(results) == 25 and after_first_window(server) == []
+
+
+async def test_a_grant_given_back_unspent_returns_its_requests_and_tokens() -> None:
+    now = [0.0]
+    limiter = Limiter(clock=lambda: now[0])  # frozen: nothing refills
+    limiter.configure(lf.RateLimit(requests_per_minute=6000, tokens_per_minute=60_000))
+    capacity = await limiter.take(50_000, 0)  # every request the bucket holds now
+    assert capacity[0] >= 1
+    blocked = asyncio.ensure_future(limiter.take(1, 0))
+    await asyncio.sleep(0.02)
+    assert not blocked.done()  # nothing left, and the clock does not move
+    blocked.cancel()
+    # a worker's grant expired unspent: its requests were never sent
+    limiter.give_back(capacity[0], 0, unused=capacity[0])
+    assert await asyncio.wait_for(limiter.take(1, 0), 1.0) == (1, 0)

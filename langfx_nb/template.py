@@ -288,7 +288,7 @@ def render_prompt(
 ) -> Message[Any] | Sequence[Message[Any]]:
     """Turn a query prompt into what a model is sent: str/Template rendered, messages as is."""
     if isinstance(prompt, str):
-        return _cached_template(prompt).render(vars)
+        return cached_template(prompt).render(vars)
     if isinstance(prompt, Template):
         return prompt.render(vars)
     if isinstance(prompt, Message):
@@ -302,7 +302,7 @@ _TEMPLATE_CACHE: dict[str, Template] = {}
 _TEMPLATE_CACHE_MAX = 512
 
 
-def _cached_template(text: str) -> Template:
+def cached_template(text: str) -> Template:
     """Parsed templates for str prompts, so a query in a loop parses its prompt once."""
     t = _TEMPLATE_CACHE.get(text)
     if t is None:

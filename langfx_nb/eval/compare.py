@@ -94,16 +94,16 @@ class MetricDelta:
         return f"{self.name}: {d.value:+.3g} [{low}, {high}] over {d.n} cases, {verdict}"
 
     def to_json(self) -> dict[str, Any]:
-        from .report import _finite
+        from .report import finite_or_none
 
         d = self.difference
         return {
             "name": self.name,
             "a": None if self.a is None else self.a.to_json(),
             "b": None if self.b is None else self.b.to_json(),
-            "delta": _finite(d.value),
-            "low": _finite(d.low),
-            "high": _finite(d.high),
+            "delta": finite_or_none(d.value),
+            "low": finite_or_none(d.low),
+            "high": finite_or_none(d.high),
             "n": d.n,
             "beyond_noise": self.beyond_noise,
             "test": self.test,

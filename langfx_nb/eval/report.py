@@ -204,9 +204,9 @@ class Metric:
         return {
             "name": self.name,
             "kind": self.kind,
-            "value": _finite(iv.value),
-            "low": _finite(iv.low),
-            "high": _finite(iv.high),
+            "value": finite_or_none(iv.value),
+            "low": finite_or_none(iv.low),
+            "high": finite_or_none(iv.high),
             "n": iv.n,
             "se": iv.se,
             "errors": self.errors,
@@ -214,7 +214,7 @@ class Metric:
         }
 
 
-def _finite(x: float) -> float | None:
+def finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 

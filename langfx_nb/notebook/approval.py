@@ -40,7 +40,7 @@ import traitlets
 from ..errors import ToolDeniedError, ToolExecutionError
 from . import control
 from .bridge import MessageKind, to_jsonable
-from .render import _CSS, _UL, WidgetDisplayMixin, _esc, value_html
+from .render import CSS, UL, WidgetDisplayMixin, esc, value_html
 
 if TYPE_CHECKING:
     from ..agentic.agent import PolicyDecision
@@ -255,52 +255,52 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
         if pending:
             args = value_html(pending.get("args") or {}, depth=1)
             rows.append(
-                f"<div><b>waiting for approval:</b> {_esc(pending.get('tool'))} "
-                f"({_esc(pending.get('call_id'))}) {args}</div>"
+                f"<div><b>waiting for approval:</b> {esc(pending.get('tool'))} "
+                f"({esc(pending.get('call_id'))}) {args}</div>"
             )
         for h in self.state.get("history", []):
-            note = f" — “{_esc(h['note'])}”" if h.get("note") else ""
+            note = f" — “{esc(h['note'])}”" if h.get("note") else ""
             rows.append(
-                f"<li>{_esc(h.get('decision'))}: <b>{_esc(h.get('tool'))}</b> "
-                f"({_esc(h.get('call_id'))}) by {_esc(h.get('who'))}{note}</li>"
+                f"<li>{esc(h.get('decision'))}: <b>{esc(h.get('tool'))}</b> "
+                f"({esc(h.get('call_id'))}) by {esc(h.get('who'))}{note}</li>"
             )
         notice = self.state.get("notice")
         if notice:
-            rows.append(f'<div class="lfx-st-failed">{_esc(notice)}</div>')
-        head = f'<div class="lfx-k">{_esc(self._fallback_text())}</div>'
-        return f'{_CSS}<div class="lfx-fb">{head}{_UL}{"".join(rows)}</ul></div>'
+            rows.append(f'<div class="lfx-st-failed">{esc(notice)}</div>')
+        head = f'<div class="lfx-k">{esc(self._fallback_text())}</div>'
+        return f'{CSS}<div class="lfx-fb">{head}{UL}{"".join(rows)}</ul></div>'
 
 
 def _approval_static_html(state: Mapping[str, Any]) -> str:
     """The prompt as a saved notebook shows it: decisions with local times, and a prompt that
     was still waiting shown closed (no kernel can receive a click any more)."""
-    from .render import _local_time
+    from .render import local_time
 
     rows = []
     for h in state.get("history", []):
-        note = f" — “{_esc(h['note'])}”" if h.get("note") else ""
-        when = _local_time(h.get("when"), None)
+        note = f" — “{esc(h['note'])}”" if h.get("note") else ""
+        when = local_time(h.get("when"), None)
         waited = h.get("waited_s")
         wait = f", after {waited:.1f} s" if isinstance(waited, int | float) else ""
         rows.append(
-            f"<li>{_esc(h.get('decision'))}: <b>{_esc(h.get('tool'))}</b> "
-            f"({_esc(h.get('call_id'))}) by {_esc(h.get('who'))}"
-            f"{' at ' + _esc(when) if when else ''}{_esc(wait)}{note}</li>"
+            f"<li>{esc(h.get('decision'))}: <b>{esc(h.get('tool'))}</b> "
+            f"({esc(h.get('call_id'))}) by {esc(h.get('who'))}"
+            f"{' at ' + esc(when) if when else ''}{esc(wait)}{note}</li>"
         )
     pending = state.get("pending")
     if pending:
         rows.append(
-            f'<li class="lfx-closed">closed: tool call <b>{_esc(pending.get("tool"))}</b> '
-            f"({_esc(pending.get('call_id'))}) was waiting for approval when this output was "
+            f'<li class="lfx-closed">closed: tool call <b>{esc(pending.get("tool"))}</b> '
+            f"({esc(pending.get('call_id'))}) was waiting for approval when this output was "
             "saved; it did not run from this prompt</li>"
         )
     notice = state.get("notice")
     if notice:
-        rows.append(f'<li class="lfx-st-failed">{_esc(notice)}</li>')
+        rows.append(f'<li class="lfx-st-failed">{esc(notice)}</li>')
     if not rows:
         rows.append("<li>no tool calls were decided here</li>")
     head = '<div class="lfx-k">Tool approvals</div>'
-    return f'{_CSS}<div class="lfx-fb">{head}{_UL}{"".join(rows)}</ul></div>'
+    return f'{CSS}<div class="lfx-fb">{head}{UL}{"".join(rows)}</ul></div>'
 
 
 class ApprovalPolicy:

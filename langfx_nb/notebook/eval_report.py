@@ -28,7 +28,8 @@ import traitlets
 
 from ..jsonable import walk
 from .bridge import Clock, EventBridge, MessageKind
-from .render import WidgetDisplayMixin, eval_static_html, eval_text
+from .eval_static import eval_static_html, eval_text
+from .render import WidgetDisplayMixin
 from .trace_data import subtrace
 from .trace_explorer import TraceExplorer
 

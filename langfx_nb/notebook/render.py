@@ -54,7 +54,7 @@ MAX_ROWS = 300  # a static page is not the place for 10,000 rows; the live widge
 MAX_ROLLUP_NODES = 3000  # above this the static fallback shows each node's own tokens/cost
 MAX_TEXT = 4000
 
-_CSS = (
+CSS = (
     "<style>.lfx-fb{font:12px/1.45 var(--jp-code-font-family,monospace);"
     "color:var(--jp-ui-font-color1,inherit)}"
     ".lfx-fb ul,.jp-RenderedHTMLCommon .lfx-fb ul{list-style:none;margin:0;padding-left:1.1em}"
@@ -67,16 +67,16 @@ _CSS = (
     "{color:color-mix(in srgb,var(--jp-success-color1,#070) 75%,var(--jp-ui-font-color0,#000))}"
     ".lfx-fb pre{white-space:pre-wrap;margin:2px 0}</style>"
 )
-# Inline as well as in _CSS: GitHub and nbviewer drop the <style>, and the copy must still have
+# Inline as well as in CSS: GitHub and nbviewer drop the <style>, and the copy must still have
 # no bullets and the same indentation there.
-_UL = '<ul style="list-style:none;margin:0;padding-left:1.1em">'
+UL = '<ul style="list-style:none;margin:0;padding-left:1.1em">'
 
 
-def _esc(value: Any) -> str:
+def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
+def clip(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
 
 
@@ -88,31 +88,31 @@ def value_html(value: Any, *, depth: int = 0) -> str:
     name = type(value).__name__
     if hasattr(value, "model_dump") or (hasattr(value, "__dataclass_fields__")):
         data = walk(value)
-        inner = value_html(data, depth=depth + 1) if isinstance(data, dict) else _esc(data)
-        body = f'<span class="lfx-k">{_esc(name)}</span>{inner}'
+        inner = value_html(data, depth=depth + 1) if isinstance(data, dict) else esc(data)
+        body = f'<span class="lfx-k">{esc(name)}</span>{inner}'
     elif isinstance(value, Mapping):
         items = "".join(
-            f'<li><span class="lfx-k">{_esc(k)}:</span> {value_html(v, depth=depth + 1)}</li>'
+            f'<li><span class="lfx-k">{esc(k)}:</span> {value_html(v, depth=depth + 1)}</li>'
             for k, v in value.items()
         )
-        body = f"{_UL}{items}</ul>" if items else "{}"
+        body = f"{UL}{items}</ul>" if items else "{}"
     elif isinstance(value, list | tuple):
         items = "".join(
             f'<li><span class="lfx-k">-</span> {value_html(v, depth=depth + 1)}</li>' for v in value
         )
-        body = f"{_UL}{items}</ul>" if items else "[]"
+        body = f"{UL}{items}</ul>" if items else "[]"
     elif isinstance(value, str):
-        body = f"<pre>{_esc(_clip(value))}</pre>" if "\n" in value else _esc(_clip(value))
+        body = f"<pre>{esc(clip(value))}</pre>" if "\n" in value else esc(clip(value))
     else:
-        body = _esc(_clip(repr(value)))
-    return body if depth else f'{_CSS}<div class="lfx-fb">{body}</div>'
+        body = esc(clip(repr(value)))
+    return body if depth else f'{CSS}<div class="lfx-fb">{body}</div>'
 
 
 def value_text(value: Any) -> str:
     data = walk(value)
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
     prefix = f"{type(value).__name__} " if hasattr(value, "model_dump") else ""
-    return prefix + _clip(text)
+    return prefix + clip(text)
 
 
 # -- messages -----------------------------------------------------------------------------------
@@ -120,26 +120,26 @@ def value_text(value: Any) -> str:
 
 def message_html(message: Any) -> str:
     """A Message: role, text (escaped, never interpreted), tool calls, parsed result, usage."""
-    parts = [f'<div class="lfx-k">{_esc(type(message).__name__)}</div>']
+    parts = [f'<div class="lfx-k">{esc(type(message).__name__)}</div>']
     for turn in getattr(message, "messages", None) or [message]:
         if turn is not message:
-            parts.append(f'<div class="lfx-k">{_esc(type(turn).__name__)}</div>')
+            parts.append(f'<div class="lfx-k">{esc(type(turn).__name__)}</div>')
         text = getattr(turn, "text", "")
         if text:
-            parts.append(f"<pre>{_esc(_clip(text))}</pre>")
+            parts.append(f"<pre>{esc(clip(text))}</pre>")
         for call in getattr(turn, "tool_calls", None) or ():
             args = json.dumps(walk(getattr(call, "args", {})), ensure_ascii=False)
             parts.append(
-                f"<div>tool call <b>{_esc(call.name)}</b> "
-                f'<span class="lfx-k">{_esc(call.id)}</span> <code>{_esc(_clip(args))}</code></div>'
+                f"<div>tool call <b>{esc(call.name)}</b> "
+                f'<span class="lfx-k">{esc(call.id)}</span> <code>{esc(clip(args))}</code></div>'
             )
     result = getattr(message, "result", None)
     if result is not None:
         parts.append(f"<div>result: {value_html(result, depth=1)}</div>")
     usage = getattr(message, "usage", None)
     if usage is not None and any(v is not None for v in walk(usage).values()):
-        parts.append(f'<div class="lfx-k">usage: {_esc(_usage_str(walk(usage)))}</div>')
-    return f'{_CSS}<div class="lfx-fb">{"".join(parts)}</div>'
+        parts.append(f'<div class="lfx-k">usage: {esc(_usage_str(walk(usage)))}</div>')
+    return f'{CSS}<div class="lfx-fb">{"".join(parts)}</div>'
 
 
 def message_text(message: Any) -> str:
@@ -185,7 +185,7 @@ def _tree_html(
             depths.pop()
             values = pending.pop()
             kids = out.pop()
-            inner = _UL + "".join(kids) + "</ul>" if kids else ""
+            inner = UL + "".join(kids) + "</ul>" if kids else ""
             out[-1].append(row(by_id[values["id"]], values, inner))
 
     for values in shown:
@@ -198,11 +198,11 @@ def _tree_html(
 
 
 def _status_html(label: str) -> str:
-    return f'<span class="lfx-st-{_esc(label.replace(" ", "_"))}">{_esc(label)}</span>'
+    return f'<span class="lfx-st-{esc(label.replace(" ", "_"))}">{esc(label)}</span>'
 
 
 def _duration_html(values: Mapping[str, Any]) -> str:
-    return f' <span class="lfx-dur">{_esc(values["duration"])}</span>' if values["duration"] else ""
+    return f' <span class="lfx-dur">{esc(values["duration"])}</span>' if values["duration"] else ""
 
 
 def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "", ended: bool = False) -> str:
@@ -212,12 +212,12 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "", ended: bo
         extra = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
         err = node.get("error")
         err_html = (
-            f'<div class="lfx-st-failed">{_esc(_clip(_error_text(err), 500))}</div>' if err else ""
+            f'<div class="lfx-st-failed">{esc(clip(_error_text(err), 500))}</div>' if err else ""
         )
         return (
-            f'<li><span class="lfx-k">{_esc(values["kind"])}</span> '
-            f"<b>{_esc(_clip(values['name'], 200))}</b> {_status_html(values['status'])}"
-            f"{_duration_html(values)}{_esc(extra)}{err_html}{inner}</li>"
+            f'<li><span class="lfx-k">{esc(values["kind"])}</span> '
+            f"<b>{esc(clip(values['name'], 200))}</b> {_status_html(values['status'])}"
+            f"{_duration_html(values)}{esc(extra)}{err_html}{inner}</li>"
         )
 
     body, shown = _tree_html(nodes, row, ended=ended)
@@ -226,12 +226,12 @@ def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "", ended: bo
         if shown < len(nodes)
         else ""
     )
-    head = f"<b>{_esc(title)}</b> " if title else ""
-    head += f'<div class="lfx-k">{_esc(trace_text(nodes, ended=ended))}</div>'
-    return f'{_CSS}<div class="lfx-fb">{head}{_UL}{body}</ul>{more}</div>'
+    head = f"<b>{esc(title)}</b> " if title else ""
+    head += f'<div class="lfx-k">{esc(trace_text(nodes, ended=ended))}</div>'
+    return f'{CSS}<div class="lfx-fb">{head}{UL}{body}</ul>{more}</div>'
 
 
-def _local_time(at: Any, offset: float | None) -> str:
+def local_time(at: Any, offset: float | None) -> str:
     """A trace time (seconds on the session's clock) as a local wall-clock time."""
     import datetime as dt
 
@@ -260,7 +260,7 @@ def arg_changes(proposed: Any, ran: Any) -> list[str]:
 
 
 def _short(value: Any) -> str:
-    return _clip(json.dumps(value, ensure_ascii=False, default=str), 200)
+    return clip(json.dumps(value, ensure_ascii=False, default=str), 200)
 
 
 def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tuple[str, Any]]:
@@ -303,7 +303,7 @@ def decision_shown(decision: Mapping[str, Any], offset: float | None) -> dict[st
     for key, value in decision.items():
         if key == "args" or value is None:
             continue
-        shown[key] = _local_time(value, offset) if key in ("asked_at", "decided_at") else value
+        shown[key] = local_time(value, offset) if key in ("asked_at", "decided_at") else value
     return {k: v for k, v in shown.items() if v != ""}
 
 
@@ -332,28 +332,28 @@ def trace_static_html(snapshot: Mapping[str, Any], *, title: str = "") -> str:
 
     def row(node: Mapping[str, Any], values: Mapping[str, Any], inner: str) -> str:
         detail = "".join(
-            f'<div><span class="lfx-k">{_esc(label)}:</span> '
-            f"{value_html(value, depth=1) if not isinstance(value, str) else _esc(_clip(value))}"
+            f'<div><span class="lfx-k">{esc(label)}:</span> '
+            f"{value_html(value, depth=1) if not isinstance(value, str) else esc(clip(value))}"
             "</div>"
             for label, value in node_detail_rows(node, offset)
         )
         details = f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
         below = values["below"]
         return (
-            f'<li data-node="{_esc(values["id"])}" data-kind="{_esc(values["kind"])}">'
-            f'<span class="lfx-k">{_esc(values["kind"])}'
-            f"</span> <b>{_esc(_clip(values['name'], 200))}</b> {_status_html(values['status'])}"
+            f'<li data-node="{esc(values["id"])}" data-kind="{esc(values["kind"])}">'
+            f'<span class="lfx-k">{esc(values["kind"])}'
+            f"</span> <b>{esc(clip(values['name'], 200))}</b> {_status_html(values['status'])}"
             f"{_duration_html(values)}"
-            + (f' <span class="lfx-st-failed">({_esc(below)})</span>' if below else "")
+            + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
             + f"{details if detail else ''}{inner}</li>"
         )
 
     ended = bool(snapshot.get("ended"))
     body, shown = _tree_html(nodes, row, ended=ended, gone=True)
     more = f"<div>… {len(nodes) - shown} more nodes</div>" if shown < len(nodes) else ""
-    head = f"<b>{_esc(title)}</b> " if title else ""
-    head += f'<div class="lfx-k">{_esc(trace_text(nodes, ended=ended, gone=True))}</div>'
-    return f'{_CSS}<div class="lfx-fb lfx-trace-static">{head}{_UL}{body}</ul>{more}</div>'
+    head = f"<b>{esc(title)}</b> " if title else ""
+    head += f'<div class="lfx-k">{esc(trace_text(nodes, ended=ended, gone=True))}</div>'
+    return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{body}</ul>{more}</div>'
 
 
 def trace_text(
@@ -386,29 +386,29 @@ def _stream_title(state: Mapping[str, Any]) -> str:
 def stream_html(state: Mapping[str, Any]) -> str:
     status = str(state.get("status", "idle"))
     parts = [
-        f'<div class="lfx-k">{_esc(_stream_title(state))} · '
-        f'<span class="lfx-st-{_esc(status)}">{_esc(status)}</span></div>'
+        f'<div class="lfx-k">{esc(_stream_title(state))} · '
+        f'<span class="lfx-st-{esc(status)}">{esc(status)}</span></div>'
     ]
     if state.get("mode") == "text":
-        parts.append(f"<pre>{_esc(_clip(str(state.get('text', '')), 20_000))}</pre>")
+        parts.append(f"<pre>{esc(clip(str(state.get('text', '')), 20_000))}</pre>")
     elif state.get("value") is not None:
         parts.append(value_html(state.get("value"), depth=1))
     missing = state.get("missing") or []
     if missing:
         names = ", ".join(".".join(map(str, json.loads(k))) for k in missing)
-        parts.append(f'<div class="lfx-st-failed">missing required: {_esc(names)}</div>')
+        parts.append(f'<div class="lfx-st-failed">missing required: {esc(names)}</div>')
     if state.get("error"):
-        parts.append(f'<div class="lfx-st-failed">{_esc(_clip(str(state["error"]), 2000))}</div>')
-    return f'{_CSS}<div class="lfx-fb">{"".join(parts)}</div>'
+        parts.append(f'<div class="lfx-st-failed">{esc(clip(str(state["error"]), 2000))}</div>')
+    return f'{CSS}<div class="lfx-fb">{"".join(parts)}</div>'
 
 
 def stream_text(state: Mapping[str, Any]) -> str:
     status = str(state.get("status", "idle"))
     title = _stream_title(state)
     if state.get("mode") == "text":
-        return f"{title}[{status}]: {_clip(str(state.get('text', '')), 2000)}"
+        return f"{title}[{status}]: {clip(str(state.get('text', '')), 2000)}"
     value = json.dumps(state.get("value"), ensure_ascii=False, sort_keys=True)
-    return f"{title}[{status}]: {_clip(value, 2000)}"
+    return f"{title}[{status}]: {clip(value, 2000)}"
 
 
 # -- batches ------------------------------------------------------------------------------------
@@ -478,20 +478,20 @@ def batch_html(state: Mapping[str, Any]) -> str:
         else ""
     )
     parts = [
-        f'<div><b>{_esc(name)}</b> <span class="lfx-st-{_esc(chip)}" '
-        f'data-status="{_esc(status)}">{_esc(status)}</span></div>',
-        f"<div>{counts} of {_count(state.get('total'))}{_esc(resumed)}</div>",
+        f'<div><b>{esc(name)}</b> <span class="lfx-st-{esc(chip)}" '
+        f'data-status="{esc(status)}">{esc(status)}</span></div>',
+        f"<div>{counts} of {_count(state.get('total'))}{esc(resumed)}</div>",
         f'<div class="lfx-k">{_count(state.get("requests"))} requests · '
-        f"{_esc(_tokens_text(state.get('usage')))} · "
-        f'<span data-cost="">{_esc(_cost_text(state))}</span>{took}</div>',
+        f"{esc(_tokens_text(state.get('usage')))} · "
+        f'<span data-cost="">{esc(_cost_text(state))}</span>{took}</div>',
     ]
     provider = state.get("provider")
     if isinstance(provider, Mapping):  # engine=ProviderBatch(): the provider's own counts
         head, *each = provider_lines(provider)
-        items = "".join(f"<li>{_esc(line)}</li>" for line in each)
+        items = "".join(f"<li>{esc(line)}</li>" for line in each)
         parts.append(
-            f'<div class="lfx-k" data-provider="">{_esc(head)}</div>'
-            + (f"{_UL}{items}</ul>" if items else "")
+            f'<div class="lfx-k" data-provider="">{esc(head)}</div>'
+            + (f"{UL}{items}</ul>" if items else "")
         )
     groups = [g for g in state.get("errors") or () if isinstance(g, Mapping)]
     if groups:
@@ -500,14 +500,14 @@ def batch_html(state: Mapping[str, Any]) -> str:
             items = ", ".join(str(i) for i in list(g.get("items") or ())[:10])
             more = ", …" if int(g.get("count") or 0) > len(g.get("items") or ()) else ""
             rows.append(
-                f'<li data-error="{_esc(g.get("type", ""))}">'
-                f'<b class="lfx-st-failed">{_esc(g.get("type", ""))}</b> × {_count(g.get("count"))}'
-                f": {_esc(_clip(str(g.get('first_message', '')), 500))}"
-                + (f' <span class="lfx-k">(items {_esc(items)}{more})</span>' if items else "")
+                f'<li data-error="{esc(g.get("type", ""))}">'
+                f'<b class="lfx-st-failed">{esc(g.get("type", ""))}</b> × {_count(g.get("count"))}'
+                f": {esc(clip(str(g.get('first_message', '')), 500))}"
+                + (f' <span class="lfx-k">(items {esc(items)}{more})</span>' if items else "")
                 + "</li>"
             )
-        parts.append(f"<div>errors by class:</div>{_UL}{''.join(rows)}</ul>")
-    return f'{_CSS}<div class="lfx-fb lfx-batch-static">{"".join(parts)}</div>'
+        parts.append(f"<div>errors by class:</div>{UL}{''.join(rows)}</ul>")
+    return f'{CSS}<div class="lfx-fb lfx-batch-static">{"".join(parts)}</div>'
 
 
 # -- sessions and rich display ------------------------------------------------------------------
@@ -596,7 +596,7 @@ class WidgetDisplayMixin:
         bundle = self._repr_mimebundle_()
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
         data = dict(data)
-        name = _esc(type(self).__name__)
+        name = esc(type(self).__name__)
         data["text/html"] = f"<div>{name}: live view (needs its kernel); static copy below</div>"
         return data, meta
 
@@ -628,116 +628,6 @@ class WidgetDisplayMixin:
         for handle in statics:
             with contextlib.suppress(Exception):  # a closed frontend must not break the run
                 handle.update(static, raw=True)
-
-
-# -- evaluation reports -------------------------------------------------------------------------
-
-MAX_EVAL_ROWS = 200  # the static copy of a report: the metrics and this many rows
-
-
-def _metric_text(m: Mapping[str, Any]) -> str:
-    value, low, high, n = m.get("value"), m.get("low"), m.get("high"), m.get("n", 0)
-    if value is None:
-        text = "—"
-    elif m.get("kind") == "pass_rate":
-        text = f"{value:.1%} [{(low or 0):.1%}, {(high or 0):.1%}]"
-    elif m.get("se") is not None:
-        text = f"{value:.4g} ± {m['se']:.2g}"
-    else:
-        text = f"{value:.4g}"
-    errors = f", {m['errors']} errors" if m.get("errors") else ""
-    return f"{text} (n={n}{errors})"
-
-
-def _score_cell(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "pass" if value else "fail"
-    return f"{float(value):.3g}"
-
-
-def _delta_text(m: Mapping[str, Any]) -> str:
-    delta = m.get("delta")
-    if delta is None:
-        return "—"
-    low, high = m.get("low"), m.get("high")
-    interval = "" if low is None or high is None else f" [{low:+.3g}, {high:+.3g}]"
-    noise = "beyond noise" if m.get("beyond_noise") else "within noise"
-    return f"{delta:+.3g}{interval}, {noise}"
-
-
-def eval_text(state: Mapping[str, Any], *, title: str = "") -> str:
-    """One deterministic line: trials and each metric (what nbval compares)."""
-    summary = state.get("summary") or {}
-    name = f"EvalReport {title!r}" if title else "EvalReport"
-    if state.get("mode") == "compare":
-        counts = summary.get("counts") or {}
-        head = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        return f"{name} (compare): {head}"
-    parts = [f"{len(state.get('rows') or ())} trials"]
-    parts += [f"{m['name']} {_metric_text(m)}" for m in summary.get("metrics") or ()]
-    return f"{name}: " + "; ".join(parts)
-
-
-def eval_static_html(state: Mapping[str, Any], *, title: str = "") -> str:
-    """The report for a saved notebook: the metrics, then the first ``MAX_EVAL_ROWS`` rows
-    (a comparison: regressions first). Every value is escaped text."""
-    summary = state.get("summary") or {}
-    rows = list(state.get("rows") or ())
-    compare = state.get("mode") == "compare"
-    metrics = list(summary.get("metrics") or ())
-    names = [str(m["name"]) for m in metrics]
-    cell = 'style="padding:1px 8px;text-align:left;border-bottom:1px solid #8884"'
-    head = f"<b>{_esc(title)}</b> " if title else ""
-    head += f'<div class="lfx-k">{_esc(eval_text(state, title=title))}</div>'
-    if compare:
-        mrows = "".join(
-            f"<tr><td {cell}>{_esc(m['name'])}</td>"
-            f"<td {cell}>{_esc(_metric_text(m.get('a') or {}))}</td>"
-            f"<td {cell}>{_esc(_metric_text(m.get('b') or {}))}</td>"
-            f"<td {cell}>{_esc(_delta_text(m))}</td></tr>"
-            for m in metrics
-        )
-        mhead = (
-            f"<tr><th {cell}>metric</th><th {cell}>a</th><th {cell}>b</th>"
-            f"<th {cell}>b − a [95% interval]</th></tr>"
-        )
-    else:
-        mrows = "".join(
-            f"<tr><td {cell}>{_esc(m['name'])}</td><td {cell}>{_esc(_metric_text(m))}</td></tr>"
-            for m in metrics
-        )
-        mhead = f"<tr><th {cell}>metric</th><th {cell}>value [95% interval]</th></tr>"
-    table = f'<table style="border-collapse:collapse">{mhead}{mrows}</table>'
-    cols = ["case", "change" if compare else "status", *names, "output"]
-    body = []
-    for row in rows[:MAX_EVAL_ROWS]:
-        if compare:
-            scores = [
-                f"{_score_cell(row['a'].get(n))} → {_score_cell(row['b'].get(n))}" for n in names
-            ]
-            values = [row["id"], row["change"], *scores, row.get("output_b", "")]
-        else:
-            scores = [_score_cell((row.get("scores") or {}).get(n)) for n in names]
-            output = row.get("error") or row.get("output", "")
-            values = [row["key"], row["status"], *scores, output]
-        body.append(
-            "<tr>"
-            + "".join(f"<td {cell}>{_esc(_clip(str(v), 300))}</td>" for v in values)
-            + "</tr>"
-        )
-    more = (
-        f"<div>… {len(rows) - MAX_EVAL_ROWS} more rows</div>" if len(rows) > MAX_EVAL_ROWS else ""
-    )
-    cases = (
-        '<table style="border-collapse:collapse;margin-top:6px"><tr>'
-        + "".join(f"<th {cell}>{_esc(c)}</th>" for c in cols)
-        + "</tr>"
-        + "".join(body)
-        + "</table>"
-    )
-    return f'{_CSS}<div class="lfx-fb lfx-eval-static">{head}{table}{cases}{more}</div>'
 
 
 def trace_index_html(index: Any, *, title: str = "") -> str:
@@ -773,16 +663,16 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
             index.sub_tokens[i], index.sub_cost[i], index.sub_priced[i], index.sub_unpriced[i]
         )
         below = below_text(index.below.get(i))
-        extra = "".join(f" · {_esc(v)}" for v in (tokens, cost) if v)
+        extra = "".join(f" · {esc(v)}" for v in (tokens, cost) if v)
         dur = fmt_duration(duration_ms(node))
         out.append(
-            f'<li data-node="{_esc(node["id"])}" data-kind="{_esc(node.get("kind", ""))}">'
-            f'<span class="lfx-k">{_esc(node.get("kind", ""))}</span> '
-            f"<b>{_esc(_clip(str(node.get('name', '')), 200))}</b> {_status_html(label)}"
-            + (f' <span class="lfx-dur">{_esc(dur)}</span>' if dur else "")
+            f'<li data-node="{esc(node["id"])}" data-kind="{esc(node.get("kind", ""))}">'
+            f'<span class="lfx-k">{esc(node.get("kind", ""))}</span> '
+            f"<b>{esc(clip(str(node.get('name', '')), 200))}</b> {_status_html(label)}"
+            + (f' <span class="lfx-dur">{esc(dur)}</span>' if dur else "")
             + extra
-            + (f' <span class="lfx-st-failed">({_esc(below)})</span>' if below else "")
-            + _UL
+            + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
+            + UL
         )
         open_rows.append((i, depth, 0))
     close_to(0)
@@ -790,13 +680,13 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
     more = f"<div>… {total - len(rows):,} more nodes</div>" if len(rows) < total else ""
 
     def table(name: str, values: Mapping[str, int]) -> str:
-        cells = ", ".join(f"{_esc(k or '—')} {v:,}" for k, v in sorted(values.items()))
+        cells = ", ".join(f"{esc(k or '—')} {v:,}" for k, v in sorted(values.items()))
         return f'<div class="lfx-k">{name}: {cells}</div>'
 
-    head = f"<b>{_esc(title)}</b> " if title else ""
+    head = f"<b>{esc(title)}</b> " if title else ""
     head += f"<div>{total:,} nodes (first {len(rows):,} shown)</div>"
     head += table("by status", counts["status"]) + table("by kind", counts["kind"])
-    return f'{_CSS}<div class="lfx-fb lfx-trace-static">{head}{_UL}{"".join(out)}</ul>{more}</div>'
+    return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{"".join(out)}</ul>{more}</div>'
 
 
 def trace_index_text(index: Any, *, title: str = "") -> str:

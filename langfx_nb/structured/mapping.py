@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import MappingError
 from ..messages import AIMessage, ComplexMessage, Message, Part, TextPart, UserMessage
 from ..modalities import Mime
-from ..template import LangFunc, Template, _cached_template
+from ..template import LangFunc, Template, cached_template
 
 if TYPE_CHECKING:
     # pydantic loads on the first structured query, not at ``import langfx_nb``
@@ -154,7 +154,7 @@ class Mapping(LangFunc):
     ) -> None:
         self._message: Message[Any] | None = None
         if isinstance(prompt, str):
-            parsed = _cached_template(prompt)
+            parsed = cached_template(prompt)
             self.text, self._pieces, self.bound = prompt, parsed._pieces, bound
         elif isinstance(prompt, Template):
             self.text, self._pieces = prompt.text, prompt._pieces
@@ -386,12 +386,12 @@ def native_response_schema(schema: Schema) -> dict[str, Any]:
 
 
 def _parse_native(text: str, schema: Schema) -> Any:
-    from .protocols import _FAIL, _check_size, _loads, extract_code_block, get_protocol
+    from .protocols import FAIL, check_size, extract_code_block, get_protocol, loads_or_fail
 
-    _check_size(text, text)
+    check_size(text, text)
     code, _ = extract_code_block(text, ("json",))
-    data = _loads(code)
-    if data is _FAIL:
+    data = loads_or_fail(code)
+    if data is FAIL:
         raise MappingError(
             f"native structured output is not valid JSON; expected a value of type {schema.name}",
             raw=text,

@@ -131,7 +131,7 @@ def extract_code_block(text: str, languages: tuple[str, ...]) -> tuple[str, bool
     return block.strip(), True
 
 
-def _check_size(text: str, raw: str, limit: int = MAX_RESPONSE_CHARS, hint: str = "") -> None:
+def check_size(text: str, raw: str, limit: int = MAX_RESPONSE_CHARS, hint: str = "") -> None:
     if len(text) > limit:
         raise MappingError(
             f"response too large to parse ({len(text)} characters; the limit is {limit}{hint})",
@@ -393,7 +393,7 @@ def parse_python_expr(code: str, schema: Schema, *, raw: str | None = None) -> A
     Validation against the whole schema happens afterwards (``PythonProtocol.parse``).
     """
     raw = code if raw is None else raw
-    _check_size(code, raw, MAX_PYTHON_CHARS, "; use protocol='json' for bigger answers")
+    check_size(code, raw, MAX_PYTHON_CHARS, "; use protocol='json' for bigger answers")
     code = code.strip()
     if not code:
         raise MappingError(
@@ -497,7 +497,7 @@ class PythonProtocol(Protocol):
         return f"OUTPUT PYTHON OBJECT:\n```python\n{to_python_expr(value)}\n```"
 
     def parse(self, text: str, schema: Schema) -> Any:
-        _check_size(text, text)
+        check_size(text, text)
         code, fenced = extract_code_block(text, ("python", "py", "python3"))
         try:
             value = parse_python_expr(code, schema, raw=text)
@@ -545,16 +545,16 @@ class JsonProtocol(Protocol):
         return f"OUTPUT JSON OBJECT:\n```json\n{data}\n```"
 
     def parse(self, text: str, schema: Schema) -> Any:
-        _check_size(text, text)
+        check_size(text, text)
         code, fenced = extract_code_block(text, ("json", "json5", "jsonc"))
-        data = _loads(code)
-        if data is _FAIL and fenced:  # the "fence" may be ``` inside a string of the answer
-            data = _loads(text.strip())
-        if data is _FAIL and not fenced:
+        data = loads_or_fail(code)
+        if data is FAIL and fenced:  # the "fence" may be ``` inside a string of the answer
+            data = loads_or_fail(text.strip())
+        if data is FAIL and not fenced:
             start, end = code.find("{"), code.rfind("}")
             if 0 <= start < end:
-                data = _loads(code[start : end + 1])
-        if data is _FAIL:
+                data = loads_or_fail(code[start : end + 1])
+        if data is FAIL:
             what = "empty" if not code else "not valid JSON"
             raise MappingError(
                 f'the answer is {what}; expected a JSON object {{"result": ...}} with a value '
@@ -583,16 +583,16 @@ def _strip_titles(node: Any, in_properties: bool = False) -> Any:
     return node
 
 
-_FAIL: Any = object()
+FAIL: Any = object()
 
 
-def _loads(text: str) -> Any:
+def loads_or_fail(text: str) -> Any:
     if not text:
-        return _FAIL
+        return FAIL
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
-        return _FAIL
+        return FAIL
 
 
 def _json_data(value: Any) -> Any:

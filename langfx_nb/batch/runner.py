@@ -412,6 +412,11 @@ async def _execute(
         raise flush_error
 
 
+#: the trace records' JSON (as ``json.dumps`` with these options would write it; one encoder
+#: made once, not one per node: benchmarks/provider_batch.py, two nodes per item)
+_TRACE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Callable[[], None]:
     """Write the batch's trace into the manifest as it finishes: the batch node's ancestors
     and itself now (running), then every node of its subtree when it ends (the batch node
@@ -421,6 +426,8 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
     prefix = "" if run == 1 else f"{run}:"
     nodes = store.nodes
     batch_id = batch.id
+    encode = _TRACE_JSON.encode
+    add = manifest.add_trace_node
 
     def write(node: TraceNode) -> None:
         record = node.to_json()
@@ -428,8 +435,7 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
             record["id"] = prefix + record["id"]
             if record.get("parent_id") is not None:
                 record["parent_id"] = prefix + record["parent_id"]
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-        manifest.add_trace_node(run, record["id"], text)
+        add(run, record["id"], encode(record))
 
     def under_batch(node: TraceNode) -> bool:
         parent = node.parent_id
@@ -443,7 +449,7 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
         return False
 
     def hook(event: str, node: TraceNode) -> None:
-        if event in ("end", "log") and (node.id == batch_id or under_batch(node)):
+        if (event == "end" or event == "log") and (node.id == batch_id or under_batch(node)):
             with contextlib.suppress(Exception):  # a hook must never break the run
                 write(node)
 

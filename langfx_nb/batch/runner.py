@@ -320,6 +320,7 @@ async def _execute(
     ticker: asyncio.Task[None] | None = None
     unhook: Callable[[], None] | None = None
     flush_error: RunManifestError | None = None
+    plan: ProviderPlan | None = None
     try:
         with state.session.track(
             "batch", state.name, inputs=inputs, metadata=metadata, meter=state.meter
@@ -338,7 +339,6 @@ async def _execute(
                         engine, fn, values, pending, view, sink, with_session, max_concurrency
                     )
                     pending = []  # run: the pool below has nothing left
-                plan: ProviderPlan | None = None
                 if isinstance(engine, ProviderBatch):
 
                     def on_provider(counts: dict[str, Any]) -> None:
@@ -353,6 +353,7 @@ async def _execute(
                         engine, fn, values, keys, pending, manifest, with_session, on_provider
                     )
                 capture_for = plan.capture_for if plan is not None else None
+                writes = plan.cache_writes if plan is not None else None
                 order = iter(pending)
                 # one clock for all workers: items that never wait (fakes, caches) still let
                 # the ticker report and commit, with one yield per YIELD_S, not per worker
@@ -376,6 +377,8 @@ async def _execute(
                             raise_first,
                             None if capture_for is None else capture_for(i),
                         )
+                        if writes is not None and writes.due:
+                            await writes.flush()
 
                 workers = [
                     asyncio.ensure_future(worker())
@@ -385,10 +388,13 @@ async def _execute(
                 if manifest is not None:
                     manifest.flush()
                 if plan is not None:
-                    plan.finish(manifest)
+                    await plan.finish(manifest)
             finally:
                 if ticker is not None:
                     ticker.cancel()
+                if plan is not None:  # the answers of the items that finished
+                    with contextlib.suppress(Exception):
+                        await plan.cache_writes.flush()
                 if manifest is not None and manifest.broken is None:
                     try:
                         manifest.flush()  # what finished before a cancellation or an error

@@ -3,7 +3,7 @@ prompt caching, against the local fake provider server (tests/spend/provider_ser
 run in its own process (so it shares no interpreter with the client).
 
     PYTHONPATH=$PWD python benchmarks/batch.py --engine provider [--items 100000]
-        [--provider openai] [--cache-items 10000] [--skip p,q]
+        [--provider openai] [--llm-cache none|memory|sqlite] [--cache-items 10000] [--skip p,q]
 
 (p) ``--items`` typed queries with ``engine=lf.engines.ProviderBatch()`` and a run manifest:
 seconds from the call until every request is built and uploaded (the provider holds the
@@ -11,7 +11,9 @@ batches: the progress status turns ``waiting``), RSS growth over the process bef
 call, then the rate at which the provider's results are downloaded, parsed and matched to
 their items, and the rate of the replay that merges them into typed, validated, traced
 results written to the manifest. Baseline in the same run: the same items' requests built
-by ``fn`` alone (the collect step without the batch machinery).
+by ``fn`` alone (the collect step without the batch machinery). ``--llm-cache``: the model
+has that LLM cache (none by default), so the collect step looks every request up in it and
+the merge stores every answer in it (a later plain ``lf.query`` is a cache hit).
 (q) ``--cache-items`` online queries sharing a 2,000-token system prompt, per provider: the
 share of prompt tokens after the first request that the server reported as cache reads,
 and the cost with caching against the cost of the same tokens uncached.
@@ -87,8 +89,8 @@ class Server:
             self.proc.stdout.close()
 
 
-def model(provider: str, url: str) -> lf.LanguageModel:
-    kw: dict[str, Any] = {"transport": httpx.AsyncHTTPTransport()}
+def model(provider: str, url: str, cache: Any = None) -> lf.LanguageModel:
+    kw: dict[str, Any] = {"transport": httpx.AsyncHTTPTransport(), "cache": cache}
     if provider == "openai":
         return OpenAI("gpt-4o-mini", api_key="sk-b", base_url=f"{url}/openai/v1", **kw)
     if provider == "anthropic":
@@ -96,9 +98,17 @@ def model(provider: str, url: str) -> lf.LanguageModel:
     return Gemini("gemini-2.5-flash", api_key="k", base_url=f"{url}/gemini/v1beta", **kw)
 
 
-def part_p(n: int, provider: str) -> None:
+def part_p(n: int, provider: str, llm_cache: str = "none") -> None:
+    from langfx_nb.llms.cache import InMemoryCache, SQLiteCache
+
     server = Server()
-    lm = model(provider, server.url)
+    cache_dir = tempfile.TemporaryDirectory()
+    cache = {
+        "none": None,
+        "memory": InMemoryCache(max_entries=max(1, n)),
+        "sqlite": SQLiteCache(Path(cache_dir.name) / "cache.sqlite"),
+    }[llm_cache]
+    lm = model(provider, server.url, cache)
     items = [{"id": f"t{i}"} for i in range(n)]
 
     async def label(row: dict[str, str], session: lf.Session) -> Label:
@@ -154,6 +164,7 @@ def part_p(n: int, provider: str) -> None:
             marks = asyncio.run(run(Path(tmp) / "run.sqlite"))
     finally:
         server.close()
+        cache_dir.cleanup()
     upload = marks["waiting"]
     built = marks["submitting"]
     fetched = marks["collected"] - marks.get("waiting", 0.0)
@@ -162,7 +173,10 @@ def part_p(n: int, provider: str) -> None:
     cpu_built = marks["cpu_submitting"]
     cpu_fetched = marks["cpu_collected"] - marks["cpu_waiting"]
     cpu_replay = marks["cpu_end"] - marks["cpu_collected"]
-    print(f"(p) {n:,} requests, {provider}, engine=ProviderBatch()  (wall s / client CPU s)")
+    print(
+        f"(p) {n:,} requests, {provider}, engine=ProviderBatch(), LLM cache: {llm_cache}  "
+        "(wall s / client CPU s)"
+    )
     sent, cpu_sent = upload - built, cpu_upload - cpu_built
     print(f"    built + uploaded:           {upload:6.2f} s / {cpu_upload:6.2f} s (target <= 10 s)")
     print(f"      of which built (collect): {built:6.2f} s / {cpu_built:6.2f} s")
@@ -229,13 +243,15 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--provider", default="openai", choices=["openai", "anthropic", "gemini"])
+    parser.add_argument("--llm-cache", default="none", choices=["none", "memory", "sqlite"])
     parser.add_argument("--cache-items", type=int, default=10_000)
     parser.add_argument("--skip", default="")
     ns, _ = parser.parse_known_args(argv)
     skip = set(ns.skip.split(",")) if ns.skip else set()
-    print(json.dumps({"items": ns.items, "provider": ns.provider, "cache_items": ns.cache_items}))
+    settings = {"items": ns.items, "provider": ns.provider, "llm_cache": ns.llm_cache}
+    print(json.dumps({**settings, "cache_items": ns.cache_items}))
     if "p" not in skip:
-        part_p(ns.items, ns.provider)
+        part_p(ns.items, ns.provider, ns.llm_cache)
     if "q" not in skip:
         part_q(ns.cache_items)
 

@@ -16,7 +16,9 @@ The same ``fn`` runs twice per item, unchanged:
    manifest), with the model call answered from the batch: the response body is decoded
    and checked exactly as an online answer (finish reason, parsing, validation, the LLM
    cache write, so a later plain ``lf.query`` of the same request is a cache hit), marked
-   ``metadata["processing"] = "batch"`` (batch prices).
+   ``metadata["processing"] = "batch"`` (batch prices). The cache is not read again (the
+   collect step's lookup missed and the batch's answer was paid for); the cache writes are
+   made ``FLUSH_ROWS`` at a time (``CacheWrites``), all before ``lf.batch`` returns.
 
 One model call per item: a second call in the replay (an agent loop, ``repair=``) fails
 that item with ``ProviderBatchError``, as does a replay that builds another request than
@@ -34,15 +36,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ProviderBatchError
+from ..llms.cache import warn_cache_failure
 from ..llms.deferred import Capture, DeferredCall, capturing
+from .manifest import FLUSH_ROWS
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel, LMRequest
+    from ..llms.cache import Cache
     from ..messages import AIMessage
     from .manifest import Manifest
     from .provider_wire import Outcome, Spool, Wire
 
-__all__ = ["ProviderBatch", "ProviderPlan", "collect_and_batch"]
+__all__ = ["CacheWrites", "ProviderBatch", "ProviderPlan", "collect_and_batch"]
 
 COUNT_KEYS = ("succeeded", "errored", "expired", "canceled", "processing")
 
@@ -106,8 +111,60 @@ def request_fingerprint(model: LanguageModel, request: LMRequest) -> int:
     )
 
 
+class CacheWrites:
+    """The replay's LLM-cache writes, kept and written ``FLUSH_ROWS`` at a time per cache in
+    one transaction (``put_many`` where the cache has it, else ``put`` one by one): a
+    ``SQLiteCache`` hops to a thread, opens a connection and commits per ``put``, which with
+    its read cost more than the rest of a replayed item (benchmarks/provider_batch.py
+    ``--llm-cache sqlite``: 911 against 4,023 items per CPU second). A write that fails
+    warns once per flush (``CacheWarning``) and loses no result; ``discard`` drops a write
+    not yet made (``forget_cached``: an answer that failed validation)."""
+
+    __slots__ = ("_pending", "rows")
+
+    def __init__(self) -> None:
+        self._pending: dict[int, tuple[Cache, dict[str, dict[str, Any]]]] = {}
+        self.rows = 0
+
+    def put(self, cache: Cache, key: str, value: dict[str, Any]) -> None:
+        held = self._pending.get(id(cache))
+        if held is None:
+            held = self._pending[id(cache)] = (cache, {})
+        held[1][key] = value  # a later write of a key replaces the earlier one
+        self.rows += 1
+
+    def discard(self, cache: Cache, key: str) -> None:
+        held = self._pending.get(id(cache))
+        if held is not None:
+            held[1].pop(key, None)
+
+    @property
+    def due(self) -> bool:
+        return self.rows >= FLUSH_ROWS
+
+    async def flush(self) -> None:
+        pending, self._pending, self.rows = self._pending, {}, 0
+        for cache, rows in pending.values():
+            if not rows:
+                continue
+            try:
+                put_many = getattr(cache, "put_many", None)
+                if put_many is not None:
+                    await put_many(list(rows.items()))
+                else:
+                    for key, value in rows.items():
+                        await cache.put(key, value)
+            except Exception as exc:
+                warn_cache_failure(
+                    cache, f"could not store {len(rows)} provider batch answers (returned)", exc
+                )
+
+
 class _Collector:
     __slots__ = ("model", "request")
+
+    reads_cache = True  # a request the cache answers is not batched
+    cache_writes = None
 
     def __init__(self) -> None:
         self.model: LanguageModel | None = None
@@ -119,12 +176,21 @@ class _Collector:
 
 
 class _Replayer:
-    __slots__ = ("fingerprint", "outcome", "provider", "used")
+    """The replay's answer to an item's model call. The cache is not read again (the
+    collect step's lookup missed; the batch's answer was paid for and is the one used);
+    the answer's cache write goes to the run's ``CacheWrites``."""
 
-    def __init__(self, provider: str, fingerprint: int, outcome: Outcome) -> None:
+    __slots__ = ("cache_writes", "fingerprint", "outcome", "provider", "used")
+
+    reads_cache = False
+
+    def __init__(
+        self, provider: str, fingerprint: int, outcome: Outcome, writes: CacheWrites
+    ) -> None:
         self.provider = provider
         self.fingerprint = fingerprint
         self.outcome = outcome
+        self.cache_writes = writes
         self.used = False
 
     async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]:
@@ -174,6 +240,7 @@ class ProviderPlan:
         self.outcomes: dict[str, Outcome] = {}
         self.batch_ids: list[str] = []
         self.counts: dict[str, Any] = {"status": "collecting", "batches": 0, "resubmitted": 0}
+        self.cache_writes = CacheWrites()
 
     def capture_for(self, index: int) -> Capture | None:
         item = self.items.get(index)
@@ -182,9 +249,12 @@ class ProviderPlan:
         outcome = self.outcomes.get(item.cid)
         if outcome is None:  # cannot happen once collect_and_batch returned
             raise ProviderBatchError("the provider batch gave no result for this item")
-        return _Replayer(item.wire.name, item.fingerprint, outcome)
+        return _Replayer(item.wire.name, item.fingerprint, outcome, self.cache_writes)
 
-    def finish(self, manifest: Manifest | None) -> None:
+    async def finish(self, manifest: Manifest | None) -> None:
+        """Once every item has its outcome: the cache writes written, the batches marked
+        collected."""
+        await self.cache_writes.flush()
         if manifest is not None:
             for batch_id in self.batch_ids:
                 manifest.collected(batch_id)

@@ -320,6 +320,7 @@ async def _execute(
     ticker: asyncio.Task[None] | None = None
     unhook: Callable[[], None] | None = None
     flush_error: RunManifestError | None = None
+    plan: ProviderPlan | None = None
     try:
         with state.session.track(
             "batch", state.name, inputs=inputs, metadata=metadata, meter=state.meter
@@ -338,7 +339,6 @@ async def _execute(
                         engine, fn, values, pending, view, sink, with_session, max_concurrency
                     )
                     pending = []  # run: the pool below has nothing left
-                plan: ProviderPlan | None = None
                 if isinstance(engine, ProviderBatch):
 
                     def on_provider(counts: dict[str, Any]) -> None:
@@ -353,6 +353,7 @@ async def _execute(
                         engine, fn, values, keys, pending, manifest, with_session, on_provider
                     )
                 capture_for = plan.capture_for if plan is not None else None
+                writes = plan.cache_writes if plan is not None else None
                 order = iter(pending)
                 # one clock for all workers: items that never wait (fakes, caches) still let
                 # the ticker report and commit, with one yield per YIELD_S, not per worker
@@ -376,6 +377,8 @@ async def _execute(
                             raise_first,
                             None if capture_for is None else capture_for(i),
                         )
+                        if writes is not None and writes.due:
+                            await writes.flush()
 
                 workers = [
                     asyncio.ensure_future(worker())
@@ -385,10 +388,13 @@ async def _execute(
                 if manifest is not None:
                     manifest.flush()
                 if plan is not None:
-                    plan.finish(manifest)
+                    await plan.finish(manifest)
             finally:
                 if ticker is not None:
                     ticker.cancel()
+                if plan is not None:  # the answers of the items that finished
+                    with contextlib.suppress(Exception):
+                        await plan.cache_writes.flush()
                 if manifest is not None and manifest.broken is None:
                     try:
                         manifest.flush()  # what finished before a cancellation or an error
@@ -412,6 +418,11 @@ async def _execute(
         raise flush_error
 
 
+#: the trace records' JSON (as ``json.dumps`` with these options would write it; one encoder
+#: made once, not one per node: benchmarks/provider_batch.py, two nodes per item)
+_TRACE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Callable[[], None]:
     """Write the batch's trace into the manifest as it finishes: the batch node's ancestors
     and itself now (running), then every node of its subtree when it ends (the batch node
@@ -421,6 +432,8 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
     prefix = "" if run == 1 else f"{run}:"
     nodes = store.nodes
     batch_id = batch.id
+    encode = _TRACE_JSON.encode
+    add = manifest.add_trace_node
 
     def write(node: TraceNode) -> None:
         record = node.to_json()
@@ -428,8 +441,7 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
             record["id"] = prefix + record["id"]
             if record.get("parent_id") is not None:
                 record["parent_id"] = prefix + record["parent_id"]
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-        manifest.add_trace_node(run, record["id"], text)
+        add(run, record["id"], encode(record))
 
     def under_batch(node: TraceNode) -> bool:
         parent = node.parent_id
@@ -443,7 +455,7 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
         return False
 
     def hook(event: str, node: TraceNode) -> None:
-        if event in ("end", "log") and (node.id == batch_id or under_batch(node)):
+        if (event == "end" or event == "log") and (node.id == batch_id or under_batch(node)):
             with contextlib.suppress(Exception):  # a hook must never break the run
                 write(node)
 

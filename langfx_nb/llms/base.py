@@ -29,6 +29,7 @@ from .streaming import StreamAccumulator, StreamChunk
 __all__ = [
     "CAPTURE",
     "NO_USAGE",
+    "CacheWrites",
     "Capabilities",
     "Capture",
     "LMRequest",
@@ -229,11 +230,28 @@ def model_requests_allowed() -> bool:
     return _ALLOW_REQUESTS
 
 
+class CacheWrites(Protocol):
+    """Where a captured call's LLM-cache write goes instead of ``cache.put``: kept and
+    written later, many in one transaction (a provider batch's replay)."""
+
+    def put(self, cache: Cache, key: str, value: dict[str, Any]) -> None: ...
+    def discard(self, cache: Cache, key: str) -> None: ...
+
+
 class Capture(Protocol):
     """Answers a model call instead of the provider: the hook ``llms/deferred.py`` (a
     provider batch) works through. Defined here, beside what it receives, so that
-    ``deferred`` depends on this module and not the other way round."""
+    ``deferred`` depends on this module and not the other way round.
 
+    ``reads_cache``: whether the call looks the LLM cache up before ``answer`` (a hit is
+    returned and ``answer`` is not called). ``cache_writes``: where the answer's cache
+    write goes (``None``: ``cache.put`` at once); ``forget_cached`` discards it there too.
+    """
+
+    @property
+    def reads_cache(self) -> bool: ...
+    @property
+    def cache_writes(self) -> CacheWrites | None: ...
     async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]: ...
 
 
@@ -381,16 +399,17 @@ class LanguageModel:
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
         request = self.build_request(prompt, **options)
-        lookup = await self._cache_lookup(request, cache_seed, use_cache)
+        capture = CAPTURE.get()  # a provider batch answers instead (llms/deferred.py)
+        read = capture is None or capture.reads_cache
+        lookup = await self._cache_lookup(request, cache_seed, use_cache, read=read)
         if lookup.hit is not None:
             return lookup.hit
-        capture = CAPTURE.get()  # a provider batch answers instead (llms/deferred.py)
         if capture is not None:
             response = await capture.answer(self, request)
         else:
             response = await self._with_retries(lambda: self._limited(request))
         response = self._finish(response)
-        await self._cache_store(lookup, response)
+        await self._cache_store(lookup, response, None if capture is None else capture.cache_writes)
         return response
 
     async def cached(self, prompt: Prompt, **options: Any) -> AIMessage[Any] | None:
@@ -425,14 +444,15 @@ class LanguageModel:
         request = self.build_request(prompt, **options)
         if not self.supports_streaming and not emulate:
             raise UnsupportedCapabilityError(f"{self.model_id} does not support streaming")
-        lookup = await self._cache_lookup(request, cache_seed, use_cache)
+        capture = CAPTURE.get()
+        read = capture is None or capture.reads_cache
+        lookup = await self._cache_lookup(request, cache_seed, use_cache, read=read)
         if lookup.hit is not None:
             yield _whole_chunk(lookup.hit, self.model_id)
             return
-        capture = CAPTURE.get()
         if capture is not None:
             response = self._finish(await capture.answer(self, request))
-            await self._cache_store(lookup, response)
+            await self._cache_store(lookup, response, capture.cache_writes)
             yield _whole_chunk(response, self.model_id)
             return
         if not self.supports_streaming:
@@ -503,13 +523,18 @@ class LanguageModel:
         yield  # pragma: no cover  (makes this an async generator)
 
     # -- cache -----------------------------------------------------------------------------
-    async def _cache_lookup(self, request: LMRequest, cache_seed: int, use: bool) -> _Lookup:
-        """The stored answer for ``request``, if any. A failing cache is warned about once
-        and skipped; after a read that failed (not just a bad entry) no write is tried."""
+    async def _cache_lookup(
+        self, request: LMRequest, cache_seed: int, use: bool, *, read: bool = True
+    ) -> _Lookup:
+        """The stored answer for ``request``, if any (``read=False``: only its key, for the
+        write). A failing cache is warned about once and skipped; after a read that failed
+        (not just a bad entry) no write is tried."""
         cache = self.cache
         if cache is None or not use:
             return _Lookup(None, None, writable=False)
         key = self._cache_key(request, cache_seed)
+        if not read:
+            return _Lookup(key, None, writable=True)
         try:
             data = await cache.get(key)
         except CacheEntryError as exc:
@@ -531,14 +556,20 @@ class LanguageModel:
         cached.metadata["cache_key"] = key
         return _Lookup(key, cached, writable=False)
 
-    async def _cache_store(self, lookup: _Lookup, response: AIMessage[Any]) -> None:
-        """Store a fresh answer; a failed write warns (once per call) and loses nothing."""
+    async def _cache_store(
+        self, lookup: _Lookup, response: AIMessage[Any], writes: CacheWrites | None = None
+    ) -> None:
+        """Store a fresh answer (in ``writes``, to be written later, when given); a failed
+        write warns (once per call) and loses nothing."""
         if lookup.key is None:
             return
         response.metadata["cache_key"] = lookup.key
         if not lookup.writable or self.cache is None:
             return
         try:
+            if writes is not None:
+                writes.put(self.cache, lookup.key, response.to_json())
+                return
             await self.cache.put(lookup.key, response.to_json())
         except Exception as exc:
             if not lookup.warned:
@@ -550,6 +581,10 @@ class LanguageModel:
         key = response.metadata.get("cache_key")
         if key is None or self.cache is None:
             return
+        capture = CAPTURE.get()
+        writes = None if capture is None else capture.cache_writes
+        if writes is not None:  # not written yet: it never will be
+            writes.discard(self.cache, key)
         try:
             await self.cache.delete(key)
         except Exception as exc:

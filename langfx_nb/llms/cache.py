@@ -77,6 +77,11 @@ class InMemoryCache:
         while len(self._data) > self.max_entries:
             self._data.popitem(last=False)
 
+    async def put_many(self, rows: list[tuple[str, dict[str, Any]]]) -> None:
+        """``put`` each ``(key, value)`` in order."""
+        for key, value in rows:
+            await self.put(key, value)
+
     async def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
@@ -140,6 +145,31 @@ class SQLiteCache:
         await asyncio.to_thread(
             self._run, "INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, text)
         )
+
+    async def put_many(self, rows: list[tuple[str, dict[str, Any]]]) -> None:
+        """``put`` each ``(key, value)``, all in one transaction on one connection (a
+        provider batch's answers: a connection and a commit per answer cost far more than
+        the answer)."""
+        texts = []
+        for key, value in rows:
+            text = json.dumps(value, ensure_ascii=False)
+            texts.append((key, json.dumps(value) if has_surrogates(text) else text))
+        await asyncio.to_thread(self._run_many, texts)
+
+    def _run_many(self, rows: list[tuple[str, str]]) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", rows
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
 
     async def delete(self, key: str) -> None:
         await asyncio.to_thread(self._run, "DELETE FROM responses WHERE key=?", (key,))

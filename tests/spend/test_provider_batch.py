@@ -21,7 +21,7 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.llms.anthropic import Anthropic
-from langfx_nb.llms.cache import InMemoryCache
+from langfx_nb.llms.cache import InMemoryCache, SQLiteCache
 from langfx_nb.llms.fake import Echo
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI
@@ -126,6 +126,51 @@ async def test_answers_reach_the_llm_cache_and_the_manifest(
         second = await lf.batch(label_fn(lm), items, run=run, engine=engine(), progress=False)
         assert second.totals.resumed == 5 and len(server.batches) == batches
         assert [r.label for r in second.results] == [r.label for r in first.results]
+    finally:
+        await lm.aclose()
+
+
+class Picky(pydantic.BaseModel):
+    """Label, refusing the answer for item t7 (it fails validation as an online answer)."""
+
+    item: str
+    label: str
+
+    @pydantic.field_validator("item")
+    @classmethod
+    def not_t7(cls, value: str) -> str:
+        if value == "t7":
+            raise ValueError("t7 is refused")
+        return value
+
+
+async def test_a_persistent_cache_holds_every_valid_answer_and_no_refused_one(
+    server: ProviderServer, tmp_path: Path
+) -> None:
+    """The replay's cache writes are grouped (more items than one group here): each answer
+    that validated is in the SQLite cache file afterwards, and a plain query of it is a hit;
+    the answer that failed validation is not stored (a replay would repeat the failure)."""
+    cache = SQLiteCache(tmp_path / "cache.sqlite")
+    lm = make_model("openai", server.url, cache=cache)
+    prompt = "Label this ticket: item={{id}}"
+
+    async def picky(row: dict[str, str], session: lf.Session) -> Picky:
+        return await session.query(prompt, Picky, vars=row, lm=lm, protocol="json")  # type: ignore[no-any-return]
+
+    items = [{"id": f"t{i}"} for i in range(700)]
+    try:
+        result = await lf.batch(
+            picky, items, run=tmp_path / "run.sqlite", engine=engine(), progress=False
+        )
+        assert result.totals.failed == 1 and result.statuses[7] == "failed"
+        assert len(cache) == 699
+        for i in (0, 600, 699):  # in the first group, the last, and the rest
+            again = await lf.query(prompt, Picky, vars={"id": f"t{i}"}, lm=lm, protocol="json")
+            assert again.label == f"label-t{i}"
+        assert not server.answered
+        with pytest.raises(lf.MappingError):  # not replayed from the cache: asked online
+            await lf.query(prompt, Picky, vars={"id": "t7"}, lm=lm, protocol="json")
+        assert server.answered["openai", "t7"] == 1
     finally:
         await lm.aclose()
 

@@ -215,11 +215,14 @@ async def run(
     if not callable(task):
         raise TypeError(f"task must be an async callable, not {type(task).__name__}")
     trials = [(case, r) for case in data for r in range(repeats)]
-    view = live_view(name or data.name or "eval", len(trials)) if live else None
+    run_name = name or data.name or "eval"
+    view = live_view(run_name, len(trials)) if live else None
     # the view lives in this process: trials run elsewhere (Ray workers) cannot feed it, and
     # it must not travel with the trial function; it shows the finished report then
-    feed = view is not None and not isinstance(engine, Ray)
-    ctx = _Context(task, trials, named, _feed(view, on_trial) if feed else on_trial)
+    hook = on_trial
+    if view is not None and not isinstance(engine, Ray):
+        hook = _feed(view, on_trial)
+    ctx = _Context(task, trials, named, hook)
     fn = functools.partial(_trial, _identity(task, named), ctx)
     started = time.perf_counter()
     try:
@@ -233,7 +236,7 @@ async def run(
             on_error="collect",
             progress=progress,
             key=lambda i: f"{trials[i][0].id}#{trials[i][1]}",
-            name=name or data.name or "eval",
+            name=run_name,
         )
     except BaseException as exc:  # the view says the run stopped; the exception goes on
         if view is not None:
@@ -274,14 +277,13 @@ async def run(
 
 
 def _feed(
-    view: LiveReport | None, on_trial: Callable[[int, CaseResult], None] | None
+    view: LiveReport, on_trial: Callable[[int, CaseResult], None] | None
 ) -> Callable[[int, CaseResult], None]:
     """``on_trial`` that feeds the live view first, then the caller's hook."""
 
     def hook(index: int, result: CaseResult) -> None:
-        with contextlib.suppress(Exception):
-            if view is not None:
-                view.add(index, result)
+        with contextlib.suppress(Exception):  # a view never breaks the run it shows
+            view.add(index, result)
         if on_trial is not None:
             on_trial(index, result)
 

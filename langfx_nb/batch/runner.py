@@ -27,7 +27,7 @@ from ..errors import RunManifestError
 from ..llms.deferred import Capture, capturing, current_capture
 from ..messages import Usage
 from .codec import ResultCodec, fingerprint, item_keys
-from .manifest import Manifest, manifest_path
+from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .progress import (
     MAX_GROUP_ITEMS,
     UPDATE_INTERVAL_S,
@@ -318,7 +318,7 @@ async def _execute(
         metadata["run"] = run_path
     reporter: Reporter | None = None
     ticker: asyncio.Task[None] | None = None
-    unhook: Callable[[], None] | None = None
+    tracer: _TraceWriter | None = None
     flush_error: RunManifestError | None = None
     plan: ProviderPlan | None = None
     try:
@@ -327,7 +327,8 @@ async def _execute(
         ) as tracked:
             state.batch_node_id = tracked.node.id
             view = tracked.session
-            unhook = _record_trace(manifest, state.session, tracked.node) if manifest else None
+            if manifest is not None:
+                tracer = _TraceWriter(manifest, state.session, tracked.node)
             reporter = resolve_reporter(progress, state.session, state.snapshot())
             try:
                 if reporter is not None:
@@ -407,9 +408,9 @@ async def _execute(
                 if reporter is not None:
                     _quietly(reporter.close, final)
     finally:
-        if unhook is not None:
-            unhook()
-    if unhook is not None and manifest is not None and not manifest.broken and not flush_error:
+        if tracer is not None:
+            tracer.stop()
+    if tracer is not None and manifest is not None and not manifest.broken and not flush_error:
         try:
             manifest.flush()  # the batch node, finished
         except RunManifestError as exc:
@@ -423,27 +424,39 @@ async def _execute(
 _TRACE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Callable[[], None]:
-    """Write the batch's trace into the manifest as it finishes: the batch node's ancestors
-    and itself now (running), then every node of its subtree when it ends (the batch node
-    last). Returns the function that stops it."""
-    store = session.trace_store
-    run = manifest.new_trace_run()
-    prefix = "" if run == 1 else f"{run}:"
-    nodes = store.nodes
-    batch_id = batch.id
-    encode = _TRACE_JSON.encode
-    add = manifest.add_trace_node
+class _TraceWriter:
+    """The batch's trace, for its manifest (a ``TraceSource``): the batch node's ancestors
+    and itself (running) from the start, then each node of its subtree as it ends or is
+    logged (the batch node last). A node is kept as its record (``TraceNode.to_json``) at
+    its latest event, by id, and encoded to JSON once, when the manifest flushes: a node
+    changed twice before a flush is written once."""
 
-    def write(node: TraceNode) -> None:
-        record = node.to_json()
-        if prefix:
-            record["id"] = prefix + record["id"]
-            if record.get("parent_id") is not None:
-                record["parent_id"] = prefix + record["parent_id"]
-        add(run, record["id"], encode(record))
+    def __init__(self, manifest: Manifest, session: Session, batch: TraceNode) -> None:
+        self.manifest = manifest
+        self.store = session.trace_store
+        self.run = manifest.new_trace_run()
+        self.prefix = "" if self.run == 1 else f"{self.run}:"
+        self.batch_id = batch.id
+        self.changed: dict[str, dict[str, Any]] = {}
+        chain: list[TraceNode] = []
+        node: TraceNode | None = batch
+        while node is not None:
+            chain.append(node)
+            node = self.store.nodes.get(node.parent_id) if node.parent_id is not None else None
+        for node in reversed(chain):
+            self.changed[node.id] = node.to_json()
+        manifest.record_trace_from(self)
+        self.store.node_hooks.append(self.hook)
 
-    def under_batch(node: TraceNode) -> bool:
+    def stop(self) -> None:
+        """No more events are recorded; what was recorded is still handed to the manifest."""
+        self.store.node_hooks.remove(self.hook)
+
+    def __len__(self) -> int:
+        return len(self.changed)
+
+    def _under_batch(self, node: TraceNode) -> bool:
+        nodes, batch_id = self.store.nodes, self.batch_id
         parent = node.parent_id
         while parent is not None:
             if parent == batch_id:
@@ -454,20 +467,29 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
             parent = above.parent_id
         return False
 
-    def hook(event: str, node: TraceNode) -> None:
-        if (event == "end" or event == "log") and (node.id == batch_id or under_batch(node)):
+    def hook(self, event: str, node: TraceNode) -> None:
+        if (event == "end" or event == "log") and (
+            node.id == self.batch_id or self._under_batch(node)
+        ):
             with contextlib.suppress(Exception):  # a hook must never break the run
-                write(node)
+                changed = self.changed
+                changed.pop(node.id, None)  # rows come in the order of their last change
+                changed[node.id] = node.to_json()
+                if len(changed) >= 8 * FLUSH_ROWS:
+                    self.manifest.flush()
 
-    chain: list[TraceNode] = []
-    node: TraceNode | None = batch
-    while node is not None:
-        chain.append(node)
-        node = nodes.get(node.parent_id) if node.parent_id is not None else None
-    for node in reversed(chain):
-        write(node)
-    store.node_hooks.append(hook)
-    return lambda: store.node_hooks.remove(hook)
+    def records(self) -> list[tuple[int, str, str]]:
+        changed, self.changed = self.changed, {}
+        run, prefix, encode = self.run, self.prefix, _TRACE_JSON.encode
+        out: list[tuple[int, str, str]] = []
+        for record in changed.values():
+            with contextlib.suppress(Exception):  # a node that cannot be encoded is left out
+                if prefix:
+                    record["id"] = prefix + record["id"]
+                    if record.get("parent_id") is not None:
+                        record["parent_id"] = prefix + record["parent_id"]
+                out.append((run, record["id"], encode(record)))
+        return out
 
 
 async def _tick(state: _Run, reporter: Reporter | None, manifest: Manifest | None) -> None:

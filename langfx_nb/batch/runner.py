@@ -419,9 +419,30 @@ async def _execute(
         raise flush_error
 
 
-#: the trace records' JSON (as ``json.dumps`` with these options would write it; one encoder
-#: made once, not one per node: benchmarks/provider_batch.py, two nodes per item)
-_TRACE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+def _record_encoder() -> Callable[[Any], str]:
+    """What ``json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)``
+    returns, from the json module's C encoder made once: ``JSONEncoder.encode`` makes one
+    per call, ~2 us of a record's 5-11 us (two records per item, benchmarks/provider_batch.py).
+    No circular check: a record is previews (a cycle raises ``RecursionError``, and the
+    record is left out). ``JSONEncoder.encode`` where the C encoder is missing."""
+    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain
+    try:
+        iterencode = make(
+            None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True
+        )
+    except TypeError:  # another signature in another Python
+        return plain
+
+    def encode(record: Any) -> str:
+        return "".join(iterencode(record, 0))
+
+    return encode
+
+
+_encode_record = _record_encoder()
 
 
 class _TraceWriter:
@@ -480,7 +501,7 @@ class _TraceWriter:
 
     def records(self) -> list[tuple[int, str, str]]:
         changed, self.changed = self.changed, {}
-        run, prefix, encode = self.run, self.prefix, _TRACE_JSON.encode
+        run, prefix, encode = self.run, self.prefix, _encode_record
         out: list[tuple[int, str, str]] = []
         for record in changed.values():
             with contextlib.suppress(Exception):  # a node that cannot be encoded is left out

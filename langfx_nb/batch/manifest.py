@@ -133,6 +133,11 @@ class Manifest:
         self._trace_pending: list[tuple[int, str, str]] = []
         self._trace: TraceSource | None = None
         self._last_flush = time.monotonic()
+        #: a transaction is committed once this many rows wait, or ``flush_interval``
+        #: seconds after the last (a crash loses at most these; the runner widens them
+        #: where a lost row costs no second request: a provider batch's replay)
+        self.flush_rows = FLUSH_ROWS
+        self.flush_interval = FLUSH_INTERVAL_S
         self._known_tags: set[str] = set()
         self.broken: RunManifestError | None = None
 
@@ -296,10 +301,16 @@ class Manifest:
 
     def _due(self) -> None:
         if (
-            len(self._pending) >= FLUSH_ROWS
-            or time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S
+            len(self._pending) >= self.flush_rows
+            or time.monotonic() - self._last_flush >= self.flush_interval
         ):
             self.flush()
+
+    @property
+    def due(self) -> bool:
+        """Rows or trace records wait and ``flush_interval`` has passed since the last
+        flush (the runner's ticker flushes then)."""
+        return bool(self.pending) and time.monotonic() - self._last_flush >= self.flush_interval
 
     def flush(self) -> None:
         """Commit the queued rows in one transaction; ``RunManifestError`` when the disk

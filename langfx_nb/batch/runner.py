@@ -44,6 +44,13 @@ __all__ = ["run_batch", "takes_session"]
 
 #: A worker whose items never wait yields to the event loop this often (seconds).
 YIELD_S = 0.05
+#: The manifest's transactions during a provider batch's replay: 2,048 rows or 1 s (online,
+#: ``FLUSH_ROWS`` or ``FLUSH_INTERVAL_S``). A replayed item lost to a crash costs no second
+#: request (its batch stays ``submitted`` until every item is stored, and a rerun polls and
+#: downloads it again); with ~150 rows per 50 ms transaction each commit rewrote the same
+#: random-key index pages, ~6 us of CPU per item more (benchmarks/provider_batch.py).
+REPLAY_FLUSH_ROWS = 2048
+REPLAY_FLUSH_INTERVAL_S = 1.0
 
 
 def takes_session(fn: Callable[..., Any]) -> bool:
@@ -353,6 +360,9 @@ async def _execute(
                     plan = await collect_and_batch(
                         engine, fn, values, keys, pending, manifest, with_session, on_provider
                     )
+                if plan is not None and manifest is not None:  # see REPLAY_FLUSH_ROWS
+                    manifest.flush_rows = REPLAY_FLUSH_ROWS
+                    manifest.flush_interval = REPLAY_FLUSH_INTERVAL_S
                 capture_for = plan.capture_for if plan is not None else None
                 writes = plan.cache_writes if plan is not None else None
                 order = iter(pending)
@@ -518,7 +528,7 @@ async def _tick(state: _Run, reporter: Reporter | None, manifest: Manifest | Non
         await asyncio.sleep(UPDATE_INTERVAL_S)
         if reporter is not None:
             _quietly(reporter.update, state.snapshot())
-        if manifest is not None and manifest.pending and manifest.broken is None:
+        if manifest is not None and manifest.due and manifest.broken is None:
             try:
                 manifest.flush()
             except RunManifestError:

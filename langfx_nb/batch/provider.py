@@ -114,11 +114,12 @@ def request_fingerprint(model: LanguageModel, request: LMRequest) -> int:
 class CacheWrites:
     """The replay's LLM-cache writes, kept and written ``FLUSH_ROWS`` at a time per cache in
     one transaction (``put_many`` where the cache has it, else ``put`` one by one): a
-    ``SQLiteCache`` hops to a thread, opens a connection and commits per ``put``, which with
-    its read cost more than the rest of a replayed item (benchmarks/provider_batch.py
-    ``--llm-cache sqlite``: 911 against 4,023 items per CPU second). A write that fails
-    warns once per flush (``CacheWarning``) and loses no result; ``discard`` drops a write
-    not yet made (``forget_cached``: an answer that failed validation)."""
+    ``SQLiteCache`` hops to its thread and commits per ``put``, which with its read cost more
+    than the rest of a replayed item (benchmarks/provider_batch.py ``--llm-cache sqlite``:
+    911 against 4,023 items per CPU second, when it also opened a connection per call). A
+    write that fails warns once per flush (``CacheWarning``) and loses no result;
+    ``discard`` drops a write not yet made (``forget_cached``: an answer that failed
+    validation)."""
 
     __slots__ = ("_pending", "rows")
 

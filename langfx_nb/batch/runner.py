@@ -48,7 +48,7 @@ YIELD_S = 0.05
 #: ``FLUSH_ROWS`` or ``FLUSH_INTERVAL_S``). A replayed item lost to a crash costs no second
 #: request (its batch stays ``submitted`` until every item is stored, and a rerun polls and
 #: downloads it again); with ~150 rows per 50 ms transaction each commit rewrote the same
-#: random-key index pages, ~6 us of CPU per item more (benchmarks/provider_batch.py).
+#: random-key index pages: ~4 us of CPU and 20-30 us of wall time per item more in SQLite.
 REPLAY_FLUSH_ROWS = 2048
 REPLAY_FLUSH_INTERVAL_S = 1.0
 
@@ -484,6 +484,7 @@ class _TraceWriter:
         self.store.node_hooks.remove(self.hook)
 
     def __len__(self) -> int:
+        """How many nodes changed since the last ``records``."""
         return len(self.changed)
 
     def _under_batch(self, node: TraceNode) -> bool:
@@ -510,6 +511,8 @@ class _TraceWriter:
                     self.manifest.flush()
 
     def records(self) -> list[tuple[int, str, str]]:
+        """``(run, node id, JSON text)`` of each node changed since the last call, in the
+        order of their last change; they are forgotten here."""
         changed, self.changed = self.changed, {}
         run, prefix, encode = self.run, self.prefix, _encode_record
         out: list[tuple[int, str, str]] = []

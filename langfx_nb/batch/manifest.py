@@ -37,7 +37,7 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from ..errors import RunManifestError
 from .codec import ResultCodec
@@ -46,6 +46,7 @@ __all__ = [
     "FLUSH_INTERVAL_S",
     "FLUSH_ROWS",
     "Manifest",
+    "TraceSource",
     "is_manifest_path",
     "manifest_path",
     "trace_record",
@@ -88,6 +89,16 @@ CREATE TABLE IF NOT EXISTS provider_batches (
 """
 
 
+class TraceSource(Protocol):
+    """Where a manifest gets the trace records it commits with its rows (the batch
+    runner's trace writer): ``len`` is how many are waiting, ``records`` hands them over
+    as ``(run, node id, JSON text)`` and forgets them."""
+
+    def __len__(self) -> int: ...
+
+    def records(self) -> list[tuple[int, str, str]]: ...
+
+
 def manifest_path(run: str | os.PathLike[str]) -> Path:
     """The file a ``run=`` value names (see the module docstring)."""
     text = os.fspath(run)
@@ -120,7 +131,13 @@ class Manifest:
         self.codec = codec
         self._pending: list[tuple[Any, ...]] = []
         self._trace_pending: list[tuple[int, str, str]] = []
+        self._trace: TraceSource | None = None
         self._last_flush = time.monotonic()
+        #: a transaction is committed once this many rows wait, or ``flush_interval``
+        #: seconds after the last (a crash loses at most these; the runner widens them
+        #: where a lost row costs no second request: a provider batch's replay)
+        self.flush_rows = FLUSH_ROWS
+        self.flush_interval = FLUSH_INTERVAL_S
         self._known_tags: set[str] = set()
         self.broken: RunManifestError | None = None
 
@@ -276,27 +293,34 @@ class Manifest:
         row = self._conn.execute("SELECT max(run) FROM trace_nodes").fetchone()
         return int(row[0] or 0) + 1
 
-    def add_trace_node(self, run: int, node_id: str, record: str) -> None:
-        """Queue one trace node's record (JSON text); a later one with the same id replaces
-        it (a node written running, then finished)."""
-        self._trace_pending.append((run, node_id, record))
-        if len(self._trace_pending) >= 8 * FLUSH_ROWS:
-            self.flush()
+    def record_trace_from(self, source: TraceSource | None) -> None:
+        """Commit ``source``'s trace records with every later ``flush`` (``None``: stop);
+        records with an id already stored replace it (a node written running, then
+        finished)."""
+        self._trace = source
 
     def _due(self) -> None:
         if (
-            len(self._pending) >= FLUSH_ROWS
-            or time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S
+            len(self._pending) >= self.flush_rows
+            or time.monotonic() - self._last_flush >= self.flush_interval
         ):
             self.flush()
+
+    @property
+    def due(self) -> bool:
+        """Rows or trace records wait and ``flush_interval`` has passed since the last
+        flush (the runner's ticker flushes then)."""
+        return bool(self.pending) and time.monotonic() - self._last_flush >= self.flush_interval
 
     def flush(self) -> None:
         """Commit the queued rows in one transaction; ``RunManifestError`` when the disk
         refuses (the rows stay queued, nothing already committed is lost)."""
         self._last_flush = time.monotonic()
-        if not (self._pending or self._trace_pending) or self.broken is not None:
-            if self.broken is not None:
-                raise self.broken
+        if self.broken is not None:
+            raise self.broken
+        if self._trace is not None and len(self._trace):
+            self._trace_pending.extend(self._trace.records())  # kept until committed
+        if not (self._pending or self._trace_pending):
             return
         rows = self._pending
         traced = self._trace_pending
@@ -321,7 +345,9 @@ class Manifest:
 
     @property
     def pending(self) -> int:
-        return len(self._pending) + len(self._trace_pending)
+        """Rows and trace records waiting for ``flush``."""
+        waiting = len(self._trace) if self._trace is not None else 0
+        return len(self._pending) + len(self._trace_pending) + waiting
 
     def close(self) -> None:
         self._conn.close()

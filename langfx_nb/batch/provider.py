@@ -114,11 +114,12 @@ def request_fingerprint(model: LanguageModel, request: LMRequest) -> int:
 class CacheWrites:
     """The replay's LLM-cache writes, kept and written ``FLUSH_ROWS`` at a time per cache in
     one transaction (``put_many`` where the cache has it, else ``put`` one by one): a
-    ``SQLiteCache`` hops to a thread, opens a connection and commits per ``put``, which with
-    its read cost more than the rest of a replayed item (benchmarks/provider_batch.py
-    ``--llm-cache sqlite``: 911 against 4,023 items per CPU second). A write that fails
-    warns once per flush (``CacheWarning``) and loses no result; ``discard`` drops a write
-    not yet made (``forget_cached``: an answer that failed validation)."""
+    ``SQLiteCache`` hops to its thread and commits per ``put``, which with its read cost more
+    than the rest of a replayed item (benchmarks/provider_batch.py ``--llm-cache sqlite``:
+    911 against 4,023 items per CPU second, when it also opened a connection per call). A
+    write that fails warns once per flush (``CacheWarning``) and loses no result;
+    ``discard`` drops a write not yet made (``forget_cached``: an answer that failed
+    validation)."""
 
     __slots__ = ("_pending", "rows")
 
@@ -273,31 +274,29 @@ async def collect_and_batch(
     """Steps 1 and 2 of the module docstring; the plan answers step 3."""
     from .provider_wire import Spool
 
-    spool = Spool()
-    try:
-        return await _collect_and_batch(
-            engine, fn, values, keys, pending, manifest, with_session, report, spool
-        )
-    finally:
-        spool.close()
+    plan = ProviderPlan()
+    report(plan.counts)
+    with contextlib.closing(Spool()) as spool:  # the entries, on disk until submitted
+        await _collect(fn, values, keys, pending, with_session, plan, spool)
+        await _batch(engine, manifest, report, plan, spool)
+    plan.counts["status"] = "collected"
+    report(plan.counts)
+    return plan
 
 
-async def _collect_and_batch(
-    engine: ProviderBatch,
+async def _collect(
     fn: Callable[..., Any],
     values: list[Any],
     keys: list[str],
     pending: list[int],
-    manifest: Manifest | None,
     with_session: bool,
-    report: Callable[[dict[str, Any]], None],
+    plan: ProviderPlan,
     spool: Spool,
-) -> ProviderPlan:
+) -> None:
+    """Step 1: each pending item's request, as its provider's entry in ``spool``."""
     from ..agentic.session import Session
     from .provider_wire import wire_for
 
-    plan = ProviderPlan()
-    report(plan.counts)
     wires: dict[str, Wire] = {}
     accounts: dict[int, tuple[LanguageModel, str, Wire]] = {}
     scratch = Session(max_trace_nodes=16)  # collect runs leave no trace in the batch's
@@ -329,6 +328,17 @@ async def _collect_and_batch(
             plan.items[i] = _Item(i, cid, account, wire, span, request_fingerprint(model, request))
     finally:
         await scratch.dispose()
+
+
+async def _batch(
+    engine: ProviderBatch,
+    manifest: Manifest | None,
+    report: Callable[[dict[str, Any]], None],
+    plan: ProviderPlan,
+    spool: Spool,
+) -> None:
+    """Step 2: the collected entries submitted (or found submitted by an earlier
+    process), polled and their outcomes read into ``plan``; failures resubmitted."""
     by_cid = {item.cid: item for item in plan.items.values()}
     active: dict[str, tuple[Wire, list[str]]] = {}
     if manifest is not None:  # batches an earlier process submitted: poll, never resubmit
@@ -386,9 +396,6 @@ async def _collect_and_batch(
             with contextlib.suppress(Exception):
                 await asyncio.shield(_cancel_all(active))
         raise
-    plan.counts["status"] = "collected"
-    report(plan.counts)
-    return plan
 
 
 async def _cancel_all(active: dict[str, tuple[Wire, list[str]]]) -> None:

@@ -24,19 +24,24 @@ base URL (``HTTPModel.api_request``). Formats follow the public API references:
 ``decode`` exactly as an online answer) or why there is none (``errored``, ``expired``,
 ``canceled``). A succeeded outcome keeps the result's line as bytes and parses the body
 when it is read (100,000 parsed response bodies cost hundreds of MB; their lines, a
-fraction). ``Spool`` keeps the entries of a run on disk until they are submitted.
+fraction). Each line is parsed once: a succeeded OpenAI or Anthropic line is known by its
+start (``_OPENAI_OK``, ``_ANTHROPIC_OK``: the top-level custom id and the success marker,
+in the order the providers write them) and parsed only when the replay reads its body; any
+other line is parsed whole at once. ``Spool`` keeps the entries of a run on disk until they
+are submitted.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
-from ..errors import InvalidRequestError, StreamProtocolError
+from ..errors import InvalidRequestError, ProviderBatchError, StreamProtocolError
 from ..llms.anthropic import Anthropic
 from ..llms.base import LanguageModel, LMRequest
 from ..llms.gemini import Gemini
@@ -62,9 +67,16 @@ class Outcome:
 
     @property
     def body(self) -> Any:
+        """The answer; ``ProviderBatchError`` when its line is not JSON."""
         if self.raw is None:
             return self.value
-        data = json.loads(self.raw)
+        try:
+            data = json.loads(self.raw)
+        except ValueError:
+            raise ProviderBatchError(
+                "the provider's result line for this request is not valid JSON "
+                f"({len(self.raw)} bytes, starting {self.raw[:60]!r})"
+            ) from None
         for key in self.path:
             data = data.get(key) if isinstance(data, dict) else None
         return data
@@ -158,6 +170,39 @@ def _lines(raw: bytes) -> Iterator[tuple[bytes, dict[str, Any]]]:
                 yield line, row
 
 
+#: A succeeded OpenAI result line, by its start: ``{"id": "...", "custom_id": "...",
+#: "response": {"status_code": 200`` (the members in the Batch API's order; group 1 is the
+#: custom id). Anchored at the line's first brace, it can only match top-level members.
+_OPENAI_OK = re.compile(
+    rb'\s*\{\s*"id"\s*:\s*"[^"\\]*"\s*,\s*"custom_id"\s*:\s*"([^"\\]*)"\s*,'
+    rb'\s*"response"\s*:\s*\{\s*"status_code"\s*:\s*200\s*[,}]'
+)
+#: A succeeded Anthropic result line: ``{"custom_id": "...", "result": {"type": "succeeded"``.
+_ANTHROPIC_OK = re.compile(
+    rb'\s*\{\s*"custom_id"\s*:\s*"([^"\\]*)"\s*,'
+    rb'\s*"result"\s*:\s*\{\s*"type"\s*:\s*"succeeded"\s*[,}]'
+)
+
+
+def _outcomes(
+    raw: bytes,
+    succeeded: re.Pattern[bytes],
+    path: tuple[str, ...],
+    parse: Callable[[dict[str, Any], bytes], Outcome],
+) -> Iterator[tuple[str, Outcome]]:
+    """Each JSONL line of ``raw`` as ``(custom id, outcome)``: a line ``succeeded`` matches
+    is kept unparsed (its body at ``path`` is parsed when read); any other is parsed whole
+    and read by ``parse(row, line)``."""
+    for line in raw.splitlines():
+        found = succeeded.match(line)
+        if found is not None:
+            yield found.group(1).decode(), Outcome(raw=line, path=path)
+        elif line.strip():
+            row = json.loads(line)
+            if isinstance(row, dict):
+                yield str(row.get("custom_id")), parse(row, line)
+
+
 class OpenAIWire(Wire):
     name = "openai"
     max_requests = 50_000
@@ -213,8 +258,8 @@ class OpenAIWire(Wire):
             raw = await self.model.api_request(
                 "GET", f"{self.model.base_url}/files/{file_id}/content"
             )
-            for line, row in _lines(raw):
-                out[str(row.get("custom_id"))] = _openai_outcome(row, line)
+            ok = ("response", "body")
+            out.update(_outcomes(raw, _OPENAI_OK, ok, _openai_outcome))
         return out
 
     async def cancel(self, batch_id: str) -> None:
@@ -266,25 +311,24 @@ class AnthropicWire(Wire):
             f"{self.model.base_url}/messages/batches/{batch_id}/results"
         )
         raw = await self.model.api_request("GET", str(url))
-        out: dict[str, Outcome] = {}
-        for line, row in _lines(raw):
-            result = row.get("result") or {}
-            kind = result.get("type")
-            if kind == "succeeded":
-                outcome = Outcome(raw=line, path=("result", "message"))
-            elif kind in ("expired", "canceled"):
-                outcome = Outcome(failure=str(kind), message=f"the request was {kind}")
-            else:
-                error = (result.get("error") or {}).get("error") or {}
-                message = f"{error.get('type') or 'error'}: {error.get('message') or ''}"
-                outcome = Outcome(failure="errored", message=message[:300])
-            out[str(row.get("custom_id"))] = outcome
-        return out
+        return dict(_outcomes(raw, _ANTHROPIC_OK, ("result", "message"), _anthropic_outcome))
 
     async def cancel(self, batch_id: str) -> None:
         await self._json(
             "POST", f"{self.model.base_url}/messages/batches/{batch_id}/cancel", body={}
         )
+
+
+def _anthropic_outcome(row: dict[str, Any], raw: bytes) -> Outcome:
+    result = row.get("result") or {}
+    kind = result.get("type")
+    if kind == "succeeded":
+        return Outcome(raw=raw, path=("result", "message"))
+    if kind in ("expired", "canceled"):
+        return Outcome(failure=str(kind), message=f"the request was {kind}")
+    error = (result.get("error") or {}).get("error") or {}
+    message = f"{error.get('type') or 'error'}: {error.get('message') or ''}"
+    return Outcome(failure="errored", message=message[:300])
 
 
 class GeminiWire(Wire):

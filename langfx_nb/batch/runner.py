@@ -27,7 +27,7 @@ from ..errors import RunManifestError
 from ..llms.deferred import Capture, capturing, current_capture
 from ..messages import Usage
 from .codec import ResultCodec, fingerprint, item_keys
-from .manifest import Manifest, manifest_path
+from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .progress import (
     MAX_GROUP_ITEMS,
     UPDATE_INTERVAL_S,
@@ -44,6 +44,13 @@ __all__ = ["run_batch", "takes_session"]
 
 #: A worker whose items never wait yields to the event loop this often (seconds).
 YIELD_S = 0.05
+#: The manifest's transactions during a provider batch's replay: 2,048 rows or 1 s (online,
+#: ``FLUSH_ROWS`` or ``FLUSH_INTERVAL_S``). A replayed item lost to a crash costs no second
+#: request (its batch stays ``submitted`` until every item is stored, and a rerun polls and
+#: downloads it again); with ~150 rows per 50 ms transaction each commit rewrote the same
+#: random-key index pages: ~4 us of CPU and 20-30 us of wall time per item more in SQLite.
+REPLAY_FLUSH_ROWS = 2048
+REPLAY_FLUSH_INTERVAL_S = 1.0
 
 
 def takes_session(fn: Callable[..., Any]) -> bool:
@@ -318,7 +325,7 @@ async def _execute(
         metadata["run"] = run_path
     reporter: Reporter | None = None
     ticker: asyncio.Task[None] | None = None
-    unhook: Callable[[], None] | None = None
+    tracer: _TraceWriter | None = None
     flush_error: RunManifestError | None = None
     plan: ProviderPlan | None = None
     try:
@@ -327,7 +334,8 @@ async def _execute(
         ) as tracked:
             state.batch_node_id = tracked.node.id
             view = tracked.session
-            unhook = _record_trace(manifest, state.session, tracked.node) if manifest else None
+            if manifest is not None:
+                tracer = _TraceWriter(manifest, state.session, tracked.node)
             reporter = resolve_reporter(progress, state.session, state.snapshot())
             try:
                 if reporter is not None:
@@ -352,6 +360,9 @@ async def _execute(
                     plan = await collect_and_batch(
                         engine, fn, values, keys, pending, manifest, with_session, on_provider
                     )
+                if plan is not None and manifest is not None:  # see REPLAY_FLUSH_ROWS
+                    manifest.flush_rows = REPLAY_FLUSH_ROWS
+                    manifest.flush_interval = REPLAY_FLUSH_INTERVAL_S
                 capture_for = plan.capture_for if plan is not None else None
                 writes = plan.cache_writes if plan is not None else None
                 order = iter(pending)
@@ -407,9 +418,9 @@ async def _execute(
                 if reporter is not None:
                     _quietly(reporter.close, final)
     finally:
-        if unhook is not None:
-            unhook()
-    if unhook is not None and manifest is not None and not manifest.broken and not flush_error:
+        if tracer is not None:
+            tracer.stop()
+    if tracer is not None and manifest is not None and not manifest.broken and not flush_error:
         try:
             manifest.flush()  # the batch node, finished
         except RunManifestError as exc:
@@ -418,32 +429,66 @@ async def _execute(
         raise flush_error
 
 
-#: the trace records' JSON (as ``json.dumps`` with these options would write it; one encoder
-#: made once, not one per node: benchmarks/provider_batch.py, two nodes per item)
-_TRACE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+def _record_encoder() -> Callable[[Any], str]:
+    """What ``json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)``
+    returns, from the json module's C encoder made once: ``JSONEncoder.encode`` makes one
+    per call, ~2 us of a record's 5-11 us (two records per item, benchmarks/provider_batch.py).
+    No circular check: a record is previews (a cycle raises ``RecursionError``, and the
+    record is left out). ``JSONEncoder.encode`` where the C encoder is missing."""
+    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain
+    try:
+        iterencode = make(
+            None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True
+        )
+    except TypeError:  # another signature in another Python
+        return plain
+
+    def encode(record: Any) -> str:
+        return "".join(iterencode(record, 0))
+
+    return encode
 
 
-def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Callable[[], None]:
-    """Write the batch's trace into the manifest as it finishes: the batch node's ancestors
-    and itself now (running), then every node of its subtree when it ends (the batch node
-    last). Returns the function that stops it."""
-    store = session.trace_store
-    run = manifest.new_trace_run()
-    prefix = "" if run == 1 else f"{run}:"
-    nodes = store.nodes
-    batch_id = batch.id
-    encode = _TRACE_JSON.encode
-    add = manifest.add_trace_node
+_encode_record = _record_encoder()
 
-    def write(node: TraceNode) -> None:
-        record = node.to_json()
-        if prefix:
-            record["id"] = prefix + record["id"]
-            if record.get("parent_id") is not None:
-                record["parent_id"] = prefix + record["parent_id"]
-        add(run, record["id"], encode(record))
 
-    def under_batch(node: TraceNode) -> bool:
+class _TraceWriter:
+    """The batch's trace, for its manifest (a ``TraceSource``): the batch node's ancestors
+    and itself (running) from the start, then each node of its subtree as it ends or is
+    logged (the batch node last). A node is kept as its record (``TraceNode.to_json``) at
+    its latest event, by id, and encoded to JSON once, when the manifest flushes: a node
+    changed twice before a flush is written once."""
+
+    def __init__(self, manifest: Manifest, session: Session, batch: TraceNode) -> None:
+        self.manifest = manifest
+        self.store = session.trace_store
+        self.run = manifest.new_trace_run()
+        self.prefix = "" if self.run == 1 else f"{self.run}:"
+        self.batch_id = batch.id
+        self.changed: dict[str, dict[str, Any]] = {}
+        chain: list[TraceNode] = []
+        node: TraceNode | None = batch
+        while node is not None:
+            chain.append(node)
+            node = self.store.nodes.get(node.parent_id) if node.parent_id is not None else None
+        for node in reversed(chain):
+            self.changed[node.id] = node.to_json()
+        manifest.record_trace_from(self)
+        self.store.node_hooks.append(self.hook)
+
+    def stop(self) -> None:
+        """No more events are recorded; what was recorded is still handed to the manifest."""
+        self.store.node_hooks.remove(self.hook)
+
+    def __len__(self) -> int:
+        """How many nodes changed since the last ``records``."""
+        return len(self.changed)
+
+    def _under_batch(self, node: TraceNode) -> bool:
+        nodes, batch_id = self.store.nodes, self.batch_id
         parent = node.parent_id
         while parent is not None:
             if parent == batch_id:
@@ -454,20 +499,31 @@ def _record_trace(manifest: Manifest, session: Session, batch: TraceNode) -> Cal
             parent = above.parent_id
         return False
 
-    def hook(event: str, node: TraceNode) -> None:
-        if (event == "end" or event == "log") and (node.id == batch_id or under_batch(node)):
+    def hook(self, event: str, node: TraceNode) -> None:
+        if (event == "end" or event == "log") and (
+            node.id == self.batch_id or self._under_batch(node)
+        ):
             with contextlib.suppress(Exception):  # a hook must never break the run
-                write(node)
+                changed = self.changed
+                changed.pop(node.id, None)  # rows come in the order of their last change
+                changed[node.id] = node.to_json()
+                if len(changed) >= 8 * FLUSH_ROWS:
+                    self.manifest.flush()
 
-    chain: list[TraceNode] = []
-    node: TraceNode | None = batch
-    while node is not None:
-        chain.append(node)
-        node = nodes.get(node.parent_id) if node.parent_id is not None else None
-    for node in reversed(chain):
-        write(node)
-    store.node_hooks.append(hook)
-    return lambda: store.node_hooks.remove(hook)
+    def records(self) -> list[tuple[int, str, str]]:
+        """``(run, node id, JSON text)`` of each node changed since the last call, in the
+        order of their last change; they are forgotten here."""
+        changed, self.changed = self.changed, {}
+        run, prefix, encode = self.run, self.prefix, _encode_record
+        out: list[tuple[int, str, str]] = []
+        for record in changed.values():
+            with contextlib.suppress(Exception):  # a node that cannot be encoded is left out
+                if prefix:
+                    record["id"] = prefix + record["id"]
+                    if record.get("parent_id") is not None:
+                        record["parent_id"] = prefix + record["parent_id"]
+                out.append((run, record["id"], encode(record)))
+        return out
 
 
 async def _tick(state: _Run, reporter: Reporter | None, manifest: Manifest | None) -> None:
@@ -475,7 +531,7 @@ async def _tick(state: _Run, reporter: Reporter | None, manifest: Manifest | Non
         await asyncio.sleep(UPDATE_INTERVAL_S)
         if reporter is not None:
             _quietly(reporter.update, state.snapshot())
-        if manifest is not None and manifest.pending and manifest.broken is None:
+        if manifest is not None and manifest.due and manifest.broken is None:
             try:
                 manifest.flush()
             except RunManifestError:

@@ -272,3 +272,26 @@ def test_text_bar_and_automatic_choice_outside_a_terminal(
         assert resolve_reporter(None, lf.Session(), BatchProgress(total=1)) is None
     finally:
         set_default_reporter(previous)
+
+
+def test_trace_records_are_the_text_json_dumps_writes() -> None:
+    import json
+
+    from langfx_nb.batch.runner import _encode_record
+
+    class Odd:
+        def __str__(self) -> str:
+            return "odd ✓"
+
+    record = {
+        "id": "7",
+        "parent_id": None,
+        "name": 'é ✓ \u2028 "q"\n\t',
+        "start": 0.1813857520000397,
+        "end": 1e-05,
+        "inputs": {"x": [1, 2.5, None, True, {"n": float("nan")}]},
+        "metadata": {"obj": Odd(), 3: "int key"},
+    }
+    plain = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    assert _encode_record(record) == plain
+    assert _encode_record(record) == plain  # the encoder keeps no state between records

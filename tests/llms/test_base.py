@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -246,6 +247,51 @@ async def test_sqlite_cache_two_writers_on_one_file(tmp_path) -> None:  # type: 
     c1, c2 = SQLiteCache(path), SQLiteCache(path)
     await asyncio.gather(*(c.put(f"k{i}", {"i": i}) for i in range(30) for c in (c1, c2)))
     assert len(c1) == 30 and await c2.get("k7") == {"i": 7}
+
+
+async def test_sqlite_cache_sees_a_replaced_file_and_reopens_after_close(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One connection is kept open; a file replaced at the path (restored from a copy,
+    deleted and made again) is read as it is now, and ``close`` leaves the cache usable."""
+    path, other = tmp_path / "c.sqlite", tmp_path / "other.sqlite"
+    cache = SQLiteCache(path)
+    await cache.put("k", {"v": "old"})
+    assert await cache.get("k") == {"v": "old"}
+    fresh = SQLiteCache(other)
+    await fresh.put("k", {"v": "new"})
+    fresh.close()  # its write-ahead log folded into the file before the copy
+    os.replace(other, path)
+    assert await cache.get("k") == {"v": "new"}
+    cache.close()
+    assert await cache.get("k") == {"v": "new"}
+    path.unlink()
+    for leftover in tmp_path.glob("c.sqlite-*"):
+        leftover.unlink()
+    cache2 = SQLiteCache(path)
+    await cache2.put("k", {"v": "again"})
+    assert await cache.get("k") == {"v": "again"}
+
+
+def _read_in_child(cache: SQLiteCache, out: Any) -> None:
+    out.put(asyncio.run(cache.get("k")))
+
+
+async def test_sqlite_cache_works_in_a_forked_child(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A fork copies the cache object but not its thread: the child starts its own thread and
+    connection (the parent's connection is never used there) and reads the file."""
+    import multiprocessing
+
+    cache = SQLiteCache(tmp_path / "c.sqlite")
+    await cache.put("k", {"v": 1})
+    assert await cache.get("k") == {"v": 1}  # the parent's thread and connection exist
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_read_in_child, args=(cache, out))
+    child.start()
+    child.join(60)  # a safety net: without its own thread the child would wait forever
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and out.get(timeout=5) == {"v": 1}
+    assert await cache.get("k") == {"v": 1}  # the parent's connection still works
 
 
 # -- fakes -----------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ async def _fill(path: Path) -> None:
     await lm.call("q")
     await lm.call("other")
     assert lm.num_requests == 2 and len(SQLiteCache(path)) == 2
+    assert isinstance(lm.cache, SQLiteCache)
+    lm.cache.close()  # the write-ahead log folded into the file, which the tests damage
 
 
 async def test_corrupt_file(tmp_path: Path) -> None:

@@ -85,3 +85,34 @@ def test_a_file_that_is_not_a_manifest_with_a_trace_is_a_clear_error(tmp_path: P
         conn.execute("CREATE TABLE t (x)")
     with pytest.raises(ValueError, match="not a run manifest with a trace"):
         te.TraceExplorer(path)
+
+
+def test_each_node_is_stored_as_it_was_at_its_end_even_once_evicted(tmp_path: Path) -> None:
+    """Nodes are encoded when the manifest flushes, from their records taken at their end:
+    an item whose children the session evicted before the flush is stored as it ended (no
+    evicted children), and every log of an action is a row of its own."""
+    path = tmp_path / "small.sqlite"
+    session = Session(max_trace_nodes=8)  # far fewer than the nodes between two flushes
+
+    async def logs(item: int, view: Any) -> int:
+        with view.track("action", "step", inputs={"item": item}) as t:
+            for k in range(3):
+                t.session.log("info", f"log {k} of {item}")
+        return item
+
+    n = 200
+    result = asyncio.run(lf.batch(logs, range(n), run=path, session=session, progress=False))
+    assert result.ok
+    index = open_store_index(path)
+    assert index.counts()["kind"] == {
+        "session": 1,
+        "batch": 1,
+        "item": n,
+        "action": n,
+        "log": 3 * n,
+    }
+    with sqlite3.connect(path) as conn:
+        records = [r for (r,) in conn.execute("SELECT record FROM trace_nodes")]
+    items = [r for r in records if '"kind":"item"' in r]
+    assert len(items) == n and not any("evicted_children" in r for r in items)
+    index.close()

@@ -262,6 +262,30 @@ def test_kill_9_while_pending_then_resume_polls_the_same_batches(
         assert sorted(server.batched.values()) == [1] * 12 and not server.answered
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_kill_9_during_the_replay_then_resume_pays_for_nothing_twice(
+    provider: str, tmp_path: Path
+) -> None:
+    """The replay commits its rows in larger transactions (REPLAY_FLUSH_ROWS): what a kill
+    loses there is replayed from the same batch, downloaded again, never asked again."""
+    manifest = tmp_path / "run.sqlite"
+    n = 40
+    with ProviderServer(steps_to_finish=1) as server:
+        args = [sys.executable, "-m", "tests.spend.batch_script", provider, server.url]
+        args += [str(manifest), str(n)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        kill = {**env, "KILL_AT": "25"}  # at the replay's 25th item
+        killed = subprocess.run(args, cwd=ROOT, env=kill, capture_output=True, timeout=60)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        assert len(server.batches) == 1
+        out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-2000:]
+        final = json.loads(out.stdout.strip().splitlines()[-1])
+        assert final == {"results": [f"label-t{i}" for i in range(n)], "failed": 0}
+        assert len(server.batches) == 1  # polled and downloaded again, not submitted again
+        assert sorted(server.batched.values()) == [1] * n and not server.answered
+
+
 async def test_batches_are_split_at_the_byte_limit(server: ProviderServer) -> None:
     lm = make_model("openai", server.url)
     try:

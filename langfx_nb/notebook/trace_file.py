@@ -10,9 +10,11 @@ would trigger it over and over); a node is checked for what its row needs (docs/
 
 The index sidecar: the first open writes what it built (the index's flat arrays and strings,
 where each chunk of records lies) beside the trace as ``<trace>.lfxidx``; a later open of the
-unchanged file (same size and modification time) reads that back instead of parsing the
+unchanged file (same size, modification and change time) reads that back instead of parsing the
 trace (docs/decisions.md "An index sidecar for large saved traces"). A sidecar that does not
 match, or cannot be read or written, is ignored: the trace is indexed from its records.
+:func:`save_trace` writes a trace file and its sidecar together, from the records in memory,
+so even the first open of a trace saved that way reads no record.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import re
 import weakref
 from array import array
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -32,11 +35,11 @@ from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
 from .trace_data import view_node
 from .trace_index import TraceIndex
 
-__all__ = ["SIDECAR_SUFFIX", "open_index"]
+__all__ = ["SIDECAR_SUFFIX", "open_index", "save_trace"]
 
 SIDECAR_SUFFIX = ".lfxidx"
 _SIDECAR_MAGIC = "langfx_nb.trace_index"
-_SIDECAR_VERSION = 2
+_SIDECAR_VERSION = 3
 # the index's flat arrays saved as bytes, in this order ("s": a UTF-8 string)
 _ARRAYS = (
     "parent", "kind", "status", "start", "end", "tokens", "cost", "shown_at", "line",
@@ -195,6 +198,63 @@ def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
     return index
 
 
+def save_trace(source: Any, path: str | Path) -> Path:
+    """Write a trace to ``path`` with its index sidecar, and return the path.
+
+    ``source`` is a ``Session`` (its ``trace_json()``) or a saved trace's data. The file holds
+    the same JSON as ``json.dumps(data, ensure_ascii=False)`` (``Session.trace_json_str()``),
+    written to a temporary name and renamed; the sidecar is built from the records in memory
+    while they are written (no record is parsed back), so ``TraceExplorer(path)`` opens it
+    as fast as any trace whose sidecar is there. A source that is not a langfx_nb trace, or a
+    node that a row cannot show, raises ``ValueError`` before ``path`` is touched."""
+    data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
+    if not isinstance(data, Mapping) or data.get("format") != TRACE_FORMAT:
+        raise ValueError("not a langfx_nb trace")
+    if data.get("version") != TRACE_VERSION:
+        raise ValueError(f"unsupported trace version: {data.get('version')!r}")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        raise ValueError("malformed trace: 'nodes' must be a list")
+    header = {str(k): v for k, v in data.items() if k != "nodes"}
+    path = Path(path)
+    index = TraceIndex()
+    spans, firsts = array("q"), array("q")
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        with temp.open("wb") as out:
+            head = json.dumps(header, ensure_ascii=False)
+            at = out.write(f'{head[:-1]}{", " if header else ""}"nodes": ['.encode())
+            n, step = 0, 1000
+            while n < len(nodes):
+                batch = nodes[n : n + step]
+                if n:
+                    at += out.write(b", ")
+                raw = json.dumps(batch, ensure_ascii=False)[1:-1].encode()
+                index.add_batch(batch, n)
+                spans.extend((at, at + len(raw)))
+                firsts.append(n)
+                at += out.write(raw)
+                n += len(batch)
+                # about _BATCH bytes of records a chunk, as an open of the file would cut it
+                step = max(1, min(10 * step, len(batch) * _BATCH // max(1, len(raw))))
+            out.write(b"]}")
+        index.finish()
+        index.header = header
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    finally:
+        if paused:
+            gc.enable()
+    _save_sidecar(path, path.stat(), index, spans, firsts)
+    index.close()
+    return path
+
+
 def _read_back(index: TraceIndex, path: Path, spans: array[int], firsts: array[int]) -> None:
     records = _RecordReader(path, spans, firsts)
     index.read_records_with(records.read, records.close)
@@ -288,6 +348,7 @@ def _save_sidecar(
         "version": _SIDECAR_VERSION,
         "size": stat.st_size,
         "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
         "parts": [[name, code, len(data)] for name, code, data in parts],
         "kinds": index.kinds,
         "statuses": index.statuses,
@@ -323,6 +384,7 @@ def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | Non
                 or head.get("version") != _SIDECAR_VERSION
                 or head.get("size") != stat.st_size
                 or head.get("mtime_ns") != stat.st_mtime_ns
+                or head.get("ctime_ns") != stat.st_ctime_ns
             ):
                 return None
             data = {name: file.read(size) for name, _code, size in head["parts"]}

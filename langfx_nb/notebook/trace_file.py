@@ -50,7 +50,6 @@ _ARRAYS = (
 _READ = 4 << 20  # bytes read from the file at a time
 _BATCH = 1 << 20  # bytes of node records parsed by one json.loads
 _NEXT = re.compile(rb'\}\s*,\s*\{\s*"id"')  # a record ends, the next begins
-_LAST = re.compile(rb"\}\s*\]")  # the last record ends
 _WS = b" \t\r\n"
 _DECODER = json.JSONDecoder()
 _CACHED = 4  # chunks of records kept parsed (a window's rows are near each other)
@@ -140,18 +139,14 @@ def _decode(data: bytes, *, final: bool) -> str:
 def _records(reader: _Bytes) -> tuple[list[Any], int, int]:
     """The next records of the ``nodes`` list and their byte extent: as many whole records
     as end within about ``_BATCH`` bytes, parsed by one ``json.loads``. A cut is tried where
-    a record may end and the next begins (the core writes ``"id"`` first), last first; a cut
-    that parses holds whole records only (an object cut in the middle never parses). When no
-    cut parses, the records are read one by one."""
+    a record may end and the next begins (the core writes ``"id"`` first), the last two of
+    the region, last first; a cut that parses holds whole records only (an object cut in the
+    middle never parses). What no such cut takes (the list's last record, a record larger
+    than a chunk, records written in another key order) is read one record at a time."""
     reader.peek()
     reader.ensure(_BATCH + 1)
     buf, at = reader.buf, reader.at
-    region_end = min(len(buf), at + _BATCH)
-    cuts = [m.start() + 1 for m in _NEXT.finditer(buf, at, region_end)][-2:]
-    last = _LAST.search(buf, at)
-    if last is not None and last.start() < region_end:
-        cuts.append(last.start() + 1)
-    for cut in reversed(cuts):
+    for cut in reversed(_last_cuts(buf, at, min(len(buf), at + _BATCH))):
         try:
             batch = json.loads(b"[" + buf[at:cut] + b"]")
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -160,6 +155,19 @@ def _records(reader: _Bytes) -> tuple[list[Any], int, int]:
             reader.at = cut
             return batch, reader.base + at, reader.base + cut
     return _one_by_one(reader)
+
+
+def _last_cuts(buf: bytes, at: int, end: int) -> list[int]:
+    """The last two places in ``buf[at:end]`` where a record may end and the next begin,
+    looked for in the region's tail first (a scan of the whole region is most of a chunk's
+    cost when records are small)."""
+    tail = 1 << 14
+    while True:
+        lo = max(at, end - tail)
+        cuts = [m.start() + 1 for m in _NEXT.finditer(buf, lo, end)]
+        if len(cuts) >= 2 or lo == at:
+            return cuts[-2:]
+        tail *= 8
 
 
 def _one_by_one(reader: _Bytes) -> tuple[list[Any], int, int]:

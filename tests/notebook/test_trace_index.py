@@ -340,3 +340,26 @@ def test_a_record_is_read_strictly_when_its_detail_is_opened(
         assert "nodes[12]: 'metadata' must be" in sent.pop()["node"]["malformed"]
     finally:
         explorer.close()
+
+
+def test_records_whose_values_look_like_record_boundaries_are_read_whole(
+    tmp_path: Path,
+) -> None:
+    """Nested lists of objects with an ``id`` (``}, {"id"`` and ``}]`` inside a record), and
+    the same text inside strings: every record is read whole, the last one too."""
+    data = make_trace(6000, seed=4)
+    for k, n in enumerate(data["nodes"][2:], start=2):
+        if k % 3 == 0:
+            n["inputs"] = {"args": {"rows": [{"id": k}, {"id": k + 1}]}, "note": '}, {"id": 1}]'}
+        elif k % 3 == 1:
+            n["outputs"] = {"turns": [{"role": "user", "text": f"t{k}"}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    index = open_index(path, sidecar=False)
+    try:
+        assert len(index) == len(data["nodes"])
+        for n in data["nodes"][::101] + data["nodes"][-3:]:
+            record = index.record(n["id"])
+            assert record is not None and {k: v for k, v in record.items() if k != "hint"} == n
+    finally:
+        index.close()

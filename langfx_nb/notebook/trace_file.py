@@ -51,6 +51,7 @@ _READ = 4 << 20  # bytes read from the file at a time
 _BATCH = 1 << 20  # bytes of node records parsed by one json.loads
 _NEXT = re.compile(rb'\}\s*,\s*\{\s*"id"')  # a record ends, the next begins
 _WS = b" \t\r\n"
+_SPACE = re.compile(r"[ \t\r\n]*")  # JSON white space, in decoded text
 _DECODER = json.JSONDecoder()
 _CACHED = 4  # chunks of records kept parsed (a window's rows are near each other)
 
@@ -64,6 +65,9 @@ class _Bytes:
         self.at = 0  # cursor in buf
         self.base = 0  # file offset of buf[0]
         self.eof = False
+        #: where a record may end and the next begin: the next one's first key is "id" (the
+        #: core's order) until a record read on its own shows the file's own first key
+        self.next = _NEXT
 
     def more(self) -> bool:
         if self.eof:
@@ -142,11 +146,12 @@ def _records(reader: _Bytes) -> tuple[list[Any], int, int]:
     a record may end and the next begins (the core writes ``"id"`` first), the last two of
     the region, last first; a cut that parses holds whole records only (an object cut in the
     middle never parses). What no such cut takes (the list's last record, a record larger
-    than a chunk, records written in another key order) is read one record at a time."""
+    than a chunk, records in another key order) is read one record at a time, and the key
+    that record begins with is looked for from then on."""
     reader.peek()
     reader.ensure(_BATCH + 1)
     buf, at = reader.buf, reader.at
-    for cut in reversed(_last_cuts(buf, at, min(len(buf), at + _BATCH))):
+    for cut in reversed(_last_cuts(reader.next, buf, at, min(len(buf), at + _BATCH))):
         try:
             batch = json.loads(b"[" + buf[at:cut] + b"]")
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -157,33 +162,65 @@ def _records(reader: _Bytes) -> tuple[list[Any], int, int]:
     return _one_by_one(reader)
 
 
-def _last_cuts(buf: bytes, at: int, end: int) -> list[int]:
+def _last_cuts(pattern: re.Pattern[bytes], buf: bytes, at: int, end: int) -> list[int]:
     """The last two places in ``buf[at:end]`` where a record may end and the next begin,
     looked for in the region's tail first (a scan of the whole region is most of a chunk's
     cost when records are small)."""
     tail = 1 << 14
     while True:
         lo = max(at, end - tail)
-        cuts = [m.start() + 1 for m in _NEXT.finditer(buf, lo, end)]
+        cuts = [m.start() + 1 for m in pattern.finditer(buf, lo, end)]
         if len(cuts) >= 2 or lo == at:
             return cuts[-2:]
         tail *= 8
 
 
 def _one_by_one(reader: _Bytes) -> tuple[list[Any], int, int]:
-    """Records read one at a time (``raw_decode``) up to about ``_BATCH`` bytes (at least one
-    record, however large)."""
-    start = reader.base + reader.at
+    """Records read one at a time (``raw_decode``) up to about ``_BATCH`` bytes: the region
+    is decoded once and each record parsed where the last one ended. A first record that
+    does not end within the region is read on its own, however large (and one that is not
+    valid JSON raises the error naming it)."""
+    reader.peek()
+    reader.ensure(_BATCH + 1)
+    buf, at = reader.buf, reader.at
+    start = reader.base + at
+    text = _decode(buf[at : at + _BATCH], final=reader.eof and at + _BATCH >= len(buf))
     out: list[Any] = []
-    while True:
+    done = pos = 0  # characters of ``text``: taken by whole records, and where the next is
+    while pos < len(text):
+        try:
+            value, end = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break  # cut by the region's end (or not JSON: read again on its own below)
+        out.append(value)
+        done = end
+        pos = _skip_space(text, end)
+        if pos >= len(text) or text[pos] != ",":
+            break
+        pos = _skip_space(text, pos + 1)
+    if not out:
         out.append(reader.value())
-        if reader.base + reader.at - start >= _BATCH or reader.peek() != b",":
-            break
-        reader.at += 1
-        if reader.peek() != b"{":
-            break
-    end = reader.base + reader.at
-    return out, start, end
+    else:
+        reader.at = at + len(text[:done].encode("utf-8"))
+    record = out[-1]
+    if type(record) is dict and record:  # cut the next chunks before records begun this way
+        key = json.dumps(next(iter(record)), ensure_ascii=False).encode("utf-8")
+        reader.next = re.compile(rb"\}\s*,\s*\{\s*" + re.escape(key))
+    return out, start, reader.base + reader.at
+
+
+def _skip_space(text: str, at: int) -> int:
+    """Where the next character that is not JSON white space is, from ``at``."""
+    return _SPACE.match(text, at).end()  # type: ignore[union-attr]  # matches ""
+
+
+def _check_header(header: dict[str, Any], *, final: bool) -> None:
+    """A foreign file or another version, named as soon as its header says so (``final``:
+    the whole object is read, so a missing ``format`` or ``version`` is wrong too)."""
+    if ("format" in header or final) and header.get("format") != TRACE_FORMAT:
+        raise ValueError("not a langfx_nb trace")
+    if ("version" in header or final) and header.get("version") != TRACE_VERSION:
+        raise ValueError(f"unsupported trace version: {header.get('version')!r}")
 
 
 def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
@@ -288,10 +325,7 @@ def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
                 if key != "nodes":
                     header[str(key)] = reader.value()
                 else:
-                    if header.get("format") != TRACE_FORMAT:
-                        raise ValueError("not a langfx_nb trace")
-                    if header.get("version") != TRACE_VERSION:
-                        raise ValueError(f"unsupported trace version: {header.get('version')!r}")
+                    _check_header(header, final=False)  # keys after "nodes" are checked below
                     saw_nodes = True
                     reader.expect(b"[")
                     n = 0
@@ -314,9 +348,8 @@ def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
                     reader.at += 1
                 elif reader.peek() != b"}":
                     raise ValueError("not a langfx_nb trace: not valid JSON (expected ',')")
+        _check_header(header, final=True)
         if not saw_nodes:
-            if header.get("format") != TRACE_FORMAT:
-                raise ValueError("not a langfx_nb trace")
             raise ValueError("malformed trace: 'nodes' must be a list")
         index.finish()
     finally:

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
 from .trace_data import view_node
-from .trace_index import TraceIndex
+from .trace_index import INDEX_FILE_BYTES, TraceIndex
 
 __all__ = ["SIDECAR_SUFFIX", "open_index", "save_trace"]
 
@@ -248,9 +248,10 @@ def save_trace(source: Any, path: str | Path) -> Path:
 
     ``source`` is a ``Session`` (its ``trace_json()``) or a saved trace's data. The file holds
     the same JSON as ``json.dumps(data, ensure_ascii=False)`` (``Session.trace_json_str()``),
-    written to a temporary name and renamed; the sidecar is built from the records in memory
-    while they are written (no record is parsed back), so ``TraceExplorer(path)`` opens it
-    as fast as any trace whose sidecar is there. A source that is not a langfx_nb trace, or a
+    written to a temporary name and renamed. For a file of ``INDEX_FILE_BYTES`` (4 MB) or
+    more, the size ``TraceExplorer`` indexes in place, the sidecar is written beside it, built
+    from the records in memory while they are written (no record is parsed back), so its
+    first ``TraceExplorer(path)`` reads no record. A source that is not a langfx_nb trace, or a
     node that a row cannot show, raises ``ValueError`` before ``path`` is touched."""
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
     if not isinstance(data, Mapping) or data.get("format") != TRACE_FORMAT:
@@ -295,7 +296,9 @@ def save_trace(source: Any, path: str | Path) -> Path:
     finally:
         if paused:
             gc.enable()
-    _save_sidecar(path, path.stat(), index, spans, firsts)
+    stat = path.stat()
+    if stat.st_size >= INDEX_FILE_BYTES:  # a smaller trace is read whole, never indexed
+        _save_sidecar(path, stat, index, spans, firsts)
     index.close()
     return path
 

@@ -14,6 +14,7 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.notebook import trace_file
+from langfx_nb.notebook.trace_data import read_trace
 from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX, open_index, save_trace
 from langfx_nb.notebook.trace_index import TraceIndex
 
@@ -78,6 +79,19 @@ def test_a_changed_trace_or_a_damaged_sidecar_is_indexed_from_its_records(
     assert answers(open_index(path)) == answers(fresh)
 
 
+@pytest.fixture
+def small_is_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    """save_trace writes the sidecar of these small traces as of a 4 MB one."""
+    monkeypatch.setattr(trace_file, "INDEX_FILE_BYTES", 1)
+
+
+def test_a_small_saved_trace_gets_no_sidecar(tmp_path: Path) -> None:
+    path = save_trace(make_trace(300), tmp_path / "small.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["small.json"]
+    assert read_trace(path)["nodes"] == make_trace(300)["nodes"]
+
+
+@pytest.mark.usefixtures("small_is_large")
 def test_a_trace_saved_by_the_library_opens_from_its_sidecar_without_parsing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,11 +125,13 @@ async def test_a_session_saved_with_save_trace_is_its_trace_json_str(tmp_path: P
     index.close()
 
 
+@pytest.mark.usefixtures("small_is_large")
 def test_a_file_changed_after_it_was_saved_never_uses_the_stale_sidecar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = make_trace(3000, seed=3)
     path = save_trace(data, tmp_path / "t.json")
+    assert (tmp_path / f"t.json{SIDECAR_SUFFIX}").exists()
     text = path.read_text("utf-8")
     stat = path.stat()
     # the same size, and the modification time put back as it was: only the change time differs
@@ -162,6 +178,7 @@ def test_save_trace_names_a_node_a_row_cannot_show_and_leaves_no_file(tmp_path: 
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.usefixtures("small_is_large")
 def test_a_damaged_trace_file_is_a_clear_error_even_with_a_sidecar(tmp_path: Path) -> None:
     path = save_trace(make_trace(3000), tmp_path / "t.json")
     data = path.read_bytes()

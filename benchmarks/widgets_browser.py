@@ -26,14 +26,19 @@
 
 Run: ``.venv/bin/python benchmarks/widgets_browser.py`` (takes ~1 minute; starts and stops its
 own JupyterLab on 127.0.0.1). ``--rate`` / ``--seconds`` / ``--nodes`` change the load;
-``--big 100000,1000000`` runs only part 3 (several minutes at 1,000,000 on 2 cores).
+``--big 100000,1000000`` runs only part 3 (several minutes at 1,000,000 on 2 cores); with
+``--kernel-only`` only its kernel side: each size's first open of the file as written, an
+open with its index sidecar, ``lf.nb.save_trace`` of the same data and the first open of
+that copy, each in a fresh process.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -44,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX  # noqa: E402
 from tests.local import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.trace_gen import write_big_trace  # noqa: E402
 from tests.ui.conftest import Lab, LabServer  # noqa: E402
@@ -370,21 +376,85 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+# A fresh process opens a trace file (the first open writes the index sidecar); its time
+# counts from the imports done, as in a kernel that has imported the explorer.
+OPEN = """
+import sys, time
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+t = time.perf_counter()
+TraceExplorer(sys.argv[1]).close()
+rss = int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20
+print(f"{(time.perf_counter() - t) * 1000:.0f} {rss:.0f}")
+"""
+# A fresh process saves the trace's data with lf.nb.save_trace (trace file and sidecar).
+SAVE = """
+import gc, json, sys, time
+from pathlib import Path
+from langfx_nb.notebook.trace_file import save_trace
+gc.disable()
+data = json.loads(Path(sys.argv[1]).read_bytes())
+gc.enable()
+t = time.perf_counter()
+save_trace(data, sys.argv[2])
+print(f"{(time.perf_counter() - t) * 1000:.0f}")
+"""
+
+
+def _run(script: str, *args: Path) -> list[float]:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    return [float(x) for x in done.stdout.split()]
+
+
+def kernel_opens(path: Path) -> dict[str, float]:
+    """The kernel side of opening ``path``, each step in a process of its own, with the load
+    average (1 minute) before and after: the first open of the file as written (it parses
+    the records and writes the sidecar), an open with the sidecar there, ``save_trace`` of the
+    same data to a copy, and the first open of that copy."""
+    path.with_name(path.name + SIDECAR_SUFFIX).unlink(missing_ok=True)
+    out = {"load_before": os.getloadavg()[0]}
+    out["kernel_cold_open_ms"], out["cold_rss_mb"] = _run(OPEN, path)
+    out["kernel_warm_open_ms"], out["warm_rss_mb"] = _run(OPEN, path)
+    saved = path.with_name(f"{path.stem}_saved.json")
+    (out["save_trace_ms"],) = _run(SAVE, path, saved)
+    out["kernel_saved_open_ms"], out["saved_rss_mb"] = _run(OPEN, saved)
+    out["load_after"] = os.getloadavg()[0]
+    return out
+
+
+def report_opens(nodes: int, r: dict[str, float]) -> None:
+    print(
+        f"  {nodes:,} nodes, kernel (load {r['load_before']:.1f} → {r['load_after']:.1f}): "
+        f"first open of the file as written {r['kernel_cold_open_ms'] / 1000:.2f} s "
+        f"(parses it, writes the sidecar; RSS {r['cold_rss_mb']:.0f} MB), "
+        f"with the sidecar {r['kernel_warm_open_ms'] / 1000:.2f} s "
+        f"(RSS {r['warm_rss_mb']:.0f} MB); lf.nb.save_trace {r['save_trace_ms'] / 1000:.1f} s, "
+        f"then its first open {r['kernel_saved_open_ms'] / 1000:.2f} s "
+        f"(RSS {r['saved_rss_mb']:.0f} MB); target ≤ {open_target(nodes) / 1000:.0f} s"
+    )
+
+
+def open_target(nodes: int) -> float:
+    """The issue's open target (ms): 1 s at 100,000 nodes, 2 s at 1,000,000."""
+    return 1000 if nodes <= 100_000 else 2000
+
+
 def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     """Open a windowed trace of ``nodes`` nodes and time what a reader does with it."""
     name = f"big_{nodes}"
     write_big_trace(lab.server.root / f"{name}.json", nodes, deep=60)
+    # the first opens in processes of their own (this leaves the sidecar for the kernel's
+    # open below), so the kernel's RSS is the displayed explorer's
+    opens = kernel_opens(lab.server.root / f"{name}.json")
+    progress(f"{nodes:,} nodes: kernel opens {opens}")
     cells = [
         "import time\nfrom IPython.display import display\n"
-        "from langfx_nb.notebook.trace_explorer import TraceExplorer\n"
-        # the first open ever (no index sidecar yet: it builds the index and writes it),
-        # in a process of its own so the kernel's RSS below is the displayed explorer's
-        "import os, subprocess, sys\n"
-        "cold = subprocess.run([sys.executable, '-c', 'import time; t = time.time(); "
-        "from langfx_nb.notebook.trace_explorer import TraceExplorer; "
-        f'TraceExplorer("{name}.json"); print(time.time() - t)\'], capture_output=True, '
-        "text=True, env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}, check=True)\n"
-        "print(f'COLD {float(cold.stdout.split()[-1]) * 1000:.0f}')",
+        "from langfx_nb.notebook.trace_explorer import TraceExplorer",
         "t_start = time.time() * 1000\n"
         f"explorer = TraceExplorer({name + '.json'!r}, title={name!r})\n"
         "t_built = time.time() * 1000\n"
@@ -425,7 +495,6 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     k_start, k_built, k_shown, rss = (
         float(x) for x in lab.output_text(1).split("KERNEL")[1].split()[:4]
     )
-    cold_ms = float(lab.output_text(0).split("COLD")[1].split()[0])
     steps = {}
     for kind in ("expand", "scroll", "search"):
         steps[kind] = lab.page.evaluate(STEPS, [kind, 20])
@@ -437,7 +506,7 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "kernel_open_ms": k_built - k_start,
-        "kernel_cold_open_ms": cold_ms,
+        **opens,
         "kernel_rss_mb": rss,
         "shown_after_kernel_ms": t_rows - k_shown,
         "rows_ms": t_rows - t0,
@@ -458,10 +527,10 @@ def report_big(results: list[dict[str, Any]]) -> bool:
     print("\nBatch scale: saved traces shown through windows (TraceExplorer(path))")
     for r in results:
         target = 1000 if r["nodes"] <= 100_000 else 2000
+        report_opens(r["nodes"], r)
         print(
             f"  {r['nodes']:,} nodes: kernel open {r['kernel_open_ms'] / 1000:.1f} s with the "
-            f"index sidecar (first open, writing it: {r['kernel_cold_open_ms'] / 1000:.1f} s; "
-            "target ≤ 2 s), "
+            "index sidecar, "
             f"kernel RSS {r['kernel_rss_mb']:.0f} MB (target ≤ 500 MB); "
             f"run cell → rows {r['rows_ms'] / 1000:.1f} s, → interactive "
             f"{r['interactive_ms'] / 1000:.1f} s; widget shown → interactive "
@@ -482,6 +551,9 @@ def report_big(results: list[dict[str, Any]]) -> bool:
         print(f"    page JS heap {r['heap_mb']:.0f} MB (target ≤ 300 MB)")
         ok = ok and r["heap_mb"] <= 300 and r["kernel_rss_mb"] <= 500
         ok = ok and r["page_interactive_ms"] <= target
+        # met for a trace saved with save_trace and for any later open; a file written
+        # otherwise pays its first open (kernel_cold_open_ms) once, not counted here
+        ok = ok and max(r["kernel_saved_open_ms"], r["kernel_open_ms"]) <= open_target(r["nodes"])
     return ok
 
 
@@ -491,7 +563,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--big", default="", help="comma-separated sizes: run part 3 only")
+    parser.add_argument(
+        "--kernel-only", action="store_true", help="with --big: the kernel's opens, no browser"
+    )
     args = parser.parse_args()
+    if args.big and args.kernel_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in (int(x) for x in args.big.split(",") if x):
+                write_big_trace(Path(tmp) / f"big_{n}.json", n, deep=60)
+                report_opens(n, kernel_opens(Path(tmp) / f"big_{n}.json"))
+        return
     if args.big:
         sizes = [int(x) for x in args.big.split(",") if x]
         results: list[dict[str, Any]] = []

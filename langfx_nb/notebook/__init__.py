@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .eval_report import EvalReportView
     from .stream_view import StreamView
     from .trace_explorer import TraceExplorer
+    from .trace_file import save_trace
 
 __all__ = [
     "ApprovalPolicy",
@@ -43,6 +44,7 @@ __all__ = [
     "cancel",
     "export",
     "load_ipython_extension",
+    "save_trace",
     "state",
     "use",
 ]
@@ -58,6 +60,7 @@ _LAZY = {
     "EventBridge": ".bridge",
     "StreamView": ".stream_view",
     "TraceExplorer": ".trace_explorer",
+    "save_trace": ".trace_file",
 }
 
 

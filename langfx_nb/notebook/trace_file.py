@@ -10,9 +10,11 @@ would trigger it over and over); a node is checked for what its row needs (docs/
 
 The index sidecar: the first open writes what it built (the index's flat arrays and strings,
 where each chunk of records lies) beside the trace as ``<trace>.lfxidx``; a later open of the
-unchanged file (same size and modification time) reads that back instead of parsing the
+unchanged file (same size, modification and change time) reads that back instead of parsing the
 trace (docs/decisions.md "An index sidecar for large saved traces"). A sidecar that does not
 match, or cannot be read or written, is ignored: the trace is indexed from its records.
+:func:`save_trace` writes a trace file and its sidecar together, from the records in memory,
+so even the first open of a trace saved that way reads no record.
 """
 
 from __future__ import annotations
@@ -25,18 +27,19 @@ import os
 import re
 import weakref
 from array import array
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
 from .trace_data import view_node
-from .trace_index import TraceIndex
+from .trace_index import INDEX_FILE_BYTES, TraceIndex
 
-__all__ = ["SIDECAR_SUFFIX", "open_index"]
+__all__ = ["SIDECAR_SUFFIX", "open_index", "save_trace"]
 
 SIDECAR_SUFFIX = ".lfxidx"
 _SIDECAR_MAGIC = "langfx_nb.trace_index"
-_SIDECAR_VERSION = 2
+_SIDECAR_VERSION = 3
 # the index's flat arrays saved as bytes, in this order ("s": a UTF-8 string)
 _ARRAYS = (
     "parent", "kind", "status", "start", "end", "tokens", "cost", "shown_at", "line",
@@ -47,8 +50,8 @@ _ARRAYS = (
 _READ = 4 << 20  # bytes read from the file at a time
 _BATCH = 1 << 20  # bytes of node records parsed by one json.loads
 _NEXT = re.compile(rb'\}\s*,\s*\{\s*"id"')  # a record ends, the next begins
-_LAST = re.compile(rb"\}\s*\]")  # the last record ends
 _WS = b" \t\r\n"
+_SPACE = re.compile(r"[ \t\r\n]*")  # JSON white space, in decoded text
 _DECODER = json.JSONDecoder()
 _CACHED = 4  # chunks of records kept parsed (a window's rows are near each other)
 
@@ -62,6 +65,9 @@ class _Bytes:
         self.at = 0  # cursor in buf
         self.base = 0  # file offset of buf[0]
         self.eof = False
+        #: where a record may end and the next begin: the next one's first key is "id" (the
+        #: core's order) until a record read on its own shows the file's own first key
+        self.next = _NEXT
 
     def more(self) -> bool:
         if self.eof:
@@ -137,18 +143,15 @@ def _decode(data: bytes, *, final: bool) -> str:
 def _records(reader: _Bytes) -> tuple[list[Any], int, int]:
     """The next records of the ``nodes`` list and their byte extent: as many whole records
     as end within about ``_BATCH`` bytes, parsed by one ``json.loads``. A cut is tried where
-    a record may end and the next begins (the core writes ``"id"`` first), last first; a cut
-    that parses holds whole records only (an object cut in the middle never parses). When no
-    cut parses, the records are read one by one."""
+    a record may end and the next begins (the core writes ``"id"`` first), the last two of
+    the region, last first; a cut that parses holds whole records only (an object cut in the
+    middle never parses). What no such cut takes (the list's last record, a record larger
+    than a chunk, records in another key order) is read one record at a time, and the key
+    that record begins with is looked for from then on."""
     reader.peek()
     reader.ensure(_BATCH + 1)
     buf, at = reader.buf, reader.at
-    region_end = min(len(buf), at + _BATCH)
-    cuts = [m.start() + 1 for m in _NEXT.finditer(buf, at, region_end)][-2:]
-    last = _LAST.search(buf, at)
-    if last is not None and last.start() < region_end:
-        cuts.append(last.start() + 1)
-    for cut in reversed(cuts):
+    for cut in reversed(_last_cuts(reader.next, buf, at, min(len(buf), at + _BATCH))):
         try:
             batch = json.loads(b"[" + buf[at:cut] + b"]")
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -159,20 +162,65 @@ def _records(reader: _Bytes) -> tuple[list[Any], int, int]:
     return _one_by_one(reader)
 
 
-def _one_by_one(reader: _Bytes) -> tuple[list[Any], int, int]:
-    """Records read one at a time (``raw_decode``) up to about ``_BATCH`` bytes (at least one
-    record, however large)."""
-    start = reader.base + reader.at
-    out: list[Any] = []
+def _last_cuts(pattern: re.Pattern[bytes], buf: bytes, at: int, end: int) -> list[int]:
+    """The last two places in ``buf[at:end]`` where a record may end and the next begin,
+    looked for in the region's tail first (a scan of the whole region is most of a chunk's
+    cost when records are small)."""
+    tail = 1 << 14
     while True:
+        lo = max(at, end - tail)
+        cuts = [m.start() + 1 for m in pattern.finditer(buf, lo, end)]
+        if len(cuts) >= 2 or lo == at:
+            return cuts[-2:]
+        tail *= 8
+
+
+def _one_by_one(reader: _Bytes) -> tuple[list[Any], int, int]:
+    """Records read one at a time (``raw_decode``) up to about ``_BATCH`` bytes: the region
+    is decoded once and each record parsed where the last one ended. A first record that
+    does not end within the region is read on its own, however large (and one that is not
+    valid JSON raises the error naming it)."""
+    reader.peek()
+    reader.ensure(_BATCH + 1)
+    buf, at = reader.buf, reader.at
+    start = reader.base + at
+    text = _decode(buf[at : at + _BATCH], final=reader.eof and at + _BATCH >= len(buf))
+    out: list[Any] = []
+    done = pos = 0  # characters of ``text``: taken by whole records, and where the next is
+    while pos < len(text):
+        try:
+            value, end = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break  # cut by the region's end (or not JSON: read again on its own below)
+        out.append(value)
+        done = end
+        pos = _skip_space(text, end)
+        if pos >= len(text) or text[pos] != ",":
+            break
+        pos = _skip_space(text, pos + 1)
+    if not out:
         out.append(reader.value())
-        if reader.base + reader.at - start >= _BATCH or reader.peek() != b",":
-            break
-        reader.at += 1
-        if reader.peek() != b"{":
-            break
-    end = reader.base + reader.at
-    return out, start, end
+    else:
+        reader.at = at + len(text[:done].encode("utf-8"))
+    record = out[-1]
+    if type(record) is dict and record:  # cut the next chunks before records begun this way
+        key = json.dumps(next(iter(record)), ensure_ascii=False).encode("utf-8")
+        reader.next = re.compile(rb"\}\s*,\s*\{\s*" + re.escape(key))
+    return out, start, reader.base + reader.at
+
+
+def _skip_space(text: str, at: int) -> int:
+    """Where the next character that is not JSON white space is, from ``at``."""
+    return _SPACE.match(text, at).end()  # type: ignore[union-attr]  # matches ""
+
+
+def _check_header(header: dict[str, Any], *, final: bool) -> None:
+    """A foreign file or another version, named as soon as its header says so (``final``:
+    the whole object is read, so a missing ``format`` or ``version`` is wrong too)."""
+    if ("format" in header or final) and header.get("format") != TRACE_FORMAT:
+        raise ValueError("not a langfx_nb trace")
+    if ("version" in header or final) and header.get("version") != TRACE_VERSION:
+        raise ValueError(f"unsupported trace version: {header.get('version')!r}")
 
 
 def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
@@ -193,6 +241,66 @@ def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
     if sidecar:
         _save_sidecar(path, stat, index, spans, firsts)
     return index
+
+
+def save_trace(source: Any, path: str | Path) -> Path:
+    """Write a trace to ``path`` with its index sidecar, and return the path.
+
+    ``source`` is a ``Session`` (its ``trace_json()``) or a saved trace's data. The file holds
+    the same JSON as ``json.dumps(data, ensure_ascii=False)`` (``Session.trace_json_str()``),
+    written to a temporary name and renamed. For a file of ``INDEX_FILE_BYTES`` (4 MB) or
+    more, the size ``TraceExplorer`` indexes in place, the sidecar is written beside it, built
+    from the records in memory while they are written (no record is parsed back), so its
+    first ``TraceExplorer(path)`` reads no record. A source that is not a langfx_nb trace, or a
+    node that a row cannot show, raises ``ValueError`` before ``path`` is touched."""
+    data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
+    if not isinstance(data, Mapping) or data.get("format") != TRACE_FORMAT:
+        raise ValueError("not a langfx_nb trace")
+    if data.get("version") != TRACE_VERSION:
+        raise ValueError(f"unsupported trace version: {data.get('version')!r}")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        raise ValueError("malformed trace: 'nodes' must be a list")
+    header = {str(k): v for k, v in data.items() if k != "nodes"}
+    path = Path(path)
+    index = TraceIndex()
+    spans, firsts = array("q"), array("q")
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        with temp.open("wb") as out:
+            head = json.dumps(header, ensure_ascii=False)
+            at = out.write(f'{head[:-1]}{", " if header else ""}"nodes": ['.encode())
+            n, step = 0, 1000
+            while n < len(nodes):
+                batch = nodes[n : n + step]
+                if n:
+                    at += out.write(b", ")
+                raw = json.dumps(batch, ensure_ascii=False)[1:-1].encode()
+                index.add_batch(batch, n)
+                spans.extend((at, at + len(raw)))
+                firsts.append(n)
+                at += out.write(raw)
+                n += len(batch)
+                # about _BATCH bytes of records a chunk, as an open of the file would cut it
+                step = max(1, min(10 * step, len(batch) * _BATCH // max(1, len(raw))))
+            out.write(b"]}")
+        index.finish()
+        index.header = header
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    finally:
+        if paused:
+            gc.enable()
+    stat = path.stat()
+    if stat.st_size >= INDEX_FILE_BYTES:  # a smaller trace is read whole, never indexed
+        _save_sidecar(path, stat, index, spans, firsts)
+    index.close()
+    return path
 
 
 def _read_back(index: TraceIndex, path: Path, spans: array[int], firsts: array[int]) -> None:
@@ -220,10 +328,7 @@ def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
                 if key != "nodes":
                     header[str(key)] = reader.value()
                 else:
-                    if header.get("format") != TRACE_FORMAT:
-                        raise ValueError("not a langfx_nb trace")
-                    if header.get("version") != TRACE_VERSION:
-                        raise ValueError(f"unsupported trace version: {header.get('version')!r}")
+                    _check_header(header, final=False)  # keys after "nodes" are checked below
                     saw_nodes = True
                     reader.expect(b"[")
                     n = 0
@@ -246,9 +351,8 @@ def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
                     reader.at += 1
                 elif reader.peek() != b"}":
                     raise ValueError("not a langfx_nb trace: not valid JSON (expected ',')")
+        _check_header(header, final=True)
         if not saw_nodes:
-            if header.get("format") != TRACE_FORMAT:
-                raise ValueError("not a langfx_nb trace")
             raise ValueError("malformed trace: 'nodes' must be a list")
         index.finish()
     finally:
@@ -288,6 +392,7 @@ def _save_sidecar(
         "version": _SIDECAR_VERSION,
         "size": stat.st_size,
         "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
         "parts": [[name, code, len(data)] for name, code, data in parts],
         "kinds": index.kinds,
         "statuses": index.statuses,
@@ -323,6 +428,7 @@ def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | Non
                 or head.get("version") != _SIDECAR_VERSION
                 or head.get("size") != stat.st_size
                 or head.get("mtime_ns") != stat.st_mtime_ns
+                or head.get("ctime_ns") != stat.st_ctime_ns
             ):
                 return None
             data = {name: file.read(size) for name, _code, size in head["parts"]}

@@ -44,6 +44,19 @@ _KINDS = frozenset(get_args(NodeKind))
 _STATUSES = frozenset(get_args(NodeStatus))
 _NAN = float("nan")
 _NUM = (int, float)
+_ID, _KIND = operator.itemgetter("id"), operator.itemgetter("kind")
+# the exact types a batch's column may hold for the fast path (``_all_of``)
+_DICT: frozenset[type] = frozenset({dict})
+_STR: frozenset[type] = frozenset({str})
+_INT: frozenset[type] = frozenset({int})
+_FLOAT: frozenset[type] = frozenset({float})
+_STR_NONE: frozenset[type] = frozenset({str, type(None)})
+_FLOAT_NONE: frozenset[type] = frozenset({float, type(None)})
+
+
+def _all_of(values: Iterable[Any], types: frozenset[type]) -> bool:
+    """Whether every value's exact type is one of ``types`` (``bool`` is not ``int``)."""
+    return set(map(type, values)) <= types
 
 
 def _short(value: Any) -> str:
@@ -163,11 +176,11 @@ class TraceIndex:
     def _add_columns(self, nodes: list[Any], hints: bool) -> bool:
         """The common case, one field at a time; ``False`` (nothing added) for anything
         else: ids or names not strings, times or costs not floats, a duplicate id…"""
-        if not all(type(x) is dict for x in nodes):
+        if not _all_of(nodes, _DICT):
             return False
         try:
-            ids = [x["id"] for x in nodes]
-            kinds = [x["kind"] for x in nodes]
+            ids = list(map(_ID, nodes))
+            kinds = list(map(_KIND, nodes))
         except KeyError:
             return False
         statuses = [x.get("status", "ok") for x in nodes]
@@ -177,20 +190,19 @@ class TraceIndex:
         costs = [x.get("cost") for x in nodes]
         names = [x.get("name", "") for x in nodes]
         usages = [x.get("usage") for x in nodes]
+        used = [v for v in usages if v is not None]
         if not (
-            all(type(v) is str for v in ids)
-            and all(type(v) is str for v in names)
+            _all_of(ids, _STR)
+            and _all_of(names, _STR)
             and set(kinds) <= _KINDS
             and set(statuses) <= _STATUSES
-            and all(type(v) is str or v is None for v in parents)
+            and _all_of(parents, _STR_NONE)
             and not any(map(operator.eq, ids, parents))
-            and all(type(v) is float for v in starts)
-            and all(type(v) is float or v is None for v in ends)
-            and all(type(v) is float or v is None for v in costs)
-            and all(
-                v is None or (type(v) is dict and type(v.get("total_tokens")) is int)
-                for v in usages
-            )
+            and _all_of(starts, _FLOAT)
+            and _all_of(ends, _FLOAT_NONE)
+            and _all_of(costs, _FLOAT_NONE)
+            and _all_of(used, _DICT)
+            and _all_of([v.get("total_tokens") for v in used], _INT)
         ):
             return False
         pos, at = self.pos, len(self.ids)

@@ -340,3 +340,61 @@ def test_a_record_is_read_strictly_when_its_detail_is_opened(
         assert "nodes[12]: 'metadata' must be" in sent.pop()["node"]["malformed"]
     finally:
         explorer.close()
+
+
+def test_records_whose_values_look_like_record_boundaries_are_read_whole(
+    tmp_path: Path,
+) -> None:
+    """Nested lists of objects with an ``id`` (``}, {"id"`` and ``}]`` inside a record), and
+    the same text inside strings: every record is read whole, the last one too."""
+    data = make_trace(6000, seed=4)
+    for k, n in enumerate(data["nodes"][2:], start=2):
+        if k % 3 == 0:
+            n["inputs"] = {"args": {"rows": [{"id": k}, {"id": k + 1}]}, "note": '}, {"id": 1}]'}
+        elif k % 3 == 1:
+            n["outputs"] = {"turns": [{"role": "user", "text": f"t{k}"}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    index = open_index(path, sidecar=False)
+    try:
+        assert len(index) == len(data["nodes"])
+        for n in data["nodes"][::101] + data["nodes"][-3:]:
+            record = index.record(n["id"])
+            assert record is not None and {k: v for k, v in record.items() if k != "hint"} == n
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        lambda d: json.dumps(d, sort_keys=True),  # "nodes" before "version", "end" before "id"
+        lambda d: json.dumps(d, indent=2),
+        lambda d: json.dumps({**d, "nodes": [{"kind": n["kind"], **n} for n in d["nodes"]]}),
+    ],
+)
+def test_a_trace_written_in_another_key_order_or_layout_opens_the_same(
+    tmp_path: Path, dump: Any
+) -> None:
+    data = make_trace(5000, seed=8, deep=40)
+    path = tmp_path / "t.json"
+    path.write_text(dump(data), encoding="utf-8")
+    index = open_index(path, sidecar=False)
+    try:
+        check_file_index(index, read_trace(path)["nodes"])
+    finally:
+        index.close()
+
+
+def test_a_record_that_is_not_json_is_named_when_records_are_read_one_by_one(
+    tmp_path: Path,
+) -> None:
+    text = json.dumps(make_trace(3000), sort_keys=True)
+    at = text.index('"name": ', len(text) // 2)
+    path = tmp_path / "t.json"
+    path.write_text(text[:at] + '"name" ' + text[at + 8 :], encoding="utf-8")
+    with pytest.raises(ValueError, match="not a langfx_nb trace: not valid JSON"):
+        open_index(path, sidecar=False)
+    path.write_text(json.dumps({**make_trace(300), "version": 7}, sort_keys=True))
+    with pytest.raises(ValueError, match=re.escape("unsupported trace version: 7")):
+        open_index(path, sidecar=False)

@@ -1,16 +1,21 @@
 """The index sidecar of a large saved trace: the first open writes ``<trace>.lfxidx``, a
 later open of the unchanged file reads it back and answers exactly as an index built from
-the records; a changed file or a damaged sidecar is indexed from its records again."""
+the records; a changed file or a damaged sidecar is indexed from its records again. A trace
+written with ``save_trace`` has its sidecar from the start: its first open parses nothing."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
 
+import langfx_nb as lf
 from langfx_nb.notebook import trace_file
-from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX, open_index
+from langfx_nb.notebook.trace_data import read_trace
+from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX, open_index, save_trace
 from langfx_nb.notebook.trace_index import TraceIndex
 
 from .test_trace_index import make_trace
@@ -72,3 +77,114 @@ def test_a_changed_trace_or_a_damaged_sidecar_is_indexed_from_its_records(
     assert answers(open_index(path)) == answers(fresh)
     sidecar.write_bytes(b"not an index\n")
     assert answers(open_index(path)) == answers(fresh)
+
+
+@pytest.fixture
+def small_is_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    """save_trace writes the sidecar of these small traces as of a 4 MB one."""
+    monkeypatch.setattr(trace_file, "INDEX_FILE_BYTES", 1)
+
+
+def test_a_small_saved_trace_gets_no_sidecar(tmp_path: Path) -> None:
+    path = save_trace(make_trace(300), tmp_path / "small.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["small.json"]
+    assert read_trace(path)["nodes"] == make_trace(300)["nodes"]
+
+
+@pytest.mark.usefixtures("small_is_large")
+def test_a_trace_saved_by_the_library_opens_from_its_sidecar_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = make_trace(4000, seed=7, deep=25)
+    path = save_trace(data, tmp_path / "saved.json")
+    # the same file as the documented json.dumps of the data (Session.trace_json_str)
+    assert path.read_bytes() == json.dumps(data, ensure_ascii=False).encode("utf-8")
+    assert (tmp_path / f"saved.json{SIDECAR_SUFFIX}").exists()
+    assert not list(tmp_path.glob("*.tmp"))
+    built = open_index(path, sidecar=False)
+
+    def no_parse(path: Path) -> None:
+        raise AssertionError("a trace saved with save_trace was parsed at its first open")
+
+    monkeypatch.setattr(trace_file, "_build", no_parse)
+    first = open_index(path)
+    assert answers(first) == answers(built)
+    for index in (built, first):
+        index.close()
+
+
+async def test_a_session_saved_with_save_trace_is_its_trace_json_str(tmp_path: Path) -> None:
+    async with lf.Session() as session:
+        for i in range(30):
+            session.log("info", f"step {i}", i=i)
+    path = tmp_path / "session.json"
+    assert lf.nb.save_trace(session, path) == path
+    assert path.read_text("utf-8") == session.trace_json_str()
+    index = open_index(path)
+    assert len(index) == 31 and index.counts()["kind"] == {"session": 1, "log": 30}
+    index.close()
+
+
+@pytest.mark.usefixtures("small_is_large")
+def test_a_file_changed_after_it_was_saved_never_uses_the_stale_sidecar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = make_trace(3000, seed=3)
+    path = save_trace(data, tmp_path / "t.json")
+    assert (tmp_path / f"t.json{SIDECAR_SUFFIX}").exists()
+    text = path.read_text("utf-8")
+    stat = path.stat()
+    # the same size, and the modification time put back as it was: only the change time differs
+    changed = text.replace('"name": "batch"', '"name": "BATCH"', 1)
+    assert len(changed) == len(text) and changed != text
+    path.write_text(changed, "utf-8")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    parsed: list[Path] = []
+    build = trace_file._build
+
+    def counted(path: Path) -> object:
+        parsed.append(path)
+        return build(path)
+
+    monkeypatch.setattr(trace_file, "_build", counted)
+    index = open_index(path)
+    assert parsed == [path]
+    assert index.window(count=2)["rows"][1]["node"]["name"] == "BATCH"
+    index.close()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"format": "other", "nodes": []}, "not a langfx_nb trace"),
+        ({"format": "langfx_nb.trace", "version": 9, "nodes": []}, "unsupported trace version"),
+        ({"format": "langfx_nb.trace", "version": 1, "nodes": {}}, "'nodes' must be a list"),
+    ],
+)
+def test_save_trace_refuses_what_is_not_a_trace(
+    tmp_path: Path, data: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        save_trace(data, tmp_path / "t.json")
+    assert not list(tmp_path.iterdir())
+
+
+def test_save_trace_names_a_node_a_row_cannot_show_and_leaves_no_file(tmp_path: Path) -> None:
+    data = make_trace(3000)
+    del data["nodes"][2500]["kind"]
+    with pytest.raises(ValueError, match=re.escape("nodes[2500]: 'kind' is missing")):
+        save_trace(data, tmp_path / "t.json")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.usefixtures("small_is_large")
+def test_a_damaged_trace_file_is_a_clear_error_even_with_a_sidecar(tmp_path: Path) -> None:
+    path = save_trace(make_trace(3000), tmp_path / "t.json")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # cut short: its sidecar no longer matches
+    with pytest.raises(ValueError, match="not a langfx_nb trace: not valid JSON"):
+        open_index(path)
+    path.write_bytes(b"[1, 2, 3]")
+    with pytest.raises(ValueError, match="not a langfx_nb trace"):
+        open_index(path)

@@ -234,14 +234,15 @@ class Session:
         if max_execution_time is not None:
             own = self._state.clock.now() + max_execution_time
         shown = inputs if previewed or inputs is None else self._preview(inputs)
-        node = self._state.store.start(kind, name, self._node, shown, metadata)
+        store = self._state.store
+        node = store.start(kind, name, self._node, shown, metadata)
         if budget is not None and budget.is_unlimited:
             budget = None
         if own is None and budget is None and meter is None and lm is None and not defaults:
-            return Tracked(node, self, self._bind)  # most nodes: the view inherits everything
+            return Tracked(node, self, store, self._bind)  # most nodes: the view inherits all
         view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget, meter=meter)
         tightens = own if own is not None and own < self._deadline else None
-        return Tracked(node, view, None, tightens, budget, max_execution_time)
+        return Tracked(node, view, store, None, tightens, budget, max_execution_time)
 
     def end_view(self) -> None:
         """Refuse new work through this view from now on (``RuntimeError``). The recorder
@@ -512,23 +513,19 @@ class Session:
         model = self._model(lm)
         merged = {**self._defaults, **options} if self._defaults else options
         recording = self._recording(model)
-        with self._track_query(prompt, schema, model, merged) as tracked:
-            if merged.get("repair"):  # each attempt becomes a child node with its outcome
-                merged = {**merged, "on_attempt": self._attempts(tracked)}
-            message: AIMessage[Any] | None = None
-            try:
-                message = await query_fn(
-                    prompt, schema, lm=recording, returns_message=True, **merged
-                )
-            finally:
-                # with a schema, previewed now: the result may be a mutable object
-                result = (
-                    NO_RESULT
-                    if message is None or schema is None
-                    else self._preview(message.result)
-                )
-                self._record_calls(tracked.node, recording, result)
-        assert message is not None
+        tracked = self._track_query(prompt, schema, model, merged)  # ended here, not entered
+        if merged.get("repair"):  # each attempt becomes a child node with its outcome
+            merged = {**merged, "on_attempt": self._attempts(tracked)}
+        try:
+            message = await query_fn(prompt, schema, lm=recording, returns_message=True, **merged)
+        except BaseException as exc:
+            self._record_calls(tracked.node, recording)
+            tracked.fail(exc)
+            raise
+        # with a schema, previewed now: the result may be a mutable object
+        result = NO_RESULT if schema is None else self._preview(message.result)
+        self._record_calls(tracked.node, recording, result)
+        tracked.end("ok")
         return message if returns_message else message.result  # without a schema: the text
 
     def _attempts(self, tracked: Tracked[Session]) -> AttemptHook:

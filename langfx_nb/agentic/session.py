@@ -488,8 +488,11 @@ class Session:
 
     # -- model calls ---------------------------------------------------------------------
     def _model(self, lm: LanguageModel | None) -> LanguageModel:
+        """The model a call uses; without one, ``TypeError`` — after the errors of a view
+        that cannot run work (``_check_usable``), which come first."""
         model = lm if lm is not None else self._lm
         if model is None:
+            self._check_usable()
             raise TypeError("no model: pass Session(lm=...), invoke(lm=...) or lm=")
         return model
 
@@ -509,8 +512,7 @@ class Session:
         and options, the rendered prompt, the response, the usage, the parsed result (with a
         schema) or the error, and the outcome (see ``query_node.record_calls``).
         """
-        self._check_usable()
-        model = self._model(lm)
+        model = self._model(lm)  # whether this view can run work is checked by ``track``
         merged = {**self._defaults, **options} if self._defaults else options
         recording = self._recording(model)
         tracked = self._track_query(prompt, schema, model, merged)  # ended here, not entered
@@ -663,8 +665,7 @@ class Session:
         shows it, when the caller has it already (``query_node.TranscriptPreview``: an
         agent's transcript); by default the prompt is previewed here.
         """
-        self._check_usable()
-        model = self._model(lm)
+        model = self._model(lm)  # whether this view can run work is checked by ``track``
         merged = {**self._defaults, **options} if self._defaults else options
         limit = self._state.max_text_chars
         shown = prompt_preview(prompt, limit) if shown_prompt is None else shown_prompt

@@ -88,3 +88,17 @@ async def test_query_hands_lf_query_a_recording_model_around_the_session_model(
     assert recording.inner is lm and recording.model_id == lm.model_id
     assert [r.text for r in recording.responses] == ["hi"]
     assert node.metadata["attempts"] == 1 and node.outputs["text"] == "hi"
+
+
+def test_recording_model_has_every_attribute_a_language_model_sets() -> None:
+    """RecordingModel sets its fields itself (not LanguageModel.__init__): none may be
+    missing, or a base-class method run on the wrapper would fail."""
+
+    class Bare(LanguageModel):
+        pass
+
+    lm = Echo()
+    recording = RecordingModel(lm)
+    assert set(vars(Bare())) <= set(vars(recording))
+    assert recording.model == lm.model and recording.sampling is lm.sampling
+    assert recording.cache is lm.cache and recording.num_requests == 0

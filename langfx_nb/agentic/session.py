@@ -518,15 +518,19 @@ class Session:
         tracked = self._track_query(prompt, schema, model, merged)  # ended here, not entered
         if merged.get("repair"):  # each attempt becomes a child node with its outcome
             merged = {**merged, "on_attempt": self._attempts(tracked)}
+        message: AIMessage[Any] | None = None
         try:
             message = await query_fn(prompt, schema, lm=recording, returns_message=True, **merged)
+            # with a schema, previewed now: the result may be a mutable object
+            result = NO_RESULT if schema is None else self._preview(message.result)
+            self._record_calls(tracked.node, recording, result)
         except BaseException as exc:
-            self._record_calls(tracked.node, recording)
-            tracked.fail(exc)
+            try:
+                if message is None:  # the call failed: the node shows what it sent and got
+                    self._record_calls(tracked.node, recording)
+            finally:
+                tracked.fail(exc)
             raise
-        # with a schema, previewed now: the result may be a mutable object
-        result = NO_RESULT if schema is None else self._preview(message.result)
-        self._record_calls(tracked.node, recording, result)
         tracked.end("ok")
         return message if returns_message else message.result  # without a schema: the text
 

@@ -34,8 +34,6 @@ class View(Protocol):
     @property
     def deadline(self) -> float | None: ...
     @property
-    def trace_store(self) -> TraceStore: ...
-    @property
     def max_text_chars(self) -> int: ...
     @property
     def budget_scope(self) -> BudgetScope | None: ...
@@ -94,20 +92,21 @@ class Tracked(Generic[V]):
         self,
         node: TraceNode,
         base: V,
+        store: TraceStore,
         bind: Callable[[TraceNode], V] | None = None,
         own: float | None = None,
         budget: Budget | None = None,
         limit: float | None = None,
     ) -> None:
-        """``base`` is the view the recorder reads the clock, deadline and limits from.
-        With ``bind`` the work's view is made from it when ``session`` is first read (a node
-        whose view inherits everything, such as a query's, may never need one); without it
-        ``base`` is the work's view itself."""
+        """``base`` is the view the recorder reads the clock, deadline and limits from, and
+        ``store`` its trace store (``node``'s). With ``bind`` the work's view is made from it
+        when ``session`` is first read (a node whose view inherits everything, such as a
+        query's, may never need one); without it ``base`` is the work's view itself."""
         self.node = node
         self._base = base
         self._bind = bind
         self._view: V | None = base if bind is None else None
-        self._store = base.trace_store
+        self._store = store
         self.outputs: Any = None
         self._own = own
         self._budget = budget
@@ -166,17 +165,6 @@ class Tracked(Generic[V]):
             raise error from None
         self.fail(exc)
 
-    def _settle(self) -> None:
-        view = self._view
-        if view is not None:
-            view.end_view()
-        budget = self._budget
-        if budget is not None:
-            scope = self._base.budget_scope
-            if scope is not None:
-                self.node.metadata["budget"] = {"limits": budget.to_json(), "used": scope.used()}
-            self._budget = None
-
     def _preview(self, value: Any) -> Any:
         return preview(value, self._base.max_text_chars)
 
@@ -186,7 +174,15 @@ class Tracked(Generic[V]):
     ) -> None:
         """Finish the node now with ``status`` (a no-op once it has finished); its view then
         refuses new work. ``outputs`` is previewed now."""
-        self._settle()
+        view = self._view
+        if view is not None:
+            view.end_view()
+        budget = self._budget
+        if budget is not None:
+            scope = self._base.budget_scope
+            if scope is not None:
+                self.node.metadata["budget"] = {"limits": budget.to_json(), "used": scope.used()}
+            self._budget = None
         shown = None if outputs is None else self._preview(outputs)
         self._store.finish(self.node, status, outputs=shown, error=error)
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..llms.base import LanguageModel, LMRequest, Prompt
+from ..llms._redact import Secrets
+from ..llms.base import NO_USAGE, LanguageModel, LMRequest, Prompt
 from ..llms.streaming import StreamChunk
 from ..messages import AIMessage
 from .budget import BudgetMeter, Reservation
@@ -45,7 +46,17 @@ class RecordingModel(LanguageModel):
         *,
         budget: BudgetMeter | None = None,
     ) -> None:
-        super().__init__(inner.model, sampling=inner.sampling, cache=inner.cache)
+        # Not ``LanguageModel.__init__``: one wrapper is made per traced query and it sends
+        # nothing itself, so it has no retry policy, rate limit, secrets or usage of its own
+        # to set up; it shows the wrapped model's name, sampling and cache.
+        self.model = inner.model
+        self.sampling = inner.sampling
+        self.cache = inner.cache
+        self.rate_limit = None
+        self.retry = None
+        self.total_usage = NO_USAGE
+        self.num_requests = 0
+        self._secrets = Secrets()
         self.inner = inner
         self.partial: AIMessage[Any] | None = None  # of the last stream, if it stopped early
         self.prompts: list[Prompt] = []

@@ -234,14 +234,15 @@ class Session:
         if max_execution_time is not None:
             own = self._state.clock.now() + max_execution_time
         shown = inputs if previewed or inputs is None else self._preview(inputs)
-        node = self._state.store.start(kind, name, self._node, shown, metadata)
+        store = self._state.store
+        node = store.start(kind, name, self._node, shown, metadata)
         if budget is not None and budget.is_unlimited:
             budget = None
         if own is None and budget is None and meter is None and lm is None and not defaults:
-            return Tracked(node, self, self._bind)  # most nodes: the view inherits everything
+            return Tracked(node, self, store, self._bind)  # most nodes: the view inherits all
         view = self._bind(node, deadline=own, lm=lm, defaults=defaults, budget=budget, meter=meter)
         tightens = own if own is not None and own < self._deadline else None
-        return Tracked(node, view, None, tightens, budget, max_execution_time)
+        return Tracked(node, view, store, None, tightens, budget, max_execution_time)
 
     def end_view(self) -> None:
         """Refuse new work through this view from now on (``RuntimeError``). The recorder
@@ -487,8 +488,11 @@ class Session:
 
     # -- model calls ---------------------------------------------------------------------
     def _model(self, lm: LanguageModel | None) -> LanguageModel:
+        """The model a call uses; without one, ``TypeError`` — after the errors of a view
+        that cannot run work (``_check_usable``), which come first."""
         model = lm if lm is not None else self._lm
         if model is None:
+            self._check_usable()
             raise TypeError("no model: pass Session(lm=...), invoke(lm=...) or lm=")
         return model
 
@@ -508,27 +512,26 @@ class Session:
         and options, the rendered prompt, the response, the usage, the parsed result (with a
         schema) or the error, and the outcome (see ``query_node.record_calls``).
         """
-        self._check_usable()
-        model = self._model(lm)
+        model = self._model(lm)  # whether this view can run work is checked by ``track``
         merged = {**self._defaults, **options} if self._defaults else options
         recording = self._recording(model)
-        with self._track_query(prompt, schema, model, merged) as tracked:
-            if merged.get("repair"):  # each attempt becomes a child node with its outcome
-                merged = {**merged, "on_attempt": self._attempts(tracked)}
-            message: AIMessage[Any] | None = None
+        tracked = self._track_query(prompt, schema, model, merged)  # ended here, not entered
+        if merged.get("repair"):  # each attempt becomes a child node with its outcome
+            merged = {**merged, "on_attempt": self._attempts(tracked)}
+        message: AIMessage[Any] | None = None
+        try:
+            message = await query_fn(prompt, schema, lm=recording, returns_message=True, **merged)
+            # with a schema, previewed now: the result may be a mutable object
+            result = NO_RESULT if schema is None else self._preview(message.result)
+            self._record_calls(tracked.node, recording, result)
+        except BaseException as exc:
             try:
-                message = await query_fn(
-                    prompt, schema, lm=recording, returns_message=True, **merged
-                )
+                if message is None:  # the call failed: the node shows what it sent and got
+                    self._record_calls(tracked.node, recording)
             finally:
-                # with a schema, previewed now: the result may be a mutable object
-                result = (
-                    NO_RESULT
-                    if message is None or schema is None
-                    else self._preview(message.result)
-                )
-                self._record_calls(tracked.node, recording, result)
-        assert message is not None
+                tracked.fail(exc)
+            raise
+        tracked.end("ok")
         return message if returns_message else message.result  # without a schema: the text
 
     def _attempts(self, tracked: Tracked[Session]) -> AttemptHook:
@@ -666,8 +669,7 @@ class Session:
         shows it, when the caller has it already (``query_node.TranscriptPreview``: an
         agent's transcript); by default the prompt is previewed here.
         """
-        self._check_usable()
-        model = self._model(lm)
+        model = self._model(lm)  # whether this view can run work is checked by ``track``
         merged = {**self._defaults, **options} if self._defaults else options
         limit = self._state.max_text_chars
         shown = prompt_preview(prompt, limit) if shown_prompt is None else shown_prompt

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast, get_args
@@ -64,6 +65,9 @@ STATUSES: tuple[NodeStatus, ...] = (
 )
 
 MAX_ERROR_CHARS = 300
+
+#: a ``Usage``'s token counts in ``USAGE_FIELDS`` order, as a tuple
+_counts = operator.attrgetter(*_USAGE_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -727,18 +731,6 @@ def _usage(data: Mapping[str, Any]) -> Usage:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"usage {f} must be an integer")
     return Usage.from_json(data)
-
-
-def _counts(usage: Usage) -> tuple[int | None, ...]:
-    """``usage``'s token counts in ``USAGE_FIELDS`` order."""
-    return (
-        usage.prompt_tokens,
-        usage.completion_tokens,
-        usage.total_tokens,
-        usage.cached_tokens,
-        usage.reasoning_tokens,
-        usage.cache_write_tokens,
-    )
 
 
 def _short(value: Any) -> str:

@@ -88,3 +88,39 @@ async def test_query_hands_lf_query_a_recording_model_around_the_session_model(
     assert recording.inner is lm and recording.model_id == lm.model_id
     assert [r.text for r in recording.responses] == ["hi"]
     assert node.metadata["attempts"] == 1 and node.outputs["text"] == "hi"
+
+
+@pytest.mark.parametrize("fails", ["model", "record"])
+async def test_a_query_node_always_ends(monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    """Session.query ends its node itself (no with block): failed with the error, whether
+    the model call or the recording of its node raised."""
+    from langfx_nb.agentic import session as session_module
+
+    def broken_record(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("record broke")
+
+    if fails == "record":
+        monkeypatch.setattr(session_module, "record_calls", broken_record)
+        lm: LanguageModel = Echo()
+    else:
+        lm = lf.llms.Scripted([RuntimeError("model broke")])
+    async with lf.Session(lm) as session:
+        with pytest.raises(RuntimeError, match=f"{fails} broke"):
+            await session.query("hi")
+        (node,) = session.all_queries
+        assert node.status == "failed" and node.end is not None
+        assert node.error == {"type": "RuntimeError", "message": f"{fails} broke"}
+
+
+def test_recording_model_has_every_attribute_a_language_model_sets() -> None:
+    """RecordingModel sets its fields itself (not LanguageModel.__init__): none may be
+    missing, or a base-class method run on the wrapper would fail."""
+
+    class Bare(LanguageModel):
+        pass
+
+    lm = Echo()
+    recording = RecordingModel(lm)
+    assert set(vars(Bare())) <= set(vars(recording))
+    assert recording.model == lm.model and recording.sampling is lm.sampling
+    assert recording.cache is lm.cache and recording.num_requests == 0

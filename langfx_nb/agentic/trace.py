@@ -36,6 +36,7 @@ __all__ = [
     "TraceNode",
     "TraceStore",
     "error_info",
+    "saved_nodes",
 ]
 
 TRACE_FORMAT = "langfx_nb.trace"
@@ -633,15 +634,7 @@ class TraceStore:
         nodes are numbered after the saved ones and timed after the last saved time, the
         saved finished nodes are the oldest in line for eviction, and a root that had ended
         is running again (its count moved back)."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"not a langfx_nb trace: a {type(data).__name__}, not an object")
-        if data.get("format") != TRACE_FORMAT:
-            raise ValueError("not a langfx_nb trace")
-        if data.get("version") != TRACE_VERSION:
-            raise ValueError(f"unsupported trace version: {_short(data.get('version'))}")
-        nodes = data.get("nodes")
-        if not isinstance(nodes, list):
-            raise ValueError("malformed trace: 'nodes' must be a list")
+        nodes = saved_nodes(data)
         with _reading("session"):
             session = _object(data.get("session"))
             limit = int(session.get("max_trace_nodes", 1))
@@ -731,6 +724,22 @@ def _usage(data: Mapping[str, Any]) -> Usage:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"usage {f} must be an integer")
     return Usage.from_json(data)
+
+
+def saved_nodes(data: Any) -> list[Any]:
+    """The node list of a saved trace's data, after the checks every reader of a saved trace
+    makes first: ``ValueError`` naming what is wrong (not a langfx_nb trace, an unsupported
+    version, ``nodes`` not a list)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"not a langfx_nb trace: a {type(data).__name__}, not an object")
+    if data.get("format") != TRACE_FORMAT:
+        raise ValueError("not a langfx_nb trace")
+    if data.get("version") != TRACE_VERSION:
+        raise ValueError(f"unsupported trace version: {_short(data.get('version'))}")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        raise ValueError("malformed trace: 'nodes' must be a list")
+    return nodes
 
 
 def _short(value: Any) -> str:

@@ -27,11 +27,10 @@ import os
 import re
 import weakref
 from array import array
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode
+from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode, saved_nodes
 from .trace_data import view_node
 from .trace_index import INDEX_FILE_BYTES, TraceIndex
 
@@ -254,13 +253,7 @@ def save_trace(source: Any, path: str | Path) -> Path:
     first ``TraceExplorer(path)`` reads no record. A source that is not a langfx_nb trace, or a
     node that a row cannot show, raises ``ValueError`` before ``path`` is touched."""
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
-    if not isinstance(data, Mapping) or data.get("format") != TRACE_FORMAT:
-        raise ValueError("not a langfx_nb trace")
-    if data.get("version") != TRACE_VERSION:
-        raise ValueError(f"unsupported trace version: {data.get('version')!r}")
-    nodes = data.get("nodes")
-    if not isinstance(nodes, list):
-        raise ValueError("malformed trace: 'nodes' must be a list")
+    nodes = saved_nodes(data)
     header = {str(k): v for k, v in data.items() if k != "nodes"}
     path = Path(path)
     index = TraceIndex()

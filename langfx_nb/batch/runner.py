@@ -429,30 +429,9 @@ async def _execute(
         raise flush_error
 
 
-def _record_encoder() -> Callable[[Any], str]:
-    """What ``json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)``
-    returns, from the json module's C encoder made once: ``JSONEncoder.encode`` makes one
-    per call, ~2 us of a record's 5-11 us (two records per item, benchmarks/provider_batch.py).
-    No circular check: a record is previews (a cycle raises ``RecursionError``, and the
-    record is left out). ``JSONEncoder.encode`` where the C encoder is missing."""
-    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return plain
-    try:
-        iterencode = make(
-            None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True
-        )
-    except TypeError:  # another signature in another Python
-        return plain
-
-    def encode(record: Any) -> str:
-        return "".join(iterencode(record, 0))
-
-    return encode
-
-
-_encode_record = _record_encoder()
+#: a trace record's JSON text, as ``json.dumps`` with these options writes it (one encoder made
+#: once, not one per record: two records per item)
+_encode_record = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
 class _TraceWriter:

@@ -26,7 +26,9 @@
 
 Run: ``.venv/bin/python benchmarks/widgets_browser.py`` (takes ~1 minute; starts and stops its
 own JupyterLab on 127.0.0.1). ``--rate`` / ``--seconds`` / ``--nodes`` change the load;
-``--big 100000,1000000`` runs only part 3 (several minutes at 1,000,000 on 2 cores); with
+``--big 100000,1000000`` runs only part 3 (several minutes at 1,000,000 on 2 cores; with
+``--nodelay`` its server's kernel websockets have Nagle's algorithm off, see
+``langfx_nb/notebook/server.py``; a stock server adds ~44 ms to most round trips); with
 ``--kernel-only`` only its kernel side: each size's first open of the file as written, an
 open with its index sidecar, ``lf.nb.save_trace`` of the same data and the first open of
 that copy, each in a fresh process.
@@ -564,6 +566,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--big", default="", help="comma-separated sizes: run part 3 only")
     parser.add_argument(
+        "--nodelay",
+        action="store_true",
+        help="with --big: kernel websockets with TCP_NODELAY "
+        "(langfx_nb.notebook.server.NoDelayKernelConnection); default the stock server",
+    )
+    parser.add_argument(
         "--kernel-only", action="store_true", help="with --big: the kernel's opens, no browser"
     )
     args = parser.parse_args()
@@ -576,7 +584,7 @@ def main() -> None:
     if args.big:
         sizes = [int(x) for x in args.big.split(",") if x]
         results: list[dict[str, Any]] = []
-        with_lab(lambda lab: results.extend(open_big(lab, n) for n in sizes))
+        with_lab(lambda lab: results.extend(open_big(lab, n) for n in sizes), nodelay=args.nodelay)
         print(f"\nall targets met: {report_big(results)}")
         return
     from playwright.sync_api import sync_playwright
@@ -665,11 +673,11 @@ def main() -> None:
     print(f"\nall targets met: {ok}")
 
 
-def with_lab(run: Any) -> None:
+def with_lab(run: Any, *, nodelay: bool = False) -> None:
     from playwright.sync_api import sync_playwright
 
     home, root = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
-    server = LabServer(root, home)
+    server = LabServer(root, home, nodelay=nodelay)
     try:
         server.wait_ready()
         with sync_playwright() as pw:

@@ -391,6 +391,7 @@ export default () => {
 
       const notify = () => {
         for (const l of shared.listeners) l([]);
+        askNow();
         saveView(model);
       };
 
@@ -398,6 +399,19 @@ export default () => {
         pendingPatches = pendingPatches.concat(patches);
         if (!frame) frame = requestAnimationFrame(draw);
       };
+      /** Draw now rather than at the next frame (what is drawn shows in the coming frame). */
+      const drawNow = () => {
+        if (frame) cancelAnimationFrame(frame);
+        draw();
+      };
+      /** A windowed trace: ask for the rows the view now needs at once, from the user's action,
+       *  rather than from the next frame's draw (one frame less between the action and the
+       *  request; the draw then finds the request in flight). */
+      function askNow(): void {
+        if (!shared.win) return;
+        const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || shared.view.height, ROW_H, view.count());
+        ensureWindow(start, end);
+      }
 
       function applyLayout(): void {
         const v = shared.view;
@@ -577,7 +591,9 @@ export default () => {
             select(id, true);
           }
         }
-        schedule([]);
+        // the rows the reader is waiting for: drawn now, so the coming frame shows them (a
+        // draw scheduled from here would run a frame later; one request is in flight at most)
+        drawNow();
       };
       windowListeners.add(onWindow);
 
@@ -910,7 +926,10 @@ export default () => {
         for (const l of shared.listeners) l([]);
       }
       const stopWatching = onKernelGone(el, model, closeAll);
-      scroll.addEventListener("scroll", () => schedule([]));
+      scroll.addEventListener("scroll", () => {
+        askNow();
+        schedule([]);
+      });
       scroll.addEventListener("click", (ev) => {
         const target = ev.target as HTMLElement;
         const rowEl = target.closest(".lfx-te-row") as HTMLElement | null;

@@ -52,7 +52,9 @@ _LAB_SETTINGS = {
 class LabServer:
     """A JupyterLab process serving a directory; ``url(path)`` adds the token."""
 
-    def __init__(self, root: Path, home: Path) -> None:
+    def __init__(self, root: Path, home: Path, *, nodelay: bool = False) -> None:
+        """``nodelay``: kernel websockets with Nagle's algorithm off
+        (``langfx_nb.notebook.server.NoDelayKernelConnection``); off, the stock server."""
         self.root = root
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -90,6 +92,11 @@ class LabServer:
             "--LabApp.news_url=",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ]
+        if nodelay:
+            cmd.append(
+                "--ServerApp.kernel_websocket_connection_class="
+                "langfx_nb.notebook.server.NoDelayKernelConnection"
+            )
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             cmd,

@@ -162,7 +162,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     root = tmp_path_factory.mktemp("lab-root")
     for nb in NOTEBOOKS.glob("*.ipynb"):
         shutil.copy2(nb, root / nb.name)
-    server = LabServer(root, home)
+    server = LabServer(root, home, nodelay=True)  # as scripts/lab serves the tours
     try:
         server.wait_ready()
         yield server

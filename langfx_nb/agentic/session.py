@@ -20,7 +20,6 @@ import json
 import time
 import uuid
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -34,24 +33,16 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..errors import ExecutionTimeoutError
 from ..messages import AIMessage, Message, Usage
-from ..structured.mapping import AttemptHook
 from ..structured.query import query as query_fn
+from . import model_calls
 from .budget import Budget, BudgetScope
 from .clock import Clock, MonotonicClock
 from .fanout import DEFAULT_MAX_CONCURRENCY, check_fan_out, fan_out
 from .observers import Observer, ObserverHub
 from .preview import preview
-from .query_node import (
-    NO_RESULT,
-    prompt_preview,
-    query_inputs,
-    query_metadata,
-    record_calls,
-    stream_response,
-)
+from .query_node import NO_RESULT, record_calls
 from .recorder import Tracked
-from .recording import RecordingModel
-from .trace import NodeKind, NodeStatus, TraceNode, TraceStore
+from .trace import NodeKind, TraceNode, TraceStore
 from .usage import Price, UsageMeter, UsageSummary
 
 if TYPE_CHECKING:
@@ -267,14 +258,11 @@ class Session:
         """The innermost token/cost budget this view spends from (None: unlimited)."""
         return self._budget
 
-    def _recording(self, model: LanguageModel) -> RecordingModel:
-        """The recording wrapper for one traced query; with a budget it also checks each
-        request before it is sent and charges each response (``BudgetExceededError``)."""
-        if self._budget is None:
-            return RecordingModel(model)
-        return RecordingModel(
-            model, budget=self._budget.meter(model.model_id, self._state.store.prices)
-        )
+    @property
+    def meters(self) -> tuple[UsageMeter, ...]:
+        """The ``UsageMeter``s each model request made through this view is charged to
+        (``track(meter=...)``, outermost first)."""
+        return self._meters
 
     # -- what a view carries -------------------------------------------------------------
     @property
@@ -486,7 +474,7 @@ class Session:
     ) -> None:
         await self.dispose()
 
-    # -- model calls ---------------------------------------------------------------------
+    # -- model calls (model_calls.py) -------------------------------------------------------
     def _model(self, lm: LanguageModel | None) -> LanguageModel:
         """The model a call uses; without one, ``TypeError`` — after the errors of a view
         that cannot run work (``_check_usable``), which come first."""
@@ -513,45 +501,30 @@ class Session:
         schema) or the error, and the outcome (see ``query_node.record_calls``).
         """
         model = self._model(lm)  # whether this view can run work is checked by ``track``
+        # the call is run here, not in model_calls: this is the traced query's fast path
+        # (benchmarks/agentic.py (a)); the pieces are model_calls' and query_node's
+        state = self._state
+        limit = state.max_text_chars
         merged = {**self._defaults, **options} if self._defaults else options
-        recording = self._recording(model)
-        tracked = self._track_query(prompt, schema, model, merged)  # ended here, not entered
+        recording = model_calls.recording_for(model, self._budget, state.store.prices)
+        tracked = model_calls.track_query(self, prompt, schema, model, merged, limit)
         if merged.get("repair"):  # each attempt becomes a child node with its outcome
-            merged = {**merged, "on_attempt": self._attempts(tracked)}
+            merged = {**merged, "on_attempt": model_calls.attempt_hook(tracked)}
         message: AIMessage[Any] | None = None
         try:
             message = await query_fn(prompt, schema, lm=recording, returns_message=True, **merged)
             # with a schema, previewed now: the result may be a mutable object
-            result = NO_RESULT if schema is None else self._preview(message.result)
-            self._record_calls(tracked.node, recording, result)
+            result = NO_RESULT if schema is None else preview(message.result, limit)
+            record_calls(state.store, tracked.node, recording, limit, result, meters=self._meters)
         except BaseException as exc:
             try:
                 if message is None:  # the call failed: the node shows what it sent and got
-                    self._record_calls(tracked.node, recording)
+                    record_calls(state.store, tracked.node, recording, limit, meters=self._meters)
             finally:
                 tracked.fail(exc)
             raise
         tracked.end("ok")
         return message if returns_message else message.result  # without a schema: the text
-
-    def _attempts(self, tracked: Tracked[Session]) -> AttemptHook:
-        """The repair loop's hook: each attempt a child ``query`` node ``attempt N`` of the
-        query, ended with its outcome and the attempt's text."""
-        view = tracked.session
-
-        def start(number: int) -> Callable[[AIMessage[Any] | None, BaseException | None], None]:
-            attempt = view.track("query", f"attempt {number}")
-
-            def done(response: AIMessage[Any] | None, error: BaseException | None) -> None:
-                outputs = None if response is None else {"text": response.text}
-                if error is None:
-                    attempt.end("ok", outputs=outputs)
-                else:
-                    attempt.fail(error, outputs=outputs)
-
-            return done
-
-        return start
 
     def query_stream(
         self,
@@ -571,85 +544,8 @@ class Session:
         As with ``lf.query_stream``, setup errors raise here, before iteration. Text streams
         (no schema) also reach observers as ``node_update`` deltas.
         """
-        from ..structured.query_stream import query_stream
-
         self._check_usable()
-        model = self._model(lm)
-        merged = {**self._defaults, **options} if self._defaults else options
-        recording = self._recording(model)
-        hook: list[Tracked[Session]] = []  # the query's record, once iteration has started it
-        if merged.get("repair") and schema is not None:
-            merged = {**merged, "on_attempt": lambda n: self._attempts(hook[0])(n)}
-        events = query_stream(prompt, schema, lm=recording, **merged)
-        return self._recorded_stream(events, recording, prompt, schema, model, merged, hook)
-
-    async def _recorded_stream(
-        self,
-        events: AsyncGenerator[Any, None],
-        recording: RecordingModel,
-        prompt: Any,
-        schema: Any,
-        model: LanguageModel,
-        merged: dict[str, Any],
-        hook: list[Tracked[Session]],
-    ) -> AsyncGenerator[Any, None]:
-        store = self._state.store
-        result: Any = NO_RESULT
-        status: NodeStatus | None = None  # a schema stream's outcome, from its terminal event
-        error: BaseException | None = None
-        failed_text: str | None = None
-        with self._track_query(prompt, schema, model, merged, stream=True) as tracked:
-            hook.append(tracked)
-            node = tracked.node
-            try:
-                async for event in events:
-                    if schema is None:
-                        if store.hub.active:
-                            store.update(node, delta=event)
-                    elif event.type == "generation_complete":
-                        result = self._preview(event.value)  # now: the value may be mutable
-                        status = "ok"
-                    elif event.type in ("parsing_failed", "generation_failed"):
-                        status, error = "failed", event.error
-                        if event.type == "parsing_failed":  # the text to debug the parse with
-                            failed_text = event.text
-                    elif event.type == "cancelled":
-                        status = "cancelled"
-                    yield event
-                status = "ok" if schema is None else status or "cancelled"
-            except GeneratorExit:  # the consumer stopped early: "cancelled" unless it had ended
-                status = status or "cancelled"
-                raise
-            except BaseException:
-                status = None  # the recorder maps what was raised
-                raise
-            finally:
-                await events.aclose()
-                self._record_calls(node, recording, result)
-                if failed_text is not None:
-                    node.outputs = {**(node.outputs or {}), "text": self._preview(failed_text)}
-                if status is not None:
-                    tracked.end(status, error=error)
-
-    def _record_calls(
-        self,
-        node: TraceNode,
-        recording: RecordingModel,
-        result: Any = NO_RESULT,
-        *,
-        rendered: bool = True,
-    ) -> None:
-        """Write a finished query's node from its recording (``query_node.record_calls``)."""
-        state = self._state
-        record_calls(
-            state.store,
-            node,
-            recording,
-            state.max_text_chars,
-            result,
-            rendered=rendered,
-            meters=self._meters,
-        )
+        return model_calls.query_stream(self, self._model(lm), prompt, schema, options)
 
     async def generate(
         self,
@@ -670,47 +566,7 @@ class Session:
         agent's transcript); by default the prompt is previewed here.
         """
         model = self._model(lm)  # whether this view can run work is checked by ``track``
-        merged = {**self._defaults, **options} if self._defaults else options
-        limit = self._state.max_text_chars
-        shown = prompt_preview(prompt, limit) if shown_prompt is None else shown_prompt
-        inputs: dict[str, Any] = {"prompt": shown}
-        tools = merged.get("tools")
-        if tools:
-            inputs["tools"] = [getattr(getattr(t, "spec", t), "name", "?") for t in tools]
-        plain = {k: v for k, v in merged.items() if k != "tools"}
-        if plain:
-            inputs["options"] = self._preview(plain)
-        recording = self._recording(model)
-        with self.track(
-            "query", name, inputs=inputs, metadata=query_metadata(model), previewed=True
-        ) as tracked:
-            try:
-                if stream:
-                    store = self._state.store
-                    response = await stream_response(store, recording, prompt, tracked.node, merged)
-                else:
-                    response = await recording.call(prompt, **merged)
-            finally:
-                self._record_calls(tracked.node, recording, rendered=False)
-        return response
-
-    def _track_query(
-        self,
-        prompt: Any,
-        schema: Any,
-        model: LanguageModel,
-        merged: dict[str, Any],
-        **metadata: Any,
-    ) -> Tracked[Session]:
-        """The record of one ``query``/``query_stream``: a ``query`` node with its schema,
-        options, prompt and ``vars`` previewed now (the caller may mutate ``vars`` later)."""
-        limit = self._state.max_text_chars
-        inputs = query_inputs(prompt, schema, merged, limit)
-        name = "query" if schema is None else f"query:{inputs['schema']}"
-        meta = query_metadata(model)
-        if metadata:
-            meta.update(metadata)
-        return self.track("query", name, inputs=inputs, metadata=meta, previewed=True)
+        return await model_calls.generate(self, model, prompt, name, stream, shown_prompt, options)
 
     # -- fan-out ---------------------------------------------------------------------------
     @overload

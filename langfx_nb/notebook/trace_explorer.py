@@ -5,6 +5,7 @@ patches ``{"op": "node", "id": ..., <fields>}`` with the core's own field names,
 merges into its store. Approval is read from the tool-call node itself (status ``waiting``,
 then its decision record), never from log text. The view renders only the rows on screen, so
 10,000 nodes stay smooth; the static copy is drawn from the same records (``trace_rows``).
+A trace too large for the page to hold is shown through windows of rows (``trace_windows``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import asyncio
 import contextlib
 import datetime as _dt
 import json
-import math
-import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .bridge import Clock, EventBridge, MessageKind, Timer, to_jsonable
+from .bridge import Clock, EventBridge, MessageKind, to_jsonable
 from .render import (
     WidgetDisplayMixin,
     trace_html,
@@ -36,17 +35,16 @@ from .trace_file import open_index
 from .trace_index import INDEX_FILE_BYTES, WINDOW_NODES, TraceIndex
 from .trace_live import LiveIndex, row_patch
 from .trace_rows import LIVE
+from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
+from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
+from .trace_windows import LIVE_VIEWS as LIVE_VIEWS
+from .trace_windows import LiveWindows, window_params, with_timeline
 
 __all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
 
 _STATIC = Path(__file__).parent / "static"
 
 SUMMARY_EVENT = "_session_summary"  # synthetic: the explorer's own end-of-run totals
-#: A live trace shown through windows: at least this long between two pushes to one view
-#: (all views together stay under 20 messages a second; see ``_live_tick``).
-LIVE_PUSH_S = 1 / 16
-LIVE_VIEWS = 4  # views kept up to date at once (the ones that asked last)
-LIVE_STATE_S = 1.0  # at least this long between two copies of the state trait while live
 
 # What a tree row, the roll-ups and the search need. Snapshots (the state trait, a reload)
 # carry only these; the detail pane asks the kernel for the rest of a node when selected.
@@ -219,7 +217,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     view_state = traitlets.Dict().tag(sync=True)
     # set before a saved trace is read: a bad one raises, and the half-built widget is closed
     _unsubscribe: Callable[[], Any] | None = None
-    _live_timer: Timer | None = None
 
     def __init__(
         self,
@@ -231,6 +228,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         **kwargs: Any,
     ) -> None:
         self._reducer = TraceReducer()
+        #: A live trace grown past ``WINDOW_NODES``: its rows, kept exact event by event, and
+        #: the windows pushed to the views that asked (first: a half-built widget is closed).
+        self._windows = LiveWindows(
+            send=self._send_message,
+            snapshot=self._send_live_snapshot,
+            publish=self._publish_live_state,
+            extras=self._live_extras,
+            clock=clock,
+        )
         #: A trace too large for the page to hold: the page asks for windows of rows.
         self._index: TraceIndex | None = None
         initial = b""
@@ -256,16 +262,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             initial = _encode({**self._initial_state(), "seq": 0})
         # the saved trace travels with the widget's opening message (one message, not two)
         super().__init__(title=title, state=initial or b"", **kwargs)
-        #: A live trace grown past ``WINDOW_NODES``: its rows, kept exact event by event.
-        self._live: LiveIndex | None = None
-        self._viewers: dict[str, dict[str, Any]] = {}  # a live view's last window request
-        self._live_timer: Timer | None = None
-        self._live_dirty = False
-        self._state_due = False
-        self._last_push = float("-inf")
-        self._last_state = float("-inf")
-        self._push_spacing = LIVE_PUSH_S
-        self._clock = clock
         self._bridge = EventBridge(
             self._send_message,
             _Fold(self._fold, self._state_now),
@@ -278,6 +274,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self.on_msg(self._on_view_message)
         if source is not None and hasattr(source, "subscribe"):
             self.watch(source)
+
+    @property
+    def _live(self) -> LiveIndex | None:
+        return self._windows.live
 
     def _initial_state(self) -> dict[str, Any]:
         index = self._index
@@ -347,10 +347,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 self._unsubscribe = None
         if self._index is not None:
             self._index.close()
-        if self._live_timer is not None:  # a live window of the old source: gone with it
-            self._live_timer.cancel()
-            self._live_timer = None
-        self._live, self._viewers = None, {}
+        self._windows.reset()  # a live window of the old source: gone with it
         self._reducer, self._index, self._session, self._run_task = reducer, index, None, None
         # the explorer's own fold: a shown session that grows past WINDOW_NODES goes windowed
         seq = self._bridge.replace(_Fold(self._fold, self._state_now))
@@ -422,9 +419,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 summary = session.usage_summary.to_json()
                 self._bridge.push({"type": SUMMARY_EVENT, "summary": summary})
         self._bridge.flush()
-        if self._live is not None:
-            self._state_due = True
-            self._live_changed()
+        self._windows.flush()
         self._refresh_displays()
 
     @property
@@ -447,9 +442,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
-        if self._live_timer is not None:
-            self._live_timer.cancel()
-            self._live_timer = None
+        self._windows.cancel()
         if self._unsubscribe is not None:
             try:
                 self._unsubscribe()
@@ -542,7 +535,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return
         if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
             if self._live is not None:
-                self._send_live_snapshot()
+                self._windows.send_snapshot()
                 return
             if self._index is not None:
                 return  # the state trait holds the first window; the page asks for the rest
@@ -566,52 +559,22 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return {**row, "malformed": str(exc)}
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
-        """Answer a page's window request: ``{req, start, count, query, expanded, selected,
-        view?, timeline?: [lo, hi, buckets]}`` → ``{kind: window, req, start, total, nodes,
-        rows, counts, matches?, timeline?}`` (``timeline``: the overview's exact counts per
-        time bucket over the whole trace, see ``trace_timeline``). A
-        live trace remembers each view's last request and pushes the same window again, with
-        what changed, as events arrive (``live: true``; see ``_live_tick``)."""
+        """Answer a page's window request (see ``trace_windows.window_params``) with ``{kind:
+        window, req, start, total, nodes, rows, counts, matches?, timeline?}`` (``timeline``:
+        the overview's exact counts per time bucket over the whole trace, see
+        ``trace_timeline``). A live trace remembers each view's last request and pushes the
+        same window again, with what changed, as events arrive (``live: true``; see
+        :class:`LiveWindows`)."""
         index: TraceIndex | LiveIndex | None = self._live or self._index
         if index is None:
             return
-        expanded: dict[str, bool] = {}
-        raw = content.get("expanded")
-        if isinstance(raw, list):
-            for entry in raw:
-                if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
-                    expanded[entry[0]] = bool(entry[1])
-        query = content.get("query")
-        selected = content.get("selected")
-        try:
-            start, count = int(content.get("start", 0)), int(content.get("count", 200))
-        except (TypeError, ValueError):
+        params = window_params(content)
+        if params is None:
             return
-        params: dict[str, Any] = {
-            "start": start,
-            "count": count,
-            "expanded": expanded,
-            "query": query if isinstance(query, str) else "",
-            "selected": selected if isinstance(selected, str) else None,
-        }
-        timeline = _timeline_params(content.get("timeline"))
-        if timeline is not None:
-            params["timeline"] = timeline
         if self._live is not None:
-            view = str(content.get("view", ""))
-            self._viewers.pop(view, None)
-            self._viewers[view] = {"req": content.get("req"), "view": view, "params": params}
-            while len(self._viewers) > LIVE_VIEWS:
-                self._viewers.pop(next(iter(self._viewers)))
-            self._send_message(
-                {
-                    "kind": MessageKind.WINDOW.value,
-                    "req": content.get("req"),
-                    **self._live_reply(params),
-                }
-            )
+            self._windows.answer(content.get("req"), str(content.get("view", "")), params)
             return
-        window = _with_timeline(index, params)
+        window = with_timeline(index, params)
         self._send_message({"kind": MessageKind.WINDOW.value, "req": content.get("req"), **window})
 
     # -- a live trace shown through windows ------------------------------------------------------
@@ -633,17 +596,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             if patch is None:
                 return []
             live.apply(patch)
-        self._live_changed()
+        self._windows.changed()
         return []
 
     def _state_now(self) -> dict[str, Any]:
         if self._live is None:
             return self._reducer.snapshot()
-        reply = self._live_reply({})
-        out = {"windowed": reply, "live": True, **self._live_extras()}
-        if "span" in reply:
-            out["span"] = reply["span"]
-        return out
+        return self._windows.state()
 
     def _is_run_end(self, event: Mapping[str, Any]) -> bool:
         live = self._live
@@ -664,9 +623,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         for node in self._reducer.nodes.values():
             live.apply(node)
         self._reducer.nodes = {}
-        self._live = live
+        self._windows.live = live
         self._bridge.drop_pending()
-        self._send_live_snapshot()
+        self._windows.send_snapshot()
 
     def _live_extras(self) -> dict[str, Any]:
         reducer = self._reducer
@@ -677,91 +636,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             out["offset"] = reducer.offset
         return out
 
-    def _live_reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        live = self._live
-        assert live is not None
-        out = _with_timeline(live, params)
-        span = live.span()
-        if span is not None:
-            out["span"] = list(span)
-        out["roots_running"] = live.roots_running()
-        out["live"] = True
-        out.update(self._live_extras())
-        return out
-
-    def _send_live_snapshot(self) -> None:
-        """The windowed state as a snapshot message (a view that (re)rendered) and, at most
-        every ``LIVE_STATE_S``, as the state trait (a page reload)."""
+    def _send_live_snapshot(self, state: dict[str, Any]) -> None:
+        """The windowed state as a snapshot message, to the views on screen."""
         self._bridge.seq += 1
-        state = self._state_now()
         if self.comm is not None:
             message = {"kind": MessageKind.SNAPSHOT.value, "seq": self._bridge.seq}
             self.send(message, buffers=[_encode(state)])
-        wait = LIVE_STATE_S - (self._now() - self._last_state)
-        if wait <= 0:
-            self._publish_live_state(state)
-        else:
-            self._state_due = True
-            self._schedule(wait)
 
-    def _publish_live_state(self, state: dict[str, Any] | None = None) -> None:
-        self._state_due = False
-        self._last_state = self._now()
-        self.state = _encode({**(state or self._state_now()), "seq": self._bridge.seq})
-
-    def _now(self) -> float:
-        if self._clock is not None:
-            return self._clock.time()
-        return time.monotonic()
-
-    def _live_changed(self) -> None:
-        """Something changed: push the views' windows when the spacing allows."""
-        self._live_dirty = True
-        self._schedule(self._last_push + self._push_spacing - self._now())
-
-    def _schedule(self, delay: float) -> None:
-        if self._live_timer is not None:
-            return
-        clock: Clock | None = self._clock
-        if clock is None:
-            try:
-                clock = _MonotonicLoop(asyncio.get_running_loop())
-            except RuntimeError:  # no event loop: nothing could fire a timer later
-                self._live_tick(final=True)
-                return
-        self._live_timer = clock.call_later(max(0.0, delay), self._live_tick)
-
-    def _live_tick(self, *, final: bool = False) -> None:
-        """Push each live view its window again (one message per view), then the state trait
-        when due. The next push waits ``LIVE_PUSH_S`` per view, and at least three times
-        what this one cost the kernel, so live updates take at most a quarter of it."""
-        self._live_timer = None
-        if self._live is None:
-            return
-        started = time.perf_counter()
-        if self._live_dirty:
-            self._live_dirty = False
-            viewers = list(self._viewers.values()) or [{"req": 0, "view": "", "params": {}}]
-            for viewer in viewers:
-                reply = self._live_reply(viewer["params"])
-                self._send_message(
-                    {
-                        "kind": MessageKind.WINDOW.value,
-                        "req": viewer["req"],
-                        "view": viewer["view"],
-                        **reply,
-                    }
-                )
-        now = self._now()
-        self._last_push = now
-        cost = time.perf_counter() - started
-        self._push_spacing = max(LIVE_PUSH_S * max(1, len(self._viewers)), 3 * cost)
-        if self._state_due:
-            wait = LIVE_STATE_S - (now - self._last_state)
-            if wait <= 0 or final:
-                self._publish_live_state()
-            else:
-                self._schedule(min(wait, self._push_spacing))  # pushes go on meanwhile
+    def _publish_live_state(self, state: dict[str, Any]) -> None:
+        self.state = _encode({**state, "seq": self._bridge.seq})
 
     def _live_record(self, node_id: str) -> dict[str, Any] | None:
         """A live windowed node's full record from the session (it keeps the newest
@@ -794,51 +677,6 @@ class _Fold:
     ) -> None:
         self.apply = apply
         self.snapshot = snapshot
-
-
-class _MonotonicLoop:
-    """An event loop's timers on ``time.monotonic`` (the explorer's own clock when none is
-    given: the loop's clock is monotonic too, this keeps the two in one time base)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-
-    def time(self) -> float:
-        return time.monotonic()
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        return self.loop.call_later(delay, callback)
-
-
-def _timeline_params(raw: Any) -> tuple[float | None, float | None, int] | None:
-    """A window request's ``timeline: [lo, hi, buckets]`` (the overview's range; ``lo`` and
-    ``hi`` both ``None``: the whole trace, as it is when answered), if valid."""
-    if not isinstance(raw, list) or len(raw) != 3:
-        return None
-    lo, hi, buckets = raw
-    if not isinstance(buckets, int) or isinstance(buckets, bool):
-        return None
-    if lo is None and hi is None:
-        return None, None, buckets
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
-        return None
-    lo, hi = float(lo), float(hi)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
-        return None
-    return lo, hi, buckets
-
-
-def _with_timeline(index: TraceIndex | LiveIndex, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The window for ``params``, with the timeline overview's bucket counts when asked."""
-    rest = {k: v for k, v in params.items() if k != "timeline"}
-    out = index.window(**rest)
-    timeline = params.get("timeline")
-    if timeline is not None:
-        lo, hi, buckets = timeline
-        if lo is None or hi is None:
-            lo, hi = index.span() or (0.0, 0.0)
-        out["timeline"] = index.timeline(lo, hi, buckets)
-    return out
 
 
 def _big_file(source: Any) -> Path | None:

@@ -52,9 +52,17 @@ _LAB_SETTINGS = {
 class LabServer:
     """A JupyterLab process serving a directory; ``url(path)`` adds the token."""
 
-    def __init__(self, root: Path, home: Path, *, nodelay: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        home: Path,
+        *,
+        nodelay: bool = False,
+        connection_class: str | None = None,
+    ) -> None:
         """``nodelay``: kernel websockets with Nagle's algorithm off
-        (``langfx_nb.notebook.server.NoDelayKernelConnection``); off, the stock server."""
+        (``langfx_nb.notebook.server.NoDelayKernelConnection``); off, the stock server.
+        ``connection_class``: another kernel websocket connection class (by import name)."""
         self.root = root
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -93,10 +101,9 @@ class LabServer:
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ]
         if nodelay:
-            cmd.append(
-                "--ServerApp.kernel_websocket_connection_class="
-                "langfx_nb.notebook.server.NoDelayKernelConnection"
-            )
+            connection_class = "langfx_nb.notebook.server.NoDelayKernelConnection"
+        if connection_class is not None:
+            cmd.append(f"--ServerApp.kernel_websocket_connection_class={connection_class}")
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             cmd,

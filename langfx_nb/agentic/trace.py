@@ -35,6 +35,7 @@ __all__ = [
     "NodeStatus",
     "TraceNode",
     "TraceStore",
+    "check_trace_header",
     "error_info",
     "saved_nodes",
 ]
@@ -732,14 +733,21 @@ def saved_nodes(data: Any) -> list[Any]:
     version, ``nodes`` not a list)."""
     if not isinstance(data, Mapping):
         raise ValueError(f"not a langfx_nb trace: a {type(data).__name__}, not an object")
-    if data.get("format") != TRACE_FORMAT:
-        raise ValueError("not a langfx_nb trace")
-    if data.get("version") != TRACE_VERSION:
-        raise ValueError(f"unsupported trace version: {_short(data.get('version'))}")
+    check_trace_header(data)
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
         raise ValueError("malformed trace: 'nodes' must be a list")
     return nodes
+
+
+def check_trace_header(header: Mapping[str, Any], *, whole: bool = True) -> None:
+    """``ValueError`` when a saved trace's header names another format or version.
+    ``whole=False``: a header read only in part so far (a file read as a stream), where a
+    missing ``format`` or ``version`` may still come."""
+    if ("format" in header or whole) and header.get("format") != TRACE_FORMAT:
+        raise ValueError("not a langfx_nb trace")
+    if ("version" in header or whole) and header.get("version") != TRACE_VERSION:
+        raise ValueError(f"unsupported trace version: {_short(header.get('version'))}")
 
 
 def _short(value: Any) -> str:

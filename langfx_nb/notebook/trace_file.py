@@ -30,7 +30,7 @@ from array import array
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION, TraceNode, saved_nodes
+from ..agentic.trace import TraceNode, check_trace_header, saved_nodes
 from .trace_data import view_node
 from .trace_index import INDEX_FILE_BYTES, TraceIndex
 
@@ -213,15 +213,6 @@ def _skip_space(text: str, at: int) -> int:
     return _SPACE.match(text, at).end()  # type: ignore[union-attr]  # matches ""
 
 
-def _check_header(header: dict[str, Any], *, final: bool) -> None:
-    """A foreign file or another version, named as soon as its header says so (``final``:
-    the whole object is read, so a missing ``format`` or ``version`` is wrong too)."""
-    if ("format" in header or final) and header.get("format") != TRACE_FORMAT:
-        raise ValueError("not a langfx_nb trace")
-    if ("version" in header or final) and header.get("version") != TRACE_VERSION:
-        raise ValueError(f"unsupported trace version: {header.get('version')!r}")
-
-
 def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
     """Index a saved trace file without holding its records. A malformed file raises one
     ``ValueError`` naming what is wrong (``nodes[3]: 'kind' is missing``). ``sidecar``: read
@@ -321,7 +312,7 @@ def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
                 if key != "nodes":
                     header[str(key)] = reader.value()
                 else:
-                    _check_header(header, final=False)  # keys after "nodes" are checked below
+                    check_trace_header(header, whole=False)  # keys after "nodes" are checked below
                     saw_nodes = True
                     reader.expect(b"[")
                     n = 0
@@ -344,7 +335,7 @@ def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
                     reader.at += 1
                 elif reader.peek() != b"}":
                     raise ValueError("not a langfx_nb trace: not valid JSON (expected ',')")
-        _check_header(header, final=True)
+        check_trace_header(header)
         if not saw_nodes:
             raise ValueError("malformed trace: 'nodes' must be a list")
         index.finish()

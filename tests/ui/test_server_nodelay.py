@@ -5,6 +5,7 @@ small kernel → page frame by the peer's delayed ACK; docs/widgets.md)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -52,7 +53,10 @@ def test_a_kernel_websocket_has_nagle_off_only_with_the_nodelay_connection(
                     while await ws.read_message() is not None:
                         pass
 
-        asyncio.run(connect_and_wait())
+        # on a thread of its own: the browser tests' Playwright keeps a loop running on this one
+        client = threading.Thread(target=asyncio.run, args=(connect_and_wait(),))
+        client.start()
+        client.join()
         assert probe.read_text() == expected
     finally:
         server.stop()

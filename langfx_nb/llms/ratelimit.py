@@ -203,21 +203,8 @@ class Limiter:
     async def acquire(self, estimate: int) -> Ticket:
         """Wait until a request estimated at ``estimate`` tokens may be sent; its ticket."""
         estimate = max(0, int(estimate))
-        while True:
-            with self._lock:
-                now = self._clock()
-                wait = self._wait_s(estimate, now)
-                if wait <= 0:
-                    if self._requests is not None:
-                        self._requests.level -= 1.0
-                    if self._tokens is not None:
-                        self._tokens.level -= estimate
-                    self._windows["requests"].take(1.0)
-                    self._windows["tokens"].take(float(estimate))
-                    self.in_flight += 1
-                    return Ticket(self, estimate)
-                self.waited_s += wait
-            await asyncio.sleep(wait)
+        await self.take(1, estimate)
+        return Ticket(self, estimate)
 
     async def take(self, requests: int, tokens: int) -> tuple[int, int]:
         """Wait until one request may be sent, then take up to ``requests`` requests and
@@ -273,15 +260,7 @@ class Limiter:
             self._windows["tokens"].take(float(correction))
 
     def _settle(self, estimate: int, tokens: int | None) -> None:
-        with self._lock:
-            self.in_flight = max(0, self.in_flight - 1)
-            if tokens is None:
-                return
-            correction = tokens - estimate
-            if self._tokens is not None:
-                self._tokens.refill(self._clock())
-                self._tokens.level = min(self._tokens.capacity, self._tokens.level - correction)
-            self._windows["tokens"].take(float(correction))
+        self.give_back(1, 0 if tokens is None else tokens - estimate)
 
     def observe(self, headers: Mapping[str, str], age_s: float = 0.0) -> None:
         """What a response's headers say about the account's limits (the response arrived

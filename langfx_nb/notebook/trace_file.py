@@ -405,23 +405,25 @@ def write_index_sidecar(
     ids = "\n".join(index.ids)
     if ids.count("\n") != max(0, len(index.ids) - 1):
         return  # an id with a line break: not worth a format of its own
-    parts: list[tuple[str, str, bytes]] = [("ids", "s", ids.encode("utf-8", "surrogatepass"))]
+    # arrays are written as they are (no copy: the buffer protocol), text encoded
+    parts: list[tuple[str, str, bytes | bytearray | array[Any]]]
+    parts = [("ids", "s", ids.encode("utf-8", "surrogatepass"))]
     parts += [("shown", "s", index.shown.encode("utf-8", "surrogatepass"))]
     parts += [("search", "s", index.search.encode("utf-8", "surrogatepass"))]
-    parts += [(name, value.typecode, value.tobytes()) for name, value in arrays.items()]
+    parts += [(name, value.typecode, value) for name, value in arrays.items()]
     rows = index.default_rows()
     if rows is None:
         rows = index.rows({})
-    parts.append(("rows", "i", rows.tobytes()))
+    parts.append(("rows", "i", rows))
     for name in _ARRAYS:
         value = getattr(index, name)
         if isinstance(value, bytearray):
-            parts.append((name, "B", bytes(value)))
+            parts.append((name, "B", value))
         else:
-            parts.append((name, value.typecode, value.tobytes()))
+            parts.append((name, value.typecode, value))
     head = {
         **key,
-        "parts": [[name, code, len(data)] for name, code, data in parts],
+        "parts": [[name, code, memoryview(data).nbytes] for name, code, data in parts],
         "kinds": index.kinds,
         "statuses": index.statuses,
         "extra": {str(k): v for k, v in index.extra.items()},

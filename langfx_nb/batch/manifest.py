@@ -406,13 +406,18 @@ def _read_only(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def trace_records(path: Path, chunk: int = 20_000) -> Iterable[list[tuple[int, str]]]:
+def trace_records(
+    path: Path, chunk: int = 20_000, limit: int | None = None
+) -> Iterable[list[tuple[int, str]]]:
     """The manifest's trace node records in the order written, as ``(rowid, JSON text)``,
     ``chunk`` at a time (a record rewritten later, such as a node that finished, comes at
-    the place of its last write)."""
+    the place of its last write); ``limit``: only the first that many."""
     conn = _read_only(path)
     try:
-        rows = conn.execute("SELECT rowid, record FROM trace_nodes ORDER BY rowid")
+        rows = conn.execute(
+            "SELECT rowid, record FROM trace_nodes ORDER BY rowid LIMIT ?",
+            (-1 if limit is None else max(0, limit),),
+        )
         while batch := rows.fetchmany(chunk):
             yield batch
     finally:

@@ -34,7 +34,13 @@ from ..agentic.trace import TraceNode, check_trace_header, saved_nodes
 from .trace_data import view_node
 from .trace_index import INDEX_FILE_BYTES, TraceIndex
 
-__all__ = ["SIDECAR_SUFFIX", "open_index", "save_trace"]
+__all__ = [
+    "SIDECAR_SUFFIX",
+    "open_index",
+    "read_index_sidecar",
+    "save_trace",
+    "write_index_sidecar",
+]
 
 SIDECAR_SUFFIX = ".lfxidx"
 _SIDECAR_MAGIC = "langfx_nb.trace_index"
@@ -350,34 +356,74 @@ def _sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
 
 
-def _save_sidecar(
-    path: Path, stat: os.stat_result, index: TraceIndex, spans: array[int], firsts: array[int]
-) -> None:
-    """Write the index beside the trace (best effort: a read-only place is no error)."""
-    ids = "\n".join(index.ids)
-    if ids.count("\n") != max(0, len(index.ids) - 1):
-        return  # an id with a line break: not worth a format of its own
-    parts: list[tuple[str, str, bytes]] = [("ids", "s", ids.encode("utf-8", "surrogatepass"))]
-    parts += [("shown", "s", index.shown.encode("utf-8", "surrogatepass"))]
-    parts += [("search", "s", index.search.encode("utf-8", "surrogatepass"))]
-    parts += [("spans", "q", spans.tobytes()), ("firsts", "q", firsts.tobytes())]
-    rows = index.default_rows()
-    if rows is None:
-        rows = index.rows({})
-    parts.append(("rows", "i", rows.tobytes()))
-    for name in _ARRAYS:
-        value = getattr(index, name)
-        if isinstance(value, bytearray):
-            parts.append((name, "B", bytes(value)))
-        else:
-            parts.append((name, value.typecode, value.tobytes()))
-    head = {
+def _file_key(stat: os.stat_result) -> dict[str, Any]:
+    """What the trace file's sidecar must have been made from: this file, unchanged."""
+    return {
         "magic": _SIDECAR_MAGIC,
         "version": _SIDECAR_VERSION,
         "size": stat.st_size,
         "mtime_ns": stat.st_mtime_ns,
         "ctime_ns": stat.st_ctime_ns,
-        "parts": [[name, code, len(data)] for name, code, data in parts],
+    }
+
+
+def _save_sidecar(
+    path: Path, stat: os.stat_result, index: TraceIndex, spans: array[int], firsts: array[int]
+) -> None:
+    """Write the index beside the trace (best effort: a read-only place is no error)."""
+    extra = {"spans": spans, "firsts": firsts}
+    write_index_sidecar(_sidecar_path(path), _file_key(stat), index, extra)
+
+
+def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | None:
+    """The index saved beside ``path``, if it was made from the file as it is now."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    loaded = read_index_sidecar(_sidecar_path(path), _file_key(stat))
+    if loaded is None:
+        return None
+    index, extra = loaded
+    try:
+        return index, extra["spans"], extra["firsts"]
+    except KeyError:
+        return None
+
+
+# the head's fields that are not the key of what the sidecar was made from
+_BODY = frozenset(("parts", "kinds", "statuses", "extra", "orphans", "below", "header", "span"))
+
+
+def write_index_sidecar(
+    target: Path, key: dict[str, Any], index: TraceIndex, arrays: dict[str, array[int]]
+) -> None:
+    """Write ``index`` and the named ``arrays`` (what reads records back) to ``target``: a
+    line of JSON (``key``, what must match for the sidecar to be read, and each part's size),
+    then the parts as raw bytes. Written to a temporary name and renamed; best effort (a
+    read-only place is no error)."""
+    ids = "\n".join(index.ids)
+    if ids.count("\n") != max(0, len(index.ids) - 1):
+        return  # an id with a line break: not worth a format of its own
+    # arrays are written as they are (no copy: the buffer protocol), text encoded
+    parts: list[tuple[str, str, bytes | bytearray | array[Any]]]
+    parts = [("ids", "s", ids.encode("utf-8", "surrogatepass"))]
+    parts += [("shown", "s", index.shown.encode("utf-8", "surrogatepass"))]
+    parts += [("search", "s", index.search.encode("utf-8", "surrogatepass"))]
+    parts += [(name, value.typecode, value) for name, value in arrays.items()]
+    rows = index.default_rows()
+    if rows is None:
+        rows = index.rows({})
+    parts.append(("rows", "i", rows))
+    for name in _ARRAYS:
+        value = getattr(index, name)
+        if isinstance(value, bytearray):
+            parts.append((name, "B", value))
+        else:
+            parts.append((name, value.typecode, value))
+    head = {
+        **key,
+        "parts": [[name, code, memoryview(data).nbytes] for name, code, data in parts],
         "kinds": index.kinds,
         "statuses": index.statuses,
         "extra": {str(k): v for k, v in index.extra.items()},
@@ -386,7 +432,6 @@ def _save_sidecar(
         "header": index.header,
         "span": list(index.span() or ()),
     }
-    target = _sidecar_path(path)
     temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
         with temp.open("wb") as out:
@@ -399,20 +444,17 @@ def _save_sidecar(
             temp.unlink()
 
 
-def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | None:
-    """The index saved beside ``path``, if it was made from the file as it is now."""
-    target = _sidecar_path(path)
+def read_index_sidecar(
+    target: Path, key: dict[str, Any]
+) -> tuple[TraceIndex, dict[str, array[int]]] | None:
+    """The index written to ``target`` with exactly ``key``, and the arrays written with it
+    by name; ``None`` for a sidecar that is missing, made from something else, or damaged."""
     try:
-        stat = path.stat()
         with target.open("rb") as file:
             head = json.loads(file.readline())
             if (
                 not isinstance(head, dict)
-                or head.get("magic") != _SIDECAR_MAGIC
-                or head.get("version") != _SIDECAR_VERSION
-                or head.get("size") != stat.st_size
-                or head.get("mtime_ns") != stat.st_mtime_ns
-                or head.get("ctime_ns") != stat.st_ctime_ns
+                or {k: v for k, v in head.items() if k not in _BODY} != key
             ):
                 return None
             data = {name: file.read(size) for name, _code, size in head["parts"]}
@@ -420,25 +462,26 @@ def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | Non
         if any(len(data[name]) != size for name, _code, size in head["parts"]):
             return None  # cut short
         index = TraceIndex()
-        index.ids = data["ids"].decode("utf-8", "surrogatepass").split("\n")
+        index.ids = data.pop("ids").decode("utf-8", "surrogatepass").split("\n")
         if index.ids == [""]:
             index.ids = []
         index.pos = dict(zip(index.ids, range(len(index.ids)), strict=True))
-        index.shown = data["shown"].decode("utf-8", "surrogatepass")
-        index.search = data["search"].decode("utf-8", "surrogatepass")
+        index.shown = data.pop("shown").decode("utf-8", "surrogatepass")
+        index.search = data.pop("search").decode("utf-8", "surrogatepass")
         for name in _ARRAYS:
             if codes[name] == "B":
-                setattr(index, name, bytearray(data[name]))
+                setattr(index, name, bytearray(data.pop(name)))
                 continue
             value = array(codes[name])
-            value.frombytes(data[name])
+            value.frombytes(data.pop(name))
             setattr(index, name, value)
         rows = array("i")
-        rows.frombytes(data["rows"])
+        rows.frombytes(data.pop("rows"))
         index.adopt_default_rows(rows)
-        spans, firsts = array("q"), array("q")
-        spans.frombytes(data["spans"])
-        firsts.frombytes(data["firsts"])
+        arrays: dict[str, array[int]] = {}
+        for name, raw in data.items():  # the arrays written with the index
+            arrays[name] = array(codes[name])
+            arrays[name].frombytes(raw)
         index.kinds = list(head["kinds"])
         index.statuses = list(head["statuses"])
         index.restore_codes()
@@ -451,7 +494,7 @@ def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | Non
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return index, spans, firsts
+    return index, arrays
 
 
 class _RecordReader:

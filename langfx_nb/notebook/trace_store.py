@@ -1,12 +1,21 @@
 """A batch's trace in its run manifest (SQLite), indexed in place: :func:`open_store_index`
 reads the ``trace_nodes`` rows in chunks into a :class:`TraceIndex` (row values only; each
 record stays in the file) and reads a record back, strictly, when the detail pane asks.
+
+The index sidecar (as a large trace file has, notebook/trace_file.py): the first open writes
+the index and each node's rowid beside the manifest as ``<manifest>.lfxidx``; a later open of
+the unchanged manifest reads that back instead of parsing every record (docs/decisions.md
+"A run manifest's index sidecar"). Unchanged means the same file (size, modification and
+change time) and the same write-ahead log (``-wal``: its size and modification time), so a
+batch that runs again into the manifest, or is still running, makes it stale. A sidecar that
+does not match or is damaged is ignored, and one that cannot be written is not written.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 from array import array
 from pathlib import Path
 from typing import Any
@@ -14,22 +23,84 @@ from typing import Any
 from ..agentic.trace import TraceNode
 from ..batch.manifest import trace_record, trace_records
 from .trace_data import view_node
+from .trace_file import _SIDECAR_VERSION, SIDECAR_SUFFIX, read_index_sidecar, write_index_sidecar
 from .trace_index import TraceIndex
 
 __all__ = ["open_store_index"]
 
+_MAGIC = "langfx_nb.store_index"
+_VERSION = [_SIDECAR_VERSION, 1]  # the index's layout, and this module's part (the rowids)
 
-def open_store_index(path: str | Path) -> TraceIndex:
+
+def open_store_index(
+    path: str | Path, *, limit: int | None = None, sidecar: bool = True
+) -> TraceIndex:
     """Index the trace a batch wrote into its run manifest at ``path`` (every run of it).
-    Raises ``ValueError`` for a file that is not a manifest or holds no trace."""
+    Raises ``ValueError`` for a file that is not a manifest or holds no trace.
+
+    ``limit``: index only the first ``limit`` records in the order written (a quick first
+    view of a large manifest; a node whose parent is not among them is a root); no sidecar is
+    read or written for it. ``sidecar``: read the index from ``<path>.lfxidx`` when it was
+    made from the manifest as it is now, else build it and write it there."""
     path = Path(path)
+    key = _key(path) if sidecar and limit is None else None
+    target = path.with_name(path.name + SIDECAR_SUFFIX)
+    restored = None if key is None else read_index_sidecar(target, key)
+    if restored is not None and len(restored[1].get("rowids", ())) == len(restored[0]):
+        index, rowids = restored[0], restored[1]["rowids"]
+    else:
+        index, rowids = _build(path, limit)
+        if key is not None:  # taken before the build: a write since then makes it stale
+            write_index_sidecar(target, key, index, {"rowids": rowids})
+    read, close = trace_record(path)
+
+    def record(i: int) -> dict[str, Any]:
+        raw = json.loads(read(rowids[i]))
+        try:
+            TraceNode.from_json(raw)  # the core's strict node reader
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            missing = f"{exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"malformed trace: nodes[{i}]: {missing[:199]}") from None
+        return view_node(raw, plain=True)
+
+    index.read_records_with(record, close)
+    return index
+
+
+def _key(path: Path) -> dict[str, Any] | None:
+    """What the sidecar must have been made from: the manifest file and its write-ahead log
+    as they are now (``None``: not known, no sidecar). An empty log is no log: it holds no
+    frames (a read-only open leaves one behind where there was none)."""
+    try:
+        stat = path.stat()
+        try:
+            log = os.stat(f"{path}-wal")
+        except FileNotFoundError:
+            wal = None
+        else:
+            wal = [log.st_size, log.st_mtime_ns] if log.st_size else None
+    except OSError:
+        return None
+    return {
+        "magic": _MAGIC,
+        "version": _VERSION,
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "wal": wal,
+    }
+
+
+def _build(path: Path, limit: int | None) -> tuple[TraceIndex, array[int]]:
+    """The index of the manifest's records (the first ``limit`` of them), and each node's
+    rowid (where its record is read back from)."""
     index = TraceIndex()
     rowids = array("q")
     n = 0
     paused = gc.isenabled()
     gc.disable()  # millions of new dicts would trigger it over and over
     try:
-        for chunk in trace_records(path):
+        for chunk in trace_records(path, limit=limit):
             try:
                 batch = json.loads("[" + ",".join(text for _r, text in chunk) + "]")
             except json.JSONDecodeError as exc:
@@ -47,16 +118,4 @@ def open_store_index(path: str | Path) -> TraceIndex:
     finally:
         if paused:
             gc.enable()
-    read, close = trace_record(path)
-
-    def record(i: int) -> dict[str, Any]:
-        raw = json.loads(read(rowids[i]))
-        try:
-            TraceNode.from_json(raw)  # the core's strict node reader
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            missing = f"{exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
-            raise ValueError(f"malformed trace: nodes[{i}]: {missing[:199]}") from None
-        return view_node(raw, plain=True)
-
-    index.read_records_with(record, close)
-    return index
+    return index, rowids

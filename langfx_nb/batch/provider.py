@@ -53,7 +53,7 @@ COUNT_KEYS = ("succeeded", "errored", "expired", "canceled", "processing")
 #: A poll that fails with a ``RetryableError`` (429, 5xx, a dropped connection) is tried
 #: again, after the server's ``retry-after`` or 1, 2, 4 ... seconds (at most
 #: ``MAX_POLL_BACKOFF_S``, and never sooner than ``poll_interval``); the error is raised
-#: when one batch's polls failed ``MAX_POLL_FAILURES`` times in a row (about 8 minutes
+#: when one batch's polls failed ``MAX_POLL_FAILURES`` times in a row (about 6 minutes
 #: without answer): the batch keeps running at the provider, and a rerun with ``run=``
 #: polls it again.
 MAX_POLL_FAILURES = 10
@@ -382,7 +382,7 @@ async def _batch(
                     results = await wire.results(batch_id, polled) if polled.ended else None
                 except RetryableError as exc:  # 429, 5xx, a dropped connection: poll again
                     failures[batch_id] = n = failures.get(batch_id, 0) + 1
-                    if n > MAX_POLL_FAILURES:
+                    if n >= MAX_POLL_FAILURES:
                         exc.add_note(_resume_note(wire, batch_id, n))
                         raise
                     wait = _seconds(exc) or min(MAX_POLL_BACKOFF_S, 2.0 ** (n - 1))

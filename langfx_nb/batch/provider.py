@@ -357,9 +357,10 @@ async def _batch(
     if manifest is not None:  # batches an earlier process submitted: poll, never resubmit
         for batch_id, account, cids in manifest.submitted_batches():
             mine = [c for c in cids if c in by_cid and by_cid[c].account == account]
-            plan.batch_ids.append(batch_id)
             if mine:
                 active[batch_id] = (by_cid[mine[0]].wire, mine)
+            if len(mine) == len(cids):  # marked collected at the end only when all are ours:
+                plan.batch_ids.append(batch_id)  # other items' runs may still need it
         plan.counts["batches"] = plan.counts["resumed_batches"] = len(active)
     waiting = {c for _, cids in active.values() for c in cids}
     fresh = [item for item in plan.items.values() if item.cid not in waiting]

@@ -128,3 +128,40 @@ async def test_polls_that_keep_failing_raise_naming_the_batch_and_a_rerun_resume
             await lm.aclose()
         assert server.create_requests("anthropic") == 1  # polled again, not submitted again
     assert [r.label for r in result.results] == ["label-t0", "label-t1", "label-t2"]
+
+
+async def test_a_batch_is_marked_collected_only_once_a_run_collected_all_its_items(
+    tmp_path: Path,
+) -> None:
+    """An interrupted run's batch stays in the manifest until runs with its items have
+    collected all of them: a run in between with one of its items and a new one (same
+    ``run=``) takes that item's answer from it and does not forget the other's."""
+    import asyncio
+
+    run = tmp_path / "run.sqlite"
+    with ProviderServer(steps_to_finish=10**9) as server:
+        lm = make_model("openai", server.url)
+        try:
+            first = asyncio.ensure_future(
+                lf.batch(label_fn(lm), [{"id": "a0"}, {"id": "a1"}], run=run, engine=engine())
+            )
+            while not any(m == "GET" for m, _ in server.requests):  # submitted, polled
+                await asyncio.sleep(0.01)
+            first.cancel()  # the cell interrupted: the batch runs on at the provider
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            server.steps_to_finish = 1
+            other = await lf.batch(
+                label_fn(lm), [{"id": "a0"}, {"id": "b0"}], run=run, engine=engine()
+            )
+            assert [r.label for r in other.results] == ["label-a0", "label-b0"]
+            assert server.create_requests("openai") == 2  # b0 alone
+            again = await lf.batch(
+                label_fn(lm), [{"id": "a0"}, {"id": "a1"}], run=run, engine=engine()
+            )
+        finally:
+            await lm.aclose()
+        assert server.create_requests("openai") == 2  # a1 from the first batch, not redone
+    assert [r.label for r in again.results] == ["label-a0", "label-a1"]
+    assert again.resumed == [True, False]
+    assert not server.answered

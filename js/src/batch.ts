@@ -26,6 +26,7 @@ export interface OutcomeCounts {
 export interface ProviderCounts extends OutcomeCounts {
   status?: string; // collecting | submitting | waiting | collected
   batches?: number;
+  resumed_batches?: number; // of batches, found in the run manifest (an earlier process's)
   resubmitted?: number;
   per_batch?: ProviderBatchCounts[];
 }
@@ -140,6 +141,9 @@ export function fmtProvider(p: ProviderCounts | null | undefined): string[] {
   if (!p || typeof p !== "object") return [];
   const count = typeof p.batches === "number" ? p.batches : 0;
   let head = `provider ${p.status ?? ""}: ${providerCounts(p)} in ${fmtCount(count)} batch${count === 1 ? "" : "es"}`;
+  if (typeof p.resumed_batches === "number" && p.resumed_batches) {
+    head += ` (${fmtCount(p.resumed_batches)} resumed from the run manifest)`;
+  }
   if (typeof p.resubmitted === "number" && p.resubmitted) head += ` (${fmtCount(p.resubmitted)} resubmitted)`;
   const lines = [head];
   for (const b of p.per_batch ?? []) {

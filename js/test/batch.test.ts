@@ -57,6 +57,11 @@ test("a provider batch shows the provider's own counts, the run's and each batch
     "openai batch_a: 41,200 / 50,000 completed, 12 failed (in_progress)",
     "openai batch_b: 0 / 10,000 completed, 0 failed, 3 expired (validating)",
   ]);
+  // after a restart: the batches found in the run manifest are named as resumed
+  assert.equal(
+    fmtProvider({ ...p, resumed_batches: 2, per_batch: [] })[0],
+    "provider waiting: 41,200 / 60,000 completed, 12 failed in 2 batches (2 resumed from the run manifest)",
+  );
   const s = emptyBatch();
   applyBatchPatch(s, { op: "progress", progress: { total: 60000, provider: p } });
   assert.equal(fmtProvider(s.provider)[1], "openai batch_a: 41,200 / 50,000 completed, 12 failed (in_progress)");

@@ -97,7 +97,8 @@ class BatchProgress:
       ``unpriced_requests`` counts their requests (``cost_text`` labels a partial sum).
     - ``batch_node_id``: the ``batch`` trace node; ``session_id``: its session.
     - ``provider``: with ``engine=lf.engines.ProviderBatch()``, the provider's own counts
-      over the batches it runs (``batches``, ``total``, ``succeeded``, ``errored``,
+      over the batches it runs (``batches``, of them ``resumed_batches`` found in the run
+      manifest (submitted by an earlier process), ``total``, ``succeeded``, ``errored``,
       ``expired``, ``canceled``, ``processing``, ``resubmitted``), ``status``
       (``collecting``, ``submitting``, ``waiting``, ``collected``) and ``per_batch``: each
       submitted batch's last poll (``id``, ``provider``, the provider's ``status``,
@@ -340,6 +341,9 @@ def provider_lines(provider: Mapping[str, Any]) -> list[str]:
     status = str(provider.get("status") or "")
     head = f"provider {status}: " + _provider_counts(provider)
     head += f" in {count:,} batch{'' if count == 1 else 'es'}"
+    resumed = provider.get("resumed_batches")
+    if isinstance(resumed, int) and resumed:
+        head += f" ({resumed:,} resumed from the run manifest)"
     resubmitted = provider.get("resubmitted")
     if isinstance(resubmitted, int) and resubmitted:
         head += f" ({resubmitted:,} resubmitted)"

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ProviderBatchError
+from ..errors import LangFxError, ProviderBatchError, RetryableError
 from ..llms.cache import warn_cache_failure
 from ..llms.deferred import Capture, DeferredCall, capturing
 from .manifest import FLUSH_ROWS
@@ -50,6 +50,14 @@ if TYPE_CHECKING:
 __all__ = ["CacheWrites", "ProviderBatch", "ProviderPlan", "collect_and_batch"]
 
 COUNT_KEYS = ("succeeded", "errored", "expired", "canceled", "processing")
+#: A poll that fails with a ``RetryableError`` (429, 5xx, a dropped connection) is tried
+#: again, after the server's ``retry-after`` or 1, 2, 4 ... seconds (at most
+#: ``MAX_POLL_BACKOFF_S``, and never sooner than ``poll_interval``); the error is raised
+#: when one batch's polls failed ``MAX_POLL_FAILURES`` times in a row (about 6 minutes
+#: without answer): the batch keeps running at the provider, and a rerun with ``run=``
+#: polls it again.
+MAX_POLL_FAILURES = 10
+MAX_POLL_BACKOFF_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +248,12 @@ class ProviderPlan:
         self.items: dict[int, _Item] = {}
         self.outcomes: dict[str, Outcome] = {}
         self.batch_ids: list[str] = []
-        self.counts: dict[str, Any] = {"status": "collecting", "batches": 0, "resubmitted": 0}
+        self.counts: dict[str, Any] = {
+            "status": "collecting",
+            "batches": 0,
+            "resumed_batches": 0,
+            "resubmitted": 0,
+        }
         self.cache_writes = CacheWrites()
 
     def capture_for(self, index: int) -> Capture | None:
@@ -344,22 +357,48 @@ async def _batch(
     if manifest is not None:  # batches an earlier process submitted: poll, never resubmit
         for batch_id, account, cids in manifest.submitted_batches():
             mine = [c for c in cids if c in by_cid and by_cid[c].account == account]
-            plan.batch_ids.append(batch_id)
             if mine:
                 active[batch_id] = (by_cid[mine[0]].wire, mine)
+            if len(mine) == len(cids):  # marked collected at the end only when all are ours:
+                plan.batch_ids.append(batch_id)  # other items' runs may still need it
+        plan.counts["batches"] = plan.counts["resumed_batches"] = len(active)
     waiting = {c for _, cids in active.values() for c in cids}
     fresh = [item for item in plan.items.values() if item.cid not in waiting]
-    plan.counts["status"] = "submitting"
-    report(plan.counts)
+    if fresh:
+        plan.counts["status"] = "submitting"
+        report(plan.counts)
     active.update(await _submit(engine, fresh, manifest, plan, spool))
     attempts: dict[str, int] = {}
     latest: dict[str, dict[str, Any]] = {}
+    failures: dict[str, int] = {}  # consecutive failed polls of a batch
+    statuses: dict[str, str] = {}  # the provider's word at the last poll that answered
     try:
         while active:
             plan.counts["status"] = "waiting"
             retry: list[_Item] = []
+            backoff = 0.0
             for batch_id, (wire, cids) in list(active.items()):
-                polled = await wire.poll(batch_id)
+                try:
+                    polled = await wire.poll(batch_id)
+                    results = await wire.results(batch_id, polled) if polled.ended else None
+                except RetryableError as exc:  # 429, 5xx, a dropped connection: poll again
+                    failures[batch_id] = n = failures.get(batch_id, 0) + 1
+                    if n >= MAX_POLL_FAILURES:
+                        exc.add_note(_resume_note(wire, batch_id, n))
+                        raise
+                    wait = _seconds(exc) or min(MAX_POLL_BACKOFF_S, 2.0 ** (n - 1))
+                    backoff = max(backoff, min(wait, MAX_POLL_BACKOFF_S))
+                    shown = latest.setdefault(batch_id, _unpolled(wire, batch_id, len(cids)))
+                    said = statuses.get(batch_id)
+                    shown["status"] = (f"{said}; " if said else "") + (
+                        f"poll failed: {type(exc).__name__}, retrying ({n}/{MAX_POLL_FAILURES})"
+                    )
+                    continue
+                except LangFxError as exc:
+                    exc.add_note(_resume_note(wire, batch_id, 0))
+                    raise
+                failures.pop(batch_id, None)
+                statuses[batch_id] = polled.status
                 latest[batch_id] = {
                     "id": batch_id,
                     "provider": wire.name,
@@ -367,9 +406,8 @@ async def _batch(
                     "total": len(cids),
                     **_normalized(wire.name, polled.counts, len(cids)),
                 }
-                if not polled.ended:
+                if results is None:
                     continue
-                results = await wire.results(batch_id, polled)
                 for cid in cids:
                     outcome = results.get(cid) or results.get("*")
                     if outcome is None:
@@ -390,12 +428,33 @@ async def _batch(
                 active.update(await _submit(engine, retry, manifest, plan, spool))
                 continue
             if active:
-                await asyncio.sleep(engine.poll_interval)
+                await asyncio.sleep(max(engine.poll_interval, backoff))
     except asyncio.CancelledError:
         if engine.cancel_on_interrupt:
             with contextlib.suppress(Exception):
                 await asyncio.shield(_cancel_all(active))
         raise
+
+
+def _unpolled(wire: Wire, batch_id: str, n: int) -> dict[str, Any]:
+    """What progress shows of a batch no poll has answered yet."""
+    return {"id": batch_id, "provider": wire.name, "status": "", "total": n, "processing": n}
+
+
+def _seconds(exc: BaseException) -> float | None:
+    """The server's ``retry-after`` on a retryable error, when it gave one."""
+    wait = getattr(exc, "retry_after", None)
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait >= 0:
+        return float(wait)
+    return None
+
+
+def _resume_note(wire: Wire, batch_id: str, failures: int) -> str:
+    tried = f" ({failures} polls in a row failed)" if failures else ""
+    return (
+        f"while polling {wire.name} batch {batch_id}{tried}; it keeps running at the "
+        "provider: with run=, the same call again polls it, without submitting again"
+    )
 
 
 async def _cancel_all(active: dict[str, tuple[Wire, list[str]]]) -> None:

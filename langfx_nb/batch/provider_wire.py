@@ -16,9 +16,17 @@ base URL (``HTTPModel.api_request``). Formats follow the public API references:
   ``POST /messages/batches/{id}/cancel``. At most 100,000 requests and 256 MB.
 - Gemini batch mode: ``POST /models/{model}:batchGenerateContent`` with inline requests
   (``{request, metadata: {key}}``), under 20 MB per batch; ``GET /batches/{id}`` (a
-  long-running operation: ``done``, ``metadata.batchStats``, then
+  long-running operation: ``done``, ``metadata.state`` (``BATCH_STATE_*`` in the API
+  reference, ``JOB_STATE_*`` in the batch guide: both read), ``metadata.batchStats``, then
   ``response.inlinedResponses``, or a ``responsesFile`` read from the download endpoint);
   ``POST /batches/{id}:cancel``.
+
+Read as the references allow, not as one server happens to write: result lines in any
+order and key order, ``\r\n`` or ``\n``, with or without a final newline, gzip or not
+(httpx decodes it), unknown members ignored; ``output_file_id``/``error_file_id``/
+``results_url`` may be null; ``results_url`` is followed wherever it points, with the
+model's headers. A request with no result in a batch that expired, was cancelled or failed
+gets that failure (``"*"``: the fallback for every request without a line).
 
 ``Outcome`` is one item's answer: the provider's response body (decoded by the model's
 ``decode`` exactly as an online answer) or why there is none (``errored``, ``expired``,
@@ -33,6 +41,7 @@ are submitted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -161,6 +170,22 @@ class Wire:
         return data
 
 
+def _counts(counts: Any) -> dict[str, int]:
+    """A poll's request counts as ints: JSON numbers, or numeric strings (Gemini's int64
+    counts); any other member (an unknown field, a ``null``) is left out."""
+    out: dict[str, int] = {}
+    if isinstance(counts, dict):
+        for key, value in counts.items():
+            if isinstance(value, bool):
+                continue
+            if isinstance(value, int):
+                out[str(key)] = value
+            elif isinstance(value, (str, float)):
+                with contextlib.suppress(ValueError, OverflowError):
+                    out[str(key)] = int(value)
+    return out
+
+
 def _lines(raw: bytes) -> Iterator[tuple[bytes, dict[str, Any]]]:
     """The JSONL ``raw``'s objects, each with its line."""
     for line in raw.splitlines():
@@ -241,7 +266,7 @@ class OpenAIWire(Wire):
     async def poll(self, batch_id: str) -> Polled:
         data = await self._json("GET", f"{self.model.base_url}/batches/{batch_id}")
         status = str(data.get("status"))
-        counts = {k: int(v) for k, v in (data.get("request_counts") or {}).items()}
+        counts = _counts(data.get("request_counts"))
         ended = status in ("completed", "failed", "expired", "cancelled")
         return Polled(ended, status, counts, data)
 
@@ -260,6 +285,12 @@ class OpenAIWire(Wire):
             )
             ok = ("response", "body")
             out.update(_outcomes(raw, _OPENAI_OK, ok, _openai_outcome))
+        # a request with no line in either file: in an expired or cancelled batch it never
+        # ran (the Batch API writes no line for some of them); else see provider._batch
+        if polled.status == "expired":
+            out.setdefault("*", Outcome(failure="expired", message="the batch expired"))
+        elif polled.status == "cancelled":
+            out.setdefault("*", Outcome(failure="canceled", message="the batch was cancelled"))
         return out
 
     async def cancel(self, batch_id: str) -> None:
@@ -303,7 +334,7 @@ class AnthropicWire(Wire):
     async def poll(self, batch_id: str) -> Polled:
         data = await self._json("GET", f"{self.model.base_url}/messages/batches/{batch_id}")
         status = str(data.get("processing_status"))
-        counts = {k: int(v) for k, v in (data.get("request_counts") or {}).items()}
+        counts = _counts(data.get("request_counts"))
         return Polled(status == "ended", status, counts, data)
 
     async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
@@ -355,32 +386,30 @@ class GeminiWire(Wire):
     async def poll(self, batch_id: str) -> Polled:
         data = await self._json("GET", f"{self.model.base_url}/{batch_id}")
         meta = data.get("metadata") or {}
-        stats = meta.get("batchStats") or {}
-        counts = {k: int(v) for k, v in stats.items()}
-        status = str(meta.get("state") or "")
-        ended = bool(data.get("done")) or status in (
-            "BATCH_STATE_SUCCEEDED",
-            "BATCH_STATE_FAILED",
-            "BATCH_STATE_CANCELLED",
-            "BATCH_STATE_EXPIRED",
-        )
+        counts = _counts(meta.get("batchStats") or data.get("batchStats"))
+        status = str(meta.get("state") or data.get("state") or "")
+        ended = bool(data.get("done")) or _gemini_state(status) in _GEMINI_ENDED
         return Polled(ended, status, counts, data)
 
     async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
         data = polled.raw
-        if not data.get("response") and not data.get("error"):
+        if _gemini_output(data) is None and not data.get("error"):
             data = await self._json("GET", f"{self.model.base_url}/{batch_id}")
+        state = _gemini_state(polled.status)
         if data.get("error"):
             message = str((data["error"] or {}).get("message") or "the batch failed")
-            return {"*": Outcome(failure="errored", message=message[:300])}
-        response = data.get("response") or {}
+            kind = {"CANCELLED": "canceled", "EXPIRED": "expired"}.get(state, "errored")
+            return {"*": Outcome(failure=kind, message=message[:300])}
+        output = _gemini_output(data) or {}
         rows: list[dict[str, Any]] = []
-        inlined = response.get("inlinedResponses")
-        if isinstance(inlined, dict):
-            rows = list(inlined.get("inlinedResponses") or [])
-        elif response.get("responsesFile"):
+        inlined = output.get("inlinedResponses")
+        if isinstance(inlined, dict):  # the reference: InlinedResponses {inlinedResponses: []}
+            inlined = inlined.get("inlinedResponses")
+        if isinstance(inlined, list):  # (the SDKs flatten it to the list itself)
+            rows = [r for r in inlined if isinstance(r, dict)]
+        elif output.get("responsesFile"):
             base = self.model.base_url.rsplit("/v1beta", 1)[0]
-            name = response["responsesFile"]
+            name = output["responsesFile"]
             raw = await self.model.api_request(
                 "GET", f"{base}/download/v1beta/{name}:download?alt=media"
             )
@@ -388,7 +417,6 @@ class GeminiWire(Wire):
                 {"metadata": {"key": r.get("key")}, **{k: v for k, v in r.items() if k != "key"}}
                 for _, r in _lines(raw)
             ]
-        expired = polled.status == "BATCH_STATE_EXPIRED"
         out: dict[str, Outcome] = {}
         for row in rows:
             key = str((row.get("metadata") or {}).get("key"))
@@ -396,13 +424,44 @@ class GeminiWire(Wire):
                 out[key] = Outcome(row["response"])
             else:
                 error = row.get("error") or {}
-                kind = "expired" if expired else "errored"
+                kind = "expired" if state == "EXPIRED" else "errored"
                 message = f"{error.get('code', '')}: {error.get('message', '')}"
                 out[key] = Outcome(failure=kind, message=message[:300])
+        # a request with no response in a batch that did not succeed never ran
+        missing = {"FAILED": "errored", "CANCELLED": "canceled", "EXPIRED": "expired"}.get(state)
+        if missing is not None:
+            message = f"the batch ended {polled.status} without an answer for this request"
+            out.setdefault("*", Outcome(failure=missing, message=message))
         return out
 
     async def cancel(self, batch_id: str) -> None:
         await self._json("POST", f"{self.model.base_url}/{batch_id}:cancel", body={})
+
+
+#: Gemini's terminal batch states, without their prefix: the API reference's ``BatchState``
+#: is ``BATCH_STATE_SUCCEEDED`` ..., the batch guide's examples compare ``metadata.state``
+#: with ``JOB_STATE_SUCCEEDED`` ...; either is read.
+_GEMINI_ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
+
+
+def _gemini_state(state: str) -> str:
+    """``BATCH_STATE_RUNNING`` or ``JOB_STATE_RUNNING`` as ``RUNNING``."""
+    for prefix in ("BATCH_STATE_", "JOB_STATE_"):
+        if state.startswith(prefix):
+            return state[len(prefix) :]
+    return state
+
+
+def _gemini_output(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A finished batch's ``GenerateContentBatchOutput``: the operation's ``response``, or
+    the batch resource's ``output`` (in the operation's ``metadata``, or at the top when
+    the batch itself was returned)."""
+    meta = data.get("metadata")
+    output = meta.get("output") if isinstance(meta, dict) else None
+    for found in (data.get("response"), output, data.get("output")):
+        if isinstance(found, dict) and ("inlinedResponses" in found or "responsesFile" in found):
+            return found
+    return None
 
 
 def wire_for(model: LanguageModel) -> Wire:

@@ -452,14 +452,16 @@ class HTTPModel(LanguageModel):
     ) -> bytes:
         """One request to another endpoint of this model's API (a provider batch: file
         upload, create, retrieve, results, cancel) with this model's key, headers and
-        client; the body of a 2xx response, or the error its status maps to."""
+        client; the body of a 2xx response, or the error its status maps to. ``body`` is
+        sent as it is: the model's ``extra_body`` belongs in generation requests, not in
+        these (an unknown parameter there is refused)."""
         client = self._client()
         headers = await self._headers()
         if files is not None:
             del headers["content-type"]  # httpx writes the multipart boundary
             request = client.build_request(method, url, files=files, data=data, headers=headers)
         elif body is not None or content is not None:
-            raw = content if content is not None else self._body(body or {})
+            raw = content if content is not None else json.dumps(body or {}).encode()
             request = client.build_request(method, url, content=raw, headers=headers)
         else:
             del headers["content-type"]

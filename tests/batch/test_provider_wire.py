@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from langfx_nb.batch.provider_wire import AnthropicWire, OpenAIWire, Polled
+from langfx_nb.batch.provider_wire import AnthropicWire, GeminiWire, OpenAIWire, Polled
 from langfx_nb.errors import ProviderBatchError
 
 
@@ -100,3 +100,74 @@ async def test_a_damaged_succeeded_line_is_named_when_its_answer_is_read() -> No
     assert out["a"].body == BODY
     with pytest.raises(ProviderBatchError, match="not valid JSON"):
         out["b"].body  # noqa: B018
+
+
+class Operation(Files):
+    """A Gemini model whose batch GET answers ``operation`` (and the model's base URL)."""
+
+    base_url = "http://x/v1beta"
+
+    def __init__(self, operation: dict[str, Any]) -> None:
+        super().__init__(json.dumps(operation).encode())
+
+
+def gemini_op(state: str, rows: Any = None, **more: Any) -> dict[str, Any]:
+    op: dict[str, Any] = {"name": "batches/b1", "metadata": {"state": state}, **more}
+    if rows is not None:
+        op["response"] = {"inlinedResponses": rows}
+    return op
+
+
+GEMINI_OK = {"candidates": [{"content": {"parts": [{"text": "hi"}]}}]}
+
+
+@pytest.mark.parametrize("prefix", ["BATCH_STATE_", "JOB_STATE_"])
+async def test_gemini_states_read_in_either_vocabulary(prefix: str) -> None:
+    """The API reference's ``BatchState`` says ``BATCH_STATE_SUCCEEDED``; the batch guide's
+    examples compare ``metadata.state`` with ``JOB_STATE_SUCCEEDED``. A finished batch is
+    known by its state even where ``done`` is left out, and an expired one's failures are
+    ``expired`` (they are resubmitted as such)."""
+    wire = GeminiWire(Operation(gemini_op(f"{prefix}RUNNING")))
+    assert not (await wire.poll("batches/b1")).ended
+    late = {"error": {"code": 4, "message": "late"}, "metadata": {"key": "a"}}
+    rows = {"inlinedResponses": [late]}
+    wire = GeminiWire(Operation(gemini_op(f"{prefix}EXPIRED", rows)))
+    polled = await wire.poll("batches/b1")
+    assert polled.ended
+    out = await wire.results("batches/b1", polled)
+    assert out["a"].failure == "expired"
+    assert out["*"].failure == "expired"  # a request with no row at all never ran
+
+
+async def test_gemini_inlined_responses_as_the_reference_nests_them_or_as_a_list() -> None:
+    nested = {"inlinedResponses": [{"response": GEMINI_OK, "metadata": {"key": "a"}}]}
+    flat = [{"response": GEMINI_OK, "metadata": {"key": "a"}}]
+    for rows in (nested, flat):
+        wire = GeminiWire(Operation(gemini_op("BATCH_STATE_SUCCEEDED", rows, done=True)))
+        out = await wire.results("batches/b1", await wire.poll("batches/b1"))
+        assert out["a"].body == GEMINI_OK and "*" not in out
+
+
+async def test_gemini_a_failed_batch_without_an_error_fails_every_request() -> None:
+    wire = GeminiWire(Operation(gemini_op("BATCH_STATE_FAILED", done=True)))
+    out = await wire.results("batches/b1", await wire.poll("batches/b1"))
+    assert out["*"].failure == "errored" and "BATCH_STATE_FAILED" in out["*"].message
+    wire = GeminiWire(Operation(gemini_op("JOB_STATE_CANCELLED", done=True)))
+    out = await wire.results("batches/b1", await wire.poll("batches/b1"))
+    assert out["*"].failure == "canceled"
+
+
+async def test_counts_keep_numbers_and_leave_unknown_members_out() -> None:
+    batch = {
+        "status": "in_progress",
+        "request_counts": {"total": 5, "completed": "2", "failed": 0, "x_new": None, "y": "n/a"},
+    }
+    polled = await OpenAIWire(Files(json.dumps(batch).encode())).poll("b1")
+    assert polled.counts == {"total": 5, "completed": 2, "failed": 0}
+
+
+async def test_openai_requests_without_a_line_in_a_cancelled_batch_were_canceled() -> None:
+    raw = jsonl(openai_ok("a", BODY))
+    polled = Polled(True, "cancelled", raw={"output_file_id": "f", "error_file_id": None})
+    out = await OpenAIWire(Files(raw)).results("b1", polled)
+    assert out["a"].body == BODY and out["*"].failure == "canceled"

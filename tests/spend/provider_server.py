@@ -42,18 +42,31 @@ Batch wire formats (from the public API references):
   {requestCount, successfulRequestCount, failedRequestCount, pendingRequestCount}``,
   ``response.inlinedResponses.inlinedResponses: [{response | error, metadata: {key}}]``),
   ``POST /batches/{id}:cancel``. Inline requests up to 20 MB.
+
+``variant=True`` keeps to the same references where they leave room, but not the way the
+default does (what a fake written by someone else from the same pages may do): result files
+list the requests in reverse order (OpenAI, Anthropic: "not guaranteed to be in the same
+order as requests"), with ``\r\n`` line ends and no final newline, unknown members first
+on every line and object, gzip-encoded when the client accepts it; Anthropic's
+``results_url`` points at another listener (``results_host``, another port) that requires
+the same ``x-api-key`` and ``anthropic-version`` headers; the first status poll of every
+batch fails with the provider's documented overload error (OpenAI 503, Anthropic 529
+``overloaded_error``, Gemini 503 ``UNAVAILABLE``); Gemini reports states as its batch
+guide's examples do (``JOB_STATE_RUNNING`` ...). In every mode the create requests refuse
+members the references do not list, as the real APIs do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import json
 import re
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Self
 
 from tests.http_server import Request, ThreadedServer, send
 
@@ -83,8 +96,15 @@ class ProviderServer(ThreadedServer):
         fail_items: frozenset[str] = frozenset(),
         expire_items: frozenset[str] = frozenset(),
         completion_tokens: int = 12,
+        variant: bool = False,
     ) -> None:
         super().__init__()
+        self.variant = variant
+        #: with ``variant``: where Anthropic's ``results_url`` points
+        self.results_host = _ResultsHost(self) if variant else None
+        self.gzipped = 0  # responses sent gzip-encoded
+        self.poll_errors = 0  # polls answered with an overload error (``variant``)
+        self.headers: list[dict[str, str]] = []  # the headers of every request, in order
         self.steps_to_finish = steps_to_finish
         self.fail_items = fail_items
         self.expire_items = expire_items
@@ -104,6 +124,27 @@ class ProviderServer(ThreadedServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def start(self) -> Self:
+        super().start()
+        if self.results_host is not None:
+            self.results_host.start()
+        return self
+
+    def stop(self) -> None:
+        if self.results_host is not None:
+            self.results_host.stop()
+        super().stop()
+
+    def create_requests(self, provider: str) -> int:
+        """How many batches were asked for (create requests received, accepted or not)."""
+        path = {
+            "openai": "/openai/v1/batches",
+            "anthropic": "/anthropic/v1/messages/batches",
+        }.get(provider)
+        if path is None:
+            return sum(1 for m, p in self.requests if p.endswith(":batchGenerateContent"))
+        return sum(1 for m, p in self.requests if m == "POST" and p == path)
+
     def _id(self, prefix: str) -> str:
         with self._lock:
             self._next += 1
@@ -114,13 +155,52 @@ class ProviderServer(ThreadedServer):
         method, path = request.method, request.path.split("?", 1)[0]
         with self._lock:
             self.requests.append((method, path))
+            self.headers.append(dict(request.headers))
         try:
             status, ctype, payload = self._route(method, path, request.headers, request.body)
         except Exception as exc:  # a bug here must show as a 500, not a hang
             status, ctype = 500, "application/json"
             payload = json.dumps({"error": {"message": repr(exc)}}).encode()
-        await send(writer, status, {"content-type": ctype}, payload)
+        await send(writer, status, *self._encoded(request, ctype, payload))
         return True
+
+    def _encoded(
+        self, request: Request, ctype: str, payload: bytes
+    ) -> tuple[dict[str, str], bytes]:
+        """``variant``: result files gzip-encoded when the client accepts it."""
+        headers = {"content-type": ctype}
+        accepts = request.headers.get("accept-encoding", "")
+        if self.variant and "jsonl" in ctype and "gzip" in accepts:
+            with self._lock:
+                self.gzipped += 1
+            return {**headers, "content-encoding": "gzip"}, gzip.compress(payload)
+        return headers, payload
+
+    def _overloaded(self, batch: dict[str, Any]) -> tuple[int, str, bytes] | None:
+        """``variant``: the first status poll of each batch fails as the provider documents
+        an overloaded or unavailable service; the poll does not count."""
+        if not self.variant or batch.get("poll_failed"):
+            return None
+        batch["poll_failed"] = True
+        with self._lock:
+            self.poll_errors += 1
+        js = "application/json"
+        provider = batch["provider"]
+        if provider == "openai":
+            body = {"error": {"message": "overloaded", "type": "server_error", "code": None}}
+            return 503, js, _dump(body)
+        if provider == "anthropic":
+            body = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+            return 529, js, _dump(body)
+        return 503, js, _gemini_error(503, "UNAVAILABLE", "The service is currently unavailable.")
+
+    def _file(self, rows: list[dict[str, Any]]) -> bytes:
+        """A JSONL result file: in order, ``\n`` after each line; ``variant``: reversed,
+        ``\r\n`` between lines, none after the last, an unknown member first."""
+        if not self.variant:
+            return "".join(json.dumps(r) + "\n" for r in rows).encode()
+        rows = [{"x_unknown": {"note": "ignore me"}, **r} for r in reversed(rows)]
+        return "\r\n".join(json.dumps(r) for r in rows).encode()
 
     def _route(
         self, method: str, path: str, headers: dict[str, str], body: bytes
@@ -403,6 +483,9 @@ class ProviderServer(ThreadedServer):
         )
 
     def _openai_create(self, body: dict[str, Any]) -> tuple[int, str, bytes]:
+        unknown = set(body) - _OPENAI_CREATE
+        if unknown:  # as the API: "Unrecognized request argument supplied"
+            return 400, "application/json", _error("invalid_request_error", f"{unknown}")
         data = self.files.get(body.get("input_file_id", ""))
         if data is None or body.get("completion_window") != "24h":
             return 400, "application/json", _error("invalid_request_error", "bad batch")
@@ -460,13 +543,15 @@ class ProviderServer(ThreadedServer):
                     err.append(row)
             if out:
                 out_id = batch["output_file_id"] = self._id("file-")
-                self.files[out_id] = "".join(json.dumps(r) + "\n" for r in out).encode()
+                self.files[out_id] = self._file(out)
             if err:
                 err_id = batch["error_file_id"] = self._id("file-")
-                self.files[err_id] = "".join(json.dumps(r) + "\n" for r in err).encode()
+                self.files[err_id] = self._file(err)
         total = len(batch["items"])
         done = counts["succeeded"]
+        unknown = {"x_unknown": {"note": "ignore me"}} if self.variant else {}
         return {
+            **unknown,
             "id": batch_id,
             "object": "batch",
             "endpoint": "/v1/chat/completions",
@@ -493,12 +578,17 @@ class ProviderServer(ThreadedServer):
             if batch["status"] in ("pending", "running"):
                 batch["status"] = "cancelling"
         else:
+            failed = self._overloaded(batch)
+            if failed is not None:
+                return failed
             self._advance(batch)
         return 200, "application/json", _dump(self._openai_object(batch_id))
 
     # -- Anthropic batch ------------------------------------------------------------------------
     def _anthropic_create(self, body: dict[str, Any]) -> tuple[int, str, bytes]:
         requests = body.get("requests")
+        if set(body) != {"requests"}:  # as the API: "Extra inputs are not permitted"
+            return 400, "application/json", _error("invalid_request_error", "extra inputs")
         if not isinstance(requests, list) or not requests:
             return 400, "application/json", _error("invalid_request_error", "requests")
         if len(requests) > ANTHROPIC_MAX_REQUESTS:
@@ -516,7 +606,10 @@ class ProviderServer(ThreadedServer):
         counts = self._counts(batch)
         ended = batch["results"] is not None
         n = len(batch["items"])
+        host = self.results_host.url if self.results_host is not None else self.url
+        unknown = {"x_unknown": {"note": "ignore me"}} if self.variant else {}
         return {
+            **unknown,
             "id": batch_id,
             "type": "message_batch",
             "processing_status": "ended"
@@ -533,10 +626,13 @@ class ProviderServer(ThreadedServer):
             "created_at": "2026-12-03T00:00:00Z",
             "expires_at": "2026-12-04T00:00:00Z",
             "cancel_initiated_at": None,
-            "results_url": f"{self.url}/anthropic/v1/messages/batches/{batch_id}/results"
+            "results_url": f"{host}/anthropic/v1/messages/batches/{batch_id}/results"
             if ended
             else None,
         }
+
+    def anthropic_results(self, batch_id: str) -> tuple[int, str, bytes]:
+        return self._anthropic_batch(batch_id, "/results")
 
     def _anthropic_batch(self, batch_id: str, what: str) -> tuple[int, str, bytes]:
         batch = self.batches.get(batch_id)
@@ -545,7 +641,7 @@ class ProviderServer(ThreadedServer):
         if what == "/results":
             if batch["results"] is None:
                 return 400, "application/json", _error("invalid_request_error", "not ended")
-            lines = []
+            rows = []
             for custom_id, kind, answer in batch["results"]:
                 result: dict[str, Any] = {"type": kind}
                 if kind == "succeeded":
@@ -555,12 +651,15 @@ class ProviderServer(ThreadedServer):
                         "type": "error",
                         "error": {"type": "invalid_request_error", "message": "bad request"},
                     }
-                lines.append(json.dumps({"custom_id": custom_id, "result": result}) + "\n")
-            return 200, "application/x-jsonl", "".join(lines).encode()
+                rows.append({"custom_id": custom_id, "result": result})
+            return 200, "application/x-jsonl", self._file(rows)
         if what == "/cancel":
             if batch["status"] in ("pending", "running"):
                 batch["status"] = "cancelling"
         else:
+            failed = self._overloaded(batch)
+            if failed is not None:
+                return failed
             self._advance(batch)
         return 200, "application/json", _dump(self._anthropic_object(batch_id))
 
@@ -591,6 +690,8 @@ class ProviderServer(ThreadedServer):
             "cancelled": "BATCH_STATE_CANCELLED",
             "ended": "BATCH_STATE_SUCCEEDED",
         }[batch["status"]]
+        if self.variant:  # the batch guide's words for the same states
+            state = state.replace("BATCH_STATE_", "JOB_STATE_")
         n = len(batch["items"])
         meta = {
             "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
@@ -631,8 +732,44 @@ class ProviderServer(ThreadedServer):
             if batch["status"] in ("pending", "running"):
                 batch["status"] = "cancelling"
             return 200, "application/json", b"{}"
+        failed = self._overloaded(batch)
+        if failed is not None:
+            return failed
         self._advance(batch)
         return 200, "application/json", _dump(self._gemini_operation(batch_id))
+
+
+#: the members of OpenAI's create-batch request
+_OPENAI_CREATE = frozenset(
+    {"input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after"}
+)
+
+
+class _ResultsHost(ThreadedServer):
+    """Another listener serving Anthropic's result files (``variant``): ``results_url`` is
+    absolute and may point anywhere. It refuses a request without the API's headers."""
+
+    def __init__(self, main: ProviderServer) -> None:
+        super().__init__()
+        self.main = main
+        self.requests: list[tuple[str, dict[str, str]]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    async def respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        self.requests.append((request.path, dict(request.headers)))
+        m = re.fullmatch(r"/anthropic/v1/messages/batches/([\w-]+)/results", request.path)
+        js = "application/json"
+        if m is None:
+            status, ctype, payload = 404, js, _error("not_found_error", request.path)
+        elif not request.headers.get("x-api-key") or not request.headers.get("anthropic-version"):
+            status, ctype, payload = 401, js, _error("authentication_error", "x-api-key")
+        else:
+            status, ctype, payload = self.main.anthropic_results(m.group(1))
+        await send(writer, status, *self.main._encoded(request, ctype, payload))
+        return True
 
 
 def _dump(data: Any) -> bytes:

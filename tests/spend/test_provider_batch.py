@@ -256,9 +256,19 @@ def test_kill_9_while_pending_then_resume_polls_the_same_batches(
         server.steps_to_finish = 1  # the provider finishes it now
         out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr[-2000:]
-        final = json.loads(out.stdout.strip().splitlines()[-1])
+        *lines, last = out.stdout.strip().splitlines()
+        final = json.loads(last)
         assert len(server.batches) == 1  # polled by id, never submitted again
         assert final == {"results": [f"label-t{i}" for i in range(12)], "failed": 0}
+        # what the rerun showed: never "submitting"; the batch resumed from the manifest
+        from langfx_nb.batch.progress import provider_lines
+
+        shown = [json.loads(line)["provider"] for line in lines]
+        assert all(p["status"] != "submitting" for p in shown)
+        assert provider_lines(shown[-1])[0] == (
+            "provider collected: 12 / 12 completed, 0 failed in 1 batch "
+            "(1 resumed from the run manifest)"
+        )
         assert sorted(server.batched.values()) == [1] * 12 and not server.answered
 
 

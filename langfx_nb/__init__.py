@@ -3,7 +3,8 @@
 ``import langfx_nb as lf``; the whole public API is re-exported here once. The notebook layer
 (``lf.nb``), evaluation (``lf.eval``; not in ``__all__``, so a star import never shadows the
 builtin ``eval``), the OpenTelemetry export (``lf.otel``) and the provider adapters
-(``lf.llms.Gemini`` ...) are imported on first use.
+(``lf.llms.Gemini`` ...) are imported on first use; in a Jupyter kernel the notebook layer
+is imported with the package (see the end of this module).
 """
 
 from __future__ import annotations
@@ -260,3 +261,23 @@ def unload_ipython_extension(ipython: Any) -> None:
     from .notebook import unload_ipython_extension as unload
 
     unload(ipython)
+
+
+def _in_jupyter_kernel() -> bool:
+    """True when this import runs in a Jupyter kernel (not terminal IPython, not a script)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+# In a Jupyter kernel the notebook layer loads with the package, so a batch shows its live
+# view and a report its widget after a plain ``import langfx_nb as lf`` (SPEC: "in a notebook
+# a batch shows a live progress view"). Without the ``notebook`` extra nothing is shown.
+if _in_jupyter_kernel():
+    import contextlib
+    import importlib
+
+    with contextlib.suppress(ImportError):
+        importlib.import_module(".notebook", __name__)

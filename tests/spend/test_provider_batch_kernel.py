@@ -22,8 +22,7 @@ pytestmark = [pytest.mark.realserver, pytest.mark.timeout(90)]
 jupyter_client = pytest.importorskip("jupyter_client")
 
 SETUP = """
-import langfx_nb as lf, pydantic
-lf.nb  # the notebook layer: the live batch view
+import langfx_nb as lf, pydantic  # in a kernel, the live batch view with no lf.nb
 from langfx_nb.llms.openai import OpenAI
 class Label(pydantic.BaseModel):
     item: str

@@ -454,7 +454,9 @@ class HTTPModel(LanguageModel):
         upload, create, retrieve, results, cancel) with this model's key, headers and
         client; the body of a 2xx response, or the error its status maps to. ``body`` is
         sent as it is: the model's ``extra_body`` belongs in generation requests, not in
-        these (an unknown parameter there is refused)."""
+        these (an unknown parameter there is refused). A redirect is an
+        ``InvalidRequestError``, not followed: the key would go to another address, and its
+        empty body must not read as an empty results file."""
         client = self._client()
         headers = await self._headers()
         if files is not None:
@@ -474,7 +476,7 @@ class HTTPModel(LanguageModel):
                 await response.aclose()
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             self._raise_status(response, response.content)
         return response.content
 

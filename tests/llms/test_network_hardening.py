@@ -287,3 +287,19 @@ async def test_gemini_body_without_events_is_a_protocol_error(
     async with served("gemini", reply) as (_, lm):
         with pytest.raises(lf.StreamProtocolError):
             await _drain(lm)
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_a_redirect_on_another_api_endpoint_is_an_error_and_not_followed(
+    provider: str,
+) -> None:
+    """A provider batch's results read through ``api_request``: a redirect's empty body must
+    not read as an empty results file (every item would be paid for again), and the key must
+    not follow it to another address."""
+    async with local_server(Reply(200, {"content-length": "2"}, [b"ok"])) as elsewhere:
+        moved = Reply(302, {"location": f"{elsewhere.url}/results", "content-length": "0"})
+        async with served(provider, moved) as (server, lm):
+            with pytest.raises(lf.InvalidRequestError, match="HTTP 302"):
+                await lm.api_request("GET", f"{server.url}/v1/batches/b1/results")
+        assert len(server.requests) == 1
+        assert elsewhere.requests == []

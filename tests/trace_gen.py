@@ -5,6 +5,7 @@ then items, each with a query, a tool call and a log; every 97th step fails."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +18,11 @@ class BigTrace:
     items: int
 
 
-def write_big_trace(path: Path, nodes: int, *, deep: int = 60) -> BigTrace:
-    """Write a trace of exactly ``nodes`` nodes (at least ``deep + 3``) as the core writes it."""
+def write_big_trace(
+    path: Path, nodes: int, *, deep: int = 60, prompt: Callable[[int], str] | None = None
+) -> BigTrace:
+    """Write a trace of exactly ``nodes`` nodes (at least ``deep + 3``) as the core writes it.
+    ``prompt(i)``: step ``i``'s query prompt (default ``"question number {i}"``)."""
     header = {"format": "langfx_nb.trace", "version": 1, "session": {"id": "big"}}
     out = [json.dumps(header)[:-1] + ',"nodes":[']
     add = out.append
@@ -54,7 +58,7 @@ def write_big_trace(path: Path, nodes: int, *, deep: int = 60) -> BigTrace:
             add(
                 f',{{"id":"q{i}","parent_id":"{item}","kind":"query","name":"query",'
                 f'"status":"ok","start":{i}.0,"end":{i}.5,'
-                f'"inputs":{{"prompt":"question number {i}"}},"outputs":{{"text":"answer {i}"}},'
+                f'"inputs":{{"prompt":{_prompt(prompt, i)}}},"outputs":{{"text":"answer {i}"}},'
                 '"usage":{"prompt_tokens":20,"completion_tokens":7,"total_tokens":27}}'
             )
         elif step == 2:
@@ -77,3 +81,9 @@ def write_big_trace(path: Path, nodes: int, *, deep: int = 60) -> BigTrace:
     add("]}")
     path.write_text("".join(out), encoding="utf-8")
     return BigTrace(nodes=nodes, failed=failed, deep=deep, items=items)
+
+
+def _prompt(prompt: Callable[[int], str] | None, i: int) -> str:
+    if prompt is None:
+        return f'"question number {i}"'
+    return json.dumps(prompt(i), ensure_ascii=False)

@@ -44,7 +44,7 @@ __all__ = [
 
 SIDECAR_SUFFIX = ".lfxidx"
 _SIDECAR_MAGIC = "langfx_nb.trace_index"
-_SIDECAR_VERSION = 3
+_SIDECAR_VERSION = 4  # 4: "shown" and "search" offsets count UTF-8 bytes (3: characters)
 # the index's flat arrays saved as bytes, in this order ("s": a UTF-8 string)
 _ARRAYS = (
     "parent", "kind", "status", "start", "end", "tokens", "cost", "shown_at", "line",
@@ -405,11 +405,10 @@ def write_index_sidecar(
     ids = "\n".join(index.ids)
     if ids.count("\n") != max(0, len(index.ids) - 1):
         return  # an id with a line break: not worth a format of its own
-    # arrays are written as they are (no copy: the buffer protocol), text encoded
+    # arrays and texts are written as they are (no copy: the buffer protocol), ids encoded
     parts: list[tuple[str, str, bytes | bytearray | array[Any]]]
     parts = [("ids", "s", ids.encode("utf-8", "surrogatepass"))]
-    parts += [("shown", "s", index.shown.encode("utf-8", "surrogatepass"))]
-    parts += [("search", "s", index.search.encode("utf-8", "surrogatepass"))]
+    parts += [("shown", "s", index.shown), ("search", "s", index.search)]
     parts += [(name, value.typecode, value) for name, value in arrays.items()]
     rows = index.default_rows()
     if rows is None:
@@ -466,8 +465,7 @@ def read_index_sidecar(
         if index.ids == [""]:
             index.ids = []
         index.pos = dict(zip(index.ids, range(len(index.ids)), strict=True))
-        index.shown = data.pop("shown").decode("utf-8", "surrogatepass")
-        index.search = data.pop("search").decode("utf-8", "surrogatepass")
+        index.shown, index.search = data.pop("shown"), data.pop("search")
         for name in _ARRAYS:
             if codes[name] == "B":
                 setattr(index, name, bytearray(data.pop(name)))

@@ -2,11 +2,11 @@
 
 A trace of 1,000,000 nodes as Python dicts is gigabytes; here each node is a few numbers in
 flat arrays (parent, kind, status, start, end, own and subtree tokens/cost, descendants) plus
-one lowercase search string, and its full record stays in the file: :func:`open_index` reads
-a trace file in chunks, checks every node with the core's strict node reader
-(``TraceNode.from_json``) and remembers where each record starts, so the detail pane reads one
-record back on demand. A trace already in memory (:meth:`TraceIndex.from_nodes`) keeps its
-records instead.
+its row text and lowercase search text in two UTF-8 byte strings, and its full record stays in
+the file: :func:`open_index` reads a trace file in chunks, checks every node with the core's
+strict node reader (``TraceNode.from_json``) and remembers where each record starts, so the
+detail pane reads one record back on demand. A trace already in memory
+(:meth:`TraceIndex.from_nodes`) keeps its records instead.
 
 The page never holds the whole trace: it sends what it shows (expanded rows, filter, the range
 of rows on screen plus a margin) and gets :meth:`TraceIndex.window` back: exact counts (nodes,
@@ -22,7 +22,7 @@ import json
 import math
 import operator
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, get_args
 
 from ..agentic.trace import NodeKind, NodeStatus
@@ -129,14 +129,15 @@ class TraceIndex:
         self.end = array("d")
         self.tokens = array("q")
         self.cost = array("d")  # NaN: no price known
-        # per node, one line each: "name\x1fhint" as a row shows them, and the search text
-        self.shown = ""
-        self.shown_at = array("q")
-        self.search = ""
-        self.line = array("q")  # where each node's search text starts in ``search``
-        self._shown_chunks: list[str] = []
-        self._search_chunks: list[str] = []
-        self._chars = [0, 0]
+        # per node, one line each: "name\x1fhint" as a row shows them, and the search text,
+        # in UTF-8 (a Python str of all nodes would take 2 or 4 bytes for every character if
+        # one somewhere is wide: an em dash, a CJK or "…" takes 2, an emoji 4), grown in place
+        # batch by batch (pieces joined at the end left as much freed memory resident)
+        self.shown: bytes | bytearray = b""
+        self.shown_at = array("q")  # where each node's line starts in ``shown`` (bytes)
+        self.search: bytes | bytearray = b""
+        self.line = array("q")  # where each node's search text starts in ``search`` (bytes)
+        self._shown_text, self._search_text = bytearray(), bytearray()
         #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
         self.extra: dict[int, dict[str, Any]] = {}
         self.orphans: dict[int, str] = {}  # nodes whose parent is not in the trace
@@ -328,10 +329,10 @@ class TraceIndex:
 
     def _add_text(self, shown: list[str], texts: list[str]) -> None:
         """One batch's row texts: name and hint as shown, and the lowercase search text, each
-        one line per node in one string (``shown_at`` / ``line``: where each line starts)."""
-        for lines, chunks, items, lower in (
-            (self.shown_at, self._shown_chunks, shown, False),
-            (self.line, self._search_chunks, texts, True),
+        one line per node in UTF-8 (``shown_at`` / ``line``: where each line starts)."""
+        for lines, text, items, lower in (
+            (self.shown_at, self._shown_text, shown, False),
+            (self.line, self._search_text, texts, True),
         ):
             if not items:
                 return
@@ -345,10 +346,15 @@ class TraceIndex:
                     items = [t.lower() for t in items]
                     low = "\n".join(items) + "\n"
                 chunk = low
-            base = self._chars[lower]
-            lines.extend(itertools.accumulate((len(t) + 1 for t in items[:-1]), initial=base))
-            self._chars[lower] = base + len(chunk)
-            chunks.append(chunk)
+            data = chunk.encode("utf-8", "surrogatepass")
+            # the lines, to count their bytes (as many as characters in an ASCII batch)
+            split: Sequence[Sized] = items if len(data) == len(chunk) else data.split(b"\n")
+            lines.extend(
+                itertools.accumulate(
+                    (len(t) + 1 for t in split[: len(items) - 1]), initial=len(text)
+                )
+            )
+            text += data
 
     def finish(self) -> None:
         """Derive the tree (children, depths, order, subtree sums) once every node is added."""
@@ -360,8 +366,7 @@ class TraceIndex:
             if p < 0:
                 self.orphans[i] = parent_id
         self._later = {}
-        self.shown, self._shown_chunks = "".join(self._shown_chunks), []
-        self.search, self._search_chunks = "".join(self._search_chunks), []
+        self.shown, self.search = self._shown_text, self._search_text
         # children lists as one flat array (CSR): kids of i are child[first[i]:first[i + 1]]
         parent_of = self.parent
         kids_of = [0] * (n + 1)
@@ -526,8 +531,9 @@ class TraceIndex:
             self._close()
 
     def _summary(self, i: int) -> dict[str, Any]:
-        at = self.shown_at[i]
-        name, _, hint = self.shown[at : self.shown.index("\n", at)].partition("\x1f")
+        at, shown = self.shown_at[i], self.shown
+        line = shown[at : shown.index(b"\n", at)].decode("utf-8", "surrogatepass")
+        name, _, hint = line.partition("\x1f")
         parent = self.parent[i]
         return row_summary(
             self.ids[i],
@@ -545,7 +551,11 @@ class TraceIndex:
 
     def _matches(self, query: str) -> tuple[bytearray, bytearray, array[int], int]:
         """Every node whose search text holds ``query`` (lowercase), and their ancestors:
-        marks per node (1 = a match / kept), the kept nodes in tree order, the match count."""
+        marks per node (1 = a match / kept), the kept nodes in tree order, the match count.
+
+        Searched in UTF-8, which finds the same nodes: a character's bytes never appear
+        inside another's, so bytes match only where the characters do. A match lies inside
+        one node's line (lines hold no line break; a query with one matches nothing)."""
         cached = self._match_cache
         if cached is not None and cached[0] == query:
             return cached[1]
@@ -554,7 +564,8 @@ class TraceIndex:
         parent_of, rank, find, where = self.parent, self.rank, text.find, bisect.bisect_right
         kept: list[int] = []  # ranks of the kept nodes
         found = 0
-        at = find(query)
+        needle = query.encode("utf-8", "surrogatepass")
+        at = find(needle) if "\n" not in query else -1
         while at >= 0:
             i = where(line, at) - 1
             hits[i] = 1
@@ -564,7 +575,7 @@ class TraceIndex:
                 keep[j] = 1
                 kept.append(rank[j])
                 j = parent_of[j]
-            at = find(query, line[i + 1] if i + 1 < n else len(text))
+            at = find(needle, line[i + 1] if i + 1 < n else len(text))
         kept.sort()
         rows = array("i", map(self.by_rank.__getitem__, kept))
         result = (hits, keep, rows, found)

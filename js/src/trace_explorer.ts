@@ -1110,6 +1110,7 @@ export default () => {
       search.addEventListener("input", () => {
         clearTimeout(searchTimer);
         searchTimer = setTimeout(() => {
+          searchTimer = undefined;
           shared.query = search.value;
           notify();
         }, 120);
@@ -1118,7 +1119,9 @@ export default () => {
       model.on("change:title", onTitle);
       const listener = (patches: Patch[]) => {
         if (patches.length === 0) {
-          if (search.value !== shared.query && document.activeElement !== search) search.value = shared.query;
+          // (a filter typed and not yet applied is kept: a redraw meanwhile, such as the
+          // reading progress of a large file, must not undo it)
+          if (search.value !== shared.query && document.activeElement !== search && searchTimer === undefined) search.value = shared.query;
         }
         schedule(patches);
       };

@@ -786,7 +786,7 @@ export default () => {
         const v = rowValuesOf(node, depth, r, belowCounts, shared.ended, gone);
         const still = ["running", "waiting for approval", "open"].includes(v.status);
         const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: v.name || id }));
-        if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below})` }));
+        if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below}${partial ? " so far" : ""})` }));
         // a collapsed row says how many nodes it holds: nothing is hidden without a count
         // (while a file's first part is shown, of those read so far: more may follow)
         if (hasChildren && !expanded && r && r.descendants) label.append(h("span", { class: "lfx-te-more", text: `${r.descendants.toLocaleString("en-US")} nodes${partial ? " so far" : ""}` }));

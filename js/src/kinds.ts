@@ -15,7 +15,8 @@ export const KINDS = {
   "TRACE_OPENED": "trace_opened",
   "WINDOW_REQUEST": "window_request",
   "WINDOW": "window",
-  "SHOW": "show"
+  "SHOW": "show",
+  "READING": "reading"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

@@ -630,11 +630,13 @@ class WidgetDisplayMixin:
                 handle.update(static, raw=True)
 
 
-def trace_index_html(index: Any, *, title: str = "") -> str:
+def trace_index_html(index: Any, *, title: str = "", partial: str | None = None) -> str:
     """The saved-notebook copy of a trace too large to list (a ``TraceIndex``), bounded to
     about ``MAX_ROWS`` rows whatever its size: a summary, exact counts by status and kind,
     the first rows depth first with exact subtree sums, and for every row whose subtree is
-    not all shown, "… N more nodes" (and the same for the whole trace)."""
+    not all shown, "… N more nodes" (and the same for the whole trace). ``partial``: the index
+    holds the first part of a trace file only; this line says so, and every count is labelled
+    as of the nodes read so far."""
     counts = index.counts_cached()
     rows = list(index.first_rows(MAX_ROWS))
     out: list[str] = []
@@ -677,24 +679,30 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
         open_rows.append((i, depth, 0))
     close_to(0)
     total = len(index)
-    more = f"<div>… {total - len(rows):,} more nodes</div>" if len(rows) < total else ""
+    so_far = " read so far" if partial is not None else ""
+    more = f"<div>… {total - len(rows):,} more nodes{so_far}</div>" if len(rows) < total else ""
 
     def table(name: str, values: Mapping[str, int]) -> str:
         cells = ", ".join(f"{esc(k or '—')} {v:,}" for k, v in sorted(values.items()))
         return f'<div class="lfx-k">{name}: {cells}</div>'
 
     head = f"<b>{esc(title)}</b> " if title else ""
-    head += f"<div>{total:,} nodes (first {len(rows):,} shown)</div>"
+    if partial is not None:
+        head += f'<div class="lfx-st-running">{esc(partial)}</div>'
+    head += f"<div>{total:,} nodes{so_far} (first {len(rows):,} shown)</div>"
     head += table("by status", counts["status"]) + table("by kind", counts["kind"])
     return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{"".join(out)}</ul>{more}</div>'
 
 
-def trace_index_text(index: Any, *, title: str = "") -> str:
-    """``trace_text`` for a ``TraceIndex`` (counts per status as the rows show them)."""
+def trace_index_text(index: Any, *, title: str = "", partial: str | None = None) -> str:
+    """``trace_text`` for a ``TraceIndex`` (counts per status as the rows show them);
+    ``partial``: as for :func:`trace_index_html`."""
     counts: dict[str, int] = {}
     for status, n in index.counts_cached()["status"].items():
         label = "unfinished" if status in ("running", "waiting") else status
         counts[label] = counts.get(label, 0) + n
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
-    return f"{name}: {len(index)} nodes" + (f" ({detail})" if detail else "")
+    so_far = " read so far" if partial is not None else ""
+    text = f"{name}: {len(index)} nodes{so_far}" + (f" ({detail})" if detail else "")
+    return text if partial is None else f"{text} — {partial}"

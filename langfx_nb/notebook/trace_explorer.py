@@ -31,9 +31,10 @@ from .render import (
     trace_text,
 )
 from .trace_data import read_trace, view_node
-from .trace_file import open_index
-from .trace_index import INDEX_FILE_BYTES, WINDOW_NODES, TraceIndex
+from .trace_file import Prefix
+from .trace_index import WINDOW_NODES, TraceIndex
 from .trace_live import LiveIndex, row_patch
+from .trace_open import BackgroundRead, ReadingStatus, big_trace_file, open_trace_file
 from .trace_rows import LIVE
 from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
 from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
@@ -217,6 +218,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     view_state = traitlets.Dict().tag(sync=True)
     # set before a saved trace is read: a bad one raises, and the half-built widget is closed
     _unsubscribe: Callable[[], Any] | None = None
+    _reading: BackgroundRead | None = None
 
     def __init__(
         self,
@@ -246,15 +248,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
             source = source.session  # a BatchResult without a manifest: its session
         if source is not None and not hasattr(source, "subscribe"):
-            big = _big_file(source)
+            big = big_trace_file(source)
             if _is_manifest(source):
                 self._index = _open_store_index(Path(source))
                 self._reducer.ended = True
             elif big is not None:
-                self._index = _open_file_index(big)
-                self._reducer.ended = True
-                self._reducer.summary = _summary(self._index.header)
-                self._reducer.offset = _index_offset(self._index)
+                self._index, prefix = open_trace_file(big)
+                _adopt_index(self._reducer, self._index)
+                self._reading = self._background_read(prefix)
             else:
                 self._adopt(read_trace(source), ended=True)
                 if len(self._reducer.nodes) > WINDOW_NODES:
@@ -274,6 +275,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self.on_msg(self._on_view_message)
         if source is not None and hasattr(source, "subscribe"):
             self.watch(source)
+        if self._reading is not None:
+            self._reading.start()
 
     @property
     def _live(self) -> LiveIndex | None:
@@ -285,6 +288,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return self._reducer.snapshot()
         reducer = self._reducer
         out: dict[str, Any] = {"windowed": index.window(start=0, count=200), "ended": True}
+        if self._reading is not None:
+            out["reading"] = self._reading.status.to_json()
         span = index.span()
         if span is not None:
             out["span"] = list(span)
@@ -330,16 +335,17 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         ``ValueError`` and the explorer keeps showing what it showed."""
         reducer = TraceReducer()
         index: TraceIndex | None = None
+        prefix: Prefix | None = None
         session = source if hasattr(source, "subscribe") else None
         if session is None:
-            big = _big_file(source)
+            big = big_trace_file(source)
             if big is not None:
-                index = _open_file_index(big)
-                reducer.ended = True
-                reducer.summary = _summary(index.header)
-                reducer.offset = _index_offset(index)
+                index, prefix = open_trace_file(big)
+                _adopt_index(reducer, index)
             else:
                 data = read_trace(source)  # raises before anything is replaced
+        self._stop_reading()
+        self._reading = self._background_read(prefix)
         if self._unsubscribe is not None:
             try:
                 self._unsubscribe()
@@ -364,30 +370,81 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self._adopt(data, ended=True)
             if len(reducer.nodes) > WINDOW_NODES:
                 self._index = TraceIndex.from_nodes(reducer.nodes.values())
-        state = {**self._initial_state(), "seq": seq}
-        encoded = _encode(state)
-        view = dict(view_state) if view_state is not None else {}
-        if self.comm is not None:  # the views on screen swap first; the traits follow
-            self.send(
-                {
-                    "kind": MessageKind.SHOW.value,
-                    "seq": seq,
-                    "title": self.title if title is None else title,
-                    "view_state": view,
-                },
-                buffers=[encoded],
-            )
-        with self.hold_sync():
-            if title is not None:
-                self.title = title
-            self.view_state = view
-            self.state = encoded
+        self._send_show(seq, title, dict(view_state) if view_state is not None else {})
         if session is not None:
             handle = session.subscribe(self.push)
             if callable(handle):
                 self._unsubscribe = handle
             elif hasattr(session, "unsubscribe"):
                 self._unsubscribe = lambda: session.unsubscribe(self.push)
+        self._refresh_displays()
+        if self._reading is not None:
+            self._reading.start()
+
+    def _send_show(self, seq: int, title: str | None, view: dict[str, Any] | None) -> None:
+        """The state now to the views on screen (first) and the traits. ``view``: the reader's
+        choices afresh, or ``None`` to keep each view's own (the same trace, read whole)."""
+        encoded = _encode({**self._initial_state(), "seq": seq})
+        if self.comm is not None:  # the views on screen swap first; the traits follow
+            message = {
+                "kind": MessageKind.SHOW.value,
+                "seq": seq,
+                "title": self.title if title is None else title,
+                "view_state": view or {},
+            }
+            if view is None:
+                message["keep_view"] = True
+            self.send(message, buffers=[encoded])
+        with self.hold_sync():
+            if title is not None:
+                self.title = title
+            if view is not None:
+                self.view_state = view
+            self.state = encoded
+
+    @property
+    def reading(self) -> BackgroundRead | None:
+        """While only the first part of a large trace file is shown, the read of the rest
+        (``None``: the whole trace is shown). It ends in the whole index swapped in, the
+        reader's choices kept (``None`` again), or it stays with ``status.error`` saying why
+        (the first part stays, labelled: docs/decisions.md "Large trace files open
+        progressively")."""
+        return self._reading
+
+    def _background_read(self, prefix: Prefix | None) -> BackgroundRead | None:
+        if prefix is None:
+            return None
+        return BackgroundRead(
+            prefix,
+            on_progress=self._reading_progress,
+            on_done=self._read_whole,
+            on_fail=self._reading_failed,
+        )
+
+    def _stop_reading(self) -> None:
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            reading.cancel()
+
+    def _reading_progress(self, status: ReadingStatus) -> None:
+        self._send_message({"kind": MessageKind.READING.value, "reading": status.to_json()})
+
+    def _reading_failed(self, status: ReadingStatus) -> None:
+        """The first part stays shown, labelled with why the rest is not (a reload too)."""
+        self._reading_progress(status)
+        self.state = _encode({**self._initial_state(), "seq": self._bridge.seq})
+        self._refresh_displays()
+
+    def _read_whole(self, index: TraceIndex) -> None:
+        """The background read ended: the whole index replaces the first part in the views
+        on screen, each keeping its reader's choices (selection, expanded rows, filter)."""
+        self._reading = None
+        reducer = TraceReducer()
+        _adopt_index(reducer, index)
+        if self._index is not None:
+            self._index.close()
+        self._reducer, self._index = reducer, index
+        self._send_show(self._bridge.replace(_Fold(self._fold, self._state_now)), None, None)
         self._refresh_displays()
 
     def _adopt(self, data: Mapping[str, Any], *, ended: bool) -> None:
@@ -440,6 +497,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         return self._index is not None or self._live is not None
 
     def close(self) -> None:
+        self._stop_reading()
         if self._index is not None:
             self._index.close()
         self._windows.cancel()
@@ -456,14 +514,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if self._live is not None:
             return trace_index_html(self._live, title=self.title)
         if self._index is not None:
-            return trace_index_html(self._index, title=self.title)
+            return trace_index_html(self._index, title=self.title, partial=self._partial_note())
         return trace_html(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _fallback_text(self) -> str:
         if self._live is not None:
             return trace_index_text(self._live, title=self.title)
         if self._index is not None:
-            return trace_index_text(self._index, title=self.title)
+            return trace_index_text(self._index, title=self.title, partial=self._partial_note())
         return trace_text(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _static_html(self) -> str:
@@ -473,8 +531,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if self._live is not None:
             return trace_index_html(self._live, title=self.title)
         if self._index is not None:
-            return trace_index_html(self._index, title=self.title)
+            return trace_index_html(self._index, title=self.title, partial=self._partial_note())
         return trace_static_html(self._reducer.snapshot(details=True), title=self.title)
+
+    def _partial_note(self) -> str | None:
+        return None if self._reading is None else self._reading.status.note
 
     def _session_finished(self) -> bool:
         return _session_over(self._session)
@@ -679,19 +740,6 @@ class _Fold:
         self.snapshot = snapshot
 
 
-def _big_file(source: Any) -> Path | None:
-    """A path to a trace file large enough to be indexed in place (records left in the file)."""
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        return None
-    if not isinstance(source, str | Path):
-        return None
-    path = Path(source)
-    try:
-        return path if path.stat().st_size >= INDEX_FILE_BYTES else None
-    except OSError:
-        return None  # read_trace reports a missing file
-
-
 def _is_manifest(source: Any) -> bool:
     if isinstance(source, str) and source.lstrip().startswith("{"):
         return False
@@ -708,11 +756,11 @@ def _open_store_index(path: Path) -> TraceIndex:
     return open_store_index(path)
 
 
-def _open_file_index(path: Path) -> TraceIndex:
-    try:
-        return open_index(path)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+def _adopt_index(reducer: TraceReducer, index: TraceIndex) -> None:
+    """A saved trace's totals and clock offset, from its index's header."""
+    reducer.ended = True
+    reducer.summary = _summary(index.header)
+    reducer.offset = _index_offset(index)
 
 
 def _index_offset(index: TraceIndex) -> float | None:

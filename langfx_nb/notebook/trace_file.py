@@ -22,11 +22,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import hashlib
 import json
 import os
 import re
 import weakref
 from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,9 +39,14 @@ from .trace_index import INDEX_FILE_BYTES, TraceIndex
 
 __all__ = [
     "SIDECAR_SUFFIX",
+    "Prefix",
+    "index_file",
+    "load_index",
     "open_index",
+    "open_prefix",
     "read_index_sidecar",
     "save_trace",
+    "sidecar_cache_dir",
     "write_index_sidecar",
 ]
 
@@ -232,10 +240,63 @@ def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
             _read_back(index, path, spans, firsts)
             return index
     stat = path.stat()
-    index, spans, firsts = _build(path)
-    _read_back(index, path, spans, firsts)
+    built = _build(path)
+    _read_back(built.index, path, built.spans, built.firsts)
     if sidecar:
-        _save_sidecar(path, stat, index, spans, firsts)
+        _save_sidecar(path, stat, built.index, built.spans, built.firsts)
+    return built.index
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The index of the first records of a trace file (:func:`open_prefix`)."""
+
+    path: Path  #: the trace file
+    #: the records read, their rows and tree as far as they go (a node whose parent was not
+    #: read is a root; records are read back for the detail pane as from a whole index)
+    index: TraceIndex
+    read_to: int  #: the file offset where reading stopped
+    size: int  #: the file's size when it was opened
+    #: every record was read: ``index`` is the whole trace (and its sidecar was written)
+    complete: bool
+
+
+def open_prefix(path: str | Path, max_bytes: int) -> Prefix:
+    """Index the records in about the first ``max_bytes`` bytes of a trace file (whole chunks
+    of records: a little more is read). A malformed header or record among them raises the
+    ``ValueError`` :func:`open_index` would. A file read to its end is checked whole, and its
+    sidecar written as by :func:`open_index`."""
+    path = Path(path)
+    stat = path.stat()
+    built = _build(path, limit=max_bytes)
+    _read_back(built.index, path, built.spans, built.firsts)
+    if built.complete:
+        _save_sidecar(path, stat, built.index, built.spans, built.firsts)
+    return Prefix(path, built.index, built.read_to, stat.st_size, built.complete)
+
+
+def index_file(path: str | Path, progress: Callable[[int], None] | None = None) -> Path | None:
+    """Index a whole trace file and write its sidecar; return where the sidecar was written
+    (beside the trace, else the per-user cache: :func:`sidecar_cache_dir`), ``None`` if
+    nowhere. ``progress(offset)``: the file offset read so far, after each chunk of records.
+    A malformed file raises ``ValueError`` as :func:`open_index` does."""
+    path = Path(path)
+    stat = path.stat()
+    built = _build(path, progress=progress)
+    where = _save_sidecar(path, stat, built.index, built.spans, built.firsts)
+    built.index.close()
+    return where
+
+
+def load_index(path: str | Path) -> TraceIndex | None:
+    """The index from the sidecar of ``path`` (beside it or in the cache) if it matches the
+    file as it is now, else ``None``; never parses the trace."""
+    path = Path(path)
+    restored = _load_sidecar(path)
+    if restored is None:
+        return None
+    index, spans, firsts = restored
+    _read_back(index, path, spans, firsts)
     return index
 
 
@@ -299,9 +360,24 @@ def _read_back(index: TraceIndex, path: Path, spans: array[int], firsts: array[i
     weakref.finalize(index, records.close)  # the file is closed with the index
 
 
-def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
+@dataclass
+class _Built:
+    index: TraceIndex
+    spans: array[int]  # where each chunk of records lies in the file
+    firsts: array[int]  # the position of each chunk's first node
+    read_to: int  # the file offset where reading stopped (the file's size when complete)
+    complete: bool  # every record was read (else: stopped at ``limit``)
+
+
+def _build(
+    path: Path, *, limit: int | None = None, progress: Callable[[int], None] | None = None
+) -> _Built:
+    """Index the file's records. ``limit``: stop after the chunk of records that reaches this
+    file offset (a prefix: the header after ``nodes`` unchecked, no session root required).
+    ``progress(offset)``: called after each chunk of records with where it ended."""
     index = TraceIndex()
     saw_nodes = False
+    stopped = False
     header: dict[str, Any] = {}
     # where each chunk of records lies in the file, and the position of its first node
     spans = array("q")
@@ -332,28 +408,52 @@ def _build(path: Path) -> tuple[TraceIndex, array[int], array[int]]:
                         firsts.append(n)
                         n += len(batch)
                         del batch
+                        if progress is not None:
+                            progress(end)
                         sep = reader.peek()
                         if sep not in (b",", b"]"):
                             raise ValueError("not a langfx_nb trace: not valid JSON in 'nodes'")
                         reader.at += 1
                         more = sep == b","
+                        if more and limit is not None and end >= limit:
+                            stopped = True
+                            break
+                    if stopped:
+                        break
                 if reader.peek() == b",":
                     reader.at += 1
                 elif reader.peek() != b"}":
                     raise ValueError("not a langfx_nb trace: not valid JSON (expected ',')")
-        check_trace_header(header)
-        if not saw_nodes:
-            raise ValueError("malformed trace: 'nodes' must be a list")
-        index.finish()
+            read_to = reader.base + reader.at
+        if stopped:
+            index.finish(whole=False)
+        else:
+            check_trace_header(header)
+            if not saw_nodes:
+                raise ValueError("malformed trace: 'nodes' must be a list")
+            index.finish()
     finally:
         if paused:
             gc.enable()
     index.header = header
-    return index, spans, firsts
+    return _Built(index, spans, firsts, read_to, not stopped)
 
 
 def _sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def sidecar_cache_dir() -> Path:
+    """Where a sidecar goes when it cannot be written beside its trace (a read-only
+    directory): ``$XDG_CACHE_HOME/langfx_nb/trace_index`` (``~/.cache/...`` by default), one
+    file per trace, named by a hash of the trace's absolute path."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "langfx_nb" / "trace_index"
+
+
+def _cached_sidecar_path(path: Path) -> Path:
+    key = hashlib.sha256(os.fsencode(path.absolute())).hexdigest()[:32]
+    return sidecar_cache_dir() / f"{key}{SIDECAR_SUFFIX}"
 
 
 def _file_key(stat: os.stat_result) -> dict[str, Any]:
@@ -369,26 +469,31 @@ def _file_key(stat: os.stat_result) -> dict[str, Any]:
 
 def _save_sidecar(
     path: Path, stat: os.stat_result, index: TraceIndex, spans: array[int], firsts: array[int]
-) -> None:
-    """Write the index beside the trace (best effort: a read-only place is no error)."""
+) -> Path | None:
+    """Write the index beside the trace, else in the per-user cache, and return where (best
+    effort: ``None`` when neither place takes it, which is no error)."""
     extra = {"spans": spans, "firsts": firsts}
-    write_index_sidecar(_sidecar_path(path), _file_key(stat), index, extra)
+    for target in (_sidecar_path(path), _cached_sidecar_path(path)):
+        if write_index_sidecar(target, _file_key(stat), index, extra):
+            return target
+    return None
 
 
 def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | None:
-    """The index saved beside ``path``, if it was made from the file as it is now."""
+    """The index saved beside ``path`` (else in the per-user cache), if it was made from the
+    file as it is now."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    loaded = read_index_sidecar(_sidecar_path(path), _file_key(stat))
-    if loaded is None:
-        return None
-    index, extra = loaded
-    try:
-        return index, extra["spans"], extra["firsts"]
-    except KeyError:
-        return None
+    for target in (_sidecar_path(path), _cached_sidecar_path(path)):
+        loaded = read_index_sidecar(target, _file_key(stat))
+        if loaded is None:
+            continue
+        index, extra = loaded
+        if "spans" in extra and "firsts" in extra:
+            return index, extra["spans"], extra["firsts"]
+    return None
 
 
 # the head's fields that are not the key of what the sidecar was made from
@@ -397,14 +502,14 @@ _BODY = frozenset(("parts", "kinds", "statuses", "extra", "orphans", "below", "h
 
 def write_index_sidecar(
     target: Path, key: dict[str, Any], index: TraceIndex, arrays: dict[str, array[int]]
-) -> None:
+) -> bool:
     """Write ``index`` and the named ``arrays`` (what reads records back) to ``target``: a
     line of JSON (``key``, what must match for the sidecar to be read, and each part's size),
-    then the parts as raw bytes. Written to a temporary name and renamed; best effort (a
-    read-only place is no error)."""
+    then the parts as raw bytes. Written to a temporary name and renamed; best effort: False
+    when it was not written (a read-only place is no error)."""
     ids = "\n".join(index.ids)
     if ids.count("\n") != max(0, len(index.ids) - 1):
-        return  # an id with a line break: not worth a format of its own
+        return False  # an id with a line break: not worth a format of its own
     # arrays and texts are written as they are (no copy: the buffer protocol), ids encoded
     parts: list[tuple[str, str, bytes | bytearray | array[Any]]]
     parts = [("ids", "s", ids.encode("utf-8", "surrogatepass"))]
@@ -431,16 +536,23 @@ def write_index_sidecar(
         "header": index.header,
         "span": list(index.span() or ()),
     }
+    try:
+        first = json.dumps(head, ensure_ascii=True).encode("ascii") + b"\n"
+    except (TypeError, ValueError):
+        return False
     temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         with temp.open("wb") as out:
-            out.write(json.dumps(head, ensure_ascii=True).encode("ascii") + b"\n")
+            out.write(first)
             for _name, _code, data in parts:
                 out.write(data)
         os.replace(temp, target)
-    except (OSError, TypeError, ValueError):
+    except OSError:
         with contextlib.suppress(OSError):
             temp.unlink()
+        return False
+    return True
 
 
 def read_index_sidecar(

@@ -356,8 +356,10 @@ class TraceIndex:
             )
             text += data
 
-    def finish(self) -> None:
-        """Derive the tree (children, depths, order, subtree sums) once every node is added."""
+    def finish(self, *, whole: bool = True) -> None:
+        """Derive the tree (children, depths, order, subtree sums) once every node is added.
+        ``whole=False``: the nodes are the first part of a trace (no session root needed; a
+        node whose parent is not among them is a root, its parent id kept for its row)."""
         n = len(self.ids)
         # a parent id not in the trace: kept for the row (its parent_id), the node is a root
         for i, parent_id in self._later.items():
@@ -440,7 +442,7 @@ class TraceIndex:
                     counts_p = self.below.setdefault(p, {})
                     counts_p[label] = counts_p.get(label, 0) + 1
                     p = parent_of[p]
-        if "session" not in self.kinds:
+        if whole and "session" not in self.kinds:
             raise ValueError("malformed trace: it has no session root node")
 
     @classmethod

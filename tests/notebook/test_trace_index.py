@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from langfx_nb.notebook import trace_explorer as te
+from langfx_nb.notebook import trace_open
 from langfx_nb.notebook.trace_data import read_trace
 from langfx_nb.notebook.trace_file import open_index
 from langfx_nb.notebook.trace_index import DEFAULT_OPEN_DEPTH, TraceIndex
@@ -240,7 +241,8 @@ def test_a_malformed_file_is_one_clear_error_like_the_strict_reader(
 def test_a_large_saved_trace_is_shown_through_windows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(te, "INDEX_FILE_BYTES", 1)  # read the file in place, as at 1,000,000
+    # read the file in place, as at 1,000,000
+    monkeypatch.setattr(trace_open, "INDEX_FILE_BYTES", 1)
     path = tmp_path / "big.json"
     path.write_text(json.dumps(make_trace(5000, deep=30)))
     explorer = te.TraceExplorer(path, title="big")
@@ -319,7 +321,7 @@ def test_records_the_core_writes_and_any_others_give_the_same_index(
 def test_a_record_is_read_strictly_when_its_detail_is_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(te, "INDEX_FILE_BYTES", 1)
+    monkeypatch.setattr(trace_open, "INDEX_FILE_BYTES", 1)
     data = make_trace(300)
     data["nodes"][12]["metadata"] = "not an object"  # not what a row needs: found at detail
     path = tmp_path / "t.json"

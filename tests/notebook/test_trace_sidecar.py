@@ -188,3 +188,40 @@ def test_a_damaged_trace_file_is_a_clear_error_even_with_a_sidecar(tmp_path: Pat
     path.write_bytes(b"[1, 2, 3]")
     with pytest.raises(ValueError, match="not a langfx_nb trace"):
         open_index(path)
+
+
+def test_a_prefix_holds_the_first_records_and_a_whole_file_is_complete(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    write(path, 4000, seed=3)
+    whole = open_index(path, sidecar=False)
+    part = trace_file.open_prefix(path, 1)  # stops after the first chunk of records
+    assert not part.complete and 0 < len(part.index) < len(whole)
+    assert part.index.ids == whole.ids[: len(part.index)]
+    assert part.read_to < part.size == path.stat().st_size
+    first = part.index.ids[len(part.index) // 2]
+    assert part.index.record(first) == whole.record(first)  # read back from the file
+    assert not (tmp_path / f"t.json{SIDECAR_SUFFIX}").exists()  # only a whole index is saved
+    full = trace_file.open_prefix(path, path.stat().st_size)
+    assert full.complete and answers(full.index) == answers(whole)
+    assert (tmp_path / f"t.json{SIDECAR_SUFFIX}").exists()
+    for index in (whole, part.index, full.index):
+        index.close()
+
+
+def test_a_sidecar_that_cannot_go_beside_its_trace_goes_to_the_user_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = tmp_path / "t.json"
+    write(path, 3000, seed=4)
+    (tmp_path / f"t.json{SIDECAR_SUFFIX}").mkdir()  # the name beside it is taken
+    where = trace_file.index_file(path)
+    assert where is not None and where.parent == trace_file.sidecar_cache_dir()
+    assert trace_file.sidecar_cache_dir() == tmp_path / "cache" / "langfx_nb" / "trace_index"
+    fresh = open_index(path, sidecar=False)
+    cached = trace_file.load_index(path)
+    assert cached is not None and answers(cached) == answers(fresh)
+    write(path, 3100, seed=5)  # changed: the cached index no longer matches
+    assert trace_file.load_index(path) is None
+    for index in (fresh, cached):
+        index.close()

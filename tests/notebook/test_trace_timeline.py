@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from langfx_nb.notebook import trace_explorer as te
+from langfx_nb.notebook import trace_open
 from langfx_nb.notebook.trace_index import TraceIndex
 from langfx_nb.notebook.trace_live import LiveIndex
 from langfx_nb.notebook.trace_timeline import GROUPS, StartsByGroup, bucket_counts, group_of
@@ -92,7 +93,7 @@ def test_a_bad_range_is_a_clear_error() -> None:
 def test_a_window_request_with_a_timeline_range_answers_its_counts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(te, "INDEX_FILE_BYTES", 1)
+    monkeypatch.setattr(trace_open, "INDEX_FILE_BYTES", 1)
     trace = make_trace(5000)
     path = tmp_path / "big.json"
     path.write_text(json.dumps(trace))

@@ -51,6 +51,7 @@ __all__ = [
     "manifest_path",
     "trace_record",
     "trace_records",
+    "trace_rowid_end",
 ]
 
 FORMAT = "langfx_nb.batch_run"
@@ -398,8 +399,12 @@ def is_manifest_path(path: str | os.PathLike[str]) -> bool:
 
 
 def _read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the manifest's trace, usable from any thread (an index is
+    loaded in a worker thread and its records read on the kernel's)."""
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+        )
         conn.execute("SELECT 1 FROM trace_nodes LIMIT 1")
     except sqlite3.Error as exc:
         raise ValueError(f"{path}: not a run manifest with a trace ({exc})") from None
@@ -422,6 +427,17 @@ def trace_records(
             yield batch
     finally:
         conn.close()
+
+
+def trace_rowid_end(path: Path) -> int:
+    """The largest rowid of the manifest's trace node records (0: none): how far
+    :func:`trace_records` goes, for a progress measure (rowids rise as records are written)."""
+    conn = _read_only(path)
+    try:
+        row = conn.execute("SELECT max(rowid) FROM trace_nodes").fetchone()
+    finally:
+        conn.close()
+    return int(row[0] or 0)
 
 
 def trace_record(path: Path) -> tuple[Any, Any]:

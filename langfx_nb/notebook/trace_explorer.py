@@ -34,7 +34,13 @@ from .trace_data import read_trace, view_node
 from .trace_file import Prefix
 from .trace_index import WINDOW_NODES, TraceIndex
 from .trace_live import LiveIndex, row_patch
-from .trace_open import BackgroundRead, ReadingStatus, big_trace_file, open_trace_file
+from .trace_open import (
+    BackgroundRead,
+    ReadingStatus,
+    big_trace_file,
+    open_trace_file,
+    open_trace_store,
+)
 from .trace_rows import LIVE
 from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
 from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
@@ -248,12 +254,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
             source = source.session  # a BatchResult without a manifest: its session
         if source is not None and not hasattr(source, "subscribe"):
-            big = big_trace_file(source)
-            if _is_manifest(source):
-                self._index = _open_store_index(Path(source))
-                self._reducer.ended = True
-            elif big is not None:
-                self._index, prefix = open_trace_file(big)
+            indexed = _open_indexed(source)
+            if indexed is not None:
+                self._index, prefix = indexed
                 _adopt_index(self._reducer, self._index)
                 self._reading = self._background_read(prefix)
             else:
@@ -338,9 +341,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         prefix: Prefix | None = None
         session = source if hasattr(source, "subscribe") else None
         if session is None:
-            big = big_trace_file(source)
-            if big is not None:
-                index, prefix = open_trace_file(big)
+            indexed = _open_indexed(source)
+            if indexed is not None:
+                index, prefix = indexed
                 _adopt_index(reducer, index)
             else:
                 data = read_trace(source)  # raises before anything is replaced
@@ -750,10 +753,14 @@ def _is_manifest(source: Any) -> bool:
     return is_manifest_path(source)
 
 
-def _open_store_index(path: Path) -> TraceIndex:
-    from .trace_store import open_store_index
-
-    return open_store_index(path)
+def _open_indexed(source: Any) -> tuple[TraceIndex, Prefix | None] | None:
+    """A run manifest's trace or a large trace file, indexed in place (and the
+    :class:`Prefix` a background read completes when only its first part is); ``None`` for a
+    source read whole."""
+    if _is_manifest(source):
+        return open_trace_store(Path(source))
+    big = big_trace_file(source)
+    return None if big is None else open_trace_file(big)
 
 
 def _adopt_index(reducer: TraceReducer, index: TraceIndex) -> None:

@@ -39,6 +39,7 @@ from .trace_index import INDEX_FILE_BYTES, TraceIndex
 
 __all__ = [
     "SIDECAR_SUFFIX",
+    "SIDECAR_VERSION",
     "Prefix",
     "index_file",
     "load_index",
@@ -47,12 +48,13 @@ __all__ = [
     "read_index_sidecar",
     "save_trace",
     "sidecar_cache_dir",
+    "sidecar_places",
     "write_index_sidecar",
 ]
 
 SIDECAR_SUFFIX = ".lfxidx"
 _SIDECAR_MAGIC = "langfx_nb.trace_index"
-_SIDECAR_VERSION = 4  # 4: "shown" and "search" offsets count UTF-8 bytes (3: characters)
+SIDECAR_VERSION = 4  # 4: "shown" and "search" offsets count UTF-8 bytes (3: characters)
 # the index's flat arrays saved as bytes, in this order ("s": a UTF-8 string)
 _ARRAYS = (
     "parent", "kind", "status", "start", "end", "tokens", "cost", "shown_at", "line",
@@ -249,16 +251,19 @@ def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
 
 @dataclass(frozen=True)
 class Prefix:
-    """The index of the first records of a trace file (:func:`open_prefix`)."""
+    """The index of the first records of a trace file (:func:`open_prefix`), or of a run
+    manifest's trace (``store``: notebook/trace_open.py ``open_trace_store``)."""
 
-    path: Path  #: the trace file
+    path: Path  #: the trace file (or the manifest)
     #: the records read, their rows and tree as far as they go (a node whose parent was not
     #: read is a root; records are read back for the detail pane as from a whole index)
     index: TraceIndex
-    read_to: int  #: the file offset where reading stopped
-    size: int  #: the file's size when it was opened
+    #: where reading stopped: a file offset (a manifest: the last record's rowid)
+    read_to: int
+    size: int  #: the file's size when it was opened (a manifest: its last record's rowid)
     #: every record was read: ``index`` is the whole trace (and its sidecar was written)
     complete: bool
+    store: bool = False  #: a run manifest's trace (notebook/trace_store.py), not a file
 
 
 def open_prefix(path: str | Path, max_bytes: int) -> Prefix:
@@ -439,10 +444,6 @@ def _build(
     return _Built(index, spans, firsts, read_to, not stopped)
 
 
-def _sidecar_path(path: Path) -> Path:
-    return path.with_name(path.name + SIDECAR_SUFFIX)
-
-
 def sidecar_cache_dir() -> Path:
     """Where a sidecar goes when it cannot be written beside its trace (a read-only
     directory): ``$XDG_CACHE_HOME/langfx_nb/trace_index`` (``~/.cache/...`` by default), one
@@ -451,16 +452,20 @@ def sidecar_cache_dir() -> Path:
     return Path(base) / "langfx_nb" / "trace_index"
 
 
-def _cached_sidecar_path(path: Path) -> Path:
+def sidecar_places(path: Path) -> tuple[Path, Path]:
+    """Where the index sidecar of the trace (or manifest) at ``path`` is written and looked
+    for, in this order: beside it (``<path>.lfxidx``), then the per-user cache."""
     key = hashlib.sha256(os.fsencode(path.absolute())).hexdigest()[:32]
-    return sidecar_cache_dir() / f"{key}{SIDECAR_SUFFIX}"
+    return path.with_name(
+        path.name + SIDECAR_SUFFIX
+    ), sidecar_cache_dir() / f"{key}{SIDECAR_SUFFIX}"
 
 
 def _file_key(stat: os.stat_result) -> dict[str, Any]:
     """What the trace file's sidecar must have been made from: this file, unchanged."""
     return {
         "magic": _SIDECAR_MAGIC,
-        "version": _SIDECAR_VERSION,
+        "version": SIDECAR_VERSION,
         "size": stat.st_size,
         "mtime_ns": stat.st_mtime_ns,
         "ctime_ns": stat.st_ctime_ns,
@@ -473,7 +478,7 @@ def _save_sidecar(
     """Write the index beside the trace, else in the per-user cache, and return where (best
     effort: ``None`` when neither place takes it, which is no error)."""
     extra = {"spans": spans, "firsts": firsts}
-    for target in (_sidecar_path(path), _cached_sidecar_path(path)):
+    for target in sidecar_places(path):
         if write_index_sidecar(target, _file_key(stat), index, extra):
             return target
     return None
@@ -486,7 +491,7 @@ def _load_sidecar(path: Path) -> tuple[TraceIndex, array[int], array[int]] | Non
         stat = path.stat()
     except OSError:
         return None
-    for target in (_sidecar_path(path), _cached_sidecar_path(path)):
+    for target in sidecar_places(path):
         loaded = read_index_sidecar(target, _file_key(stat))
         if loaded is None:
             continue

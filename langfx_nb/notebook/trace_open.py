@@ -10,7 +10,9 @@ writes the sidecar (beside the trace, else the per-user cache), reporting how fa
 on its stdout; the kernel loads the sidecar when the child ends and hands the whole index
 over.
 Without a running loop (a script) the file is indexed whole before :func:`open_trace_file`
-returns, as before.
+returns, as before. A batch's run manifest opens the same way (:func:`open_trace_store`): its
+first ``PREFIX_RECORDS`` trace records at once, the whole trace from a child that writes the
+manifest's sidecar (notebook/trace_store.py).
 
 The child's stdout protocol, one JSON object per line: ``{"read": <bytes>}`` as it goes, then
 ``{"done": <sidecar path>}`` or ``{"error": <text>}``. The child exits when its stdin closes,
@@ -36,14 +38,18 @@ from typing import Any
 
 from .trace_file import Prefix, index_file, load_index, open_index, open_prefix, sidecar_cache_dir
 from .trace_index import INDEX_FILE_BYTES, TraceIndex
+from .trace_store import index_store, load_store_index, open_store_index, store_extent
 
 __all__ = [
     "PREFIX_BYTES",
+    "PREFIX_RECORDS",
     "PROGRESSIVE_BYTES",
+    "PROGRESSIVE_RECORDS",
     "BackgroundRead",
     "ReadingStatus",
     "big_trace_file",
     "open_trace_file",
+    "open_trace_store",
 ]
 
 #: Bytes of records indexed at once, before the rest is read in the background (about
@@ -51,6 +57,10 @@ __all__ = [
 PREFIX_BYTES = 3 << 20
 #: A file up to this size is indexed whole at once (about 0.5 s): a child would not help.
 PROGRESSIVE_BYTES = 3 * PREFIX_BYTES
+#: A run manifest's trace records indexed at once (about 0.3 s), and the most that are
+#: indexed whole at once (counted by rowid).
+PREFIX_RECORDS = 20_000
+PROGRESSIVE_RECORDS = 3 * PREFIX_RECORDS
 _PROGRESS_S = 0.25  # the child reports how far it has read at most this often
 # The child's program: this copy of the package (the kernel may import it from a directory
 # the child would not look in), then :func:`main` with the file's path.
@@ -122,6 +132,24 @@ def open_trace_file(path: Path) -> tuple[TraceIndex, Prefix | None]:
     return prefix.index, prefix
 
 
+def open_trace_store(path: Path) -> tuple[TraceIndex, Prefix | None]:
+    """:func:`open_trace_file` for a batch's run manifest: its trace's index, and ``None``;
+    or, for a manifest with no matching sidecar and more than ``PROGRESSIVE_RECORDS`` trace
+    records opened while an asyncio loop runs in this thread, the index of its first
+    ``PREFIX_RECORDS`` records and a :class:`Prefix` for a :class:`BackgroundRead`. A file
+    that is not a manifest with a trace raises ``ValueError`` naming the path."""
+    index = load_store_index(path)
+    if index is not None:
+        return index, None
+    if not _loop_running():
+        return open_store_index(path), None
+    end = store_extent(path)
+    if end <= PROGRESSIVE_RECORDS:
+        return open_store_index(path), None
+    first = open_store_index(path, limit=PREFIX_RECORDS)
+    return first, Prefix(path, first, len(first), end, complete=False, store=True)
+
+
 def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
@@ -150,6 +178,7 @@ class BackgroundRead:
         on_fail: Callable[[ReadingStatus], None],
     ) -> None:
         self.path = prefix.path.absolute()
+        self.store = prefix.store
         self._status = ReadingStatus(read=0, size=prefix.size, nodes=len(prefix.index))
         self._on_progress, self._on_done, self._on_fail = on_progress, on_done, on_fail
         self._task: asyncio.Task[None] | None = None
@@ -179,7 +208,7 @@ class BackgroundRead:
             return
         loop = asyncio.get_running_loop()
         self._process = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(self.path)],
+            [sys.executable, "-c", _CHILD, *(["--store"] if self.store else []), str(self.path)],
             stdin=subprocess.PIPE,  # closes when this process ends: the child ends too
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,  # a traceback's last line is shown as the error
@@ -245,7 +274,8 @@ class BackgroundRead:
         if error is not None:
             self._fail(error)
             return
-        index = await asyncio.to_thread(load_index, self.path)
+        load = load_store_index if self.store else load_index
+        index = await asyncio.to_thread(load, self.path)
         if index is None:
             self._fail("the trace file changed while it was read: open it again")
             return
@@ -303,8 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     """Index the trace file named by the one argument and write its sidecar, reporting on
     stdout (see the module's docstring). Exits when stdin closes (its parent is gone)."""
     args = sys.argv[1:] if argv is None else argv
+    store = args[:1] == ["--store"]  # a run manifest's trace (trace_store.index_store)
+    if store:
+        args = args[1:]
     if len(args) != 1:
-        print("usage: python -m langfx_nb.notebook.trace_open TRACE_FILE", file=sys.stderr)
+        print(
+            "usage: python -m langfx_nb.notebook.trace_open [--store] TRACE_FILE",
+            file=sys.stderr,
+        )
         return 2
     threading.Thread(target=_exit_with_parent, daemon=True).start()
     path = Path(args[0])
@@ -317,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             _say({"read": offset})
 
     try:
-        where = index_file(path, progress)
+        where = index_store(path, progress) if store else index_file(path, progress)
     except (ValueError, OSError) as exc:
         _say({"error": f"{path}: {exc}"})
         return 1
@@ -329,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         return 1
-    _say({"read": path.stat().st_size})
+    _say({"read": store_extent(path) if store else path.stat().st_size})
     _say({"done": str(where)})
     return 0
 

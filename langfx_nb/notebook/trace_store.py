@@ -3,7 +3,8 @@ reads the ``trace_nodes`` rows in chunks into a :class:`TraceIndex` (row values 
 record stays in the file) and reads a record back, strictly, when the detail pane asks.
 
 The index sidecar (as a large trace file has, notebook/trace_file.py): the first open writes
-the index and each node's rowid beside the manifest as ``<manifest>.lfxidx``; a later open of
+the index and each node's rowid beside the manifest as ``<manifest>.lfxidx`` (else in the
+per-user cache, ``trace_file.sidecar_places``); a later open of
 the unchanged manifest reads that back instead of parsing every record (docs/decisions.md
 "A run manifest's index sidecar"). Unchanged means the same file (size, modification and
 change time) and the same write-ahead log (``-wal``: its size and modification time), so a
@@ -17,19 +18,20 @@ import gc
 import json
 import os
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..agentic.trace import TraceNode
-from ..batch.manifest import trace_record, trace_records
+from ..batch.manifest import trace_record, trace_records, trace_rowid_end
 from .trace_data import view_node
-from .trace_file import _SIDECAR_VERSION, SIDECAR_SUFFIX, read_index_sidecar, write_index_sidecar
+from .trace_file import SIDECAR_VERSION, read_index_sidecar, sidecar_places, write_index_sidecar
 from .trace_index import TraceIndex
 
-__all__ = ["open_store_index"]
+__all__ = ["index_store", "load_store_index", "open_store_index", "store_extent"]
 
 _MAGIC = "langfx_nb.store_index"
-_VERSION = [_SIDECAR_VERSION, 1]  # the index's layout, and this module's part (the rowids)
+_VERSION = [SIDECAR_VERSION, 1]  # the index's layout, and this module's part (the rowids)
 
 
 def open_store_index(
@@ -44,14 +46,61 @@ def open_store_index(
     made from the manifest as it is now, else build it and write it there."""
     path = Path(path)
     key = _key(path) if sidecar and limit is None else None
-    target = path.with_name(path.name + SIDECAR_SUFFIX)
-    restored = None if key is None else read_index_sidecar(target, key)
-    if restored is not None and len(restored[1].get("rowids", ())) == len(restored[0]):
-        index, rowids = restored[0], restored[1]["rowids"]
-    else:
-        index, rowids = _build(path, limit)
-        if key is not None:  # taken before the build: a write since then makes it stale
-            write_index_sidecar(target, key, index, {"rowids": rowids})
+    restored = None if key is None else _restore(path, key)
+    if restored is not None:
+        return restored
+    index, rowids = _build(path, limit)
+    if key is not None:  # taken before the build: a write since then makes it stale
+        _write_sidecar(path, key, index, rowids)
+    return _with_records(index, path, rowids)
+
+
+def load_store_index(path: str | Path) -> TraceIndex | None:
+    """The index from the sidecar of the manifest at ``path`` if it was made from the
+    manifest as it is now, else ``None``; never reads a record."""
+    path = Path(path)
+    key = _key(path)
+    return None if key is None else _restore(path, key)
+
+
+def index_store(path: str | Path, progress: Callable[[int], None] | None = None) -> Path | None:
+    """Index the whole trace of the manifest at ``path`` and write its sidecar; return the
+    sidecar's path, ``None`` if it could not be written. ``progress(rowid)``: the last record
+    read so far, after each chunk (see :func:`store_extent`). A manifest with no trace or a
+    record that is not JSON raises ``ValueError`` as :func:`open_store_index` does."""
+    path = Path(path)
+    key = _key(path)
+    index, rowids = _build(path, None, progress)
+    where = None if key is None else _write_sidecar(path, key, index, rowids)
+    index.close()
+    return where
+
+
+def store_extent(path: str | Path) -> int:
+    """How far :func:`index_store`'s ``progress`` goes: the manifest's last record's rowid."""
+    return trace_rowid_end(Path(path))
+
+
+def _write_sidecar(
+    path: Path, key: dict[str, Any], index: TraceIndex, rowids: array[int]
+) -> Path | None:
+    """Write the sidecar beside the manifest, else in the per-user cache; where, or None."""
+    for target in sidecar_places(path):
+        if write_index_sidecar(target, key, index, {"rowids": rowids}):
+            return target
+    return None
+
+
+def _restore(path: Path, key: dict[str, Any]) -> TraceIndex | None:
+    for target in sidecar_places(path):
+        restored = read_index_sidecar(target, key)
+        if restored is not None and len(restored[1].get("rowids", ())) == len(restored[0]):
+            return _with_records(restored[0], path, restored[1]["rowids"])
+    return None
+
+
+def _with_records(index: TraceIndex, path: Path, rowids: array[int]) -> TraceIndex:
+    """``index``, reading each node's record back from its row of the manifest."""
     read, close = trace_record(path)
 
     def record(i: int) -> dict[str, Any]:
@@ -91,9 +140,11 @@ def _key(path: Path) -> dict[str, Any] | None:
     }
 
 
-def _build(path: Path, limit: int | None) -> tuple[TraceIndex, array[int]]:
+def _build(
+    path: Path, limit: int | None, progress: Callable[[int], None] | None = None
+) -> tuple[TraceIndex, array[int]]:
     """The index of the manifest's records (the first ``limit`` of them), and each node's
-    rowid (where its record is read back from)."""
+    rowid (where its record is read back from); ``progress(rowid)`` after each chunk."""
     index = TraceIndex()
     rowids = array("q")
     n = 0
@@ -109,6 +160,8 @@ def _build(path: Path, limit: int | None) -> tuple[TraceIndex, array[int]]:
             rowids.extend(r for r, _t in chunk)
             n += len(batch)
             del batch
+            if progress is not None:
+                progress(rowids[-1])
         if not n:
             raise ValueError(f"{path}: the run manifest holds no trace")
         try:

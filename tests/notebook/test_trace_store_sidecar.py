@@ -18,7 +18,7 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.notebook import trace_store
-from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX
+from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX, sidecar_places
 from langfx_nb.notebook.trace_index import TraceIndex
 from langfx_nb.notebook.trace_store import open_store_index
 
@@ -62,9 +62,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     built: list[Path] = []
     build = trace_store._build
 
-    def counted(path: Path, limit: int | None) -> Any:
+    def counted(path: Path, *args: Any) -> Any:
         built.append(path)
-        return build(path, limit)
+        return build(path, *args)
 
     monkeypatch.setattr(trace_store, "_build", counted)
     return built
@@ -186,12 +186,31 @@ def test_a_damaged_or_foreign_sidecar_is_ignored(tmp_path: Path, builds: list[Pa
     fresh.close()
 
 
-def test_a_sidecar_that_cannot_be_written_is_no_error(tmp_path: Path, builds: list[Path]) -> None:
+def test_a_sidecar_that_cannot_go_beside_the_manifest_goes_to_the_cache(
+    tmp_path: Path, builds: list[Path]
+) -> None:
     path = tmp_path / "run.sqlite"
     run(path, 100)
     sidecar_of(path).mkdir()  # in the way of the rename
     index = open_store_index(path)
     assert len(index) == 2 + 3 * 100 and sidecar_of(path).is_dir()
+    assert not list(tmp_path.glob("*.tmp"))
+    assert sidecar_places(path)[1].is_file()  # the per-user cache
+    assert answers(open_store_index(path)) == answers(index)
+    assert len(builds) == 1  # the second open read the cached sidecar
+    index.close()
+
+
+def test_a_sidecar_that_cannot_be_written_anywhere_is_no_error(
+    tmp_path: Path, builds: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.sqlite"
+    run(path, 100)
+    sidecar_of(path).mkdir()  # in the way of the rename
+    (tmp_path / "not-a-dir").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-dir"))  # no cache either
+    index = open_store_index(path)
+    assert len(index) == 2 + 3 * 100
     assert not list(tmp_path.glob("*.tmp"))
     assert answers(open_store_index(path)) == answers(index)
     assert len(builds) == 2

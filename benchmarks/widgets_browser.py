@@ -446,6 +446,20 @@ def report_opens(nodes: int, r: dict[str, float]) -> None:
     )
 
 
+# the first item's caret clicked in the page; when the click is answered (Date.now())
+CLICK_FIRST_ITEM = """async () => {
+    const row = (id) => document.querySelector(`.lfx-te-row[data-id="${id}"]`);
+    const before = row("i0").getAttribute('aria-expanded');
+    row("i0").querySelector('.lfx-te-caret').click();
+    for (let i = 0; i < 3000; i++) {
+        await new Promise(r => requestAnimationFrame(r));
+        const r = row("i0");
+        if (r && r.getAttribute('aria-expanded') !== before) return Date.now();
+    }
+    throw new Error('the click was not answered');
+}"""
+
+
 def open_target(nodes: int) -> float:
     """The issue's open target (ms): 1 s at 100,000 nodes, 2 s at 1,000,000."""
     return 1000 if nodes <= 100_000 else 2000
@@ -486,19 +500,7 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     )
     t_rows = lab.page.evaluate("() => Date.now()")
     progress(f"{nodes:,} nodes: rows shown")
-    t_click = lab.page.evaluate(
-        """async () => {
-            const row = (id) => document.querySelector(`.lfx-te-row[data-id="${id}"]`);
-            const before = row("i0").getAttribute('aria-expanded');
-            row("i0").querySelector('.lfx-te-caret').click();
-            for (let i = 0; i < 3000; i++) {
-                await new Promise(r => requestAnimationFrame(r));
-                const r = row("i0");
-                if (r && r.getAttribute('aria-expanded') !== before) return Date.now();
-            }
-            throw new Error('the click was not answered');
-        }"""
-    )
+    t_click = lab.page.evaluate(CLICK_FIRST_ITEM)
     k_start, k_built, k_shown, rss = (
         float(x) for x in lab.output_text(1).split("KERNEL")[1].split()[:4]
     )
@@ -568,19 +570,7 @@ def open_first_time(lab: Lab, nodes: int) -> dict[str, Any]:
     )
     t_rows = lab.page.evaluate("() => Date.now()")
     partial_at_rows = lab.page.evaluate(BANNER)
-    t_click = lab.page.evaluate(
-        """async () => {
-            const row = (id) => document.querySelector(`.lfx-te-row[data-id="${id}"]`);
-            const before = row("i0").getAttribute('aria-expanded');
-            row("i0").querySelector('.lfx-te-caret').click();
-            for (let i = 0; i < 3000; i++) {
-                await new Promise(r => requestAnimationFrame(r));
-                const r = row("i0");
-                if (r && r.getAttribute('aria-expanded') !== before) return Date.now();
-            }
-            throw new Error('the click was not answered');
-        }"""
-    )
+    t_click = lab.page.evaluate(CLICK_FIRST_ITEM)
     progress(f"{nodes:,} nodes, first open: rows shown (partial: {partial_at_rows})")
     # steps while the first part is shown, as open_big takes them (20 expands down the deep
     # chain, 20 scrolls, 20 searches), kept only when the banner was up before and after the

@@ -41,6 +41,7 @@ __all__ = [
     "SIDECAR_SUFFIX",
     "SIDECAR_VERSION",
     "Prefix",
+    "checked_record",
     "index_file",
     "load_index",
     "open_index",
@@ -641,10 +642,15 @@ class _RecordReader:
             if len(self.cache) >= _CACHED:
                 self.cache.pop(next(iter(self.cache)))
             self.cache[b] = batch
-        raw_node = batch[i - self.firsts[b]]
-        try:
-            TraceNode.from_json(raw_node)  # the core's strict node reader
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            missing = f"{exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
-            raise ValueError(f"malformed trace: nodes[{i}]: {missing[:199]}") from None
-        return view_node(raw_node, plain=True)
+        return checked_record(batch[i - self.firsts[b]], i)
+
+
+def checked_record(raw: Any, i: int) -> dict[str, Any]:
+    """Node ``i``'s record read back for the detail pane, checked with the core's strict node
+    reader: as the views keep it, or a ``ValueError`` naming what is wrong."""
+    try:
+        TraceNode.from_json(raw)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        missing = f"{exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"malformed trace: nodes[{i}]: {missing[:199]}") from None
+    return view_node(raw, plain=True)

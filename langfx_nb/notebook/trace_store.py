@@ -22,10 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..agentic.trace import TraceNode
 from ..batch.manifest import trace_record, trace_records, trace_rowid_end
-from .trace_data import view_node
-from .trace_file import SIDECAR_VERSION, read_index_sidecar, sidecar_places, write_index_sidecar
+from .trace_file import (
+    SIDECAR_VERSION,
+    checked_record,
+    read_index_sidecar,
+    sidecar_places,
+    write_index_sidecar,
+)
 from .trace_index import TraceIndex
 
 __all__ = ["index_store", "load_store_index", "open_store_index", "store_extent"]
@@ -104,13 +108,7 @@ def _with_records(index: TraceIndex, path: Path, rowids: array[int]) -> TraceInd
     read, close = trace_record(path)
 
     def record(i: int) -> dict[str, Any]:
-        raw = json.loads(read(rowids[i]))
-        try:
-            TraceNode.from_json(raw)  # the core's strict node reader
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            missing = f"{exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
-            raise ValueError(f"malformed trace: nodes[{i}]: {missing[:199]}") from None
-        return view_node(raw, plain=True)
+        return checked_record(json.loads(read(rowids[i])), i)
 
     index.read_records_with(record, close)
     return index

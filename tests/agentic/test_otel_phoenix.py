@@ -48,40 +48,34 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(message)
         pytest.skip(message)
     workdir = tmp_path_factory.mktemp("phoenix")
-    port = free_port()
-    env = {
-        **os.environ,
-        "PHOENIX_HOST": "127.0.0.1",
-        "PHOENIX_PORT": str(port),
-        "PHOENIX_GRPC_PORT": str(free_port()),
-        "PHOENIX_WORKING_DIR": str(workdir),
-        "PHOENIX_TELEMETRY_ENABLED": "false",
-        "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
-    }
-    base = f"http://127.0.0.1:{port}"
     log_path = workdir / "phoenix.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(PHOENIX), "serve"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    # a port free when picked may be taken before Phoenix binds it (its start takes up to a
+    # minute; other processes' outgoing connections draw from the same range): pick again
+    for attempt in range(3):
+        port = free_port()
+        env = {
+            **os.environ,
+            "PHOENIX_HOST": "127.0.0.1",
+            "PHOENIX_PORT": str(port),
+            "PHOENIX_GRPC_PORT": str(free_port()),
+            "PHOENIX_WORKING_DIR": str(workdir),
+            "PHOENIX_TELEMETRY_ENABLED": "false",
+            "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+        }
+        base = f"http://127.0.0.1:{port}"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [str(PHOENIX), "serve"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         try:
-            deadline = time.monotonic() + START_TIMEOUT
-            while True:
-                if proc.poll() is not None:
-                    tail = log_path.read_text(errors="replace")[-3000:]
-                    pytest.fail(f"phoenix serve exited with {proc.returncode}:\n{tail}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    pytest.fail(f"Phoenix did not answer within {START_TIMEOUT:.0f} s")
-                time.sleep(0.5)
-            yield base
+            if _started(proc, base, log_path, last=attempt == 2):
+                yield base
+                return
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -90,6 +84,24 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+
+
+def _started(proc: subprocess.Popen[bytes], base: str, log_path: Path, *, last: bool) -> bool:
+    """Whether Phoenix answers at ``base``; False when it could not bind a port picked for
+    it (and ``last`` is False: the caller picks again); any other failure fails the test."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            if "address already in use" in tail and not last:
+                return False
+            pytest.fail(f"phoenix serve exited with {proc.returncode}:\n{tail}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return True
+        if time.monotonic() > deadline:
+            pytest.fail(f"Phoenix did not answer within {START_TIMEOUT:.0f} s")
+        time.sleep(0.5)
 
 
 def _spans(base: str, project: str, expected: int) -> list[dict[str, Any]]:

@@ -446,6 +446,21 @@ def report_opens(nodes: int, r: dict[str, float]) -> None:
     )
 
 
+def open_cells(name: str) -> list[str]:
+    """A notebook's cells that show ``TraceExplorer("<name>.json")``, the second printing
+    ``KERNEL <start> <built> <shown> <RSS MB>`` (epoch ms)."""
+    return [
+        "import time\nfrom IPython.display import display\n"
+        "from langfx_nb.notebook.trace_explorer import TraceExplorer",
+        "t_start = time.time() * 1000\n"
+        f"explorer = TraceExplorer({name + '.json'!r}, title={name!r})\n"
+        "t_built = time.time() * 1000\n"
+        "display(explorer)\n"
+        "rss = int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
+        "print(f'KERNEL {t_start:.0f} {t_built:.0f} {time.time() * 1000:.0f} {rss:.0f}')",
+    ]
+
+
 # the first item's caret clicked in the page; when the click is answered (Date.now())
 CLICK_FIRST_ITEM = """async () => {
     const row = (id) => document.querySelector(`.lfx-te-row[data-id="${id}"]`);
@@ -473,16 +488,7 @@ def open_big(lab: Lab, nodes: int) -> dict[str, Any]:
     # open below), so the kernel's RSS is the displayed explorer's
     opens = kernel_opens(lab.server.root / f"{name}.json")
     progress(f"{nodes:,} nodes: kernel opens {opens}")
-    cells = [
-        "import time\nfrom IPython.display import display\n"
-        "from langfx_nb.notebook.trace_explorer import TraceExplorer",
-        "t_start = time.time() * 1000\n"
-        f"explorer = TraceExplorer({name + '.json'!r}, title={name!r})\n"
-        "t_built = time.time() * 1000\n"
-        "display(explorer)\n"
-        "rss = int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
-        "print(f'KERNEL {t_start:.0f} {t_built:.0f} {time.time() * 1000:.0f} {rss:.0f}')",
-    ]
+    cells = open_cells(name)
     (lab.server.root / f"{name}.ipynb").write_text(notebook(cells))
     lab.open(f"{name}.ipynb")
     run_cell_nowait(lab, 0)
@@ -543,14 +549,7 @@ def open_first_time(lab: Lab, nodes: int) -> dict[str, Any]:
     write_big_trace(path, nodes, deep=60)
     path.with_name(path.name + SIDECAR_SUFFIX).unlink(missing_ok=True)
     cells = [
-        "import time\nfrom IPython.display import display\n"
-        "from langfx_nb.notebook.trace_explorer import TraceExplorer",
-        "t_start = time.time() * 1000\n"
-        f"explorer = TraceExplorer({name + '.json'!r}, title={name!r})\n"
-        "t_built = time.time() * 1000\n"
-        "display(explorer)\n"
-        "rss = int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
-        "print(f'KERNEL {t_start:.0f} {t_built:.0f} {time.time() * 1000:.0f} {rss:.0f}')",
+        *open_cells(name),
         "rss = int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
         "print(f'RSS {rss:.0f} {explorer.reading is None}')",
     ]

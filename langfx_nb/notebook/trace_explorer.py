@@ -34,13 +34,7 @@ from .trace_data import read_trace, view_node
 from .trace_file import Prefix
 from .trace_index import WINDOW_NODES, TraceIndex
 from .trace_live import LiveIndex, row_patch
-from .trace_open import (
-    BackgroundRead,
-    ReadingStatus,
-    big_trace_file,
-    open_trace_file,
-    open_trace_store,
-)
+from .trace_open import BackgroundRead, ReadingStatus, open_indexed
 from .trace_rows import LIVE
 from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
 from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
@@ -254,7 +248,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
             source = source.session  # a BatchResult without a manifest: its session
         if source is not None and not hasattr(source, "subscribe"):
-            indexed = _open_indexed(source)
+            indexed = open_indexed(source)
             if indexed is not None:
                 self._index, prefix = indexed
                 _adopt_index(self._reducer, self._index)
@@ -341,7 +335,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         prefix: Prefix | None = None
         session = source if hasattr(source, "subscribe") else None
         if session is None:
-            indexed = _open_indexed(source)
+            indexed = open_indexed(source)
             if indexed is not None:
                 index, prefix = indexed
                 _adopt_index(reducer, index)
@@ -741,26 +735,6 @@ class _Fold:
     ) -> None:
         self.apply = apply
         self.snapshot = snapshot
-
-
-def _is_manifest(source: Any) -> bool:
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        return False
-    if not isinstance(source, str | Path):
-        return False
-    from ..batch.manifest import is_manifest_path
-
-    return is_manifest_path(source)
-
-
-def _open_indexed(source: Any) -> tuple[TraceIndex, Prefix | None] | None:
-    """A run manifest's trace or a large trace file, indexed in place (and the
-    :class:`Prefix` a background read completes when only its first part is); ``None`` for a
-    source read whole."""
-    if _is_manifest(source):
-        return open_trace_store(Path(source))
-    big = big_trace_file(source)
-    return None if big is None else open_trace_file(big)
 
 
 def _adopt_index(reducer: TraceReducer, index: TraceIndex) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..batch.manifest import is_manifest_path
 from .trace_file import Prefix, index_file, load_index, open_index, open_prefix, sidecar_cache_dir
 from .trace_index import INDEX_FILE_BYTES, TraceIndex
 from .trace_store import index_store, load_store_index, open_store_index, store_extent
@@ -47,7 +48,7 @@ __all__ = [
     "PROGRESSIVE_RECORDS",
     "BackgroundRead",
     "ReadingStatus",
-    "big_trace_file",
+    "open_indexed",
     "open_trace_file",
     "open_trace_store",
 ]
@@ -99,18 +100,23 @@ class ReadingStatus:
         return out
 
 
-def big_trace_file(source: Any) -> Path | None:
-    """A path to a trace file large enough to be indexed in place (records left in the
-    file): ``INDEX_FILE_BYTES`` or more."""
+def open_indexed(source: Any) -> tuple[TraceIndex, Prefix | None] | None:
+    """What ``TraceExplorer`` indexes in place, indexed: a path to a batch's run manifest
+    (:func:`open_trace_store`) or to a trace file of ``INDEX_FILE_BYTES`` or more
+    (:func:`open_trace_file`), with the :class:`Prefix` a :class:`BackgroundRead` completes
+    when only its first part is indexed; ``None`` for any other source (read whole)."""
     if isinstance(source, str) and source.lstrip().startswith("{"):
-        return None
+        return None  # JSON text
     if not isinstance(source, str | Path):
         return None
     path = Path(source)
+    if is_manifest_path(path):
+        return open_trace_store(path)
     try:
-        return path if path.stat().st_size >= INDEX_FILE_BYTES else None
+        big = path.stat().st_size >= INDEX_FILE_BYTES
     except OSError:
         return None  # read_trace reports a missing file
+    return open_trace_file(path) if big else None
 
 
 def open_trace_file(path: Path) -> tuple[TraceIndex, Prefix | None]:

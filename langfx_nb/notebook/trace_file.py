@@ -233,14 +233,12 @@ def _skip_space(text: str, at: int) -> int:
 def open_index(path: str | Path, *, sidecar: bool = True) -> TraceIndex:
     """Index a saved trace file without holding its records. A malformed file raises one
     ``ValueError`` naming what is wrong (``nodes[3]: 'kind' is missing``). ``sidecar``: read
-    the index from ``<path>.lfxidx`` when it matches the file, else build it and write it
-    there for the next open."""
+    the index from its sidecar when it matches the file (:func:`load_index`), else build it
+    and write the sidecar for the next open."""
     path = Path(path)
     if sidecar:
-        restored = _load_sidecar(path)
-        if restored is not None:
-            index, spans, firsts = restored
-            _read_back(index, path, spans, firsts)
+        index = load_index(path)
+        if index is not None:
             return index
     stat = path.stat()
     built = _build(path)

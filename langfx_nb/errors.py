@@ -17,13 +17,18 @@
     │   ├── StreamProtocolError       a malformed or out-of-order response stream
     │   └── NetworkBlockedError       a real network request while requests are blocked (tests)
     ├── MappingError                  model output did not parse/validate into the schema
+    │   └── StreamParseError          a streamed answer broke the protocol's grammar
     ├── InvalidRunStateError          a saved RunState is malformed, inconsistent or not verified
     ├── AgentError                    a tool-using run stopped
     │   ├── ToolDeniedError           the ``allow_tool`` policy refused a call
     │   ├── RunSuspended              a run stopped to wait for approvals (carries its state)
     │   ├── ToolExecutionError        unknown tool, bad arguments, a tool raised, bad output
     │   └── BudgetExceededError       a step, tool-call, token or cost budget ran out
-    └── ExecutionTimeoutError         a deadline expired (also a TimeoutError)
+    ├── ExecutionTimeoutError         a deadline expired (also a TimeoutError)
+    ├── RunManifestError              a batch's run manifest cannot be used (another run's, damaged)
+    ├── ProviderBatchError            a provider batch gave an item no usable answer
+    ├── RayEngineError                the Ray engine cannot run (no Ray, workers kept dying)
+    └── ShippingError                 fn, an item or a result cannot go to another process
 
 Messages never contain secrets, nor provider error bodies as such: adapters keep the HTTP
 status and a short provider error *type*. One exception: when a server answers a request it

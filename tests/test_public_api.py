@@ -50,3 +50,27 @@ def test_import_is_light() -> None:
     assert "langfx_nb.notebook" not in modules
     # Generous bound for a loaded CI machine; benchmarks/import_time.py reports the real figure.
     assert seconds < 2.0
+
+
+def test_every_error_class_is_exported_and_drawn_in_the_tree() -> None:
+    # In a child process: importing every module here would change what other tests see.
+    code = """
+import pkgutil, sys, langfx_nb as lf, langfx_nb.errors as errors
+for info in pkgutil.walk_packages(lf.__path__, "langfx_nb."):
+    if ".notebook" not in info.name:
+        __import__(info.name)
+def below(cls):
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= below(sub)
+    return found
+for cls in below(lf.LangFxError):
+    if not cls.__module__.startswith("langfx_nb"):
+        continue
+    if getattr(lf, cls.__name__, None) is not cls:
+        sys.exit(f"lf.{cls.__name__} is not exported")
+    if f" {cls.__name__} " not in errors.__doc__:
+        sys.exit(f"{cls.__name__} is missing from the tree drawn in errors.py")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

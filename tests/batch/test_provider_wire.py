@@ -24,6 +24,9 @@ class Files:
     async def api_request(self, method: str, url: str, **kw: Any) -> bytes:
         return self.content
 
+    def redact(self, text: str) -> str:
+        return text.replace("sk-secret-key", "<redacted>")
+
 
 BODY = {"id": "chatcmpl-1", "choices": [{"index": 0, "message": {"content": "hi"}}]}
 # a body that itself holds "custom_id" and "status_code" keys, and escaped quotes

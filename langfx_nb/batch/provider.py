@@ -366,8 +366,7 @@ async def collect_and_batch(
     report(plan.counts)
     with contextlib.closing(Spool()) as spool:  # the entries, on disk until submitted
         await _collect(engine, fn, values, keys, pending, with_session, plan, spool, session)
-        done = {custom_id(keys[i]) for i in set(range(len(keys))).difference(pending)}
-        await _batch(engine, manifest, report, plan, spool, done)
+        await _batch(engine, manifest, report, plan, spool, keys, pending)
     plan.counts["status"] = "collected"
     report(plan.counts)
     return plan
@@ -430,15 +429,18 @@ async def _batch(
     report: Callable[[dict[str, Any]], None],
     plan: ProviderPlan,
     spool: Spool,
-    done: set[str],
+    keys: list[str],
+    pending: list[int],
 ) -> None:
     """Step 2: the collected entries submitted (or found submitted by an earlier
-    process), polled and their outcomes read into ``plan``; failures resubmitted.
-    ``done``: the custom ids of the run's items done in an earlier run."""
+    process), polled and their outcomes read into ``plan``; failures resubmitted."""
     by_cid = {item.cid: item for item in plan.items.values()}
     active: dict[str, tuple[Wire, list[str]]] = {}
-    if manifest is not None:  # batches an earlier process submitted: poll, never resubmit
-        for batch_id, account, cids in manifest.submitted_batches():
+    submitted = manifest.submitted_batches() if manifest is not None else []
+    if submitted:  # batches an earlier process submitted: poll, never resubmit
+        todo = set(pending)  # the custom ids of the items done in an earlier run:
+        done = {custom_id(k) for i, k in enumerate(keys) if i not in todo}
+        for batch_id, account, cids in submitted:
             mine = [c for c in cids if c in by_cid and by_cid[c].account == account]
             if mine:
                 active[batch_id] = (by_cid[mine[0]].wire, mine)

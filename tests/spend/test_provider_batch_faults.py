@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -166,38 +167,37 @@ async def test_a_call_that_could_not_be_collected_is_not_sent_online_unless_aske
 ) -> None:
     """An fn that raised when its request was collected, then reaches its model call in
     the replay: refused with a clear error, nothing sent; ``online=True`` sends it."""
-    if True:
-        first_call: set[str] = set()
+    first_call: set[str] = set()
 
-        async def fn(row: dict[str, str], session: lf.Session) -> Label:
-            if row["id"] == "t2" and row["id"] not in first_call:
-                first_call.add(row["id"])
-                raise ConnectionError("a lookup failed")
-            return await docs_fn(row, session)
+    async def fn(row: dict[str, str], session: lf.Session) -> Label:
+        if row["id"] == "t2" and row["id"] not in first_call:
+            first_call.add(row["id"])
+            raise ConnectionError("a lookup failed")
+        return await docs_fn(row, session)
 
-        with ProviderServer() as server:
-            lm = make_model("openai", server.url)
-            try:
-                result = await lf.batch(
-                    fn,
-                    ITEMS[:4],
-                    session=lf.Session(lm),
-                    run=tmp_path / "run.sqlite",
-                    engine=engine(online=True) if online else engine(),
-                    progress=False,
-                )
-            finally:
-                await lm.aclose()
-            assert sum(server.batched.values()) == 3
-            if online:
-                assert result.statuses == ["ok"] * 4
-                assert server.answered[("openai", "t2")] == 1
-            else:
-                assert not server.answered
-                assert result.statuses == ["ok", "ok", "failed", "ok"]
-                error = result.errors[2]
-                assert error is not None and error.type == "ProviderBatchError"
-                assert "ConnectionError" in error.message and "online=True" in error.message
+    with ProviderServer() as server:
+        lm = make_model("openai", server.url)
+        try:
+            result = await lf.batch(
+                fn,
+                ITEMS[:4],
+                session=lf.Session(lm),
+                run=tmp_path / "run.sqlite",
+                engine=engine(online=True) if online else engine(),
+                progress=False,
+            )
+        finally:
+            await lm.aclose()
+        assert sum(server.batched.values()) == 3
+        if online:
+            assert result.statuses == ["ok"] * 4
+            assert server.answered[("openai", "t2")] == 1
+        else:
+            assert not server.answered
+            assert result.statuses == ["ok", "ok", "failed", "ok"]
+            error = result.errors[2]
+            assert error is not None and error.type == "ProviderBatchError"
+            assert "ConnectionError" in error.message and "online=True" in error.message
 
 
 # -- 2: a create whose answer is lost -----------------------------------------------------------
@@ -223,6 +223,14 @@ async def test_a_create_whose_answer_is_lost_is_found_not_sent_again(
         assert server.create_requests(provider) == 1
         assert len(server.batches) == 1 and sum(server.batched.values()) == len(ITEMS)
     assert result.totals.failed == 0 and not server.answered
+    (made,) = server.batches
+    made = f"batches/{made}" if provider == "gemini" else made
+    db = sqlite3.connect(tmp_path / "run.sqlite")  # recorded, then collected
+    try:
+        rows = db.execute("SELECT batch_id, status FROM provider_batches").fetchall()
+    finally:
+        db.close()
+    assert rows == [(made, "collected")]
 
 
 async def test_an_upload_whose_answer_is_lost_is_not_sent_again(tmp_path: Path) -> None:

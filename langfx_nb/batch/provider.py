@@ -4,14 +4,20 @@ The same ``fn`` runs twice per item, unchanged:
 
 1. **Collect.** ``fn(item)`` runs with a collecting capture (``llms/deferred.py``): its first
    model call that misses the LLM cache stops with ``DeferredCall`` and its request is kept.
-   Nothing is traced or sent. An item whose ``fn`` finishes without a request (cache hits)
-   or raises is not batched: it runs as usual in step 3.
+   Nothing is traced or sent. ``fn(item, session)`` gets a scratch session with the run
+   session's model and defaults (so ``session.query`` without ``lm=`` builds the request
+   the replay builds). An item whose ``fn`` finishes without a request (cache hits) or
+   raises is not batched: it runs in step 3, where a model call it makes that the cache
+   does not answer is refused (``ProviderBatchError``, nothing sent) unless
+   ``ProviderBatch(online=True)`` lets it go online at full price.
 2. **Batch.** The requests are grouped per model and account, split at the provider's
-   limits (requests and bytes per batch), submitted; each accepted batch id is committed to
-   the run manifest at once, so a new process (a kernel restart) polls the batches it
-   finds there instead of submitting again. Batches are polled every ``poll_interval``
-   seconds; the progress view shows the provider's own counts. Items that errored, expired
-   or were canceled are resubmitted alone (a batch of only them), ``max_resubmits`` times.
+   limits (requests and bytes per batch), submitted (sent once: a create whose answer is
+   lost is looked for in the account's batch list, ``Wire.find``, never sent again); each
+   accepted batch id is committed to the run manifest at once, so a new process (a kernel
+   restart) polls the batches it finds there instead of submitting again. Batches are
+   polled every ``poll_interval`` seconds; the progress view shows the provider's own
+   counts. Items that errored, expired or were canceled are resubmitted alone (a batch of
+   only them), ``max_resubmits`` times.
 3. **Replay.** The items run as in any ``lf.batch`` (traced, counted, written to the
    manifest), with the model call answered from the batch: the response body is decoded
    and checked exactly as an online answer (finish reason, parsing, validation, the LLM
@@ -21,8 +27,12 @@ The same ``fn`` runs twice per item, unchanged:
    made ``FLUSH_ROWS`` at a time (``CacheWrites``), all before ``lf.batch`` returns.
 
 One model call per item: a second call in the replay (an agent loop, ``repair=``) fails
-that item with ``ProviderBatchError``, as does a replay that builds another request than
-the one collected (an ``fn`` that is not deterministic). Such ``fn``s need ``engine=None``.
+that item with ``ProviderBatchError``. An answer paid for is used: a replay that builds
+another request than the one collected (an ``fn`` that is not deterministic, a default
+that changed) gets the batch's answer to the collected one, marked
+``metadata["batch_request_differed"] = True``; only a replay with another model fails.
+A batch is marked collected (a rerun does not poll it again) only when each of its paid
+answers was used by its item's replay: a rerun with ``run=`` recovers the rest.
 """
 
 from __future__ import annotations
@@ -31,16 +41,19 @@ import asyncio
 import contextlib
 import hashlib
 import inspect
+import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LangFxError, ProviderBatchError, RetryableError
+from ..errors import LangFxError, ProviderBatchError, RetryableError, ServerError
 from ..llms.cache import warn_cache_failure
 from ..llms.deferred import Capture, DeferredCall, capturing
 from .manifest import FLUSH_ROWS
 
 if TYPE_CHECKING:
+    from ..agentic.session import Session
     from ..llms.base import LanguageModel, LMRequest
     from ..llms.cache import Cache
     from ..messages import AIMessage
@@ -58,6 +71,8 @@ COUNT_KEYS = ("succeeded", "errored", "expired", "canceled", "processing")
 #: polls it again.
 MAX_POLL_FAILURES = 10
 MAX_POLL_BACKOFF_S = 120.0
+#: The provider failures an item is resubmitted after (a malformed answer was billed).
+RESUBMITTED = frozenset({"errored", "expired", "canceled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +85,12 @@ class ProviderBatch:
     and 200 MB, Anthropic 100,000 and 256 MB, Gemini 20 MB inline).
     ``cancel_on_interrupt``: cancel the submitted batches when the cell is interrupted
     (by default they keep running at the provider and a rerun with the same ``run=``
-    collects them).
+    collects them). ``online``: an item whose model call could not be collected (its
+    ``fn`` raised first) may send it online, at full price, when it reaches it in the
+    replay; by default that call fails the item with ``ProviderBatchError`` and nothing is
+    sent. ``max_result_bytes``: the most one answer of the batch API (a poll, a results
+    file, decoded) may hold; past it the run stops with ``ProviderBatchError`` (the
+    batches keep running at the provider: a rerun with a higher bound collects them).
     """
 
     poll_interval: float = 30.0
@@ -78,13 +98,15 @@ class ProviderBatch:
     max_requests: int | None = None
     max_bytes: int | None = None
     cancel_on_interrupt: bool = False
+    online: bool = False
+    max_result_bytes: int = 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not self.poll_interval >= 0:
             raise ValueError("poll_interval must be a non-negative number of seconds")
         if isinstance(self.max_resubmits, bool) or self.max_resubmits < 0:
             raise ValueError("max_resubmits must be a non-negative int")
-        for name in ("max_requests", "max_bytes"):
+        for name in ("max_requests", "max_bytes", "max_result_bytes"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be a positive int or None")
@@ -184,23 +206,55 @@ class _Collector:
         raise DeferredCall()
 
 
+class _Refuser:
+    """The replay's answer to a model call that was not collected (its ``fn`` raised in
+    the collect step, then got further): refused, nothing sent (``ProviderBatch.online``)."""
+
+    __slots__ = ("reason",)
+
+    reads_cache = True  # a cached answer costs nothing and is returned
+    cache_writes = None
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]:
+        raise ProviderBatchError(
+            f"this item's model call was not in the provider batch: its fn raised when its "
+            f"request was collected ({self.reason}); it is not sent online at full price "
+            "unless engine=ProviderBatch(online=True)"
+        )
+
+
 class _Replayer:
     """The replay's answer to an item's model call. The cache is not read again (the
     collect step's lookup missed; the batch's answer was paid for and is the one used);
-    the answer's cache write goes to the run's ``CacheWrites``."""
+    the answer's cache write goes to the run's ``CacheWrites``. ``settled``: nothing is
+    left to recover from the batch for this item (its answer was handed out, or there is
+    none)."""
 
-    __slots__ = ("cache_writes", "fingerprint", "outcome", "provider", "used")
+    __slots__ = (
+        "cache_writes",
+        "fingerprint",
+        "model_id",
+        "outcome",
+        "provider",
+        "settled",
+        "used",
+    )
 
     reads_cache = False
 
     def __init__(
-        self, provider: str, fingerprint: int, outcome: Outcome, writes: CacheWrites
+        self, provider: str, model_id: str, fingerprint: int, outcome: Outcome, writes: CacheWrites
     ) -> None:
         self.provider = provider
+        self.model_id = model_id
         self.fingerprint = fingerprint
         self.outcome = outcome
         self.cache_writes = writes
         self.used = False
+        self.settled = outcome.failure is not None
 
     async def answer(self, model: LanguageModel, request: LMRequest) -> AIMessage[Any]:
         if self.used:
@@ -209,21 +263,28 @@ class _Replayer:
                 "one model call per item (an agent or repair= needs engine=None)"
             )
         self.used = True
-        if request_fingerprint(model, request) != self.fingerprint:
+        if model.model_id != self.model_id:
             raise ProviderBatchError(
-                "fn built another request than the one sent in the batch (is it "
-                "deterministic?); its answer is not used"
+                f"fn called {model.model_id} where the batch asked {self.model_id} (is it "
+                "deterministic?); the batch's answer is kept for a rerun with run="
             )
         outcome = self.outcome
         if outcome.failure is not None:
+            said = f" ({outcome.message})" if outcome.message else ""
+            if outcome.failure == "malformed":
+                said = f": {outcome.message}"
             raise ProviderBatchError(
-                f"{self.provider} batch: the request {outcome.failure}"
-                + (f" ({outcome.message})" if outcome.message else ""),
+                f"{self.provider} batch: the request {outcome.failure}{said}",
                 failure=outcome.failure,
             )
         decode = getattr(model, "decode")  # noqa: B009 - every Wire's model has one
-        message: AIMessage[Any] = decode(outcome.body)
+        try:
+            message: AIMessage[Any] = decode(outcome.body)
+        finally:
+            self.settled = True  # decoded or not, this answer is what the provider holds
         message.metadata["processing"] = "batch"
+        if request_fingerprint(model, request) != self.fingerprint:
+            message.metadata["batch_request_differed"] = True
         return message
 
 
@@ -244,10 +305,14 @@ class ProviderPlan:
     """What the collect and batch steps found: a capture per batched item for the replay,
     and the batches to mark collected once the replay has stored every outcome."""
 
-    def __init__(self) -> None:
+    def __init__(self, online: bool = False) -> None:
+        self.online = online
         self.items: dict[int, _Item] = {}
         self.outcomes: dict[str, Outcome] = {}
+        self.uncollected: dict[int, str] = {}  # item -> why its fn raised in the collect step
+        self.replayers: dict[str, _Replayer] = {}
         self.batch_ids: list[str] = []
+        self.batch_cids: dict[str, list[str]] = {}
         self.counts: dict[str, Any] = {
             "status": "collecting",
             "batches": 0,
@@ -259,18 +324,26 @@ class ProviderPlan:
     def capture_for(self, index: int) -> Capture | None:
         item = self.items.get(index)
         if item is None:
-            return None
+            reason = self.uncollected.get(index)
+            return None if reason is None or self.online else _Refuser(reason)
         outcome = self.outcomes.get(item.cid)
         if outcome is None:  # cannot happen once collect_and_batch returned
             raise ProviderBatchError("the provider batch gave no result for this item")
-        return _Replayer(item.wire.name, item.fingerprint, outcome, self.cache_writes)
+        model_id = item.account.rpartition("@")[0]
+        replayer = _Replayer(item.wire.name, model_id, item.fingerprint, outcome, self.cache_writes)
+        self.replayers[item.cid] = replayer
+        return replayer
 
     async def finish(self, manifest: Manifest | None) -> None:
-        """Once every item has its outcome: the cache writes written, the batches marked
-        collected."""
+        """Once every item has its outcome: the cache writes written, and the batches
+        whose answers were all handed out marked collected (one holding an answer no
+        replay used stays to be polled by a rerun)."""
         await self.cache_writes.flush()
-        if manifest is not None:
-            for batch_id in self.batch_ids:
+        if manifest is None:
+            return
+        unsettled = {cid for cid, r in self.replayers.items() if not r.settled}
+        for batch_id in self.batch_ids:
+            if unsettled.isdisjoint(self.batch_cids.get(batch_id, ())):
                 manifest.collected(batch_id)
 
 
@@ -283,21 +356,24 @@ async def collect_and_batch(
     manifest: Manifest | None,
     with_session: bool,
     report: Callable[[dict[str, Any]], None],
+    session: Session | None = None,
 ) -> ProviderPlan:
-    """Steps 1 and 2 of the module docstring; the plan answers step 3."""
+    """Steps 1 and 2 of the module docstring; the plan answers step 3. ``session``: the
+    run's, whose model and defaults the collect step's ``fn(item, session)`` sees."""
     from .provider_wire import Spool
 
-    plan = ProviderPlan()
+    plan = ProviderPlan(engine.online)
     report(plan.counts)
     with contextlib.closing(Spool()) as spool:  # the entries, on disk until submitted
-        await _collect(fn, values, keys, pending, with_session, plan, spool)
-        await _batch(engine, manifest, report, plan, spool)
+        await _collect(engine, fn, values, keys, pending, with_session, plan, spool, session)
+        await _batch(engine, manifest, report, plan, spool, keys, pending)
     plan.counts["status"] = "collected"
     report(plan.counts)
     return plan
 
 
 async def _collect(
+    engine: ProviderBatch,
     fn: Callable[..., Any],
     values: list[Any],
     keys: list[str],
@@ -305,6 +381,7 @@ async def _collect(
     with_session: bool,
     plan: ProviderPlan,
     spool: Spool,
+    session: Session | None,
 ) -> None:
     """Step 1: each pending item's request, as its provider's entry in ``spool``."""
     from ..agentic.session import Session
@@ -312,7 +389,9 @@ async def _collect(
 
     wires: dict[str, Wire] = {}
     accounts: dict[int, tuple[LanguageModel, str, Wire]] = {}
-    scratch = Session(max_trace_nodes=16)  # collect runs leave no trace in the batch's
+    # collect runs leave no trace in the batch's; they see the run's model and defaults
+    lm, defaults = (session.lm, session.defaults) if session is not None else (None, {})
+    scratch = Session(lm, max_trace_nodes=16, **defaults)
     try:
         for i in pending:
             collector = _Collector()
@@ -323,8 +402,9 @@ async def _collect(
                         await out
                 except DeferredCall:
                     pass
-                except Exception:
-                    pass
+                except Exception as exc:
+                    if collector.request is None:
+                        plan.uncollected[i] = f"{type(exc).__name__}: {exc}"[:200]
             model, request = collector.model, collector.request
             if model is None or request is None:
                 continue
@@ -333,7 +413,7 @@ async def _collect(
                 account = f"{model.model_id}@{getattr(model, 'server', None)}"
                 wire = wires.get(account)
                 if wire is None:
-                    wire = wires[account] = wire_for(model)
+                    wire = wires[account] = wire_for(model, engine.max_result_bytes)
                 known = accounts[id(model)] = (model, account, wire)
             _, account, wire = known
             cid = custom_id(keys[i])
@@ -349,18 +429,24 @@ async def _batch(
     report: Callable[[dict[str, Any]], None],
     plan: ProviderPlan,
     spool: Spool,
+    keys: list[str],
+    pending: list[int],
 ) -> None:
     """Step 2: the collected entries submitted (or found submitted by an earlier
     process), polled and their outcomes read into ``plan``; failures resubmitted."""
     by_cid = {item.cid: item for item in plan.items.values()}
     active: dict[str, tuple[Wire, list[str]]] = {}
-    if manifest is not None:  # batches an earlier process submitted: poll, never resubmit
-        for batch_id, account, cids in manifest.submitted_batches():
+    submitted = manifest.submitted_batches() if manifest is not None else []
+    if submitted:  # batches an earlier process submitted: poll, never resubmit
+        todo = set(pending)  # the custom ids of the items done in an earlier run:
+        done = {custom_id(k) for i, k in enumerate(keys) if i not in todo}
+        for batch_id, account, cids in submitted:
             mine = [c for c in cids if c in by_cid and by_cid[c].account == account]
             if mine:
                 active[batch_id] = (by_cid[mine[0]].wire, mine)
-            if len(mine) == len(cids):  # marked collected at the end only when all are ours:
-                plan.batch_ids.append(batch_id)  # other items' runs may still need it
+            if len(mine) + len(done.intersection(cids)) == len(cids):  # marked collected at
+                plan.batch_ids.append(batch_id)  # the end only when all are this run's
+                plan.batch_cids[batch_id] = cids
         plan.counts["batches"] = plan.counts["resumed_batches"] = len(active)
     waiting = {c for _, cids in active.values() for c in cids}
     fresh = [item for item in plan.items.values() if item.cid not in waiting]
@@ -415,7 +501,10 @@ async def _batch(
 
                         outcome = Outcome(failure="expired", message="no result was returned")
                     plan.outcomes[cid] = outcome
-                    if outcome.failure is not None and attempts.get(cid, 0) < engine.max_resubmits:
+                    if (
+                        outcome.failure in RESUBMITTED
+                        and attempts.get(cid, 0) < engine.max_resubmits
+                    ):
                         attempts[cid] = attempts.get(cid, 0) + 1
                         retry.append(by_cid[cid])
                 del active[batch_id]
@@ -509,12 +598,46 @@ async def _send(
     plan: ProviderPlan,
     out: dict[str, tuple[Wire, list[str]]],
 ) -> None:
-    batch_id = await wire.submit(entries)
+    marker = uuid.uuid4().hex
+    since = time.time()
+    try:
+        batch_id = await wire.submit(entries, marker)
+    except ServerError as exc:  # a 5xx or a lost answer: the batch may exist all the same
+        batch_id = await _find_created(wire, marker, len(cids), since, plan, exc)
     if manifest is not None:  # committed now: a restart polls this batch, never resubmits
         manifest.add_provider_batch(batch_id, account, cids)
     plan.batch_ids.append(batch_id)
+    plan.batch_cids[batch_id] = cids
     plan.counts["batches"] += 1
     out[batch_id] = (wire, cids)
+
+
+async def _find_created(
+    wire: Wire, marker: str, requests: int, since: float, plan: ProviderPlan, exc: ServerError
+) -> str:
+    """The batch a create that failed with ``exc`` made after all, by its marker in the
+    account's batch list; when none is found (nothing was created: the next run submits
+    again) or several may be it, ``ProviderBatchError`` and nothing is created."""
+    try:
+        found = [b for b in await wire.find(marker, requests, since) if b not in plan.batch_ids]
+    except LangFxError as listing:
+        raise ProviderBatchError(
+            f"{wire.name} batch: the answer to a batch create was lost ({exc}) and the "
+            f"account's batches could not be listed ({listing}); nothing was created again: "
+            "check the provider's console before running again"
+        ) from exc
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ProviderBatchError(
+            f"{wire.name} batch: a batch create failed ({exc}) and the provider lists no "
+            "batch it made; nothing was sent again (a rerun submits these requests)"
+        ) from exc
+    raise ProviderBatchError(
+        f"{wire.name} batch: the answer to a batch create was lost ({exc}) and "
+        f"{len(found)} batches it may have made are listed ({', '.join(found[:5])}); "
+        "nothing was created again: cancel the ones not wanted before running again"
+    ) from exc
 
 
 def _normalized(provider: str, counts: dict[str, int], n: int) -> dict[str, int]:

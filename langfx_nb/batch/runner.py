@@ -358,7 +358,7 @@ async def _execute(
                             _quietly(reporter.update, state.snapshot())
 
                     plan = await collect_and_batch(
-                        engine, fn, values, keys, pending, manifest, with_session, on_provider
+                        engine, fn, values, keys, pending, manifest, with_session, on_provider, view
                     )
                 if plan is not None and manifest is not None:  # see REPLAY_FLUSH_ROWS
                     manifest.flush_rows = REPLAY_FLUSH_ROWS

@@ -64,7 +64,7 @@ from ..errors import (
     StreamProtocolError,
 )
 from ..messages import ContinuationPart, Message, ReasoningPart
-from ._redact import SECRET_HEADER
+from ._redact import SECRET_HEADER, redact_exception
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
 from .ratelimit import Limiter, account_id, limiter_for
@@ -449,14 +449,40 @@ class HTTPModel(LanguageModel):
         content: bytes | None = None,
         files: Mapping[str, tuple[str, bytes, str]] | None = None,
         data: Mapping[str, str] | None = None,
+        resend: bool = True,
+        max_bytes: int | None = None,
     ) -> bytes:
         """One request to another endpoint of this model's API (a provider batch: file
         upload, create, retrieve, results, cancel) with this model's key, headers and
-        client; the body of a 2xx response, or the error its status maps to. ``body`` is
-        sent as it is: the model's ``extra_body`` belongs in generation requests, not in
-        these (an unknown parameter there is refused). A redirect is an
-        ``InvalidRequestError``, not followed: the key would go to another address, and its
-        empty body must not read as an empty results file."""
+        client; the body of a 2xx response, or the error its status maps to (a key the
+        server echoes is redacted from it). ``body`` is sent as it is: the model's
+        ``extra_body`` belongs in generation requests, not in these (an unknown parameter
+        there is refused). A redirect is an ``InvalidRequestError``, not followed: the key
+        would go to another address, and its empty body must not read as an empty results
+        file. ``resend=False``: a request that must not reach the server twice (it is not
+        idempotent: a batch create) is sent once, even on a connection that failed before
+        its answer (see ``_send``). ``max_bytes``: the body is read as it arrives and a
+        ``StreamProtocolError`` is raised once it passes ``max_bytes`` (counted after any
+        content encoding is undone: a small gzip cannot expand without bound)."""
+        try:
+            return await self._api_request(
+                method, url, body, content, files, data, resend, max_bytes
+            )
+        except LMError as exc:
+            redact_exception(exc, self._secrets)
+            raise
+
+    async def _api_request(
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None,
+        content: bytes | None,
+        files: Mapping[str, tuple[str, bytes, str]] | None,
+        data: Mapping[str, str] | None,
+        resend: bool,
+        max_bytes: int | None,
+    ) -> bytes:
         client = self._client()
         headers = await self._headers()
         if files is not None:
@@ -469,16 +495,19 @@ class HTTPModel(LanguageModel):
             del headers["content-type"]
             request = client.build_request(method, url, headers=headers)
         try:
-            response = await _send(client, request)
+            if resend:
+                response = await _send(client, request)
+            else:
+                response = await client.send(request, stream=True)
             try:
-                await response.aread()
+                if response.status_code >= 300:
+                    raw = await _read_bounded(response, _MAX_ERROR_BODY, self.provider, error=True)
+                    self._raise_status(response, raw)
+                return await _read_bounded(response, max_bytes, self.provider)
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
-        if response.status_code >= 300:
-            self._raise_status(response, response.content)
-        return response.content
 
     async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
         """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.
@@ -702,6 +731,28 @@ async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Resp
         return await client.send(request, stream=True)
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
         return await client.send(request, stream=True)
+
+
+async def _read_bounded(
+    response: httpx.Response, max_bytes: int | None, provider: str, *, error: bool = False
+) -> bytes:
+    """The body of ``response``, decoded, read as it arrives; past ``max_bytes`` a
+    ``StreamProtocolError`` (``error``: an error body, cut at ``max_bytes`` instead)."""
+    if max_bytes is None:
+        return await response.aread()
+    parts: list[bytes] = []
+    size = 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > max_bytes:
+            if error:
+                parts.append(part[: max_bytes - size + len(part)])
+                break
+            raise StreamProtocolError(
+                f"{provider}: the response body is larger than {max_bytes} bytes (decoded)"
+            )
+        parts.append(part)
+    return b"".join(parts)
 
 
 async def _read_rest(reads: AsyncIterator[bytes]) -> None:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from ..errors import RateLimitError, RetryableError, UnsupportedCapabilityError
 from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
 from ..modalities import Mime
-from ._redact import Secrets, redact_exception
+from ._redact import Secrets, redact, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
 from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
 from .streaming import StreamAccumulator, StreamChunk
@@ -320,6 +320,11 @@ class LanguageModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_id!r})"
+
+    def redact(self, text: str) -> str:
+        """``text`` without the key values and secret header values this model has sent
+        (a provider batch's per-request error, written to errors, manifests and traces)."""
+        return redact(text, self._secrets.values())
 
     @property
     def supports_streaming(self) -> bool:

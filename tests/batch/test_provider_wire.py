@@ -24,6 +24,9 @@ class Files:
     async def api_request(self, method: str, url: str, **kw: Any) -> bytes:
         return self.content
 
+    def redact(self, text: str) -> str:
+        return text.replace("sk-secret-key", "<redacted>")
+
 
 BODY = {"id": "chatcmpl-1", "choices": [{"index": 0, "message": {"content": "hi"}}]}
 # a body that itself holds "custom_id" and "status_code" keys, and escaped quotes
@@ -171,3 +174,36 @@ async def test_openai_requests_without_a_line_in_a_cancelled_batch_were_canceled
     polled = Polled(True, "cancelled", raw={"output_file_id": "f", "error_file_id": None})
     out = await OpenAIWire(Files(raw)).results("b1", polled)
     assert out["a"].body == BODY and out["*"].failure == "canceled"
+
+
+async def test_a_per_request_error_is_kept_without_the_models_key() -> None:
+    """The model's own key (``redact``) and credential-shaped text both leave the message."""
+    failed = {
+        "id": "r",
+        "custom_id": "d",
+        "response": {
+            "status_code": 401,
+            "body": {"error": {"message": "key sk-secret-key and api_key=abc123 refused"}},
+        },
+        "error": None,
+    }
+    polled = Polled(True, "completed", raw={"output_file_id": "f"})
+    out = await OpenAIWire(Files(jsonl(failed))).results("b1", polled)
+    assert out["d"].failure == "errored"
+    assert "sk-secret-key" not in out["d"].message and "abc123" not in out["d"].message
+
+
+@pytest.mark.parametrize(
+    ("text", "epoch"),
+    [
+        ("2026-12-03T00:00:00Z", 1796256000.0),
+        ("2026-12-03T00:00:00.123456Z", 1796256000.0),
+        ("2026-12-03T01:30:00+01:30", 1796256000.0),
+        ("yesterday", None),
+        (1796256000, None),
+    ],
+)
+def test_anthropic_created_at_is_read_as_rfc_3339(text: Any, epoch: float | None) -> None:
+    from langfx_nb.batch.provider_wire import _epoch
+
+    assert _epoch(text) == epoch

@@ -43,15 +43,32 @@ Batch wire formats (from the public API references):
   ``response.inlinedResponses.inlinedResponses: [{response | error, metadata: {key}}]``),
   ``POST /batches/{id}:cancel``. Inline requests up to 20 MB.
 
+Listing, as the references page it: OpenAI ``GET /batches?limit&after`` (``{data,
+has_more, last_id}``, newest first, each batch with the ``metadata`` it was created with),
+Anthropic ``GET /messages/batches?limit&after_id`` (``{data, has_more, last_id}``, newest
+first; ``created_at`` RFC 3339), Gemini ``GET /batches?pageSize&pageToken``
+(``{operations, nextPageToken}``, the batch's ``displayName`` in each operation's metadata).
+
+Faults a test may ask for: ``drop_creates`` / ``drop_uploads``: that many batch creates
+(file uploads) are carried out, then the connection is closed without an answer (the
+client cannot know whether the batch exists); ``poll_error``: every status poll and
+download answered with that ``(status, body)``; ``result_rows(provider, rows)``: the rows
+of a result file or of Gemini's inlined responses replaced (a row that is ``bytes`` is
+written as it is: a line that is not JSON); ``results_body()``: a result file's download
+answered with that ``(headers, chunks)`` instead, sent chunked as it is produced (an
+endless file, a gzip bomb); ``echo_key``: an errored request's message quotes the key the
+batch was created with.
+
 ``variant=True`` keeps to the same references where they leave room, but not the way the
 default does (what a fake written by someone else from the same pages may do): result files
 list the requests in reverse order (OpenAI, Anthropic: "not guaranteed to be in the same
 order as requests"), with ``\r\n`` line ends and no final newline, unknown members first
 on every line and object, gzip-encoded when the client accepts it; Anthropic's
 ``results_url`` points at another listener (``results_host``, another port) that requires
-the same ``x-api-key`` and ``anthropic-version`` headers; the first status poll of every
-batch fails with the provider's documented overload error (OpenAI 503, Anthropic 529
-``overloaded_error``, Gemini 503 ``UNAVAILABLE``); Gemini reports states as its batch
+the same ``x-api-key`` and ``anthropic-version`` headers (a client must not send them
+there: the key goes only to the API host, which serves the results too); the first status
+poll of every batch fails with the provider's documented overload error (OpenAI 503,
+Anthropic 529 ``overloaded_error``, Gemini 503 ``UNAVAILABLE``); Gemini reports states as its batch
 guide's examples do (``JOB_STATE_RUNNING`` ...). In every mode the create requests refuse
 members the references do not list, as the real APIs do.
 """
@@ -66,9 +83,11 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Self
+from urllib.parse import parse_qsl
 
-from tests.http_server import Request, ThreadedServer, send
+from tests.http_server import Request, ThreadedServer, response_head, send
 
 _ITEM = re.compile(r"item=(\w+)")
 OPENAI_MAX_REQUESTS, OPENAI_MAX_BYTES = 50_000, 200 * 1024 * 1024
@@ -97,8 +116,16 @@ class ProviderServer(ThreadedServer):
         expire_items: frozenset[str] = frozenset(),
         completion_tokens: int = 12,
         variant: bool = False,
+        drop_creates: int = 0,
+        drop_uploads: int = 0,
     ) -> None:
         super().__init__()
+        self.drop_creates = drop_creates
+        self.drop_uploads = drop_uploads
+        self.poll_error: tuple[int, bytes] | None = None
+        self.result_rows: Callable[[str, list[Any]], list[Any]] | None = None
+        self.results_body: Callable[[], tuple[dict[str, str], AsyncIterator[bytes]]] | None = None
+        self.echo_key = False
         self.variant = variant
         #: with ``variant``: where Anthropic's ``results_url`` points
         self.results_host = _ResultsHost(self) if variant else None
@@ -115,6 +142,7 @@ class ProviderServer(ThreadedServer):
         self.batches: dict[str, dict[str, Any]] = {}  # id -> state, every provider
         self.files: dict[str, bytes] = {}
         self.uploaded_bytes = 0
+        self.query: dict[str, str] = {}  # the query parameters of the request being answered
         self._prefixes: set[tuple[str, str]] = set()
         self._next = 0
         self._lock = threading.Lock()
@@ -153,16 +181,40 @@ class ProviderServer(ThreadedServer):
     # -- HTTP -----------------------------------------------------------------------------------
     async def respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
         method, path = request.method, request.path.split("?", 1)[0]
+        self.query = dict(parse_qsl(request.path.partition("?")[2]))
         with self._lock:
             self.requests.append((method, path))
             self.headers.append(dict(request.headers))
+        if self.results_body is not None and _is_download(method, path):
+            await _send_chunked(writer, *self.results_body())
+            return False
+        if self.poll_error is not None and method == "GET" and "/batches/" in path:
+            status, body = self.poll_error
+            await send(writer, status, {"content-type": "application/json"}, body)
+            return True
         try:
             status, ctype, payload = self._route(method, path, request.headers, request.body)
         except Exception as exc:  # a bug here must show as a 500, not a hang
             status, ctype = 500, "application/json"
             payload = json.dumps({"error": {"message": repr(exc)}}).encode()
+        if status == 200 and self._drop(method, path):
+            writer.close()  # carried out; the answer is lost with the connection
+            return False
         await send(writer, status, *self._encoded(request, ctype, payload))
         return True
+
+    def _drop(self, method: str, path: str) -> bool:
+        """Whether this (carried out) create or upload loses its answer (``drop_*``)."""
+        if method != "POST":
+            return False
+        if path.endswith("/files") and self.drop_uploads:
+            self.drop_uploads -= 1
+            return True
+        creates = ("/openai/v1/batches", "/anthropic/v1/messages/batches")
+        if (path in creates or path.endswith(":batchGenerateContent")) and self.drop_creates:
+            self.drop_creates -= 1
+            return True
+        return False
 
     def _encoded(
         self, request: Request, ctype: str, payload: bytes
@@ -194,13 +246,32 @@ class ProviderServer(ThreadedServer):
             return 529, js, _dump(body)
         return 503, js, _gemini_error(503, "UNAVAILABLE", "The service is currently unavailable.")
 
-    def _file(self, rows: list[dict[str, Any]]) -> bytes:
+    def _file(self, provider: str, rows: list[dict[str, Any]]) -> bytes:
         """A JSONL result file: in order, ``\n`` after each line; ``variant``: reversed,
         ``\r\n`` between lines, none after the last, an unknown member first."""
+        if self.variant:
+            rows = [{"x_unknown": {"note": "ignore me"}, **r} for r in reversed(rows)]
+        lines: list[Any] = rows if self.result_rows is None else self.result_rows(provider, rows)
+        out = [r if isinstance(r, bytes) else json.dumps(r).encode() for r in lines]
         if not self.variant:
-            return "".join(json.dumps(r) + "\n" for r in rows).encode()
-        rows = [{"x_unknown": {"note": "ignore me"}, **r} for r in reversed(rows)]
-        return "\r\n".join(json.dumps(r) for r in rows).encode()
+            return b"".join(line + b"\n" for line in out)
+        return b"\r\n".join(out)
+
+    def _error_message(self, batch: dict[str, Any]) -> str:
+        """An errored request's message; ``echo_key``: quoting the batch creator's key."""
+        return f"bad request (key {batch['key']})" if self.echo_key else "bad request"
+
+    def _page(self, provider: str) -> tuple[list[str], str | None]:
+        """The batch ids of one listing page, newest first, and the next page's cursor."""
+        ids = [b for b, v in reversed(self.batches.items()) if v["provider"] == provider]
+        after = self.query.get(
+            {"gemini": "pageToken", "anthropic": "after_id"}.get(provider, "after")
+        )
+        if after in ids:
+            ids = ids[ids.index(after) + 1 :]
+        limit = int(self.query.get("pageSize" if provider == "gemini" else "limit", "20"))
+        page = ids[:limit]
+        return page, (page[-1] if len(ids) > limit else None)
 
     def _route(
         self, method: str, path: str, headers: dict[str, str], body: bytes
@@ -214,7 +285,12 @@ class ProviderServer(ThreadedServer):
             if method == "POST" and rest == "/files":
                 return self._openai_upload(headers, body)
             if method == "POST" and rest == "/batches":
-                return self._openai_create(json.loads(body))
+                return self._openai_create(json.loads(body), headers)
+            if method == "GET" and rest == "/batches":
+                page, more = self._page("openai")
+                data = [self._openai_object(b) for b in page]
+                listing = {"object": "list", "data": data, "has_more": more is not None}
+                return 200, js, _dump({**listing, "last_id": page[-1] if page else None})
             m = re.fullmatch(r"/batches/([\w-]+)(/cancel)?", rest)
             if m:
                 return self._openai_batch(m.group(1), cancel=bool(m.group(2)))
@@ -225,7 +301,12 @@ class ProviderServer(ThreadedServer):
             if method == "POST" and rest == "/messages":
                 return 200, js, _dump(self.anthropic_answer(json.loads(body)))
             if method == "POST" and rest == "/messages/batches":
-                return self._anthropic_create(json.loads(body))
+                return self._anthropic_create(json.loads(body), headers)
+            if method == "GET" and rest == "/messages/batches":
+                page, more = self._page("anthropic")
+                data = [self._anthropic_object(b) for b in page]
+                listing = {"data": data, "has_more": more is not None}
+                return 200, js, _dump({**listing, "last_id": page[-1] if page else None})
             m = re.fullmatch(r"/messages/batches/([\w-]+)(/cancel|/results)?", rest)
             if m:
                 return self._anthropic_batch(m.group(1), m.group(2) or "")
@@ -234,7 +315,13 @@ class ProviderServer(ThreadedServer):
             if m and m.group(2) == "generateContent":
                 return 200, js, _dump(self.gemini_answer(json.loads(body)))
             if m:
-                return self._gemini_create(m.group(1), json.loads(body), len(body))
+                return self._gemini_create(m.group(1), json.loads(body), len(body), headers)
+            if method == "GET" and rest == "/batches":
+                page, more = self._page("gemini")
+                listing: dict[str, Any] = {"operations": [self._gemini_operation(b) for b in page]}
+                if more is not None:
+                    listing["nextPageToken"] = more
+                return 200, js, _dump(listing)
             m = re.fullmatch(r"/batches/([\w-]+)(:cancel)?", rest)
             if m:
                 return self._gemini_batch(m.group(1), cancel=bool(m.group(2)))
@@ -392,9 +479,13 @@ class ProviderServer(ThreadedServer):
         }
 
     # -- batches: common ------------------------------------------------------------------------
-    def _new_batch(self, provider: str, items: list[tuple[str, str, dict[str, Any]]]) -> str:
+    def _new_batch(
+        self, provider: str, items: list[tuple[str, str, dict[str, Any]]], headers: dict[str, str]
+    ) -> str:
         batch_id = self._id({"openai": "batch_", "anthropic": "msgbatch_", "gemini": ""}[provider])
+        key = headers.get("authorization", "").removeprefix("Bearer ")
         self.batches[batch_id] = {
+            "key": key or headers.get("x-api-key") or headers.get("x-goog-api-key"),
             "provider": provider,
             "items": items,  # (custom id, item id, request body)
             "polls": 0,
@@ -482,7 +573,9 @@ class ProviderServer(ThreadedServer):
             ),
         )
 
-    def _openai_create(self, body: dict[str, Any]) -> tuple[int, str, bytes]:
+    def _openai_create(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
         unknown = set(body) - _OPENAI_CREATE
         if unknown:  # as the API: "Unrecognized request argument supplied"
             return 400, "application/json", _error("invalid_request_error", f"{unknown}")
@@ -501,8 +594,16 @@ class ProviderServer(ThreadedServer):
             return 400, "application/json", _error("invalid_request_error", "too many requests")
         if len({c for c, _, _ in items}) != len(items):
             return 400, "application/json", _error("invalid_request_error", "duplicate custom_id")
-        batch_id = self._new_batch("openai", items)
+        metadata = body.get("metadata")
+        if metadata is not None and (
+            not isinstance(metadata, dict)
+            or len(metadata) > 16
+            or not all(isinstance(v, str) and len(v) <= 512 for v in metadata.values())
+        ):
+            return 400, "application/json", _error("invalid_request_error", "metadata")
+        batch_id = self._new_batch("openai", items, headers)
         self.batches[batch_id]["input_file_id"] = body["input_file_id"]
+        self.batches[batch_id]["metadata"] = metadata
         return 200, "application/json", _dump(self._openai_object(batch_id))
 
     def _openai_object(self, batch_id: str) -> dict[str, Any]:
@@ -531,7 +632,10 @@ class ProviderServer(ThreadedServer):
                         "status_code": 400,
                         "request_id": f"req_{n}",
                         "body": {
-                            "error": {"message": "bad request", "type": "invalid_request_error"}
+                            "error": {
+                                "message": self._error_message(batch),
+                                "type": "invalid_request_error",
+                            }
                         },
                     }
                     row["error"] = None
@@ -543,10 +647,10 @@ class ProviderServer(ThreadedServer):
                     err.append(row)
             if out:
                 out_id = batch["output_file_id"] = self._id("file-")
-                self.files[out_id] = self._file(out)
+                self.files[out_id] = self._file("openai", out)
             if err:
                 err_id = batch["error_file_id"] = self._id("file-")
-                self.files[err_id] = self._file(err)
+                self.files[err_id] = self._file("openai", err)
         total = len(batch["items"])
         done = counts["succeeded"]
         unknown = {"x_unknown": {"note": "ignore me"}} if self.variant else {}
@@ -567,7 +671,7 @@ class ProviderServer(ThreadedServer):
                 "completed": done,
                 "failed": total - done if batch["results"] is not None else 0,
             },
-            "metadata": None,
+            "metadata": batch.get("metadata"),
         }
 
     def _openai_batch(self, batch_id: str, *, cancel: bool) -> tuple[int, str, bytes]:
@@ -585,7 +689,9 @@ class ProviderServer(ThreadedServer):
         return 200, "application/json", _dump(self._openai_object(batch_id))
 
     # -- Anthropic batch ------------------------------------------------------------------------
-    def _anthropic_create(self, body: dict[str, Any]) -> tuple[int, str, bytes]:
+    def _anthropic_create(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
         requests = body.get("requests")
         if set(body) != {"requests"}:  # as the API: "Extra inputs are not permitted"
             return 400, "application/json", _error("invalid_request_error", "extra inputs")
@@ -598,7 +704,7 @@ class ProviderServer(ThreadedServer):
             if not _CUSTOM_ID.match(str(r.get("custom_id", ""))) or "params" not in r:
                 return 400, "application/json", _error("invalid_request_error", "custom_id")
             items.append((r["custom_id"], self._item(json.dumps(r["params"])), r["params"]))
-        batch_id = self._new_batch("anthropic", items)
+        batch_id = self._new_batch("anthropic", items, headers)
         return 200, "application/json", _dump(self._anthropic_object(batch_id))
 
     def _anthropic_object(self, batch_id: str) -> dict[str, Any]:
@@ -623,7 +729,7 @@ class ProviderServer(ThreadedServer):
                 "expired": counts["expired"],
             },
             "ended_at": "2026-12-03T00:00:00Z" if ended else None,
-            "created_at": "2026-12-03T00:00:00Z",
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch["created_at"])),
             "expires_at": "2026-12-04T00:00:00Z",
             "cancel_initiated_at": None,
             "results_url": f"{host}/anthropic/v1/messages/batches/{batch_id}/results"
@@ -649,10 +755,13 @@ class ProviderServer(ThreadedServer):
                 elif kind == "errored":
                     result["error"] = {
                         "type": "error",
-                        "error": {"type": "invalid_request_error", "message": "bad request"},
+                        "error": {
+                            "type": "invalid_request_error",
+                            "message": self._error_message(batch),
+                        },
                     }
                 rows.append({"custom_id": custom_id, "result": result})
-            return 200, "application/x-jsonl", self._file(rows)
+            return 200, "application/x-jsonl", self._file("anthropic", rows)
         if what == "/cancel":
             if batch["status"] in ("pending", "running"):
                 batch["status"] = "cancelling"
@@ -664,7 +773,9 @@ class ProviderServer(ThreadedServer):
         return 200, "application/json", _dump(self._anthropic_object(batch_id))
 
     # -- Gemini batch ---------------------------------------------------------------------------
-    def _gemini_create(self, model: str, body: dict[str, Any], size: int) -> tuple[int, str, bytes]:
+    def _gemini_create(
+        self, model: str, body: dict[str, Any], size: int, headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
         try:
             rows = body["batch"]["input_config"]["requests"]["requests"]
         except (KeyError, TypeError):
@@ -674,7 +785,7 @@ class ProviderServer(ThreadedServer):
         items = [
             (r["metadata"]["key"], self._item(json.dumps(r["request"])), r["request"]) for r in rows
         ]
-        batch_id = self._new_batch("gemini", items)
+        batch_id = self._new_batch("gemini", items, headers)
         self.batches[batch_id]["model"] = model
         self.batches[batch_id]["display_name"] = body["batch"].get("display_name")
         return 200, "application/json", _dump(self._gemini_operation(batch_id))
@@ -715,8 +826,11 @@ class ProviderServer(ThreadedServer):
                 if kind == "succeeded":
                     row["response"] = answer
                 else:
-                    row["error"] = {"code": 400 if kind == "errored" else 499, "message": kind}
+                    message = self._error_message(batch) if kind == "errored" else kind
+                    row["error"] = {"code": 400 if kind == "errored" else 499, "message": message}
                 inlined.append(row)
+            if self.result_rows is not None:
+                inlined = self.result_rows("gemini", inlined)
             op["response"] = {
                 "@type": "type.googleapis.com/"
                 "google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
@@ -770,6 +884,28 @@ class _ResultsHost(ThreadedServer):
             status, ctype, payload = self.main.anthropic_results(m.group(1))
         await send(writer, status, *self.main._encoded(request, ctype, payload))
         return True
+
+
+def _is_download(method: str, path: str) -> bool:
+    """A result file's download (OpenAI file content, Anthropic results)."""
+    return method == "GET" and (path.endswith("/content") or path.endswith("/results"))
+
+
+async def _send_chunked(
+    writer: asyncio.StreamWriter, headers: dict[str, str], chunks: AsyncIterator[bytes]
+) -> None:
+    """A 200 response sent with chunked transfer encoding as ``chunks`` come, until they
+    end or the client goes away."""
+    head = {"content-type": "application/jsonl", **headers, "transfer-encoding": "chunked"}
+    writer.write(response_head(200, head))
+    try:
+        async for chunk in chunks:
+            writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+    except ConnectionError:
+        pass
 
 
 def _dump(data: Any) -> bytes:

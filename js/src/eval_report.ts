@@ -5,7 +5,7 @@
 import { KINDS } from "./kinds";
 import { clear, costLabel, decodeState, fmtCost, fmtMoney, fmtDuration, h, injectCss, markLive, onKernelGone, trySend } from "./dom";
 import { windowRange } from "./tree";
-import { CHANGE_ORDER, EvalRow, MetricJson, Mode, filterRows, isFlagged, metricText, runningMetrics, scoreText, sortRows } from "./eval_table";
+import { CHANGE_ORDER, EvalRow, MetricJson, Mode, filterRows, isFlagged, metricCounts, metricText, runningMetrics, scoreText, sortRows } from "./eval_table";
 
 interface Model {
   get(name: string): any;
@@ -63,8 +63,9 @@ interface Column {
   cell(row: EvalRow): { text: string; cls?: string; title?: string };
 }
 
+/** A pass/fail check is coloured; a number is not (nothing says which value passes). */
 function scoreCls(v: unknown): string {
-  return v === false || (typeof v === "number" && v < 1) ? "lfx-er-fail" : v === true || v === 1 ? "lfx-er-pass" : "";
+  return v === false ? "lfx-er-fail" : v === true ? "lfx-er-pass" : "";
 }
 
 function columnsFor(mode: Mode, metrics: string[]): Column[] {
@@ -242,12 +243,12 @@ export default () => {
         } else if (metrics.length) {
           for (const m of metrics as MetricJson[]) {
             metricsEl.append(h("span", { class: "lfx-er-metric", title: m.kind === "pass_rate" ? "pass rate [95% Wilson interval]" : "mean ± standard error" },
-              h("b", { text: m.name }), `${metricText(m)} n=${m.n}${m.errors ? ` · ${m.errors} errors` : ""}`));
+              h("b", { text: m.name }), `${metricText(m)} ${metricCounts(m)}`));
           }
         } else {
           for (const m of runningMetrics([...shared.rows.values()])) {
             metricsEl.append(h("span", { class: "lfx-er-metric" }, h("b", { text: m.name }),
-              `${Number.isNaN(m.value) ? "—" : m.value.toPrecision(3)} so far, n=${m.n}${m.errors ? ` · ${m.errors} errors` : ""}`));
+              `${Number.isNaN(m.value) ? "—" : m.value.toPrecision(3)} so far, ${metricCounts({ ...m, low: null, high: null })}`));
           }
         }
         drawBreakdown();
@@ -265,7 +266,7 @@ export default () => {
           const values = Object.keys(groups[key]);
           const names = (groups[key][values[0]] ?? []).map((m: MetricJson) => m.name);
           table.append(h("tr", {}, h("th", { text: key }), ...names.map((n: string) => h("th", { text: n }))));
-          for (const v of values) table.append(h("tr", {}, h("td", { text: v }), ...(groups[key][v] as MetricJson[]).map((m) => h("td", { text: `${metricText(m)} n=${m.n}` }))));
+          for (const v of values) table.append(h("tr", {}, h("td", { text: v }), ...(groups[key][v] as MetricJson[]).map((m) => h("td", { text: `${metricText(m)} ${metricCounts(m)}` }))));
           breakdown.append(table);
         }
       }

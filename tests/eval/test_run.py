@@ -158,7 +158,8 @@ async def test_a_failing_task_is_a_failed_trial_without_scores() -> None:
         "message": "the task broke",
     }
     assert broken.scores == {}
-    assert report.metrics["exact"].n == 3 and report.metrics["exact"].missing == 1
+    exact = report.metrics["exact"]  # the failed trial counts, as not passed
+    assert exact.n == 4 and exact.scored == 3 and exact.missing == 1 and exact.value == 0.75
     assert report.failed == [broken]
     assert "1 failed" in report.summary()
 

@@ -32,6 +32,7 @@ from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..errors import ExecutionTimeoutError
+from ..llms.default import default_lm
 from ..messages import AIMessage, Message, Usage
 from ..structured.query import query as query_fn
 from . import model_calls
@@ -480,8 +481,13 @@ class Session:
         that cannot run work (``_check_usable``), which come first."""
         model = lm if lm is not None else self._lm
         if model is None:
+            model = default_lm()
+        if model is None:
             self._check_usable()
-            raise TypeError("no model: pass Session(lm=...), invoke(lm=...) or lm=")
+            raise TypeError(
+                "no model: pass Session(lm=...), invoke(lm=...) or lm=, "
+                "or set a default with lf.set_default_lm(lm)"
+            )
         return model
 
     async def query(

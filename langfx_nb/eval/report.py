@@ -102,7 +102,9 @@ class CaseResult:
     ``error`` holds the class and message; no scores), or ``cancelled``/``skipped`` when
     the run stopped first. ``node_id`` is the trial's ``item`` node in the run's session
     (``None`` when resumed from the manifest, or for a loaded report); ``resumed`` says the
-    result came from the run manifest without running again."""
+    result came from the run manifest without running again; ``redo`` why a stored trial of
+    this case was not reused (``re-scored: the expected answer changed; output kept``,
+    ``re-run: the inputs changed``), ``None`` when there was none to reuse or it was."""
 
     case: Case
     repeat: int
@@ -116,6 +118,7 @@ class CaseResult:
     duration: float | None = None
     resumed: bool = False
     unpriced: int = 0  # model requests with no known price, left out of ``cost``
+    redo: str | None = None
 
     @property
     def key(self) -> str:
@@ -132,7 +135,7 @@ class CaseResult:
             "node_id": self.node_id,
             "resumed": self.resumed,
         }
-        for key in ("error", "cost", "duration"):
+        for key in ("error", "cost", "duration", "redo"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if key == "error" else value
@@ -166,6 +169,7 @@ class CaseResult:
             data.get("duration"),
             bool(data.get("resumed", False)),
             int(data.get("unpriced") or 0),
+            data.get("redo"),
         )
 
 
@@ -404,11 +408,28 @@ class Report(Sequence[CaseResult]):
             cid: {m: math.fsum(v) / len(v) for m, v in per.items()} for cid, per in sums.items()
         }
 
+    @property
+    def redone(self) -> dict[str, int]:
+        """How many stored trials were ``re-scored`` and ``re-run`` (see ``CaseResult.redo``)."""
+        counts = {"re-scored": 0, "re-run": 0}
+        for r in self.results:
+            if r.redo is not None:
+                kind = r.redo.partition(":")[0]
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
     def summary(self) -> str:
-        """Lines a person reads: the metrics, failures, usage and cost."""
+        """Lines a person reads: the metrics, failures, what was done again, usage and cost."""
         head = f"Report {self.name!r}" if self.name else "Report"
         cases = len({r.case.id for r in self.results})
         lines = [f"{head}: {cases} cases × {self.repeats} repeat(s), {len(self.failed)} failed"]
+        redone = {k: n for k, n in self.redone.items() if n}
+        if redone:
+            said = ", ".join(f"{n} {k}" for k, n in redone.items())
+            lines.append(
+                f"  stored trials not reused: {said} (their case or evaluators changed: "
+                "see each trial's redo)"
+            )
         lines += [f"  {m}" for m in self.metrics.values()]
         usage = self.usage
         if usage.total_tokens or usage.prompt_tokens:

@@ -84,7 +84,7 @@ function columnsFor(mode: Mode, metrics: string[]): Column[] {
     cols.push({ id: "output", label: "output (b)", width: "minmax(120px,3fr)", cell: (r) => ({ text: r.output_b ?? "", title: `a: ${r.output_a ?? ""}\nb: ${r.output_b ?? ""}` }) });
     return cols;
   }
-  cols.push({ id: "status", label: "status", width: "64px", cell: (r) => ({ text: r.status ?? "", cls: r.status === "ok" ? "" : "lfx-er-fail" }) });
+  cols.push({ id: "status", label: "status", width: "64px", cell: (r) => ({ text: `${r.status ?? ""}${r.redo ? " ↻" : ""}`, cls: r.status === "ok" ? "" : "lfx-er-fail", title: r.redo }) });
   for (const m of metrics) {
     cols.push({
       id: `score:${m}`, label: m, width: "minmax(56px,1fr)",
@@ -224,6 +224,7 @@ export default () => {
           const parts = [partial && typeof s.expected === "number" ? `${shared.rows.size} of ${s.expected} trials` : `${shared.rows.size} trials`];
           if (s.cases !== undefined) parts.push(`${s.cases} cases × ${s.repeats}`);
           parts.push(`${failed} failed`);
+          for (const [kind, n] of Object.entries((s.redone ?? {}) as Record<string, number>)) parts.push(`${n} ${kind}`);
           if (s.tokens) parts.push(`${s.tokens} tokens`);
           if (typeof s.cost === "number" || s.unpriced) parts.push(costLabel(s.cost, s.unpriced ?? 0));
           if (typeof s.elapsed_s === "number") parts.push(fmtDuration(s.elapsed_s * 1000));
@@ -338,7 +339,7 @@ export default () => {
         view.selected = row.key;
         drawRows(); // the rows on screen stay; only the selection moves
         clear(detail);
-        const fields: [string, string | undefined][] = [["case", row.id], ["inputs", row.inputs], ["expected", row.expected]];
+        const fields: [string, string | undefined][] = [["case", row.id], ["inputs", row.inputs], ["expected", row.expected], ["not reused", row.redo]];
         if (shared.mode === "compare") fields.push(["output (a)", row.output_a], ["output (b)", row.output_b]);
         else fields.push(["output", row.output], ["error", row.error]);
         for (const [k, v] of Object.entries(row.errors ?? {})) fields.push([`${k} error`, v]);

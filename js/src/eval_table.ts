@@ -24,6 +24,7 @@ export interface EvalRow {
   cost?: number;
   unpriced?: number; // model requests with no known price, left out of cost
   duration?: number;
+  redo?: string; // why a stored trial of this case was not reused (re-scored / re-run)
 }
 
 export type Mode = "report" | "compare";
@@ -44,7 +45,7 @@ export function isFlagged(row: EvalRow, mode: Mode): boolean {
 /** The text a filter is matched against: id, status/change, inputs, outputs, errors,
  *  reasons and metadata values (lower case). */
 export function searchText(row: EvalRow): string {
-  const parts = [row.id, row.key, row.status, row.change, row.inputs, row.expected, row.output, row.output_a, row.output_b, row.error];
+  const parts = [row.id, row.key, row.status, row.change, row.inputs, row.expected, row.output, row.output_a, row.output_b, row.error, row.redo];
   for (const v of Object.values(row.errors ?? {})) parts.push(v);
   for (const v of Object.values(row.reasons ?? {})) parts.push(v);
   for (const [k, v] of Object.entries(row.meta ?? {})) parts.push(`${k}=${v}`, v);

@@ -409,6 +409,17 @@ class Session:
             progress["message"] = message
         self._state.store.update(self._node, progress=progress)
 
+    def rename(self, name: str, *, inputs: Any = None) -> None:
+        """Name this view's running node ``name`` and, with ``inputs``, show those (previewed)
+        as its inputs: for a node whose work knows itself better than the code that started
+        it (``lf.eval.run`` names each batch item by its trial, ``case_id#repeat``, with the
+        case's inputs instead of the item's index). Observers get a ``node_update``."""
+        self._check_usable()
+        changes: dict[str, Any] = {"name": str(name)}
+        if inputs is not None:
+            changes["inputs"] = self._preview(inputs)
+        self._state.store.update(self._node, **changes)
+
     def adopt(
         self,
         nodes: Sequence[Mapping[str, Any]],

@@ -1,9 +1,12 @@
 """``await lf.eval.run(task, dataset, evaluators)``: an evaluation as one ``lf.batch``.
 
-Every (case, repeat) is one trial, one batch item named ``case_id#repeat``. A trial runs the
+Every (case, repeat) is one trial, one batch item whose node is named ``case_id#repeat``
+with the case's inputs (the name the report, its rows and the trace share). A trial runs the
 task on the case's inputs under an ``action`` node named ``task`` (the ``trace`` the
-evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``
-(a judge's queries are traced there, apart from the task's); the scores are kept in the
+evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``,
+each in its own node named by the metric, whose outputs are its verdicts and which ends
+``failed`` on a fail or an error (a judge's queries are traced there, apart from the
+task's); the scores are kept in the
 item node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
 ``gen_ai.evaluation.result`` event on the trial's span). The item's result, stored in
 the run manifest with ``run=``, is the output and the scores, so a resumed run sends nothing
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["current_session", "run"]
 
-#: The session view of the ``evaluate`` node while a trial's evaluators run: an evaluator
+#: The session view of an evaluator's node while it runs in a trial: an evaluator
 #: that makes model calls (``judge``) makes them through it, so they are traced there.
 _EVAL_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
     "langfx_nb_eval_session", default=None
@@ -55,7 +58,8 @@ _EVAL_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
 
 def current_session() -> Session | None:
     """The session view an evaluator should make its model calls through (``None`` outside
-    ``lf.eval.run``): calls made through it are traced under the trial's ``evaluate`` node."""
+    ``lf.eval.run``): calls made through it are traced under the evaluator's node in the
+    trial's ``evaluate`` node."""
     return _EVAL_SESSION.get()
 
 
@@ -87,7 +91,8 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
     """One batch item: the task, then the evaluators (see the module)."""
     from ..agentic.usage import UsageMeter
 
-    case = ctx.trials[index][0]
+    case, repeat = ctx.trials[index]
+    session.rename(f"{case.id}#{repeat}", inputs=case.inputs)  # one name per trial everywhere
     meter = UsageMeter()
     kept = index in ctx.kept
     meta = {"kept": ctx.redo[index]} if kept else None
@@ -102,12 +107,8 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
     trace = None if kept else task.node  # a kept output has no trace of its making
     records: list[ScoreRecord] = []
     with session.track("action", "evaluate", meter=meter) as ev:
-        token = _EVAL_SESSION.set(ev.session)
-        try:
-            for name, evaluator in ctx.evaluators.items():
-                records.extend(await evaluate(name, evaluator, case, output, trace))
-        finally:
-            _EVAL_SESSION.reset(token)
+        for name, evaluator in ctx.evaluators.items():
+            records.extend(await _check(ev.session, name, evaluator, case, output, trace))
     ctx.outputs[index] = output
     scores = [r.to_json() for r in records]
     # on the trial's node: the OpenTelemetry export turns these into evaluation events
@@ -127,6 +128,26 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
     if ctx.on_trial is not None:
         ctx.on_trial(index, _result(ctx, index, "ok", result, None, session.node.id, False))
     return result
+
+
+async def _check(
+    view: Session, name: str, evaluator: Evaluator, case: Case, output: Any, trace: Any
+) -> list[ScoreRecord]:
+    """One evaluator under its own node, named by the metric: its verdicts are the node's
+    outputs, and a fail or an error ends it ``failed``, so the trial's trace shows which
+    check failed (a judge's query is traced inside it)."""
+    with view.track("action", name) as check:
+        token = _EVAL_SESSION.set(check.session)
+        try:
+            records = await evaluate(name, evaluator, case, output, trace)
+        finally:
+            _EVAL_SESSION.reset(token)
+        verdicts = [r.to_json() for r in records]
+        if any(r.score is None or r.score.passed is False for r in records):
+            check.end("failed", outputs=verdicts)
+        else:
+            check.outputs = verdicts
+    return records
 
 
 def _result(
@@ -299,6 +320,8 @@ async def run(
     hook = on_trial
     if view is not None and not isinstance(engine, Ray):
         hook = _feed(view, on_trial)
+    if view is not None and progress is None:
+        progress = False  # one view per run: the report shows the progress, not a batch view
     ctx = _Context(task, trials, named, hook)
     from ..batch.codec import fingerprint
 

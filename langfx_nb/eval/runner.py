@@ -293,8 +293,10 @@ async def run(
     (named by each one's ``name``/``__name__``), a ``{name: evaluator}`` dict, or one
     evaluator. ``run``, ``engine``, ``session``, ``max_concurrency`` and ``progress`` are
     ``lf.batch``'s: with ``run=`` a second call (in any process) re-runs no finished
-    trial; a manifest made by another task or other evaluators is refused
-    (``RunManifestError``). ``on_trial(index, result)`` is called as each trial of this
+    trial of the same case and evaluators (others are re-scored or re-run: see the module);
+    a manifest made by another task is refused (``RunManifestError``). While the live view
+    shows the run, the batch's own progress view is not shown (unless ``progress=`` asks
+    for one). ``on_trial(index, result)`` is called as each trial of this
     process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
     report widget is shown in the running cell and fills in as trials finish (rows arrive
     in batches, a few per second), then shows the finished report; ``live=False`` shows

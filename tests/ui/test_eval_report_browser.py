@@ -346,3 +346,50 @@ def test_an_honest_headline_failing_only_and_the_failed_check_in_the_trace(lab: 
     checked = [r for r in rows if "checked" in r]
     assert checked and "failed" in checked[0], rows
     assert not any("item 7" in r for r in rows), rows
+
+
+RERUN_CELLS = [
+    """
+    import pathlib, tempfile
+    import langfx_nb as lf
+    %load_ext langfx_nb
+    RUN = pathlib.Path(tempfile.mkdtemp()) / "fix.sqlite"
+    lm = lf.llms.StaticResponse("Paris")
+    %lf use lm
+    async def ask(country, session):  # no lm=: the notebook's default model answers
+        return await session.query("The capital of {{c}}?", vars={"c": country})
+    def wild(case, output, trace):
+        return 1e999  # not a finite score: an error of the trial, not a broken view
+    before = await lf.eval.run(ask, [lf.eval.Case("France", expected="Lyon", id="fr")],
+                               [lf.eval.exact, wild], run=RUN, name="before the fix")
+    """,
+    """
+    after = await lf.eval.run(ask, [lf.eval.Case("France", expected="Paris", id="fr")],
+                              [lf.eval.exact, wild], run=RUN, name="after the fix")
+    """,
+]
+
+
+def test_the_default_model_a_non_finite_score_and_a_re_scored_trial(lab: Lab) -> None:
+    """After ``%lf use lm`` an evaluation's task answers with that model (no "no model"
+    failure); a score of 1e999 shows as an error in a working view; fixing the expected
+    answer with the same ``run=`` re-scores the stored output, and the report says so."""
+    lab.open(write_notebook(lab, "w_eval_rerun.ipynb", RERUN_CELLS))
+    run_all_nowait(lab)
+    lab.wait_cells_done(120_000)
+    assert lab.errors() == []
+    page = lab.page
+    page.wait_for_function("() => document.querySelectorAll('.lfx-er .lfx-er-row').length === 2")
+    assert page.locator(".lfx-bv").count() == 0
+    before, after = page.locator(".lfx-er").nth(0), page.locator(".lfx-er").nth(1)
+    head = before.locator(".lfx-er-head").inner_text()
+    assert "0 failed" in head, head  # the task had a model
+    cells = _first_row_cells(lab, 0)
+    assert cells[1] == "ok" and cells[2] == "fail" and cells[3] == "error", cells
+    assert "Paris" in cells[4]
+    head = after.locator(".lfx-er-head").inner_text()
+    assert "1 re-scored" in head and "0 failed" in head, head
+    cells = _first_row_cells(lab, 1)
+    assert cells[1] == "ok ↻" and cells[2] == "pass", cells
+    status = after.locator(".lfx-er-row span").nth(1).get_attribute("title") or ""
+    assert "expected answer changed" in status

@@ -237,12 +237,12 @@ def counts_text(metric: Mapping[str, Any]) -> str:
     and what it counts as not passed (a pass rate) or leaves out (a mean: ``n=8 of 10``)."""
     n = metric.get("n") or 0
     trials = metric.get("trials", n)
+    errors, missing = metric.get("errors") or 0, metric.get("missing") or 0
     text = f"n={n}" if n == trials else f"n={n} of {trials}"
-    for key, word in (("errors", "error"), ("missing", "task")):
-        count = metric.get(key) or 0
-        if count:
-            text += f", {count} {word}{'s' if count != 1 else ''}"
-            text += " failed" if key == "missing" else ""
+    if errors:
+        text += f", {errors} error{'s' if errors != 1 else ''}"
+    if missing:
+        text += f", {missing} task{'s' if missing != 1 else ''} failed"
     return text
 
 

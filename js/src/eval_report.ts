@@ -68,6 +68,13 @@ function scoreCls(v: unknown): string {
   return v === false ? "lfx-er-fail" : v === true ? "lfx-er-pass" : "";
 }
 
+/** " (2 errors · 1 task failed)" after a run's value in a comparison: what it counted as not
+ *  passed (or left out of a mean); "" when nothing. */
+function troubles(m: MetricJson | null | undefined): string {
+  if (!m || (!m.errors && !m.missing)) return "";
+  return ` (${metricCounts(m).split(" · ").slice(1).join(" · ")})`;
+}
+
 function columnsFor(mode: Mode, metrics: string[]): Column[] {
   const cols: Column[] = [{ id: "id", label: mode === "compare" ? "case" : "trial", width: "minmax(70px,1fr)", cell: (r) => ({ text: r.key }) }];
   if (mode === "compare") {
@@ -239,7 +246,7 @@ export default () => {
             const delta = m.delta === null || m.delta === undefined ? "—" : `${m.delta >= 0 ? "+" : ""}${m.delta.toPrecision(3)}`;
             const interval = m.low === null || m.high === null ? "" : ` [${m.low.toPrecision(3)}, ${m.high.toPrecision(3)}]`;
             metricsEl.append(h("span", { class: `lfx-er-metric${m.beyond_noise ? " lfx-er-beyond" : ""}`, title: s.test ?? "" },
-              h("b", { text: m.name }), `${metricText(m.a)} → ${metricText(m.b)} · Δ ${delta}${interval} ${m.beyond_noise ? "beyond noise" : "within noise"}`));
+              h("b", { text: m.name }), `${metricText(m.a)}${troubles(m.a)} → ${metricText(m.b)}${troubles(m.b)} · Δ ${delta}${interval} ${m.beyond_noise ? "beyond noise" : "within noise"}`));
           }
         } else if (metrics.length) {
           for (const m of metrics as MetricJson[]) {

@@ -44,6 +44,7 @@ from .errors import (
     UnsupportedCapabilityError,
 )
 from .llms import LanguageModel, SamplingOptions, SamplingResult, StreamChunk
+from .llms.default import default_lm, set_default_lm
 from .llms.ratelimit import RateLimit
 from .llms.streaming import ToolCallDelta, ToolCallEnd, ToolCallStart
 from .messages import (
@@ -186,9 +187,11 @@ __all__ = [
     "UserMessage",
     "Video",
     "batch",
+    "default_lm",
     "llms",
     "query",
     "query_stream",
+    "set_default_lm",
     "tool",
 ]
 

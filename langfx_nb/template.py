@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .errors import TemplateError
+from .llms.default import default_lm
 from .messages import Message, Part, TextPart, UserMessage
 from .modalities import Mime
 
@@ -242,10 +243,11 @@ class LangFunc(Template):
         return message
 
     def _model(self, lm: LanguageModel | None) -> LanguageModel:
-        model = lm if lm is not None else self.lm
+        model = lm if lm is not None else self.lm if self.lm is not None else default_lm()
         if model is None:
             raise TypeError(
-                f"{type(self).__name__} needs a model: pass lm= here or at construction"
+                f"{type(self).__name__} needs a model: pass lm= here or at construction, "
+                "or set a default with lf.set_default_lm(lm)"
             )
         return model
 

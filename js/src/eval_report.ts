@@ -5,7 +5,7 @@
 import { KINDS } from "./kinds";
 import { clear, costLabel, decodeState, fmtCost, fmtMoney, fmtDuration, h, injectCss, markLive, onKernelGone, trySend } from "./dom";
 import { windowRange } from "./tree";
-import { CHANGE_ORDER, EvalRow, MetricJson, Mode, filterRows, isFlagged, metricText, runningMetrics, scoreText, sortRows } from "./eval_table";
+import { CHANGE_ORDER, EvalRow, MetricJson, Mode, filterRows, isFlagged, metricCounts, metricText, runningMetrics, scoreText, sortRows } from "./eval_table";
 
 interface Model {
   get(name: string): any;
@@ -63,8 +63,16 @@ interface Column {
   cell(row: EvalRow): { text: string; cls?: string; title?: string };
 }
 
+/** A pass/fail check is coloured; a number is not (nothing says which value passes). */
 function scoreCls(v: unknown): string {
-  return v === false || (typeof v === "number" && v < 1) ? "lfx-er-fail" : v === true || v === 1 ? "lfx-er-pass" : "";
+  return v === false ? "lfx-er-fail" : v === true ? "lfx-er-pass" : "";
+}
+
+/** " (2 errors · 1 task failed)" after a run's value in a comparison: what it counted as not
+ *  passed (or left out of a mean); "" when nothing. */
+function troubles(m: MetricJson | null | undefined): string {
+  if (!m || (!m.errors && !m.missing)) return "";
+  return ` (${metricCounts(m).split(" · ").slice(1).join(" · ")})`;
 }
 
 function columnsFor(mode: Mode, metrics: string[]): Column[] {
@@ -83,7 +91,7 @@ function columnsFor(mode: Mode, metrics: string[]): Column[] {
     cols.push({ id: "output", label: "output (b)", width: "minmax(120px,3fr)", cell: (r) => ({ text: r.output_b ?? "", title: `a: ${r.output_a ?? ""}\nb: ${r.output_b ?? ""}` }) });
     return cols;
   }
-  cols.push({ id: "status", label: "status", width: "64px", cell: (r) => ({ text: r.status ?? "", cls: r.status === "ok" ? "" : "lfx-er-fail" }) });
+  cols.push({ id: "status", label: "status", width: "64px", cell: (r) => ({ text: `${r.status ?? ""}${r.redo ? " ↻" : ""}`, cls: r.status === "ok" ? "" : "lfx-er-fail", title: r.redo }) });
   for (const m of metrics) {
     cols.push({
       id: `score:${m}`, label: m, width: "minmax(56px,1fr)",
@@ -223,6 +231,7 @@ export default () => {
           const parts = [partial && typeof s.expected === "number" ? `${shared.rows.size} of ${s.expected} trials` : `${shared.rows.size} trials`];
           if (s.cases !== undefined) parts.push(`${s.cases} cases × ${s.repeats}`);
           parts.push(`${failed} failed`);
+          for (const [kind, n] of Object.entries((s.redone ?? {}) as Record<string, number>)) parts.push(`${n} ${kind}`);
           if (s.tokens) parts.push(`${s.tokens} tokens`);
           if (typeof s.cost === "number" || s.unpriced) parts.push(costLabel(s.cost, s.unpriced ?? 0));
           if (typeof s.elapsed_s === "number") parts.push(fmtDuration(s.elapsed_s * 1000));
@@ -237,17 +246,17 @@ export default () => {
             const delta = m.delta === null || m.delta === undefined ? "—" : `${m.delta >= 0 ? "+" : ""}${m.delta.toPrecision(3)}`;
             const interval = m.low === null || m.high === null ? "" : ` [${m.low.toPrecision(3)}, ${m.high.toPrecision(3)}]`;
             metricsEl.append(h("span", { class: `lfx-er-metric${m.beyond_noise ? " lfx-er-beyond" : ""}`, title: s.test ?? "" },
-              h("b", { text: m.name }), `${metricText(m.a)} → ${metricText(m.b)} · Δ ${delta}${interval} ${m.beyond_noise ? "beyond noise" : "within noise"}`));
+              h("b", { text: m.name }), `${metricText(m.a)}${troubles(m.a)} → ${metricText(m.b)}${troubles(m.b)} · Δ ${delta}${interval} ${m.beyond_noise ? "beyond noise" : "within noise"}`));
           }
         } else if (metrics.length) {
           for (const m of metrics as MetricJson[]) {
             metricsEl.append(h("span", { class: "lfx-er-metric", title: m.kind === "pass_rate" ? "pass rate [95% Wilson interval]" : "mean ± standard error" },
-              h("b", { text: m.name }), `${metricText(m)} n=${m.n}${m.errors ? ` · ${m.errors} errors` : ""}`));
+              h("b", { text: m.name }), `${metricText(m)} ${metricCounts(m)}`));
           }
         } else {
           for (const m of runningMetrics([...shared.rows.values()])) {
             metricsEl.append(h("span", { class: "lfx-er-metric" }, h("b", { text: m.name }),
-              `${Number.isNaN(m.value) ? "—" : m.value.toPrecision(3)} so far, n=${m.n}${m.errors ? ` · ${m.errors} errors` : ""}`));
+              `${Number.isNaN(m.value) ? "—" : m.value.toPrecision(3)} so far, ${metricCounts({ ...m, low: null, high: null })}`));
           }
         }
         drawBreakdown();
@@ -265,7 +274,7 @@ export default () => {
           const values = Object.keys(groups[key]);
           const names = (groups[key][values[0]] ?? []).map((m: MetricJson) => m.name);
           table.append(h("tr", {}, h("th", { text: key }), ...names.map((n: string) => h("th", { text: n }))));
-          for (const v of values) table.append(h("tr", {}, h("td", { text: v }), ...(groups[key][v] as MetricJson[]).map((m) => h("td", { text: `${metricText(m)} n=${m.n}` }))));
+          for (const v of values) table.append(h("tr", {}, h("td", { text: v }), ...(groups[key][v] as MetricJson[]).map((m) => h("td", { text: `${metricText(m)} ${metricCounts(m)}` }))));
           breakdown.append(table);
         }
       }
@@ -337,7 +346,7 @@ export default () => {
         view.selected = row.key;
         drawRows(); // the rows on screen stay; only the selection moves
         clear(detail);
-        const fields: [string, string | undefined][] = [["case", row.id], ["inputs", row.inputs], ["expected", row.expected]];
+        const fields: [string, string | undefined][] = [["case", row.id], ["inputs", row.inputs], ["expected", row.expected], ["not reused", row.redo]];
         if (shared.mode === "compare") fields.push(["output (a)", row.output_a], ["output (b)", row.output_b]);
         else fields.push(["output", row.output], ["error", row.error]);
         for (const [k, v] of Object.entries(row.errors ?? {})) fields.push([`${k} error`, v]);

@@ -24,6 +24,7 @@ export interface EvalRow {
   cost?: number;
   unpriced?: number; // model requests with no known price, left out of cost
   duration?: number;
+  redo?: string; // why a stored trial of this case was not reused (re-scored / re-run)
 }
 
 export type Mode = "report" | "compare";
@@ -31,22 +32,20 @@ export type Mode = "report" | "compare";
 /** A comparison's order of changes: regressions first, unchanged cases last. */
 export const CHANGE_ORDER: Record<string, number> = { regressed: 0, mixed: 1, improved: 2, removed: 3, added: 4, same: 5 };
 
-/** A trial that did not pass everything: the task failed, an evaluator raised, or a score
- *  is a fail / below 1. In a comparison: a case whose scores changed. */
+/** A trial that did not pass every check: the task failed, an evaluator raised, or a
+ *  pass/fail check failed. A numeric score is not a check (nothing says which value passes),
+ *  so it never flags a row. In a comparison: a case whose scores changed. */
 export function isFlagged(row: EvalRow, mode: Mode): boolean {
   if (mode === "compare") return row.change !== "same";
   if (row.status !== "ok" || row.error) return true;
   if (row.errors && Object.keys(row.errors).length) return true;
-  for (const v of Object.values(row.scores ?? {})) {
-    if (v === false || v === null || (typeof v === "number" && v < 1)) return true;
-  }
-  return false;
+  return Object.values(row.scores ?? {}).some((v) => v === false || v === null);
 }
 
 /** The text a filter is matched against: id, status/change, inputs, outputs, errors,
  *  reasons and metadata values (lower case). */
 export function searchText(row: EvalRow): string {
-  const parts = [row.id, row.key, row.status, row.change, row.inputs, row.expected, row.output, row.output_a, row.output_b, row.error];
+  const parts = [row.id, row.key, row.status, row.change, row.inputs, row.expected, row.output, row.output_a, row.output_b, row.error, row.redo];
   for (const v of Object.values(row.errors ?? {})) parts.push(v);
   for (const v of Object.values(row.reasons ?? {})) parts.push(v);
   for (const [k, v] of Object.entries(row.meta ?? {})) parts.push(`${k}=${v}`, v);
@@ -117,7 +116,9 @@ export interface MetricJson {
   high: number | null;
   n: number;
   se?: number | null;
+  trials?: number;
   errors?: number;
+  missing?: number;
 }
 
 /** "82.0% [75.1%, 87.4%]" for a pass rate, "0.71 ± 0.03" for a mean. */
@@ -129,20 +130,41 @@ export function metricText(m: MetricJson | null | undefined): string {
   return m.value.toPrecision(4);
 }
 
-/** While a run goes on (no final metrics yet): each metric's share of passes or its mean
- *  over the rows so far, without an interval. */
-export function runningMetrics(rows: EvalRow[]): { name: string; value: number; n: number; errors: number }[] {
-  const acc = new Map<string, { sum: number; n: number; errors: number }>();
+/** "n=10 · 2 errors · 1 task failed": what the value is over (a pass rate: every trial; a
+ *  mean: "n=8 of 10", the scored ones) and the errors and failed tasks beside it (the
+ *  report's `counts_text`). */
+export function metricCounts(m: MetricJson): string {
+  const trials = m.trials ?? m.n;
+  const parts = [m.n === trials ? `n=${m.n}` : `n=${m.n} of ${trials}`];
+  if (m.errors) parts.push(`${m.errors} error${m.errors === 1 ? "" : "s"}`);
+  if (m.missing) parts.push(`${m.missing} task${m.missing === 1 ? "" : "s"} failed`);
+  return parts.join(" · ");
+}
+
+/** While a run goes on (no final metrics yet): each metric over the rows so far, by the
+ *  report's rule: a pass/fail metric is the passes over every row (an evaluator error or a
+ *  failed task is not a pass), a numeric one the mean of the scored rows. No interval. */
+export function runningMetrics(rows: EvalRow[]): { name: string; value: number; n: number; errors: number; missing: number }[] {
+  const acc = new Map<string, { sum: number; n: number; errors: number; bool: boolean }>();
+  let missing = 0;
   for (const row of rows) {
+    if (row.status !== "ok") {
+      missing++;
+      continue;
+    }
     for (const [name, v] of Object.entries(row.scores ?? {})) {
       let a = acc.get(name);
-      if (!a) acc.set(name, (a = { sum: 0, n: 0, errors: 0 }));
+      if (!a) acc.set(name, (a = { sum: 0, n: 0, errors: 0, bool: true }));
       if (v === null) a.errors++;
       else {
         a.sum += Number(v);
         a.n++;
+        a.bool = a.bool && typeof v === "boolean";
       }
     }
   }
-  return [...acc.entries()].map(([name, a]) => ({ name, value: a.n ? a.sum / a.n : NaN, n: a.n, errors: a.errors }));
+  return [...acc.entries()].map(([name, a]) => {
+    const n = a.bool ? a.n + a.errors + missing : a.n;
+    return { name, value: n ? a.sum / n : NaN, n, errors: a.errors, missing };
+  });
 }

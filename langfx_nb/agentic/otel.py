@@ -416,6 +416,8 @@ class _Exporter:
         status = node.status
         metadata = node.metadata
         attributes: dict[str, Any] = {} if status == "ok" else {"langfx.status": status}
+        if kind == "item":  # its work may have named it since it started (Session.rename)
+            span.update_name(node.name)
         if kind == "query":
             self._query_end(node, metadata, attributes)
         elif kind == "tool_call":

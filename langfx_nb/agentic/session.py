@@ -32,6 +32,7 @@ from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..errors import ExecutionTimeoutError
+from ..llms.default import default_lm
 from ..messages import AIMessage, Message, Usage
 from ..structured.query import query as query_fn
 from . import model_calls
@@ -408,6 +409,17 @@ class Session:
             progress["message"] = message
         self._state.store.update(self._node, progress=progress)
 
+    def rename(self, name: str, *, inputs: Any = None) -> None:
+        """Name this view's running node ``name`` and, with ``inputs``, show those (previewed)
+        as its inputs: for a node whose work knows itself better than the code that started
+        it (``lf.eval.run`` names each batch item by its trial, ``case_id#repeat``, with the
+        case's inputs instead of the item's index). Observers get a ``node_update``."""
+        self._check_usable()
+        changes: dict[str, Any] = {"name": str(name)}
+        if inputs is not None:
+            changes["inputs"] = self._preview(inputs)
+        self._state.store.update(self._node, **changes)
+
     def adopt(
         self,
         nodes: Sequence[Mapping[str, Any]],
@@ -480,8 +492,13 @@ class Session:
         that cannot run work (``_check_usable``), which come first."""
         model = lm if lm is not None else self._lm
         if model is None:
+            model = default_lm()
+        if model is None:
             self._check_usable()
-            raise TypeError("no model: pass Session(lm=...), invoke(lm=...) or lm=")
+            raise TypeError(
+                "no model: pass Session(lm=...), invoke(lm=...) or lm=, "
+                "or set a default with lf.set_default_lm(lm)"
+            )
         return model
 
     async def query(

@@ -35,7 +35,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
@@ -218,16 +218,16 @@ class Manifest:
             codec.schemas[tag] = stored
 
     # -- reading -------------------------------------------------------------------------
-    def stored(self, keys: Iterable[str]) -> dict[str, Any]:
-        """The result of each of ``keys`` done (``ok``) in an earlier run, read in one query
-        and validated back (pydantic values into their class) before anything is sent:
-        ``RunManifestError`` names the first stored result that is damaged or no longer
-        validates, and nothing is changed."""
-        wanted = set(keys)
+    def stored(self, keys: Iterable[str] | Callable[[str], bool]) -> dict[str, Any]:
+        """The result of each of ``keys`` (or of each key ``keys(key)`` accepts) done
+        (``ok``) in an earlier run, read in one query and validated back (pydantic values
+        into their class) before anything is sent: ``RunManifestError`` names the first
+        stored result that is damaged or no longer validates, and nothing is changed."""
+        wanted = keys if callable(keys) else set(keys).__contains__
         by_tag: dict[str | None, tuple[list[str], list[int], list[str | None]]] = {}
         rows = self._conn.execute("SELECT key, idx, tag, value FROM items WHERE status = 'ok'")
         for key, idx, tag, value in rows:
-            if key in wanted:
+            if wanted(key):
                 group = by_tag.get(tag)
                 if group is None:
                     group = by_tag[tag] = ([], [], [])

@@ -2,10 +2,12 @@
 
 A report holds one ``CaseResult`` per (case, repeat): the task's output (or the error it
 raised), one ``ScoreRecord`` per metric, the case's trace node id, its usage, cost and
-duration. ``metrics`` aggregates every metric over the trials that scored it: a pass/fail
-metric as a pass rate with its Wilson interval, a numeric one as a mean with its standard
-error (see ``stats``). Evaluator errors and failed tasks are counted apart (``errors``,
-``failed``), never as a 0. ``by(key)`` gives the same aggregates per value of a metadata key.
+duration. ``metrics`` aggregates every metric over the trials of the run: a pass/fail metric
+as a pass rate over every trial with its Wilson interval (a trial whose evaluator raised or
+whose task failed is not a pass: it never raises the rate), a numeric one as a mean of the
+scored trials with its standard error (see ``stats``); evaluator errors and failed tasks are
+shown beside the value (``errors``, ``missing``). ``by(key)`` gives the same aggregates per
+value of a metadata key.
 
 A report saves as JSON (``save`` / ``Report.load``) so two runs recorded on different days
 can be compared (``lf.eval.compare``); ``to_records`` / ``to_pandas`` give one row per trial.
@@ -100,7 +102,9 @@ class CaseResult:
     ``error`` holds the class and message; no scores), or ``cancelled``/``skipped`` when
     the run stopped first. ``node_id`` is the trial's ``item`` node in the run's session
     (``None`` when resumed from the manifest, or for a loaded report); ``resumed`` says the
-    result came from the run manifest without running again."""
+    result came from the run manifest without running again; ``redo`` why a stored trial of
+    this case was not reused (``re-scored: the expected answer changed; output kept``,
+    ``re-run: the inputs changed``), ``None`` when there was none to reuse or it was."""
 
     case: Case
     repeat: int
@@ -114,6 +118,7 @@ class CaseResult:
     duration: float | None = None
     resumed: bool = False
     unpriced: int = 0  # model requests with no known price, left out of ``cost``
+    redo: str | None = None
 
     @property
     def key(self) -> str:
@@ -130,7 +135,7 @@ class CaseResult:
             "node_id": self.node_id,
             "resumed": self.resumed,
         }
-        for key in ("error", "cost", "duration"):
+        for key in ("error", "cost", "duration", "redo"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if key == "error" else value
@@ -164,21 +169,27 @@ class CaseResult:
             data.get("duration"),
             bool(data.get("resumed", False)),
             int(data.get("unpriced") or 0),
+            data.get("redo"),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """One metric over the trials: ``kind`` ``pass_rate`` (every score was a bool) or
-    ``mean``; ``interval`` (Wilson for a pass rate, mean ± 1.96·se for a mean) from
-    ``interval.n`` scores; ``errors`` trials where the evaluator raised, ``missing`` where
-    it did not run (the task failed)."""
+    """One metric over every trial of a run (see ``aggregate``).
+
+    ``kind`` is ``pass_rate`` (every score was a bool) or ``mean``. A pass rate counts every
+    trial: ``interval`` is the Wilson interval of the passes over ``trials``, so a trial whose
+    evaluator raised (``errors``) or whose task did not answer (``missing``) counts as not
+    passed and can never raise the rate. A mean is over the ``scored`` trials (an error has no
+    number to average): ``interval`` is mean ± 1.96·se from ``scored`` values, and ``errors``
+    and ``missing`` say how many trials it leaves out."""
 
     name: str
     kind: Literal["pass_rate", "mean"]
     interval: Interval
     errors: int = 0
     missing: int = 0
+    scored: int = 0
 
     @property
     def value(self) -> float:
@@ -186,7 +197,13 @@ class Metric:
 
     @property
     def n(self) -> int:
+        """The trials the headline value is over (a pass rate: every trial)."""
         return self.interval.n
+
+    @property
+    def trials(self) -> int:
+        """Every trial of the run this metric is counted over."""
+        return self.scored + self.errors + self.missing
 
     def __str__(self) -> str:
         iv = self.interval
@@ -196,8 +213,7 @@ class Metric:
             text = f"{iv.value:.4g} ± {iv.se:.2g}"
         else:
             text = "—" if math.isnan(iv.value) else f"{iv.value:.4g}"
-        extra = f", {self.errors} errors" if self.errors else ""
-        return f"{self.name}: {text} (n={iv.n}{extra})"
+        return f"{self.name}: {text} ({counts_text(self.to_json())})"
 
     def to_json(self) -> dict[str, Any]:
         iv = self.interval
@@ -208,10 +224,26 @@ class Metric:
             "low": finite_or_none(iv.low),
             "high": finite_or_none(iv.high),
             "n": iv.n,
-            "se": iv.se,
+            "se": None if iv.se is None else finite_or_none(iv.se),
+            "trials": self.trials,
+            "scored": self.scored,
             "errors": self.errors,
             "missing": self.missing,
         }
+
+
+def counts_text(metric: Mapping[str, Any]) -> str:
+    """``n=10, 2 errors, 1 task failed`` from a ``Metric``'s JSON: what the value is over,
+    and what it counts as not passed (a pass rate) or leaves out (a mean: ``n=8 of 10``)."""
+    n = metric.get("n") or 0
+    trials = metric.get("trials", n)
+    errors, missing = metric.get("errors") or 0, metric.get("missing") or 0
+    text = f"n={n}" if n == trials else f"n={n} of {trials}"
+    if errors:
+        text += f", {errors} error{'s' if errors != 1 else ''}"
+    if missing:
+        text += f", {missing} task{'s' if missing != 1 else ''} failed"
+    return text
 
 
 def finite_or_none(x: float) -> float | None:
@@ -219,38 +251,56 @@ def finite_or_none(x: float) -> float | None:
 
 
 def metric_names(results: Iterable[CaseResult]) -> list[str]:
-    """Every metric name in the order first seen."""
+    """Every metric name in the order first seen; an evaluator that gives one score per key
+    (``fields.city``) and raised on some trial (an error named ``fields``) is counted in
+    its keys' metrics, not as a metric of its own."""
     names: dict[str, None] = {}
     for r in results:
         for name in r.scores:
             names.setdefault(name, None)
-    return list(names)
+    return [n for n in names if not any(o.startswith(n + ".") for o in names)]
+
+
+def record_of(result: CaseResult, name: str) -> ScoreRecord | None:
+    """``name``'s record in a trial: its own, or the error of the evaluator it is a key of
+    (``fields`` raised: ``fields.city`` is an error too)."""
+    record = result.scores.get(name)
+    if record is not None:
+        return record
+    for other, rec in result.scores.items():
+        if rec.error is not None and name.startswith(other + "."):
+            return rec
+    return None
 
 
 def aggregate(
     results: Sequence[CaseResult], names: Sequence[str] | None = None
 ) -> dict[str, Metric]:
-    """The ``Metric`` of each name over ``results``."""
+    """The ``Metric`` of each name over ``results`` (see ``Metric``: a pass rate counts an
+    error or a failed task as not passed). A trial whose task answered but whose evaluators
+    gave no record of ``name`` (a mapping evaluator with other keys) is left out."""
     out: dict[str, Metric] = {}
     for name in names if names is not None else metric_names(results):
         values: list[float] = []
         all_bool = True
         errors = missing = 0
         for r in results:
-            record = r.scores.get(name)
-            if record is None:
+            record = record_of(r, name)
+            if r.status != "ok":
                 missing += 1
+            elif record is None:
+                continue
             elif record.score is None:
                 errors += 1
             else:
                 values.append(record.score.value)
                 all_bool = all_bool and isinstance(record.score.score, bool)
+        scored = len(values)
         if all_bool:
-            out[name] = Metric(
-                name, "pass_rate", wilson(int(sum(values)), len(values)), errors, missing
-            )
+            interval = wilson(int(sum(values)), scored + errors + missing)
+            out[name] = Metric(name, "pass_rate", interval, errors, missing, scored)
         else:
-            out[name] = Metric(name, "mean", mean_interval(values), errors, missing)
+            out[name] = Metric(name, "mean", mean_interval(values), errors, missing, scored)
     return out
 
 
@@ -342,22 +392,44 @@ class Report(Sequence[CaseResult]):
         return list(keys)
 
     def case_scores(self) -> dict[str, dict[str, float]]:
-        """Per case id, each metric's mean score over that case's scored repeats."""
+        """Per case id, each metric's mean score over that case's repeats, by the rule of
+        ``Metric``: for a pass rate an error or a failed task is a 0 (not passed); a mean
+        leaves those repeats out (a case with none scored has no value)."""
         sums: dict[str, dict[str, list[float]]] = {}
         for r in self.results:
             per = sums.setdefault(r.case.id or "", {})
-            for name, record in r.scores.items():
-                if record.score is not None:
+            for name, metric in self.metrics.items():
+                record = record_of(r, name)
+                if record is not None and record.score is not None and r.status == "ok":
                     per.setdefault(name, []).append(record.score.value)
+                elif metric.kind == "pass_rate" and (r.status != "ok" or record is not None):
+                    per.setdefault(name, []).append(0.0)
         return {
             cid: {m: math.fsum(v) / len(v) for m, v in per.items()} for cid, per in sums.items()
         }
 
+    @property
+    def redone(self) -> dict[str, int]:
+        """How many stored trials were ``re-scored`` and ``re-run`` (see ``CaseResult.redo``)."""
+        counts = {"re-scored": 0, "re-run": 0}
+        for r in self.results:
+            if r.redo is not None:
+                kind = r.redo.partition(":")[0]
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
     def summary(self) -> str:
-        """Lines a person reads: the metrics, failures, usage and cost."""
+        """Lines a person reads: the metrics, failures, what was done again, usage and cost."""
         head = f"Report {self.name!r}" if self.name else "Report"
         cases = len({r.case.id for r in self.results})
         lines = [f"{head}: {cases} cases × {self.repeats} repeat(s), {len(self.failed)} failed"]
+        redone = {k: n for k, n in self.redone.items() if n}
+        if redone:
+            said = ", ".join(f"{n} {k}" for k, n in redone.items())
+            lines.append(
+                f"  stored trials not reused: {said} (their case or evaluators changed: "
+                "see each trial's redo)"
+            )
         lines += [f"  {m}" for m in self.metrics.values()]
         usage = self.usage
         if usage.total_tokens or usage.prompt_tokens:

@@ -1,14 +1,24 @@
 """``await lf.eval.run(task, dataset, evaluators)``: an evaluation as one ``lf.batch``.
 
-Every (case, repeat) is one trial, one batch item keyed ``case_id#repeat``. A trial runs the
+Every (case, repeat) is one trial, one batch item whose node is named ``case_id#repeat``
+with the case's inputs (the name the report, its rows and the trace share). A trial runs the
 task on the case's inputs under an ``action`` node named ``task`` (the ``trace`` the
-evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``
-(a judge's queries are traced there, apart from the task's); the scores are kept in the
+evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``,
+each in its own node named by the metric, whose outputs are its verdicts and which ends
+``failed`` on a fail or an error (a judge's queries are traced there, apart from the
+task's); the scores are kept in the
 item node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
 ``gen_ai.evaluation.result`` event on the trial's span). The item's result, stored in
 the run manifest with ``run=``, is the output and the scores, so a resumed run sends nothing
 for a trial that finished: neither the task nor its judges run again. A trial whose task
 raised is a failed item: it has no scores and runs again on resume, as ``lf.batch`` does.
+
+A stored trial is reused only for the same case and the same scoring: its manifest key is
+``case_id#repeat@I.E.V``, digests of the inputs, the expected answer and the evaluators. When
+one changed, the key is new and the trial is done again (``_plan`` reads the manifest first):
+*re-scored* when a stored trial had the same inputs (its output is kept, the task is not
+called; the evaluators see no trace, so trace checks are errors for it), *re-run* when the
+inputs changed. ``CaseResult.redo`` says which and why.
 
 ``task`` is an async callable of the case's ``inputs``, or of ``(inputs, session)``: model
 calls made through that session view (``session.query``) are traced under the trial and
@@ -21,6 +31,8 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import hashlib
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -37,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["current_session", "run"]
 
-#: The session view of the ``evaluate`` node while a trial's evaluators run: an evaluator
+#: The session view of an evaluator's node while it runs in a trial: an evaluator
 #: that makes model calls (``judge``) makes them through it, so they are traced there.
 _EVAL_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
     "langfx_nb_eval_session", default=None
@@ -46,7 +58,8 @@ _EVAL_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
 
 def current_session() -> Session | None:
     """The session view an evaluator should make its model calls through (``None`` outside
-    ``lf.eval.run``): calls made through it are traced under the trial's ``evaluate`` node."""
+    ``lf.eval.run``): calls made through it are traced under the evaluator's node in the
+    trial's ``evaluate`` node."""
     return _EVAL_SESSION.get()
 
 
@@ -69,28 +82,33 @@ class _Context:
         self.evaluators = evaluators
         self.outputs: dict[int, Any] = {}  # the live (typed) outputs of this process's trials
         self.on_trial = on_trial
+        #: per trial done again: why (``CaseResult.redo``), and the kept output to re-score
+        self.redo: dict[int, str] = {}
+        self.kept: dict[int, Any] = {}
 
 
 async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> dict[str, Any]:
     """One batch item: the task, then the evaluators (see the module)."""
     from ..agentic.usage import UsageMeter
 
-    case = ctx.trials[index][0]
+    case, repeat = ctx.trials[index]
+    session.rename(f"{case.id}#{repeat}", inputs=case.inputs)  # one name per trial everywhere
     meter = UsageMeter()
-    with session.track("action", "task", inputs=case.inputs, meter=meter) as task:
-        if ctx.with_session:
+    kept = index in ctx.kept
+    meta = {"kept": ctx.redo[index]} if kept else None
+    with session.track("action", "task", inputs=case.inputs, metadata=meta, meter=meter) as task:
+        if kept:  # re-scored: the stored output of the same inputs, no task call
+            output = ctx.kept[index]
+        elif ctx.with_session:
             output = await ctx.task(case.inputs, task.session)
         else:
             output = await ctx.task(case.inputs)
         task.outputs = output
+    trace = None if kept else task.node  # a kept output has no trace of its making
     records: list[ScoreRecord] = []
     with session.track("action", "evaluate", meter=meter) as ev:
-        token = _EVAL_SESSION.set(ev.session)
-        try:
-            for name, evaluator in ctx.evaluators.items():
-                records.extend(await evaluate(name, evaluator, case, output, task.node))
-        finally:
-            _EVAL_SESSION.reset(token)
+        for name, evaluator in ctx.evaluators.items():
+            records.extend(await _check(ev.session, name, evaluator, case, output, trace))
     ctx.outputs[index] = output
     scores = [r.to_json() for r in records]
     # on the trial's node: the OpenTelemetry export turns these into evaluation events
@@ -105,9 +123,31 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
     }
     if meter.unpriced_requests:  # requests left out of cost: no price known
         result["unpriced"] = meter.unpriced_requests
+    if index in ctx.redo:
+        result["redo"] = ctx.redo[index]
     if ctx.on_trial is not None:
         ctx.on_trial(index, _result(ctx, index, "ok", result, None, session.node.id, False))
     return result
+
+
+async def _check(
+    view: Session, name: str, evaluator: Evaluator, case: Case, output: Any, trace: Any
+) -> list[ScoreRecord]:
+    """One evaluator under its own node, named by the metric: its verdicts are the node's
+    outputs, and a fail or an error ends it ``failed``, so the trial's trace shows which
+    check failed (a judge's query is traced inside it)."""
+    with view.track("action", name) as check:
+        token = _EVAL_SESSION.set(check.session)
+        try:
+            records = await evaluate(name, evaluator, case, output, trace)
+        finally:
+            _EVAL_SESSION.reset(token)
+        verdicts = [r.to_json() for r in records]
+        if any(r.score is None or r.score.passed is False for r in records):
+            check.end("failed", outputs=verdicts)
+        else:
+            check.outputs = verdicts
+    return records
 
 
 def _result(
@@ -121,8 +161,11 @@ def _result(
     output_type: Any = None,
 ) -> CaseResult:
     case, repeat = ctx.trials[index]
+    redo = None if resumed else ctx.redo.get(index)
     if stored is None:
-        return CaseResult(case, repeat, status, None, error, {}, node_id, resumed=resumed)
+        return CaseResult(
+            case, repeat, status, None, error, {}, node_id, resumed=resumed, redo=redo
+        )
     if index in ctx.outputs:
         output = ctx.outputs[index]
     else:
@@ -146,18 +189,73 @@ def _result(
         stored.get("duration"),
         resumed,
         int(stored.get("unpriced") or 0),
+        redo,
     )
 
 
-def _identity(task: Callable[..., Any], evaluators: Mapping[str, Any]) -> str:
-    """What makes two runs the same evaluation for a manifest: the task's fingerprint and
-    the evaluators' names and fingerprints (a changed rubric or task is a new run)."""
+def _scoring(evaluators: Mapping[str, Any]) -> str:
+    """The evaluators' names, fingerprints and plain settings (a rubric, a judge's model, a
+    tolerance): another value is another scoring, and stored trials are re-scored."""
     from ..batch.codec import fingerprint
 
-    parts = [fingerprint(task)[1]]
-    for name, ev in evaluators.items():
-        parts.append(f"{name}={fingerprint(ev)[1]}:{_plain_attrs(ev)}")
-    return "\n".join(parts)
+    return "\n".join(
+        f"{name}={fingerprint(ev)[1]}:{_plain_attrs(ev)}" for name, ev in evaluators.items()
+    )
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(walk(value), sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def _trial_key(case: Case, repeat: int, scoring: str) -> str:
+    """``case_id#repeat@I.E.V``: the trial's manifest key (see the module)."""
+    digests = (_digest(case.inputs), _digest(case.expected), _digest(scoring))
+    return f"{case.id}#{repeat}@{'.'.join(digests)}"
+
+
+def _plan(fn: Callable[..., Any], run: str | Path, ctx: _Context, keys: list[str]) -> None:
+    """Before the batch: which trials of ``run`` are done again and why (``ctx.redo``), and
+    the stored output each re-scored trial keeps (``ctx.kept``; see the module)."""
+    from ..batch.codec import ResultCodec, fingerprint
+    from ..batch.manifest import Manifest, manifest_path
+
+    path = manifest_path(run)
+    if not path.exists():
+        return
+    name, fn_hash = fingerprint(fn)
+    manifest = Manifest.open(path, name, fn_hash, ResultCodec(fn))
+    try:
+        stored = manifest.stored(lambda key: "@" in key)
+    finally:
+        manifest.close()
+    slots: dict[str, list[str]] = {}  # "id#repeat" -> stored digests
+    outputs: dict[tuple[str, str], Any] = {}  # (inputs digest, repeat) -> a stored output
+    for key, value in stored.items():
+        slot, _, digests = key.rpartition("@")
+        parts = digests.split(".")
+        if len(parts) != 3 or not isinstance(value, Mapping):
+            continue
+        slots[slot] = parts
+        outputs[parts[0], slot.rpartition("#")[2]] = value.get("output")
+    for index, key in enumerate(keys):
+        if key in stored:
+            continue  # the same case and scoring: reused as it is
+        slot, _, digests = key.rpartition("@")
+        now, before = digests.split("."), slots.get(slot)
+        found = (now[0], slot.rpartition("#")[2])
+        if found in outputs:
+            if before is None or before[0] != now[0]:
+                why = "a stored trial of the same inputs had another case id"
+            else:
+                changed = [
+                    w for w, i in (("expected answer", 1), ("evaluators", 2)) if before[i] != now[i]
+                ]
+                why = f"the {' and the '.join(changed)} changed"
+            ctx.redo[index] = f"re-scored: {why}; output kept"
+            ctx.kept[index] = outputs[found]
+        elif before is not None:
+            ctx.redo[index] = "re-run: the inputs changed"
 
 
 def _plain_attrs(ev: Any) -> str:
@@ -195,8 +293,10 @@ async def run(
     (named by each one's ``name``/``__name__``), a ``{name: evaluator}`` dict, or one
     evaluator. ``run``, ``engine``, ``session``, ``max_concurrency`` and ``progress`` are
     ``lf.batch``'s: with ``run=`` a second call (in any process) re-runs no finished
-    trial; a manifest made by another task or other evaluators is refused
-    (``RunManifestError``). ``on_trial(index, result)`` is called as each trial of this
+    trial of the same case and evaluators (others are re-scored or re-run: see the module);
+    a manifest made by another task is refused (``RunManifestError``). While the live view
+    shows the run, the batch's own progress view is not shown (unless ``progress=`` asks
+    for one). ``on_trial(index, result)`` is called as each trial of this
     process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
     report widget is shown in the running cell and fills in as trials finish (rows arrive
     in batches, a few per second), then shows the finished report; ``live=False`` shows
@@ -222,8 +322,18 @@ async def run(
     hook = on_trial
     if view is not None and not isinstance(engine, Ray):
         hook = _feed(view, on_trial)
+    if view is not None and progress is None:
+        progress = False  # one view per run: the report shows the progress, not a batch view
     ctx = _Context(task, trials, named, hook)
-    fn = functools.partial(_trial, _identity(task, named), ctx)
+    from ..batch.codec import fingerprint
+
+    # the manifest belongs to the task; each trial's key names its case and scoring
+    fn = functools.partial(_trial, fingerprint(task)[1], ctx)
+    scoring = _scoring(named)
+    keys = [_trial_key(case, repeat, scoring) for case, repeat in trials]
+    if run is not None:
+        _plan(fn, run, ctx, keys)
+        _type_kept(ctx, data.output_type)
     started = time.perf_counter()
     try:
         result = await batch(
@@ -235,7 +345,7 @@ async def run(
             max_concurrency=max_concurrency,
             on_error="collect",
             progress=progress,
-            key=lambda i: f"{trials[i][0].id}#{trials[i][1]}",
+            key=keys.__getitem__,
             name=run_name,
         )
     except BaseException as exc:  # the view says the run stopped; the exception goes on
@@ -274,6 +384,21 @@ async def run(
         with contextlib.suppress(Exception):  # a view never breaks the run it shows
             view.show(report)
     return report
+
+
+def _type_kept(ctx: _Context, output_type: Any) -> None:
+    """Kept outputs (stored as JSON) back into ``output_type`` for the evaluators."""
+    if output_type is None:
+        return
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter = TypeAdapter(output_type)
+    for index, output in list(ctx.kept.items()):
+        try:
+            ctx.kept[index] = adapter.validate_python(output)
+        except ValidationError:  # the output's type changed since: run the task again
+            del ctx.kept[index]
+            ctx.redo[index] = "re-run: the stored output is not a valid output_type any more"
 
 
 def _feed(

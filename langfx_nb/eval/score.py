@@ -3,8 +3,9 @@
 An evaluator is any callable ``(case, output, trace) -> bool | float | Score`` (or a mapping
 of names to those, for one score per field), sync or async. ``True``/``False`` is a pass or a
 fail; a number is a score; ``Score`` adds a label and a reason. What an evaluator raises is
-recorded as that case's *error* for that evaluator (class and message), never as a 0: an
-aggregate counts errors apart from scores.
+recorded as that case's *error* for that evaluator (class and message), never as a 0; so is a
+score that is not a finite number (``inf``, ``1e999``, NaN: it has no mean and no JSON form).
+A pass rate counts an error as not passed (``report.Metric``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ class Score:
         if not isinstance(self.score, bool):
             if not isinstance(self.score, int | float):
                 raise TypeError(f"a score is a bool or a number, not {type(self.score).__name__}")
-            if math.isnan(self.score):
-                raise ValueError("a score cannot be NaN")
+            if not math.isfinite(self.score):  # no mean, no JSON: an error of the trial
+                raise ValueError(f"a score must be a finite number, not {self.score!r}")
 
     @property
     def passed(self) -> bool | None:

@@ -17,6 +17,7 @@ from .base import (
     model_requests_allowed,
 )
 from .cache import Cache, InMemoryCache, SQLiteCache
+from .default import default_lm, set_default_lm
 from .fake import Echo, Fake, Scripted, StaticMapping, StaticResponse, StaticSequence
 from .registry import get
 from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
@@ -45,8 +46,10 @@ __all__ = [
     "ToolCallStart",
     "ToolSpec",
     "allow_model_requests",
+    "default_lm",
     "get",
     "model_requests_allowed",
+    "set_default_lm",
 ]
 
 # Providers load on first access so `import langfx_nb` never imports provider code.

@@ -85,6 +85,8 @@ def case_row(result: Any) -> dict[str, Any]:
         row["unpriced"] = result.unpriced
     if result.duration is not None:
         row["duration"] = result.duration
+    if result.redo is not None:
+        row["redo"] = result.redo
     return row
 
 
@@ -148,6 +150,7 @@ def report_summary(report: Any) -> dict[str, Any]:
         "cases": len({r.case.id for r in report}),
         "repeats": report.repeats,
         "failed": len(report.failed),
+        "redone": {k: n for k, n in report.redone.items() if n},
         "tokens": usage.total_tokens,
         "cost": report.cost,
         "unpriced": report.unpriced,

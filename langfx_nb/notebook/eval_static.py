@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..eval.report import counts_text
 from .render import CSS, clip, esc
 
 __all__ = ["MAX_EVAL_ROWS", "eval_static_html", "eval_text"]
@@ -14,7 +15,7 @@ MAX_EVAL_ROWS = 200  # the static copy of a report: the metrics and this many ro
 
 
 def _metric_text(m: Mapping[str, Any]) -> str:
-    value, low, high, n = m.get("value"), m.get("low"), m.get("high"), m.get("n", 0)
+    value, low, high = m.get("value"), m.get("low"), m.get("high")
     if value is None:
         text = "—"
     elif m.get("kind") == "pass_rate":
@@ -23,8 +24,7 @@ def _metric_text(m: Mapping[str, Any]) -> str:
         text = f"{value:.4g} ± {m['se']:.2g}"
     else:
         text = f"{value:.4g}"
-    errors = f", {m['errors']} errors" if m.get("errors") else ""
-    return f"{text} (n={n}{errors})"
+    return f"{text} ({counts_text(m)})"
 
 
 def _score_cell(value: Any) -> str:

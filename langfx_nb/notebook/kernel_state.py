@@ -8,6 +8,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..llms.base import LanguageModel
+from ..llms.default import default_lm, set_default_lm
 
 __all__ = [
     "MAX_SESSIONS",
@@ -25,14 +26,34 @@ MAX_SESSIONS = 20  # the sessions of recent %%lf runs kept for %lf trace
 
 @dataclass
 class NotebookState:
-    """The default model of ``%%lf`` cells, the sessions of the last runs (newest last), and
-    where their traces are exported (``lf.nb.export``)."""
+    """The sessions of the last runs (newest last), where their traces are exported
+    (``lf.nb.export``), and the default model: ``lm`` is the process-wide default of the core
+    (``lf.set_default_lm``), so ``%%lf`` cells, ``lf.query``, ``lf.batch`` and ``lf.eval.run``
+    share one; ``lm_name`` is what ``%lf use`` was given for it."""
 
-    lm: LanguageModel | None = None
-    lm_name: str | None = None
     sessions: list[Any] = field(default_factory=list)
     tracer_provider: Any = None
     capture_content: bool = False
+    _named: tuple[LanguageModel, str] | None = None
+
+    @property
+    def lm(self) -> LanguageModel | None:
+        return default_lm()
+
+    @lm.setter
+    def lm(self, lm: LanguageModel | None) -> None:
+        set_default_lm(lm)
+
+    @property
+    def lm_name(self) -> str | None:
+        """The name ``%lf use`` gave the default model (``None`` once another is set)."""
+        named = self._named
+        return named[1] if named is not None and named[0] is default_lm() else None
+
+    @lm_name.setter
+    def lm_name(self, name: str | None) -> None:
+        lm = default_lm()
+        self._named = None if name is None or lm is None else (lm, name)
 
     @property
     def last_session(self) -> Any:
@@ -43,7 +64,9 @@ state = NotebookState()
 
 
 def use(lm: LanguageModel | str, *, name: str | None = None) -> LanguageModel:
-    """Make ``lm`` the model ``%%lf`` cells use when they have no ``--lm``.
+    """Make ``lm`` the notebook's default model: ``%%lf`` cells without ``--lm`` and every
+    model call given none (``lf.query``, ``session.query`` in ``lf.batch`` and
+    ``lf.eval.run``) use it; it is the core's ``lf.set_default_lm``.
 
     ``lm`` is a model or a registry id such as ``"fake:echo"``. Returns the model.
     """

@@ -42,7 +42,8 @@ _HELP = """\
     --suspend             calls that need approval end the run, saved to .langfx_nb/runs/
 %lf resume [RUN_ID] --approve c1,c2 --deny c3 [--note TEXT] [--allow TOOLS] [--lm VAR]
                           continue the newest (or RUN_ID) suspended run, also after a restart
-%lf use VAR               default model for %%lf cells (a variable or an id like fake:echo)
+%lf use VAR               the notebook's default model (a variable or an id like fake:echo):
+                          %%lf cells, lf.query, lf.batch and lf.eval.run given no model
 %lf trace [SESSION]       trace explorer on the last %%lf run, or on SESSION
 %lf models                the default model, models in the notebook, provider keys present
 %lf cancel                cancel running %%lf runs and waiting approvals (see docs/notebook.md)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..llms.default import default_lm
 from ..messages import AIMessage, Message
 from ..template import Template, render_prompt
 
@@ -48,7 +49,9 @@ async def query(
     the attempts (see ``Mapping.call``).
     """
     if lm is None:
-        raise TypeError("query() needs a model: pass lm=")
+        lm = default_lm()
+    if lm is None:
+        raise TypeError("query() needs a model: pass lm=, or set lf.set_default_lm(lm)")
     if schema is None:
         check_schemaless(protocol, native_structured_output, examples, repair)
         message = render_prompt(prompt, vars)

@@ -39,6 +39,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MappingError, UnsupportedCapabilityError
+from ..llms.default import default_lm
 from ..messages import AIMessage, Message
 from ..template import Template, render_prompt
 from .events import (
@@ -89,7 +90,9 @@ def query_stream(
     ``ParsingFailed`` error carries every attempt's error in ``attempts``. ``on_attempt``
     observes each attempt, as for ``lf.query`` (the session traces attempts with it)."""
     if lm is None:
-        raise TypeError("query_stream() needs a model: pass lm=")
+        lm = default_lm()
+    if lm is None:
+        raise TypeError("query_stream() needs a model: pass lm=, or set lf.set_default_lm(lm)")
     if not lm.supports_streaming and not options.get("emulate"):
         raise UnsupportedCapabilityError(
             f"{lm.model_id} does not support streaming (pass emulate=True for one final chunk)"

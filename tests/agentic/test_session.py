@@ -578,3 +578,19 @@ async def test_unsubscribing_an_async_observer_stops_its_events() -> None:
     await settle()
     assert len(received) == 4
     await session.dispose()
+
+
+async def test_rename_names_the_running_node_for_observers_and_refuses_after_it_ended() -> None:
+    events: list[dict[str, Any]] = []
+    async with lf.Session() as session:
+        session.subscribe(events.append)
+        with session.track("item", "item 3", inputs=3) as item:
+            item.session.rename("egypt#0", inputs={"country": "Egypt"})
+        assert item.node.name == "egypt#0" and item.node.inputs == {"country": "Egypt"}
+        with pytest.raises(RuntimeError):
+            item.session.rename("too late")
+    await settle()
+    update = next(e for e in events if e["type"] == "node_update")
+    assert update["changes"] == {"name": "egypt#0", "inputs": {"country": "Egypt"}}
+    end = next(e for e in events if e["type"] == "node_end" and e["node"]["kind"] == "item")
+    assert end["node"]["name"] == "egypt#0"

@@ -165,14 +165,16 @@ async def test_an_evaluator_that_raises_is_an_error_not_a_zero() -> None:
 
     report = await lf.eval.run(_echo_task, ["a", "b", "c"], [flaky, wrong_type], progress=False)
     flaky_metric = report.metrics["flaky"]
-    assert flaky_metric.value == 1.0 and flaky_metric.n == 2 and flaky_metric.errors == 1
+    # the error is not a pass: 2 of 3 trials passed (never 100% of the 2 that scored)
+    assert flaky_metric.value == pytest.approx(2 / 3) and flaky_metric.n == 3
+    assert flaky_metric.errors == 1 and flaky_metric.scored == 2
     assert report[1].scores["flaky"].error == {
         "type": "ZeroDivisionError",
         "message": "division by zero in my evaluator",
     }
     assert report[0].scores["wrong_type"].error["type"] == "TypeError"
-    assert report.metrics["wrong_type"].n == 0
-    assert "1 errors" in str(flaky_metric)
+    assert report.metrics["wrong_type"].scored == 0 and report.metrics["wrong_type"].value == 0
+    assert "(n=3, 1 error)" in str(flaky_metric)
 
 
 async def _echo_task(inputs: Any) -> Any:

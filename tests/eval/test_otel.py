@@ -40,7 +40,7 @@ async def _exported(capture_content: bool) -> list[Any]:
 
 async def test_scores_are_evaluation_events_on_the_trial_span() -> None:
     spans = await _exported(capture_content=False)
-    item = next(s for s in spans if s.name == "item 0")
+    item = next(s for s in spans if s.name == "only#0")
     events = [e for e in item.events if e.name == "gen_ai.evaluation.result"]
     by_name = {e.attributes["gen_ai.evaluation.name"]: dict(e.attributes) for e in events}
     assert by_name["exact"] == {
@@ -55,7 +55,7 @@ async def test_scores_are_evaluation_events_on_the_trial_span() -> None:
 
 async def test_the_judge_explanation_only_with_capture_content() -> None:
     spans = await _exported(capture_content=True)
-    item = next(s for s in spans if s.name == "item 0")
+    item = next(s for s in spans if s.name == "only#0")
     judge = next(
         e
         for e in item.events
@@ -82,10 +82,11 @@ async def test_every_trial_span_carries_its_own_scores() -> None:
     await session.dispose()
     lf.otel.flush()
     spans = {s.context.span_id: s for s in exporter.get_finished_spans()}
-    items = [s for s in spans.values() if s.name.startswith("item ")]
+    keys = [r.key for r in report]
+    items = [s for s in spans.values() if s.name in keys]  # named by the trial, case_id#repeat
     assert len(items) == len(report) == 6  # one span per trial, repeats apart
     for span in items:
-        index = int(span.name.split()[1])
+        index = keys.index(span.name)
         events = [e for e in span.events if e.name == "gen_ai.evaluation.result"]
         assert len(events) == 1  # its own score, once
         passed = report[index].scores["exact"].score.score

@@ -138,9 +138,10 @@ async def test_repeats_aggregates_breakdown_usage_and_a_refused_manifest(tmp_pat
     with pytest.raises(RunManifestError):
         await lf.eval.run(counting, ds, [lf.eval.exact, length], repeats=2, run=path)
     assert calls == 0
-    # so are other evaluators (a changed rubric or tolerance is another evaluation)
-    with pytest.raises(RunManifestError):
-        await lf.eval.run(task, ds, [lf.eval.exact], repeats=2, run=path, progress=False)
+    # other evaluators re-score the stored outputs (the task is not called again)
+    rescored = await lf.eval.run(task, ds, [lf.eval.exact], repeats=2, run=path, progress=False)
+    assert all(r.redo == "re-scored: the evaluators changed; output kept" for r in rescored)
+    assert not rescored.usage.total_tokens and list(rescored.metrics) == ["exact"]
 
 
 async def test_a_failing_task_is_a_failed_trial_without_scores() -> None:
@@ -158,7 +159,8 @@ async def test_a_failing_task_is_a_failed_trial_without_scores() -> None:
         "message": "the task broke",
     }
     assert broken.scores == {}
-    assert report.metrics["exact"].n == 3 and report.metrics["exact"].missing == 1
+    exact = report.metrics["exact"]  # the failed trial counts, as not passed
+    assert exact.n == 4 and exact.scored == 3 and exact.missing == 1 and exact.value == 0.75
     assert report.failed == [broken]
     assert "1 failed" in report.summary()
 
@@ -182,7 +184,7 @@ def test_records_and_pandas() -> None:
     assert isinstance(frame, pd.DataFrame) and list(frame["case_id"]) == ["c1"]
 
 
-async def test_another_judge_model_or_rubric_is_another_evaluation(tmp_path: Path) -> None:
+async def test_another_judge_model_or_rubric_re_scores(tmp_path: Path) -> None:
     from langfx_nb.llms.fake import StaticResponse
 
     async def task(x: str) -> str:
@@ -200,8 +202,9 @@ async def test_another_judge_model_or_rubric_is_another_evaluation(tmp_path: Pat
         lf.eval.judge(StaticResponse(verdict, model="judge-b"), "Is it right?"),
         lf.eval.judge(StaticResponse(verdict, model="judge-a"), "Is it polite?"),
     ):
-        with pytest.raises(RunManifestError):
-            await lf.eval.run(task, ["a"], [other], run=path, progress=False)
+        rescored = await lf.eval.run(task, ["a"], [other], run=path, progress=False)
+        assert rescored[0].redo == "re-scored: the evaluators changed; output kept"
+        assert rescored[0].scores["judge"].score is not None
 
 
 async def test_a_live_view_gets_each_trial_then_the_report() -> None:

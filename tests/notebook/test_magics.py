@@ -104,6 +104,28 @@ def test_default_model_from_lf_use_and_from_nb_use(ip: InteractiveShell) -> None
     assert run(ip, "%%lf query\nhi\n") == "set in Python"
 
 
+def test_lf_use_is_the_default_of_batches_evaluations_and_queries(ip: InteractiveShell) -> None:
+    ip.user_ns["lm"] = lf.llms.StaticResponse("4")
+    run(ip, "%lf use lm")
+    run(
+        ip,
+        "async def task(x, session):\n"
+        "    return await session.query('What is {{x}}?', vars={'x': x})\n"
+        "batched = await lf.batch(task, ['2+2', '3+1'], progress=False)\n"
+        "report = await lf.eval.run(task, [lf.eval.Case('2+2', expected='4')],\n"
+        "                           [lf.eval.exact], progress=False, live=False)\n"
+        "plain = await lf.query('hi')\n",
+    )
+    batched = ip.user_ns["batched"]
+    assert batched.statuses == ["ok", "ok"] and batched.results == ["4", "4"]
+    report = ip.user_ns["report"]
+    assert report[0].status == "ok" and report.metrics["exact"].value == 1.0
+    assert ip.user_ns["plain"] == "4"
+    assert lf.default_lm() is ip.user_ns["lm"]
+    for name in ("task", "batched", "report", "plain"):
+        ip.user_ns.pop(name, None)
+
+
 def test_lf_nb_export_sends_later_runs_as_opentelemetry_spans(ip: InteractiveShell) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -158,12 +158,11 @@ def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> 
     open_ms = (time.perf_counter() - started) * 1000
     in_page_ms = page.evaluate("() => window.__lfxShown - window.__lfxClick")
     selected = page.locator(".lfx-te .lfx-te-row.lfx-sel").first.inner_text()
-    assert "item" in selected
     tree = page.locator(".lfx-te").first.inner_text()
     assert "task" in tree and "evaluate" in tree
     detail = report.locator(".lfx-er-detail").inner_text()
     assert "wrong" in detail  # case 70 answers wrong: its output is shown, as text
-    assert "item 70" in selected
+    assert "c70#0" in selected  # the trial's one name: the row's key is the trace node's
 
     # a second click reuses the report's one explorer: no new widget, the other trial shown
     explorers = page.locator(".lfx-te").count()
@@ -171,11 +170,11 @@ def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> 
     report.locator('.lfx-er-row[data-key="c71#0"]').click()
     page.wait_for_function(
         "() => (document.querySelector('.lfx-te .lfx-te-row.lfx-sel')||{innerText: ''})"
-        ".innerText.includes('item 71')",
+        ".innerText.includes('c71#0')",
         timeout=30_000,
     )
     assert page.locator(".lfx-te").count() == explorers
-    assert "item 70" not in page.locator(".lfx-te").first.inner_text()
+    assert "c70#0" not in page.locator(".lfx-te").first.inner_text()
     print(
         f"sort of 10,000 rows: {sort_ms:.0f} ms; click to trace shown: {open_ms:.0f} ms "
         f"(in the page: {in_page_ms:.0f} ms)"
@@ -266,7 +265,7 @@ def test_screenshots_of_the_report_and_the_compare_view(lab: Lab) -> None:
     report.locator('.lfx-er-row[data-key="australia#0"]').click()
     page.wait_for_function(
         "() => (document.querySelector('.lfx-te .lfx-te-row.lfx-sel')||{innerText: ''})"
-        ".innerText.includes('item 3')",
+        ".innerText.includes('australia#0')",
         timeout=30_000,
     )
     compare = page.locator(".lfx-er").nth(1)
@@ -284,3 +283,113 @@ def test_screenshots_of_the_report_and_the_compare_view(lab: Lab) -> None:
         path = shoot(lab, compare_out, f"eval-compare-{theme}", f"eval_compare_{theme}.png")
         assert path.exists()
     set_theme(lab, "light")
+
+
+HONEST_CELLS = [
+    """
+    import langfx_nb as lf
+    %load_ext langfx_nb
+    async def task(x):
+        return x if x != 7 else -1  # c7 answers wrong
+    def checked(case, output, trace):
+        if case.inputs >= 8:
+            raise KeyError("no reference for this case")  # c8, c9: evaluator errors
+        return output == case.expected
+    def cost(case, output, trace):
+        return 0.002  # a number, not a check
+    cases = [lf.eval.Case(i, expected=i, id=f"c{i}") for i in range(10)]
+    report = await lf.eval.run(task, cases, [checked, cost], name="honest")
+    """,
+]
+
+
+def test_an_honest_headline_failing_only_and_the_failed_check_in_the_trace(lab: Lab) -> None:
+    """7 right of 10 with 2 evaluator errors reads 70% over 10 trials with the errors beside
+    it; "failing only" lists the 3 trials that did not pass, not the 7 that passed with a
+    numeric score below 1; the run shows one view; a click on a failing trial opens a trace
+    named like its row, with the failing check marked failed."""
+    lab.open(write_notebook(lab, "w_eval_honest.ipynb", HONEST_CELLS))
+    run_all_nowait(lab)
+    lab.wait_cells_done(120_000)
+    assert lab.errors() == []
+    page = lab.page
+    report = page.locator(".lfx-er").first
+    page.wait_for_function(
+        "() => (document.querySelector('.lfx-er .lfx-er-count')||{}).textContent === '10 rows'"
+    )
+    out = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea")
+    assert out.locator(".lfx-er").count() == 1
+    assert out.locator(".lfx-bv").count() == 0  # no batch view beside the report
+    metrics = report.locator(".lfx-er-metrics").inner_text()
+    assert "70.0%" in metrics and "n=10 · 2 errors" in metrics, metrics
+    assert "87.5%" not in metrics
+
+    report.locator("label:has-text('failing only') input").check()
+    page.wait_for_function(
+        "() => document.querySelector('.lfx-er .lfx-er-count').textContent === '3 of 10 rows'"
+    )
+    keys = page.evaluate(
+        "() => [...document.querySelector('.lfx-er').querySelectorAll('.lfx-er-row')]"
+        ".map(r => r.dataset.key).sort()"
+    )
+    assert keys == ["c7#0", "c8#0", "c9#0"]
+
+    report.locator('.lfx-er-row[data-key="c7#0"]').click()
+    page.wait_for_function(
+        "() => (document.querySelector('.lfx-te .lfx-te-row.lfx-sel')||{innerText: ''})"
+        ".innerText.includes('c7#0')",
+        timeout=30_000,
+    )
+    rows = page.evaluate(
+        "() => [...document.querySelectorAll('.lfx-te .lfx-te-row')].map(r => r.innerText)"
+    )
+    checked = [r for r in rows if "checked" in r]
+    assert checked and "failed" in checked[0], rows
+    assert not any("item 7" in r for r in rows), rows
+
+
+RERUN_CELLS = [
+    """
+    import pathlib, tempfile
+    import langfx_nb as lf
+    %load_ext langfx_nb
+    RUN = pathlib.Path(tempfile.mkdtemp()) / "fix.sqlite"
+    lm = lf.llms.StaticResponse("Paris")
+    %lf use lm
+    async def ask(country, session):  # no lm=: the notebook's default model answers
+        return await session.query("The capital of {{c}}?", vars={"c": country})
+    def wild(case, output, trace):
+        return 1e999  # not a finite score: an error of the trial, not a broken view
+    before = await lf.eval.run(ask, [lf.eval.Case("France", expected="Lyon", id="fr")],
+                               [lf.eval.exact, wild], run=RUN, name="before the fix")
+    """,
+    """
+    after = await lf.eval.run(ask, [lf.eval.Case("France", expected="Paris", id="fr")],
+                              [lf.eval.exact, wild], run=RUN, name="after the fix")
+    """,
+]
+
+
+def test_the_default_model_a_non_finite_score_and_a_re_scored_trial(lab: Lab) -> None:
+    """After ``%lf use lm`` an evaluation's task answers with that model (no "no model"
+    failure); a score of 1e999 shows as an error in a working view; fixing the expected
+    answer with the same ``run=`` re-scores the stored output, and the report says so."""
+    lab.open(write_notebook(lab, "w_eval_rerun.ipynb", RERUN_CELLS))
+    run_all_nowait(lab)
+    lab.wait_cells_done(120_000)
+    assert lab.errors() == []
+    page = lab.page
+    page.wait_for_function("() => document.querySelectorAll('.lfx-er .lfx-er-row').length === 2")
+    assert page.locator(".lfx-bv").count() == 0
+    before, after = page.locator(".lfx-er").nth(0), page.locator(".lfx-er").nth(1)
+    head = before.locator(".lfx-er-head").inner_text()
+    assert "0 failed" in head, head  # the task had a model
+    cells = _first_row_cells(lab, 0)
+    assert cells[1] == "ok" and cells[2] == "fail" and cells[3] == "error", cells
+    assert "Paris" in cells[4]
+    head = after.locator(".lfx-er-head").inner_text()
+    assert "1 re-scored" in head and "0 failed" in head, head
+    cells = _first_row_cells(lab, 1)
+    assert cells[1] == "ok ↻" and cells[2] == "pass", cells
+    status = after.locator(".lfx-er-row span").nth(1).get_attribute("title") or ""
+    assert "expected answer changed" in status

@@ -28,9 +28,7 @@ __all__ = ["compile_pattern", "ecma_to_regex"]
 
 _DIGIT = "0-9"
 _WORD = "A-Za-z0-9_"
-_SPACE = (
-    "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
-)
+_SPACE = "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 _SETS = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
 _ANY = "(?s:.)"
 _DOT = "[^\\n\\r\\u2028\\u2029]"

@@ -484,8 +484,6 @@ class _Exporter:
     def _query_end(
         self, node: TraceNode, metadata: Mapping[str, Any], attributes: dict[str, Any]
     ) -> None:
-        model_id = str(metadata.get("model") or "")
-        model = model_id.partition(":")[2]
         outputs = node.outputs or {}
         inputs = node.inputs or {}
         usage = node.usage

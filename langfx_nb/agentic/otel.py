@@ -520,8 +520,8 @@ class _Exporter:
         if isinstance(options, Mapping):
             for option, key in _REQUEST_OPTIONS.items():
                 value = options.get(option)
-                if option in _DOUBLE_OPTIONS and type(value) in (int, float):
-                    attributes[key] = float(value)
+                if option in _DOUBLE_OPTIONS and isinstance(value, (int, float)):
+                    attributes[key] = value if isinstance(value, bool) else float(value)
                 elif isinstance(value, (bool, int, float, str)):
                     attributes[key] = (value,) if option == "stop" else value
                 elif option == "stop" and isinstance(value, list):

@@ -176,7 +176,7 @@ class MCPServer:
 
         try:
             async with Client(
-                self._transport(), read_timeout_seconds=self.open_timeout, mode="legacy"
+                self._transport(), read_timeout_seconds=self.open_timeout, mode="auto"
             ) as client:
                 with anyio.fail_after(self.open_timeout):
                     listed = await self._list_all(client)

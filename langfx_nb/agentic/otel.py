@@ -21,8 +21,9 @@ Mapping (what a caller may rely on):
   the ``traceparent`` a ``RunState`` carried from another process.
 - ``query`` (``session.query``, ``query_stream``, ``generate``, each agent step) → CLIENT
   span ``chat {model}`` with ``gen_ai.operation.name``, ``gen_ai.provider.name``,
-  ``gen_ai.request.model`` and the request options the conventions name,
-  ``gen_ai.response.model``, ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``,
+  ``gen_ai.request.model`` and the request options the conventions name (of the registry's
+  types: ``top_k`` is a double), ``gen_ai.response.model`` (the model the server says
+  answered; absent when it names none), ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``,
   ``server.address``/``server.port`` and ``gen_ai.usage.*`` tokens (summed over retries,
   as the node is).
 - ``tool_call`` → INTERNAL span ``execute_tool {name}`` with ``gen_ai.tool.name``,
@@ -47,10 +48,13 @@ messages of errors (which can quote any of those) — is recorded only with
 ``capture_content=True`` (off by default, as the conventions advise); with it off a span
 holds no model, tool or log text (an error keeps its class: ``error.type``, the status
 description and ``exception.type``). Captured content goes in the conventions'
-JSON attributes (``gen_ai.input.messages``, ``gen_ai.output.messages``,
-``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``), each cut at
-``max_content_chars``, from the trace's previews (credential-like keys already redacted)
-with credential-looking strings (API keys, bearer tokens) replaced by ``<redacted>``.
+JSON attributes (``gen_ai.system_instructions`` — the prompt's leading system turns —,
+``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.tool.definitions``,
+``gen_ai.tool.call.arguments``, and ``gen_ai.tool.call.result`` for a call that ran and
+succeeded), from the trace's previews (credential-like keys already redacted) with
+credential-looking strings (API keys, bearer tokens) replaced by ``<redacted>``. Each is at
+most ``max_content_chars``: a JSON attribute is cut inside its strings (each cut one ends in
+``CUT_MARK``), so it stays valid JSON of the shape the conventions' schemas give.
 
 opentelemetry is imported on first use only; without a tracer provider (none passed and no
 global one set) spans go to OpenTelemetry's no-op tracer and nothing is exported.

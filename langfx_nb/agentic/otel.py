@@ -626,7 +626,8 @@ class _Exporter:
     def _text(self, text: str) -> str:
         text = redact_secrets(text)
         if len(text) > self.max_chars:
-            return text[: max(self.max_chars - len(CUT_MARK), 0)] + CUT_MARK
+            keep = self.max_chars - len(CUT_MARK)
+            return text[:keep] + CUT_MARK if keep > 0 else text[: self.max_chars]
         return text
 
     def _json(self, value: Any) -> str:
@@ -678,14 +679,17 @@ def _dumps(value: Any) -> str:
 
 
 def _redacted(value: Any) -> Any:
-    """``value`` with credential-looking strings replaced (see ``redact_secrets``)."""
+    """``value`` as plain JSON data, credential-looking strings replaced (keys too; see
+    ``redact_secrets``); anything else JSON has no type for becomes its redacted ``str``."""
     if isinstance(value, str):
         return redact_secrets(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
     if isinstance(value, Mapping):
-        return {k: _redacted(v) for k, v in value.items()}
+        return {redact_secrets(str(k)): _redacted(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redacted(v) for v in value]
-    return value
+    return redact_secrets(str(value))
 
 
 def _longest(value: Any) -> int:

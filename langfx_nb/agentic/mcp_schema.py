@@ -117,15 +117,14 @@ class ArgsValidator:
         import jsonschema
 
         base = _validator_class(schema)
-        cls = jsonschema.validators.extend(
-            base,
-            {
-                "pattern": _pattern,
-                "patternProperties": _pattern_properties,
-                "additionalProperties": _additional_properties,
-                "dependencies": _dependencies,
-            },
-        )
+        keywords = {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+        }
+        if "dependencies" not in base.VALIDATORS:  # drafts 2019-09 and 2020-12
+            keywords["dependencies"] = _dependencies
+        cls = jsonschema.validators.extend(base, keywords)
         self._validator = cls(schema)
 
     def errors(self, instance: Any, limit: int = 20) -> list[Any]:
@@ -170,8 +169,8 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _dependencies(validator: Any, dependencies: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    """Draft 7's ``dependencies``: ``dependentRequired`` for an array, else
-    ``dependentSchemas``."""
+    """Draft 7's ``dependencies`` in the drafts that dropped it: ``dependentRequired`` for an
+    array, else ``dependentSchemas``."""
     from jsonschema import ValidationError
 
     if not validator.is_type(instance, "object") or not isinstance(dependencies, Mapping):

@@ -9,11 +9,15 @@ What a caller may rely on:
 
 - Each tool's ``spec`` carries the server's own JSON schema; arguments are checked against it
   (``jsonschema``) before the policy sees the call, so a bad call never reaches the server.
-  A schema that could only fail at call time (not an object schema, invalid, a ``$ref`` that
-  is remote, points nowhere or loops, a pattern that does not compile) makes opening the
-  server fail with ``ToolExecutionError`` naming the tool; the schema's patterns run under a
-  time budget (``mcp_schema.PATTERN_BUDGET``, 0.1 s), so a catastrophic one is refused
-  instead of freezing the event loop (``mcp_schema``).
+  A tool whose schema could only fail at call time (not an object schema, invalid, a ``$ref``
+  that is remote, points nowhere or loops, a pattern that does not compile) is left out of
+  ``tools``, with a warning on the ``langfx_nb.mcp`` logger naming the tool and the reason;
+  the server's other tools serve. Patterns are ECMA-262 and run under a time budget
+  (``mcp_schema.PATTERN_BUDGET``, 0.1 s), so a catastrophic one is refused instead of
+  freezing the event loop (``mcp_schema``).
+- Listing the tools is bounded: at most ``MAX_LIST_PAGES`` pages of ``tools/list``, all
+  within ``open_timeout``; a server that pages on past that fails to open with
+  ``ToolExecutionError`` saying so.
 - ``tool.mcp_server`` names the server; the Agent records ``source: "mcp"`` and the server
   name on the ``tool_call`` node, which is the view ``allow_tool`` receives, so a policy
   (and the approval prompt) can tell an MCP tool from a local one.
@@ -21,10 +25,12 @@ What a caller may rely on:
   the model as an error result (the run goes on, the node is ``failed``); a server that dies,
   a call that exceeds ``timeout`` seconds, or a broken connection stop the run with
   ``ToolExecutionError`` (``timed_out`` for the timeout).
-- A timed-out call leaves the server usable: the server is pinged (within ``timeout``, at
-  most ``RECOVERY_PING_TIMEOUT`` s); if it does not answer (its connection is stuck, e.g.
-  still reading a huge answer) the connection is closed, the process ended, and the server
-  opened again before the next call. The next call waits for that.
+- A timed-out call leaves the server usable: the server is asked for the first page of its
+  tools (a request every protocol version has; ``ping`` is gone from the current one),
+  within ``timeout`` and at most ``RECOVERY_CHECK_TIMEOUT`` s; if it does not answer (its
+  connection is stuck, e.g. still reading a huge answer) the connection is closed, the
+  process ended, and the server opened again before the next call. The next call waits for
+  that; a server that answers keeps its connection and its state.
 - An answer larger than ``max_result_bytes`` (default 16 MiB, the bound of SSE events) is a
   ``ToolExecutionError`` naming the limit. Over HTTP the SDK stops reading an SSE event at
   the limit; over stdio the SDK reads an answer as one line before it can be measured, so
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import math
 import os
 import re
@@ -65,7 +72,9 @@ __all__ = ["MCPServer", "MCPTool", "http", "stdio"]
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_OPEN_TIMEOUT = 30.0
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
-RECOVERY_PING_TIMEOUT = 5.0
+RECOVERY_CHECK_TIMEOUT = 5.0
+MAX_LIST_PAGES = 100
+_log = logging.getLogger("langfx_nb.mcp")
 _DEVNULL: TextIO | None = None
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -162,14 +171,21 @@ class MCPServer:
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
         """Own the SDK client from entering to leaving (anyio wants both in one task)."""
+        import anyio
         from mcp import Client
 
         try:
             async with Client(
-                self._transport(), read_timeout_seconds=self.open_timeout, mode="legacy"
+                self._transport(), read_timeout_seconds=self.open_timeout, mode="auto"
             ) as client:
-                listed = await _list_all(client)
-                tools = [MCPTool(self, t) for t in listed]
+                with anyio.fail_after(self.open_timeout):
+                    listed = await self._list_all(client)
+                tools = []
+                for entry in listed:
+                    try:
+                        tools.append(MCPTool(self, entry))
+                    except ToolExecutionError as exc:
+                        _log.warning("%s; the tool is left out", exc)
                 self._client = client
                 self._tools = tools
                 ready.set_result(None)
@@ -191,6 +207,20 @@ class MCPServer:
             raise
         finally:
             self._client = None
+
+    async def _list_all(self, client: Any) -> list[Any]:
+        tools: list[Any] = []
+        cursor: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+        raise ToolExecutionError(
+            f"could not open MCP server {self.name!r}: its tools/list named more than "
+            f"{MAX_LIST_PAGES} pages (MAX_LIST_PAGES)"
+        )
 
     def _transport(self) -> Any:
         target = self._target
@@ -253,13 +283,14 @@ class MCPServer:
         )
 
     async def _recover(self, client: Any) -> None:
-        """After a timed-out call: keep the connection if the server still answers a ping,
-        else reopen it (a stuck connection would time out every later call)."""
+        """After a timed-out call: keep the connection if the server still answers (the first
+        page of its tools, fetched past any cache), else reopen it (a stuck connection would
+        time out every later call)."""
         try:
-            bound = min(self.timeout or RECOVERY_PING_TIMEOUT, RECOVERY_PING_TIMEOUT)
+            bound = min(self.timeout or RECOVERY_CHECK_TIMEOUT, RECOVERY_CHECK_TIMEOUT)
             try:
                 async with asyncio.timeout(bound):
-                    await client.send_ping()
+                    await client.list_tools(cache_mode="bypass")
                 return
             except Exception:  # no answer, or a broken connection: start afresh
                 pass
@@ -385,17 +416,6 @@ def _content(result: Any) -> tuple[str, list[Part]]:
     else:
         text = "\n".join(texts)
     return text, media
-
-
-async def _list_all(client: Any) -> list[Any]:
-    tools: list[Any] = []
-    cursor: str | None = None
-    while True:
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
 
 
 def _stderr() -> TextIO:

@@ -21,8 +21,9 @@ Mapping (what a caller may rely on):
   the ``traceparent`` a ``RunState`` carried from another process.
 - ``query`` (``session.query``, ``query_stream``, ``generate``, each agent step) → CLIENT
   span ``chat {model}`` with ``gen_ai.operation.name``, ``gen_ai.provider.name``,
-  ``gen_ai.request.model`` and the request options the conventions name,
-  ``gen_ai.response.model``, ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``,
+  ``gen_ai.request.model`` and the request options the conventions name (of the registry's
+  types: ``top_k`` is a double), ``gen_ai.response.model`` (the model the server says
+  answered; absent when it names none), ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``,
   ``server.address``/``server.port`` and ``gen_ai.usage.*`` tokens (summed over retries,
   as the node is).
 - ``tool_call`` → INTERNAL span ``execute_tool {name}`` with ``gen_ai.tool.name``,
@@ -47,10 +48,13 @@ messages of errors (which can quote any of those) — is recorded only with
 ``capture_content=True`` (off by default, as the conventions advise); with it off a span
 holds no model, tool or log text (an error keeps its class: ``error.type``, the status
 description and ``exception.type``). Captured content goes in the conventions'
-JSON attributes (``gen_ai.input.messages``, ``gen_ai.output.messages``,
-``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``), each cut at
-``max_content_chars``, from the trace's previews (credential-like keys already redacted)
-with credential-looking strings (API keys, bearer tokens) replaced by ``<redacted>``.
+JSON attributes (``gen_ai.system_instructions`` — the prompt's leading system turns —,
+``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.tool.definitions``,
+``gen_ai.tool.call.arguments``, and ``gen_ai.tool.call.result`` for a call that ran and
+succeeded), from the trace's previews (credential-like keys already redacted) with
+credential-looking strings (API keys, bearer tokens) replaced by ``<redacted>``. Each is at
+most ``max_content_chars``: a JSON attribute is cut inside its strings (each cut one ends in
+``CUT_MARK``), so it stays valid JSON of the shape the conventions' schemas give.
 
 opentelemetry is imported on first use only; without a tracer provider (none passed and no
 global one set) spans go to OpenTelemetry's no-op tracer and nothing is exported.
@@ -73,7 +77,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
-__all__ = ["SpanExport", "Traced", "export", "flush", "redact_secrets", "traceparent"]
+__all__ = ["CUT_MARK", "SpanExport", "Traced", "export", "flush", "redact_secrets", "traceparent"]
 
 _log = logging.getLogger("langfx_nb.otel")
 
@@ -91,6 +95,13 @@ _REQUEST_OPTIONS = {
     "presence_penalty": "gen_ai.request.presence_penalty",
     "frequency_penalty": "gen_ai.request.frequency_penalty",
 }
+#: Options the registry types as double: an int given (``top_k=40``) is exported as a float.
+_DOUBLE_OPTIONS = frozenset(
+    {"temperature", "top_p", "top_k", "presence_penalty", "frequency_penalty"}
+)
+#: What ends a string cut to fit ``max_content_chars`` (inside a JSON attribute, the cut is
+#: made in its strings, so the attribute stays JSON of the same shape).
+CUT_MARK = "…[cut]"
 _USAGE = (
     ("prompt_tokens", "gen_ai.usage.input_tokens"),
     ("completion_tokens", "gen_ai.usage.output_tokens"),
@@ -479,8 +490,6 @@ class _Exporter:
     def _query_end(
         self, node: TraceNode, metadata: Mapping[str, Any], attributes: dict[str, Any]
     ) -> None:
-        model_id = str(metadata.get("model") or "")
-        model = model_id.partition(":")[2]
         outputs = node.outputs or {}
         inputs = node.inputs or {}
         usage = node.usage
@@ -489,8 +498,9 @@ class _Exporter:
                 value = getattr(usage, field)
                 if value is not None:
                     attributes[key] = value
-        if node.status == "ok" and model:
-            attributes["gen_ai.response.model"] = model  # the model the answer is attributed to
+        response_model = outputs.get("response_model")
+        if response_model is not None:  # the model the server says answered, when it says
+            attributes["gen_ai.response.model"] = str(response_model)
         finish = outputs.get("finish_reason")
         if finish is not None:
             attributes["gen_ai.response.finish_reasons"] = (str(finish),)
@@ -516,25 +526,42 @@ class _Exporter:
         if isinstance(options, Mapping):
             for option, key in _REQUEST_OPTIONS.items():
                 value = options.get(option)
-                if isinstance(value, (bool, int, float, str)):
+                if option in _DOUBLE_OPTIONS and isinstance(value, (int, float)):
+                    attributes[key] = value if isinstance(value, bool) else float(value)
+                elif isinstance(value, (bool, int, float, str)):
                     attributes[key] = (value,) if option == "stop" else value
                 elif option == "stop" and isinstance(value, list):
                     attributes[key] = tuple(str(v) for v in value)
         if self.content:
             prompt = inputs.get("rendered_prompt", inputs.get("prompt"))
             if prompt is not None:
-                attributes["gen_ai.input.messages"] = self._json(_input_messages(prompt))
+                system, messages = _input_messages(prompt)
+                if system:
+                    attributes["gen_ai.system_instructions"] = self._json(system)
+                attributes["gen_ai.input.messages"] = self._json(messages)
             if outputs:
                 attributes["gen_ai.output.messages"] = self._json(_output_messages(outputs))
+            tools = inputs.get("tools")
+            if isinstance(tools, list) and tools:
+                definitions = [{"type": "function", "name": str(name)} for name in tools]
+                attributes["gen_ai.tool.definitions"] = self._json(definitions)
 
     def _tool_content(self, node: TraceNode, attributes: dict[str, Any]) -> None:
         args = (node.inputs or {}).get("args")
         if args is not None:
             attributes["gen_ai.tool.call.arguments"] = self._json(args)
+        if node.status != "ok":  # a Deny's note or an error is not a result (the approval
+            return  # event and error.type say what happened)
         outputs = node.outputs or {}
-        result = outputs.get("json", outputs.get("message"))
-        if result is not None:
-            attributes["gen_ai.tool.call.result"] = self._text(str(result))
+        if "json" in outputs:
+            try:
+                value = json.loads(str(outputs["json"]))
+            except ValueError:  # a preview cut in the trace
+                attributes["gen_ai.tool.call.result"] = self._text(str(outputs["json"]))
+            else:
+                attributes["gen_ai.tool.call.result"] = self._json(value)
+        elif outputs.get("message") is not None:
+            attributes["gen_ai.tool.call.result"] = self._text(str(outputs["message"]))
 
     def _evaluations(self, span: Span, evaluations: Any, at: float | None) -> None:
         """The scores ``lf.eval`` wrote on a trial's node (``metadata.evaluations``), each a
@@ -601,11 +628,34 @@ class _Exporter:
     def _text(self, text: str) -> str:
         text = redact_secrets(text)
         if len(text) > self.max_chars:
-            return text[: self.max_chars - 1] + "…"
+            keep = self.max_chars - len(CUT_MARK)
+            return text[:keep] + CUT_MARK if keep > 0 else text[: self.max_chars]
         return text
 
     def _json(self, value: Any) -> str:
-        return self._text(json.dumps(value, ensure_ascii=False, default=str))
+        """``value`` as JSON of at most ``max_chars`` (when its shape fits at all): the
+        strings in it are cut, each ending in ``CUT_MARK``, so the attribute stays valid
+        JSON of the same shape; an array that does not fit even so loses its first items."""
+        value = _redacted(value)
+        text = _dumps(value)
+        limit = self.max_chars
+        if len(text) <= limit:
+            return text
+        while True:
+            low, high = 0, _longest(value)
+            best = None
+            while low <= high:  # the longest per-string length that fits
+                middle = (low + high) // 2
+                cut = _dumps(_cut(value, middle))
+                if len(cut) <= limit:
+                    best, low = cut, middle + 1
+                else:
+                    high = middle - 1
+            if best is not None:
+                return best
+            if not (isinstance(value, list) and len(value) > 1):
+                return _dumps(type(value)()) if isinstance(value, (list, dict)) else '""'
+            value = value[1:]  # the oldest messages go first
 
     def _content(self, attributes: dict[str, Any], key: str, value: Any) -> None:
         if value is not None:
@@ -626,6 +676,45 @@ def _epoch_base(session: Traced) -> int:
     return time.time_ns() - int(session.trace_store.time() * 1e9)
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` as plain JSON data, credential-looking strings replaced (keys too; see
+    ``redact_secrets``); anything else JSON has no type for becomes its redacted ``str``."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        return {redact_secrets(str(k)): _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return redact_secrets(str(value))
+
+
+def _longest(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        return max((_longest(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((_longest(v) for v in value), default=0)
+    return 0
+
+
+def _cut(value: Any, chars: int) -> Any:
+    """``value`` with every string longer than ``chars`` cut to ``chars`` and marked."""
+    if isinstance(value, str):
+        return value if len(value) <= chars else value[:chars] + CUT_MARK
+    if isinstance(value, Mapping):
+        return {k: _cut(v, chars) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v, chars) for v in value]
+    return value
+
+
 def _turns(preview: Any) -> list[Mapping[str, Any]]:
     """The turns of a trace message preview (one turn, a list, or a cut transcript)."""
     if isinstance(preview, Mapping):
@@ -637,10 +726,18 @@ def _turns(preview: Any) -> list[Mapping[str, Any]]:
     return [{"role": "user", "text": str(preview)}]
 
 
-def _input_messages(preview: Any) -> list[dict[str, Any]]:
-    """Trace previews → the conventions' ``gen_ai.input.messages`` shape."""
+def _input_messages(preview: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Trace previews → the conventions' ``gen_ai.system_instructions`` (the leading system
+    turns: langfx_nb takes instructions apart from the conversation) and
+    ``gen_ai.input.messages`` (the rest)."""
+    turns = _turns(preview)
+    system: list[dict[str, Any]] = []
+    while turns and turns[0].get("role") == "system":
+        text = turns.pop(0).get("text")
+        if text:
+            system.append({"type": "text", "content": str(text)})
     messages = []
-    for turn in _turns(preview):
+    for turn in turns:
         role = _ROLES.get(str(turn.get("role")), str(turn.get("role")))
         parts: list[dict[str, Any]] = []
         if role == "tool":
@@ -648,7 +745,7 @@ def _input_messages(preview: Any) -> list[dict[str, Any]]:
                 {
                     "type": "tool_call_response",
                     "id": turn.get("call_id"),
-                    "result": turn.get("text"),
+                    "response": turn.get("text"),
                 }
             )
         else:
@@ -656,7 +753,7 @@ def _input_messages(preview: Any) -> list[dict[str, Any]]:
                 parts.append({"type": "text", "content": turn["text"]})
             parts.extend(_tool_call_part(call) for call in turn.get("tool_calls") or ())
         messages.append({"role": role, "parts": parts})
-    return messages
+    return system, messages
 
 
 def _tool_call_part(call: Mapping[str, Any]) -> dict[str, Any]:

@@ -220,4 +220,7 @@ def _response_preview(response: AIMessage[Any], max_chars: int) -> dict[str, Any
         response_id = metadata.get("response_id")
         if response_id is not None:
             outputs["response_id"] = response_id
+        response_model = metadata.get("response_model")
+        if response_model is not None:
+            outputs["response_model"] = response_model
     return outputs

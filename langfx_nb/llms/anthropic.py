@@ -336,6 +336,7 @@ class _State:
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.message_id: str | None = None
+        self.response_model: str | None = None
 
     def event(self, name: str, data: bytes) -> list[StreamChunk]:
         if name == "ping":
@@ -394,6 +395,8 @@ class _State:
     def message_start(self, message: dict[str, Any]) -> None:
         self.started = True
         self.message_id = message.get("id")
+        if message.get("model"):
+            self.response_model = str(message["model"])
         if isinstance(message.get("usage"), dict):
             self.usage.update(message["usage"])
         if message.get("stop_reason") is not None:
@@ -501,6 +504,8 @@ class _State:
         metadata: dict[str, Any] = {"provider_finish_reason": reason}
         if self.message_id:
             metadata["response_id"] = self.message_id
+        if self.response_model:
+            metadata["response_model"] = self.response_model
         return self.acc.finish(
             usage=_usage(self.usage),
             finish_reason="tool_calls" if calls else "stop",

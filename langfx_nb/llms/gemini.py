@@ -388,6 +388,7 @@ class _Decoder:
         self.block_reason: str | None = None
         self.has_output = False
         self.response_id: str | None = None
+        self.response_model: str | None = None
 
     def event(self, name: str, data: bytes) -> list[StreamChunk]:
         return self.feed(loads(data))
@@ -405,6 +406,8 @@ class _Decoder:
             self.usage = usage
         if (rid := get("responseId")) is not None:
             self.response_id = rid
+        if (version := get("modelVersion")) is not None:
+            self.response_model = str(version)
         if (feedback := get("promptFeedback")) and feedback.get("blockReason"):
             self.block_reason = safe_code(feedback["blockReason"]) or "BLOCKED"
         chunks: list[StreamChunk] = []
@@ -505,6 +508,8 @@ class _Decoder:
         metadata: dict[str, Any] = {"provider_finish_reason": reason}
         if self.response_id:
             metadata["response_id"] = self.response_id
+        if self.response_model:
+            metadata["response_model"] = self.response_model
         return self.acc.finish(
             usage=_usage(self.usage),
             finish_reason="tool_calls" if has_calls else "stop",

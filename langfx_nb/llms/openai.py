@@ -354,6 +354,7 @@ class _State:
         self.refusal_pieces = 0
         self.usage: dict[str, Any] | None = None
         self.id: str | None = None
+        self.model: str | None = None  # the model the server answered with
         self.fingerprint: str | None = None
         self.reasoning: list[str] = []  # pieces of reasoning_content not yet in a part
 
@@ -373,6 +374,8 @@ class _State:
     def meta(self, data: dict[str, Any]) -> None:
         if self.id is None and data.get("id"):
             self.id = str(data["id"])
+        if self.model is None and data.get("model"):
+            self.model = str(data["model"])
         if data.get("system_fingerprint"):
             self.fingerprint = str(data["system_fingerprint"])
         if isinstance(data.get("usage"), dict):
@@ -477,6 +480,8 @@ def _final(state: _State) -> StreamChunk:
     metadata: dict[str, Any] = {"provider_finish_reason": reason}
     if state.id:
         metadata["response_id"] = state.id
+    if state.model:
+        metadata["response_model"] = state.model
     return state.acc.finish(
         usage=_usage(state.usage),
         finish_reason="tool_calls" if calls else "stop",

@@ -374,6 +374,7 @@ class _ResponsesState:
             metadata={
                 "provider_finish_reason": response.get("status"),
                 "response_id": response.get("id"),
+                "response_model": response.get("model"),
             },
         )
 

@@ -7,10 +7,13 @@
 Tools: ``add`` (structured result), ``shout`` (text), ``pixel`` (an image), ``fail`` (the
 tool raises: an error result), ``crash`` (the process dies mid-call), ``hang`` (never
 answers), ``big`` (an answer of many megabytes), ``secret_echo`` (returns its input, to
-check nothing leaks).
+check nothing leaks), ``count`` (a counter kept by the process: it starts again only when
+the server does).
 
 With ``LF_TEST_SCHEMAS`` set to a JSON object ``{tool: schema}``, those tools are listed with
-that ``inputSchema`` instead of their own (to try hostile schemas).
+that ``inputSchema`` instead of their own (to try hostile schemas). With
+``LF_TEST_ENDLESS_PAGES`` set, every ``tools/list`` page names a next page (a server that
+pages for ever).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import sys
 from typing import Any
 
 from mcp.server.mcpserver import Image, MCPServer
+from mcp.types import ListToolsResult
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -39,7 +43,15 @@ class TestServer(MCPServer):
                 tool.input_schema = schemas[tool.name]
         return tools
 
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
+        result = await super()._handle_list_tools(ctx, params)
+        if os.environ.get("LF_TEST_ENDLESS_PAGES"):
+            page = int(params.cursor) if params is not None and params.cursor else 0
+            result.next_cursor = str(page + 1)
+        return result
 
+
+COUNTER = [0]
 server = TestServer("test-server")
 
 
@@ -77,6 +89,13 @@ def crash() -> str:
 def big(megabytes: int) -> str:
     """An answer of ``megabytes`` MB of text."""
     return "x" * (megabytes * 1024 * 1024)
+
+
+@server.tool()
+def count() -> int:
+    """One more than the last call's answer (1 for the first call since the server started)."""
+    COUNTER[0] += 1
+    return COUNTER[0]
 
 
 @server.tool()

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -280,16 +281,82 @@ async def test_an_answer_over_max_result_bytes_is_a_clear_error_over_http(http_u
         ({"type": "object", "properties": {"a": {"pattern": "(unclosed"}}}, "invalid"),
     ],
 )
-async def test_a_hostile_tool_schema_is_refused_when_the_tools_are_listed(
-    schema: dict[str, Any], reason: str
+async def test_a_tool_with_a_hostile_schema_is_left_out_with_a_warning(
+    schema: dict[str, Any], reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     env = {"LF_TEST_SCHEMAS": json.dumps({"add": schema})}
-    with pytest.raises(
-        ToolExecutionError,
-        match=rf"^MCP server 'test' lists tool 'add' that cannot be used: .*{reason}",
-    ):
+    with caplog.at_level("WARNING", logger="langfx_nb.mcp"):
+        async with stdio_server(env=env) as server:
+            names = {t.name for t in server.tools}
+            assert "add" not in names and "shout" in names  # the other tools still serve
+            ok = Scripted([TC("c1", "shout", {"text": "hi"}), "ok"])
+            assert await lf.Agent("go", tools=server.tools).invoke(lm=ok) == "ok"
+    (record,) = [r for r in caplog.records if r.name == "langfx_nb.mcp"]
+    assert re.match(
+        rf"MCP server 'test' lists tool 'add' that cannot be used: .*{reason}.*left out",
+        record.getMessage(),
+    )
+
+
+@pytest.mark.parametrize("pattern", [r"^\p{L}+$", "^[^]+$", r"^\cJ?[a-z]+$"])
+async def test_ecma_patterns_that_python_re_cannot_read_open_and_validate(pattern: str) -> None:
+    schema = {"type": "object", "properties": {"text": {"type": "string", "pattern": pattern}}}
+    async with stdio_server(env={"LF_TEST_SCHEMAS": json.dumps({"shout": schema})}) as server:
+        (shout,) = [t for t in server.tools if t.name == "shout"]
+        assert shout.validate_args({"text": "abc"}) == {"text": "abc"}
+        with pytest.raises(ToolExecutionError, match="does not match"):
+            shout.validate_args({"text": ""})
+
+
+def test_patterns_are_ecma_262_a_trailing_newline_and_unicode_digits_do_not_pass() -> None:
+    from langfx_nb.agentic.mcp_schema import ArgsValidator
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "branch": {"type": "string", "pattern": "^[a-z0-9_-]+$"},
+            "n": {"type": "string", "pattern": r"^\d+$"},
+            "word": {"type": "string", "pattern": r"^\w+$"},
+        },
+        "patternProperties": {"^[a-z]+$": {}},
+        "additionalProperties": False,
+    }
+    validator = ArgsValidator(schema)
+    assert validator.errors({"branch": "main", "n": "42", "word": "caf", "ab": 1}) == []
+    for bad in ({"branch": "main\n"}, {"n": "٤٢"}, {"word": "café"}, {"ab\n": 1}):
+        assert validator.errors(bad), bad
+
+
+def test_the_draft_7_dependencies_keyword_is_honoured() -> None:
+    from langfx_nb.agentic.mcp_schema import ArgsValidator
+
+    schema = {
+        "type": "object",
+        "dependencies": {"card": ["billing"], "mode": {"required": ["level"]}},
+    }
+    validator = ArgsValidator(schema)
+    assert validator.errors({"card": 1, "billing": 2, "mode": "x", "level": 1}) == []
+    assert validator.errors({"card": 1})
+    assert validator.errors({"mode": "x"})
+
+
+async def test_a_server_that_pages_its_tools_for_ever_fails_to_open_clearly() -> None:
+    env = {"LF_TEST_ENDLESS_PAGES": "1"}
+    with pytest.raises(ToolExecutionError, match=r"MCP server 'test'.*more than 100 pages"):
         async with stdio_server(env=env):
             pass
+
+
+async def test_a_timed_out_call_keeps_a_live_server_and_its_state() -> None:
+    # the server answers the liveness check after the timeout, so it is not restarted:
+    # its counter goes on (a restarted process would count from 1 again)
+    async with stdio_server(timeout=0.5) as server, lf.Session() as session:
+        lm = Scripted([TC("c1", "count", {}), TC("c2", "hang", {}), "never"])
+        with pytest.raises(ExecutionTimeoutError):
+            await lf.Agent("go", tools=server.tools).invoke(session, lm=lm)
+        lm = Scripted([TC("c3", "count", {}), "ok"])
+        assert await lf.Agent("go", tools=server.tools).invoke(session, lm=lm) == "ok"
+        assert results(lm.requests[1])[0].content == '{"result":2}'
 
 
 async def test_a_recursive_schema_that_descends_is_fine() -> None:

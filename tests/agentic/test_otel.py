@@ -99,7 +99,7 @@ async def test_query_span_follows_the_genai_conventions(spans: Spans) -> None:
     assert a["gen_ai.operation.name"] == "chat"
     assert a["gen_ai.provider.name"] == "fake"
     assert a["gen_ai.request.model"] == "echo"
-    assert a["gen_ai.response.model"] == "echo"
+    assert "gen_ai.response.model" not in a  # only what a server says answered (see below)
     assert a["gen_ai.response.finish_reasons"] == ("stop",)
     assert node.usage is not None
     assert a["gen_ai.usage.input_tokens"] == node.usage.prompt_tokens
@@ -423,14 +423,87 @@ async def test_content_is_opt_in_bounded_and_redacted(spans: Spans, add: lf.Tool
     ]
     second = json.loads(attrs(step2)["gen_ai.input.messages"])
     assert [m["role"] for m in second] == ["user", "assistant", "tool"]
-    assert second[2]["parts"] == [{"type": "tool_call_response", "id": "c1", "result": "3"}]
-    assert len(attrs(step2)["gen_ai.output.messages"]) == 300  # bounded
+    assert second[2]["parts"] == [{"type": "tool_call_response", "id": "c1", "response": "3"}]
+    cut = attrs(step2)["gen_ai.output.messages"]
+    assert len(cut) <= 300  # bounded, and still JSON: the text inside is cut, and says so
+    assert json.loads(cut)[0]["parts"][0]["content"].endswith(lf.otel.CUT_MARK)
     tool = attrs(spans.one("execute_tool add"))
     assert json.loads(tool["gen_ai.tool.call.arguments"]) == {"a": 1, "b": 2}
-    assert tool["gen_ai.tool.call.result"] == "3"
+    assert json.loads(tool["gen_ai.tool.call.result"]) == 3
     data = events(spans.one("log info"), "langfx.log")[0]["langfx.log.data"]
     assert json.loads(data) == {"detail": "Bearer <redacted>"}
     assert secret not in json.dumps([attrs(s) for s in spans.done])
+
+
+async def test_long_content_is_cut_inside_its_strings_and_stays_json(
+    spans: Spans, add: lf.Tool[Any, Any]
+) -> None:
+    # about 1,500 tokens of prompt and of tool arguments, at the default 4,000-character limit
+    long = "word " * 1200
+    lm = Scripted([TC("c1", "add", {"a": 1, "b": 2, "note": long}), "done"])
+
+    @lf.tool
+    async def add(a: int, b: int, note: str) -> int:
+        """Add two integers."""
+        return a + b
+
+    async with lf.Session(lm) as session:
+        lf.otel.export(session, spans.provider, capture_content=True)
+        await lf.Agent(long, instructions=long, tools=[add]).invoke(session)
+    exported = [
+        (key, value)
+        for span in spans.done
+        for key, value in attrs(span).items()
+        if key.startswith("gen_ai.") and isinstance(value, str) and value[:1] in "[{"
+    ]
+    assert {k for k, _ in exported} >= {
+        "gen_ai.input.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.arguments",
+    }
+    for key, value in exported:
+        assert len(value) <= 4000, key
+        json.loads(value)  # never a broken attribute
+    arguments = json.loads(attrs(spans.one("execute_tool add"))["gen_ai.tool.call.arguments"])
+    assert arguments["a"] == 1 and arguments["note"].endswith(lf.otel.CUT_MARK)
+
+
+async def test_system_instructions_and_tool_definitions_are_exported(
+    spans: Spans, add: lf.Tool[Any, Any]
+) -> None:
+    lm = Scripted(["fine"])
+    async with lf.Session(lm) as session:
+        lf.otel.export(session, spans.provider, capture_content=True)
+        await lf.Agent("add 1 and 2", instructions="Be brief.", tools=[add]).invoke(session)
+    a = attrs(spans.one("chat scripted"))
+    assert json.loads(a["gen_ai.system_instructions"]) == [{"type": "text", "content": "Be brief."}]
+    assert json.loads(a["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "add 1 and 2"}]}
+    ]
+    assert json.loads(a["gen_ai.tool.definitions"]) == [{"type": "function", "name": "add"}]
+
+
+async def test_a_denied_call_exports_no_result(spans: Spans, add: lf.Tool[Any, Any]) -> None:
+    lm = Scripted([TC("c1", "add", {"a": 1, "b": 2}), "ok then"])
+    deny = lf.Agent("x", tools=[add], allow_tool=lambda c, s: lf.Deny("not today", by="bob"))
+    async with lf.Session(lm) as session:
+        lf.otel.export(session, spans.provider, capture_content=True)
+        await deny.invoke(session)
+    tool = spans.one("execute_tool add")
+    a = attrs(tool)
+    assert "gen_ai.tool.call.result" not in a  # the note went to the model, not from the tool
+    assert "error.type" not in a and tool.status.status_code is StatusCode.UNSET
+    assert events(tool, "langfx.approval")[0]["langfx.approval.message"] == "not today"
+
+
+async def test_request_options_have_the_registry_s_types(spans: Spans) -> None:
+    async with lf.Session(Echo(), tracer_provider=spans.provider) as session:
+        await session.query("hi", temperature=1, top_k=40, top_p=1, max_tokens=5, seed=7)
+    a = attrs(spans.one("chat echo"))
+    for key in ("temperature", "top_k", "top_p"):
+        assert type(a[f"gen_ai.request.{key}"]) is float, key  # double in the registry
+    assert a["gen_ai.request.top_k"] == 40.0
+    assert type(a["gen_ai.request.max_tokens"]) is int and type(a["gen_ai.request.seed"]) is int
 
 
 async def test_reasoning_is_part_of_the_captured_output(spans: Spans) -> None:
@@ -631,6 +704,8 @@ async def test_a_model_behind_http_gives_the_response_id_and_the_server(spans: S
     assert node.metadata["server"] == f"127.0.0.1:{server.port}"  # never the credentials
     a = attrs(spans.one("chat tiny"))
     assert a["gen_ai.response.id"] == json.loads(body)["id"]
+    assert a["gen_ai.request.model"] == "tiny"
+    assert a["gen_ai.response.model"] == json.loads(body)["model"] == "smollm2"  # who answered
     assert a["server.address"] == "127.0.0.1"
     assert a["server.port"] == server.port
     assert "secret-pass" not in json.dumps(a)

@@ -191,7 +191,7 @@ async def test_an_agent_run_arrives_in_phoenix_as_genai_spans(phoenix: str) -> N
         s = step["attributes"]
         assert s["gen_ai.operation.name"] == "chat"
         assert (s["gen_ai.provider.name"], s["gen_ai.request.model"]) == ("fake", "scripted")
-        assert s["gen_ai.response.model"] == "scripted"
+        assert "gen_ai.response.model" not in s  # a fake names no model that answered
         assert (s["gen_ai.usage.input_tokens"], s["gen_ai.usage.output_tokens"]) == (
             prompt,
             completion,

@@ -29,6 +29,7 @@ writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -140,6 +141,7 @@ class Manifest:
         self.flush_rows = FLUSH_ROWS
         self.flush_interval = FLUSH_INTERVAL_S
         self._known_tags: set[str] = set()
+        self._commit_waiters: list[asyncio.Future[None]] = []
         self.broken: RunManifestError | None = None
 
     # -- opening -----------------------------------------------------------------------------
@@ -289,6 +291,37 @@ class Manifest:
         self._pending.append((key, index, "failed", None, None, error_type, message, time.time()))
         self._due()
 
+    async def commit(self) -> None:
+        """Commit every row queued so far; return once they are on disk. The rows that
+        other workers queue in the same turn of the event loop share the transaction (one
+        commit per turn, not per row). ``RunManifestError`` when the disk refuses. The
+        runner awaits this after each item, before the worker takes the next one: a crash
+        then loses only the items in flight. (Trace records go with ``flush``, on the
+        ticker's schedule: they cost no request when lost.)"""
+        if not self._pending:
+            return
+        loop = asyncio.get_running_loop()
+        if not self._commit_waiters:
+            loop.call_soon(self._commit_now)
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._commit_waiters.append(waiter)
+        await waiter
+
+    def _commit_now(self) -> None:
+        waiters, self._commit_waiters = self._commit_waiters, []
+        error: RunManifestError | None = None
+        try:
+            self.flush(rows_only=True)
+        except RunManifestError as exc:
+            error = exc
+        for waiter in waiters:
+            if waiter.done():  # its worker was cancelled
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
     def new_trace_run(self) -> int:
         """The number of the run about to record its trace (1, 2, … per ``lf.batch`` call)."""
         row = self._conn.execute("SELECT max(run) FROM trace_nodes").fetchone()
@@ -313,18 +346,20 @@ class Manifest:
         flush (the runner's ticker flushes then)."""
         return bool(self.pending) and time.monotonic() - self._last_flush >= self.flush_interval
 
-    def flush(self) -> None:
-        """Commit the queued rows in one transaction; ``RunManifestError`` when the disk
-        refuses (the rows stay queued, nothing already committed is lost)."""
-        self._last_flush = time.monotonic()
+    def flush(self, *, rows_only: bool = False) -> None:
+        """Commit the queued rows in one transaction, with the trace records waiting (not
+        with ``rows_only``); ``RunManifestError`` when the disk refuses (the rows stay
+        queued, nothing already committed is lost)."""
         if self.broken is not None:
             raise self.broken
-        if self._trace is not None and len(self._trace):
-            self._trace_pending.extend(self._trace.records())  # kept until committed
-        if not (self._pending or self._trace_pending):
+        if not rows_only:
+            self._last_flush = time.monotonic()
+            if self._trace is not None and len(self._trace):
+                self._trace_pending.extend(self._trace.records())  # kept until committed
+        if not (self._pending if rows_only else self._pending or self._trace_pending):
             return
         rows = self._pending
-        traced = self._trace_pending
+        traced = [] if rows_only else self._trace_pending
         new_types = [(t, h) for t, h in self.codec.schemas.items() if t not in self._known_tags]
         conn = self._conn
         try:
@@ -342,7 +377,8 @@ class Manifest:
             raise self.broken from None
         self._known_tags.update(t for t, _ in new_types)
         self._pending = []
-        self._trace_pending = []
+        if not rows_only:
+            self._trace_pending = []
 
     @property
     def pending(self) -> int:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from ..errors import RunManifestError
-from .codec import ResultCodec
+from .codec import JSON_TAG, ResultCodec
 
 __all__ = [
     "FLUSH_INTERVAL_S",
@@ -207,8 +207,12 @@ class Manifest:
                 "another run= name, or delete the file to start again.",
                 path=str(path),
             )
+        known = codec.known()
         for tag, stored in types:
-            cls = codec.lookup(tag)
+            codec.schemas[tag] = stored  # (not written again)
+            cls = known.get(tag)
+            if cls is None:  # not this run's: items stored under it are refused if asked
+                continue
             now = codec.schema_hash(cls)
             if now != stored:
                 raise RunManifestError(
@@ -217,7 +221,6 @@ class Manifest:
                     "run= name, or delete the file to start again.",
                     path=str(path),
                 )
-            codec.schemas[tag] = stored
 
     # -- reading -------------------------------------------------------------------------
     def stored(self, keys: Iterable[str]) -> dict[str, Any]:
@@ -237,10 +240,20 @@ class Manifest:
                 group[1].append(idx)
                 group[2].append(value)
         out: dict[str, Any] = {}
+        known = self.codec.known()
         for tag, (found, indices, texts) in by_tag.items():
             plain = [t for t in texts if isinstance(t, str)]
             if tag is None or len(plain) != len(texts):
                 self._refuse_first_bad(tag, found, indices, texts)
+            if tag != JSON_TAG and tag not in known:
+                raise RunManifestError(
+                    f"run manifest {self.path}: the stored result of item {indices[0]} (key "
+                    f"{found[0][:40]}) is {_tag_text(tag)}, a class this run does not declare "
+                    "or return: refused before any request, left untouched (nothing is "
+                    "imported). Annotate fn's return type with the class, or use another "
+                    "run= name.",
+                    path=str(self.path),
+                )
             try:
                 values = self.codec.decode_many(tag, plain)
                 if len(values) != len(found):
@@ -257,7 +270,7 @@ class Manifest:
     ) -> NoReturn:
         """Raise ``RunManifestError`` naming the first of these stored results that does not
         decode on its own (they failed together)."""
-        what = "a result" if tag is None else (tag.partition(":")[2] or tag)
+        what = "a result" if tag is None else (tag.partition(":")[2] or tag)[:100]
         for key, idx, text in zip(keys, indices, texts, strict=True):
             try:
                 if tag is None or not isinstance(text, str):
@@ -423,6 +436,12 @@ class Manifest:
         """Rows per status (``ok``/``failed``) committed so far."""
         rows = self._conn.execute("SELECT status, count(*) FROM items GROUP BY status")
         return {status: n for status, n in rows}
+
+
+def _tag_text(tag: str) -> str:
+    """A stored tag as a message shows it (bounded: it is data from the file)."""
+    module, _, qualname = tag.partition(":")
+    return f"class {qualname[:100]!r} of module {module[:100]!r}"
 
 
 def is_manifest_path(path: str | os.PathLike[str]) -> bool:

@@ -11,10 +11,12 @@ result's tag and JSON, or the error's class and message. Items in flight have no
 after a crash they run again. With ``engine=lf.engines.ProviderBatch()`` a
 ``provider_batches`` row per batch submitted to a provider (its id, the account, the items'
 custom ids, ``submitted`` or ``collected``) is committed as soon as the provider accepts
-the batch, so a new process polls it instead of submitting again. Rows are written in
-transactions of many rows (at most ``FLUSH_INTERVAL_S`` apart, or ``FLUSH_ROWS`` rows):
-one commit per item would cost more than the item. WAL journal with
-``synchronous=NORMAL``: a killed process loses nothing committed.
+the batch, so a new process polls it instead of submitting again. The runner commits each
+item's row before its worker takes the next item (``commit``: the rows queued in one turn
+of the event loop share a transaction); other rows and the trace records go in
+transactions at most ``FLUSH_INTERVAL_S`` apart, or of ``FLUSH_ROWS`` rows (``flush``).
+WAL journal with ``synchronous=NORMAL``: a killed process loses nothing committed. One
+run owns the file at a time (``owner``).
 
 A manifest made by another ``fn`` (fingerprint) or whose stored result classes changed
 schema is refused before anything is written to it.

@@ -52,8 +52,6 @@ class RunOwner:
     async def acquire(cls, path: Path, if_owned: IfOwned = "raise") -> RunOwner:
         """Own the manifest at ``path``: ``RunManifestError`` naming the owner when another
         run holds it (``if_owned="raise"``), or wait for it (``"wait"``; cancellable)."""
-        if if_owned not in ("raise", "wait"):
-            raise ValueError("if_owned must be 'raise' or 'wait'")
         lock = lock_path(path)
         try:
             lock.parent.mkdir(parents=True, exist_ok=True)

@@ -53,8 +53,8 @@ def test_a_second_process_on_a_running_manifest_is_refused_naming_the_owner(
 ) -> None:
     n = 120
     run = tmp_path / "shared.sqlite"
-    # item 60 is held 10 s: the first run is surely still running when the second starts
-    with LimitedServer(delay_s=0.01, slow_items={"60"}, slow_s=10) as server:
+    # item 60 is held 20 s: the first run is still running when the second has started
+    with LimitedServer(delay_s=0.01, slow_items={"60"}, slow_s=20) as server:
         args = [sys.executable, str(SCRIPT), server.url, str(run), str(n), "4"]
         log = tmp_path / "first.log"
         with log.open("wb") as sink:

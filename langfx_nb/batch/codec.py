@@ -38,6 +38,7 @@ __all__ = [
 
 JSON_TAG = "json"
 _PLAIN = (str, int, float, bool, bytes, type(None))
+_JSON_TYPES = (str, int, float, bool, type(None), list, dict, tuple, object)
 
 
 # -- item keys -------------------------------------------------------------------------------
@@ -167,7 +168,10 @@ def _plain_repr(value: Any) -> str:
 
 # -- results ---------------------------------------------------------------------------------
 def _classes_in(annotation: Any, out: dict[str, type]) -> None:
-    """The classes an annotation names (through ``X | None``, ``Annotated``, generics)."""
+    """The classes an annotation names (through ``X | None``, ``Annotated``, generics);
+    ``Any`` counts as ``object``."""
+    if annotation is typing.Any:
+        annotation = object
     if isinstance(annotation, type) and not typing.get_args(annotation):
         out.setdefault(f"{annotation.__module__}:{annotation.__qualname__}", annotation)
         return
@@ -175,10 +179,8 @@ def _classes_in(annotation: Any, out: dict[str, type]) -> None:
         _classes_in(arg, out)
 
 
-def declared_classes(fn: Callable[..., Any]) -> dict[str, type]:
-    """The result classes ``fn`` declares, by tag: those of its return annotation, and the
-    classes its code names (read from its globals and closure, as ``fingerprint`` reads
-    them: ``session.query(prompt, Label)``, ``return Label(...)``). Nothing is imported."""
+def return_classes(fn: Callable[..., Any]) -> dict[str, type]:
+    """The classes ``fn``'s return annotation names, by tag (none without one)."""
     target = _function(fn)
     out: dict[str, type] = {}
     try:
@@ -186,6 +188,15 @@ def declared_classes(fn: Callable[..., Any]) -> dict[str, type]:
     except Exception:  # an annotation that does not resolve: the raw one, if a class
         hints = dict(getattr(target, "__annotations__", None) or {})
     _classes_in(hints.get("return"), out)
+    return out
+
+
+def declared_classes(fn: Callable[..., Any]) -> dict[str, type]:
+    """The result classes ``fn`` declares, by tag: those of its return annotation, and the
+    classes its code names (read from its globals and closure, as ``fingerprint`` reads
+    them: ``session.query(prompt, Label)``, ``return Label(...)``). Nothing is imported."""
+    target = _function(fn)
+    out = return_classes(fn)
     code = getattr(target, "__code__", None)
     if isinstance(code, types.CodeType):
         names: set[str] = set()
@@ -282,6 +293,12 @@ class ResultCodec:
         if self._declared is None:
             self._declared = declared_classes(self._fn) if self._fn is not None else {}
         return {**self._declared, **{tag: cls for cls, tag in self._tags.items()}}
+
+    def plain_allowed(self) -> bool:
+        """Whether a plain JSON value may be a result of this run: not when ``fn``'s return
+        annotation names only classes that are not JSON values (``-> Label``)."""
+        declared = return_classes(self._fn).values() if self._fn is not None else ()
+        return not declared or any(cls in _JSON_TYPES for cls in declared)
 
     def lookup(self, tag: str) -> type:
         """The class of a stored tag, if this run declares it (see the class docstring);

@@ -247,15 +247,10 @@ class Manifest:
             plain = [t for t in texts if isinstance(t, str)]
             if tag is None or len(plain) != len(texts):
                 self._refuse_first_bad(tag, found, indices, texts)
+            if tag == JSON_TAG and not self.codec.plain_allowed():
+                self._refuse_class(found[0], indices[0], "a plain JSON value")
             if tag != JSON_TAG and tag not in known:
-                raise RunManifestError(
-                    f"run manifest {self.path}: the stored result of item {indices[0]} (key "
-                    f"{found[0][:40]}) is {_tag_text(tag)}, a class this run does not declare "
-                    "or return: refused before any request, left untouched (nothing is "
-                    "imported). Annotate fn's return type with the class, or use another "
-                    "run= name.",
-                    path=str(self.path),
-                )
+                self._refuse_class(found[0], indices[0], _tag_text(tag))
             try:
                 values = self.codec.decode_many(tag, plain)
                 if len(values) != len(found):
@@ -266,6 +261,15 @@ class Manifest:
                 self._refuse_first_bad(tag, found, indices, texts)
             out.update(zip(found, values, strict=True))
         return out
+
+    def _refuse_class(self, key: str, index: int, what: str) -> NoReturn:
+        raise RunManifestError(
+            f"run manifest {self.path}: the stored result of item {index} (key {key[:40]}) "
+            f"is {what}, not of a class this run declares or returns: refused before any "
+            "request, left untouched (nothing is imported). Annotate fn's return type "
+            "with the class it returns, or use another run= name.",
+            path=str(self.path),
+        )
 
     def _refuse_first_bad(
         self, tag: str | None, keys: list[str], indices: list[int], texts: list[str | None]

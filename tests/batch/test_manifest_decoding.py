@@ -47,10 +47,28 @@ async def test_a_value_stored_under_another_class_is_refused_not_returned(
     assert first.ok
     _retag(run, f"{Lookalike.__module__}:{Lookalike.__qualname__}", types_row=False)
     before = run.read_bytes()
-    with pytest.raises(lf.RunManifestError, match=r"item 1 .* does not declare") as caught:
+    refused = r"item 1 .* not of a class this run declares"
+    with pytest.raises(lf.RunManifestError, match=refused) as caught:
         await lf.batch(label, range(3), run=run, progress=False)
     assert "Lookalike" in str(caught.value) and caught.value.path == str(run)
     assert run.read_bytes() == before  # left untouched
+
+
+async def test_a_plain_value_where_the_run_returns_a_class_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "p.sqlite"
+    await lf.batch(label, range(3), run=run, progress=False)
+    with sqlite3.connect(run) as conn:
+        conn.execute("UPDATE items SET tag = 'json' WHERE idx = 2")
+    with pytest.raises(lf.RunManifestError, match=r"item 2 .* is a plain JSON value"):
+        await lf.batch(label, range(3), run=run, progress=False)
+
+    async def maybe(x: int) -> Label | None:  # None is stored as plain JSON
+        return None if x == 1 else Label(item=x, label="m")
+
+    other = tmp_path / "m.sqlite"
+    await lf.batch(maybe, range(3), run=other, progress=False)
+    again = await lf.batch(maybe, range(3), run=other, progress=False)
+    assert again.totals.resumed == 3 and again.results[1] is None
 
 
 async def test_classes_the_function_names_are_read_back_without_an_annotation(

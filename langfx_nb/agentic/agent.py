@@ -450,6 +450,7 @@ class Agent(Action[str]):
         output: Any = None,
         tracer_provider: Any = None,
         key: Key | None = None,
+        limits: AgentLimits | None = None,
         **defaults: Any,
     ) -> str | RunState:
         """Continue a suspended run with a decision for each pending call.
@@ -474,13 +475,18 @@ class Agent(Action[str]):
         Otherwise they need a decision in ``decisions`` (or ``allow_tool``'s approval).
         The deadline (``limits.max_execution_time``) starts again; steps, tool calls and
         the token/cost budget carry on from what the run had used.
+
+        ``limits``: the resumed run's limits. Without it, a verified state keeps the limits
+        it was saved with; an unverified one (JSON read without ``key``) gets them bounded
+        by the defaults (``lf.AgentLimits()``), field by field: a file can lower a limit,
+        never raise one.
         """
         if not isinstance(state, RunState):
             state = RunState.from_json(state, key=key)
         elif key is not None:
             state = state.verify(key)
         state.check_fresh()  # (marked resumed once every call is decided, before any runs)
-        agent, decisions = rebuild_agent(cls, state, decisions, tools, allow_tool, output)
+        agent, decisions = rebuild_agent(cls, state, decisions, tools, allow_tool, output, limits)
         runner = copy.copy(agent)
         owned = session is None
         transcript = state.transcript

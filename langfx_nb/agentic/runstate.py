@@ -242,6 +242,24 @@ def agent_config(agent: _Configured) -> AgentConfig:
     )
 
 
+def resumed_limits(state: RunState, limits: AgentLimits | None) -> AgentLimits:
+    """The limits a resumed run gets: ``limits`` when the resuming code gives them; else
+    the saved ones when the state is verified (made by this process, or signed); else the
+    saved ones bounded by the defaults (``AgentLimits()``), field by field. A state read
+    from an unsigned file is data: it may lower a limit, never raise one."""
+    if limits is not None:
+        return limits
+    saved = AgentLimits(**state.agent.limits)
+    if state.verified:
+        return saved
+    default = AgentLimits()
+    bounded: dict[str, Any] = {}
+    for field in dataclasses.fields(AgentLimits):
+        mine, cap = getattr(saved, field.name), getattr(default, field.name)
+        bounded[field.name] = cap if mine is None else mine if cap is None else min(mine, cap)
+    return AgentLimits(**bounded)
+
+
 def rebuild_agent(
     cls: Callable[..., A],
     state: RunState,
@@ -249,9 +267,11 @@ def rebuild_agent(
     tools: Sequence[Tool[Any, Any]],
     allow_tool: Any,
     output: Any,
+    limits: AgentLimits | None = None,
 ) -> tuple[A, dict[str, Any]]:
     """The suspended run's agent, with checked decisions; ``ValueError`` before anything
-    runs when a tool or the output type is missing or the decisions do not match.
+    runs when a tool or the output type is missing or the decisions do not match. Its
+    limits are ``resumed_limits(state, limits)``.
 
     Every pending call needs a decision; so does a call approved before the suspension
     when the state is not verified and no ``allow_tool`` is given to approve it again."""
@@ -282,7 +302,7 @@ def rebuild_agent(
         Message.from_json(prompt) if isinstance(prompt, dict) else prompt,
         config.instructions,
         tools=[by_name[n] for n in config.tools],
-        limits=AgentLimits(**config.limits),
+        limits=resumed_limits(state, limits),
         allow_tool=allow_tool,
         parallel_tools=config.parallel_tools,
         stream=config.stream,

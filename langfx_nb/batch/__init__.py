@@ -49,6 +49,7 @@ async def batch(
     progress: Any = None,
     key: Callable[[Any], str] | None = None,
     name: str | None = None,
+    if_owned: Literal["raise", "wait"] = "raise",
 ) -> BatchResult[Any]:
     """``await fn(item)`` (or ``fn(item, session)``) for every item; a ``BatchResult``.
 
@@ -65,6 +66,11 @@ async def batch(
       the same call again sends nothing for items already done and returns their stored
       results; items that failed, or were in flight at a crash, run again. A manifest made
       by another ``fn`` or result schema is refused (``RunManifestError``), untouched.
+      One run owns a manifest at a time (an OS lock the kernel frees when the process
+      ends, ``kill -9`` included): another run of it raises ``RunManifestError`` naming
+      the owner (pid, host, start time), or with ``if_owned="wait"`` waits for it to end.
+      Each finished item is committed before its worker takes the next one, so a crash
+      sends again only the items that were in flight.
     - ``engine``: ``None`` runs in this process on asyncio.
     - ``max_concurrency``: items running at once. ``on_error``: ``"collect"`` records what
       an item raised and goes on; ``"raise"`` stops the batch and raises the first error.
@@ -90,4 +96,5 @@ async def batch(
         progress=progress,
         key=key,
         name=name,
+        if_owned=if_owned,
     )

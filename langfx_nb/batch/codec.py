@@ -6,8 +6,10 @@
   item that has no JSON form is refused before anything runs.
 - **Results**: JSON values are stored as JSON; an instance of a class (a pydantic model, a
   dataclass, anything pydantic's ``TypeAdapter`` can dump) as its JSON under a tag
-  ``module:qualname``, validated back into that class on resume. The class's JSON schema
-  is hashed when first stored; a manifest whose stored classes changed schema is refused.
+  ``module:qualname``, validated back on resume into the class of that tag that ``fn``
+  declares (its return annotation, or a class its code names); the tag never makes
+  anything be imported. The class's JSON schema is hashed when first stored; a manifest
+  whose stored classes changed schema is refused.
 - **Fingerprint**: ``fn``'s module and qualified name plus a hash of its code (byte code,
   constants and names, nested functions included, line numbers excluded) and of the
   plain values (strings, numbers) it reads from its globals and closure, such as a prompt.
@@ -15,13 +17,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
-import importlib
 import json
-import sys
 import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,6 +38,7 @@ __all__ = [
 
 JSON_TAG = "json"
 _PLAIN = (str, int, float, bool, bytes, type(None))
+_JSON_TYPES = (str, int, float, bool, type(None), list, dict, tuple, object)
 
 
 # -- item keys -------------------------------------------------------------------------------
@@ -115,18 +118,26 @@ def _all_names(code: types.CodeType, names: set[str]) -> None:
             _all_names(const, names)
 
 
-def fingerprint(fn: Callable[..., Any]) -> tuple[str, str]:
-    """(a readable name of ``fn``, a hash of what it does); see the module docstring."""
-    parts: list[str] = []
+def _function(fn: Callable[..., Any], parts: list[str] | None = None) -> Any:
+    """The function that runs when ``fn`` is called (through partials, bound methods and
+    callable objects); ``parts`` gets the partials' plain arguments."""
     target: Any = fn
     while isinstance(target, functools.partial):
-        parts.append(repr([_plain_repr(a) for a in target.args]))
-        parts.append(repr(sorted((k, _plain_repr(v)) for k, v in target.keywords.items())))
+        if parts is not None:
+            parts.append(repr([_plain_repr(a) for a in target.args]))
+            parts.append(repr(sorted((k, _plain_repr(v)) for k, v in target.keywords.items())))
         target = target.func
     target = getattr(target, "__func__", target)  # a bound method: its function
     if not isinstance(target, types.FunctionType):
         target = type(target).__call__  # a callable object: its __call__
         target = getattr(target, "__func__", target)
+    return target
+
+
+def fingerprint(fn: Callable[..., Any]) -> tuple[str, str]:
+    """(a readable name of ``fn``, a hash of what it does); see the module docstring."""
+    parts: list[str] = []
+    target = _function(fn, parts)
     module = getattr(target, "__module__", None) or "?"
     qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
     name = f"{module}.{qualname}"
@@ -156,11 +167,57 @@ def _plain_repr(value: Any) -> str:
 
 
 # -- results ---------------------------------------------------------------------------------
+def _classes_in(annotation: Any, out: dict[str, type]) -> None:
+    """The classes an annotation names (through ``X | None``, ``Annotated``, generics);
+    ``Any`` counts as ``object``."""
+    if annotation is typing.Any:
+        annotation = object
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        out.setdefault(f"{annotation.__module__}:{annotation.__qualname__}", annotation)
+        return
+    for arg in typing.get_args(annotation):
+        _classes_in(arg, out)
+
+
+def return_classes(fn: Callable[..., Any]) -> dict[str, type]:
+    """The classes ``fn``'s return annotation names, by tag (none without one)."""
+    target = _function(fn)
+    out: dict[str, type] = {}
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # an annotation that does not resolve: the raw one, if a class
+        hints = dict(getattr(target, "__annotations__", None) or {})
+    _classes_in(hints.get("return"), out)
+    return out
+
+
+def declared_classes(fn: Callable[..., Any]) -> dict[str, type]:
+    """The result classes ``fn`` declares, by tag: those of its return annotation, and the
+    classes its code names (read from its globals and closure, as ``fingerprint`` reads
+    them: ``session.query(prompt, Label)``, ``return Label(...)``). Nothing is imported."""
+    target = _function(fn)
+    out = return_classes(fn)
+    code = getattr(target, "__code__", None)
+    if isinstance(code, types.CodeType):
+        names: set[str] = set()
+        _all_names(code, names)
+        globals_ = getattr(target, "__globals__", {})
+        values = [globals_.get(n) for n in sorted(names)]
+        for cell in target.__closure__ or ():
+            with contextlib.suppress(ValueError):
+                values.append(cell.cell_contents)
+        for value in values:
+            if isinstance(value, type):
+                out.setdefault(f"{value.__module__}:{value.__qualname__}", value)
+    return out
+
+
 class ResultCodec:
     """Turns results into (tag, JSON text) and back; remembers each class's schema hash.
 
-    ``lookup`` resolves a tag to a class when a manifest is resumed (the class must be
-    importable by its module and name, or be referenced by ``fn``).
+    A stored tag is decoded only into a class this run knows: one ``fn`` declares
+    (``declared_classes``) or a result of this run was an instance of. A manifest is data:
+    a tag never makes this process import a module or reach a class by its name.
     """
 
     def __init__(self, fn: Callable[..., Any] | None = None) -> None:
@@ -170,6 +227,7 @@ class ResultCodec:
         self._encoders: dict[type, tuple[Any, str]] = {}  # class -> (adapter, tag)
         self.schemas: dict[str, str] = {}  # tag -> schema hash, of classes stored so far
         self._fn = fn
+        self._declared: dict[str, type] | None = None
 
     def _adapter(self, cls: type) -> Any:
         adapter = self._adapters.get(cls)
@@ -230,30 +288,28 @@ class ResultCodec:
         self._encoders[cls] = (adapter, tag)
         return tag, text
 
+    def known(self) -> dict[str, type]:
+        """The classes a stored tag may name in this run, by tag."""
+        if self._declared is None:
+            self._declared = declared_classes(self._fn) if self._fn is not None else {}
+        return {**self._declared, **{tag: cls for cls, tag in self._tags.items()}}
+
+    def plain_allowed(self) -> bool:
+        """Whether a plain JSON value may be a result of this run: not when ``fn``'s return
+        annotation names only classes that are not JSON values (``-> Label``)."""
+        declared = return_classes(self._fn).values() if self._fn is not None else ()
+        return not declared or any(cls in _JSON_TYPES for cls in declared)
+
     def lookup(self, tag: str) -> type:
-        """The class of a stored tag; ``RunManifestError`` when it cannot be found."""
-        module_name, _, qualname = tag.partition(":")
-        found: Any = None
-        module = sys.modules.get(module_name)
-        if module is None:
-            try:
-                module = importlib.import_module(module_name)
-            except Exception:
-                module = None
-        if module is not None:
-            found = module
-            for part in qualname.split("."):
-                found = getattr(found, part, None)
-        if not isinstance(found, type) and self._fn is not None:
-            globals_ = getattr(self._fn, "__globals__", {})
-            for value in globals_.values():
-                if isinstance(value, type) and value.__qualname__ == qualname:
-                    found = value
-                    break
-        if not isinstance(found, type):
+        """The class of a stored tag, if this run declares it (see the class docstring);
+        ``RunManifestError`` otherwise."""
+        found = self.known().get(tag)
+        if found is None:
+            module_name, _, qualname = tag.partition(":")
             raise RunManifestError(
-                f"the run manifest holds results of class {qualname} ({module_name}), which "
-                "cannot be found now: define or import it before resuming"
+                f"results stored as class {qualname[:100]!r} (module {module_name[:100]!r}), "
+                "which this run does not declare: a stored result is read back only into a "
+                "class fn returns or names (annotate fn's return type with it)"
             )
         self._tags[found] = tag
         return found

@@ -11,10 +11,12 @@ result's tag and JSON, or the error's class and message. Items in flight have no
 after a crash they run again. With ``engine=lf.engines.ProviderBatch()`` a
 ``provider_batches`` row per batch submitted to a provider (its id, the account, the items'
 custom ids, ``submitted`` or ``collected``) is committed as soon as the provider accepts
-the batch, so a new process polls it instead of submitting again. Rows are written in
-transactions of many rows (at most ``FLUSH_INTERVAL_S`` apart, or ``FLUSH_ROWS`` rows):
-one commit per item would cost more than the item. WAL journal with
-``synchronous=NORMAL``: a killed process loses nothing committed.
+the batch, so a new process polls it instead of submitting again. The runner commits each
+item's row before its worker takes the next item (``commit``: the rows queued in one turn
+of the event loop share a transaction); other rows and the trace records go in
+transactions at most ``FLUSH_INTERVAL_S`` apart, or of ``FLUSH_ROWS`` rows (``flush``).
+WAL journal with ``synchronous=NORMAL``: a killed process loses nothing committed. One
+run owns the file at a time (``owner``).
 
 A manifest made by another ``fn`` (fingerprint) or whose stored result classes changed
 schema is refused before anything is written to it.
@@ -29,6 +31,7 @@ writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from ..errors import RunManifestError
-from .codec import ResultCodec
+from .codec import JSON_TAG, ResultCodec
 
 __all__ = [
     "FLUSH_INTERVAL_S",
@@ -140,6 +143,7 @@ class Manifest:
         self.flush_rows = FLUSH_ROWS
         self.flush_interval = FLUSH_INTERVAL_S
         self._known_tags: set[str] = set()
+        self._commit_waiters: list[asyncio.Future[None]] = []
         self.broken: RunManifestError | None = None
 
     # -- opening -----------------------------------------------------------------------------
@@ -205,8 +209,12 @@ class Manifest:
                 "another run= name, or delete the file to start again.",
                 path=str(path),
             )
+        known = codec.known()
         for tag, stored in types:
-            cls = codec.lookup(tag)
+            codec.schemas[tag] = stored  # (not written again)
+            cls = known.get(tag)
+            if cls is None:  # not this run's: items stored under it are refused if asked
+                continue
             now = codec.schema_hash(cls)
             if now != stored:
                 raise RunManifestError(
@@ -215,7 +223,6 @@ class Manifest:
                     "run= name, or delete the file to start again.",
                     path=str(path),
                 )
-            codec.schemas[tag] = stored
 
     # -- reading -------------------------------------------------------------------------
     def stored(self, keys: Iterable[str] | Callable[[str], bool]) -> dict[str, Any]:
@@ -235,10 +242,15 @@ class Manifest:
                 group[1].append(idx)
                 group[2].append(value)
         out: dict[str, Any] = {}
+        known = self.codec.known()
         for tag, (found, indices, texts) in by_tag.items():
             plain = [t for t in texts if isinstance(t, str)]
             if tag is None or len(plain) != len(texts):
                 self._refuse_first_bad(tag, found, indices, texts)
+            if tag == JSON_TAG and not self.codec.plain_allowed():
+                self._refuse_class(found[0], indices[0], "a plain JSON value")
+            if tag != JSON_TAG and tag not in known:
+                self._refuse_class(found[0], indices[0], _tag_text(tag))
             try:
                 values = self.codec.decode_many(tag, plain)
                 if len(values) != len(found):
@@ -250,12 +262,21 @@ class Manifest:
             out.update(zip(found, values, strict=True))
         return out
 
+    def _refuse_class(self, key: str, index: int, what: str) -> NoReturn:
+        raise RunManifestError(
+            f"run manifest {self.path}: the stored result of item {index} (key {key[:40]}) "
+            f"is {what}, not of a class this run declares or returns: refused before any "
+            "request, left untouched (nothing is imported). Annotate fn's return type "
+            "with the class it returns, or use another run= name.",
+            path=str(self.path),
+        )
+
     def _refuse_first_bad(
         self, tag: str | None, keys: list[str], indices: list[int], texts: list[str | None]
     ) -> NoReturn:
         """Raise ``RunManifestError`` naming the first of these stored results that does not
         decode on its own (they failed together)."""
-        what = "a result" if tag is None else (tag.partition(":")[2] or tag)
+        what = "a result" if tag is None else (tag.partition(":")[2] or tag)[:100]
         for key, idx, text in zip(keys, indices, texts, strict=True):
             try:
                 if tag is None or not isinstance(text, str):
@@ -289,6 +310,37 @@ class Manifest:
         self._pending.append((key, index, "failed", None, None, error_type, message, time.time()))
         self._due()
 
+    async def commit(self) -> None:
+        """Commit every row queued so far; return once they are on disk. The rows that
+        other workers queue in the same turn of the event loop share the transaction (one
+        commit per turn, not per row). ``RunManifestError`` when the disk refuses. The
+        runner awaits this after each item, before the worker takes the next one: a crash
+        then loses only the items in flight. (Trace records go with ``flush``, on the
+        ticker's schedule: they cost no request when lost.)"""
+        if not self._pending:
+            return
+        loop = asyncio.get_running_loop()
+        if not self._commit_waiters:
+            loop.call_soon(self._commit_now)
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._commit_waiters.append(waiter)
+        await waiter
+
+    def _commit_now(self) -> None:
+        waiters, self._commit_waiters = self._commit_waiters, []
+        error: RunManifestError | None = None
+        try:
+            self.flush(rows_only=True)
+        except RunManifestError as exc:
+            error = exc
+        for waiter in waiters:
+            if waiter.done():  # its worker was cancelled
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
     def new_trace_run(self) -> int:
         """The number of the run about to record its trace (1, 2, … per ``lf.batch`` call)."""
         row = self._conn.execute("SELECT max(run) FROM trace_nodes").fetchone()
@@ -313,18 +365,20 @@ class Manifest:
         flush (the runner's ticker flushes then)."""
         return bool(self.pending) and time.monotonic() - self._last_flush >= self.flush_interval
 
-    def flush(self) -> None:
-        """Commit the queued rows in one transaction; ``RunManifestError`` when the disk
-        refuses (the rows stay queued, nothing already committed is lost)."""
-        self._last_flush = time.monotonic()
+    def flush(self, *, rows_only: bool = False) -> None:
+        """Commit the queued rows in one transaction, with the trace records waiting (not
+        with ``rows_only``); ``RunManifestError`` when the disk refuses (the rows stay
+        queued, nothing already committed is lost)."""
         if self.broken is not None:
             raise self.broken
-        if self._trace is not None and len(self._trace):
-            self._trace_pending.extend(self._trace.records())  # kept until committed
-        if not (self._pending or self._trace_pending):
+        if not rows_only:
+            self._last_flush = time.monotonic()
+            if self._trace is not None and len(self._trace):
+                self._trace_pending.extend(self._trace.records())  # kept until committed
+        if not (self._pending if rows_only else self._pending or self._trace_pending):
             return
         rows = self._pending
-        traced = self._trace_pending
+        traced = [] if rows_only else self._trace_pending
         new_types = [(t, h) for t, h in self.codec.schemas.items() if t not in self._known_tags]
         conn = self._conn
         try:
@@ -342,7 +396,8 @@ class Manifest:
             raise self.broken from None
         self._known_tags.update(t for t, _ in new_types)
         self._pending = []
-        self._trace_pending = []
+        if not rows_only:
+            self._trace_pending = []
 
     @property
     def pending(self) -> int:
@@ -387,6 +442,12 @@ class Manifest:
         """Rows per status (``ok``/``failed``) committed so far."""
         rows = self._conn.execute("SELECT status, count(*) FROM items GROUP BY status")
         return {status: n for status, n in rows}
+
+
+def _tag_text(tag: str) -> str:
+    """A stored tag as a message shows it (bounded: it is data from the file)."""
+    module, _, qualname = tag.partition(":")
+    return f"class {qualname[:100]!r} of module {module[:100]!r}"
 
 
 def is_manifest_path(path: str | os.PathLike[str]) -> bool:

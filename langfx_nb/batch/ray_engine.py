@@ -93,6 +93,8 @@ class Sink(Protocol):
 
     def requests(self, requests: list[tuple[str, Usage | None, float | None]]) -> None: ...
 
+    async def settled(self) -> None: ...
+
 
 def dataset_rows(items: Any) -> Iterable[Any] | None:
     """The rows of a ``ray.data.Dataset`` (read on the driver, as dicts), else ``None``."""
@@ -256,6 +258,7 @@ async def run_on_ray(
                 mine.pop(outcome[0], None)
                 sink.running(-1)
                 apply(outcome)
+            await sink.settled()  # committed before this worker is given more items
             if len(outcomes) >= target // 2 and target < MAX_QUEUED:
                 target = min(MAX_QUEUED, target * 2)  # it keeps up: larger chunks
 

@@ -28,6 +28,7 @@ from ..llms.deferred import Capture, capturing, current_capture
 from ..messages import Usage
 from .codec import ResultCodec, fingerprint, item_keys
 from .manifest import FLUSH_ROWS, Manifest, manifest_path
+from .owner import IfOwned, RunOwner
 from .progress import (
     MAX_GROUP_ITEMS,
     UPDATE_INTERVAL_S,
@@ -45,10 +46,11 @@ __all__ = ["run_batch", "takes_session"]
 #: A worker whose items never wait yields to the event loop this often (seconds).
 YIELD_S = 0.05
 #: The manifest's transactions during a provider batch's replay: 2,048 rows or 1 s (online,
-#: ``FLUSH_ROWS`` or ``FLUSH_INTERVAL_S``). A replayed item lost to a crash costs no second
-#: request (its batch stays ``submitted`` until every item is stored, and a rerun polls and
-#: downloads it again); with ~150 rows per 50 ms transaction each commit rewrote the same
-#: random-key index pages: ~4 us of CPU and 20-30 us of wall time per item more in SQLite.
+#: each item's row is committed before its worker goes on). A replayed item lost to a crash
+#: costs no second request (its batch stays ``submitted`` until every item is stored, and a
+#: rerun polls and downloads it again); with ~150 rows per 50 ms transaction each commit
+#: rewrote the same random-key index pages: ~4 us of CPU and 20-30 us of wall time per item
+#: more in SQLite.
 REPLAY_FLUSH_ROWS = 2048
 REPLAY_FLUSH_INTERVAL_S = 1.0
 
@@ -221,6 +223,11 @@ class _RaySink:
         if self.raise_first:
             raise exc if exc is not None else RuntimeError(f"{type_}: {message}")
 
+    async def settled(self) -> None:
+        """Commit the outcomes recorded so far (before their worker is given more items)."""
+        if self.manifest is not None:
+            await self.manifest.commit()
+
 
 def _quietly(call: Callable[[BatchProgress], None], progress: BatchProgress) -> None:
     with contextlib.suppress(Exception):  # a broken progress view never stops a batch
@@ -239,6 +246,7 @@ async def run_batch(
     progress: Any,
     key: Callable[[Any], str] | None,
     name: str | None,
+    if_owned: IfOwned = "raise",
 ) -> BatchResult[Any]:
     """``lf.batch``: see its docstring."""
     if not callable(fn):
@@ -249,6 +257,8 @@ async def run_batch(
         raise ValueError("max_concurrency must be at least 1")
     if on_error not in ("collect", "raise"):
         raise ValueError("on_error must be 'collect' or 'raise'")
+    if if_owned not in ("raise", "wait"):
+        raise ValueError("if_owned must be 'raise' or 'wait'")
     if engine is not None and not isinstance(engine, (ProviderBatch, Ray)):
         raise ValueError(
             "engine=: None (asyncio in this process), lf.engines.ProviderBatch() or "
@@ -265,7 +275,13 @@ async def run_batch(
     fn_name, fn_hash = fingerprint(fn)
     codec = ResultCodec(fn)
     path = manifest_path(run) if run is not None else None
-    manifest = Manifest.open(path, fn_name, fn_hash, codec) if path is not None else None
+    owner = await RunOwner.acquire(path, if_owned) if path is not None else None
+    try:
+        manifest = Manifest.open(path, fn_name, fn_hash, codec) if path is not None else None
+    except BaseException:
+        if owner is not None:
+            owner.release()
+        raise
     root = session if session is not None else Session()
     try:
         stored = manifest.stored(keys) if manifest is not None else {}
@@ -299,6 +315,8 @@ async def run_batch(
     finally:
         if manifest is not None:
             manifest.close()
+        if owner is not None:
+            owner.release()
         if session is None:  # the batch's own session: ended, still readable
             await root.dispose()
 
@@ -363,6 +381,9 @@ async def _execute(
                 if plan is not None and manifest is not None:  # see REPLAY_FLUSH_ROWS
                     manifest.flush_rows = REPLAY_FLUSH_ROWS
                     manifest.flush_interval = REPLAY_FLUSH_INTERVAL_S
+                # online, each outcome is committed before its worker takes the next item
+                # (a crash re-sends only what was in flight); a replayed item costs nothing
+                commit_each = manifest is not None and plan is None
                 capture_for = plan.capture_for if plan is not None else None
                 writes = plan.cache_writes if plan is not None else None
                 order = iter(pending)
@@ -388,6 +409,8 @@ async def _execute(
                             raise_first,
                             None if capture_for is None else capture_for(i),
                         )
+                        if commit_each and manifest is not None:
+                            await manifest.commit()
                         if writes is not None and writes.due:
                             await writes.flush()
 

@@ -9,26 +9,48 @@ saved state (or ``%lf resume RUN_ID``), finds the tools by name in the notebook,
 continues; a run that needs approval again is suspended and saved again. The saved file is
 removed once it has been resumed, so a run cannot be resumed twice from this directory.
 
+Suspended runs belong to their notebook: a kernel that knows its notebook (Jupyter sets
+``__session__`` to its path, VS Code ``__vsc_ipynb_file__``) saves them under
+``.langfx_nb/runs/<notebook name>-<hash of its path>/``, and ``%lf resume`` looks only
+there, so notebooks sharing a folder (and their call ids ``c1``, ``c2``…) never resume
+each other's runs; a kernel with no notebook (a terminal IPython) uses
+``.langfx_nb/runs/`` itself. Before any tool runs, ``%lf resume`` prints which run it
+continues (its id, agent, notebook, when it was suspended) and the decision for each call.
+
 The saved file is not signed, so a call the allow-list approved before the suspension is
 approved again on resume (``--approve`` it, or ``--allow`` its tool): a file someone else
-changed can never approve a call by itself. A damaged file is a ``UsageError`` naming what
-is wrong, and stays where it is.
+changed can never approve a call by itself, nor raise the run's limits: they are bounded
+by the defaults, or set by ``--max-steps``/``--max-tool-calls``/``--timeout`` on
+``%lf resume``. A damaged file is a ``UsageError`` naming what is wrong, and stays where
+it is.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, MutableMapping, Sequence
+import hashlib
+import os
+import re
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 
+from ..agentic.limits import AgentLimits
 from ..agentic.runstate import RunState
 from . import kernel_state, options
 from .markdown import present
 
-__all__ = ["RUNS_DIR", "resume_parser", "run_resume", "saved", "suspend_policy"]
+__all__ = [
+    "RUNS_DIR",
+    "notebook_of",
+    "resume_parser",
+    "run_resume",
+    "runs_dir",
+    "saved",
+    "suspend_policy",
+]
 
 RUNS_DIR = Path(".langfx_nb") / "runs"
 
@@ -42,7 +64,46 @@ def resume_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow", metavar="TOOLS", default="", help="tools that run unasked later")
     p.add_argument("--lm", metavar="VAR", help="model variable (default: %lf use)")
     p.add_argument("-o", "--out", metavar="VAR", help="also store the answer (or state) in VAR")
+    p.add_argument("--max-steps", type=int, help="model steps (default 8)")
+    p.add_argument("--max-tool-calls", type=int, help="tool calls (default 12)")
+    p.add_argument("--timeout", type=float, help="seconds for the resumed run (default 60)")
     return p
+
+
+def notebook_of(ns: Mapping[str, Any]) -> str | None:
+    """The path of the notebook this kernel runs, when the front end says it."""
+    for name in ("__session__", "__vsc_ipynb_file__"):
+        value = ns.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return os.environ.get("JPY_SESSION_NAME") or None
+
+
+def runs_dir(ns: Mapping[str, Any]) -> Path:
+    """Where this notebook's suspended runs are saved (see the module docstring)."""
+    notebook = notebook_of(ns)
+    if notebook is None:
+        return RUNS_DIR
+    digest = hashlib.sha256(notebook.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(notebook).stem)[:40] or "notebook"
+    return RUNS_DIR / f"{stem}-{digest}"
+
+
+def _limits(opts: argparse.Namespace) -> AgentLimits | None:
+    """The resumed run's limits from the options given (``None``: none given)."""
+    given = {
+        k: v
+        for k, v in (
+            ("max_steps", opts.max_steps),
+            ("max_tool_calls", opts.max_tool_calls),
+            ("max_execution_time", opts.timeout),
+        )
+        if v is not None
+    }
+    try:
+        return AgentLimits(**given) if given else None
+    except ValueError as exc:
+        raise UsageError(f"%lf resume: {exc}") from None
 
 
 def suspend_policy(policy: Any) -> Callable[[Any, Any], Any]:
@@ -63,8 +124,9 @@ def suspend_policy(policy: Any) -> Callable[[Any, Any], Any]:
 
 def saved(state: RunState, ns: MutableMapping[str, Any], out: str | None) -> RunState:
     """Save a suspended run, print what waits and how to resume; the cell's value."""
-    RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RUNS_DIR / f"{state.id}.json"
+    folder = runs_dir(ns)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{state.id}.json"
     path.write_text(state.to_json_str(), encoding="utf-8")
     lines = [f"Suspended: {len(state.pending)} tool call(s) wait for a decision (saved {path})"]
     for call in state.pending:
@@ -94,20 +156,47 @@ def _args(args: dict[str, Any]) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _load(run_id: str | None) -> tuple[RunState, Path]:
+def _load(run_id: str | None, folder: Path) -> tuple[RunState, Path]:
     if run_id is not None:
-        path = RUNS_DIR / f"{Path(run_id).name}.json"
+        path = folder / f"{Path(run_id).name}.json"
         if not path.is_file():
-            raise UsageError(f"%lf resume: no saved run {run_id!r} in {RUNS_DIR}")
+            raise UsageError(f"%lf resume: no saved run {run_id!r} in {folder}{_others(folder)}")
     else:
-        found = sorted(RUNS_DIR.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        found = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
         if not found:
-            raise UsageError(f"%lf resume: no suspended run saved in {RUNS_DIR}")
+            raise UsageError(
+                f"%lf resume: no suspended run saved in {folder} (this notebook's)"
+                + _others(folder)
+            )
         path = found[-1]
     try:
         return RunState.from_json(path.read_text(encoding="utf-8")), path
     except ValueError as exc:
         raise UsageError(f"%lf resume: {path} is not a run state: {exc}") from None
+
+
+def _others(folder: Path) -> str:
+    """What other notebooks saved here, which this one does not resume."""
+    count = sum(1 for p in RUNS_DIR.glob("**/*.json") if p.parent != folder)
+    if not count:
+        return ""
+    return f"; {count} run(s) of other notebooks are saved in {RUNS_DIR}, resumed only there"
+
+
+def _announce(state: RunState, path: Path, approved: list[str], denied: list[str]) -> None:
+    """Say which run is resumed and what happens to each call, before any tool runs."""
+    when = f", suspended {state.created_at}" if state.created_at else ""
+    lines = [f"Resuming run {state.id} (agent {state.agent.name!r}{when}; {path}):"]
+    for item in state.batch:
+        call = item.call
+        if call.id in denied:
+            verdict = "deny"
+        elif call.id in approved:
+            verdict = "run"
+        else:
+            verdict = "as decided before the suspension"
+        lines.append(f"  {call.id}: {call.name}({_args(call.args)}): {verdict}")
+    print("\n".join(lines), flush=True)
 
 
 def _ids(text: str) -> list[str]:
@@ -120,7 +209,8 @@ async def run_resume(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
     from .approval import ApprovalPolicy
 
     opts = resume_parser().parse_args(argv)
-    state, path = _load(opts.run_id)
+    limits = _limits(opts)
+    state, path = _load(opts.run_id, runs_dir(ns))
     decisions: dict[str, Any] = {i: Approve(by="notebook") for i in _ids(opts.approve)}
     note = opts.note or "The user declined this tool call."
     for i in _ids(opts.deny):
@@ -147,6 +237,7 @@ async def run_resume(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         tools.append(tool)
     lm = options.resolve_lm(opts.lm, ns)
     allow = suspend_policy(ApprovalPolicy(mode="allow", allow=_ids(opts.allow)))
+    _announce(state, path, _ids(opts.approve), _ids(opts.deny))
     path.unlink()  # resumed once from here: its tools must not run twice
     result = await Agent.resume(
         state,
@@ -156,6 +247,7 @@ async def run_resume(argv: Sequence[str], body: str, ns: MutableMapping[str, Any
         allow_tool=allow,
         on_approval="suspend",
         tracer_provider=kernel_state.state.tracer_provider,
+        limits=limits,
     )
     if isinstance(result, RunState):
         return saved(result, ns, opts.out)

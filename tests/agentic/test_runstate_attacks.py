@@ -501,3 +501,49 @@ async def test_a_reused_id_is_unambiguous_in_opentelemetry(
         ("0", 2),
     ]
     spans.provider.shutdown()
+
+
+# -- limits saved in a file never raise the resumed run's limits ----------------------------
+def looping() -> Scripted:
+    """A model that asks for one more tool call at every step (forever, for the test)."""
+    return Scripted([TC(f"s{i}", "add", {"a": i, "b": 1}) for i in range(50)])
+
+
+async def test_limits_raised_in_a_file_are_bounded_on_resume(
+    tools: list[lf.Tool[Any, Any]], ledger: Ledger
+) -> None:
+    data = await saved_json(tools)
+    data["agent"]["limits"].update(
+        max_steps=1_000_000, max_tool_calls=1_000_000, max_execution_time=None
+    )
+    decisions = {"c0": True, "c1": True}
+    with pytest.raises(lf.BudgetExceededError, match="max_steps=8"):  # the default bounds it
+        await lf.Agent.resume(
+            data, decisions, tools=tools, lm=looping(), allow_tool=lambda c, s: True
+        )
+    adds = [r for r in ledger.ran if r[0] == "add"]
+    assert len(adds) == 6  # (the run had used a step): no more calls than 8 steps allow
+    ledger.ran.clear()
+    # the resuming code's limits decide, whatever the file says
+    data = await saved_json(tools)
+    data["agent"]["limits"].update(max_steps=1_000_000)
+    with pytest.raises(lf.BudgetExceededError, match="max_steps=3"):
+        await lf.Agent.resume(
+            data,
+            decisions,
+            tools=tools,
+            lm=looping(),
+            allow_tool=lambda c, s: True,
+            limits=lf.AgentLimits(max_steps=3),
+        )
+    assert len([r for r in ledger.ran if r[0] == "add"]) == 1
+
+
+async def test_a_file_may_lower_a_limit(tools: list[lf.Tool[Any, Any]]) -> None:
+    data = await saved_json(tools)
+    data["agent"]["limits"].update(max_steps=2)
+    state = lf.RunState.from_json(data)
+    with pytest.raises(lf.BudgetExceededError, match="max_steps=2"):
+        await lf.Agent.resume(
+            state, {"c0": True, "c1": True}, tools=tools, lm=looping(), allow_tool=lambda c, s: True
+        )

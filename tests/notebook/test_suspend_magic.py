@@ -183,3 +183,102 @@ def test_a_call_approved_before_the_suspension_is_approved_again(
     assert path.exists() and SENT == []
     assert run(ip, "%lf resume --lm lm --approve c2 --allow lookup\n") == "All done."
     assert SENT == ["bob"]
+
+
+def _in_notebook(ip: InteractiveShell, path: str | None) -> None:
+    """Make the shell the kernel of notebook ``path`` (what Jupyter sets: ``__session__``)."""
+    if path is None:
+        ip.user_ns.pop("__session__", None)
+    else:
+        ip.user_ns["__session__"] = path
+
+
+def test_a_notebook_resumes_only_its_own_suspended_runs(
+    ip: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two notebooks in one folder, the same call ids: each resumes its own run."""
+    try:
+        _in_notebook(ip, str(tmp_path / "a.ipynb"))
+        ip.user_ns.update(lm=model(), lookup=lookup, send=send)
+        run(
+            ip,
+            "%%lf agent --lm lm --tools lookup,send --approve allow:lookup --suspend "
+            "--no-trace\nTell bob.\n",
+        )
+        _in_notebook(ip, str(tmp_path / "b.ipynb"))
+        ip.user_ns["lm"] = lf.llms.Scripted(
+            [lf.ToolCall("c1", "lookup", {"key": "k"}), lf.ToolCall("c2", "send", {"to": "eve"})]
+        )
+        run(
+            ip,
+            "%%lf agent --lm lm --tools lookup,send --approve allow:lookup --suspend "
+            "--no-trace\nTell eve.\n",
+        )
+        # notebook a, after a restart: its own run (bob), not b's newer one (eve)
+        _in_notebook(ip, str(tmp_path / "a.ipynb"))
+        ip.user_ns["lm"] = lf.llms.Scripted(["All done."])
+        capsys.readouterr()
+        assert run(ip, "%lf resume --lm lm --approve c2\n") == "All done."
+        assert SENT == ["bob"]
+        with pytest.raises(UsageError, match=r"no suspended run saved .* 1 run\(s\) of other"):
+            run(ip, "%lf resume --lm lm --approve c2\n")
+        # a kernel with no notebook sees neither
+        _in_notebook(ip, None)
+        with pytest.raises(UsageError, match="no suspended run saved"):
+            run(ip, "%lf resume --lm lm --approve c2\n")
+        assert SENT == ["bob"]
+        _in_notebook(ip, str(tmp_path / "b.ipynb"))
+        ip.user_ns["lm"] = lf.llms.Scripted(["Done."])
+        assert run(ip, "%lf resume --lm lm --deny c2\n") == "Done."
+        assert SENT == ["bob"] and not list(RUNS_DIR.glob("**/*.json"))
+    finally:
+        _in_notebook(ip, None)
+
+
+@lf.tool
+async def loud_send(to: str) -> str:
+    """Send a message, saying so."""
+    print(f"TOOL RAN: sent to {to}")
+    SENT.append(to)
+    return "sent"
+
+
+def test_resume_says_what_it_resumes_before_a_tool_runs(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.user_ns.update(
+        lm=lf.llms.Scripted([lf.ToolCall("c1", "loud_send", {"to": "bob"})]),
+        loud_send=loud_send,
+    )
+    state = run(ip, "%%lf agent --lm lm --tools loud_send --suspend --no-trace\nGo.\n")
+    ip.user_ns["lm"] = lf.llms.Scripted(["All done."])
+    capsys.readouterr()
+    run(ip, "%lf resume --lm lm --approve c1\n")
+    shown = capsys.readouterr().out
+    announced = shown.find(f"Resuming run {state.id} (agent ")
+    assert 0 <= announced < shown.index("TOOL RAN: sent to bob"), shown
+    assert "c1: loud_send(to='bob'): run" in shown
+
+
+def test_limits_raised_in_a_saved_file_are_bounded_on_resume(ip: InteractiveShell) -> None:
+    loop = [lf.ToolCall(f"s{i}", "lookup", {"key": str(i)}) for i in range(40)]
+    ip.user_ns.update(lm=lf.llms.Scripted([lf.ToolCall("c1", "send", {"to": "bob"})]), send=send)
+    ip.user_ns["lookup"] = lookup
+    run(
+        ip,
+        "%%lf agent --lm lm --tools lookup,send --approve allow:lookup --suspend "
+        "--max-steps 2 --no-trace\nGo.\n",
+    )
+    (path,) = RUNS_DIR.glob("*.json")
+    data = json.loads(path.read_text())
+    data["agent"]["limits"]["max_steps"] = 10**6
+    path.write_text(json.dumps(data))
+    ip.user_ns["lm"] = lf.llms.Scripted(loop)
+    with pytest.raises(lf.BudgetExceededError, match="max_steps=8"):
+        run(ip, "%lf resume --lm lm --approve c1 --allow lookup\n")
+    ip.user_ns["lm"] = lf.llms.Scripted(loop)
+    run(ip, "%%lf agent --lm lm --tools lookup,send --suspend --no-trace\nGo.\n")
+    (path,) = RUNS_DIR.glob("*.json")
+    ip.user_ns["lm"] = lf.llms.Scripted(loop)
+    with pytest.raises(lf.BudgetExceededError, match="max_steps=3"):
+        run(ip, "%lf resume --lm lm --approve s0 --allow lookup --max-steps 3\n")

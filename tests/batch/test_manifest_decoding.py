@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pydantic
@@ -33,7 +34,9 @@ async def label(x: int) -> Label:
 
 
 def _retag(path: Path, tag: str, *, types_row: bool = True) -> None:
-    with sqlite3.connect(path) as conn:
+    # Closed here, not when collected: the last close moves the change out of the WAL file,
+    # so the bytes read next are the whole manifest.
+    with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE items SET tag = ? WHERE idx = 1", (tag,))
         if types_row:
             conn.execute("INSERT INTO types VALUES (?, 'x')", (tag,))

@@ -117,7 +117,15 @@ class UnsupportedCapabilityError(LMError):
 
 
 class GenerationError(LMError):
-    """The model produced a response that cannot be used as an answer."""
+    """The model produced a response that cannot be used as an answer.
+
+    ``response`` is that answer as far as it went (an ``AIMessage``: its text and the usage
+    the provider reported) when the provider sent one: the provider bills it, so the
+    library counts it as a request with its usage and cost, like any other answer."""
+
+    def __init__(self, message: str, *, status: int | None = None, response: Any = None) -> None:
+        super().__init__(message, status=status)
+        self.response = response
 
 
 class ContentFilteredError(GenerationError):

@@ -50,9 +50,13 @@ export function fmtCost(cost: number): string {
   return cost ? fmtMoney(cost) : "";
 }
 
-/** "$1.23"; below a cent four decimals; with no unknown left out (never "" for 0). */
+/** "$1.23"; below a cent at least four decimals and as many more as keep two significant
+ * digits ("$0.0042", "$0.000011"); never "" for 0 (langfx_nb/agentic/usage.py fmt_money,
+ * same text). */
 export function fmtMoney(cost: number): string {
-  return cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+  if (cost >= 0.01) return `$${cost.toFixed(2)}`;
+  const exponent = cost > 0 ? Number(cost.toExponential().split("e")[1]) : 0;
+  return `$${cost.toFixed(Math.min(100, Math.max(4, 1 - exponent)))}`;
 }
 
 /** A cost total as a reader should see it (langfx_nb/agentic/usage.py cost_label, same

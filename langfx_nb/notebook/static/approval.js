@@ -1,4 +1,4 @@
-// langfx-src-sha256: 0f6599b08f0cfd490cadc4d775ba95217d518907696cd7ef91a2ab0697463d5b
+// langfx-src-sha256: e59f4ae245e2efa6fec4388c7d47a3a1f403ccfc91d01efc84852695e9a7227c
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group",OPEN_TRACE:"open_trace",TRACE_OPENED:"trace_opened",WINDOW_REQUEST:"window_request",WINDOW:"window",SHOW:"show",READING:"reading"};function t(e,o={},...n){let s=document.createElement(e);for(let[r,l]of Object.entries(o))l===void 0||l===!1||(r==="class"?s.className=String(l):r==="text"?s.textContent=String(l):s.setAttribute(r,l===!0?"":String(l)));for(let r of n)r==null||r===!1||s.append(typeof r=="string"?document.createTextNode(r):r);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,J=24;function re(e,o="lfx-text"){let n=e.split(`
 `),s=e.length>z||n.length>J,r=t("pre",{class:o});if(!s)return r.textContent=e,r;let l=n.slice(0,J).join(`

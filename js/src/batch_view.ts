@@ -35,7 +35,7 @@ const CSS = `
 .lfx-bv-provider>div+div{padding-left:1.1em}
 `;
 
-const CHIP: Record<string, string> = { running: "running", done: "ok", stopped: "cancelled" };
+const CHIP: Record<string, string> = { running: "running", done: "ok", "some failed": "some_failed", failed: "failed", stopped: "cancelled" };
 
 export default () => {
   const state: BatchState = emptyBatch();

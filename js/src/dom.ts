@@ -328,7 +328,8 @@ export const BASE_CSS = `
 .lfx .lfx-st-running,.lfx .lfx-st-streaming{--lfx-c:var(--lfx-run)}
 .lfx .lfx-st-ok,.lfx .lfx-st-complete,.lfx .lfx-st-done{--lfx-c:var(--lfx-ok)}
 .lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
-.lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
+.lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended,.lfx .lfx-st-some_failed,.lfx .lfx-st-warning{--lfx-c:var(--lfx-warn)}
+.lfx .lfx-st-error{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
 .lfx .lfx-st-waiting{--lfx-c:var(--lfx-paused)}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}

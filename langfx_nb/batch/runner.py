@@ -38,7 +38,7 @@ from .progress import (
 )
 from .provider import ProviderBatch, ProviderPlan, collect_and_batch
 from .ray_engine import Ray, dataset_rows, run_on_ray
-from .result import BatchResult, BatchTotals, ItemError, ItemStatus
+from .result import BatchResult, BatchTotals, ItemError, ItemsFailedError, ItemStatus
 
 __all__ = ["run_batch", "takes_session"]
 
@@ -417,6 +417,9 @@ async def _execute(
                 view.set_progress(final.settled, final.total)
                 if reporter is not None:
                     _quietly(reporter.close, final)
+            if final.failed:  # the batch says what happened: not "ok" with items failed
+                what = f"{final.failed:,} of {final.total:,} items failed"
+                tracked.end("failed", error=ItemsFailedError(what))
     finally:
         if tracer is not None:
             tracer.stop()

@@ -43,12 +43,17 @@ OPEN = "open"  # event: {"type": "open", "error": class | None, "open_error": st
 
 
 def batch_status(progress: Mapping[str, Any]) -> str:
-    """``running`` until the batch ends; then ``done`` when every item settled, else
-    ``stopped`` (cancelled or raised with items not run)."""
+    """``running`` until the batch ends; then, when every item settled, ``done`` (none
+    failed), ``some failed`` or ``failed`` (every item failed); else ``stopped`` (cancelled
+    or raised with items not run)."""
     if not progress.get("finished"):
         return "running"
-    settled = int(progress.get("done") or 0) + int(progress.get("failed") or 0)
-    return "done" if settled >= int(progress.get("total") or 0) else "stopped"
+    done, failed = int(progress.get("done") or 0), int(progress.get("failed") or 0)
+    if done + failed < int(progress.get("total") or 0):
+        return "stopped"
+    if not failed:
+        return "done"
+    return "failed" if not done else "some failed"
 
 
 def _progress_json(progress: Any) -> dict[str, Any]:

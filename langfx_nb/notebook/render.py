@@ -61,7 +61,7 @@ CSS = (
     ".lfx-fb li,.jp-RenderedHTMLCommon .lfx-fb li{list-style:none;margin:0}"
     ".lfx-fb .lfx-k{color:var(--jp-ui-font-color2,#666)}"
     ".lfx-fb .lfx-st-failed,.lfx-fb .lfx-st-denied,.lfx-fb .lfx-st-timed_out,"
-    ".lfx-fb .lfx-st-parsing_failed,.lfx-fb .lfx-st-generation_failed"
+    ".lfx-fb .lfx-st-parsing_failed,.lfx-fb .lfx-st-generation_failed,.lfx-fb .lfx-st-error"
     "{color:color-mix(in srgb,var(--jp-error-color1,#b00) 75%,var(--jp-ui-font-color0,#000))}"
     ".lfx-fb .lfx-st-ok,.lfx-fb .lfx-st-complete,.lfx-fb .lfx-st-done"
     "{color:color-mix(in srgb,var(--jp-success-color1,#070) 75%,var(--jp-ui-font-color0,#000))}"
@@ -464,7 +464,7 @@ def batch_html(state: Mapping[str, Any]) -> str:
     """A batch's counts, usage, cost (``cost unknown`` when no price is known, never $0) and
     its error groups with their first message (escaped: model text) and first items."""
     status = str(state.get("status") or "running")
-    chip = {"done": "ok", "stopped": "cancelled"}.get(status, status)
+    chip = {"done": "ok", "stopped": "cancelled", "some failed": "failed"}.get(status, status)
     name = str(state.get("title") or state.get("name") or "batch")
     counts = " · ".join(
         f'<span data-count="{key}"><b>{_count(state.get(key))}</b> {key}</span>'

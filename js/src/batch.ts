@@ -96,6 +96,13 @@ export function fmtCount(n: number | null | undefined): string {
   return typeof n === "number" ? n.toLocaleString("en-US") : "?";
 }
 
+/** The label of an error group's button: how many of its items' traces it opens, and of
+ *  how many, when the view keeps only the first items of a group ("open 20 of 38 traces"). */
+export function openTracesLabel(g: ErrorGroup): string {
+  const known = g.node_ids.filter((n) => n).length;
+  return known >= g.count ? `open traces (${fmtCount(known)})` : `open ${fmtCount(known)} of ${fmtCount(g.count)} traces`;
+}
+
 export function fmtRate(r: number | null | undefined, unit: string): string {
   if (typeof r !== "number" || !Number.isFinite(r)) return `— ${unit}/s`;
   const digits = r >= 100 ? 0 : r >= 10 ? 1 : 2;

@@ -5,7 +5,7 @@
 import { KINDS } from "./kinds";
 import { clear, costLabel, h, injectCss, markLive, trySend } from "./dom";
 import { SyncedState } from "./synced";
-import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
+import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction, openTracesLabel } from "./batch";
 
 interface Model {
   get(name: string): any;
@@ -128,7 +128,8 @@ export default () => {
         for (const g of state.errors) {
           const open = state.opened === g.type;
           const known = g.node_ids.filter((n) => n).length;
-          const button = h("button", { class: "lfx-btn lfx-bv-open-btn", type: "button", "data-group": g.type, text: open ? "hide traces" : `open traces (${known})` }) as HTMLButtonElement;
+          const button = h("button", { class: "lfx-btn lfx-bv-open-btn", type: "button", "data-group": g.type, text: open ? "hide traces" : openTracesLabel(g) }) as HTMLButtonElement;
+          if (known < g.count) button.title = `opens the traces of the first ${known} of these items, in input order`;
           button.disabled = !known;
           button.addEventListener("click", (ev) => {
             ev.stopPropagation();

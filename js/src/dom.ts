@@ -71,6 +71,18 @@ export function costLabel(cost: number | null | undefined, unpriced = 0, models:
   return why ? `≥ ${fmtMoney(cost)} (${why})` : fmtMoney(cost);
 }
 
+/** "1 node", "20 nodes": a count with its noun (langfx_nb/notebook/render.py counted). */
+export function counted(n: number, noun: string): string {
+  return `${n.toLocaleString("en-US")} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+/** The cost part of a summary line: "total cost $1.23", or "cost unknown (…)" on its own
+ *  (never "total cost cost unknown"). */
+export function totalCostText(cost: number | null | undefined, unpriced = 0, models: string[] = []): string {
+  const label = costLabel(cost, unpriced, models);
+  return label.startsWith("cost unknown") ? label : `total cost ${label}`;
+}
+
 export function errorText(error: unknown): string {
   if (error === null || error === undefined || error === "") return "";
   if (typeof error === "string") return error;

@@ -3,11 +3,18 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { costLabel, fmtMoney } from "../src/dom";
+import { costLabel, counted, fmtMoney, totalCostText } from "../src/dom";
 
 const fixture = JSON.parse(readFileSync(new URL("../test/fixtures/money.json", import.meta.url), "utf-8"));
 
 test("each cost shows as the kernel shows it; small costs keep two significant digits", () => {
   for (const [cost, text] of fixture.cases as [number, string][]) assert.equal(fmtMoney(cost), text, String(cost));
   assert.equal(costLabel(0.0000107, 0, []), "$0.000011");
+});
+
+test("a summary line never says 'total cost cost unknown' nor '1 nodes'", () => {
+  assert.equal(totalCostText(null, 3, []), "cost unknown (3 calls unpriced)");
+  assert.equal(totalCostText(1.5, 0, []), "total cost $1.50");
+  assert.equal(counted(1, "node"), "1 node");
+  assert.equal(counted(1200, "node"), "1,200 nodes");
 });

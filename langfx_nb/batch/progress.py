@@ -57,8 +57,9 @@ class ErrorGroup:
     """The items that failed with one exception class.
 
     ``count`` is exact; ``items`` holds the input indices of the first ``MAX_GROUP_ITEMS``
-    of them in the order they failed, ``node_ids`` their ``item`` trace nodes (same order,
-    ``None`` for an item whose node is unknown), so a viewer can open their traces with
+    of them in input order (whatever order they failed in), ``first_message`` the message
+    of the first of them, ``node_ids`` their ``item`` trace nodes (same order, ``None`` for
+    an item whose node is unknown), so a viewer can open their traces with
     ``session.find(node_id)`` while the session still holds them.
     """
 

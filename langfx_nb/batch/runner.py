@@ -11,6 +11,7 @@ snapshot in ``finally``, whatever ended the batch.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import inspect
 import json
@@ -108,9 +109,15 @@ class _Run:
         if group is None:
             group = self.groups[error.type] = [0, error.message, [], []]
         group[0] += 1
-        if len(group[2]) < MAX_GROUP_ITEMS:
-            group[2].append(index)
-            group[3].append(node_id)
+        # the group's first items in input order, whatever order they failed in
+        at = bisect.bisect(group[2], index)
+        if at < MAX_GROUP_ITEMS:
+            if at == 0:
+                group[1] = error.message  # the message of the first item listed
+            group[2].insert(at, index)
+            group[3].insert(at, node_id)
+            if len(group[2]) > MAX_GROUP_ITEMS:
+                del group[2][-1], group[3][-1]
         return error
 
     def snapshot(self) -> BatchProgress:

@@ -72,6 +72,12 @@ CSS = (
 UL = '<ul style="list-style:none;margin:0;padding-left:1.1em">'
 
 
+def counted(n: int, noun: str, *, grouped: bool = True) -> str:
+    """``1 node``, ``1,200 nodes`` (``1200 nodes`` unless ``grouped``): a count with its
+    noun (``js/src/dom.ts`` counted)."""
+    return (f"{n:,}" if grouped else str(n)) + f" {noun}{'' if n == 1 else 's'}"
+
+
 def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -373,7 +379,7 @@ def trace_text(
         counts[status] = counts.get(status, 0) + 1
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
-    return f"{name}: {total} nodes" + (f" ({detail})" if detail else "")
+    return f"{name}: {counted(total, 'node', grouped=False)}" + (f" ({detail})" if detail else "")
 
 
 # -- streams ------------------------------------------------------------------------------------
@@ -689,7 +695,7 @@ def trace_index_html(index: Any, *, title: str = "", partial: str | None = None)
     head = f"<b>{esc(title)}</b> " if title else ""
     if partial is not None:
         head += f'<div class="lfx-st-running">{esc(partial)}</div>'
-    head += f"<div>{total:,} nodes{so_far} (first {len(rows):,} shown)</div>"
+    head += f"<div>{counted(total, 'node')}{so_far} (first {len(rows):,} shown)</div>"
     head += table("by status", counts["status"]) + table("by kind", counts["kind"])
     return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{"".join(out)}</ul>{more}</div>'
 
@@ -704,5 +710,7 @@ def trace_index_text(index: Any, *, title: str = "", partial: str | None = None)
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
     so_far = " read so far" if partial is not None else ""
-    text = f"{name}: {len(index)} nodes{so_far}" + (f" ({detail})" if detail else "")
+    text = f"{name}: {counted(len(index), 'node', grouped=False)}{so_far}" + (
+        f" ({detail})" if detail else ""
+    )
     return text if partial is None else f"{text} — {partial}"

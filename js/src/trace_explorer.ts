@@ -3,7 +3,7 @@
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { asText, chatView, clear, copyButton, counted, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, totalCostText, trySend } from "./dom";
+import { asText, chatView, clear, copyButton, counted, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, requestAt, totalCostText, trySend } from "./dom";
 import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, bucketCounts, panBy, visibleRange, zoomBy } from "./timeline";
 import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
 
@@ -212,7 +212,11 @@ export function conversation(node: TraceNode): unknown[] | null {
   const system = inp.options?.system_message ?? inp.system_message;
   if (typeof system === "string" && system) turns.push({ role: "system", text: system });
   const sent = messageTurns(inp.rendered_prompt ?? inp.messages ?? inp.prompt);
-  if (sent) turns.push(...sent.turns);
+  if (sent) {
+    // a protocol's prompt holds its instructions and example first: open on the user's request
+    const template = typeof inp.prompt === "string" ? inp.prompt : "";
+    turns.push(...sent.turns.map((t) => (t.role === "user" && typeof t.text === "string" && template ? { ...t, open_at: requestAt(t.text, template) } : t)));
+  }
   else if (typeof inp.prompt === "string") turns.push({ role: "user", text: inp.prompt });
   if (out && typeof out === "object") {
     // the model's reasoning, when the trace kept it, as its own block before the answer

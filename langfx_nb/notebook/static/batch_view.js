@@ -1,4 +1,4 @@
-// langfx-src-sha256: 0e5ed91c72eff8570a999fc4cc265f1fcb912c25ad0dc8b4f73fc395834fd95b
+// langfx-src-sha256: 22d8ae98b3a0ada1098ec2ba7cc448929adea1c5a910eb9baaf65dfcc3c6776b
 // Built from js/src by js/build.mjs; do not edit.
 var Y=Object.defineProperty;var Q=(e,t,n)=>t in e?Y(e,t,{enumerable:!0,configurable:!0,writable:!0,value:n}):e[t]=n;var S=(e,t,n)=>Q(e,typeof t!="symbol"?t+"":t,n);var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group",OPEN_TRACE:"open_trace",TRACE_OPENED:"trace_opened",WINDOW_REQUEST:"window_request",WINDOW:"window",SHOW:"show",READING:"reading"};function s(e,t={},...n){let o=document.createElement(e);for(let[r,l]of Object.entries(t))l===void 0||l===!1||(r==="class"?o.className=String(l):r==="text"?o.textContent=String(l):o.setAttribute(r,l===!0?"":String(l)));for(let r of n)r==null||r===!1||o.append(typeof r=="string"?document.createTextNode(r):r);return o}function m(e){for(;e.firstChild;)e.removeChild(e.firstChild)}function I(e){if(e>=.01)return`$${e.toFixed(2)}`;let t=e>0?Number(e.toExponential().split("e")[1]):0;return`$${e.toFixed(Math.min(100,Math.max(4,1-t)))}`}function B(e,t=0,n=[]){let o=n.join(", "),r="";return t?r=`${t.toLocaleString("en-US")} call${t===1?"":"s"} unpriced${o?`: ${o}`:""}`:o&&(r=`no price for ${o}`),typeof e!="number"?r?`cost unknown (${r})`:"cost unknown":r?`\u2265 ${I(e)} (${r})`:I(e)}var X=`
 .lfx{font:12px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#222);
@@ -9,7 +9,7 @@ var Y=Object.defineProperty;var Q=(e,t,n)=>t in e?Y(e,t,{enumerable:!0,configura
   color:var(--jp-ui-font-color1,#222);--lfx-c:var(--jp-border-color1,#bdbdbd);border:1px solid var(--lfx-c);background:color-mix(in srgb,var(--lfx-c) 22%,transparent)}
 .lfx .lfx-st-running,.lfx .lfx-st-streaming{--lfx-c:var(--lfx-run)}
 .lfx .lfx-st-ok,.lfx .lfx-st-complete,.lfx .lfx-st-done{--lfx-c:var(--lfx-ok)}
-.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
+.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed,.lfx .lfx-st-validation_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended,.lfx .lfx-st-some_failed,.lfx .lfx-st-warning{--lfx-c:var(--lfx-warn)}
 .lfx .lfx-st-error{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}

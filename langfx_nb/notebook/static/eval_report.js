@@ -1,4 +1,4 @@
-// langfx-src-sha256: 0e5ed91c72eff8570a999fc4cc265f1fcb912c25ad0dc8b4f73fc395834fd95b
+// langfx-src-sha256: 22d8ae98b3a0ada1098ec2ba7cc448929adea1c5a910eb9baaf65dfcc3c6776b
 // Built from js/src by js/build.mjs; do not edit.
 var E={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group",OPEN_TRACE:"open_trace",TRACE_OPENED:"trace_opened",WINDOW_REQUEST:"window_request",WINDOW:"window",SHOW:"show",READING:"reading"};function d(e,s={},...r){let t=document.createElement(e);for(let[n,i]of Object.entries(s))i===void 0||i===!1||(n==="class"?t.className=String(i):n==="text"?t.textContent=String(i):t.setAttribute(n,i===!0?"":String(i)));for(let n of r)n==null||n===!1||t.append(typeof n=="string"?document.createTextNode(n):n);return t}function I(e){if(!e)return null;if(e instanceof DataView||ArrayBuffer.isView(e)){let s=e,r=new TextDecoder().decode(new Uint8Array(s.buffer,s.byteOffset,s.byteLength));return r?JSON.parse(r):null}return e instanceof ArrayBuffer?JSON.parse(new TextDecoder().decode(new Uint8Array(e))):typeof e=="object"?e:null}function j(e){for(;e.firstChild;)e.removeChild(e.firstChild)}function D(e){return e===null||!Number.isFinite(e)?"":e<1e3?`${Math.round(e)} ms`:e<6e4?`${(e/1e3).toFixed(e<1e4?2:1)} s`:`${Math.floor(e/6e4)}m${Math.round(e%6e4/1e3)}s`}function K(e){return e?L(e):""}function L(e){if(e>=.01)return`$${e.toFixed(2)}`;let s=e>0?Number(e.toExponential().split("e")[1]):0;return`$${e.toFixed(Math.min(100,Math.max(4,1-s)))}`}function G(e,s=0,r=[]){let t=r.join(", "),n="";return s?n=`${s.toLocaleString("en-US")} call${s===1?"":"s"} unpriced${t?`: ${t}`:""}`:t&&(n=`no price for ${t}`),typeof e!="number"?n?`cost unknown (${n})`:"cost unknown":n?`\u2265 ${L(e)} (${n})`:L(e)}var he=`
 .lfx{font:12px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#222);
@@ -9,7 +9,7 @@ var E={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECIS
   color:var(--jp-ui-font-color1,#222);--lfx-c:var(--jp-border-color1,#bdbdbd);border:1px solid var(--lfx-c);background:color-mix(in srgb,var(--lfx-c) 22%,transparent)}
 .lfx .lfx-st-running,.lfx .lfx-st-streaming{--lfx-c:var(--lfx-run)}
 .lfx .lfx-st-ok,.lfx .lfx-st-complete,.lfx .lfx-st-done{--lfx-c:var(--lfx-ok)}
-.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
+.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed,.lfx .lfx-st-validation_failed{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended,.lfx .lfx-st-some_failed,.lfx .lfx-st-warning{--lfx-c:var(--lfx-warn)}
 .lfx .lfx-st-error{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}

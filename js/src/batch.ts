@@ -40,7 +40,8 @@ export interface ProviderBatchCounts extends OutcomeCounts {
 
 export interface BatchState {
   title: string;
-  status: string; // running | done | stopped (finished with items not run)
+  status: string; // running | done | some failed | failed | stopped (finished with items not run)
+  note?: string; // a stopped batch: what finished and whether its results are kept (kernel text)
   name: string;
   total: number;
   done: number; // items with a result (resumed ones included)

@@ -94,6 +94,7 @@ export default () => {
         const status = state.status || "running";
         head.append(h("b", { class: "lfx-bv-title", text: state.title || state.name || "batch" }), h("span", { class: `lfx-st lfx-st-${CHIP[status] ?? "running"}`, "data-status": status, text: status }));
         if (gone && !state.finished) head.append(h("span", { class: "lfx-err", text: " kernel restarted — this batch stopped here" }));
+        if (state.note) head.append(h("div", { class: "lfx-err lfx-bv-note", "data-note": "", text: state.note }));
         const share = fraction(state);
         ok.style.width = `${(share.done * 100).toFixed(2)}%`;
         bad.style.left = `${(share.done * 100).toFixed(2)}%`;

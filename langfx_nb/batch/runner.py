@@ -91,6 +91,7 @@ class _Run:
         self.batch_node_id: str | None = None
         self.finished = False
         self.provider: dict[str, Any] | None = None
+        self.run: str | None = None  # the run manifest's path (``run=``)
 
     def set_provider(self, counts: dict[str, Any]) -> None:
         """The provider's own counts (``engine=ProviderBatch()``), shown by progress."""
@@ -148,6 +149,7 @@ class _Run:
             unpriced_requests=self.meter.unpriced_requests,
             errors=group_errors(self.groups),
             finished=self.finished,
+            run=self.run,
             batch_node_id=self.batch_node_id,
             session_id=self.session.id,
             name=self.name,
@@ -330,6 +332,7 @@ async def _execute(
         metadata["engine"] = "ray" if isinstance(engine, Ray) else "provider_batch"
     if run_path is not None:
         metadata["run"] = run_path
+    state.run = run_path
     reporter: Reporter | None = None
     ticker: asyncio.Task[None] | None = None
     tracer: _TraceWriter | None = None

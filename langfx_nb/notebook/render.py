@@ -440,7 +440,8 @@ def batch_text(state: Mapping[str, Any]) -> str:
     text = f"BatchView {name!r} [{status}]: " + " · ".join(parts)
     if groups:
         text += " (" + ", ".join(f"{g.get('type')} {_count(g.get('count'))}" for g in groups) + ")"
-    return text
+    note = state.get("note")
+    return f"{text} — {note}" if note else text
 
 
 def _tokens_text(usage: Any) -> str:
@@ -484,9 +485,11 @@ def batch_html(state: Mapping[str, Any]) -> str:
         if isinstance(elapsed, int | float) and state.get("finished")
         else ""
     )
+    note = str(state.get("note") or "")
     parts = [
         f'<div><b>{esc(name)}</b> <span class="lfx-st-{esc(chip)}" '
         f'data-status="{esc(status)}">{esc(status)}</span></div>',
+        f'<div class="lfx-st-failed" data-note="">{esc(note)}</div>' if note else "",
         f"<div>{counts} of {_count(state.get('total'))}{esc(resumed)}</div>",
         f'<div class="lfx-k">{_count(state.get("requests"))} requests · '
         f"{esc(_tokens_text(state.get('usage')))} · "

@@ -71,9 +71,10 @@ export function costLabel(cost: number | null | undefined, unpriced = 0, models:
   return why ? `≥ ${fmtMoney(cost)} (${why})` : fmtMoney(cost);
 }
 
-/** "1 node", "20 nodes": a count with its noun (langfx_nb/notebook/render.py counted). */
-export function counted(n: number, noun: string): string {
-  return `${n.toLocaleString("en-US")} ${noun}${n === 1 ? "" : "s"}`;
+/** A noun as a count of `n` takes it: "node" for 1, "nodes" otherwise ("1 node"; the
+ *  kernel's text forms use langfx_nb/notebook/render.py counted, same rule). */
+export function plural(n: number, noun: string): string {
+  return n === 1 ? noun : `${noun}s`;
 }
 
 /** The cost part of a summary line: "total cost $1.23", or "cost unknown (…)" on its own

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { costLabel, counted, fmtMoney, totalCostText } from "../src/dom";
+import { costLabel, fmtMoney, plural, totalCostText } from "../src/dom";
 
 const fixture = JSON.parse(readFileSync(new URL("../test/fixtures/money.json", import.meta.url), "utf-8"));
 
@@ -15,6 +15,6 @@ test("each cost shows as the kernel shows it; small costs keep two significant d
 test("a summary line never says 'total cost cost unknown' nor '1 nodes'", () => {
   assert.equal(totalCostText(null, 3, []), "cost unknown (3 calls unpriced)");
   assert.equal(totalCostText(1.5, 0, []), "total cost $1.50");
-  assert.equal(counted(1, "node"), "1 node");
-  assert.equal(counted(1200, "node"), "1,200 nodes");
+  assert.equal(plural(1, "node"), "node");
+  assert.equal(plural(0, "node"), "nodes");
 });

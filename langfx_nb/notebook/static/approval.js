@@ -1,4 +1,4 @@
-// langfx-src-sha256: fae3d42ff3c95b3e93697290f29def64cb286ce20d431d9f98541b98a2d10405
+// langfx-src-sha256: 36a08d39f78a4066d310a4391df589df9731b3ed225378084c167abecebe4c99
 // Built from js/src by js/build.mjs; do not edit.
 var M={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group",OPEN_TRACE:"open_trace",TRACE_OPENED:"trace_opened",WINDOW_REQUEST:"window_request",WINDOW:"window",SHOW:"show",READING:"reading"};function t(e,o={},...n){let s=document.createElement(e);for(let[r,l]of Object.entries(o))l===void 0||l===!1||(r==="class"?s.className=String(l):r==="text"?s.textContent=String(l):s.setAttribute(r,l===!0?"":String(l)));for(let r of n)r==null||r===!1||s.append(typeof r=="string"?document.createTextNode(r):r);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,K=24;function re(e,o=0){let n=o>0?e.lastIndexOf(`
 `,o-1)+1:0,r=e.slice(n).split(`

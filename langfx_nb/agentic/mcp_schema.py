@@ -5,27 +5,18 @@ may rely on:
 
 - ``check_schema(schema)`` raises ``ValueError`` with a short reason, when the tools are
   listed, for every schema that would otherwise fail only when the tool is called: one that is
-  not an object schema (``"type": "object"``, as MCP requires), then whatever
-  ``check_json_schema`` refuses.
-- ``check_json_schema(schema)`` refuses a schema the JSON-schema metaschema rejects, a pattern
-  that does not compile, a ``$ref`` that is not a local JSON pointer (``#`` or ``#/...``:
-  remote references are never fetched) or points nowhere, a nested ``$id``
-  (it would change what a local pointer means), ``$dynamicRef``, and a chain of references
-  that loops without descending into the arguments (``{"$ref": "#"}``: validating it would
-  recurse forever).
-- Patterns are ECMA-262, as JSON Schema says (``ecma_regex``): ``$`` ends the string,
-  ``\\d``/``\\w`` are ASCII. The listing check and the validator read them with the same
-  engine, so a pattern accepted when listed never fails when called.
-- The draft-7 ``dependencies`` keyword is honoured in every draft (an array: the properties
-  it names are required; a schema: it applies), as the draft 2020-12 suite's compatibility
-  tests expect, rather than ignored.
-- ``ArgsValidator(schema).errors(instance)`` returns the schema's errors for ``instance``.
-  Regular expressions (``pattern``, ``patternProperties``, and ``additionalProperties``
-  beside them) run with the ``regex`` package under one time budget per call,
-  ``PATTERN_BUDGET`` seconds (Python's own ``re`` cannot be stopped and holds the GIL, so
-  neither a thread nor a timeout around it keeps the event loop free): past the budget,
-  ``SlowPatternError``. A catastrophic pattern (``^(a|a)*$``) thus blocks the loop for at
-  most about the budget.
+  not an object schema (``"type": "object"``, as MCP requires), one the JSON-schema metaschema
+  rejects, a pattern that does not compile, a ``$ref`` that is not a local JSON pointer
+  (``#`` or ``#/...``: remote references are never fetched) or points nowhere, a nested
+  ``$id`` (it would change what a local pointer means), and a chain of references that loops
+  without descending into the arguments (``{"$ref": "#"}``: validating it would recurse
+  forever).
+- ``ArgsValidator(schema).errors(args)`` returns the schema's errors for ``args``. Regular
+  expressions (``pattern``, ``patternProperties``, and ``additionalProperties`` beside them)
+  run with the ``regex`` package under one time budget per call, ``PATTERN_BUDGET`` seconds
+  (Python's own ``re`` cannot be stopped and holds the GIL, so neither a thread nor a
+  timeout around it keeps the event loop free): past the budget, ``SlowPatternError``. A
+  catastrophic pattern (``^(a|a)*$``) thus blocks the loop for at most about the budget.
 """
 
 from __future__ import annotations
@@ -36,15 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .ecma_regex import compile_pattern
-
-__all__ = [
-    "PATTERN_BUDGET",
-    "ArgsValidator",
-    "SlowPatternError",
-    "check_json_schema",
-    "check_schema",
-]
+__all__ = ["PATTERN_BUDGET", "ArgsValidator", "SlowPatternError", "check_schema"]
 
 PATTERN_BUDGET = 0.1
 """Seconds all regular expressions of one validation may take together."""
@@ -60,34 +43,19 @@ class SlowPatternError(Exception):
 
 
 def check_schema(schema: Any) -> None:
-    """Raise ``ValueError`` naming the problem if ``schema`` cannot be an MCP tool's
-    ``inputSchema`` (see module)."""
-    if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        shown = schema.get("type") if isinstance(schema, Mapping) else type(schema).__name__
-        raise ValueError(f"its inputSchema is not an object schema (type {shown!r})")
-    check_json_schema(schema)
-
-
-def check_json_schema(schema: Any) -> None:
-    """Raise ``ValueError`` naming the problem if ``schema`` (any JSON schema, an object or a
-    boolean) cannot be applied here (see module)."""
+    """Raise ``ValueError`` naming the problem if ``schema`` cannot be used (see module)."""
     import jsonschema
     import regex
 
-    base = _validator_class(schema)
-    checker = jsonschema.FormatChecker(formats=())
-    checker.checkers = dict(base.FORMAT_CHECKER.checkers)
-    checker.checks("regex", raises=(regex.error, TypeError))(_compiles)
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        shown = schema.get("type") if isinstance(schema, Mapping) else type(schema).__name__
+        raise ValueError(f"its inputSchema is not an object schema (type {shown!r})")
     try:
-        error = jsonschema.exceptions.best_match(
-            base(base.META_SCHEMA, format_checker=checker).iter_errors(schema)
-        )
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"its inputSchema is invalid: {_short(exc.message)}") from None
     except RecursionError:
         raise ValueError("its inputSchema is nested too deeply") from None
-    if error is not None:
-        raise ValueError(f"its inputSchema is invalid: {_short(error.message)}")
-    if not isinstance(schema, Mapping):
-        return
     nodes, refs, in_place = _walk(schema)
     for at, ref in refs:
         if ref != "#" and not ref.startswith("#/"):
@@ -100,7 +68,7 @@ def check_json_schema(schema: Any) -> None:
         in_place.setdefault(at, []).append(target)
     for text in _patterns(schema):
         try:
-            compile_pattern(text)
+            regex.compile(text)
         except (regex.error, TypeError) as exc:
             raise ValueError(f"its inputSchema has a bad pattern {_short(text)!r}: {exc}") from None
     loop = _cycle(in_place)
@@ -116,24 +84,23 @@ class ArgsValidator:
     def __init__(self, schema: Mapping[str, Any]) -> None:
         import jsonschema
 
-        base = _validator_class(schema)
+        base = jsonschema.validators.validator_for(schema)
         cls = jsonschema.validators.extend(
             base,
             {
                 "pattern": _pattern,
                 "patternProperties": _pattern_properties,
                 "additionalProperties": _additional_properties,
-                "dependencies": _dependencies,
             },
         )
         self._validator = cls(schema)
 
-    def errors(self, instance: Any, limit: int = 20) -> list[Any]:
+    def errors(self, args: Mapping[str, Any], limit: int = 20) -> list[Any]:
         """Up to ``limit`` validation errors; ``SlowPatternError`` past ``PATTERN_BUDGET``."""
         token = _deadline.set(time.monotonic() + PATTERN_BUDGET)
         try:
             found: list[Any] = []
-            for error in self._validator.iter_errors(instance):
+            for error in self._validator.iter_errors(dict(args)):
                 found.append(error)
                 if len(found) >= limit:
                     break
@@ -142,49 +109,19 @@ class ArgsValidator:
             _deadline.reset(token)
 
 
-def _validator_class(schema: Any) -> Any:
-    """The draft ``$schema`` names; draft 2020-12 without one, or for one not known."""
-    import jsonschema
-
-    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-
-
-def _compiles(pattern: object) -> bool:
-    """The metaschema's ``format: regex`` check, with the engine the validator uses."""
-    if isinstance(pattern, str):
-        compile_pattern(pattern)
-    return True
-
-
 def _search(pattern: str, text: str) -> bool:
+    import regex
+
     remaining = _deadline.get(time.monotonic() + PATTERN_BUDGET) - time.monotonic()
     if remaining <= 0:
         raise SlowPatternError(pattern)
     try:
-        return compile_pattern(pattern).search(text, timeout=remaining) is not None
+        return regex.search(pattern, text, timeout=remaining) is not None
     except TimeoutError:
         raise SlowPatternError(pattern) from None
 
 
 # jsonschema's own keyword functions, with ``_search`` in place of ``re.search``.
-
-
-def _dependencies(validator: Any, dependencies: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    """Draft 7's ``dependencies``: ``dependentRequired`` for an array, else
-    ``dependentSchemas``."""
-    from jsonschema import ValidationError
-
-    if not validator.is_type(instance, "object") or not isinstance(dependencies, Mapping):
-        return
-    for name, dependency in dependencies.items():
-        if name not in instance:
-            continue
-        if validator.is_type(dependency, "array"):
-            for each in dependency:
-                if each not in instance:
-                    yield ValidationError(f"{each!r} is a dependency of {name!r}")
-        else:
-            yield from validator.descend(instance, dependency, schema_path=name)
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:

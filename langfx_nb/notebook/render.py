@@ -74,7 +74,7 @@ UL = '<ul style="list-style:none;margin:0;padding-left:1.1em">'
 
 def counted(n: int, noun: str, *, grouped: bool = True) -> str:
     """``1 node``, ``1,200 nodes`` (``1200 nodes`` unless ``grouped``): a count with its
-    noun (``js/src/dom.ts`` counted)."""
+    noun, plural unless it is 1 (the widgets' rule: ``js/src/dom.ts`` plural)."""
     return (f"{n:,}" if grouped else str(n)) + f" {noun}{'' if n == 1 else 's'}"
 
 

@@ -122,7 +122,15 @@ class UnsupportedCapabilityError(LMError):
 
 
 class GenerationError(LMError):
-    """The model produced a response that cannot be used as an answer."""
+    """The model produced a response that cannot be used as an answer.
+
+    ``response`` is that answer as far as it went (an ``AIMessage``: its text and the usage
+    the provider reported) when the provider sent one: the provider bills it, so the
+    library counts it as a request with its usage and cost, like any other answer."""
+
+    def __init__(self, message: str, *, status: int | None = None, response: Any = None) -> None:
+        super().__init__(message, status=status)
+        self.response = response
 
 
 class ContentFilteredError(GenerationError):
@@ -148,7 +156,8 @@ class NetworkBlockedError(LMError):
 class MappingError(LangFxError):
     """Model output did not parse or validate. Keeps a bounded copy of the raw response.
 
-    The message is at most ``MAX_MESSAGE_CHARS`` characters and every string inside
+    The message is at most ``MAX_MESSAGE_CHARS`` characters (then ``quote_answer`` may add
+    a line quoting at most ``MAX_QUOTE_CHARS`` of the answer) and every string inside
     ``detail`` at most ``MAX_DETAIL_CHARS`` (lists at most 50 items), however long the
     identifiers or values of the answer were.
 
@@ -159,12 +168,26 @@ class MappingError(LangFxError):
     MAX_RAW_CHARS = 2000
     MAX_MESSAGE_CHARS = 1000
     MAX_DETAIL_CHARS = 200
+    MAX_QUOTE_CHARS = 300
 
     def __init__(self, message: str, *, raw: str = "", detail: Any = None) -> None:
         self.raw = _cut(raw, self.MAX_RAW_CHARS)
         self.detail = _bounded(detail, self.MAX_DETAIL_CHARS, 0)
         self.attempts: list[MappingError] = []
+        self._quoted = False
         super().__init__(_cut(message, self.MAX_MESSAGE_CHARS))
+
+    def quote_answer(self) -> None:
+        """Add the start of the model's answer (``raw``, at most ``MAX_QUOTE_CHARS``
+        characters, as a Python literal so control characters show escaped) to the
+        message, once: an error a person reads says what came back. ``lf.query`` quotes
+        the answer of the error it raises; the errors a repair re-asks with do not."""
+        if not self.raw or self._quoted:
+            return
+        self._quoted = True
+        cut = len(self.raw) > self.MAX_QUOTE_CHARS
+        quote = repr(self.raw[: self.MAX_QUOTE_CHARS]) + (" …" if cut else "")
+        self.args = (f"{self.args[0]}\nthe model's answer: {quote}",)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -40,7 +40,8 @@ export interface ProviderBatchCounts extends OutcomeCounts {
 
 export interface BatchState {
   title: string;
-  status: string; // running | done | stopped (finished with items not run)
+  status: string; // running | done | some failed | failed | stopped (finished with items not run)
+  note?: string; // a stopped batch: what finished and whether its results are kept (kernel text)
   name: string;
   total: number;
   done: number; // items with a result (resumed ones included)
@@ -94,6 +95,13 @@ export function applyBatchPatch(state: BatchState, patch: BatchPatch): void {
 
 export function fmtCount(n: number | null | undefined): string {
   return typeof n === "number" ? n.toLocaleString("en-US") : "?";
+}
+
+/** The label of an error group's button: how many of its items' traces it opens, and of
+ *  how many, when the view keeps only the first items of a group ("open 20 of 38 traces"). */
+export function openTracesLabel(g: ErrorGroup): string {
+  const known = g.node_ids.filter((n) => n).length;
+  return known >= g.count ? `open traces (${fmtCount(known)})` : `open ${fmtCount(known)} of ${fmtCount(g.count)} traces`;
 }
 
 export function fmtRate(r: number | null | undefined, unit: string): string {

@@ -5,7 +5,7 @@
 import { KINDS } from "./kinds";
 import { clear, costLabel, h, injectCss, markLive, trySend } from "./dom";
 import { SyncedState } from "./synced";
-import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction } from "./batch";
+import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction, openTracesLabel } from "./batch";
 
 interface Model {
   get(name: string): any;
@@ -35,7 +35,7 @@ const CSS = `
 .lfx-bv-provider>div+div{padding-left:1.1em}
 `;
 
-const CHIP: Record<string, string> = { running: "running", done: "ok", stopped: "cancelled" };
+const CHIP: Record<string, string> = { running: "running", done: "ok", "some failed": "some_failed", failed: "failed", stopped: "cancelled" };
 
 export default () => {
   const state: BatchState = emptyBatch();
@@ -94,6 +94,7 @@ export default () => {
         const status = state.status || "running";
         head.append(h("b", { class: "lfx-bv-title", text: state.title || state.name || "batch" }), h("span", { class: `lfx-st lfx-st-${CHIP[status] ?? "running"}`, "data-status": status, text: status }));
         if (gone && !state.finished) head.append(h("span", { class: "lfx-err", text: " kernel restarted — this batch stopped here" }));
+        if (state.note) head.append(h("div", { class: "lfx-err lfx-bv-note", "data-note": "", text: state.note }));
         const share = fraction(state);
         ok.style.width = `${(share.done * 100).toFixed(2)}%`;
         bad.style.left = `${(share.done * 100).toFixed(2)}%`;
@@ -128,7 +129,8 @@ export default () => {
         for (const g of state.errors) {
           const open = state.opened === g.type;
           const known = g.node_ids.filter((n) => n).length;
-          const button = h("button", { class: "lfx-btn lfx-bv-open-btn", type: "button", "data-group": g.type, text: open ? "hide traces" : `open traces (${known})` }) as HTMLButtonElement;
+          const button = h("button", { class: "lfx-btn lfx-bv-open-btn", type: "button", "data-group": g.type, text: open ? "hide traces" : openTracesLabel(g) }) as HTMLButtonElement;
+          if (known < g.count) button.title = `opens the traces of the first ${known} of these items, in input order`;
           button.disabled = !known;
           button.addEventListener("click", (ev) => {
             ev.stopPropagation();

@@ -50,9 +50,13 @@ export function fmtCost(cost: number): string {
   return cost ? fmtMoney(cost) : "";
 }
 
-/** "$1.23"; below a cent four decimals; with no unknown left out (never "" for 0). */
+/** "$1.23"; below a cent at least four decimals and as many more as keep two significant
+ * digits ("$0.0042", "$0.000011"); never "" for 0 (langfx_nb/agentic/usage.py fmt_money,
+ * same text). */
 export function fmtMoney(cost: number): string {
-  return cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+  if (cost >= 0.01) return `$${cost.toFixed(2)}`;
+  const exponent = cost > 0 ? Number(cost.toExponential().split("e")[1]) : 0;
+  return `$${cost.toFixed(Math.min(100, Math.max(4, 1 - exponent)))}`;
 }
 
 /** A cost total as a reader should see it (langfx_nb/agentic/usage.py cost_label, same
@@ -65,6 +69,19 @@ export function costLabel(cost: number | null | undefined, unpriced = 0, models:
   else if (names) why = `no price for ${names}`;
   if (typeof cost !== "number") return why ? `cost unknown (${why})` : "cost unknown";
   return why ? `≥ ${fmtMoney(cost)} (${why})` : fmtMoney(cost);
+}
+
+/** A noun as a count of `n` takes it: "node" for 1, "nodes" otherwise ("1 node"; the
+ *  kernel's text forms use langfx_nb/notebook/render.py counted, same rule). */
+export function plural(n: number, noun: string): string {
+  return n === 1 ? noun : `${noun}s`;
+}
+
+/** The cost part of a summary line: "total cost $1.23", or "cost unknown (…)" on its own
+ *  (never "total cost cost unknown"). */
+export function totalCostText(cost: number | null | undefined, unpriced = 0, models: string[] = []): string {
+  const label = costLabel(cost, unpriced, models);
+  return label.startsWith("cost unknown") ? label : `total cost ${label}`;
 }
 
 export function errorText(error: unknown): string {
@@ -120,8 +137,20 @@ export function asText(value: unknown): string {
 export const FOLD_CHARS = 1200;
 export const FOLD_LINES = 24;
 
-/** Long text shown folded (the first lines) with a "show all" button; short text as is. */
-export function foldText(text: string, cls = "lfx-text"): HTMLElement {
+/** What folded text shows: `FOLD_LINES` lines from the line holding offset `at` (from the
+ *  start without it), cut at `FOLD_CHARS`; `before`/`after`: whether text is left out there. */
+export function foldWindow(text: string, at = 0): { head: string; before: boolean; after: boolean } {
+  const from = at > 0 ? text.lastIndexOf("\n", at - 1) + 1 : 0;
+  const lines = text.slice(from).split("\n");
+  let head = lines.slice(0, FOLD_LINES).join("\n");
+  if (head.length > FOLD_CHARS) head = head.slice(0, FOLD_CHARS);
+  return { head, before: from > 0, after: from + head.length < text.length };
+}
+
+/** Long text shown folded with a "show all" button; short text as is. Folded, it shows its
+ *  first lines, or with `at` the lines from offset `at` on (a prompt opens on the user's
+ *  request, not on the protocol's instructions before it). */
+export function foldText(text: string, cls = "lfx-text", at = 0): HTMLElement {
   const lines = text.split("\n");
   const long = text.length > FOLD_CHARS || lines.length > FOLD_LINES;
   const pre = h("pre", { class: cls });
@@ -129,18 +158,35 @@ export function foldText(text: string, cls = "lfx-text"): HTMLElement {
     pre.textContent = text;
     return pre;
   }
-  let head = lines.slice(0, FOLD_LINES).join("\n");
-  if (head.length > FOLD_CHARS) head = head.slice(0, FOLD_CHARS);
-  pre.textContent = head + "…";
+  const fold = foldWindow(text, at);
+  const folded = (fold.before ? "…\n" : "") + fold.head + (fold.after ? "…" : "");
+  pre.textContent = folded;
   const more = h("button", { class: "lfx-btn lfx-more", type: "button", text: `show all (${text.length.toLocaleString("en-US")} chars)` });
   more.addEventListener("click", (ev) => {
     ev.stopPropagation();
     const open = more.dataset.open === "1";
-    pre.textContent = open ? head + "…" : text;
+    pre.textContent = open ? folded : text;
     more.dataset.open = open ? "" : "1";
     more.textContent = open ? `show all (${text.length.toLocaleString("en-US")} chars)` : "show less";
   });
   return h("div", { class: "lfx-fold" }, pre, more);
+}
+
+/** Where a rendered prompt holds the user's own request: the start of the line with the
+ *  last occurrence of the template's longest literal piece (its `{{ }}` parts are filled in
+ *  by rendering), and of the label line just above it when that ends with ":" (a
+ *  protocol's "REQUEST:"); 0 when it is not found. */
+export function requestAt(rendered: string, template: string): number {
+  const pieces = template.split(/\{\{[\s\S]*?\}\}|\{%[\s\S]*?%\}/).map((p) => p.trim()).filter((p) => p);
+  const probe = pieces.sort((a, b) => b.length - a.length)[0]?.split("\n")[0];
+  if (!probe) return 0;
+  const found = rendered.lastIndexOf(probe);
+  if (found <= 0) return 0;
+  let line = rendered.lastIndexOf("\n", found - 1) + 1;
+  const above = rendered.slice(0, Math.max(0, line - 1));
+  const label = above.slice(above.lastIndexOf("\n") + 1);
+  if (label.trim().endsWith(":")) line -= label.length + 1;
+  return Math.max(0, line);
 }
 
 /** A JSON value as a readable tree built from DOM nodes (text only): objects and arrays fold
@@ -175,6 +221,7 @@ export function jsonTree(value: unknown, depth = 0, openDepth = 2): HTMLElement 
 interface Turn {
   role: string;
   text?: unknown;
+  open_at?: number; // a long text opens there (foldText's `at`)
   tool_calls?: { id?: unknown; name?: unknown; args?: unknown }[];
   call_id?: unknown;
 }
@@ -210,7 +257,7 @@ export function chatView(value: unknown): HTMLElement | null {
     block.append(h("div", { class: "lfx-msg-head" },
       h("span", { class: "lfx-msg-role", text: isResult ? `tool result (${String(turn.call_id)})` : role }),
       text ? copyButton(() => text) : ""));
-    if (text) block.append(foldText(text));
+    if (text) block.append(foldText(text, "lfx-text", typeof turn.open_at === "number" ? turn.open_at : 0));
     for (const call of turn.tool_calls ?? []) {
       block.append(h("div", { class: "lfx-msg lfx-msg-call" },
         h("div", { class: "lfx-msg-head" },
@@ -323,8 +370,9 @@ export const BASE_CSS = `
   color:var(--jp-ui-font-color1,#222);--lfx-c:var(--jp-border-color1,#bdbdbd);border:1px solid var(--lfx-c);background:color-mix(in srgb,var(--lfx-c) 22%,transparent)}
 .lfx .lfx-st-running,.lfx .lfx-st-streaming{--lfx-c:var(--lfx-run)}
 .lfx .lfx-st-ok,.lfx .lfx-st-complete,.lfx .lfx-st-done{--lfx-c:var(--lfx-ok)}
-.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed{--lfx-c:var(--lfx-bad)}
-.lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended{--lfx-c:var(--lfx-warn)}
+.lfx .lfx-st-failed,.lfx .lfx-st-timed_out,.lfx .lfx-st-generation_failed,.lfx .lfx-st-parsing_failed,.lfx .lfx-st-validation_failed{--lfx-c:var(--lfx-bad)}
+.lfx .lfx-st-denied,.lfx .lfx-st-cancelled,.lfx .lfx-st-ended,.lfx .lfx-st-some_failed,.lfx .lfx-st-warning{--lfx-c:var(--lfx-warn)}
+.lfx .lfx-st-error{--lfx-c:var(--lfx-bad)}
 .lfx .lfx-st-suspended{--lfx-c:var(--lfx-paused);border-style:dashed}
 .lfx .lfx-st-waiting{--lfx-c:var(--lfx-paused)}
 .lfx ul.lfx-json,.lfx ul.lfx-json>li{list-style:none;margin:0}

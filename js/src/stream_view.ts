@@ -26,7 +26,7 @@ const CSS = `
 .lfx-sv .lfx-md p{margin:2px 0}
 `;
 
-const FAILED = new Set(["parsing_failed", "generation_failed"]);
+const FAILED = new Set(["parsing_failed", "validation_failed", "generation_failed"]);
 
 /** The value as a tree: open fields end in "…", completed ones get ✓, fields that failed
  *  validation get ✗ and their message; schema fields not started yet are placeholders. */
@@ -116,7 +116,12 @@ export default () => {
           const names = state.missing.map((k) => (JSON.parse(k) as PathKey[]).join("."));
           foot.append(h("div", { class: "lfx-err lfx-sv-missing", text: `missing required: ${names.join(", ")}` }));
         }
-        if (state.error) foot.append(h("div", { class: "lfx-err", text: state.error }));
+        // field errors are named at their fields above: the foot says so, not the same text
+        // again; an error of the whole answer (no field) is shown as it is
+        const marked = Object.keys(state.field_errors).filter((k) => k !== "[]").length;
+        const whole = "[]" in state.field_errors || (!marked && !state.missing.length);
+        if (state.error && marked) foot.append(h("div", { class: "lfx-err lfx-sv-invalid", text: `${marked} field${marked === 1 ? "" : "s"} did not validate (marked ✗ above)` }));
+        if (state.error && whole) foot.append(h("div", { class: "lfx-err", text: state.error }));
         else if (verdict(state)) foot.append(h("div", { class: "lfx-muted lfx-sv-verdict", text: verdict(state) }));
       };
       return synced.drawView(model, el, draw, () => {

@@ -3,7 +3,7 @@
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { asText, chatView, clear, copyButton, costLabel, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, readable, trySend } from "./dom";
+import { asText, chatView, clear, copyButton, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
 import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, bucketCounts, panBy, visibleRange, zoomBy } from "./timeline";
 import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
 
@@ -212,7 +212,11 @@ export function conversation(node: TraceNode): unknown[] | null {
   const system = inp.options?.system_message ?? inp.system_message;
   if (typeof system === "string" && system) turns.push({ role: "system", text: system });
   const sent = messageTurns(inp.rendered_prompt ?? inp.messages ?? inp.prompt);
-  if (sent) turns.push(...sent.turns);
+  if (sent) {
+    // a protocol's prompt holds its instructions and example first: open on the user's request
+    const template = typeof inp.prompt === "string" ? inp.prompt : "";
+    turns.push(...sent.turns.map((t) => (t.role === "user" && typeof t.text === "string" && template ? { ...t, open_at: requestAt(t.text, template) } : t)));
+  }
   else if (typeof inp.prompt === "string") turns.push({ role: "user", text: inp.prompt });
   if (out && typeof out === "object") {
     // the model's reasoning, when the trace kept it, as its own block before the answer
@@ -717,7 +721,7 @@ export default () => {
         if (count === 0) {
           empty.style.display = "";
           empty.textContent = shared.query.trim()
-            ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${nodesN} nodes${soFar}.`
+            ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${nodesN} ${plural(nodesN, "node")}${soFar}.`
             : "No trace nodes yet.";
         } else empty.style.display = "none";
         const c = win ? new Map(Object.entries(win.reply.counts.status)) : store.statusCounts;
@@ -737,10 +741,10 @@ export default () => {
         readingBar.textContent = reading ? readingText(reading) : "";
         const sm = shared.summary;
         const unpricedN = typeof sm?.unpriced_requests === "number" ? sm.unpriced_requests : 0;
-        const total = sm && (typeof sm.cost === "number" || unpricedN) ? ` · total cost ${costLabel(sm.cost, unpricedN, Array.isArray(sm.unpriced_models) ? sm.unpriced_models.map(String) : [])}` : "";
+        const total = sm && (typeof sm.cost === "number" || unpricedN) ? ` · ${totalCostText(sm.cost, unpricedN, Array.isArray(sm.unpriced_models) ? sm.unpriced_models.map(String) : [])}` : "";
         const matches = win ? win.reply.matches : rows.matches?.size;
         // while only a file's first part is shown, no count reads as the file's total
-        summary.textContent = (reading ? `first ${nodesN} nodes of the file (not all of it) · ${failed} failed/denied/cancelled among them` : `${nodesN} nodes · ${running} running · ${failed} failed/denied/cancelled${total}`) +
+        summary.textContent = (reading ? `first ${nodesN} ${plural(nodesN, "node")} of the file (not all of it) · ${failed} failed/denied/cancelled among them` : `${nodesN} ${plural(nodesN, "node")} · ${running} running · ${failed} failed/denied/cancelled${total}`) +
           (shared.query && typeof matches === "number" ? ` · ${matches} match${matches === 1 ? "" : "es"}${soFar}` : "") +
           (shared.query ? ` · ${count} shown` : "");
         drawDetail(roll);
@@ -789,7 +793,7 @@ export default () => {
         if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below}${partial ? " so far" : ""})` }));
         // a collapsed row says how many nodes it holds: nothing is hidden without a count
         // (while a file's first part is shown, of those read so far: more may follow)
-        if (hasChildren && !expanded && r && r.descendants) label.append(h("span", { class: "lfx-te-more", text: `${r.descendants.toLocaleString("en-US")} nodes${partial ? " so far" : ""}` }));
+        if (hasChildren && !expanded && r && r.descendants) label.append(h("span", { class: "lfx-te-more", text: `${r.descendants.toLocaleString("en-US")} ${plural(r.descendants, "node")}${partial ? " so far" : ""}` }));
         if (v.hint) label.append(h("span", { class: "lfx-te-hint", text: v.hint }));
         const cell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
         const wait = humanWait(node);

@@ -416,12 +416,17 @@ export function windowRange(scrollTop: number, viewport: number, rowHeight: numb
 /** Statuses a parent reports below itself ("1 denied, 2 cancelled below"). */
 export const BAD = ["failed", "denied", "cancelled", "timed_out"];
 
-/** Per node: failed / denied / cancelled / timed-out descendants (what went wrong below). */
+/** Per node: failed / denied / cancelled / timed-out problems below it, each counted once
+ *  where it started: a node that failed because a descendant failed is not counted again
+ *  (langfx_nb/notebook/trace_rows.py problems_below). */
 export function problemsBelow(store: TraceStore): Map<string, Record<string, number>> {
   const out = new Map<string, Record<string, number>>();
-  for (const node of store.nodes.values()) {
-    const status = String(node.status ?? "");
-    if (!BAD.includes(status)) continue;
+  const bad = [...store.nodes.values()].filter((n) => BAD.includes(String(n.status ?? "")));
+  const aboveAProblem = new Set<string>();
+  for (const node of bad) for (const a of store.ancestors(node.id)) aboveAProblem.add(a);
+  for (const node of bad) {
+    if (aboveAProblem.has(node.id)) continue; // failed because of what failed below it
+    const status = String(node.status);
     for (const a of store.ancestors(node.id)) {
       const c = out.get(a) ?? {};
       c[status] = (c[status] ?? 0) + 1;
@@ -460,12 +465,14 @@ export function isLive(status: unknown): boolean {
 /**
  * The status a row shows. `ended`: the trace is over (a saved trace, a disposed session) —
  * work recorded as running never finished. `gone`: the kernel is gone — nothing shown can
- * still run, while a session that was never disposed was still open.
+ * still run. A session shows "open" while its kernel can run work under it, else "closed";
+ * a log entry shows its level ("warning"), not a status (trace_rows.py status_label).
  */
 export function statusLabel(node: TraceNode, ended = false, gone = false): string {
   const status = String(node.status ?? "");
+  if (node.kind === "log") return String(node.name || "log"); // a log entry shows its level
   if (!isLive(status)) return status;
-  if (node.kind === "session") return ended ? "unfinished" : "open";
+  if (node.kind === "session") return ended || gone ? "closed" : "open"; // a container
   if (ended || gone) return "unfinished";
   return status === "waiting" ? WAITING_LABEL : status;
 }

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { applyBatchPatch, emptyBatch, fmtProvider, fmtSeconds, fmtTokens, fraction } from "../src/batch";
+import { applyBatchPatch, emptyBatch, fmtProvider, fmtSeconds, fmtTokens, fraction, openTracesLabel } from "../src/batch";
 import { costLabel } from "../src/dom";
 
 test("progress patches replace the counts; the open group is the view's own", () => {
@@ -65,4 +65,11 @@ test("a provider batch shows the provider's own counts, the run's and each batch
   const s = emptyBatch();
   applyBatchPatch(s, { op: "progress", progress: { total: 60000, provider: p } });
   assert.equal(fmtProvider(s.provider)[1], "openai batch_a: 41,200 / 50,000 completed, 12 failed (in_progress)");
+});
+
+test("an error group's button says how many of its items' traces it opens", () => {
+  const ids = (n: number) => Array.from({ length: n }, (_, i) => `n${i}`);
+  const group = (count: number, kept: number) => ({ type: "E", count, first_message: "", items: [], node_ids: ids(kept) });
+  assert.equal(openTracesLabel(group(38, 20)), "open 20 of 38 traces");
+  assert.equal(openTracesLabel(group(3, 3)), "open traces (3)");
 });

@@ -206,14 +206,16 @@ class Tracked(Generic[V]):
         self, outcome: Outcome, by: str | None, *, args: Any = None, note: str | None = None
     ) -> Decision:
         """Record the decision (``asked_at`` from ``wait``, ``decided_at`` now); a waiting
-        node is running again. ``args`` (edited arguments) is previewed."""
+        node approved to run is running again, any other decision leaves it waiting until it
+        ends with its outcome (never ``running`` for a moment before ``denied``). ``args``
+        (edited arguments) is previewed."""
         store = self._store
         node = self.node
         prior = node.decision
         asked = prior.asked_at if prior is not None and prior.outcome == "waiting" else None
         shown = None if args is None else self._preview(args)
         decision = Decision(outcome, by, asked, store.time(), shown, note)
-        if node.status == "waiting":
+        if node.status == "waiting" and outcome == "approve":
             store.update(node, status="running", decision=decision)
         else:
             store.update(node, decision=decision)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..errors import GenerationError
 from ..llms._redact import Secrets
 from ..llms.base import NO_USAGE, LanguageModel, LMRequest, Prompt
 from ..llms.streaming import StreamChunk
@@ -36,6 +37,8 @@ class RecordingModel(LanguageModel):
     A streamed response is kept when its final chunk arrives; a stream that stops before that
     (an error, a cancellation, the consumer closing it) leaves what had arrived in
     ``partial``, so the trace still shows the text a failed or cancelled stream received.
+    An answer the provider sent but that cannot be used (``GenerationError.response``:
+    truncated, refused, empty) is kept in ``responses`` too: it was billed.
     The cache is the wrapped model's, so a parse failure that drops a cached answer drops it
     where it lives.
     """
@@ -80,7 +83,12 @@ class RecordingModel(LanguageModel):
     async def call(self, prompt: Prompt, **options: Any) -> AIMessage[Any]:
         if self._budget is None:  # the common case, without the reservation's awaits
             self.prompts.append(prompt)
-            answer = await self.inner.call(prompt, **options)
+            try:
+                answer = await self.inner.call(prompt, **options)
+            except GenerationError as exc:
+                if exc.response is not None:  # answered, unusable: billed all the same
+                    self.responses.append(exc.response)
+                raise
             self.responses.append(answer)
             return answer
         reservation, options = await self._reserve(prompt, options)
@@ -88,6 +96,12 @@ class RecordingModel(LanguageModel):
         response: AIMessage[Any] | None = None
         try:
             response = await self.inner.call(prompt, **options)
+        except GenerationError as exc:
+            response = exc.response  # answered, unusable: charged as any response
+            if response is not None:
+                self.responses.append(response)
+                self._settle(reservation, response)
+            raise
         finally:
             if reservation is not None and response is None:
                 reservation.release()  # an error or a cancellation: nothing known was spent
@@ -107,6 +121,12 @@ class RecordingModel(LanguageModel):
                 elif reservation is not None:
                     reservation.observe(chunk)  # raises once the output passes the budget
                 yield chunk
+        except GenerationError as exc:
+            if exc.response is not None:  # answered, unusable: billed, and shown whole
+                self.partial = None
+                self.responses.append(exc.response)
+                self._settle(reservation, exc.response)
+            raise
         finally:
             if reservation is not None:
                 reservation.stopped()  # no-op once settled; else charges what arrived

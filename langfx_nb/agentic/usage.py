@@ -213,11 +213,18 @@ class UsageMeter:
 
 
 def fmt_money(cost: float) -> str:
-    """``$1.23``; below a cent, four decimals (``$0.0042``); rounded as JavaScript's
-    ``toFixed`` rounds (half up, on the exact value), so the widgets show the same text."""
-    digits = 4 if cost < 0.01 else 2
+    """``$1.23``; below a cent, at least four decimals and as many more as keep two
+    significant digits (``$0.0042``, ``$0.000011`` for 0.0000107), so a small known cost
+    never reads as ``$0.0000``. Rounded as JavaScript's ``toFixed`` rounds (half up, on the
+    exact value), with the digits chosen from the shortest repr (what JavaScript's
+    ``toExponential`` shows), so the widgets show the same text (``js/src/dom.ts``)."""
+    digits = 2
+    if cost < 0.01:
+        digits = 4
+        if cost > 0:
+            digits = min(100, max(4, 1 - Decimal(repr(cost)).adjusted()))
     exact = Decimal(cost).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
-    return f"${exact}"
+    return f"${exact:f}"
 
 
 def cost_label(cost: float | None, unpriced: int = 0, models: Sequence[str] = ()) -> str:

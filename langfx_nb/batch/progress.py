@@ -44,6 +44,7 @@ __all__ = [
     "provider_lines",
     "resolve_reporter",
     "set_default_reporter",
+    "stopped_note",
 ]
 
 #: Seconds between two ``update`` calls at most (about four a second).
@@ -57,8 +58,9 @@ class ErrorGroup:
     """The items that failed with one exception class.
 
     ``count`` is exact; ``items`` holds the input indices of the first ``MAX_GROUP_ITEMS``
-    of them in the order they failed, ``node_ids`` their ``item`` trace nodes (same order,
-    ``None`` for an item whose node is unknown), so a viewer can open their traces with
+    of them in input order (whatever order they failed in), ``first_message`` the message
+    of the first of them, ``node_ids`` their ``item`` trace nodes (same order, ``None`` for
+    an item whose node is unknown), so a viewer can open their traces with
     ``session.find(node_id)`` while the session still holds them.
     """
 
@@ -104,6 +106,7 @@ class BatchProgress:
       submitted batch's last poll (``id``, ``provider``, the provider's ``status``,
       ``total`` and the same counts); ``provider_lines`` words them. ``None`` otherwise.
     - ``finished``: True only in the snapshot given to ``close``.
+    - ``run``: the run manifest's path (``run=``), else ``None``.
     """
 
     total: int
@@ -127,6 +130,7 @@ class BatchProgress:
     session_id: str | None = None
     name: str = "batch"
     provider: Mapping[str, Any] | None = None
+    run: str | None = None
 
     @property
     def settled(self) -> int:
@@ -169,6 +173,7 @@ class BatchProgress:
             "batch_node_id": self.batch_node_id,
             "session_id": self.session_id,
             "provider": None if self.provider is None else dict(self.provider),
+            "run": self.run,
         }
 
     def line(self) -> str:
@@ -256,6 +261,10 @@ class TextReporter:
 
     def close(self, progress: BatchProgress) -> None:
         self._write(progress.line(), "\n")
+        note = stopped_note(progress.to_json())
+        if note:
+            self._stream.write(note + "\n")
+            self._stream.flush()
 
 
 class TqdmReporter:
@@ -355,6 +364,22 @@ def provider_lines(provider: Mapping[str, Any]) -> list[str]:
                 f" ({one.get('status', '')})"
             )
     return lines
+
+
+def stopped_note(progress: Mapping[str, Any]) -> str:
+    """What a batch that stopped before every item settled (cancelled, interrupted,
+    ``on_error="raise"``) says about its results, from a snapshot's JSON: how many items
+    finished, and that without ``run=`` they are lost (``lf.batch`` raises instead of
+    returning them) or where they are kept. ``""`` for a batch still running or complete."""
+    total = int(progress.get("total") or 0)
+    settled = int(progress.get("done") or 0) + int(progress.get("failed") or 0)
+    if not progress.get("finished") or settled >= total:
+        return ""
+    what = f"stopped with {settled:,} of {total:,} items finished ({total - settled:,} not run)"
+    run = progress.get("run")
+    if run:
+        return f"{what}; the finished results are kept in {run}: run it again to resume"
+    return f"{what}; without run= their results are lost (pass run='name' to keep them)"
 
 
 def group_errors(groups: Mapping[str, list[Any]]) -> tuple[ErrorGroup, ...]:

@@ -12,7 +12,7 @@ from ..messages import Usage
 if TYPE_CHECKING:
     from ..agentic.session import Session
 
-__all__ = ["BatchResult", "BatchTotals", "ItemError", "ItemStatus"]
+__all__ = ["BatchResult", "BatchTotals", "ItemError", "ItemStatus", "ItemsFailedError"]
 
 R = TypeVar("R")
 
@@ -31,6 +31,13 @@ class ItemError:
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}"
+
+
+class ItemsFailedError(Exception):
+    """What a ``batch`` trace node records as its error when items failed ("3 of 50 items
+    failed"): the node ends ``failed``, its items' own errors are on the items. Never
+    raised (so not in the ``LangFxError`` tree): ``lf.batch`` returns every item's outcome
+    in its ``BatchResult``."""
 
 
 @dataclass(frozen=True, slots=True)

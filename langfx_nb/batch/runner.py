@@ -11,6 +11,7 @@ snapshot in ``finally``, whatever ended the batch.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import inspect
 import json
@@ -39,7 +40,7 @@ from .progress import (
 )
 from .provider import ProviderBatch, ProviderPlan, collect_and_batch
 from .ray_engine import Ray, dataset_rows, run_on_ray
-from .result import BatchResult, BatchTotals, ItemError, ItemStatus
+from .result import BatchResult, BatchTotals, ItemError, ItemsFailedError, ItemStatus
 
 __all__ = ["run_batch", "takes_session"]
 
@@ -92,6 +93,7 @@ class _Run:
         self.batch_node_id: str | None = None
         self.finished = False
         self.provider: dict[str, Any] | None = None
+        self.run: str | None = None  # the run manifest's path (``run=``)
 
     def set_provider(self, counts: dict[str, Any]) -> None:
         """The provider's own counts (``engine=ProviderBatch()``), shown by progress."""
@@ -110,9 +112,15 @@ class _Run:
         if group is None:
             group = self.groups[error.type] = [0, error.message, [], []]
         group[0] += 1
-        if len(group[2]) < MAX_GROUP_ITEMS:
-            group[2].append(index)
-            group[3].append(node_id)
+        # the group's first items in input order, whatever order they failed in
+        at = bisect.bisect(group[2], index)
+        if at < MAX_GROUP_ITEMS:
+            if at == 0:
+                group[1] = error.message  # the message of the first item listed
+            group[2].insert(at, index)
+            group[3].insert(at, node_id)
+            if len(group[2]) > MAX_GROUP_ITEMS:
+                del group[2][-1], group[3][-1]
         return error
 
     def snapshot(self) -> BatchProgress:
@@ -143,6 +151,7 @@ class _Run:
             unpriced_requests=self.meter.unpriced_requests,
             errors=group_errors(self.groups),
             finished=self.finished,
+            run=self.run,
             batch_node_id=self.batch_node_id,
             session_id=self.session.id,
             name=self.name,
@@ -341,6 +350,7 @@ async def _execute(
         metadata["engine"] = "ray" if isinstance(engine, Ray) else "provider_batch"
     if run_path is not None:
         metadata["run"] = run_path
+    state.run = run_path
     reporter: Reporter | None = None
     ticker: asyncio.Task[None] | None = None
     tracer: _TraceWriter | None = None
@@ -440,6 +450,9 @@ async def _execute(
                 view.set_progress(final.settled, final.total)
                 if reporter is not None:
                     _quietly(reporter.close, final)
+            if final.failed:  # the batch says what happened: not "ok" with items failed
+                what = f"{final.failed:,} of {final.total:,} items failed"
+                tracked.end("failed", error=ItemsFailedError(what))
     finally:
         if tracer is not None:
             tracer.stop()

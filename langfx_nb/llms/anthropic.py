@@ -57,7 +57,14 @@ from ._http import (
     safe_code,
 )
 from .base import Capabilities, LMRequest
-from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
+from .streaming import (
+    StreamAccumulator,
+    StreamChunk,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    billed_answer,
+)
 
 __all__ = ["Anthropic"]
 
@@ -488,6 +495,10 @@ class _State:
         return None
 
     def final(self) -> StreamChunk:
+        with billed_answer(self.acc, _usage(self.usage), self.stop_reason):
+            return self._checked_final()
+
+    def _checked_final(self) -> StreamChunk:
         reason = self.stop_reason
         code = safe_code(reason) or "unknown"
         if reason in _TRUNCATED:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from ..errors import RateLimitError, RetryableError, UnsupportedCapabilityError
+from ..errors import GenerationError, RateLimitError, RetryableError, UnsupportedCapabilityError
 from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, UserMessage
 from ..modalities import Mime
 from ._redact import Secrets, redact, redact_exception
@@ -409,10 +409,14 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache, read=read)
         if lookup.hit is not None:
             return lookup.hit
-        if capture is not None:
-            response = await capture.answer(self, request)
-        else:
-            response = await self._with_retries(lambda: self._limited(request))
+        try:
+            if capture is not None:
+                response = await capture.answer(self, request)
+            else:
+                response = await self._with_retries(lambda: self._limited(request))
+        except GenerationError as exc:
+            self._unusable(exc)
+            raise
         response = self._finish(response)
         await self._cache_store(lookup, response, None if capture is None else capture.cache_writes)
         return response
@@ -455,14 +459,19 @@ class LanguageModel:
         if lookup.hit is not None:
             yield _whole_chunk(lookup.hit, self.model_id)
             return
-        if capture is not None:
-            response = self._finish(await capture.answer(self, request))
-            await self._cache_store(lookup, response, capture.cache_writes)
-            yield _whole_chunk(response, self.model_id)
-            return
-        if not self.supports_streaming:
-            response = self._finish(await self._with_retries(lambda: self._limited(request)))
-            await self._cache_store(lookup, response)
+        if capture is not None or not self.supports_streaming:
+            try:
+                if capture is not None:
+                    response = await capture.answer(self, request)
+                else:
+                    response = await self._with_retries(lambda: self._limited(request))
+            except GenerationError as exc:
+                self._unusable(exc)
+                raise
+            response = self._finish(response)
+            await self._cache_store(
+                lookup, response, None if capture is None else capture.cache_writes
+            )
             yield _whole_chunk(response, self.model_id)
             return
         attempt = 0
@@ -485,6 +494,10 @@ class LanguageModel:
             except Exception as exc:
                 if limiter is not None and isinstance(exc, RateLimitError):
                     limiter.throttle(exc.retry_after)
+                if isinstance(exc, GenerationError):
+                    if ticket is not None and exc.response is not None:
+                        ticket.settle(_tokens(exc.response.usage))
+                    self._unusable(exc)
                 await self._retry_or_raise(exc, attempt, retry=not emitted)
             finally:
                 if ticket is not None:
@@ -512,7 +525,10 @@ class LanguageModel:
         try:
             response = await self._sample(request)
         except BaseException as exc:
-            ticket.settle(None)  # the server may have counted it: the estimate stands
+            answer = exc.response if isinstance(exc, GenerationError) else None
+            # an unusable answer settles at its usage; otherwise the server may have
+            # counted the request: the estimate stands
+            ticket.settle(None if answer is None else _tokens(answer.usage))
             if isinstance(exc, RateLimitError):
                 limiter.throttle(exc.retry_after)
             raise
@@ -601,6 +617,12 @@ class LanguageModel:
             response.provenance = Provenance(model=self.model_id)
         self._account(response.usage)
         return response
+
+    def _unusable(self, error: GenerationError) -> None:
+        """A provider answer that raised (``error.response``: truncated, refused, empty) is
+        counted as the request it was billed as."""
+        if error.response is not None:
+            self._finish(error.response)
 
     def _account(self, usage: Usage | None) -> None:
         self.num_requests += 1

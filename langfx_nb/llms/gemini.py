@@ -56,7 +56,14 @@ from ._http import (
     tool_result_value,
 )
 from .base import Capabilities, LMRequest
-from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
+from .streaming import (
+    StreamAccumulator,
+    StreamChunk,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    billed_answer,
+)
 
 __all__ = ["GEMINI_SCHEMA_KEYWORDS", "Gemini", "GoogleGenAI", "gemini_schema"]
 
@@ -486,6 +493,10 @@ class _Decoder:
             self.acc.add_part(self.lm._reasoning(part["text"], sig))
 
     def final(self) -> StreamChunk:
+        with billed_answer(self.acc, _usage(self.usage), self.finish_reason):
+            return self._checked_final()
+
+    def _checked_final(self) -> StreamChunk:
         self._close_text()
         if self.block_reason and not self.has_output:
             raise ContentFilteredError(f"gemini: the prompt was blocked ({self.block_reason})")

@@ -72,7 +72,14 @@ from ._http import (
     safe_code,
 )
 from .base import Capabilities, LMRequest
-from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
+from .streaming import (
+    StreamAccumulator,
+    StreamChunk,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    billed_answer,
+)
 
 __all__ = ["OpenAI"]
 
@@ -458,6 +465,11 @@ class _State:
 
 
 def _final(state: _State) -> StreamChunk:
+    with billed_answer(state.acc, _usage(state.usage), state.finish_reason):
+        return _checked_final(state)
+
+
+def _checked_final(state: _State) -> StreamChunk:
     reason = state.finish_reason
     code = safe_code(reason) or "unknown"
     if state.refused:

@@ -41,7 +41,14 @@ from ._http import (
 )
 from .base import LMRequest
 from .openai import OpenAI, schema_name, strict_ok, tool_choice
-from .streaming import StreamAccumulator, StreamChunk, ToolCallDelta, ToolCallEnd, ToolCallStart
+from .streaming import (
+    StreamAccumulator,
+    StreamChunk,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    billed_answer,
+)
 
 __all__ = ["OpenAIResponses"]
 
@@ -305,6 +312,10 @@ class _ResponsesState:
         """The closing chunks (completed tool calls, then the final marker)."""
         if not isinstance(response, dict):
             raise StreamProtocolError("openai: response is not a JSON object")
+        with billed_answer(self.acc, _usage(response.get("usage")), response.get("status")):
+            return self._checked_final(response)
+
+    def _checked_final(self, response: dict[str, Any]) -> list[StreamChunk]:
         status = response.get("status")
         if status == "failed" or isinstance(response.get("error"), dict):
             err = response.get("error") or {}
@@ -361,15 +372,7 @@ class _ResponsesState:
 
     def _finish(self, response: dict[str, Any], usage: Any, calls: list[ToolCall]) -> StreamChunk:
         return self.acc.finish(
-            usage=Usage(
-                prompt_tokens=usage.get("input_tokens"),
-                completion_tokens=usage.get("output_tokens"),
-                total_tokens=usage.get("total_tokens"),
-                cached_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens"),
-                reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens"),
-            )
-            if usage
-            else None,
+            usage=_usage(usage),
             finish_reason="tool_calls" if calls else "stop",
             metadata={
                 "provider_finish_reason": response.get("status"),
@@ -377,6 +380,18 @@ class _ResponsesState:
                 "response_model": response.get("model"),
             },
         )
+
+
+def _usage(usage: Any) -> Usage | None:
+    if not usage or not isinstance(usage, dict):
+        return None
+    return Usage(
+        prompt_tokens=usage.get("input_tokens"),
+        completion_tokens=usage.get("output_tokens"),
+        total_tokens=usage.get("total_tokens"),
+        cached_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens"),
+        reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens"),
+    )
 
 
 _RESPONSES_ERROR_STATUS = {

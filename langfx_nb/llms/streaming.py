@@ -8,10 +8,12 @@ then), so streaming stays linear in the response size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import GenerationError, IncompleteGenerationError
 from ..messages import AIMessage, Part, Provenance, TextPart, ToolCall, Usage
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallStart",
     "ToolCallStreamEvent",
+    "billed_answer",
 ]
 
 
@@ -146,3 +149,22 @@ class StreamAccumulator:
 
     def _chunk(self, delta: str, events: tuple[ToolCallStreamEvent, ...] = ()) -> StreamChunk:
         return StreamChunk(delta, self.index, False, None, None, events, self, len(self.parts))
+
+
+@contextmanager
+def billed_answer(acc: StreamAccumulator, usage: Usage | None, reason: Any) -> Iterator[None]:
+    """Around an adapter's final checks of an answer: a ``GenerationError`` raised inside
+    (truncated, refused, empty) leaves with the answer as far as it went in its ``response``
+    (what ``acc`` received, the ``usage`` the provider reported, its finish ``reason``), so
+    the request is counted and priced as the provider bills it."""
+    try:
+        yield
+    except GenerationError as exc:
+        if exc.response is None:
+            truncated = isinstance(exc, IncompleteGenerationError)
+            exc.response = acc.finish(
+                usage=usage,
+                finish_reason="length" if truncated else None,
+                metadata={"provider_finish_reason": reason} if reason is not None else None,
+            ).aggregated
+        raise

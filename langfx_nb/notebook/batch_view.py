@@ -25,7 +25,8 @@ import anywidget
 import traitlets
 from ipywidgets import widget_serialization
 
-from ..batch.progress import BatchProgress
+from ..batch.progress import BatchProgress, stopped_note
+from . import control
 from .bridge import BridgedView, Clock, EventBridge, MessageKind, to_jsonable
 from .render import WidgetDisplayMixin, batch_html, batch_text
 from .trace_data import subtrace
@@ -43,19 +44,24 @@ OPEN = "open"  # event: {"type": "open", "error": class | None, "open_error": st
 
 
 def batch_status(progress: Mapping[str, Any]) -> str:
-    """``running`` until the batch ends; then ``done`` when every item settled, else
-    ``stopped`` (cancelled or raised with items not run)."""
+    """``running`` until the batch ends; then, when every item settled, ``done`` (none
+    failed), ``some failed`` or ``failed`` (every item failed); else ``stopped`` (cancelled
+    or raised with items not run)."""
     if not progress.get("finished"):
         return "running"
-    settled = int(progress.get("done") or 0) + int(progress.get("failed") or 0)
-    return "done" if settled >= int(progress.get("total") or 0) else "stopped"
+    done, failed = int(progress.get("done") or 0), int(progress.get("failed") or 0)
+    if done + failed < int(progress.get("total") or 0):
+        return "stopped"
+    if not failed:
+        return "done"
+    return "failed" if not done else "some failed"
 
 
 def _progress_json(progress: Any) -> dict[str, Any]:
     data = progress.to_json() if isinstance(progress, BatchProgress) else to_jsonable(progress)
     if not isinstance(data, dict):
         raise TypeError(f"a BatchProgress or its JSON, not {type(progress).__name__}")
-    return {**data, "status": batch_status(data)}
+    return {**data, "status": batch_status(data), "note": stopped_note(data)}
 
 
 class BatchReducer:
@@ -155,6 +161,9 @@ class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
             return
         self._bridge.push({"type": PROGRESS, "progress": progress})
         self.flush()
+        note = self._reducer.progress.get("note")
+        if note:  # interrupted: the cell shows one line saying what was lost, no traceback
+            control.explain_cancellation(f"lf.batch {note}")
 
     def flush(self) -> None:
         self._bridge.flush()

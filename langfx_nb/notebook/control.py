@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Run", "cancel", "install", "runs", "track"]
+__all__ = ["Run", "cancel", "explain_cancellation", "install", "runs", "track"]
 
 
 @dataclass(eq=False)
@@ -217,6 +217,24 @@ def take_reason() -> str | None:
         return None
     with _lock:
         return _shown.pop(id(task), None)
+
+
+def explain_cancellation(reason: str) -> None:
+    """When the current task is being cancelled (Kernel › Interrupt, a cancelled cell),
+    show that cancellation, once it reaches the cell, as the one line ``CancelledError:
+    <reason>`` instead of a traceback through the library. The ``CancelledError`` itself
+    propagates untouched; nothing happens when the task is not being cancelled."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return
+    if task is None or not task.cancelling():
+        return
+    with _lock:
+        prior = _shown.get(id(task))  # why a Cancel button or lf.nb.cancel stopped it
+        if prior is None or reason not in prior:
+            _shown[id(task)] = reason if prior is None else f"{prior}; {reason}"
+    _install_in_ipython()
 
 
 def _show_cancelled(

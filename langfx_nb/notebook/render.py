@@ -72,6 +72,12 @@ CSS = (
 UL = '<ul style="list-style:none;margin:0;padding-left:1.1em">'
 
 
+def counted(n: int, noun: str, *, grouped: bool = True) -> str:
+    """``1 node``, ``1,200 nodes`` (``1200 nodes`` unless ``grouped``): a count with its
+    noun, plural unless it is 1 (the widgets' rule: ``js/src/dom.ts`` plural)."""
+    return (f"{n:,}" if grouped else str(n)) + f" {noun}{'' if n == 1 else 's'}"
+
+
 def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -373,7 +379,7 @@ def trace_text(
         counts[status] = counts.get(status, 0) + 1
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
-    return f"{name}: {total} nodes" + (f" ({detail})" if detail else "")
+    return f"{name}: {counted(total, 'node', grouped=False)}" + (f" ({detail})" if detail else "")
 
 
 # -- streams ------------------------------------------------------------------------------------
@@ -433,7 +439,8 @@ def batch_text(state: Mapping[str, Any]) -> str:
     text = f"BatchView {name!r} [{status}]: " + " · ".join(parts)
     if groups:
         text += " (" + ", ".join(f"{g.get('type')} {_count(g.get('count'))}" for g in groups) + ")"
-    return text
+    note = state.get("note")
+    return f"{text} — {note}" if note else text
 
 
 def _tokens_text(usage: Any) -> str:
@@ -464,7 +471,7 @@ def batch_html(state: Mapping[str, Any]) -> str:
     """A batch's counts, usage, cost (``cost unknown`` when no price is known, never $0) and
     its error groups with their first message (escaped: model text) and first items."""
     status = str(state.get("status") or "running")
-    chip = {"done": "ok", "stopped": "cancelled"}.get(status, status)
+    chip = {"done": "ok", "stopped": "cancelled", "some failed": "failed"}.get(status, status)
     name = str(state.get("title") or state.get("name") or "batch")
     counts = " · ".join(
         f'<span data-count="{key}"><b>{_count(state.get(key))}</b> {key}</span>'
@@ -477,9 +484,11 @@ def batch_html(state: Mapping[str, Any]) -> str:
         if isinstance(elapsed, int | float) and state.get("finished")
         else ""
     )
+    note = str(state.get("note") or "")
     parts = [
         f'<div><b>{esc(name)}</b> <span class="lfx-st-{esc(chip)}" '
         f'data-status="{esc(status)}">{esc(status)}</span></div>',
+        f'<div class="lfx-st-failed" data-note="">{esc(note)}</div>' if note else "",
         f"<div>{counts} of {_count(state.get('total'))}{esc(resumed)}</div>",
         f'<div class="lfx-k">{_count(state.get("requests"))} requests · '
         f"{esc(_tokens_text(state.get('usage')))} · "
@@ -689,7 +698,7 @@ def trace_index_html(index: Any, *, title: str = "", partial: str | None = None)
     head = f"<b>{esc(title)}</b> " if title else ""
     if partial is not None:
         head += f'<div class="lfx-st-running">{esc(partial)}</div>'
-    head += f"<div>{total:,} nodes{so_far} (first {len(rows):,} shown)</div>"
+    head += f"<div>{counted(total, 'node')}{so_far} (first {len(rows):,} shown)</div>"
     head += table("by status", counts["status"]) + table("by kind", counts["kind"])
     return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{"".join(out)}</ul>{more}</div>'
 
@@ -704,5 +713,7 @@ def trace_index_text(index: Any, *, title: str = "", partial: str | None = None)
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
     so_far = " read so far" if partial is not None else ""
-    text = f"{name}: {len(index)} nodes{so_far}" + (f" ({detail})" if detail else "")
+    text = f"{name}: {counted(len(index), 'node', grouped=False)}{so_far}" + (
+        f" ({detail})" if detail else ""
+    )
     return text if partial is None else f"{text} — {partial}"

@@ -72,6 +72,11 @@ def _get(event: Any, name: str, default: Any = None) -> Any:
     return getattr(event, name, default)
 
 
+#: The view's status for a ``parsing_failed`` event whose answer parsed but whose fields did
+#: not validate (the error names them): "parsing failed" would send a reader to the syntax.
+VALIDATION_FAILED = "validation_failed"
+
+
 def _field_errors(error: Any) -> tuple[dict[str, str], list[str]]:
     """Validation failures of a ``MappingError`` by field path, and the missing fields' keys.
 
@@ -189,7 +194,8 @@ class StreamReducer:
             error = _get(event, "error")
             patch: dict[str, Any] = {"op": "status", "status": kind, "error": _error_text(error)}
             field_errors, missing = _field_errors(error)
-            if field_errors or missing:
+            if field_errors or missing:  # the answer parsed: its fields did not validate
+                patch["status"] = VALIDATION_FAILED
                 patch["field_errors"], patch["missing"] = field_errors, missing
             out.append(patch)
         elif kind == "cancelled":

@@ -39,13 +39,17 @@ LIVE = ("running", "waiting")
 def status_label(node: Mapping[str, Any], *, ended: bool = False, gone: bool = False) -> str:
     """The status a row shows. ``ended``: the trace is over (a saved file, a disposed
     session) — work recorded as running never finished. ``gone``: the kernel is gone (a saved
-    notebook's copy, a view whose kernel stopped) — nothing shown can still run, while a
-    session that was never disposed was still open."""
+    notebook's copy, a view whose kernel stopped) — nothing shown can still run. A session
+    shows ``open`` while its kernel can still run work under it, else ``closed``; a log
+    entry shows its level (``warning``), not a status."""
     status = str(node.get("status", ""))
+    kind = node.get("kind")
+    if kind == "log":  # a log entry is not work that can fail: it shows its level
+        return str(node.get("name") or "log")
     if status not in LIVE:
         return status
-    if node.get("kind") == "session":
-        return "unfinished" if ended else "open"
+    if kind == "session":  # a container, never unfinished work: open until its trace is over
+        return "closed" if ended or gone else "open"
     if ended or gone:
         return "unfinished"
     return WAITING_LABEL if status == "waiting" else status
@@ -142,21 +146,31 @@ def rollups(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
 
 
 def problems_below(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Per node: how many descendants ended failed / denied / cancelled / timed out, so a
-    parent that itself ended "ok" can say what went wrong beneath it."""
+    """Per node: how many problems below it ended failed / denied / cancelled / timed out,
+    so a parent can say what went wrong beneath it. A problem is counted once, where it
+    started: a node that failed because a descendant failed (an item whose query failed, an
+    agent stopped by a denied call) is not counted again."""
     parent_of, _ids = _parents(nodes)
-    out: dict[str, dict[str, int]] = {}
-    for node in nodes:
-        status = str(node.get("status", ""))
-        if status not in BAD_STATUSES:
-            continue
-        seen = {str(node["id"])}
-        cur = parent_of.get(str(node["id"]))
+
+    def ancestors(node_id: str) -> Iterator[str]:
+        seen = {node_id}
+        cur = parent_of.get(node_id)
         while cur is not None and cur not in seen:
             seen.add(cur)
-            counts = out.setdefault(cur, {})
-            counts[status] = counts.get(status, 0) + 1
+            yield cur
             cur = parent_of.get(cur)
+
+    bad = [n for n in nodes if str(n.get("status", "")) in BAD_STATUSES]
+    above_a_problem = {a for n in bad for a in ancestors(str(n["id"]))}
+    out: dict[str, dict[str, int]] = {}
+    for node in bad:
+        node_id = str(node["id"])
+        if node_id in above_a_problem:
+            continue  # it failed because of what failed below it: counted there
+        status = str(node["status"])
+        for a in ancestors(node_id):
+            counts = out.setdefault(a, {})
+            counts[status] = counts.get(status, 0) + 1
     return out
 
 

@@ -262,6 +262,7 @@ class Mapping(LangFunc):
                 if done is not None:
                     done(raw_response, exc)
                 if not repairs.failed(exc):
+                    exc.quote_answer()
                     raise
                 request = self.repair_prompt(prompt, raw_response, exc)
                 continue

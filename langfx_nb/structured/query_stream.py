@@ -224,6 +224,8 @@ async def _event_stream(
             break
         yield Repairing(repairs.used, terminal.error, terminal.text)
         request = repairs.reask(message, terminal.text, terminal.error)
+    if isinstance(terminal, ParsingFailed):
+        terminal.query_error.quote_answer()  # as lf.query's error quotes it
     yield terminal
 
 

@@ -99,7 +99,7 @@ def test_static_copy_and_text_show_the_final_counts_and_escape_error_text() -> N
     view = BatchView(progress=snapshot(0, total=10), title="labels")
     view.close(final)
     text = view._fallback_text()
-    assert text == "BatchView 'labels' [done]: 10 items · 8 done · 2 failed (ValueError 2)"
+    assert text == "BatchView 'labels' [some failed]: 10 items · 8 done · 2 failed (ValueError 2)"
     page = view._static_bundle()["text/html"]
     assert "<img" not in page and "&lt;img src=x" in page and "&amp; worse" in page
     assert '<span data-count="done"><b>8</b> done</span>' in page
@@ -118,6 +118,14 @@ def test_status_says_stopped_when_a_batch_ends_with_items_not_run() -> None:
     assert batch_status(snapshot(3, total=10).to_json()) == "running"
     assert batch_status(snapshot(3, total=10, finished=True).to_json()) == "stopped"
     assert batch_status(snapshot(10, total=10, finished=True).to_json()) == "done"
+
+
+def test_status_says_when_items_failed_never_done() -> None:
+    every = snapshot(0, failed=50, total=50, finished=True).to_json()
+    assert batch_status(every) == "failed"
+    assert 'class="lfx-st-failed" data-status="failed"' in batch_html({**every, "status": "failed"})
+    some = snapshot(47, failed=3, total=50, finished=True).to_json()
+    assert batch_status(some) == "some failed"
 
 
 async def test_an_error_group_opens_the_traces_of_its_items() -> None:
@@ -297,9 +305,9 @@ async def test_a_real_batch_of_ten_thousand_items_sends_a_few_messages(
     assert sum(len(m["events"]) for m in messages) == len(messages)  # one snapshot each
     final = messages[-1]["events"][-1]["progress"]
     assert (final["done"], final["failed"], final["finished"]) == (9_990, 10, True)
-    assert view.status == "done" and result.totals.failed == 10
+    assert view.status == "some failed" and result.totals.failed == 10
     assert view._fallback_text() == (
-        "BatchView 'fn' [done]: 10,000 items · 9,990 done · 10 failed (ValueError 10)"
+        "BatchView 'fn' [some failed]: 10,000 items · 9,990 done · 10 failed (ValueError 10)"
     )
     explorer = view.open_group("ValueError")
     assert explorer is not None
@@ -330,7 +338,7 @@ async def test_a_saved_notebook_keeps_the_final_counts_in_the_static_copy() -> N
     static = [o for o in outputs if "lfx-static" in o.get("data", {}).get("text/html", "")]
     assert len(live) == 1 and len(static) == 1, outputs
     page = static[0]["data"]["text/html"]
-    assert 'data-status="done"' in page
+    assert 'data-status="some failed"' in page
     assert '<span data-count="done"><b>9</b> done</span>' in page
     assert '<span data-count="failed"><b>3</b> failed</span>' in page
     assert "KeyError</b> × 3" in page and "&lt;i&gt;1&lt;/i&gt;" in page and "<i>1" not in page

@@ -215,6 +215,7 @@ def test_the_fixture_covers_what_a_reader_relies_on() -> None:
     rows = {r["id"]: r for r in build()["cases"]["live"]["rows"]}
     assert rows["0"]["status"] == "open" and rows["0"]["tokens"] == "1,246 tok"
     assert rows["1"]["below"] == "1 denied, 1 failed below"
+    assert rows["7"]["status"] == "info"  # a log entry shows its level, never a green "ok"
     assert rows["3"]["wait"] == "2.50 s" and rows["3"]["duration"] == "3.75 s"
     assert rows["6"]["status"] == "waiting for approval" and rows["6"]["wait"] == ""
     assert rows["5"]["duration"] == "12.3 s" and rows["8"]["duration"] == "1m15s"
@@ -223,10 +224,10 @@ def test_the_fixture_covers_what_a_reader_relies_on() -> None:
     # the session's sum leaves out the two unpriced queries below it: labelled partial
     assert rows["0"]["cost"] == "≥ $0.25 (2 calls unpriced)"
     gone = {r["id"]: r["status"] for r in build()["cases"]["live_kernel_gone"]["rows"]}
-    assert gone["6"] == "unfinished" and gone["1"] == "unfinished" and gone["0"] == "open"
+    assert gone["6"] == "unfinished" and gone["1"] == "unfinished" and gone["0"] == "closed"
     saved = {r["id"]: r["status"] for r in build()["cases"]["saved_mid_run"]["rows"]}
     assert saved == {
-        "0": "unfinished",
+        "0": "closed",  # a session is a container: its unfinished work shows below it
         "1": "unfinished",
         "2": "ok",
         "3": "unfinished",

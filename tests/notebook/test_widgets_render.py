@@ -93,7 +93,7 @@ def test_widget_bundles_carry_html_and_deterministic_text() -> None:
     explorer = TraceExplorer(saved_trace([{"id": "a", "kind": "session", "name": HOSTILE}]))
     data = explorer._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
-    assert data["text/plain"] == "TraceExplorer: 1 nodes (ok 1)"
+    assert data["text/plain"] == "TraceExplorer: 1 node (ok 1)"
     assert_inert(data["text/html"])
     assert "application/vnd.jupyter.widget-view+json" in data
     again = TraceExplorer(
@@ -201,7 +201,7 @@ def test_session_html_and_formatters(tmp_path: Path) -> None:
     assert "Point" in fmt(Point(label="a", x=1))
     assert_inert(fmt(AIMessage(HOSTILE)))
     html = fmt(lf.Session())
-    assert "TraceExplorer: 1 nodes (running 1)" in html
+    assert "TraceExplorer: 1 node (running 1)" in html
 
 
 def test_jsonable_reprs_unknown_objects_without_evaluating_them() -> None:

@@ -120,12 +120,12 @@ async def test_failed_fields_and_missing_required_fields_are_named_at_the_field(
         {"name": "minutes", "required": True},
         {"name": "note", "required": False},
     ]
-    assert state["status"] == "parsing_failed"
+    assert state["status"] == "validation_failed"  # it parsed: its fields did not validate
     # "minutes" completed as a field but did not validate: marked failed, with the message
     assert "valid integer" in state["field_errors"][path_key(["minutes"])]
     assert state["missing"] == [path_key(["city"])]
     assert "missing required: city" in view._fallback_html()
-    assert view._fallback_text().startswith("trip[parsing_failed]")
+    assert view._fallback_text().startswith("trip[validation_failed]")
 
 
 async def test_a_stream_failing_before_its_first_event_displays_nothing() -> None:

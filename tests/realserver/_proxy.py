@@ -1,5 +1,6 @@
 """A TCP pass-through that counts connections, to see from the server side what the client's
-connection pool does (how many connections were opened, how many the client closed)."""
+connection pool does (how many connections were opened, how many the client closed), and
+keeps the bytes each way (what the server was asked and what it answered)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ class CountingProxy:
         self._lock = threading.Lock()
         self.opened = 0
         self.closed_by_client = 0
+        #: every byte each way, to count what the server was asked and answered
+        self.sent = bytearray()
+        self.received = bytearray()
         self._threads: list[threading.Thread] = []
         self._sockets: list[socket.socket] = []
         self._running = True
@@ -82,6 +86,8 @@ class CountingProxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                with self._lock:
+                    (self.sent if from_client else self.received).extend(data)
                 dst.sendall(data)
         except OSError:
             pass

@@ -67,7 +67,7 @@ def test_a_batch_shows_live_progress_final_counts_and_opens_an_error_group(lab: 
     while time.monotonic() < deadline:
         status = view.locator(".lfx-st").inner_text()
         seen.add(view.locator("[data-count=done] b").inner_text())
-        if status == "done":
+        if status not in ("running", ""):
             break
         lab.page.wait_for_timeout(100)
     lab.wait_cells_done()
@@ -78,7 +78,10 @@ def test_a_batch_shows_live_progress_final_counts_and_opens_an_error_group(lab: 
         for k in ("done", "failed", "running", "left")
     }
     assert counts == {"done": "53", "failed": "7", "running": "0", "left": "0"}
-    assert view.locator(".lfx-st").inner_text() == "done"
+    chip = view.locator(".lfx-st")  # 7 of 60 failed: never a green "done"
+    assert chip.inner_text() == "some failed" and "lfx-st-some_failed" in str(
+        chip.get_attribute("class")
+    )
     cost = view.locator("[data-cost]").inner_text()  # no price configured: unknown, not $0
     assert cost.startswith("cost unknown (") and "calls unpriced" in cost and "$" not in cost
     groups = view.locator(".lfx-bv-group")
@@ -116,3 +119,41 @@ def test_a_batch_shows_live_progress_final_counts_and_opens_an_error_group(lab: 
     lab.page.wait_for_function(
         "() => !document.querySelector('.lfx-bv-traces .lfx-te')", timeout=30_000
     )
+
+
+ALL_FAIL = [
+    """
+import asyncio
+import langfx_nb as lf
+
+%load_ext langfx_nb
+
+
+async def parse(i):
+    await asyncio.sleep(0.01 * (38 - i))  # later items fail first
+    raise ValueError(f"item {i} is not a number")
+""",
+    """
+result = await lf.batch(parse, range(38), max_concurrency=38, name="numbers")
+""",
+]
+
+
+def test_a_batch_whose_items_all_failed_says_failed_and_lists_them_in_input_order(
+    lab: Lab,
+) -> None:
+    lab.open(lab.write_notebook("w_batch_all_failed.ipynb", ALL_FAIL))
+    lab.run_all()
+    lab.wait_cells_done()
+    view = lab.page.locator(".lfx-bv")
+    view.wait_for(state="visible", timeout=60_000)
+    chip = view.locator(".lfx-st")
+    assert chip.inner_text() == "failed"
+    assert "lfx-st-failed" in str(chip.get_attribute("class"))  # red, not a green "done"
+    group = view.locator(".lfx-bv-group[data-error=ValueError]")
+    text = group.inner_text()
+    assert "× 38" in text and "items 0, 1, 2, 3, 4, …" in text
+    assert "item 0 is not a number" in text  # the message of the first item listed
+    button = group.locator("button")
+    assert button.inner_text() == "open 20 of 38 traces"
+    lab.screenshot("batch-all-failed", cell=1)

@@ -319,3 +319,60 @@ print("ANSWER:", answer)
     prompt.locator("button.lfx-approve-edited").click()
     lab.wait_cells_done()
     assert "ANSWER: Done: 30." in lab.output_text(1)
+
+
+READING_CELLS = [
+    SETUP,
+    """
+import pydantic
+
+class Planet(pydantic.BaseModel):
+    name: str
+    moons: int = pydantic.Field(ge=0)
+
+lm = StaticResponse("```python\\nPlanet(name='Mars', moons=-2)\\n```", chunk_size=6)
+session = lf.Session(lm)
+explorer = TraceExplorer(session, title="reading")
+explorer
+""",
+    """
+ask = "How many moons has {{p}}? Answer with the number."
+try:
+    await session.query(ask, Planet, vars={"p": "Mars"})
+except lf.MappingError as exc:
+    print("QUOTED:", "the model's answer:" in str(exc))
+session.log("warning", "the cache is cold")
+view = StreamView(schema=Planet)
+try:
+    await view.consume(session.query_stream(ask, Planet, vars={"p": "Mars"}))
+except lf.MappingError:
+    print("STREAM FAILED")
+""",
+]
+
+
+def test_what_a_new_user_reads_says_what_happened(lab: Lab) -> None:
+    lab.open(write_notebook(lab, "w_reading.ipynb", READING_CELLS))
+    lab.run_all_and_wait()
+    assert "QUOTED: True" in lab.output_text(2) and "STREAM FAILED" in lab.output_text(2)
+    # the stream view: "validation_failed" (it parsed), the field's error named once
+    sv = lab.page.locator(".lfx-sv")
+    assert sv.locator(".lfx-st").inner_text() == "validation_failed"
+    text = sv.inner_text()
+    assert text.count("greater than or equal to 0") == 1, text
+    assert "1 field did not validate (marked ✗ above)" in text
+    # the explorer: a warning log shows its level; the summary has no doubled words
+    rows = wait_row(lab, "log", "warning")
+    assert [r["status"] for r in rows if r["kind"] == "query"] == ["failed", "failed"]
+    summary = lab.page.locator(".lfx-te-summary").inner_text()
+    assert "· cost unknown (2 calls unpriced" in summary and "total cost cost" not in summary
+    below = lab.page.locator(".lfx-te-row", has_text="session").first.inner_text()
+    assert "2 failed below" in below, below
+    # a query's Conversation opens on the user's request, not on the protocol's example
+    lab.page.locator(".lfx-te-row .lfx-te-kind", has_text="query").first.click()
+    user = lab.page.locator(".lfx-te-detail .lfx-msg-user pre").first
+    user.wait_for(timeout=30_000)
+    shown = user.inner_text()
+    assert "REQUEST:\nHow many moons has Mars? Answer with the number." in shown, shown
+    assert "apple" not in shown  # the built-in example is under "show all"
+    lab.screenshot("reading")

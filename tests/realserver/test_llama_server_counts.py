@@ -1,0 +1,66 @@
+"""A batch against the real llama.cpp server reports exactly the requests, tokens and
+outcomes the server counted: every answered request, truncated ones included (the server
+bills them: its metrics count their tokens)."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+
+import pytest
+
+import langfx_nb as lf
+
+from ._proxy import CountingProxy
+from .conftest import LlamaServer, openai_at
+
+pytestmark = [pytest.mark.realserver, pytest.mark.timeout(180)]
+
+LONG = "Write a very long story about a dragon and a castle. Item {{i}}."
+SHORT = "Reply with the single word: yes. Item {{i}}."
+
+
+def metrics(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {m[1]: float(m[2]) for m in re.finditer(r"^llamacpp:(\w+) ([0-9.e+-]+)$", text, re.M)}
+
+
+async def test_a_batch_counts_what_the_server_counted(
+    llama_paths: dict[str, str], allow_requests: None
+) -> None:
+    server = LlamaServer(llama_paths["server"], llama_paths["model"], "--metrics")
+    server.start()
+    try:
+        with CountingProxy(server.port) as proxy:
+            lm = openai_at(proxy.url)
+            try:
+
+                async def fn(i: int, s: lf.Session) -> str:
+                    # odd items are cut at 4 tokens: IncompleteGenerationError, billed
+                    prompt, most = (LONG, 4) if i % 2 else (SHORT, 48)
+                    return await s.query(prompt, vars={"i": i}, temperature=0, max_tokens=most)
+
+                session = lf.Session(lm)
+                result = await lf.batch(
+                    fn, range(8), session=session, max_concurrency=2, progress=False
+                )
+            finally:
+                await lm.aclose()
+        counted = metrics(server.url)
+    finally:
+        server.stop()
+    asked = proxy.sent.count(b"POST /v1/chat/completions ")
+    truncated = proxy.received.count(b'"finish_reason":"length"')
+    totals = result.totals
+    assert asked == 8 and totals.requests == asked
+    assert totals.usage.prompt_tokens == counted["prompt_tokens_total"] + counted.get(
+        "prompt_tokens_cached_total", 0
+    )
+    assert totals.usage.completion_tokens == counted["tokens_predicted_total"]
+    incomplete = [
+        e for e in result.errors if e is not None and e.type == "IncompleteGenerationError"
+    ]
+    assert len(incomplete) == truncated >= 4
+    assert result.totals.failed == truncated  # the other answers are plain text: all usable
+    assert result.session.usage_summary.requests == asked

@@ -121,6 +121,14 @@ class Usage:
     #: are counted in ``prompt_tokens`` too.
     cache_write_tokens: int | None = None
 
+    def __post_init__(self) -> None:
+        # Counts come from provider answers, which are untrusted: one that is not a count
+        # (a string, a float, a negative number) is unknown, never added or priced.
+        for name in USAGE_FIELDS:
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 0):
+                object.__setattr__(self, name, None)
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             _add(self.prompt_tokens, other.prompt_tokens),

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 import langfx_nb as lf
-from langfx_nb.messages import ContinuationPart, TextPart, ToolResultPart
+from langfx_nb.messages import ContinuationPart, TextPart, ToolResultPart, Usage
 
 
 class Point(BaseModel):
@@ -98,3 +98,12 @@ def test_from_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
     f.write_bytes(b"RIFF\0\0\0\0WAVEfmt ")
     a = lf.Audio.from_path(f)
     assert a.mime_type in {"audio/wav", "audio/x-wav"} and a.data is not None
+
+
+def test_a_usage_count_that_is_not_a_count_is_unknown() -> None:
+    # Provider answers are untrusted: a token count of "STOP", 1.5, -3 or True is not added
+    # to totals or priced (a hostile stream once crashed the billed-answer accounting).
+    usage = Usage(prompt_tokens="STOP", completion_tokens=1.5, total_tokens=-3)  # type: ignore[arg-type]
+    assert usage == Usage()
+    assert Usage(cached_tokens=True) == Usage()  # type: ignore[arg-type]
+    assert (Usage(prompt_tokens=2) + Usage(prompt_tokens=3)).prompt_tokens == 5

@@ -709,10 +709,11 @@ def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str
     if isinstance(data, os.PathLike) or (
         isinstance(data, str) and not data.lstrip().startswith("{") and os.path.isfile(data)
     ):
-        from .trace_db import is_store, open_store
+        from ..batch.manifest import open_trace
+        from .trace_db import is_store
 
-        if is_store(data):
-            store = open_store(data)
+        if is_store(data):  # a stored trace, or a run manifest
+            store = open_trace(Path(data))
             try:
                 return store.trace_json()
             finally:

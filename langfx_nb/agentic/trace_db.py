@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 STORE_FORMAT = "langfx_nb.trace_store"
+STORE_TABLES = ("trace_info", "trace_records", "trace_rows", "trace_tree")
 STORE_VERSION = 1
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window may hold
@@ -193,7 +194,8 @@ def _row_values(x: Any, seq: int) -> tuple[Any, ...]:
     name = x.get("name", "")
     if type(name) is not str:
         name = str(name)
-    hint = node_hint(x) if "inputs" in x else str(x.get("hint", ""))
+    name = name.replace("\n", " ")  # a row is one line
+    hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
     start = _number(x.get("start", 0.0), "start")
     end = _number(x.get("end"), "end")
     cost = _number(x.get("cost"), "cost")
@@ -220,9 +222,29 @@ def _row_values(x: Any, seq: int) -> tuple[Any, ...]:
             if isinstance(evicted, bool) or not isinstance(evicted, int):
                 raise TypeError("'evicted_children' must be an integer")
             more["evicted_children"] = evicted
-        extra = json.dumps(more, ensure_ascii=False)
-    search = f"{name} {kind} {status} {hint} {err_text}".lower()
-    return (seq, node_id, parent, kind, status, name, hint, start, end, cost, tokens, extra, search)
+        extra = json.dumps(more)
+    search = f"{name} {kind} {status} {hint} {err_text}".replace("\n", " ").lower()
+    return (
+        seq, _db(node_id), _db(parent), kind, status, _db(name), _db(hint), start, end, cost,
+        tokens, extra, search.encode("utf-8", "surrogatepass"),
+    )  # fmt: skip
+
+
+def _db(text: str | None) -> str | bytes | None:
+    """Text as SQLite keeps it: a ``str``, or its UTF-8 bytes when it holds a lone surrogate
+    (JSON may: ``"\\ud800"``), which SQLite text cannot."""
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _py(value: Any) -> Any:
+    """What :func:`_db` stored, as text again."""
+    return value.decode("utf-8", "surrogatepass") if type(value) is bytes else value
 
 
 def _short(value: Any) -> str:
@@ -270,7 +292,7 @@ class _Writer:
                 row = _row_values(x, seq)
             except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 raise _malformed(f"nodes[{seq}]", exc) from exc
-            node_id, parent = row[1], row[2]
+            node_id, parent = _py(row[1]), _py(row[2])
             if node_id in pos:
                 raise ValueError(
                     f"malformed trace: nodes[{seq}]: the id {_short(node_id)} is used twice"
@@ -294,7 +316,11 @@ class _Writer:
             seq += 1
         self.conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         if body is None:
-            body = json.dumps(list(nodes), ensure_ascii=False).encode("utf-8")
+            text = json.dumps(list(nodes), ensure_ascii=False)
+            try:
+                body = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
+                body = json.dumps(list(nodes)).encode("ascii")
         self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
 
     def finish(self, header: Mapping[str, Any]) -> int:
@@ -501,16 +527,20 @@ def _write_source(
     return write_store(conn, data, _blocks(nodes))
 
 
-def convert(
-    path: str | os.PathLike[str], progress: Callable[[int, int], None] | None = None
-) -> StoredTrace:
-    """The trace JSON file at ``path`` converted into a store that lives as long as the
-    returned reader (a private temporary database, deleted when closed): nothing is written
-    beside the file or in a cache."""
+def convert(source: Any, progress: Callable[[int, int], None] | None = None) -> StoredTrace:
+    """``source`` (what :func:`save_trace` takes) converted into a store that lives as long
+    as the returned reader: a private temporary database, deleted when closed, so nothing is
+    written beside a file or in a cache, and a file changed later is never read stale."""
+    where = str(source) if isinstance(source, str | os.PathLike) else ""
+    return temporary(lambda conn: _write_source(conn, source, progress), where)
+
+
+def temporary(write: Callable[[sqlite3.Connection], Any], where: str = "") -> StoredTrace:
+    """A stored trace that ``write(conn)`` writes into a private temporary database."""
     conn = sqlite3.connect("", check_same_thread=False)
     try:
-        _write_source(conn, Path(path), progress)
-        return StoredTrace(conn, where=str(path))
+        write(conn)
+        return StoredTrace(conn, where=where)
     except BaseException:
         conn.close()
         raise
@@ -565,7 +595,7 @@ class StoredTrace:
             self.nodes = int(info["nodes"])
             self.shallow = int(info["shallow"])
             counts = info["counts"]
-            self.counts = {
+            self._counts = {
                 f: {str(k): int(v) for k, v in counts[f].items()} for f in ("status", "kind")
             }
             span = info["span"]
@@ -603,15 +633,38 @@ class StoredTrace:
         """The earliest start and the latest start or end (``None``: no times at all)."""
         return self._span
 
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Exact node counts by status and by kind."""
+        return self._counts
+
+    counts_cached = counts
+
+    def root_start(self) -> float | None:
+        """When the first session root started (``None``: no time)."""
+        row = self._query(
+            "SELECT start FROM trace_rows WHERE kind = 'session' ORDER BY seq LIMIT 1"
+        )
+        return float(row[0][0]) if row and isinstance(row[0][0], float) else None
+
+    def summary(self, node_id: str) -> dict[str, Any] | None:
+        """What the node's row shows (``None``: no such node)."""
+        rows = self._query(f"{_ROW} WHERE r.id = ?", (_db(node_id),))
+        return self._summary(rows[0]) if rows else None
+
+    def first_rows(self, limit: int) -> list[dict[str, Any]]:
+        """The first ``limit`` rows depth first with everything open, as a window's rows."""
+        rows = self._query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),))
+        return [self._row(row, {}, None, None) for row in rows]
+
     # -- records -----------------------------------------------------------------------------
 
     def record(self, node_id: str) -> dict[str, Any] | None:
         """The node's full record, checked with the core's strict node reader (``ValueError``
         naming what is wrong), with its row ``hint``; ``None`` for an unknown id."""
-        found = self._query("SELECT seq, hint FROM trace_rows WHERE id = ?", (node_id,))
+        found = self._query("SELECT seq, hint FROM trace_rows WHERE id = ?", (_db(node_id),))
         if not found:
             return None
-        seq, hint = found[0]
+        seq, hint = found[0][0], _py(found[0][1])
         block = self._query(
             "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
             " ORDER BY seq DESC LIMIT 1",
@@ -665,9 +718,9 @@ class StoredTrace:
             for node_id, rank, depth, desc in self._query(
                 "SELECT r.id, t.rank, t.depth, t.desc FROM trace_rows r JOIN trace_tree t"
                 f" ON t.seq = r.seq WHERE r.id IN ({marks})",
-                part,
+                [_db(k) for k in part],
             ):
-                out[node_id] = (int(rank), int(depth), int(desc))
+                out[_py(node_id)] = (int(rank), int(depth), int(desc))
         return out
 
     def _children(self, rank: int, desc: int) -> list[tuple[int, int]]:
@@ -749,7 +802,7 @@ class StoredTrace:
             cursor = self.conn.execute(
                 "SELECT t.rank, t.parent FROM trace_rows r JOIN trace_tree t ON t.seq = r.seq"
                 " WHERE instr(r.search, ?) > 0",
-                (query,),
+                (query.encode("utf-8", "surrogatepass"),),
             )
             for rank, parent in cursor:
                 if 0 <= rank < self.nodes and not hits[rank]:
@@ -843,40 +896,46 @@ class StoredTrace:
                 at += size
             if sel is not None and selected_index is None:
                 selected_index = -1
-        out_rows = []
-        for row in picked:
-            rank, depth, desc = int(row[0]), int(row[4]), int(row[5])
-            if hits is None:
-                kids = desc > 0
-                is_open = kids and bool(expanded.get(row[1], depth < DEFAULT_OPEN_DEPTH))
-            else:
-                following = nxt.get(rank)
-                kids = following is not None and rank < following <= rank + desc
-                is_open = kids
-            entry: dict[str, Any] = {
-                "node": self._summary(row),
-                "depth": depth,
-                "kids": kids,
-                "open": is_open,
-                "roll": [row[14], row[15], row[16], desc, row[13], row[17]],
-            }
-            if hits is not None and 0 <= rank < len(hits) and hits[rank]:
-                entry["match"] = True
-            if row[19] is not None:
-                entry["below"] = self._json(row[19], "row")
-            out_rows.append(entry)
         out: dict[str, Any] = {
             "start": start,
             "total": total,
             "nodes": self.nodes,
-            "rows": out_rows,
-            "counts": self.counts,
+            "rows": [self._row(row, expanded, hits, nxt) for row in picked],
+            "counts": self._counts,
         }
         if hits is not None:
             out["matches"] = found
-        if selected is not None:
+        if sel is not None:  # an unknown id: no place at all
             out["selected_index"] = -1 if selected_index is None else selected_index
         return out
+
+    def _row(
+        self,
+        row: Sequence[Any],
+        expanded: Mapping[str, bool],
+        hits: bytearray | None,
+        nxt: Mapping[int, int | None] | None,
+    ) -> dict[str, Any]:
+        """A window's row (``hits``, ``nxt``: a search's matches and each row's next)."""
+        rank, depth, desc = int(row[0]), int(row[4]), int(row[5])
+        if hits is None or nxt is None:
+            kids = desc > 0
+            is_open = kids and bool(expanded.get(_py(row[1]), depth < DEFAULT_OPEN_DEPTH))
+        else:
+            following = nxt.get(rank)
+            kids = is_open = following is not None and rank < following <= rank + desc
+        entry: dict[str, Any] = {
+            "node": self._summary(row),
+            "depth": depth,
+            "kids": kids,
+            "open": is_open,
+            "roll": [row[14], row[15], row[16], desc, row[13], row[17]],
+        }
+        if hits is not None and 0 <= rank < len(hits) and hits[rank]:
+            entry["match"] = True
+        if row[19] is not None:
+            entry["below"] = self._json(row[19], "row")
+        return entry
 
     def _find(
         self, seg: tuple[int, int] | list[int], at: int, sel: tuple[int, int, int]
@@ -896,8 +955,9 @@ class StoredTrace:
     def _summary(self, row: Sequence[Any]) -> dict[str, Any]:
         extra = None if row[18] is None else self._json(row[18], "row")
         return row_summary(
-            str(row[1]), row[3], str(row[6]), str(row[8]), str(row[7]), row[10], row[11],
-            str(row[9]), row[12], int(row[13]), extra if isinstance(extra, dict) else None,
+            str(_py(row[1])), _py(row[3]), str(row[6]), str(_py(row[8])), str(row[7]), row[10],
+            row[11], str(_py(row[9])), row[12], int(row[13]),
+            extra if isinstance(extra, dict) else None,
         )  # fmt: skip
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
@@ -911,7 +971,7 @@ class StoredTrace:
         before = after = untimed = in_range = 0
         for status, bucket, n in self._query(
             "SELECT status, CASE WHEN start IS NULL THEN -3 WHEN start < ?1 THEN -1"
-            " WHEN start > ?2 THEN -2 WHEN ?3 <= 0 THEN 0"
+            " WHEN start > ?2 THEN -2 WHEN ?3 <= 0 THEN ?4 - 1"
             " ELSE min(CAST((start - ?1) / ?3 AS INTEGER), ?4 - 1) END AS b, count(*)"
             " FROM trace_rows GROUP BY status, b",
             (lo, hi, width, buckets),

@@ -285,6 +285,13 @@ def test_a_malformed_trace_is_one_error_and_writes_nothing(
     assert os.listdir(tmp_path) == ["t.json"]
 
 
+def test_save_trace_refuses_what_is_not_a_trace(tmp_path: Path) -> None:
+    for source in ({"nodes": []}, {**make_trace(5), "version": 7}):
+        with pytest.raises(ValueError, match="trace"):
+            save_trace(source, tmp_path / "t.lfxtrace")
+    assert not os.listdir(tmp_path)
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -379,25 +379,22 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 self._unsubscribe = lambda: session.unsubscribe(self.push)
         self._refresh_displays()
 
-    def _send_show(self, seq: int, title: str | None, view: dict[str, Any] | None) -> None:
-        """The state now to the views on screen (first) and the traits. ``view``: the reader's
-        choices afresh, or ``None`` to keep each view's own (the same trace, read whole)."""
+    def _send_show(self, seq: int, title: str | None, view: dict[str, Any]) -> None:
+        """The state now to the views on screen (first) and the traits; ``view``: the
+        reader's choices afresh."""
         encoded = _encode({**self._initial_state(), "seq": seq})
         if self.comm is not None:  # the views on screen swap first; the traits follow
             message = {
                 "kind": MessageKind.SHOW.value,
                 "seq": seq,
                 "title": self.title if title is None else title,
-                "view_state": view or {},
+                "view_state": view,
             }
-            if view is None:
-                message["keep_view"] = True
             self.send(message, buffers=[encoded])
         with self.hold_sync():
             if title is not None:
                 self.title = title
-            if view is not None:
-                self.view_state = view
+            self.view_state = view
             self.state = encoded
 
     def _adopt(self, data: Mapping[str, Any], *, ended: bool) -> None:

@@ -28,9 +28,11 @@ import gc
 import itertools
 import json
 import math
+import operator
 import os
 import sqlite3
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard, get_args
@@ -51,7 +53,7 @@ __all__ = [
 ]
 
 STORE_FORMAT = "langfx_nb.trace_store"
-STORE_TABLES = ("trace_info", "trace_records", "trace_rows", "trace_tree")
+STORE_TABLES = ("trace_info", "trace_records", "trace_refs", "trace_rows", "trace_tree")
 STORE_VERSION = 1
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window may hold
@@ -68,6 +70,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 SCHEMA = """
 CREATE TABLE trace_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE trace_records (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE trace_refs (seq INTEGER PRIMARY KEY, ref INTEGER NOT NULL);
 CREATE TABLE trace_rows (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL, parent_id TEXT, kind TEXT NOT NULL,
     status TEXT NOT NULL, name TEXT NOT NULL, hint TEXT NOT NULL, start REAL, end REAL,
@@ -247,6 +250,80 @@ def _py(value: Any) -> Any:
     return value.decode("utf-8", "surrogatepass") if type(value) is bytes else value
 
 
+_STR: frozenset[type] = frozenset({str})
+_STR_NONE: frozenset[type] = frozenset({str, type(None)})
+_FLOAT: frozenset[type] = frozenset({float})
+_FLOAT_NONE: frozenset[type] = frozenset({float, type(None)})
+_DICT_NONE: frozenset[type] = frozenset({dict, type(None)})
+_RARE = ("error", "decision", "evicted_children")
+
+
+def _columns(nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]] | None:
+    """:func:`_row_values` of every node a field at a time, for records as the core writes
+    them (ASCII ids, string names, float times and costs, usage totals); ``None`` for
+    anything else, which is read node by node."""
+    if not all(type(x) is dict for x in nodes):
+        return None
+    try:
+        ids = [x["id"] for x in nodes]
+        kinds = [x["kind"] for x in nodes]
+    except KeyError:
+        return None
+    statuses = [x.get("status", "ok") for x in nodes]
+    parents = [x.get("parent_id") for x in nodes]
+    names = [x.get("name", "") for x in nodes]
+    starts = [x.get("start", 0.0) for x in nodes]
+    ends = [x.get("end") for x in nodes]
+    costs = [x.get("cost") for x in nodes]
+    usages = [x.get("usage") for x in nodes]
+    if not (
+        set(map(type, ids)) <= _STR
+        and all(map(str.isascii, ids))
+        and set(map(type, parents)) <= _STR_NONE
+        and set(kinds) <= _KINDS
+        and set(statuses) <= _STATUSES
+        and set(map(type, names)) <= _STR
+        and set(map(type, starts)) <= _FLOAT
+        and set(map(type, ends)) <= _FLOAT_NONE
+        and set(map(type, costs)) <= _FLOAT_NONE
+        and set(map(type, usages)) <= _DICT_NONE
+        and not any(map(operator.eq, ids, parents))
+    ):
+        return None
+    tokens = [0 if u is None else u.get("total_tokens") for u in usages]
+    if not set(map(type, tokens)) <= {int} or not all(p is None or p.isascii() for p in parents):
+        return None
+    hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
+    if not set(map(type, hints)) <= _STR:
+        return None
+    if any("\n" in t for t in names) or any("\n" in t for t in hints):
+        return None
+    extras: list[str | None] = [None] * len(nodes)
+    errors = [""] * len(nodes)
+    for k, x in enumerate(nodes):
+        if "error" in x or "decision" in x or "evicted_children" in x:
+            try:
+                row = _row_values(x, first + k)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                return None
+            extras[k] = row[11]
+            err = x.get("error")
+            if err is not None:
+                errors[k] = err if type(err) is str else json.dumps(err, separators=(",", ":"))
+    searches = [
+        f"{a} {k} {s} {h} {e}".replace("\n", " ").lower().encode("utf-8", "surrogatepass")
+        for a, k, s, h, e in zip(names, kinds, statuses, hints, errors, strict=True)
+    ]
+    return list(
+        zip(
+            range(first, first + len(nodes)), ids, parents, kinds, statuses,
+            [n if n.isascii() else _db(n) for n in names],
+            [_db(h) for h in hints], starts, ends, costs, tokens, extras, searches,
+            strict=True,
+        )
+    )  # fmt: skip
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:59] + "…"
@@ -276,12 +353,61 @@ class _Writer:
         self.tokens = array("q")
         self.cost = array("d")
         self.kinds: dict[str, int] = {}
+        self.refs = False  # the records stay in the file's trace_nodes
 
-    def add(self, nodes: Sequence[Any], body: bytes | None = None) -> None:
-        """Add the next node records (``body``: their JSON array as written, else made)."""
+    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
+        """Add the next node records. ``body``: their JSON array as written (else made), or
+        where each record stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
         if not nodes:
             return
         first = len(self.parent)
+        rows = _columns(nodes, first)
+        if rows is None or not self._add_rows(rows):
+            rows = self._add_nodes(nodes, first)
+        self.conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if body is not None and not isinstance(body, bytes):
+            self.refs = True
+            refs = zip(range(first, first + len(nodes)), body, strict=True)
+            self.conn.executemany("INSERT INTO trace_refs VALUES (?, ?)", refs)
+            return
+        if body is None:
+            text = json.dumps(list(nodes), ensure_ascii=False)
+            try:
+                body = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
+                body = json.dumps(list(nodes)).encode("ascii")
+        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+
+    def _add_rows(self, rows: list[tuple[Any, ...]]) -> bool:
+        """Take the rows :func:`_columns` made, a column at a time; ``False`` (nothing
+        taken) when an id is used twice (the node-by-node path names it)."""
+        pos, at = self.pos, len(self.parent)
+        ids = [r[1] for r in rows]
+        if len(set(ids)) != len(ids) or any(map(pos.__contains__, ids)):
+            return False
+        pos.update(zip(ids, range(at, at + len(ids)), strict=True))
+        get, later = pos.get, self.later
+        for k, r in enumerate(rows):
+            parent = r[2]
+            if parent is None:
+                self.parent.append(-1)
+            else:
+                p = get(parent, -2)
+                self.parent.append(p)
+                if p == -2:
+                    later[at + k] = parent
+        statuses = self.statuses
+        for status in {r[4] for r in rows}:
+            statuses.setdefault(status, len(statuses))
+        self.status.extend([statuses[r[4]] for r in rows])
+        for kind, n in Counter([r[3] for r in rows]).items():
+            self.kinds[kind] = self.kinds.get(kind, 0) + n
+        self.tokens.extend([r[10] for r in rows])
+        self.cost.extend([math.nan if r[9] is None else r[9] for r in rows])
+        return True
+
+    def _add_nodes(self, nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]]:
+        """Any records, node by node, checking each (a bad one raises, named)."""
         rows = []
         pos, later, parent_a = self.pos, self.later, self.parent
         statuses, status_a, kinds = self.statuses, self.status, self.kinds
@@ -314,14 +440,7 @@ class _Writer:
             cost_a.append(math.nan if row[9] is None else row[9])
             rows.append(row)
             seq += 1
-        self.conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        if body is None:
-            text = json.dumps(list(nodes), ensure_ascii=False)
-            try:
-                body = text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
-                body = json.dumps(list(nodes)).encode("ascii")
-        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+        return rows
 
     def finish(self, header: Mapping[str, Any]) -> int:
         """Derive the tree order, write it and the trace's info; the number of nodes."""
@@ -426,6 +545,7 @@ class _Writer:
             "counts": {"status": by_status, "kind": self.kinds},
             "shallow": shallow,
             "span": span,
+            "records": "trace_nodes" if self.refs else "own",
         }
         conn.executemany(
             "INSERT INTO trace_info VALUES (?, ?)",
@@ -437,10 +557,11 @@ class _Writer:
 def write_store(
     conn: sqlite3.Connection,
     header: Mapping[str, Any],
-    batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes]],
+    batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes | Sequence[int]]],
 ) -> int:
     """Write a trace's tables into ``conn`` (which holds none yet) in one transaction: its
-    node records come in ``batches`` (a batch, or a batch with its JSON array as written),
+    node records come in ``batches`` (a batch, or a batch with its JSON array as written or
+    the rowids of its records in ``conn``'s ``trace_nodes``, where they stay),
     its other top-level fields in ``header`` (read once every batch is written). Returns the
     number of nodes. A node a row cannot show raises ``ValueError`` naming it (nothing is
     written)."""
@@ -600,6 +721,9 @@ class StoredTrace:
             }
             span = info["span"]
             self._span = None if span is None else (float(span[0]), float(span[1]))
+            if info.get("records", "own") not in ("own", "trace_nodes"):
+                raise ValueError("records")
+            self._external = info.get("records") == "trace_nodes"
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise self._error(f"damaged trace_info ({_short(str(exc))})") from exc
         self._search: tuple[str, array[int], bytearray, int] | None = None
@@ -665,18 +789,10 @@ class StoredTrace:
         if not found:
             return None
         seq, hint = found[0][0], _py(found[0][1])
-        block = self._query(
-            "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
-            " ORDER BY seq DESC LIMIT 1",
-            (seq,),
-        )
-        if not block or not isinstance(block[0][1], int) or block[0][1] > MAX_RECORDS_BYTES:
-            raise self._error(f"the record of node {_short(node_id)} is missing or too large")
-        records = self._json(block[0][2], "records")
-        at = seq - block[0][0]
-        if not isinstance(records, list) or not 0 <= at < len(records):
-            raise self._error(f"the record of node {_short(node_id)} is missing")
-        raw = records[at]
+        if self._external:
+            raw = self._external_record(seq, node_id)
+        else:
+            raw = self._own_record(seq, node_id)
         try:
             node = TraceNode.from_json(raw)
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
@@ -688,8 +804,43 @@ class StoredTrace:
             out["hint"] = hint
         return out
 
+    def _external_record(self, seq: int, node_id: str) -> Any:
+        found = self._query(
+            "SELECT length(n.record), n.record FROM trace_refs r"
+            " JOIN trace_nodes n ON n.rowid = r.ref WHERE r.seq = ?",
+            (seq,),
+        )
+        if not found or not isinstance(found[0][0], int) or found[0][0] > MAX_RECORDS_BYTES:
+            raise self._error(f"the record of node {_short(node_id)} is missing or too large")
+        return self._json(found[0][1], "records")
+
+    def _own_record(self, seq: int, node_id: str) -> Any:
+        block = self._query(
+            "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
+            " ORDER BY seq DESC LIMIT 1",
+            (seq,),
+        )
+        if not block or not isinstance(block[0][1], int) or block[0][1] > MAX_RECORDS_BYTES:
+            raise self._error(f"the record of node {_short(node_id)} is missing or too large")
+        records = self._json(block[0][2], "records")
+        at = seq - block[0][0]
+        if not isinstance(records, list) or not 0 <= at < len(records):
+            raise self._error(f"the record of node {_short(node_id)} is missing")
+        return records[at]
+
     def records(self) -> Iterator[Any]:
         """Every node record in the order written (a block of records in memory at a time)."""
+        if self._external:
+            try:
+                cursor = self.conn.execute(
+                    "SELECT n.record FROM trace_refs r JOIN trace_nodes n ON n.rowid = r.ref"
+                    " ORDER BY r.seq"
+                )
+                while chunk := cursor.fetchmany(_BLOCK):
+                    yield from (self._json(text, "records") for (text,) in chunk)
+            except sqlite3.Error as exc:
+                raise self._error(f"not a readable stored trace ({exc})") from exc
+            return
         at = -1
         while True:
             block = self._query(

@@ -299,7 +299,17 @@ class Manifest:
     def record_trace_from(self, source: TraceSource | None) -> None:
         """Commit ``source``'s trace records with every later ``flush`` (``None``: stop);
         records with an id already stored replace it (a node written running, then
-        finished)."""
+        finished). The stored trace of earlier runs is dropped now (it would be stale: it is
+        written again at the end, :meth:`store_trace`; until then the records are read)."""
+        if source is not None:
+            from ..agentic.trace_db import STORE_TABLES
+
+            try:
+                for table in STORE_TABLES:
+                    self._conn.execute(f"DROP TABLE IF EXISTS {table}")
+            except sqlite3.Error as exc:
+                self.broken = _unusable(self.path, exc, "write its trace")
+                raise self.broken from None
         self._trace = source
 
     def _due(self) -> None:
@@ -433,7 +443,7 @@ def open_trace(path: Path) -> StoredTrace:
     def write(target: sqlite3.Connection) -> None:
         source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            write_store(target, _trace_header(), _trace_batches(source, path))
+            write_store(target, _trace_header(), _trace_batches(source, path, in_place=False))
         except sqlite3.Error as exc:
             raise ValueError(f"{path}: the trace cannot be read ({exc})") from exc
         finally:
@@ -448,19 +458,22 @@ def _trace_header() -> dict[str, Any]:
     return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "session": {}}
 
 
-def _trace_batches(conn: sqlite3.Connection, path: Path) -> Iterator[tuple[list[Any], bytes]]:
-    """The manifest's trace node records in the order written, a chunk at a time, each chunk
-    with its JSON array (a record rewritten later comes at the place of its last write)."""
-    rows = conn.execute("SELECT record FROM trace_nodes ORDER BY rowid")
+def _trace_batches(
+    conn: sqlite3.Connection, path: Path, *, in_place: bool
+) -> Iterator[tuple[list[Any], bytes | list[int]]]:
+    """The manifest's trace node records in the order written, a chunk at a time (a record
+    rewritten later comes at the place of its last write), each chunk with its rowids
+    (``in_place``: the records stay where they are) or its JSON array."""
+    rows = conn.execute("SELECT rowid, record FROM trace_nodes ORDER BY rowid")
     any_rows = False
     while chunk := rows.fetchmany(5_000):
         any_rows = True
-        body = ("[" + ",".join(str(r[0]) for r in chunk) + "]").encode("utf-8")
+        body = ("[" + ",".join(str(r[1]) for r in chunk) + "]").encode("utf-8")
         try:
             batch = json.loads(body)
         except ValueError as exc:
             raise ValueError(f"{path}: a trace record is not valid JSON ({exc})") from exc
-        yield batch, body
+        yield batch, ([r[0] for r in chunk] if in_place else body)
     if not any_rows:
         raise ValueError(f"{path}: the run manifest holds no trace")
 
@@ -477,4 +490,4 @@ def _store_trace(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    write_store(conn, _trace_header(), _trace_batches(conn, path))
+    write_store(conn, _trace_header(), _trace_batches(conn, path, in_place=True))

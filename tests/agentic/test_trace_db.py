@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import langfx_nb as lf
+from langfx_nb.agentic import trace_db
 from langfx_nb.agentic.trace_db import StoredTrace, node_hint, open_store, save_trace
 from langfx_nb.llms import Echo
 
@@ -192,6 +193,24 @@ def test_a_search_lists_every_match_and_its_ancestors_and_counts_exactly(
         hits = {n["id"] for n in nodes if query.lower() in search_text(n)}
         assert window["matches"] == len(hits)
         assert {r["node"]["id"] for r in window["rows"] if r.get("match")} <= hits
+
+
+def test_records_as_the_core_writes_them_and_any_others_give_the_same_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = make_trace(3000, seed=5, deep=20)
+    data["nodes"][40]["start"] = 40  # an int: this batch goes node by node
+    fast = open_store(save_trace(data, tmp_path / "fast.lfxtrace"))
+    monkeypatch.setattr(trace_db, "_columns", lambda nodes, first: None)
+    slow = open_store(save_trace(data, tmp_path / "slow.lfxtrace"))
+    try:
+        tables = ("trace_rows", "trace_tree", "trace_info")
+        for table in tables:
+            query = f"SELECT * FROM {table} ORDER BY 1"
+            assert fast.conn.execute(query).fetchall() == slow.conn.execute(query).fetchall()
+    finally:
+        fast.close()
+        slow.close()
 
 
 def test_records_and_timeline_are_exact(stored: tuple[dict[str, Any], StoredTrace]) -> None:

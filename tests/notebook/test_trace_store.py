@@ -14,6 +14,7 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
+from langfx_nb.agentic.trace_db import STORE_TABLES
 from langfx_nb.batch.manifest import open_trace
 from langfx_nb.notebook import trace_explorer as te
 
@@ -151,7 +152,7 @@ def test_a_batch_that_never_reached_its_end_is_read_from_its_records(tmp_path: P
     path = tmp_path / "run.sqlite"
     run(path, 200)
     with sqlite3.connect(path) as conn:  # as a batch killed before its end leaves it
-        for table in ("trace_info", "trace_records", "trace_rows", "trace_tree"):
+        for table in STORE_TABLES:
             conn.execute(f"DROP TABLE {table}")
     index = open_trace(path)
     try:

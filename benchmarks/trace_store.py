@@ -81,10 +81,11 @@ explorer = TraceExplorer(sys.argv[1])
 state = explorer.snapshot['windowed']
 open_s, open_cpu = time.perf_counter() - t, time.process_time() - c
 index = explorer._index
+total = state['total']
 deep = [f'd{k}' for k in range(int(sys.argv[2]))]
 steps = {
     'expand': [dict(expanded={d: True for d in deep[:k]}, count=200) for k in range(1, 6)],
-    'scroll': [dict(start=s, count=200) for s in (1_000, state['total'] // 2, state['total'] - 200)],
+    'scroll': [dict(start=s, count=200) for s in (1_000, total // 2, total - 200)],
     'search selective': [dict(query=q) for q in ('boom 97', 'question number 4241 ', 'no such')],
     'search broad': [dict(query='question')],
     'select': [dict(selected='d3', expanded={'d0': True, 'd1': True, 'd2': True})],

@@ -38,12 +38,14 @@ sys.path.insert(0, str(ROOT))
 from tests.trace_gen import write_big_trace  # noqa: E402
 
 _MEASURE = """
-import json, resource, sys, time
+import json, sys, time
 def rss():
     with open('/proc/self/statm') as f:
         return int(f.read().split()[1]) * 4096 / 2**20
-def peak():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak():  # VmHWM: this process's own (ru_maxrss would carry the parent's over exec)
+    with open('/proc/self/status') as f:
+        line = next(x for x in f if x.startswith('VmHWM:'))
+    return int(line.split()[1]) / 1024
 def done(**out):
     print(json.dumps({**out, 'rss_mb': rss(), 'peak_mb': peak()}))
 """

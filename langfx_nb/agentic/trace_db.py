@@ -329,7 +329,10 @@ class _Writer:
         if not nodes:
             return
         first = len(self.parent)
-        rows = _columns(nodes, first)
+        try:
+            rows = _columns(nodes, first)
+        except RecursionError:  # a value nested too deeply: named node by node
+            rows = None
         if rows is None or not self._add_rows(rows):
             rows = self._add_nodes(nodes, first)
         self.conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
@@ -384,7 +387,7 @@ class _Writer:
         for x in nodes:
             try:
                 row = _row_values(x, seq)
-            except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
                 raise malformed(f"nodes[{seq}]", exc) from exc
             node_id, parent = py_text(row[1]), py_text(row[2])
             if node_id in pos:

@@ -88,6 +88,8 @@ class _Bytes:
             text = _decode(data, final=self.eof and self.at + size >= len(self.buf))
             try:
                 value, end = _DECODER.raw_decode(text)
+            except RecursionError as exc:
+                raise _bad("nested too deeply") from exc
             except json.JSONDecodeError as exc:
                 if size < _MAX_VALUE and (self.at + size < len(self.buf) or self.more()):
                     size *= 4
@@ -130,6 +132,8 @@ def _records(reader: _Bytes) -> tuple[list[Any], bytes]:
         body = b"[" + buf[at:cut] + b"]"
         try:
             batch = json.loads(body)
+        except RecursionError as exc:
+            raise _bad("nested too deeply") from exc
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(batch, list):
@@ -159,6 +163,8 @@ def _one_by_one(reader: _Bytes) -> tuple[list[Any], bytes]:
     while pos < len(text):
         try:
             value, end = _DECODER.raw_decode(text, pos)
+        except RecursionError as exc:
+            raise _bad("nested too deeply") from exc
         except json.JSONDecodeError:
             break
         out.append(value)

@@ -157,7 +157,7 @@ class StoredTrace:
             raise self._error(f"damaged {what}")
         try:
             return json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise self._error(f"damaged {what} ({exc})") from exc
 
     def close(self) -> None:

@@ -471,7 +471,7 @@ def _trace_batches(
         body = ("[" + ",".join(str(r[1]) for r in chunk) + "]").encode("utf-8")
         try:
             batch = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ValueError(f"{path}: a trace record is not valid JSON ({exc})") from exc
         yield batch, ([r[0] for r in chunk] if in_place else body)
     if not any_rows:

@@ -328,6 +328,14 @@ def test_a_damaged_json_file_is_one_error(tmp_path: Path, text: str) -> None:
         save_trace(source, tmp_path / "t.lfxtrace")
 
 
+def test_json_nested_too_deeply_is_one_error(tmp_path: Path) -> None:
+    source = tmp_path / "deep.json"
+    head = '{"format": "langfx_nb.trace", "version": 1, "nodes": [{"id": "s", "kind": "session"'
+    source.write_text(head + ', "inputs": ' + "[" * 100_000 + "]" * 100_000 + "}]}")
+    with pytest.raises(ValueError, match="nested too deeply"):
+        save_trace(source, tmp_path / "t.lfxtrace")
+
+
 def test_devices_pipes_and_links_to_them_are_refused_at_once(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

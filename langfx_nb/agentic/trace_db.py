@@ -8,7 +8,8 @@ same file as its items), is these tables:
   and what the whole trace's view needs at once (node count, counts by status and kind, time
   span, where the records are);
 - ``trace_rows``: per node in the order written (``seq``), what a row shows (id, parent id,
-  kind, status, name, hint, times, cost, tokens, its rarer fields) and a lowercase search text;
+  kind, status, name, hint, times, cost, tokens, its rarer fields); ``trace_search`` its
+  lowercase search text (a narrow table: a search scans only it);
 - ``trace_tree``: per node in tree order (``rank``: depth first, children in the order
   written), its place in the tree (parent's rank, depth, descendants: the subtree is the ranks
   ``(rank, rank + desc]``, its number among rows of depth ≤ 2), subtree sums, "below" counts;
@@ -77,7 +78,9 @@ CREATE TABLE trace_refs (seq INTEGER PRIMARY KEY, ref INTEGER NOT NULL);
 CREATE TABLE trace_rows (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL, parent_id TEXT, kind TEXT NOT NULL,
     status TEXT NOT NULL, name TEXT NOT NULL, hint TEXT NOT NULL, start REAL, end REAL,
-    cost REAL, tokens INTEGER NOT NULL, extra TEXT, search TEXT NOT NULL);
+    cost REAL, tokens INTEGER NOT NULL, extra TEXT);
+CREATE TABLE trace_search (seq INTEGER PRIMARY KEY, text BLOB NOT NULL);
+CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
 CREATE TABLE trace_tree (
     rank INTEGER PRIMARY KEY, seq INTEGER NOT NULL, parent INTEGER, depth INTEGER NOT NULL,
     desc INTEGER NOT NULL, shallow_at INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
@@ -322,6 +325,7 @@ class _Writer:
         self.cost = array("d")
         self.kinds: dict[str, int] = {}
         self.refs = False  # the records stay in the file's trace_nodes
+        self.start = array("d")  # NaN: no start time
 
     def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
         """Add the next node records. ``body``: their JSON array as written (else made), or
@@ -335,7 +339,10 @@ class _Writer:
             rows = None
         if rows is None or not self._add_rows(rows):
             rows = self._add_nodes(nodes, first)
-        self.conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn = self.conn
+        conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _first12(rows))
+        conn.executemany("INSERT INTO trace_search VALUES (?, ?)", [(r[0], r[12]) for r in rows])
+        self.start.extend([math.nan if r[7] is None else r[7] for r in rows])
         if body is not None and not isinstance(body, bytes):
             self.refs = True
             refs = zip(range(first, first + len(nodes)), body, strict=True)
@@ -502,6 +509,16 @@ class _Writer:
 
         conn = self.conn
         conn.executemany("INSERT INTO trace_tree VALUES (?,?,?,?,?,?,?,?,?,?,?)", tree())
+        group_of = {c: _group(s) for s, c in self.statuses.items()}
+        by_group: dict[str, list[float]] = {"running": [], "ok": [], "failed": []}
+        for code, start in zip(self.status, self.start, strict=True):
+            if start == start:
+                by_group[group_of[code]].append(start)
+        untimed = n - sum(map(len, by_group.values()))
+        conn.executemany(
+            "INSERT INTO trace_starts VALUES (?, ?)",
+            [(g, array("d", sorted(v)).tobytes()) for g, v in by_group.items()],
+        )
         _script(conn, _INDEXES)
         shallow = sum(1 for d in depth if d <= 2)
         row = conn.execute(
@@ -517,12 +534,22 @@ class _Writer:
             "shallow": shallow,
             "span": span,
             "records": "trace_nodes" if self.refs else "own",
+            "untimed": untimed,
         }
         conn.executemany(
             "INSERT INTO trace_info VALUES (?, ?)",
             [(k, json.dumps(v, ensure_ascii=False)) for k, v in info.items()],
         )
         return n
+
+
+def _first12(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [r[:12] for r in rows]
+
+
+def _group(status: str) -> str:
+    """The timeline overview's group of a node status."""
+    return "running" if status in ("running", "waiting") else "failed" if status in _BAD else "ok"
 
 
 def write_store(

@@ -34,15 +34,16 @@ __all__ = [
 ]
 
 STORE_FORMAT = "langfx_nb.trace_store"
-STORE_TABLES = ("trace_info", "trace_records", "trace_refs", "trace_rows", "trace_tree")
+STORE_TABLES = (
+    "trace_info", "trace_records", "trace_refs", "trace_rows", "trace_search", "trace_starts",
+    "trace_tree",
+)  # fmt: skip
 STORE_VERSION = 1
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
 BLOCK = 1_000  # records per stored block (and read at a time)
 _CHUNK = 500  # values bound into one SQL statement
-_BAD = ("failed", "denied", "cancelled", "timed_out")
-_LIVE = ("running", "waiting")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _ROW = (
@@ -137,9 +138,11 @@ class StoredTrace:
             if info.get("records", "own") not in ("own", "trace_nodes"):
                 raise ValueError("records")
             self._external = info.get("records") == "trace_nodes"
+            self._untimed = int(info.get("untimed", 0))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
         self._search: tuple[str, array[int], bytearray, int] | None = None
+        self._starts: dict[str, array[float]] | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -364,8 +367,8 @@ class StoredTrace:
         parents: list[int] = []
         try:
             cursor = self.conn.execute(
-                "SELECT t.rank, t.parent FROM trace_rows r JOIN trace_tree t ON t.seq = r.seq"
-                " WHERE instr(r.search, ?) > 0",
+                "SELECT t.rank, t.parent FROM trace_search s JOIN trace_tree t ON t.seq = s.seq"
+                " WHERE instr(s.text, ?) > 0",
                 (query.encode("utf-8", "surrogatepass"),),
             )
             for rank, parent in cursor:
@@ -531,25 +534,20 @@ class StoredTrace:
             raise ValueError(f"timeline range must be finite with lo <= hi, got [{lo}, {hi}]")
         buckets = max(1, min(int(buckets), 400))
         width = (hi - lo) / buckets
-        counts = {g: [0] * buckets for g in ("running", "ok", "failed")}
-        before = after = untimed = in_range = 0
-        for status, bucket, n in self._query(
-            "SELECT status, CASE WHEN start IS NULL THEN -3 WHEN start < ?1 THEN -1"
-            " WHEN start > ?2 THEN -2 WHEN ?3 <= 0 THEN ?4 - 1"
-            " ELSE min(CAST((start - ?1) / ?3 AS INTEGER), ?4 - 1) END AS b, count(*)"
-            " FROM trace_rows GROUP BY status, b",
-            (lo, hi, width, buckets),
-        ):
-            if bucket == -3:
-                untimed += n
-            elif bucket == -1:
-                before += n
-            elif bucket == -2:
-                after += n
-            else:
-                group = "running" if status in _LIVE else "failed" if status in _BAD else "ok"
-                counts[group][max(0, min(int(bucket), buckets - 1))] += n
-                in_range += n
+        counts: dict[str, list[int]] = {}
+        before = after = in_range = 0
+        for group, values in self._group_starts().items():
+            first = bisect.bisect_left(values, lo)
+            last = bisect.bisect_right(values, hi)
+            before += first
+            after += len(values) - last
+            row, at = [], first
+            for k in range(1, buckets + 1):
+                edge = bisect.bisect_left(values, lo + k * width, at, last) if k < buckets else last
+                row.append(max(0, edge - at))
+                at = max(at, edge)
+            in_range += last - first
+            counts[group] = row
         return {
             "lo": lo,
             "hi": hi,
@@ -557,9 +555,22 @@ class StoredTrace:
             "in_range": in_range,
             "before": before,
             "after": after,
-            "untimed": untimed,
+            "untimed": self._untimed,
             "counts": counts,
         }
+
+    def _group_starts(self) -> dict[str, array[float]]:
+        """The start times of each status group, sorted (read once, 8 bytes a node)."""
+        if self._starts is None:
+            starts: dict[str, array[float]] = {}
+            for group, blob in self._query("SELECT grp, starts FROM trace_starts"):
+                if group not in ("running", "ok", "failed") or not isinstance(blob, bytes):
+                    raise self._error("damaged trace_starts")
+                if len(blob) % 8 or len(blob) > 8 * self.nodes:
+                    raise self._error("damaged trace_starts")
+                starts[group] = array("d", blob)
+            self._starts = {g: starts.get(g, array("d")) for g in ("running", "ok", "failed")}
+        return self._starts
 
 
 def _index(values: Sequence[int], value: int) -> int:

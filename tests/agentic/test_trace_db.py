@@ -204,7 +204,7 @@ def test_records_as_the_core_writes_them_and_any_others_give_the_same_store(
     monkeypatch.setattr(trace_db, "_columns", lambda nodes, first: None)
     slow = open_store(save_trace(data, tmp_path / "slow.lfxtrace"))
     try:
-        tables = ("trace_rows", "trace_tree", "trace_info")
+        tables = ("trace_rows", "trace_tree", "trace_info", "trace_search", "trace_starts")
         for table in tables:
             query = f"SELECT * FROM {table} ORDER BY 1"
             assert fast.conn.execute(query).fetchall() == slow.conn.execute(query).fetchall()

@@ -259,15 +259,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
             source = source.session  # a BatchResult without a manifest: its session
         if source is not None and not hasattr(source, "subscribe"):
-            self._index = _stored(source)
-            if self._index is None:
-                data = read_trace(source)
-                if len(data.get("nodes") or ()) > WINDOW_NODES:
-                    self._index = convert(data)
-                else:
-                    self._adopt(data, ended=True)
-            if self._index is not None:
-                _adopt_index(self._reducer, self._index)
+            saved = _saved(source)
+            if isinstance(saved, StoredTrace):
+                self._index = saved
+                _adopt_index(self._reducer, saved)
+            else:
+                self._adopt(saved, ended=True)
             initial = _encode({**self._initial_state(), "seq": 0})
         # the saved trace travels with the widget's opening message (one message, not two)
         super().__init__(title=title, state=initial or b"", **kwargs)
@@ -341,12 +338,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         index: StoredTrace | None = None
         session = source if hasattr(source, "subscribe") else None
         if session is None:
-            index = _stored(source)  # raises before anything is replaced
-            if index is None:
-                data = read_trace(source)
-                if len(data.get("nodes") or ()) > WINDOW_NODES:
-                    index = convert(data)
-            if index is not None:
+            saved = _saved(source)  # raises before anything is replaced
+            if isinstance(saved, StoredTrace):
+                index = saved
                 _adopt_index(reducer, index)
         if self._unsubscribe is not None:
             try:
@@ -368,8 +362,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                     json.loads(raw) if isinstance(raw, str) else to_jsonable(raw),
                     ended=_session_over(session),
                 )
-        elif index is None:
-            self._adopt(data, ended=True)
+        elif not isinstance(saved, StoredTrace):
+            self._adopt(saved, ended=True)
         self._send_show(seq, title, dict(view_state) if view_state is not None else {})
         if session is not None:
             handle = session.subscribe(self.push)
@@ -695,6 +689,17 @@ def _adopt_index(reducer: TraceReducer, index: StoredTrace) -> None:
         if start is None
         else _clock_offset(index.header, [{"kind": "session", "start": start}])
     )
+
+
+def _saved(source: Any) -> StoredTrace | dict[str, Any]:
+    """A saved trace as the explorer shows it: a stored trace when the page should not get
+    it whole (see :func:`_stored`; a trace of more than ``WINDOW_NODES`` read whole is
+    converted too), else its data, read strictly."""
+    stored = _stored(source)
+    if stored is not None:
+        return stored
+    data = read_trace(source)
+    return convert(data) if len(data.get("nodes") or ()) > WINDOW_NODES else data
 
 
 def _stored(source: Any) -> StoredTrace | None:

@@ -11,6 +11,7 @@ holds more than a bounded part of the file.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import os
@@ -143,6 +144,7 @@ class StoredTrace:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
         self._search: tuple[str, array[int], bytearray, int] | None = None
         self._starts: dict[str, array[float]] | None = None
+        self._texts: tuple[bytes, array[int]] | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -365,18 +367,19 @@ class StoredTrace:
         hits = bytearray(self.nodes)
         keep = bytearray(self.nodes)
         parents: list[int] = []
+        seqs = self._search_seqs(query)
         try:
-            cursor = self.conn.execute(
-                "SELECT t.rank, t.parent FROM trace_search s JOIN trace_tree t ON t.seq = s.seq"
-                " WHERE instr(s.text, ?) > 0",
-                (query.encode("utf-8", "surrogatepass"),),
-            )
-            for rank, parent in cursor:
-                if 0 <= rank < self.nodes and not hits[rank]:
-                    found += 1
-                    hits[rank] = keep[rank] = 1
-                    if parent is not None and 0 <= parent < rank and not keep[parent]:
-                        parents.append(parent)
+            for at in range(0, len(seqs), _CHUNK):
+                part = seqs[at : at + _CHUNK]
+                marks = ",".join("?" * len(part))
+                for rank, parent in self.conn.execute(
+                    f"SELECT rank, parent FROM trace_tree WHERE seq IN ({marks})", part
+                ):
+                    if 0 <= rank < self.nodes and not hits[rank]:
+                        found += 1
+                        hits[rank] = keep[rank] = 1
+                        if parent is not None and 0 <= parent < rank and not keep[parent]:
+                            parents.append(parent)
             while parents:  # ancestors, a level at a time (each strictly before its child)
                 level = sorted({p for p in parents if not keep[p]})
                 parents = []
@@ -392,9 +395,34 @@ class StoredTrace:
                             parents.append(parent)
         except sqlite3.Error as exc:
             raise self._error(f"not a readable stored trace ({exc})") from exc
-        kept = array("i", (i for i, k in enumerate(keep) if k)) if any(keep) else array("i")
+        kept = array("i", itertools.compress(range(self.nodes), keep))
         self._search = (query, kept, hits, found)
         return kept, hits, found
+
+    def _search_seqs(self, query: str) -> list[int]:
+        """The ``seq`` of every node whose search text holds ``query``: one ``bytes.find``
+        pass over all the search texts, read into memory at the first search (UTF-8, one
+        line a node: a match never spans two nodes)."""
+        if self._texts is None:
+            rows = self._query("SELECT text FROM trace_search ORDER BY seq")
+            texts = [t if type(t) is bytes else str(t).encode("utf-8") for (t,) in rows]
+            if len(texts) != self.nodes:
+                raise self._error("damaged trace_search")
+            lines = array("q", itertools.accumulate((len(t) + 1 for t in texts), initial=0))
+            self._texts = (b"\n".join(texts) + b"\n", lines)
+            del texts, rows
+        text, lines = self._texts
+        needle = query.encode("utf-8", "surrogatepass")
+        out: list[int] = []
+        if b"\n" in needle or not needle:
+            return out
+        where, find = bisect.bisect_right, text.find
+        at = find(needle)
+        while at >= 0:
+            i = where(lines, at) - 1
+            out.append(i)
+            at = find(needle, lines[i + 1]) if i + 1 < len(lines) else -1
+        return out
 
     def _rows(self, ranks: Sequence[int]) -> dict[int, tuple[Any, ...]]:
         out: dict[int, tuple[Any, ...]] = {}

@@ -365,9 +365,12 @@ class Manifest:
     def store_trace(self) -> None:
         """Write the trace of every run into this manifest as a stored trace (at the end of
         a batch), replacing the one an earlier run wrote; ``RunManifestError`` when the
-        disk refuses (the trace node records stay)."""
+        disk refuses (the trace node records stay). A record a row cannot show leaves the
+        trace as records only: opening it names what is wrong, the batch's results stand."""
         try:
             _store_trace(self._conn, self.path)
+        except ValueError:
+            return
         except sqlite3.Error as exc:
             self.broken = _unusable(self.path, exc, "write its trace")
             raise self.broken from None

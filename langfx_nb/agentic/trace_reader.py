@@ -144,7 +144,7 @@ class StoredTrace:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
         self._search: tuple[str, array[int], bytearray, int] | None = None
         self._starts: dict[str, array[float]] | None = None
-        self._texts: tuple[bytes, array[int]] | None = None
+        self._texts: tuple[bytearray, array[int]] | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -399,18 +399,29 @@ class StoredTrace:
         self._search = (query, kept, hits, found)
         return kept, hits, found
 
+    def _read_texts(self) -> tuple[bytearray, array[int]]:
+        """Every node's search text as one line, and where each line starts (a chunk of
+        rows in memory at a time, besides the result)."""
+        text, lines = bytearray(), array("q", [0])
+        try:
+            cursor = self.conn.execute("SELECT text FROM trace_search ORDER BY seq")
+            while chunk := cursor.fetchmany(BLOCK * 10):
+                part = [t if type(t) is bytes else str(t).encode("utf-8") for (t,) in chunk]
+                text += b"\n".join(part) + b"\n"
+                lines.extend(itertools.accumulate((len(t) + 1 for t in part), initial=lines[-1]))
+                del lines[-len(part) - 1]  # the chunk's start, already there
+        except sqlite3.Error as exc:
+            raise self._error(f"not a readable stored trace ({exc})") from exc
+        if len(lines) != self.nodes + 1:
+            raise self._error("damaged trace_search")
+        return text, lines
+
     def _search_seqs(self, query: str) -> list[int]:
         """The ``seq`` of every node whose search text holds ``query``: one ``bytes.find``
         pass over all the search texts, read into memory at the first search (UTF-8, one
         line a node: a match never spans two nodes)."""
         if self._texts is None:
-            rows = self._query("SELECT text FROM trace_search ORDER BY seq")
-            texts = [t if type(t) is bytes else str(t).encode("utf-8") for (t,) in rows]
-            if len(texts) != self.nodes:
-                raise self._error("damaged trace_search")
-            lines = array("q", itertools.accumulate((len(t) + 1 for t in texts), initial=0))
-            self._texts = (b"\n".join(texts) + b"\n", lines)
-            del texts, rows
+            self._texts = self._read_texts()
         text, lines = self._texts
         needle = query.encode("utf-8", "surrogatepass")
         out: list[int] = []

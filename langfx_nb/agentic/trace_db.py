@@ -237,7 +237,6 @@ _STR_NONE: frozenset[type] = frozenset({str, type(None)})
 _FLOAT: frozenset[type] = frozenset({float})
 _FLOAT_NONE: frozenset[type] = frozenset({float, type(None)})
 _DICT_NONE: frozenset[type] = frozenset({dict, type(None)})
-_RARE = ("error", "decision", "evicted_children")
 
 
 def _columns(nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]] | None:

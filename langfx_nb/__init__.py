@@ -83,6 +83,7 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type
         tool,
     )
     from .agentic import otel as otel
+    from .agentic.trace_db import save_trace as save_trace
     from .structured.events import (
         ArrayEnd,
         ArrayStart,
@@ -191,6 +192,7 @@ __all__ = [
     "llms",
     "query",
     "query_stream",
+    "save_trace",
     "set_default_lm",
     "tool",
 ]
@@ -213,6 +215,7 @@ _LAZY = {
     "TraceNode": ".agentic",
     "UsageSummary": ".agentic",
     "tool": ".agentic",
+    "save_trace": ".agentic.trace_db",
     "ArrayEnd": ".structured.events",
     "ArrayStart": ".structured.events",
     "Cancelled": ".structured.events",

@@ -15,8 +15,7 @@ export const KINDS = {
   "TRACE_OPENED": "trace_opened",
   "WINDOW_REQUEST": "window_request",
   "WINDOW": "window",
-  "SHOW": "show",
-  "READING": "reading"
+  "SHOW": "show"
 } as const;
 
 export type Kind = (typeof KINDS)[keyof typeof KINDS];

@@ -57,32 +57,7 @@ interface Shared {
   closed: string;
   /** A trace too large to send whole: the window of rows the page holds (else null). */
   win: RowWindow | null;
-  /** Only the first part of a large trace file is shown while the rest is read (else null):
-   *  bytes read so far of `size`, the `nodes` shown, and why the read stopped, if it did. */
-  reading: Reading | null;
   listeners: Set<(patches: Patch[]) => void>;
-}
-
-interface Reading {
-  read: number;
-  size: number;
-  nodes: number;
-  error?: string;
-}
-
-function readingOf(value: unknown): Reading | null {
-  if (!value || typeof value !== "object") return null;
-  const r = value as Record<string, unknown>;
-  if (typeof r.read !== "number" || typeof r.size !== "number" || typeof r.nodes !== "number") return null;
-  return { read: r.read, size: r.size, nodes: r.nodes, ...(typeof r.error === "string" ? { error: r.error } : {}) };
-}
-
-/** The banner over a trace file's first part: how far the rest is read, or why it stopped. */
-export function readingText(r: Reading): string {
-  const nodes = r.nodes.toLocaleString("en-US");
-  if (r.error !== undefined) return `Reading the trace file stopped — only its first ${nodes} nodes are shown, and every count is of those nodes only: ${r.error}`;
-  const pct = Math.min(99, Math.floor((100 * r.read) / Math.max(1, r.size)));
-  return `Reading trace file… ${pct} % — showing its first ${nodes} nodes until it is read; every count is of those nodes only`;
 }
 
 const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
@@ -158,8 +133,6 @@ const CSS = `
 .lfx-te-more{color:var(--jp-ui-font-color2,#757575);font-size:11px;margin-left:6px}
 .lfx-te-row.lfx-te-pending{color:var(--jp-ui-font-color3,#aaa)}
 .lfx-te-closed{background:rgba(249,171,0,.15);color:var(--jp-ui-font-color1,#8a5a00);padding:2px 6px}
-.lfx-te-reading{background:rgba(26,115,232,.12);color:var(--jp-ui-font-color1,#174ea6);padding:2px 6px}
-.lfx-te-reading.lfx-te-reading-failed{background:rgba(179,38,30,.12);color:var(--jp-ui-font-color1,#b3261e);white-space:pre-wrap}
 `;
 
 // The node's own fields (TraceNode.to_json), in reading order; any other field follows.
@@ -189,7 +162,7 @@ function defaultLayout(): Layout {
 }
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, ended: false, closed: "", win: null, reading: null, listeners: new Set() };
+  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, ended: false, closed: "", win: null, listeners: new Set() };
 }
 
 /** Widen `span` to cover a node's (or a patch's) start and end. */
@@ -264,12 +237,10 @@ export default () => {
       shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
       shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
       shared.ended = state.ended === true;
-      shared.reading = readingOf(state.reading);
       return;
     }
     if (state && Array.isArray(state.nodes)) {
       shared.win = null;
-      shared.reading = null;
       const t0 = performance.now();
       shared.store.load(state.nodes as TraceNode[]);
       shared.span = [Infinity, -Infinity];
@@ -356,24 +327,17 @@ export default () => {
           applyState({ ...(msg.state ?? decode(buffers?.[0])), seq: msg.seq });
           for (const l of shared.listeners) l([]);
         } else if (msg?.kind === KINDS.SHOW) {
-          // another trace in place (TraceExplorer.show): the reader's choices start afresh;
-          // or the whole of the trace file whose first part was shown: they are kept
+          // another trace in place (TraceExplorer.show): the reader's choices start afresh
           mark("show");
           const state = decode(buffers?.[0]);
           if (!state) return;
           shared.requested.clear();
-          if (!msg.keep_view) {
-            shared.expanded.clear();
-            shared.selected = null;
-            shared.query = "";
-          }
+          shared.expanded.clear();
+          shared.selected = null;
+          shared.query = "";
           applyState({ ...state, seq: msg.seq });
-          if (!msg.keep_view) restoreView(msg.view_state);
+          restoreView(msg.view_state);
           shared.layout++;
-          for (const l of shared.listeners) l([]);
-        } else if (msg?.kind === KINDS.READING) {
-          if (!shared.win || !shared.reading) return; // read whole meanwhile
-          shared.reading = readingOf(msg.reading) ?? shared.reading;
           for (const l of shared.listeners) l([]);
         }
       });
@@ -390,7 +354,6 @@ export default () => {
       const badge = h("span", { class: "lfx-te-badge", style: "display:none" });
       const cancelButton = h("button", { class: "lfx-btn lfx-te-cancel", type: "button", text: "Cancel run", style: "display:none", title: "Cancel the run this trace follows; a tool waiting for approval does not run" }) as HTMLButtonElement;
       const closedBar = h("div", { class: "lfx-te-closed", style: "display:none" });
-      const readingBar = h("div", { class: "lfx-te-reading", role: "status", style: "display:none" });
       const timelineBtn = h("button", { class: "lfx-btn lfx-te-tl-toggle", type: "button", title: "Show or hide the timeline column", text: "Timeline" });
       const zoomOut = h("button", { class: "lfx-btn lfx-te-zoom lfx-te-zout", type: "button", title: "Zoom the timeline out ( - )", text: "−" }) as HTMLButtonElement;
       const zoomIn = h("button", { class: "lfx-btn lfx-te-zoom lfx-te-zin", type: "button", title: "Zoom the timeline in ( + ; or the wheel over the overview strip)", text: "+" }) as HTMLButtonElement;
@@ -417,7 +380,7 @@ export default () => {
       const split = h("div", { class: "lfx-te-split", role: "separator", "aria-orientation": "vertical", title: "drag to resize" });
       const detail = h("div", { class: "lfx-te-detail", tabindex: -1 });
       const main = h("div", { class: "lfx-te-main" }, left, split, detail);
-      root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, zoomOut, zoomIn, zoomReset, timelineBtn, maxBtn)), closedBar, readingBar, main);
+      root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, zoomOut, zoomIn, zoomReset, timelineBtn, maxBtn)), closedBar, main);
       el.append(root);
       markLive(el);
       let problems = new Map<string, Record<string, number>>();
@@ -504,8 +467,7 @@ export default () => {
         const o = overview(lo, hi);
         const many = !!o && o.in_range > BAR_LIMIT;
         const apart = o ? [o.before && `${o.before.toLocaleString("en-US")} before`, o.after && `${o.after.toLocaleString("en-US")} after`, o.untimed && `${o.untimed.toLocaleString("en-US")} with no time`].filter(Boolean).join(" · ") : "";
-        const soFar = shared.reading ? " · of the first nodes shown so far" : "";
-        ovLabel.textContent = !o ? "timeline: counting…" : `${o.in_range.toLocaleString("en-US")} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}${soFar}`;
+        ovLabel.textContent = !o ? "timeline: counting…" : `${o.in_range.toLocaleString("en-US")} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}`;
         ovLabel.title = ovLabel.textContent;
         ovCell.style.visibility = many ? "" : "hidden";
         if (!o || !many) return;
@@ -716,12 +678,10 @@ export default () => {
         }
         for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
         const nodesN = win ? win.reply.nodes : store.nodes.size;
-        const reading = win ? shared.reading : null;
-        const soFar = reading ? " shown so far" : "";
         if (count === 0) {
           empty.style.display = "";
           empty.textContent = shared.query.trim()
-            ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${nodesN} ${plural(nodesN, "node")}${soFar}.`
+            ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${nodesN} ${plural(nodesN, "node")}.`
             : "No trace nodes yet.";
         } else empty.style.display = "none";
         const c = win ? new Map(Object.entries(win.reply.counts.status)) : store.statusCounts;
@@ -736,16 +696,12 @@ export default () => {
         cancelButton.style.display = running > 0 ? "" : "none";
         closedBar.style.display = shared.closed ? "" : "none";
         closedBar.textContent = shared.closed;
-        readingBar.style.display = reading ? "" : "none";
-        readingBar.classList.toggle("lfx-te-reading-failed", reading?.error !== undefined);
-        readingBar.textContent = reading ? readingText(reading) : "";
         const sm = shared.summary;
         const unpricedN = typeof sm?.unpriced_requests === "number" ? sm.unpriced_requests : 0;
         const total = sm && (typeof sm.cost === "number" || unpricedN) ? ` · ${totalCostText(sm.cost, unpricedN, Array.isArray(sm.unpriced_models) ? sm.unpriced_models.map(String) : [])}` : "";
         const matches = win ? win.reply.matches : rows.matches?.size;
-        // while only a file's first part is shown, no count reads as the file's total
-        summary.textContent = (reading ? `first ${nodesN} ${plural(nodesN, "node")} of the file (not all of it) · ${failed} failed/denied/cancelled among them` : `${nodesN} ${plural(nodesN, "node")} · ${running} running · ${failed} failed/denied/cancelled${total}`) +
-          (shared.query && typeof matches === "number" ? ` · ${matches} match${matches === 1 ? "" : "es"}${soFar}` : "") +
+        summary.textContent = `${nodesN} ${plural(nodesN, "node")} · ${running} running · ${failed} failed/denied/cancelled${total}` +
+          (shared.query && typeof matches === "number" ? ` · ${matches} match${matches === 1 ? "" : "es"}` : "") +
           (shared.query ? ` · ${count} shown` : "");
         drawDetail(roll);
         timing("draw", t0);
@@ -777,8 +733,7 @@ export default () => {
         const gone = !!shared.closed;
         // rebuild the row's cells only when something it shows changed
         const below = belowText(belowCounts);
-        const partial = !!shared.reading;
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${r?.unpriced}|${r?.descendants}|${depth}|${tl}|${below}|${shared.ended}|${gone}|${partial}`;
+        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${r?.unpriced}|${r?.descendants}|${depth}|${tl}|${below}|${shared.ended}|${gone}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
@@ -790,10 +745,9 @@ export default () => {
         const v = rowValuesOf(node, depth, r, belowCounts, shared.ended, gone);
         const still = ["running", "waiting for approval", "open"].includes(v.status);
         const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: v.name || id }));
-        if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below}${partial ? " so far" : ""})` }));
+        if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below})` }));
         // a collapsed row says how many nodes it holds: nothing is hidden without a count
-        // (while a file's first part is shown, of those read so far: more may follow)
-        if (hasChildren && !expanded && r && r.descendants) label.append(h("span", { class: "lfx-te-more", text: `${r.descendants.toLocaleString("en-US")} ${plural(r.descendants, "node")}${partial ? " so far" : ""}` }));
+        if (hasChildren && !expanded && r && r.descendants) label.append(h("span", { class: "lfx-te-more", text: `${r.descendants.toLocaleString("en-US")} ${plural(r.descendants, "node")}` }));
         if (v.hint) label.append(h("span", { class: "lfx-te-hint", text: v.hint }));
         const cell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
         const wait = humanWait(node);
@@ -1123,8 +1077,7 @@ export default () => {
       model.on("change:title", onTitle);
       const listener = (patches: Patch[]) => {
         if (patches.length === 0) {
-          // (a filter typed and not yet applied is kept: a redraw meanwhile, such as the
-          // reading progress of a large file, must not undo it)
+          // (a filter typed and not yet applied is kept: a redraw meanwhile must not undo it)
           if (search.value !== shared.query && document.activeElement !== search && searchTimer === undefined) search.value = shared.query;
         }
         schedule(patches);

@@ -80,7 +80,7 @@ test("window range clamps at both ends", () => {
 });
 
 test("message kinds are the ones the kernel uses", () => {
-  assert.deepEqual(Object.values(KINDS).sort(), ["cancel", "decision", "decision_result", "detail", "detail_request", "events", "open_group", "open_trace", "reading", "rendered", "show", "snapshot", "sync", "trace_opened", "window", "window_request"]);
+  assert.deepEqual(Object.values(KINDS).sort(), ["cancel", "decision", "decision_result", "detail", "detail_request", "events", "open_group", "open_trace", "rendered", "show", "snapshot", "sync", "trace_opened", "window", "window_request"]);
 });
 
 function rng(seed: number): () => number {
@@ -194,18 +194,6 @@ test("a query's details read as a conversation: system, prompt, reasoning, answe
   assert.equal(turns[3].text, "(redacted by the provider)");
   assert.deepEqual(turns[4].tool_calls, [{ id: "c1", name: "add", args: { a: 1 } }]);
   assert.equal(conversation({ id: "t", kind: "tool_call", inputs: {} }), null);
-});
-
-test("the banner over a trace file's first part says how far the rest is read, or why it stopped", async () => {
-  const { readingText } = await import("../src/trace_explorer");
-  const reading = readingText({ read: 38, size: 100, nodes: 61203 });
-  assert.ok(/^Reading trace file… 38 % — showing its first 61,203 nodes/.test(reading));
-  assert.ok(/every count is of those nodes only/.test(reading));
-  // never 100 % while still partial (the swap is what says it is whole)
-  assert.ok(/… 99 %/.test(readingText({ read: 100, size: 100, nodes: 5 })));
-  const failed = readingText({ read: 40, size: 100, nodes: 7, error: "big.json: nodes[9]: 'kind' is missing" });
-  assert.ok(/^Reading the trace file stopped — only its first 7 nodes are shown/.test(failed));
-  assert.ok(failed.endsWith("big.json: nodes[9]: 'kind' is missing"));
 });
 
 test("a row window answers for the rows it holds, and only for the view it was computed for", () => {

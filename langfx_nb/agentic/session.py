@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import datetime
 import json
+import os
 import time
 import uuid
 from collections.abc import (
@@ -28,6 +29,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -657,9 +659,14 @@ class Session:
 
     @classmethod
     def load_trace(
-        cls, data: Mapping[str, Any] | str, *, prices: Mapping[str, Price] | None = None
+        cls,
+        data: Mapping[str, Any] | str | os.PathLike[str],
+        *,
+        prices: Mapping[str, Price] | None = None,
     ) -> Session:
-        """A read-only session showing a saved trace (queries and invokes raise).
+        """A read-only session showing a saved trace (queries and invokes raise): its data,
+        JSON text, or the path of a trace file (a stored trace written by ``save_trace`` or
+        a batch, or trace JSON).
 
         A malformed trace raises one ``ValueError`` naming what is wrong.
         """
@@ -675,7 +682,7 @@ class Session:
     @classmethod
     def restore(
         cls,
-        data: Mapping[str, Any] | str,
+        data: Mapping[str, Any] | str | os.PathLike[str],
         lm: LanguageModel | None = None,
         *,
         prices: Mapping[str, Price] | None = None,
@@ -713,7 +720,22 @@ class Session:
         return f"Session({self.id}, {where})"
 
 
-def _trace_data(data: Mapping[str, Any] | str) -> Mapping[str, Any]:
+def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
+    """Saved-trace data from data, JSON text, or the path of a stored trace (``save_trace``,
+    a run manifest) or of a trace JSON file."""
+    if isinstance(data, os.PathLike) or (
+        isinstance(data, str) and not data.lstrip().startswith("{") and os.path.isfile(data)
+    ):
+        from ..batch.manifest import open_trace
+        from .trace_db import is_store
+
+        if is_store(data):  # a stored trace, or a run manifest
+            store = open_trace(Path(data))
+            try:
+                return store.trace_json()
+            finally:
+                store.close()
+        data = Path(data).read_text(encoding="utf-8")
     if not isinstance(data, str):
         return data
     try:

@@ -26,7 +26,8 @@ Item traces: a ``trace_nodes`` row per trace node of the batch (the session root
 ``lf.batch`` call on the manifest is one run) and the node's id, the record as the core
 writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a later run are
 ``"<run>:<id>"`` so the runs of one manifest form one trace (one session root per run).
-``TraceExplorer(path)`` windows them from here (``trace_records`` / ``trace_record``).
+At the end of each batch they are written again as a stored trace (``agentic/trace_db.py``)
+in the same file, which ``TraceExplorer(path)`` and ``Session.load_trace(path)`` read.
 """
 
 from __future__ import annotations
@@ -38,12 +39,15 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..errors import RunManifestError
 from .codec import JSON_TAG, ResultCodec
+
+if TYPE_CHECKING:
+    from ..agentic.trace_db import StoredTrace
 
 __all__ = [
     "FLUSH_INTERVAL_S",
@@ -52,9 +56,7 @@ __all__ = [
     "TraceSource",
     "is_manifest_path",
     "manifest_path",
-    "trace_record",
-    "trace_records",
-    "trace_rowid_end",
+    "open_trace",
 ]
 
 FORMAT = "langfx_nb.batch_run"
@@ -349,7 +351,17 @@ class Manifest:
     def record_trace_from(self, source: TraceSource | None) -> None:
         """Commit ``source``'s trace records with every later ``flush`` (``None``: stop);
         records with an id already stored replace it (a node written running, then
-        finished)."""
+        finished). The stored trace of earlier runs is dropped now (it would be stale: it is
+        written again at the end, :meth:`store_trace`; until then the records are read)."""
+        if source is not None:
+            from ..agentic.trace_db import STORE_TABLES
+
+            try:
+                for table in STORE_TABLES:
+                    self._conn.execute(f"DROP TABLE IF EXISTS {table}")
+            except sqlite3.Error as exc:
+                self.broken = _unusable(self.path, exc, "write its trace")
+                raise self.broken from None
         self._trace = source
 
     def _due(self) -> None:
@@ -405,6 +417,19 @@ class Manifest:
         waiting = len(self._trace) if self._trace is not None else 0
         return len(self._pending) + len(self._trace_pending) + waiting
 
+    def store_trace(self) -> None:
+        """Write the trace of every run into this manifest as a stored trace (at the end of
+        a batch), replacing the one an earlier run wrote; ``RunManifestError`` when the
+        disk refuses (the trace node records stay). A record a row cannot show leaves the
+        trace as records only: opening it names what is wrong, the batch's results stand."""
+        try:
+            _store_trace(self._conn, self.path)
+        except ValueError:
+            return
+        except sqlite3.Error as exc:
+            self.broken = _unusable(self.path, exc, "write its trace")
+            raise self.broken from None
+
     def close(self) -> None:
         self._conn.close()
 
@@ -459,56 +484,74 @@ def is_manifest_path(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def _read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the manifest's trace, usable from any thread (an index is
-    loaded in a worker thread and its records read on the kernel's)."""
+def open_trace(path: Path) -> StoredTrace:
+    """The batch trace of the manifest at ``path``: its stored trace (written at the end of
+    each batch, :meth:`Manifest.store_trace`), opened read-only; for a batch that never reached
+    its end, its node records converted into a temporary stored trace. ``ValueError`` for a
+    file that is not a manifest with a trace."""
+    from ..agentic.trace_db import open_store, temporary, write_store
+
     try:
-        conn = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
-        )
-        conn.execute("SELECT 1 FROM trace_nodes LIMIT 1")
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        finally:
+            conn.close()
     except sqlite3.Error as exc:
-        raise ValueError(f"{path}: not a run manifest with a trace ({exc})") from None
-    return conn
+        raise ValueError(f"{path}: not a run manifest with a trace ({exc})") from exc
+    if "trace_info" in tables:
+        return open_store(path)
+    if "trace_nodes" not in tables:
+        raise ValueError(f"{path}: not a run manifest with a trace")
+
+    def write(target: sqlite3.Connection) -> None:
+        source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            write_store(target, _trace_header(), _trace_batches(source, path, in_place=False))
+        except sqlite3.Error as exc:
+            raise ValueError(f"{path}: the trace cannot be read ({exc})") from exc
+        finally:
+            source.close()
+
+    return temporary(write, str(path))
 
 
-def trace_records(
-    path: Path, chunk: int = 20_000, limit: int | None = None
-) -> Iterable[list[tuple[int, str]]]:
-    """The manifest's trace node records in the order written, as ``(rowid, JSON text)``,
-    ``chunk`` at a time (a record rewritten later, such as a node that finished, comes at
-    the place of its last write); ``limit``: only the first that many."""
-    conn = _read_only(path)
+def _trace_header() -> dict[str, Any]:
+    from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
+
+    return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "session": {}}
+
+
+def _trace_batches(
+    conn: sqlite3.Connection, path: Path, *, in_place: bool
+) -> Iterator[tuple[list[Any], bytes | list[int]]]:
+    """The manifest's trace node records in the order written, a chunk at a time (a record
+    rewritten later comes at the place of its last write), each chunk with its rowids
+    (``in_place``: the records stay where they are) or its JSON array."""
+    rows = conn.execute("SELECT rowid, record FROM trace_nodes ORDER BY rowid")
+    any_rows = False
+    while chunk := rows.fetchmany(5_000):
+        any_rows = True
+        body = ("[" + ",".join(str(r[1]) for r in chunk) + "]").encode("utf-8")
+        try:
+            batch = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"{path}: a trace record is not valid JSON ({exc})") from exc
+        yield batch, ([r[0] for r in chunk] if in_place else body)
+    if not any_rows:
+        raise ValueError(f"{path}: the run manifest holds no trace")
+
+
+def _store_trace(conn: sqlite3.Connection, path: Path) -> None:
+    """Write (or write again) the stored trace of every run's trace node records into the
+    manifest itself, in one transaction."""
+    from ..agentic.trace_db import STORE_TABLES, write_store
+
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        rows = conn.execute(
-            "SELECT rowid, record FROM trace_nodes ORDER BY rowid LIMIT ?",
-            (-1 if limit is None else max(0, limit),),
-        )
-        while batch := rows.fetchmany(chunk):
-            yield batch
-    finally:
-        conn.close()
-
-
-def trace_rowid_end(path: Path) -> int:
-    """The largest rowid of the manifest's trace node records (0: none): how far
-    :func:`trace_records` goes, for a progress measure (rowids rise as records are written)."""
-    conn = _read_only(path)
-    try:
-        row = conn.execute("SELECT max(rowid) FROM trace_nodes").fetchone()
-    finally:
-        conn.close()
-    return int(row[0] or 0)
-
-
-def trace_record(path: Path) -> tuple[Any, Any]:
-    """``(read, close)``: ``read(rowid)`` is one trace node record's JSON text."""
-    conn = _read_only(path)
-
-    def read(rowid: int) -> str:
-        row = conn.execute("SELECT record FROM trace_nodes WHERE rowid = ?", (rowid,)).fetchone()
-        if row is None:
-            raise ValueError(f"{path}: trace node {rowid} is gone")
-        return str(row[0])
-
-    return read, conn.close
+        for table in STORE_TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    write_store(conn, _trace_header(), _trace_batches(conn, path, in_place=True))

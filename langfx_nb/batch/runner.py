@@ -459,6 +459,7 @@ async def _execute(
     if tracer is not None and manifest is not None and not manifest.broken and not flush_error:
         try:
             manifest.flush()  # the batch node, finished
+            manifest.store_trace()  # the whole trace, stored as it is read
         except RunManifestError as exc:
             flush_error = exc
     if flush_error is not None:

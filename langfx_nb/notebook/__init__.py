@@ -22,6 +22,7 @@ from .markdown import MarkdownText
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
+    from ..agentic.trace_db import save_trace
     from ..batch.progress import BatchProgress, Reporter
     from .approval import ApprovalPolicy, ApprovalWidget
     from .batch_view import BatchView
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from .eval_report import EvalReportView
     from .stream_view import StreamView
     from .trace_explorer import TraceExplorer
-    from .trace_file import save_trace
 
 __all__ = [
     "ApprovalPolicy",
@@ -60,7 +60,7 @@ _LAZY = {
     "EventBridge": ".bridge",
     "StreamView": ".stream_view",
     "TraceExplorer": ".trace_explorer",
-    "save_trace": ".trace_file",
+    "save_trace": "..agentic.trace_db",
 }
 
 

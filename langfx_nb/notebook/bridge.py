@@ -56,13 +56,9 @@ class MessageKind(enum.StrEnum):
     # kernel → view: {"req", "start", "total", "nodes", "rows", "counts", "matches"?,
     # "timeline"?: bucket counts}
     WINDOW = "window"
-    # kernel → view: {"seq", "title", "view_state", "keep_view"?} + the new state as one
-    # buffer: the explorer shows another trace in place (``TraceExplorer.show``), or the
-    # whole of a trace file whose first part it showed (``keep_view``: the reader's choices)
+    # kernel → view: {"seq", "title", "view_state"} + the new state as one buffer: the
+    # explorer shows another trace in place (``TraceExplorer.show``)
     SHOW = "show"
-    # kernel → view: {"reading": {"read", "size", "nodes", "error"?}} how far the background
-    # read of a large trace file has got, while only its first part is shown
-    READING = "reading"
 
 
 MESSAGE_KINDS: dict[str, str] = {k.name: k.value for k in MessageKind}

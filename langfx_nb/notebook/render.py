@@ -639,41 +639,37 @@ class WidgetDisplayMixin:
                 handle.update(static, raw=True)
 
 
-def trace_index_html(index: Any, *, title: str = "", partial: str | None = None) -> str:
-    """The saved-notebook copy of a trace too large to list (a ``TraceIndex``), bounded to
-    about ``MAX_ROWS`` rows whatever its size: a summary, exact counts by status and kind,
-    the first rows depth first with exact subtree sums, and for every row whose subtree is
-    not all shown, "… N more nodes" (and the same for the whole trace). ``partial``: the index
-    holds the first part of a trace file only; this line says so, and every count is labelled
-    as of the nodes read so far."""
+def trace_index_html(index: Any, *, title: str = "") -> str:
+    """The saved-notebook copy of a trace too large to list (a stored trace or a live
+    index), bounded to about ``MAX_ROWS`` rows whatever its size: a summary, exact counts by
+    status and kind, the first rows depth first with exact subtree sums, and for every row
+    whose subtree is not all shown, "… N more nodes" (and the same for the whole trace)."""
     counts = index.counts_cached()
-    rows = list(index.first_rows(MAX_ROWS))
+    rows = index.first_rows(MAX_ROWS)
     out: list[str] = []
-    open_rows: list[tuple[int, int, int]] = []  # (node, depth, descendants shown so far)
+    open_rows: list[tuple[int, int, int]] = []  # (descendants, depth, descendants shown)
 
     def close_to(depth: int) -> None:
         while open_rows and open_rows[-1][1] >= depth:
-            i, _d, shown = open_rows.pop()
-            more = index.desc[i] - shown
-            if more > 0:
-                out.append(f'<li class="lfx-k">… {more:,} more nodes</li>')
+            desc, _d, shown = open_rows.pop()
+            if desc - shown > 0:
+                out.append(f'<li class="lfx-k">… {desc - shown:,} more nodes</li>')
             out.append("</ul></li>")
             if open_rows:
                 j, dj, sj = open_rows[-1]
                 open_rows[-1] = (j, dj, sj + shown)
 
-    for i, depth in rows:
+    for row in rows:
+        depth, node = row["depth"], row["node"]
+        sub_tokens, sub_cost, priced, desc, _own, unpriced = row["roll"]
         close_to(depth)
         if open_rows:
             j, dj, sj = open_rows[-1]
             open_rows[-1] = (j, dj, sj + 1)
-        node = index.summary(i)
         label = status_label(node, ended=True, gone=True)
-        tokens = tokens_text(index.sub_tokens[i])
-        cost = cost_text(
-            index.sub_tokens[i], index.sub_cost[i], index.sub_priced[i], index.sub_unpriced[i]
-        )
-        below = below_text(index.below.get(i))
+        tokens = tokens_text(sub_tokens)
+        cost = cost_text(sub_tokens, sub_cost, priced, unpriced)
+        below = below_text(row.get("below"))
         extra = "".join(f" · {esc(v)}" for v in (tokens, cost) if v)
         dur = fmt_duration(duration_ms(node))
         out.append(
@@ -685,35 +681,30 @@ def trace_index_html(index: Any, *, title: str = "", partial: str | None = None)
             + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
             + UL
         )
-        open_rows.append((i, depth, 0))
+        open_rows.append((desc, depth, 0))
     close_to(0)
     total = len(index)
-    so_far = " read so far" if partial is not None else ""
-    more = f"<div>… {total - len(rows):,} more nodes{so_far}</div>" if len(rows) < total else ""
+    more = f"<div>… {total - len(rows):,} more nodes</div>" if len(rows) < total else ""
 
     def table(name: str, values: Mapping[str, int]) -> str:
         cells = ", ".join(f"{esc(k or '—')} {v:,}" for k, v in sorted(values.items()))
         return f'<div class="lfx-k">{name}: {cells}</div>'
 
     head = f"<b>{esc(title)}</b> " if title else ""
-    if partial is not None:
-        head += f'<div class="lfx-st-running">{esc(partial)}</div>'
-    head += f"<div>{counted(total, 'node')}{so_far} (first {len(rows):,} shown)</div>"
+    head += f"<div>{counted(total, 'node')} (first {len(rows):,} shown)</div>"
     head += table("by status", counts["status"]) + table("by kind", counts["kind"])
     return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{"".join(out)}</ul>{more}</div>'
 
 
-def trace_index_text(index: Any, *, title: str = "", partial: str | None = None) -> str:
-    """``trace_text`` for a ``TraceIndex`` (counts per status as the rows show them);
-    ``partial``: as for :func:`trace_index_html`."""
+def trace_index_text(index: Any, *, title: str = "") -> str:
+    """``trace_text`` for a trace too large to list (counts per status as the rows show
+    them)."""
     counts: dict[str, int] = {}
     for status, n in index.counts_cached()["status"].items():
         label = "unfinished" if status in ("running", "waiting") else status
         counts[label] = counts.get(label, 0) + n
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
-    so_far = " read so far" if partial is not None else ""
-    text = f"{name}: {counted(len(index), 'node', grouped=False)}{so_far}" + (
+    return f"{name}: {counted(len(index), 'node', grouped=False)}" + (
         f" ({detail})" if detail else ""
     )
-    return text if partial is None else f"{text} — {partial}"

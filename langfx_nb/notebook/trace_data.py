@@ -8,16 +8,14 @@ cut to what a row needs; the detail pane asks for the rest).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
+from ..agentic.trace_db import HINT_CHARS, node_hint
 from .bridge import to_jsonable
 
 __all__ = ["HINT_CHARS", "node_hint", "read_trace", "subtrace", "view_node"]
-
-HINT_CHARS = 80  # what a row can show; also bounds what 10,000 summaries add to a snapshot
 
 
 def read_trace(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
@@ -84,62 +82,3 @@ def view_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
     if hint:
         node["hint"] = hint
     return node
-
-
-def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
-    """A JSON object (a ``dict`` checked first: ``isinstance`` of an ABC is slow per node)."""
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _text_of(value: Any) -> str:
-    """The readable text of a message preview (``{role, text}``, a list of them) or a value."""
-    if isinstance(value, str):
-        return value
-    if _is_map(value):
-        if isinstance(value.get("text"), str):
-            return value["text"]
-        if isinstance(value.get("turns"), list):
-            return _text_of(value["turns"])
-    if isinstance(value, list):
-        texts = [_text_of(v) for v in value if _is_map(v)]
-        users = [_text_of(v) for v in value if _is_map(v) and v.get("role") == "user"]
-        return (users or texts or [""])[-1]
-    return ""
-
-
-def node_hint(node: Mapping[str, Any]) -> str:
-    """One line that tells same-named rows apart: a log's message, a query's prompt (and
-    vars), a tool call's arguments. ``""`` when the record has nothing to show."""
-    inputs = node.get("inputs")
-    if not _is_map(inputs):
-        return ""
-    kind = node.get("kind")
-    text = ""
-    if kind == "log":
-        text = str(inputs.get("message", ""))
-    elif kind == "query":
-        prompt = inputs.get("prompt", inputs.get("rendered_prompt"))
-        text = _text_of(prompt)
-        variables = inputs.get("vars")
-        if _is_map(variables) and variables:
-            shown = ", ".join(f"{k}={_short(v)}" for k, v in list(variables.items())[:4])
-            text = f"{shown} · {text}" if text else shown
-    elif kind == "tool_call":
-        args = inputs.get("args")
-        if _is_map(args):
-            text = ", ".join([f"{k}={_short(v)}" for k, v in args.items()])
-    if len(text) <= HINT_CHARS and text.isprintable() and "  " not in text:
-        return text.strip()  # a short line with single spaces: already what a row shows
-    text = " ".join(text.split())
-    return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
-
-
-def _short(value: Any) -> str:
-    kind = type(value)
-    if kind is int:  # json.dumps of an int, without its encoder
-        text = str(value)
-    elif kind is str:
-        text = value
-    else:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 30 else text[:29] + "…"

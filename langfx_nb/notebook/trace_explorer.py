@@ -5,7 +5,10 @@ patches ``{"op": "node", "id": ..., <fields>}`` with the core's own field names,
 merges into its store. Approval is read from the tool-call node itself (status ``waiting``,
 then its decision record), never from log text. The view renders only the rows on screen, so
 10,000 nodes stay smooth; the static copy is drawn from the same records (``trace_rows``).
-A trace too large for the page to hold is shown through windows of rows (``trace_windows``).
+A trace too large for the page to hold is shown through windows of rows (``trace_windows``):
+a saved one from its stored trace (``agentic/trace_db.py``: a ``save_trace`` file or a run
+manifest opened in place, a large JSON trace converted into a temporary one), a live one
+from its :class:`LiveIndex`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import asyncio
 import contextlib
 import datetime as _dt
 import json
+import os
+import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,8 @@ from typing import Any
 import anywidget
 import traitlets
 
+from ..agentic.trace_db import StoredTrace, convert, is_store
+from ..agentic.trace_json import regular_file
 from .bridge import Clock, EventBridge, MessageKind, to_jsonable
 from .render import (
     WidgetDisplayMixin,
@@ -31,10 +39,7 @@ from .render import (
     trace_text,
 )
 from .trace_data import read_trace, view_node
-from .trace_file import Prefix
-from .trace_index import WINDOW_NODES, TraceIndex
 from .trace_live import LiveIndex, row_patch
-from .trace_open import BackgroundRead, ReadingStatus, open_indexed
 from .trace_rows import LIVE
 from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
 from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
@@ -46,6 +51,12 @@ __all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
 _STATIC = Path(__file__).parent / "static"
 
 SUMMARY_EVENT = "_session_summary"  # synthetic: the explorer's own end-of-run totals
+#: Above this many nodes a trace is shown through windows (the page holds what it shows);
+#: below it the page gets every node summary and works on its own.
+WINDOW_NODES = 20_000
+#: A trace JSON file at least this large is converted into a stored trace as a stream
+#: (bounded memory, a progress line), not read whole.
+BIG_FILE_BYTES = 4 << 20
 
 # What a tree row, the roll-ups and the search need. Snapshots (the state trait, a reload)
 # carry only these; the detail pane asks the kernel for the rest of a node when selected.
@@ -202,10 +213,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
     ``source`` is a ``Session``, a saved trace (dict, JSON text, or a path to a trace file),
-    read strictly: a malformed one raises ``ValueError`` naming what is wrong; or a batch's
-    run manifest (the path of ``lf.batch(run=...)``'s SQLite file, or its ``BatchResult``),
-    whose item traces are windowed from the file. A ``BatchResult`` without a manifest shows
-    its session.
+    read strictly: a malformed one raises ``ValueError`` naming what is wrong; a stored trace
+    (``lf.save_trace``'s file) or a batch's run manifest (the path of ``lf.batch(run=...)``'s
+    SQLite file, or its ``BatchResult``), windowed from the file. A ``BatchResult`` without a
+    manifest shows its session.
     """
 
     _esm = _STATIC / "trace_explorer.js"
@@ -218,7 +229,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     view_state = traitlets.Dict().tag(sync=True)
     # set before a saved trace is read: a bad one raises, and the half-built widget is closed
     _unsubscribe: Callable[[], Any] | None = None
-    _reading: BackgroundRead | None = None
+    _index: StoredTrace | None = None
 
     def __init__(
         self,
@@ -239,8 +250,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             extras=self._live_extras,
             clock=clock,
         )
-        #: A trace too large for the page to hold: the page asks for windows of rows.
-        self._index: TraceIndex | None = None
+        #: A saved trace too large for the page to hold: the page asks for windows of rows.
+        self._index = None
         initial = b""
         run_path = getattr(source, "run_path", None)  # a BatchResult of lf.batch(run=...)
         if run_path is not None:
@@ -248,15 +259,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
             source = source.session  # a BatchResult without a manifest: its session
         if source is not None and not hasattr(source, "subscribe"):
-            indexed = open_indexed(source)
-            if indexed is not None:
-                self._index, prefix = indexed
-                _adopt_index(self._reducer, self._index)
-                self._reading = self._background_read(prefix)
+            saved = _saved(source)
+            if isinstance(saved, StoredTrace):
+                self._index = saved
+                _adopt_index(self._reducer, saved)
             else:
-                self._adopt(read_trace(source), ended=True)
-                if len(self._reducer.nodes) > WINDOW_NODES:
-                    self._index = TraceIndex.from_nodes(self._reducer.nodes.values())
+                self._adopt(saved, ended=True)
             initial = _encode({**self._initial_state(), "seq": 0})
         # the saved trace travels with the widget's opening message (one message, not two)
         super().__init__(title=title, state=initial or b"", **kwargs)
@@ -272,8 +280,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self.on_msg(self._on_view_message)
         if source is not None and hasattr(source, "subscribe"):
             self.watch(source)
-        if self._reading is not None:
-            self._reading.start()
 
     @property
     def _live(self) -> LiveIndex | None:
@@ -285,8 +291,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return self._reducer.snapshot()
         reducer = self._reducer
         out: dict[str, Any] = {"windowed": index.window(start=0, count=200), "ended": True}
-        if self._reading is not None:
-            out["reading"] = self._reading.status.to_json()
         span = index.span()
         if span is not None:
             out["span"] = list(span)
@@ -331,18 +335,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         reader's choices, which otherwise start afresh. A malformed saved trace raises
         ``ValueError`` and the explorer keeps showing what it showed."""
         reducer = TraceReducer()
-        index: TraceIndex | None = None
-        prefix: Prefix | None = None
+        index: StoredTrace | None = None
         session = source if hasattr(source, "subscribe") else None
         if session is None:
-            indexed = open_indexed(source)
-            if indexed is not None:
-                index, prefix = indexed
+            saved = _saved(source)  # raises before anything is replaced
+            if isinstance(saved, StoredTrace):
+                index = saved
                 _adopt_index(reducer, index)
-            else:
-                data = read_trace(source)  # raises before anything is replaced
-        self._stop_reading()
-        self._reading = self._background_read(prefix)
         if self._unsubscribe is not None:
             try:
                 self._unsubscribe()
@@ -363,10 +362,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                     json.loads(raw) if isinstance(raw, str) else to_jsonable(raw),
                     ended=_session_over(session),
                 )
-        elif index is None:
-            self._adopt(data, ended=True)
-            if len(reducer.nodes) > WINDOW_NODES:
-                self._index = TraceIndex.from_nodes(reducer.nodes.values())
+        elif not isinstance(saved, StoredTrace):
+            self._adopt(saved, ended=True)
         self._send_show(seq, title, dict(view_state) if view_state is not None else {})
         if session is not None:
             handle = session.subscribe(self.push)
@@ -375,74 +372,24 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             elif hasattr(session, "unsubscribe"):
                 self._unsubscribe = lambda: session.unsubscribe(self.push)
         self._refresh_displays()
-        if self._reading is not None:
-            self._reading.start()
 
-    def _send_show(self, seq: int, title: str | None, view: dict[str, Any] | None) -> None:
-        """The state now to the views on screen (first) and the traits. ``view``: the reader's
-        choices afresh, or ``None`` to keep each view's own (the same trace, read whole)."""
+    def _send_show(self, seq: int, title: str | None, view: dict[str, Any]) -> None:
+        """The state now to the views on screen (first) and the traits; ``view``: the
+        reader's choices afresh."""
         encoded = _encode({**self._initial_state(), "seq": seq})
         if self.comm is not None:  # the views on screen swap first; the traits follow
             message = {
                 "kind": MessageKind.SHOW.value,
                 "seq": seq,
                 "title": self.title if title is None else title,
-                "view_state": view or {},
+                "view_state": view,
             }
-            if view is None:
-                message["keep_view"] = True
             self.send(message, buffers=[encoded])
         with self.hold_sync():
             if title is not None:
                 self.title = title
-            if view is not None:
-                self.view_state = view
+            self.view_state = view
             self.state = encoded
-
-    @property
-    def reading(self) -> BackgroundRead | None:
-        """While only the first part of a large trace file is shown, the read of the rest
-        (``None``: the whole trace is shown). It ends in the whole index swapped in, the
-        reader's choices kept (``None`` again), or it stays with ``status.error`` saying why
-        (the first part stays, labelled: docs/decisions.md "Large trace files open
-        progressively")."""
-        return self._reading
-
-    def _background_read(self, prefix: Prefix | None) -> BackgroundRead | None:
-        if prefix is None:
-            return None
-        return BackgroundRead(
-            prefix,
-            on_progress=self._reading_progress,
-            on_done=self._read_whole,
-            on_fail=self._reading_failed,
-        )
-
-    def _stop_reading(self) -> None:
-        reading, self._reading = self._reading, None
-        if reading is not None:
-            reading.cancel()
-
-    def _reading_progress(self, status: ReadingStatus) -> None:
-        self._send_message({"kind": MessageKind.READING.value, "reading": status.to_json()})
-
-    def _reading_failed(self, status: ReadingStatus) -> None:
-        """The first part stays shown, labelled with why the rest is not (a reload too)."""
-        self._reading_progress(status)
-        self.state = _encode({**self._initial_state(), "seq": self._bridge.seq})
-        self._refresh_displays()
-
-    def _read_whole(self, index: TraceIndex) -> None:
-        """The background read ended: the whole index replaces the first part in the views
-        on screen, each keeping its reader's choices (selection, expanded rows, filter)."""
-        self._reading = None
-        reducer = TraceReducer()
-        _adopt_index(reducer, index)
-        if self._index is not None:
-            self._index.close()
-        self._reducer, self._index = reducer, index
-        self._send_show(self._bridge.replace(_Fold(self._fold, self._state_now)), None, None)
-        self._refresh_displays()
 
     def _adopt(self, data: Mapping[str, Any], *, ended: bool) -> None:
         """Take the nodes, totals and clock offset of trace JSON as the core writes it."""
@@ -484,8 +431,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if live is not None:
             return [live.summary(i) for i in range(len(live))]
         index = self._index
-        if index is not None and not self._reducer.nodes:
-            return [r for i in index.ids if (r := index.record(i)) is not None]
+        if index is not None:
+            return [view_node(r, plain=True) for r in index.records()]
         return list(self._reducer.nodes.values())
 
     @property
@@ -494,7 +441,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         return self._index is not None or self._live is not None
 
     def close(self) -> None:
-        self._stop_reading()
         if self._index is not None:
             self._index.close()
         self._windows.cancel()
@@ -511,14 +457,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if self._live is not None:
             return trace_index_html(self._live, title=self.title)
         if self._index is not None:
-            return trace_index_html(self._index, title=self.title, partial=self._partial_note())
+            return trace_index_html(self._index, title=self.title)
         return trace_html(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _fallback_text(self) -> str:
         if self._live is not None:
             return trace_index_text(self._live, title=self.title)
         if self._index is not None:
-            return trace_index_text(self._index, title=self.title, partial=self._partial_note())
+            return trace_index_text(self._index, title=self.title)
         return trace_text(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _static_html(self) -> str:
@@ -528,11 +474,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if self._live is not None:
             return trace_index_html(self._live, title=self.title)
         if self._index is not None:
-            return trace_index_html(self._index, title=self.title, partial=self._partial_note())
+            return trace_index_html(self._index, title=self.title)
         return trace_static_html(self._reducer.snapshot(details=True), title=self.title)
-
-    def _partial_note(self) -> str | None:
-        return None if self._reading is None else self._reading.status.note
 
     def _session_finished(self) -> bool:
         return _session_over(self._session)
@@ -612,9 +555,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         try:
             return index.record(node_id)
         except ValueError as exc:
-            at = index.pos[node_id]
-            row = {k: v for k, v in index.summary(at).items() if k != "partial"}
-            return {**row, "malformed": str(exc)}
+            row = {k: v for k, v in (index.summary(node_id) or {}).items() if k != "partial"}
+            return {**row, "id": node_id, "malformed": str(exc)}
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
         """Answer a page's window request (see ``trace_windows.window_params``) with ``{kind:
@@ -623,7 +565,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         ``trace_timeline``). A live trace remembers each view's last request and pushes the
         same window again, with what changed, as events arrive (``live: true``; see
         :class:`LiveWindows`)."""
-        index: TraceIndex | LiveIndex | None = self._live or self._index
+        index: StoredTrace | LiveIndex | None = self._live or self._index
         if index is None:
             return
         params = window_params(content)
@@ -737,15 +679,62 @@ class _Fold:
         self.snapshot = snapshot
 
 
-def _adopt_index(reducer: TraceReducer, index: TraceIndex) -> None:
-    """A saved trace's totals and clock offset, from its index's header."""
+def _adopt_index(reducer: TraceReducer, index: StoredTrace) -> None:
+    """A stored trace's totals and clock offset, from its header and session root."""
     reducer.ended = True
     reducer.summary = _summary(index.header)
-    reducer.offset = _index_offset(index)
+    start = index.root_start()
+    reducer.offset = (
+        None
+        if start is None
+        else _clock_offset(index.header, [{"kind": "session", "start": start}])
+    )
 
 
-def _index_offset(index: TraceIndex) -> float | None:
-    root = next((i for i in index.roots if index.kinds[index.kind[i]] == "session"), None)
-    if root is None:
+def _saved(source: Any) -> StoredTrace | dict[str, Any]:
+    """A saved trace as the explorer shows it: a stored trace when the page should not get
+    it whole (see :func:`_stored`; a trace of more than ``WINDOW_NODES`` read whole is
+    converted too), else its data, read strictly."""
+    stored = _stored(source)
+    if stored is not None:
+        return stored
+    data = read_trace(source)
+    return convert(data) if len(data.get("nodes") or ()) > WINDOW_NODES else data
+
+
+def _stored(source: Any) -> StoredTrace | None:
+    """``source`` as a stored trace when it names a file the page should not get whole: a
+    stored trace or a run manifest (opened in place), or a trace JSON file of
+    ``BIG_FILE_BYTES`` or more (converted, with a progress line, into a temporary store
+    that lives as long as the explorer shows it). ``None``: read it whole."""
+    if not isinstance(source, str | os.PathLike):
         return None
-    return _clock_offset(index.header, [{"kind": "session", "start": index.start[root]}])
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return None  # JSON text
+    path = Path(source)
+    if is_store(path):
+        from ..batch.manifest import open_trace
+
+        return open_trace(path)
+    regular_file(path)
+    if path.stat().st_size < BIG_FILE_BYTES:
+        return None
+    return convert(path, _ProgressLine(path))
+
+
+class _ProgressLine:
+    """How far a conversion is, as one line on standard error (at most twice a second)."""
+
+    def __init__(self, path: Path) -> None:
+        self.name = path.name
+        self.last = 0.0
+
+    def __call__(self, done: int, size: int) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.5 and done < size:
+            return
+        self.last = now
+        end = "\n" if done >= size else ""
+        share = 100 * done // max(1, size)
+        sys.stderr.write(f"\rreading {self.name}: {share}% of {size / 1e6:,.0f} MB{end}")
+        sys.stderr.flush()

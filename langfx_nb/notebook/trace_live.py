@@ -3,7 +3,7 @@
 A :class:`LiveIndex` folds node patches (what ``TraceReducer.apply`` makes of core events)
 into flat per-node columns and keeps every total exact as it goes: node counts by status and
 kind, subtree sums (tokens, cost, descendants), what went wrong below each node. It answers
-the same window requests as :class:`~langfx_nb.notebook.trace_index.TraceIndex` (the same
+the same window requests as a stored trace (``agentic.trace_db.StoredTrace``; the same
 reply, so the page has one windowed path), and the saved-notebook copy reads it the same way.
 
 Costs: a patch is O(depth) (its ancestors' sums); a window is O(visible rows) for the tree
@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from ..agentic.trace_db import DEFAULT_OPEN_DEPTH, MAX_WINDOW, node_hint, row_summary
 from .bridge import to_jsonable
-from .trace_data import node_hint
-from .trace_index import DEFAULT_OPEN_DEPTH, MAX_WINDOW, row_summary
 from .trace_rows import BAD_STATUSES, LIVE, tokens_of
 from .trace_timeline import StartsByGroup, bucket_counts
 
@@ -456,35 +455,11 @@ class LiveIndex:
             shown = listing.slice(start, count)
             if selected is not None and selected in self.pos:
                 at = listing.index_of(self.pos[selected])
-        rows = []
-        for i in shown:
-            below_i = self.kids.get(i, ())
-            has_kids = bool(below_i) if keep is None else any(c in keep for c in below_i)
-            row: dict[str, Any] = {
-                "node": self.summary(i),
-                "depth": self.depth[i],
-                "kids": has_kids,
-                "open": has_kids and (keep is not None or self.is_open(i, expanded)),
-                "roll": [
-                    self.sub_tokens[i],
-                    self.sub_cost[i],
-                    self.sub_priced[i],
-                    self.desc[i],
-                    self.tokens[i],
-                    self.sub_unpriced[i],
-                ],
-            }
-            if hits is not None and i in hits:
-                row["match"] = True
-            bad = self.below.get(i)
-            if bad:
-                row["below"] = dict(bad)
-            rows.append(row)
         out: dict[str, Any] = {
             "start": start,
             "total": total,
             "nodes": len(self.ids),
-            "rows": rows,
+            "rows": [self._row(i, expanded, hits, keep) for i in shown],
             "counts": self.counts(),
         }
         if hits is not None:
@@ -493,15 +468,46 @@ class LiveIndex:
             out["selected_index"] = at
         return out
 
-    def first_rows(self, limit: int) -> Iterator[tuple[int, int]]:
-        """The first ``limit`` nodes depth first (everything open), with their depths."""
-        stack: list[tuple[int, int]] = [(r, 0) for r in reversed(self.roots)]
-        shown = 0
-        while stack and shown < limit:
-            i, depth = stack.pop()
-            yield i, depth
-            shown += 1
-            stack.extend((k, depth + 1) for k in reversed(self.kids.get(i, ())))
+    def _row(
+        self,
+        i: int,
+        expanded: Mapping[str, bool],
+        hits: Any = None,
+        keep: Any = None,
+    ) -> dict[str, Any]:
+        """Node ``i``'s row in a window (``hits``, ``keep``: a filter's matches and kept)."""
+        below_i = self.kids.get(i, ())
+        has_kids = bool(below_i) if keep is None else any(c in keep for c in below_i)
+        row: dict[str, Any] = {
+            "node": self.summary(i),
+            "depth": self.depth[i],
+            "kids": has_kids,
+            "open": has_kids and (keep is not None or self.is_open(i, expanded)),
+            "roll": [
+                self.sub_tokens[i],
+                self.sub_cost[i],
+                self.sub_priced[i],
+                self.desc[i],
+                self.tokens[i],
+                self.sub_unpriced[i],
+            ],
+        }
+        if hits is not None and i in hits:
+            row["match"] = True
+        bad = self.below.get(i)
+        if bad:
+            row["below"] = dict(bad)
+        return row
+
+    def first_rows(self, limit: int) -> list[dict[str, Any]]:
+        """The first ``limit`` rows depth first with everything open, as a window's rows."""
+        stack: list[int] = list(reversed(self.roots))
+        out: list[dict[str, Any]] = []
+        while stack and len(out) < limit:
+            i = stack.pop()
+            out.append(self._row(i, {}))
+            stack.extend(reversed(self.kids.get(i, ())))
+        return out
 
 
 class _Listing:

@@ -2,7 +2,7 @@
 
 A trace too large for the page to hold is shown through windows: the page asks for the rows
 on screen (:func:`window_params` reads its request, :func:`with_timeline` answers it from a
-:class:`TraceIndex` or a :class:`LiveIndex`, with the timeline overview's counts when asked).
+:class:`StoredTrace` or a :class:`LiveIndex`, with the timeline overview's counts when asked).
 A live trace grown past ``WINDOW_NODES`` keeps its rows in a :class:`LiveIndex`;
 :class:`LiveWindows` remembers each view's last request (at most ``LIVE_VIEWS`` views) and
 pushes the same window again, with what changed, as events arrive: at least ``LIVE_PUSH_S``
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..agentic.trace_db import StoredTrace
 from .bridge import Clock, MessageKind, Timer
-from .trace_index import TraceIndex
 from .trace_live import LiveIndex
 
 __all__ = [
@@ -40,7 +40,7 @@ LIVE_STATE_S = 1.0  # at least this long between two copies of the state trait w
 
 def window_params(content: Mapping[str, Any]) -> dict[str, Any] | None:
     """The window a page's request asks for (``{req, start, count, query, expanded,
-    selected, view?, timeline?: [lo, hi, buckets]}``), as :meth:`TraceIndex.window`'s
+    selected, view?, timeline?: [lo, hi, buckets]}``), as :meth:`StoredTrace.window`'s
     arguments plus ``timeline``; ``None`` for a request whose ``start`` or ``count`` is not a
     number."""
     expanded: dict[str, bool] = {}
@@ -86,7 +86,7 @@ def _timeline_params(raw: Any) -> tuple[float | None, float | None, int] | None:
     return lo, hi, buckets
 
 
-def with_timeline(index: TraceIndex | LiveIndex, params: Mapping[str, Any]) -> dict[str, Any]:
+def with_timeline(index: StoredTrace | LiveIndex, params: Mapping[str, Any]) -> dict[str, Any]:
     """The window for ``params``, with the timeline overview's bucket counts when asked."""
     rest = {k: v for k, v in params.items() if k != "timeline"}
     out = index.window(**rest)

@@ -1,6 +1,7 @@
-"""The windowed trace explorer's kernel side: the compact index, its windows, the file reader.
+"""The windowed trace explorer's kernel side for saved traces: the stored trace's windows
+(``agentic/trace_db.py``), a JSON trace converted into one, and the explorer answering from it.
 
-Every count a windowed page shows comes from here, so the tests compare the index's answers
+Every count a windowed page shows comes from here, so the tests compare the store's answers
 with the same answers computed the plain way over every node record.
 """
 
@@ -14,11 +15,9 @@ from typing import Any
 
 import pytest
 
+from langfx_nb.agentic.trace_db import DEFAULT_OPEN_DEPTH, StoredTrace, convert
 from langfx_nb.notebook import trace_explorer as te
-from langfx_nb.notebook import trace_open
 from langfx_nb.notebook.trace_data import read_trace
-from langfx_nb.notebook.trace_file import open_index
-from langfx_nb.notebook.trace_index import DEFAULT_OPEN_DEPTH, TraceIndex
 from langfx_nb.notebook.trace_rows import problems_below, sums, tree_order
 
 
@@ -129,7 +128,13 @@ def records(n: int, **kw: Any) -> list[dict[str, Any]]:
     return read_trace(make_trace(n, **kw))["nodes"]
 
 
-def all_rows(index: TraceIndex, **kw: Any) -> list[str]:
+def stored(nodes: list[dict[str, Any]]) -> StoredTrace:
+    """A stored trace of node records (as the views keep them), in a temporary database."""
+    data = {"format": "langfx_nb.trace", "version": 1, "session": {}, "nodes": list(nodes)}
+    return convert(data)
+
+
+def all_rows(index: StoredTrace, **kw: Any) -> list[str]:
     total = index.window(count=0, **kw)["total"]
     out: list[str] = []
     while len(out) < total:
@@ -139,7 +144,7 @@ def all_rows(index: TraceIndex, **kw: Any) -> list[str]:
 
 def test_windows_list_the_rows_and_exact_sums_a_whole_tree_gives() -> None:
     nodes = [dict(n, hint="") for n in records(3000)]
-    index = TraceIndex.from_nodes(nodes)
+    index = stored(nodes)
     assert all_rows(index) == visible(nodes, {})
     totals, below = sums(nodes), problems_below(nodes)
     window = index.window(start=0, count=500)
@@ -153,11 +158,12 @@ def test_windows_list_the_rows_and_exact_sums_a_whole_tree_gives() -> None:
     for n in nodes:
         statuses[n["status"]] = statuses.get(n["status"], 0) + 1
     assert window["counts"]["status"] == statuses
+    index.close()
 
 
 def test_toggling_rows_splices_the_same_list_a_rebuild_gives() -> None:
     nodes = records(2000, seed=3)
-    index = TraceIndex.from_nodes(nodes)
+    index = stored(nodes)
     rand = random.Random(5)
     expanded: dict[str, bool] = {}
     with_kids = [n["id"] for n in nodes if any(m.get("parent_id") == n["id"] for m in nodes)]
@@ -166,12 +172,11 @@ def test_toggling_rows_splices_the_same_list_a_rebuild_gives() -> None:
         expanded[node_id] = not expanded.get(node_id, True)
         got = all_rows(index, expanded=expanded)
         assert got == visible(nodes, expanded)
-        assert got == all_rows(TraceIndex.from_nodes(nodes), expanded=expanded)
 
 
 def test_a_filter_runs_over_the_whole_trace_and_counts_exactly() -> None:
     nodes = records(4000, seed=7)
-    index = TraceIndex.from_nodes(nodes)
+    index = stored(nodes)
     for query in ("boom", "FAILED", "step 39", "no such thing", "denied"):
         window = index.window(query=query, count=50)
         expected = visible(nodes, {}, query)
@@ -190,18 +195,20 @@ def test_a_filter_runs_over_the_whole_trace_and_counts_exactly() -> None:
         }
 
 
-def test_a_file_index_reads_records_back_and_matches_the_strict_reader(tmp_path: Path) -> None:
+def test_a_converted_file_reads_records_back_and_matches_the_strict_reader(
+    tmp_path: Path,
+) -> None:
     data = make_trace(3000, seed=11, deep=40)
     path = tmp_path / "t.json"
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    index = open_index(path)
+    index = convert(path)
     try:
         check_file_index(index, read_trace(path)["nodes"])
     finally:
         index.close()
 
 
-def check_file_index(index: TraceIndex, strict: list[dict[str, Any]]) -> None:
+def check_file_index(index: StoredTrace, strict: list[dict[str, Any]]) -> None:
     assert len(index) == len(strict)
     for n in strict[::97] + strict[-40:]:
         record = index.record(n["id"])
@@ -233,7 +240,7 @@ def test_a_malformed_file_is_one_clear_error_like_the_strict_reader(
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=re.escape(message)):
-        open_index(path)
+        convert(path)
     with pytest.raises(ValueError, match=re.escape(message)):
         read_trace(path)  # the strict reader says the same
 
@@ -241,8 +248,8 @@ def test_a_malformed_file_is_one_clear_error_like_the_strict_reader(
 def test_a_large_saved_trace_is_shown_through_windows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # read the file in place, as at 1,000,000
-    monkeypatch.setattr(trace_open, "INDEX_FILE_BYTES", 1)
+    # converted into a stored trace, as at 1,000,000
+    monkeypatch.setattr(te, "BIG_FILE_BYTES", 1)
     path = tmp_path / "big.json"
     path.write_text(json.dumps(make_trace(5000, deep=30)))
     explorer = te.TraceExplorer(path, title="big")
@@ -296,37 +303,15 @@ def test_the_static_copy_of_a_huge_trace_stays_small(monkeypatch: pytest.MonkeyP
         explorer.close()
 
 
-def test_records_the_core_writes_and_any_others_give_the_same_index(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    data = make_trace(4000, seed=5, deep=20)
-    data["nodes"][40]["start"] = 40  # an int: this batch goes node by node
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    fast = open_index(path)
-    monkeypatch.setattr(TraceIndex, "_add_columns", lambda self, nodes, hints: False)
-    slow = open_index(path)
-    try:
-        for name in ("parent", "kind", "status", "start", "end", "tokens", "cost", "desc"):
-            assert bytes(getattr(fast, name)) == bytes(getattr(slow, name)), name
-        assert fast.search == slow.search and fast.shown == slow.shown
-        assert fast.extra == slow.extra and fast.ids == slow.ids
-        for query in ("", "boom", "question 7"):
-            assert fast.window(count=300, query=query) == slow.window(count=300, query=query)
-    finally:
-        fast.close()
-        slow.close()
-
-
 def test_a_record_is_read_strictly_when_its_detail_is_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(trace_open, "INDEX_FILE_BYTES", 1)
+    monkeypatch.setattr(te, "BIG_FILE_BYTES", 1)
     data = make_trace(300)
     data["nodes"][12]["metadata"] = "not an object"  # not what a row needs: found at detail
     path = tmp_path / "t.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    index = open_index(path)
+    index = convert(path)
     try:
         assert len(index) == 300
         with pytest.raises(ValueError, match=re.escape("nodes[12]: 'metadata' must be")):
@@ -357,7 +342,7 @@ def test_records_whose_values_look_like_record_boundaries_are_read_whole(
             n["outputs"] = {"turns": [{"role": "user", "text": f"t{k}"}]}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    index = open_index(path, sidecar=False)
+    index = convert(path)
     try:
         assert len(index) == len(data["nodes"])
         for n in data["nodes"][::101] + data["nodes"][-3:]:
@@ -381,7 +366,7 @@ def test_a_trace_written_in_another_key_order_or_layout_opens_the_same(
     data = make_trace(5000, seed=8, deep=40)
     path = tmp_path / "t.json"
     path.write_text(dump(data), encoding="utf-8")
-    index = open_index(path, sidecar=False)
+    index = convert(path)
     try:
         check_file_index(index, read_trace(path)["nodes"])
     finally:
@@ -396,7 +381,7 @@ def test_a_record_that_is_not_json_is_named_when_records_are_read_one_by_one(
     path = tmp_path / "t.json"
     path.write_text(text[:at] + '"name" ' + text[at + 8 :], encoding="utf-8")
     with pytest.raises(ValueError, match="not a langfx_nb trace: not valid JSON"):
-        open_index(path, sidecar=False)
+        convert(path)
     path.write_text(json.dumps({**make_trace(300), "version": 7}, sort_keys=True))
     with pytest.raises(ValueError, match=re.escape("unsupported trace version: 7")):
-        open_index(path, sidecar=False)
+        convert(path)

@@ -1,9 +1,7 @@
-"""The index's row and search texts with characters of every width (issue #26).
+"""A stored trace's row and search texts with characters of every width (issue #26).
 
-The texts are kept in UTF-8, where one emoji costs its own 4 bytes instead of making every
-character of a 1,000,000-node string 4 bytes wide. Lines start at byte offsets, so each test
-here compares what the index finds and shows with the plain answer over every node: a wrong
-offset would put a match on a neighbour or cut a row's text.
+Each test compares what the store finds and shows with the plain answer over every node:
+wide characters, line breaks, case folding that changes lengths, lone surrogates.
 """
 
 from __future__ import annotations
@@ -12,13 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langfx_nb.notebook import trace_file
-from langfx_nb.notebook.trace_file import SIDECAR_SUFFIX, open_index, save_trace
-from langfx_nb.notebook.trace_index import TraceIndex
+from langfx_nb.agentic.trace_db import StoredTrace, convert, open_store, save_trace
+
+from .test_trace_index import stored
 
 # 2, 3 and 4 bytes in UTF-8; a Kelvin sign and a dotted I whose lowercase is shorter in bytes
 # or longer in characters; a final sigma (lowercased by context); a lone surrogate
@@ -63,21 +60,22 @@ def expected(nodes: list[dict[str, Any]], query: str) -> list[str]:
     return [n["id"] for n in nodes if q in search_text(n)]
 
 
-def found(index: TraceIndex, query: str) -> tuple[int, list[str]]:
+def found(index: StoredTrace, query: str) -> tuple[int, list[str]]:
     """The match count and the matching nodes (in tree order) the index gives for ``query``."""
     window = index.window(query=query, count=2000)
     assert window["total"] <= 2000
     return window["matches"], [r["node"]["id"] for r in window["rows"] if r.get("match")]
 
 
-def check(index: TraceIndex, nodes: list[dict[str, Any]], queries: list[str]) -> None:
+def check(index: StoredTrace, nodes: list[dict[str, Any]], queries: list[str]) -> None:
     """Each query finds exactly the nodes whose text holds it (``trace``'s order is its tree
     order), and each row shows its node's name and hint."""
     for query in queries:
         want = expected(nodes, query)
         assert found(index, query) == (len(want), want), query
-    for i, node in enumerate(nodes):
-        row = index.summary(i)
+    for node in nodes:
+        row = index.summary(node["id"])
+        assert row is not None
         assert row["name"] == node["name"].replace("\n", " ")
         assert row.get("hint", "") == node.get("hint", "").replace("\n", " ")
 
@@ -93,25 +91,25 @@ def test_wide_characters_anywhere_find_the_same_nodes_as_narrow_text() -> None:
     for i in range(0, n, 7):
         wide[i] = f"{wide[i]} {WIDE[i % len(WIDE)]}"
     queries = ["question 1", "question 39", "step 20", "failed", "ok", "query", "n", "zzz"]
-    a = TraceIndex.from_nodes(trace(names, narrow))
-    b = TraceIndex.from_nodes(trace(names, wide))
+    a = stored(trace(names, narrow))
+    b = stored(trace(names, wide))
     for query in queries:
         assert found(a, query) == found(b, query), query
     check(b, trace(names, wide), queries + [w.lower() for w in WIDE] + ["🙂 question 5"])
 
 
-def test_offsets_stay_right_after_a_batch_of_wide_text() -> None:
-    # from_nodes adds 10,000 nodes a batch: the second batch starts after a wide first one
+def test_rows_stay_right_after_a_batch_of_wide_text() -> None:
+    # nodes are written 1,000 a batch: later batches start after wide ones
     n = 10_050
     names = [f"step {i}" for i in range(n)]
     hints = [f"東京 🙂 {i} —" if i < 10_000 else f"plain {i}" for i in range(n)]
     nodes = trace(names, hints)
-    check(TraceIndex.from_nodes(nodes), nodes, ["plain 10040", "step 10049", "🙂 9999 —"])
+    check(stored(nodes), nodes, ["plain 10040", "step 10049", "🙂 9999 —"])
 
 
 def test_a_match_never_spans_two_nodes_lines() -> None:
     nodes = trace(["first", "second"], ["ends here", "x"])
-    index = TraceIndex.from_nodes(nodes)
+    index = stored(nodes)
     assert found(index, "ends here ")[0] == 1
     # the end of node 0's line, the line break, the start of node 1's line
     assert found(index, "ends here \nsecond")[0] == 0
@@ -125,7 +123,7 @@ def test_names_and_errors_with_line_breaks_and_wide_text_are_one_line_each() -> 
     errors: list[str | None] = [None, "boom\n🙂", None, "ΑΣ\nz"]
     nodes = trace(names, hints, errors)
     check(
-        TraceIndex.from_nodes(nodes),
+        stored(nodes),
         nodes,
         ["a b", "boom 🙂", "東京  d", "i̇ x", "ας z", "ας", "\u212a", "h 2 …"],
     )
@@ -157,7 +155,7 @@ def test_search_over_random_unicode_is_the_plain_substring_test(
         text = data.draw(st.sampled_from(texts))
         a = data.draw(st.integers(0, len(text)))
         queries.append(text[a : data.draw(st.integers(a, len(text)))])
-    check(TraceIndex.from_nodes(nodes), nodes, [q for q in queries if q.strip()])
+    check(stored(nodes), nodes, [q for q in queries if q.strip()])
 
 
 def prompts(n: int) -> dict[str, Any]:
@@ -187,56 +185,23 @@ def prompts(n: int) -> dict[str, Any]:
 QUERIES = ["東京", "🙂", "…", "question 1", "k7", "café — 東京の天気は？ 12", "tail to cut"]
 
 
-def answers(index: TraceIndex) -> list[Any]:
+def answers(index: StoredTrace) -> list[Any]:
     out: list[Any] = [index.window(query=q, count=2000) for q in QUERIES]
-    return out + [index.summary(i) for i in range(len(index))]
+    return out + [r for r in index.first_rows(len(index))]
 
 
-def test_wide_text_round_trips_through_the_sidecar(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_wide_text_round_trips_through_a_stored_trace(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(prompts(600), ensure_ascii=False), encoding="utf-8")
-    built = open_index(path)  # builds the index and writes the sidecar
-    monkeypatch.setattr(trace_file, "INDEX_FILE_BYTES", 1)  # save_trace writes one too
-    saved = save_trace(prompts(600), tmp_path / "saved.json")
-
-    def no_parse(path: Path) -> None:
-        raise AssertionError("opened without its sidecar")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(trace_file, "_build", no_parse)
-        again, from_save = open_index(path), open_index(saved)
-    assert answers(again) == answers(built) == answers(from_save)
-    assert found(again, "🙂")[0] == 12 and found(again, "東京")[0] == 300
-    for i, node_id in enumerate(again.ids):  # each row as its record (read from the file)
-        record, row = again.record(node_id), again.summary(i)
-        assert record is not None and (row["name"], row.get("hint", "")) == (
-            record["name"],
-            record.get("hint", ""),
-        )
-    hints = [r["node"].get("hint", "") for r in again.window(count=300)["rows"]]
+    converted = convert(path)  # the JSON file, streamed
+    saved = open_store(save_trace(prompts(600), tmp_path / "saved.lfxtrace"))  # from memory
+    assert answers(converted) == answers(saved)
+    assert found(saved, "🙂")[0] == 12 and found(saved, "東京")[0] == 300
+    for record in saved.records():  # each row as its record
+        row, full = saved.summary(record["id"]), saved.record(record["id"])
+        assert row is not None and full is not None
+        assert (row["name"], row.get("hint", "")) == (full["name"], full.get("hint", ""))
+    hints = [r["node"].get("hint", "") for r in saved.window(count=300)["rows"]]
     assert any(h.endswith("…") and "東京" in h for h in hints)  # a hint cut at its cap
-    for index in (built, again, from_save):
-        index.close()
-
-
-def test_a_sidecar_of_another_version_is_ignored_not_misread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Version 3 counted line offsets in characters: with wide text they point elsewhere in
-    UTF-8, so such a sidecar is not read; the trace is indexed from its records."""
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(prompts(300), ensure_ascii=False), encoding="utf-8")
-    built = open_index(path)
-    sidecar = tmp_path / f"t.json{SIDECAR_SUFFIX}"
-    head, _, rest = sidecar.read_bytes().partition(b"\n")
-    sidecar.write_bytes(json.dumps(dict(json.loads(head), version=3)).encode() + b"\n" + rest)
-    calls: list[Path] = []
-    build = trace_file._build
-    monkeypatch.setattr(trace_file, "_build", lambda path: calls.append(path) or build(path))
-    reopened = open_index(path)
-    assert calls == [path]
-    assert answers(reopened) == answers(built)
-    for index in (built, reopened):
+    for index in (converted, saved):
         index.close()

@@ -1,7 +1,7 @@
 """A live trace too large to send whole: kept exact event by event (``LiveIndex``) and pushed
 to the page as windows, a bounded number of messages a second, nothing lost.
 
-The index's windows are compared with the saved-trace index (``TraceIndex``) built from the
+The index's windows are compared with a stored trace (``StoredTrace``) written from the
 same final records, whose answers ``test_trace_index`` compares with the plain way."""
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import langfx_nb as lf
 from langfx_nb.agentic.session import Session
 from langfx_nb.notebook import trace_explorer as te
 from langfx_nb.notebook.trace_data import view_node
-from langfx_nb.notebook.trace_index import TraceIndex
 from langfx_nb.notebook.trace_live import LiveIndex
 
 from ._fakes import FakeClock
-from .test_trace_index import records
+from .test_trace_index import records, stored
 
 
 def final_records(n: int) -> list[dict[str, Any]]:
@@ -71,7 +70,7 @@ def test_a_live_index_gives_the_windows_of_the_final_trace() -> None:
     live = LiveIndex()
     for patch in live_patches(nodes):
         live.apply(patch)
-    saved = TraceIndex.from_nodes(nodes)
+    saved = stored(nodes)
     assert len(live) == len(saved) == len(nodes)
     for view in VIEWS:
         assert live.window(**view) == saved.window(**view), view
@@ -88,7 +87,7 @@ def test_every_count_is_exact_while_the_trace_is_still_running() -> None:
         live.apply(patch)
         state.setdefault(patch["id"], {}).update(patch)
         if k % 150 == 0:
-            saved = TraceIndex.from_nodes([dict(v) for v in state.values()])
+            saved = stored([dict(v) for v in state.values()])
             for view in VIEWS:
                 assert live.window(**view) == saved.window(**view), (k, view)
             assert live.span() == saved.span()
@@ -100,7 +99,7 @@ def test_a_child_that_comes_before_its_parent_is_hung_under_it_later() -> None:
     order = [nodes[0], nodes[1], *nodes[3:10], nodes[2], *nodes[10:]]  # item2's kids first
     for node in order:
         live.apply(node)
-    saved = TraceIndex.from_nodes(order)  # rows in arrival order, as a saved trace lists them
+    saved = stored(order)  # rows in arrival order, as a saved trace lists them
     for view in VIEWS:
         assert live.window(**view) == saved.window(**view), view
 

@@ -1,6 +1,7 @@
 """A batch's trace in its run manifest: ``lf.batch(run=...)`` writes every node of the batch
-into the SQLite file as it finishes, and ``TraceExplorer(path)`` (or the ``BatchResult``)
-windows it from there: exact counts, records read back strictly, every run of the manifest."""
+into the SQLite file as it finishes, then the whole trace as a stored trace at the end, and
+``TraceExplorer(path)`` (or the ``BatchResult``) windows it from there: exact counts, records
+read back strictly, every run of the manifest."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
+from langfx_nb.agentic.trace_db import STORE_TABLES
+from langfx_nb.batch.manifest import open_trace
 from langfx_nb.notebook import trace_explorer as te
-from langfx_nb.notebook.trace_store import open_store_index
 
 from ._fakes import record_sends
 
@@ -42,7 +44,7 @@ def test_a_batch_trace_is_windowed_from_its_run_manifest(tmp_path: Path) -> None
     assert result.totals.failed == failed
     explorer = te.TraceExplorer(path)
     assert explorer.windowed
-    index = open_store_index(path)  # what the explorer windows from
+    index = open_trace(path)  # what the explorer windows from
     assert len(index) == 2 + 2 * n
     counts = index.counts()
     assert counts["kind"] == {"session": 1, "batch": 1, "item": n, "action": n}
@@ -50,7 +52,7 @@ def test_a_batch_trace_is_windowed_from_its_run_manifest(tmp_path: Path) -> None
     assert counts["status"] == {"ok": 2 * n - failed, "failed": failed + 1, "running": 1}
     # the same nodes as the session holds (all of them here: under max_trace_nodes)
     held = {node["id"]: node for node in session.trace_json()["nodes"]}
-    assert set(index.ids) == set(held)
+    assert {r["id"] for r in index.records()} == set(held)
     # a filter runs over every item in the file, exactly
     window = index.window(query="boom 9")
     assert window["matches"] == sum(1 for i in range(0, n, FAIL_EVERY) if "boom 9" in f"boom {i}")
@@ -64,6 +66,7 @@ def test_a_batch_trace_is_windowed_from_its_run_manifest(tmp_path: Path) -> None
     assert from_result.windowed and len(from_result.state) < 200_000
     explorer.close()
     from_result.close()
+    index.close()
 
 
 def test_every_run_of_a_manifest_is_in_its_trace(tmp_path: Path) -> None:
@@ -73,10 +76,10 @@ def test_every_run_of_a_manifest_is_in_its_trace(tmp_path: Path) -> None:
     failed = len(range(0, n, FAIL_EVERY))
     second = run(path, n)  # only the failed items run again (and fail again)
     assert second.totals.failed == failed
-    index = open_store_index(path)
+    index = open_trace(path)
     counts = index.counts()["kind"]
     assert counts == {"session": 2, "batch": 2, "item": n + failed, "action": n + failed}
-    assert sum(1 for i in index.ids if i.startswith("2:")) == 2 + 2 * failed
+    assert sum(1 for r in index.records() if r["id"].startswith("2:")) == 2 + 2 * failed
     index.close()
 
 
@@ -104,7 +107,7 @@ def test_each_node_is_stored_as_it_was_at_its_end_even_once_evicted(tmp_path: Pa
     n = 200
     result = asyncio.run(lf.batch(logs, range(n), run=path, session=session, progress=False))
     assert result.ok
-    index = open_store_index(path)
+    index = open_trace(path)
     assert index.counts()["kind"] == {
         "session": 1,
         "batch": 1,
@@ -117,3 +120,44 @@ def test_each_node_is_stored_as_it_was_at_its_end_even_once_evicted(tmp_path: Pa
     items = [r for r in records if '"kind":"item"' in r]
     assert len(items) == n and not any("evicted_children" in r for r in items)
     index.close()
+
+
+def test_the_batch_writes_its_stored_trace_into_the_manifest_and_nothing_beside(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    n = 300
+    run(path, n)
+    with sqlite3.connect(path) as conn:
+        stored = dict(conn.execute("SELECT key, value FROM trace_info"))
+    assert int(stored["nodes"]) == 2 + 2 * n
+    explorer = te.TraceExplorer(path)
+    try:
+        assert explorer.snapshot["windowed"]["nodes"] == 2 + 2 * n
+        assert "reading" not in explorer.snapshot
+    finally:
+        explorer.close()
+    assert {p.name for p in tmp_path.iterdir()} <= {
+        "run.sqlite",
+        "run.sqlite-wal",
+        "run.sqlite-shm",
+    }
+    run(path, n)  # a second run into the manifest: its stored trace is written again
+    with sqlite3.connect(path) as conn:
+        stored = dict(conn.execute("SELECT key, value FROM trace_info"))
+    failed = len(range(0, n, FAIL_EVERY))
+    assert int(stored["nodes"]) == 2 + 2 * n + 2 + 2 * failed
+
+
+def test_a_batch_that_never_reached_its_end_is_read_from_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    run(path, 200)
+    with sqlite3.connect(path) as conn:  # as a batch killed before its end leaves it
+        for table in STORE_TABLES:
+            conn.execute(f"DROP TABLE {table}")
+    index = open_trace(path)
+    try:
+        assert len(index) == 2 + 2 * 200 and index.where == str(path)
+    finally:
+        index.close()
+    assert lf.Session.load_trace(path).trace_json()["nodes"]  # a script reads it too

@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
+from langfx_nb.agentic.trace_db import StoredTrace
 from langfx_nb.notebook import trace_explorer as te
-from langfx_nb.notebook import trace_open
-from langfx_nb.notebook.trace_index import TraceIndex
 from langfx_nb.notebook.trace_live import LiveIndex
 from langfx_nb.notebook.trace_timeline import GROUPS, StartsByGroup, bucket_counts, group_of
 
-from .test_trace_index import make_trace
+from .test_trace_index import make_trace, stored
 
 
 def plain_counts(
@@ -52,11 +51,11 @@ def test_bucket_counts_are_exact_and_every_node_is_counted_once(
 ) -> None:
     nodes = with_odd_nodes(3000)
     if live:
-        index: TraceIndex | LiveIndex = LiveIndex()
+        index: StoredTrace | LiveIndex = LiveIndex()
         for node in nodes:
             index.apply(node)  # type: ignore[union-attr]
     else:
-        index = TraceIndex.from_nodes(nodes)
+        index = stored(nodes)
     got = index.timeline(lo, hi, buckets)
     assert got["counts"] == plain_counts(nodes, lo, hi, buckets)
     in_range = sum(1 for n in nodes if n.get("start") is not None and lo <= n["start"] <= hi)
@@ -73,7 +72,7 @@ def test_running_nodes_with_no_end_count_where_they_start() -> None:
 
 
 def test_a_trace_with_no_times_has_only_untimed_nodes() -> None:
-    index = TraceIndex.from_nodes(
+    index = stored(
         [{"id": "s", "parent_id": None, "kind": "session", "status": "ok", "start": None}]
         + [{"id": f"n{i}", "parent_id": "s", "kind": "log", "start": None} for i in range(4)]
     )
@@ -93,7 +92,7 @@ def test_a_bad_range_is_a_clear_error() -> None:
 def test_a_window_request_with_a_timeline_range_answers_its_counts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(trace_open, "INDEX_FILE_BYTES", 1)
+    monkeypatch.setattr(te, "BIG_FILE_BYTES", 1)
     trace = make_trace(5000)
     path = tmp_path / "big.json"
     path.write_text(json.dumps(trace))

@@ -150,11 +150,12 @@ def test_a_huge_trace_opens_filters_and_expands_with_exact_counts(lab: Lab) -> N
     lab.screenshot("bigtrace")
 
 
-def test_a_trace_file_without_its_sidecar_shows_its_first_part_then_the_whole(lab: Lab) -> None:
-    """A file not written by ``lf.nb.save_trace`` (no index sidecar): its first part is shown
-    at once under a banner saying only that part is counted, its rows expand meanwhile, and
-    the whole trace's exact counts replace it when the kernel's child process has read it all,
-    with the reader's expanded rows kept."""
+def test_a_trace_file_written_elsewhere_is_shown_exactly_and_nothing_is_written(
+    lab: Lab,
+) -> None:
+    """A JSON trace written elsewhere is converted into a temporary stored trace (a progress
+    line while it is read) and shown whole at once: exact counts, closed rows saying how
+    many nodes they hold, rows expanding level by level; nothing appears beside the file."""
     info = write_big_trace(lab.server.root / "foreign.json", NODES, deep=60)
     lab.open(
         write_notebook(
@@ -168,36 +169,23 @@ def test_a_trace_file_without_its_sidecar_shows_its_first_part_then_the_whole(la
     )
     lab.run_all_and_wait(timeout_ms=600_000)
     page = lab.page
-    banner = page.locator(".lfx-te-reading")
-    banner.wait_for(timeout=60_000)
-    assert banner.inner_text().startswith("Reading trace file…")
-    shown = int(
-        re.search(r"showing its first ([\d,]+) nodes", banner.inner_text())[1].replace(",", "")
-    )  # type: ignore[index]
-    assert 0 < shown < info.nodes
-    assert summary(lab).startswith(f"first {shown} nodes of the file (not all of it)")
-    # rows expand while the rest is read; a closed row's count is of the nodes read so far
-    d0 = row(lab, "d0")
-    assert d0.locator(".lfx-te-more").inner_text() == f"{info.deep - 1} nodes so far"
-    d0.locator(".lfx-te-caret").click()
-    row(lab, "d1").wait_for(timeout=30_000)
-    assert banner.is_visible(), "the whole trace arrived before the partial phase was checked"
-    lab.screenshot("bigtrace-partial")
-    # the whole trace: exact counts, no banner, the reader's expanded row still open
     page.wait_for_function(
         "(n) => { const s = document.querySelector('.lfx-te-summary');"
         " return s && s.textContent.startsWith(n + ' nodes · '); }",
         arg=info.nodes,
         timeout=300_000,
     )
-    assert not banner.is_visible()
     assert f"{info.failed} failed/denied/cancelled" in summary(lab)
-    row(lab, "d1").wait_for(timeout=30_000)  # the view's window of the whole trace
+    d0 = row(lab, "d0")
+    assert d0.locator(".lfx-te-more").inner_text() == f"{info.deep - 1} nodes"
+    d0.locator(".lfx-te-caret").click()
+    row(lab, "d1").wait_for(timeout=30_000)
     assert d0.get_attribute("aria-expanded") == "true"
     assert row(lab, "d1").locator(".lfx-te-more").inner_text() == f"{info.deep - 2} nodes"
-    assert (lab.server.root / "foreign.json.lfxidx").exists()  # the next open reads it
+    beside = sorted(p.name for p in lab.server.root.iterdir() if p.name.startswith("foreign"))
+    assert beside == ["foreign.json"]
     assert lab.errors() == []
-    lab.screenshot("bigtrace-progressive")
+    lab.screenshot("bigtrace-converted")
 
 
 def overview_numbers(lab: Lab) -> list[int]:

@@ -1,0 +1,664 @@
+"""Writing a stored trace: a trace in SQLite tables, written once, read by windows of rows
+(:mod:`langfx_nb.agentic.trace_reader`).
+
+A stored trace, in a file of its own (:func:`save_trace`) or in a batch's run manifest (the
+same file as its items), is these tables:
+
+- ``trace_info``: the format and version, the saved trace's header (session, summary, counts)
+  and what the whole trace's view needs at once (node count, counts by status and kind, time
+  span, where the records are);
+- ``trace_rows``: per node in the order written (``seq``), what a row shows (id, parent id,
+  kind, status, name, hint, times, cost, tokens, its rarer fields); ``trace_search`` its
+  lowercase search text (a narrow table: a search scans only it);
+- ``trace_tree``: per node in tree order (``rank``: depth first, children in the order
+  written), its place in the tree (parent's rank, depth, descendants: the subtree is the ranks
+  ``(rank, rank + desc]``, its number among rows of depth ≤ 2), subtree sums, "below" counts;
+- ``trace_records``: the full node records as JSON arrays of consecutive records (``seq``: the
+  first one's), or in a run manifest ``trace_refs``: each record's rowid in ``trace_nodes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+import json
+import math
+import operator
+import os
+import sqlite3
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeGuard, get_args
+
+from .trace import NodeKind, NodeStatus, saved_nodes
+from .trace_json import read_batches
+from .trace_reader import (
+    BLOCK,
+    DEFAULT_OPEN_DEPTH,
+    MAX_WINDOW,
+    STORE_FORMAT,
+    STORE_TABLES,
+    STORE_VERSION,
+    StoredTrace,
+    db_text,
+    is_store,
+    malformed,
+    open_store,
+    py_text,
+    row_summary,
+    short,
+)
+
+__all__ = [
+    "DEFAULT_OPEN_DEPTH",
+    "MAX_WINDOW",
+    "STORE_TABLES",
+    "StoredTrace",
+    "convert",
+    "is_store",
+    "node_hint",
+    "open_store",
+    "row_summary",
+    "save_trace",
+    "temporary",
+    "write_store",
+]
+
+HINT_CHARS = 80  # what a row can show
+_KINDS = frozenset(get_args(NodeKind))
+_STATUSES = frozenset(get_args(NodeStatus))
+_BAD = ("failed", "denied", "cancelled", "timed_out")
+SCHEMA = """
+CREATE TABLE trace_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE trace_records (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE trace_refs (seq INTEGER PRIMARY KEY, ref INTEGER NOT NULL);
+CREATE TABLE trace_rows (
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL, parent_id TEXT, kind TEXT NOT NULL,
+    status TEXT NOT NULL, name TEXT NOT NULL, hint TEXT NOT NULL, start REAL, end REAL,
+    cost REAL, tokens INTEGER NOT NULL, extra TEXT);
+CREATE TABLE trace_search (seq INTEGER PRIMARY KEY, text BLOB NOT NULL);
+CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
+CREATE TABLE trace_tree (
+    rank INTEGER PRIMARY KEY, seq INTEGER NOT NULL, parent INTEGER, depth INTEGER NOT NULL,
+    desc INTEGER NOT NULL, shallow_at INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
+    sub_cost REAL NOT NULL, sub_priced INTEGER NOT NULL, sub_unpriced INTEGER NOT NULL,
+    below TEXT);
+"""
+# built after the rows are written (faster than keeping them up to date row by row)
+_INDEXES = """
+CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id);
+CREATE UNIQUE INDEX trace_tree_seq ON trace_tree(seq);
+CREATE INDEX trace_tree_parent ON trace_tree(parent);
+CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2;
+"""
+# -- row values --------------------------------------------------------------------------------
+
+
+def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _text_of(value: Any) -> str:
+    """The readable text of a message preview (``{role, text}``, a list of them) or a value."""
+    if isinstance(value, str):
+        return value
+    if _is_map(value):
+        if isinstance(value.get("text"), str):
+            return str(value["text"])
+        if isinstance(value.get("turns"), list):
+            return _text_of(value["turns"])
+    if isinstance(value, list):
+        texts = [_text_of(v) for v in value if _is_map(v)]
+        users = [_text_of(v) for v in value if _is_map(v) and v.get("role") == "user"]
+        return (users or texts or [""])[-1]
+    return ""
+
+
+def _short_value(value: Any) -> str:
+    kind = type(value)
+    if kind is int:
+        text = str(value)
+    elif kind is str:
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 30 else text[:29] + "…"
+
+
+def node_hint(node: Mapping[str, Any]) -> str:
+    """One line that tells same-named rows apart: a log's message, a query's prompt (and
+    vars), a tool call's arguments. ``""`` when the record has nothing to show."""
+    inputs = node.get("inputs")
+    if not _is_map(inputs):
+        return ""
+    kind = node.get("kind")
+    text = ""
+    if kind == "log":
+        text = str(inputs.get("message", ""))
+    elif kind == "query":
+        text = _text_of(inputs.get("prompt", inputs.get("rendered_prompt")))
+        variables = inputs.get("vars")
+        if _is_map(variables) and variables:
+            shown = ", ".join(f"{k}={_short_value(v)}" for k, v in list(variables.items())[:4])
+            text = f"{shown} · {text}" if text else shown
+    elif kind == "tool_call":
+        args = inputs.get("args")
+        if _is_map(args):
+            text = ", ".join([f"{k}={_short_value(v)}" for k, v in args.items()])
+    if len(text) <= HINT_CHARS and text.isprintable() and "  " not in text:
+        return text.strip()
+    text = " ".join(text.split())
+    return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
+
+
+def _number(value: Any, field: str) -> float | None:
+    if value is None or type(value) is float:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{field!r} must be a number or null")
+    return float(value)
+
+
+def _tokens(usage: Any) -> int:
+    if usage is None:
+        return 0
+    if not _is_map(usage):
+        raise TypeError("'usage' must be an object")
+    total = usage.get("total_tokens")
+    if type(total) is int:
+        return total
+    return sum(
+        v
+        for k in ("prompt_tokens", "completion_tokens")
+        if type(v := usage.get(k)) is int and v >= 0
+    )
+
+
+def _row_values(x: Any, seq: int) -> tuple[Any, ...]:
+    """What a stored row keeps of node record ``x`` (the ``seq``-th written), checked for
+    what a row shows; anything else is checked when its record is read."""
+    if type(x) is not dict:
+        raise TypeError("must be an object")
+    node_id = x["id"]
+    if type(node_id) is not str:
+        node_id = str(node_id)
+    kind, status = x["kind"], x.get("status", "ok")
+    if kind not in _KINDS or status not in _STATUSES:
+        raise ValueError(f"unknown kind or status: {short(kind)}, {short(status)}")
+    parent = x.get("parent_id")
+    if parent is not None and type(parent) is not str:
+        parent = str(parent)
+    if parent == node_id:
+        raise ValueError("the node is its own parent")
+    name = x.get("name", "")
+    if type(name) is not str:
+        name = str(name)
+    name = name.replace("\n", " ")  # a row is one line
+    hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
+    start = _number(x.get("start", 0.0), "start")
+    end = _number(x.get("end"), "end")
+    cost = _number(x.get("cost"), "cost")
+    tokens = _tokens(x.get("usage"))
+    err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
+    extra = None
+    err_text = ""
+    if err is not None or decision is not None or evicted:
+        more: dict[str, Any] = {}
+        if err is not None:
+            more["error"] = err
+            err_text = (
+                err
+                if type(err) is str
+                else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
+            )
+        if decision is not None:
+            if not _is_map(decision):
+                raise TypeError("'decision' must be an object")
+            more["decision"] = {
+                k: decision[k] for k in ("outcome", "by", "asked_at", "decided_at") if k in decision
+            }
+        if evicted:
+            if isinstance(evicted, bool) or not isinstance(evicted, int):
+                raise TypeError("'evicted_children' must be an integer")
+            more["evicted_children"] = evicted
+        extra = json.dumps(more)
+    search = f"{name} {kind} {status} {hint} {err_text}".replace("\n", " ").lower()
+    return (
+        seq, db_text(node_id), db_text(parent), kind, status, db_text(name), db_text(hint),
+        start, end, cost, tokens, extra, search.encode("utf-8", "surrogatepass"),
+    )  # fmt: skip
+
+
+_STR: frozenset[type] = frozenset({str})
+_STR_NONE: frozenset[type] = frozenset({str, type(None)})
+_FLOAT: frozenset[type] = frozenset({float})
+_FLOAT_NONE: frozenset[type] = frozenset({float, type(None)})
+_DICT_NONE: frozenset[type] = frozenset({dict, type(None)})
+
+
+def _columns(nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]] | None:
+    """:func:`_row_values` of every node a field at a time, for records as the core writes
+    them (ASCII ids, string names, float times and costs, usage totals); ``None`` for
+    anything else, which is read node by node."""
+    if not all(type(x) is dict for x in nodes):
+        return None
+    try:
+        ids = [x["id"] for x in nodes]
+        kinds = [x["kind"] for x in nodes]
+    except KeyError:
+        return None
+    statuses = [x.get("status", "ok") for x in nodes]
+    parents = [x.get("parent_id") for x in nodes]
+    names = [x.get("name", "") for x in nodes]
+    starts = [x.get("start", 0.0) for x in nodes]
+    ends = [x.get("end") for x in nodes]
+    costs = [x.get("cost") for x in nodes]
+    usages = [x.get("usage") for x in nodes]
+    if not (
+        set(map(type, ids)) <= _STR
+        and all(map(str.isascii, ids))
+        and set(map(type, parents)) <= _STR_NONE
+        and set(kinds) <= _KINDS
+        and set(statuses) <= _STATUSES
+        and set(map(type, names)) <= _STR
+        and set(map(type, starts)) <= _FLOAT
+        and set(map(type, ends)) <= _FLOAT_NONE
+        and set(map(type, costs)) <= _FLOAT_NONE
+        and set(map(type, usages)) <= _DICT_NONE
+        and not any(map(operator.eq, ids, parents))
+    ):
+        return None
+    tokens = [0 if u is None else u.get("total_tokens") for u in usages]
+    if not set(map(type, tokens)) <= {int} or not all(p is None or p.isascii() for p in parents):
+        return None
+    hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
+    if not set(map(type, hints)) <= _STR:
+        return None
+    if any("\n" in t for t in names) or any("\n" in t for t in hints):
+        return None
+    extras: list[str | None] = [None] * len(nodes)
+    errors = [""] * len(nodes)
+    for k, x in enumerate(nodes):
+        if "error" in x or "decision" in x or "evicted_children" in x:
+            try:
+                row = _row_values(x, first + k)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                return None
+            extras[k] = row[11]
+            err = x.get("error")
+            if err is not None:
+                errors[k] = err if type(err) is str else json.dumps(err, separators=(",", ":"))
+    searches = [
+        f"{a} {k} {s} {h} {e}".replace("\n", " ").lower().encode("utf-8", "surrogatepass")
+        for a, k, s, h, e in zip(names, kinds, statuses, hints, errors, strict=True)
+    ]
+    return list(
+        zip(
+            range(first, first + len(nodes)), ids, parents, kinds, statuses,
+            [n if n.isascii() else db_text(n) for n in names],
+            [db_text(h) for h in hints], starts, ends, costs, tokens, extras, searches,
+            strict=True,
+        )
+    )  # fmt: skip
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+class _Writer:
+    """Writes one trace's tables into ``conn``: records and row values as they come (a batch
+    at a time), then the tree order once every node is known (:meth:`finish`)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        _script(conn, SCHEMA)
+        self.pos: dict[str, int] = {}
+        self.parent = array("i")  # the parent's position; -1: none, -2: not seen yet
+        self.later: dict[int, str] = {}  # parents written after their child
+        self.status = bytearray()
+        self.statuses: dict[str, int] = {}
+        self.tokens = array("q")
+        self.cost = array("d")
+        self.kinds: dict[str, int] = {}
+        self.refs = False  # the records stay in the file's trace_nodes
+        self.start = array("d")  # NaN: no start time
+
+    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
+        """Add the next node records. ``body``: their JSON array as written (else made), or
+        where each record stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
+        if not nodes:
+            return
+        first = len(self.parent)
+        try:
+            rows = _columns(nodes, first)
+        except RecursionError:  # a value nested too deeply: named node by node
+            rows = None
+        if rows is None or not self._add_rows(rows):
+            rows = self._add_nodes(nodes, first)
+        conn = self.conn
+        conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _first12(rows))
+        conn.executemany("INSERT INTO trace_search VALUES (?, ?)", [(r[0], r[12]) for r in rows])
+        self.start.extend([math.nan if r[7] is None else r[7] for r in rows])
+        if body is not None and not isinstance(body, bytes):
+            self.refs = True
+            refs = zip(range(first, first + len(nodes)), body, strict=True)
+            self.conn.executemany("INSERT INTO trace_refs VALUES (?, ?)", refs)
+            return
+        if body is None:
+            text = json.dumps(list(nodes), ensure_ascii=False)
+            try:
+                body = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
+                body = json.dumps(list(nodes)).encode("ascii")
+        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+
+    def _add_rows(self, rows: list[tuple[Any, ...]]) -> bool:
+        """Take the rows :func:`_columns` made, a column at a time; ``False`` (nothing
+        taken) when an id is used twice (the node-by-node path names it)."""
+        pos, at = self.pos, len(self.parent)
+        ids = [r[1] for r in rows]
+        if len(set(ids)) != len(ids) or any(map(pos.__contains__, ids)):
+            return False
+        pos.update(zip(ids, range(at, at + len(ids)), strict=True))
+        get, later = pos.get, self.later
+        for k, r in enumerate(rows):
+            parent = r[2]
+            if parent is None:
+                self.parent.append(-1)
+            else:
+                p = get(parent, -2)
+                self.parent.append(p)
+                if p == -2:
+                    later[at + k] = parent
+        statuses = self.statuses
+        for status in {r[4] for r in rows}:
+            statuses.setdefault(status, len(statuses))
+        self.status.extend([statuses[r[4]] for r in rows])
+        for kind, n in Counter([r[3] for r in rows]).items():
+            self.kinds[kind] = self.kinds.get(kind, 0) + n
+        self.tokens.extend([r[10] for r in rows])
+        self.cost.extend([math.nan if r[9] is None else r[9] for r in rows])
+        return True
+
+    def _add_nodes(self, nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]]:
+        """Any records, node by node, checking each (a bad one raises, named)."""
+        rows = []
+        pos, later, parent_a = self.pos, self.later, self.parent
+        statuses, status_a, kinds = self.statuses, self.status, self.kinds
+        tokens_a, cost_a = self.tokens, self.cost
+        seq = first
+        for x in nodes:
+            try:
+                row = _row_values(x, seq)
+            except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+                raise malformed(f"nodes[{seq}]", exc) from exc
+            node_id, parent = py_text(row[1]), py_text(row[2])
+            if node_id in pos:
+                raise ValueError(
+                    f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
+                )
+            pos[node_id] = seq
+            if parent is None:
+                parent_a.append(-1)
+            else:
+                p = pos.get(parent, -2)
+                parent_a.append(p)
+                if p == -2:
+                    later[seq] = parent
+            code = statuses.get(row[4])
+            if code is None:
+                code = statuses[row[4]] = len(statuses)
+            status_a.append(code)
+            kinds[row[3]] = kinds.get(row[3], 0) + 1
+            tokens_a.append(row[10])
+            cost_a.append(math.nan if row[9] is None else row[9])
+            rows.append(row)
+            seq += 1
+        return rows
+
+    def finish(self, header: Mapping[str, Any]) -> int:
+        """Derive the tree order, write it and the trace's info; the number of nodes."""
+        n = len(self.parent)
+        if "session" not in self.kinds:
+            raise ValueError("malformed trace: it has no session root node")
+        parent = self.parent
+        for i, parent_id in self.later.items():  # a parent not in the trace: a root
+            parent[i] = self.pos.get(parent_id, -1)
+        self.pos, self.later = {}, {}
+        # children as one flat array (CSR): the kids of i are child[first[i]:first[i + 1]]
+        kids = [0] * (n + 1)
+        for p in parent:
+            kids[p] += 1  # a root (-1) counts in the last slot
+        roots_n = kids[n]
+        first = array("i", itertools.accumulate(kids[:n], initial=0))
+        del kids
+        by_parent = sorted(range(n), key=parent.__getitem__)
+        roots, child = by_parent[:roots_n], array("i", by_parent[roots_n:])
+        del by_parent
+        order = array("i")  # nodes depth first
+        visit = order.append
+        stack = list(reversed(roots))
+        pop, push = stack.pop, stack.extend
+        while stack:
+            i = pop()
+            visit(i)
+            a, b = first[i], first[i + 1]
+            if a != b:
+                push(reversed(child[a:b]))
+        if len(order) < n:
+            raise ValueError("malformed trace: some nodes' parents form a cycle")
+        del child, first, stack
+        depth = array("i", bytes(4 * n))
+        for i in order:
+            p = parent[i]
+            if p >= 0:
+                depth[i] = depth[p] + 1
+        desc = array("i", bytes(4 * n))
+        sub_t = array("q", self.tokens)
+        sub_c = array("d", [0.0 if c != c else c for c in self.cost])
+        sub_p = array("i", [0 if c != c else 1 for c in self.cost])
+        sub_u = array(
+            "i", [1 if c != c and t else 0 for c, t in zip(self.cost, self.tokens, strict=True)]
+        )
+        priced, unpriced = any(sub_p), any(sub_u)
+        for i in reversed(order):
+            p = parent[i]
+            if p >= 0:
+                desc[p] += desc[i] + 1
+                sub_t[p] += sub_t[i]
+                if priced:
+                    sub_c[p] += sub_c[i]
+                    sub_p[p] += sub_p[i]
+                if unpriced:
+                    sub_u[p] += sub_u[i]
+        names = {code: status for status, code in self.statuses.items()}
+        by_status = {names[c]: self.status.count(c) for c in names}
+        below: dict[int, dict[str, int]] = {}
+        for code in (c for s, c in self.statuses.items() if s in _BAD):
+            status = names[code]
+            at = self.status.find(code)
+            while at >= 0:
+                p = parent[at]
+                while p >= 0:
+                    counts = below.setdefault(p, {})
+                    counts[status] = counts.get(status, 0) + 1
+                    p = parent[p]
+                at = self.status.find(code, at + 1)
+
+        rank = array("i", bytes(4 * n))
+        for r, i in enumerate(order):
+            rank[i] = r
+
+        def tree() -> Iterator[tuple[Any, ...]]:
+            shallow = 0
+            for r, i in enumerate(order):
+                p = parent[i]
+                p = rank[p] if p >= 0 else -1
+                b = below.get(i)
+                d = depth[i]
+                yield (
+                    r, i, None if p < 0 else p, d, desc[i], shallow, sub_t[i], sub_c[i],
+                    sub_p[i], sub_u[i], None if b is None else json.dumps(b),
+                )  # fmt: skip
+                if d <= 2:
+                    shallow += 1
+
+        conn = self.conn
+        conn.executemany("INSERT INTO trace_tree VALUES (?,?,?,?,?,?,?,?,?,?,?)", tree())
+        group_of = {c: _group(s) for s, c in self.statuses.items()}
+        by_group: dict[str, list[float]] = {"running": [], "ok": [], "failed": []}
+        for code, start in zip(self.status, self.start, strict=True):
+            if start == start:
+                by_group[group_of[code]].append(start)
+        untimed = n - sum(map(len, by_group.values()))
+        conn.executemany(
+            "INSERT INTO trace_starts VALUES (?, ?)",
+            [(g, array("d", sorted(v)).tobytes()) for g, v in by_group.items()],
+        )
+        _script(conn, _INDEXES)
+        shallow = sum(1 for d in depth if d <= 2)
+        row = conn.execute(
+            "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
+        ).fetchone()
+        span = None if row[0] is None else [row[0], max(row[0], row[1])]
+        info = {
+            "format": STORE_FORMAT,
+            "version": STORE_VERSION,
+            "header": {k: v for k, v in header.items() if k != "nodes"},
+            "nodes": n,
+            "counts": {"status": by_status, "kind": self.kinds},
+            "shallow": shallow,
+            "span": span,
+            "records": "trace_nodes" if self.refs else "own",
+            "untimed": untimed,
+        }
+        conn.executemany(
+            "INSERT INTO trace_info VALUES (?, ?)",
+            [(k, json.dumps(v, ensure_ascii=False)) for k, v in info.items()],
+        )
+        return n
+
+
+def _first12(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [r[:12] for r in rows]
+
+
+def _group(status: str) -> str:
+    """The timeline overview's group of a node status."""
+    return "running" if status in ("running", "waiting") else "failed" if status in _BAD else "ok"
+
+
+def write_store(
+    conn: sqlite3.Connection,
+    header: Mapping[str, Any],
+    batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes | Sequence[int]]],
+) -> int:
+    """Write a trace's tables into ``conn`` (which holds none yet) in one transaction: its
+    node records come in ``batches`` (a batch, or a batch with its JSON array as written or
+    the rowids of its records in ``conn``'s ``trace_nodes``, where they stay),
+    its other top-level fields in ``header`` (read once every batch is written). Returns the
+    number of nodes. A node a row cannot show raises ``ValueError`` naming it (nothing is
+    written)."""
+    paused = gc.isenabled()
+    gc.disable()  # millions of new objects would trigger it over and over
+    if not conn.in_transaction:
+        conn.execute("BEGIN")
+    try:
+        writer = _Writer(conn)
+        for batch in batches:
+            if isinstance(batch, tuple):
+                writer.add(*batch)
+            else:
+                writer.add(batch)
+        n = writer.finish(header)
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        if paused:
+            gc.enable()
+    conn.commit()
+    return n
+
+
+def _script(conn: sqlite3.Connection, script: str) -> None:
+    """Each statement of ``script`` in the transaction under way (``executescript`` would
+    commit it first)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _blocks(nodes: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for at in range(0, len(nodes), BLOCK):
+        yield nodes[at : at + BLOCK]
+
+
+def save_trace(
+    source: Any,
+    path: str | os.PathLike[str],
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Write a stored trace to ``path`` (replaced as a whole once written) and return it.
+
+    ``source`` is a ``Session`` (its ``trace_json()``), a saved trace's data, or the path of a
+    trace JSON file written elsewhere, converted as a stream in bounded memory
+    (``progress(bytes_read, file_size)`` after each batch of records). A source that is not a
+    langfx_nb trace, or a node a row cannot show, raises ``ValueError`` before ``path`` is
+    touched."""
+    path = Path(path)
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        temp.unlink()
+    try:
+        conn = sqlite3.connect(temp)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            _write_source(conn, source, progress)
+        finally:
+            conn.close()
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    return path
+
+
+def _write_source(
+    conn: sqlite3.Connection, source: Any, progress: Callable[[int, int], None] | None
+) -> int:
+    if isinstance(source, str | os.PathLike):
+        file = Path(source)
+        header: dict[str, Any] = {}
+        try:
+            return write_store(conn, header, read_batches(file, header, progress))
+        except ValueError as exc:
+            raise ValueError(f"{file}: {exc}") from exc
+    data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
+    nodes = saved_nodes(data)
+    return write_store(conn, data, _blocks(nodes))
+
+
+def convert(source: Any, progress: Callable[[int, int], None] | None = None) -> StoredTrace:
+    """``source`` (what :func:`save_trace` takes) converted into a store that lives as long
+    as the returned reader: a private temporary database, deleted when closed, so nothing is
+    written beside a file or in a cache, and a file changed later is never read stale."""
+    where = str(source) if isinstance(source, str | os.PathLike) else ""
+    return temporary(lambda conn: _write_source(conn, source, progress), where)
+
+
+def temporary(write: Callable[[sqlite3.Connection], Any], where: str = "") -> StoredTrace:
+    """A stored trace that ``write(conn)`` writes into a private temporary database."""
+    conn = sqlite3.connect("", check_same_thread=False)
+    try:
+        write(conn)
+        return StoredTrace(conn, where=where)
+    except BaseException:
+        conn.close()
+        raise

@@ -1,0 +1,654 @@
+"""Reading a stored trace: :class:`StoredTrace` answers the explorer's questions with a few
+queries each (the format is written by :mod:`langfx_nb.agentic.trace_db`).
+
+What it answers: the exact counts, a window of visible rows for what the reader expanded or
+collapsed (default: depth 0 and 1 open), a search (every match and its ancestors), a node's
+full record (checked with the core's strict reader), the timeline's counts. A file from
+elsewhere is data: a damaged or hostile one raises one ``ValueError``; no answer loops or
+holds more than a bounded part of the file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import math
+import os
+import sqlite3
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .trace import TraceNode, check_trace_header
+from .trace_json import regular_file
+
+__all__ = [
+    "DEFAULT_OPEN_DEPTH",
+    "MAX_WINDOW",
+    "STORE_TABLES",
+    "StoredTrace",
+    "is_store",
+    "open_store",
+    "row_summary",
+]
+
+STORE_FORMAT = "langfx_nb.trace_store"
+STORE_TABLES = (
+    "trace_info", "trace_records", "trace_refs", "trace_rows", "trace_search", "trace_starts",
+    "trace_tree",
+)  # fmt: skip
+STORE_VERSION = 1
+DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
+MAX_WINDOW = 2_000  # rows one window may hold
+MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
+BLOCK = 1_000  # records per stored block (and read at a time)
+_CHUNK = 500  # values bound into one SQL statement
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_ROW = (
+    "SELECT t.rank, r.id, t.parent, r.parent_id, t.depth, t.desc, r.kind, r.status, r.name,"
+    " r.hint, r.start, r.end, r.cost, r.tokens, t.sub_tokens, t.sub_cost, t.sub_priced,"
+    " t.sub_unpriced, r.extra, t.below FROM trace_tree t JOIN trace_rows r ON r.seq = t.seq"
+)
+
+
+def db_text(text: str | None) -> str | bytes | None:
+    """Text as SQLite keeps it: a ``str``, or its UTF-8 bytes when it holds a lone surrogate
+    (JSON may: ``"\\ud800"``), which SQLite text cannot."""
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def py_text(value: Any) -> Any:
+    """What :func:`db_text` stored, as text again."""
+    return value.decode("utf-8", "surrogatepass") if type(value) is bytes else value
+
+
+def short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def malformed(where: str, exc: BaseException) -> ValueError:
+    if isinstance(exc, KeyError):
+        return ValueError(f"malformed trace: {where}: {exc.args[0]!r} is missing")
+    return ValueError(f"malformed trace: {where}: {str(exc)[:199]}")
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file that begins as an SQLite database does."""
+    try:
+        regular_file(Path(path))
+        with open(path, "rb") as file:
+            return file.read(16) == _SQLITE_MAGIC
+    except (OSError, ValueError):
+        return False
+
+
+def open_store(path: str | os.PathLike[str]) -> StoredTrace:
+    """The stored trace in the SQLite file at ``path`` (a ``save_trace`` file or a run
+    manifest), opened read-only. ``ValueError`` for anything else."""
+    where = Path(path)
+    regular_file(where)
+    try:
+        conn = sqlite3.connect(
+            f"{where.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise ValueError(f"{where}: not a stored trace ({exc})") from exc
+    try:
+        return StoredTrace(conn, where=str(where))
+    except BaseException:
+        conn.close()
+        raise
+
+
+class StoredTrace:
+    """A stored trace's reader: counts, windows, search and records, each a few queries."""
+
+    def __init__(self, conn: sqlite3.Connection, *, where: str = "") -> None:
+        self.conn = conn
+        self.where = where
+        conn.execute("PRAGMA query_only=ON")
+        info = {k: self._json(v, k) for k, v in self._query("SELECT key, value FROM trace_info")}
+        if info.get("format") != STORE_FORMAT:
+            raise self._error("not a stored langfx_nb trace")
+        if info.get("version") != STORE_VERSION:
+            raise self._error(f"unsupported stored trace version: {short(info.get('version'))}")
+        try:
+            self.header: dict[str, Any] = dict(info["header"])
+            check_trace_header(self.header)
+            self.nodes = int(info["nodes"])
+            self.shallow = int(info["shallow"])
+            counts = info["counts"]
+            self._counts = {
+                f: {str(k): int(v) for k, v in counts[f].items()} for f in ("status", "kind")
+            }
+            span = info["span"]
+            self._span = None if span is None else (float(span[0]), float(span[1]))
+            if info.get("records", "own") not in ("own", "trace_nodes"):
+                raise ValueError("records")
+            self._external = info.get("records") == "trace_nodes"
+            self._untimed = int(info.get("untimed", 0))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
+        self._search: tuple[str, array[int], bytearray, int] | None = None
+        self._starts: dict[str, array[float]] | None = None
+        self._texts: tuple[bytearray, array[int]] | None = None
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _error(self, message: str) -> ValueError:
+        return ValueError(f"{self.where}: {message}" if self.where else message)
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(f"not a readable stored trace ({exc})") from exc
+
+    def _json(self, text: Any, what: str) -> Any:
+        if not isinstance(text, str | bytes) or len(text) > MAX_RECORDS_BYTES:
+            raise self._error(f"damaged {what}")
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise self._error(f"damaged {what} ({exc})") from exc
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __len__(self) -> int:
+        return self.nodes
+
+    def span(self) -> tuple[float, float] | None:
+        """The earliest start and the latest start or end (``None``: no times at all)."""
+        return self._span
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Exact node counts by status and by kind."""
+        return self._counts
+
+    counts_cached = counts
+
+    def root_start(self) -> float | None:
+        """When the first session root started (``None``: no time)."""
+        row = self._query(
+            "SELECT start FROM trace_rows WHERE kind = 'session' ORDER BY seq LIMIT 1"
+        )
+        return float(row[0][0]) if row and isinstance(row[0][0], float) else None
+
+    def summary(self, node_id: str) -> dict[str, Any] | None:
+        """What the node's row shows (``None``: no such node)."""
+        rows = self._query(f"{_ROW} WHERE r.id = ?", (db_text(node_id),))
+        return self._summary(rows[0]) if rows else None
+
+    def first_rows(self, limit: int) -> list[dict[str, Any]]:
+        """The first ``limit`` rows depth first with everything open, as a window's rows."""
+        rows = self._query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),))
+        return [self._row(row, {}, None, None) for row in rows]
+
+    # -- records -----------------------------------------------------------------------------
+
+    def record(self, node_id: str) -> dict[str, Any] | None:
+        """The node's full record, checked with the core's strict node reader (``ValueError``
+        naming what is wrong), with its row ``hint``; ``None`` for an unknown id."""
+        found = self._query("SELECT seq, hint FROM trace_rows WHERE id = ?", (db_text(node_id),))
+        if not found:
+            return None
+        seq, hint = found[0][0], py_text(found[0][1])
+        if self._external:
+            raw = self._external_record(seq, node_id)
+        else:
+            raw = self._own_record(seq, node_id)
+        try:
+            node = TraceNode.from_json(raw)
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
+            raise malformed(f"nodes[{seq}]", exc) from exc
+        if node.id != node_id:
+            raise self._error(f"the record of node {short(node_id)} is another node's")
+        out = dict(raw)
+        if hint:
+            out["hint"] = hint
+        return out
+
+    def _external_record(self, seq: int, node_id: str) -> Any:
+        found = self._query(
+            "SELECT length(n.record), n.record FROM trace_refs r"
+            " JOIN trace_nodes n ON n.rowid = r.ref WHERE r.seq = ?",
+            (seq,),
+        )
+        if not found or not isinstance(found[0][0], int) or found[0][0] > MAX_RECORDS_BYTES:
+            raise self._error(f"the record of node {short(node_id)} is missing or too large")
+        return self._json(found[0][1], "records")
+
+    def _own_record(self, seq: int, node_id: str) -> Any:
+        block = self._query(
+            "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
+            " ORDER BY seq DESC LIMIT 1",
+            (seq,),
+        )
+        if not block or not isinstance(block[0][1], int) or block[0][1] > MAX_RECORDS_BYTES:
+            raise self._error(f"the record of node {short(node_id)} is missing or too large")
+        records = self._json(block[0][2], "records")
+        at = seq - block[0][0]
+        if not isinstance(records, list) or not 0 <= at < len(records):
+            raise self._error(f"the record of node {short(node_id)} is missing")
+        return records[at]
+
+    def records(self) -> Iterator[Any]:
+        """Every node record in the order written (a block of records in memory at a time)."""
+        if self._external:
+            try:
+                cursor = self.conn.execute(
+                    "SELECT n.record FROM trace_refs r JOIN trace_nodes n ON n.rowid = r.ref"
+                    " ORDER BY r.seq"
+                )
+                while chunk := cursor.fetchmany(BLOCK):
+                    yield from (self._json(text, "records") for (text,) in chunk)
+            except sqlite3.Error as exc:
+                raise self._error(f"not a readable stored trace ({exc})") from exc
+            return
+        at = -1
+        while True:
+            block = self._query(
+                "SELECT seq, body FROM trace_records WHERE seq > ? ORDER BY seq LIMIT 1", (at,)
+            )
+            if not block:
+                return
+            at = block[0][0]
+            records = self._json(block[0][1], "records")
+            if not isinstance(records, list):
+                raise self._error("damaged records")
+            yield from records
+
+    def trace_json(self) -> dict[str, Any]:
+        """The whole trace as saved-trace data (every record in memory: a small trace)."""
+        return {**self.header, "nodes": list(self.records())}
+
+    # -- windows -----------------------------------------------------------------------------
+
+    def _ranks_of(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+        """``{id: (rank, depth, desc)}`` of the known ids among ``ids``."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for at in range(0, len(ids), _CHUNK):
+            part = ids[at : at + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for node_id, rank, depth, desc in self._query(
+                "SELECT r.id, t.rank, t.depth, t.desc FROM trace_rows r JOIN trace_tree t"
+                f" ON t.seq = r.seq WHERE r.id IN ({marks})",
+                [db_text(k) for k in part],
+            ):
+                out[py_text(node_id)] = (int(rank), int(depth), int(desc))
+        return out
+
+    def _children(self, rank: int, desc: int) -> list[tuple[int, int]]:
+        """The children of the node at ``rank`` as ``(rank, desc)``, in order (only ranks
+        inside its subtree: a damaged parent column never loops)."""
+        return [
+            (int(r), int(d))
+            for r, d in self._query(
+                "SELECT rank, desc FROM trace_tree WHERE parent = ? AND rank > ? AND rank <= ?"
+                " ORDER BY rank",
+                (rank, rank, rank + desc),
+            )
+        ]
+
+    def _shallow_before(self, rank: int) -> int:
+        """How many rows of depth ≤ 2 come before ``rank``."""
+        if rank >= self.nodes:
+            return self.shallow
+        row = self._query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (max(0, rank),))
+        return int(row[0][0]) if row else self.shallow
+
+    def _segments(self, expanded: Mapping[str, bool]) -> list[tuple[int, int] | list[int]]:
+        """The visible rows as segments in order: ``(a, b)``, the rows of depth ≤ 2 numbered
+        ``a`` to ``b - 1`` among them; a list: the ranks below a row opened at depth ≥ 2."""
+        known = self._ranks_of([k for k in expanded])
+        cuts: list[tuple[int, int, bool]] = []  # (rank, desc, opened)
+        opened: set[int] = set()
+        for node_id, (rank, depth, desc) in known.items():
+            want = expanded[node_id]
+            if desc <= 0:
+                continue
+            if depth < DEFAULT_OPEN_DEPTH and not want:
+                cuts.append((rank, desc, False))
+            elif depth >= DEFAULT_OPEN_DEPTH and want:
+                opened.add(rank)
+                if depth == DEFAULT_OPEN_DEPTH:
+                    cuts.append((rank, desc, True))
+        cuts.sort()
+        out: list[tuple[int, int] | list[int]] = []
+        next_rank = 0
+        for rank, desc, is_open in cuts:
+            if rank < next_rank:
+                continue  # inside a collapsed row, or inside an opened row's subtree
+            upto = self._shallow_before(rank + 1)
+            out.append((self._shallow_before(next_rank), upto))
+            if is_open:
+                out.append(self._below(rank, desc, opened))
+            next_rank = rank + desc + 1
+        out.append((self._shallow_before(next_rank), self.shallow))
+        return [s for s in out if (s[1] > s[0] if isinstance(s, tuple) else s)]
+
+    def _below(self, rank: int, desc: int, opened: set[int]) -> list[int]:
+        """The visible ranks below the opened row at ``rank`` (its children, and theirs for
+        each opened child), in order."""
+        out: list[int] = []
+        stack = [list(reversed(self._children(rank, desc)))]
+        while stack:
+            level = stack[-1]
+            if not level:
+                stack.pop()
+                continue
+            r, d = level.pop()
+            out.append(r)
+            if r in opened and d > 0:
+                stack.append(list(reversed(self._children(r, d))))
+        return out
+
+    def _matches(self, query: str) -> tuple[array[int], bytearray, int]:
+        """The ranks of every node whose search text holds ``query`` and of their ancestors,
+        in order, a mark per rank of the matches, and how many there are."""
+        cached = self._search
+        if cached is not None and cached[0] == query:
+            return cached[1], cached[2], cached[3]
+        found = 0
+        hits = bytearray(self.nodes)
+        keep = bytearray(self.nodes)
+        parents: list[int] = []
+        seqs = self._search_seqs(query)
+        try:
+            for at in range(0, len(seqs), _CHUNK):
+                part = seqs[at : at + _CHUNK]
+                marks = ",".join("?" * len(part))
+                for rank, parent in self.conn.execute(
+                    f"SELECT rank, parent FROM trace_tree WHERE seq IN ({marks})", part
+                ):
+                    if 0 <= rank < self.nodes and not hits[rank]:
+                        found += 1
+                        hits[rank] = keep[rank] = 1
+                        if parent is not None and 0 <= parent < rank and not keep[parent]:
+                            parents.append(parent)
+            while parents:  # ancestors, a level at a time (each strictly before its child)
+                level = sorted({p for p in parents if not keep[p]})
+                parents = []
+                for p in level:
+                    keep[p] = 1
+                for at in range(0, len(level), _CHUNK):
+                    part = level[at : at + _CHUNK]
+                    marks = ",".join("?" * len(part))
+                    for rank, parent in self.conn.execute(
+                        f"SELECT rank, parent FROM trace_tree WHERE rank IN ({marks})", part
+                    ):
+                        if parent is not None and 0 <= parent < rank and not keep[parent]:
+                            parents.append(parent)
+        except sqlite3.Error as exc:
+            raise self._error(f"not a readable stored trace ({exc})") from exc
+        kept = array("i", itertools.compress(range(self.nodes), keep))
+        self._search = (query, kept, hits, found)
+        return kept, hits, found
+
+    def _read_texts(self) -> tuple[bytearray, array[int]]:
+        """Every node's search text as one line, and where each line starts (a chunk of
+        rows in memory at a time, besides the result)."""
+        text, lines = bytearray(), array("q", [0])
+        try:
+            cursor = self.conn.execute("SELECT text FROM trace_search ORDER BY seq")
+            while chunk := cursor.fetchmany(BLOCK * 10):
+                part = [t if type(t) is bytes else str(t).encode("utf-8") for (t,) in chunk]
+                text += b"\n".join(part) + b"\n"
+                lines.extend(itertools.accumulate((len(t) + 1 for t in part), initial=lines[-1]))
+                del lines[-len(part) - 1]  # the chunk's start, already there
+        except sqlite3.Error as exc:
+            raise self._error(f"not a readable stored trace ({exc})") from exc
+        if len(lines) != self.nodes + 1:
+            raise self._error("damaged trace_search")
+        return text, lines
+
+    def _search_seqs(self, query: str) -> list[int]:
+        """The ``seq`` of every node whose search text holds ``query``: one ``bytes.find``
+        pass over all the search texts, read into memory at the first search (UTF-8, one
+        line a node: a match never spans two nodes)."""
+        if self._texts is None:
+            self._texts = self._read_texts()
+        text, lines = self._texts
+        needle = query.encode("utf-8", "surrogatepass")
+        out: list[int] = []
+        if b"\n" in needle or not needle:
+            return out
+        where, find = bisect.bisect_right, text.find
+        at = find(needle)
+        while at >= 0:
+            i = where(lines, at) - 1
+            out.append(i)
+            at = find(needle, lines[i + 1]) if i + 1 < len(lines) else -1
+        return out
+
+    def _rows(self, ranks: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        out: dict[int, tuple[Any, ...]] = {}
+        for at in range(0, len(ranks), _CHUNK):
+            part = list(ranks[at : at + _CHUNK])
+            marks = ",".join("?" * len(part))
+            for row in self._query(f"{_ROW} WHERE t.rank IN ({marks})", part):
+                out[int(row[0])] = row
+        return out
+
+    def _shallow_rows(self, a: int, b: int) -> list[tuple[Any, ...]]:
+        return self._query(
+            f"{_ROW} WHERE t.depth <= 2 AND t.shallow_at >= ? AND t.shallow_at < ?"
+            " ORDER BY t.shallow_at",
+            (a, b),
+        )
+
+    def window(
+        self,
+        *,
+        start: int = 0,
+        count: int = 200,
+        expanded: Mapping[str, bool] | None = None,
+        query: str = "",
+        selected: str | None = None,
+    ) -> dict[str, Any]:
+        """Rows ``[start, start + count)`` of the visible list, with exact totals:
+        ``{start, total, nodes, rows, counts, matches?, selected_index?}``; each row is
+        ``{node, depth, kids, open, roll, match?, below?}`` (``roll``: subtree tokens,
+        cost, priced nodes, descendants, own tokens, unpriced nodes)."""
+        expanded = expanded or {}
+        q = query.strip().lower()
+        count = max(0, min(int(count), MAX_WINDOW))
+        picked: list[tuple[Any, ...]] = []
+        hits: bytearray | None = None
+        found = 0
+        nxt: dict[int, int | None] = {}
+        sel = None if selected is None else self._ranks_of([selected]).get(selected)
+        selected_index: int | None = None
+        if q:
+            kept, hits, found = self._matches(q)
+            total = len(kept)
+            start = max(0, min(int(start), max(0, total - 1)))
+            ranks = kept[start : start + count + 1]  # one more: whether the last has kids
+            rows = self._rows(ranks)
+            picked = [rows[r] for r in ranks[:count] if r in rows]
+            nxt = {r: ranks[k + 1] if k + 1 < len(ranks) else None for k, r in enumerate(ranks)}
+            if sel is not None:
+                selected_index = _index(kept, sel[0])
+        else:
+            segments = self._segments(expanded)
+            total = sum(len(s) if isinstance(s, list) else s[1] - s[0] for s in segments)
+            start = max(0, min(int(start), max(0, total - 1)))
+            at = 0
+            for seg in segments:
+                size = len(seg) if isinstance(seg, list) else seg[1] - seg[0]
+                lo, hi = max(start, at), min(start + count, at + size)
+                if lo < hi:
+                    if isinstance(seg, list):
+                        rows = self._rows(seg[lo - at : hi - at])
+                        picked.extend(rows[r] for r in seg[lo - at : hi - at] if r in rows)
+                    else:
+                        picked.extend(self._shallow_rows(seg[0] + lo - at, seg[0] + hi - at))
+                if sel is not None and selected_index is None:
+                    selected_index = self._find(seg, at, sel)
+                at += size
+            if sel is not None and selected_index is None:
+                selected_index = -1
+        out: dict[str, Any] = {
+            "start": start,
+            "total": total,
+            "nodes": self.nodes,
+            "rows": [self._row(row, expanded, hits, nxt) for row in picked],
+            "counts": self._counts,
+        }
+        if hits is not None:
+            out["matches"] = found
+        if sel is not None:  # an unknown id: no place at all
+            out["selected_index"] = -1 if selected_index is None else selected_index
+        return out
+
+    def _row(
+        self,
+        row: Sequence[Any],
+        expanded: Mapping[str, bool],
+        hits: bytearray | None,
+        nxt: Mapping[int, int | None] | None,
+    ) -> dict[str, Any]:
+        """A window's row (``hits``, ``nxt``: a search's matches and each row's next)."""
+        rank, depth, desc = int(row[0]), int(row[4]), int(row[5])
+        if hits is None or nxt is None:
+            kids = desc > 0
+            is_open = kids and bool(expanded.get(py_text(row[1]), depth < DEFAULT_OPEN_DEPTH))
+        else:
+            following = nxt.get(rank)
+            kids = is_open = following is not None and rank < following <= rank + desc
+        entry: dict[str, Any] = {
+            "node": self._summary(row),
+            "depth": depth,
+            "kids": kids,
+            "open": is_open,
+            "roll": [row[14], row[15], row[16], desc, row[13], row[17]],
+        }
+        if hits is not None and 0 <= rank < len(hits) and hits[rank]:
+            entry["match"] = True
+        if row[19] is not None:
+            entry["below"] = self._json(row[19], "row")
+        return entry
+
+    def _find(
+        self, seg: tuple[int, int] | list[int], at: int, sel: tuple[int, int, int]
+    ) -> int | None:
+        """Where the node ``sel`` (rank, depth, desc) is in the visible list, if in ``seg``."""
+        rank, depth, _desc = sel
+        if isinstance(seg, list):
+            k = _index(seg, rank)
+            return None if k < 0 else at + k
+        if depth > 2:
+            return None
+        row = self._query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (rank,))
+        if row and seg[0] <= row[0][0] < seg[1]:
+            return at + int(row[0][0]) - seg[0]
+        return None
+
+    def _summary(self, row: Sequence[Any]) -> dict[str, Any]:
+        extra = None if row[18] is None else self._json(row[18], "row")
+        return row_summary(
+            str(py_text(row[1])), py_text(row[3]), str(row[6]), str(py_text(row[8])),
+            str(row[7]), row[10], row[11], str(py_text(row[9])), row[12], int(row[13]),
+            extra if isinstance(extra, dict) else None,
+        )  # fmt: skip
+
+    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
+        """Exact node counts per time bucket of ``[lo, hi]`` by status group (``running``,
+        ``ok``, ``failed``), and how many start before, after, or have no start time."""
+        if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+            raise ValueError(f"timeline range must be finite with lo <= hi, got [{lo}, {hi}]")
+        buckets = max(1, min(int(buckets), 400))
+        width = (hi - lo) / buckets
+        counts: dict[str, list[int]] = {}
+        before = after = in_range = 0
+        for group, values in self._group_starts().items():
+            first = bisect.bisect_left(values, lo)
+            last = bisect.bisect_right(values, hi)
+            before += first
+            after += len(values) - last
+            row, at = [], first
+            for k in range(1, buckets + 1):
+                edge = bisect.bisect_left(values, lo + k * width, at, last) if k < buckets else last
+                row.append(max(0, edge - at))
+                at = max(at, edge)
+            in_range += last - first
+            counts[group] = row
+        return {
+            "lo": lo,
+            "hi": hi,
+            "buckets": buckets,
+            "in_range": in_range,
+            "before": before,
+            "after": after,
+            "untimed": self._untimed,
+            "counts": counts,
+        }
+
+    def _group_starts(self) -> dict[str, array[float]]:
+        """The start times of each status group, sorted (read once, 8 bytes a node)."""
+        if self._starts is None:
+            starts: dict[str, array[float]] = {}
+            for group, blob in self._query("SELECT grp, starts FROM trace_starts"):
+                if group not in ("running", "ok", "failed") or not isinstance(blob, bytes):
+                    raise self._error("damaged trace_starts")
+                if len(blob) % 8 or len(blob) > 8 * self.nodes:
+                    raise self._error("damaged trace_starts")
+                starts[group] = array("d", blob)
+            self._starts = {g: starts.get(g, array("d")) for g in ("running", "ok", "failed")}
+        return self._starts
+
+
+def _index(values: Sequence[int], value: int) -> int:
+    """Where ``value`` is in the sorted ``values`` (-1: not there)."""
+    k = bisect.bisect_left(values, value)
+    return k if k < len(values) and values[k] == value else -1
+
+
+def row_summary(
+    node_id: str,
+    parent_id: str | None,
+    kind: str,
+    name: str,
+    status: str,
+    start: float | None,
+    end: float | None,
+    hint: str,
+    cost: float | None,
+    tokens: int,
+    more: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What a row shows of a node (``partial``: the detail pane asks for the rest), the same
+    for a stored trace and a live one."""
+    out: dict[str, Any] = {
+        "id": node_id,
+        "parent_id": parent_id,
+        "kind": kind,
+        "name": name,
+        "status": status,
+        "start": None if start is None or start != start else start,
+        "end": None if end is None or end != end else end,
+    }
+    if hint:
+        out["hint"] = hint
+    if cost is not None and cost == cost:
+        out["cost"] = cost
+    if tokens:
+        out["usage"] = {"total_tokens": tokens}
+    if more:
+        out.update(more)
+    out["partial"] = True
+    return out

@@ -1,0 +1,99 @@
+"""The host matrix: a real kernel from another host's environment loads the extension, runs
+``%%lf query``, and takes a tool approval end to end in the mode its probe picks.
+
+Each host is a venv made by scripts/host_env (scripts/test makes them before the suite; a
+first run here makes them too, which needs the package index): ipykernel 6.29.5 (conda,
+Kaggle, most hosted notebooks) and Google Colab's pinned kernel packages. The click is the
+message a page's Approve button sends, on the shell channel, between cells.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from ._kernel import execute, host_python, kernel, send_to_widget, stdout, widget_ids
+
+pytestmark = pytest.mark.hosts
+
+SETUP = '''
+import time, json
+%load_ext langfx_nb
+import langfx_nb as lf
+from langfx_nb.notebook import hosts
+_t = time.perf_counter(); hosts.probe(get_ipython()); probe_ms = (time.perf_counter() - _t) * 1e3
+started = []
+
+@lf.tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    started.append(time.time())
+    return a + b
+
+lm = lf.llms.Scripted([lf.ToolCall("c1", "add", {"a": 2, "b": 3}), "The sum is 5."])
+lf.nb.use("fake:echo")
+topic = "autumn"
+'''
+
+WAIT_FOR_PROMPT = """
+import asyncio
+run = _
+for _i in range(400):
+    if run.widgets[0].waiting_for():
+        break
+    await asyncio.sleep(0.01)
+print(json.dumps(run.widgets[0].state["pending"]))
+"""
+
+
+@pytest.mark.parametrize("host", ["ipk629", "colab"])
+def test_a_host_kernel_loads_and_approves_in_the_background(host: str, tmp_path: Path) -> None:
+    python = host_python(host)
+    with kernel(python, tmp_path) as kc:
+        reply, out, _ = execute(kc, SETUP, timeout=120)
+        assert reply["status"] == "ok", reply  # ImportError on these kernels before
+        reply, out, _ = execute(kc, "%lf doctor")
+        doctor = stdout(out)
+        assert "widget messages handled while a cell awaits: no" in doctor, doctor
+        assert "approvals: background" in doctor
+
+        reply, out, _ = execute(kc, "%%lf query\nWrite a haiku about {{topic}}.\n")
+        assert reply["status"] == "ok", reply
+        result = [m for m in out if m["msg_type"] == "execute_result"]
+        assert "Write a haiku about autumn." in result[0]["content"]["data"]["text/plain"]
+
+        reply, out, returned_s = execute(
+            kc, "%%lf agent --lm lm --tools add -o ans\nWhat is 2 + 3?\n"
+        )
+        assert reply["status"] == "ok", reply
+        assert "running in the background" in stdout(out)
+        approval, _explorer = widget_ids(out)
+
+        reply, out, _ = execute(kc, WAIT_FOR_PROMPT)
+        pending = json.loads(stdout(out))
+        assert pending["tool"] == "add"
+        clicked = time.time()
+        send_to_widget(kc, approval, {"kind": "rendered", "prompt_id": pending["prompt_id"]})
+        send_to_widget(
+            kc,
+            approval,
+            {
+                "kind": "decision",
+                "prompt_id": pending["prompt_id"],
+                "call_id": pending["call_id"],
+                "action": "approve",
+            },
+        )
+        reply, out, _ = execute(kc, "print(await run); print(ans); print(started[0])")
+        assert reply["status"] == "ok", reply
+        answer, stored, tool_start = stdout(out).splitlines()
+        assert answer == stored == "The sum is 5."
+        reply, out, _ = execute(kc, "print(probe_ms)")
+        print(
+            f"{host}: probe {float(stdout(out)):.2f} ms; background cell returned in "
+            f"{returned_s * 1e3:.0f} ms; click -> tool start "
+            f"{(float(tool_start) - clicked) * 1e3:.0f} ms"
+        )

@@ -53,6 +53,7 @@ MODES: tuple[Mode, ...] = ("live", "background", "suspend")
 MODE_ENV = "LANGFX_NB_APPROVAL"
 
 _COMM_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+_PACKAGES = ("ipykernel", "ipython", "ipywidgets", "anywidget", "jupyter_client")
 
 
 @dataclass
@@ -65,7 +66,6 @@ class Host:
     loop_between_cells: bool
     mode: Mode
     forced: bool = False  # the mode came from $LANGFX_NB_APPROVAL
-    versions: dict[str, str] = field(default_factory=dict)
     patches: dict[str, bool] = field(default_factory=dict)  # patch name -> installed
 
 
@@ -123,15 +123,11 @@ def probe(ip: Any) -> Host:
     """Look at ``ip`` (an IPython shell) once; remembered as :func:`current`."""
     global _current
     kernel = getattr(ip, "kernel", None)
-    versions = {
-        name: found
-        for name in ("ipykernel", "ipython", "ipywidgets", "anywidget", "jupyter_client")
-        if (found := _version(name)) is not None
-    }
     if kernel is None:
         label = f"no kernel ({type(ip).__name__})"
-    else:
-        label = f"ipykernel {versions.get('ipykernel', '?')} ({type(kernel).__name__})"
+    else:  # the module's own attribute: package metadata costs milliseconds per lookup
+        found = getattr(sys.modules.get("ipykernel"), "__version__", None) or _version("ipykernel")
+        label = f"ipykernel {found or '?'} ({type(kernel).__name__})"
     comm = kernel is not None and comm_while_awaiting(kernel)
     loop = loop_between_cells(ip)
     mode: Mode = "live" if comm else "background" if loop else "suspend"
@@ -139,7 +135,7 @@ def probe(ip: Any) -> Host:
     wanted = os.environ.get(MODE_ENV, "").strip().lower()
     if wanted in MODES:
         mode, forced = wanted, True
-    _current = Host(label, kernel is not None, comm, loop, mode, forced, versions)
+    _current = Host(label, kernel is not None, comm, loop, mode, forced)
     events = getattr(ip, "events", None)
     if events is not None and _cell_started not in events.callbacks.get("pre_run_cell", []):
         events.register("pre_run_cell", _cell_started)
@@ -183,7 +179,8 @@ def doctor_text(host: Host | None = None) -> str:
     if host is None:
         return "langfx_nb: not loaded in IPython (run %load_ext langfx_nb)\n"
     lines = [f"kernel: {host.kernel}; python {sys.version.split()[0]}"]
-    lines.append("packages: " + ", ".join(f"{k} {v}" for k, v in host.versions.items()))
+    versions = ((name, _version(name)) for name in _PACKAGES)
+    lines.append("packages: " + ", ".join(f"{k} {v}" for k, v in versions if v is not None))
     yes = {True: "yes", False: "no"}
     lines.append(f"widget messages handled while a cell awaits: {yes[host.comm_while_awaiting]}")
     lines.append(f"asyncio loop runs between cells: {yes[host.loop_between_cells]}")

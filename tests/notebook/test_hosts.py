@@ -13,6 +13,7 @@ import importlib.metadata
 from collections.abc import Iterator
 from typing import Any
 
+import ipykernel
 import pytest
 from ipykernel.ipkernel import IPythonKernel
 from IPython.core.interactiveshell import InteractiveShell
@@ -79,6 +80,7 @@ def test_load_ext_loads_on_every_kernel_and_picks_the_mode_it_allows(
     fresh: None, monkeypatch: pytest.MonkeyPatch, found: str, kernel: Any, mode: str
 ) -> None:
     monkeypatch.setattr(importlib.metadata, "version", lambda name: found)
+    monkeypatch.setattr(ipykernel, "__version__", found)
     ip = shell_with(kernel())
     load_ipython_extension(ip)  # refused every kernel but 7.4 before
     host = hosts.current()
@@ -94,6 +96,7 @@ def test_doctor_and_help_say_what_was_found_and_what_to_do(
     fresh: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "6.29.5")
+    monkeypatch.setattr(ipykernel, "__version__", "6.29.5")
     ip = shell_with(Kernel6())
     load_ipython_extension(ip)
     ip.run_line_magic("lf", "doctor")

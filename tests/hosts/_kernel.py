@@ -30,10 +30,10 @@ def host_python(name: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-@contextmanager
-def kernel(python: str, tmp: Path, env: dict[str, str] | None = None) -> Iterator[Any]:
+def kernel_specs(python: str, tmp: Path, env: dict[str, str] | None = None) -> KernelSpecManager:
+    """Kernel specs with one kernel, ``host``: ipykernel from ``python``'s venv."""
     spec = tmp / "kernels" / "host"
-    spec.mkdir(parents=True)
+    spec.mkdir(parents=True, exist_ok=True)
     (spec / "kernel.json").write_text(
         json.dumps(
             {
@@ -44,9 +44,12 @@ def kernel(python: str, tmp: Path, env: dict[str, str] | None = None) -> Iterato
             }
         )
     )
-    km = KernelManager(
-        kernel_name="host", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)])
-    )
+    return KernelSpecManager(kernel_dirs=[str(spec.parent)])
+
+
+@contextmanager
+def kernel(python: str, tmp: Path) -> Iterator[Any]:
+    km = KernelManager(kernel_name="host", kernel_spec_manager=kernel_specs(python, tmp))
     km.start_kernel(cwd=str(tmp))
     kc = km.client()
     kc.start_channels()

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from ._kernel import execute, host_python, kernel, send_to_widget, stdout, widget_ids
+from ._kernel import (
+    ROOT,
+    execute,
+    host_python,
+    kernel,
+    kernel_specs,
+    send_to_widget,
+    stdout,
+    widget_ids,
+)
 
 pytestmark = pytest.mark.hosts
 
@@ -103,3 +112,28 @@ def test_a_host_kernel_loads_and_approves_in_the_background(host: str, tmp_path:
             f"{returned_s * 1e3:.0f} ms (first), {again_s * 1e3:.0f} ms (next); click -> tool "
             f"start {(float(tool_start) - clicked) * 1e3:.0f} ms"
         )
+
+
+@pytest.mark.parametrize("host", ["ipk629", "colab"])
+def test_the_tour_notebooks_run_in_a_host_kernel(
+    host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tour runs top to bottom, headless as under nbval (``LANGFX_NB_APPROVE``)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    kernel_specs(host_python(host), tmp_path, {"LANGFX_NB_APPROVE": "allow:add,search"})
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))  # finds kernels/host
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        work = tmp_path / path.stem
+        work.mkdir()
+        for helper in (ROOT / "notebooks").glob("*.py"):
+            (work / helper.name).write_text(helper.read_text())
+        client = NotebookClient(
+            nb, kernel_name="host", timeout=120, resources={"metadata": {"path": str(work)}}
+        )
+        try:
+            client.execute()
+        except Exception as exc:
+            raise AssertionError(f"{host}: {path.name}: {str(exc)[-2000:]}") from exc

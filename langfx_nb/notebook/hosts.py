@@ -144,14 +144,22 @@ def probe(ip: Any) -> Host:
 
 
 def current() -> Host | None:
-    """The host found by the last :func:`probe` (``%load_ext``); None before it."""
+    """The host found by the last :func:`probe` (``%load_ext``). Without ``%load_ext``, the
+    running IPython shell is probed now (``lf.nb`` used directly); None outside IPython."""
+    if _current is None and "IPython" in sys.modules:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        if ip is not None:
+            return probe(ip)
     return _current
 
 
 def approval_mode() -> Mode:
-    """How ``%%lf agent --approve ask`` waits for a person here (``live`` when nothing was
-    probed: outside IPython a policy is awaited by the caller's own code)."""
-    return _current.mode if _current is not None else "live"
+    """How ``%%lf agent --approve ask`` waits for a person here (``live`` outside IPython:
+    there a policy is awaited by the caller's own code)."""
+    host = current()
+    return host.mode if host is not None else "live"
 
 
 _MEANING: dict[Mode, str] = {
@@ -175,7 +183,7 @@ _MEANING: dict[Mode, str] = {
 
 def doctor_text(host: Host | None = None) -> str:
     """What ``%lf doctor`` prints: what was found, what was patched, what it means."""
-    host = host or _current
+    host = host or current()
     if host is None:
         return "langfx_nb: not loaded in IPython (run %load_ext langfx_nb)\n"
     lines = [f"kernel: {host.kernel}; python {sys.version.split()[0]}"]
@@ -199,7 +207,7 @@ def doctor_text(host: Host | None = None) -> str:
 
 def explain_no_click(tool: str, call_id: str, timeout: float) -> str:
     """The truthful reason a live prompt got no answer from any page in ``timeout`` s."""
-    host = _current
+    host = current()
     where = f" on {host.kernel}" if host is not None else ""
     return (
         f"no notebook page acknowledged the approval prompt for tool {tool!r} (call {call_id}) "

@@ -141,3 +141,13 @@ async def test_cells_running_are_counted_for_idle_time(fresh: None) -> None:
     ip.run_cell("1 + 1")
     assert hosts.cell_activity() == (started + 1, running)
     await asyncio.sleep(0)
+
+
+def test_without_load_ext_the_running_shell_is_probed_when_first_asked(
+    fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import IPython
+
+    ip = shell_with(Kernel6())
+    monkeypatch.setattr(IPython, "get_ipython", lambda: ip)
+    assert hosts.approval_mode() == "background"  # lf.nb.ApprovalPolicy used directly

@@ -38,9 +38,11 @@ class BackgroundRun:
         label: str,
         widgets: Sequence[Any] = (),
         waiting: Callable[[], str | None] = lambda: None,
+        out: str | None = None,
     ) -> None:
         self.task = task
         self.label = label
+        self.out = out
         self.widgets = list(widgets)
         self._waiting = waiting
         self._asked: asyncio.Event = asyncio.Event()
@@ -80,16 +82,25 @@ class BackgroundRun:
     def _ipython_display_(self, **kwargs: Any) -> None:
         from IPython.display import display
 
-        mode = hosts.current()
-        kernel = mode.kernel if mode is not None else "this kernel"
-        print(
-            f"{self.label}: running in the background (approval mode: background; {kernel} "
-            "hands clicks to Python only while no cell runs). When the prompt below asks, "
-            "click Approve or Deny while no cell runs; `await` this handle in a later cell for "
-            "the answer. Stop it with Cancel run, %lf cancel or .cancel()."
-        )
+        print(self.explain())
         for widget in self.widgets:
             display(widget)  # type: ignore[no-untyped-call]
+
+    def explain(self) -> str:
+        """Which mode, why, and what to do next (the line shown above the widgets)."""
+        host = hosts.current()
+        if host is not None and host.forced:
+            why = f"approval mode background, chosen by ${hosts.MODE_ENV}"
+        else:
+            kernel = host.kernel if host is not None else "this kernel"
+            why = f"approval mode background: {kernel} hands clicks to Python only between cells"
+        gets = f"`{self.out}` gets the answer, and " if self.out else ""
+        return (
+            f"{self.label}: runs in the background ({why}). When the prompt below asks, click "
+            f"Approve or Deny while no cell runs. {gets}`run = _` in the next cell names this "
+            "run: `await run` gives the answer, run.cancel() stops it (as do Cancel run and "
+            "%lf cancel)."
+        )
 
     def __await__(self) -> Generator[Any, None, Any]:
         return self._wait().__await__()
@@ -145,7 +156,9 @@ def background(
 
     task = asyncio.get_running_loop().create_task(body())
     task.add_done_callback(_retrieve)
-    return BackgroundRun(task, label=label, widgets=widgets, waiting=waiting)
+    # cancelled before its first step: ``coro`` never started, so nothing ran; close it
+    task.add_done_callback(lambda _: coro.close())
+    return BackgroundRun(task, label=label, widgets=widgets, waiting=waiting, out=out)
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

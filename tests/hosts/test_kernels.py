@@ -78,7 +78,7 @@ def test_a_host_kernel_loads_and_approves_in_the_background(host: str, tmp_path:
 
         reply, out, returned_s = execute(kc, AGENT)
         assert reply["status"] == "ok", reply
-        assert "running in the background" in stdout(out)
+        assert "runs in the background" in stdout(out)
         approval, _explorer = widget_ids(out)
 
         reply, out, _ = execute(kc, WAIT_FOR_PROMPT)

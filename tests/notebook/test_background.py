@@ -140,3 +140,22 @@ async def test_the_page_wait_of_a_background_run_counts_only_idle_time(
     # a cell ran through the first wait and another began in the second: the third, idle
     # from start to end, is the one that ended it
     assert timeouts == [5, 5, 5]
+
+
+async def test_the_handle_says_which_mode_why_and_what_to_do(
+    background_kernel: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = await _start({}, "-o", "ans")
+    text = handle.explain()
+    assert "ipykernel 6.29.5 (IPythonKernel) hands clicks to Python only between cells" in text
+    assert "`ans` gets the answer" in text and "`await run`" in text and "run.cancel()" in text
+    monkeypatch.setattr(
+        hosts,
+        "_current",
+        hosts.Host("ipykernel 7.4.0", True, True, True, "background", forced=True),
+    )
+    assert f"chosen by ${hosts.MODE_ENV}" in handle.explain()  # never a false reason
+    assert "hands clicks" not in handle.explain()
+    handle.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handle.task

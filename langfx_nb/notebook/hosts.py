@@ -45,6 +45,7 @@ __all__ = [
     "current",
     "doctor_text",
     "explain_no_click",
+    "meaning",
     "probe",
 ]
 
@@ -179,6 +180,11 @@ _MEANING: dict[Mode, str] = {
         "stops, is saved under .langfx_nb/runs/, and `%lf resume --approve ID` continues it."
     ),
 }
+
+
+def meaning(mode: Mode) -> str:
+    """What ``mode`` means for a person: how a tool approval waits, and what to do."""
+    return _MEANING[mode]
 
 
 def doctor_text(host: Host | None = None) -> str:

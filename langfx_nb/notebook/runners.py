@@ -128,7 +128,7 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     asks = policy.mode == "ask" and not opts.suspend
     mode = hosts.approval_mode()
     if asks and mode == "suspend":
-        print(hosts.doctor_text().splitlines()[-1])
+        print(hosts.meaning("suspend"))
     suspend = opts.suspend or (asks and mode == "suspend")
     if suspend:  # calls that need a person end the run: `%lf resume` continues it
         from .suspended import suspend_policy

@@ -137,3 +137,41 @@ def test_the_tour_notebooks_run_in_a_host_kernel(
             client.execute()
         except Exception as exc:
             raise AssertionError(f"{host}: {path.name}: {str(exc)[-2000:]}") from exc
+
+
+INTERRUPT_SETUP = '''
+import os
+os.environ["LANGFX_NB_APPROVAL"] = "live"  # a cell that waits for a click this kernel holds
+%load_ext langfx_nb
+import langfx_nb as lf
+
+@lf.tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+lm = lf.llms.Scripted([lf.ToolCall("c1", "add", {"a": 2, "b": 3}), "The sum is 5."])
+'''
+
+
+@pytest.mark.parametrize("host", ["ipk629", "colab"])
+def test_interrupt_ends_a_waiting_cell_with_one_line(host: str, tmp_path: Path) -> None:
+    """Kernel › Interrupt on a cell that waits (ipykernel's own handler would end it only at
+    the loop's next wake-up, here the 15 s render deadline, with a ToolDeniedError)."""
+    with kernel(host_python(host), tmp_path) as kc:
+        reply, _, _ = execute(kc, INTERRUPT_SETUP, timeout=120)
+        assert reply["status"] == "ok", reply
+        msg_id = kc.execute("%%lf agent --lm lm --tools add\nWhat is 2 + 3?\n")
+        while True:  # the prompt is shown: the cell now waits
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "display_data":
+                break
+        time.sleep(0.5)
+        kc.parent.interrupt_kernel()
+        while True:
+            reply = kc.get_shell_msg(timeout=60)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "CancelledError", reply["content"]
+        assert "interrupted" in reply["content"]["evalue"]

@@ -151,3 +151,28 @@ def test_without_load_ext_the_running_shell_is_probed_when_first_asked(
     ip = shell_with(Kernel6())
     monkeypatch.setattr(IPython, "get_ipython", lambda: ip)
     assert hosts.approval_mode() == "background"  # lf.nb.ApprovalPolicy used directly
+
+
+def test_in_suspend_mode_an_ask_ends_the_run_saved_and_resume_continues_it(
+    fresh: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import langfx_nb as lf
+    from langfx_nb.notebook.options import APPROVE_ENV
+
+    from ._approval import CALLS, add, script
+    from ._ipython import lf_shell, run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(APPROVE_ENV, raising=False)
+    ip = lf_shell()
+    assert hosts.probe(ip).mode == "suspend"  # terminal IPython: nothing runs between cells
+    ip.user_ns.update(lm=script(lf.ToolCall("c1", "add", {"a": 2, "b": 3})), add=add)
+    run(ip, "%%lf agent --lm lm --tools add\nWhat is 2 + 3?\n")
+    shown = capsys.readouterr().out
+    assert "approvals: suspend" in shown and "%lf resume --approve c1" in shown
+    assert CALLS == []
+    assert run(ip, "%lf resume --approve c1 --lm lm") == "The answer is 5."
+    assert CALLS == [(2, 3)]

@@ -5,8 +5,9 @@ Python only while no cell runs (``hosts``: approval mode ``background``).
 :class:`BackgroundRun` at once. Shown as a cell's value, the handle draws the widgets given
 to it (the approval prompt, the trace explorer) in that cell, with one line saying what is
 going on and what to do; their state updates travel to the page between cells like any
-widget's. When the run ends, its value goes into ``ns[out]`` (if named) and into the handle:
-``await run`` in a later cell returns it (or raises the run's error).
+widget's. ``ns[out]`` (if named) holds the handle until the run ends, then its value; the
+handle keeps the value too: ``await run`` in a later cell returns it (or raises the run's
+error).
 
 Stopping: ``run.cancel()``, ``%lf cancel``, the prompt's Cancel-run button. Kernel ›
 Interrupt stops the running cell, so it stops a run only in a cell that awaits it (as asyncio
@@ -94,7 +95,7 @@ class BackgroundRun:
         else:
             kernel = host.kernel if host is not None else "this kernel"
             why = f"approval mode background: {kernel} hands clicks to Python only between cells"
-        gets = f"`{self.out}` gets the answer, and " if self.out else ""
+        gets = f"`{self.out}` is this run until its answer replaces it; " if self.out else ""
         return (
             f"{self.label}: runs in the background ({why}). When the prompt below asks, click "
             f"Approve or Deny while no cell runs. {gets}`run = _` in the next cell names this "
@@ -158,7 +159,10 @@ def background(
     task.add_done_callback(_retrieve)
     # cancelled before its first step: ``coro`` never started, so nothing ran; close it
     task.add_done_callback(lambda _: coro.close())
-    return BackgroundRun(task, label=label, widgets=widgets, waiting=waiting, out=out)
+    run = BackgroundRun(task, label=label, widgets=widgets, waiting=waiting, out=out)
+    if out is not None and ns is not None:
+        ns[out] = run  # a later cell reading it sees the run (and its prompt), not a NameError
+    return run
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

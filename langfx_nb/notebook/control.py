@@ -8,9 +8,9 @@ later click can never run the tool. What the user sees is one line, ``CancelledE
 instead of a traceback through the library (an IPython custom exception handler that acts only
 on cancellations this module asked for; any other exception keeps its normal traceback).
 
-Interrupt on ipykernel (6.x and 7.x): the kernel's SIGINT handler schedules the cancellation of the
-running cell with ``call_soon`` from inside the signal handler, which does not wake the event
-loop, so a cell awaiting a click (or any quiet ``await``) is interrupted only at its next
+Interrupt on ipykernel (6.x and 7.x): the kernel's SIGINT handler schedules the cancellation
+of the running cell with ``call_soon`` from inside the signal handler, which does not wake the
+event loop, so a cell awaiting a click (or any quiet ``await``) is interrupted only at its next
 wake-up — possibly minutes later. While a run is tracked here, SIGINT is also routed through
 the loop's own signal wake-up (``loop.add_signal_handler``), which cancels the tracked runs at
 once; the kernel's own handler is put back when the last run ends.

@@ -31,7 +31,9 @@ def host_python(name: str) -> str:
 
 
 def kernel_specs(python: str, tmp: Path, env: dict[str, str] | None = None) -> KernelSpecManager:
-    """Kernel specs with one kernel, ``host``: ipykernel from ``python``'s venv."""
+    """Kernel specs with one kernel, ``host``: ipykernel from ``python``'s venv. ``ask`` asks
+    and the probe decides unless ``env`` says otherwise (nbval's conftest sets
+    ``LANGFX_NB_APPROVE`` for the whole session, which kernels would inherit)."""
     spec = tmp / "kernels" / "host"
     spec.mkdir(parents=True, exist_ok=True)
     (spec / "kernel.json").write_text(
@@ -40,7 +42,12 @@ def kernel_specs(python: str, tmp: Path, env: dict[str, str] | None = None) -> K
                 "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                 "display_name": "host",
                 "language": "python",
-                "env": {"PYDEVD_DISABLE_FILE_VALIDATION": "1", **(env or {})},
+                "env": {
+                    "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+                    "LANGFX_NB_APPROVE": "",
+                    "LANGFX_NB_APPROVAL": "",
+                    **(env or {}),
+                },
             }
         )
     )

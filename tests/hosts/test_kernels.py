@@ -175,3 +175,31 @@ def test_interrupt_ends_a_waiting_cell_with_one_line(host: str, tmp_path: Path) 
         assert reply["content"]["status"] == "error"
         assert reply["content"]["ename"] == "CancelledError", reply["content"]
         assert "interrupted" in reply["content"]["evalue"]
+
+
+def test_run_all_of_the_approval_tour_on_a_background_kernel_meets_no_surprise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run All of 03 as a person on such a kernel does it (nobody has clicked yet): the asking
+    cell returns at once, the next cell shows the waiting run, and the one error is the tour's
+    deliberate denial at the end."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    kernel_specs(host_python("ipk629"), tmp_path)
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    nb = nbformat.read(ROOT / "notebooks" / "03_agents_with_approval.ipynb", as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_name="host",
+        timeout=120,
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    errors = [o.ename for c in code for o in c.outputs if o.output_type == "error"]
+    assert errors == ["ToolDeniedError"], errors
+    answer_cell = next(c for c in code if c.source.strip() == "calc_answer")
+    shown = "".join(o.get("text", "") for o in answer_cell.outputs)
+    assert "runs in the background" in shown, answer_cell.outputs

@@ -46,7 +46,8 @@ async def test_the_cell_returns_at_once_and_the_click_finishes_the_run(
 ) -> None:
     ns: dict[str, Any] = {}
     handle = await _start(ns, "-o", "ans")
-    assert not handle.done() and "ans" not in ns  # the cell has its value before any click
+    assert not handle.done()  # the cell has its value before any click
+    assert ns["ans"] is handle  # until the answer replaces it
     prompt = handle.widgets[0]
     pending = await wait_for_pending(prompt)
     assert handle.status() == "waiting for your decision on add (c1)"
@@ -148,7 +149,11 @@ async def test_the_handle_says_which_mode_why_and_what_to_do(
     handle = await _start({}, "-o", "ans")
     text = handle.explain()
     assert "ipykernel 6.29.5 (IPythonKernel) hands clicks to Python only between cells" in text
-    assert "`ans` gets the answer" in text and "`await run`" in text and "run.cancel()" in text
+    assert (
+        "`ans` is this run until its answer replaces it" in text
+        and "`await run`" in text
+        and "run.cancel()" in text
+    )
     monkeypatch.setattr(
         hosts,
         "_current",

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..messages import ToolCall
 
-__all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
+__all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision", "ask"]
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -536,6 +536,47 @@ class ApprovalPolicy:
             widget._ipython_display_()
         except ImportError:
             return
+
+
+async def ask(widget: ApprovalWidget, call: Any, tool: Any = None) -> Decision:
+    """Show ``call`` (a ``ToolCall``) in ``widget`` and return the first decision clicked for
+    it. Cancelling the caller closes the prompt as cancelled. A decision is not yet an
+    outcome: the caller records it (the prompt's history shows what was clicked)."""
+    loop = asyncio.get_running_loop()
+    prompt = _Prompt(
+        prompt_id=secrets.token_hex(8),
+        call_id=str(call.id),
+        tool=str(call.name),
+        loop=loop,
+        decided=loop.create_future(),
+        rendered=loop.create_future(),
+        validate=getattr(tool, "validate_args", None),
+        task=asyncio.current_task(),
+    )
+    spec = getattr(tool, "spec", None)
+    prompt.info = {
+        "prompt_id": prompt.prompt_id,
+        "call_id": prompt.call_id,
+        "tool": prompt.tool,
+        "description": _describe(tool),
+        "args": to_jsonable(getattr(call, "args", {})),
+        "schema": to_jsonable(getattr(spec, "input_schema", None)),
+    }
+    entry: dict[str, Any] = {"prompt_id": prompt.prompt_id, "call_id": prompt.call_id}
+    entry["tool"] = prompt.tool
+    widget.open_prompt(prompt)
+    try:
+        decision = await prompt.decided
+    except asyncio.CancelledError:
+        entry.update(decision="cancelled", approved=False, who="-", when=_now_iso())
+        widget.close_prompt(prompt, entry, notice="Cancelled")
+        raise
+    approved = decision.action.startswith("approve")
+    entry.update(decision=decision.action, approved=approved, who=_default_who(), when=_now_iso())
+    if decision.note:
+        entry["note"] = decision.note
+    widget.close_prompt(prompt, entry)
+    return decision
 
 
 def _click_cannot_arrive() -> str | None:

@@ -40,10 +40,12 @@ class BackgroundRun:
         widgets: Sequence[Any] = (),
         waiting: Callable[[], str | None] = lambda: None,
         out: str | None = None,
+        guide: str | None = None,
     ) -> None:
         self.task = task
         self.label = label
         self.out = out
+        self.guide = guide  # what to do, when not the approval mode's own words
         self.widgets = list(widgets)
         self._waiting = waiting
         self._asked: asyncio.Event = asyncio.Event()
@@ -89,6 +91,8 @@ class BackgroundRun:
 
     def explain(self) -> str:
         """Which mode, why, and what to do next (the line shown above the widgets)."""
+        if self.guide is not None:
+            return f"{self.label}: {self.guide}"
         host = hosts.current()
         if host is not None and host.forced:
             why = f"approval mode background, chosen by ${hosts.MODE_ENV}"
@@ -142,11 +146,13 @@ def background(
     ns: MutableMapping[str, Any] | None = None,
     waiting: Callable[[], str | None] = lambda: None,
     present: Callable[[Any], Any] = lambda value: value,
+    guide: str | None = None,
 ) -> BackgroundRun:
     """Run ``coro`` as a task on the running loop (the kernel's) and return its handle now.
 
     ``present`` turns the value into what ``await`` and ``ns[out]`` get; ``waiting`` says
-    which decision the run waits for (None when it waits for none)."""
+    which decision the run waits for (None when it waits for none); ``guide`` replaces the
+    approval mode's words above the widgets."""
 
     async def body() -> Any:
         control.mark_background()
@@ -159,7 +165,7 @@ def background(
     task.add_done_callback(_retrieve)
     # cancelled before its first step: ``coro`` never started, so nothing ran; close it
     task.add_done_callback(lambda _: coro.close())
-    run = BackgroundRun(task, label=label, widgets=widgets, waiting=waiting, out=out)
+    run = BackgroundRun(task, label=label, widgets=widgets, waiting=waiting, out=out, guide=guide)
     if out is not None and ns is not None:
         ns[out] = run  # a later cell reading it sees the run (and its prompt), not a NameError
     return run

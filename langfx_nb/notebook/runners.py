@@ -155,7 +155,13 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     if not isinstance(answer, str):  # suspended: a RunState
         from .suspended import saved
 
-        return saved(answer, ns, opts.out)
+        state = saved(answer, ns, opts.out)
+        host = hosts.current()
+        if host is not None and host.loop_between_cells:  # buttons that resume it
+            from .resume_buttons import offer
+
+            display(offer(state, ns, opts.out, opts.lm))  # type: ignore[no-untyped-call]
+        return state
     value = present(answer)
     if opts.out:
         ns[opts.out] = value

@@ -164,3 +164,31 @@ async def test_the_handle_says_which_mode_why_and_what_to_do(
     handle.cancel()
     with pytest.raises(asyncio.CancelledError):
         await handle.task
+
+
+async def test_a_suspended_run_shows_buttons_whose_clicks_resume_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    import IPython.display
+
+    from langfx_nb.notebook.suspended import RUNS_DIR
+
+    monkeypatch.setattr(hosts, "_current", _host("live"))  # any kernel whose loop runs on
+    monkeypatch.chdir(tmp_path)
+    shown: list[Any] = []
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: shown.extend(a))
+    ns: dict[str, Any] = {"lm": script(lf.ToolCall("c1", "add", {"a": 2, "b": 3})), "add": add}
+    state = await run_agent(
+        ["--lm", "lm", "--tools", "add", "--suspend", "-o", "ans"], "What is 2 + 3?", ns
+    )
+    assert isinstance(state, lf.RunState) and ns["ans"] is state
+    runs = [s for s in shown if isinstance(s, BackgroundRun)]
+    assert len(runs) == 1 and "resumes here, as `%lf resume` would" in runs[0].explain()
+    prompt = runs[0].widgets[0]
+    pending = await wait_for_pending(prompt)
+    assert pending["tool"] == "add" and pending["call_id"] == "c1"
+    click(prompt, pending, "approve")
+    assert await runs[0] == "The answer is 5."
+    assert ns["ans"] == "The answer is 5."
+    assert CALLS == [(2, 3)]
+    assert list(RUNS_DIR.glob("*.json")) == []  # resumed once: the saved run is gone

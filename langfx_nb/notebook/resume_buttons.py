@@ -66,8 +66,8 @@ def offer(
         waiting=widget.waiting_for,
         guide=(
             "decide each waiting call below (Approve or Deny, while no cell runs) and the run "
-            "resumes here, as `%lf resume` would; `run = _` in the next cell names it, "
-            "`await run` gives the answer."
+            "resumes here, as `%lf resume` would"
+            + (f"; `{out}` then holds its answer." if out else ".")
         ),
     )
 

@@ -183,7 +183,8 @@ async def test_a_suspended_run_shows_buttons_whose_clicks_resume_it(
     )
     assert isinstance(state, lf.RunState) and ns["ans"] is state
     runs = [s for s in shown if isinstance(s, BackgroundRun)]
-    assert len(runs) == 1 and "resumes here, as `%lf resume` would" in runs[0].explain()
+    assert len(runs) == 1
+    assert "resumes here, as `%lf resume` would; `ans` then holds its answer" in runs[0].explain()
     prompt = runs[0].widgets[0]
     pending = await wait_for_pending(prompt)
     assert pending["tool"] == "add" and pending["call_id"] == "c1"

@@ -143,7 +143,7 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     )
     session = new_session(lm)
     explorer = None
-    first = body.strip().splitlines()[0]
+    first = next(iter(body.strip().splitlines()), "")
     short = first if len(first) <= 60 else first[:57] + "..."
     if not opts.no_trace:
         explorer = TraceExplorer(session, title=f"%%lf agent · {short}")
@@ -190,14 +190,20 @@ def _in_background(
 ) -> Any:
     """Approval mode ``background``: the run as a task between cells; the cell's value is its
     handle, drawn as the prompt and the trace (``background``)."""
+    from . import control
     from .background import background
 
     widget = policy.widget
     policy.display = lambda _widget: None  # the handle shows the prompt in this cell
+    label = f"%%lf agent · {title}"
+
+    async def tracked() -> Any:  # Cancel run and %lf cancel reach it at every step
+        with control.track(session, label=label):
+            return await _invoke(agent, session, explorer, False)
 
     handle = background(
-        _invoke(agent, session, explorer, False),
-        label=f"%%lf agent · {title}",
+        tracked(),
+        label=label,
         widgets=[w for w in (widget, explorer) if w is not None],
         out=out,
         ns=ns,

@@ -193,3 +193,25 @@ async def test_a_suspended_run_shows_buttons_whose_clicks_resume_it(
     assert ns["ans"] == "The answer is 5."
     assert CALLS == [(2, 3)]
     assert list(RUNS_DIR.glob("*.json")) == []  # resumed once: the saved run is gone
+
+
+async def test_percent_lf_cancel_reaches_a_background_run_at_every_step(
+    background_kernel: None,
+) -> None:
+    started = asyncio.Event()
+
+    @lf.tool
+    async def slow(n: int) -> int:
+        """Take a while."""
+        started.set()
+        await asyncio.Event().wait()
+        return n
+
+    ns: dict[str, Any] = {"lm": script(lf.ToolCall("c1", "slow", {"n": 1})), "slow": slow}
+    handle = await run_agent(["--lm", "lm", "--tools", "slow"], "Be slow.", ns)
+    prompt = handle.widgets[0]
+    click(prompt, await wait_for_pending(prompt), "approve")
+    await started.wait()  # approved: the tool runs, no prompt is waiting any more
+    assert control.cancel("the run was cancelled with %lf cancel") == 1
+    with pytest.raises(asyncio.CancelledError):
+        await handle.task

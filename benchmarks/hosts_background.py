@@ -3,7 +3,7 @@ the probe's cost at ``%load_ext``, how soon a ``%%lf agent`` cell that may ask r
 click → tool start, over ROUNDS runs. The click is what a page's Approve button sends, on the
 shell channel, while no cell runs.
 
-    .venv/bin/python benchmarks/hosts_background.py [ipk629] [colab] [--rounds N]
+    .venv/bin/python benchmarks/hosts_background.py [ipk629] [ipk71] [colab] [--rounds N]
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from tests.hosts._kernel import (
 )
 
 ROUNDS = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 20
-HOSTS = [a for a in sys.argv[1:] if a in ("ipk629", "colab")] or ["ipk629", "colab"]
+KNOWN = ("ipk629", "ipk71", "colab")
+HOSTS = [a for a in sys.argv[1:] if a in KNOWN] or list(KNOWN)
 
 SETUP = '''
 import time, json, asyncio

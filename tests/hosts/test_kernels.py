@@ -3,7 +3,8 @@
 
 Each host is a venv made by scripts/host_env (scripts/test makes them before the suite; a
 first run here makes them too, which needs the package index): ipykernel 6.29.5 (conda,
-Kaggle, most hosted notebooks) and Google Colab's pinned kernel packages. The click is the
+Kaggle, most hosted notebooks), ipykernel 7.1.0 (7.0-7.3 also queue clicks behind a running
+cell) and Google Colab's pinned kernel packages. The click is the
 message a page's Approve button sends, on the shell channel, between cells.
 """
 
@@ -27,6 +28,8 @@ from ._kernel import (
 )
 
 pytestmark = pytest.mark.hosts
+
+HOSTS = ["ipk629", "ipk71", "colab"]
 
 SETUP = '''
 import time, json
@@ -60,7 +63,7 @@ print(json.dumps(run.widgets[0].state["pending"]))
 """
 
 
-@pytest.mark.parametrize("host", ["ipk629", "colab"])
+@pytest.mark.parametrize("host", HOSTS)
 def test_a_host_kernel_loads_and_approves_in_the_background(host: str, tmp_path: Path) -> None:
     python = host_python(host)
     with kernel(python, tmp_path) as kc:
@@ -114,7 +117,7 @@ def test_a_host_kernel_loads_and_approves_in_the_background(host: str, tmp_path:
         )
 
 
-@pytest.mark.parametrize("host", ["ipk629", "colab"])
+@pytest.mark.parametrize("host", HOSTS)
 def test_the_tour_notebooks_run_in_a_host_kernel(
     host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,7 +157,7 @@ lm = lf.llms.Scripted([lf.ToolCall("c1", "add", {"a": 2, "b": 3}), "The sum is 5
 '''
 
 
-@pytest.mark.parametrize("host", ["ipk629", "colab"])
+@pytest.mark.parametrize("host", HOSTS)
 def test_interrupt_ends_a_waiting_cell_with_one_line(host: str, tmp_path: Path) -> None:
     """Kernel › Interrupt on a cell that waits (ipykernel's own handler would end it only at
     the loop's next wake-up, here the 15 s render deadline, with a ToolDeniedError)."""

@@ -169,11 +169,11 @@ _MEANING: dict[Mode, str] = {
         "and the run continues in the same cell. Kernel > Interrupt or Cancel run stops it."
     ),
     "background": (
-        "approvals: background. This kernel hands a click to Python only while no cell is "
-        "running, so a `%%lf agent` cell that may ask returns at once with a handle and the "
-        "run goes on between cells. Click Approve or Deny in its prompt while no cell runs; "
-        "`await handle` (or the -o variable) gives the answer. Cancel run, `%lf cancel` or "
-        "`handle.cancel()` stop it (Kernel > Interrupt stops the running cell only)."
+        "approvals: background. A `%%lf agent` cell that may ask returns at once with the run's "
+        "handle and the run goes on between cells, where a click reaches Python on every "
+        "kernel. Click Approve or Deny in its prompt while no cell runs; `run = _` in the next "
+        "cell names the handle, `await run` (or the -o variable) gives the answer. Cancel run, "
+        "`%lf cancel` or `run.cancel()` stop it (Kernel > Interrupt stops the running cell only)."
     ),
     "suspend": (
         "approvals: suspend. Nothing runs between cells here, so a run that needs a decision "
@@ -215,11 +215,15 @@ def explain_no_click(tool: str, call_id: str, timeout: float) -> str:
     """The truthful reason a live prompt got no answer from any page in ``timeout`` s."""
     host = current()
     where = f" on {host.kernel}" if host is not None else ""
+    kernel = (
+        ""
+        if host is not None and host.comm_while_awaiting
+        else " or this kernel may not pass a click to a waiting cell (%lf doctor tells which)"
+    )
     return (
         f"no notebook page acknowledged the approval prompt for tool {tool!r} (call {call_id}) "
         f"within {timeout:g} s{where}, so the call was denied (fail closed). The page may not "
-        "draw widgets (nbconvert, nbval, Voilà, a closed tab) or this kernel may not pass a "
-        "click to a waiting cell (%lf doctor tells which). For unattended runs use --approve "
-        "deny | allow:TOOLS (ApprovalPolicy(mode='deny') or mode='allow'); to decide later, "
-        "%%lf agent --suspend."
+        f"draw widgets (nbconvert, nbval, Voilà, a closed tab){kernel}. For unattended runs use "
+        "--approve deny | allow:TOOLS (ApprovalPolicy(mode='deny') or mode='allow'); to decide "
+        "later, %%lf agent --suspend."
     )

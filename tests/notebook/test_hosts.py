@@ -104,7 +104,7 @@ def test_doctor_and_help_say_what_was_found_and_what_to_do(
     assert "kernel: ipykernel 6.29.5" in text
     assert "widget messages handled while a cell awaits: no" in text
     assert "approvals: background" in text
-    assert "`await handle`" in text
+    assert "`await run`" in text and "run.cancel()" in text
     assert "%%lf query" in text  # what works regardless
     ip.run_line_magic("lf", "help")
     assert "here: approvals are background (ipykernel 6.29.5" in capsys.readouterr().out

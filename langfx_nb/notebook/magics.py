@@ -65,7 +65,7 @@ def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
         host = current()
         print(_HELP, end="")
         if host is not None:
-            print(f"\nhere: approvals are {host.mode} ({host.kernel}); %lf doctor for more")
+            print(f"\napprovals here: {host.mode} (%lf doctor says why and what that means)")
         return None
     if args[0] == "doctor":
         from .hosts import doctor_text

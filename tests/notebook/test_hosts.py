@@ -107,7 +107,7 @@ def test_doctor_and_help_say_what_was_found_and_what_to_do(
     assert "`await run`" in text and "run.cancel()" in text
     assert "%%lf query" in text  # what works regardless
     ip.run_line_magic("lf", "help")
-    assert "here: approvals are background (ipykernel 6.29.5" in capsys.readouterr().out
+    assert "approvals here: background (%lf doctor" in capsys.readouterr().out
 
 
 def test_terminal_ipython_suspends_and_the_env_chooses_a_mode(

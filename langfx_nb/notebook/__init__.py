@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..agentic.trace_db import save_trace
     from ..batch.progress import BatchProgress, Reporter
     from .approval import ApprovalPolicy, ApprovalWidget
+    from .background import BackgroundRun, background
     from .batch_view import BatchView
     from .bridge import EventBridge
     from .eval_report import EvalReportView
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalPolicy",
     "ApprovalWidget",
+    "BackgroundRun",
     "BatchView",
     "EvalReportView",
     "EventBridge",
@@ -41,6 +43,7 @@ __all__ = [
     "NotebookState",
     "StreamView",
     "TraceExplorer",
+    "background",
     "cancel",
     "export",
     "load_ipython_extension",
@@ -49,12 +52,12 @@ __all__ = [
     "use",
 ]
 
-MIN_IPYKERNEL = (7, 4)
-
 # name → module (relative to this package) for the widget classes, imported on first access.
 _LAZY = {
     "ApprovalPolicy": ".approval",
     "ApprovalWidget": ".approval",
+    "BackgroundRun": ".background",
+    "background": ".background",
     "BatchView": ".batch_view",
     "EvalReportView": ".eval_report",
     "EventBridge": ".bridge",
@@ -112,45 +115,22 @@ def eval_live_view(name: str, trials: int) -> Any:
 set_live_view(eval_live_view)
 
 
-def check_kernel(ip: Any) -> None:
-    """Refuse to load under an ipykernel the kernel glue is not tested on, with the reason
-    and the fix (``kernel_version``).
-
-    Only ipykernel ≥ 7.4 handles widget messages (an Approve click) while a cell awaits; on
-    older kernels an approval prompt would wait forever. Newer ones than tested may lay out
-    the internals the glue patches differently. Plain terminal IPython is fine.
-    """
-    if getattr(ip, "kernel", None) is None:
-        return
-    from .kernel_version import installed, untested_reason, version_tuple
-
-    found = installed()
-    if found is None:
-        return
-    if version_tuple(found) < MIN_IPYKERNEL:
-        raise ImportError(
-            f"langfx_nb needs ipykernel>=7.4 (found {found}): older kernels do not handle "
-            "widget clicks while a cell awaits, so tool approvals would hang. "
-            "Upgrade with: pip install -U 'ipykernel>=7.4', then restart the kernel."
-        )
-    reason = untested_reason(found)
-    if reason is not None:
-        raise ImportError(reason)
-
-
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext langfx_nb``: the ``%%lf`` transformer and magic, and rich display."""
-    check_kernel(ipython)
+    """``%load_ext langfx_nb``: the ``%%lf`` transformer and magic, and rich display, on any
+    IPython shell. What the kernel can do is probed here (``hosts``); the kernel patches
+    install only where the probe found the layout they were written against, and approvals
+    take the mode it allows (``%lf doctor`` says which)."""
+    from . import control, hosts, kernel_comm, kernel_parent
     from .magics import register
 
     register(ipython)
-    from .kernel_parent import install
-
-    install(ipython)  # ipykernel 7.4 race that can leave an async cell at [*]; see the module
-    from . import control, kernel_comm
-
-    kernel_comm.install(ipython)  # a reloaded page gets its widgets while a cell awaits
-    control.install(ipython)  # a cancelled run ends its cell with one line
+    host = hosts.probe(ipython)
+    if host.comm_while_awaiting:
+        # the race of a concurrent comm dispatch that can leave an async cell at [*]
+        host.patches["parent pin"] = kernel_parent.install(ipython) is not None
+        # a reloaded page gets its widgets while a cell awaits
+        host.patches["comm_info while awaiting"] = kernel_comm.install(ipython)
+    host.patches["interrupt route"] = control.install(ipython)  # cancellations: one line
     try:
         render = importlib.import_module(".render", __name__)
     except ImportError:

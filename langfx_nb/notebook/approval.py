@@ -5,8 +5,10 @@ Modes:
   description, validated arguments as a tree) with Approve / Approve with edited arguments /
   Deny / Deny with a note / "always allow this tool for this run". The policy ``await``s a
   future that the widget's message handler resolves (``call_soon_threadsafe``: handlers may run
-  on another thread). Nothing blocks the loop, so ipykernel ≥ 7.4 delivers the click while the
-  cell awaits.
+  on another thread). Nothing blocks the loop, so a kernel that dispatches widget messages
+  while a cell awaits (approval mode ``live``, ``hosts``) delivers the click to the waiting
+  cell; elsewhere the run must go on between cells (``background``), and a prompt awaited by a
+  cell on such a kernel is denied at once with the reason, never left hanging.
 - ``"allow"``: unattended; tools on ``allow`` run, all others are denied.
 - ``"deny"``: unattended; every call is denied.
 
@@ -14,7 +16,8 @@ Safety properties a user relies on:
 - A decision is bound to one prompt: it must carry that prompt's id *and* call id, and only the
   first decision counts. A stale click (an old prompt) or a second click is refused.
 - Fail closed: if no frontend reports the prompt as rendered within ``render_timeout`` seconds
-  (nbconvert, nbval, a closed browser tab), the call is denied with a clear message.
+  (nbconvert, nbval, a closed browser tab; in a background run, seconds while no cell runs),
+  the call is denied with a message naming the kernel and what to do.
 - Who decided and when is returned in the decision (``by``); the core records it on the tool
   call's node (status ``waiting`` while this policy is awaited, then the decision record), and
   a readable note is logged under the call. The trace views read the node, never the notes.
@@ -38,7 +41,7 @@ import anywidget
 import traitlets
 
 from ..errors import ToolDeniedError, ToolExecutionError
-from . import control
+from . import control, hosts
 from .bridge import MessageKind, to_jsonable
 from .render import CSS, UL, WidgetDisplayMixin, esc, value_html
 
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..messages import ToolCall
 
-__all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision"]
+__all__ = ["ApprovalPolicy", "ApprovalWidget", "Decision", "ask"]
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -123,6 +126,13 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
             "notice": notice,
         }
         self._refresh_displays()
+
+    def waiting_for(self) -> str | None:
+        """The call a prompt here waits for (``"add (c1)"``) while no decision has arrived;
+        None once a click (or a cancellation) was received for it."""
+        with self._lock:
+            open_ = [p for p in self._prompts.values() if not p.closed]
+        return f"{open_[0].tool} ({open_[0].call_id})" if open_ else None
 
     # -- messages from the view -----------------------------------------------------------------
 
@@ -334,7 +344,7 @@ class ApprovalPolicy:
         self.render_timeout = render_timeout
         self.who = who or _default_who()
         self.deny_message = deny_message
-        self._display = display
+        self.display = display  # how the prompt is shown (None: in the running cell)
         self._sleep = sleep
         self._always: dict[tuple[str, ...], set[str]] = {}
         self._widget: ApprovalWidget | None = None
@@ -432,16 +442,16 @@ class ApprovalPolicy:
         asked: float,
     ) -> Any:
         try:
-            if not await self._wait_rendered(prompt):
-                message = (
-                    f"approval prompt for tool {prompt.tool!r} (call {prompt.call_id}) was not "
-                    f"shown by any notebook frontend within {self.render_timeout:g} s, so the call "
-                    "was denied "
-                    "(fail closed). For headless runs use ApprovalPolicy(mode='deny') or "
-                    "ApprovalPolicy(mode='allow', allow=[...])."
+            unreachable = _click_cannot_arrive()
+            if unreachable or not await self._wait_rendered(prompt):
+                message = unreachable or hosts.explain_no_click(
+                    prompt.tool, prompt.call_id, self.render_timeout
                 )
                 entry.update(
-                    decision="denied (no frontend)", approved=False, who="policy", when=_now_iso()
+                    decision="denied (no answer possible)" if unreachable else "denied (no page)",
+                    approved=False,
+                    who="policy",
+                    when=_now_iso(),
                 )
                 widget.close_prompt(prompt, entry, notice=message)
                 _log(session, "warning", message, prompt.call_id, "policy")
@@ -499,18 +509,24 @@ class ApprovalPolicy:
         return result
 
     async def _wait_rendered(self, prompt: _Prompt) -> bool:
-        if prompt.rendered.done():
-            return True
-        timer = asyncio.ensure_future(self._sleep(self.render_timeout))
-        try:
-            await asyncio.wait({prompt.rendered, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
+        """Whether a page reports the prompt drawn within ``render_timeout`` s. In a background
+        run only idle time counts: while a cell runs, such a kernel holds the page's message."""
+        background = control.in_background()
+        while not prompt.rendered.done():
+            before = hosts.cell_activity()
+            timer = asyncio.ensure_future(self._sleep(self.render_timeout))
+            try:
+                await asyncio.wait({prompt.rendered, timer}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+            after = hosts.cell_activity()
+            if not background or (after == before and not after[1]):
+                break
         return prompt.rendered.done()
 
     def _show(self, widget: ApprovalWidget) -> None:
-        if self._display is not None:
-            self._display(widget)
+        if self.display is not None:
+            self.display(widget)
             return
         try:
             from IPython import get_ipython
@@ -520,6 +536,63 @@ class ApprovalPolicy:
             widget._ipython_display_()
         except ImportError:
             return
+
+
+async def ask(widget: ApprovalWidget, call: Any, tool: Any = None) -> Decision:
+    """Show ``call`` (a ``ToolCall``) in ``widget`` and return the first decision clicked for
+    it. Cancelling the caller closes the prompt as cancelled. A decision is not yet an
+    outcome: the caller records it (the prompt's history shows what was clicked)."""
+    loop = asyncio.get_running_loop()
+    prompt = _Prompt(
+        prompt_id=secrets.token_hex(8),
+        call_id=str(call.id),
+        tool=str(call.name),
+        loop=loop,
+        decided=loop.create_future(),
+        rendered=loop.create_future(),
+        validate=getattr(tool, "validate_args", None),
+        task=asyncio.current_task(),
+    )
+    spec = getattr(tool, "spec", None)
+    prompt.info = {
+        "prompt_id": prompt.prompt_id,
+        "call_id": prompt.call_id,
+        "tool": prompt.tool,
+        "description": _describe(tool),
+        "args": to_jsonable(getattr(call, "args", {})),
+        "schema": to_jsonable(getattr(spec, "input_schema", None)),
+    }
+    entry: dict[str, Any] = {"prompt_id": prompt.prompt_id, "call_id": prompt.call_id}
+    entry["tool"] = prompt.tool
+    widget.open_prompt(prompt)
+    try:
+        decision = await prompt.decided
+    except asyncio.CancelledError:
+        entry.update(decision="cancelled", approved=False, who="-", when=_now_iso())
+        widget.close_prompt(prompt, entry, notice="Cancelled")
+        raise
+    approved = decision.action.startswith("approve")
+    entry.update(decision=decision.action, approved=approved, who=_default_who(), when=_now_iso())
+    if decision.note:
+        entry["note"] = decision.note
+    widget.close_prompt(prompt, entry)
+    return decision
+
+
+def _click_cannot_arrive() -> str | None:
+    """Why no click can reach this prompt, when that is known before showing it: a cell in a
+    kernel that queues widget messages behind the running cell awaits it (approval mode not
+    ``live``, and not a background run)."""
+    host = hosts.current()
+    if host is None or not host.in_kernel or host.mode == "live" or control.in_background():
+        return None
+    return (
+        f"this kernel ({host.kernel}) hands a click to Python only while no cell runs, so an "
+        "approval prompt in a cell that awaits the run could never be answered; the call was "
+        "denied without asking. Use `%%lf agent` (it runs in the background here and the cell "
+        "returns at once), or start the run with `run = lf.nb.background(agent.invoke(...))` "
+        "and click while no cell runs; `%lf doctor` explains."
+    )
 
 
 def _field_errors(exc: BaseException) -> list[dict[str, Any]] | None:

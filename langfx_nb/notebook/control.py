@@ -8,9 +8,9 @@ later click can never run the tool. What the user sees is one line, ``CancelledE
 instead of a traceback through the library (an IPython custom exception handler that acts only
 on cancellations this module asked for; any other exception keeps its normal traceback).
 
-Interrupt on ipykernel 7.4: the kernel's SIGINT handler schedules the cancellation of the
-running cell with ``call_soon`` from inside the signal handler, which does not wake the event
-loop, so a cell awaiting a click (or any quiet ``await``) is interrupted only at its next
+Interrupt on ipykernel (6.x and 7.x): the kernel's SIGINT handler schedules the cancellation
+of the running cell with ``call_soon`` from inside the signal handler, which does not wake the
+event loop, so a cell awaiting a click (or any quiet ``await``) is interrupted only at its next
 wake-up — possibly minutes later. While a run is tracked here, SIGINT is also routed through
 the loop's own signal wake-up (``loop.add_signal_handler``), which cancels the tracked runs at
 once; the kernel's own handler is put back when the last run ends.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+import contextvars
 import signal
 import threading
 from collections.abc import Iterator
@@ -39,6 +39,7 @@ class Run:
     sessions: set[str] = field(default_factory=set)
     label: str = ""
     reason: str | None = None
+    background: bool = False  # runs between cells (``mark_background``)
 
 
 _lock = threading.Lock()
@@ -80,17 +81,20 @@ def track(session: Any = None, label: str = "") -> Iterator[Run | None]:
             if added and sid is not None:
                 existing.sessions.discard(sid)
         return
-    run = Run(task, loop, {sid} if sid else set(), label)
+    wake = not _background.get()
+    run = Run(task, loop, {sid} if sid else set(), label, background=not wake)
     with _lock:
         _runs.append(run)
-    _wake_on_sigint(loop)
+    if wake:
+        _wake_on_sigint(loop)
     try:
         yield run
     finally:
         with _lock:
             if run in _runs:
                 _runs.remove(run)
-        _unwake(loop)
+        if wake:
+            _unwake(loop)
 
 
 def cancel(reason: str | None = None, *, session: Any = None) -> int:
@@ -152,16 +156,28 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
 # -- Interrupt ----------------------------------------------------------------------------------
 
 
-@functools.cache
-def _sigint_route_tested() -> bool:
-    """The SIGINT route replaces the handler ipykernel 7.4's ``IPythonKernel._cancel_on_sigint``
-    (ipykernel/ipkernel.py) installs for an async cell, which cancels the cell through
-    ``io_loop.add_callback`` from inside the signal handler (that does not wake the loop).
-    Only on the ipykernel versions this is tested on (``kernel_version.TESTED``); elsewhere
-    the kernel's own handler is left alone."""
-    from .kernel_version import untested_reason
+_route = {"on": False}  # the SIGINT route: set by install() where the kernel's layout fits
+_background: contextvars.ContextVar[bool] = contextvars.ContextVar("lfx_background", default=False)
 
-    return untested_reason(allow_override=False) is None
+
+def sigint_layout(ip: Any) -> bool:
+    """True when ``ip``'s kernel cancels an async cell the way the SIGINT route replaces:
+    ``IPythonKernel._cancel_on_sigint`` (ipykernel 6.x and 7.x, ``ipykernel/ipkernel.py``),
+    whose handler cancels the cell through ``io_loop.add_callback`` from inside the signal
+    handler, which does not wake the loop. Elsewhere the kernel's own handler is left alone."""
+    kernel = getattr(ip, "kernel", None)
+    return callable(getattr(kernel, "_cancel_on_sigint", None))
+
+
+def mark_background() -> None:
+    """The current task (and the tasks it starts) runs between cells: Interrupt, meant for
+    the running cell, never cancels it, and its tracking leaves SIGINT alone."""
+    _background.set(True)
+
+
+def in_background() -> bool:
+    """True inside a task marked with :func:`mark_background`."""
+    return _background.get()
 
 
 def _wake_on_sigint(loop: asyncio.AbstractEventLoop) -> None:
@@ -171,7 +187,7 @@ def _wake_on_sigint(loop: asyncio.AbstractEventLoop) -> None:
         return
     if threading.current_thread() is not threading.main_thread():
         return
-    if not _sigint_route_tested():
+    if not _route["on"]:
         return
     try:
         previous = signal.getsignal(signal.SIGINT)
@@ -200,8 +216,14 @@ def _unwake(loop: asyncio.AbstractEventLoop) -> None:
 
 def _on_interrupt() -> None:
     # Kernel › Interrupt, and also a restart or shutdown (the server interrupts a busy kernel
-    # before it asks it to shut down)
-    cancel("interrupted (Kernel › Interrupt, restart or shutdown)")
+    # before it asks it to shut down); background runs are not the cell being interrupted
+    why = "interrupted (Kernel › Interrupt, restart or shutdown)"
+    for run in runs():
+        if not run.background and not run.task.done():
+            run.reason = run.reason or why
+            with _lock:
+                _shown[id(run.task)] = run.reason
+            run.task.cancel(run.reason)
 
 
 # -- one line instead of a traceback ------------------------------------------------------------
@@ -262,12 +284,15 @@ def _running() -> bool:
     return True
 
 
-def install(ip: Any) -> None:
-    """Show cancellations asked for here as one line (IPython's custom exception hook)."""
-    if getattr(ip, "_lfx_cancel_display", False):
-        return
-    ip.set_custom_exc((asyncio.CancelledError,), _show_cancelled)
-    ip._lfx_cancel_display = True
+def install(ip: Any) -> bool:
+    """Show cancellations asked for here as one line (IPython's custom exception hook), and
+    turn the SIGINT route on where :func:`sigint_layout` holds. Returns whether it is on."""
+    if sigint_layout(ip):
+        _route["on"] = True
+    if not getattr(ip, "_lfx_cancel_display", False):
+        ip.set_custom_exc((asyncio.CancelledError,), _show_cancelled)
+        ip._lfx_cancel_display = True
+    return _route["on"]
 
 
 def _install_in_ipython() -> None:

@@ -15,7 +15,8 @@ https://github.com/ipython/ipykernel/blob/v7.4.0/ipykernel/kernelbase.py): ``Ker
 a cell runs and, for ``comm_*`` messages, dispatches with ``dispatch_shell(...,
 concurrent=True)`` then restores the parent saved with ``get_parent("shell")`` and
 ``_get_shell_context_var(_shell_parent_ident)``; this hook does the same for one more message
-type. Gated on the tested versions (``kernel_version``).
+type. Installed only where ``hosts`` found that layout (a kernel that dispatches comms while
+a cell awaits).
 """
 
 from __future__ import annotations

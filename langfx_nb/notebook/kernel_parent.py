@@ -23,7 +23,7 @@ https://github.com/ipython/ipykernel/blob/v7.4.0/ipykernel/kernelbase.py): the r
 ``set_parent(shell_ident, shell_parent, channel="shell")`` in the ``finally`` of
 ``Kernel.shell_main``'s concurrent comm dispatch; the current request's routing identity is
 read from ``_parent_ident["shell"]`` (a backward-compatible view of the
-``_shell_parent_ident`` context variable). Gated on the tested versions (``kernel_version``).
+``_shell_parent_ident`` context variable). Installed only where ``hosts`` found that layout.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The registered ``lf`` magic: ``%lf use | trace | models | cancel | help``, completion, and setup.
+"""The registered ``lf`` magic (``%lf use | trace | models | cancel | doctor | help``), setup.
 
 ``%%lf`` cells never reach the magic: :mod:`.cells` rewrites them into an awaited call before
 they compile (see there why). The magic still exists, so ``%lf help`` and tab completion
@@ -47,6 +47,7 @@ _HELP = """\
 %lf trace [SESSION]       trace explorer on the last %%lf run, or on SESSION
 %lf models                the default model, models in the notebook, provider keys present
 %lf cancel                cancel running %%lf runs and waiting approvals (see docs/notebook.md)
+%lf doctor                what this kernel can do, and how approvals wait here
 %lf help                  this text
 """
 
@@ -60,7 +61,17 @@ _KEY_VARS = {
 def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
     args = split(line)
     if not args or args[0] == "help":
+        from .hosts import current
+
+        host = current()
         print(_HELP, end="")
+        if host is not None:
+            print(f"\napprovals here: {host.mode} (%lf doctor says why and what that means)")
+        return None
+    if args[0] == "doctor":
+        from .hosts import doctor_text
+
+        print(doctor_text(), end="")
         return None
     command, rest = args[0], args[1:]
     if command == "use":

@@ -42,7 +42,7 @@ APPROVE_ENV = "LANGFX_NB_APPROVE"
 """When set (``deny``, ``allow`` or ``allow:add,search``), replaces every ``ask`` approval of
 ``%%lf agent`` — the unattended mode for headless runs (nbval, nbconvert, CI)."""
 
-LINE_COMMANDS = ("use", "trace", "models", "cancel", "help")
+LINE_COMMANDS = ("use", "trace", "models", "cancel", "doctor", "help")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -13,7 +13,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..template import Template
-from . import options
+from . import hosts, options
 from .kernel_state import new_session
 from .markdown import present
 
@@ -125,7 +125,12 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
         agent_limits = AgentLimits(**limits) if limits else None
     except ValueError as exc:
         raise UsageError(f"%%lf agent: {exc}") from None
-    if opts.suspend:  # calls that need a person end the run: `%lf resume` continues it
+    asks = policy.mode == "ask" and not opts.suspend
+    mode = hosts.approval_mode()
+    if asks and mode == "suspend":
+        print(hosts.meaning("suspend"))
+    suspend = opts.suspend or (asks and mode == "suspend")
+    if suspend:  # calls that need a person end the run: `%lf resume` continues it
         from .suspended import suspend_policy
 
         policy = suspend_policy(policy)
@@ -138,24 +143,72 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     )
     session = new_session(lm)
     explorer = None
+    first = next(iter(body.strip().splitlines()), "")
+    short = first if len(first) <= 60 else first[:57] + "..."
     if not opts.no_trace:
-        first = body.strip().splitlines()[0]
-        title = f"%%lf agent · {first if len(first) <= 60 else first[:57] + '...'}"
-        explorer = TraceExplorer(session, title=title)
+        explorer = TraceExplorer(session, title=f"%%lf agent · {short}")
+    if asks and mode == "background":
+        return _in_background(agent, session, explorer, policy, ns, opts.out, short)
+    if explorer is not None:
         display(explorer)  # type: ignore[no-untyped-call]
+    answer = await _invoke(agent, session, explorer, suspend)
+    if not isinstance(answer, str):  # suspended: a RunState
+        from .suspended import saved
+
+        state = saved(answer, ns, opts.out)
+        host = hosts.current()
+        if host is not None and host.loop_between_cells:  # buttons that resume it
+            from .resume_buttons import offer
+
+            display(offer(state, ns, opts.out, opts.lm))  # type: ignore[no-untyped-call]
+        return state
+    value = present(answer)
+    if opts.out:
+        ns[opts.out] = value
+    return value
+
+
+async def _invoke(agent: Any, session: Any, explorer: Any, suspend: bool) -> Any:
     try:
-        answer = await agent.invoke(session, on_approval="suspend" if opts.suspend else "policy")
+        return await agent.invoke(session, on_approval="suspend" if suspend else "policy")
     finally:
         # Ends the trace's root node (so the explorer shows the run finished) and drops the
         # observers; the trace stays readable for `%lf trace`.
         await session.dispose()
         if explorer is not None:
             explorer.flush()
-    if not isinstance(answer, str):  # suspended: a RunState
-        from .suspended import saved
 
-        return saved(answer, ns, opts.out)
-    value = present(answer)
-    if opts.out:
-        ns[opts.out] = value
-    return value
+
+def _in_background(
+    agent: Any,
+    session: Any,
+    explorer: Any,
+    policy: Any,
+    ns: MutableMapping[str, Any],
+    out: str | None,
+    title: str,
+) -> Any:
+    """Approval mode ``background``: the run as a task between cells; the cell's value is its
+    handle, drawn as the prompt and the trace (``background``)."""
+    from . import control
+    from .background import background
+
+    widget = policy.widget
+    policy.display = lambda _widget: None  # the handle shows the prompt in this cell
+    label = f"%%lf agent · {title}"
+
+    async def tracked() -> Any:  # Cancel run and %lf cancel reach it at every step
+        with control.track(session, label=label):
+            return await _invoke(agent, session, explorer, False)
+
+    handle = background(
+        tracked(),
+        label=label,
+        widgets=[w for w in (widget, explorer) if w is not None],
+        out=out,
+        ns=ns,
+        waiting=widget.waiting_for,
+        present=present,
+    )
+    widget.observe(lambda change: handle.asked() if change["new"].get("pending") else None, "state")
+    return handle

@@ -87,9 +87,11 @@ async def test_percent_lf_cancel_cancels_a_tracked_run(capsys: pytest.CaptureFix
     assert "cancelled 1 run" in capsys.readouterr().out
 
 
-async def test_interrupt_cancels_a_waiting_run_at_once() -> None:
+async def test_interrupt_cancels_a_waiting_run_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # ipykernel's own SIGINT handler acts only when the loop next wakes up; while a run is
-    # tracked the loop's signal wake-up is used, so the wait ends now.
+    # tracked the loop's signal wake-up is used, so the wait ends now. The route is on where
+    # %load_ext found that handler (control.sigint_layout), as in every ipykernel kernel.
+    monkeypatch.setitem(control._route, "on", True)
     policy = ask_policy()
     record_sends(policy.widget)
     agent = lf.Agent("add", tools=[add], allow_tool=policy)

@@ -14,8 +14,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from pydantic import BaseModel
 
 import langfx_nb as lf
-from langfx_nb.notebook import check_kernel, options
 from langfx_nb.notebook import kernel_state as nb_state
+from langfx_nb.notebook import options
 from langfx_nb.notebook.cells import transform_lf_cell
 from langfx_nb.notebook.markdown import MarkdownText
 from langfx_nb.notebook.options import resolve_type
@@ -441,51 +441,6 @@ def test_lf_nb_exports_the_widgets_and_the_magics_helpers() -> None:
     for name in lf.nb.__all__:
         assert getattr(lf.nb, name) is not None, name
     assert lf.nb.use is nb_state.use
-
-
-# -- kernel version check ----------------------------------------------------------------------
-
-
-class _FakeKernelShell:
-    kernel = object()
-
-
-def test_old_ipykernel_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.metadata
-
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "6.29.5")
-    with pytest.raises(ImportError, match=r"ipykernel>=7.4 \(found 6.29.5\).*pip install"):
-        check_kernel(_FakeKernelShell())
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.4.0")
-    check_kernel(_FakeKernelShell())
-    check_kernel(object())  # a terminal shell without a kernel is fine
-
-
-@pytest.mark.parametrize("found", ["7.5.0", "8.0.1", "7.10.0"])
-def test_an_untested_ipykernel_is_refused_with_a_clear_message(
-    monkeypatch: pytest.MonkeyPatch, found: str
-) -> None:
-    import importlib.metadata
-
-    from langfx_nb.notebook import control
-    from langfx_nb.notebook.kernel_version import OVERRIDE_ENV
-
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: found)
-    monkeypatch.delenv(OVERRIDE_ENV, raising=False)
-    with pytest.raises(ImportError, match=rf"tested on ipykernel >=7\.4,<7\.5 \(found {found}\)"):
-        check_kernel(_FakeKernelShell())
-    # the way out is named, and works
-    monkeypatch.setenv(OVERRIDE_ENV, "1")
-    check_kernel(_FakeKernelShell())
-    # the SIGINT route over the kernel's private handler stays off all the same
-    control._sigint_route_tested.cache_clear()
-    try:
-        assert not control._sigint_route_tested()
-        monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.4.0")
-        control._sigint_route_tested.cache_clear()
-        assert control._sigint_route_tested()
-    finally:
-        control._sigint_route_tested.cache_clear()
 
 
 # -- a real ipykernel: the cell awaits, so the kernel still handles messages ------------------

@@ -476,11 +476,22 @@ class _Writer:
                     sub_u[p] += sub_u[i]
         names = {code: status for status, code in self.statuses.items()}
         by_status = {names[c]: self.status.count(c) for c in names}
+        # A problem is counted once, where it started (as trace_rows.problems_below): a node
+        # with a problem below it failed because of it, and is not counted again.
+        bad_codes = {c for s, c in self.statuses.items() if s in _BAD}
+        above_a_problem = bytearray(n)
+        for i in reversed(order):
+            p = parent[i]
+            if p >= 0 and (above_a_problem[i] or self.status[i] in bad_codes):
+                above_a_problem[p] = 1
         below: dict[int, dict[str, int]] = {}
-        for code in (c for s, c in self.statuses.items() if s in _BAD):
+        for code in bad_codes:
             status = names[code]
             at = self.status.find(code)
             while at >= 0:
+                if above_a_problem[at]:
+                    at = self.status.find(code, at + 1)
+                    continue
                 p = parent[at]
                 while p >= 0:
                     counts = below.setdefault(p, {})

@@ -201,19 +201,44 @@ class LiveIndex:
                 sub_p[a] += k
             if u:
                 self.sub_unpriced[a] += u
-            for label, m in bad.items():
-                counts = self.below.setdefault(a, {})
-                counts[label] = counts.get(label, 0) + m
+        if bad:
+            self._count_problems(i, bad)
 
     def _detach_root(self, i: int) -> None:
         self.roots.remove(i)  # rare: a child written before its parent
 
+    def _count_problems(self, i: int, delta: dict[str, int]) -> None:
+        """Add ``delta`` (problems by status) to what is below each ancestor of ``i``. A
+        problem is counted once, where it started (as ``trace_rows.problems_below``): an
+        ancestor that is itself failed counts as a problem only while nothing below it is
+        one, so when its first problem below arrives (or its last one leaves) its own count
+        leaves (or returns to) the ancestors above it, whatever order the ends came in."""
+        for a in self._ancestors(i):
+            counts = self.below.get(a, {})
+            had = bool(counts)
+            for label, m in delta.items():
+                counts[label] = counts.get(label, 0) + m
+                if not counts[label]:
+                    del counts[label]
+            if counts:
+                self.below[a] = counts
+            else:
+                self.below.pop(a, None)
+            own = self.status[a]
+            if had != bool(counts) and own in BAD_STATUSES:
+                delta = dict(delta)
+                delta[own] = delta.get(own, 0) + (-1 if counts else 1)
+                delta = {k: v for k, v in delta.items() if v}
+            if not delta:
+                return
+
     def _bad_counts(self, i: int) -> dict[str, int]:
-        """Bad statuses in ``i``'s subtree, ``i`` included."""
+        """Problems in ``i``'s subtree, ``i`` included unless it is above one: a problem is
+        counted once, where it started (as ``trace_rows.problems_below``)."""
         out = dict(self.below.get(i, {}))
         status = self.status[i]
-        if status in BAD_STATUSES:
-            out[status] = out.get(status, 0) + 1
+        if status in BAD_STATUSES and not out:
+            out[status] = 1
         return out
 
     def _set_depths(self, i: int, depth: int) -> None:
@@ -243,16 +268,14 @@ class LiveIndex:
                 if not self.by_status[old]:
                     del self.by_status[old]
                 self.by_status[new] = self.by_status.get(new, 0) + 1
-                for label, step in ((old, -1), (new, 1)):
-                    if label not in BAD_STATUSES:
-                        continue
-                    for a in self._ancestors(i):
-                        counts = self.below.setdefault(a, {})
-                        counts[label] = counts.get(label, 0) + step
-                        if not counts[label]:
-                            del counts[label]
-                            if not counts:
-                                del self.below[a]
+                if not self.below.get(i):  # else its problem was counted below it
+                    delta: dict[str, int] = {}
+                    for label, step in ((old, -1), (new, 1)):
+                        if label in BAD_STATUSES:
+                            delta[label] = delta.get(label, 0) + step
+                    delta = {k: v for k, v in delta.items() if v}
+                    if delta:
+                        self._count_problems(i, delta)
         if "name" in patch:
             self.name[i] = str(patch["name"])
         if "hint" in patch:

@@ -7,6 +7,7 @@ same final records, whose answers ``test_trace_index`` compares with the plain w
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from typing import Any
@@ -18,6 +19,7 @@ from langfx_nb.agentic.session import Session
 from langfx_nb.notebook import trace_explorer as te
 from langfx_nb.notebook.trace_data import view_node
 from langfx_nb.notebook.trace_live import LiveIndex
+from langfx_nb.notebook.trace_rows import problems_below
 
 from ._fakes import FakeClock
 from .test_trace_index import records, stored
@@ -299,3 +301,36 @@ def test_a_session_shown_in_an_explorer_goes_windowed_as_it_grows(
     assert explorer.windowed  # past WINDOW_NODES: windows, as for a session given at start
     assert explorer.snapshot["windowed"]["total"] >= 2
     explorer.close()
+
+
+def test_a_problem_is_counted_once_where_it_started_in_any_end_order() -> None:
+    # An item failed because its query failed, and the batch because the item did: "1 failed
+    # below" at the session, never 3; a denied call under an ok item is counted where it is.
+    nodes = [
+        {"id": "s", "kind": "session", "name": "s", "status": "ok"},
+        {"id": "b", "parent_id": "s", "kind": "batch", "name": "b", "status": "failed"},
+        {"id": "i1", "parent_id": "b", "kind": "item", "name": "i1", "status": "failed"},
+        {"id": "q1", "parent_id": "i1", "kind": "query", "name": "q1", "status": "failed"},
+        {"id": "i2", "parent_id": "b", "kind": "item", "name": "i2", "status": "ok"},
+        {"id": "t2", "parent_id": "i2", "kind": "tool_call", "name": "t2", "status": "denied"},
+    ]
+    expected = problems_below(nodes)
+    assert expected["s"] == {"failed": 1, "denied": 1}
+    views = {"expanded": {n["id"]: True for n in nodes}, "count": 100}
+    stored_rows = stored(nodes).window(**views)["rows"]
+    assert {r["node"]["id"]: r.get("below") for r in stored_rows} == {
+        n["id"]: expected.get(n["id"]) for n in nodes
+    }
+    ends = [n for n in nodes if n["status"] != "ok"]
+    for order in itertools.permutations(ends):
+        index = LiveIndex()
+        for n in nodes:
+            index.apply({**n, "status": "running"})
+        for n in order:
+            index.apply({"id": n["id"], "status": n["status"]})
+        for n in nodes:
+            if n["status"] == "ok":
+                index.apply({"id": n["id"], "status": "ok"})
+        rows = index.window(**views)["rows"]
+        got = {r["node"]["id"]: r.get("below") for r in rows}
+        assert got == {n["id"]: expected.get(n["id"]) for n in nodes}, order

@@ -139,6 +139,7 @@ def test_the_batch_writes_its_stored_trace_into_the_manifest_and_nothing_beside(
         explorer.close()
     assert {p.name for p in tmp_path.iterdir()} <= {
         "run.sqlite",
+        "run.sqlite.lock",  # the run's ownership lock (batch/owner.py), not an index
         "run.sqlite-wal",
         "run.sqlite-shm",
     }

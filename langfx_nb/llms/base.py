@@ -262,7 +262,15 @@ CAPTURE: ContextVar[Capture | None] = ContextVar("langfx_nb_capture", default=No
 NO_USAGE = Usage()
 
 _CALL_KEYS = frozenset(
-    {"system_message", "tools", "tool_choice", "response_schema", "cache_seed", "use_cache"}
+    {
+        "system_message",
+        "tools",
+        "tool_choice",
+        "response_schema",
+        "cache_seed",
+        "use_cache",
+        "max_tokens_cap",
+    }
 )
 
 
@@ -394,21 +402,26 @@ class LanguageModel:
 
         With a cache, a stored answer is returned without a request (``metadata.cache_hit``)
         and a fresh one is stored; a cache that fails costs one ``CacheWarning``, never the
-        call or the answer.
+        call or the answer. ``max_tokens_cap=N`` (a budget's) lowers the ``max_tokens`` sent
+        without changing which stored answer is found or where an answer that ended on its
+        own is stored (see ``_store_under``).
         """
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
+        cap = options.pop("max_tokens_cap", None)
         request = self.build_request(prompt, **options)
+        sent = _capped(request, cap)
         capture = CAPTURE.get()  # a provider batch answers instead (llms/deferred.py)
         read = capture is None or capture.reads_cache
         lookup = await self._cache_lookup(request, cache_seed, use_cache, read=read)
         if lookup.hit is not None:
             return lookup.hit
         if capture is not None:
-            response = await capture.answer(self, request)
+            response = await capture.answer(self, sent)
         else:
-            response = await self._with_retries(lambda: self._limited(request))
+            response = await self._with_retries(lambda: self._limited(sent))
         response = self._finish(response)
+        lookup = self._store_under(lookup, sent, response, cache_seed)
         await self._cache_store(lookup, response, None if capture is None else capture.cache_writes)
         return response
 
@@ -419,6 +432,7 @@ class LanguageModel:
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
         options.pop("emulate", None)
+        options.pop("max_tokens_cap", None)
         request = self.build_request(prompt, **options)
         return (await self._cache_lookup(request, cache_seed, use_cache)).hit
 
@@ -441,7 +455,9 @@ class LanguageModel:
         emulate = bool(options.pop("emulate", False))
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
+        cap = options.pop("max_tokens_cap", None)
         request = self.build_request(prompt, **options)
+        sent = _capped(request, cap)
         if not self.supports_streaming and not emulate:
             raise UnsupportedCapabilityError(f"{self.model_id} does not support streaming")
         capture = CAPTURE.get()
@@ -451,21 +467,22 @@ class LanguageModel:
             yield _whole_chunk(lookup.hit, self.model_id)
             return
         if capture is not None:
-            response = self._finish(await capture.answer(self, request))
+            response = self._finish(await capture.answer(self, sent))
+            lookup = self._store_under(lookup, sent, response, cache_seed)
             await self._cache_store(lookup, response, capture.cache_writes)
             yield _whole_chunk(response, self.model_id)
             return
         if not self.supports_streaming:
-            response = self._finish(await self._with_retries(lambda: self._limited(request)))
-            await self._cache_store(lookup, response)
+            response = self._finish(await self._with_retries(lambda: self._limited(sent)))
+            await self._cache_store(self._store_under(lookup, sent, response, cache_seed), response)
             yield _whole_chunk(response, self.model_id)
             return
         attempt = 0
         while True:
             attempt += 1
             limiter = self.rate_limiter()
-            ticket = None if limiter is None else await limiter.acquire(_estimate(request))
-            agen = self._stream(request)
+            ticket = None if limiter is None else await limiter.acquire(_estimate(sent))
+            agen = self._stream(sent)
             emitted = False
             try:
                 async for chunk in agen:
@@ -473,7 +490,10 @@ class LanguageModel:
                         if ticket is not None:
                             ticket.settle(_tokens(chunk.usage))
                         self._account(chunk.usage)
-                        await self._cache_store(lookup, chunk.aggregated)
+                        done = chunk.aggregated
+                        await self._cache_store(
+                            self._store_under(lookup, sent, done, cache_seed), done
+                        )
                     emitted = True
                     yield chunk
                 return
@@ -555,6 +575,19 @@ class LanguageModel:
         cached.metadata["cache_hit"] = True
         cached.metadata["cache_key"] = key
         return _Lookup(key, cached, writable=False)
+
+    def _store_under(
+        self, lookup: _Lookup, sent: LMRequest, response: AIMessage[Any], cache_seed: int
+    ) -> _Lookup:
+        """Where a fresh answer is stored. A ``max_tokens_cap`` (a budget's) bounds the answer
+        but is not part of what the caller asked: an answer that ended on its own is stored
+        under the caller's request, so the next identical call finds it whatever the cap is
+        then; one the cap cut short (``finish_reason == "length"``) only under the request
+        that was sent, never as the answer to the uncapped one."""
+        if lookup.key is None or response.metadata.get("finish_reason") != "length":
+            return lookup
+        key = self._cache_key(sent, cache_seed)
+        return lookup if key == lookup.key else dataclasses.replace(lookup, key=key)
 
     async def _cache_store(
         self, lookup: _Lookup, response: AIMessage[Any], writes: CacheWrites | None = None
@@ -650,6 +683,17 @@ def _whole_chunk(response: AIMessage[Any], model_id: str) -> StreamChunk:
     return StreamChunk(
         response.text, 0, True, response.usage, acc.finish_reason, (), acc, len(acc.parts)
     )
+
+
+def _capped(request: LMRequest, cap: Any) -> LMRequest:
+    """``request`` with its ``max_tokens`` lowered to ``cap`` (``None``: no cap)."""
+    if cap is None:
+        return request
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ValueError(f"max_tokens_cap must be a positive int, not {cap!r}")
+    if request.options.max_tokens is not None and request.options.max_tokens <= cap:
+        return request
+    return dataclasses.replace(request, options=request.options.merged(max_tokens=cap))
 
 
 def _estimate(request: LMRequest) -> int:

@@ -44,6 +44,7 @@ import math
 import os
 import re
 import time
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
@@ -67,7 +68,7 @@ from ..messages import ContinuationPart, Message, ReasoningPart
 from ._redact import SECRET_HEADER
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
-from .ratelimit import Limiter, account_id, limiter_for
+from .ratelimit import Limiter, RateLimitWarning, account_id, limiter_for
 from .streaming import StreamChunk
 
 __all__ = [
@@ -150,44 +151,60 @@ def safe_code(value: Any) -> str | None:
     return None
 
 
-def _finite(text: str, scale: float = 1.0) -> float | None:
-    """A header number as seconds ≥ 0; ``None`` when malformed, NaN or infinite."""
+def _number(text: str, scale: float = 1.0) -> float | None:
+    """A header number divided by ``scale``; ``None`` when it is not a number."""
     try:
-        value = float(text) / scale
+        return float(text) / scale
     except ValueError:
         return None
-    return max(0.0, value) if math.isfinite(value) else None
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
 
-    Malformed and non-finite values give ``None``; negative ones 0. Huge values are kept:
-    the retry policy refuses to wait longer than its ``max_delay``.
+    Negative values give 0. A header that is malformed or not finite is ignored with a
+    ``RateLimitWarning`` (``None``). Huge values are kept: the retry policy refuses to wait
+    longer than its ``max_delay`` and raises at once; the account's limiter ignores absurd
+    ones (``ratelimit.pause_s``) and fails requests that would wait beyond ``max_delay``.
     """
     ms = headers.get("retry-after-ms")
-    if ms is not None and (seconds := _finite(ms, 1000.0)) is not None:
-        return seconds
+    if ms is not None:
+        seconds = _number(ms, 1000.0)
+        if seconds is not None or headers.get("retry-after") is None:
+            return _checked(seconds, "retry-after-ms", ms)
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    if (seconds := _finite(value)) is not None:
-        return seconds
+    if (seconds := _number(value)) is not None:
+        return _checked(seconds, "retry-after", value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        when = None
     if when is None:
-        return None
+        return _checked(None, "retry-after", value)
     current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
+    return _checked(when.timestamp() - current, "retry-after", value)
+
+
+def _checked(seconds: float | None, name: str, value: str) -> float | None:
+    """``seconds`` ≥ 0, or ``None`` with a ``RateLimitWarning`` when malformed or infinite."""
+    if seconds is None or not math.isfinite(seconds):
+        warnings.warn(
+            f"ignored {name}: {value[:40]!r} is not a finite number of seconds or a date",
+            RateLimitWarning,
+            stacklevel=4,
+        )
+        return None
+    return max(0.0, seconds)
 
 
 def parse_google_duration(value: Any) -> float | None:
-    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds."""
+    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds (``None``,
+    with a ``RateLimitWarning``, when it is not a finite number)."""
     if isinstance(value, str) and value.endswith("s"):
-        return _finite(value[:-1])
+        return _checked(_number(value[:-1]), "a RetryInfo delay", value)
     return None
 
 

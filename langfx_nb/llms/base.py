@@ -23,7 +23,15 @@ from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, Use
 from ..modalities import Mime
 from ._redact import Secrets, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
-from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
+from .ratelimit import (
+    Limiter,
+    RateLimit,
+    Ticket,
+    account_id,
+    estimate_tokens,
+    limiter_for,
+    max_wait,
+)
 from .streaming import StreamAccumulator, StreamChunk
 
 __all__ = [
@@ -214,6 +222,7 @@ def _seconds(value: Any) -> float | None:
     return max(0.0, seconds)
 
 
+_DEFAULT_RETRY = RetryPolicy()
 _ALLOW_REQUESTS = True
 
 
@@ -481,7 +490,7 @@ class LanguageModel:
         while True:
             attempt += 1
             limiter = self.rate_limiter()
-            ticket = None if limiter is None else await limiter.acquire(_estimate(sent))
+            ticket = None if limiter is None else await self._admit(limiter, sent)
             agen = self._stream(sent)
             emitted = False
             try:
@@ -523,7 +532,7 @@ class LanguageModel:
         limiter = self.rate_limiter()
         if limiter is None:
             return await self._sample(request)
-        ticket = await limiter.acquire(_estimate(request))
+        ticket = await self._admit(limiter, request)
         try:
             response = await self._sample(request)
         except BaseException as exc:
@@ -533,6 +542,12 @@ class LanguageModel:
             raise
         ticket.settle(_tokens(response.usage))
         return response
+
+    async def _admit(self, limiter: Limiter, request: LMRequest) -> Ticket:
+        """``request``'s ticket from ``limiter``, waiting for a provider's pause or reset no
+        longer than the retry policy's ``max_delay`` (``RateLimitError`` at once beyond)."""
+        with max_wait((self.retry or _DEFAULT_RETRY).max_delay):
+            return await limiter.acquire(_estimate(request))
 
     # -- provider hooks --------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:

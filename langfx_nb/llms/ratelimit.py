@@ -21,6 +21,14 @@ that account in this process, in a batch or not, takes its turn from that one li
   ``retry-after`` (1 s without one), and empties the buckets so that sending resumes at
   the limit, not in a burst. Without a configured limit this happens only once the
   account has sent rate-limit headers: before that a 429 is the retry policy's alone.
+- **No wait the provider asks for is longer than ``max_delay``**, the bound of the model's
+  ``RetryPolicy`` (its default, 30 s, without one; ``max_wait`` sets it for the requests a
+  block admits): a request that would have to wait longer for a 429's pause or a reported
+  reset fails at once with a ``RateLimitError`` whose ``retry_after`` and text say how long
+  the provider asked for (the pause stays, so the account is not hammered meanwhile). A
+  wait hint that is malformed, not finite or absurd (beyond ``MAX_PLAUSIBLE_WAIT_S``, a
+  month) is ignored with a ``RateLimitWarning``. Waits of a configured limit are the pace
+  the user chose and are not bounded so.
 - Gemini sends no rate-limit headers: without ``rate_limit=`` each 429 is retried by the
   model's ``RetryPolicy`` on its own (using the delay in the error's ``RetryInfo``);
   configure ``rate_limit=`` to share one limit and one 429 pause across requests.
@@ -35,27 +43,37 @@ thread lock, so models used from several threads' loops share it safely.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import hashlib
 import math
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import RateLimitError
+
 __all__ = [
     "BURST_S",
+    "DEFAULT_MAX_WAIT_S",
+    "MAX_PLAUSIBLE_WAIT_S",
     "SAFETY",
     "Limiter",
     "RateLimit",
+    "RateLimitWarning",
     "Ticket",
     "account_id",
     "estimate_tokens",
     "limiter_for",
+    "max_wait",
     "parse_reset",
     "pause_s",
+    "plausible_wait",
     "rate_headers",
     "set_limiter_factory",
 ]
@@ -68,6 +86,44 @@ BURST_S = 0.05
 DEFAULT_429_PAUSE_S = 1.0
 #: The most requests one ``Limiter.take`` hands out.
 LEASE_MAX = 1 << 20
+#: The longest wait a provider asks for that a request waits out here (``max_wait``):
+#: ``RetryPolicy``'s default ``max_delay``.
+DEFAULT_MAX_WAIT_S = 30.0
+#: A wait hint longer than this (a month: the longest quota period providers use) is taken
+#: for a broken header and ignored.
+MAX_PLAUSIBLE_WAIT_S = 31 * 86400.0
+
+_MAX_WAIT: ContextVar[float] = ContextVar("langfx_nb_max_wait", default=DEFAULT_MAX_WAIT_S)
+
+
+class RateLimitWarning(UserWarning):
+    """A provider's rate-limit or retry header was malformed or absurd and was ignored."""
+
+
+@contextlib.contextmanager
+def max_wait(seconds: float) -> Iterator[None]:
+    """Within the block, a request waits for a provider's pause or reset at most
+    ``seconds`` (a model passes its ``RetryPolicy.max_delay``); a longer one fails at once."""
+    token = _MAX_WAIT.set(seconds)
+    try:
+        yield
+    finally:
+        _MAX_WAIT.reset(token)
+
+
+def plausible_wait(seconds: float | None, what: str) -> float | None:
+    """``seconds`` (negative counts as 0) when it is a finite wait up to
+    ``MAX_PLAUSIBLE_WAIT_S``; else ``None``, with a ``RateLimitWarning`` naming ``what``."""
+    if seconds is None:
+        return None
+    if not math.isfinite(seconds) or seconds > MAX_PLAUSIBLE_WAIT_S:
+        warnings.warn(
+            f"ignored {what}: a wait of {seconds:g} s is not plausible",
+            RateLimitWarning,
+            stacklevel=2,
+        )
+        return None
+    return max(0.0, seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,16 +245,19 @@ class Limiter:
             self._tokens = None if tpm is None else _Bucket(tpm, now, 1.0)
             self.engaged = True
 
-    def _wait_s(self, estimate: int, now: float) -> float:
-        wait = self.pause_until - now
+    def _wait_s(self, estimate: int, now: float) -> tuple[float, float]:
+        """Seconds until a request may go, and the part of it the provider asked for (a
+        429's pause, a reported reset)."""
+        asked = self.pause_until - now
+        if self.limit is None:  # headers set the pace only without a configured limit
+            asked = max(asked, self._windows["requests"].wait(1.0, now))
+            asked = max(asked, self._windows["tokens"].wait(float(estimate), now))
+        wait = asked
         for bucket in (self._requests, self._tokens):
             if bucket is not None:
                 bucket.refill(now)
                 wait = max(wait, bucket.wait())
-        if self.limit is None:  # headers set the pace only without a configured limit
-            wait = max(wait, self._windows["requests"].wait(1.0, now))
-            wait = max(wait, self._windows["tokens"].wait(float(estimate), now))
-        return wait
+        return wait, asked
 
     async def acquire(self, estimate: int) -> Ticket:
         """Wait until a request estimated at ``estimate`` tokens may be sent; its ticket."""
@@ -211,14 +270,24 @@ class Limiter:
         their share of ``tokens`` at once (a lease for another process's limiter,
         ``batch/ray_limiter.py``): the buckets go into debt for all of them, the provider's
         windows give no more than they say remain. What was taken, at least one request;
-        it counts as in flight until ``give_back``."""
+        it counts as in flight until ``give_back``. A wait the provider asked for beyond
+        ``max_wait`` raises ``RateLimitError`` at once (see the module docstring)."""
         requests = max(1, int(requests))
         tokens = max(0, int(tokens))
         each = tokens / requests
+        bound = _MAX_WAIT.get()
         while True:
             with self._lock:
                 now = self._clock()
-                wait = self._wait_s(math.ceil(each), now)
+                wait, asked = self._wait_s(math.ceil(each), now)
+                if asked > bound:
+                    raise RateLimitError(
+                        f"rate limit: the provider asked to wait {asked:,.1f} s before the "
+                        f"next request of this account (a 429's retry-after or a reported "
+                        f"reset), longer than max_delay={bound:g} s: not sent",
+                        status=None,
+                        retry_after=asked,
+                    )
                 if wait <= 0:
                     n = requests
                     if self.limit is None:
@@ -334,10 +403,16 @@ def limiter_for(account: str, limit: RateLimit | None = None) -> Limiter:
 
 
 def pause_s(retry_after: float | None) -> float:
-    """How long a 429 pauses a limiter: the server's ``retry-after`` (1 s when unknown)."""
-    if isinstance(retry_after, (int, float)) and math.isfinite(retry_after):
-        return max(0.0, float(retry_after))
-    return DEFAULT_429_PAUSE_S
+    """How long a 429 pauses a limiter: the server's ``retry-after`` (1 s when unknown,
+    malformed or absurd: see ``plausible_wait``)."""
+    if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)):
+        return DEFAULT_429_PAUSE_S
+    try:
+        asked = float(retry_after)
+    except OverflowError:  # an int beyond float range
+        asked = math.inf
+    seconds = plausible_wait(asked, "a 429's retry-after")
+    return DEFAULT_429_PAUSE_S if seconds is None else seconds
 
 
 def rate_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
@@ -367,9 +442,11 @@ def parse_reset(value: str | None, now: float | None = None) -> float | None:
         return None
     text = value.strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)
     m = _DURATION.fullmatch(text)
     if m and any(m.groups()):
         h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
@@ -394,28 +471,49 @@ def _number(value: str | None) -> float | None:
     return n if math.isfinite(n) and n >= 0 else None
 
 
+def _reset(value: str | None, name: str) -> float | None:
+    """Seconds until the reset a header reports; ``None`` (with a ``RateLimitWarning`` when
+    the header is there) when it is missing, malformed or absurd."""
+    if value is None:
+        return None
+    seconds = parse_reset(value)
+    if seconds is None:
+        warnings.warn(
+            f"ignored {name}: {value[:40]!r} is not a duration or a time",
+            RateLimitWarning,
+            stacklevel=4,
+        )
+        return None
+    return plausible_wait(seconds, name)
+
+
 def _header_limits(headers: Mapping[str, str]) -> dict[str, tuple[float | None, float | None]]:
     """``{requests|tokens: (remaining, seconds to reset)}`` from OpenAI or Anthropic headers."""
     out: dict[str, tuple[float | None, float | None]] = {}
     get: Any = headers.get
+
+    def known(remaining: str, reset: str) -> tuple[float | None, float | None]:
+        left = _number(get(remaining))
+        return (None, None) if left is None else (left, _reset(get(reset), reset))
+
     for kind in ("requests", "tokens"):
-        remaining = _number(get(f"x-ratelimit-remaining-{kind}"))
-        reset = parse_reset(get(f"x-ratelimit-reset-{kind}"))
+        remaining, reset = known(f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}")
         if remaining is None:
-            remaining = _number(get(f"anthropic-ratelimit-{kind}-remaining"))
-            reset = parse_reset(get(f"anthropic-ratelimit-{kind}-reset"))
+            remaining, reset = known(
+                f"anthropic-ratelimit-{kind}-remaining", f"anthropic-ratelimit-{kind}-reset"
+            )
         if remaining is None and kind == "tokens":  # Anthropic's input/output split
             parts = [
-                (
-                    _number(get(f"anthropic-ratelimit-{p}-tokens-remaining")),
-                    parse_reset(get(f"anthropic-ratelimit-{p}-tokens-reset")),
+                known(
+                    f"anthropic-ratelimit-{p}-tokens-remaining",
+                    f"anthropic-ratelimit-{p}-tokens-reset",
                 )
                 for p in ("input", "output")
             ]
-            known = [(r, s) for r, s in parts if r is not None]
-            if known:
-                remaining = min(r for r, _ in known if r is not None)
-                resets = [s for _, s in known if s is not None]
+            lefts = [r for r, _ in parts if r is not None]
+            if lefts:
+                remaining = min(lefts)
+                resets = [s for _, s in parts if s is not None]
                 reset = max(resets) if resets else None
         out[kind] = (remaining, reset)
     return out

@@ -162,9 +162,11 @@ async def test_an_absurd_retry_after_does_not_pause_the_account_for_ever(
 ) -> None:
     limited = Reply.json(fixture("openai_error_429.json"), 429, {name: value, **HEADERS})
     async with _served(Sleeps(), limited, OK) as (server, lm):
-        with pytest.warns(RateLimitWarning, match="not plausible"):
-            with pytest.raises(lf.RateLimitError):
-                await lm.call("x")  # far beyond max_delay: not retried
+        with (
+            pytest.warns(RateLimitWarning, match="not plausible"),
+            pytest.raises(lf.RateLimitError),
+        ):
+            await lm.call("x")  # far beyond max_delay: not retried
         async with asyncio.timeout(10):  # on main: paused for ever
             assert (await lm.call("x")).text
     assert len(server.requests) == 2

@@ -48,7 +48,7 @@ import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 from pydantic_core import from_json
@@ -65,7 +65,8 @@ from ..errors import (
     StreamProtocolError,
 )
 from ..messages import ContinuationPart, Message, ReasoningPart
-from ._redact import SECRET_HEADER
+from ..redact import redact_secrets
+from ._redact import SECRET_HEADER, redact_exception
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
 from .ratelimit import Limiter, RateLimitWarning, account_id, limiter_for
@@ -99,15 +100,31 @@ _DRAIN_SECONDS = 1.0
 # "thinking" before the first token; raise it (or pass None) for models that think longer.
 DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+# scheme:// and the userinfo (up to the last @ before the path) of a URL
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#]*@")
 
 
-def _shown_url(url: str) -> str:
-    """``url`` fit to show: credentials in it (``user:password@``) replaced."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
+def shown_url(url: str) -> str:
+    """``url`` fit to show or store: credentials in it (``user:password@``) replaced by
+    ``<redacted>@``, whatever else the URL holds (a URL that does not parse too)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _USERINFO.sub(r"\1<redacted>@", url)
+    if "@" not in parts.netloc:
         return url
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"<redacted>@{host}"))
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The credentials in ``url``'s userinfo, as sent and percent-decoded."""
+    userinfo = _USERINFO.match(url)
+    if userinfo is None:
+        return []
+    raw = userinfo[0][len(userinfo[1]) : -1]
+    password = raw.partition(":")[2]
+    return [raw, unquote(raw), password, unquote(password)]
 
 
 class _Secret:
@@ -145,8 +162,9 @@ class ErrorInfo:
 
 
 def safe_code(value: Any) -> str | None:
-    """A provider error type/code, only if it looks like an identifier (never free text)."""
-    if isinstance(value, str) and _SAFE_CODE.match(value):
+    """A provider error type/code, only if it looks like an identifier (never free text,
+    never something shaped like a key)."""
+    if isinstance(value, str) and _SAFE_CODE.match(value) and redact_secrets(value) == value:
         return value
     return None
 
@@ -304,6 +322,8 @@ class HTTPModel(LanguageModel):
         #: seconds a stream may go without progress (see ``_stream``) before it fails
         self.stream_idle_timeout = stream_idle_timeout
         self.base_url = (base_url or self.default_base_url).rstrip("/")
+        for secret in _url_secrets(self.base_url):  # removed from every error, like a key
+            self._secrets.add(secret)
         self._key = _Secret(api_key) if api_key is not None else None
         self._http_client = http_client
         self._transport = transport
@@ -323,6 +343,12 @@ class HTTPModel(LanguageModel):
         return self.base_url == self.default_base_url.rstrip("/")
 
     @property
+    def endpoint(self) -> str:
+        """``base_url`` without credentials: what answers and errors record of where they
+        came from (messages, cache rows and run states are stored; a password is not)."""
+        return shown_url(self.base_url)
+
+    @property
     def server(self) -> str | None:
         url = urlsplit(self.base_url)
         if not url.hostname:
@@ -336,7 +362,7 @@ class HTTPModel(LanguageModel):
         return out
 
     def __repr__(self) -> str:
-        where = "" if self.uses_default_endpoint else f", base_url={_shown_url(self.base_url)!r}"
+        where = "" if self.uses_default_endpoint else f", base_url={self.endpoint!r}"
         return f"{type(self).__name__}({self.model!r}{where})"
 
     # -- keys and clients --------------------------------------------------------------------
@@ -652,12 +678,14 @@ class HTTPModel(LanguageModel):
             info = self._error_info(status, parsed) if isinstance(parsed, dict) else ErrorInfo()
         except Exception:  # a malformed error body must not mask the HTTP failure
             info = ErrorInfo()
-        raise error_from_status(self.provider, status, info, parse_retry_after(response.headers))
+        error = error_from_status(self.provider, status, info, parse_retry_after(response.headers))
+        redact_exception(error, self._secrets)  # a key or password the server echoed back
+        raise error
 
     # -- continuation ----------------------------------------------------------------------
     def _continuation(self, data: dict[str, Any]) -> ContinuationPart:
         return ContinuationPart(
-            self.provider, self.model or "", {"base_url": self.base_url, **data}
+            self.provider, self.model or "", {"base_url": self.endpoint, **data}
         )
 
     def _own_continuation(self, message: Message[Any]) -> ContinuationPart | None:
@@ -667,7 +695,7 @@ class HTTPModel(LanguageModel):
             if not isinstance(p, ContinuationPart):
                 continue
             base = p.data.get("base_url") if isinstance(p.data, dict) else None
-            if p.provider != self.provider or p.model != self.model or base != self.base_url:
+            if p.provider != self.provider or p.model != self.model or base != self.endpoint:
                 raise InvalidRequestError(
                     f"{self.model_id}: the transcript holds continuation data from "
                     f"{p.provider}:{p.model} at another model or endpoint; drop its "
@@ -692,7 +720,7 @@ class HTTPModel(LanguageModel):
             redacted=redacted,
             provider=self.provider,
             model=self.model or "",
-            endpoint=self.base_url,
+            endpoint=self.endpoint,
             id=id,
         )
 
@@ -703,7 +731,7 @@ class HTTPModel(LanguageModel):
         return (
             part.provider == self.provider
             and part.model == (self.model or "")
-            and part.endpoint == self.base_url
+            and part.endpoint == self.endpoint
         )
 
 

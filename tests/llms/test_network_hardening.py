@@ -303,3 +303,54 @@ async def test_a_redirect_on_another_api_endpoint_is_an_error_and_not_followed(
                 await lm.api_request("GET", f"{server.url}/v1/batches/b1/results")
         assert len(server.requests) == 1
         assert elsewhere.requests == []
+
+
+# -- credentials in a base URL and on other API endpoints ---------------------------------------
+PASSWORD = "pw-URLSECRET-987654321"
+
+
+@pytest.mark.parametrize(
+    ("provider", "answer"),
+    [
+        ("openai", "openai_completion_json.json"),
+        ("anthropic", "anthropic_message_thinking.json"),
+        ("gemini", "gemini_generate_thoughts.json"),
+    ],
+)
+async def test_a_password_in_the_base_url_is_never_shown_or_stored(
+    provider: str, answer: str, tmp_path: Any
+) -> None:
+    from langfx_nb.llms.cache import SQLiteCache
+
+    make, _ = PROVIDERS[provider]
+    ok = Reply.json(fixture(answer))
+    echo = json.dumps({"error": {"message": f"no {PASSWORD}", "code": PASSWORD}}).encode()
+    async with local_server(ok, ok, Reply.json(echo, 500)) as server:
+        url = server.url.replace("http://", f"http://alice:{PASSWORD}@")
+        cache = SQLiteCache(tmp_path / "cache.sqlite")
+        lm = make(url, api_key=KEY, cache=cache)
+        try:
+            first = await lm.call("hi")
+            # the answer's continuation and reasoning are still recognised as this model's
+            second = await lm.call([lf.UserMessage("hi"), first, lf.UserMessage("more")])
+            with pytest.raises(lf.LMError) as info:
+                await lm.call("fails")
+        finally:
+            await lm.aclose()
+            cache.close()
+    assert len(server.requests) == 3
+    stored = (tmp_path / "cache.sqlite").read_bytes().decode("utf-8", "replace")
+    shown = [json.dumps(first.to_json()), json.dumps(second.to_json()), repr(lm), stored]
+    for text in [*shown, _all_text(info.value)]:
+        assert PASSWORD not in text
+    assert "127.0.0.1" in json.dumps(first.to_json())  # where it came from is still said
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_a_401_on_another_api_endpoint_never_shows_the_key(provider: str) -> None:
+    body = json.dumps(ECHOING_ERRORS[provider]).encode()
+    async with served(provider, Reply.json(body, 401, {"x-echo": KEY})) as (server, lm):
+        with pytest.raises(lf.AuthenticationError) as info:
+            await lm.api_request("GET", f"{server.url}/v1/batches/b1")
+    _secret_free(_all_text(info.value))
+    assert "HTTP 401" in str(info.value)

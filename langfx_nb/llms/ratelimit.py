@@ -6,17 +6,23 @@ API key (a hash of them: the key itself is never kept). Every request of every m
 that account in this process, in a batch or not, takes its turn from that one limiter.
 
 - **Configured limits** are smooth token buckets refilled continuously at
-  ``SAFETY`` × the limit, holding at most ``BURST_S`` seconds' worth (at least one request):
-  a server counting in windows of any length down to a fraction of a second never sees
-  more than its limit once the first window has passed. A request's tokens are estimated
-  before it is sent (prompt characters / 4 plus ``max_tokens``) and corrected by the usage
-  the response reports (the difference is given back or taken).
+  ``SAFETY`` × the limit, holding at most ``BURST_S`` seconds' worth (at least one request);
+  a request goes once the bucket holds its amount (all it can hold, for a larger one). A
+  server counting in windows of ``W`` seconds sees at most ``SAFETY`` × its limit plus one
+  request per window: nothing over its limit once the first window has passed while
+  requests are smaller than 3 % of a window's limit. For larger ones each 429 slows the
+  pace to ``SLOW_DOWN`` of what it was (never below ``SLOWEST`` × the limit), so after a
+  429 or two it holds. A request's tokens are estimated before it is sent (prompt
+  characters / 4 plus ``max_tokens``) and corrected by the usage the response reports (the
+  difference is given back or taken).
 - **Provider headers** set the pace when no limit is configured (a configured limit
   wins: headers arrive a response late, and following both cost ~10 % of the limit):
   OpenAI ``x-ratelimit-remaining-requests``/``-tokens`` with ``x-ratelimit-reset-*``,
   Anthropic ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-remaining``
-  with ``-reset``. When what remains (less the requests still in flight) is used up, new
-  requests wait until the reported reset.
+  with ``-reset`` (and ``-limit``). When what remains (less what is still in flight) is
+  used up, new requests wait until the reported reset; then the window holds the limit
+  again, less what is still in flight, and only that goes until the next answer's headers
+  say what remains: sending resumes at the limit, not with every waiting request at once.
 - **A 429** pauses the whole limiter, every waiting and new request, for the server's
   ``retry-after`` (1 s without one), and empties the buckets so that sending resumes at
   the limit, not in a burst. Without a configured limit this happens only once the
@@ -82,6 +88,9 @@ __all__ = [
 SAFETY = 0.97
 #: Seconds of a configured limit a bucket may hold (the largest burst).
 BURST_S = 0.05
+#: What each 429 under a configured limit leaves of the pace, and the slowest it gets.
+SLOW_DOWN = 0.95
+SLOWEST = 0.5
 #: How long a 429 without ``retry-after`` pauses the limiter.
 DEFAULT_429_PAUSE_S = 1.0
 #: The most requests one ``Limiter.take`` hands out.
@@ -89,6 +98,8 @@ LEASE_MAX = 1 << 20
 #: The longest wait a provider asks for that a request waits out here (``max_wait``):
 #: ``RetryPolicy``'s default ``max_delay``.
 DEFAULT_MAX_WAIT_S = 30.0
+#: How often a request that waits for an answer's rate-limit headers looks again.
+_POLL_S = 0.02
 #: A wait hint longer than this (a month: the longest quota period providers use) is taken
 #: for a broken header and ignored.
 MAX_PLAUSIBLE_WAIT_S = 31 * 86400.0
@@ -145,44 +156,71 @@ class RateLimit:
 
 class _Bucket:
     """A token bucket: ``rate`` units a second, at most ``capacity`` held; a request goes
-    through once the bucket is out of debt and takes its amount (possibly into debt)."""
+    through once the bucket holds its amount (see ``wait``)."""
 
-    __slots__ = ("at", "capacity", "level", "rate")
+    __slots__ = ("at", "capacity", "floor", "level", "rate")
 
     def __init__(self, per_minute: float, now: float, minimum: float) -> None:
         self.rate = per_minute / 60.0 * SAFETY
+        self.floor = self.rate * SLOWEST
         self.capacity = max(minimum, self.rate * BURST_S)
         self.level = self.capacity
         self.at = now
+
+    def slow_down(self) -> None:
+        """A 429 despite the pace: the server counts in windows too short for this pace and
+        these requests' size (``wait``); go ``SLOW_DOWN`` slower, never below ``floor``."""
+        self.rate = max(self.floor, self.rate * SLOW_DOWN)
 
     def refill(self, now: float) -> None:
         if now > self.at:
             self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
             self.at = now
 
-    def wait(self) -> float:
-        """Seconds until the bucket is out of debt: a request is let through then and takes
-        its whole amount (debt, not waiting for the amount to be held, so time a waiter
-        oversleeps still accumulates instead of overflowing a bucket smaller than it)."""
-        return -self.level / self.rate if self.level < 0 else 0.0
+    def wait(self, amount: float) -> float:
+        """Seconds until the bucket holds ``amount`` (all it can hold, when ``amount`` is
+        more): a request is let through then and takes its whole amount, into debt when it
+        is larger than the bucket. So what is sent in any span of ``t`` seconds is at most
+        ``rate * t`` plus the larger of the bucket and one request."""
+        need = min(amount, self.capacity)
+        return (need - self.level) / self.rate if self.level < need else 0.0
 
 
 class _Window:
-    """What a provider's headers say remains until a reset."""
+    """What a provider's headers say of one limit: its size, what remains, when it resets.
 
-    __slots__ = ("remaining", "reset_at")
+    At the reset the window holds the limit again, less what is still in flight (the server
+    may count those requests in the new window), and that is all that is sent until the
+    next response's headers say what remains and when the new window ends: sending resumes
+    at the limit, never with every waiting request at once."""
+
+    __slots__ = ("limit", "remaining", "reset_at")
 
     def __init__(self) -> None:
-        self.remaining: float | None = None
-        self.reset_at = 0.0
+        self.limit: float | None = None  # the header's, else the most ever said to remain
+        self.remaining: float | None = None  # None: nothing known, nothing held back
+        self.reset_at: float | None = None  # None: not known since the last reset
 
-    def wait(self, amount: float, now: float) -> float:
+    def seen(self, remaining: float, reset: float, limit: float | None, unseen: float) -> None:
+        self.limit = limit if limit is not None else max(self.limit or 0.0, remaining)
+        self.remaining = remaining - max(0.0, unseen)
+        self.reset_at = reset
+
+    def wait(self, amount: float, now: float, in_flight: float, busy: bool) -> float:
+        """Seconds until ``amount`` fits (``in_flight``: the amount still in flight; ``busy``:
+        a request is in flight, whose answer will say more)."""
         if self.remaining is None:
             return 0.0
-        if now >= self.reset_at:
-            self.remaining = None
+        if self.reset_at is not None and now >= self.reset_at:
+            self.reset_at = None
+            self.remaining = None if self.limit is None else self.limit - in_flight
+            if self.remaining is None:
+                return 0.0
+        if self.remaining >= amount:
             return 0.0
-        return self.reset_at - now if self.remaining < amount else 0.0
+        if self.reset_at is None:  # until an answer says when this window ends
+            return _POLL_S if busy else 0.0
+        return self.reset_at - now
 
     def take(self, amount: float) -> None:
         if self.remaining is not None:
@@ -226,6 +264,7 @@ class Limiter:
         self._windows = {"requests": _Window(), "tokens": _Window()}
         self.pause_until = 0.0
         self.in_flight = 0
+        self.in_flight_tokens = 0.0  # the estimates of the requests in flight
         self.engaged = False  # a limit is configured or headers were seen
         self.throttled = 0  # 429s seen
         self.waited_s = 0.0  # total time requests spent waiting here
@@ -250,13 +289,15 @@ class Limiter:
         429's pause, a reported reset)."""
         asked = self.pause_until - now
         if self.limit is None:  # headers set the pace only without a configured limit
-            asked = max(asked, self._windows["requests"].wait(1.0, now))
-            asked = max(asked, self._windows["tokens"].wait(float(estimate), now))
+            busy = self.in_flight > 0
+            requests, tokens = self._windows["requests"], self._windows["tokens"]
+            asked = max(asked, requests.wait(1.0, now, self.in_flight, busy))
+            asked = max(asked, tokens.wait(float(estimate), now, self.in_flight_tokens, busy))
         wait = asked
-        for bucket in (self._requests, self._tokens):
+        for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
             if bucket is not None:
                 bucket.refill(now)
-                wait = max(wait, bucket.wait())
+                wait = max(wait, bucket.wait(amount))
         return wait, asked
 
     async def acquire(self, estimate: int) -> Ticket:
@@ -302,6 +343,7 @@ class Limiter:
                     self._windows["requests"].take(float(n))
                     self._windows["tokens"].take(float(taken))
                     self.in_flight += n
+                    self.in_flight_tokens += taken
                     return n, taken
                 self.waited_s += wait
             await asyncio.sleep(wait)
@@ -312,7 +354,10 @@ class Limiter:
         negative: given back); ``unused`` of them were never sent, so the request limit
         gets them back."""
         with self._lock:
-            self.in_flight = max(0, self.in_flight - max(0, int(requests)))
+            ended = min(self.in_flight, max(0, int(requests)))
+            if ended:  # their share of the tokens in flight
+                self.in_flight_tokens -= self.in_flight_tokens * ended / self.in_flight
+            self.in_flight -= ended
             unused = max(0, int(unused))
             if unused:
                 if self._requests is not None:
@@ -337,21 +382,23 @@ class Limiter:
         seen = False
         with self._lock:
             now = self._clock() - max(0.0, age_s)
-            for kind, (remaining, reset) in _header_limits(headers).items():
+            others = max(0, self.in_flight - 1)  # may not be counted in these headers yet
+            for kind, (remaining, reset, limit) in _header_limits(headers).items():
                 if remaining is None:
                     continue
                 seen = True
-                window = self._windows[kind]
-                # requests still in flight may not be counted in these headers yet
-                unseen = self.in_flight - 1 if kind == "requests" else 0
-                window.remaining = remaining - max(0, unseen)
-                window.reset_at = now + (reset if reset is not None else 1.0)
+                unseen: float = others
+                if kind == "tokens":
+                    unseen = self.in_flight_tokens * others / max(1, self.in_flight)
+                reset_at = now + (reset if reset is not None else 1.0)
+                self._windows[kind].seen(remaining, reset_at, limit, unseen)
             if seen:
                 self.engaged = True
 
     def throttle(self, retry_after: float | None) -> None:
         """A 429: pause every request of the account for ``retry_after`` seconds (1 s when
-        unknown) and empty the buckets, once a limit is configured or headers were seen."""
+        unknown) and empty the buckets, once a limit is configured or headers were seen;
+        a configured pace is slowed (``_Bucket.slow_down``)."""
         with self._lock:
             self.throttled += 1
             if not self.engaged:
@@ -363,6 +410,7 @@ class Limiter:
                     bucket.refill(now)
                     bucket.level = min(bucket.level, 0.0)
                     bucket.at = max(bucket.at, self.pause_until)
+                    bucket.slow_down()
 
 
 def _tighter(a: float | None, b: float | None) -> float | None:
@@ -418,7 +466,7 @@ def pause_s(retry_after: float | None) -> float:
 def rate_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
     """The rate-limit headers of a response (OpenAI's or Anthropic's), when it says what
     remains of a limit; else ``None``."""
-    if not any(remaining is not None for remaining, _ in _header_limits(headers).values()):
+    if not any(remaining is not None for remaining, _, _ in _header_limits(headers).values()):
         return None
     return {k.lower(): v for k, v in headers.items() if "ratelimit" in k.lower()}
 
@@ -487,33 +535,34 @@ def _reset(value: str | None, name: str) -> float | None:
     return plausible_wait(seconds, name)
 
 
-def _header_limits(headers: Mapping[str, str]) -> dict[str, tuple[float | None, float | None]]:
-    """``{requests|tokens: (remaining, seconds to reset)}`` from OpenAI or Anthropic headers."""
-    out: dict[str, tuple[float | None, float | None]] = {}
+Limits = dict[str, tuple[float | None, float | None, float | None]]
+
+
+def _header_limits(headers: Mapping[str, str]) -> Limits:
+    """``{requests|tokens: (remaining, seconds to reset, limit)}`` from OpenAI or Anthropic
+    headers."""
+    out: Limits = {}
     get: Any = headers.get
 
-    def known(remaining: str, reset: str) -> tuple[float | None, float | None]:
-        left = _number(get(remaining))
-        return (None, None) if left is None else (left, _reset(get(reset), reset))
+    def known(prefix: str, suffix: str = "") -> tuple[float | None, float | None, float | None]:
+        """``{prefix}{remaining|reset|limit}{suffix}``: OpenAI names the part in the middle,
+        Anthropic at the end."""
+        left = _number(get(f"{prefix}remaining{suffix}"))
+        if left is None:
+            return None, None, None
+        reset = f"{prefix}reset{suffix}"
+        return left, _reset(get(reset), reset), _number(get(f"{prefix}limit{suffix}"))
 
     for kind in ("requests", "tokens"):
-        remaining, reset = known(f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}")
-        if remaining is None:
-            remaining, reset = known(
-                f"anthropic-ratelimit-{kind}-remaining", f"anthropic-ratelimit-{kind}-reset"
-            )
-        if remaining is None and kind == "tokens":  # Anthropic's input/output split
-            parts = [
-                known(
-                    f"anthropic-ratelimit-{p}-tokens-remaining",
-                    f"anthropic-ratelimit-{p}-tokens-reset",
-                )
-                for p in ("input", "output")
-            ]
-            lefts = [r for r, _ in parts if r is not None]
-            if lefts:
-                remaining = min(lefts)
-                resets = [s for _, s in parts if s is not None]
-                reset = max(resets) if resets else None
-        out[kind] = (remaining, reset)
+        found = known("x-ratelimit-", f"-{kind}")
+        if found[0] is None:
+            found = known(f"anthropic-ratelimit-{kind}-")
+        if found[0] is None and kind == "tokens":  # Anthropic's input/output split
+            parts = [known(f"anthropic-ratelimit-{p}-tokens-") for p in ("input", "output")]
+            parts = [part for part in parts if part[0] is not None]
+            if parts:
+                tightest = min(parts, key=lambda part: part[0] or 0.0)
+                resets = [r for _, r, _ in parts if r is not None]
+                found = (tightest[0], max(resets) if resets else None, tightest[2])
+        out[kind] = found
     return out

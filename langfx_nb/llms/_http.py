@@ -18,14 +18,21 @@ Rules a caller may rely on:
 - ``allow_model_requests(False)`` blocks requests that would use a real network client; an
   injected transport or client is never blocked.
 - Keys never appear in ``repr``, exceptions or ``cache_identity``. Error messages carry the
-  HTTP status and the provider's short error type or code, never the response body; a key or
-  secret header value a server echoes back is redacted from every error (``_redact``).
-- A streamed line or event larger than ``max_event_bytes`` (default 16 MiB) ends the stream
-  with a ``StreamProtocolError`` naming the limit.
-- A stream without progress (an event other than ``ping``) for ``stream_idle_timeout``
-  seconds (default 120, ``None`` for no limit) ends with a ``ServerError``; a 2xx body without
-  any event is a ``StreamProtocolError``; after the answer's last event the rest of the body
-  is read (bounded) so the connection is reused.
+  HTTP status and the provider's short error type or code, never the response body; a key,
+  a secret header value or a base URL's ``user:password`` a server echoes back is redacted
+  from every error (``_redact``). Answers record where they came from as ``endpoint``, the
+  base URL without its credentials.
+- A streamed line or event, and a whole non-streamed answer, larger than
+  ``max_event_bytes`` (default 16 MiB) ends the request with a ``StreamProtocolError``
+  naming the limit; an error body is read up to 64 KiB.
+- A stream without progress (an event other than ``ping`` and other than a repeat of the
+  one before) for ``stream_idle_timeout`` seconds (default 120, ``None`` for no limit) ends
+  with a ``ServerError``, and so do headers (or a body that is not a stream) not complete
+  within it; a 2xx body without any event is a ``StreamProtocolError``; after the answer's
+  last event the rest of the body is read (bounded) so the connection is reused.
+- A non-streamed answer, headers and body, must arrive within the model's read timeout
+  (``timeout=``, default 600 s) as a whole, not per read: a server trickling a byte at a
+  time ends with a ``ServerError``.
 - Every streamed response is closed in ``finally``: on normal end, early ``break``,
   cancellation and errors. Cancellation is never caught here: it propagates as asyncio
   raised it.
@@ -449,33 +456,82 @@ class HTTPModel(LanguageModel):
         except UnicodeEncodeError:  # a lone surrogate in the request: send U+FFFD instead
             return repair_surrogates(text).encode()
 
-    async def _post(self, url: str, body: dict[str, Any], accept: str = "") -> httpx.Response:
+    def _deadline(self, seconds: float | None) -> float | None:
+        """The loop time ``seconds`` from now (``None``: no deadline)."""
+        return None if seconds is None else asyncio.get_running_loop().time() + seconds
+
+    async def _post(
+        self, url: str, body: dict[str, Any], deadline: float | None, accept: str = ""
+    ) -> httpx.Response:
         """Send a POST with this model's headers and body; the response, open and its status
-        not yet checked, for the caller to close. A transport failure raises its error."""
+        not yet checked, for the caller to close. A transport failure raises its error, and
+        so do headers not complete by ``deadline`` (a loop time; a server can send them a
+        byte at a time, each within the read timeout)."""
         client = self._client()  # a blocked network fails before the key is even looked up
         headers = await self._headers()
         if accept:
             headers["accept"] = accept
         request = client.build_request("POST", url, content=self._body(body), headers=headers)
+        scope = asyncio.timeout_at(deadline)
         try:
-            response = await _send(client, request)
+            async with scope:
+                response = await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            raise ServerError(f"{self.provider}: no complete response headers in time") from exc
         self.rate_limiter().observe(response.headers)
         return response
 
-    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
-        """POST and return the parsed JSON body of a 2xx response."""
-        response = await self._post(url, body)
+    async def _read(self, response: httpx.Response, deadline: float | None, limit: int) -> bytes:
+        """The body of ``response``: a ``StreamProtocolError`` past ``limit`` bytes
+        (``max_event_bytes``: an answer is one event), a ``ServerError`` when it is not
+        complete by ``deadline``. An error status's body is read only up to 64 KiB, and
+        only until the deadline: what came is enough to say what failed."""
+        failed = response.status_code >= 400
+        parts: list[bytes] = []
+        size = 0
+        scope = asyncio.timeout_at(deadline)
         try:
-            try:
-                await response.aread()
-            except httpx.TransportError as exc:
+            async with scope:
+                async for part in response.aiter_bytes():
+                    parts.append(part)
+                    size += len(part)
+                    if failed:
+                        if size > _MAX_ERROR_BODY:
+                            break
+                    elif size > limit:
+                        raise StreamProtocolError(
+                            f"{self.provider}: the response body exceeds max_event_bytes="
+                            f"{limit}; pass a larger max_event_bytes= to the model if the "
+                            "server's answers are that big"
+                        )
+        except httpx.TransportError as exc:
+            if not failed:
                 raise _transport_error(self.provider, exc) from exc
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            if not failed:
+                raise ServerError(
+                    f"{self.provider}: the response did not arrive whole within "
+                    f"{self._timeout.read:g} s (the model's timeout)"
+                ) from exc
+        return b"".join(parts)
+
+    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
+        """POST and return the parsed JSON body of a 2xx response, all of it within the
+        model's read timeout (headers and body: a server may trickle them)."""
+        deadline = self._deadline(self._timeout.read)
+        response = await self._post(url, body, deadline)
+        try:
+            content = await self._read(response, deadline, self.max_event_bytes)
             if response.status_code >= 400:
-                self._raise_status(response, response.content)
+                self._raise_status(response, content)
             try:
-                return loads(response.content)
+                return loads(content)
             except ValueError as exc:
                 raise StreamProtocolError(
                     f"{self.provider}: response body is not JSON (HTTP {response.status_code})"
@@ -523,27 +579,26 @@ class HTTPModel(LanguageModel):
             self._raise_status(response, response.content)
         return response.content
 
-    async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
-        """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.
-        Any other status is read (at most 64 KiB), closed and raised as its error."""
-        response = await self._post(url, body, accept="text/event-stream")
+    async def _open_stream(
+        self, url: str, body: dict[str, Any]
+    ) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+        """POST for a server-sent-event stream; a 2xx response, open, for the caller to
+        close, and its body's chunks. Headers, and a body labelled JSON, must come within
+        ``stream_idle_timeout`` (the read timeout without one). Any other status is read (at
+        most 64 KiB), closed and raised as its error."""
+        idle = self.stream_idle_timeout
+        deadline = self._deadline(idle if idle is not None else self._timeout.read)
+        response = await self._post(url, body, deadline, accept="text/event-stream")
         try:
             if response.status_code >= 400:
-                raw = b""
-                try:
-                    async for part in response.aiter_bytes():
-                        raw += part
-                        if len(raw) > _MAX_ERROR_BODY:
-                            break
-                except httpx.TransportError:
-                    pass
-                self._raise_status(response, raw)
+                self._raise_status(response, await self._read(response, deadline, _MAX_ERROR_BODY))
             if response.headers.get("content-type", "").startswith("application/json"):
-                await self._json_instead_of_stream(response)
+                raw = await self._json_instead_of_stream(response, deadline)
+                return response, _once(raw)  # not JSON after all: read as an event stream
         except BaseException:
             await response.aclose()
             raise
-        return response
+        return response, body_chunks(response)
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
         """The one stream loop: send, decode events, hand each to the provider's decoder.
@@ -551,22 +606,25 @@ class HTTPModel(LanguageModel):
         Transport failures while reading become ``ServerError``; the response is closed in
         ``finally`` whatever ends the loop (end of stream, ``done``, an error, the consumer
         closing the generator, cancellation). Progress is an event other than a ``ping``
-        (keep-alive comments are not events); ``stream_idle_timeout`` seconds without
-        progress end the stream with a ``ServerError`` (retryable before the first chunk).
-        When the decoder is ``done``, the rest of the body is read (bounded) before the
-        response is closed, so its connection goes back to the pool. A body without a
-        single event is a ``StreamProtocolError``: it is not an event stream.
+        that is not the same as the one before (keep-alive comments are not events; some
+        servers repeat an empty delta to keep a connection open); ``stream_idle_timeout``
+        seconds without progress end the stream with a ``ServerError`` (retryable before
+        the first chunk). When the decoder is ``done``, the rest of the body is read
+        (bounded) before the response is closed, so its connection goes back to the pool.
+        A body without a single event is a ``StreamProtocolError``: it is not an event
+        stream.
         """
         url, body = self._stream_request(request)
         decoder = self._stream_decoder()
         parser = SSEParser(self.max_event_bytes)
-        response = await self._open_stream(url, body)
+        response, body_reads = await self._open_stream(url, body)
         idle = self.stream_idle_timeout
         loop = asyncio.get_running_loop()
         deadline = None if idle is None else loop.time() + idle
         moved = False  # progress since the last read: the deadline moves at the next one
+        last = b""  # the data of the last event other than a ping
         events = 0
-        reads = body_chunks(response).__aiter__()
+        reads = body_reads.__aiter__()
         try:
             while not decoder.done:
                 if deadline is not None and idle is not None:
@@ -588,8 +646,8 @@ class HTTPModel(LanguageModel):
                     raise
                 for name, data in parser.feed(raw):
                     events += 1
-                    if name != "ping":
-                        moved = True
+                    if name != "ping" and data != last:  # the same event again: keep-alive
+                        moved, last = True, data
                     try:
                         chunks = decoder.event(name, data)
                     except MALFORMED as exc:
@@ -645,14 +703,16 @@ class HTTPModel(LanguageModel):
         """A new decoder for one streamed response."""
         raise NotImplementedError
 
-    async def _json_instead_of_stream(self, response: httpx.Response) -> None:
+    async def _json_instead_of_stream(
+        self, response: httpx.Response, deadline: float | None
+    ) -> bytes:
         """A 2xx JSON body where an event stream was asked for: gateways report errors so.
-        A body labelled JSON that is not JSON is read as an event stream after all."""
-        raw = await response.aread()
+        A body labelled JSON that is not JSON is returned, to be read as an event stream."""
+        raw = await self._read(response, deadline, self.max_event_bytes)
         try:
             parsed = loads(raw)
         except ValueError:
-            return
+            return raw
         if isinstance(parsed, list) and parsed:
             parsed = parsed[0]
         err = parsed.get("error") if isinstance(parsed, dict) else None
@@ -763,11 +823,13 @@ async def _read_rest(reads: AsyncIterator[bytes]) -> None:
         return
 
 
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The response body as received: the raw chunks when there is no content encoding,
-    else httpx's decoded bytes; a body already read is replayed."""
-    if response.is_stream_consumed:  # e.g. a body labelled JSON that was not JSON
-        return response.aiter_bytes()
+    else httpx's decoded bytes."""
     encoding = response.headers.get("content-encoding", "").strip().lower()
     return response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()
 

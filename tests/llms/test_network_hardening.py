@@ -20,7 +20,7 @@ from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI
 from langfx_nb.llms.openai_responses import OpenAIResponses
 
-from .local_server import DROP, STALL, LocalServer, Reply, local_server
+from .local_server import DROP, STALL, LocalServer, Repeat, Reply, local_server
 from .wire import fixture
 
 pytestmark = pytest.mark.usefixtures("local_network")
@@ -354,3 +354,76 @@ async def test_a_401_on_another_api_endpoint_never_shows_the_key(provider: str) 
             await lm.api_request("GET", f"{server.url}/v1/batches/b1")
     _secret_free(_all_text(info.value))
     assert "HTTP 401" in str(info.value)
+
+
+# -- servers that never finish: every shape ends, bounded in time and memory ------------------
+JSON = {"content-type": "application/json"}
+ENDLESS_HEAD = Reply(raw=True, body=[b"HTTP/1.1 200 OK\r\nx-slow: ", Repeat(b"x", 0.01)])
+SHAPES: dict[str, tuple[Reply, bool, type[Exception], str]] = {
+    "keep-alive comments only": (
+        Reply.sse(b"", Repeat(b": keep-alive\n\n", 0.01)),
+        True,
+        lf.ServerError,
+        "stalled",
+    ),
+    "blank lines only": (Reply.sse(b"", Repeat(b"\n", 0.01)), True, lf.ServerError, "stalled"),
+    "events without content only": (
+        Reply.sse(b"", Repeat(b'data: {"id":"1","choices":[{"index":0,"delta":{}}]}\n\n', 0.01)),
+        True,
+        lf.ServerError,
+        "stalled",
+    ),
+    "headers a byte at a time (stream)": (ENDLESS_HEAD, True, lf.ServerError, "headers"),
+    "headers a byte at a time (call)": (ENDLESS_HEAD, False, lf.ServerError, "headers"),
+    "trickling error body (stream)": (
+        Reply(500, JSON, [Repeat(b" ", 0.01)]),
+        True,
+        lf.ServerError,
+        "HTTP 500",
+    ),
+    "trickling error body (call)": (
+        Reply(500, JSON, [Repeat(b" ", 0.01)]),
+        False,
+        lf.ServerError,
+        "HTTP 500",
+    ),
+    "trickling answer (call)": (
+        Reply(200, JSON, [b'{"id": ', Repeat(b" ", 0.01)]),
+        False,
+        lf.ServerError,
+        "within",
+    ),
+    "endless JSON instead of a stream": (
+        Reply(200, JSON, [b"[", Repeat(b" " * 65536)]),
+        True,
+        lf.StreamProtocolError,
+        "max_event_bytes",
+    ),
+    "endless JSON answer (call)": (
+        Reply(200, JSON, [b"[", Repeat(b" " * 65536)]),
+        False,
+        lf.StreamProtocolError,
+        "max_event_bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+async def test_a_server_that_never_finishes_is_given_up_on(shape: str) -> None:
+    reply, stream, error, match = SHAPES[shape]
+    limits = {"stream_idle_timeout": 0.3, "timeout": 0.5, "max_event_bytes": 1 << 20}
+    async with served("openai", reply, **limits) as (_, lm):
+        with pytest.raises(error, match=match):
+            async with asyncio.timeout(10):  # on main: for ever, or until memory runs out
+                if stream:
+                    await _drain(lm)
+                else:
+                    await lm.call("hi")
+
+
+async def test_anthropic_pings_alone_from_the_start_end_as_a_stall() -> None:
+    reply = Reply.sse(b"", Repeat(PING["anthropic"], 0.01))
+    async with served("anthropic", reply, stream_idle_timeout=0.3) as (_, lm):
+        with pytest.raises(lf.ServerError, match="stalled"):
+            async with asyncio.timeout(10):
+                await _drain(lm)

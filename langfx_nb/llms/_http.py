@@ -45,17 +45,13 @@ A provider streams by implementing two hooks, ``_stream_request`` (URL and JSON 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import math
 import os
 import re
-import time
-import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic_core import from_json
@@ -73,10 +69,16 @@ from ..errors import (
 )
 from ..messages import ContinuationPart, Message, ReasoningPart
 from ..redact import redact_secrets
-from ._redact import SECRET_HEADER, redact_exception
+from ._redact import SECRET_HEADER, redact_exception, shown_url, url_secrets
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
-from .ratelimit import Limiter, RateLimitWarning, account_id, limiter_for
+from .ratelimit import (
+    Limiter,
+    account_id,
+    limiter_for,
+    parse_google_duration,
+    parse_retry_after,
+)
 from .streaming import StreamChunk
 
 __all__ = [
@@ -107,31 +109,6 @@ _DRAIN_SECONDS = 1.0
 # "thinking" before the first token; raise it (or pass None) for models that think longer.
 DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-# scheme:// and the userinfo (up to the last @ before the path) of a URL
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#]*@")
-
-
-def shown_url(url: str) -> str:
-    """``url`` fit to show or store: credentials in it (``user:password@``) replaced by
-    ``<redacted>@``, whatever else the URL holds (a URL that does not parse too)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return _USERINFO.sub(r"\1<redacted>@", url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"<redacted>@{host}"))
-
-
-def _url_secrets(url: str) -> list[str]:
-    """The credentials in ``url``'s userinfo, as sent and percent-decoded."""
-    userinfo = _USERINFO.match(url)
-    if userinfo is None:
-        return []
-    raw = userinfo[0][len(userinfo[1]) : -1]
-    password = raw.partition(":")[2]
-    return [raw, unquote(raw), password, unquote(password)]
 
 
 class _Secret:
@@ -173,63 +150,6 @@ def safe_code(value: Any) -> str | None:
     never something shaped like a key)."""
     if isinstance(value, str) and _SAFE_CODE.match(value) and redact_secrets(value) == value:
         return value
-    return None
-
-
-def _number(text: str, scale: float = 1.0) -> float | None:
-    """A header number divided by ``scale``; ``None`` when it is not a number."""
-    try:
-        return float(text) / scale
-    except ValueError:
-        return None
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
-
-    Negative values give 0. A header that is malformed or not finite is ignored with a
-    ``RateLimitWarning`` (``None``). Huge values are kept: the retry policy refuses to wait
-    longer than its ``max_delay`` and raises at once; the account's limiter ignores absurd
-    ones (``ratelimit.pause_s``) and fails requests that would wait beyond ``max_delay``.
-    """
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        seconds = _number(ms, 1000.0)
-        if seconds is not None or headers.get("retry-after") is None:
-            return _checked(seconds, "retry-after-ms", ms)
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    if (seconds := _number(value)) is not None:
-        return _checked(seconds, "retry-after", value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        when = None
-    if when is None:
-        return _checked(None, "retry-after", value)
-    current = time.time() if now is None else now
-    return _checked(when.timestamp() - current, "retry-after", value)
-
-
-def _checked(seconds: float | None, name: str, value: str) -> float | None:
-    """``seconds`` ≥ 0, or ``None`` with a ``RateLimitWarning`` when malformed or infinite."""
-    if seconds is None or not math.isfinite(seconds):
-        warnings.warn(
-            f"ignored {name}: {value[:40]!r} is not a finite number of seconds or a date",
-            RateLimitWarning,
-            stacklevel=4,
-        )
-        return None
-    return max(0.0, seconds)
-
-
-def parse_google_duration(value: Any) -> float | None:
-    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds (``None``,
-    with a ``RateLimitWarning``, when it is not a finite number)."""
-    if isinstance(value, str) and value.endswith("s"):
-        return _checked(_number(value[:-1]), "a RetryInfo delay", value)
     return None
 
 
@@ -329,7 +249,7 @@ class HTTPModel(LanguageModel):
         #: seconds a stream may go without progress (see ``_stream``) before it fails
         self.stream_idle_timeout = stream_idle_timeout
         self.base_url = (base_url or self.default_base_url).rstrip("/")
-        for secret in _url_secrets(self.base_url):  # removed from every error, like a key
+        for secret in url_secrets(self.base_url):  # removed from every error, like a key
             self._secrets.add(secret)
         self._key = _Secret(api_key) if api_key is not None else None
         self._http_client = http_client

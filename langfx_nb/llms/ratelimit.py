@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import email.utils
 import hashlib
 import math
 import re
@@ -77,7 +78,9 @@ __all__ = [
     "estimate_tokens",
     "limiter_for",
     "max_wait",
+    "parse_google_duration",
     "parse_reset",
+    "parse_retry_after",
     "pause_s",
     "plausible_wait",
     "rate_headers",
@@ -474,6 +477,64 @@ def rate_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
 def estimate_tokens(text_chars: int, max_tokens: int | None) -> int:
     """Tokens a request may use before it is sent: prompt characters / 4 + ``max_tokens``."""
     return text_chars // 4 + 1 + (max_tokens or 0)
+
+
+# -- wait hints of a 429 ----------------------------------------------------------------
+def _header_number(text: str, scale: float = 1.0) -> float | None:
+    """A header number divided by ``scale``; ``None`` when it is not a number."""
+    try:
+        return float(text) / scale
+    except ValueError:
+        return None
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
+
+    Negative values give 0. A header that is malformed or not finite is ignored with a
+    ``RateLimitWarning`` (``None``). Huge values are kept: the retry policy refuses to wait
+    longer than its ``max_delay`` and raises at once; the account's limiter ignores absurd
+    ones (``ratelimit.pause_s``) and fails requests that would wait beyond ``max_delay``.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        seconds = _header_number(ms, 1000.0)
+        if seconds is not None or headers.get("retry-after") is None:
+            return _checked(seconds, "retry-after-ms", ms)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    if (seconds := _header_number(value)) is not None:
+        return _checked(seconds, "retry-after", value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        when = None
+    if when is None:
+        return _checked(None, "retry-after", value)
+    current = time.time() if now is None else now
+    return _checked(when.timestamp() - current, "retry-after", value)
+
+
+def _checked(seconds: float | None, name: str, value: str) -> float | None:
+    """``seconds`` ≥ 0, or ``None`` with a ``RateLimitWarning`` when malformed or infinite."""
+    if seconds is None or not math.isfinite(seconds):
+        warnings.warn(
+            f"ignored {name}: {value[:40]!r} is not a finite number of seconds or a date",
+            RateLimitWarning,
+            stacklevel=4,
+        )
+        return None
+    return max(0.0, seconds)
+
+
+def parse_google_duration(value: Any) -> float | None:
+    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds (``None``,
+    with a ``RateLimitWarning``, when it is not a finite number)."""
+    if isinstance(value, str) and value.endswith("s"):
+        return _checked(_header_number(value[:-1]), "a RetryInfo delay", value)
+    return None
 
 
 # -- provider headers ----------------------------------------------------------------------

@@ -21,8 +21,9 @@ that account in this process, in a batch or not, takes its turn from that one li
   Anthropic ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-remaining``
   with ``-reset`` (and ``-limit``). When what remains (less what is still in flight) is
   used up, new requests wait until the reported reset; then the window holds the limit
-  again, less what is still in flight, and only that goes until the next answer's headers
-  say what remains: sending resumes at the limit, not with every waiting request at once.
+  again, less what was sent and not answered yet, for as long as the last window lasted
+  or until an answer's headers say more: sending resumes at the limit, not with every
+  waiting request at once (see ``_Window``).
 - **A 429** pauses the whole limiter, every waiting and new request, for the server's
   ``retry-after`` (1 s without one), and empties the buckets so that sending resumes at
   the limit, not in a burst. Without a configured limit this happens only once the
@@ -101,8 +102,8 @@ LEASE_MAX = 1 << 20
 #: The longest wait a provider asks for that a request waits out here (``max_wait``):
 #: ``RetryPolicy``'s default ``max_delay``.
 DEFAULT_MAX_WAIT_S = 30.0
-#: How often a request that waits for an answer's rate-limit headers looks again.
-_POLL_S = 0.02
+#: The shortest a window that started without headers saying so is taken to last.
+_MIN_WINDOW_S = 0.01
 #: A wait hint longer than this (a month: the longest quota period providers use) is taken
 #: for a broken header and ignored.
 MAX_PLAUSIBLE_WAIT_S = 31 * 86400.0
@@ -192,37 +193,44 @@ class _Bucket:
 class _Window:
     """What a provider's headers say of one limit: its size, what remains, when it resets.
 
-    At the reset the window holds the limit again, less what is still in flight (the server
-    may count those requests in the new window), and that is all that is sent until the
-    next response's headers say what remains and when the new window ends: sending resumes
-    at the limit, never with every waiting request at once."""
+    At the reset the window holds the limit again, less what was sent and not answered
+    (the server may count those requests in the new window), and is taken to last as long
+    as the longest time to a reset ever reported, until an answer's headers say what
+    remains and when it ends: sending resumes at the limit, never with every waiting
+    request at once. Headers of an answer the server gave in a window that is over (read
+    late) are ignored: they would grant the new window again what it already gave."""
 
-    __slots__ = ("limit", "remaining", "reset_at")
+    __slots__ = ("limit", "remaining", "reset_at", "span")
 
     def __init__(self) -> None:
         self.limit: float | None = None  # the header's, else the most ever said to remain
         self.remaining: float | None = None  # None: nothing known, nothing held back
-        self.reset_at: float | None = None  # None: not known since the last reset
+        self.reset_at = 0.0  # when the current window ends
+        self.span = 0.0  # the longest time to a reset ever reported: about a window
 
-    def seen(self, remaining: float, reset: float, limit: float | None, unseen: float) -> None:
+    def seen(
+        self, remaining: float, now: float, reset: float, limit: float | None, unseen: float
+    ) -> None:
+        self.span = max(self.span, reset)
+        if self.remaining is not None and now + reset < self.reset_at - self.span / 2:
+            return  # the answer was given in a window that is over
         self.limit = limit if limit is not None else max(self.limit or 0.0, remaining)
         self.remaining = remaining - max(0.0, unseen)
-        self.reset_at = reset
+        self.reset_at = now + reset
 
-    def wait(self, amount: float, now: float, in_flight: float, busy: bool) -> float:
-        """Seconds until ``amount`` fits (``in_flight``: the amount still in flight; ``busy``:
-        a request is in flight, whose answer will say more)."""
+    def wait(self, amount: float, now: float, unanswered: float) -> float:
+        """Seconds until ``amount`` fits (``unanswered``: the amount sent and not answered
+        yet, which the server may count in a new window)."""
         if self.remaining is None:
             return 0.0
-        if self.reset_at is not None and now >= self.reset_at:
-            self.reset_at = None
-            self.remaining = None if self.limit is None else self.limit - in_flight
-            if self.remaining is None:
+        if now >= self.reset_at:
+            if not self.limit:  # no size known: nothing to hold back
+                self.remaining = None
                 return 0.0
-        if self.remaining >= amount:
-            return 0.0
-        if self.reset_at is None:  # until an answer says when this window ends
-            return _POLL_S if busy else 0.0
+            self.remaining = self.limit - unanswered
+            self.reset_at = max(self.reset_at + self.span, now + _MIN_WINDOW_S)
+        if self.remaining >= amount or (self.limit and self.remaining >= self.limit):
+            return 0.0  # it fits, or the window is whole (a request larger than it goes)
         return self.reset_at - now
 
     def take(self, amount: float) -> None:
@@ -268,6 +276,7 @@ class Limiter:
         self.pause_until = 0.0
         self.in_flight = 0
         self.in_flight_tokens = 0.0  # the estimates of the requests in flight
+        self.unanswered = 0  # requests in flight whose answer's headers have not arrived
         self.engaged = False  # a limit is configured or headers were seen
         self.throttled = 0  # 429s seen
         self.waited_s = 0.0  # total time requests spent waiting here
@@ -292,10 +301,10 @@ class Limiter:
         429's pause, a reported reset)."""
         asked = self.pause_until - now
         if self.limit is None:  # headers set the pace only without a configured limit
-            busy = self.in_flight > 0
             requests, tokens = self._windows["requests"], self._windows["tokens"]
-            asked = max(asked, requests.wait(1.0, now, self.in_flight, busy))
-            asked = max(asked, tokens.wait(float(estimate), now, self.in_flight_tokens, busy))
+            unseen = self._unseen_tokens(self.unanswered)
+            asked = max(asked, requests.wait(1.0, now, self.unanswered))
+            asked = max(asked, tokens.wait(float(estimate), now, unseen))
         wait = asked
         for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
             if bucket is not None:
@@ -346,6 +355,7 @@ class Limiter:
                     self._windows["requests"].take(float(n))
                     self._windows["tokens"].take(float(taken))
                     self.in_flight += n
+                    self.unanswered += n
                     self.in_flight_tokens += taken
                     return n, taken
                 self.waited_s += wait
@@ -361,6 +371,7 @@ class Limiter:
             if ended:  # their share of the tokens in flight
                 self.in_flight_tokens -= self.in_flight_tokens * ended / self.in_flight
             self.in_flight -= ended
+            self.unanswered = min(self.unanswered, self.in_flight)
             unused = max(0, int(unused))
             if unused:
                 if self._requests is not None:
@@ -374,7 +385,14 @@ class Limiter:
             if self._tokens is not None:
                 self._tokens.refill(self._clock())
                 self._tokens.level = min(self._tokens.capacity, self._tokens.level - correction)
-            self._windows["tokens"].take(float(correction))
+            # what a request used beyond its estimate is taken from the window; what it
+            # left unused is not given back: the window may have reset since it was sent,
+            # and the next answer's headers say what remains
+            self._windows["tokens"].take(max(0.0, float(correction)))
+
+    def _unseen_tokens(self, requests: int) -> float:
+        """The estimated tokens of ``requests`` of the requests in flight."""
+        return self.in_flight_tokens * requests / self.in_flight if self.in_flight else 0.0
 
     def _settle(self, estimate: int, tokens: int | None) -> None:
         self.give_back(1, 0 if tokens is None else tokens - estimate)
@@ -385,16 +403,17 @@ class Limiter:
         seen = False
         with self._lock:
             now = self._clock() - max(0.0, age_s)
-            others = max(0, self.in_flight - 1)  # may not be counted in these headers yet
+            self.unanswered = max(0, self.unanswered - 1)  # this one is answered
+            others = self.unanswered  # sent, and maybe not counted in these headers yet
             for kind, (remaining, reset, limit) in _header_limits(headers).items():
                 if remaining is None:
                     continue
                 seen = True
                 unseen: float = others
                 if kind == "tokens":
-                    unseen = self.in_flight_tokens * others / max(1, self.in_flight)
-                reset_at = now + (reset if reset is not None else 1.0)
-                self._windows[kind].seen(remaining, reset_at, limit, unseen)
+                    unseen = self._unseen_tokens(others)
+                reset_s = reset if reset is not None else 1.0
+                self._windows[kind].seen(remaining, now, reset_s, limit, unseen)
             if seen:
                 self.engaged = True
 

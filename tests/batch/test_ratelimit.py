@@ -302,10 +302,10 @@ async def test_a_configured_limit_slows_down_after_a_429_with_large_requests(
         progress=False,
     )
     assert result.ok
-    assert len(server.rejected) <= 2
+    assert len(server.rejected) <= 3  # the pace adapts after one or two (on main: 7)
 
 
-async def test_a_window_reset_holds_back_what_is_still_in_flight() -> None:
+async def test_a_window_reset_holds_back_what_is_still_unanswered() -> None:
     now = [0.0]
     limiter = Limiter(clock=lambda: now[0])
     headers = {
@@ -313,14 +313,25 @@ async def test_a_window_reset_holds_back_what_is_still_in_flight() -> None:
         "x-ratelimit-remaining-requests": "0",
         "x-ratelimit-reset-requests": "1s",
     }
-    in_flight = [await limiter.acquire(1) for _ in range(2)]
-    limiter.observe(headers)
-    now[0] = 1.5  # the window has reset: 4 again, less the 2 still in flight
+
+    async def sent_at_once() -> bool:
+        try:
+            await asyncio.wait_for(limiter.take(1, 1), 0.05)
+        except TimeoutError:
+            return False
+        return True
+
+    in_flight = [await limiter.acquire(1) for _ in range(3)]
+    limiter.observe(headers)  # the first one's answer (a stream, say: it stays in flight)
+    now[0] = 1.05  # the window has reset: 4 again, less the 2 sent and not answered yet
     assert await limiter.take(10, 10) == (2, 2)
-    waiting = asyncio.ensure_future(limiter.acquire(1))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()  # not every waiting request at once
+    assert not await sent_at_once()  # not every waiting request at once
+    now[0] = 1.1  # an answer given late in the old window, read now, must not count
+    limiter.observe(
+        {**headers, "x-ratelimit-remaining-requests": "4", "x-ratelimit-reset-requests": "50ms"}
+    )
+    assert not await sent_at_once()
+    now[0] = 2.05  # the new window, taken to last as long as the last one (1 s), is over
+    assert await sent_at_once()
     for ticket in in_flight:
         ticket.settle(1)
-    limiter.give_back(2, 0)
-    await asyncio.wait_for(waiting, 2.0)  # nothing in flight: one goes to learn more

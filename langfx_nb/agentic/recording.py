@@ -127,7 +127,8 @@ class RecordingModel(LanguageModel):
         request_options = {k: v for k, v in options.items() if k not in _NOT_SENT}
         reservation = await meter.reserve(self.inner.build_request(prompt, **request_options))
         if reservation.max_tokens is not None:
-            options = {**options, "max_tokens_cap": reservation.max_tokens}
+            caps = (reservation.max_tokens, options.get("max_tokens_cap"))
+            options = {**options, "max_tokens_cap": min(c for c in caps if c is not None)}
         return reservation, options
 
     def _settle(self, reservation: Reservation | None, response: AIMessage[Any]) -> None:

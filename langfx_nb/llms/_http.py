@@ -401,7 +401,10 @@ class HTTPModel(LanguageModel):
         except TimeoutError as exc:
             if not scope.expired():
                 raise
-            raise ServerError(f"{self.provider}: no complete response headers in time") from exc
+            raise ServerError(
+                f"{self.provider}: the response headers did not arrive whole in time "
+                "(timeout=, or stream_idle_timeout= for a stream)"
+            ) from exc
         self.rate_limiter().observe(response.headers)
         return response
 
@@ -436,8 +439,8 @@ class HTTPModel(LanguageModel):
                 raise
             if not failed:
                 raise ServerError(
-                    f"{self.provider}: the response did not arrive whole within "
-                    f"{self._timeout.read:g} s (the model's timeout)"
+                    f"{self.provider}: the response body did not arrive whole in time "
+                    "(timeout=, or stream_idle_timeout= for a stream)"
                 ) from exc
         return b"".join(parts)
 

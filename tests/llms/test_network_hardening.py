@@ -391,7 +391,7 @@ SHAPES: dict[str, tuple[Reply, bool, type[Exception], str]] = {
         Reply(200, JSON, [b'{"id": ', Repeat(b" ", 0.01)]),
         False,
         lf.ServerError,
-        "within",
+        "in time",
     ),
     "endless JSON instead of a stream": (
         Reply(200, JSON, [b"[", Repeat(b" " * 65536)]),

@@ -30,9 +30,11 @@ that account in this process, in a batch or not, takes its turn from that one li
   account has sent rate-limit headers: before that a 429 is the retry policy's alone.
 - **No wait the provider asks for is longer than ``max_delay``**, the bound of the model's
   ``RetryPolicy`` (its default, 30 s, without one; ``max_wait`` sets it for the requests a
-  block admits): a request that would have to wait longer for a 429's pause or a reported
-  reset fails at once with a ``RateLimitError`` whose ``retry_after`` and text say how long
-  the provider asked for (the pause stays, so the account is not hammered meanwhile). A
+  block admits): a request that would have to wait longer for a 429's pause, or for a
+  reported reset longer than both ``max_delay`` and a minute (the window of a per-minute
+  limit is waited out), fails at once with a ``RateLimitError`` whose ``retry_after`` and
+  text say how long the provider asked for (the pause stays, so the account is not
+  hammered meanwhile). A
   wait hint that is malformed, not finite or absurd (beyond ``MAX_PLAUSIBLE_WAIT_S``, a
   month) is ignored with a ``RateLimitWarning``. Waits of a configured limit are the pace
   the user chose and are not bounded so.
@@ -296,21 +298,24 @@ class Limiter:
             self._tokens = None if tpm is None else _Bucket(tpm, now, 1.0)
             self.engaged = True
 
-    def _wait_s(self, estimate: int, now: float) -> tuple[float, float]:
-        """Seconds until a request may go, and the part of it the provider asked for (a
-        429's pause, a reported reset)."""
-        asked = self.pause_until - now
+    def _wait_s(self, estimate: int, now: float, bound: float) -> tuple[float, float]:
+        """Seconds until a request may go, and how long the provider asked it to wait when
+        that is beyond ``bound`` (a 429's pause), or beyond a minute too (a reported reset:
+        the window of a per-minute limit is waited out); else 0."""
+        pause = self.pause_until - now
+        window = 0.0
         if self.limit is None:  # headers set the pace only without a configured limit
             requests, tokens = self._windows["requests"], self._windows["tokens"]
             unseen = self._unseen_tokens(self.unanswered)
-            asked = max(asked, requests.wait(1.0, now, self.unanswered))
-            asked = max(asked, tokens.wait(float(estimate), now, unseen))
-        wait = asked
+            window = max(requests.wait(1.0, now, self.unanswered), window)
+            window = max(tokens.wait(float(estimate), now, unseen), window)
+        wait = max(pause, window)
         for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
             if bucket is not None:
                 bucket.refill(now)
                 wait = max(wait, bucket.wait(amount))
-        return wait, asked
+        too_long = max(pause if pause > bound else 0.0, window if window > max(bound, 60) else 0)
+        return wait, too_long
 
     async def acquire(self, estimate: int) -> Ticket:
         """Wait until a request estimated at ``estimate`` tokens may be sent; its ticket."""
@@ -332,8 +337,8 @@ class Limiter:
         while True:
             with self._lock:
                 now = self._clock()
-                wait, asked = self._wait_s(math.ceil(each), now)
-                if asked > bound:
+                wait, asked = self._wait_s(math.ceil(each), now, bound)
+                if asked:
                     raise RateLimitError(
                         f"rate limit: the provider asked to wait {asked:,.1f} s before the "
                         f"next request of this account (a 429's retry-after or a reported "

@@ -335,3 +335,18 @@ async def test_a_window_reset_holds_back_what_is_still_unanswered() -> None:
     assert await sent_at_once()
     for ticket in in_flight:
         ticket.settle(1)
+
+
+async def test_a_per_minute_window_is_waited_out_a_longer_one_fails_at_once() -> None:
+    for reset, fails in (("45s", False), ("2h", True)):
+        limiter = Limiter(clock=lambda: 0.0)
+        limiter.observe(
+            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset}
+        )
+        if fails:  # a daily limit used up: the request is not sent, and says why
+            with pytest.raises(lf.RateLimitError, match=r"7,200\.0 s") as info:
+                await limiter.take(1, 1)
+            assert info.value.retry_after == 7200.0
+        else:  # the pace of a per-minute limit: it waits, though max_delay is 30 s
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(limiter.take(1, 1), 0.05)

@@ -20,9 +20,11 @@ So a model that honours ``max_tokens`` overshoots a limit only by what the promp
 under-counted, for one request; one that ignores it is stopped mid-stream, or, answering in
 one piece, after that answer (which the budget cannot prevent). A response without usage is
 charged its estimate (prompt and answer text), and so is what a stream received before it
-stopped. Cost is the session's price table applied to each response (batch prices for a provider
-batch's answer, nothing for an LLM-cache replay); a ``max_cost`` with a model that has no
-price is refused before the request, since it could not be enforced. Prompt-cache reads and
+stopped. Cost is the session's price table applied to each response (batch prices for a
+provider batch's answer). An answer replayed from the LLM cache was not paid for and is not
+charged at all, and the budget's cap on ``max_tokens`` is not part of the cache key, so it
+never hides a stored answer. A ``max_cost`` with a model that has no price is refused before
+the request, since it could not be enforced. Prompt-cache reads and
 writes count as input tokens (the providers bill them as such) and are kept apart in
 ``used()`` too.
 """
@@ -186,15 +188,14 @@ class BudgetScope:
         prices: Mapping[str, Price],
         *,
         batch: bool = False,
-        replayed: bool = False,
     ) -> None:
         """After a response: add its usage (and cost: batch prices for a provider batch's
-        answer, none for an LLM-cache replay) to every scope up the chain, then raise for
-        the first limit that is now exceeded."""
+        answer) to every scope up the chain, then raise for the first limit that is now
+        exceeded."""
         if usage is None:
             return
         price = find_price(prices, model_id)
-        cost = price.cost(usage, batch=batch) if price is not None and not replayed else 0.0
+        cost = price.cost(usage, batch=batch) if price is not None else 0.0
         over = self._add(usage, cost)
         if over is not None:
             raise over
@@ -383,8 +384,11 @@ class Reservation:
 
     def settle(self, response: AIMessage[Any]) -> None:
         """Replace the reservation by the response's usage (its estimate when it reported
-        none); raise for a limit now exceeded."""
+        none); raise for a limit now exceeded. An answer replayed from the LLM cache
+        (``cache_hit``) was not paid for: it is not charged."""
         self.release()
+        if response.metadata.get("cache_hit"):
+            return
         usage = response.usage
         if usage is None:
             usage = self._estimate(estimate_tokens(_output_chars(response)))
@@ -395,7 +399,6 @@ class Reservation:
             usage,
             meter.prices,
             batch=is_batch(response),
-            replayed=bool(response.metadata.get("cache_hit")),
         )
 
     def observe(self, chunk: StreamChunk) -> None:

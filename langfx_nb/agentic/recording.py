@@ -12,8 +12,9 @@ no behaviour of its own: requests, streaming, the cache and retries are the wrap
 With a ``budget`` (a ``BudgetMeter``: the session's token/cost budget) each request reserves
 what it may spend first, goes out with its ``max_tokens`` capped by what the budget has left,
 and is charged its real usage when it comes back (released on an error or a cancellation);
-a stream is stopped once its output passes the budget. A cached answer is looked up with the
-caller's own options first, so a budget's cap does not keep a stored answer from being found.
+a stream is stopped once its output passes the budget. The cap is ``max_tokens_cap``, which
+is not part of the cache key: a stored answer is found, and a fresh one stored, under the
+caller's own options whatever the budget has left. A cached answer costs the budget nothing.
 """
 
 from __future__ import annotations
@@ -141,22 +142,18 @@ class RecordingModel(LanguageModel):
         if meter is None:
             return None, options
         if self.inner.cache is not None and await self.inner.cached(prompt, **options):
-            meter.check_request()  # sent uncapped: the stored answer is found again
+            meter.check_request()  # a replay: nothing to reserve
             return None, options
         request_options = {k: v for k, v in options.items() if k not in _NOT_SENT}
         reservation = await meter.reserve(self.inner.build_request(prompt, **request_options))
         if reservation.max_tokens is not None:
-            options = {**options, "max_tokens": reservation.max_tokens}
+            caps = (reservation.max_tokens, options.get("max_tokens_cap"))
+            options = {**options, "max_tokens_cap": min(c for c in caps if c is not None)}
         return reservation, options
 
     def _settle(self, reservation: Reservation | None, response: AIMessage[Any]) -> None:
-        if reservation is not None:
+        if reservation is not None:  # a cached answer (no reservation) costs nothing
             reservation.settle(response)
-        elif self._budget is not None:  # a cached answer: charged as any response
-            meter = self._budget
-            provenance = response.provenance
-            model = (provenance.model if provenance else None) or meter.model_id
-            meter.scope.charge(model, response.usage, meter.prices)
 
     async def _track(self, upstream: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
         """``upstream``'s chunks; sets ``partial`` if it stops before its final chunk."""
@@ -174,4 +171,4 @@ class RecordingModel(LanguageModel):
 
 
 #: Options that steer the call (cache, stream emulation) rather than the request itself.
-_NOT_SENT = frozenset({"cache_seed", "use_cache", "emulate"})
+_NOT_SENT = frozenset({"cache_seed", "use_cache", "emulate", "max_tokens_cap"})

@@ -18,14 +18,21 @@ Rules a caller may rely on:
 - ``allow_model_requests(False)`` blocks requests that would use a real network client; an
   injected transport or client is never blocked.
 - Keys never appear in ``repr``, exceptions or ``cache_identity``. Error messages carry the
-  HTTP status and the provider's short error type or code, never the response body; a key or
-  secret header value a server echoes back is redacted from every error (``_redact``).
-- A streamed line or event larger than ``max_event_bytes`` (default 16 MiB) ends the stream
-  with a ``StreamProtocolError`` naming the limit.
-- A stream without progress (an event other than ``ping``) for ``stream_idle_timeout``
-  seconds (default 120, ``None`` for no limit) ends with a ``ServerError``; a 2xx body without
-  any event is a ``StreamProtocolError``; after the answer's last event the rest of the body
-  is read (bounded) so the connection is reused.
+  HTTP status and the provider's short error type or code, never the response body; a key,
+  a secret header value or a base URL's ``user:password`` a server echoes back is redacted
+  from every error (``_redact``). Answers record where they came from as ``endpoint``, the
+  base URL without its credentials.
+- A streamed line or event, and a whole non-streamed answer, larger than
+  ``max_event_bytes`` (default 16 MiB) ends the request with a ``StreamProtocolError``
+  naming the limit; an error body is read up to 64 KiB.
+- A stream without progress (an event other than ``ping`` and other than a repeat of the
+  one before) for ``stream_idle_timeout`` seconds (default 120, ``None`` for no limit) ends
+  with a ``ServerError``, and so do headers (or a body that is not a stream) not complete
+  within it; a 2xx body without any event is a ``StreamProtocolError``; after the answer's
+  last event the rest of the body is read (bounded) so the connection is reused.
+- A non-streamed answer, headers and body, must arrive within the model's read timeout
+  (``timeout=``, default 600 s) as a whole, not per read: a server trickling a byte at a
+  time ends with a ``ServerError``.
 - Every streamed response is closed in ``finally``: on normal end, early ``break``,
   cancellation and errors. Cancellation is never caught here: it propagates as asyncio
   raised it.
@@ -38,16 +45,13 @@ A provider streams by implementing two hooks, ``_stream_request`` (URL and JSON 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import math
 import os
 import re
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic_core import from_json
@@ -64,10 +68,17 @@ from ..errors import (
     StreamProtocolError,
 )
 from ..messages import ContinuationPart, Message, ReasoningPart
-from ._redact import SECRET_HEADER, redact_exception
+from ..redact import redact_secrets
+from ._redact import SECRET_HEADER, redact_exception, shown_url, url_secrets
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
-from .ratelimit import Limiter, account_id, limiter_for
+from .ratelimit import (
+    Limiter,
+    account_id,
+    limiter_for,
+    parse_google_duration,
+    parse_retry_after,
+)
 from .streaming import StreamChunk
 
 __all__ = [
@@ -98,15 +109,6 @@ _DRAIN_SECONDS = 1.0
 # "thinking" before the first token; raise it (or pass None) for models that think longer.
 DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-
-
-def _shown_url(url: str) -> str:
-    """``url`` fit to show: credentials in it (``user:password@``) replaced."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"<redacted>@{host}"))
 
 
 class _Secret:
@@ -144,50 +146,10 @@ class ErrorInfo:
 
 
 def safe_code(value: Any) -> str | None:
-    """A provider error type/code, only if it looks like an identifier (never free text)."""
-    if isinstance(value, str) and _SAFE_CODE.match(value):
+    """A provider error type/code, only if it looks like an identifier (never free text,
+    never something shaped like a key)."""
+    if isinstance(value, str) and _SAFE_CODE.match(value) and redact_secrets(value) == value:
         return value
-    return None
-
-
-def _finite(text: str, scale: float = 1.0) -> float | None:
-    """A header number as seconds ≥ 0; ``None`` when malformed, NaN or infinite."""
-    try:
-        value = float(text) / scale
-    except ValueError:
-        return None
-    return max(0.0, value) if math.isfinite(value) else None
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
-
-    Malformed and non-finite values give ``None``; negative ones 0. Huge values are kept:
-    the retry policy refuses to wait longer than its ``max_delay``.
-    """
-    ms = headers.get("retry-after-ms")
-    if ms is not None and (seconds := _finite(ms, 1000.0)) is not None:
-        return seconds
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    if (seconds := _finite(value)) is not None:
-        return seconds
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
-
-
-def parse_google_duration(value: Any) -> float | None:
-    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds."""
-    if isinstance(value, str) and value.endswith("s"):
-        return _finite(value[:-1])
     return None
 
 
@@ -287,6 +249,8 @@ class HTTPModel(LanguageModel):
         #: seconds a stream may go without progress (see ``_stream``) before it fails
         self.stream_idle_timeout = stream_idle_timeout
         self.base_url = (base_url or self.default_base_url).rstrip("/")
+        for secret in url_secrets(self.base_url):  # removed from every error, like a key
+            self._secrets.add(secret)
         self._key = _Secret(api_key) if api_key is not None else None
         self._http_client = http_client
         self._transport = transport
@@ -306,6 +270,12 @@ class HTTPModel(LanguageModel):
         return self.base_url == self.default_base_url.rstrip("/")
 
     @property
+    def endpoint(self) -> str:
+        """``base_url`` without credentials: what answers and errors record of where they
+        came from (messages, cache rows and run states are stored; a password is not)."""
+        return shown_url(self.base_url)
+
+    @property
     def server(self) -> str | None:
         url = urlsplit(self.base_url)
         if not url.hostname:
@@ -319,7 +289,7 @@ class HTTPModel(LanguageModel):
         return out
 
     def __repr__(self) -> str:
-        where = "" if self.uses_default_endpoint else f", base_url={_shown_url(self.base_url)!r}"
+        where = "" if self.uses_default_endpoint else f", base_url={self.endpoint!r}"
         return f"{type(self).__name__}({self.model!r}{where})"
 
     # -- keys and clients --------------------------------------------------------------------
@@ -406,33 +376,85 @@ class HTTPModel(LanguageModel):
         except UnicodeEncodeError:  # a lone surrogate in the request: send U+FFFD instead
             return repair_surrogates(text).encode()
 
-    async def _post(self, url: str, body: dict[str, Any], accept: str = "") -> httpx.Response:
+    def _deadline(self, seconds: float | None) -> float | None:
+        """The loop time ``seconds`` from now (``None``: no deadline)."""
+        return None if seconds is None else asyncio.get_running_loop().time() + seconds
+
+    async def _post(
+        self, url: str, body: dict[str, Any], deadline: float | None, accept: str = ""
+    ) -> httpx.Response:
         """Send a POST with this model's headers and body; the response, open and its status
-        not yet checked, for the caller to close. A transport failure raises its error."""
+        not yet checked, for the caller to close. A transport failure raises its error, and
+        so do headers not complete by ``deadline`` (a loop time; a server can send them a
+        byte at a time, each within the read timeout)."""
         client = self._client()  # a blocked network fails before the key is even looked up
         headers = await self._headers()
         if accept:
             headers["accept"] = accept
         request = client.build_request("POST", url, content=self._body(body), headers=headers)
+        scope = asyncio.timeout_at(deadline)
         try:
-            response = await _send(client, request)
+            async with scope:
+                response = await _send(client, request)
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            raise ServerError(
+                f"{self.provider}: the response headers did not arrive whole in time "
+                "(timeout=, or stream_idle_timeout= for a stream)"
+            ) from exc
         self.rate_limiter().observe(response.headers)
         return response
 
-    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
-        """POST and return the parsed JSON body of a 2xx response."""
-        response = await self._post(url, body)
+    async def _read(self, response: httpx.Response, deadline: float | None, limit: int) -> bytes:
+        """The body of ``response``: a ``StreamProtocolError`` past ``limit`` bytes
+        (``max_event_bytes``: an answer is one event), a ``ServerError`` when it is not
+        complete by ``deadline``. An error status's body is read only up to 64 KiB, and
+        only until the deadline: what came is enough to say what failed."""
+        failed = response.status_code >= 400
+        parts: list[bytes] = []
+        size = 0
+        scope = asyncio.timeout_at(deadline)
         try:
-            try:
-                await response.aread()
-            except httpx.TransportError as exc:
+            async with scope:
+                async for part in response.aiter_bytes():
+                    parts.append(part)
+                    size += len(part)
+                    if failed:
+                        if size > _MAX_ERROR_BODY:
+                            break
+                    elif size > limit:
+                        raise StreamProtocolError(
+                            f"{self.provider}: the response body exceeds max_event_bytes="
+                            f"{limit}; pass a larger max_event_bytes= to the model if the "
+                            "server's answers are that big"
+                        )
+        except httpx.TransportError as exc:
+            if not failed:
                 raise _transport_error(self.provider, exc) from exc
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            if not failed:
+                raise ServerError(
+                    f"{self.provider}: the response body did not arrive whole in time "
+                    "(timeout=, or stream_idle_timeout= for a stream)"
+                ) from exc
+        return b"".join(parts)
+
+    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
+        """POST and return the parsed JSON body of a 2xx response, all of it within the
+        model's read timeout (headers and body: a server may trickle them)."""
+        deadline = self._deadline(self._timeout.read)
+        response = await self._post(url, body, deadline)
+        try:
+            content = await self._read(response, deadline, self.max_event_bytes)
             if response.status_code >= 400:
-                self._raise_status(response, response.content)
+                self._raise_status(response, content)
             try:
-                return loads(response.content)
+                return loads(content)
             except ValueError as exc:
                 raise StreamProtocolError(
                     f"{self.provider}: response body is not JSON (HTTP {response.status_code})"
@@ -509,27 +531,26 @@ class HTTPModel(LanguageModel):
         except httpx.TransportError as exc:
             raise _transport_error(self.provider, exc) from exc
 
-    async def _open_stream(self, url: str, body: dict[str, Any]) -> httpx.Response:
-        """POST for a server-sent-event stream; a 2xx response, open, for the caller to close.
-        Any other status is read (at most 64 KiB), closed and raised as its error."""
-        response = await self._post(url, body, accept="text/event-stream")
+    async def _open_stream(
+        self, url: str, body: dict[str, Any]
+    ) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+        """POST for a server-sent-event stream; a 2xx response, open, for the caller to
+        close, and its body's chunks. Headers, and a body labelled JSON, must come within
+        ``stream_idle_timeout`` (the read timeout without one). Any other status is read (at
+        most 64 KiB), closed and raised as its error."""
+        idle = self.stream_idle_timeout
+        deadline = self._deadline(idle if idle is not None else self._timeout.read)
+        response = await self._post(url, body, deadline, accept="text/event-stream")
         try:
             if response.status_code >= 400:
-                raw = b""
-                try:
-                    async for part in response.aiter_bytes():
-                        raw += part
-                        if len(raw) > _MAX_ERROR_BODY:
-                            break
-                except httpx.TransportError:
-                    pass
-                self._raise_status(response, raw)
+                self._raise_status(response, await self._read(response, deadline, _MAX_ERROR_BODY))
             if response.headers.get("content-type", "").startswith("application/json"):
-                await self._json_instead_of_stream(response)
+                raw = await self._json_instead_of_stream(response, deadline)
+                return response, _once(raw)  # not JSON after all: read as an event stream
         except BaseException:
             await response.aclose()
             raise
-        return response
+        return response, body_chunks(response)
 
     async def _stream(self, request: LMRequest) -> AsyncGenerator[StreamChunk, None]:
         """The one stream loop: send, decode events, hand each to the provider's decoder.
@@ -537,22 +558,25 @@ class HTTPModel(LanguageModel):
         Transport failures while reading become ``ServerError``; the response is closed in
         ``finally`` whatever ends the loop (end of stream, ``done``, an error, the consumer
         closing the generator, cancellation). Progress is an event other than a ``ping``
-        (keep-alive comments are not events); ``stream_idle_timeout`` seconds without
-        progress end the stream with a ``ServerError`` (retryable before the first chunk).
-        When the decoder is ``done``, the rest of the body is read (bounded) before the
-        response is closed, so its connection goes back to the pool. A body without a
-        single event is a ``StreamProtocolError``: it is not an event stream.
+        that is not the same as the one before (keep-alive comments are not events; some
+        servers repeat an empty delta to keep a connection open); ``stream_idle_timeout``
+        seconds without progress end the stream with a ``ServerError`` (retryable before
+        the first chunk). When the decoder is ``done``, the rest of the body is read
+        (bounded) before the response is closed, so its connection goes back to the pool.
+        A body without a single event is a ``StreamProtocolError``: it is not an event
+        stream.
         """
         url, body = self._stream_request(request)
         decoder = self._stream_decoder()
         parser = SSEParser(self.max_event_bytes)
-        response = await self._open_stream(url, body)
+        response, body_reads = await self._open_stream(url, body)
         idle = self.stream_idle_timeout
         loop = asyncio.get_running_loop()
         deadline = None if idle is None else loop.time() + idle
         moved = False  # progress since the last read: the deadline moves at the next one
+        last = b""  # the data of the last event other than a ping
         events = 0
-        reads = body_chunks(response).__aiter__()
+        reads = body_reads.__aiter__()
         try:
             while not decoder.done:
                 if deadline is not None and idle is not None:
@@ -574,8 +598,8 @@ class HTTPModel(LanguageModel):
                     raise
                 for name, data in parser.feed(raw):
                     events += 1
-                    if name != "ping":
-                        moved = True
+                    if name != "ping" and data != last:  # the same event again: keep-alive
+                        moved, last = True, data
                     try:
                         chunks = decoder.event(name, data)
                     except MALFORMED as exc:
@@ -631,14 +655,16 @@ class HTTPModel(LanguageModel):
         """A new decoder for one streamed response."""
         raise NotImplementedError
 
-    async def _json_instead_of_stream(self, response: httpx.Response) -> None:
+    async def _json_instead_of_stream(
+        self, response: httpx.Response, deadline: float | None
+    ) -> bytes:
         """A 2xx JSON body where an event stream was asked for: gateways report errors so.
-        A body labelled JSON that is not JSON is read as an event stream after all."""
-        raw = await response.aread()
+        A body labelled JSON that is not JSON is returned, to be read as an event stream."""
+        raw = await self._read(response, deadline, self.max_event_bytes)
         try:
             parsed = loads(raw)
         except ValueError:
-            return
+            return raw
         if isinstance(parsed, list) and parsed:
             parsed = parsed[0]
         err = parsed.get("error") if isinstance(parsed, dict) else None
@@ -664,12 +690,14 @@ class HTTPModel(LanguageModel):
             info = self._error_info(status, parsed) if isinstance(parsed, dict) else ErrorInfo()
         except Exception:  # a malformed error body must not mask the HTTP failure
             info = ErrorInfo()
-        raise error_from_status(self.provider, status, info, parse_retry_after(response.headers))
+        error = error_from_status(self.provider, status, info, parse_retry_after(response.headers))
+        redact_exception(error, self._secrets)  # a key or password the server echoed back
+        raise error
 
     # -- continuation ----------------------------------------------------------------------
     def _continuation(self, data: dict[str, Any]) -> ContinuationPart:
         return ContinuationPart(
-            self.provider, self.model or "", {"base_url": self.base_url, **data}
+            self.provider, self.model or "", {"base_url": self.endpoint, **data}
         )
 
     def _own_continuation(self, message: Message[Any]) -> ContinuationPart | None:
@@ -679,7 +707,7 @@ class HTTPModel(LanguageModel):
             if not isinstance(p, ContinuationPart):
                 continue
             base = p.data.get("base_url") if isinstance(p.data, dict) else None
-            if p.provider != self.provider or p.model != self.model or base != self.base_url:
+            if p.provider != self.provider or p.model != self.model or base != self.endpoint:
                 raise InvalidRequestError(
                     f"{self.model_id}: the transcript holds continuation data from "
                     f"{p.provider}:{p.model} at another model or endpoint; drop its "
@@ -704,7 +732,7 @@ class HTTPModel(LanguageModel):
             redacted=redacted,
             provider=self.provider,
             model=self.model or "",
-            endpoint=self.base_url,
+            endpoint=self.endpoint,
             id=id,
         )
 
@@ -715,7 +743,7 @@ class HTTPModel(LanguageModel):
         return (
             part.provider == self.provider
             and part.model == (self.model or "")
-            and part.endpoint == self.base_url
+            and part.endpoint == self.endpoint
         )
 
 
@@ -769,11 +797,13 @@ async def _read_rest(reads: AsyncIterator[bytes]) -> None:
         return
 
 
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The response body as received: the raw chunks when there is no content encoding,
-    else httpx's decoded bytes; a body already read is replayed."""
-    if response.is_stream_consumed:  # e.g. a body labelled JSON that was not JSON
-        return response.aiter_bytes()
+    else httpx's decoded bytes."""
     encoding = response.headers.get("content-encoding", "").strip().lower()
     return response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()
 

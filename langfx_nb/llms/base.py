@@ -23,7 +23,15 @@ from ..messages import AIMessage, Message, Provenance, SystemMessage, Usage, Use
 from ..modalities import Mime
 from ._redact import Secrets, redact, redact_exception
 from .cache import Cache, CacheEntryError, warn_cache_failure
-from .ratelimit import Limiter, RateLimit, account_id, estimate_tokens, limiter_for
+from .ratelimit import (
+    Limiter,
+    RateLimit,
+    Ticket,
+    account_id,
+    estimate_tokens,
+    limiter_for,
+    max_wait,
+)
 from .streaming import StreamAccumulator, StreamChunk
 
 __all__ = [
@@ -214,6 +222,7 @@ def _seconds(value: Any) -> float | None:
     return max(0.0, seconds)
 
 
+_DEFAULT_RETRY = RetryPolicy()
 _ALLOW_REQUESTS = True
 
 
@@ -262,7 +271,15 @@ CAPTURE: ContextVar[Capture | None] = ContextVar("langfx_nb_capture", default=No
 NO_USAGE = Usage()
 
 _CALL_KEYS = frozenset(
-    {"system_message", "tools", "tool_choice", "response_schema", "cache_seed", "use_cache"}
+    {
+        "system_message",
+        "tools",
+        "tool_choice",
+        "response_schema",
+        "cache_seed",
+        "use_cache",
+        "max_tokens_cap",
+    }
 )
 
 
@@ -399,11 +416,15 @@ class LanguageModel:
 
         With a cache, a stored answer is returned without a request (``metadata.cache_hit``)
         and a fresh one is stored; a cache that fails costs one ``CacheWarning``, never the
-        call or the answer.
+        call or the answer. ``max_tokens_cap=N`` (a budget's) lowers the ``max_tokens`` sent
+        without changing which stored answer is found or where an answer that ended on its
+        own is stored (see ``_store_under``).
         """
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
+        cap = options.pop("max_tokens_cap", None)
         request = self.build_request(prompt, **options)
+        sent = _capped(request, cap)
         capture = CAPTURE.get()  # a provider batch answers instead (llms/deferred.py)
         read = capture is None or capture.reads_cache
         lookup = await self._cache_lookup(request, cache_seed, use_cache, read=read)
@@ -411,13 +432,14 @@ class LanguageModel:
             return lookup.hit
         try:
             if capture is not None:
-                response = await capture.answer(self, request)
+                response = await capture.answer(self, sent)
             else:
-                response = await self._with_retries(lambda: self._limited(request))
+                response = await self._with_retries(lambda: self._limited(sent))
         except GenerationError as exc:
             self._unusable(exc)
             raise
         response = self._finish(response)
+        lookup = self._store_under(lookup, sent, response, cache_seed)
         await self._cache_store(lookup, response, None if capture is None else capture.cache_writes)
         return response
 
@@ -428,6 +450,7 @@ class LanguageModel:
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
         options.pop("emulate", None)
+        options.pop("max_tokens_cap", None)
         request = self.build_request(prompt, **options)
         return (await self._cache_lookup(request, cache_seed, use_cache)).hit
 
@@ -450,7 +473,9 @@ class LanguageModel:
         emulate = bool(options.pop("emulate", False))
         cache_seed = int(options.pop("cache_seed", 0) or 0)
         use_cache = bool(options.pop("use_cache", True))
+        cap = options.pop("max_tokens_cap", None)
         request = self.build_request(prompt, **options)
+        sent = _capped(request, cap)
         if not self.supports_streaming and not emulate:
             raise UnsupportedCapabilityError(f"{self.model_id} does not support streaming")
         capture = CAPTURE.get()
@@ -462,13 +487,14 @@ class LanguageModel:
         if capture is not None or not self.supports_streaming:
             try:
                 if capture is not None:
-                    response = await capture.answer(self, request)
+                    response = await capture.answer(self, sent)
                 else:
-                    response = await self._with_retries(lambda: self._limited(request))
+                    response = await self._with_retries(lambda: self._limited(sent))
             except GenerationError as exc:
                 self._unusable(exc)
                 raise
             response = self._finish(response)
+            lookup = self._store_under(lookup, sent, response, cache_seed)
             await self._cache_store(
                 lookup, response, None if capture is None else capture.cache_writes
             )
@@ -478,8 +504,8 @@ class LanguageModel:
         while True:
             attempt += 1
             limiter = self.rate_limiter()
-            ticket = None if limiter is None else await limiter.acquire(_estimate(request))
-            agen = self._stream(request)
+            ticket = None if limiter is None else await self._admit(limiter, sent)
+            agen = self._stream(sent)
             emitted = False
             try:
                 async for chunk in agen:
@@ -487,7 +513,10 @@ class LanguageModel:
                         if ticket is not None:
                             ticket.settle(_tokens(chunk.usage))
                         self._account(chunk.usage)
-                        await self._cache_store(lookup, chunk.aggregated)
+                        done = chunk.aggregated
+                        await self._cache_store(
+                            self._store_under(lookup, sent, done, cache_seed), done
+                        )
                     emitted = True
                     yield chunk
                 return
@@ -521,7 +550,7 @@ class LanguageModel:
         limiter = self.rate_limiter()
         if limiter is None:
             return await self._sample(request)
-        ticket = await limiter.acquire(_estimate(request))
+        ticket = await self._admit(limiter, request)
         try:
             response = await self._sample(request)
         except BaseException as exc:
@@ -534,6 +563,12 @@ class LanguageModel:
             raise
         ticket.settle(_tokens(response.usage))
         return response
+
+    async def _admit(self, limiter: Limiter, request: LMRequest) -> Ticket:
+        """``request``'s ticket from ``limiter``, waiting for a provider's pause or reset no
+        longer than the retry policy's ``max_delay`` (``RateLimitError`` at once beyond)."""
+        with max_wait((self.retry or _DEFAULT_RETRY).max_delay):
+            return await limiter.acquire(_estimate(request))
 
     # -- provider hooks --------------------------------------------------------------------
     async def _sample(self, request: LMRequest) -> AIMessage[Any]:
@@ -576,6 +611,19 @@ class LanguageModel:
         cached.metadata["cache_hit"] = True
         cached.metadata["cache_key"] = key
         return _Lookup(key, cached, writable=False)
+
+    def _store_under(
+        self, lookup: _Lookup, sent: LMRequest, response: AIMessage[Any], cache_seed: int
+    ) -> _Lookup:
+        """Where a fresh answer is stored. A ``max_tokens_cap`` (a budget's) bounds the answer
+        but is not part of what the caller asked: an answer that ended on its own is stored
+        under the caller's request, so the next identical call finds it whatever the cap is
+        then; one the cap cut short (``finish_reason == "length"``) only under the request
+        that was sent, never as the answer to the uncapped one."""
+        if lookup.key is None or response.metadata.get("finish_reason") != "length":
+            return lookup
+        key = self._cache_key(sent, cache_seed)
+        return lookup if key == lookup.key else dataclasses.replace(lookup, key=key)
 
     async def _cache_store(
         self, lookup: _Lookup, response: AIMessage[Any], writes: CacheWrites | None = None
@@ -677,6 +725,17 @@ def _whole_chunk(response: AIMessage[Any], model_id: str) -> StreamChunk:
     return StreamChunk(
         response.text, 0, True, response.usage, acc.finish_reason, (), acc, len(acc.parts)
     )
+
+
+def _capped(request: LMRequest, cap: Any) -> LMRequest:
+    """``request`` with its ``max_tokens`` lowered to ``cap`` (``None``: no cap)."""
+    if cap is None:
+        return request
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ValueError(f"max_tokens_cap must be a positive int, not {cap!r}")
+    if request.options.max_tokens is not None and request.options.max_tokens <= cap:
+        return request
+    return dataclasses.replace(request, options=request.options.merged(max_tokens=cap))
 
 
 def _estimate(request: LMRequest) -> int:

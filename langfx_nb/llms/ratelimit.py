@@ -6,21 +6,38 @@ API key (a hash of them: the key itself is never kept). Every request of every m
 that account in this process, in a batch or not, takes its turn from that one limiter.
 
 - **Configured limits** are smooth token buckets refilled continuously at
-  ``SAFETY`` × the limit, holding at most ``BURST_S`` seconds' worth (at least one request):
-  a server counting in windows of any length down to a fraction of a second never sees
-  more than its limit once the first window has passed. A request's tokens are estimated
-  before it is sent (prompt characters / 4 plus ``max_tokens``) and corrected by the usage
-  the response reports (the difference is given back or taken).
+  ``SAFETY`` × the limit, holding at most ``BURST_S`` seconds' worth (at least one request);
+  a request goes once the bucket holds its amount (all it can hold, for a larger one). A
+  server counting in windows of ``W`` seconds sees at most ``SAFETY`` × its limit plus one
+  request per window: nothing over its limit once the first window has passed while
+  requests are smaller than 3 % of a window's limit. For larger ones each 429 slows the
+  pace to ``SLOW_DOWN`` of what it was (never below ``SLOWEST`` × the limit), so after a
+  429 or two it holds. A request's tokens are estimated before it is sent (prompt
+  characters / 4 plus ``max_tokens``) and corrected by the usage the response reports (the
+  difference is given back or taken).
 - **Provider headers** set the pace when no limit is configured (a configured limit
   wins: headers arrive a response late, and following both cost ~10 % of the limit):
   OpenAI ``x-ratelimit-remaining-requests``/``-tokens`` with ``x-ratelimit-reset-*``,
   Anthropic ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-remaining``
-  with ``-reset``. When what remains (less the requests still in flight) is used up, new
-  requests wait until the reported reset.
+  with ``-reset`` (and ``-limit``). When what remains (less what is still in flight) is
+  used up, new requests wait until the reported reset; then the window holds the limit
+  again, less what was sent and not answered yet, for as long as the last window lasted
+  or until an answer's headers say more: sending resumes at the limit, not with every
+  waiting request at once (see ``_Window``).
 - **A 429** pauses the whole limiter, every waiting and new request, for the server's
   ``retry-after`` (1 s without one), and empties the buckets so that sending resumes at
   the limit, not in a burst. Without a configured limit this happens only once the
   account has sent rate-limit headers: before that a 429 is the retry policy's alone.
+- **No wait the provider asks for is longer than ``max_delay``**, the bound of the model's
+  ``RetryPolicy`` (its default, 30 s, without one; ``max_wait`` sets it for the requests a
+  block admits): a request that would have to wait longer for a 429's pause, or for a
+  reported reset longer than both ``max_delay`` and a minute (the window of a per-minute
+  limit is waited out), fails at once with a ``RateLimitError`` whose ``retry_after`` and
+  text say how long the provider asked for (the pause stays, so the account is not
+  hammered meanwhile). A
+  wait hint that is malformed, not finite or absurd (beyond ``MAX_PLAUSIBLE_WAIT_S``, a
+  month) is ignored with a ``RateLimitWarning``. Waits of a configured limit are the pace
+  the user chose and are not bounded so.
 - Gemini sends no rate-limit headers: without ``rate_limit=`` each 429 is retried by the
   model's ``RetryPolicy`` on its own (using the delay in the error's ``RetryInfo``);
   configure ``rate_limit=`` to share one limit and one 429 pause across requests.
@@ -35,27 +52,40 @@ thread lock, so models used from several threads' loops share it safely.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import email.utils
 import hashlib
 import math
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import RateLimitError
+
 __all__ = [
     "BURST_S",
+    "DEFAULT_MAX_WAIT_S",
+    "MAX_PLAUSIBLE_WAIT_S",
     "SAFETY",
     "Limiter",
     "RateLimit",
+    "RateLimitWarning",
     "Ticket",
     "account_id",
     "estimate_tokens",
     "limiter_for",
+    "max_wait",
+    "parse_google_duration",
     "parse_reset",
+    "parse_retry_after",
     "pause_s",
+    "plausible_wait",
     "rate_headers",
     "set_limiter_factory",
 ]
@@ -64,10 +94,53 @@ __all__ = [
 SAFETY = 0.97
 #: Seconds of a configured limit a bucket may hold (the largest burst).
 BURST_S = 0.05
+#: What each 429 under a configured limit leaves of the pace, and the slowest it gets.
+SLOW_DOWN = 0.95
+SLOWEST = 0.5
 #: How long a 429 without ``retry-after`` pauses the limiter.
 DEFAULT_429_PAUSE_S = 1.0
 #: The most requests one ``Limiter.take`` hands out.
 LEASE_MAX = 1 << 20
+#: The longest wait a provider asks for that a request waits out here (``max_wait``):
+#: ``RetryPolicy``'s default ``max_delay``.
+DEFAULT_MAX_WAIT_S = 30.0
+#: The shortest a window that started without headers saying so is taken to last.
+_MIN_WINDOW_S = 0.01
+#: A wait hint longer than this (a month: the longest quota period providers use) is taken
+#: for a broken header and ignored.
+MAX_PLAUSIBLE_WAIT_S = 31 * 86400.0
+
+_MAX_WAIT: ContextVar[float] = ContextVar("langfx_nb_max_wait", default=DEFAULT_MAX_WAIT_S)
+
+
+class RateLimitWarning(UserWarning):
+    """A provider's rate-limit or retry header was malformed or absurd and was ignored."""
+
+
+@contextlib.contextmanager
+def max_wait(seconds: float) -> Iterator[None]:
+    """Within the block, a request waits for a provider's pause or reset at most
+    ``seconds`` (a model passes its ``RetryPolicy.max_delay``); a longer one fails at once."""
+    token = _MAX_WAIT.set(seconds)
+    try:
+        yield
+    finally:
+        _MAX_WAIT.reset(token)
+
+
+def plausible_wait(seconds: float | None, what: str) -> float | None:
+    """``seconds`` (negative counts as 0) when it is a finite wait up to
+    ``MAX_PLAUSIBLE_WAIT_S``; else ``None``, with a ``RateLimitWarning`` naming ``what``."""
+    if seconds is None:
+        return None
+    if not math.isfinite(seconds) or seconds > MAX_PLAUSIBLE_WAIT_S:
+        warnings.warn(
+            f"ignored {what}: a wait of {seconds:g} s is not plausible",
+            RateLimitWarning,
+            stacklevel=2,
+        )
+        return None
+    return max(0.0, seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,44 +162,78 @@ class RateLimit:
 
 class _Bucket:
     """A token bucket: ``rate`` units a second, at most ``capacity`` held; a request goes
-    through once the bucket is out of debt and takes its amount (possibly into debt)."""
+    through once the bucket holds its amount (see ``wait``)."""
 
-    __slots__ = ("at", "capacity", "level", "rate")
+    __slots__ = ("at", "capacity", "floor", "level", "rate")
 
     def __init__(self, per_minute: float, now: float, minimum: float) -> None:
         self.rate = per_minute / 60.0 * SAFETY
+        self.floor = self.rate * SLOWEST
         self.capacity = max(minimum, self.rate * BURST_S)
         self.level = self.capacity
         self.at = now
+
+    def slow_down(self) -> None:
+        """A 429 despite the pace: the server counts in windows too short for this pace and
+        these requests' size (``wait``); go ``SLOW_DOWN`` slower, never below ``floor``."""
+        self.rate = max(self.floor, self.rate * SLOW_DOWN)
 
     def refill(self, now: float) -> None:
         if now > self.at:
             self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
             self.at = now
 
-    def wait(self) -> float:
-        """Seconds until the bucket is out of debt: a request is let through then and takes
-        its whole amount (debt, not waiting for the amount to be held, so time a waiter
-        oversleeps still accumulates instead of overflowing a bucket smaller than it)."""
-        return -self.level / self.rate if self.level < 0 else 0.0
+    def wait(self, amount: float) -> float:
+        """Seconds until the bucket holds ``amount`` (all it can hold, when ``amount`` is
+        more): a request is let through then and takes its whole amount, into debt when it
+        is larger than the bucket. So what is sent in any span of ``t`` seconds is at most
+        ``rate * t`` plus the larger of the bucket and one request."""
+        need = min(amount, self.capacity)
+        return (need - self.level) / self.rate if self.level < need else 0.0
 
 
 class _Window:
-    """What a provider's headers say remains until a reset."""
+    """What a provider's headers say of one limit: its size, what remains, when it resets.
 
-    __slots__ = ("remaining", "reset_at")
+    At the reset the window holds the limit again, less what was sent and not answered
+    (the server may count those requests in the new window), and is taken to last as long
+    as the longest time to a reset ever reported, until an answer's headers say what
+    remains and when it ends: sending resumes at the limit, never with every waiting
+    request at once. Headers of an answer the server gave in a window that is over (read
+    late) are ignored: they would grant the new window again what it already gave."""
+
+    __slots__ = ("limit", "remaining", "reset_at", "span")
 
     def __init__(self) -> None:
-        self.remaining: float | None = None
-        self.reset_at = 0.0
+        self.limit: float | None = None  # the header's, else the most ever said to remain
+        self.remaining: float | None = None  # None: nothing known, nothing held back
+        self.reset_at = 0.0  # when the current window ends
+        self.span = 0.0  # the longest time to a reset ever reported: about a window
 
-    def wait(self, amount: float, now: float) -> float:
+    def seen(
+        self, remaining: float, now: float, reset: float, limit: float | None, unseen: float
+    ) -> None:
+        self.span = max(self.span, reset)
+        if self.remaining is not None and now + reset < self.reset_at - self.span / 2:
+            return  # the answer was given in a window that is over
+        self.limit = limit if limit is not None else max(self.limit or 0.0, remaining)
+        self.remaining = remaining - max(0.0, unseen)
+        self.reset_at = now + reset
+
+    def wait(self, amount: float, now: float, unanswered: float) -> float:
+        """Seconds until ``amount`` fits (``unanswered``: the amount sent and not answered
+        yet, which the server may count in a new window)."""
         if self.remaining is None:
             return 0.0
         if now >= self.reset_at:
-            self.remaining = None
-            return 0.0
-        return self.reset_at - now if self.remaining < amount else 0.0
+            if not self.limit:  # no size known: nothing to hold back
+                self.remaining = None
+                return 0.0
+            self.remaining = self.limit - unanswered
+            self.reset_at = max(self.reset_at + self.span, now + _MIN_WINDOW_S)
+        if self.remaining >= amount or (self.limit and self.remaining >= self.limit):
+            return 0.0  # it fits, or the window is whole (a request larger than it goes)
+        return self.reset_at - now
 
     def take(self, amount: float) -> None:
         if self.remaining is not None:
@@ -170,6 +277,8 @@ class Limiter:
         self._windows = {"requests": _Window(), "tokens": _Window()}
         self.pause_until = 0.0
         self.in_flight = 0
+        self.in_flight_tokens = 0.0  # the estimates of the requests in flight
+        self.unanswered = 0  # requests in flight whose answer's headers have not arrived
         self.engaged = False  # a limit is configured or headers were seen
         self.throttled = 0  # 429s seen
         self.waited_s = 0.0  # total time requests spent waiting here
@@ -189,16 +298,24 @@ class Limiter:
             self._tokens = None if tpm is None else _Bucket(tpm, now, 1.0)
             self.engaged = True
 
-    def _wait_s(self, estimate: int, now: float) -> float:
-        wait = self.pause_until - now
-        for bucket in (self._requests, self._tokens):
+    def _wait_s(self, estimate: int, now: float, bound: float) -> tuple[float, float]:
+        """Seconds until a request may go, and how long the provider asked it to wait when
+        that is beyond ``bound`` (a 429's pause), or beyond a minute too (a reported reset:
+        the window of a per-minute limit is waited out); else 0."""
+        pause = self.pause_until - now
+        window = 0.0
+        if self.limit is None:  # headers set the pace only without a configured limit
+            requests, tokens = self._windows["requests"], self._windows["tokens"]
+            unseen = self._unseen_tokens(self.unanswered)
+            window = max(requests.wait(1.0, now, self.unanswered), window)
+            window = max(tokens.wait(float(estimate), now, unseen), window)
+        wait = max(pause, window)
+        for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
             if bucket is not None:
                 bucket.refill(now)
-                wait = max(wait, bucket.wait())
-        if self.limit is None:  # headers set the pace only without a configured limit
-            wait = max(wait, self._windows["requests"].wait(1.0, now))
-            wait = max(wait, self._windows["tokens"].wait(float(estimate), now))
-        return wait
+                wait = max(wait, bucket.wait(amount))
+        too_long = max(pause if pause > bound else 0.0, window if window > max(bound, 60) else 0)
+        return wait, too_long
 
     async def acquire(self, estimate: int) -> Ticket:
         """Wait until a request estimated at ``estimate`` tokens may be sent; its ticket."""
@@ -211,14 +328,24 @@ class Limiter:
         their share of ``tokens`` at once (a lease for another process's limiter,
         ``batch/ray_limiter.py``): the buckets go into debt for all of them, the provider's
         windows give no more than they say remain. What was taken, at least one request;
-        it counts as in flight until ``give_back``."""
+        it counts as in flight until ``give_back``. A wait the provider asked for beyond
+        ``max_wait`` raises ``RateLimitError`` at once (see the module docstring)."""
         requests = max(1, int(requests))
         tokens = max(0, int(tokens))
         each = tokens / requests
+        bound = _MAX_WAIT.get()
         while True:
             with self._lock:
                 now = self._clock()
-                wait = self._wait_s(math.ceil(each), now)
+                wait, asked = self._wait_s(math.ceil(each), now, bound)
+                if asked:
+                    raise RateLimitError(
+                        f"rate limit: the provider asked to wait {asked:,.1f} s before the "
+                        f"next request of this account (a 429's retry-after or a reported "
+                        f"reset), longer than max_delay={bound:g} s: not sent",
+                        status=None,
+                        retry_after=asked,
+                    )
                 if wait <= 0:
                     n = requests
                     if self.limit is None:
@@ -233,6 +360,8 @@ class Limiter:
                     self._windows["requests"].take(float(n))
                     self._windows["tokens"].take(float(taken))
                     self.in_flight += n
+                    self.unanswered += n
+                    self.in_flight_tokens += taken
                     return n, taken
                 self.waited_s += wait
             await asyncio.sleep(wait)
@@ -243,7 +372,11 @@ class Limiter:
         negative: given back); ``unused`` of them were never sent, so the request limit
         gets them back."""
         with self._lock:
-            self.in_flight = max(0, self.in_flight - max(0, int(requests)))
+            ended = min(self.in_flight, max(0, int(requests)))
+            if ended:  # their share of the tokens in flight
+                self.in_flight_tokens -= self.in_flight_tokens * ended / self.in_flight
+            self.in_flight -= ended
+            self.unanswered = min(self.unanswered, self.in_flight)
             unused = max(0, int(unused))
             if unused:
                 if self._requests is not None:
@@ -257,7 +390,14 @@ class Limiter:
             if self._tokens is not None:
                 self._tokens.refill(self._clock())
                 self._tokens.level = min(self._tokens.capacity, self._tokens.level - correction)
-            self._windows["tokens"].take(float(correction))
+            # what a request used beyond its estimate is taken from the window; what it
+            # left unused is not given back: the window may have reset since it was sent,
+            # and the next answer's headers say what remains
+            self._windows["tokens"].take(max(0.0, float(correction)))
+
+    def _unseen_tokens(self, requests: int) -> float:
+        """The estimated tokens of ``requests`` of the requests in flight."""
+        return self.in_flight_tokens * requests / self.in_flight if self.in_flight else 0.0
 
     def _settle(self, estimate: int, tokens: int | None) -> None:
         self.give_back(1, 0 if tokens is None else tokens - estimate)
@@ -268,21 +408,24 @@ class Limiter:
         seen = False
         with self._lock:
             now = self._clock() - max(0.0, age_s)
-            for kind, (remaining, reset) in _header_limits(headers).items():
+            self.unanswered = max(0, self.unanswered - 1)  # this one is answered
+            others = self.unanswered  # sent, and maybe not counted in these headers yet
+            for kind, (remaining, reset, limit) in _header_limits(headers).items():
                 if remaining is None:
                     continue
                 seen = True
-                window = self._windows[kind]
-                # requests still in flight may not be counted in these headers yet
-                unseen = self.in_flight - 1 if kind == "requests" else 0
-                window.remaining = remaining - max(0, unseen)
-                window.reset_at = now + (reset if reset is not None else 1.0)
+                unseen: float = others
+                if kind == "tokens":
+                    unseen = self._unseen_tokens(others)
+                reset_s = reset if reset is not None else 1.0
+                self._windows[kind].seen(remaining, now, reset_s, limit, unseen)
             if seen:
                 self.engaged = True
 
     def throttle(self, retry_after: float | None) -> None:
         """A 429: pause every request of the account for ``retry_after`` seconds (1 s when
-        unknown) and empty the buckets, once a limit is configured or headers were seen."""
+        unknown) and empty the buckets, once a limit is configured or headers were seen;
+        a configured pace is slowed (``_Bucket.slow_down``)."""
         with self._lock:
             self.throttled += 1
             if not self.engaged:
@@ -294,6 +437,7 @@ class Limiter:
                     bucket.refill(now)
                     bucket.level = min(bucket.level, 0.0)
                     bucket.at = max(bucket.at, self.pause_until)
+                    bucket.slow_down()
 
 
 def _tighter(a: float | None, b: float | None) -> float | None:
@@ -334,16 +478,22 @@ def limiter_for(account: str, limit: RateLimit | None = None) -> Limiter:
 
 
 def pause_s(retry_after: float | None) -> float:
-    """How long a 429 pauses a limiter: the server's ``retry-after`` (1 s when unknown)."""
-    if isinstance(retry_after, (int, float)) and math.isfinite(retry_after):
-        return max(0.0, float(retry_after))
-    return DEFAULT_429_PAUSE_S
+    """How long a 429 pauses a limiter: the server's ``retry-after`` (1 s when unknown,
+    malformed or absurd: see ``plausible_wait``)."""
+    if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)):
+        return DEFAULT_429_PAUSE_S
+    try:
+        asked = float(retry_after)
+    except OverflowError:  # an int beyond float range
+        asked = math.inf
+    seconds = plausible_wait(asked, "a 429's retry-after")
+    return DEFAULT_429_PAUSE_S if seconds is None else seconds
 
 
 def rate_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
     """The rate-limit headers of a response (OpenAI's or Anthropic's), when it says what
     remains of a limit; else ``None``."""
-    if not any(remaining is not None for remaining, _ in _header_limits(headers).values()):
+    if not any(remaining is not None for remaining, _, _ in _header_limits(headers).values()):
         return None
     return {k.lower(): v for k, v in headers.items() if "ratelimit" in k.lower()}
 
@@ -351,6 +501,64 @@ def rate_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
 def estimate_tokens(text_chars: int, max_tokens: int | None) -> int:
     """Tokens a request may use before it is sent: prompt characters / 4 + ``max_tokens``."""
     return text_chars // 4 + 1 + (max_tokens or 0)
+
+
+# -- wait hints of a 429 ----------------------------------------------------------------
+def _header_number(text: str, scale: float = 1.0) -> float | None:
+    """A header number divided by ``scale``; ``None`` when it is not a number."""
+    try:
+        return float(text) / scale
+    except ValueError:
+        return None
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
+
+    Negative values give 0. A header that is malformed or not finite is ignored with a
+    ``RateLimitWarning`` (``None``). Huge values are kept: the retry policy refuses to wait
+    longer than its ``max_delay`` and raises at once; the account's limiter ignores absurd
+    ones (``ratelimit.pause_s``) and fails requests that would wait beyond ``max_delay``.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        seconds = _header_number(ms, 1000.0)
+        if seconds is not None or headers.get("retry-after") is None:
+            return _checked(seconds, "retry-after-ms", ms)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    if (seconds := _header_number(value)) is not None:
+        return _checked(seconds, "retry-after", value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        when = None
+    if when is None:
+        return _checked(None, "retry-after", value)
+    current = time.time() if now is None else now
+    return _checked(when.timestamp() - current, "retry-after", value)
+
+
+def _checked(seconds: float | None, name: str, value: str) -> float | None:
+    """``seconds`` ≥ 0, or ``None`` with a ``RateLimitWarning`` when malformed or infinite."""
+    if seconds is None or not math.isfinite(seconds):
+        warnings.warn(
+            f"ignored {name}: {value[:40]!r} is not a finite number of seconds or a date",
+            RateLimitWarning,
+            stacklevel=4,
+        )
+        return None
+    return max(0.0, seconds)
+
+
+def parse_google_duration(value: Any) -> float | None:
+    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds (``None``,
+    with a ``RateLimitWarning``, when it is not a finite number)."""
+    if isinstance(value, str) and value.endswith("s"):
+        return _checked(_header_number(value[:-1]), "a RetryInfo delay", value)
+    return None
 
 
 # -- provider headers ----------------------------------------------------------------------
@@ -367,9 +575,11 @@ def parse_reset(value: str | None, now: float | None = None) -> float | None:
         return None
     text = value.strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)
     m = _DURATION.fullmatch(text)
     if m and any(m.groups()):
         h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
@@ -394,28 +604,50 @@ def _number(value: str | None) -> float | None:
     return n if math.isfinite(n) and n >= 0 else None
 
 
-def _header_limits(headers: Mapping[str, str]) -> dict[str, tuple[float | None, float | None]]:
-    """``{requests|tokens: (remaining, seconds to reset)}`` from OpenAI or Anthropic headers."""
-    out: dict[str, tuple[float | None, float | None]] = {}
+def _reset(value: str | None, name: str) -> float | None:
+    """Seconds until the reset a header reports; ``None`` (with a ``RateLimitWarning`` when
+    the header is there) when it is missing, malformed or absurd."""
+    if value is None:
+        return None
+    seconds = parse_reset(value)
+    if seconds is None:
+        warnings.warn(
+            f"ignored {name}: {value[:40]!r} is not a duration or a time",
+            RateLimitWarning,
+            stacklevel=4,
+        )
+        return None
+    return plausible_wait(seconds, name)
+
+
+Limits = dict[str, tuple[float | None, float | None, float | None]]
+
+
+def _header_limits(headers: Mapping[str, str]) -> Limits:
+    """``{requests|tokens: (remaining, seconds to reset, limit)}`` from OpenAI or Anthropic
+    headers."""
+    out: Limits = {}
     get: Any = headers.get
+
+    def known(prefix: str, suffix: str = "") -> tuple[float | None, float | None, float | None]:
+        """``{prefix}{remaining|reset|limit}{suffix}``: OpenAI names the part in the middle,
+        Anthropic at the end."""
+        left = _number(get(f"{prefix}remaining{suffix}"))
+        if left is None:
+            return None, None, None
+        reset = f"{prefix}reset{suffix}"
+        return left, _reset(get(reset), reset), _number(get(f"{prefix}limit{suffix}"))
+
     for kind in ("requests", "tokens"):
-        remaining = _number(get(f"x-ratelimit-remaining-{kind}"))
-        reset = parse_reset(get(f"x-ratelimit-reset-{kind}"))
-        if remaining is None:
-            remaining = _number(get(f"anthropic-ratelimit-{kind}-remaining"))
-            reset = parse_reset(get(f"anthropic-ratelimit-{kind}-reset"))
-        if remaining is None and kind == "tokens":  # Anthropic's input/output split
-            parts = [
-                (
-                    _number(get(f"anthropic-ratelimit-{p}-tokens-remaining")),
-                    parse_reset(get(f"anthropic-ratelimit-{p}-tokens-reset")),
-                )
-                for p in ("input", "output")
-            ]
-            known = [(r, s) for r, s in parts if r is not None]
-            if known:
-                remaining = min(r for r, _ in known if r is not None)
-                resets = [s for _, s in known if s is not None]
-                reset = max(resets) if resets else None
-        out[kind] = (remaining, reset)
+        found = known("x-ratelimit-", f"-{kind}")
+        if found[0] is None:
+            found = known(f"anthropic-ratelimit-{kind}-")
+        if found[0] is None and kind == "tokens":  # Anthropic's input/output split
+            parts = [known(f"anthropic-ratelimit-{p}-tokens-") for p in ("input", "output")]
+            parts = [part for part in parts if part[0] is not None]
+            if parts:
+                tightest = min(parts, key=lambda part: part[0] or 0.0)
+                resets = [r for _, r, _ in parts if r is not None]
+                found = (tightest[0], max(resets) if resets else None, tightest[2])
+        out[kind] = found
     return out

@@ -426,6 +426,38 @@ async def test_a_stored_answer_is_found_under_a_budget() -> None:
             stream = [c async for c in session.query_stream("hi")]
             assert message.metadata.get("cache_hit") and stream
             scope = session.budget_scope
-            assert scope is not None and scope.total_tokens == 2 * 6  # charged as before
+            assert scope is not None and scope.total_tokens == 0  # replays cost nothing
             assert scope.reserved() == {}
     assert len(lm.requests) == 1  # the caps (990-odd, 490-odd) did not hide it
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_budget_does_not_turn_the_response_cache_off(stream: bool) -> None:
+    from langfx_nb.llms.cache import InMemoryCache
+
+    lm = Talkative(5, cache=InMemoryCache())
+    async with lf.Session(lm, budget=lf.Budget(max_total_tokens=10_000)) as session:
+        for _ in range(10):
+            if stream:
+                assert [c async for c in session.query_stream("hi")]
+            else:
+                assert (await session.query("hi")).split() == ["w"] * 5
+        scope = session.budget_scope
+        assert scope is not None
+        assert scope.total_tokens == 6  # the first answer; the nine replays cost nothing
+        assert scope.reserved() == {}
+    assert len(lm.requests) == 1  # ten identical queries, one request
+    assert lm.requests[0].options.max_tokens is not None  # it went out capped
+
+
+async def test_an_answer_cut_by_the_budget_is_not_replayed_without_it() -> None:
+    from langfx_nb.llms.cache import InMemoryCache
+
+    lm = Talkative(50, cache=InMemoryCache())
+    async with lf.Session(lm, budget=lf.Budget(max_output_tokens=10)) as session:
+        cut = await session.query("hi", returns_message=True)
+    assert cut.metadata["finish_reason"] == "length" and len(cut.text.split()) == 10
+    async with lf.Session(lm) as session:
+        whole = await session.query("hi", returns_message=True)
+    assert not whole.metadata.get("cache_hit") and len(whole.text.split()) == 50
+    assert len(lm.requests) == 2

@@ -253,3 +253,100 @@ async def test_a_grant_given_back_unspent_returns_its_requests_and_tokens() -> N
     # a worker's grant expired unspent: its requests were never sent
     limiter.give_back(capacity[0], 0, unused=capacity[0])
     assert await asyncio.wait_for(limiter.take(1, 0), 1.0) == (1, 0)
+
+
+def after_the_opening(server: LimitedServer) -> list[float]:
+    """The 429s after the window of the first answer and the next one: the requests sent
+    before any headers arrived may reach a loaded server across two windows."""
+    first = server.first_at or 0.0
+    start = (first // server.window_s + 2) * server.window_s
+    return [t for t in server.rejected if t >= start]
+
+
+@pytest.mark.parametrize("limit", [{"tokens": 3000}, {"requests": 10}])
+async def test_limits_learned_from_headers_resume_at_the_limit_after_a_reset(
+    server_factory: list[LimitedServer], limit: dict[str, int]
+) -> None:
+    # on main every waiting request went at each reset: hundreds of 429s, items failed
+    server = serve(server_factory, window_s=0.5, headers=True, **limit)
+    lm = model(server)
+    result = await lf.batch(
+        label,
+        [{"id": i} for i in range(100)],
+        session=lf.Session(lm),
+        max_concurrency=64,
+        progress=False,
+    )
+    assert result.ok and len(server.answered) == 100 and not server.duplicates
+    assert after_the_opening(server) == []
+
+
+async def test_a_configured_limit_slows_down_after_a_429_with_large_requests(
+    server_factory: list[LimitedServer],
+) -> None:
+    # ~300-token requests against a 3000-token window: 97 % of the limit still lets a
+    # tenth request into some windows (on main one 429 every three windows, for ever)
+    server = serve(server_factory, tokens=3000, window_s=0.5, headers=False)
+    lm = model(server, rate_limit=lf.RateLimit(tokens_per_minute=3000 / 0.5 * 60))
+    filler = "x" * 800
+
+    async def big(row: dict[str, int], session: lf.Session) -> Label:
+        prompt = "Label: item={{id}} " + filler
+        return await session.query(prompt, Label, vars=row, protocol="json")  # type: ignore[no-any-return]
+
+    result = await lf.batch(
+        big,
+        [{"id": i} for i in range(120)],
+        session=lf.Session(lm),
+        max_concurrency=32,
+        progress=False,
+    )
+    assert result.ok
+    assert len(server.rejected) <= 3  # the pace adapts after one or two (on main: 7)
+
+
+async def test_a_window_reset_holds_back_what_is_still_unanswered() -> None:
+    now = [0.0]
+    limiter = Limiter(clock=lambda: now[0])
+    headers = {
+        "x-ratelimit-limit-requests": "4",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1s",
+    }
+
+    async def sent_at_once() -> bool:
+        try:
+            await asyncio.wait_for(limiter.take(1, 1), 0.05)
+        except TimeoutError:
+            return False
+        return True
+
+    in_flight = [await limiter.acquire(1) for _ in range(3)]
+    limiter.observe(headers)  # the first one's answer (a stream, say: it stays in flight)
+    now[0] = 1.05  # the window has reset: 4 again, less the 2 sent and not answered yet
+    assert await limiter.take(10, 10) == (2, 2)
+    assert not await sent_at_once()  # not every waiting request at once
+    now[0] = 1.1  # an answer given late in the old window, read now, must not count
+    limiter.observe(
+        {**headers, "x-ratelimit-remaining-requests": "4", "x-ratelimit-reset-requests": "50ms"}
+    )
+    assert not await sent_at_once()
+    now[0] = 2.05  # the new window, taken to last as long as the last one (1 s), is over
+    assert await sent_at_once()
+    for ticket in in_flight:
+        ticket.settle(1)
+
+
+async def test_a_per_minute_window_is_waited_out_a_longer_one_fails_at_once() -> None:
+    for reset, fails in (("45s", False), ("2h", True)):
+        limiter = Limiter(clock=lambda: 0.0)
+        limiter.observe(
+            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset}
+        )
+        if fails:  # a daily limit used up: the request is not sent, and says why
+            with pytest.raises(lf.RateLimitError, match=r"7,200\.0 s") as info:
+                await limiter.take(1, 1)
+            assert info.value.retry_after == 7200.0
+        else:  # the pace of a per-minute limit: it waits, though max_delay is 30 s
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(limiter.take(1, 1), 0.05)

@@ -17,6 +17,7 @@ from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI
 from langfx_nb.llms.openai_responses import OpenAIResponses
+from langfx_nb.llms.ratelimit import RateLimitWarning
 
 from .wire import SECRET_KEY, Reply, Server, fixture
 
@@ -192,7 +193,8 @@ def test_retry_after_forms() -> None:
     now = 1_700_000_000.0
     date = email.utils.formatdate(now + 30, usegmt=True)
     assert parse_retry_after({"retry-after": date}, now=now) == 30.0
-    assert parse_retry_after({"retry-after": "soon"}) is None
+    with pytest.warns(RateLimitWarning, match="ignored retry-after: 'soon'"):
+        assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
     assert parse_google_duration("1.5s") == 1.5
     assert parse_google_duration("x") is None

@@ -20,7 +20,7 @@ from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI
 from langfx_nb.llms.openai_responses import OpenAIResponses
 
-from .local_server import DROP, STALL, LocalServer, Reply, local_server
+from .local_server import DROP, STALL, LocalServer, Repeat, Reply, local_server
 from .wire import fixture
 
 pytestmark = pytest.mark.usefixtures("local_network")
@@ -303,3 +303,127 @@ async def test_a_redirect_on_another_api_endpoint_is_an_error_and_not_followed(
                 await lm.api_request("GET", f"{server.url}/v1/batches/b1/results")
         assert len(server.requests) == 1
         assert elsewhere.requests == []
+
+
+# -- credentials in a base URL and on other API endpoints ---------------------------------------
+PASSWORD = "pw-URLSECRET-987654321"
+
+
+@pytest.mark.parametrize(
+    ("provider", "answer"),
+    [
+        ("openai", "openai_completion_json.json"),
+        ("anthropic", "anthropic_message_thinking.json"),
+        ("gemini", "gemini_generate_thoughts.json"),
+    ],
+)
+async def test_a_password_in_the_base_url_is_never_shown_or_stored(
+    provider: str, answer: str, tmp_path: Any
+) -> None:
+    from langfx_nb.llms.cache import SQLiteCache
+
+    make, _ = PROVIDERS[provider]
+    ok = Reply.json(fixture(answer))
+    echo = json.dumps({"error": {"message": f"no {PASSWORD}", "code": PASSWORD}}).encode()
+    async with local_server(ok, ok, Reply.json(echo, 500)) as server:
+        url = server.url.replace("http://", f"http://alice:{PASSWORD}@")
+        cache = SQLiteCache(tmp_path / "cache.sqlite")
+        lm = make(url, api_key=KEY, cache=cache)
+        try:
+            first = await lm.call("hi")
+            # the answer's continuation and reasoning are still recognised as this model's
+            second = await lm.call([lf.UserMessage("hi"), first, lf.UserMessage("more")])
+            with pytest.raises(lf.LMError) as info:
+                await lm.call("fails")
+        finally:
+            await lm.aclose()
+            cache.close()
+    assert len(server.requests) == 3
+    stored = (tmp_path / "cache.sqlite").read_bytes().decode("utf-8", "replace")
+    shown = [json.dumps(first.to_json()), json.dumps(second.to_json()), repr(lm), stored]
+    for text in [*shown, _all_text(info.value)]:
+        assert PASSWORD not in text
+    assert "127.0.0.1" in json.dumps(first.to_json())  # where it came from is still said
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_a_401_on_another_api_endpoint_never_shows_the_key(provider: str) -> None:
+    body = json.dumps(ECHOING_ERRORS[provider]).encode()
+    async with served(provider, Reply.json(body, 401, {"x-echo": KEY})) as (server, lm):
+        with pytest.raises(lf.AuthenticationError) as info:
+            await lm.api_request("GET", f"{server.url}/v1/batches/b1")
+    _secret_free(_all_text(info.value))
+    assert "HTTP 401" in str(info.value)
+
+
+# -- servers that never finish: every shape ends, bounded in time and memory ------------------
+JSON = {"content-type": "application/json"}
+ENDLESS_HEAD = Reply(raw=True, body=[b"HTTP/1.1 200 OK\r\nx-slow: ", Repeat(b"x", 0.01)])
+SHAPES: dict[str, tuple[Reply, bool, type[Exception], str]] = {
+    "keep-alive comments only": (
+        Reply.sse(b"", Repeat(b": keep-alive\n\n", 0.01)),
+        True,
+        lf.ServerError,
+        "stalled",
+    ),
+    "blank lines only": (Reply.sse(b"", Repeat(b"\n", 0.01)), True, lf.ServerError, "stalled"),
+    "events without content only": (
+        Reply.sse(b"", Repeat(b'data: {"id":"1","choices":[{"index":0,"delta":{}}]}\n\n', 0.01)),
+        True,
+        lf.ServerError,
+        "stalled",
+    ),
+    "headers a byte at a time (stream)": (ENDLESS_HEAD, True, lf.ServerError, "headers"),
+    "headers a byte at a time (call)": (ENDLESS_HEAD, False, lf.ServerError, "headers"),
+    "trickling error body (stream)": (
+        Reply(500, JSON, [Repeat(b" ", 0.01)]),
+        True,
+        lf.ServerError,
+        "HTTP 500",
+    ),
+    "trickling error body (call)": (
+        Reply(500, JSON, [Repeat(b" ", 0.01)]),
+        False,
+        lf.ServerError,
+        "HTTP 500",
+    ),
+    "trickling answer (call)": (
+        Reply(200, JSON, [b'{"id": ', Repeat(b" ", 0.01)]),
+        False,
+        lf.ServerError,
+        "in time",
+    ),
+    "endless JSON instead of a stream": (
+        Reply(200, JSON, [b"[", Repeat(b" " * 65536)]),
+        True,
+        lf.StreamProtocolError,
+        "max_event_bytes",
+    ),
+    "endless JSON answer (call)": (
+        Reply(200, JSON, [b"[", Repeat(b" " * 65536)]),
+        False,
+        lf.StreamProtocolError,
+        "max_event_bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+async def test_a_server_that_never_finishes_is_given_up_on(shape: str) -> None:
+    reply, stream, error, match = SHAPES[shape]
+    limits = {"stream_idle_timeout": 0.3, "timeout": 0.5, "max_event_bytes": 1 << 20}
+    async with served("openai", reply, **limits) as (_, lm):
+        with pytest.raises(error, match=match):
+            async with asyncio.timeout(10):  # on main: for ever, or until memory runs out
+                if stream:
+                    await _drain(lm)
+                else:
+                    await lm.call("hi")
+
+
+async def test_anthropic_pings_alone_from_the_start_end_as_a_stall() -> None:
+    reply = Reply.sse(b"", Repeat(PING["anthropic"], 0.01))
+    async with served("anthropic", reply, stream_idle_timeout=0.3) as (_, lm):
+        with pytest.raises(lf.ServerError, match="stalled"):
+            async with asyncio.timeout(10):
+                await _drain(lm)

@@ -6,6 +6,7 @@ injected sleep that records instead of waiting.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.llms import RetryPolicy
 from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.ratelimit import RateLimitWarning
 
 from .local_server import LocalServer, Reply, local_server
 from .wire import fixture
@@ -73,7 +75,11 @@ async def test_http_date_far_in_the_future_raises_at_once() -> None:
 async def test_odd_retry_after_never_sleeps_beyond_max_delay(header: str) -> None:
     sleeps = Sleeps()
     async with _served(sleeps, _429(header), OK) as (_server, lm):
-        assert (await lm.call("x")).text
+        if header == "-5":
+            assert (await lm.call("x")).text
+        else:  # ignored, with a warning
+            with pytest.warns(RateLimitWarning, match="ignored retry-after"):
+                assert (await lm.call("x")).text
     assert len(sleeps) == 1
     assert 0.0 <= sleeps[0] <= 30.0 and math.isfinite(sleeps[0])
 
@@ -106,3 +112,61 @@ async def test_stream_retry_respects_max_delay_too() -> None:
             async for _ in lm.stream("x"):
                 pass
     assert sleeps == []
+
+
+# -- the account's limiter obeys max_delay too ----------------------------------------------
+HEADERS = {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1s"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_long_429_pause_fails_the_accounts_next_requests_at_once(stream: bool) -> None:
+    sleeps = Sleeps()
+    limited = Reply.json(fixture("openai_error_429.json"), 429, {"retry-after": "86400", **HEADERS})
+    async with _served(sleeps, limited, OK) as (server, lm):
+        with pytest.raises(lf.RateLimitError):
+            await lm.call("x")  # the policy refuses to wait a day: raised at once
+        other = OpenAI("gpt-4o-mini", api_key="k", base_url=server.url)  # same account
+        for model in (lm, other):
+            with pytest.raises(lf.RateLimitError, match=r"86,400\.0 s") as info:
+                async with asyncio.timeout(10):  # on main: paused for a day
+                    if stream:
+                        async for _ in model.stream("x"):
+                            pass
+                    else:
+                        await model.call("x")
+            assert info.value.retry_after is not None and info.value.retry_after > 86_000
+            assert "max_delay=30" in str(info.value)
+        await other.aclose()
+    assert len(server.requests) == 1  # the paused account was not hammered meanwhile
+    assert sleeps == []
+
+
+@pytest.mark.parametrize("reset", ["inf", "1e308", "99999h", "9999-12-31T23:59:59Z", "soon", "nan"])
+async def test_an_absurd_reset_header_is_ignored_with_a_warning(reset: str) -> None:
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset}
+    answer = Reply.json(fixture("openai_completion_json.json"), headers=headers)
+    async with _served(Sleeps(), answer) as (server, lm):
+        with pytest.warns(RateLimitWarning, match="x-ratelimit-reset-requests"):
+            async with asyncio.timeout(10):  # on main: the next request waits for ever
+                for _ in range(2):
+                    assert (await lm.call("x")).text
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("retry-after-ms", "1e15"), ("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")],
+)
+async def test_an_absurd_retry_after_does_not_pause_the_account_for_ever(
+    name: str, value: str
+) -> None:
+    limited = Reply.json(fixture("openai_error_429.json"), 429, {name: value, **HEADERS})
+    async with _served(Sleeps(), limited, OK) as (server, lm):
+        with (
+            pytest.warns(RateLimitWarning, match="not plausible"),
+            pytest.raises(lf.RateLimitError),
+        ):
+            await lm.call("x")  # far beyond max_delay: not retried
+        async with asyncio.timeout(10):  # on main: paused for ever
+            assert (await lm.call("x")).text
+    assert len(server.requests) == 2

@@ -26,7 +26,16 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ..llms.ratelimit import LEASE_MAX, Limiter, RateLimit, Ticket, pause_s, rate_headers
+from ..llms.ratelimit import (
+    LEASE_MAX,
+    Limiter,
+    RateLimit,
+    Ticket,
+    pause_s,
+    rate_headers,
+    too_long_error,
+    wait_bound,
+)
 
 __all__ = [
     "HEADER_LEASE",
@@ -170,6 +179,9 @@ class LeasedLimiter(Limiter):
             while True:
                 now = self._clock()
                 if now < self.pause_until:
+                    # bounded as in one process: a longer pause fails the request unsent
+                    if self.pause_until - now > wait_bound():
+                        raise too_long_error(self.pause_until - now, wait_bound())
                     await asyncio.sleep(self.pause_until - now)
                     continue
                 if not self.engaged:  # no limit known: nothing to ask or report

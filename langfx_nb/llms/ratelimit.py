@@ -88,6 +88,8 @@ __all__ = [
     "plausible_wait",
     "rate_headers",
     "set_limiter_factory",
+    "too_long_error",
+    "wait_bound",
 ]
 
 #: Share of a configured limit the buckets refill at: headroom for clocks and estimates.
@@ -126,6 +128,23 @@ def max_wait(seconds: float) -> Iterator[None]:
         yield
     finally:
         _MAX_WAIT.reset(token)
+
+
+def wait_bound() -> float:
+    """The longest wait a provider asks for that a request waits out here, in this context
+    (set by ``max_wait``)."""
+    return _MAX_WAIT.get()
+
+
+def too_long_error(asked: float, bound: float) -> RateLimitError:
+    """The error of a request not sent because the provider asked to wait ``asked`` s."""
+    return RateLimitError(
+        f"rate limit: the provider asked to wait {asked:,.1f} s before the next request of "
+        f"this account (a 429's retry-after or a reported reset), longer than "
+        f"max_delay={bound:g} s: not sent",
+        status=None,
+        retry_after=asked,
+    )
 
 
 def plausible_wait(seconds: float | None, what: str) -> float | None:
@@ -333,19 +352,13 @@ class Limiter:
         requests = max(1, int(requests))
         tokens = max(0, int(tokens))
         each = tokens / requests
-        bound = _MAX_WAIT.get()
+        bound = wait_bound()
         while True:
             with self._lock:
                 now = self._clock()
                 wait, asked = self._wait_s(math.ceil(each), now, bound)
                 if asked:
-                    raise RateLimitError(
-                        f"rate limit: the provider asked to wait {asked:,.1f} s before the "
-                        f"next request of this account (a 429's retry-after or a reported "
-                        f"reset), longer than max_delay={bound:g} s: not sent",
-                        status=None,
-                        retry_after=asked,
-                    )
+                    raise too_long_error(asked, bound)
                 if wait <= 0:
                     n = requests
                     if self.limit is None:

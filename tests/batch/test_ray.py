@@ -423,3 +423,19 @@ def test_the_lazy_rfc3987_syntax_checks_iris_as_the_real_one() -> None:
     expected = [str(real.is_valid(i)) for i in iris]
     assert expected == ["True", "False"]
     assert run.stdout.split() == ["True", *expected]  # no grammar built at import, same answers
+
+
+async def test_a_worker_never_waits_out_a_pause_longer_than_max_delay() -> None:
+    # The Ray worker's own limiter obeys the bound the one-process limiter obeys: a day-long
+    # 429 pause fails the waiting request unsent, with how long the provider asked for.
+    from langfx_nb.batch.ray_limiter import LeasedLimiter
+    from langfx_nb.llms.ratelimit import max_wait
+
+    limiter = LeasedLimiter("acct", Source(None))
+    limiter.configure(lf.RateLimit(requests_per_minute=600))
+    limiter.throttle(86_400.0)
+    with pytest.raises(lf.RateLimitError, match="asked to wait 86,4") as caught:
+        await asyncio.wait_for(limiter.acquire(1), 5)
+    assert caught.value.retry_after is not None and caught.value.retry_after > 86_000
+    with max_wait(100_000.0), pytest.raises(TimeoutError):  # a longer bound: it waits
+        await asyncio.wait_for(limiter.acquire(1), 0.3)

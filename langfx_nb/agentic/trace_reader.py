@@ -26,14 +26,18 @@ from .trace_json import regular_file
 
 __all__ = [
     "DEFAULT_OPEN_DEPTH",
+    "MAX_TIME_BUCKETS",
     "MAX_WINDOW",
     "STORE_TABLES",
     "StoredTrace",
     "is_store",
     "open_store",
     "row_summary",
+    "time_buckets",
 ]
 
+#: The most buckets one timeline request may ask for.
+MAX_TIME_BUCKETS = 400
 STORE_FORMAT = "langfx_nb.trace_store"
 STORE_TABLES = (
     "trace_info", "trace_records", "trace_refs", "trace_rows", "trace_search", "trace_starts",
@@ -569,34 +573,7 @@ class StoredTrace:
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
         """Exact node counts per time bucket of ``[lo, hi]`` by status group (``running``,
         ``ok``, ``failed``), and how many start before, after, or have no start time."""
-        if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
-            raise ValueError(f"timeline range must be finite with lo <= hi, got [{lo}, {hi}]")
-        buckets = max(1, min(int(buckets), 400))
-        width = (hi - lo) / buckets
-        counts: dict[str, list[int]] = {}
-        before = after = in_range = 0
-        for group, values in self._group_starts().items():
-            first = bisect.bisect_left(values, lo)
-            last = bisect.bisect_right(values, hi)
-            before += first
-            after += len(values) - last
-            row, at = [], first
-            for k in range(1, buckets + 1):
-                edge = bisect.bisect_left(values, lo + k * width, at, last) if k < buckets else last
-                row.append(max(0, edge - at))
-                at = max(at, edge)
-            in_range += last - first
-            counts[group] = row
-        return {
-            "lo": lo,
-            "hi": hi,
-            "buckets": buckets,
-            "in_range": in_range,
-            "before": before,
-            "after": after,
-            "untimed": self._untimed,
-            "counts": counts,
-        }
+        return time_buckets(self._group_starts(), self._untimed, lo, hi, buckets)
 
     def _group_starts(self) -> dict[str, array[float]]:
         """The start times of each status group, sorted (read once, 8 bytes a node)."""
@@ -652,3 +629,40 @@ def row_summary(
         out.update(more)
     out["partial"] = True
     return out
+
+
+def time_buckets(
+    starts: Mapping[str, Sequence[float]], untimed: int, lo: float, hi: float, buckets: int
+) -> dict[str, Any]:
+    """Counts of nodes starting in each of ``buckets`` equal parts of ``[lo, hi]`` (the last
+    bucket includes ``hi``), by status group, from each group's sorted start times:
+    ``{lo, hi, buckets, in_range, before, after, untimed, counts: {group: [n, ...]}}``.
+    Exact: every node is in exactly one count. Shared by stored and live traces."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        raise ValueError(f"timeline range must be finite with lo <= hi, got [{lo}, {hi}]")
+    buckets = max(1, min(int(buckets), MAX_TIME_BUCKETS))
+    width = (hi - lo) / buckets
+    counts: dict[str, list[int]] = {}
+    before = after = in_range = 0
+    for group, values in starts.items():
+        first = bisect.bisect_left(values, lo)
+        last = bisect.bisect_right(values, hi)
+        before += first
+        after += len(values) - last
+        row, at = [], first
+        for k in range(1, buckets + 1):
+            edge = bisect.bisect_left(values, lo + k * width, at, last) if k < buckets else last
+            row.append(max(0, edge - at))
+            at = max(at, edge)
+        in_range += last - first
+        counts[group] = row
+    return {
+        "lo": lo,
+        "hi": hi,
+        "buckets": buckets,
+        "in_range": in_range,
+        "before": before,
+        "after": after,
+        "untimed": untimed,
+        "counts": counts,
+    }

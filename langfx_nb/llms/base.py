@@ -430,18 +430,22 @@ class LanguageModel:
         lookup = await self._cache_lookup(request, cache_seed, use_cache, read=read)
         if lookup.hit is not None:
             return lookup.hit
-        try:
-            if capture is not None:
-                response = await capture.answer(self, sent)
-            else:
-                response = await self._with_retries(lambda: self._limited(sent))
-        except GenerationError as exc:
-            self._unusable(exc)
-            raise
-        response = self._finish(response)
+        response = self._finish(await self._answer(capture, sent))
         lookup = self._store_under(lookup, sent, response, cache_seed)
         await self._cache_store(lookup, response, None if capture is None else capture.cache_writes)
         return response
+
+    async def _answer(self, capture: Any, sent: LMRequest) -> AIMessage[Any]:
+        """The whole answer to ``sent``: from a provider batch's capture when one is active,
+        else over the wire (rate limited, retried). An unusable answer (truncated, refused,
+        empty) is counted before its ``GenerationError`` leaves: the provider billed it."""
+        try:
+            if capture is not None:
+                return await capture.answer(self, sent)
+            return await self._with_retries(lambda: self._limited(sent))
+        except GenerationError as exc:
+            self._unusable(exc)
+            raise
 
     async def cached(self, prompt: Prompt, **options: Any) -> AIMessage[Any] | None:
         """The stored answer ``call`` (or ``stream``) would give for this prompt and options
@@ -485,15 +489,7 @@ class LanguageModel:
             yield _whole_chunk(lookup.hit, self.model_id)
             return
         if capture is not None or not self.supports_streaming:
-            try:
-                if capture is not None:
-                    response = await capture.answer(self, sent)
-                else:
-                    response = await self._with_retries(lambda: self._limited(sent))
-            except GenerationError as exc:
-                self._unusable(exc)
-                raise
-            response = self._finish(response)
+            response = self._finish(await self._answer(capture, sent))
             lookup = self._store_under(lookup, sent, response, cache_seed)
             await self._cache_store(
                 lookup, response, None if capture is None else capture.cache_writes

@@ -10,17 +10,15 @@ are counted apart, so ``before + in range + after + untimed`` is the trace's nod
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..agentic.trace_reader import time_buckets
 from .trace_rows import BAD_STATUSES, LIVE
 
-__all__ = ["GROUPS", "MAX_BUCKETS", "StartsByGroup", "bucket_counts", "group_of"]
+__all__ = ["GROUPS", "StartsByGroup", "bucket_counts", "group_of"]
 
 GROUPS = ("running", "ok", "failed")
-MAX_BUCKETS = 400  # buckets one request may ask for
 
 
 def group_of(status: str) -> str:
@@ -49,36 +47,6 @@ class StartsByGroup:
 
 
 def bucket_counts(starts: StartsByGroup, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-    """Counts of nodes starting in each of ``buckets`` equal parts of ``[lo, hi]`` (the last
-    bucket includes ``hi``), by group: ``{lo, hi, buckets, in_range, before, after, untimed,
-    counts: {group: [n, ...]}}``. Exact: every node is in exactly one count."""
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
-        raise ValueError(f"timeline range must be finite with lo <= hi, got [{lo}, {hi}]")
-    buckets = max(1, min(int(buckets), MAX_BUCKETS))
-    width = (hi - lo) / buckets
-    counts: dict[str, list[int]] = {}
-    before = after = in_range = 0
-    for group in GROUPS:
-        values = starts.by[group]
-        first = bisect.bisect_left(values, lo)
-        last = bisect.bisect_right(values, hi)
-        before += first
-        after += len(values) - last
-        row = []
-        at = first
-        for b in range(1, buckets + 1):
-            edge = bisect.bisect_left(values, lo + b * width, at, last) if b < buckets else last
-            row.append(edge - at)
-            at = edge
-        in_range += last - first
-        counts[group] = row
-    return {
-        "lo": lo,
-        "hi": hi,
-        "buckets": buckets,
-        "in_range": in_range,
-        "before": before,
-        "after": after,
-        "untimed": starts.untimed,
-        "counts": counts,
-    }
+    """Counts of nodes starting in each of ``buckets`` equal parts of ``[lo, hi]`` by group
+    (``agentic.trace_reader.time_buckets``, which a stored trace answers with too)."""
+    return time_buckets(starts.by, starts.untimed, lo, hi, buckets)

@@ -82,6 +82,21 @@ class _Prompt:
     info: dict[str, Any] = field(default_factory=dict)
     task: asyncio.Task[Any] | None = None  # the run waiting on this prompt (Cancel run)
 
+    @classmethod
+    def for_call(cls, call: Any, tool: Any, task: asyncio.Task[Any] | None = None) -> _Prompt:
+        """A new prompt for ``call`` (a ``ToolCall``) on the running loop."""
+        loop = asyncio.get_running_loop()
+        return cls(
+            prompt_id=secrets.token_hex(8),
+            call_id=str(call.id),
+            tool=str(call.name),
+            loop=loop,
+            decided=loop.create_future(),
+            rendered=loop.create_future(),
+            validate=getattr(tool, "validate_args", None),
+            task=task,
+        )
+
 
 def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
     if not fut.done():
@@ -388,18 +403,9 @@ class ApprovalPolicy:
     async def _ask(
         self, call: Any, session: Any, run: tuple[str, ...], approve: Any, deny: Any
     ) -> Any:
-        loop = asyncio.get_running_loop()
         tool = self.tools.get(str(call.name))
         spec = getattr(tool, "spec", None)
-        prompt = _Prompt(
-            prompt_id=secrets.token_hex(8),
-            call_id=str(call.id),
-            tool=str(call.name),
-            loop=loop,
-            decided=loop.create_future(),
-            rendered=loop.create_future(),
-            validate=getattr(tool, "validate_args", None),
-        )
+        prompt = _Prompt.for_call(call, tool)
         prompt.info = {
             "prompt_id": prompt.prompt_id,
             "call_id": prompt.call_id,
@@ -542,17 +548,7 @@ async def ask(widget: ApprovalWidget, call: Any, tool: Any = None) -> Decision:
     """Show ``call`` (a ``ToolCall``) in ``widget`` and return the first decision clicked for
     it. Cancelling the caller closes the prompt as cancelled. A decision is not yet an
     outcome: the caller records it (the prompt's history shows what was clicked)."""
-    loop = asyncio.get_running_loop()
-    prompt = _Prompt(
-        prompt_id=secrets.token_hex(8),
-        call_id=str(call.id),
-        tool=str(call.name),
-        loop=loop,
-        decided=loop.create_future(),
-        rendered=loop.create_future(),
-        validate=getattr(tool, "validate_args", None),
-        task=asyncio.current_task(),
-    )
+    prompt = _Prompt.for_call(call, tool, asyncio.current_task())
     spec = getattr(tool, "spec", None)
     prompt.info = {
         "prompt_id": prompt.prompt_id,

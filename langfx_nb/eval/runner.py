@@ -85,6 +85,9 @@ class _Context:
         #: per trial done again: why (``CaseResult.redo``), and the kept output to re-score
         self.redo: dict[int, str] = {}
         self.kept: dict[int, Any] = {}
+        #: what a trial whose task raised had spent (usage, cost, unpriced requests): the
+        #: provider billed its requests, so the report counts them (this process's trials)
+        self.spent: dict[int, tuple[Usage | None, float | None, int]] = {}
 
 
 async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> dict[str, Any]:
@@ -96,14 +99,21 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
     meter = UsageMeter()
     kept = index in ctx.kept
     meta = {"kept": ctx.redo[index]} if kept else None
-    with session.track("action", "task", inputs=case.inputs, metadata=meta, meter=meter) as task:
-        if kept:  # re-scored: the stored output of the same inputs, no task call
-            output = ctx.kept[index]
-        elif ctx.with_session:
-            output = await ctx.task(case.inputs, task.session)
-        else:
-            output = await ctx.task(case.inputs)
-        task.outputs = output
+    try:
+        with session.track(
+            "action", "task", inputs=case.inputs, metadata=meta, meter=meter
+        ) as task:
+            if kept:  # re-scored: the stored output of the same inputs, no task call
+                output = ctx.kept[index]
+            elif ctx.with_session:
+                output = await ctx.task(case.inputs, task.session)
+            else:
+                output = await ctx.task(case.inputs)
+            task.outputs = output
+    except Exception:
+        usage = meter.usage if meter.usage.to_json() else None
+        ctx.spent[index] = (usage, meter.cost()[0], meter.unpriced_requests)
+        raise
     trace = None if kept else task.node  # a kept output has no trace of its making
     records: list[ScoreRecord] = []
     with session.track("action", "evaluate", meter=meter) as ev:
@@ -163,8 +173,20 @@ def _result(
     case, repeat = ctx.trials[index]
     redo = None if resumed else ctx.redo.get(index)
     if stored is None:
+        usage, cost, unpriced = ctx.spent.get(index, (None, None, 0))
         return CaseResult(
-            case, repeat, status, None, error, {}, node_id, resumed=resumed, redo=redo
+            case,
+            repeat,
+            status,
+            None,
+            error,
+            {},
+            node_id,
+            usage=usage,
+            cost=cost,
+            unpriced=unpriced,
+            resumed=resumed,
+            redo=redo,
         )
     if index in ctx.outputs:
         output = ctx.outputs[index]

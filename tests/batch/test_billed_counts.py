@@ -144,3 +144,33 @@ async def test_a_plain_call_counts_a_truncated_answer(served: tuple[LocalServer,
     response = info.value.response
     assert response is not None and response.usage is not None
     assert response.text == "half an ans"
+
+
+async def test_an_evaluation_reports_every_answered_request_as_the_server_did(
+    served: tuple[LocalServer, OpenAI],
+) -> None:
+    # A trial whose task raised (truncated, refused, invalid answer) was billed: the report's
+    # usage and cost count its requests, as the server counted them.
+    server, lm = served
+    server.replies = [
+        answer('{"n": 0}'),  # ok, correct
+        answer('{"n": 2', "length"),  # truncated
+        answer('{"m": 3}'),  # fails validation
+        answer("", refusal="no"),  # refused
+        answer('{"n": 9}'),  # ok, wrong
+    ]
+
+    async def task(inputs: dict[str, Any], s: lf.Session) -> int:
+        return (await s.query("say {{x}}", A, vars={"x": inputs["x"]})).n
+
+    cases = [lf.eval.Case(id=f"c{i}", inputs={"x": i}, expected=0) for i in range(5)]
+    session = lf.Session(lm, prices={"openai:m": PRICE})
+    report = await lf.eval.run(
+        task, cases, lf.eval.exact, session=session, max_concurrency=1, progress=False
+    )
+    sent = len(server.requests)
+    assert sent == 5
+    assert [r.status for r in report.results] == ["ok", "failed", "failed", "failed", "ok"]
+    assert report.usage.prompt_tokens == PROMPT * sent
+    assert report.usage.completion_tokens == COMPLETION * sent
+    assert report.cost == pytest.approx(PRICE.cost(lf.Usage(PROMPT, COMPLETION)) * sent)

@@ -64,3 +64,46 @@ async def test_a_batch_counts_what_the_server_counted(
     assert len(incomplete) == truncated >= 4
     assert result.totals.failed == truncated  # the other answers are plain text: all usable
     assert result.session.usage_summary.requests == asked
+
+
+async def test_an_evaluation_counts_what_the_server_counted(
+    llama_paths: dict[str, str], allow_requests: None
+) -> None:
+    server = LlamaServer(llama_paths["server"], llama_paths["model"], "--metrics")
+    server.start()
+    try:
+        with CountingProxy(server.port) as proxy:
+            lm = openai_at(proxy.url)
+            try:
+
+                async def task(inputs: dict[str, int], s: lf.Session) -> str:
+                    i = inputs["i"]  # odd cases are cut at 4 tokens: their trials fail
+                    prompt, most = (LONG, 4) if i % 2 else (SHORT, 48)
+                    return await s.query(prompt, vars={"i": i}, temperature=0, max_tokens=most)
+
+                cases = [
+                    lf.eval.Case(id=f"c{i}", inputs={"i": i}, expected="yes") for i in range(6)
+                ]
+                report = await lf.eval.run(
+                    task,
+                    cases,
+                    lf.eval.exact,
+                    session=lf.Session(lm),
+                    max_concurrency=2,
+                    progress=False,
+                )
+            finally:
+                await lm.aclose()
+        counted = metrics(server.url)
+    finally:
+        server.stop()
+    asked = proxy.sent.count(b"POST /v1/chat/completions ")
+    truncated = proxy.received.count(b'"finish_reason":"length"')
+    assert asked == 6
+    assert report.usage.prompt_tokens == counted["prompt_tokens_total"] + counted.get(
+        "prompt_tokens_cached_total", 0
+    )
+    assert report.usage.completion_tokens == counted["tokens_predicted_total"]
+    failed = [r for r in report.results if r.status == "failed"]
+    assert len(failed) == truncated >= 3
+    assert all(r.error and r.error["type"] == "IncompleteGenerationError" for r in failed)

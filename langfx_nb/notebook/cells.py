@@ -1,8 +1,9 @@
 """The ``%%lf`` input transformer and the coroutine the rewritten cell awaits.
 
-Why an input transformer: a run may wait for a click (a tool approval). ipykernel ≥ 7.4
-handles widget messages only while a cell is suspended at an ``await``, and IPython cell
-magics are synchronous functions. So a cell starting with ``%%lf`` is rewritten *before* it
+Why an input transformer: a run may wait for a click (a tool approval). A kernel that
+handles widget messages while a cell runs does so only while the cell is suspended at an
+``await`` (``hosts.py`` probes for it; elsewhere the run waits in the background), and
+IPython cell magics are synchronous functions. So a cell starting with ``%%lf`` is rewritten *before* it
 is compiled into one line of ordinary Python::
 
     await __import__('langfx_nb').nb.cells.run_cell_magic_async(

@@ -41,7 +41,9 @@ _HELP = """\
     --instructions TEXT, --max-steps N, --max-tool-calls N, -o VAR, --no-trace
     --suspend             calls that need approval end the run, saved to .langfx_nb/runs/
 %lf resume [RUN_ID] --approve c1,c2 --deny c3 [--note TEXT] [--allow TOOLS] [--lm VAR]
-                          continue the newest (or RUN_ID) suspended run, also after a restart
+          [--max-steps N] [--max-tool-calls N] [--timeout S]
+                          continue this notebook's newest (or RUN_ID) suspended run, also
+                          after a restart; limits are this cell's (a saved file's never raise them)
 %lf use VAR               the notebook's default model (a variable or an id like fake:echo):
                           %%lf cells, lf.query, lf.batch and lf.eval.run given no model
 %lf trace [SESSION]       trace explorer on the last %%lf run, or on SESSION

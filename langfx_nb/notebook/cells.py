@@ -3,8 +3,8 @@
 Why an input transformer: a run may wait for a click (a tool approval). A kernel that
 handles widget messages while a cell runs does so only while the cell is suspended at an
 ``await`` (``hosts.py`` probes for it; elsewhere the run waits in the background), and
-IPython cell magics are synchronous functions. So a cell starting with ``%%lf`` is rewritten *before* it
-is compiled into one line of ordinary Python::
+IPython cell magics are synchronous functions. So a cell starting with ``%%lf`` is
+rewritten *before* it is compiled into one line of ordinary Python::
 
     await __import__('langfx_nb').nb.cells.run_cell_magic_async(
         'query --schema Answer', '<the cell body>', globals())

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pydantic
 import pytest
@@ -320,3 +321,27 @@ async def test_an_anthropic_batch_with_a_sampling_option_is_refused_before_anyth
         finally:
             await lm.aclose()
     assert online.totals.failed == 0 and server.answered["anthropic", "t1"] == 1
+
+
+async def test_the_library_reads_gemini_results_where_google_genai_reads_them(
+    tmp_path: Path,
+) -> None:
+    """The variant fake gives a finished batch's output only as ``metadata.output`` (the
+    place google-genai reads): the library's batch is answered from there."""
+    with ProviderServer(variant=True) as server:
+        lm = make_model("gemini", server.url)
+        try:
+            result = await lf.batch(
+                label_fn(lm),
+                [{"id": "t1"}, {"id": "t2"}],
+                run=tmp_path / "run.sqlite",
+                engine=lf.engines.ProviderBatch(poll_interval=0.0),
+                progress=False,
+            )
+        finally:
+            await lm.aclose()
+        (batch_id,) = server.batches
+        async with httpx.AsyncClient() as client:
+            done = (await client.get(f"{server.url}/gemini/v1beta/batches/{batch_id}")).json()
+    assert "response" not in done and done["metadata"]["output"]["inlinedResponses"]
+    assert [r.label for r in result.results] == ["label-t1", "label-t2"]

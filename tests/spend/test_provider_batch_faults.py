@@ -49,7 +49,6 @@ async def docs_fn(row: dict[str, str], session: lf.Session) -> Label:
 
 
 ITEMS = [{"id": f"t{i}"} for i in range(6)]
-SAMPLING = {"temperature": 0.2}
 
 
 # -- 1 and 3: the session's model and defaults --------------------------------------------------
@@ -60,8 +59,9 @@ async def test_the_docs_fn_with_the_sessions_model_and_a_sampling_default_is_bat
     """``session.query`` without ``lm=`` and a sampling default on the session (Anthropic's
     batches refuse ``temperature``: ``stop`` there): every item is answered from one batch at
     batch prices, nothing online, the batch marked collected."""
-    default: dict[str, Any] = {"stop": ["END"]} if provider == "anthropic" else SAMPLING
-    sent = '"stop_sequences": ["END"]' if provider == "anthropic" else '"temperature": 0.2'
+    anthropic = provider == "anthropic"
+    default: dict[str, Any] = {"stop": ["END"]} if anthropic else {"temperature": 0.2}
+    sent = '"stop_sequences": ["END"]' if anthropic else '"temperature": 0.2'
     with ProviderServer() as server:
         lm = make_model(provider, server.url)
         session = lf.Session(lm, **default)

@@ -13,7 +13,8 @@ base URL (``HTTPModel.api_request``). Formats follow the public API references:
 - Anthropic Message Batches: ``POST /messages/batches {requests: [{custom_id, params}]}``;
   ``GET /messages/batches/{id}`` until ``processing_status`` is ``ended``; the JSONL at
   ``results_url`` (``{custom_id, result: {type: succeeded|errored|canceled|expired}}``);
-  ``POST /messages/batches/{id}/cancel``. At most 100,000 requests and 256 MB.
+  ``POST /messages/batches/{id}/cancel``. At most 100,000 requests and 256 MB. A request
+  with ``temperature``, ``top_p`` or ``top_k`` is refused before anything is sent.
 - Gemini batch mode: ``POST /models/{model}:batchGenerateContent`` with inline requests
   (``{request, metadata: {key}}``), under 20 MB per batch; ``GET /batches/{id}`` (a
   long-running operation: ``done``, ``metadata.state`` (``BATCH_STATE_*`` in the API
@@ -431,6 +432,20 @@ class AnthropicWire(Wire):
     max_bytes = 256 * MB
 
     def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        """``InvalidRequestError`` for a sampling option the Messages API no longer lists:
+        newer models reject it, and in a batch that refusal would come per request after
+        the batch has run, so the whole batch is refused before anything is sent."""
+        o = request.options
+        sampling = {"temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k}
+        given = [name for name, value in sampling.items() if value is not None]
+        if given:
+            raise InvalidRequestError(
+                f"{self.model.model_id}: an Anthropic provider batch refuses {', '.join(given)}"
+                " (no longer among the Messages API's parameters; newer models reject them, "
+                "and in a batch each request would fail after the batch has run); remove "
+                "it from the call, the session and the model's defaults, or run these "
+                "requests online (engine=None)"
+            )
         row = {"custom_id": custom_id, "params": self.body(request)}
         return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
 

@@ -27,20 +27,23 @@ Batch wire formats (from the public API references):
   ``GET /batches/{id}`` (``status`` validating → in_progress → finalizing → completed,
   ``request_counts {total, completed, failed}``, ``output_file_id``, ``error_file_id``),
   ``GET /files/{id}/content`` (JSONL lines ``{id, custom_id, response: {status_code,
-  request_id, body}, error}``), ``POST /batches/{id}/cancel``. Limits: 50,000 requests and
-  200 MB per input file.
+  request_id, body}, error}``), ``POST /batches/{id}/cancel``. A file object carries its
+  ``status`` (``processed``). Limits: 50,000 requests and 200 MB per input file.
 - Anthropic: ``POST /messages/batches`` ``{requests: [{custom_id, params}]}``,
   ``GET /messages/batches/{id}`` (``processing_status`` in_progress → ended,
   ``request_counts {processing, succeeded, errored, canceled, expired}``, ``results_url``),
   ``GET /messages/batches/{id}/results`` (JSONL ``{custom_id, result: {type: succeeded,
   message} | {type: errored, error} | {type: expired} | {type: canceled}}``),
-  ``POST /messages/batches/{id}/cancel``. Limits: 100,000 requests, 256 MB.
+  ``POST /messages/batches/{id}/cancel`` (``cancel_initiated_at`` set from then on). Limits:
+  100,000 requests, 256 MB.
 - Gemini: ``POST /models/{model}:batchGenerateContent`` ``{batch: {display_name,
-  input_config: {requests: {requests: [{request, metadata: {key}}]}}}}`` → an operation
-  ``{name: "batches/…", metadata: {state, batchStats}}``; ``GET /batches/{id}`` (``done``,
+  input_config: {requests: {requests: [{request, metadata: {key}}]}}}}`` (either spelling
+  of a field name, ``inputConfig`` as google-genai sends it; ``metadata`` optional) → an
+  operation ``{name: "batches/…", metadata: {state, batchStats}}``; ``GET /batches/{id}`` (``done``,
   ``metadata.state`` BATCH_STATE_PENDING → RUNNING → SUCCEEDED, ``metadata.batchStats
   {requestCount, successfulRequestCount, failedRequestCount, pendingRequestCount}``,
-  ``response.inlinedResponses.inlinedResponses: [{response | error, metadata: {key}}]``),
+  the batch's output ``{inlinedResponses: {inlinedResponses: [{response | error, metadata:
+  {key}}]}}`` as ``metadata.output`` (where google-genai reads it) and as ``response``),
   ``POST /batches/{id}:cancel``. Inline requests up to 20 MB.
 
 Listing, as the references page it: OpenAI ``GET /batches?limit&after`` (``{data,
@@ -65,12 +68,13 @@ list the requests in reverse order (OpenAI, Anthropic: "not guaranteed to be in 
 order as requests"), with ``\r\n`` line ends and no final newline, unknown members first
 on every line and object, gzip-encoded when the client accepts it; Anthropic's
 ``results_url`` points at another listener (``results_host``, another port) that requires
-the same ``x-api-key`` and ``anthropic-version`` headers (a client must not send them
-there: the key goes only to the API host, which serves the results too); the first status
-poll of every batch fails with the provider's documented overload error (OpenAI 503,
-Anthropic 529 ``overloaded_error``, Gemini 503 ``UNAVAILABLE``); Gemini reports states as its batch
-guide's examples do (``JOB_STATE_RUNNING`` ...). In every mode the create requests refuse
-members the references do not list, as the real APIs do.
+a key (``x-api-key``, or ``Authorization: Bearer`` as the official SDK sends it) and
+``anthropic-version`` (the library must not send them there: the key goes only to the API
+host, which serves the results too); Gemini's output only as ``metadata.output``; the
+first status poll of every batch fails with the provider's documented overload error
+(OpenAI 503, Anthropic 529 ``overloaded_error``, Gemini 503 ``UNAVAILABLE``); Gemini
+reports states as its batch guide's examples do (``JOB_STATE_RUNNING`` ...). In every
+mode the create requests refuse members the references do not list, as the real APIs do.
 """
 
 from __future__ import annotations
@@ -132,6 +136,7 @@ class ProviderServer(ThreadedServer):
         self.gzipped = 0  # responses sent gzip-encoded
         self.poll_errors = 0  # polls answered with an overload error (``variant``)
         self.headers: list[dict[str, str]] = []  # the headers of every request, in order
+        self.posted: list[tuple[str, bytes]] = []  # (path, body) of every POST, in order
         self.steps_to_finish = steps_to_finish
         self.fail_items = fail_items
         self.expire_items = expire_items
@@ -185,6 +190,8 @@ class ProviderServer(ThreadedServer):
         with self._lock:
             self.requests.append((method, path))
             self.headers.append(dict(request.headers))
+            if method == "POST":
+                self.posted.append((path, request.body))
         if self.results_body is not None and _is_download(method, path):
             await _send_chunked(writer, *self.results_body())
             return False
@@ -569,6 +576,7 @@ class ProviderServer(ThreadedServer):
                     "created_at": int(time.time()),
                     "filename": "batch.jsonl",
                     "purpose": "batch",
+                    "status": "processed",
                 }
             ),
         )
@@ -729,9 +737,9 @@ class ProviderServer(ThreadedServer):
                 "expired": counts["expired"],
             },
             "ended_at": "2026-12-03T00:00:00Z" if ended else None,
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch["created_at"])),
+            "created_at": _rfc3339(batch["created_at"]),
             "expires_at": "2026-12-04T00:00:00Z",
-            "cancel_initiated_at": None,
+            "cancel_initiated_at": batch.get("cancel_initiated_at"),
             "results_url": f"{host}/anthropic/v1/messages/batches/{batch_id}/results"
             if ended
             else None,
@@ -765,6 +773,7 @@ class ProviderServer(ThreadedServer):
         if what == "/cancel":
             if batch["status"] in ("pending", "running"):
                 batch["status"] = "cancelling"
+                batch["cancel_initiated_at"] = _rfc3339(time.time())
         else:
             failed = self._overloaded(batch)
             if failed is not None:
@@ -776,18 +785,23 @@ class ProviderServer(ThreadedServer):
     def _gemini_create(
         self, model: str, body: dict[str, Any], size: int, headers: dict[str, str]
     ) -> tuple[int, str, bytes]:
-        try:
-            rows = body["batch"]["input_config"]["requests"]["requests"]
-        except (KeyError, TypeError):
+        batch = body.get("batch") if isinstance(body, dict) else None
+        try:  # proto3 JSON: the API takes either spelling of a field name
+            config = batch.get("input_config") or batch["inputConfig"]  # type: ignore[union-attr]
+            rows = config["requests"]["requests"]
+        except (KeyError, TypeError, AttributeError):
             return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "input_config")
         if size > GEMINI_MAX_INLINE_BYTES:  # the request's bytes, as sent
             return 400, "application/json", _gemini_error(400, "INVALID_ARGUMENT", "too large")
         items = [
-            (r["metadata"]["key"], self._item(json.dumps(r["request"])), r["request"]) for r in rows
+            (_obj(r.get("metadata")).get("key"), self._item(json.dumps(r["request"])), r["request"])
+            for r in rows
         ]
         batch_id = self._new_batch("gemini", items, headers)
         self.batches[batch_id]["model"] = model
-        self.batches[batch_id]["display_name"] = body["batch"].get("display_name")
+        self.batches[batch_id]["display_name"] = batch.get("display_name") or batch.get(
+            "displayName"
+        )
         return 200, "application/json", _dump(self._gemini_operation(batch_id))
 
     def _gemini_operation(self, batch_id: str) -> dict[str, Any]:
@@ -822,7 +836,8 @@ class ProviderServer(ThreadedServer):
             op["done"] = True
             inlined = []
             for custom_id, kind, answer in batch["results"]:
-                row: dict[str, Any] = {"metadata": {"key": custom_id}}
+                # metadata is optional: a request sent without it is answered without it
+                row: dict[str, Any] = {} if custom_id is None else {"metadata": {"key": custom_id}}
                 if kind == "succeeded":
                     row["response"] = answer
                 else:
@@ -831,11 +846,14 @@ class ProviderServer(ThreadedServer):
                 inlined.append(row)
             if self.result_rows is not None:
                 inlined = self.result_rows("gemini", inlined)
-            op["response"] = {
-                "@type": "type.googleapis.com/"
-                "google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
-                "inlinedResponses": {"inlinedResponses": inlined},
-            }
+            output = {"inlinedResponses": {"inlinedResponses": inlined}}
+            meta["output"] = output  # the batch resource's output: where google-genai reads
+            if not self.variant:  # the operation's response, as the reference also allows
+                op["response"] = {
+                    "@type": "type.googleapis.com/"
+                    "google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+                    **output,
+                }
         return op
 
     def _gemini_batch(self, batch_id: str, *, cancel: bool) -> tuple[int, str, bytes]:
@@ -878,12 +896,19 @@ class _ResultsHost(ThreadedServer):
         js = "application/json"
         if m is None:
             status, ctype, payload = 404, js, _error("not_found_error", request.path)
-        elif not request.headers.get("x-api-key") or not request.headers.get("anthropic-version"):
-            status, ctype, payload = 401, js, _error("authentication_error", "x-api-key")
+        elif not _anthropic_key(request.headers) or not request.headers.get("anthropic-version"):
+            status, ctype, payload = 401, js, _error("authentication_error", "no key")
         else:
             status, ctype, payload = self.main.anthropic_results(m.group(1))
         await send(writer, status, *self.main._encoded(request, ctype, payload))
         return True
+
+
+def _anthropic_key(headers: dict[str, str]) -> str:
+    """The key a request authenticates with: ``x-api-key``, or ``Authorization: Bearer``
+    (what the official SDK sends)."""
+    bearer = headers.get("authorization", "")
+    return headers.get("x-api-key") or (bearer[7:] if bearer.startswith("Bearer ") else "")
 
 
 def _is_download(method: str, path: str) -> bool:
@@ -906,6 +931,14 @@ async def _send_chunked(
         await writer.drain()
     except ConnectionError:
         pass
+
+
+def _rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _dump(data: Any) -> bytes:

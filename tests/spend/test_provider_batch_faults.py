@@ -56,11 +56,15 @@ ITEMS = [{"id": f"t{i}"} for i in range(6)]
 async def test_the_docs_fn_with_the_sessions_model_and_a_sampling_default_is_batched(
     provider: str, tmp_path: Path
 ) -> None:
-    """``session.query`` without ``lm=`` and ``Session(lm, temperature=0.2)``: every item is
-    answered from one batch at batch prices, nothing online, the batch marked collected."""
+    """``session.query`` without ``lm=`` and a sampling default on the session (Anthropic's
+    batches refuse ``temperature``: ``stop`` there): every item is answered from one batch at
+    batch prices, nothing online, the batch marked collected."""
+    anthropic = provider == "anthropic"
+    default: dict[str, Any] = {"stop": ["END"]} if anthropic else {"temperature": 0.2}
+    sent = '"stop_sequences": ["END"]' if anthropic else '"temperature": 0.2'
     with ProviderServer() as server:
         lm = make_model(provider, server.url)
-        session = lf.Session(lm, temperature=0.2)
+        session = lf.Session(lm, **default)
         run = tmp_path / "run.sqlite"
         try:
             result = await lf.batch(
@@ -73,7 +77,7 @@ async def test_the_docs_fn_with_the_sessions_model_and_a_sampling_default_is_bat
         assert not server.answered  # nothing went online at full price
         assert sum(server.batched.values()) == len(ITEMS) and len(server.batches) == 1
         (batch,) = server.batches.values()
-        assert all('"temperature": 0.2' in json.dumps(body) for *_, body in batch["items"])
+        assert all(sent in json.dumps(body) for *_, body in batch["items"])
         assert all(n.cost is not None for n in result.session.all_queries)
         assert result.totals.cost is not None
         # a rerun finds everything done: nothing polled, nothing created
@@ -83,7 +87,7 @@ async def test_the_docs_fn_with_the_sessions_model_and_a_sampling_default_is_bat
             again = await lf.batch(
                 docs_fn,
                 ITEMS,
-                session=lf.Session(lm, temperature=0.2),
+                session=lf.Session(lm, **default),
                 run=run,
                 engine=engine(),
                 progress=False,

@@ -186,29 +186,31 @@ class _Bucket:
     through once the bucket holds its amount (see ``wait``).
 
     A minute counted as a fixed window receives at most ``rate`` × 60 plus the larger of
-    the bucket and one request, so the pace keeps that much of the minute's share back: the
-    bucket's size and the largest request seen (``note``). A minute then never receives more
-    than ``SAFETY`` × the limit, whatever the requests' size (above ``SLOWEST`` × the limit)."""
+    the bucket and one request. A bucket told the size of each request (``note``: the
+    tokens') keeps the larger of the bucket and the largest request seen back from each
+    minute's share, so a minute never receives more than ``SAFETY`` × the limit (while that
+    leaves ``floor``: requests under ~45 % of a minute's limit). The request bucket needs
+    none: a minute gets fewer than ``rate`` × 60 + 1 whole requests, so at most the limit."""
 
-    __slots__ = ("at", "capacity", "floor", "largest", "level", "pace", "rate")
+    __slots__ = ("at", "capacity", "floor", "level", "pace", "rate", "reserve")
 
     def __init__(self, per_minute: float, now: float, minimum: float) -> None:
         self.pace = per_minute / 60.0 * SAFETY  # before what is kept back
         self.floor = self.pace * SLOWEST
         self.capacity = max(minimum, self.pace * BURST_S)
-        self.largest = 0.0
+        self.reserve = 0.0  # kept back from each minute's share (see ``note``)
         self.level = self.capacity
         self.at = now
         self.rate = self._rate()
 
     def _rate(self) -> float:
-        return max(self.floor, self.pace - max(self.capacity, self.largest) / 60.0)
+        return max(self.floor, self.pace - self.reserve / 60.0)
 
     def note(self, amount: float) -> None:
-        """A request of ``amount`` is about to wait here: keep one of that size back from
-        each minute's share when it is the largest yet."""
-        if amount > self.largest:
-            self.largest = amount
+        """A request of ``amount`` is about to wait here: keep one of that size (at least
+        the bucket) back from each minute's share when it is the largest yet."""
+        if amount > self.reserve:
+            self.reserve = max(amount, self.capacity)
             self.rate = self._rate()
 
     def slow_down(self) -> None:
@@ -352,7 +354,8 @@ class Limiter:
         for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
             if bucket is not None:
                 bucket.refill(now)
-                bucket.note(amount)
+                if bucket is self._tokens:
+                    bucket.note(amount)
                 wait = max(wait, bucket.wait(amount))
         too_long = max(pause if pause > bound else 0.0, window if window > max(bound, 60) else 0)
         return wait, too_long

@@ -8,11 +8,11 @@ that account in this process, in a batch or not, takes its turn from that one li
 - **Configured limits** are smooth token buckets refilled continuously at
   ``SAFETY`` × the limit, holding at most ``BURST_S`` seconds' worth (at least one request);
   a request goes once the bucket holds its amount (all it can hold, for a larger one). The
-  pace keeps one request of the largest size seen back from each minute's share, so a
-  server counting fixed minutes never sees more than ``SAFETY`` × its limit, however large
-  the requests. One counting shorter windows (``W`` seconds, the limit scaled) sees at
-  most ``SAFETY`` × its limit plus the larger of one request and the bucket per window:
-  nothing over its limit while that is under 3 % of a window's limit. Beyond, each 429
+  token pace keeps one request of the largest size seen back from each minute's share, so
+  a server counting fixed minutes never sees more than ``SAFETY`` × its token limit (for
+  requests up to ~45 % of it). One counting shorter windows (``W`` seconds, the limit
+  scaled) sees at most ``SAFETY`` × its limit plus the larger of one request and the bucket
+  per window: nothing over its limit while that is under 3 % of a window's limit. Beyond, each 429
   slows the pace to ``SLOW_DOWN`` of what it was (never below ``SLOWEST`` × the limit), so
   after a 429 or two it holds. A request's tokens are estimated before it is sent (prompt
   characters / 4 plus ``max_tokens``) and corrected by the usage the response reports (the

@@ -33,6 +33,10 @@ Rules a caller may rely on:
 - A non-streamed answer, headers and body, must arrive within the model's read timeout
   (``timeout=``, default 600 s) as a whole, not per read: a server trickling a byte at a
   time ends with a ``ServerError``.
+- The library sends a request once. The one exception: a request that went out on a pooled
+  keep-alive connection and got no answer (the server had closed it) is sent once more on a
+  new connection; on a new connection the same failure is raised, never resent, since the
+  server may have received and billed the request (``_send``).
 - Every streamed response is closed in ``finally``: on normal end, early ``break``,
   cancellation and errors. Cancellation is never caught here: it propagates as asyncio
   raised it.
@@ -750,15 +754,37 @@ class HTTPModel(LanguageModel):
 async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
     """Send and return the response once its headers arrived (body unread).
 
-    A connection that fails before any response arrived is most often a pooled keep-alive
-    connection the server closed just as it was reused (llama-server closes after every
-    stream; its close can race the next request): the request is sent once more, at once,
-    on a fresh connection. Failures after the headers are never retried here.
+    A request whose connection fails before any response arrived is sent once more, at once,
+    only if it went out on a connection reused from the pool: that is the race of a server
+    closing a keep-alive connection just as it is reused (llama-server closes after every
+    stream), and such a server never processed the request. On a connection opened for this
+    request the same failure may come after the server took (and billed) the request, so it
+    is raised, never resent. Whether the connection was reused is known from httpcore's
+    ``trace`` events (a new one reports ``connect_tcp``); a transport that reports none
+    (an injected one) is treated as fresh. Failures after the headers are never retried here.
     """
+    events: list[str] = []
+
+    async def trace(name: str, info: Mapping[str, Any]) -> None:
+        events.append(name)
+
+    request.extensions["trace"] = trace
     try:
         return await client.send(request, stream=True)
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+        if not _went_out_on_a_reused_connection(events):
+            raise
         return await client.send(request, stream=True)
+
+
+def _went_out_on_a_reused_connection(events: Sequence[str]) -> bool:
+    """Whether httpcore's trace ``events`` show request headers sent on a connection that
+    was already open (no TCP or Unix socket connect for this request)."""
+    opened = any(
+        e.endswith((".connect_tcp.started", ".connect_unix_socket.started")) for e in events
+    )
+    sent = any(e.endswith(".send_request_headers.started") for e in events)
+    return sent and not opened
 
 
 async def _read_bounded(

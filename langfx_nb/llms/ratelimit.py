@@ -7,12 +7,14 @@ that account in this process, in a batch or not, takes its turn from that one li
 
 - **Configured limits** are smooth token buckets refilled continuously at
   ``SAFETY`` × the limit, holding at most ``BURST_S`` seconds' worth (at least one request);
-  a request goes once the bucket holds its amount (all it can hold, for a larger one). A
-  server counting in windows of ``W`` seconds sees at most ``SAFETY`` × its limit plus one
-  request per window: nothing over its limit once the first window has passed while
-  requests are smaller than 3 % of a window's limit. For larger ones each 429 slows the
-  pace to ``SLOW_DOWN`` of what it was (never below ``SLOWEST`` × the limit), so after a
-  429 or two it holds. A request's tokens are estimated before it is sent (prompt
+  a request goes once the bucket holds its amount (all it can hold, for a larger one). The
+  token pace keeps one request of the largest size seen back from each minute's share, so
+  a server counting fixed minutes never sees more than ``SAFETY`` × its token limit (for
+  requests up to ~45 % of it). One counting shorter windows (``W`` seconds, the limit
+  scaled) sees at most ``SAFETY`` × its limit plus the larger of one request and the bucket
+  per window: nothing over its limit while that is under 3 % of a window's limit. Beyond, each 429
+  slows the pace to ``SLOW_DOWN`` of what it was (never below ``SLOWEST`` × the limit), so
+  after a 429 or two it holds. A request's tokens are estimated before it is sent (prompt
   characters / 4 plus ``max_tokens``) and corrected by the usage the response reports (the
   difference is given back or taken).
 - **Provider headers** set the pace when no limit is configured (a configured limit
@@ -181,21 +183,41 @@ class RateLimit:
 
 class _Bucket:
     """A token bucket: ``rate`` units a second, at most ``capacity`` held; a request goes
-    through once the bucket holds its amount (see ``wait``)."""
+    through once the bucket holds its amount (see ``wait``).
 
-    __slots__ = ("at", "capacity", "floor", "level", "rate")
+    A minute counted as a fixed window receives at most ``rate`` × 60 plus the larger of
+    the bucket and one request. A bucket told the size of each request (``note``: the
+    tokens') keeps the larger of the bucket and the largest request seen back from each
+    minute's share, so a minute never receives more than ``SAFETY`` × the limit (while that
+    leaves ``floor``: requests under ~45 % of a minute's limit). The request bucket needs
+    none: a minute gets fewer than ``rate`` × 60 + 1 whole requests, so at most the limit."""
+
+    __slots__ = ("at", "capacity", "floor", "level", "pace", "rate", "reserve")
 
     def __init__(self, per_minute: float, now: float, minimum: float) -> None:
-        self.rate = per_minute / 60.0 * SAFETY
-        self.floor = self.rate * SLOWEST
-        self.capacity = max(minimum, self.rate * BURST_S)
+        self.pace = per_minute / 60.0 * SAFETY  # before what is kept back
+        self.floor = self.pace * SLOWEST
+        self.capacity = max(minimum, self.pace * BURST_S)
+        self.reserve = 0.0  # kept back from each minute's share (see ``note``)
         self.level = self.capacity
         self.at = now
+        self.rate = self._rate()
+
+    def _rate(self) -> float:
+        return max(self.floor, self.pace - self.reserve / 60.0)
+
+    def note(self, amount: float) -> None:
+        """A request of ``amount`` is about to wait here: keep one of that size (at least
+        the bucket) back from each minute's share when it is the largest yet."""
+        if amount > self.reserve:
+            self.reserve = max(amount, self.capacity)
+            self.rate = self._rate()
 
     def slow_down(self) -> None:
         """A 429 despite the pace: the server counts in windows too short for this pace and
         these requests' size (``wait``); go ``SLOW_DOWN`` slower, never below ``floor``."""
-        self.rate = max(self.floor, self.rate * SLOW_DOWN)
+        self.pace *= SLOW_DOWN
+        self.rate = self._rate()
 
     def refill(self, now: float) -> None:
         if now > self.at:
@@ -332,6 +354,8 @@ class Limiter:
         for bucket, amount in ((self._requests, 1.0), (self._tokens, float(estimate))):
             if bucket is not None:
                 bucket.refill(now)
+                if bucket is self._tokens:
+                    bucket.note(amount)
                 wait = max(wait, bucket.wait(amount))
         too_long = max(pause if pause > bound else 0.0, window if window > max(bound, 60) else 0)
         return wait, too_long

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import httpx
 import pydantic
 import pytest
 
 import langfx_nb as lf
+from langfx_nb.llms import ratelimit
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI
@@ -350,3 +352,30 @@ async def test_a_per_minute_window_is_waited_out_a_longer_one_fails_at_once() ->
         else:  # the pace of a per-minute limit: it waits, though max_delay is 30 s
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(limiter.take(1, 1), 0.05)
+
+
+async def test_a_configured_limit_keeps_every_fixed_minute_under_it_with_large_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # requests of ~10 % of a minute's limit: a server counting fixed minutes saw up to
+    # 106 % of the limit in some of them (11 requests of 2,900 tokens against 30,000)
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:  # the limiter's waits pass on its own clock
+        now[0] += max(seconds, 1e-6)  # as a real sleep would, however short
+
+    monkeypatch.setattr(ratelimit, "asyncio", SimpleNamespace(sleep=sleep))
+    limiter = Limiter(clock=lambda: now[0])
+    limiter.configure(lf.RateLimit(tokens_per_minute=30_000))
+    sent: list[float] = []
+    while now[0] < 600:
+        ticket = await limiter.acquire(2_900)
+        sent.append(now[0])
+        ticket.settle(2_900)
+    for start in range(60):  # wherever the server's minutes begin
+        per_minute: dict[int, int] = {}
+        for t in sent:
+            minute = int((t + start) // 60)
+            per_minute[minute] = per_minute.get(minute, 0) + 2_900
+        del per_minute[0]  # the first, partial one: all of it may go at once
+        assert max(per_minute.values()) <= 30_000

@@ -261,6 +261,21 @@ async def test_a_pooled_connection_closed_by_the_server_is_replaced(stream: bool
         assert len(server.requests) == 3 and server.connections == 2
 
 
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_request_dropped_on_a_fresh_connection_is_sent_once(stream: bool) -> None:
+    """A server that takes a request on a new connection and dies before answering may have
+    processed (billed) it: the request is not sent again, and the failure says what happened."""
+    ok = Reply.sse(fixture("openai_text.sse"))
+    async with served("openai", Reply(body=[DROP]), ok) as (server, lm):
+        with pytest.raises(lf.ServerError, match="connection failed"):
+            if stream:
+                await _drain(lm)
+            else:
+                await lm.call("hi")
+        assert len(server.requests) == 1 and server.connections == 1
+        assert await _drain(lm)  # the next request is a new one, on a new connection
+
+
 async def test_bytes_after_done_are_read_before_the_connection_is_reused() -> None:
     tail = b": trailing comment after the end\n\n" * 50
     reply = Reply.sse(fixture("openai_text.sse"), tail)

@@ -254,7 +254,7 @@ class LiveIndex:
         p = parent[i]
         while p >= 0:
             if p == i or len(out) > len(parent):
-                break  # a cycle (a malformed trace): stop, as TraceIndex leaves it unreached
+                break  # a cycle (a malformed trace): stop there
             out.append(p)
             p = parent[p]
         return out
@@ -412,7 +412,7 @@ class LiveIndex:
     def rows(
         self, expanded: Mapping[str, bool], query: str = ""
     ) -> tuple[array[int], set[int] | None, set[int] | None]:
-        """The visible rows in tree order (as ``TraceIndex.rows``), with the match and kept
+        """The visible rows in tree order, with the match and kept
         sets under a query (``None`` without one)."""
         out = array("i")
         kids = self.kids
@@ -455,7 +455,7 @@ class LiveIndex:
         selected: str | None = None,
     ) -> dict[str, Any]:
         """Rows ``[start, start + count)`` of the visible list, with exact totals (the reply
-        of ``TraceIndex.window``)."""
+        of ``StoredTrace.window``)."""
         expanded = expanded or {}
         q = query.strip().lower()
         count = max(0, min(int(count), MAX_WINDOW))

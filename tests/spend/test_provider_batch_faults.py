@@ -42,6 +42,18 @@ def keyed_model(provider: str, url: str) -> lf.LanguageModel:
     return Gemini("gemini-2.5-flash", base_url=f"{url}/gemini/v1beta", **common)
 
 
+async def batch_of(
+    lm: Any, items: list[Any], run: Path | None = None, **engine_kw: Any
+) -> lf.BatchResult[Any]:
+    """``label_fn`` over ``items`` on a provider batch of ``lm``, closed afterwards."""
+    try:
+        return await lf.batch(
+            label_fn(lm), items, run=run, engine=engine(**engine_kw), progress=False
+        )
+    finally:
+        await lm.aclose()
+
+
 async def docs_fn(row: dict[str, str], session: lf.Session) -> Label:
     """The fn of docs/batch.md: the session's model, no ``lm=``."""
     prompt = "Label this ticket: item={{id}}"
@@ -213,17 +225,9 @@ async def test_a_create_whose_answer_is_lost_is_found_not_sent_again(
     engine finds the batch in the account's list (its marker) and collects it; one batch
     is created and billed, and the manifest records it."""
     with ProviderServer(drop_creates=1) as server:
-        lm = make_model(provider, server.url)
-        try:
-            result = await lf.batch(
-                label_fn(lm),
-                ITEMS,
-                run=tmp_path / "run.sqlite",
-                engine=engine(),
-                progress=False,
-            )
-        finally:
-            await lm.aclose()
+        result = await batch_of(
+            make_model(provider, server.url), ITEMS, run=tmp_path / "run.sqlite"
+        )
         assert server.create_requests(provider) == 1
         assert len(server.batches) == 1 and sum(server.batched.values()) == len(ITEMS)
     assert result.totals.failed == 0 and not server.answered
@@ -281,17 +285,9 @@ async def test_a_key_echoed_in_a_per_item_error_reaches_no_error_manifest_or_tra
     run = tmp_path / "run.sqlite"
     with ProviderServer(fail_items=frozenset({"t1"})) as server:
         server.echo_key = True
-        lm = keyed_model(provider, server.url)
-        try:
-            result = await lf.batch(
-                label_fn(lm),
-                ITEMS[:3],
-                run=run,
-                engine=engine(max_resubmits=0),
-                progress=False,
-            )
-        finally:
-            await lm.aclose()
+        result = await batch_of(
+            keyed_model(provider, server.url), ITEMS[:3], run=run, max_resubmits=0
+        )
         assert server.batches and all(b["key"] == KEY for b in server.batches.values())
     error = result.errors[1]
     assert error is not None and "bad request" in error.message
@@ -327,17 +323,9 @@ async def test_a_401_while_polling_raises_without_the_key(provider: str, tmp_pat
 
 async def test_anthropic_results_url_on_another_host_never_gets_the_key(tmp_path: Path) -> None:
     with ProviderServer(variant=True) as server:
-        lm = keyed_model("anthropic", server.url)
-        try:
-            result = await lf.batch(
-                label_fn(lm),
-                ITEMS[:3],
-                run=tmp_path / "run.sqlite",
-                engine=engine(),
-                progress=False,
-            )
-        finally:
-            await lm.aclose()
+        result = await batch_of(
+            keyed_model("anthropic", server.url), ITEMS[:3], run=tmp_path / "run.sqlite"
+        )
         assert server.results_host is not None
         assert all(KEY not in json.dumps(h) for _, h in server.results_host.requests)
     assert result.totals.failed == 0
@@ -451,17 +439,9 @@ async def test_gemini_a_row_with_a_string_for_metadata_fails_no_other_item(
             return rows
 
         server.result_rows = mangle
-        lm = make_model("gemini", server.url)
-        try:
-            result = await lf.batch(
-                label_fn(lm),
-                ITEMS[:3],
-                run=tmp_path / "run.sqlite",
-                engine=engine(),
-                progress=False,
-            )
-        finally:
-            await lm.aclose()
+        result = await batch_of(
+            make_model("gemini", server.url), ITEMS[:3], run=tmp_path / "run.sqlite"
+        )
     # the row without a usable key: its request is resubmitted (it has no result)
     assert result.statuses == ["ok"] * 3
 
@@ -477,17 +457,9 @@ async def test_a_malformed_body_in_a_succeeded_line_fails_only_its_item(tmp_path
             return [cut.encode(), *rows[1:]]
 
         server.result_rows = mangle
-        lm = make_model("openai", server.url)
-        try:
-            result = await lf.batch(
-                label_fn(lm),
-                ITEMS[:3],
-                run=tmp_path / "run.sqlite",
-                engine=engine(),
-                progress=False,
-            )
-        finally:
-            await lm.aclose()
+        result = await batch_of(
+            make_model("openai", server.url), ITEMS[:3], run=tmp_path / "run.sqlite"
+        )
     assert result.statuses == ["failed", "ok", "ok"]
     error = result.errors[0]
     assert error is not None and error.type == "ProviderBatchError"

@@ -412,12 +412,19 @@ class HTTPModel(LanguageModel):
         self.rate_limiter().observe(response.headers)
         return response
 
-    async def _read(self, response: httpx.Response, deadline: float | None, limit: int) -> bytes:
-        """The body of ``response``: a ``StreamProtocolError`` past ``limit`` bytes
-        (``max_event_bytes``: an answer is one event), a ``ServerError`` when it is not
-        complete by ``deadline``. An error status's body is read only up to 64 KiB, and
+    async def _read(
+        self,
+        response: httpx.Response,
+        deadline: float | None,
+        limit: int | None,
+        bound: str = "max_event_bytes",
+    ) -> bytes:
+        """The body of ``response``, read as it arrives: a ``StreamProtocolError`` past
+        ``limit`` bytes, counted after any content encoding is undone (``bound`` names the
+        setting; ``max_event_bytes``: an answer is one event), a ``ServerError`` when it is
+        not complete by ``deadline``. An error status's body is read only up to 64 KiB, and
         only until the deadline: what came is enough to say what failed."""
-        failed = response.status_code >= 400
+        failed = response.status_code >= 300  # a redirect is refused: its body says why
         parts: list[bytes] = []
         size = 0
         scope = asyncio.timeout_at(deadline)
@@ -429,11 +436,10 @@ class HTTPModel(LanguageModel):
                     if failed:
                         if size > _MAX_ERROR_BODY:
                             break
-                    elif size > limit:
+                    elif limit is not None and size > limit:
                         raise StreamProtocolError(
-                            f"{self.provider}: the response body exceeds max_event_bytes="
-                            f"{limit}; pass a larger max_event_bytes= to the model if the "
-                            "server's answers are that big"
+                            f"{self.provider}: the response body exceeds {bound}={limit}; "
+                            f"pass a larger {bound}= if the server's answers are that big"
                         )
         except httpx.TransportError as exc:
             if not failed:
@@ -526,10 +532,10 @@ class HTTPModel(LanguageModel):
             else:
                 response = await client.send(request, stream=True)
             try:
+                raw = await self._read(response, None, max_bytes, "max_bytes")
                 if response.status_code >= 300:
-                    raw = await _read_bounded(response, _MAX_ERROR_BODY, self.provider, error=True)
                     self._raise_status(response, raw)
-                return await _read_bounded(response, max_bytes, self.provider)
+                return raw
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
@@ -785,28 +791,6 @@ def _went_out_on_a_reused_connection(events: Sequence[str]) -> bool:
     )
     sent = any(e.endswith(".send_request_headers.started") for e in events)
     return sent and not opened
-
-
-async def _read_bounded(
-    response: httpx.Response, max_bytes: int | None, provider: str, *, error: bool = False
-) -> bytes:
-    """The body of ``response``, decoded, read as it arrives; past ``max_bytes`` a
-    ``StreamProtocolError`` (``error``: an error body, cut at ``max_bytes`` instead)."""
-    if max_bytes is None:
-        return await response.aread()
-    parts: list[bytes] = []
-    size = 0
-    async for part in response.aiter_bytes():
-        size += len(part)
-        if size > max_bytes:
-            if error:
-                parts.append(part[: max_bytes - size + len(part)])
-                break
-            raise StreamProtocolError(
-                f"{provider}: the response body is larger than {max_bytes} bytes (decoded)"
-            )
-        parts.append(part)
-    return b"".join(parts)
 
 
 async def _read_rest(reads: AsyncIterator[bytes]) -> None:

@@ -80,7 +80,6 @@ from .ratelimit import (
     Limiter,
     account_id,
     limiter_for,
-    parse_google_duration,
     parse_retry_after,
 )
 from .streaming import StreamChunk
@@ -98,8 +97,6 @@ __all__ = [
     "error_from_status",
     "load_object",
     "loads",
-    "parse_google_duration",
-    "parse_retry_after",
 ]
 
 KeyResolver = Callable[[], Awaitable[str]]

@@ -51,11 +51,11 @@ from ._http import (
     HTTPModel,
     StreamDecoder,
     loads,
-    parse_google_duration,
     safe_code,
     tool_result_value,
 )
 from .base import Capabilities, LMRequest
+from .ratelimit import parse_google_duration
 from .streaming import (
     StreamAccumulator,
     StreamChunk,

@@ -12,12 +12,12 @@ import httpx
 import pytest
 
 import langfx_nb as lf
-from langfx_nb.llms._http import HTTPModel, parse_google_duration, parse_retry_after
+from langfx_nb.llms._http import HTTPModel
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI
 from langfx_nb.llms.openai_responses import OpenAIResponses
-from langfx_nb.llms.ratelimit import RateLimitWarning
+from langfx_nb.llms.ratelimit import RateLimitWarning, parse_google_duration, parse_retry_after
 
 from .wire import SECRET_KEY, Reply, Server, fixture
 

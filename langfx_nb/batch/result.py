@@ -201,10 +201,5 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def empty_lists(n: int) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-    """Four lists of ``n`` Nones (results, errors, node ids, statuses placeholder)."""
-    return [None] * n, [None] * n, [None] * n, [None] * n
-
-
 def count(statuses: Sequence[str], status: str) -> int:
     return sum(1 for s in statuses if s == status)

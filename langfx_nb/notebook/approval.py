@@ -84,9 +84,10 @@ class _Prompt:
 
     @classmethod
     def for_call(cls, call: Any, tool: Any, task: asyncio.Task[Any] | None = None) -> _Prompt:
-        """A new prompt for ``call`` (a ``ToolCall``) on the running loop."""
+        """A new prompt for ``call`` (a ``ToolCall``) on the running loop, with what the page
+        shows of it (``info``: the call, the tool's description and argument schema)."""
         loop = asyncio.get_running_loop()
-        return cls(
+        prompt = cls(
             prompt_id=secrets.token_hex(8),
             call_id=str(call.id),
             tool=str(call.name),
@@ -96,6 +97,16 @@ class _Prompt:
             validate=getattr(tool, "validate_args", None),
             task=task,
         )
+        spec = getattr(tool, "spec", None)
+        prompt.info = {
+            "prompt_id": prompt.prompt_id,
+            "call_id": prompt.call_id,
+            "tool": prompt.tool,
+            "description": _describe(tool),
+            "args": to_jsonable(getattr(call, "args", {})),
+            "schema": to_jsonable(getattr(spec, "input_schema", None)),
+        }
+        return prompt
 
 
 def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
@@ -404,16 +415,7 @@ class ApprovalPolicy:
         self, call: Any, session: Any, run: tuple[str, ...], approve: Any, deny: Any
     ) -> Any:
         tool = self.tools.get(str(call.name))
-        spec = getattr(tool, "spec", None)
         prompt = _Prompt.for_call(call, tool)
-        prompt.info = {
-            "prompt_id": prompt.prompt_id,
-            "call_id": prompt.call_id,
-            "tool": prompt.tool,
-            "description": _describe(tool),
-            "args": to_jsonable(getattr(call, "args", {})),
-            "schema": to_jsonable(getattr(spec, "input_schema", None)),
-        }
         widget = self.widget
         widget.open_prompt(prompt)
         if run not in self._shown_for:  # once per agent run, in the cell that runs it
@@ -549,15 +551,6 @@ async def ask(widget: ApprovalWidget, call: Any, tool: Any = None) -> Decision:
     it. Cancelling the caller closes the prompt as cancelled. A decision is not yet an
     outcome: the caller records it (the prompt's history shows what was clicked)."""
     prompt = _Prompt.for_call(call, tool, asyncio.current_task())
-    spec = getattr(tool, "spec", None)
-    prompt.info = {
-        "prompt_id": prompt.prompt_id,
-        "call_id": prompt.call_id,
-        "tool": prompt.tool,
-        "description": _describe(tool),
-        "args": to_jsonable(getattr(call, "args", {})),
-        "schema": to_jsonable(getattr(spec, "input_schema", None)),
-    }
     entry: dict[str, Any] = {"prompt_id": prompt.prompt_id, "call_id": prompt.call_id}
     entry["tool"] = prompt.tool
     widget.open_prompt(prompt)

@@ -55,10 +55,11 @@ from .manifest import FLUSH_ROWS
 if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..llms.base import LanguageModel, LMRequest
+    from ..llms.batch_wire import Outcome, Wire
     from ..llms.cache import Cache
     from ..messages import AIMessage
     from .manifest import Manifest
-    from .provider_wire import Outcome, Spool, Wire
+    from .spool import Spool
 
 __all__ = ["CacheWrites", "ProviderBatch", "ProviderPlan", "collect_and_batch"]
 
@@ -360,7 +361,7 @@ async def collect_and_batch(
 ) -> ProviderPlan:
     """Steps 1 and 2 of the module docstring; the plan answers step 3. ``session``: the
     run's, whose model and defaults the collect step's ``fn(item, session)`` sees."""
-    from .provider_wire import Spool
+    from .spool import Spool
 
     plan = ProviderPlan(engine.online)
     report(plan.counts)
@@ -385,7 +386,7 @@ async def _collect(
 ) -> None:
     """Step 1: each pending item's request, as its provider's entry in ``spool``."""
     from ..agentic.session import Session
-    from .provider_wire import wire_for
+    from ..llms.batch_wire import wire_for
 
     wires: dict[str, Wire] = {}
     accounts: dict[int, tuple[LanguageModel, str, Wire]] = {}
@@ -490,14 +491,14 @@ async def _batch(
                     "provider": wire.name,
                     "status": polled.status,
                     "total": len(cids),
-                    **_normalized(wire.name, polled.counts, len(cids)),
+                    **wire.progress(polled.counts, len(cids)),
                 }
                 if results is None:
                     continue
                 for cid in cids:
                     outcome = results.get(cid) or results.get("*")
                     if outcome is None:
-                        from .provider_wire import Outcome
+                        from ..llms.batch_wire import Outcome
 
                         outcome = Outcome(failure="expired", message="no result was returned")
                     plan.outcomes[cid] = outcome
@@ -638,19 +639,6 @@ async def _find_created(
         f"{len(found)} batches it may have made are listed ({', '.join(found[:5])}); "
         "nothing was created again: cancel the ones not wanted before running again"
     ) from exc
-
-
-def _normalized(provider: str, counts: dict[str, int], n: int) -> dict[str, int]:
-    """A provider's request counts in Anthropic's vocabulary (``COUNT_KEYS``)."""
-    if provider == "openai":
-        done, failed = counts.get("completed", 0), counts.get("failed", 0)
-        return {"succeeded": done, "errored": failed, "processing": max(0, n - done - failed)}
-    if provider == "gemini":
-        done = counts.get("successfulRequestCount", 0)
-        failed = counts.get("failedRequestCount", 0)
-        pending = counts.get("pendingRequestCount", max(0, n - done - failed))
-        return {"succeeded": done, "errored": failed, "processing": pending}
-    return {k: counts.get(k, 0) for k in COUNT_KEYS}
 
 
 def _sum_counts(counts: dict[str, Any], latest: dict[str, dict[str, Any]]) -> None:

@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 
-from langfx_nb.batch.provider_wire import AnthropicWire, GeminiWire, OpenAIWire, Polled
 from langfx_nb.errors import ProviderBatchError
+from langfx_nb.llms.anthropic import AnthropicWire
+from langfx_nb.llms.batch_wire import Polled
+from langfx_nb.llms.gemini import GeminiWire
+from langfx_nb.llms.openai import OpenAIWire
 
 
 class Files:
@@ -204,6 +207,6 @@ async def test_a_per_request_error_is_kept_without_the_models_key() -> None:
     ],
 )
 def test_anthropic_created_at_is_read_as_rfc_3339(text: Any, epoch: float | None) -> None:
-    from langfx_nb.batch.provider_wire import _epoch
+    from langfx_nb.llms.anthropic import _epoch
 
     assert _epoch(text) == epoch

@@ -3,7 +3,7 @@
 ``import langfx_nb as lf``; the whole public API is re-exported here once. The notebook layer
 (``lf.nb``), evaluation (``lf.eval``; not in ``__all__``, so a star import never shadows the
 builtin ``eval``), the OpenTelemetry export (``lf.otel``) and the provider adapters
-(``lf.llms.Gemini`` ...) are imported on first use; in a Jupyter kernel the notebook layer
+(``lf.llms.*`` model classes) are imported on first use; in a Jupyter kernel the notebook layer
 is imported with the package (see the end of this module).
 """
 

@@ -21,7 +21,7 @@ __all__ = ["REDACTED", "redact_secrets"]
 REDACTED = "<redacted>"
 
 _SECRETS = re.compile(
-    r"(?i:\bsk-)[A-Za-z0-9_-]{6,}"  # OpenAI / Anthropic keys
+    r"(?i:\bsk-)[A-Za-z0-9_-]{6,}"  # "sk-..." API keys (several providers' prefix)
     r"|\bAIza[0-9A-Za-z_-]{30,}"  # Google API keys
     r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens

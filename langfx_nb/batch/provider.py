@@ -82,8 +82,8 @@ class ProviderBatch:
 
     ``poll_interval``: seconds between status polls. ``max_resubmits``: how many times an
     item that errored, expired or was canceled is sent again, alone. ``max_requests`` /
-    ``max_bytes``: split batches below the provider's own limits (OpenAI 50,000 requests
-    and 200 MB, Anthropic 100,000 and 256 MB, Gemini 20 MB inline).
+    ``max_bytes``: split batches below the provider's own limits (its wire's, in its
+    module; docs/providers.md lists them).
     ``cancel_on_interrupt``: cancel the submitted batches when the cell is interrupted
     (by default they keep running at the provider and a rerun with the same ``run=``
     collects them). ``online``: an item whose model call could not be collected (its

@@ -94,6 +94,8 @@ class Anthropic(HTTPModel):
     """Claude models through the Anthropic Messages API."""
 
     provider: ClassVar[str] = "anthropic"
+    otel_provider: ClassVar[str | None] = "anthropic"
+    genai_prices_provider: ClassVar[str | None] = "anthropic"
     capabilities: ClassVar[Capabilities] = Capabilities(
         modalities=frozenset({"image", "pdf"}),
         tools=True,

@@ -293,6 +293,11 @@ class LanguageModel:
 
     provider: ClassVar[str] = "custom"
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: The provider's name in other vocabularies, read for a ``provider:model`` id from a
+    #: trace (``registry.provider_class``): OpenTelemetry's ``gen_ai.provider.name``
+    #: (``None``: ``provider`` itself) and the ``genai-prices`` id (``None``: not priced there).
+    otel_provider: ClassVar[str | None] = None
+    genai_prices_provider: ClassVar[str | None] = None
 
     def __init__(
         self,

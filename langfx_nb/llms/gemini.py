@@ -180,6 +180,8 @@ class Gemini(HTTPModel):
     """Gemini through the Generative Language API (``v1beta``)."""
 
     provider: ClassVar[str] = "gemini"
+    otel_provider: ClassVar[str | None] = "gcp.gemini"
+    genai_prices_provider: ClassVar[str | None] = "google"
     capabilities: ClassVar[Capabilities] = Capabilities(
         modalities=frozenset({"image", "audio", "video", "pdf"}),
         tools=True,

@@ -108,6 +108,8 @@ class OpenAI(HTTPModel):
     """Chat Completions models at OpenAI or any OpenAI-compatible server."""
 
     provider: ClassVar[str] = "openai"
+    otel_provider: ClassVar[str | None] = "openai"
+    genai_prices_provider: ClassVar[str | None] = "openai"
     capabilities: ClassVar[Capabilities] = Capabilities(
         modalities=frozenset({"image"}),
         tools=True,

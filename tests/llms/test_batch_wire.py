@@ -210,3 +210,21 @@ def test_anthropic_created_at_is_read_as_rfc_3339(text: Any, epoch: float | None
     from langfx_nb.llms.anthropic import _epoch
 
     assert _epoch(text) == epoch
+
+
+def test_each_model_gives_its_own_providers_wire_and_others_have_none() -> None:
+    from langfx_nb.errors import InvalidRequestError
+    from langfx_nb.llms.anthropic import Anthropic
+    from langfx_nb.llms.batch_wire import wire_for
+    from langfx_nb.llms.fake import Echo
+    from langfx_nb.llms.gemini import Gemini
+    from langfx_nb.llms.openai import OpenAI
+    from langfx_nb.llms.openai_responses import OpenAIResponses
+
+    kinds = {OpenAI: OpenAIWire, Anthropic: AnthropicWire, Gemini: GeminiWire}
+    for model_class, wire_class in kinds.items():
+        wire = wire_for(model_class("m", api_key="k"), read_limit=123)
+        assert type(wire) is wire_class and wire.read_limit == 123
+    for other in (OpenAIResponses("m", api_key="k"), Echo()):
+        with pytest.raises(InvalidRequestError, match="has none"):
+            wire_for(other)

@@ -323,13 +323,15 @@ async def test_its_rate_limit_headers_hold_the_accounts_next_request(kind: str) 
     assert len(server.requests) == 1
 
 
-async def test_a_429s_retry_after_ms_wins_over_retry_after() -> None:
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_429s_retry_after_ms_wins_over_retry_after(stream: bool) -> None:
     await check_error_reply(
         model,
         "anthropic_error_429.json",
         429,
         lf.RateLimitError,
         "rate_limit_error",
+        stream=stream,
         headers={"retry-after-ms": "1500", "retry-after": "12"},
         retry_after=1.5,
     )

@@ -18,6 +18,10 @@ block's encrypted ``data``, kept opaque) and stay in the continuation so they go
 
 Native structured output is not implemented: a ``response_schema`` raises
 ``UnsupportedCapabilityError`` before sending (use prompt-based JSON).
+
+Rate limits: ``anthropic-ratelimit-*`` headers pace the account's limiter (``rate_limits``);
+a 429's ``retry-after-ms`` wins over ``Retry-After``. Message Batches
+(``lf.engines.ProviderBatch``) are ``AnthropicWire``, at the end of this module.
 """
 
 from __future__ import annotations

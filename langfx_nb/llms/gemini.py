@@ -15,6 +15,11 @@ Reasoning: ``thinking_budget=N`` sends ``generationConfig.thinkingConfig`` with
 thoughts; ``-1`` lets the model decide). Thought-summary parts (``thought: true``) become
 ``ReasoningPart``s, with the part's ``thoughtSignature`` when it has one; usage counts
 ``thoughtsTokenCount`` as ``reasoning_tokens``.
+
+Rate limits: Gemini sends no rate-limit headers; a 429's wait is its error's ``RetryInfo``
+(``parse_google_duration``), used by the model's ``RetryPolicy`` (``rate_limit=`` shares one
+pace and one pause across requests). Batch mode (``lf.engines.ProviderBatch``) is
+``GeminiWire``, at the end of this module.
 """
 
 from __future__ import annotations

@@ -28,6 +28,10 @@ sending). Compatible servers that return the model's thinking as ``reasoning_con
 ``ReasoningPart``; Chat Completions never sends reasoning back (the API has no standard input
 field for it). ``completion_tokens_details.reasoning_tokens`` is counted as ``reasoning_tokens``.
 
+Rate limits: ``x-ratelimit-*`` headers pace the account's limiter (``rate_limits``); a 429's
+``retry-after-ms`` wins over ``Retry-After``. The Batch API (``lf.engines.ProviderBatch``)
+is ``OpenAIWire``, at the end of this module.
+
 The Responses API model, ``OpenAIResponses`` (``lf.llms.OpenAIResponses``), lives in
 ``openai_responses.py``, which builds on this module (never the other way round).
 """

@@ -2,13 +2,17 @@
 
 This package is imported with ``langfx_nb`` and stays light: the runner (sessions, the
 manifest) loads on the first call. ``langfx_nb.batch`` the package and ``lf.batch`` the
-function share a name: ``langfx_nb/__init__.py`` binds ``batch`` to the function, so import
-the parts with ``from langfx_nb.batch.progress import BatchProgress`` (a ``from`` import),
-never ``import langfx_nb.batch.progress as ...``.
+function share a name, so the package is one object with both roles: calling it
+(``await lf.batch(fn, items)``) calls :func:`batch`, and its submodules are its attributes as
+in any package (``import langfx_nb.batch.progress``, ``lf.batch.progress.BatchProgress``).
+Type checkers see ``lf.batch`` as the function (``langfx_nb/__init__.py``).
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
+import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -98,3 +102,19 @@ async def batch(
         name=name,
         if_owned=if_owned,
     )
+
+
+class _Package(types.ModuleType):
+    """The type of this package's module: calling it calls :func:`batch` (``lf.batch`` is
+    the package, so ``langfx_nb.batch.progress`` and ``import langfx_nb.batch.runner`` work
+    while ``lf.batch(fn, items)`` stays the function's call)."""
+
+    def __call__(self, fn: Callable[..., Any], items: Iterable[Any], **options: Any) -> Any:
+        return batch(fn, items, **options)
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # help() and ``lf.batch?`` show batch's
+        return inspect.signature(batch)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -82,17 +82,17 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
     for i, item in enumerate(items):
         try:
             text = item if isinstance(item, str) else encode(item)
-        except ValueError:
+        except ValueError as exc:
             raise TypeError(
                 f"items[{i}] holds a NaN or infinite number: it cannot be keyed"
-            ) from None
+            ) from exc
         except TypeError as exc:
             message = str(exc)
             if "keys must be" in message:
                 message = "a mapping key is not a str, int, float, bool or None"
             raise TypeError(
                 f"items[{i}]: {message}: it cannot be keyed for run= (pass key=)"
-            ) from None
+            ) from exc
         k = blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         n = repeats.get(k, 0)
         repeats[k] = n + 1
@@ -262,15 +262,15 @@ class ResultCodec:
                 raise TypeError(
                     f"a {type(value).__qualname__} result cannot be stored in the run "
                     f"manifest: {exc}"
-                ) from None
+                ) from exc
         if value is None or isinstance(value, (str, int, float, bool, list, dict)):
             try:
                 return JSON_TAG, json.dumps(value, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError) as exc:
                 raise TypeError(
                     f"a {type(value).__name__} result holding values that are not plain JSON "
                     "cannot be stored in the run manifest (return a pydantic model)"
-                ) from None
+                ) from exc
         cls = type(value)
         if "<locals>" in cls.__qualname__:
             raise TypeError(
@@ -283,7 +283,7 @@ class ResultCodec:
         except Exception as exc:
             raise TypeError(
                 f"a {cls.__qualname__} result cannot be stored in the run manifest: {exc}"
-            ) from None
+            ) from exc
         tag = self.tag(cls)
         self._encoders[cls] = (adapter, tag)
         return tag, text

@@ -159,7 +159,7 @@ class Manifest:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
-            raise _unusable(path, exc, "create it") from None
+            raise _unusable(path, exc, "create it") from exc
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -172,7 +172,7 @@ class Manifest:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             conn.close()
-            raise _unusable(path, exc, "write to it") from None
+            raise _unusable(path, exc, "write to it") from exc
         manifest = cls(path, conn, codec)
         manifest._known_tags = {row[0] for row in conn.execute("SELECT tag FROM types")}
         return manifest
@@ -183,16 +183,16 @@ class Manifest:
         try:
             ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         except sqlite3.Error as exc:
-            raise _unusable(path, exc, "read it") from None
+            raise _unusable(path, exc, "read it") from exc
         try:
             try:
                 meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
                 types = ro.execute("SELECT tag, schema_hash FROM types").fetchall()
-            except sqlite3.DatabaseError:
+            except sqlite3.DatabaseError as exc:
                 raise RunManifestError(
                     f"{path} is not a langfx_nb run manifest (refused, left untouched)",
                     path=str(path),
-                ) from None
+                ) from exc
         finally:
             ro.close()
         if meta.get("format") != FORMAT:
@@ -296,7 +296,7 @@ class Manifest:
                     f"{detail[:160]}): refused before any request, left untouched. Use "
                     "another run= name, or delete the file to start again.",
                     path=str(self.path),
-                ) from None
+                ) from exc
         raise RunManifestError(
             f"run manifest {self.path}: stored results no longer validate as {what}: "
             "refused before any request, left untouched",
@@ -361,7 +361,7 @@ class Manifest:
                     self._conn.execute(f"DROP TABLE IF EXISTS {table}")
             except sqlite3.Error as exc:
                 self.broken = _unusable(self.path, exc, "write its trace")
-                raise self.broken from None
+                raise self.broken from exc
         self._trace = source
 
     def _due(self) -> None:
@@ -405,7 +405,7 @@ class Manifest:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             self.broken = _unusable(self.path, exc, "write results to it")
-            raise self.broken from None
+            raise self.broken from exc
         self._known_tags.update(t for t, _ in new_types)
         self._pending = []
         if not rows_only:
@@ -428,7 +428,7 @@ class Manifest:
             return
         except sqlite3.Error as exc:
             self.broken = _unusable(self.path, exc, "write its trace")
-            raise self.broken from None
+            raise self.broken from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -461,7 +461,7 @@ class Manifest:
             self._conn.execute(sql, args)
         except sqlite3.Error as exc:
             self.broken = _unusable(self.path, exc, "record a provider batch in it")
-            raise self.broken from None
+            raise self.broken from exc
 
     def counts(self) -> dict[str, int]:
         """Rows per status (``ok``/``failed``) committed so far."""

@@ -179,11 +179,11 @@ class BatchResult(Generic[R]):
         """``to_records()`` as a ``pandas.DataFrame`` (pandas is optional)."""
         try:
             import pandas as pd
-        except ImportError:
+        except ImportError as exc:
             raise ImportError(
                 "BatchResult.to_pandas() needs pandas, which is not installed: "
                 "pip install pandas (or use to_records())"
-            ) from None
+            ) from exc
         return pd.DataFrame.from_records(self.to_records())
 
     def __repr__(self) -> str:

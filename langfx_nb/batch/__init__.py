@@ -54,6 +54,7 @@ async def batch(
     key: Callable[[Any], str] | None = None,
     name: str | None = None,
     if_owned: Literal["raise", "wait"] = "raise",
+    version: str | None = None,
 ) -> BatchResult[Any]:
     """``await fn(item)`` (or ``fn(item, session)``) for every item; a ``BatchResult``.
 
@@ -68,8 +69,12 @@ async def batch(
     - ``run``: a name (``./.langfx_runs/NAME.sqlite``) or a path ending in ``.sqlite``/
       ``.db``: a SQLite manifest of each item's key, status and typed result. Running
       the same call again sends nothing for items already done and returns their stored
-      results; items that failed, or were in flight at a crash, run again. A manifest made
-      by another ``fn`` or result schema is refused (``RunManifestError``), untouched.
+      results; items that failed, or were in flight at a crash, run again. Each row keeps
+      the item's input (a bounded preview) and a failed item's traceback
+      (``BatchResult.load(run)`` reads them back). A manifest made by another run (its
+      ``fn``'s name and source text, or ``version``; the models and ``lf.Template``s it
+      uses) or result schema is refused (``RunManifestError`` naming what changed),
+      untouched.
       One run owns a manifest at a time (an OS lock the kernel frees when the process
       ends, ``kill -9`` included): another run of it raises ``RunManifestError`` naming
       the owner (pid, host, start time), or with ``if_owned="wait"`` waits for it to end.
@@ -82,6 +87,9 @@ async def batch(
       ``False`` none, a ``Reporter`` or a callable of ``BatchProgress``.
     - ``key``: the manifest key of an item (default: a hash of its JSON form, with an
       occurrence number for repeated items). ``name``: the batch node's name.
+    - ``version``: with ``run=``, what identifies ``fn``'s code in place of its source text
+      (change it when the code's meaning changes; a reformat or a comment then keeps the
+      manifest).
 
     Cancelling the awaiting task stops the batch at once: in-flight items are cancelled
     (their requests closed), results already finished are written to the manifest, and
@@ -101,6 +109,7 @@ async def batch(
         key=key,
         name=name,
         if_owned=if_owned,
+        version=version,
     )
 
 

@@ -33,7 +33,7 @@ class ItemError:
 
     type: str
     message: str
-    traceback: str | None = field(default=None, compare=False)
+    traceback: str | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import langfx_nb as lf
-MAX_INPUT_CHARS = 4000  # (langfx_nb.batch.codec.MAX_INPUT_CHARS)
+from langfx_nb.batch.codec import MAX_INPUT_CHARS
 
 
 def _name_of(row: dict[str, Any]) -> str:

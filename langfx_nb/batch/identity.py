@@ -18,7 +18,8 @@ from openai:gpt-4o to openai:gpt-4o-mini", "fn's source text changed"). The iden
   arguments (a ``LangFunc``'s model too). A model is its ``provider:model`` and the
   sampling options that change answers (``temperature``, ``max_tokens``, ``seed`` ...);
   never a key, nor the endpoint (the same model served elsewhere is the same model).
-- ``templates``: each ``lf.Template`` (or ``LangFunc``) ``fn`` names, by a hash of its text.
+- ``templates``: each ``lf.Template`` (or ``LangFunc``) ``fn`` names, by a hash of its text
+  and of the plain values bound to it.
 
 Not part of it: the helpers ``fn`` calls and objects reached through attributes; pass
 ``version=`` (and change it) when those change what a run computes.
@@ -55,7 +56,7 @@ class RunIdentity:
     is reopened. ``code`` is a hash of ``fn``'s source (``None`` with a ``version``);
     ``values`` hashes the plain values it reads by name (none with a ``version``);
     ``models`` describes each model used (``provider:model`` and answer-changing options);
-    ``templates`` hashes each template's text by name."""
+    ``templates`` hashes each template's text (and bound values) by name."""
 
     fn: str
     version: str | None = None
@@ -128,7 +129,7 @@ class RunIdentity:
             elif name not in now.templates:
                 out.append(f"the template {_short(name)} is no longer used")
             else:
-                out.append(f"the text of the template {_short(name)} changed")
+                out.append(f"the template {_short(name)} changed (its text or bound values)")
         return out
 
     def __str__(self) -> str:
@@ -160,7 +161,7 @@ def run_identity(
         if isinstance(value, _PLAIN):
             values[name] = _digest(repr(value))
         elif _is_template(value):
-            templates[name] = _digest(value.text)
+            templates[name] = _template_digest(value)
             lm = getattr(value, "lm", None)
             if _is_model(lm) and lm is not session_lm:
                 models[f"{name}.lm"] = _describe_model(lm, {})
@@ -244,19 +245,31 @@ def _session_model(session: Session | None) -> Any:
 def _describe_model(lm: Any, defaults: Mapping[str, Any]) -> str:
     """``provider:model k=v ...``: the model and the options that change its answers (its
     sampling options, then the session's defaults over them), secrets masked."""
-    options = {k: v for k, v in lm.sampling.to_json().items() if k not in _NOT_ANSWERS}
-    options.update((k, v) for k, v in defaults.items() if k not in _NOT_ANSWERS)
-    shown = " ".join(f"{k}={_option(v)}" for k, v in sorted(options.items()))
-    text = f"{lm.model_id} {shown}".strip()
-    return redact_secrets(text)[:300]
+    sampling = getattr(lm, "sampling", None)
+    options = sampling.to_json() if sampling is not None else {}
+    options.update(defaults)
+    shown = " ".join(
+        f"{k}={_option(v)}" for k, v in sorted(options.items()) if k not in _NOT_ANSWERS
+    )
+    return redact_secrets(f"{lm.model_id} {shown}".strip())
 
 
 def _option(value: Any) -> str:
-    if isinstance(value, _PLAIN) or value is None:
-        return repr(value)[:80]
+    """An option as a refusal shows it: its ``repr``, a long one cut with a hash of the
+    whole (so a change past the cut is still a change)."""
     if isinstance(value, list | tuple) and all(isinstance(v, _PLAIN) for v in value):
-        return repr(list(value))[:80]
-    return f"<{type(value).__qualname__}>"
+        value = list(value)
+    elif not (isinstance(value, _PLAIN) or value is None):
+        return f"<{type(value).__qualname__}>"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}…#{_digest(text)[:8]}"
+
+
+def _template_digest(template: Any) -> str:
+    """A hash of a template's text and the plain values bound to it (``Template(text,
+    tone="formal")``): what it renders."""
+    bound = sorted((k, repr(v)) for k, v in template.bound.items() if isinstance(v, _PLAIN))
+    return _digest(json.dumps([template.text, bound]))
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ async def test_a_changed_template_text_is_named(tmp_path: Path) -> None:
 
     await lf.batch(fn, ROWS, session=lf.Session(Echo()), run=run, progress=False)
     prompt = lf.Template("shout {{word}}")
-    with pytest.raises(lf.RunManifestError, match="the text of the template prompt changed"):
+    with pytest.raises(lf.RunManifestError, match=r"the template prompt changed \(its text"):
         await lf.batch(fn, ROWS, session=lf.Session(Echo()), run=run, progress=False)
 
 
@@ -160,3 +160,14 @@ def test_the_identity_is_stored_readable_in_the_manifest(tmp_path: Path) -> None
     assert identity.models == {"session": "fake:echo temperature=0.2"}
     assert "fake:echo temperature=0.2" in str(identity)
     assert json.loads(json.dumps(identity.to_json())) == identity.to_json()
+
+
+def test_a_long_option_changed_past_what_is_shown_is_still_a_change() -> None:
+    from langfx_nb.batch.identity import run_identity
+
+    long = "be brief. " * 30
+    a = run_identity(ask, session=lf.Session(Echo(), system_message=long + "a"))
+    b = run_identity(ask, session=lf.Session(Echo(), system_message=long + "b"))
+    assert a.models != b.models and a.changes(b) == [
+        f"the session's model changed from {a.models['session']} to {b.models['session']}"
+    ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import llms
-from .batch import BatchResult, batch
+from .batch import BatchResult
 from .errors import (
     AgentError,
     AuthenticationError,
@@ -62,6 +62,11 @@ from .modalities import PDF, Audio, Image, Mime, Video
 from .structured.mapping import Mapping, MappingExample
 from .structured.query import query
 from .template import LangFunc, Template
+
+if TYPE_CHECKING:
+    from .batch import batch
+else:  # the package, which calls the function when called (langfx_nb/batch/__init__.py)
+    from . import batch
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type checkers
     from . import engines as engines

@@ -23,11 +23,13 @@ from typing import Any
 from ..agentic.fanout import settle_first_failure
 from ..agentic.session import Session
 from ..agentic.trace import TraceNode, error_info
+from ..agentic.tracebacks import format_traceback
 from ..agentic.usage import UsageMeter, total_tokens
 from ..errors import RunManifestError
 from ..llms.deferred import Capture, capturing, current_capture
 from ..messages import Usage
-from .codec import ResultCodec, fingerprint, item_keys
+from .codec import ResultCodec, item_keys, target_function
+from .identity import RunIdentity, run_identity
 from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .owner import IfOwned, RunOwner
 from .progress import (
@@ -94,6 +96,8 @@ class _Run:
         self.finished = False
         self.provider: dict[str, Any] | None = None
         self.run: str | None = None  # the run manifest's path (``run=``)
+        self.inputs: list[Any] = []  # the items, by index (``BatchResult.inputs``)
+        self.identity: RunIdentity | None = None  # the run's (with ``run=``)
 
     def set_provider(self, counts: dict[str, Any]) -> None:
         """The provider's own counts (``engine=ProviderBatch()``), shown by progress."""
@@ -101,10 +105,12 @@ class _Run:
 
     def fail(self, index: int, exc: BaseException, node_id: str | None) -> ItemError:
         info = error_info(exc)
-        return self.fail_as(index, info["type"], info["message"], node_id)
+        return self.fail_as(index, info["type"], info["message"], node_id, format_traceback(exc))
 
-    def fail_as(self, index: int, type_: str, message: str, node_id: str | None) -> ItemError:
-        error = ItemError(type_, message)
+    def fail_as(
+        self, index: int, type_: str, message: str, node_id: str | None, traceback: str | None
+    ) -> ItemError:
+        error = ItemError(type_, message, traceback)
         self.errors[index] = error
         self.statuses[index] = "failed"
         self.failed += 1
@@ -183,6 +189,8 @@ class _Run:
             batch_node_id=self.batch_node_id,
             session=self.session,
             run_path=None if path is None else str(path),
+            inputs=self.inputs,
+            identity=self.identity,
         )
 
 
@@ -219,16 +227,20 @@ class _RaySink:
         state.statuses[index] = "ok"
         state.done += 1
         if manifest is not None and encoded is not None:
-            manifest.add_ok(self.keys[index], index, *encoded)
+            manifest.add_ok(self.keys[index], index, *encoded, state.inputs[index])
 
     def failed(
         self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
     ) -> None:
         state = self.state
         state.node_ids[index] = node_id
-        error = state.fail_as(index, type_, message, node_id)
+        node = state.session.find(node_id) if node_id is not None else None  # adopted
+        traceback = node.error.get("traceback") if node is not None and node.error else None
+        error = state.fail_as(index, type_, message, node_id, traceback)
         if self.manifest is not None:
-            self.manifest.add_failed(self.keys[index], index, error.type, error.message)
+            self.manifest.add_failed(
+                self.keys[index], index, error.type, error.message, traceback, state.inputs[index]
+            )
         if self.raise_first:
             raise exc if exc is not None else RuntimeError(f"{type_}: {message}")
 
@@ -256,8 +268,11 @@ async def run_batch(
     key: Callable[[Any], str] | None,
     name: str | None,
     if_owned: IfOwned = "raise",
+    version: str | None = None,
+    identity: RunIdentity | None = None,
 ) -> BatchResult[Any]:
-    """``lf.batch``: see its docstring."""
+    """``lf.batch``: see its docstring (``identity``: the run's, when the caller knows it
+    better than ``fn`` shows: ``lf.eval.run``'s task)."""
     if not callable(fn):
         raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
@@ -281,12 +296,13 @@ async def run_batch(
     values = list(items)
     keys = item_keys(values, key)  # an item that cannot be keyed fails before anything runs
     with_session = takes_session(fn)
-    fn_name, fn_hash = fingerprint(fn)
     codec = ResultCodec(fn)
     path = manifest_path(run) if run is not None else None
+    if path is not None and identity is None:
+        identity = run_identity(fn, version=version, session=session)
     owner = await RunOwner.acquire(path, if_owned) if path is not None else None
     try:
-        manifest = Manifest.open(path, fn_name, fn_hash, codec) if path is not None else None
+        manifest = Manifest.open(path, identity, codec) if identity and path else None
     except BaseException:
         if owner is not None:
             owner.release()
@@ -294,7 +310,9 @@ async def run_batch(
     root = session if session is not None else Session()
     try:
         stored = manifest.stored(keys) if manifest is not None else {}
+        fn_name = identity.fn if identity else getattr(target_function(fn), "__qualname__", "")
         state = _Run(len(values), name or fn_name.rpartition(".")[2] or "batch", root)
+        state.inputs, state.identity = values, identity
         for i, k in enumerate(keys):
             if k in stored:
                 state.results[i] = stored[k]
@@ -590,7 +608,7 @@ async def _one(
         state.running -= 1
         error = state.fail(index, exc, node_id)
         if manifest is not None:
-            manifest.add_failed(key, index, error.type, error.message)
+            manifest.add_failed(key, index, error.type, error.message, error.traceback, item)
         if raise_first:
             raise
         return
@@ -603,4 +621,4 @@ async def _one(
     state.statuses[index] = "ok"
     state.done += 1
     if manifest is not None and encoded is not None:
-        manifest.add_ok(key, index, *encoded)
+        manifest.add_ok(key, index, *encoded, item)

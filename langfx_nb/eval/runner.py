@@ -46,6 +46,7 @@ from .score import Evaluator, ScoreRecord, evaluate, evaluator_names
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
+    from ..batch.identity import RunIdentity
 
 __all__ = ["current_session", "run"]
 
@@ -64,8 +65,8 @@ def current_session() -> Session | None:
 
 
 class _Context:
-    """What every trial of one run shares (``functools.partial`` keeps it out of the
-    batch's fingerprint; the identity string passed beside it is in it)."""
+    """What every trial of one run shares (the run's identity is the task's, given to the
+    batch: see ``run``)."""
 
     def __init__(
         self,
@@ -90,7 +91,7 @@ class _Context:
         self.spent: dict[int, tuple[Usage | None, float | None, int]] = {}
 
 
-async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> dict[str, Any]:
+async def _trial(ctx: _Context, index: int, session: Session) -> dict[str, Any]:
     """One batch item: the task, then the evaluators (see the module)."""
     from ..agentic.usage import UsageMeter
 
@@ -216,12 +217,12 @@ def _result(
 
 
 def _scoring(evaluators: Mapping[str, Any]) -> str:
-    """The evaluators' names, fingerprints and plain settings (a rubric, a judge's model, a
+    """The evaluators' names, code digests and plain settings (a rubric, a judge's model, a
     tolerance): another value is another scoring, and stored trials are re-scored."""
-    from ..batch.codec import fingerprint
+    from ..batch.identity import code_digest
 
     return "\n".join(
-        f"{name}={fingerprint(ev)[1]}:{_plain_attrs(ev)}" for name, ev in evaluators.items()
+        f"{name}={code_digest(ev)}:{_plain_attrs(ev)}" for name, ev in evaluators.items()
     )
 
 
@@ -236,17 +237,22 @@ def _trial_key(case: Case, repeat: int, scoring: str) -> str:
     return f"{case.id}#{repeat}@{'.'.join(digests)}"
 
 
-def _plan(fn: Callable[..., Any], run: str | Path, ctx: _Context, keys: list[str]) -> None:
+def _plan(
+    fn: Callable[..., Any],
+    identity: RunIdentity,
+    run: str | Path,
+    ctx: _Context,
+    keys: list[str],
+) -> None:
     """Before the batch: which trials of ``run`` are done again and why (``ctx.redo``), and
     the stored output each re-scored trial keeps (``ctx.kept``; see the module)."""
-    from ..batch.codec import ResultCodec, fingerprint
+    from ..batch.codec import ResultCodec
     from ..batch.manifest import Manifest, manifest_path
 
     path = manifest_path(run)
     if not path.exists():
         return
-    name, fn_hash = fingerprint(fn)
-    manifest = Manifest.open(path, name, fn_hash, ResultCodec(fn))
+    manifest = Manifest.open(path, identity, ResultCodec(fn))
     try:
         stored = manifest.stored(lambda key: "@" in key)
     finally:
@@ -308,6 +314,7 @@ async def run(
     name: str | None = None,
     on_trial: Callable[[int, CaseResult], None] | None = None,
     live: bool = True,
+    version: str | None = None,
 ) -> Report:
     """Run ``task`` on every case ``repeats`` times, score each answer, and report.
 
@@ -316,17 +323,19 @@ async def run(
     evaluator. ``run``, ``engine``, ``session``, ``max_concurrency`` and ``progress`` are
     ``lf.batch``'s: with ``run=`` a second call (in any process) re-runs no finished
     trial of the same case and evaluators (others are re-scored or re-run: see the module);
-    a manifest made by another task is refused (``RunManifestError``). While the live view
-    shows the run, the batch's own progress view is not shown (unless ``progress=`` asks
-    for one). ``on_trial(index, result)`` is called as each trial of this
+    a manifest made by another task is refused (``RunManifestError`` naming what changed:
+    the run's identity is the task's, with ``version=`` as ``lf.batch``'s: docs/batch.md).
+    While the live view shows the run, the batch's own progress view is not shown (unless
+    ``progress=`` asks for one). ``on_trial(index, result)`` is called as each trial of this
     process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
     report widget is shown in the running cell and fills in as trials finish (rows arrive
     in batches, a few per second), then shows the finished report; ``live=False`` shows
     nothing. The returned report's ``widget()`` is that view. With ``engine=Ray()`` the
     trials run in other processes: the view shows the finished report when the run ends.
     """
-    from ..batch import batch
+    from ..batch.identity import run_identity
     from ..batch.ray_engine import Ray
+    from ..batch.runner import run_batch
 
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
@@ -347,18 +356,17 @@ async def run(
     if view is not None and progress is None:
         progress = False  # one view per run: the report shows the progress, not a batch view
     ctx = _Context(task, trials, named, hook)
-    from ..batch.codec import fingerprint
-
     # the manifest belongs to the task; each trial's key names its case and scoring
-    fn = functools.partial(_trial, fingerprint(task)[1], ctx)
+    fn = functools.partial(_trial, ctx)
+    identity = run_identity(task, version=version, session=session)
     scoring = _scoring(named)
     keys = [_trial_key(case, repeat, scoring) for case, repeat in trials]
     if run is not None:
-        _plan(fn, run, ctx, keys)
+        _plan(fn, identity, run, ctx, keys)
         _type_kept(ctx, data.output_type)
     started = time.perf_counter()
     try:
-        result = await batch(
+        result = await run_batch(
             fn,
             range(len(trials)),
             session=session,
@@ -369,6 +377,7 @@ async def run(
             progress=progress,
             key=keys.__getitem__,
             name=run_name,
+            identity=identity,
         )
     except BaseException as exc:  # the view says the run stopped; the exception goes on
         if view is not None:

@@ -2,7 +2,7 @@
 
 An evaluator is a callable of one argument, the context: ``def short(ctx) -> float: return
 6 / len(ctx.output.city)``. New fields can be added to the context without breaking any
-evaluator. The earlier form, three positional parameters ``(case, output, trace)``, still
+evaluator. The earlier form, positional parameters ``(case, output, trace)``, still
 works: ``lf.eval.run`` tells the two forms apart by the evaluator's signature, once per
 evaluator and run, and warns (``DeprecationWarning``) for the three-parameter form.
 """
@@ -69,10 +69,10 @@ class _ThreeArguments:
 
 
 def one_argument(name: str, evaluator: Callable[..., Any]) -> Callable[[EvalContext], Any]:
-    """``evaluator`` as a callable of an ``EvalContext``, told by its signature: one
-    positional parameter is the context; three required ones are ``(case, output, trace)``,
-    called as before with a ``DeprecationWarning`` (once, here). Any other signature raises
-    ``TypeError`` before a trial runs."""
+    """``evaluator`` as a callable of an ``EvalContext``, told by its signature: at most one
+    required positional parameter is the context form; two or three, with room for three,
+    is ``(case, output, trace)``, called as before with a ``DeprecationWarning`` (once,
+    here). Any other signature raises ``TypeError`` before a trial runs."""
     try:
         parameters = inspect.signature(evaluator).parameters.values()
     except (TypeError, ValueError):  # no signature to read (a builtin): the context form
@@ -80,7 +80,9 @@ def one_argument(name: str, evaluator: Callable[..., Any]) -> Callable[[EvalCont
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = sum(p.default is p.empty for p in positional)
     varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
-    if required == 3:
+    if required <= 1 and (positional or varargs):
+        return evaluator
+    if required <= 3 and (len(positional) >= 3 or varargs):
         warnings.warn(
             f"evaluator {name!r} takes (case, output, trace): take one lf.eval.EvalContext "
             "instead (ctx.case, ctx.output, ctx.trace, ...); the three-argument form will be "
@@ -89,8 +91,6 @@ def one_argument(name: str, evaluator: Callable[..., Any]) -> Callable[[EvalCont
             stacklevel=3,
         )
         return _ThreeArguments(evaluator)
-    if required <= 1 and (positional or varargs):
-        return evaluator
     raise TypeError(
         f"evaluator {name!r} must take one argument, an lf.eval.EvalContext "
         f"(it takes {required} required positional arguments)"

@@ -2,12 +2,12 @@
 
 Every (case, repeat) is one trial, one batch item whose node is named ``case_id#repeat``
 with the case's inputs (the name the report, its rows and the trace share). A trial runs the
-task on the case's inputs under an ``action`` node named ``task`` (the ``trace`` the
-evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``,
-each in its own node named by the metric, whose outputs are its verdicts and which ends
-``failed`` on a fail or an error (a judge's queries are traced there, apart from the
-task's); the scores are kept in the
-item node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
+task on the case's inputs under an ``action`` node named ``task`` (the evaluators'
+``EvalContext.trace``), then every evaluator in order under an ``action`` node named
+``evaluate``, each in its own node named by the metric, whose outputs are its verdicts and
+which ends ``failed`` on a fail or an error (a judge's queries, made through its context's
+``session``, are traced there, apart from the task's); the scores are kept in the item
+node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
 ``gen_ai.evaluation.result`` event on the trial's span). The item's result, stored in
 the run manifest with ``run=``, is the output and the scores, so a resumed run sends nothing
 for a trial that finished: neither the task nor its judges run again. A trial whose task

@@ -80,11 +80,11 @@ async def test_the_three_argument_form_still_works_and_warns_once_per_evaluator(
     case, output, trace = calls[0]
     assert isinstance(case, lf.eval.Case) and output == "A" and trace.name == "task"
 
-    with pytest.warns(DeprecationWarning):  # lambdas in a dict are told apart the same way
-        named = await lf.eval.run(
-            upper, cases, {"short": lambda c, o, t: len(o) == 1}, progress=False, live=False
-        )
-    assert named.metrics["short"].value == 1.0
+    old = {"short": lambda c, o, t: len(o) == 1, "traced": lambda c, o, t=None: t is not None}
+    with pytest.warns(DeprecationWarning) as got:  # lambdas, a defaulted trace: the old form
+        named = await lf.eval.run(upper, cases, old, progress=False, live=False)
+    assert len(got) == 2
+    assert named.metrics["short"].value == 1.0 and named.metrics["traced"].value == 1.0
 
 
 async def test_an_evaluator_of_another_shape_is_refused_before_any_trial() -> None:

@@ -2,12 +2,12 @@
 
 Every (case, repeat) is one trial, one batch item whose node is named ``case_id#repeat``
 with the case's inputs (the name the report, its rows and the trace share). A trial runs the
-task on the case's inputs under an ``action`` node named ``task`` (the ``trace`` the
-evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``,
-each in its own node named by the metric, whose outputs are its verdicts and which ends
-``failed`` on a fail or an error (a judge's queries are traced there, apart from the
-task's); the scores are kept in the
-item node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
+task on the case's inputs under an ``action`` node named ``task`` (the evaluators'
+``EvalContext.trace``), then every evaluator in order under an ``action`` node named
+``evaluate``, each in its own node named by the metric, whose outputs are its verdicts and
+which ends ``failed`` on a fail or an error (a judge's queries, made through its context's
+``session``, are traced there, apart from the task's); the scores are kept in the item
+node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
 ``gen_ai.evaluation.result`` event on the trial's span). The item's result, stored in
 the run manifest with ``run=``, is the output and the scores, so a resumed run sends nothing
 for a trial that finished: neither the task nor its judges run again. A trial whose task
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import hashlib
 import json
@@ -40,28 +39,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..jsonable import walk
 from ..messages import Usage
+from .context import EvalContext, one_argument
 from .dataset import Case, Dataset
 from .report import CaseResult, LiveReport, Report, live_view
 from .score import Evaluator, ScoreRecord, evaluate, evaluator_names
 
 if TYPE_CHECKING:
+    from ..agentic.recorder import Tracked
     from ..agentic.session import Session
     from ..batch.identity import RunIdentity
 
-__all__ = ["current_session", "run"]
-
-#: The session view of an evaluator's node while it runs in a trial: an evaluator
-#: that makes model calls (``judge``) makes them through it, so they are traced there.
-_EVAL_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
-    "langfx_nb_eval_session", default=None
-)
-
-
-def current_session() -> Session | None:
-    """The session view an evaluator should make its model calls through (``None`` outside
-    ``lf.eval.run``): calls made through it are traced under the evaluator's node in the
-    trial's ``evaluate`` node."""
-    return _EVAL_SESSION.get()
+__all__ = ["run"]
 
 
 class _Context:
@@ -72,7 +60,7 @@ class _Context:
         self,
         task: Callable[..., Awaitable[Any]],
         trials: list[tuple[Case, int]],
-        evaluators: dict[str, Evaluator],
+        evaluators: dict[str, Callable[[EvalContext], Any]],
         on_trial: Callable[[int, CaseResult], None] | None,
     ) -> None:
         self.task = task
@@ -115,11 +103,14 @@ async def _trial(ctx: _Context, index: int, session: Session) -> dict[str, Any]:
         usage = meter.usage if meter.usage.to_json() else None
         ctx.spent[index] = (usage, meter.cost()[0], meter.unpriced_requests)
         raise
-    trace = None if kept else task.node  # a kept output has no trace of its making
+    # a kept output has no trace of its making
+    trace, duration = (None, None) if kept else (task.node, task.node.duration)
     records: list[ScoreRecord] = []
     with session.track("action", "evaluate", meter=meter) as ev:
         for name, evaluator in ctx.evaluators.items():
-            records.extend(await _check(ev.session, name, evaluator, case, output, trace))
+            with ev.session.track("action", name) as check:
+                trial = EvalContext(case, output, trace, check.session, duration, repeat)
+                records.extend(await _check(check, name, evaluator, trial))
     ctx.outputs[index] = output
     scores = [r.to_json() for r in records]
     # on the trial's node: the OpenTelemetry export turns these into evaluation events
@@ -142,22 +133,21 @@ async def _trial(ctx: _Context, index: int, session: Session) -> dict[str, Any]:
 
 
 async def _check(
-    view: Session, name: str, evaluator: Evaluator, case: Case, output: Any, trace: Any
+    check: Tracked[Session],
+    name: str,
+    evaluator: Callable[[EvalContext], Any],
+    trial: EvalContext,
 ) -> list[ScoreRecord]:
-    """One evaluator under its own node, named by the metric: its verdicts are the node's
-    outputs, and a fail or an error ends it ``failed``, so the trial's trace shows which
-    check failed (a judge's query is traced inside it)."""
-    with view.track("action", name) as check:
-        token = _EVAL_SESSION.set(check.session)
-        try:
-            records = await evaluate(name, evaluator, case, output, trace)
-        finally:
-            _EVAL_SESSION.reset(token)
-        verdicts = [r.to_json() for r in records]
-        if any(r.score is None or r.score.passed is False for r in records):
-            check.end("failed", outputs=verdicts)
-        else:
-            check.outputs = verdicts
+    """One evaluator under its own node ``check``, named by the metric: its verdicts are the
+    node's outputs, and a fail or an error ends it ``failed``, so the trial's trace shows
+    which check failed (a judge's query, made through ``trial.session``, is traced inside
+    it)."""
+    records = await evaluate(name, evaluator, trial)
+    verdicts = [r.to_json() for r in records]
+    if any(r.score is None or r.score.passed is False for r in records):
+        check.end("failed", outputs=verdicts)
+    else:
+        check.outputs = verdicts
     return records
 
 
@@ -355,7 +345,10 @@ async def run(
         hook = _feed(view, on_trial)
     if view is not None and progress is None:
         progress = False  # one view per run: the report shows the progress, not a batch view
-    ctx = _Context(task, trials, named, hook)
+    called: dict[str, Callable[[EvalContext], Any]] = {}
+    for metric, evaluator in named.items():  # a loop, not a comprehension: the warning's frame
+        called[metric] = one_argument(metric, evaluator)
+    ctx = _Context(task, trials, called, hook)
     # the manifest belongs to the task; each trial's key names its case and scoring
     fn = functools.partial(_trial, ctx)
     identity = run_identity(task, version=version, session=session)

@@ -13,7 +13,7 @@ lf.eval.compare(baseline, report)
 from __future__ import annotations
 
 from .compare import CaseDelta, Comparison, MetricDelta, compare
-from .context import EvalContext
+from .context import EvalContext, current_session
 from .dataset import Case, Dataset
 from .evaluators import contains, exact, fields, numeric
 from .judge import JUDGE_PROMPT, Verdict, judge
@@ -41,6 +41,7 @@ __all__ = [
     "Verdict",
     "compare",
     "contains",
+    "current_session",
     "exact",
     "fields",
     "judge",

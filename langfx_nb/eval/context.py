@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..agentic.trace import TraceNode
 
-__all__ = ["EvalContext", "one_argument"]
+__all__ = ["EvalContext", "current_session", "one_argument"]
+
+_OLD_FORM_SESSION: ContextVar[Session | None] = ContextVar("lf_eval_session", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,32 @@ class _ThreeArguments:
         self.evaluator = evaluator
 
     def __call__(self, ctx: EvalContext) -> Any:
-        return self.evaluator(ctx.case, ctx.output, ctx.trace)
+        token = _OLD_FORM_SESSION.set(ctx.session)  # what current_session() gives it
+        try:
+            result = self.evaluator(ctx.case, ctx.output, ctx.trace)
+        finally:
+            _OLD_FORM_SESSION.reset(token)
+        return _awaited(ctx.session, result) if inspect.isawaitable(result) else result
+
+
+async def _awaited(session: Session | None, result: Awaitable[Any]) -> Any:
+    """An async old-form evaluator's result, with its session current while it runs."""
+    token = _OLD_FORM_SESSION.set(session)
+    try:
+        return await result
+    finally:
+        _OLD_FORM_SESSION.reset(token)
+
+
+def current_session() -> Session | None:
+    """Deprecated: the session a ``(case, output, trace)`` evaluator makes its model calls
+    through (``None`` elsewhere). Evaluators that take an ``EvalContext`` use ``ctx.session``."""
+    warnings.warn(
+        "lf.eval.current_session() is deprecated: take one lf.eval.EvalContext and use ctx.session",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _OLD_FORM_SESSION.get()
 
 
 def one_argument(name: str, evaluator: Callable[..., Any]) -> Callable[[EvalContext], Any]:

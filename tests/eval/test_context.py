@@ -100,3 +100,22 @@ async def test_an_evaluator_of_another_shape_is_refused_before_any_trial() -> No
     with pytest.raises(TypeError, match="one argument"):
         await lf.eval.run(task, ["a"], [two], progress=False, live=False)
     assert called == []
+
+
+async def test_an_old_form_evaluator_still_finds_its_session_through_current_session() -> None:
+    async def polite(case: Any, output: Any, trace: Any) -> bool:
+        with pytest.warns(DeprecationWarning, match="current_session"):
+            session = lf.eval.current_session()
+        assert session is not None
+        return (
+            await session.query("polite? {{o}}", lm=Scripted(["yes"]), vars={"o": output}) == "yes"
+        )
+
+    with pytest.warns(DeprecationWarning, match="'polite' takes"):
+        report = await lf.eval.run(_shout, ["hi"], [polite], progress=False, live=False)
+    assert report[0].scores["polite"].score.score is True
+    item = report.session.find(report[0].node_id)
+    check = next(n for n in item.walk() if n.kind == "action" and n.name == "polite")
+    assert [n.kind for n in check.children] == ["query"]  # traced under its check, as before
+    with pytest.warns(DeprecationWarning):
+        assert lf.eval.current_session() is None  # outside a run

@@ -375,6 +375,12 @@ class ApprovalPolicy:
         self._always: dict[tuple[str, ...], set[str]] = {}
         self._widget: ApprovalWidget | None = None
         self._shown_for: set[tuple[str, ...]] = set()
+        from . import marimo_host
+
+        if mode == "ask" and marimo_host.running():
+            # marimo makes a widget only inside a running cell (this one), never in the
+            # background task that asks
+            self._widget = ApprovalWidget()
 
     def register(self, tools: Iterable[Any]) -> None:
         """Tell the policy about tools (for descriptions, schemas and re-validation)."""
@@ -536,6 +542,12 @@ class ApprovalPolicy:
         if self.display is not None:
             self.display(widget)
             return
+        host = hosts.current()
+        if host is not None and host.marimo:  # the running cell's output, if a cell runs
+            from . import marimo_host
+
+            marimo_host.show(widget)
+            return
         try:
             from IPython import get_ipython
 
@@ -575,6 +587,14 @@ def _click_cannot_arrive() -> str | None:
     host = hosts.current()
     if host is None or not host.in_kernel or host.mode == "live" or control.in_background():
         return None
+    if host.marimo:
+        return (
+            f"{host.kernel} hands a click to Python only while no cell runs, so an approval "
+            "prompt in a cell that awaits the run could never be answered; the call was denied "
+            "without asking. Start the run with `run = lf.nb.background(agent.invoke(session), "
+            "widgets=[policy.widget])` as the cell's last expression and click while no cell "
+            "runs; `await run` in a later cell gives the answer."
+        )
     return (
         f"this kernel ({host.kernel}) hands a click to Python only while no cell runs, so an "
         "approval prompt in a cell that awaits the run could never be answered; the call was "

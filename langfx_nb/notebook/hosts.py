@@ -243,8 +243,9 @@ def doctor_text(host: Host | None = None) -> str:
     forced = f" (chosen by ${MODE_ENV})" if host.forced else ""
     lines.append(meaning(host.mode) + forced)
     if host.mode != "live" and host.in_kernel:
+        query = "lf.query" if host.marimo else "%%lf query"
         lines.append(
-            "Everything else works here: %%lf query, streaming, the trace explorer, batch "
+            f"Everything else works here: {query}, streaming, the trace explorer, batch "
             "and evaluation views."
         )
     return "\n".join(lines) + "\n"

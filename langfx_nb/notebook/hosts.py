@@ -91,8 +91,11 @@ def _cell_ended(*_: Any) -> None:
 
 def cell_activity() -> tuple[int, bool]:
     """(cells started so far, whether one runs now): a page's message can reach a background
-    run only while no cell runs, so waits for the page count idle time only."""
-    return _cells["started"], _cells["running"] > 0
+    run only while no cell runs, so waits for the page count idle time only. (In marimo, whose
+    cells are not counted, whether one runs now.)"""
+    from .marimo_host import cell_running
+
+    return _cells["started"], _cells["running"] > 0 or cell_running()
 
 
 def _version(name: str) -> str | None:

@@ -13,10 +13,11 @@ Nothing here imports marimo: these run only where it is already imported (its ke
 from __future__ import annotations
 
 import html
+import importlib
 import sys
 from typing import Any
 
-__all__ = ["label", "running", "show", "stack"]
+__all__ = ["cell_running", "label", "running", "show", "stack"]
 
 
 def running() -> bool:
@@ -28,6 +29,18 @@ def running() -> bool:
         return bool(mo.running_in_notebook())
     except Exception:  # an old or partial marimo: not a host we know
         return False
+
+
+def cell_running() -> bool:
+    """True while a marimo cell executes (marimo's runtime context holds the cell's execution
+    context then); False outside marimo, or where that context cannot be read."""
+    if "marimo" not in sys.modules:
+        return False
+    try:
+        context = importlib.import_module("marimo._runtime.context").safe_get_context()
+    except Exception:
+        return False
+    return getattr(context, "execution_context", None) is not None
 
 
 def label() -> str:

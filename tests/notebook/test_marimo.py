@@ -9,6 +9,7 @@ tests/ui/test_marimo_browser.py.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import types
 from collections.abc import Iterator
@@ -142,3 +143,42 @@ async def test_a_batch_view_makes_its_explorer_before_any_click_and_reuses_it() 
     assert view.open_group(None) is None
     assert view.open_group("ValueError") is made
     await session.dispose()
+
+
+async def test_the_page_wait_in_marimo_counts_no_time_a_cell_ran_or_held_the_loop(
+    marimo: FakeMarimo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """marimo holds a page's message while any cell runs (Run all runs every cell in one go),
+    so the 15 s a page has to draw a background run's prompt count only idle time."""
+    from langfx_nb.notebook import approval, control, marimo_host
+
+    running = iter([False, True, False, False, False, False])  # before/after each wait
+    monkeypatch.setattr(marimo_host, "cell_running", lambda: next(running))
+    clock = iter([0.0, 5.0, 5.0, 30.0, 30.0, 35.0])  # the 2nd wait ended 20 s late
+    monkeypatch.setattr(approval, "_now", lambda: next(clock))
+    timeouts: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        timeouts.append(seconds)
+
+    policy = ask_policy(sleep=sleep, render_timeout=5)
+    record_sends(policy.widget)
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+
+    async def invoke() -> Any:
+        control.mark_background()
+        async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 1, "b": 1}))) as session:
+            return await agent.invoke(session)
+
+    with pytest.raises(lf.ToolDeniedError, match="no page acknowledged"):
+        await asyncio.create_task(invoke())
+    # a cell ran in the first wait, one held the loop through the second: the third ended it
+    assert timeouts == [5, 5, 5]
+    assert CALLS == []
+
+
+def test_lf_nb_background_stays_the_function_once_its_module_is_imported() -> None:
+    import importlib
+
+    module = importlib.import_module("langfx_nb.notebook.background")  # as %%lf agent's runner
+    assert lf.nb.background is module.background and callable(lf.nb.background)

@@ -463,7 +463,10 @@ class ApprovalPolicy:
             unreachable = _click_cannot_arrive()
             if unreachable or not await self._wait_rendered(prompt):
                 message = unreachable or hosts.explain_no_click(
-                    prompt.tool, prompt.call_id, self.render_timeout
+                    prompt.tool,
+                    prompt.call_id,
+                    self.render_timeout,
+                    in_cell=not control.in_background(),
                 )
                 entry.update(
                     decision="denied (no answer possible)" if unreachable else "denied (no page)",

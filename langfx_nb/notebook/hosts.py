@@ -254,10 +254,20 @@ def doctor_text(host: Host | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def explain_no_click(tool: str, call_id: str, timeout: float) -> str:
-    """The truthful reason a live prompt got no answer from any page in ``timeout`` s."""
+def explain_no_click(tool: str, call_id: str, timeout: float, *, in_cell: bool = False) -> str:
+    """The truthful reason a live prompt got no answer from any page in ``timeout`` s
+    (``in_cell``: a running cell awaited the prompt, not a background run)."""
     host = current()
     where = f" on {host.kernel}" if host is not None else ""
+    if host is not None and host.marimo and in_cell:  # only with approval mode live forced
+        return (
+            f"no answer reached the approval prompt for tool {tool!r} (call {call_id}) within "
+            f"{timeout:g} s{where}, so the call was denied (fail closed): marimo hands a click "
+            "(and the page's note that it drew the prompt) to Python only after the running "
+            f"cell ends, and this cell awaited the prompt (approval mode {host.mode}). Unset "
+            f"${MODE_ENV} (marimo's mode is background) or start the run with `run = "
+            "lf.nb.background(agent.invoke(session), widgets=[policy.widget])`."
+        )
     if host is not None and host.marimo:
         return (
             f"no page acknowledged the approval prompt for tool {tool!r} (call {call_id}) within "

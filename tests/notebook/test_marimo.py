@@ -182,3 +182,20 @@ def test_lf_nb_background_stays_the_function_once_its_module_is_imported() -> No
 
     module = importlib.import_module("langfx_nb.notebook.background")  # as %%lf agent's runner
     assert lf.nb.background is module.background and callable(lf.nb.background)
+
+
+async def test_with_live_forced_in_marimo_a_denial_says_the_click_was_held_not_unseen(
+    marimo: FakeMarimo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured in marimo 0.25.2 with LANGFX_NB_APPROVAL=live: Approve clicked 2 s after the
+    prompt showed never reached the awaiting cell, which was denied at its render deadline."""
+    monkeypatch.setenv(hosts.MODE_ENV, "live")
+    policy = ask_policy(sleep=instant_sleep)
+    record_sends(policy.widget)
+    agent = lf.Agent("add", tools=[add], allow_tool=policy)
+    async with lf.Session(script(lf.ToolCall("c1", "add", {"a": 1, "b": 1}))) as session:
+        with pytest.raises(lf.ToolDeniedError) as info:
+            await agent.invoke(session)
+    message = str(info.value)
+    assert "only after the running cell ends" in message and "approval mode live" in message
+    assert "no page acknowledged" not in message

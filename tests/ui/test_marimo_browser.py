@@ -94,9 +94,14 @@ async def _(lf, lm):
 
 @app.cell
 def _(lf):
+    import time
+
+    started = []
+
     @lf.tool
     async def add(a: int, b: int) -> int:
         """Add two integers."""
+        started.append(time.time())
         return a + b
 
     policy = lf.nb.ApprovalPolicy(tools=[add])
@@ -109,13 +114,13 @@ def _(lf):
         widgets=[policy.widget, lf.nb.TraceExplorer(agent_session, title="agent")],
     )
     run
-    return (run,)
+    return run, started
 
 
 @app.cell
-async def _(mo, run):
+async def _(mo, run, started):
     agent_answer = await run
-    mo.plain_text(f"ANSWER: {agent_answer}")
+    mo.plain_text(f"ANSWER: {agent_answer} STARTED: {started[0]}")
     return
 
 
@@ -273,6 +278,7 @@ def test_every_view_renders_and_an_approval_click_reaches_the_run(marimo_page: A
     assert "ValueError items" in page.locator(".lfx-bv-traces .lfx-te").inner_text()
 
     # Approve, between cells: the run takes it and finishes
+    clicked = time.time()
     approve.click()
     page.locator(".lfx-ap-hist", has_text="approved").wait_for()
     page.locator("[data-cell-id]").last.locator("[data-testid=cell-editor]").click()
@@ -281,3 +287,5 @@ def test_every_view_renders_and_an_approval_click_reaches_the_run(marimo_page: A
         f"(el) => ({DEEP_TEXT})(el).includes('ANSWER: The sum is 5.')",
         arg=waiting.element_handle(),
     )
+    started = float(waiting.evaluate(DEEP_TEXT).split("STARTED:")[1].split()[0])
+    print(f"marimo: click -> tool start {(started - clicked) * 1e3:.0f} ms")

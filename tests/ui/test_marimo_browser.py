@@ -7,7 +7,8 @@ query on the fake model with its trace explorer, an evaluation report, a batch w
 a stream view and an approval; the test clicks Run all, then checks that no cell's output is
 blank, that the report and the batch draw a trace explorer inside themselves when clicked,
 and that Approve reaches the run (approval mode ``background``: marimo hands a click to
-Python only between cells) and its answer arrives.
+Python only between cells) and its answer arrives. Another test checks the venv: the
+``notebook`` extra upgraded nothing of marimo's and brought no Jupyter.
 """
 
 from __future__ import annotations
@@ -289,3 +290,21 @@ def test_every_view_renders_and_an_approval_click_reaches_the_run(marimo_page: A
     )
     started = float(waiting.evaluate(DEEP_TEXT).split("STARTED:")[1].split()[0])
     print(f"marimo: click -> tool start {(started - clicked) * 1e3:.0f} ms")
+
+
+def test_the_notebook_extra_brings_no_jupyter_into_the_marimo_host() -> None:
+    """``scripts/host_env marimo`` installs this checkout's ``notebook`` extra with every package
+    marimo brought as a constraint: nothing of marimo's is upgraded, and no Jupyter kernel,
+    server or JupyterLab comes with the widgets."""
+    code = (
+        "import importlib.metadata as m\n"
+        "for d in m.distributions(): print(d.metadata['Name'].lower() + '==' + d.version)"
+    )
+    listing = subprocess.run(
+        [host_python("marimo"), "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    installed = dict(line.split("==", 1) for line in listing)
+    assert installed["marimo"] == "0.25.2"
+    assert {"anywidget", "ipywidgets", "langfx_nb"} <= set(installed)
+    jupyter = {"ipykernel", "jupyterlab", "notebook", "jupyter-server", "jupyter-client"}
+    assert jupyter.isdisjoint(installed), sorted(jupyter & set(installed))

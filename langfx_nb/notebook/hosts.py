@@ -157,17 +157,17 @@ def current() -> Host | None:
     """The host found by the last :func:`probe` (``%load_ext``). Without ``%load_ext``, the
     running IPython shell is probed now (``lf.nb`` used directly), or a marimo notebook's
     kernel recognised; None elsewhere."""
+    if _current is None:
+        from . import marimo_host
+
+        if marimo_host.running():  # first: an IPython shell may exist in marimo's process too
+            return probe_marimo()
     if _current is None and "IPython" in sys.modules:
         from IPython import get_ipython
 
         ip = get_ipython()
         if ip is not None:
             return probe(ip)
-    if _current is None:
-        from . import marimo_host
-
-        if marimo_host.running():
-            return probe_marimo()
     return _current
 
 

@@ -644,7 +644,7 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
     index), bounded to about ``MAX_ROWS`` rows whatever its size: a summary, exact counts by
     status and kind, the first rows depth first with exact subtree sums, and for every row
     whose subtree is not all shown, "… N more nodes" (and the same for the whole trace)."""
-    counts = index.counts_cached()
+    counts = index.counts()
     rows = index.first_rows(MAX_ROWS)
     out: list[str] = []
     open_rows: list[tuple[int, int, int]] = []  # (descendants, depth, descendants shown)
@@ -700,7 +700,7 @@ def trace_index_text(index: Any, *, title: str = "") -> str:
     """``trace_text`` for a trace too large to list (counts per status as the rows show
     them)."""
     counts: dict[str, int] = {}
-    for status, n in index.counts_cached()["status"].items():
+    for status, n in index.counts()["status"].items():
         label = "unfinished" if status in ("running", "waiting") else status
         counts[label] = counts.get(label, 0) + n
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

@@ -26,17 +26,24 @@ from .trace import TraceNode, check_trace_header
 from .trace_json import regular_file
 
 __all__ = [
+    "BAD_STATUSES",
     "DEFAULT_OPEN_DEPTH",
+    "GROUPS",
+    "LIVE",
     "MAX_TIME_BUCKETS",
     "MAX_WINDOW",
     "STORE_TABLES",
     "StoredTrace",
+    "group_of",
     "is_store",
     "open_store",
     "row_summary",
     "time_buckets",
 ]
 
+BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
+LIVE = ("running", "waiting")  # statuses of work not over yet
+GROUPS = ("running", "ok", "failed")  # the timeline overview's groups (see group_of)
 #: The most buckets one timeline request may ask for.
 MAX_TIME_BUCKETS = 400
 STORE_FORMAT = "langfx_nb.trace_store"
@@ -307,7 +314,6 @@ class StoredTrace(WindowedTrace):
     def counts(self) -> dict[str, dict[str, int]]:
         """Exact node counts by status and by kind."""
         return self._counts
-
 
     def root_start(self) -> float | None:
         """When the first session root started (``None``: no time)."""
@@ -619,12 +625,12 @@ class StoredTrace(WindowedTrace):
         if self._starts is None:
             starts: dict[str, array[float]] = {}
             for group, blob in self.query("SELECT grp, starts FROM trace_starts"):
-                if group not in ("running", "ok", "failed") or not isinstance(blob, bytes):
+                if group not in GROUPS or not isinstance(blob, bytes):
                     raise self._error("damaged trace_starts")
                 if len(blob) % 8 or len(blob) > 8 * self.nodes:
                     raise self._error("damaged trace_starts")
                 starts[group] = array("d", blob)
-            self._starts = {g: starts.get(g, array("d")) for g in ("running", "ok", "failed")}
+            self._starts = {g: starts.get(g, array("d")) for g in GROUPS}
         return self._starts
 
 
@@ -713,6 +719,14 @@ def row_summary(
         out.update(more)
     out["partial"] = True
     return out
+
+
+def group_of(status: str) -> str:
+    """The timeline overview's group of a node status: ``running`` (still running or
+    waiting), ``failed`` (failed, denied, cancelled, timed out) or ``ok`` (the rest)."""
+    if status in LIVE:
+        return "running"
+    return "failed" if status in BAD_STATUSES else "ok"
 
 
 def time_buckets(

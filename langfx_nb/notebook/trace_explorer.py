@@ -29,6 +29,7 @@ import traitlets
 
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from ..agentic.trace_json import regular_file
+from ..agentic.trace_reader import LIVE
 from .bridge import Clock, EventBridge, MessageKind, to_jsonable
 from .render import (
     WidgetDisplayMixin,
@@ -40,7 +41,6 @@ from .render import (
 )
 from .trace_data import read_trace, view_node
 from .trace_live import LiveIndex, row_patch
-from .trace_rows import LIVE
 from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
 from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
 from .trace_windows import LIVE_VIEWS as LIVE_VIEWS

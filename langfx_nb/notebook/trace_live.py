@@ -21,15 +21,19 @@ from typing import Any
 
 from ..agentic.trace_db import node_hint
 from ..agentic.trace_reader import (
+    BAD_STATUSES,
     DEFAULT_OPEN_DEPTH,
+    GROUPS,
+    LIVE,
     Listed,
     Listing,
     WindowedTrace,
+    group_of,
     row_summary,
+    time_buckets,
 )
 from .bridge import to_jsonable
-from .trace_rows import BAD_STATUSES, LIVE, tokens_of
-from .trace_timeline import StartsByGroup, bucket_counts
+from .trace_rows import tokens_of
 
 __all__ = ["LiveIndex", "row_patch"]
 
@@ -118,6 +122,7 @@ class LiveIndex(WindowedTrace):
         #: bumped by every change: a window computed at one version is current until the next
         self.version = 0
         self._match: tuple[str, set[int]] | None = None
+        self._starts: tuple[int, dict[str, list[float]], int] | None = None
         self._touched: set[int] = set()  # nodes changed since the cached match set
 
     def __len__(self) -> int:
@@ -356,11 +361,19 @@ class LiveIndex(WindowedTrace):
         return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-        """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`bucket_counts`)."""
-        cached = getattr(self, "_starts", None)
-        if cached is None or cached[0] != self.version:
-            cached = self._starts = (self.version, StartsByGroup(self.start, self.status))
-        return bucket_counts(cached[1], lo, hi, buckets)
+        # each group's start times, sorted once per version of the index
+        if self._starts is None or self._starts[0] != self.version:
+            by: dict[str, list[float]] = {g: [] for g in GROUPS}
+            untimed = 0
+            for start, status in zip(self.start, self.status, strict=True):
+                if start != start:  # NaN: no start time
+                    untimed += 1
+                else:
+                    by[group_of(status)].append(start)
+            for values in by.values():
+                values.sort()
+            self._starts = (self.version, by, untimed)
+        return time_buckets(self._starts[1], self._starts[2], lo, hi, buckets)
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TypeGuard
 
+from ..agentic.trace_reader import BAD_STATUSES, LIVE
+
 __all__ = [
     "BAD_STATUSES",
     "WAITING_LABEL",
@@ -31,9 +33,7 @@ __all__ = [
     "unpriced_below",
 ]
 
-BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
 WAITING_LABEL = "waiting for approval"
-LIVE = ("running", "waiting")
 
 
 def status_label(node: Mapping[str, Any], *, ended: bool = False, gone: bool = False) -> str:

@@ -36,7 +36,6 @@ from .render import (
     trace_html,
     trace_index_html,
     trace_index_text,
-    trace_static_html,
     trace_text,
 )
 from .trace_data import read_trace, view_node
@@ -161,11 +160,10 @@ class TraceReducer:
         parent = event["node"].get("parent_id")
         return parent is None or self.nodes.get(str(parent), {}).get("kind") == "session"
 
-    def snapshot(self, *, details: bool = False) -> dict[str, Any]:
-        """The state the live view starts from: node summaries (whole records with
-        ``details``, as the static copy uses them), ``ended``, totals and the clock offset."""
-        held = self.nodes.values()
-        out: dict[str, Any] = {"nodes": list(held) if details else [summarize(n) for n in held]}
+    def snapshot(self) -> dict[str, Any]:
+        """The state the live view starts from: node summaries, ``ended``, totals and the
+        clock offset."""
+        out: dict[str, Any] = {"nodes": [summarize(n) for n in self.nodes.values()]}
         if self.ended:
             out["ended"] = True
         if self.summary is not None:
@@ -475,7 +473,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return trace_index_html(self._live, title=self.title)
         if self._index is not None:
             return trace_index_html(self._index, title=self.title)
-        return trace_static_html(self._reducer.snapshot(details=True), title=self.title)
+        reducer = self._reducer
+        nodes = list(reducer.nodes.values())
+        return trace_html(
+            nodes, title=self.title, ended=reducer.ended, gone=True, offset=reducer.offset
+        )
 
     def _session_finished(self) -> bool:
         return _session_over(self._session)

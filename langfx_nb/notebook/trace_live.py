@@ -80,11 +80,6 @@ def _float(value: Any) -> float:
     return float(value)
 
 
-def _tokens(usage: Any) -> int:
-    """A node's tokens as a saved trace's index counts them (``trace_rows.tokens_of``)."""
-    return tokens_of({"usage": usage})
-
-
 class LiveIndex(WindowedTrace):
     """Per-node row values and exact totals of a growing trace (nodes by arrival)."""
 
@@ -161,7 +156,7 @@ class LiveIndex(WindowedTrace):
         if start < self.lo or start > self.hi or end > self.hi:  # NaN compares False
             self._widen(start, end)
         usage, cost = patch.get("usage"), patch.get("cost")
-        tokens = 0 if usage is None else _tokens(usage)
+        tokens = 0 if usage is None else tokens_of(patch)
         cost = _NAN if cost is None else _float(cost)
         self.tokens.append(tokens)
         self.cost.append(cost)
@@ -186,7 +181,7 @@ class LiveIndex(WindowedTrace):
             if child in self._ancestors(i):
                 continue  # a parent cycle (never from a Session): the child stays a root
             self.orphans.pop(child, None)
-            self._detach_root(child)
+            self.roots.remove(child)  # rare: a child written before its parent
             self._attach(child, i)
 
     def _attach(self, i: int, p: int) -> None:
@@ -216,9 +211,6 @@ class LiveIndex(WindowedTrace):
                 self.sub_unpriced[a] += u
         if bad:
             self._count_problems(i, bad)
-
-    def _detach_root(self, i: int) -> None:
-        self.roots.remove(i)  # rare: a child written before its parent
 
     def _count_problems(self, i: int, delta: dict[str, int]) -> None:
         """Add ``delta`` (problems by status) to what is below each ancestor of ``i``. A
@@ -303,7 +295,7 @@ class LiveIndex(WindowedTrace):
                 self._widen(start, end)
         was_unpriced = self.cost[i] != self.cost[i] and bool(self.tokens[i])
         if "usage" in patch:
-            step = _tokens(patch["usage"]) - self.tokens[i]
+            step = tokens_of(patch) - self.tokens[i]
             if step:
                 self.tokens[i] += step
                 self.sub_tokens[i] += step

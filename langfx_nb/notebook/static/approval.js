@@ -1,4 +1,4 @@
-// langfx-src-sha256: e83fd3e5b00ae6d780160682dd082655513c0b26f7bc1514af7053aa74eb4224
+// langfx-src-sha256: 73162ee0ba55b3692d7e5fa0710790dc18482d1994b0ebb4643404c967871bf4
 // Built from js/src by js/build.mjs; do not edit.
 var M={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group",OPEN_TRACE:"open_trace",TRACE_OPENED:"trace_opened",WINDOW_REQUEST:"window_request",WINDOW:"window",SHOW:"show"};function t(e,o={},...n){let s=document.createElement(e);for(let[r,l]of Object.entries(o))l===void 0||l===!1||(r==="class"?s.className=String(l):r==="text"?s.textContent=String(l):s.setAttribute(r,l===!0?"":String(l)));for(let r of n)r==null||r===!1||s.append(typeof r=="string"?document.createTextNode(r):r);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,K=24;function re(e,o=0){let n=o>0?e.lastIndexOf(`
 `,o-1)+1:0,r=e.slice(n).split(`

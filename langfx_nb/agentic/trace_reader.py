@@ -280,6 +280,7 @@ class StoredTrace(WindowedTrace):
         self._search: tuple[str, array[int], bytearray, int] | None = None
         self._starts: dict[str, array[float]] | None = None
         self._texts: tuple[bytearray, array[int]] | None = None
+        self._fetched: dict[int, tuple[Any, ...]] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -572,7 +573,8 @@ class StoredTrace(WindowedTrace):
         return None if found is None else found[0]
 
     def listing(self, expanded: Mapping[str, bool]) -> Listing:
-        return _Segments(self, self._segments(expanded))
+        self._fetched = {}  # the rows its slices read, for rows() to take
+        return _Segments(self, self._segments(expanded), self._fetched)
 
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         kept, hits, found = self._matches(query)
@@ -583,9 +585,10 @@ class StoredTrace(WindowedTrace):
         )
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
-        found: dict[int, tuple[Any, ...]] = {}
-        for at in range(0, len(nodes), _CHUNK):
-            part = list(nodes[at : at + _CHUNK])
+        found, self._fetched = self._fetched, {}
+        missing = [rank for rank in nodes if rank not in found]
+        for at in range(0, len(missing), _CHUNK):
+            part = missing[at : at + _CHUNK]
             marks = ",".join("?" * len(part))
             for row in self.query(f"{_ROW} WHERE t.rank IN ({marks})", part):
                 found[int(row[0])] = row
@@ -638,9 +641,15 @@ class _Segments:
     """A stored trace's visible rows with nothing filtered (``StoredTrace._segments``):
     counted and sliced with two indexed lookups per segment, never listed whole."""
 
-    def __init__(self, trace: StoredTrace, segments: list[tuple[int, int] | list[int]]) -> None:
+    def __init__(
+        self,
+        trace: StoredTrace,
+        segments: list[tuple[int, int] | list[int]],
+        fetched: dict[int, tuple[Any, ...]],
+    ) -> None:
         self.trace = trace
         self.segments = segments
+        self.fetched = fetched  # rows read by rank range, kept for the trace's rows()
         self.total = sum(_size(s) for s in segments)
 
     def slice(self, start: int, stop: int) -> Sequence[int]:
@@ -651,14 +660,13 @@ class _Segments:
             if lo < hi and isinstance(seg, list):
                 out.extend(seg[lo:hi])
             elif lo < hi:
-                out.extend(
-                    int(rank)
-                    for (rank,) in self.trace.query(
-                        "SELECT rank FROM trace_tree WHERE depth <= 2 AND shallow_at >= ?"
-                        " AND shallow_at < ? ORDER BY shallow_at",
-                        (seg[0] + lo, seg[0] + hi),
-                    )
-                )
+                for row in self.trace.query(
+                    f"{_ROW} WHERE t.depth <= 2 AND t.shallow_at >= ? AND t.shallow_at < ?"
+                    " ORDER BY t.shallow_at",
+                    (seg[0] + lo, seg[0] + hi),
+                ):
+                    out.append(int(row[0]))
+                    self.fetched[int(row[0])] = row
             at += _size(seg)
         return out
 

@@ -217,14 +217,10 @@ export default () => {
     if (!raw) return null;
     const t0 = performance.now();
     try {
-      return decodeRaw(raw);
+      return decodeState(raw);
     } finally {
       timing("decode", t0);
     }
-  }
-
-  function decodeRaw(raw: any): any {
-    return decodeState(raw);
   }
 
   function applyState(state: any): void {
@@ -499,8 +495,6 @@ export default () => {
         indexOf: (id: string | null): number => (shared.win ? shared.win.indexOf(id) : id === null ? -1 : rows.ids.indexOf(id)),
         hasKids: (id: string): boolean => (shared.win ? !!shared.win.row(id)?.kids : shared.store.children(id).length > 0),
         isOpen: (id: string): boolean => (shared.win ? !!shared.win.row(id)?.open : rows.isOpen(id, shared.expanded)),
-        /** Listed under the current filter (a windowed trace: the kernel said where). */
-        listed: (id: string): boolean => (shared.win ? shared.win.indexOf(id) >= 0 : rows.depth.has(id)),
         node: (id: string): TraceNode | undefined => shared.store.nodes.get(id) ?? shared.win?.row(id)?.node,
       };
 

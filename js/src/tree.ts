@@ -523,10 +523,6 @@ export interface RowValues {
   wait: string;
 }
 
-export function rowValues(store: TraceStore, id: string, depth: number, roll: Map<string, Rollup>, problems: Map<string, Record<string, number>>, ended = false, gone = false): RowValues {
-  return rowValuesOf(store.nodes.get(id)!, depth, roll.get(id), problems.get(id), ended, gone);
-}
-
 /** What one row shows, from the node, its subtree's roll-up and what went wrong below it. */
 export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, ended = false, gone = false): RowValues {
   const id = node.id;
@@ -551,11 +547,11 @@ export function traceRows(store: TraceStore, ended = false, gone = false): RowVa
   const roll = store.rollups();
   const problems = problemsBelow(store);
   const all = { get: () => true } as unknown as Map<string, boolean>;
-  return visibleRows(store, all).map((row) => rowValues(store, row.id, row.depth, roll, problems, ended, gone));
+  return visibleRows(store, all).map((row) => rowValuesOf(store.nodes.get(row.id)!, row.depth, roll.get(row.id), problems.get(row.id), ended, gone));
 }
 
 
-/** One row of a windowed trace, as the kernel sends it (notebook/trace_index.py). */
+/** One row of a windowed trace, as the kernel sends it (agentic/trace_reader.py rows). */
 export interface WindowRow {
   node: TraceNode;
   depth: number;

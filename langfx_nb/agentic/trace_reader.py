@@ -16,26 +16,34 @@ import json
 import math
 import os
 import sqlite3
+from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .trace import TraceNode, check_trace_header
 from .trace_json import regular_file
 
 __all__ = [
+    "BAD_STATUSES",
     "DEFAULT_OPEN_DEPTH",
+    "GROUPS",
+    "LIVE",
     "MAX_TIME_BUCKETS",
     "MAX_WINDOW",
     "STORE_TABLES",
     "StoredTrace",
+    "group_of",
     "is_store",
     "open_store",
     "row_summary",
     "time_buckets",
 ]
 
+BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
+LIVE = ("running", "waiting")  # statuses of work not over yet
+GROUPS = ("running", "ok", "failed")  # the timeline overview's groups (see group_of)
 #: The most buckets one timeline request may ask for.
 MAX_TIME_BUCKETS = 400
 STORE_FORMAT = "langfx_nb.trace_store"
@@ -117,14 +125,137 @@ def open_store(path: str | os.PathLike[str]) -> StoredTrace:
         raise
 
 
-class StoredTrace:
+class Listing(Protocol):
+    """The visible rows of one view, in order, as node handles (a stored trace's ranks, a
+    live index's positions), counted and sliced without necessarily listing them all."""
+
+    @property
+    def total(self) -> int: ...
+
+    def slice(self, start: int, stop: int) -> Sequence[int]: ...
+
+    def index_of(self, node: int) -> int:
+        """Where ``node`` is listed (-1: not listed)."""
+        ...
+
+
+class Listed:
+    """A listing held whole (a search's matches and their ancestors, in tree order)."""
+
+    def __init__(self, order: Sequence[int], *, ascending: bool) -> None:
+        self.order = order
+        self.ascending = ascending  # handles in order: found by bisection
+        self.total = len(order)
+
+    def slice(self, start: int, stop: int) -> Sequence[int]:
+        return self.order[start:stop]
+
+    def index_of(self, node: int) -> int:
+        if self.ascending:
+            return _index(self.order, node)
+        try:
+            return self.order.index(node)
+        except ValueError:
+            return -1
+
+
+class WindowedTrace(ABC):
+    """A trace shown through windows: a stored one (:class:`StoredTrace`, answered by SQL)
+    or a live one (``notebook.trace_live.LiveIndex``, folded event by event). Each answers
+    the primitives below; :meth:`window`, one body for both, makes the page's reply."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Exact node counts by status and by kind."""
+
+    @abstractmethod
+    def span(self) -> tuple[float, float] | None:
+        """The earliest start and the latest start or end (``None``: no times at all)."""
+
+    @abstractmethod
+    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
+        """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`time_buckets`)."""
+
+    @abstractmethod
+    def locate(self, node_id: str) -> int | None:
+        """The handle of the node ``node_id`` (``None``: no such node)."""
+
+    @abstractmethod
+    def listing(self, expanded: Mapping[str, bool]) -> Listing:
+        """The visible rows with nothing filtered: a node's children are listed when it is
+        open (``expanded``, else open at depth < ``DEFAULT_OPEN_DEPTH``)."""
+
+    @abstractmethod
+    def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
+        """Every node whose search text holds ``query`` (lowercase) and its ancestors, in
+        tree order; whether a handle is a match; how many matches there are."""
+
+    @abstractmethod
+    def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
+        """The window rows of ``nodes``, in order: ``{node, depth, kids, open, roll,
+        below?}`` (``roll``: subtree tokens, cost, priced nodes, descendants, own tokens,
+        unpriced nodes), ``open`` under ``expanded`` as :meth:`listing` reads it."""
+
+    def window(
+        self,
+        *,
+        start: int = 0,
+        count: int = 200,
+        expanded: Mapping[str, bool] | None = None,
+        query: str = "",
+        selected: str | None = None,
+    ) -> dict[str, Any]:
+        """Rows ``[start, start + count)`` of the visible list, with exact totals:
+        ``{start, total, nodes, rows, counts, matches?, selected_index?}`` (rows: see
+        :meth:`rows`; under a query every listed ancestor is open, matches have
+        ``match``). ``selected_index``: where ``selected`` is listed (-1: under a closed
+        row), absent for an unknown id."""
+        expanded = expanded or {}
+        q = query.strip().lower()
+        count = max(0, min(int(count), MAX_WINDOW))
+        is_match: Callable[[int], bool] | None = None
+        if q:
+            listing, is_match, found = self.search(q)
+        else:
+            listing = self.listing(expanded)
+        total = listing.total
+        start = max(0, min(int(start), max(0, total - 1)))
+        nodes = listing.slice(start, start + count + (is_match is not None))
+        rows = self.rows(nodes, expanded)
+        if is_match is not None:  # a row is open when the next listed one is its child
+            for k, row in enumerate(rows):
+                row["kids"] = row["open"] = (
+                    k + 1 < len(rows) and rows[k + 1]["depth"] > row["depth"]
+                )
+                if is_match(nodes[k]):
+                    row["match"] = True
+            rows = rows[:count]
+        out: dict[str, Any] = {
+            "start": start,
+            "total": total,
+            "nodes": len(self),
+            "rows": rows,
+            "counts": self.counts(),
+        }
+        if is_match is not None:
+            out["matches"] = found
+        node = None if selected is None else self.locate(selected)
+        if node is not None:
+            out["selected_index"] = listing.index_of(node)
+        return out
+
+
+class StoredTrace(WindowedTrace):
     """A stored trace's reader: counts, windows, search and records, each a few queries."""
 
     def __init__(self, conn: sqlite3.Connection, *, where: str = "") -> None:
         self.conn = conn
         self.where = where
         conn.execute("PRAGMA query_only=ON")
-        info = {k: self._json(v, k) for k, v in self._query("SELECT key, value FROM trace_info")}
+        info = {k: self._json(v, k) for k, v in self.query("SELECT key, value FROM trace_info")}
         if info.get("format") != STORE_FORMAT:
             raise self._error("not a stored langfx_nb trace")
         if info.get("version") != STORE_VERSION:
@@ -149,13 +280,15 @@ class StoredTrace:
         self._search: tuple[str, array[int], bytearray, int] | None = None
         self._starts: dict[str, array[float]] | None = None
         self._texts: tuple[bytearray, array[int]] | None = None
+        self._fetched: dict[int, tuple[Any, ...]] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
 
     def _error(self, message: str) -> ValueError:
         return ValueError(f"{self.where}: {message}" if self.where else message)
 
-    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """The rows of ``sql`` (read only), an error as one ``ValueError`` naming the file."""
         try:
             return self.conn.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
@@ -183,31 +316,27 @@ class StoredTrace:
         """Exact node counts by status and by kind."""
         return self._counts
 
-    counts_cached = counts
-
     def root_start(self) -> float | None:
         """When the first session root started (``None``: no time)."""
-        row = self._query(
-            "SELECT start FROM trace_rows WHERE kind = 'session' ORDER BY seq LIMIT 1"
-        )
+        row = self.query("SELECT start FROM trace_rows WHERE kind = 'session' ORDER BY seq LIMIT 1")
         return float(row[0][0]) if row and isinstance(row[0][0], float) else None
 
     def summary(self, node_id: str) -> dict[str, Any] | None:
         """What the node's row shows (``None``: no such node)."""
-        rows = self._query(f"{_ROW} WHERE r.id = ?", (db_text(node_id),))
+        rows = self.query(f"{_ROW} WHERE r.id = ?", (db_text(node_id),))
         return self._summary(rows[0]) if rows else None
 
     def first_rows(self, limit: int) -> list[dict[str, Any]]:
         """The first ``limit`` rows depth first with everything open, as a window's rows."""
-        rows = self._query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),))
-        return [self._row(row, {}, None, None) for row in rows]
+        rows = self.query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),))
+        return [self._row(row, {}) for row in rows]
 
     # -- records -----------------------------------------------------------------------------
 
     def record(self, node_id: str) -> dict[str, Any] | None:
         """The node's full record, checked with the core's strict node reader (``ValueError``
         naming what is wrong), with its row ``hint``; ``None`` for an unknown id."""
-        found = self._query("SELECT seq, hint FROM trace_rows WHERE id = ?", (db_text(node_id),))
+        found = self.query("SELECT seq, hint FROM trace_rows WHERE id = ?", (db_text(node_id),))
         if not found:
             return None
         seq, hint = found[0][0], py_text(found[0][1])
@@ -227,7 +356,7 @@ class StoredTrace:
         return out
 
     def _external_record(self, seq: int, node_id: str) -> Any:
-        found = self._query(
+        found = self.query(
             "SELECT length(n.record), n.record FROM trace_refs r"
             " JOIN trace_nodes n ON n.rowid = r.ref WHERE r.seq = ?",
             (seq,),
@@ -237,7 +366,7 @@ class StoredTrace:
         return self._json(found[0][1], "records")
 
     def _own_record(self, seq: int, node_id: str) -> Any:
-        block = self._query(
+        block = self.query(
             "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
             " ORDER BY seq DESC LIMIT 1",
             (seq,),
@@ -265,7 +394,7 @@ class StoredTrace:
             return
         at = -1
         while True:
-            block = self._query(
+            block = self.query(
                 "SELECT seq, body FROM trace_records WHERE seq > ? ORDER BY seq LIMIT 1", (at,)
             )
             if not block:
@@ -288,7 +417,7 @@ class StoredTrace:
         for at in range(0, len(ids), _CHUNK):
             part = ids[at : at + _CHUNK]
             marks = ",".join("?" * len(part))
-            for node_id, rank, depth, desc in self._query(
+            for node_id, rank, depth, desc in self.query(
                 "SELECT r.id, t.rank, t.depth, t.desc FROM trace_rows r JOIN trace_tree t"
                 f" ON t.seq = r.seq WHERE r.id IN ({marks})",
                 [db_text(k) for k in part],
@@ -301,7 +430,7 @@ class StoredTrace:
         inside its subtree: a damaged parent column never loops)."""
         return [
             (int(r), int(d))
-            for r, d in self._query(
+            for r, d in self.query(
                 "SELECT rank, desc FROM trace_tree WHERE parent = ? AND rank > ? AND rank <= ?"
                 " ORDER BY rank",
                 (rank, rank, rank + desc),
@@ -312,7 +441,7 @@ class StoredTrace:
         """How many rows of depth ≤ 2 come before ``rank``."""
         if rank >= self.nodes:
             return self.shallow
-        row = self._query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (max(0, rank),))
+        row = self.query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (max(0, rank),))
         return int(row[0][0]) if row else self.shallow
 
     def _segments(self, expanded: Mapping[str, bool]) -> list[tuple[int, int] | list[int]]:
@@ -439,128 +568,47 @@ class StoredTrace:
             at = find(needle, lines[i + 1]) if i + 1 < len(lines) else -1
         return out
 
-    def _rows(self, ranks: Sequence[int]) -> dict[int, tuple[Any, ...]]:
-        out: dict[int, tuple[Any, ...]] = {}
-        for at in range(0, len(ranks), _CHUNK):
-            part = list(ranks[at : at + _CHUNK])
-            marks = ",".join("?" * len(part))
-            for row in self._query(f"{_ROW} WHERE t.rank IN ({marks})", part):
-                out[int(row[0])] = row
-        return out
+    def locate(self, node_id: str) -> int | None:
+        found = self._ranks_of([node_id]).get(node_id)
+        return None if found is None else found[0]
 
-    def _shallow_rows(self, a: int, b: int) -> list[tuple[Any, ...]]:
-        return self._query(
-            f"{_ROW} WHERE t.depth <= 2 AND t.shallow_at >= ? AND t.shallow_at < ?"
-            " ORDER BY t.shallow_at",
-            (a, b),
+    def listing(self, expanded: Mapping[str, bool]) -> Listing:
+        self._fetched = {}  # the rows its slices read, for rows() to take
+        return _Segments(self, self._segments(expanded), self._fetched)
+
+    def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
+        kept, hits, found = self._matches(query)
+        return (
+            Listed(kept, ascending=True),
+            lambda rank: 0 <= rank < len(hits) and bool(hits[rank]),
+            found,
         )
 
-    def window(
-        self,
-        *,
-        start: int = 0,
-        count: int = 200,
-        expanded: Mapping[str, bool] | None = None,
-        query: str = "",
-        selected: str | None = None,
-    ) -> dict[str, Any]:
-        """Rows ``[start, start + count)`` of the visible list, with exact totals:
-        ``{start, total, nodes, rows, counts, matches?, selected_index?}``; each row is
-        ``{node, depth, kids, open, roll, match?, below?}`` (``roll``: subtree tokens,
-        cost, priced nodes, descendants, own tokens, unpriced nodes)."""
-        expanded = expanded or {}
-        q = query.strip().lower()
-        count = max(0, min(int(count), MAX_WINDOW))
-        picked: list[tuple[Any, ...]] = []
-        hits: bytearray | None = None
-        found = 0
-        nxt: dict[int, int | None] = {}
-        sel = None if selected is None else self._ranks_of([selected]).get(selected)
-        selected_index: int | None = None
-        if q:
-            kept, hits, found = self._matches(q)
-            total = len(kept)
-            start = max(0, min(int(start), max(0, total - 1)))
-            ranks = kept[start : start + count + 1]  # one more: whether the last has kids
-            rows = self._rows(ranks)
-            picked = [rows[r] for r in ranks[:count] if r in rows]
-            nxt = {r: ranks[k + 1] if k + 1 < len(ranks) else None for k, r in enumerate(ranks)}
-            if sel is not None:
-                selected_index = _index(kept, sel[0])
-        else:
-            segments = self._segments(expanded)
-            total = sum(len(s) if isinstance(s, list) else s[1] - s[0] for s in segments)
-            start = max(0, min(int(start), max(0, total - 1)))
-            at = 0
-            for seg in segments:
-                size = len(seg) if isinstance(seg, list) else seg[1] - seg[0]
-                lo, hi = max(start, at), min(start + count, at + size)
-                if lo < hi:
-                    if isinstance(seg, list):
-                        rows = self._rows(seg[lo - at : hi - at])
-                        picked.extend(rows[r] for r in seg[lo - at : hi - at] if r in rows)
-                    else:
-                        picked.extend(self._shallow_rows(seg[0] + lo - at, seg[0] + hi - at))
-                if sel is not None and selected_index is None:
-                    selected_index = self._find(seg, at, sel)
-                at += size
-            if sel is not None and selected_index is None:
-                selected_index = -1
-        out: dict[str, Any] = {
-            "start": start,
-            "total": total,
-            "nodes": self.nodes,
-            "rows": [self._row(row, expanded, hits, nxt) for row in picked],
-            "counts": self._counts,
-        }
-        if hits is not None:
-            out["matches"] = found
-        if sel is not None:  # an unknown id: no place at all
-            out["selected_index"] = -1 if selected_index is None else selected_index
-        return out
+    def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
+        found, self._fetched = self._fetched, {}
+        missing = [rank for rank in nodes if rank not in found]
+        for at in range(0, len(missing), _CHUNK):
+            part = missing[at : at + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for row in self.query(f"{_ROW} WHERE t.rank IN ({marks})", part):
+                found[int(row[0])] = row
+        if len(found) < len(set(nodes)):
+            raise self._error("damaged trace_tree")
+        return [self._row(found[rank], expanded) for rank in nodes]
 
-    def _row(
-        self,
-        row: Sequence[Any],
-        expanded: Mapping[str, bool],
-        hits: bytearray | None,
-        nxt: Mapping[int, int | None] | None,
-    ) -> dict[str, Any]:
-        """A window's row (``hits``, ``nxt``: a search's matches and each row's next)."""
-        rank, depth, desc = int(row[0]), int(row[4]), int(row[5])
-        if hits is None or nxt is None:
-            kids = desc > 0
-            is_open = kids and bool(expanded.get(py_text(row[1]), depth < DEFAULT_OPEN_DEPTH))
-        else:
-            following = nxt.get(rank)
-            kids = is_open = following is not None and rank < following <= rank + desc
+    def _row(self, row: Sequence[Any], expanded: Mapping[str, bool]) -> dict[str, Any]:
+        depth, desc = int(row[4]), int(row[5])
+        kids = desc > 0
         entry: dict[str, Any] = {
             "node": self._summary(row),
             "depth": depth,
             "kids": kids,
-            "open": is_open,
+            "open": kids and bool(expanded.get(py_text(row[1]), depth < DEFAULT_OPEN_DEPTH)),
             "roll": [row[14], row[15], row[16], desc, row[13], row[17]],
         }
-        if hits is not None and 0 <= rank < len(hits) and hits[rank]:
-            entry["match"] = True
         if row[19] is not None:
             entry["below"] = self._json(row[19], "row")
         return entry
-
-    def _find(
-        self, seg: tuple[int, int] | list[int], at: int, sel: tuple[int, int, int]
-    ) -> int | None:
-        """Where the node ``sel`` (rank, depth, desc) is in the visible list, if in ``seg``."""
-        rank, depth, _desc = sel
-        if isinstance(seg, list):
-            k = _index(seg, rank)
-            return None if k < 0 else at + k
-        if depth > 2:
-            return None
-        row = self._query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (rank,))
-        if row and seg[0] <= row[0][0] < seg[1]:
-            return at + int(row[0][0]) - seg[0]
-        return None
 
     def _summary(self, row: Sequence[Any]) -> dict[str, Any]:
         extra = None if row[18] is None else self._json(row[18], "row")
@@ -579,14 +627,64 @@ class StoredTrace:
         """The start times of each status group, sorted (read once, 8 bytes a node)."""
         if self._starts is None:
             starts: dict[str, array[float]] = {}
-            for group, blob in self._query("SELECT grp, starts FROM trace_starts"):
-                if group not in ("running", "ok", "failed") or not isinstance(blob, bytes):
+            for group, blob in self.query("SELECT grp, starts FROM trace_starts"):
+                if group not in GROUPS or not isinstance(blob, bytes):
                     raise self._error("damaged trace_starts")
                 if len(blob) % 8 or len(blob) > 8 * self.nodes:
                     raise self._error("damaged trace_starts")
                 starts[group] = array("d", blob)
-            self._starts = {g: starts.get(g, array("d")) for g in ("running", "ok", "failed")}
+            self._starts = {g: starts.get(g, array("d")) for g in GROUPS}
         return self._starts
+
+
+class _Segments:
+    """A stored trace's visible rows with nothing filtered (``StoredTrace._segments``):
+    counted and sliced with two indexed lookups per segment, never listed whole."""
+
+    def __init__(
+        self,
+        trace: StoredTrace,
+        segments: list[tuple[int, int] | list[int]],
+        fetched: dict[int, tuple[Any, ...]],
+    ) -> None:
+        self.trace = trace
+        self.segments = segments
+        self.fetched = fetched  # rows read by rank range, kept for the trace's rows()
+        self.total = sum(_size(s) for s in segments)
+
+    def slice(self, start: int, stop: int) -> Sequence[int]:
+        out: list[int] = []
+        at = 0
+        for seg in self.segments:
+            lo, hi = max(start, at) - at, min(stop, at + _size(seg)) - at
+            if lo < hi and isinstance(seg, list):
+                out.extend(seg[lo:hi])
+            elif lo < hi:
+                for row in self.trace.query(
+                    f"{_ROW} WHERE t.depth <= 2 AND t.shallow_at >= ? AND t.shallow_at < ?"
+                    " ORDER BY t.shallow_at",
+                    (seg[0] + lo, seg[0] + hi),
+                ):
+                    out.append(int(row[0]))
+                    self.fetched[int(row[0])] = row
+            at += _size(seg)
+        return out
+
+    def index_of(self, node: int) -> int:
+        found = self.trace.query("SELECT depth, shallow_at FROM trace_tree WHERE rank = ?", (node,))
+        at = 0
+        for seg in self.segments:
+            if isinstance(seg, list):
+                if (k := _index(seg, node)) >= 0:
+                    return at + k
+            elif found and found[0][0] <= 2 and seg[0] <= found[0][1] < seg[1]:
+                return at + int(found[0][1]) - seg[0]
+            at += _size(seg)
+        return -1
+
+
+def _size(segment: tuple[int, int] | list[int]) -> int:
+    return len(segment) if isinstance(segment, list) else segment[1] - segment[0]
 
 
 def _index(values: Sequence[int], value: int) -> int:
@@ -629,6 +727,14 @@ def row_summary(
         out.update(more)
     out["partial"] = True
     return out
+
+
+def group_of(status: str) -> str:
+    """The timeline overview's group of a node status: ``running`` (still running or
+    waiting), ``failed`` (failed, denied, cancelled, timed out) or ``ok`` (the rest)."""
+    if status in LIVE:
+        return "running"
+    return "failed" if status in BAD_STATUSES else "ok"
 
 
 def time_buckets(

@@ -24,7 +24,6 @@ from .trace_rows import (
     duration_ms,
     fmt_duration,
     human_wait,
-    rollups,
     status_label,
     tokens_text,
     trace_rows,
@@ -37,14 +36,12 @@ __all__ = [
     "message_html",
     "message_text",
     "register_formatters",
-    "rollups",
     "session_html",
     "stream_html",
     "stream_text",
     "trace_html",
     "trace_index_html",
     "trace_index_text",
-    "trace_static_html",
     "trace_text",
     "value_html",
     "value_text",
@@ -211,32 +208,6 @@ def _duration_html(values: Mapping[str, Any]) -> str:
     return f' <span class="lfx-dur">{esc(values["duration"])}</span>' if values["duration"] else ""
 
 
-def trace_html(nodes: Sequence[Mapping[str, Any]], *, title: str = "", ended: bool = False) -> str:
-    """The trace as nested lists (first ``MAX_ROWS`` rows), with status, duration and sums."""
-
-    def row(node: Mapping[str, Any], values: Mapping[str, Any], inner: str) -> str:
-        extra = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
-        err = node.get("error")
-        err_html = (
-            f'<div class="lfx-st-failed">{esc(clip(_error_text(err), 500))}</div>' if err else ""
-        )
-        return (
-            f'<li><span class="lfx-k">{esc(values["kind"])}</span> '
-            f"<b>{esc(clip(values['name'], 200))}</b> {_status_html(values['status'])}"
-            f"{_duration_html(values)}{esc(extra)}{err_html}{inner}</li>"
-        )
-
-    body, shown = _tree_html(nodes, row, ended=ended)
-    more = (
-        f"<div>… {len(nodes) - shown} more nodes (open the live explorer)</div>"
-        if shown < len(nodes)
-        else ""
-    )
-    head = f"<b>{esc(title)}</b> " if title else ""
-    head += f'<div class="lfx-k">{esc(trace_text(nodes, ended=ended))}</div>'
-    return f'{CSS}<div class="lfx-fb">{head}{UL}{body}</ul>{more}</div>'
-
-
 def local_time(at: Any, offset: float | None) -> str:
     """A trace time (seconds on the session's clock) as a local wall-clock time."""
     import datetime as dt
@@ -328,13 +299,18 @@ def node_timing(node: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def trace_static_html(snapshot: Mapping[str, Any], *, title: str = "") -> str:
-    """The trace for a saved notebook, from the records the live view gets (``snapshot``: the
-    explorer's state with whole nodes): the tree (first ``MAX_ROWS`` rows), each row with the
-    status the live view shows once its kernel is gone, what went wrong below it, and its
-    details in a ``<details>`` element."""
-    nodes: Sequence[Mapping[str, Any]] = snapshot.get("nodes") or ()
-    offset = snapshot.get("offset")
+def trace_html(
+    nodes: Sequence[Mapping[str, Any]],
+    *,
+    title: str = "",
+    ended: bool = False,
+    gone: bool = False,
+    offset: float | None = None,
+) -> str:
+    """The trace as nested lists (first ``MAX_ROWS`` rows): each row with its status (as the
+    live view shows it, or once its kernel is ``gone``), duration, sums, what went wrong
+    below it, its error, and its details in a ``<details>`` element (what a saved notebook
+    keeps: ``offset`` shows decision times as local times)."""
 
     def row(node: Mapping[str, Any], values: Mapping[str, Any], inner: str) -> str:
         detail = "".join(
@@ -344,21 +320,27 @@ def trace_static_html(snapshot: Mapping[str, Any], *, title: str = "") -> str:
             for label, value in node_detail_rows(node, offset)
         )
         details = f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
+        sums = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
         below = values["below"]
+        err = node.get("error")
+        err_html = f'<div class="lfx-st-failed">{esc(clip(_error_text(err), 500))}</div>'
         return (
             f'<li data-node="{esc(values["id"])}" data-kind="{esc(values["kind"])}">'
             f'<span class="lfx-k">{esc(values["kind"])}'
             f"</span> <b>{esc(clip(values['name'], 200))}</b> {_status_html(values['status'])}"
-            f"{_duration_html(values)}"
+            f"{_duration_html(values)}{esc(sums)}"
             + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
+            + (err_html if err else "")
             + f"{details if detail else ''}{inner}</li>"
         )
 
-    ended = bool(snapshot.get("ended"))
-    body, shown = _tree_html(nodes, row, ended=ended, gone=True)
-    more = f"<div>… {len(nodes) - shown} more nodes</div>" if shown < len(nodes) else ""
+    body, shown = _tree_html(nodes, row, ended=ended, gone=gone)
+    more = ""
+    if shown < len(nodes):
+        where = "" if gone else " (open the live explorer)"
+        more = f"<div>… {len(nodes) - shown} more nodes{where}</div>"
     head = f"<b>{esc(title)}</b> " if title else ""
-    head += f'<div class="lfx-k">{esc(trace_text(nodes, ended=ended, gone=True))}</div>'
+    head += f'<div class="lfx-k">{esc(trace_text(nodes, ended=ended, gone=gone))}</div>'
     return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{body}</ul>{more}</div>'
 
 
@@ -649,7 +631,7 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
     index), bounded to about ``MAX_ROWS`` rows whatever its size: a summary, exact counts by
     status and kind, the first rows depth first with exact subtree sums, and for every row
     whose subtree is not all shown, "… N more nodes" (and the same for the whole trace)."""
-    counts = index.counts_cached()
+    counts = index.counts()
     rows = index.first_rows(MAX_ROWS)
     out: list[str] = []
     open_rows: list[tuple[int, int, int]] = []  # (descendants, depth, descendants shown)
@@ -705,7 +687,7 @@ def trace_index_text(index: Any, *, title: str = "") -> str:
     """``trace_text`` for a trace too large to list (counts per status as the rows show
     them)."""
     counts: dict[str, int] = {}
-    for status, n in index.counts_cached()["status"].items():
+    for status, n in index.counts()["status"].items():
         label = "unfinished" if status in ("running", "waiting") else status
         counts[label] = counts.get(label, 0) + n
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

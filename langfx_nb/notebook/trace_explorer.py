@@ -29,18 +29,17 @@ import traitlets
 
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from ..agentic.trace_json import regular_file
+from ..agentic.trace_reader import LIVE
 from .bridge import Clock, EventBridge, MessageKind, to_jsonable
 from .render import (
     WidgetDisplayMixin,
     trace_html,
     trace_index_html,
     trace_index_text,
-    trace_static_html,
     trace_text,
 )
 from .trace_data import read_trace, view_node
 from .trace_live import LiveIndex, row_patch
-from .trace_rows import LIVE
 from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
 from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
 from .trace_windows import LIVE_VIEWS as LIVE_VIEWS
@@ -161,11 +160,10 @@ class TraceReducer:
         parent = event["node"].get("parent_id")
         return parent is None or self.nodes.get(str(parent), {}).get("kind") == "session"
 
-    def snapshot(self, *, details: bool = False) -> dict[str, Any]:
-        """The state the live view starts from: node summaries (whole records with
-        ``details``, as the static copy uses them), ``ended``, totals and the clock offset."""
-        held = self.nodes.values()
-        out: dict[str, Any] = {"nodes": list(held) if details else [summarize(n) for n in held]}
+    def snapshot(self) -> dict[str, Any]:
+        """The state the live view starts from: node summaries, ``ended``, totals and the
+        clock offset."""
+        out: dict[str, Any] = {"nodes": [summarize(n) for n in self.nodes.values()]}
         if self.ended:
             out["ended"] = True
         if self.summary is not None:
@@ -230,6 +228,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # set before a saved trace is read: a bad one raises, and the half-built widget is closed
     _unsubscribe: Callable[[], Any] | None = None
     _index: StoredTrace | None = None
+    _session: Any = None
 
     def __init__(
         self,
@@ -253,11 +252,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         #: A saved trace too large for the page to hold: the page asks for windows of rows.
         self._index = None
         initial = b""
-        run_path = getattr(source, "run_path", None)  # a BatchResult of lf.batch(run=...)
-        if run_path is not None:
-            source = run_path
-        elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
-            source = source.session  # a BatchResult without a manifest: its session
+        source = _source(source)
         if source is not None and not hasattr(source, "subscribe"):
             saved = _saved(source)
             if isinstance(saved, StoredTrace):
@@ -275,7 +270,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             interval=interval,
             clock=clock,
         )
-        self._session: Any = None
         self._run_task: asyncio.Task[Any] | None = None
         self.on_msg(self._on_view_message)
         if source is not None and hasattr(source, "subscribe"):
@@ -289,37 +283,45 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         index = self._index
         if index is None:
             return self._reducer.snapshot()
-        reducer = self._reducer
-        out: dict[str, Any] = {"windowed": index.window(start=0, count=200), "ended": True}
+        out = {"windowed": index.window(start=0, count=200), **self._live_extras()}
         span = index.span()
         if span is not None:
             out["span"] = list(span)
-        if reducer.summary is not None:
-            out["summary"] = reducer.summary
-        if reducer.offset is not None:
-            out["offset"] = reducer.offset
         return out
 
     # -- public ---------------------------------------------------------------------------------
 
     def watch(self, session: Any) -> None:
         """Show ``session``'s trace so far, then follow its live events."""
+        self._adopt_session(session)
+        if len(self._reducer.nodes) > WINDOW_NODES:
+            self._go_windowed()
+        self._bridge.publish_now()
+        self._subscribe(session)
+
+    def _adopt_session(self, session: Any) -> None:
+        """Show ``session``'s trace so far (a copy: a live session's records keep changing;
+        a disposed or loaded session runs nothing any more)."""
         self._session = session
         trace_json = getattr(session, "trace_json", None)
         if callable(trace_json):
-            data = trace_json()
-            # a live session's records keep changing under us: take a copy, not references
-            data = json.loads(data) if isinstance(data, str) else to_jsonable(data)
-            # a disposed (or loaded) session runs nothing any more
+            raw = trace_json()
+            data = json.loads(raw) if isinstance(raw, str) else to_jsonable(raw)
             self._adopt(data, ended=_session_over(session))
-            if len(self._reducer.nodes) > WINDOW_NODES:
-                self._go_windowed()
-        self._bridge.publish_now()
+
+    def _subscribe(self, session: Any) -> None:
         handle = session.subscribe(self.push)
         if callable(handle):
             self._unsubscribe = handle
         elif hasattr(session, "unsubscribe"):
             self._unsubscribe = lambda: session.unsubscribe(self.push)
+
+    def _stop_following(self) -> None:
+        if self._unsubscribe is not None:
+            try:
+                self._unsubscribe()
+            finally:
+                self._unsubscribe = None
 
     def show(
         self,
@@ -336,17 +338,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         ``ValueError`` and the explorer keeps showing what it showed."""
         reducer = TraceReducer()
         index: StoredTrace | None = None
+        source = _source(source)
         session = source if hasattr(source, "subscribe") else None
         if session is None:
             saved = _saved(source)  # raises before anything is replaced
             if isinstance(saved, StoredTrace):
                 index = saved
                 _adopt_index(reducer, index)
-        if self._unsubscribe is not None:
-            try:
-                self._unsubscribe()
-            finally:
-                self._unsubscribe = None
+        self._stop_following()
         if self._index is not None:
             self._index.close()
         self._windows.reset()  # a live window of the old source: gone with it
@@ -354,23 +353,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         # the explorer's own fold: a shown session that grows past WINDOW_NODES goes windowed
         seq = self._bridge.replace(_Fold(self._fold, self._state_now))
         if session is not None:
-            self._session = session
-            trace_json = getattr(session, "trace_json", None)
-            if callable(trace_json):
-                raw = trace_json()
-                self._adopt(
-                    json.loads(raw) if isinstance(raw, str) else to_jsonable(raw),
-                    ended=_session_over(session),
-                )
+            self._adopt_session(session)
         elif not isinstance(saved, StoredTrace):
             self._adopt(saved, ended=True)
         self._send_show(seq, title, dict(view_state) if view_state is not None else {})
         if session is not None:
-            handle = session.subscribe(self.push)
-            if callable(handle):
-                self._unsubscribe = handle
-            elif hasattr(session, "unsubscribe"):
-                self._unsubscribe = lambda: session.unsubscribe(self.push)
+            self._subscribe(session)
         self._refresh_displays()
 
     def _send_show(self, seq: int, title: str | None, view: dict[str, Any]) -> None:
@@ -444,38 +432,35 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if self._index is not None:
             self._index.close()
         self._windows.cancel()
-        if self._unsubscribe is not None:
-            try:
-                self._unsubscribe()
-            finally:
-                self._unsubscribe = None
+        self._stop_following()
         super().close()
 
     # -- fallbacks ------------------------------------------------------------------------------
 
     def _fallback_html(self) -> str:
-        if self._live is not None:
-            return trace_index_html(self._live, title=self.title)
-        if self._index is not None:
-            return trace_index_html(self._index, title=self.title)
+        windowed = self._live or self._index
+        if windowed is not None:
+            return trace_index_html(windowed, title=self.title)
         return trace_html(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _fallback_text(self) -> str:
-        if self._live is not None:
-            return trace_index_text(self._live, title=self.title)
-        if self._index is not None:
-            return trace_index_text(self._index, title=self.title)
+        windowed = self._live or self._index
+        if windowed is not None:
+            return trace_index_text(windowed, title=self.title)
         return trace_text(self.nodes, title=self.title, ended=self._reducer.ended)
 
     def _static_html(self) -> str:
         # The copy is what a reader sees once the kernel is gone: drawn from the records the
         # live view gets, with the labels the live view shows when its kernel is gone. A trace
         # too large to list gets a bounded copy (summary, counts, first rows, "N more").
-        if self._live is not None:
-            return trace_index_html(self._live, title=self.title)
-        if self._index is not None:
-            return trace_index_html(self._index, title=self.title)
-        return trace_static_html(self._reducer.snapshot(details=True), title=self.title)
+        windowed = self._live or self._index
+        if windowed is not None:
+            return trace_index_html(windowed, title=self.title)
+        reducer = self._reducer
+        nodes = list(reducer.nodes.values())
+        return trace_html(
+            nodes, title=self.title, ended=reducer.ended, gone=True, offset=reducer.offset
+        )
 
     def _session_finished(self) -> bool:
         return _session_over(self._session)
@@ -689,6 +674,16 @@ def _adopt_index(reducer: TraceReducer, index: StoredTrace) -> None:
         if start is None
         else _clock_offset(index.header, [{"kind": "session", "start": start}])
     )
+
+
+def _source(source: Any) -> Any:
+    """What a ``BatchResult`` shows: its run manifest, else (no ``run=``) its session."""
+    run_path = getattr(source, "run_path", None)
+    if run_path is not None:
+        return run_path
+    if hasattr(source, "batch_node_id") and hasattr(source, "session"):
+        return source.session
+    return source
 
 
 def _saved(source: Any) -> StoredTrace | dict[str, Any]:

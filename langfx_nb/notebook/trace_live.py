@@ -3,8 +3,9 @@
 A :class:`LiveIndex` folds node patches (what ``TraceReducer.apply`` makes of core events)
 into flat per-node columns and keeps every total exact as it goes: node counts by status and
 kind, subtree sums (tokens, cost, descendants), what went wrong below each node. It answers
-the same window requests as a stored trace (``agentic.trace_db.StoredTrace``; the same
-reply, so the page has one windowed path), and the saved-notebook copy reads it the same way.
+the primitives of a ``WindowedTrace`` from them, so its windows come from the same function
+as a stored trace's (``agentic.trace_reader``), and the saved-notebook copy reads it the same
+way.
 
 Costs: a patch is O(depth) (its ancestors' sums); a window is O(visible rows) for the tree
 order (a filter: O(matching nodes and their ancestors' children)), so the explorer spaces its
@@ -15,13 +16,24 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..agentic.trace_db import DEFAULT_OPEN_DEPTH, MAX_WINDOW, node_hint, row_summary
+from ..agentic.trace_db import node_hint
+from ..agentic.trace_reader import (
+    BAD_STATUSES,
+    DEFAULT_OPEN_DEPTH,
+    GROUPS,
+    LIVE,
+    Listed,
+    Listing,
+    WindowedTrace,
+    group_of,
+    row_summary,
+    time_buckets,
+)
 from .bridge import to_jsonable
-from .trace_rows import BAD_STATUSES, LIVE, tokens_of
-from .trace_timeline import StartsByGroup, bucket_counts
+from .trace_rows import tokens_of
 
 __all__ = ["LiveIndex", "row_patch"]
 
@@ -68,12 +80,7 @@ def _float(value: Any) -> float:
     return float(value)
 
 
-def _tokens(usage: Any) -> int:
-    """A node's tokens as a saved trace's index counts them (``trace_rows.tokens_of``)."""
-    return tokens_of({"usage": usage})
-
-
-class LiveIndex:
+class LiveIndex(WindowedTrace):
     """Per-node row values and exact totals of a growing trace (nodes by arrival)."""
 
     def __init__(self) -> None:
@@ -110,6 +117,7 @@ class LiveIndex:
         #: bumped by every change: a window computed at one version is current until the next
         self.version = 0
         self._match: tuple[str, set[int]] | None = None
+        self._starts: tuple[int, dict[str, list[float]], int] | None = None
         self._touched: set[int] = set()  # nodes changed since the cached match set
 
     def __len__(self) -> int:
@@ -148,7 +156,7 @@ class LiveIndex:
         if start < self.lo or start > self.hi or end > self.hi:  # NaN compares False
             self._widen(start, end)
         usage, cost = patch.get("usage"), patch.get("cost")
-        tokens = 0 if usage is None else _tokens(usage)
+        tokens = 0 if usage is None else tokens_of(patch)
         cost = _NAN if cost is None else _float(cost)
         self.tokens.append(tokens)
         self.cost.append(cost)
@@ -173,7 +181,7 @@ class LiveIndex:
             if child in self._ancestors(i):
                 continue  # a parent cycle (never from a Session): the child stays a root
             self.orphans.pop(child, None)
-            self._detach_root(child)
+            self.roots.remove(child)  # rare: a child written before its parent
             self._attach(child, i)
 
     def _attach(self, i: int, p: int) -> None:
@@ -203,9 +211,6 @@ class LiveIndex:
                 self.sub_unpriced[a] += u
         if bad:
             self._count_problems(i, bad)
-
-    def _detach_root(self, i: int) -> None:
-        self.roots.remove(i)  # rare: a child written before its parent
 
     def _count_problems(self, i: int, delta: dict[str, int]) -> None:
         """Add ``delta`` (problems by status) to what is below each ancestor of ``i``. A
@@ -290,7 +295,7 @@ class LiveIndex:
                 self._widen(start, end)
         was_unpriced = self.cost[i] != self.cost[i] and bool(self.tokens[i])
         if "usage" in patch:
-            step = _tokens(patch["usage"]) - self.tokens[i]
+            step = tokens_of(patch) - self.tokens[i]
             if step:
                 self.tokens[i] += step
                 self.sub_tokens[i] += step
@@ -347,14 +352,20 @@ class LiveIndex:
         """Exact node counts by status and by kind."""
         return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
 
-    counts_cached = counts
-
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-        """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`bucket_counts`)."""
-        cached = getattr(self, "_starts", None)
-        if cached is None or cached[0] != self.version:
-            cached = self._starts = (self.version, StartsByGroup(self.start, self.status))
-        return bucket_counts(cached[1], lo, hi, buckets)
+        # each group's start times, sorted once per version of the index
+        if self._starts is None or self._starts[0] != self.version:
+            by: dict[str, list[float]] = {g: [] for g in GROUPS}
+            untimed = 0
+            for start, status in zip(self.start, self.status, strict=True):
+                if start != start:  # NaN: no start time
+                    untimed += 1
+                else:
+                    by[group_of(status)].append(start)
+            for values in by.values():
+                values.sort()
+            self._starts = (self.version, by, untimed)
+        return time_buckets(self._starts[1], self._starts[2], lo, hi, buckets)
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""
@@ -409,26 +420,13 @@ class LiveIndex:
         """Whether node ``i`` shows its children under ``expanded`` (default: shallow ones)."""
         return expanded.get(self.ids[i], self.depth[i] < DEFAULT_OPEN_DEPTH)
 
-    def rows(
-        self, expanded: Mapping[str, bool], query: str = ""
-    ) -> tuple[array[int], set[int] | None, set[int] | None]:
-        """The visible rows in tree order, with the match and kept
-        sets under a query (``None`` without one)."""
-        out = array("i")
-        kids = self.kids
-        if not query:
-            stack = list(reversed(self.roots))
-            pop, push, add, kids_of = stack.pop, stack.extend, out.append, kids.get
-            depth, ids, toggled = self.depth, self.ids, expanded.get
-            while stack:
-                i = pop()
-                add(i)
-                below = kids_of(i)
-                if below:
-                    shown = depth[i] < DEFAULT_OPEN_DEPTH
-                    if toggled(ids[i], shown) if expanded else shown:
-                        push(reversed(below))
-            return out, None, None
+    def locate(self, node_id: str) -> int | None:
+        return self.pos.get(node_id)
+
+    def listing(self, expanded: Mapping[str, bool]) -> Listing:
+        return _Listing(self, expanded)
+
+    def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         hits = self._hits(query)
         keep: set[int] = set()
         for i in hits:
@@ -436,76 +434,24 @@ class LiveIndex:
             while j >= 0 and j not in keep:
                 keep.add(j)
                 j = self.parent[j]
+        order = array("i")
         stack = [r for r in reversed(self.roots) if r in keep]
         while stack:
             i = stack.pop()
-            out.append(i)
-            below = kids.get(i)
-            if below:
-                stack.extend(k for k in reversed(below) if k in keep)
-        return out, hits, keep
+            order.append(i)
+            stack.extend(k for k in reversed(self.kids.get(i, ())) if k in keep)
+        return Listed(order, ascending=False), hits.__contains__, len(hits)
 
-    def window(
-        self,
-        *,
-        start: int = 0,
-        count: int = 200,
-        expanded: Mapping[str, bool] | None = None,
-        query: str = "",
-        selected: str | None = None,
-    ) -> dict[str, Any]:
-        """Rows ``[start, start + count)`` of the visible list, with exact totals (the reply
-        of ``StoredTrace.window``)."""
-        expanded = expanded or {}
-        q = query.strip().lower()
-        count = max(0, min(int(count), MAX_WINDOW))
-        at: int | None = None
-        if q:
-            order, hits, keep = self.rows(expanded, q)
-            total = len(order)
-            start = max(0, min(int(start), max(0, total - 1)))
-            shown: Any = order[start : start + count]
-            if selected is not None and selected in self.pos:
-                try:
-                    at = order.index(self.pos[selected])
-                except ValueError:
-                    at = -1
-        else:  # no filter: counted and sliced without listing every visible row
-            hits = keep = None
-            listing = _Listing(self, expanded)
-            total = listing.total()
-            start = max(0, min(int(start), max(0, total - 1)))
-            shown = listing.slice(start, count)
-            if selected is not None and selected in self.pos:
-                at = listing.index_of(self.pos[selected])
-        out: dict[str, Any] = {
-            "start": start,
-            "total": total,
-            "nodes": len(self.ids),
-            "rows": [self._row(i, expanded, hits, keep) for i in shown],
-            "counts": self.counts(),
-        }
-        if hits is not None:
-            out["matches"] = len(hits)
-        if at is not None:
-            out["selected_index"] = at
-        return out
+    def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
+        return [self._row(i, expanded) for i in nodes]
 
-    def _row(
-        self,
-        i: int,
-        expanded: Mapping[str, bool],
-        hits: Any = None,
-        keep: Any = None,
-    ) -> dict[str, Any]:
-        """Node ``i``'s row in a window (``hits``, ``keep``: a filter's matches and kept)."""
-        below_i = self.kids.get(i, ())
-        has_kids = bool(below_i) if keep is None else any(c in keep for c in below_i)
+    def _row(self, i: int, expanded: Mapping[str, bool]) -> dict[str, Any]:
+        has_kids = bool(self.kids.get(i))
         row: dict[str, Any] = {
             "node": self.summary(i),
             "depth": self.depth[i],
             "kids": has_kids,
-            "open": has_kids and (keep is not None or self.is_open(i, expanded)),
+            "open": has_kids and self.is_open(i, expanded),
             "roll": [
                 self.sub_tokens[i],
                 self.sub_cost[i],
@@ -515,8 +461,6 @@ class LiveIndex:
                 self.sub_unpriced[i],
             ],
         }
-        if hits is not None and i in hits:
-            row["match"] = True
         bad = self.below.get(i)
         if bad:
             row["below"] = dict(bad)
@@ -576,12 +520,14 @@ class _Listing:
         self.sizes[i] = n
         return n
 
+    @property
     def total(self) -> int:
         return self.size(-1)
 
-    def slice(self, start: int, count: int) -> list[int]:
+    def slice(self, start: int, stop: int) -> list[int]:
         out: list[int] = []
-        self._emit(-1, start, count, out)
+        if stop > start:
+            self._emit(-1, start, stop - start, out)
         return out
 
     def _emit(self, i: int, skip: int, need: int, out: list[int]) -> tuple[int, int]:

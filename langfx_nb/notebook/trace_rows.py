@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TypeGuard
 
+from ..agentic.trace_reader import BAD_STATUSES, LIVE
+
 __all__ = [
     "BAD_STATUSES",
     "WAITING_LABEL",
@@ -25,15 +27,11 @@ __all__ = [
     "fmt_duration",
     "human_wait",
     "problems_below",
-    "rollups",
     "status_label",
     "trace_rows",
-    "unpriced_below",
 ]
 
-BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
 WAITING_LABEL = "waiting for approval"
-LIVE = ("running", "waiting")
 
 
 def status_label(node: Mapping[str, Any], *, ended: bool = False, gone: bool = False) -> str:
@@ -100,49 +98,28 @@ def _parents(nodes: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], list[s
     return parent_of, ids
 
 
-def sums(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float, int]]:
-    """Per node: tokens, cost and how many nodes carry a known cost, over the node and all
-    its descendants (cycle-safe: a parent cycle never loops)."""
+def sums(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float, int, int]]:
+    """Per node, over the node and all its descendants: tokens, cost, how many nodes carry a
+    known cost, and how many used tokens with no known cost (a model call with no price:
+    what the cost leaves out). Cycle-safe: a parent cycle never loops."""
     parent_of, ids = _parents(nodes)
-    own: dict[str, tuple[int, float, int]] = {}
+    own: dict[str, tuple[int, float, int, int]] = {}
     for n in nodes:
-        cost = _cost_of(n)
-        own[str(n["id"])] = (tokens_of(n), cost or 0.0, 0 if cost is None else 1)
+        cost, tokens = _cost_of(n), tokens_of(n)
+        priced = 0 if cost is None else 1
+        own[str(n["id"])] = (tokens, cost or 0.0, priced, int(bool(tokens) and not priced))
     out = {node_id: list(values) for node_id, values in own.items()}
     for node_id in ids:  # add each node's own values to every ancestor (cycle-safe)
-        t, c, p = own[node_id]
+        values = own[node_id]
         seen = {node_id}
         cur = parent_of.get(node_id)
         while cur is not None and cur not in seen:
             seen.add(cur)
             acc = out[cur]
-            acc[0] += t
-            acc[1] += c
-            acc[2] += p
+            for k in range(4):
+                acc[k] += values[k]
             cur = parent_of.get(cur)
-    return {k: (int(v[0]), v[1], int(v[2])) for k, v in out.items()}
-
-
-def unpriced_below(nodes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Per node: how many nodes of its subtree (itself included) used tokens but carry no
-    cost (a model call with no known price): what a roll-up's cost leaves out."""
-    parent_of, _ids = _parents(nodes)
-    out: dict[str, int] = {}
-    for node in nodes:
-        if not (tokens_of(node) and _cost_of(node) is None):
-            continue
-        cur: str | None = str(node["id"])
-        seen: set[str] = set()
-        while cur is not None and cur not in seen:
-            seen.add(cur)
-            out[cur] = out.get(cur, 0) + 1
-            cur = parent_of.get(cur)
-    return out
-
-
-def rollups(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float]]:
-    """Tokens and cost per node including its descendants (the sums the live view shows)."""
-    return {k: (t, c) for k, (t, c, _p) in sums(nodes).items()}
+    return {k: (int(v[0]), v[1], int(v[2]), int(v[3])) for k, v in out.items()}
 
 
 def problems_below(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
@@ -254,17 +231,11 @@ def trace_rows(
     time)."""
     totals = sums(nodes) if roll else {}
     below = problems_below(nodes) if roll else {}
-    unpriced = unpriced_below(nodes) if roll else {}
     rows = []
     for node, depth in itertools.islice(tree_order(nodes), limit):
         node_id = str(node["id"])
-        tokens, cost, priced = (
+        tokens, cost, priced, left_out = (
             totals[node_id] if roll else sums([{**node, "parent_id": None}])[node_id]
-        )
-        left_out = (
-            unpriced.get(node_id, 0)
-            if roll
-            else int(bool(tokens_of(node) and _cost_of(node) is None))
         )
         wait = human_wait(node)
         rows.append(

@@ -2,7 +2,8 @@
 
 A trace too large for the page to hold is shown through windows: the page asks for the rows
 on screen (:func:`window_params` reads its request, :func:`with_timeline` answers it from a
-:class:`StoredTrace` or a :class:`LiveIndex`, with the timeline overview's counts when asked).
+:class:`StoredTrace` or a :class:`LiveIndex` through the one ``WindowedTrace.window``, with
+the timeline overview's counts when asked).
 A live trace grown past ``WINDOW_NODES`` keeps its rows in a :class:`LiveIndex`;
 :class:`LiveWindows` remembers each view's last request (at most ``LIVE_VIEWS`` views) and
 pushes the same window again, with what changed, as events arrive: at least ``LIVE_PUSH_S``
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..agentic.trace_db import StoredTrace
+from ..agentic.trace_reader import WindowedTrace
 from .bridge import Clock, MessageKind, Timer
 from .trace_live import LiveIndex
 
@@ -86,7 +87,7 @@ def _timeline_params(raw: Any) -> tuple[float | None, float | None, int] | None:
     return lo, hi, buckets
 
 
-def with_timeline(index: StoredTrace | LiveIndex, params: Mapping[str, Any]) -> dict[str, Any]:
+def with_timeline(index: WindowedTrace, params: Mapping[str, Any]) -> dict[str, Any]:
     """The window for ``params``, with the timeline overview's bucket counts when asked."""
     rest = {k: v for k, v in params.items() if k != "timeline"}
     out = index.window(**rest)

@@ -151,8 +151,8 @@ def test_windows_list_the_rows_and_exact_sums_a_whole_tree_gives() -> None:
     assert window["nodes"] == 3000 and window["total"] == len(visible(nodes, {}))
     for row in window["rows"]:
         node_id = row["node"]["id"]
-        tokens, cost, priced = totals[node_id]
-        assert row["roll"][:3] == [tokens, cost, priced]
+        tokens, cost, priced, unpriced = totals[node_id]
+        assert row["roll"][:3] == [tokens, cost, priced] and row["roll"][5] == unpriced
         assert row.get("below") == below.get(node_id)
     statuses: dict[str, int] = {}
     for n in nodes:

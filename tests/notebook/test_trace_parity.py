@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from langfx_nb.notebook.render import trace_static_html
+from langfx_nb.notebook.render import trace_html
 from langfx_nb.notebook.trace_explorer import TraceExplorer, TraceReducer
 from langfx_nb.notebook.trace_rows import trace_rows
 
@@ -246,12 +246,13 @@ def test_the_static_copy_shows_the_rows_values() -> None:
         if not case["gone"] and name != "saved_mid_run":
             continue  # the static copy is what a reader sees once the kernel is gone
         state = case["state"]
+        nodes = state["nodes"]
         if name == "live_kernel_gone":  # the copy is drawn from whole records
             reducer = TraceReducer()
             for event in live_events():
                 reducer.apply(event)
-            state = reducer.snapshot(details=True)
-        html = trace_static_html(state)
+            nodes = list(reducer.nodes.values())
+        html = trace_html(nodes, ended=bool(state.get("ended")), gone=True)
         for row in case["rows"]:
             cell = _row_html(html, row["id"])
             assert f">{row['status']}</span>" in cell, (name, row, cell)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from langfx_nb.agentic.trace_db import StoredTrace
+from langfx_nb.agentic.trace_reader import GROUPS, group_of, time_buckets
 from langfx_nb.notebook import trace_explorer as te
 from langfx_nb.notebook.trace_live import LiveIndex
-from langfx_nb.notebook.trace_timeline import GROUPS, StartsByGroup, bucket_counts, group_of
 
 from .test_trace_index import make_trace, stored
 
@@ -65,8 +65,12 @@ def test_bucket_counts_are_exact_and_every_node_is_counted_once(
 
 
 def test_running_nodes_with_no_end_count_where_they_start() -> None:
-    starts = StartsByGroup([1.0, 2.0, 2.5, float("nan")], ["running", "waiting", "failed", "ok"])
-    got = bucket_counts(starts, 0.0, 4.0, 2)
+    index = LiveIndex()
+    for k, (start, status) in enumerate(
+        [(1.0, "running"), (2.0, "waiting"), (2.5, "failed"), (None, "ok")]
+    ):
+        index.apply({"id": f"n{k}", "kind": "item", "status": status, "start": start})
+    got = index.timeline(0.0, 4.0, 2)
     assert got["counts"] == {"running": [1, 1], "ok": [0, 0], "failed": [0, 1]}
     assert got["untimed"] == 1 and got["in_range"] == 3
 
@@ -82,11 +86,10 @@ def test_a_trace_with_no_times_has_only_untimed_nodes() -> None:
 
 
 def test_a_bad_range_is_a_clear_error() -> None:
-    starts = StartsByGroup([], [])
     with pytest.raises(ValueError, match="lo <= hi"):
-        bucket_counts(starts, 2.0, 1.0, 3)
+        LiveIndex().timeline(2.0, 1.0, 3)
     with pytest.raises(ValueError, match="finite"):
-        bucket_counts(starts, 0.0, float("inf"), 3)
+        time_buckets({}, 0, 0.0, float("inf"), 3)
 
 
 def test_a_window_request_with_a_timeline_range_answers_its_counts(

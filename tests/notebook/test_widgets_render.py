@@ -16,6 +16,7 @@ from langfx_nb.notebook import render
 from langfx_nb.notebook.approval import ApprovalWidget
 from langfx_nb.notebook.stream_view import StreamView
 from langfx_nb.notebook.trace_explorer import TraceExplorer
+from langfx_nb.notebook.trace_rows import sums
 
 from ._fakes import saved_trace
 
@@ -220,6 +221,6 @@ def test_rollups_do_not_depend_on_the_order_nodes_are_listed_in() -> None:
         {"id": "b", "parent_id": "a", "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
         {"id": "c", "parent_id": "r"},
     ]
-    expected = {"r": (10, 0.5), "a": (9, 0.5), "b": (7, 0.0), "c": (0, 0.0)}
-    assert render.rollups(nodes) == expected
-    assert render.rollups(list(reversed(nodes))) == expected  # children listed first
+    expected = {"r": (10, 0.5, 1, 2), "a": (9, 0.5, 1, 1), "b": (7, 0.0, 0, 1), "c": (0, 0.0, 0, 0)}
+    assert sums(nodes) == expected
+    assert sums(list(reversed(nodes))) == expected  # children listed first

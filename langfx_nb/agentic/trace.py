@@ -25,6 +25,7 @@ from ..messages import USAGE_FIELDS as _USAGE_FIELDS
 from ..messages import Usage
 from .observers import ObserverHub
 from .prices import Prices
+from .tracebacks import error_info, format_traceback
 from .usage import ModelUsage, Price, UsageSummary
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
     "TraceNode",
     "TraceStore",
     "check_trace_header",
-    "error_info",
     "saved_nodes",
 ]
 
@@ -66,7 +66,6 @@ STATUSES: tuple[NodeStatus, ...] = (
     "suspended",
 )
 
-MAX_ERROR_CHARS = 300
 
 #: a ``Usage``'s token counts in ``USAGE_FIELDS`` order, as a tuple
 _counts = operator.attrgetter(*_USAGE_FIELDS)
@@ -282,14 +281,6 @@ def _cost(value: Any) -> float | None:
     return float(value)
 
 
-def error_info(exc: BaseException) -> dict[str, str]:
-    """Class name and a short message: enough to show, never a provider body."""
-    message = str(exc)
-    if len(message) > MAX_ERROR_CHARS:
-        message = message[: MAX_ERROR_CHARS - 1] + "…"
-    return {"type": type(exc).__name__, "message": message}
-
-
 class TraceStore:
     """The node tree of one session, bounded, with exact counters and event fan-out."""
 
@@ -425,8 +416,6 @@ class TraceStore:
         if error is not None:
             node.error = error_info(error)
             if node.kind == "item" and status == "failed":  # where a batch item failed
-                from .tracebacks import format_traceback
-
                 node.error["traceback"] = format_traceback(error)
         key = (node.kind, status)
         self._counts[key] = self._counts.get(key, 0) + 1

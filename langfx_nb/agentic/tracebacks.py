@@ -1,4 +1,6 @@
-"""``format_traceback``: the traceback of a failed batch item, as text that may be stored.
+"""What a trace keeps of a failure: ``error_info`` (class and short message) for every
+failed node, and ``format_traceback``, the traceback of a failed batch item, as text that may
+be stored.
 
 An item's trace node and its run manifest row keep it (``docs/batch.md``), so a bug in
 ``fn`` at item 3,217 shows where it was raised, not only ``KeyError: 'name'``. What it holds
@@ -15,7 +17,9 @@ import traceback
 
 from ..redact import redact_secrets
 
-__all__ = ["MAX_TRACEBACK_CHARS", "format_traceback"]
+__all__ = ["MAX_ERROR_CHARS", "MAX_TRACEBACK_CHARS", "error_info", "format_traceback"]
+
+MAX_ERROR_CHARS = 300
 
 MAX_TRACEBACK_CHARS = 8000
 _MAX_CHAIN = 5  # exceptions of one chain shown (the last ones: the failure and its causes)
@@ -24,11 +28,17 @@ _CAUSE = "\nThe above exception was the direct cause of the following exception:
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
 
+def error_info(exc: BaseException) -> dict[str, str]:
+    """Class name and a short message: enough to show, never a provider body."""
+    message = str(exc)
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[: MAX_ERROR_CHARS - 1] + "…"
+    return {"type": type(exc).__name__, "message": message}
+
+
 def format_traceback(exc: BaseException) -> str:
     """``exc``'s traceback and its causes' as Python prints them, bounded and masked (see
     the module docstring)."""
-    from .trace import error_info
-
     chain: list[tuple[BaseException, str]] = []  # (exception, how the next one followed it)
     seen: set[int] = set()
     current: BaseException | None = exc

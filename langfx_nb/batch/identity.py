@@ -35,19 +35,30 @@ import json
 import textwrap
 import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..redact import redact_secrets
 from .codec import named_values, target_function
 
 if TYPE_CHECKING:
-    from ..agentic.session import Session
+    from ..llms.base import LanguageModel
+
 
 __all__ = ["RunIdentity", "code_digest", "run_identity"]
 
 _PLAIN = (str, int, float, bool, bytes)
 #: sampling options that change no answer (prompt caching only routes the request)
 _NOT_ANSWERS = frozenset({"prompt_cache", "prompt_cache_key"})
+
+
+class _SessionModel(Protocol):
+    """What the identity reads of an ``lf.Session`` (its model and defaults)."""
+
+    @property
+    def lm(self) -> LanguageModel | None: ...
+
+    @property
+    def defaults(self) -> Mapping[str, Any]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +152,7 @@ class RunIdentity:
 
 
 def run_identity(
-    fn: Callable[..., Any], *, version: str | None = None, session: Session | None = None
+    fn: Callable[..., Any], *, version: str | None = None, session: _SessionModel | None = None
 ) -> RunIdentity:
     """The identity of a run of ``fn`` (see the module docstring) with ``session``'s model
     (``None``: the default model, if one is set)."""
@@ -234,7 +245,7 @@ def _is_template(value: Any) -> bool:
     return isinstance(value, Template)
 
 
-def _session_model(session: Session | None) -> Any:
+def _session_model(session: _SessionModel | None) -> Any:
     if session is not None and session.lm is not None:
         return session.lm
     from ..llms.default import default_lm

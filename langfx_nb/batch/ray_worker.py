@@ -22,7 +22,7 @@ from typing import Any
 from ray import cloudpickle
 
 from ..agentic.session import Session
-from ..agentic.trace import error_info
+from ..agentic.tracebacks import error_info
 from ..agentic.usage import UsageMeter
 from ..llms.ratelimit import limiter_for, set_limiter_factory
 from ..messages import Usage

@@ -22,8 +22,8 @@ from typing import Any
 
 from ..agentic.fanout import settle_first_failure
 from ..agentic.session import Session
-from ..agentic.trace import TraceNode, error_info
-from ..agentic.tracebacks import format_traceback
+from ..agentic.trace import TraceNode
+from ..agentic.tracebacks import error_info, format_traceback
 from ..agentic.usage import UsageMeter, total_tokens
 from ..errors import RunManifestError
 from ..llms.deferred import Capture, capturing, current_capture

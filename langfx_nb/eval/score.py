@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..agentic.trace import error_info
+from ..agentic.tracebacks import error_info
 from .context import EvalContext
 
 __all__ = ["Evaluator", "Score", "ScoreRecord", "evaluate", "evaluator_names"]

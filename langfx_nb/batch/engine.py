@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..messages import Usage
     from .manifest import Manifest
-    from .runner import BatchState
+    from .state import BatchState
 
 __all__ = ["YIELD_S", "Asyncio", "BatchJob", "Engine", "run_items"]
 

@@ -12,36 +12,27 @@ The engine decides only where the items run: the runner never looks at which one
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import dataclasses
 import inspect
 import json
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ..agentic.session import Session
-from ..agentic.trace import TraceNode, error_info
-from ..agentic.usage import UsageMeter, total_tokens
+from ..agentic.trace import TraceNode
 from ..errors import RunManifestError
 from .codec import ResultCodec, fingerprint, item_keys
 from .engine import Asyncio, BatchJob, Engine
 from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .owner import IfOwned, RunOwner
-from .progress import (
-    MAX_GROUP_ITEMS,
-    UPDATE_INTERVAL_S,
-    BatchProgress,
-    Reporter,
-    group_errors,
-    resolve_reporter,
-)
+from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
 from .ray_engine import dataset_rows
-from .result import BatchResult, BatchTotals, ItemError, ItemsFailedError, ItemStatus
+from .result import BatchResult, ItemsFailedError
+from .state import BatchState, quietly
 
-__all__ = ["BatchState", "run_batch", "takes_session"]
+__all__ = ["run_batch", "takes_session"]
 
 
 def takes_session(fn: Callable[..., Any]) -> bool:
@@ -57,132 +48,6 @@ def takes_session(fn: Callable[..., Any]) -> bool:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             positional += 1
     return positional >= 2
-
-
-class BatchState:
-    """The state of one batch: per-item outcomes, counters, error groups, and the
-    provider's own counts (``show_provider``), which progress snapshots read."""
-
-    def __init__(self, n: int, name: str, session: Session) -> None:
-        self.results: list[Any] = [None] * n
-        self.statuses: list[ItemStatus] = ["skipped"] * n
-        self.errors: list[ItemError | None] = [None] * n
-        self.node_ids: list[str | None] = [None] * n
-        self.resumed: list[bool] = [False] * n
-        self.done = 0
-        self.failed = 0
-        self.running = 0
-        self.resumed_count = 0
-        self.groups: dict[str, list[Any]] = {}
-        self.meter = UsageMeter()
-        self.session = session
-        self.name = name
-        self.n = n
-        self.t0 = time.monotonic()
-        self.batch_node_id: str | None = None
-        self.finished = False
-        self.provider: dict[str, Any] | None = None
-        self.run: str | None = None  # the run manifest's path (``run=``)
-        self.reporter: Reporter | None = None  # the batch's progress view, once shown
-
-    def show_provider(self, counts: dict[str, Any]) -> None:
-        """The provider's own counts (``engine=ProviderBatch()``), shown by progress: at
-        once when its status changed (a few times per batch), else at the next tick."""
-        changed = self.provider is None or self.provider.get("status") != counts.get("status")
-        self.provider = dict(counts)
-        if changed and self.reporter is not None:
-            _quietly(self.reporter.update, self.snapshot())
-
-    def fail(self, index: int, exc: BaseException, node_id: str | None) -> ItemError:
-        info = error_info(exc)
-        return self.fail_as(index, info["type"], info["message"], node_id)
-
-    def fail_as(self, index: int, type_: str, message: str, node_id: str | None) -> ItemError:
-        error = ItemError(type_, message)
-        self.errors[index] = error
-        self.statuses[index] = "failed"
-        self.failed += 1
-        group = self.groups.get(error.type)
-        if group is None:
-            group = self.groups[error.type] = [0, error.message, [], []]
-        group[0] += 1
-        # the group's first items in input order, whatever order they failed in
-        at = bisect.bisect(group[2], index)
-        if at < MAX_GROUP_ITEMS:
-            if at == 0:
-                group[1] = error.message  # the message of the first item listed
-            group[2].insert(at, index)
-            group[3].insert(at, node_id)
-            if len(group[2]) > MAX_GROUP_ITEMS:
-                del group[2][-1], group[3][-1]
-        return error
-
-    def snapshot(self) -> BatchProgress:
-        elapsed = time.monotonic() - self.t0
-        settled_now = self.done - self.resumed_count + self.failed
-        rate = settled_now / elapsed if elapsed > 0 else 0.0
-        usage = self.meter.usage
-        tokens = total_tokens(usage)
-        left = self.n - self.done - self.failed - self.running
-        remaining = left + self.running
-        eta = remaining / rate if rate > 0 else (0.0 if not remaining else None)
-        cost, unpriced = self.meter.cost()
-        return BatchProgress(
-            total=self.n,
-            done=self.done,
-            failed=self.failed,
-            running=self.running,
-            left=left,
-            resumed=self.resumed_count,
-            elapsed_s=elapsed,
-            items_per_s=rate,
-            tokens_per_s=tokens / elapsed if elapsed > 0 else 0.0,
-            eta_s=eta,
-            requests=self.meter.requests,
-            usage=usage,
-            cost=cost,
-            unpriced_models=unpriced,
-            unpriced_requests=self.meter.unpriced_requests,
-            errors=group_errors(self.groups),
-            finished=self.finished,
-            run=self.run,
-            batch_node_id=self.batch_node_id,
-            session_id=self.session.id,
-            name=self.name,
-            provider=self.provider,
-        )
-
-    def result(self, keys: list[str], path: Path | None) -> BatchResult[Any]:
-        usage = self.meter.usage
-        cost, unpriced = self.meter.cost()
-        totals = BatchTotals(
-            requests=self.meter.requests,
-            usage=usage,
-            cost=cost,
-            unpriced_models=unpriced,
-            elapsed_s=time.monotonic() - self.t0,
-            ok=self.done,
-            failed=self.failed,
-            resumed=self.resumed_count,
-            unpriced_requests=self.meter.unpriced_requests,
-        )
-        return BatchResult(
-            results=self.results,
-            statuses=self.statuses,
-            errors=self.errors,
-            node_ids=self.node_ids,
-            keys=keys,
-            resumed=self.resumed,
-            totals=totals,
-            batch_node_id=self.batch_node_id,
-            session=self.session,
-            run_path=None if path is None else str(path),
-        )
-
-
-def _quietly(call: Callable[[BatchProgress], None], progress: BatchProgress) -> None:
-    with contextlib.suppress(Exception):  # a broken progress view never stops a batch
-        call(progress)
 
 
 async def run_batch(
@@ -300,7 +165,7 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
             reporter = state.reporter = resolve_reporter(progress, state.session, state.snapshot())
             try:
                 if reporter is not None:
-                    _quietly(reporter.update, state.snapshot())
+                    quietly(reporter.update, state.snapshot())
                 ticker = asyncio.ensure_future(_tick(state, reporter, manifest))
                 await engine.run(job)
                 if manifest is not None:
@@ -318,7 +183,7 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
                 tracked.outputs = {"done": final.done, "failed": final.failed, "total": final.total}
                 view.set_progress(final.settled, final.total)
                 if reporter is not None:
-                    _quietly(reporter.close, final)
+                    quietly(reporter.close, final)
             if final.failed:  # the batch says what happened: not "ok" with items failed
                 what = f"{final.failed:,} of {final.total:,} items failed"
                 tracked.end("failed", error=ItemsFailedError(what))
@@ -415,7 +280,7 @@ async def _tick(state: BatchState, reporter: Reporter | None, manifest: Manifest
     while True:
         await asyncio.sleep(UPDATE_INTERVAL_S)
         if reporter is not None:
-            _quietly(reporter.update, state.snapshot())
+            quietly(reporter.update, state.snapshot())
         if manifest is not None and manifest.due and manifest.broken is None:
             try:
                 manifest.flush()

@@ -96,7 +96,18 @@ class Ray:
                 options["address"] = self.address
             elif self.num_cpus is not None:
                 options["num_cpus"] = self.num_cpus
-            await asyncio.to_thread(ray.init, **options)
+            try:
+                await asyncio.to_thread(ray.init, **options)
+            except Exception as exc:  # Ray raises a bare Exception when start-up times out
+                with contextlib.suppress(Exception):  # what did start is stopped
+                    await asyncio.to_thread(ray.shutdown)
+                where = self.address or "a local cluster"
+                raise RayEngineError(
+                    f"Ray could not start or join {where} ({type(exc).__name__}: {exc}); "
+                    "nothing was sent. On a loaded machine a local cluster may outlast "
+                    "Ray's start-up wait: start it once yourself (ray.init()) and every "
+                    "Ray() batch joins it (docs/batch.md, Start-up)"
+                ) from exc
             started = True  # ours to stop (a cluster we joined is only disconnected from)
         limiter = f"batch-{uuid.uuid4().hex}"
         waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="langfx-ray")

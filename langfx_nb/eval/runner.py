@@ -341,7 +341,7 @@ async def run(
     # the view lives in this process: trials run elsewhere (Ray workers) cannot feed it, and
     # it must not travel with the trial function; it shows the finished report then
     hook = on_trial
-    if view is not None and (engine is None or engine.in_process):
+    if view is not None and getattr(engine, "in_process", True):  # None: asyncio, here
         hook = _feed(view, on_trial)
     if view is not None and progress is None:
         progress = False  # one view per run: the report shows the progress, not a batch view

@@ -187,7 +187,8 @@ async def run_items(
     ``i``'s model call. ``after_each``: awaited after each item (the replay's cache writes).
     """
     order = iter(job.pending)
-    commit = commit_each and job.manifest is not None
+    manifest = job.manifest if commit_each else None
+    run_item = job.run_item
     # one clock for all workers: items that never wait (fakes, caches) still let the
     # ticker report and commit, with one yield per YIELD_S, not per worker
     next_yield = time.monotonic() + YIELD_S
@@ -198,9 +199,9 @@ async def run_items(
             if time.monotonic() >= next_yield:
                 next_yield = time.monotonic() + YIELD_S
                 await asyncio.sleep(0)
-            await job.run_item(i, None if capture_for is None else capture_for(i))
-            if commit:
-                await job.commit()
+            await run_item(i, None if capture_for is None else capture_for(i))
+            if manifest is not None:
+                await manifest.commit()
             if after_each is not None:
                 await after_each()
 

@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import langfx_nb as lf
 from langfx_nb.llms import Echo
@@ -33,8 +32,8 @@ async def task(text: str, session: lf.Session) -> str:
     return await session.query("{{t}}", lm=LM, vars={"t": text})
 
 
-def length_ratio(case: Any, output: Any, trace: Any) -> float:
-    return min(1.0, len(str(output)) / max(1, len(str(case.expected))))
+def length_ratio(ctx: lf.eval.EvalContext) -> float:
+    return min(1.0, len(str(ctx.output)) / max(1, len(str(ctx.expected))))
 
 
 async def main() -> None:

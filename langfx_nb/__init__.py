@@ -3,7 +3,7 @@
 ``import langfx_nb as lf``; the whole public API is re-exported here once. The notebook layer
 (``lf.nb``), evaluation (``lf.eval``; not in ``__all__``, so a star import never shadows the
 builtin ``eval``), the OpenTelemetry export (``lf.otel``) and the provider adapters
-(``lf.llms.Gemini`` ...) are imported on first use; in a Jupyter kernel the notebook layer
+(``lf.llms.*`` model classes) are imported on first use; in a Jupyter kernel the notebook layer
 is imported with the package (see the end of this module).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import llms
-from .batch import BatchResult, batch
+from .batch import BatchResult
 from .errors import (
     AgentError,
     AuthenticationError,
@@ -62,6 +62,11 @@ from .modalities import PDF, Audio, Image, Mime, Video
 from .structured.mapping import Mapping, MappingExample
 from .structured.query import query
 from .template import LangFunc, Template
+
+if TYPE_CHECKING:
+    from .batch import batch
+else:  # the package, which calls the function when called (langfx_nb/batch/__init__.py)
+    from . import batch
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__); listed here for type checkers
     from . import engines as engines

@@ -83,15 +83,14 @@ class ContinuationPart:
 class ReasoningPart:
     """Thinking/reasoning a provider returned with an answer (never part of ``.text``).
 
-    ``text`` is the thinking or its summary as given ("" when the provider gives none: an
-    Anthropic ``redacted_thinking`` block, an OpenAI reasoning item without a summary).
-    ``signature`` is opaque provider data that only the originating model can use: the
-    Anthropic thinking ``signature`` (or a redacted block's encrypted ``data``, then
-    ``redacted=True``), Gemini's ``thoughtSignature``, OpenAI's ``encrypted_content``.
-    ``provider``/``model``/``endpoint`` (the base URL) say where it came from: adapters send
-    a reasoning part back only to that same model and endpoint, and drop it for any other
-    (a signature is meaningless, and rejected, elsewhere; another model's thoughts are not
-    its own). ``id`` is the provider's item id when it has one (OpenAI ``rs_...``).
+    ``text`` is the thinking or its summary as given ("" when the provider gives none: a
+    redacted block, a reasoning item without a summary). ``signature`` is opaque provider
+    data that only the originating model can use (``redacted=True`` when it is a redacted
+    block's encrypted data; each provider's module says which field of its answers it
+    keeps here). ``provider``/``model``/``endpoint`` (the base URL) say where it came from:
+    adapters send a reasoning part back only to that same model and endpoint, and drop it
+    for any other (a signature is meaningless, and rejected, elsewhere; another model's
+    thoughts are not its own). ``id`` is the provider's item id when it has one.
     """
 
     text: str = ""
@@ -116,9 +115,9 @@ class Usage:
     total_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
-    #: Prompt tokens written to the provider's prompt cache by this request (Anthropic
-    #: ``cache_creation_input_tokens``); like ``cached_tokens`` (read from the cache) they
-    #: are counted in ``prompt_tokens`` too.
+    #: Prompt tokens written to the provider's prompt cache by this request (for providers
+    #: that report them); like ``cached_tokens`` (read from the cache) they are counted in
+    #: ``prompt_tokens`` too.
     cache_write_tokens: int | None = None
 
     def __post_init__(self) -> None:

@@ -94,6 +94,29 @@ export function errorText(error: unknown): string {
   return JSON.stringify(error);
 }
 
+/** A failed batch item's traceback (its trace node's `error.traceback`), or "". */
+export function errorTraceback(error: unknown): string {
+  if (error !== null && typeof error === "object") {
+    const tb = (error as Record<string, unknown>).traceback;
+    if (typeof tb === "string") return tb;
+  }
+  return "";
+}
+
+/** What copying an error gives: its class and message, then its traceback when it has one. */
+export function errorCopyText(error: unknown): string {
+  const tb = errorTraceback(error);
+  return tb ? `${errorText(error)}\n\n${tb}` : errorText(error);
+}
+
+/** An error as a detail pane shows it: class and message, the traceback folded (on demand). */
+export function errorBox(error: unknown): HTMLElement {
+  const box = h("div", { class: "lfx-err", text: errorText(error) });
+  const tb = errorTraceback(error);
+  if (tb) box.append(h("details", { class: "lfx-err-tb" }, h("summary", { text: "traceback" }), h("pre", { text: tb })));
+  return box;
+}
+
 /** Copy `text` to the clipboard (the async API, else a hidden textarea); true when copied. */
 export async function copyText(text: string): Promise<boolean> {
   try {
@@ -385,6 +408,7 @@ export const BASE_CSS = `
 .lfx .lfx-v-string{white-space:pre-wrap;word-break:break-word}
 .lfx pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;font-family:var(--jp-code-font-family,monospace);font-size:12px}
 .lfx .lfx-err{color:color-mix(in srgb,var(--lfx-bad) 72%,var(--lfx-fg0));white-space:pre-wrap}
+.lfx .lfx-err-tb>pre{margin:4px 0 0;font-size:11px;overflow-x:auto;white-space:pre}
 .lfx .lfx-btn,.lfx button{font:inherit;font-size:11px;margin:2px 4px 2px 0;padding:1px 8px;cursor:pointer;border-radius:4px;
   border:1px solid var(--jp-border-color1,#bdbdbd);background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
 .lfx button:hover{background:var(--jp-layout-color2,#eee)}

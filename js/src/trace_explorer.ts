@@ -3,7 +3,7 @@
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
 // (selection, expansion, filter, layout) kept in the model so a reload restores it.
 import { KINDS } from "./kinds";
-import { asText, chatView, clear, copyButton, decodeState, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
+import { asText, chatView, clear, copyButton, decodeState, errorBox, errorCopyText, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
 import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, bucketCounts, panBy, visibleRange, zoomBy } from "./timeline";
 import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
 
@@ -773,8 +773,8 @@ export default () => {
       }
 
       function section(label: string, value: unknown): void {
-        detail.append(h("h4", {}, h("span", { text: label }), copyButton(() => (label === "Error" ? errorText(value) : asText(value)))));
-        detail.append(label === "Error" ? h("div", { class: "lfx-err", text: errorText(value) }) : readable(value));
+        detail.append(h("h4", {}, h("span", { text: label }), copyButton(() => (label === "Error" ? errorCopyText(value) : asText(value)))));
+        detail.append(label === "Error" ? errorBox(value) : readable(value));
       }
 
       /** Wall time split into model, tool and human-wait time (the node and its subtree). */

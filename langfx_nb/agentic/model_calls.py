@@ -3,9 +3,8 @@ the pieces ``Session.query`` runs its call with.
 
 ``Session.query``, ``Session.query_stream`` and ``Session.generate`` resolve the model (the
 call's ``lm``, else the view's) and run the call under the view. ``Session.query`` runs its
-few steps itself, with ``recording_for``, ``track_query`` and ``attempt_hook`` from here: it
-is the traced query's fast path (``benchmarks/agentic.py`` (a)). What a caller may rely on,
-for each of the three:
+few steps itself, with ``recording_for``, ``track_query`` and ``attempt_hook`` from here.
+What a caller may rely on, for each of the three:
 
 - the view's ``defaults`` are merged under the call's options into a new mapping (nothing
   is mutated);

@@ -70,6 +70,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..llms.registry import provider_class
 from ..redact import redact_secrets
 from .trace import Decision, TraceNode, TraceStore
 
@@ -80,9 +81,6 @@ if TYPE_CHECKING:
 __all__ = ["CUT_MARK", "SpanExport", "Traced", "export", "flush", "redact_secrets", "traceparent"]
 
 _log = logging.getLogger("langfx_nb.otel")
-
-#: ``gen_ai.provider.name`` for each langfx_nb provider (the conventions' well-known values).
-PROVIDER_NAMES = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
 
 #: Request options recorded as ``gen_ai.request.*`` (they are settings, not content).
 _REQUEST_OPTIONS = {
@@ -383,7 +381,7 @@ class _Exporter:
         if kind == "query":
             model_id = node.metadata.get("model") or ""
             provider, _, model = str(model_id).partition(":")
-            provider = PROVIDER_NAMES.get(provider, provider)
+            provider = _provider_name(provider)
             attributes["gen_ai.operation.name"] = "chat"
             attributes["gen_ai.provider.name"] = provider
             if model:
@@ -778,3 +776,10 @@ def _output_messages(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
     if outputs.get("finish_reason") is not None:
         message["finish_reason"] = outputs["finish_reason"]
     return [message]
+
+
+def _provider_name(provider: str) -> str:
+    """``gen_ai.provider.name`` of a langfx_nb provider: the conventions' well-known value
+    its model class names (``LanguageModel.otel_provider``), else its own name."""
+    cls = provider_class(provider)
+    return (cls.otel_provider if cls is not None else None) or provider

@@ -3,9 +3,10 @@
 ``Session(prices=...)`` takes a mapping of model ids to ``Price`` (or a ``Prices``); every
 model request is priced when it is recorded, so each ``query`` node carries its cost. A model
 the table does not name is looked up in ``genai-prices`` (the price table maintained with
-pydantic-ai: online, batch and prompt-cache rates of OpenAI, Anthropic and Gemini models),
-when that package is installed (the ``prices`` extra) and the model id's provider is one it
-knows. A model found nowhere is *unpriced*: its cost is unknown (``None``), never 0.
+pydantic-ai: online, batch and prompt-cache rates of the hosted providers' models), when
+that package is installed (the ``prices`` extra) and the model id's provider names its id
+there (``LanguageModel.genai_prices_provider``). A model found nowhere is *unpriced*: its
+cost is unknown (``None``), never 0.
 
 ``genai-prices`` is imported on the first lookup it must answer (it takes a second or two to
 import), never at ``import langfx_nb``; each model id is resolved once per table.
@@ -17,14 +18,11 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..llms.registry import provider_class
 from ..messages import AIMessage, Usage
 from .usage import Price
 
-__all__ = ["GENAI_PROVIDERS", "Prices", "genai_price"]
-
-#: langfx_nb provider name → the ``genai-prices`` provider id. Other providers (fakes,
-#: custom models) are never looked up there.
-GENAI_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
+__all__ = ["Prices", "genai_price"]
 
 _GENAI_LOCK = threading.Lock()
 _GENAI_CACHE: dict[str, Price | None] = {}
@@ -119,10 +117,12 @@ def is_batch(response: AIMessage[Any]) -> bool:
 
 def genai_price(model_id: str) -> Price | None:
     """The ``genai-prices`` price of ``provider:model`` now (online, with its batch price),
-    or ``None`` when the package is missing, the provider is not one of
-    ``GENAI_PROVIDERS`` or the model is not in its table."""
+    or ``None`` when the package is missing, the provider names no ``genai-prices`` id
+    (fakes, custom models: ``LanguageModel.genai_prices_provider``) or the model is not in
+    its table."""
     provider, _, model = model_id.partition(":")
-    provider_id = GENAI_PROVIDERS.get(provider)
+    cls = provider_class(provider)
+    provider_id = cls.genai_prices_provider if cls is not None else None
     if provider_id is None or not model:
         return None
     with _GENAI_LOCK:

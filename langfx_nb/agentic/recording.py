@@ -23,8 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..errors import GenerationError
-from ..llms._redact import Secrets
-from ..llms.base import NO_USAGE, LanguageModel, LMRequest, Prompt
+from ..llms.base import LanguageModel, LMRequest, Prompt
 from ..llms.streaming import StreamChunk
 from ..messages import AIMessage
 from .budget import BudgetMeter, Reservation
@@ -50,17 +49,9 @@ class RecordingModel(LanguageModel):
         *,
         budget: BudgetMeter | None = None,
     ) -> None:
-        # Not ``LanguageModel.__init__``: one wrapper is made per traced query and it sends
-        # nothing itself, so it has no retry policy, rate limit, secrets or usage of its own
-        # to set up; it shows the wrapped model's name, sampling and cache.
-        self.model = inner.model
-        self.sampling = inner.sampling
-        self.cache = inner.cache
-        self.rate_limit = None
-        self.retry = None
-        self.total_usage = NO_USAGE
-        self.num_requests = 0
-        self._secrets = Secrets()
+        # it sends nothing itself (no retry policy or rate limit of its own): it shows the
+        # wrapped model's name, sampling and cache
+        super().__init__(inner.model, sampling=inner.sampling, cache=inner.cache)
         self.inner = inner
         self.partial: AIMessage[Any] | None = None  # of the last stream, if it stopped early
         self.prompts: list[Prompt] = []

@@ -520,29 +520,23 @@ class Session:
         schema) or the error, and the outcome (see ``query_node.record_calls``).
         """
         model = self._model(lm)  # whether this view can run work is checked by ``track``
-        # the call is run here, not in model_calls: this is the traced query's fast path
-        # (benchmarks/agentic.py (a)); the pieces are model_calls' and query_node's
         state = self._state
         limit = state.max_text_chars
         merged = {**self._defaults, **options} if self._defaults else options
         recording = model_calls.recording_for(model, self._budget, state.store.prices)
-        tracked = model_calls.track_query(self, prompt, schema, model, merged, limit)
-        if merged.get("repair"):  # each attempt becomes a child node with its outcome
-            merged = {**merged, "on_attempt": model_calls.attempt_hook(tracked)}
-        message: AIMessage[Any] | None = None
-        try:
-            message = await query_fn(prompt, schema, lm=recording, returns_message=True, **merged)
+        with model_calls.track_query(self, prompt, schema, model, merged, limit) as tracked:
+            if merged.get("repair"):  # each attempt becomes a child node with its outcome
+                merged = {**merged, "on_attempt": model_calls.attempt_hook(tracked)}
+            try:
+                message = await query_fn(
+                    prompt, schema, lm=recording, returns_message=True, **merged
+                )
+            except BaseException:  # the node shows what the failed call sent and got
+                record_calls(state.store, tracked.node, recording, limit, meters=self._meters)
+                raise
             # with a schema, previewed now: the result may be a mutable object
             result = NO_RESULT if schema is None else preview(message.result, limit)
             record_calls(state.store, tracked.node, recording, limit, result, meters=self._meters)
-        except BaseException as exc:
-            try:
-                if message is None:  # the call failed: the node shows what it sent and got
-                    record_calls(state.store, tracked.node, recording, limit, meters=self._meters)
-            finally:
-                tracked.fail(exc)
-            raise
-        tracked.end("ok")
         return message if returns_message else message.result  # without a schema: the text
 
     def query_stream(

@@ -424,6 +424,10 @@ class TraceStore:
             node.outputs = outputs
         if error is not None:
             node.error = error_info(error)
+            if node.kind == "item" and status == "failed":  # where a batch item failed
+                from .tracebacks import format_traceback
+
+                node.error["traceback"] = format_traceback(error)
         key = (node.kind, status)
         self._counts[key] = self._counts.get(key, 0) + 1
         if self.hub.active:

@@ -29,7 +29,7 @@ class Price:
     (``Usage.cache_write_tokens``); without them they cost the ``prompt`` price. Reasoning
     tokens are counted in completion tokens (every provider bills them as output).
     ``batch`` is the price of a request sent through a provider's batch API; without it a
-    batch request costs half of every rate (what OpenAI, Anthropic and Gemini all charge).
+    batch request costs half of every rate (what the providers' batch APIs charge).
     ``tiers`` are long-context prices as the providers bill them: when a request's prompt
     has more than ``threshold`` tokens, all of its tokens pay that tier's price.
     """

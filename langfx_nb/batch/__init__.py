@@ -2,13 +2,17 @@
 
 This package is imported with ``langfx_nb`` and stays light: the runner (sessions, the
 manifest) loads on the first call. ``langfx_nb.batch`` the package and ``lf.batch`` the
-function share a name: ``langfx_nb/__init__.py`` binds ``batch`` to the function, so import
-the parts with ``from langfx_nb.batch.progress import BatchProgress`` (a ``from`` import),
-never ``import langfx_nb.batch.progress as ...``.
+function share a name, so the package is one object with both roles: calling it
+(``await lf.batch(fn, items)``) calls :func:`batch`, and its submodules are its attributes as
+in any package (``import langfx_nb.batch.progress``, ``lf.batch.progress.BatchProgress``).
+Type checkers see ``lf.batch`` as the function (``langfx_nb/__init__.py``).
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
+import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -51,6 +55,7 @@ async def batch(
     key: Callable[[Any], str] | None = None,
     name: str | None = None,
     if_owned: Literal["raise", "wait"] = "raise",
+    version: str | None = None,
 ) -> BatchResult[Any]:
     """``await fn(item)`` (or ``fn(item, session)``) for every item; a ``BatchResult``.
 
@@ -65,8 +70,12 @@ async def batch(
     - ``run``: a name (``./.langfx_runs/NAME.sqlite``) or a path ending in ``.sqlite``/
       ``.db``: a SQLite manifest of each item's key, status and typed result. Running
       the same call again sends nothing for items already done and returns their stored
-      results; items that failed, or were in flight at a crash, run again. A manifest made
-      by another ``fn`` or result schema is refused (``RunManifestError``), untouched.
+      results; items that failed, or were in flight at a crash, run again. Each row keeps
+      the item's input (a bounded preview) and a failed item's traceback
+      (``BatchResult.load(run)`` reads them back). A manifest made by another run (its
+      ``fn``'s name and source text, or ``version``; the models and ``lf.Template``s it
+      uses) or result schema is refused (``RunManifestError`` naming what changed),
+      untouched.
       One run owns a manifest at a time (an OS lock the kernel frees when the process
       ends, ``kill -9`` included): another run of it raises ``RunManifestError`` naming
       the owner (pid, host, start time), or with ``if_owned="wait"`` waits for it to end.
@@ -81,6 +90,9 @@ async def batch(
       ``False`` none, a ``Reporter`` or a callable of ``BatchProgress``.
     - ``key``: the manifest key of an item (default: a hash of its JSON form, with an
       occurrence number for repeated items). ``name``: the batch node's name.
+    - ``version``: with ``run=``, what identifies ``fn``'s code in place of its source text
+      (change it when the code's meaning changes; a reformat or a comment then keeps the
+      manifest).
 
     Cancelling the awaiting task stops the batch at once: in-flight items are cancelled
     (their requests closed), results already finished are written to the manifest, and
@@ -100,4 +112,21 @@ async def batch(
         key=key,
         name=name,
         if_owned=if_owned,
+        version=version,
     )
+
+
+class _Package(types.ModuleType):
+    """The type of this package's module: calling it calls :func:`batch` (``lf.batch`` is
+    the package, so ``langfx_nb.batch.progress`` and ``import langfx_nb.batch.runner`` work
+    while ``lf.batch(fn, items)`` stays the function's call)."""
+
+    def __call__(self, fn: Callable[..., Any], items: Iterable[Any], **options: Any) -> Any:
+        return batch(fn, items, **options)
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # help() and ``lf.batch?`` show batch's
+        return inspect.signature(batch)
+
+
+sys.modules[__name__].__class__ = _Package

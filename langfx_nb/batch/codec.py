@@ -1,4 +1,4 @@
-"""What a run manifest stores about items and results, and how a run recognises its ``fn``.
+"""What a run manifest stores about items and results, and what ``fn`` reads.
 
 - **Keys**: an item's key is a hash of its canonical JSON form (sorted keys; pydantic
   models and dataclasses by their fields, tagged with their class), with ``#n`` appended
@@ -10,9 +10,10 @@
   declares (its return annotation, or a class its code names); the tag never makes
   anything be imported. The class's JSON schema is hashed when first stored; a manifest
   whose stored classes changed schema is refused.
-- **Fingerprint**: ``fn``'s module and qualified name plus a hash of its code (byte code,
-  constants and names, nested functions included, line numbers excluded) and of the
-  plain values (strings, numbers) it reads from its globals and closure, such as a prompt.
+- **Inputs**: each stored item keeps a bounded preview of its input (``input_preview``).
+- **What ``fn`` reads**: the globals its code names and its closure (``named_values``),
+  where result classes are found here and a run's identity (``identity.py``) finds its
+  prompt strings, models and templates.
 """
 
 from __future__ import annotations
@@ -28,16 +29,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import RunManifestError
+from ..redact import redact_secrets
 
 __all__ = [
     "JSON_TAG",
+    "MAX_INPUT_CHARS",
     "ResultCodec",
-    "fingerprint",
+    "input_preview",
     "item_keys",
+    "named_values",
+    "target_function",
 ]
 
 JSON_TAG = "json"
-_PLAIN = (str, int, float, bool, bytes, type(None))
+MAX_INPUT_CHARS = 4000
 _JSON_TYPES = (str, int, float, bool, type(None), list, dict, tuple, object)
 
 
@@ -82,17 +87,17 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
     for i, item in enumerate(items):
         try:
             text = item if isinstance(item, str) else encode(item)
-        except ValueError:
+        except ValueError as exc:
             raise TypeError(
                 f"items[{i}] holds a NaN or infinite number: it cannot be keyed"
-            ) from None
+            ) from exc
         except TypeError as exc:
             message = str(exc)
             if "keys must be" in message:
                 message = "a mapping key is not a str, int, float, bool or None"
             raise TypeError(
                 f"items[{i}]: {message}: it cannot be keyed for run= (pass key=)"
-            ) from None
+            ) from exc
         k = blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         n = repeats.get(k, 0)
         repeats[k] = n + 1
@@ -100,17 +105,24 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
     return keys
 
 
-# -- the function's fingerprint --------------------------------------------------------------
-def _code_parts(code: types.CodeType, out: list[str]) -> None:
-    out.append(code.co_code.hex())
-    out.append(repr(code.co_names))
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            _code_parts(const, out)
-        else:
-            out.append(repr(const))
+def input_preview(item: Any) -> str:
+    """What a manifest stores of an item's input, so a person can tell which input gave
+    which result: its JSON form (as keyed), else its ``repr``, with credential-shaped text
+    masked (``redact_secrets``), cut to ``MAX_INPUT_CHARS`` characters (ending in ``…``)."""
+    try:
+        text = _ENCODER.encode(item)
+    except (TypeError, ValueError):
+        try:
+            text = repr(item)
+        except Exception:  # a repr that raises: its class is all there is to say
+            text = f"<{type(item).__qualname__}>"
+    text = redact_secrets(text)
+    if len(text) > MAX_INPUT_CHARS:
+        text = text[: MAX_INPUT_CHARS - 1] + "…"
+    return text
 
 
+# -- what fn reads ---------------------------------------------------------------------------
 def _all_names(code: types.CodeType, names: set[str]) -> None:
     names.update(code.co_names)
     for const in code.co_consts:
@@ -118,14 +130,11 @@ def _all_names(code: types.CodeType, names: set[str]) -> None:
             _all_names(const, names)
 
 
-def _function(fn: Callable[..., Any], parts: list[str] | None = None) -> Any:
+def target_function(fn: Callable[..., Any]) -> Any:
     """The function that runs when ``fn`` is called (through partials, bound methods and
-    callable objects); ``parts`` gets the partials' plain arguments."""
+    callable objects)."""
     target: Any = fn
     while isinstance(target, functools.partial):
-        if parts is not None:
-            parts.append(repr([_plain_repr(a) for a in target.args]))
-            parts.append(repr(sorted((k, _plain_repr(v)) for k, v in target.keywords.items())))
         target = target.func
     target = getattr(target, "__func__", target)  # a bound method: its function
     if not isinstance(target, types.FunctionType):
@@ -134,36 +143,21 @@ def _function(fn: Callable[..., Any], parts: list[str] | None = None) -> Any:
     return target
 
 
-def fingerprint(fn: Callable[..., Any]) -> tuple[str, str]:
-    """(a readable name of ``fn``, a hash of what it does); see the module docstring."""
-    parts: list[str] = []
-    target = _function(fn, parts)
-    module = getattr(target, "__module__", None) or "?"
-    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
-    name = f"{module}.{qualname}"
+def named_values(target: Any) -> list[tuple[str, Any]]:
+    """(name, value) of each global the code of ``target`` (a function, its nested
+    functions included) names, sorted, then of its closure cells: what it reads without
+    being given it (a prompt string, a model, a result class). Nothing is imported."""
     code = getattr(target, "__code__", None)
-    if isinstance(code, types.CodeType):
-        _code_parts(code, parts)
-        names: set[str] = set()
-        _all_names(code, names)
-        globals_ = getattr(target, "__globals__", {})
-        for n in sorted(names):
-            value = globals_.get(n)
-            if isinstance(value, _PLAIN) and value is not None:
-                parts.append(f"{n}={value!r}")
-        for cell_name, cell in zip(code.co_freevars, target.__closure__ or (), strict=False):
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
-            if isinstance(value, _PLAIN):
-                parts.append(f"{cell_name}={value!r}")
-    digest = hashlib.sha256("\n".join([name, *parts]).encode("utf-8", "surrogatepass"))
-    return name, digest.hexdigest()
-
-
-def _plain_repr(value: Any) -> str:
-    return repr(value) if isinstance(value, _PLAIN) else f"<{type(value).__qualname__}>"
+    if not isinstance(code, types.CodeType):
+        return []
+    names: set[str] = set()
+    _all_names(code, names)
+    globals_ = getattr(target, "__globals__", {})
+    out = [(n, globals_[n]) for n in sorted(names) if n in globals_]
+    for cell_name, cell in zip(code.co_freevars, target.__closure__ or (), strict=False):
+        with contextlib.suppress(ValueError):  # an empty cell
+            out.append((cell_name, cell.cell_contents))
+    return out
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -181,7 +175,7 @@ def _classes_in(annotation: Any, out: dict[str, type]) -> None:
 
 def return_classes(fn: Callable[..., Any]) -> dict[str, type]:
     """The classes ``fn``'s return annotation names, by tag (none without one)."""
-    target = _function(fn)
+    target = target_function(fn)
     out: dict[str, type] = {}
     try:
         hints = typing.get_type_hints(target)
@@ -193,22 +187,12 @@ def return_classes(fn: Callable[..., Any]) -> dict[str, type]:
 
 def declared_classes(fn: Callable[..., Any]) -> dict[str, type]:
     """The result classes ``fn`` declares, by tag: those of its return annotation, and the
-    classes its code names (read from its globals and closure, as ``fingerprint`` reads
-    them: ``session.query(prompt, Label)``, ``return Label(...)``). Nothing is imported."""
-    target = _function(fn)
+    classes its code names (read from its globals and closure: ``session.query(prompt,
+    Label)``, ``return Label(...)``). Nothing is imported."""
     out = return_classes(fn)
-    code = getattr(target, "__code__", None)
-    if isinstance(code, types.CodeType):
-        names: set[str] = set()
-        _all_names(code, names)
-        globals_ = getattr(target, "__globals__", {})
-        values = [globals_.get(n) for n in sorted(names)]
-        for cell in target.__closure__ or ():
-            with contextlib.suppress(ValueError):
-                values.append(cell.cell_contents)
-        for value in values:
-            if isinstance(value, type):
-                out.setdefault(f"{value.__module__}:{value.__qualname__}", value)
+    for _, value in named_values(target_function(fn)):
+        if isinstance(value, type):
+            out.setdefault(f"{value.__module__}:{value.__qualname__}", value)
     return out
 
 
@@ -262,15 +246,15 @@ class ResultCodec:
                 raise TypeError(
                     f"a {type(value).__qualname__} result cannot be stored in the run "
                     f"manifest: {exc}"
-                ) from None
+                ) from exc
         if value is None or isinstance(value, (str, int, float, bool, list, dict)):
             try:
                 return JSON_TAG, json.dumps(value, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError) as exc:
                 raise TypeError(
                     f"a {type(value).__name__} result holding values that are not plain JSON "
                     "cannot be stored in the run manifest (return a pydantic model)"
-                ) from None
+                ) from exc
         cls = type(value)
         if "<locals>" in cls.__qualname__:
             raise TypeError(
@@ -283,7 +267,7 @@ class ResultCodec:
         except Exception as exc:
             raise TypeError(
                 f"a {cls.__qualname__} result cannot be stored in the run manifest: {exc}"
-            ) from None
+            ) from exc
         tag = self.tag(cls)
         self._encoders[cls] = (adapter, tag)
         return tag, text

@@ -115,7 +115,9 @@ class BatchJob:
             state.running -= 1
             error = state.fail(index, exc, node_id)
             if manifest is not None:
-                manifest.add_failed(self.keys[index], index, error.type, error.message)
+                manifest.add_failed(
+                    self.keys[index], index, error.type, error.message, error.traceback, item
+                )
             if self.raise_first:
                 raise
             return
@@ -128,7 +130,7 @@ class BatchJob:
         state.statuses[index] = "ok"
         state.done += 1
         if manifest is not None and encoded is not None:
-            manifest.add_ok(self.keys[index], index, *encoded)
+            manifest.add_ok(self.keys[index], index, *encoded, item)
 
     def record_ok(self, index: int, result: Any, node_id: str | None) -> None:
         """Item ``index`` returned ``result`` elsewhere (its trace node ``node_id``, already
@@ -147,18 +149,23 @@ class BatchJob:
         state.statuses[index] = "ok"
         state.done += 1
         if manifest is not None and encoded is not None:
-            manifest.add_ok(self.keys[index], index, *encoded)
+            manifest.add_ok(self.keys[index], index, *encoded, self.values[index])
 
     def record_failed(
         self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
     ) -> None:
         """Item ``index`` raised ``type_: message`` elsewhere (``exc``: the exception itself
-        when it travelled). With ``raise_first`` it is raised here."""
+        when it travelled; the traceback is read from its adopted node). With
+        ``raise_first`` it is raised here."""
         state = self.state
         state.node_ids[index] = node_id
-        error = state.fail_as(index, type_, message, node_id)
+        node = self.session.find(node_id) if node_id is not None else None
+        traceback = node.error.get("traceback") if node is not None and node.error else None
+        error = state.fail_as(index, type_, message, node_id, traceback)
         if self.manifest is not None:
-            self.manifest.add_failed(self.keys[index], index, error.type, error.message)
+            self.manifest.add_failed(
+                self.keys[index], index, error.type, error.message, traceback, self.values[index]
+            )
         if self.raise_first:
             raise exc if exc is not None else RuntimeError(f"{type_}: {message}")
 

@@ -4,11 +4,12 @@ Where: a name (letters, digits, ``.``, ``_``, ``-``) is ``./.langfx_runs/NAME.sq
 under the current directory (``LANGFX_RUNS_DIR`` overrides the directory); anything with a
 path separator or ending in ``.sqlite``/``.sqlite3``/``.db`` is used as the path itself.
 
-What it holds: a ``meta`` table (format, version, ``fn``'s name and fingerprint), a
-``types`` table (each stored result class and the hash of its JSON schema) and one
-``items`` row per finished item: its key, input index, status (``ok`` or ``failed``), the
-result's tag and JSON, or the error's class and message. Items in flight have no row, so
-after a crash they run again. With ``engine=lf.engines.ProviderBatch()`` a
+What it holds: a ``meta`` table (format, version, the run's identity as JSON:
+``identity.py``), a ``types`` table (each stored result class and the hash of its JSON
+schema) and one ``items`` row per finished item: its key, input index, status (``ok`` or
+``failed``), the result's tag and JSON, or the error's class, message and traceback, and a
+preview of its input (``codec.input_preview``). Items in flight have no row, so after a
+crash they run again. With ``engine=lf.engines.ProviderBatch()`` a
 ``provider_batches`` row per batch submitted to a provider (its id, the account, the items'
 custom ids, ``submitted`` or ``collected``) is committed as soon as the provider accepts
 the batch, so a new process polls it instead of submitting again. The runner commits each
@@ -18,8 +19,10 @@ transactions at most ``FLUSH_INTERVAL_S`` apart, or of ``FLUSH_ROWS`` rows (``fl
 WAL journal with ``synchronous=NORMAL``: a killed process loses nothing committed. One
 run owns the file at a time (``owner``).
 
-A manifest made by another ``fn`` (fingerprint) or whose stored result classes changed
-schema is refused before anything is written to it.
+A manifest made by a run of another identity (its ``fn``, version or source, models,
+templates: the error names what changed), by an older langfx_nb (format version 1, before
+identities and inputs were stored), or whose stored result classes changed schema is
+refused before anything is written to it.
 
 Item traces: a ``trace_nodes`` row per trace node of the batch (the session root, the
 ``batch`` node, each item's nodes as they finish), keyed by the run number (each
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -44,7 +48,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..errors import RunManifestError
-from .codec import JSON_TAG, ResultCodec
+from .codec import JSON_TAG, ResultCodec, input_preview
+from .identity import RunIdentity
 
 if TYPE_CHECKING:
     from ..agentic.trace_db import StoredTrace
@@ -53,14 +58,16 @@ __all__ = [
     "FLUSH_INTERVAL_S",
     "FLUSH_ROWS",
     "Manifest",
+    "StoredItem",
     "TraceSource",
     "is_manifest_path",
     "manifest_path",
     "open_trace",
+    "read_run",
 ]
 
 FORMAT = "langfx_nb.batch_run"
-VERSION = "1"
+VERSION = "2"
 FLUSH_INTERVAL_S = 0.05
 FLUSH_ROWS = 512
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -77,7 +84,9 @@ CREATE TABLE IF NOT EXISTS items (
     value TEXT,
     error_type TEXT,
     error_message TEXT,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    traceback TEXT,
+    input TEXT
 );
 CREATE TABLE IF NOT EXISTS trace_nodes (
     run INTEGER NOT NULL,
@@ -128,8 +137,8 @@ def _unusable(path: Path, exc: BaseException, doing: str) -> RunManifestError:
 
 
 class Manifest:
-    """An open run manifest. ``open`` checks it belongs to ``fn``; ``stored`` reads the
-    results of items already done; ``add_*`` queue rows that ``flush`` commits."""
+    """An open run manifest. ``open`` checks it belongs to the run's identity; ``stored``
+    reads the results of items already done; ``add_*`` queue rows that ``flush`` commits."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection, codec: ResultCodec) -> None:
         self.path = path
@@ -150,16 +159,17 @@ class Manifest:
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path, fn_name: str, fn_hash: str, codec: ResultCodec) -> Manifest:
-        """Open or create the manifest at ``path`` for ``fn``; ``RunManifestError`` when it
-        belongs to another function or cannot be written (nothing is changed then)."""
+    def open(cls, path: Path, identity: RunIdentity, codec: ResultCodec) -> Manifest:
+        """Open or create the manifest at ``path`` for a run of ``identity``;
+        ``RunManifestError`` when it belongs to another run (naming what changed) or cannot
+        be written (nothing is changed then)."""
         if path.exists():
-            cls._check_existing(path, fn_name, fn_hash, codec)
+            cls._check_existing(path, identity, codec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
-            raise _unusable(path, exc, "create it") from None
+            raise _unusable(path, exc, "create it") from exc
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -167,48 +177,63 @@ class Manifest:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(
                 "INSERT OR IGNORE INTO meta VALUES (?, ?)",
-                [("format", FORMAT), ("version", VERSION), ("fn", fn_name), ("fn_hash", fn_hash)],
+                [
+                    ("format", FORMAT),
+                    ("version", VERSION),
+                    ("identity", json.dumps(identity.to_json(), sort_keys=True)),
+                ],
             )
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             conn.close()
-            raise _unusable(path, exc, "write to it") from None
+            raise _unusable(path, exc, "write to it") from exc
         manifest = cls(path, conn, codec)
         manifest._known_tags = {row[0] for row in conn.execute("SELECT tag FROM types")}
         return manifest
 
     @staticmethod
-    def _check_existing(path: Path, fn_name: str, fn_hash: str, codec: ResultCodec) -> None:
-        """Read-only checks of an existing file: format, function, result schemas."""
+    def _check_existing(path: Path, identity: RunIdentity, codec: ResultCodec) -> None:
+        """Read-only checks of an existing file: format, identity, result schemas."""
         try:
             ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         except sqlite3.Error as exc:
-            raise _unusable(path, exc, "read it") from None
+            raise _unusable(path, exc, "read it") from exc
         try:
             try:
                 meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
                 types = ro.execute("SELECT tag, schema_hash FROM types").fetchall()
-            except sqlite3.DatabaseError:
+            except sqlite3.DatabaseError as exc:
                 raise RunManifestError(
                     f"{path} is not a langfx_nb run manifest (refused, left untouched)",
                     path=str(path),
-                ) from None
+                ) from exc
         finally:
             ro.close()
         if meta.get("format") != FORMAT:
             raise RunManifestError(
                 f"{path} is not a langfx_nb run manifest (refused, left untouched)", path=str(path)
             )
-        if meta.get("version") != VERSION:
+        if meta.get("version") == "1":
             raise RunManifestError(
-                f"{path}: run manifest version {meta.get('version')!r} is not supported",
+                f"run manifest {path} was written by an older langfx_nb (manifest format 1, "
+                "before runs stored their identity and inputs): refused, left untouched. Use "
+                "another run= name, or delete the file to start again.",
                 path=str(path),
             )
-        if meta.get("fn_hash") != fn_hash:
+        if meta.get("version") != VERSION:
             raise RunManifestError(
-                f"run manifest {path} was made by another function ({meta.get('fn')}, not "
-                f"{fn_name}, or its code or prompt changed): refused, left untouched. Use "
-                "another run= name, or delete the file to start again.",
+                f"{path}: run manifest version {str(meta.get('version'))[:20]!r} is not "
+                "supported (refused, left untouched)",
+                path=str(path),
+            )
+        stored_identity = _identity(meta, path)
+        changes = stored_identity.changes(identity)
+        if changes:
+            raise RunManifestError(
+                f"run manifest {path} was made by another run: {'; '.join(changes)}. "
+                "Refused, left untouched: its results may not be what this run would give. "
+                "Use another run= name, or delete the file to start again (or pass version= "
+                "and keep it when only the code's form changed).",
                 path=str(path),
             )
         known = codec.known()
@@ -296,7 +321,7 @@ class Manifest:
                     f"{detail[:160]}): refused before any request, left untouched. Use "
                     "another run= name, or delete the file to start again.",
                     path=str(self.path),
-                ) from None
+                ) from exc
         raise RunManifestError(
             f"run manifest {self.path}: stored results no longer validate as {what}: "
             "refused before any request, left untouched",
@@ -304,12 +329,25 @@ class Manifest:
         )
 
     # -- writing -------------------------------------------------------------------------
-    def add_ok(self, key: str, index: int, tag: str, text: str) -> None:
-        self._pending.append((key, index, "ok", tag, text, None, None, time.time()))
+    def add_ok(self, key: str, index: int, tag: str, text: str, item: Any) -> None:
+        """Queue the row of an item done: its result (``codec.encode``) and its input."""
+        preview = input_preview(item)
+        self._pending.append((key, index, "ok", tag, text, None, None, time.time(), None, preview))
         self._due()
 
-    def add_failed(self, key: str, index: int, error_type: str, message: str) -> None:
-        self._pending.append((key, index, "failed", None, None, error_type, message, time.time()))
+    def add_failed(
+        self,
+        key: str,
+        index: int,
+        error_type: str,
+        message: str,
+        traceback: str | None,
+        item: Any,
+    ) -> None:
+        """Queue the row of a failed item: its error (class, message, traceback; see
+        ``ItemError``) and its input."""
+        row = (key, index, "failed", None, None, error_type, message, time.time(), traceback)
+        self._pending.append((*row, input_preview(item)))
         self._due()
 
     async def commit(self) -> None:
@@ -361,7 +399,7 @@ class Manifest:
                     self._conn.execute(f"DROP TABLE IF EXISTS {table}")
             except sqlite3.Error as exc:
                 self.broken = _unusable(self.path, exc, "write its trace")
-                raise self.broken from None
+                raise self.broken from exc
         self._trace = source
 
     def _due(self) -> None:
@@ -397,7 +435,9 @@ class Manifest:
             conn.execute("BEGIN IMMEDIATE")
             if new_types:
                 conn.executemany("INSERT OR IGNORE INTO types VALUES (?, ?)", new_types)
-            conn.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
             if traced:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
             conn.execute("COMMIT")
@@ -405,7 +445,7 @@ class Manifest:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             self.broken = _unusable(self.path, exc, "write results to it")
-            raise self.broken from None
+            raise self.broken from exc
         self._known_tags.update(t for t, _ in new_types)
         self._pending = []
         if not rows_only:
@@ -428,7 +468,7 @@ class Manifest:
             return
         except sqlite3.Error as exc:
             self.broken = _unusable(self.path, exc, "write its trace")
-            raise self.broken from None
+            raise self.broken from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -461,12 +501,77 @@ class Manifest:
             self._conn.execute(sql, args)
         except sqlite3.Error as exc:
             self.broken = _unusable(self.path, exc, "record a provider batch in it")
-            raise self.broken from None
+            raise self.broken from exc
 
     def counts(self) -> dict[str, int]:
         """Rows per status (``ok``/``failed``) committed so far."""
         rows = self._conn.execute("SELECT status, count(*) FROM items GROUP BY status")
         return {status: n for status, n in rows}
+
+
+def _identity(meta: dict[str, Any], path: Path) -> RunIdentity:
+    try:
+        return RunIdentity.from_json(json.loads(meta.get("identity") or "null"))
+    except (ValueError, RecursionError) as exc:
+        raise RunManifestError(
+            f"run manifest {path}: its run identity is damaged ({exc}): refused, left untouched",
+            path=str(path),
+        ) from exc
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredItem:
+    """One item row of a manifest, as ``read_run`` reads it (see ``BatchResult.load``)."""
+
+    key: str
+    index: int
+    status: str
+    value: Any
+    error_type: str | None
+    error_message: str | None
+    traceback: str | None
+    input: Any
+
+
+def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
+    """The identity and the item rows (by input index) of the manifest at ``path``, read-only
+    and without validating results into classes (their JSON values); ``RunManifestError``
+    when it is not a manifest of this format."""
+    if not path.exists():
+        raise RunManifestError(f"run manifest {path} does not exist", path=str(path))
+    try:
+        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise _unusable(path, exc, "read it") from exc
+    try:
+        meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+            raise RunManifestError(
+                f"{path} is not a run manifest of format {VERSION}", path=str(path)
+            )
+        identity = _identity(meta, path)
+        rows = ro.execute(
+            "SELECT key, idx, status, value, error_type, error_message, traceback, input "
+            "FROM items ORDER BY idx, key"
+        ).fetchall()
+    except sqlite3.Error as exc:
+        raise _unusable(path, exc, "read it") from exc
+    finally:
+        ro.close()
+    return identity, [
+        StoredItem(k, i, st, _json_or_text(v), et, em, tb, _json_or_text(inp))
+        for k, i, st, v, et, em, tb, inp in rows
+    ]
+
+
+def _json_or_text(text: str | None) -> Any:
+    """A stored JSON text as its value; text that is not JSON (a cut preview) as it is."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
 
 
 def _tag_text(tag: str) -> str:

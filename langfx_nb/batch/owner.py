@@ -67,7 +67,7 @@ class RunOwner:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
-                except BlockingIOError:
+                except BlockingIOError as exc:
                     if if_owned == "raise":
                         raise RunManifestError(
                             f"run manifest {path} is in use by another run ({_owner_of(lock)}): "
@@ -75,7 +75,7 @@ class RunOwner:
                             "Wait for it to finish (or pass if_owned='wait'), or use another "
                             "run= name. A run that was killed frees it at once.",
                             path=str(path),
-                        ) from None
+                        ) from exc
                     await asyncio.sleep(POLL_S)
             _write_owner(fd)
         except BaseException:

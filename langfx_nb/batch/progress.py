@@ -344,7 +344,7 @@ def _provider_counts(counts: Mapping[str, Any]) -> str:
 def provider_lines(provider: Mapping[str, Any]) -> list[str]:
     """A provider batch's counts in words: first the run's (``provider waiting: 41,200 /
     50,000 completed, 12 failed in 1 batch``), then one line per submitted batch
-    (``openai batch_1: 41,200 / 50,000 completed, 12 failed (in_progress)``)."""
+    (``<provider> batch_1: 41,200 / 50,000 completed, 12 failed (in_progress)``)."""
     batches = provider.get("batches")
     count = batches if isinstance(batches, int) else 0
     status = str(provider.get("status") or "")

@@ -55,11 +55,12 @@ from .manifest import FLUSH_ROWS
 if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..llms.base import LanguageModel, LMRequest
+    from ..llms.batch_wire import Outcome, Wire
     from ..llms.cache import Cache
     from ..messages import AIMessage
     from .engine import BatchJob
     from .manifest import Manifest
-    from .provider_wire import Outcome, Spool, Wire
+    from .spool import Spool
 
 __all__ = ["CacheWrites", "ProviderBatch", "ProviderPlan", "collect_and_batch"]
 
@@ -89,8 +90,8 @@ class ProviderBatch:
 
     ``poll_interval``: seconds between status polls. ``max_resubmits``: how many times an
     item that errored, expired or was canceled is sent again, alone. ``max_requests`` /
-    ``max_bytes``: split batches below the provider's own limits (OpenAI 50,000 requests
-    and 200 MB, Anthropic 100,000 and 256 MB, Gemini 20 MB inline).
+    ``max_bytes``: split batches below the provider's own limits (its wire's, in its
+    module; docs/providers.md lists them).
     ``cancel_on_interrupt``: cancel the submitted batches when the cell is interrupted
     (by default they keep running at the provider and a rerun with the same ``run=``
     collects them). ``online``: an item whose model call could not be collected (its
@@ -387,7 +388,7 @@ class ProviderPlan:
 async def collect_and_batch(engine: ProviderBatch, job: BatchJob) -> ProviderPlan:
     """Steps 1 and 2 of the module docstring; the plan answers step 3. The collect step's
     ``fn(item, session)`` sees the model and defaults of ``job.session``."""
-    from .provider_wire import Spool
+    from .spool import Spool
 
     fn, values, keys, pending, session = job.fn, job.values, job.keys, job.pending, job.session
     report = job.state.show_provider
@@ -414,7 +415,7 @@ async def _collect(
 ) -> None:
     """Step 1: each pending item's request, as its provider's entry in ``spool``."""
     from ..agentic.session import Session
-    from .provider_wire import wire_for
+    from ..llms.batch_wire import wire_for
 
     wires: dict[str, Wire] = {}
     accounts: dict[int, tuple[LanguageModel, str, Wire]] = {}
@@ -519,14 +520,14 @@ async def _batch(
                     "provider": wire.name,
                     "status": polled.status,
                     "total": len(cids),
-                    **_normalized(wire.name, polled.counts, len(cids)),
+                    **wire.progress(polled.counts, len(cids)),
                 }
                 if results is None:
                     continue
                 for cid in cids:
                     outcome = results.get(cid) or results.get("*")
                     if outcome is None:
-                        from .provider_wire import Outcome
+                        from ..llms.batch_wire import Outcome
 
                         outcome = Outcome(failure="expired", message="no result was returned")
                     plan.outcomes[cid] = outcome
@@ -667,19 +668,6 @@ async def _find_created(
         f"{len(found)} batches it may have made are listed ({', '.join(found[:5])}); "
         "nothing was created again: cancel the ones not wanted before running again"
     ) from exc
-
-
-def _normalized(provider: str, counts: dict[str, int], n: int) -> dict[str, int]:
-    """A provider's request counts in Anthropic's vocabulary (``COUNT_KEYS``)."""
-    if provider == "openai":
-        done, failed = counts.get("completed", 0), counts.get("failed", 0)
-        return {"succeeded": done, "errored": failed, "processing": max(0, n - done - failed)}
-    if provider == "gemini":
-        done = counts.get("successfulRequestCount", 0)
-        failed = counts.get("failedRequestCount", 0)
-        pending = counts.get("pendingRequestCount", max(0, n - done - failed))
-        return {"succeeded": done, "errored": failed, "processing": pending}
-    return {k: counts.get(k, 0) for k in COUNT_KEYS}
 
 
 def _sum_counts(counts: dict[str, Any], latest: dict[str, dict[str, Any]]) -> None:

@@ -24,16 +24,16 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..llms.ratelimit import (
     LEASE_MAX,
     Limiter,
+    Limits,
     RateLimit,
     Ticket,
     pause_s,
-    rate_headers,
+    reports,
     too_long_error,
     wait_bound,
 )
@@ -48,8 +48,9 @@ __all__ = [
     "grant_size",
 ]
 
-#: Rate-limit headers a worker saw, and how many seconds ago.
-Headers = tuple[dict[str, str], float] | None
+#: What the rate-limit headers a worker saw said (``ratelimit.Limits``), and how many
+#: seconds ago.
+Headers = tuple[Limits, float] | None
 
 #: A grant holds at most this many seconds of a configured limit (at least one request).
 LEASE_S = 0.05
@@ -167,7 +168,7 @@ class LeasedLimiter(Limiter):
         self.ended = 0  # requests ended (or grants unspent) since the last grant
         self.unused = 0  # ... of them never sent: grants dropped unspent
         self.correction = 0  # tokens used beyond the estimates since the last grant
-        self.headers: dict[str, str] | None = None  # the last rate-limit headers seen
+        self.headers: Limits | None = None  # what the last rate-limit headers seen said
         self.headers_at = 0.0  # ... when
         self.waiting = 0
         self.leasing: asyncio.Future[None] | None = None
@@ -240,10 +241,9 @@ class LeasedLimiter(Limiter):
         if tokens is not None:
             self.correction += tokens - estimate
 
-    def observe(self, headers: Mapping[str, str], age_s: float = 0.0) -> None:
-        seen = rate_headers(headers)
-        if seen is not None:
-            self.headers, self.headers_at = seen, self._clock() - max(0.0, age_s)
+    def observe(self, limits: Limits, age_s: float = 0.0) -> None:
+        if reports(limits):
+            self.headers, self.headers_at = limits, self._clock() - max(0.0, age_s)
             self.engaged = True
 
     def throttle(self, retry_after: float | None) -> None:

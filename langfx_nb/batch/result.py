@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -11,6 +12,7 @@ from ..messages import Usage
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
+    from .identity import RunIdentity
 
 __all__ = ["BatchResult", "BatchTotals", "ItemError", "ItemStatus", "ItemsFailedError"]
 
@@ -24,10 +26,14 @@ ItemStatus = Literal["ok", "failed", "cancelled", "skipped"]
 
 @dataclass(frozen=True, slots=True)
 class ItemError:
-    """What an item's ``fn`` raised: its class name and message (never a traceback)."""
+    """What an item's ``fn`` raised: its class name, its short message (never a provider
+    body) and ``traceback``, where it was raised (the frames of the exception and its
+    causes, bounded, secrets masked: ``agentic/tracebacks.py``; ``None`` when unknown, as
+    for an item whose error came back from another process without one)."""
 
     type: str
     message: str
+    traceback: str | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}"
@@ -91,8 +97,13 @@ class BatchResult(Generic[R]):
       them, ``session.find(node_id)`` returns ``None`` once a node has been evicted.
     - ``keys[i]``: the item's key in the run manifest (also without ``run=``).
     - ``resumed[i]``: True when the result came from the manifest (no request was sent).
+    - ``inputs[i]``: the item that gave ``results[i]`` (read back by ``load``: its stored
+      preview, see there).
+    - ``errors[i].traceback``: where a failed item's ``fn`` raised (also in its trace node).
     - ``totals``: ``BatchTotals``; ``batch_node_id``: the ``batch`` node; ``run_path``:
-      the manifest file (``None`` without ``run=``).
+      the manifest file (``None`` without ``run=``); ``identity``: what the run is (its
+      ``fn``, version or source, models and templates: ``batch/identity.py``; ``None``
+      without ``run=``).
 
     Iterating yields the results; ``len`` is the number of items.
     """
@@ -100,6 +111,8 @@ class BatchResult(Generic[R]):
     __slots__ = (
         "batch_node_id",
         "errors",
+        "identity",
+        "inputs",
         "keys",
         "node_ids",
         "results",
@@ -123,6 +136,8 @@ class BatchResult(Generic[R]):
         batch_node_id: str | None,
         session: Session | None,
         run_path: str | None = None,
+        inputs: list[Any] | None = None,
+        identity: RunIdentity | None = None,
     ) -> None:
         self.results = results
         self.statuses = statuses
@@ -134,6 +149,8 @@ class BatchResult(Generic[R]):
         self.batch_node_id = batch_node_id
         self.session = session
         self.run_path = run_path
+        self.inputs: list[Any] = inputs if inputs is not None else [None] * len(results)
+        self.identity = identity
 
     def __len__(self) -> int:
         return len(self.results)
@@ -155,9 +172,9 @@ class BatchResult(Generic[R]):
         return [i for i, s in enumerate(self.statuses) if s != "ok"]
 
     def to_records(self) -> list[dict[str, Any]]:
-        """One plain dict per item: ``index``, ``key``, ``status``, ``result`` (a pydantic
-        model as its ``model_dump()``), ``error_type``, ``error_message``, ``node_id``,
-        ``resumed``."""
+        """One plain dict per item: ``index``, ``key``, ``input``, ``status``, ``result`` (a
+        pydantic model as its ``model_dump()``), ``error_type``, ``error_message``,
+        ``error_traceback``, ``node_id``, ``resumed``."""
         out = []
         for i, value in enumerate(self.results):
             error = self.errors[i]
@@ -165,25 +182,62 @@ class BatchResult(Generic[R]):
                 {
                     "index": i,
                     "key": self.keys[i],
+                    "input": _plain(self.inputs[i]),
                     "status": self.statuses[i],
                     "result": _plain(value),
                     "error_type": None if error is None else error.type,
                     "error_message": None if error is None else error.message,
+                    "error_traceback": None if error is None else error.traceback,
                     "node_id": self.node_ids[i],
                     "resumed": self.resumed[i],
                 }
             )
         return out
 
+    @classmethod
+    def load(cls, run: str | os.PathLike[str]) -> BatchResult[Any]:
+        """What the run manifest ``run`` (a ``run=`` name or path) holds, without running
+        anything: one entry per stored item, in the input order of the run that stored it.
+        ``results`` are the stored JSON values (a pydantic model as its dict: no class is
+        imported), ``inputs`` each item's stored preview (its JSON value; its text when it
+        was cut at 4,000 characters or had no JSON form), ``errors`` with their tracebacks,
+        ``identity`` the run's. ``RunManifestError`` when the file is not a manifest."""
+        from .manifest import manifest_path, read_run
+
+        path = manifest_path(run)
+        identity, rows = read_run(path)
+        errors = [
+            None
+            if r.status == "ok"
+            else ItemError(r.error_type or "", r.error_message or "", r.traceback)
+            for r in rows
+        ]
+        statuses: list[ItemStatus] = ["ok" if r.status == "ok" else "failed" for r in rows]
+        ok = count(statuses, "ok")
+        return cls(
+            results=[r.value for r in rows],
+            statuses=statuses,
+            errors=errors,
+            node_ids=[None] * len(rows),
+            keys=[r.key for r in rows],
+            resumed=[True] * len(rows),
+            totals=BatchTotals(ok=ok, failed=len(rows) - ok, resumed=len(rows)),
+            batch_node_id=None,
+            session=None,
+            run_path=str(path),
+            inputs=[r.input for r in rows],
+            identity=identity,
+        )
+
     def to_pandas(self) -> Any:
         """``to_records()`` as a ``pandas.DataFrame`` (pandas is optional)."""
         try:
             import pandas as pd
-        except ImportError:
+        except ImportError as exc:
             raise ImportError(
                 "BatchResult.to_pandas() needs pandas, which is not installed: "
                 "pip install pandas (or use to_records())"
-            ) from None
+            ) from exc
         return pd.DataFrame.from_records(self.to_records())
 
     def __repr__(self) -> str:

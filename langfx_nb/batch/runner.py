@@ -23,8 +23,9 @@ from typing import Any
 from ..agentic.session import Session
 from ..agentic.trace import TraceNode
 from ..errors import RunManifestError
-from .codec import ResultCodec, fingerprint, item_keys
+from .codec import ResultCodec, item_keys, target_function
 from .engine import Asyncio, BatchJob, Engine
+from .identity import RunIdentity, run_identity
 from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .owner import IfOwned, RunOwner
 from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
@@ -63,8 +64,11 @@ async def run_batch(
     key: Callable[[Any], str] | None,
     name: str | None,
     if_owned: IfOwned = "raise",
+    version: str | None = None,
+    identity: RunIdentity | None = None,
 ) -> BatchResult[Any]:
-    """``lf.batch``: see its docstring."""
+    """``lf.batch``: see its docstring (``identity``: the run's, when the caller knows it
+    better than ``fn`` shows: ``lf.eval.run``'s task)."""
     if not callable(fn):
         raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
@@ -92,12 +96,13 @@ async def run_batch(
     values = list(items)
     keys = item_keys(values, key)  # an item that cannot be keyed fails before anything runs
     with_session = takes_session(fn)
-    fn_name, fn_hash = fingerprint(fn)
     codec = ResultCodec(fn)
     path = manifest_path(run) if run is not None else None
+    if path is not None and identity is None:
+        identity = run_identity(fn, version=version, session=session)
     owner = await RunOwner.acquire(path, if_owned) if path is not None else None
     try:
-        manifest = Manifest.open(path, fn_name, fn_hash, codec) if path is not None else None
+        manifest = Manifest.open(path, identity, codec) if identity and path else None
     except BaseException:
         if owner is not None:
             owner.release()
@@ -105,7 +110,9 @@ async def run_batch(
     root = session if session is not None else Session()
     try:
         stored = manifest.stored(keys) if manifest is not None else {}
+        fn_name = identity.fn if identity else getattr(target_function(fn), "__qualname__", "")
         state = BatchState(len(values), name or fn_name.rpartition(".")[2] or "batch", root)
+        state.inputs, state.identity = values, identity
         for i, k in enumerate(keys):
             if k in stored:
                 state.results[i] = stored[k]

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agentic.trace import error_info
+from ..agentic.tracebacks import format_traceback
 from ..agentic.usage import UsageMeter, total_tokens
 from .progress import MAX_GROUP_ITEMS, BatchProgress, Reporter, group_errors
 from .result import BatchResult, BatchTotals, ItemError, ItemStatus
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
+    from .identity import RunIdentity
 
 __all__ = ["BatchState", "quietly"]
 
@@ -47,6 +49,8 @@ class BatchState:
         self.provider: dict[str, Any] | None = None
         self.run: str | None = None  # the run manifest's path (``run=``)
         self.reporter: Reporter | None = None  # the batch's progress view, once shown
+        self.inputs: list[Any] = []  # the items, by index (``BatchResult.inputs``)
+        self.identity: RunIdentity | None = None  # the run's (with ``run=``)
 
     def show_provider(self, counts: dict[str, Any]) -> None:
         """The provider's own counts (``engine=ProviderBatch()``), shown by progress: at
@@ -58,10 +62,12 @@ class BatchState:
 
     def fail(self, index: int, exc: BaseException, node_id: str | None) -> ItemError:
         info = error_info(exc)
-        return self.fail_as(index, info["type"], info["message"], node_id)
+        return self.fail_as(index, info["type"], info["message"], node_id, format_traceback(exc))
 
-    def fail_as(self, index: int, type_: str, message: str, node_id: str | None) -> ItemError:
-        error = ItemError(type_, message)
+    def fail_as(
+        self, index: int, type_: str, message: str, node_id: str | None, traceback: str | None
+    ) -> ItemError:
+        error = ItemError(type_, message, traceback)
         self.errors[index] = error
         self.statuses[index] = "failed"
         self.failed += 1
@@ -140,6 +146,8 @@ class BatchState:
             batch_node_id=self.batch_node_id,
             session=self.session,
             run_path=None if path is None else str(path),
+            inputs=self.inputs,
+            identity=self.identity,
         )
 
 

@@ -192,7 +192,7 @@ class Dataset(Sequence[Case]):
                 try:
                     data = json.loads(line)
                 except ValueError as exc:
-                    raise ValueError(f"{path}: line {number} is not JSON ({exc})") from None
+                    raise ValueError(f"{path}: line {number} is not JSON ({exc})") from exc
                 if not isinstance(data, dict):
                     raise ValueError(f"{path}: line {number} is not a JSON object")
                 rows.append(data)
@@ -262,4 +262,4 @@ def _validate(adapter: Any, value: Any, row: int, what: str) -> Any:
         raise ValueError(
             f"row {row}: invalid {what}: {where}: {first.get('msg', 'invalid')}"
             f" ({exc.error_count()} error(s))"
-        ) from None
+        ) from exc

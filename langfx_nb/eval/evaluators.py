@@ -1,6 +1,6 @@
 """Ready evaluators that compare a task's answer with the case's expected answer.
 
-Each is an evaluator ``(case, output, trace) -> bool | float | Score | {name: ...}``:
+Each is an evaluator ``(ctx: EvalContext) -> bool | float | Score | {name: ...}``:
 ``exact`` and ``contains`` are used as they are (``evaluators=[lf.eval.exact]``), ``numeric``
 and ``fields`` are built with options (``lf.eval.numeric(tol=0.01)``). A case without an
 expected answer is an error for these (there is nothing to compare with), not a fail.
@@ -12,29 +12,30 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .context import EvalContext
 from .score import Score
 
 __all__ = ["contains", "exact", "fields", "numeric"]
 
 
-def _expected(case: Any) -> Any:
-    expected = getattr(case, "expected", None)
+def _expected(ctx: EvalContext) -> Any:
+    expected = ctx.expected
     if expected is None:
-        raise ValueError(f"case {getattr(case, 'id', '?')!r} has no expected answer")
+        raise ValueError(f"case {ctx.case.id!r} has no expected answer")
     return expected
 
 
-def exact(case: Any, output: Any, trace: Any) -> bool:
-    """``output == case.expected`` (pydantic models compare field by field)."""
-    return bool(output == _expected(case))
+def exact(ctx: EvalContext) -> bool:
+    """``output == expected`` (pydantic models compare field by field)."""
+    return bool(ctx.output == _expected(ctx))
 
 
-def contains(case: Any, output: Any, trace: Any) -> bool:
+def contains(ctx: EvalContext) -> bool:
     """The expected text appears in the answer (``str(output)``); an expected list or tuple
     passes when every item appears."""
-    expected = _expected(case)
+    expected = _expected(ctx)
     wanted = expected if isinstance(expected, list | tuple) else [expected]
-    text = str(output)
+    text = str(ctx.output)
     return all(str(w) in text for w in wanted)
 
 
@@ -51,8 +52,9 @@ class numeric:
         self.tol = tol
         self.rel_tol = rel_tol
 
-    def __call__(self, case: Any, output: Any, trace: Any) -> Score:
-        expected = float(_expected(case))
+    def __call__(self, ctx: EvalContext) -> Score:
+        expected = float(_expected(ctx))
+        output = ctx.output
         try:
             got = float(output.strip().replace(",", "") if isinstance(output, str) else output)
         except (TypeError, ValueError):
@@ -95,9 +97,9 @@ class fields:
     def _names(self, expected: Mapping[str, Any]) -> Iterable[str]:
         return self.only if self.only is not None else expected.keys()
 
-    def __call__(self, case: Any, output: Any, trace: Any) -> dict[str, bool]:
-        want = _values(_expected(case))
-        got = _values(output)
+    def __call__(self, ctx: EvalContext) -> dict[str, bool]:
+        want = _values(_expected(ctx))
+        got = _values(ctx.output)
         out: dict[str, bool] = {}
         for name in self._names(want):
             if name not in want:

@@ -2,11 +2,11 @@
 
 The judge is an ``lf.query`` with a typed verdict (a pydantic model, ``Verdict`` by default:
 a ``reason`` written before the ``passed`` decision, so the model explains before it
-decides). Inside ``lf.eval.run`` the query goes through the trial's session view
-(``lf.eval.current_session()``), so it is a node of the case's trace, with its usage and
-cost; elsewhere it is a plain ``lf.query``. A verdict that does not parse or validate is an
-error for that case (the query's ``MappingError``), never a fail: ``repair=`` asks the judge
-again with the exact error.
+decides). Inside ``lf.eval.run`` the query goes through the context's session view
+(``EvalContext.session``), so it is a node of the case's trace, with its usage and cost;
+with no session (an ``EvalContext`` made by hand) it is a plain ``lf.query``. A verdict
+that does not parse or validate is an error for that case (the query's ``MappingError``),
+never a fail: ``repair=`` asks the judge again with the exact error.
 
 A custom ``verdict`` model is read by field name: ``passed`` (bool) or ``score`` (a number)
 is the score, ``label`` and ``reason`` are kept when present.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ..jsonable import walk
+from .context import EvalContext
 from .score import Score
 
 if TYPE_CHECKING:
@@ -86,17 +87,15 @@ class judge:
         self.name = name
         self.options = options
 
-    async def __call__(self, case: Any, output: Any, trace: Any) -> Score:
-        from .runner import current_session
-
+    async def __call__(self, ctx: EvalContext) -> Score:
         variables = {
             "rubric": self.rubric,
-            "inputs": _text(getattr(case, "inputs", None)),
-            "expected": _text(getattr(case, "expected", None)),
-            "output": _text(output),
+            "inputs": _text(ctx.inputs),
+            "expected": _text(ctx.expected),
+            "output": _text(ctx.output),
         }
-        session = current_session()
-        if session is not None:  # inside lf.eval.run: traced under the trial's evaluate node
+        session = ctx.session
+        if session is not None:  # inside lf.eval.run: traced under the evaluator's node
             answer = await session.query(
                 self.prompt, self.verdict, lm=self.lm, vars=variables, **self.options
             )

@@ -473,10 +473,10 @@ class Report(Sequence[CaseResult]):
         """``to_records()`` as a ``pandas.DataFrame`` (pandas is optional)."""
         try:
             import pandas as pd
-        except ImportError:
+        except ImportError as exc:
             raise ImportError(
                 "Report.to_pandas() needs pandas, which is not installed: pip install pandas"
-            ) from None
+            ) from exc
         return pd.DataFrame.from_records(self.to_records())
 
     def to_json(self) -> dict[str, Any]:
@@ -507,7 +507,7 @@ class Report(Sequence[CaseResult]):
             try:
                 results.append(CaseResult.from_json(raw, output_type))
             except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"malformed report: results[{i}]: {exc}") from None
+                raise ValueError(f"malformed report: results[{i}]: {exc}") from exc
         return cls(
             results,
             name=str(data.get("name", "")),

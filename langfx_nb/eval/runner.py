@@ -2,12 +2,12 @@
 
 Every (case, repeat) is one trial, one batch item whose node is named ``case_id#repeat``
 with the case's inputs (the name the report, its rows and the trace share). A trial runs the
-task on the case's inputs under an ``action`` node named ``task`` (the ``trace`` the
-evaluators read), then every evaluator in order under an ``action`` node named ``evaluate``,
-each in its own node named by the metric, whose outputs are its verdicts and which ends
-``failed`` on a fail or an error (a judge's queries are traced there, apart from the
-task's); the scores are kept in the
-item node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
+task on the case's inputs under an ``action`` node named ``task`` (the evaluators'
+``EvalContext.trace``), then every evaluator in order under an ``action`` node named
+``evaluate``, each in its own node named by the metric, whose outputs are its verdicts and
+which ends ``failed`` on a fail or an error (a judge's queries, made through its context's
+``session``, are traced there, apart from the task's); the scores are kept in the item
+node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
 ``gen_ai.evaluation.result`` event on the trial's span). The item's result, stored in
 the run manifest with ``run=``, is the output and the scores, so a resumed run sends nothing
 for a trial that finished: neither the task nor its judges run again. A trial whose task
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import hashlib
 import json
@@ -40,38 +39,28 @@ from typing import TYPE_CHECKING, Any
 
 from ..jsonable import walk
 from ..messages import Usage
+from .context import EvalContext, one_argument
 from .dataset import Case, Dataset
 from .report import CaseResult, LiveReport, Report, live_view
 from .score import Evaluator, ScoreRecord, evaluate, evaluator_names
 
 if TYPE_CHECKING:
+    from ..agentic.recorder import Tracked
     from ..agentic.session import Session
+    from ..batch.identity import RunIdentity
 
-__all__ = ["current_session", "run"]
-
-#: The session view of an evaluator's node while it runs in a trial: an evaluator
-#: that makes model calls (``judge``) makes them through it, so they are traced there.
-_EVAL_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
-    "langfx_nb_eval_session", default=None
-)
-
-
-def current_session() -> Session | None:
-    """The session view an evaluator should make its model calls through (``None`` outside
-    ``lf.eval.run``): calls made through it are traced under the evaluator's node in the
-    trial's ``evaluate`` node."""
-    return _EVAL_SESSION.get()
+__all__ = ["run"]
 
 
 class _Context:
-    """What every trial of one run shares (``functools.partial`` keeps it out of the
-    batch's fingerprint; the identity string passed beside it is in it)."""
+    """What every trial of one run shares (the run's identity is the task's, given to the
+    batch: see ``run``)."""
 
     def __init__(
         self,
         task: Callable[..., Awaitable[Any]],
         trials: list[tuple[Case, int]],
-        evaluators: dict[str, Evaluator],
+        evaluators: dict[str, Callable[[EvalContext], Any]],
         on_trial: Callable[[int, CaseResult], None] | None,
     ) -> None:
         self.task = task
@@ -90,7 +79,7 @@ class _Context:
         self.spent: dict[int, tuple[Usage | None, float | None, int]] = {}
 
 
-async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> dict[str, Any]:
+async def _trial(ctx: _Context, index: int, session: Session) -> dict[str, Any]:
     """One batch item: the task, then the evaluators (see the module)."""
     from ..agentic.usage import UsageMeter
 
@@ -114,11 +103,14 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
         usage = meter.usage if meter.usage.to_json() else None
         ctx.spent[index] = (usage, meter.cost()[0], meter.unpriced_requests)
         raise
-    trace = None if kept else task.node  # a kept output has no trace of its making
+    # a kept output has no trace of its making
+    trace, duration = (None, None) if kept else (task.node, task.node.duration)
     records: list[ScoreRecord] = []
     with session.track("action", "evaluate", meter=meter) as ev:
         for name, evaluator in ctx.evaluators.items():
-            records.extend(await _check(ev.session, name, evaluator, case, output, trace))
+            with ev.session.track("action", name) as check:
+                trial = EvalContext(case, output, trace, check.session, duration, repeat)
+                records.extend(await _check(check, name, evaluator, trial))
     ctx.outputs[index] = output
     scores = [r.to_json() for r in records]
     # on the trial's node: the OpenTelemetry export turns these into evaluation events
@@ -141,22 +133,21 @@ async def _trial(identity: str, ctx: _Context, index: int, session: Session) -> 
 
 
 async def _check(
-    view: Session, name: str, evaluator: Evaluator, case: Case, output: Any, trace: Any
+    check: Tracked[Session],
+    name: str,
+    evaluator: Callable[[EvalContext], Any],
+    trial: EvalContext,
 ) -> list[ScoreRecord]:
-    """One evaluator under its own node, named by the metric: its verdicts are the node's
-    outputs, and a fail or an error ends it ``failed``, so the trial's trace shows which
-    check failed (a judge's query is traced inside it)."""
-    with view.track("action", name) as check:
-        token = _EVAL_SESSION.set(check.session)
-        try:
-            records = await evaluate(name, evaluator, case, output, trace)
-        finally:
-            _EVAL_SESSION.reset(token)
-        verdicts = [r.to_json() for r in records]
-        if any(r.score is None or r.score.passed is False for r in records):
-            check.end("failed", outputs=verdicts)
-        else:
-            check.outputs = verdicts
+    """One evaluator under its own node ``check``, named by the metric: its verdicts are the
+    node's outputs, and a fail or an error ends it ``failed``, so the trial's trace shows
+    which check failed (a judge's query, made through ``trial.session``, is traced inside
+    it)."""
+    records = await evaluate(name, evaluator, trial)
+    verdicts = [r.to_json() for r in records]
+    if any(r.score is None or r.score.passed is False for r in records):
+        check.end("failed", outputs=verdicts)
+    else:
+        check.outputs = verdicts
     return records
 
 
@@ -216,12 +207,12 @@ def _result(
 
 
 def _scoring(evaluators: Mapping[str, Any]) -> str:
-    """The evaluators' names, fingerprints and plain settings (a rubric, a judge's model, a
+    """The evaluators' names, code digests and plain settings (a rubric, a judge's model, a
     tolerance): another value is another scoring, and stored trials are re-scored."""
-    from ..batch.codec import fingerprint
+    from ..batch.identity import code_digest
 
     return "\n".join(
-        f"{name}={fingerprint(ev)[1]}:{_plain_attrs(ev)}" for name, ev in evaluators.items()
+        f"{name}={code_digest(ev)}:{_plain_attrs(ev)}" for name, ev in evaluators.items()
     )
 
 
@@ -236,17 +227,22 @@ def _trial_key(case: Case, repeat: int, scoring: str) -> str:
     return f"{case.id}#{repeat}@{'.'.join(digests)}"
 
 
-def _plan(fn: Callable[..., Any], run: str | Path, ctx: _Context, keys: list[str]) -> None:
+def _plan(
+    fn: Callable[..., Any],
+    identity: RunIdentity,
+    run: str | Path,
+    ctx: _Context,
+    keys: list[str],
+) -> None:
     """Before the batch: which trials of ``run`` are done again and why (``ctx.redo``), and
     the stored output each re-scored trial keeps (``ctx.kept``; see the module)."""
-    from ..batch.codec import ResultCodec, fingerprint
+    from ..batch.codec import ResultCodec
     from ..batch.manifest import Manifest, manifest_path
 
     path = manifest_path(run)
     if not path.exists():
         return
-    name, fn_hash = fingerprint(fn)
-    manifest = Manifest.open(path, name, fn_hash, ResultCodec(fn))
+    manifest = Manifest.open(path, identity, ResultCodec(fn))
     try:
         stored = manifest.stored(lambda key: "@" in key)
     finally:
@@ -308,6 +304,7 @@ async def run(
     name: str | None = None,
     on_trial: Callable[[int, CaseResult], None] | None = None,
     live: bool = True,
+    version: str | None = None,
 ) -> Report:
     """Run ``task`` on every case ``repeats`` times, score each answer, and report.
 
@@ -316,16 +313,18 @@ async def run(
     evaluator. ``run``, ``engine``, ``session``, ``max_concurrency`` and ``progress`` are
     ``lf.batch``'s: with ``run=`` a second call (in any process) re-runs no finished
     trial of the same case and evaluators (others are re-scored or re-run: see the module);
-    a manifest made by another task is refused (``RunManifestError``). While the live view
-    shows the run, the batch's own progress view is not shown (unless ``progress=`` asks
-    for one). ``on_trial(index, result)`` is called as each trial of this
+    a manifest made by another task is refused (``RunManifestError`` naming what changed:
+    the run's identity is the task's, with ``version=`` as ``lf.batch``'s: docs/batch.md).
+    While the live view shows the run, the batch's own progress view is not shown (unless
+    ``progress=`` asks for one). ``on_trial(index, result)`` is called as each trial of this
     process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
     report widget is shown in the running cell and fills in as trials finish (rows arrive
     in batches, a few per second), then shows the finished report; ``live=False`` shows
     nothing. The returned report's ``widget()`` is that view. With ``engine=Ray()`` the
     trials run in other processes: the view shows the finished report when the run ends.
     """
-    from ..batch import batch
+    from ..batch.identity import run_identity
+    from ..batch.runner import run_batch
 
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
@@ -345,19 +344,21 @@ async def run(
         hook = _feed(view, on_trial)
     if view is not None and progress is None:
         progress = False  # one view per run: the report shows the progress, not a batch view
-    ctx = _Context(task, trials, named, hook)
-    from ..batch.codec import fingerprint
-
+    called: dict[str, Callable[[EvalContext], Any]] = {}
+    for metric, evaluator in named.items():  # a loop, not a comprehension: the warning's frame
+        called[metric] = one_argument(metric, evaluator)
+    ctx = _Context(task, trials, called, hook)
     # the manifest belongs to the task; each trial's key names its case and scoring
-    fn = functools.partial(_trial, fingerprint(task)[1], ctx)
+    fn = functools.partial(_trial, ctx)
+    identity = run_identity(task, version=version, session=session)
     scoring = _scoring(named)
     keys = [_trial_key(case, repeat, scoring) for case, repeat in trials]
     if run is not None:
-        _plan(fn, run, ctx, keys)
+        _plan(fn, identity, run, ctx, keys)
         _type_kept(ctx, data.output_type)
     started = time.perf_counter()
     try:
-        result = await batch(
+        result = await run_batch(
             fn,
             range(len(trials)),
             session=session,
@@ -368,6 +369,7 @@ async def run(
             progress=progress,
             key=keys.__getitem__,
             name=run_name,
+            identity=identity,
         )
     except BaseException as exc:  # the view says the run stopped; the exception goes on
         if view is not None:

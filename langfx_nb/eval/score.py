@@ -1,10 +1,11 @@
 """Scores, and how an evaluator's answer becomes one.
 
-An evaluator is any callable ``(case, output, trace) -> bool | float | Score`` (or a mapping
-of names to those, for one score per field), sync or async. ``True``/``False`` is a pass or a
-fail; a number is a score; ``Score`` adds a label and a reason. What an evaluator raises is
-recorded as that case's *error* for that evaluator (class and message), never as a 0; so is a
-score that is not a finite number (``inf``, ``1e999``, NaN: it has no mean and no JSON form).
+An evaluator is any callable ``(ctx: EvalContext) -> bool | float | Score`` (or a mapping
+of names to those, for one score per field), sync or async (``context.py``).
+``True``/``False`` is a pass or a fail; a number is a score; ``Score`` adds a label and a
+reason. What an evaluator raises is recorded as that case's *error* for that evaluator
+(class and message), never as a 0; so is a score that is not a finite number (``inf``,
+``1e999``, NaN: it has no mean and no JSON form).
 A pass rate counts an error as not passed (``report.Metric``).
 """
 
@@ -17,10 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agentic.trace import error_info
+from .context import EvalContext
 
 __all__ = ["Evaluator", "Score", "ScoreRecord", "evaluate", "evaluator_names"]
 
-Evaluator = Callable[[Any, Any, Any], Any]
+#: An evaluator: a callable of one ``EvalContext`` (the ``(case, output, trace)`` form is
+#: deprecated but still accepted by ``lf.eval.run``)
+Evaluator = Callable[[EvalContext], Any] | Callable[[Any, Any, Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +139,13 @@ def _as_score(name: str, value: Any) -> Score:
 
 
 async def evaluate(
-    name: str, evaluator: Evaluator, case: Any, output: Any, trace: Any
+    name: str, evaluator: Callable[[EvalContext], Any], ctx: EvalContext
 ) -> list[ScoreRecord]:
     """Run one evaluator on one case. A mapping answer gives one record per key
     (``name.key``). What it raises (or returns that is not a score) is an error record;
     cancellation propagates as asyncio does."""
     try:
-        value = evaluator(case, output, trace)
+        value = evaluator(ctx)
         if inspect.isawaitable(value):
             value = await _await(value)
         if isinstance(value, Mapping):

@@ -1,6 +1,6 @@
 """Evaluators that judge *how* a case was answered, from its trace.
 
-The ``trace`` an evaluator receives is the ``TraceNode`` the case's task ran under; these
+An evaluator's ``ctx.trace`` is the ``TraceNode`` the case's task ran under; these
 read its subtree through public node attributes only (``walk()``, ``kind``, ``name``,
 ``status``, ``usage``, ``metadata``). A case whose trace is not available (``None``: the
 session evicted it, or the task ran elsewhere) is an error for these, never a pass.
@@ -21,6 +21,7 @@ from typing import Any
 
 from ..agentic.trace import TraceNode
 from ..agentic.usage import Price, find_price
+from .context import EvalContext
 from .score import Score
 
 __all__ = ["max_cost", "max_steps", "tool_called", "tool_not_called", "trace_cost"]
@@ -62,8 +63,8 @@ class tool_called:
         self.times = times
         self.name = f"tool_called:{tool}"
 
-    def __call__(self, case: Any, output: Any, trace: Any) -> Score:
-        n = sum(_ran(node, self.tool) for node in _nodes(trace))
+    def __call__(self, ctx: EvalContext) -> Score:
+        n = sum(_ran(node, self.tool) for node in _nodes(ctx.trace))
         ok = n >= self.times
         return Score(ok, "pass" if ok else "fail", f"{self.tool} ran {n} time(s)")
 
@@ -75,8 +76,8 @@ class tool_not_called:
         self.tool = tool
         self.name = f"tool_not_called:{tool}"
 
-    def __call__(self, case: Any, output: Any, trace: Any) -> Score:
-        n = sum(_ran(node, self.tool) for node in _nodes(trace))
+    def __call__(self, ctx: EvalContext) -> Score:
+        n = sum(_ran(node, self.tool) for node in _nodes(ctx.trace))
         return Score(n == 0, "pass" if n == 0 else "fail", f"{self.tool} ran {n} time(s)")
 
 
@@ -89,8 +90,8 @@ class max_steps:
         self.n = n
         self.name = f"max_steps:{n}"
 
-    def __call__(self, case: Any, output: Any, trace: Any) -> Score:
-        steps = len(_requests(trace))
+    def __call__(self, ctx: EvalContext) -> Score:
+        steps = len(_requests(ctx.trace))
         ok = steps <= self.n
         return Score(ok, "pass" if ok else "fail", f"{steps} model request(s), at most {self.n}")
 
@@ -127,7 +128,7 @@ class max_cost:
         self.prices = dict(prices or {})
         self.name = f"max_cost:{bound:g}"
 
-    def __call__(self, case: Any, output: Any, trace: Any) -> Score:
-        cost = trace_cost(trace, self.prices)
+    def __call__(self, ctx: EvalContext) -> Score:
+        cost = trace_cost(ctx.trace, self.prices)
         ok = cost <= self.bound
         return Score(ok, "pass" if ok else "fail", f"cost {cost:.6g}, at most {self.bound:g}")

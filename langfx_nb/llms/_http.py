@@ -11,7 +11,7 @@ Rules a caller may rely on:
 - An explicit ``api_key`` (a string, or an async function returning one) always wins. Without
   one, the provider's environment variable is read at request time, and only sent to the
   provider's own default endpoint; a custom ``base_url`` never receives an environment key
-  (so a local vLLM server never sees your OpenAI key).
+  (so a local vLLM server never sees a hosted provider's key).
 - No key at all is an ``AuthenticationError`` before sending, unless the request does not go
   to the default endpoint unaided (a custom ``base_url``, ``transport`` or ``http_client``):
   then it is sent without credentials, for gateways that authenticate on their own.
@@ -43,7 +43,8 @@ Rules a caller may rely on:
 
 A provider streams by implementing two hooks, ``_stream_request`` (URL and JSON body) and
 ``_stream_decoder`` (a fresh ``StreamDecoder``: events in, ``StreamChunk``s out);
-``HTTPModel._stream`` does the rest.
+``HTTPModel._stream`` does the rest. How an HTTP failure becomes an error is in
+``_http_errors.py``.
 """
 
 from __future__ import annotations
@@ -51,9 +52,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
 from urllib.parse import urlsplit
 
@@ -63,38 +62,29 @@ from pydantic_core import from_json
 from .._unicode import repair_surrogates
 from ..errors import (
     AuthenticationError,
-    ContextLengthError,
     InvalidRequestError,
     LMError,
     NetworkBlockedError,
-    RateLimitError,
     ServerError,
     StreamProtocolError,
 )
 from ..messages import ContinuationPart, Message, ReasoningPart
-from ..redact import redact_secrets
+from ._http_errors import ErrorInfo, error_from_status, transport_error
 from ._redact import SECRET_HEADER, redact_exception, shown_url, url_secrets
 from ._sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from .base import LanguageModel, LMRequest, model_requests_allowed
-from .ratelimit import (
-    Limiter,
-    account_id,
-    limiter_for,
-    parse_retry_after,
-)
+from .ratelimit import Limiter, Limits, account_id, limiter_for, parse_retry_after
 from .streaming import StreamChunk
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "MALFORMED",
-    "ErrorInfo",
     "HTTPModel",
     "KeyResolver",
     "SSEEvent",
     "SSEParser",
     "StreamDecoder",
     "body_chunks",
-    "error_from_status",
     "load_object",
     "loads",
 ]
@@ -109,7 +99,6 @@ _DRAIN_SECONDS = 1.0
 # Two minutes without progress: longer than providers' keep-alive gaps and most silent
 # "thinking" before the first token; raise it (or pass None) for models that think longer.
 DEFAULT_STREAM_IDLE_TIMEOUT = 120.0
-_SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
 class _Secret:
@@ -130,53 +119,6 @@ class _Secret:
         return await value()
 
 
-# -- errors --------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """What an adapter learned from an error body; ``code`` is the short type shown to users."""
-
-    code: str | None = None
-    retry_after: float | None = None
-    context_length: bool = False
-    auth: bool = False
-    # The server said the request itself is invalid, whatever the status (some compatible
-    # servers answer validation failures with a 5xx); ``detail`` is what it said, already
-    # redacted and bounded by the adapter, shown to the user because nothing else explains it.
-    invalid: bool = False
-    detail: str | None = None
-
-
-def safe_code(value: Any) -> str | None:
-    """A provider error type/code, only if it looks like an identifier (never free text,
-    never something shaped like a key)."""
-    if isinstance(value, str) and _SAFE_CODE.match(value) and redact_secrets(value) == value:
-        return value
-    return None
-
-
-def error_from_status(
-    provider: str, status: int, info: ErrorInfo, retry_after: float | None = None
-) -> LMError:
-    """The error class for an HTTP failure. The message is the status and the short code, plus
-    ``info.detail`` only when the adapter found a redacted explanation worth showing."""
-    code = f" ({info.code})" if info.code else ""
-    message = f"{provider} request failed: HTTP {status}{code}"
-    if info.detail:
-        message += f"; the server said: {info.detail}"
-    if status in (401, 403) or info.auth:
-        return AuthenticationError(message, status=status)
-    if status == 429:
-        wait = info.retry_after if info.retry_after is not None else retry_after
-        return RateLimitError(message, status=status, retry_after=wait)
-    if info.context_length:
-        return ContextLengthError(message, status=status)
-    if info.invalid:
-        return InvalidRequestError(message, status=status)
-    if status >= 500 or status == 408:
-        return ServerError(message, status=status)
-    return InvalidRequestError(message, status=status)
-
-
 def load_object(data: bytes) -> dict[str, Any]:
     """An event's JSON data, which must be an object; anything else is a ``TypeError``
     (``MALFORMED``: the stream loop reports it as a malformed event)."""
@@ -192,8 +134,8 @@ class StreamDecoder(Protocol):
 
     One decoder serves one response. ``event`` gets every server-sent event in order (its
     name and its data as UTF-8 bytes) and returns the chunks it completes (often one,
-    possibly none). ``done`` turns true once an event has ended the answer for good
-    (OpenAI's ``[DONE]``, ``response.completed``); the loop then stops reading. After the
+    possibly none). ``done`` turns true once an event has ended the answer for good (a
+    ``[DONE]`` line, a completion event); the loop then stops reading. After the
     last event (or ``done``), ``finish`` returns the closing chunks, the last one ``final``,
     or raises if the stream ended early or reports a failure. Both may raise ``LMError``s;
     ``ValueError``/``TypeError``/``KeyError``... from malformed data become a
@@ -358,6 +300,16 @@ class HTTPModel(LanguageModel):
         """Pull the short code (and hints) out of a parsed error body."""
         raise NotImplementedError
 
+    def _rate_limits(self, headers: Mapping[str, str]) -> Limits:
+        """What an answer's headers say of the account's limits (``ratelimit.Limits``); a
+        provider that sends rate-limit headers reads its own. None by default."""
+        return {}
+
+    def _retry_after(self, headers: Mapping[str, str]) -> float | None:
+        """The wait an error answer's headers ask for: ``Retry-After`` by default; a provider
+        with a header of its own reads it too."""
+        return parse_retry_after(headers)
+
     # -- requests ----------------------------------------------------------------------------
     async def _headers(self) -> dict[str, str]:
         key = await self._api_key()
@@ -398,7 +350,7 @@ class HTTPModel(LanguageModel):
             async with scope:
                 response = await _send(client, request)
         except httpx.TransportError as exc:
-            raise _transport_error(self.provider, exc) from exc
+            raise transport_error(self.provider, exc) from exc
         except TimeoutError as exc:
             if not scope.expired():
                 raise
@@ -406,7 +358,7 @@ class HTTPModel(LanguageModel):
                 f"{self.provider}: the response headers did not arrive whole in time "
                 "(timeout=, or stream_idle_timeout= for a stream)"
             ) from exc
-        self.rate_limiter().observe(response.headers)
+        self.rate_limiter().observe(self._rate_limits(response.headers))
         return response
 
     async def _read(
@@ -440,7 +392,7 @@ class HTTPModel(LanguageModel):
                         )
         except httpx.TransportError as exc:
             if not failed:
-                raise _transport_error(self.provider, exc) from exc
+                raise transport_error(self.provider, exc) from exc
         except TimeoutError as exc:
             if not scope.expired():
                 raise
@@ -536,7 +488,7 @@ class HTTPModel(LanguageModel):
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
-            raise _transport_error(self.provider, exc) from exc
+            raise transport_error(self.provider, exc) from exc
 
     async def _open_stream(
         self, url: str, body: dict[str, Any]
@@ -599,9 +551,9 @@ class HTTPModel(LanguageModel):
                         raw = await anext(reads)
                 except StopAsyncIteration:
                     break
-                except TimeoutError:
+                except TimeoutError as exc:
                     if scope.expired():
-                        raise self._stalled() from None
+                        raise self._stalled() from exc
                     raise
                 for name, data in parser.feed(raw):
                     events += 1
@@ -618,7 +570,7 @@ class HTTPModel(LanguageModel):
             if decoder.done:
                 await _read_rest(reads)
         except httpx.TransportError as exc:
-            raise _transport_error(self.provider, exc) from exc
+            raise transport_error(self.provider, exc) from exc
         finally:
             await response.aclose()
         if not events:
@@ -697,7 +649,7 @@ class HTTPModel(LanguageModel):
             info = self._error_info(status, parsed) if isinstance(parsed, dict) else ErrorInfo()
         except Exception:  # a malformed error body must not mask the HTTP failure
             info = ErrorInfo()
-        error = error_from_status(self.provider, status, info, parse_retry_after(response.headers))
+        error = error_from_status(self.provider, status, info, self._retry_after(response.headers))
         redact_exception(error, self._secrets)  # a key or password the server echoed back
         raise error
 
@@ -813,11 +765,6 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     else httpx's decoded bytes."""
     encoding = response.headers.get("content-encoding", "").strip().lower()
     return response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()
-
-
-def _transport_error(provider: str, exc: httpx.TransportError) -> ServerError:
-    kind = type(exc).__name__
-    return ServerError(f"{provider}: connection failed ({kind})")
 
 
 def json_object(text: str, what: str) -> dict[str, Any]:

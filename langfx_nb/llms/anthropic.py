@@ -18,11 +18,18 @@ block's encrypted ``data``, kept opaque) and stay in the continuation so they go
 
 Native structured output is not implemented: a ``response_schema`` raises
 ``UnsupportedCapabilityError`` before sending (use prompt-based JSON).
+
+Rate limits: ``anthropic-ratelimit-*`` headers pace the account's limiter (``rate_limits``);
+a 429's ``retry-after-ms`` wins over ``Retry-After``. Message Batches
+(``lf.engines.ProviderBatch``) are ``AnthropicWire``, at the end of this module.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from ..errors import (
@@ -48,15 +55,15 @@ from ..messages import (
 from ..modalities import Mime
 from ._http import (
     MALFORMED,
-    ErrorInfo,
     HTTPModel,
     StreamDecoder,
-    error_from_status,
     json_object,
     load_object,
-    safe_code,
 )
+from ._http_errors import ErrorInfo, error_from_status, safe_code
 from .base import Capabilities, LMRequest
+from .batch_wire import FIND_SKEW_S, MB, Outcome, Polled, Wire, counts, obj, outcomes, same_origin
+from .ratelimit import Limits, Reading, header_limit, parse_retry_after
 from .streaming import (
     StreamAccumulator,
     StreamChunk,
@@ -66,7 +73,7 @@ from .streaming import (
     billed_answer,
 )
 
-__all__ = ["Anthropic"]
+__all__ = ["Anthropic", "AnthropicWire", "rate_limits"]
 
 API_VERSION = "2023-06-01"
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -91,6 +98,8 @@ class Anthropic(HTTPModel):
     """Claude models through the Anthropic Messages API."""
 
     provider: ClassVar[str] = "anthropic"
+    otel_provider: ClassVar[str | None] = "anthropic"
+    genai_prices_provider: ClassVar[str | None] = "anthropic"
     capabilities: ClassVar[Capabilities] = Capabilities(
         modalities=frozenset({"image", "pdf"}),
         tools=True,
@@ -113,6 +122,16 @@ class Anthropic(HTTPModel):
         message = str(err.get("message", "")).lower()
         context = "prompt is too long" in message or "context window" in message
         return ErrorInfo(code, context_length=context)
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> Limits:
+        return rate_limits(headers)
+
+    def _retry_after(self, headers: Mapping[str, str]) -> float | None:
+        return parse_retry_after(headers, ms="retry-after-ms")
+
+    def batch_wire(self, read_limit: int) -> Wire | None:
+        """The Message Batches API of this model's account (``lf.engines.ProviderBatch``)."""
+        return AnthropicWire(self, read_limit)
 
     def check_capabilities(self, request: LMRequest) -> None:
         if request.response_schema is not None:
@@ -270,6 +289,29 @@ class Anthropic(HTTPModel):
 
     def _stream_decoder(self) -> StreamDecoder:
         return _State(self)
+
+
+def rate_limits(headers: Mapping[str, str]) -> Limits:
+    """``anthropic-ratelimit-{requests,tokens}-{remaining,reset,limit}`` (the reset an RFC
+    3339 time); without a ``tokens`` limit, the tighter of the ``input-tokens`` and
+    ``output-tokens`` ones (the later reset)."""
+    out: Limits = {}
+    for kind in ("requests", "tokens"):
+        found = _limit(headers, kind)
+        if found[0] is None and kind == "tokens":  # the input/output split
+            parts = [_limit(headers, f"{p}-tokens") for p in ("input", "output")]
+            parts = [part for part in parts if part[0] is not None]
+            if parts:
+                tightest = min(parts, key=lambda part: part[0] or 0.0)
+                resets = [r for _, r, _ in parts if r is not None]
+                found = (tightest[0], max(resets) if resets else None, tightest[2])
+        out[kind] = found
+    return out
+
+
+def _limit(headers: Mapping[str, str], kind: str) -> Reading:
+    prefix = f"anthropic-ratelimit-{kind}-"
+    return header_limit(headers, f"{prefix}remaining", f"{prefix}reset", f"{prefix}limit")
 
 
 #: A message whose ``metadata[CACHE]`` is true ends a prompt-cache breakpoint (its last block
@@ -559,3 +601,121 @@ def _usage(u: dict[str, Any]) -> Usage | None:
         cached_tokens=read,
         cache_write_tokens=created,
     )
+
+
+# -- Message Batches -------------------------------------------------------------------------
+#: A succeeded result line: ``{"custom_id": "...", "result": {"type": "succeeded"`` (the
+#: members in the order the API writes them; group 1 is the custom id).
+_OK_LINE = re.compile(
+    rb'\s*\{\s*"custom_id"\s*:\s*"([^"\\]*)"\s*,'
+    rb'\s*"result"\s*:\s*\{\s*"type"\s*:\s*"succeeded"\s*[,}]'
+)
+
+
+class AnthropicWire(Wire):
+    """Anthropic Message Batches (see ``llms/batch_wire.py`` for what every wire keeps to).
+
+    ``POST /messages/batches {requests: [{custom_id, params}]}``; ``GET
+    /messages/batches/{id}`` until ``processing_status`` is ``ended``; the JSONL at
+    ``results_url`` (``{custom_id, result: {type: succeeded|errored|canceled|expired}}``;
+    read from the documented path under the model's ``base_url`` when the URL is on another
+    host: the key stays home); ``POST /messages/batches/{id}/cancel``. At most 100,000
+    requests and 256 MB. A request with ``temperature``, ``top_p`` or ``top_k`` is refused
+    before anything is sent. Message batches keep no metadata: a create whose answer was
+    lost is looked for as a batch created since, with as many requests."""
+
+    model: Anthropic
+    name = "anthropic"
+    max_requests = 100_000
+    max_bytes = 256 * MB
+
+    def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        """``InvalidRequestError`` for a sampling option the Messages API no longer lists:
+        newer models reject it, and in a batch that refusal would come per request after
+        the batch has run, so the whole batch is refused before anything is sent."""
+        o = request.options
+        sampling = {"temperature": o.temperature, "top_p": o.top_p, "top_k": o.top_k}
+        given = [name for name, value in sampling.items() if value is not None]
+        if given:
+            raise InvalidRequestError(
+                f"{self.model.model_id}: an Anthropic provider batch refuses {', '.join(given)}"
+                " (no longer among the Messages API's parameters; newer models reject them, "
+                "and in a batch each request would fail after the batch has run); remove "
+                "it from the call, the session and the model's defaults, or run these "
+                "requests online (engine=None)"
+            )
+        row = {"custom_id": custom_id, "params": self.body(request)}
+        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def submit(self, entries: Iterable[bytes], marker: str) -> str:
+        content = b'{"requests":[' + b",".join(entries) + b"]}"
+        created = await self._json(
+            "POST", f"{self.model.base_url}/messages/batches", content=content, resend=False
+        )
+        return str(created["id"])
+
+    async def find(self, marker: str, requests: int, since: float) -> list[str]:
+        """A batch created since ``since`` (less the clock skew allowed) with ``requests``
+        requests."""
+        found: list[str] = []
+        url = f"{self.model.base_url}/messages/batches"
+        async for batch in self._listing(url, "last_id", "after_id"):
+            created = _epoch(batch.get("created_at"))
+            if created is not None and created < since - FIND_SKEW_S:
+                break
+            if sum(counts(batch.get("request_counts")).values()) == requests:
+                found.append(str(batch.get("id")))
+        return found
+
+    async def poll(self, batch_id: str) -> Polled:
+        data = await self._json("GET", f"{self.model.base_url}/messages/batches/{batch_id}")
+        status = str(data.get("processing_status"))
+        return Polled(status == "ended", status, counts(data.get("request_counts")), data)
+
+    async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
+        url = polled.raw.get("results_url")
+        if not isinstance(url, str) or not same_origin(url, self.model.base_url):
+            url = f"{self.model.base_url}/messages/batches/{batch_id}/results"  # the key stays
+        raw = await self._request("GET", url)
+        return dict(outcomes(raw, _OK_LINE, ("result", "message"), self._outcome))
+
+    def _outcome(self, row: dict[str, Any], raw: bytes) -> Outcome:
+        result = row.get("result")
+        if not isinstance(result, dict):
+            raise TypeError("result is not an object")
+        kind = result.get("type")
+        if kind == "succeeded":
+            return Outcome(raw=raw, path=("result", "message"))
+        if kind in ("expired", "canceled"):
+            return Outcome(failure=str(kind), message=f"the request was {kind}")
+        error = obj(obj(result.get("error")).get("error"))
+        return self.failed(
+            "errored", f"{error.get('type') or 'error'}: {error.get('message') or ''}"
+        )
+
+    async def cancel(self, batch_id: str) -> None:
+        await self._json(
+            "POST", f"{self.model.base_url}/messages/batches/{batch_id}/cancel", body={}
+        )
+
+
+def _epoch(value: Any) -> float | None:
+    """An RFC 3339 time (``2026-12-03T00:00:00Z``, fractions and offsets allowed) as
+    epoch seconds; ``None`` when it is not one."""
+    if not isinstance(value, str):
+        return None
+    m = re.fullmatch(
+        r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)", value
+    )
+    if m is None:
+        return None
+    fields = tuple(int(g) for g in m.groups()[:6])
+    try:
+        seconds = float(calendar.timegm((*fields, 0, 0, 0)))
+    except (ValueError, OverflowError):
+        return None
+    zone = m.group(7)
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        seconds -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return seconds

@@ -63,11 +63,11 @@ class SamplingOptions:
     ``"low"``/``"medium"``/``"high"``) ask for reasoning; each provider maps the one it has
     (``Capabilities.reasoning``) and rejects the other before sending.
 
-    Prompt caching: ``prompt_cache_key`` (OpenAI's routing key: requests that share a long
-    prefix and a key hit the same cache) is sent by the OpenAI adapters; ``prompt_cache``
-    steers Anthropic's ``cache_control`` breakpoints (``None``: automatic for a long shared
-    system prompt and tool list; ``True``: always; ``False``: none but those a message asks
-    for). Gemini caches implicitly. See docs/providers.md.
+    Prompt caching: ``prompt_cache_key`` (a routing key: requests that share a long prefix
+    and a key hit the same cache) and ``prompt_cache`` (cache breakpoints: ``None``:
+    automatic for a long shared system prompt and tool list; ``True``: always; ``False``:
+    none but those a message asks for) go to the providers that have them; each provider's
+    module says how it sends them, docs/providers.md compares them.
     """
 
     temperature: float | None = None
@@ -241,16 +241,18 @@ def model_requests_allowed() -> bool:
 
 class CacheWrites(Protocol):
     """Where a captured call's LLM-cache write goes instead of ``cache.put``: kept and
-    written later, many in one transaction (a provider batch's replay)."""
+    written later, many in one transaction (a batch engine replaying many answers)."""
 
     def put(self, cache: Cache, key: str, value: dict[str, Any]) -> None: ...
     def discard(self, cache: Cache, key: str) -> None: ...
 
 
 class Capture(Protocol):
-    """Answers a model call instead of the provider: the hook ``llms/deferred.py`` (a
-    provider batch) works through. Defined here, beside what it receives, so that
-    ``deferred`` depends on this module and not the other way round.
+    """Answers a model call instead of the wire: the one hook by which someone else (the
+    provider-batch engine, through ``llms/deferred.py``) answers the calls made in a
+    context. It knows no provider: it receives the model and the built request, and returns
+    the message the model's own ``decode`` made of an answer. Defined here, beside what it
+    receives, so that ``deferred`` depends on this module and not the other way round.
 
     ``reads_cache``: whether the call looks the LLM cache up before ``answer`` (a hit is
     returned and ``answer`` is not called). ``cache_writes``: where the answer's cache
@@ -291,6 +293,11 @@ class LanguageModel:
 
     provider: ClassVar[str] = "custom"
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: The provider's name in other vocabularies, read for a ``provider:model`` id from a
+    #: trace (``registry.provider_class``): OpenTelemetry's ``gen_ai.provider.name``
+    #: (``None``: ``provider`` itself) and the ``genai-prices`` id (``None``: not priced there).
+    otel_provider: ClassVar[str | None] = None
+    genai_prices_provider: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -340,7 +347,7 @@ class LanguageModel:
 
     def redact(self, text: str) -> str:
         """``text`` without the key values and secret header values this model has sent
-        (a provider batch's per-request error, written to errors, manifests and traces)."""
+        (an error text a server sent, written to errors, manifests and traces)."""
         return redact(text, self._secrets.values())
 
     @property
@@ -425,7 +432,7 @@ class LanguageModel:
         cap = options.pop("max_tokens_cap", None)
         request = self.build_request(prompt, **options)
         sent = _capped(request, cap)
-        capture = CAPTURE.get()  # a provider batch answers instead (llms/deferred.py)
+        capture = CAPTURE.get()  # someone else answers instead (llms/deferred.py)
         read = capture is None or capture.reads_cache
         lookup = await self._cache_lookup(request, cache_seed, use_cache, read=read)
         if lookup.hit is not None:
@@ -436,7 +443,7 @@ class LanguageModel:
         return response
 
     async def _answer(self, capture: Any, sent: LMRequest) -> AIMessage[Any]:
-        """The whole answer to ``sent``: from a provider batch's capture when one is active,
+        """The whole answer to ``sent``: from the context's ``Capture`` when one is set,
         else over the wire (rate limited, retried). An unusable answer (truncated, refused,
         empty) is counted before its ``GenerationError`` leaves: the provider billed it."""
         try:

@@ -15,13 +15,18 @@ Reasoning: ``thinking_budget=N`` sends ``generationConfig.thinkingConfig`` with
 thoughts; ``-1`` lets the model decide). Thought-summary parts (``thought: true``) become
 ``ReasoningPart``s, with the part's ``thoughtSignature`` when it has one; usage counts
 ``thoughtsTokenCount`` as ``reasoning_tokens``.
+
+Rate limits: Gemini sends no rate-limit headers; a 429's wait is its error's ``RetryInfo``
+(``parse_google_duration``), used by the model's ``RetryPolicy`` (``rate_limit=`` shares one
+pace and one pause across requests). Batch mode (``lf.engines.ProviderBatch``) is
+``GeminiWire``, at the end of this module.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from ..errors import (
@@ -47,15 +52,15 @@ from ..messages import (
 from ..modalities import Mime
 from ._http import (
     MALFORMED,
-    ErrorInfo,
     HTTPModel,
     StreamDecoder,
     loads,
-    safe_code,
     tool_result_value,
 )
+from ._http_errors import ErrorInfo, safe_code
 from .base import Capabilities, LMRequest
-from .ratelimit import parse_google_duration
+from .batch_wire import FIND_MAX_PAGES, MB, Outcome, Polled, Wire, counts, line_id, malformed, obj
+from .ratelimit import checked_wait, header_number
 from .streaming import (
     StreamAccumulator,
     StreamChunk,
@@ -65,7 +70,14 @@ from .streaming import (
     billed_answer,
 )
 
-__all__ = ["GEMINI_SCHEMA_KEYWORDS", "Gemini", "GoogleGenAI", "gemini_schema"]
+__all__ = [
+    "GEMINI_SCHEMA_KEYWORDS",
+    "Gemini",
+    "GeminiWire",
+    "GoogleGenAI",
+    "gemini_schema",
+    "parse_google_duration",
+]
 
 GEMINI_SCHEMA_KEYWORDS = frozenset(
     {
@@ -104,6 +116,15 @@ _FILTERED = frozenset(
 )
 _OK = frozenset({"STOP", "FINISH_REASON_UNSPECIFIED"})
 _TEXT_KEYS = frozenset({"text", "thought", "thoughtSignature"})
+
+
+def parse_google_duration(value: Any) -> float | None:
+    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``: a ``RetryInfo``'s
+    ``retryDelay``) as seconds (``None``, with a ``RateLimitWarning``, when it is not a
+    finite number)."""
+    if isinstance(value, str) and value.endswith("s"):
+        return checked_wait(header_number(value[:-1]), "a RetryInfo delay", value)
+    return None
 
 
 def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,6 +185,8 @@ class Gemini(HTTPModel):
     """Gemini through the Generative Language API (``v1beta``)."""
 
     provider: ClassVar[str] = "gemini"
+    otel_provider: ClassVar[str | None] = "gcp.gemini"
+    genai_prices_provider: ClassVar[str | None] = "google"
     capabilities: ClassVar[Capabilities] = Capabilities(
         modalities=frozenset({"image", "audio", "video", "pdf"}),
         tools=True,
@@ -350,6 +373,10 @@ class Gemini(HTTPModel):
     def method_url(self, method: str) -> str:
         """``{base_url}/models/{model}:{method}`` (``batchGenerateContent``, ...)."""
         return self._url(method)
+
+    def batch_wire(self, read_limit: int) -> Wire | None:
+        """The batch mode of this model's account (``lf.engines.ProviderBatch``)."""
+        return GeminiWire(self, read_limit)
 
     def decode(self, data: Any) -> AIMessage[Any]:
         """The message of a parsed ``GenerateContentResponse``, checked as an online answer
@@ -544,3 +571,155 @@ def _usage(u: dict[str, Any] | None) -> Usage | None:
         cached_tokens=u.get("cachedContentTokenCount"),
         reasoning_tokens=thoughts,
     )
+
+
+# -- batch mode ------------------------------------------------------------------------------
+class GeminiWire(Wire):
+    """Gemini batch mode (see ``llms/batch_wire.py`` for what every wire keeps to).
+
+    ``POST /models/{model}:batchGenerateContent`` with inline requests (``{request,
+    metadata: {key}}``), under 20 MB per batch, its ``display_name`` holding the create's
+    marker; ``GET /batches/{id}`` (a long-running operation: ``done``, ``metadata.state``
+    (``BATCH_STATE_*`` in the API reference, ``JOB_STATE_*`` in the batch guide: both
+    read), ``metadata.batchStats``, then ``response.inlinedResponses``, or a
+    ``responsesFile`` read from the download endpoint); ``POST /batches/{id}:cancel``."""
+
+    model: Gemini
+    name = "gemini"
+    max_requests = 100_000
+    max_bytes = 20 * MB  # inline requests; larger runs are split into several batches
+    overhead = 160
+
+    def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        row = {"request": self.body(request), "metadata": {"key": custom_id}}
+        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def submit(self, entries: Iterable[bytes], marker: str) -> str:
+        content = (
+            b'{"batch":{"display_name":"'
+            + _display_name(marker).encode()
+            + b'","input_config":{"requests":{"requests":['
+            + b",".join(entries)
+            + b"]}}}}"
+        )
+        created = await self._json(
+            "POST", self.model.method_url("batchGenerateContent"), content=content, resend=False
+        )
+        return str(created["name"])  # "batches/..."
+
+    async def find(self, marker: str, requests: int, since: float) -> list[str]:
+        found: list[str] = []
+        token = ""
+        for _ in range(FIND_MAX_PAGES):
+            page = await self._json("GET", f"{self.model.base_url}/batches?pageSize=100{token}")
+            operations = page.get("operations")
+            for op in operations if isinstance(operations, list) else ():
+                meta = obj(obj(op).get("metadata"))
+                if meta.get("displayName") == _display_name(marker):
+                    found.append(str(obj(op).get("name")))
+            nxt = page.get("nextPageToken")
+            if not isinstance(nxt, str) or not nxt:
+                break
+            token = f"&pageToken={nxt}"
+        return found
+
+    async def poll(self, batch_id: str) -> Polled:
+        data = await self._json("GET", f"{self.model.base_url}/{batch_id}")
+        meta = obj(data.get("metadata"))
+        said = counts(meta.get("batchStats") or data.get("batchStats"))
+        status = str(meta.get("state") or data.get("state") or "")
+        ended = bool(data.get("done")) or _state(status) in _ENDED
+        return Polled(ended, status, said, data)
+
+    def progress(self, counts: dict[str, int], n: int) -> dict[str, int]:
+        done = counts.get("successfulRequestCount", 0)
+        failed = counts.get("failedRequestCount", 0)
+        pending = counts.get("pendingRequestCount", max(0, n - done - failed))
+        return {"succeeded": done, "errored": failed, "processing": pending}
+
+    async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
+        data = polled.raw
+        if _output(data) is None and not data.get("error"):
+            data = await self._json("GET", f"{self.model.base_url}/{batch_id}")
+        state = _state(polled.status)
+        if data.get("error"):
+            message = str(obj(data["error"]).get("message") or "the batch failed")
+            kind = {"CANCELLED": "canceled", "EXPIRED": "expired"}.get(state, "errored")
+            return {"*": self.failed(kind, message)}
+        output = _output(data) or {}
+        rows: list[tuple[Any, Any]] = []  # (key, row)
+        inlined = output.get("inlinedResponses")
+        if isinstance(inlined, dict):  # the reference: InlinedResponses {inlinedResponses: []}
+            inlined = inlined.get("inlinedResponses")
+        if isinstance(inlined, list):  # (the SDKs flatten it to the list itself)
+            rows = [(obj(obj(r).get("metadata")).get("key"), r) for r in inlined]
+        elif isinstance(output.get("responsesFile"), str):
+            base = self.model.base_url.rsplit("/v1beta", 1)[0]
+            name = output["responsesFile"]
+            raw = await self._request("GET", f"{base}/download/v1beta/{name}:download?alt=media")
+            rows = list(_file_rows(raw))
+        out: dict[str, Outcome] = {}
+        for key, row in rows:
+            if not isinstance(key, str):  # names no request: that request has no result
+                continue
+            if not isinstance(row, dict):
+                out[key] = malformed("is not a JSON object")
+            elif row.get("response") is not None:
+                out[key] = Outcome(row["response"])
+            else:
+                error = obj(row.get("error"))
+                kind = "expired" if state == "EXPIRED" else "errored"
+                message = f"{error.get('code', '')}: {error.get('message', '')}"
+                out[key] = self.failed(kind, message)
+        # a request with no response in a batch that did not succeed never ran
+        missing = {"FAILED": "errored", "CANCELLED": "canceled", "EXPIRED": "expired"}.get(state)
+        if missing is not None:
+            message = f"the batch ended {polled.status} without an answer for this request"
+            out.setdefault("*", Outcome(failure=missing, message=message))
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self._json("POST", f"{self.model.base_url}/{batch_id}:cancel", body={})
+
+
+#: The terminal batch states, without their prefix: the API reference's ``BatchState`` is
+#: ``BATCH_STATE_SUCCEEDED`` ..., the batch guide's examples compare ``metadata.state``
+#: with ``JOB_STATE_SUCCEEDED`` ...; either is read.
+_ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
+
+
+def _display_name(marker: str) -> str:
+    return f"langfx_nb-{marker}"
+
+
+def _file_rows(raw: bytes) -> Iterator[tuple[Any, Any]]:
+    """A responses file's lines as ``(key, row)``: a line that cannot be read gives its key
+    when one can be found in it, with ``None`` as its row."""
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            yield line_id(line), None
+            continue
+        yield (row.get("key"), row) if isinstance(row, dict) else (None, None)
+
+
+def _state(state: str) -> str:
+    """``BATCH_STATE_RUNNING`` or ``JOB_STATE_RUNNING`` as ``RUNNING``."""
+    for prefix in ("BATCH_STATE_", "JOB_STATE_"):
+        if state.startswith(prefix):
+            return state[len(prefix) :]
+    return state
+
+
+def _output(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A finished batch's ``GenerateContentBatchOutput``: the operation's ``response``, or
+    the batch resource's ``output`` (in the operation's ``metadata``, or at the top when
+    the batch itself was returned)."""
+    output = obj(data.get("metadata")).get("output")
+    for found in (data.get("response"), output, data.get("output")):
+        if isinstance(found, dict) and ("inlinedResponses" in found or "responsesFile" in found):
+            return found
+    return None

@@ -28,6 +28,10 @@ sending). Compatible servers that return the model's thinking as ``reasoning_con
 ``ReasoningPart``; Chat Completions never sends reasoning back (the API has no standard input
 field for it). ``completion_tokens_details.reasoning_tokens`` is counted as ``reasoning_tokens``.
 
+Rate limits: ``x-ratelimit-*`` headers pace the account's limiter (``rate_limits``); a 429's
+``retry-after-ms`` wins over ``Retry-After``. The Batch API (``lf.engines.ProviderBatch``)
+is ``OpenAIWire``, at the end of this module.
+
 The Responses API model, ``OpenAIResponses`` (``lf.llms.OpenAIResponses``), lives in
 ``openai_responses.py``, which builds on this module (never the other way round).
 """
@@ -36,8 +40,9 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from ..errors import (
@@ -64,14 +69,24 @@ from ..modalities import Mime
 from ..redact import REDACTED, redact_secrets
 from ._http import (
     MALFORMED,
-    ErrorInfo,
     HTTPModel,
     StreamDecoder,
     json_object,
     load_object,
-    safe_code,
 )
+from ._http_errors import ErrorInfo, safe_code
 from .base import Capabilities, LMRequest
+from .batch_wire import (
+    FIND_SKEW_S,
+    MB,
+    Outcome,
+    Polled,
+    Wire,
+    counts,
+    obj,
+    outcomes,
+)
+from .ratelimit import Limits, header_limit, parse_retry_after
 from .streaming import (
     StreamAccumulator,
     StreamChunk,
@@ -81,7 +96,7 @@ from .streaming import (
     billed_answer,
 )
 
-__all__ = ["OpenAI"]
+__all__ = ["OpenAI", "OpenAIWire", "rate_limits"]
 
 _OK = frozenset({"stop", "tool_calls", "function_call"})
 # llama.cpp's server: {"error": {"type": "exceed_context_size_error", "message": "the request
@@ -97,6 +112,8 @@ class OpenAI(HTTPModel):
     """Chat Completions models at OpenAI or any OpenAI-compatible server."""
 
     provider: ClassVar[str] = "openai"
+    otel_provider: ClassVar[str | None] = "openai"
+    genai_prices_provider: ClassVar[str | None] = "openai"
     capabilities: ClassVar[Capabilities] = Capabilities(
         modalities=frozenset({"image"}),
         tools=True,
@@ -145,6 +162,16 @@ class OpenAI(HTTPModel):
         if status >= 500 and _INVALID_5XX.search(text):
             return ErrorInfo(code, invalid=True, detail=self._redact(text))
         return ErrorInfo(code, context_length=context, auth=auth)
+
+    def _rate_limits(self, headers: Mapping[str, str]) -> Limits:
+        return rate_limits(headers)
+
+    def _retry_after(self, headers: Mapping[str, str]) -> float | None:
+        return parse_retry_after(headers, ms="retry-after-ms")
+
+    def batch_wire(self, read_limit: int) -> Wire | None:
+        """The Batch API of this model's account (``lf.engines.ProviderBatch``)."""
+        return OpenAIWire(self, read_limit)
 
     def _redact(self, text: str) -> str:
         """A server's error text fit to show: credentials masked, at most 300 characters."""
@@ -323,6 +350,20 @@ class OpenAI(HTTPModel):
 
     def _stream_decoder(self) -> StreamDecoder:
         return _State(self)
+
+
+def rate_limits(headers: Mapping[str, str]) -> Limits:
+    """``x-ratelimit-{remaining,reset,limit}-{requests,tokens}``: what remains of each
+    limit, when it resets (a duration: ``1s``, ``6m0s``, ``20ms``) and its size."""
+    return {
+        kind: header_limit(
+            headers,
+            f"x-ratelimit-remaining-{kind}",
+            f"x-ratelimit-reset-{kind}",
+            f"x-ratelimit-limit-{kind}",
+        )
+        for kind in ("requests", "tokens")
+    }
 
 
 def schema_name(schema: Mapping[str, Any]) -> str:
@@ -546,3 +587,130 @@ def _tool_images(result: ToolResultPart, parts: Sequence[Part]) -> list[dict[str
     intro = f"Image{'s' if len(images) > 1 else ''} returned by tool call {result.call_id}"
     intro += f" ({result.name}):" if result.name else ":"
     return [{"type": "text", "text": intro}, *images]
+
+
+# -- the Batch API ---------------------------------------------------------------------------
+#: The member of a batch's ``metadata`` holding its create's marker.
+MARKER_KEY = "langfx_nb_batch"
+
+#: A succeeded result line, by its start: ``{"id": "...", "custom_id": "...",
+#: "response": {"status_code": 200`` (the members in the Batch API's order; group 1 is the
+#: custom id). Anchored at the line's first brace, it can only match top-level members.
+_OK_LINE = re.compile(
+    rb'\s*\{\s*"id"\s*:\s*"[^"\\]*"\s*,\s*"custom_id"\s*:\s*"([^"\\]*)"\s*,'
+    rb'\s*"response"\s*:\s*\{\s*"status_code"\s*:\s*200\s*[,}]'
+)
+
+
+class OpenAIWire(Wire):
+    """The OpenAI Batch API (see ``llms/batch_wire.py`` for what every wire keeps to).
+
+    A JSONL file (``{custom_id, method: "POST", url: "/v1/chat/completions", body}`` per
+    line) uploaded to ``POST /files`` with ``purpose=batch``; ``POST /batches
+    {input_file_id, endpoint, completion_window: "24h", metadata}`` (the create's marker in
+    ``metadata``, ``MARKER_KEY``); ``GET /batches/{id}`` until ``status`` is
+    ``completed``/``failed``/``expired``/``cancelled``; ``GET
+    /files/{output_file_id|error_file_id}/content`` (either may be null);
+    ``POST /batches/{id}/cancel``. At most 50,000 requests and 200 MB per batch. A
+    succeeded result line is known by its start (``_OK_LINE``) and parsed when read."""
+
+    model: OpenAI
+    name = "openai"
+    max_requests = 50_000
+    max_bytes = 200 * MB
+    endpoint = "/v1/chat/completions"
+
+    def entry(self, custom_id: str, request: LMRequest) -> bytes:
+        row = {"custom_id": custom_id, "method": "POST", "url": self.endpoint}
+        row["body"] = self.body(request)  # type: ignore[assignment]
+        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def submit(self, entries: Iterable[bytes], marker: str) -> str:
+        base = self.model.base_url
+        with tempfile.TemporaryFile() as data:  # the JSONL streams from disk, 64 KiB at a time
+            for entry in entries:
+                data.write(entry)
+                data.write(b"\n")
+            data.seek(0)
+            file = await self._json(
+                "POST",
+                f"{base}/files",
+                files={"file": ("batch.jsonl", data, "application/jsonl")},
+                data={"purpose": "batch"},
+                resend=False,
+            )
+        created = await self._json(
+            "POST",
+            f"{base}/batches",
+            body={
+                "input_file_id": file["id"],
+                "endpoint": self.endpoint,
+                "completion_window": "24h",
+                "metadata": {MARKER_KEY: marker},
+            },
+            resend=False,
+        )
+        return str(created["id"])
+
+    async def find(self, marker: str, requests: int, since: float) -> list[str]:
+        found: list[str] = []
+        async for batch in self._listing(f"{self.model.base_url}/batches", "last_id", "after"):
+            if obj(batch.get("metadata")).get(MARKER_KEY) == marker:
+                found.append(str(batch.get("id")))
+            created = batch.get("created_at")
+            if isinstance(created, (int, float)) and created < since - FIND_SKEW_S:
+                break
+        return found
+
+    async def poll(self, batch_id: str) -> Polled:
+        data = await self._json("GET", f"{self.model.base_url}/batches/{batch_id}")
+        status = str(data.get("status"))
+        said = counts(data.get("request_counts"))
+        ended = status in ("completed", "failed", "expired", "cancelled")
+        return Polled(ended, status, said, data)
+
+    def progress(self, counts: dict[str, int], n: int) -> dict[str, int]:
+        done, failed = counts.get("completed", 0), counts.get("failed", 0)
+        return {"succeeded": done, "errored": failed, "processing": max(0, n - done - failed)}
+
+    async def results(self, batch_id: str, polled: Polled) -> dict[str, Outcome]:
+        out: dict[str, Outcome] = {}
+        if polled.status == "failed":  # the whole batch was refused (validation)
+            errors = obj(polled.raw.get("errors")).get("data")
+            first = obj(errors[0]) if isinstance(errors, list) and errors else {}
+            message = str(first.get("message") or "the batch failed validation")
+            return {"*": self.failed("errored", message)}
+        for key in ("output_file_id", "error_file_id"):
+            file_id = polled.raw.get(key)
+            if not file_id or not isinstance(file_id, str):
+                continue
+            raw = await self._request("GET", f"{self.model.base_url}/files/{file_id}/content")
+            out.update(outcomes(raw, _OK_LINE, ("response", "body"), self._outcome))
+        # a request with no line in either file: in an expired or cancelled batch it never
+        # ran (the Batch API writes no line for some of them); else see provider._batch
+        if polled.status == "expired":
+            out.setdefault("*", Outcome(failure="expired", message="the batch expired"))
+        elif polled.status == "cancelled":
+            out.setdefault("*", Outcome(failure="canceled", message="the batch was cancelled"))
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        await self._json("POST", f"{self.model.base_url}/batches/{batch_id}/cancel", body={})
+
+    def _outcome(self, row: dict[str, Any], raw: bytes) -> Outcome:
+        response = row.get("response")
+        if response is not None and not isinstance(response, dict):
+            raise TypeError("response is not an object")
+        if response and response.get("status_code") == 200:
+            return Outcome(raw=raw, path=("response", "body"))
+        error = obj(row.get("error"))
+        code = str(error.get("code") or "")
+        if response:
+            detail = obj(obj(response.get("body")).get("error"))
+            message = f"HTTP {response.get('status_code')}: {detail.get('message') or ''}"
+            return self.failed("errored", message)
+        if code == "batch_expired":
+            return Outcome(failure="expired", message="the batch expired before this request ran")
+        if code == "batch_cancelled":
+            return Outcome(failure="canceled", message="the batch was cancelled")
+        return self.failed("errored", str(error.get("message") or code))

@@ -32,14 +32,13 @@ from ..messages import (
 from ..modalities import Mime
 from ._http import (
     MALFORMED,
-    ErrorInfo,
     StreamDecoder,
-    error_from_status,
     json_object,
     load_object,
-    safe_code,
 )
+from ._http_errors import ErrorInfo, error_from_status, safe_code
 from .base import LMRequest
+from .batch_wire import Wire
 from .openai import OpenAI, schema_name, strict_ok, tool_choice
 from .streaming import (
     StreamAccumulator,
@@ -80,6 +79,10 @@ class OpenAIResponses(OpenAI):
 
     def cache_identity(self) -> dict[str, Any]:
         return {**super().cache_identity(), "api": "responses"}
+
+    def batch_wire(self, read_limit: int) -> Wire | None:
+        """None: the Batch API entries this library writes are Chat Completions requests."""
+        return None
 
     def encode(self, request: LMRequest, *, stream: bool = False) -> dict[str, Any]:
         items: list[dict[str, Any]] = []

@@ -18,14 +18,14 @@ that account in this process, in a batch or not, takes its turn from that one li
   characters / 4 plus ``max_tokens``) and corrected by the usage the response reports (the
   difference is given back or taken).
 - **Provider headers** set the pace when no limit is configured (a configured limit
-  wins: headers arrive a response late, and following both cost ~10 % of the limit):
-  OpenAI ``x-ratelimit-remaining-requests``/``-tokens`` with ``x-ratelimit-reset-*``,
-  Anthropic ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-remaining``
-  with ``-reset`` (and ``-limit``). When what remains (less what is still in flight) is
-  used up, new requests wait until the reported reset; then the window holds the limit
-  again, less what was sent and not answered yet, for as long as the last window lasted
-  or until an answer's headers say more: sending resumes at the limit, not with every
-  waiting request at once (see ``_Window``).
+  wins: headers arrive a response late, and following both cost ~10 % of the limit): a
+  provider's model reads what its answers' headers say of each limit (``Limits``: what
+  remains of the requests and tokens, when each resets, its size; the provider's module
+  names the headers) and the limiter ``observe``s it. When what remains (less what is still
+  in flight) is used up, new requests wait until the reported reset; then the window holds
+  the limit again, less what was sent and not answered yet, for as long as the last window
+  lasted or until an answer's headers say more: sending resumes at the limit, not with
+  every waiting request at once (see ``_Window``).
 - **A 429** pauses the whole limiter, every waiting and new request, for the server's
   ``retry-after`` (1 s without one), and empties the buckets so that sending resumes at
   the limit, not in a burst. Without a configured limit this happens only once the
@@ -40,9 +40,9 @@ that account in this process, in a batch or not, takes its turn from that one li
   wait hint that is malformed, not finite or absurd (beyond ``MAX_PLAUSIBLE_WAIT_S``, a
   month) is ignored with a ``RateLimitWarning``. Waits of a configured limit are the pace
   the user chose and are not bounded so.
-- Gemini sends no rate-limit headers: without ``rate_limit=`` each 429 is retried by the
-  model's ``RetryPolicy`` on its own (using the delay in the error's ``RetryInfo``);
-  configure ``rate_limit=`` to share one limit and one 429 pause across requests.
+- A provider that sends no rate-limit headers leaves each 429 to the model's
+  ``RetryPolicy`` unless ``rate_limit=`` is configured, which shares one limit and one 429
+  pause across requests.
 
 ``Limiter.take`` / ``give_back`` hand out several requests at once, for a limiter that leases
 capacity to other processes (the Ray engine's, ``batch/ray_limiter.py``).
@@ -66,7 +66,6 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import RateLimitError
 
@@ -76,19 +75,23 @@ __all__ = [
     "MAX_PLAUSIBLE_WAIT_S",
     "SAFETY",
     "Limiter",
+    "Limits",
     "RateLimit",
     "RateLimitWarning",
+    "Reading",
     "Ticket",
     "account_id",
+    "checked_wait",
     "estimate_tokens",
+    "header_limit",
+    "header_number",
     "limiter_for",
     "max_wait",
-    "parse_google_duration",
     "parse_reset",
     "parse_retry_after",
     "pause_s",
     "plausible_wait",
-    "rate_headers",
+    "reports",
     "set_limiter_factory",
     "too_long_error",
     "wait_bound",
@@ -115,6 +118,12 @@ _MIN_WINDOW_S = 0.01
 MAX_PLAUSIBLE_WAIT_S = 31 * 86400.0
 
 _MAX_WAIT: ContextVar[float] = ContextVar("langfx_nb_max_wait", default=DEFAULT_MAX_WAIT_S)
+
+#: What a response's headers say of one limit: ``(remaining, seconds to reset, limit)``.
+Reading = tuple[float | None, float | None, float | None]
+#: ``{"requests" | "tokens": Reading}``: what one response's headers say of the account's
+#: limits (a provider's model reads them; kinds it does not report are left out).
+Limits = dict[str, Reading]
 
 
 class RateLimitWarning(UserWarning):
@@ -439,16 +448,18 @@ class Limiter:
     def _settle(self, estimate: int, tokens: int | None) -> None:
         self.give_back(1, 0 if tokens is None else tokens - estimate)
 
-    def observe(self, headers: Mapping[str, str], age_s: float = 0.0) -> None:
-        """What a response's headers say about the account's limits (the response arrived
-        ``age_s`` seconds ago: headers another process saw, ``batch/ray_limiter.py``)."""
+    def observe(self, limits: Limits, age_s: float = 0.0) -> None:
+        """What a response's headers said about the account's limits (read by the provider's
+        model: ``HTTPModel._rate_limits``); the response arrived ``age_s`` seconds ago
+        (another process saw it, ``batch/ray_limiter.py``). Called once per response, with
+        or without limits: the response is no longer unanswered."""
         seen = False
         with self._lock:
             now = self._clock() - max(0.0, age_s)
             self.unanswered = max(0, self.unanswered - 1)  # this one is answered
             others = self.unanswered  # sent, and maybe not counted in these headers yet
-            for kind, (remaining, reset, limit) in _header_limits(headers).items():
-                if remaining is None:
+            for kind, (remaining, reset, limit) in limits.items():
+                if remaining is None or kind not in self._windows:
                     continue
                 seen = True
                 unseen: float = others
@@ -527,12 +538,9 @@ def pause_s(retry_after: float | None) -> float:
     return DEFAULT_429_PAUSE_S if seconds is None else seconds
 
 
-def rate_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
-    """The rate-limit headers of a response (OpenAI's or Anthropic's), when it says what
-    remains of a limit; else ``None``."""
-    if not any(remaining is not None for remaining, _, _ in _header_limits(headers).values()):
-        return None
-    return {k.lower(): v for k, v in headers.items() if "ratelimit" in k.lower()}
+def reports(limits: Limits) -> bool:
+    """Whether ``limits`` say what remains of any limit."""
+    return any(remaining is not None for remaining, _, _ in limits.values())
 
 
 def estimate_tokens(text_chars: int, max_tokens: int | None) -> int:
@@ -541,7 +549,7 @@ def estimate_tokens(text_chars: int, max_tokens: int | None) -> int:
 
 
 # -- wait hints of a 429 ----------------------------------------------------------------
-def _header_number(text: str, scale: float = 1.0) -> float | None:
+def header_number(text: str, scale: float = 1.0) -> float | None:
     """A header number divided by ``scale``; ``None`` when it is not a number."""
     try:
         return float(text) / scale
@@ -549,36 +557,38 @@ def _header_number(text: str, scale: float = 1.0) -> float | None:
         return None
 
 
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP-date).
+def parse_retry_after(
+    headers: Mapping[str, str], *, ms: str | None = None, now: float | None = None
+) -> float | None:
+    """Seconds to wait from ``Retry-After`` (seconds or HTTP-date), or first from the header
+    named ``ms`` (milliseconds) when a provider sends one.
 
     Negative values give 0. A header that is malformed or not finite is ignored with a
     ``RateLimitWarning`` (``None``). Huge values are kept: the retry policy refuses to wait
     longer than its ``max_delay`` and raises at once; the account's limiter ignores absurd
     ones (``ratelimit.pause_s``) and fails requests that would wait beyond ``max_delay``.
     """
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        seconds = _header_number(ms, 1000.0)
+    if ms is not None and (millis := headers.get(ms)) is not None:
+        seconds = header_number(millis, 1000.0)
         if seconds is not None or headers.get("retry-after") is None:
-            return _checked(seconds, "retry-after-ms", ms)
+            return checked_wait(seconds, ms, millis)
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    if (seconds := _header_number(value)) is not None:
-        return _checked(seconds, "retry-after", value)
+    if (seconds := header_number(value)) is not None:
+        return checked_wait(seconds, "retry-after", value)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         when = None
     if when is None:
-        return _checked(None, "retry-after", value)
+        return checked_wait(None, "retry-after", value)
     current = time.time() if now is None else now
-    return _checked(when.timestamp() - current, "retry-after", value)
+    return checked_wait(when.timestamp() - current, "retry-after", value)
 
 
-def _checked(seconds: float | None, name: str, value: str) -> float | None:
+def checked_wait(seconds: float | None, name: str, value: str) -> float | None:
     """``seconds`` ≥ 0, or ``None`` with a ``RateLimitWarning`` when malformed or infinite."""
     if seconds is None or not math.isfinite(seconds):
         warnings.warn(
@@ -590,15 +600,7 @@ def _checked(seconds: float | None, name: str, value: str) -> float | None:
     return max(0.0, seconds)
 
 
-def parse_google_duration(value: Any) -> float | None:
-    """A protobuf ``Duration`` in JSON form (``"37s"``, ``"1.5s"``) as seconds (``None``,
-    with a ``RateLimitWarning``, when it is not a finite number)."""
-    if isinstance(value, str) and value.endswith("s"):
-        return _checked(_header_number(value[:-1]), "a RetryInfo delay", value)
-    return None
-
-
-# -- provider headers ----------------------------------------------------------------------
+# -- rate-limit headers --------------------------------------------------------------------
 _DURATION = re.compile(
     r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
     r"(?:(\d+(?:\.\d+)?)ms)?"
@@ -606,8 +608,8 @@ _DURATION = re.compile(
 
 
 def parse_reset(value: str | None, now: float | None = None) -> float | None:
-    """Seconds until a reset: OpenAI durations (``1s``, ``6m0s``, ``20ms``), a bare number
-    of seconds, or an RFC 3339 time (Anthropic). ``None`` when malformed."""
+    """Seconds until a reset: a duration (``1s``, ``6m0s``, ``20ms``), a bare number of
+    seconds, or an RFC 3339 time. ``None`` when malformed."""
     if not value:
         return None
     text = value.strip()
@@ -657,34 +659,10 @@ def _reset(value: str | None, name: str) -> float | None:
     return plausible_wait(seconds, name)
 
 
-Limits = dict[str, tuple[float | None, float | None, float | None]]
-
-
-def _header_limits(headers: Mapping[str, str]) -> Limits:
-    """``{requests|tokens: (remaining, seconds to reset, limit)}`` from OpenAI or Anthropic
-    headers."""
-    out: Limits = {}
-    get: Any = headers.get
-
-    def known(prefix: str, suffix: str = "") -> tuple[float | None, float | None, float | None]:
-        """``{prefix}{remaining|reset|limit}{suffix}``: OpenAI names the part in the middle,
-        Anthropic at the end."""
-        left = _number(get(f"{prefix}remaining{suffix}"))
-        if left is None:
-            return None, None, None
-        reset = f"{prefix}reset{suffix}"
-        return left, _reset(get(reset), reset), _number(get(f"{prefix}limit{suffix}"))
-
-    for kind in ("requests", "tokens"):
-        found = known("x-ratelimit-", f"-{kind}")
-        if found[0] is None:
-            found = known(f"anthropic-ratelimit-{kind}-")
-        if found[0] is None and kind == "tokens":  # Anthropic's input/output split
-            parts = [known(f"anthropic-ratelimit-{p}-tokens-") for p in ("input", "output")]
-            parts = [part for part in parts if part[0] is not None]
-            if parts:
-                tightest = min(parts, key=lambda part: part[0] or 0.0)
-                resets = [r for _, r, _ in parts if r is not None]
-                found = (tightest[0], max(resets) if resets else None, tightest[2])
-        out[kind] = found
-    return out
+def header_limit(headers: Mapping[str, str], remaining: str, reset: str, limit: str) -> Reading:
+    """What the headers named ``remaining``, ``reset`` and ``limit`` say of one limit:
+    ``(remaining, seconds to reset, limit)``; all ``None`` without a number remaining."""
+    left = _number(headers.get(remaining))
+    if left is None:
+        return None, None, None
+    return left, _reset(headers.get(reset), reset), _number(headers.get(limit))

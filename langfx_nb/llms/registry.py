@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 from .base import LanguageModel
 
-__all__ = ["get", "providers"]
+__all__ = ["get", "key_variables", "provider_class", "providers"]
 
 _PROVIDERS = {
     "gemini": (".gemini", "Gemini"),
@@ -46,9 +46,32 @@ def get(spec: str, **kwargs: Any) -> LanguageModel:
     model = rest.strip()
     if not model:
         raise ValueError(f"{spec!r} names no model")
-    module_name, cls_name = _PROVIDERS[provider]
-    cls = getattr(importlib.import_module(module_name, __package__), cls_name)
+    cls = provider_class(provider)
+    assert cls is not None  # listed above
     return cls(model, **kwargs)
+
+
+def provider_class(name: str) -> type[LanguageModel] | None:
+    """The model class of provider ``name`` (the prefix of a ``provider:model`` id, as
+    traces and manifests keep it), its module imported on first use; ``None`` for a name
+    not listed. What a provider is called elsewhere (OpenTelemetry, price tables, its key's
+    environment variables) is the class's to say, not the caller's."""
+    found = _PROVIDERS.get(name.strip().lower())
+    if found is None:
+        return None
+    module_name, cls_name = found
+    cls: type[LanguageModel] = getattr(importlib.import_module(module_name, __package__), cls_name)
+    return cls
+
+
+def key_variables() -> dict[str, tuple[str, ...]]:
+    """Each listed provider and the environment variables its key is read from."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in _PROVIDERS:
+        cls = provider_class(name)
+        if cls is not None and cls.provider not in out:
+            out[cls.provider] = tuple(getattr(cls, "env_vars", ()))
+    return out
 
 
 def _fake(rest: str, kwargs: dict[str, Any]) -> LanguageModel:

@@ -86,7 +86,7 @@ def from_registry(model_id: str) -> LanguageModel:
     try:
         return get(model_id)
     except ValueError as exc:
-        raise UsageError(f"cannot resolve model {model_id!r}: {exc}") from None
+        raise UsageError(f"cannot resolve model {model_id!r}: {exc}") from exc
 
 
 def export(tracer_provider: Any, *, capture_content: bool = False) -> None:

@@ -16,6 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..llms.base import LanguageModel
+from ..llms.registry import key_variables
 from .cells import transform_lf_cell
 from .kernel_state import state, use
 from .options import LINE_COMMANDS, agent_parser, query_parser, resolve_lm, split
@@ -52,12 +53,6 @@ _HELP = """\
 %lf doctor                what this kernel can do, and how approvals wait here
 %lf help                  this text
 """
-
-_KEY_VARS = {
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "openai": ("OPENAI_API_KEY",),
-}
 
 
 def _line_command(line: str, ns: MutableMapping[str, Any]) -> Any:
@@ -125,7 +120,7 @@ def _models_text(ns: Mapping[str, Any]) -> str:
         lines.append("models in the notebook:")
         lines.extend(f"  {k} = {v!r}" for k, v in found)
     lines.append("provider keys in the environment (values never shown):")
-    for provider, names in _KEY_VARS.items():
+    for provider, names in key_variables().items():
         present = [n for n in names if os.environ.get(n)]
         lines.append(f"  {provider}: {', '.join(present) if present else 'not set'}")
     return "\n".join(lines) + "\n"

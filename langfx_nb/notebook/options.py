@@ -107,7 +107,7 @@ def split(line: str) -> list[str]:
     try:
         return shlex.split(line)
     except ValueError as exc:
-        raise UsageError(f"%lf: cannot parse options: {exc}") from None
+        raise UsageError(f"%lf: cannot parse options: {exc}") from exc
 
 
 def sampling(opts: argparse.Namespace) -> dict[str, Any]:
@@ -159,8 +159,8 @@ def resolve_type(expr: str, ns: Mapping[str, Any]) -> Any:
     """
     try:
         tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError:
-        raise UsageError(f"--schema {expr}: not a type expression") from None
+    except SyntaxError as exc:
+        raise UsageError(f"--schema {expr}: not a type expression") from exc
     for node in ast.walk(tree):
         if not isinstance(node, _TYPE_NODES):
             raise UsageError(f"--schema {expr}: only names like Answer or list[Item] are allowed")
@@ -178,8 +178,8 @@ def resolve_type(expr: str, ns: Mapping[str, Any]) -> Any:
             base = build(node.value)
             try:
                 return getattr(base, node.attr)
-            except AttributeError:
-                raise UsageError(f"--schema {expr}: {node.attr!r} not found") from None
+            except AttributeError as exc:
+                raise UsageError(f"--schema {expr}: {node.attr!r} not found") from exc
         if isinstance(node, ast.Subscript):
             args = node.slice
             items = args.elts if isinstance(args, ast.Tuple) else [args]

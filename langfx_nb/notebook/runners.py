@@ -124,7 +124,7 @@ async def run_agent(argv: Sequence[str], body: str, ns: MutableMapping[str, Any]
     try:
         agent_limits = AgentLimits(**limits) if limits else None
     except ValueError as exc:
-        raise UsageError(f"%%lf agent: {exc}") from None
+        raise UsageError(f"%%lf agent: {exc}") from exc
     asks = policy.mode == "ask" and not opts.suspend
     mode = hosts.approval_mode()
     if asks and mode == "suspend":

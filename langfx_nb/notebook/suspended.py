@@ -103,7 +103,7 @@ def _limits(opts: argparse.Namespace) -> AgentLimits | None:
     try:
         return AgentLimits(**given) if given else None
     except ValueError as exc:
-        raise UsageError(f"%lf resume: {exc}") from None
+        raise UsageError(f"%lf resume: {exc}") from exc
 
 
 def suspend_policy(policy: Any) -> Callable[[Any, Any], Any]:
@@ -172,7 +172,7 @@ def _load(run_id: str | None, folder: Path) -> tuple[RunState, Path]:
     try:
         return RunState.from_json(path.read_text(encoding="utf-8")), path
     except ValueError as exc:
-        raise UsageError(f"%lf resume: {path} is not a run state: {exc}") from None
+        raise UsageError(f"%lf resume: {path} is not a run state: {exc}") from exc
 
 
 def _others(folder: Path) -> str:

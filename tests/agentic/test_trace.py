@@ -113,8 +113,8 @@ async def test_a_query_node_always_ends(monkeypatch: pytest.MonkeyPatch, fails: 
 
 
 def test_recording_model_has_every_attribute_a_language_model_sets() -> None:
-    """RecordingModel sets its fields itself (not LanguageModel.__init__): none may be
-    missing, or a base-class method run on the wrapper would fail."""
+    """RecordingModel has every field LanguageModel.__init__ sets (a base-class method run on
+    the wrapper would fail without one), with the wrapped model's name, sampling and cache."""
 
     class Bare(LanguageModel):
         pass

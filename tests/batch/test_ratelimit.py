@@ -14,7 +14,7 @@ import langfx_nb as lf
 from langfx_nb.llms import ratelimit
 from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
-from langfx_nb.llms.openai import OpenAI
+from langfx_nb.llms.openai import OpenAI, rate_limits
 from langfx_nb.llms.ratelimit import Limiter, parse_reset
 
 from .limited_server import LimitedServer
@@ -214,7 +214,9 @@ async def test_a_lease_takes_many_requests_at_once_and_what_they_used_is_given_b
     assert limiter.in_flight == 0
     # without a configured limit, what the provider says remains caps a lease
     headers = Limiter()
-    headers.observe({"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "5s"})
+    headers.observe(
+        rate_limits({"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "5s"})
+    )
     assert await headers.take(8, 80) == (3, 30)
 
 
@@ -324,13 +326,17 @@ async def test_a_window_reset_holds_back_what_is_still_unanswered() -> None:
         return True
 
     in_flight = [await limiter.acquire(1) for _ in range(3)]
-    limiter.observe(headers)  # the first one's answer (a stream, say: it stays in flight)
+    limiter.observe(
+        rate_limits(headers)
+    )  # the first one's answer (a stream, say: it stays in flight)
     now[0] = 1.05  # the window has reset: 4 again, less the 2 sent and not answered yet
     assert await limiter.take(10, 10) == (2, 2)
     assert not await sent_at_once()  # not every waiting request at once
     now[0] = 1.1  # an answer given late in the old window, read now, must not count
     limiter.observe(
-        {**headers, "x-ratelimit-remaining-requests": "4", "x-ratelimit-reset-requests": "50ms"}
+        rate_limits(
+            {**headers, "x-ratelimit-remaining-requests": "4", "x-ratelimit-reset-requests": "50ms"}
+        )
     )
     assert not await sent_at_once()
     now[0] = 2.05  # the new window, taken to last as long as the last one (1 s), is over
@@ -343,7 +349,9 @@ async def test_a_per_minute_window_is_waited_out_a_longer_one_fails_at_once() ->
     for reset, fails in (("45s", False), ("2h", True)):
         limiter = Limiter(clock=lambda: 0.0)
         limiter.observe(
-            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset}
+            rate_limits(
+                {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset}
+            )
         )
         if fails:  # a daily limit used up: the request is not sent, and says why
             with pytest.raises(lf.RateLimitError, match=r"7,200\.0 s") as info:

@@ -364,8 +364,8 @@ async def double(x: int) -> Doubled:
     return Doubled(value=x * 2 + (1 if x % 5 == 0 else 0))
 
 
-def exact(case: Any, output: Doubled) -> bool:
-    return bool(output.value == case.expected.value)
+def exact(ctx: lf.eval.EvalContext) -> bool:
+    return bool(ctx.output.value == ctx.expected.value)
 
 
 async def test_an_eval_run_reports_the_same_on_ray() -> None:

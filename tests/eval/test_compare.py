@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -30,8 +29,8 @@ async def _recorded(path: Path, wrong: set[int], name: str) -> lf.eval.Report:
     async def task(x: int) -> Answer:
         return Answer(value=x * 2 + (1 if x in wrong else 0))
 
-    def closeness(case: Any, output: Answer, trace: Any) -> float:
-        return 1.0 / (1 + abs(output.value - case.expected.value))
+    def closeness(ctx: lf.eval.EvalContext) -> float:
+        return 1.0 / (1 + abs(ctx.output.value - ctx.expected.value))
 
     report = await lf.eval.run(
         task, _dataset(), [lf.eval.exact, closeness], name=name, progress=False

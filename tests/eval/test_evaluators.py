@@ -76,20 +76,23 @@ async def test_exact_and_fields_on_typed_answers_from_a_model() -> None:
     assert report.metrics["exact"].kind == "pass_rate"
     ci = lf.eval.fields(only=["name"], compare={"name": lambda a, b: a.lower() == b.lower()})
     nice = by_id["Nice"]
-    assert ci(nice.case, nice.output, None) == {"name": True}
+    assert ci(lf.eval.EvalContext(nice.case, nice.output)) == {"name": True}
 
 
 async def test_numeric_and_contains_on_text_answers() -> None:
     lm = StaticResponse("The answer is 41.9")
     case = lf.eval.Case("q", expected=42)
     answer = await lf.query("q", lm=lm)
-    assert lf.eval.numeric(tol=0.5)(case, answer.rsplit(" ", 1)[1], None).score is True
-    strict = lf.eval.numeric(tol=0.01)(case, answer.rsplit(" ", 1)[1], None)
+    number = lf.eval.EvalContext(case, answer.rsplit(" ", 1)[1])
+    assert lf.eval.numeric(tol=0.5)(number).score is True
+    strict = lf.eval.numeric(tol=0.01)(number)
     assert strict.score is False and "0.1 from 42" in (strict.reason or "")
-    not_a_number = lf.eval.numeric(tol=1)(case, answer, None)
+    not_a_number = lf.eval.numeric(tol=1)(lf.eval.EvalContext(case, answer))
     assert not_a_number.score is False and "not a number" in (not_a_number.reason or "")
-    assert lf.eval.contains(lf.eval.Case("q", expected="41.9"), answer, None) is True
-    assert lf.eval.contains(lf.eval.Case("q", expected=["answer", "43"]), answer, None) is False
+    text = lf.eval.EvalContext(lf.eval.Case("q", expected="41.9"), answer)
+    assert lf.eval.contains(text) is True
+    words = lf.eval.EvalContext(lf.eval.Case("q", expected=["answer", "43"]), answer)
+    assert lf.eval.contains(words) is False
 
 
 def _agent_model() -> Scripted:
@@ -147,20 +150,20 @@ async def test_trace_checks_read_the_agent_run_of_each_case() -> None:
     direct_cost = lf.eval.trace_cost(direct_trace, prices)
     assert tool_cost > direct_cost > 0
     bound = lf.eval.max_cost((tool_cost + direct_cost) / 2, prices=prices)
-    assert bound(tool.case, tool.output, tool_trace).score is False
-    assert bound(direct.case, direct.output, direct_trace).score is True
+    assert bound(lf.eval.EvalContext(tool.case, tool.output, tool_trace)).score is False
+    assert bound(lf.eval.EvalContext(direct.case, direct.output, direct_trace)).score is True
     # without prices the cost is unknown: an error for the case, never a pass
     unpriced = [r.scores["max_cost:1000"] for r in report]
     assert all(s.error is not None and s.error["type"] == "LookupError" for s in unpriced)
 
 
 async def test_an_evaluator_that_raises_is_an_error_not_a_zero() -> None:
-    def flaky(case: Any, output: Any, trace: Any) -> bool:
-        if case.id == "1":
+    def flaky(ctx: lf.eval.EvalContext) -> bool:
+        if ctx.case.id == "1":
             raise ZeroDivisionError("division by zero in my evaluator")
         return True
 
-    def wrong_type(case: Any, output: Any, trace: Any) -> Any:
+    def wrong_type(ctx: lf.eval.EvalContext) -> Any:
         return "yes"
 
     report = await lf.eval.run(_echo_task, ["a", "b", "c"], [flaky, wrong_type], progress=False)
@@ -216,7 +219,7 @@ def test_a_class_or_an_unnamed_evaluator_is_refused() -> None:
     with pytest.raises(TypeError, match="is a class"):
         evaluator_names([lf.eval.fields])
     with pytest.raises(ValueError, match="without a name"):
-        evaluator_names([lambda c, o, t: True])
+        evaluator_names([lambda ctx: True])
     with pytest.raises(ValueError, match="two evaluators are named 'exact'"):
         evaluator_names([lf.eval.exact, lf.eval.exact])
-    assert list(evaluator_names({"ok": lambda c, o, t: True})) == ["ok"]
+    assert list(evaluator_names({"ok": lambda ctx: True})) == ["ok"]

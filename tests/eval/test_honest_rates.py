@@ -23,10 +23,10 @@ async def _seven_of_ten() -> lf.eval.Report:
     async def task(x: int) -> int:
         return x if x != 7 else -1
 
-    def checked(case: Any, output: Any, trace: Any) -> bool:
-        if case.inputs >= 8:
+    def checked(ctx: lf.eval.EvalContext) -> bool:
+        if ctx.inputs >= 8:
             raise KeyError("no reference for this case")
-        return bool(output == case.expected)
+        return bool(ctx.output == ctx.expected)
 
     cases = [lf.eval.Case(i, expected=i, id=f"c{i}") for i in range(10)]
     return await lf.eval.run(task, cases, [checked], progress=False, live=False)
@@ -53,8 +53,8 @@ async def test_a_failed_task_is_not_a_pass_and_a_mean_says_what_it_leaves_out() 
             raise ValueError("the model is down")
         return x
 
-    def size(case: Any, output: Any, trace: Any) -> float:
-        return float(output)
+    def size(ctx: lf.eval.EvalContext) -> float:
+        return float(ctx.output)
 
     cases = [lf.eval.Case(i, expected=i, id=f"c{i}") for i in range(4)]
     report = await lf.eval.run(task, cases, [lf.eval.exact, size], progress=False, live=False)
@@ -88,8 +88,8 @@ async def test_compare_counts_an_error_as_not_passed() -> None:
         return x
 
     def flaky(broken: set[int]) -> Any:
-        def checked(case: Any, output: Any, trace: Any) -> bool:
-            if case.inputs in broken:
+        def checked(ctx: lf.eval.EvalContext) -> bool:
+            if ctx.inputs in broken:
                 raise TimeoutError("judge timed out")
             return True
 
@@ -118,8 +118,8 @@ async def test_non_finite_scores_are_errors_of_their_trial() -> None:
     async def task(x: str) -> str:
         return x
 
-    def wild(case: Any, output: Any, trace: Any) -> float:
-        return {"up": float("inf"), "down": -float("inf"), "big": 1e999}.get(case.inputs, 1.0)
+    def wild(ctx: lf.eval.EvalContext) -> float:
+        return {"up": float("inf"), "down": -float("inf"), "big": 1e999}.get(ctx.inputs, 1.0)
 
     judge = lf.eval.judge(
         StaticResponse("Graded(reason='great', score=1e999)", model="j"), "grade", verdict=Graded

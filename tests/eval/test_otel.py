@@ -20,7 +20,7 @@ async def _exported(capture_content: bool) -> list[Any]:
     lf.otel.export(session, provider, capture_content=capture_content)
     judge = lf.eval.judge(StaticResponse("Verdict(reason='secret words', passed=False)"), "ok?")
 
-    def broken(case: Any, output: Any, trace: Any) -> bool:
+    def broken(ctx: lf.eval.EvalContext) -> bool:
         raise KeyError("x")
 
     async def task(x: str) -> str:

@@ -78,8 +78,8 @@ async def test_other_evaluators_re_score_the_stored_outputs(tmp_path: Path) -> N
     cases = [lf.eval.Case("a", "A", id="a")]
     await _run(calls, cases, path)
 
-    def long_enough(case: Any, output: Any, trace: Any) -> bool:
-        return len(output) > 3
+    def long_enough(ctx: lf.eval.EvalContext) -> bool:
+        return len(ctx.output) > 3
 
     calls.seen.clear()
     report = await _run(calls, cases, path, [lf.eval.exact, long_enough])

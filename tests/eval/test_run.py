@@ -94,8 +94,8 @@ async def test_repeats_aggregates_breakdown_usage_and_a_refused_manifest(tmp_pat
     async def task(text: str, session: lf.Session) -> str:
         return await session.query("{{t}}", lm=lm, vars={"t": text})
 
-    def length(case: Any, output: Any, trace: Any) -> float:
-        return float(len(output))
+    def length(ctx: lf.eval.EvalContext) -> float:
+        return float(len(ctx.output))
 
     ds = lf.eval.Dataset(
         [

@@ -49,10 +49,10 @@ async def test_the_trial_trace_is_named_by_the_trial_and_shows_which_check_faile
     async def task(country: str) -> str:
         return {"egypt": "Cairo", "peru": "Quito"}[country]
 
-    def short(case: Any, output: Any, trace: Any) -> bool:
-        return len(output) < 10
+    def short(ctx: lf.eval.EvalContext) -> bool:
+        return len(ctx.output) < 10
 
-    def broken(case: Any, output: Any, trace: Any) -> bool:
+    def broken(ctx: lf.eval.EvalContext) -> bool:
         raise KeyError("no reference")
 
     cases = [lf.eval.Case("egypt", "Cairo", id="egypt"), lf.eval.Case("peru", "Lima", id="peru")]

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import datetime
+import uuid
+
 import pytest
 
 import langfx_nb as lf
@@ -298,3 +301,37 @@ async def test_in_stream_rate_limit_error_keeps_its_class() -> None:
         await drain(model(server))
     assert "rate_limit_error" in str(info.value) and "SECRET" not in str(info.value)
     assert server.all_closed()
+
+
+@pytest.mark.parametrize("kind", ["requests", "tokens", "input-tokens", "output-tokens"])
+async def test_its_rate_limit_headers_hold_the_accounts_next_request(kind: str) -> None:
+    # an answer saying a limit is used up until a reset two hours away: the next request
+    # of the account is not sent, and says how long the provider asked for
+    reset = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=2)
+    headers = {
+        f"anthropic-ratelimit-{kind}-remaining": "0",
+        f"anthropic-ratelimit-{kind}-limit": "50",
+        f"anthropic-ratelimit-{kind}-reset": reset.isoformat().replace("+00:00", "Z"),
+    }
+    body = fixture("anthropic_message_text.json")
+    server = Server(Reply.json(body, headers=headers), Reply.json(body))
+    lm = Anthropic(MODEL, api_key=f"sk-ant-{kind}-{uuid.uuid4().hex}", transport=server.transport)
+    await lm.call("x")
+    with pytest.raises(lf.RateLimitError, match=r"asked to wait 7,\d{3}") as info:
+        await lm.call("y")
+    assert info.value.retry_after is not None and info.value.retry_after > 7000
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_429s_retry_after_ms_wins_over_retry_after(stream: bool) -> None:
+    await check_error_reply(
+        model,
+        "anthropic_error_429.json",
+        429,
+        lf.RateLimitError,
+        "rate_limit_error",
+        stream=stream,
+        headers={"retry-after-ms": "1500", "retry-after": "12"},
+        retry_after=1.5,
+    )

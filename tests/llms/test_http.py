@@ -14,10 +14,10 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.llms._http import HTTPModel
 from langfx_nb.llms.anthropic import Anthropic
-from langfx_nb.llms.gemini import Gemini
+from langfx_nb.llms.gemini import Gemini, parse_google_duration
 from langfx_nb.llms.openai import OpenAI
 from langfx_nb.llms.openai_responses import OpenAIResponses
-from langfx_nb.llms.ratelimit import RateLimitWarning, parse_google_duration, parse_retry_after
+from langfx_nb.llms.ratelimit import RateLimitWarning, parse_retry_after
 
 from .wire import SECRET_KEY, Reply, Server, fixture
 
@@ -189,7 +189,7 @@ async def test_cancellation_closes_the_response(cls: type[HTTPModel]) -> None:
 
 def test_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "7"}) == 7.0
-    assert parse_retry_after({"retry-after-ms": "250"}) == 0.25
+    assert parse_retry_after({"retry-after-ms": "250"}, ms="retry-after-ms") == 0.25
     now = 1_700_000_000.0
     date = email.utils.formatdate(now + 30, usegmt=True)
     assert parse_retry_after({"retry-after": date}, now=now) == 30.0

@@ -181,6 +181,7 @@ async def test_a_stream_that_stops_sending_ends_with_a_classified_error(provider
                 seen.append(chunk.delta)
     assert "Hel" in "".join(seen)
     assert "0.3" in str(info.value)
+    assert isinstance(info.value.__cause__, TimeoutError)  # the cause is kept (chained)
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))

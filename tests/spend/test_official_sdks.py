@@ -28,9 +28,9 @@ from openai.types.batch_create_params import BatchCreateParams
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 
 import langfx_nb as lf
-from langfx_nb.batch.provider_wire import wire_for
 from langfx_nb.errors import InvalidRequestError
 from langfx_nb.llms.base import LMRequest, SamplingOptions, ToolSpec
+from langfx_nb.llms.batch_wire import wire_for
 from langfx_nb.messages import AIMessage, ToolCall, ToolMessage, UserMessage
 
 from .provider_server import ProviderServer

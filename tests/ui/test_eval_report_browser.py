@@ -28,8 +28,8 @@ CELLS = [
     async def task(x):
         await asyncio.sleep(0)  # a real task waits for I/O: the loop (and the view) get turns
         return "wrong" if int(x[1:]) % 7 == 0 else x
-    def length(case, output, trace):
-        return min(1.0, len(output) / 2)
+    def length(ctx):
+        return min(1.0, len(ctx.output) / 2)
     report = await lf.eval.run(task, cases, [lf.eval.exact, length], session=session,
                                progress=False, name="ten thousand")  # shown live
     print(len(report))
@@ -230,10 +230,10 @@ SHOT_CELLS = [
     async def capital(country, session):
         return await session.query("What is the capital of {{c}}?", Capital, lm=lm,
                                    vars={"c": country})
-    def city(case, output, trace):
-        return output.city == case.expected
-    def short(case, output, trace):
-        return min(1.0, 8 / len(output.city))
+    def city(ctx):
+        return ctx.output.city == ctx.expected
+    def short(ctx):
+        return min(1.0, 8 / len(ctx.output.city))
     ds = lf.eval.Dataset([lf.eval.Case(c, expected=v, id=c.lower().replace(" ", "-"),
                                        metadata={"region": REGION[c]})
                           for c, v in CAPITALS.items()])
@@ -291,11 +291,11 @@ HONEST_CELLS = [
     %load_ext langfx_nb
     async def task(x):
         return x if x != 7 else -1  # c7 answers wrong
-    def checked(case, output, trace):
-        if case.inputs >= 8:
+    def checked(ctx):
+        if ctx.inputs >= 8:
             raise KeyError("no reference for this case")  # c8, c9: evaluator errors
-        return output == case.expected
-    def cost(case, output, trace):
+        return ctx.output == ctx.expected
+    def cost(ctx):
         return 0.002  # a number, not a check
     cases = [lf.eval.Case(i, expected=i, id=f"c{i}") for i in range(10)]
     report = await lf.eval.run(task, cases, [checked, cost], name="honest")
@@ -358,7 +358,7 @@ RERUN_CELLS = [
     %lf use lm
     async def ask(country, session):  # no lm=: the notebook's default model answers
         return await session.query("The capital of {{c}}?", vars={"c": country})
-    def wild(case, output, trace):
+    def wild(ctx):
         return 1e999  # not a finite score: an error of the trial, not a broken view
     before = await lf.eval.run(ask, [lf.eval.Case("France", expected="Lyon", id="fr")],
                                [lf.eval.exact, wild], run=RUN, name="before the fix")

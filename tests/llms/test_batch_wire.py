@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 
-from langfx_nb.batch.provider_wire import AnthropicWire, GeminiWire, OpenAIWire, Polled
 from langfx_nb.errors import ProviderBatchError
+from langfx_nb.llms.anthropic import AnthropicWire
+from langfx_nb.llms.batch_wire import Polled
+from langfx_nb.llms.gemini import GeminiWire
+from langfx_nb.llms.openai import OpenAIWire
 
 
 class Files:
@@ -204,6 +207,24 @@ async def test_a_per_request_error_is_kept_without_the_models_key() -> None:
     ],
 )
 def test_anthropic_created_at_is_read_as_rfc_3339(text: Any, epoch: float | None) -> None:
-    from langfx_nb.batch.provider_wire import _epoch
+    from langfx_nb.llms.anthropic import _epoch
 
     assert _epoch(text) == epoch
+
+
+def test_each_model_gives_its_own_providers_wire_and_others_have_none() -> None:
+    from langfx_nb.errors import InvalidRequestError
+    from langfx_nb.llms.anthropic import Anthropic
+    from langfx_nb.llms.batch_wire import wire_for
+    from langfx_nb.llms.fake import Echo
+    from langfx_nb.llms.gemini import Gemini
+    from langfx_nb.llms.openai import OpenAI
+    from langfx_nb.llms.openai_responses import OpenAIResponses
+
+    kinds = {OpenAI: OpenAIWire, Anthropic: AnthropicWire, Gemini: GeminiWire}
+    for model_class, wire_class in kinds.items():
+        wire = wire_for(model_class("m", api_key="k"), read_limit=123)
+        assert type(wire) is wire_class and wire.read_limit == 123
+    for other in (OpenAIResponses("m", api_key="k"), Echo()):
+        with pytest.raises(InvalidRequestError, match="has none"):
+            wire_for(other)

@@ -279,12 +279,19 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 def _in_jupyter_kernel() -> bool:
-    """True when this import runs in a Jupyter kernel (not terminal IPython, not a script)."""
+    """True when this import runs in a Jupyter kernel or a marimo notebook's (not terminal
+    IPython, not a script)."""
     import sys
 
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
-    return getattr(shell, "kernel", None) is not None
+    if getattr(shell, "kernel", None) is not None:
+        return True
+    marimo = sys.modules.get("marimo")
+    try:
+        return marimo is not None and bool(marimo.running_in_notebook())
+    except Exception:
+        return False
 
 
 # In a Jupyter kernel the notebook layer loads with the package, so a batch shows its live

@@ -47,8 +47,18 @@ const removers = new Map<HTMLElement, () => void>();
  *  "full", or "defer" before its idle turn) has no output in the page: its prompt gets the
  *  panel until the cell is drawn, and the drawn output takes the panel away. */
 function promptInOutput(callId: string): boolean {
-  return Array.from(document.querySelectorAll<HTMLElement>(".lfx-ap-pending")).some(
+  return deepQuery(document, ".lfx-ap-pending").some(
     (e) => !e.closest(".lfx-ap-dock") && e.dataset.callId === callId);
+}
+
+/** ``selector``'s matches in ``root`` and in the open shadow roots below it (marimo draws each
+ *  widget output in a shadow root of its own). */
+function deepQuery(root: Document | ShadowRoot, selector: string): HTMLElement[] {
+  const found = Array.from(root.querySelectorAll<HTMLElement>(selector));
+  for (const e of Array.from(root.querySelectorAll("*"))) {
+    if (e.shadowRoot) found.push(...deepQuery(e.shadowRoot, selector));
+  }
+  return found;
 }
 
 /** An output drew the prompt after all (a slow page): take its orphan panel away. */

@@ -5,6 +5,7 @@
 import { KINDS } from "./kinds";
 import { clear, costLabel, h, injectCss, markLive, trySend } from "./dom";
 import { SyncedState } from "./synced";
+import { Host, renderChild } from "./child";
 import { BatchPatch, BatchState, applyBatchPatch, emptyBatch, fmtCount, fmtProvider, fmtRate, fmtSeconds, fmtTokens, fraction, openTracesLabel } from "./batch";
 
 interface Model {
@@ -48,7 +49,7 @@ export default () => {
     initialize({ model }: { model: Model }) {
       synced.follow(model);
     },
-    render({ model, el }: { model: Model; el: HTMLElement }) {
+    render({ model, el, host }: { model: Model; el: HTMLElement; host?: Host }) {
       const root = h("div", { class: "lfx lfx-bv" });
       injectCss(root, CSS);
       const head = h("div", { class: "lfx-bv-head" });
@@ -66,24 +67,20 @@ export default () => {
       markLive(el);
       let gone = false;
       let shownExplorer = "";
-      let childView: any = null;
+      let removeChild = () => {};
 
       const showExplorer = async () => {
         const ref = String(model.get("explorer") ?? "");
         if (ref === shownExplorer) return;
         shownExplorer = ref;
-        childView?.remove?.();
-        childView = null;
+        removeChild();
+        removeChild = () => {};
         clear(traces);
         if (!ref) return;
-        const manager = model.widget_manager;
         try {
-          const child = await manager.get_model(ref.replace(/^IPY_MODEL_/, ""));
-          const view = await manager.create_view(child, {});
-          if (shownExplorer !== ref) return view.remove?.();
-          childView = view;
-          traces.append(view.el);
-          view.trigger?.("displayed");
+          const remove = await renderChild(model, host, ref, traces);
+          if (shownExplorer !== ref) return remove();
+          removeChild = remove;
         } catch (err) {
           traces.append(h("div", { class: "lfx-err", text: `could not show the traces here: ${String(err)}` }));
         }
@@ -152,7 +149,7 @@ export default () => {
       void showExplorer();
       return () => {
         stop();
-        childView?.remove?.();
+        removeChild();
       };
     },
   };

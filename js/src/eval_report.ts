@@ -1,10 +1,12 @@
 // EvalReportView: an evaluation report (or a comparison) — metric summary, breakdown by
 // metadata, and a sortable, filterable table that draws only the rows on screen. A click on
-// a row asks the kernel to open that trial's trace in the explorer below.
+// a row asks the kernel to open that trial's trace in the explorer below (a child widget drawn
+// inside this view, so the report is one output in every host).
 // Model text (outputs, reasons, errors) only reaches the page as textContent.
 import { KINDS } from "./kinds";
 import { clear, costLabel, decodeState, fmtCost, fmtMoney, fmtDuration, h, injectCss, markLive, onKernelGone, trySend } from "./dom";
 import { windowRange } from "./tree";
+import { Host, renderChild } from "./child";
 import { CHANGE_ORDER, EvalRow, MetricJson, Mode, filterRows, isFlagged, metricCounts, metricText, runningMetrics, scoreText, sortRows } from "./eval_table";
 
 interface Model {
@@ -54,6 +56,7 @@ const CSS = `
 .lfx-er-breakdown table{border-collapse:collapse;margin:2px 0}
 .lfx-er-breakdown td,.lfx-er-breakdown th{padding:1px 8px;text-align:left;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-er-note{min-height:16px}
+.lfx-er-traces{margin-top:6px}
 `;
 
 interface Column {
@@ -164,7 +167,7 @@ export default () => {
         }
       });
     },
-    render({ model, el }: { model: Model; el: HTMLElement }) {
+    render({ model, el, host }: { model: Model; el: HTMLElement; host?: Host }) {
       const saved = model.get("view_state") ?? {};
       const view = {
         sort: typeof saved.sort === "string" ? saved.sort : shared.mode === "compare" ? "change" : "id",
@@ -192,7 +195,8 @@ export default () => {
       body.append(spacer);
       const note = h("div", { class: "lfx-muted lfx-er-note" });
       const detail = h("div", { class: "lfx-er-detail" });
-      root.append(head, metricsEl, breakdown, bar, thead, body, note, detail);
+      const traces = h("div", { class: "lfx-er-traces" });
+      root.append(head, metricsEl, breakdown, bar, thead, body, note, detail, traces);
       el.append(root);
       markLive(el);
 
@@ -383,12 +387,26 @@ export default () => {
       model.on("msg:custom", (msg: any) => {
         if (msg?.kind === KINDS.TRACE_OPENED) note.textContent = msg.ok ? `trace of ${view.selected ?? `node ${msg.id}`} opened below` : `no trace: ${msg.message ?? ""}`;
       });
+      // the report's explorer, drawn once the first trace is opened (then reused by every click)
+      let removeChild: (() => void) | null = null;
+      const showTraces = async () => {
+        if (removeChild || !model.get("trace_open")) return;
+        removeChild = () => {};
+        try {
+          removeChild = await renderChild(model, host, model.get("explorer"), traces);
+        } catch (err) {
+          traces.append(h("div", { class: "lfx-err", text: `could not show the trace here: ${String(err)}` }));
+        }
+      };
+      model.on("change:trace_open", () => void showTraces());
+      void showTraces();
       shared.listeners.add(schedule);
       update();
       trySend(model, { kind: KINDS.SYNC, seq: shared.seq });
       const stop = onKernelGone(el, model, () => { note.textContent = "kernel restarted — clicks no longer open traces"; });
       return () => {
         stop();
+        removeChild?.();
         shared.listeners.delete(schedule);
         if (frame) cancelAnimationFrame(frame);
       };

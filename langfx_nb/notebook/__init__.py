@@ -16,6 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..batch.progress import set_default_reporter
 from ..eval.report import set_live_view, set_report_view
+
+# imported here, not lazily: a function named as its module would be replaced on the package by
+# the module once anything imported `langfx_nb.notebook.background` (`lf.nb.background(...)`
+# then called a module)
+from .background import BackgroundRun, background
 from .control import cancel
 from .kernel_state import NotebookState, export, in_kernel, state, use
 from .markdown import MarkdownText
@@ -25,7 +30,6 @@ if TYPE_CHECKING:
     from ..agentic.trace_db import save_trace
     from ..batch.progress import BatchProgress, Reporter
     from .approval import ApprovalPolicy, ApprovalWidget
-    from .background import BackgroundRun, background
     from .batch_view import BatchView
     from .bridge import EventBridge
     from .eval_report import EvalReportView
@@ -56,8 +60,6 @@ __all__ = [
 _LAZY = {
     "ApprovalPolicy": ".approval",
     "ApprovalWidget": ".approval",
-    "BackgroundRun": ".background",
-    "background": ".background",
     "BatchView": ".batch_view",
     "EvalReportView": ".eval_report",
     "EventBridge": ".bridge",

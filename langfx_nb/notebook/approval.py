@@ -109,6 +109,10 @@ class _Prompt:
         return prompt
 
 
+LOOP_HELD_S = 1.0  # a render wait this late was held up by a cell that blocked the loop
+_now = time.monotonic  # the render wait's clock (tests replace it)
+
+
 def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
     if not fut.done():
         fut.set_result(value)
@@ -375,6 +379,12 @@ class ApprovalPolicy:
         self._always: dict[tuple[str, ...], set[str]] = {}
         self._widget: ApprovalWidget | None = None
         self._shown_for: set[tuple[str, ...]] = set()
+        from . import marimo_host
+
+        if mode == "ask" and marimo_host.running():
+            # marimo makes a widget only inside a running cell (this one), never in the
+            # background task that asks
+            self._widget = ApprovalWidget()
 
     def register(self, tools: Iterable[Any]) -> None:
         """Tell the policy about tools (for descriptions, schemas and re-validation)."""
@@ -453,7 +463,10 @@ class ApprovalPolicy:
             unreachable = _click_cannot_arrive()
             if unreachable or not await self._wait_rendered(prompt):
                 message = unreachable or hosts.explain_no_click(
-                    prompt.tool, prompt.call_id, self.render_timeout
+                    prompt.tool,
+                    prompt.call_id,
+                    self.render_timeout,
+                    in_cell=not control.in_background(),
                 )
                 entry.update(
                     decision="denied (no answer possible)" if unreachable else "denied (no page)",
@@ -521,20 +534,28 @@ class ApprovalPolicy:
         run only idle time counts: while a cell runs, such a kernel holds the page's message."""
         background = control.in_background()
         while not prompt.rendered.done():
-            before = hosts.cell_activity()
+            before, start = hosts.cell_activity(), _now()
             timer = asyncio.ensure_future(self._sleep(self.render_timeout))
             try:
                 await asyncio.wait({prompt.rendered, timer}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 timer.cancel()
             after = hosts.cell_activity()
-            if not background or (after == before and not after[1]):
+            # a wait that ended well past its time: a cell held the loop (and the page's message)
+            held = _now() - start > self.render_timeout + LOOP_HELD_S
+            if not background or (after == before and not after[1] and not held):
                 break
         return prompt.rendered.done()
 
     def _show(self, widget: ApprovalWidget) -> None:
         if self.display is not None:
             self.display(widget)
+            return
+        host = hosts.current()
+        if host is not None and host.marimo:  # the running cell's output, if a cell runs
+            from . import marimo_host
+
+            marimo_host.show(widget)
             return
         try:
             from IPython import get_ipython
@@ -575,6 +596,14 @@ def _click_cannot_arrive() -> str | None:
     host = hosts.current()
     if host is None or not host.in_kernel or host.mode == "live" or control.in_background():
         return None
+    if host.marimo:
+        return (
+            f"{host.kernel} hands a click to Python only while no cell runs, so an approval "
+            "prompt in a cell that awaits the run could never be answered; the call was denied "
+            "without asking. Start the run with `run = lf.nb.background(agent.invoke(session), "
+            "widgets=[policy.widget])` as the cell's last expression and click while no cell "
+            "runs; `await run` in a later cell gives the answer."
+        )
     return (
         f"this kernel ({host.kernel}) hands a click to Python only while no cell runs, so an "
         "approval prompt in a cell that awaits the run could never be answered; the call was "

@@ -89,11 +89,27 @@ class BackgroundRun:
         for widget in self.widgets:
             display(widget)  # type: ignore[no-untyped-call]
 
+    def _display_(self) -> Any:
+        """marimo's display protocol (IPython's is not used there): the same line and widgets
+        as one output."""
+        from .marimo_host import stack
+
+        return stack(self.explain(), self.widgets)
+
     def explain(self) -> str:
         """Which mode, why, and what to do next (the line shown above the widgets)."""
         if self.guide is not None:
             return f"{self.label}: {self.guide}"
         host = hosts.current()
+        if host is not None and host.marimo:
+            forced = f", chosen by ${hosts.MODE_ENV}" if host.forced else ""
+            return (
+                f"{self.label}: runs in the background (approval mode background{forced}: "
+                f"{host.kernel} hands clicks to Python only between cells). When the prompt "
+                "below asks, click Approve or Deny while no cell runs; then `await` this run in "
+                "a cell (run it after the click) for the answer. run.cancel() or Cancel run "
+                "stop it."
+            )
         if host is not None and host.forced:
             why = f"approval mode background, chosen by ${hosts.MODE_ENV}"
         else:
@@ -144,15 +160,17 @@ def background(
     widgets: Sequence[Any] = (),
     out: str | None = None,
     ns: MutableMapping[str, Any] | None = None,
-    waiting: Callable[[], str | None] = lambda: None,
+    waiting: Callable[[], str | None] | None = None,
     present: Callable[[Any], Any] = lambda value: value,
     guide: str | None = None,
 ) -> BackgroundRun:
     """Run ``coro`` as a task on the running loop (the kernel's) and return its handle now.
 
     ``present`` turns the value into what ``await`` and ``ns[out]`` get; ``waiting`` says
-    which decision the run waits for (None when it waits for none); ``guide`` replaces the
-    approval mode's words above the widgets."""
+    which decision the run waits for (None when it waits for none; by default asked of the
+    approval prompts among ``widgets``, so a cell awaiting the run stops when one asks instead
+    of holding the click back); ``guide`` replaces the approval mode's words above the
+    widgets."""
 
     async def body() -> Any:
         control.mark_background()
@@ -165,7 +183,20 @@ def background(
     task.add_done_callback(_retrieve)
     # cancelled before its first step: ``coro`` never started, so nothing ran; close it
     task.add_done_callback(lambda _: coro.close())
-    run = BackgroundRun(task, label=label, widgets=widgets, waiting=waiting, out=out, guide=guide)
+    prompts = [w for w in widgets if callable(getattr(w, "waiting_for", None))]
+
+    def waits() -> str | None:
+        return next(filter(None, (w.waiting_for() for w in prompts)), None)
+
+    def opened(change: Any) -> None:
+        if change["new"].get("pending"):
+            run.asked()
+
+    run = BackgroundRun(
+        task, label=label, widgets=widgets, waiting=waiting or waits, out=out, guide=guide
+    )
+    for prompt in prompts:
+        prompt.observe(opened, "state")
     if out is not None and ns is not None:
         ns[out] = run  # a later cell reading it sees the run (and its prompt), not a NameError
     return run

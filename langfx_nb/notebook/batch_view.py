@@ -8,7 +8,10 @@ items finish, the page gets a few messages a second, never one per item.
 
 An error group's button asks the kernel to open the group's items: the view's ``explorer`` trait
 then holds a :class:`TraceExplorer` of those item nodes (and what ran under them), which the page
-shows below the counts. Error messages are model or tool text: shown as text, never HTML.
+draws inside the view, below the counts (one anywidget output, which every host draws). The
+explorer is made once, when the first error is reported (while the batch's cell runs: marimo
+can make a widget only inside a running cell, never in a click's handler), and reused by every
+group. Error messages are model or tool text: shown as text, never HTML.
 
 The notebook layer registers :func:`notebook_reporter` with ``set_default_reporter`` (the core
 never imports this package); it makes a view only inside a Jupyter kernel, so a terminal keeps
@@ -17,6 +20,7 @@ the core's text bar.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,8 +145,10 @@ class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
             clock=clock,
             coalesce=_coalesce,
         )
+        self._spare: TraceExplorer | None = None  # what a group opens in (``_prepare``)
         if progress is not None:
             self._reducer.apply({"type": PROGRESS, "progress": progress})
+            self._prepare()
         self.state = {**self._reducer.snapshot(), "seq": 0}
         self.on_msg(self._on_view_message)
 
@@ -151,15 +157,19 @@ class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
     def update(self, progress: BatchProgress | Mapping[str, Any]) -> None:
         """A new snapshot (the batch calls this a few times a second)."""
         self._bridge.push({"type": PROGRESS, "progress": progress})
+        self._prepare()
 
     def close(self, progress: BatchProgress | Mapping[str, Any] | None = None) -> None:
         """The final snapshot: sent at once, and the static copy shows the final counts.
 
         (Also ``Widget.close``'s name: called without a snapshot it closes the widget.)"""
         if progress is None:
+            if self._spare is not None:
+                self._spare.close()
             super().close()
             return
         self._bridge.push({"type": PROGRESS, "progress": progress})
+        self._prepare()
         self.flush()
         note = self._reducer.progress.get("note")
         if note:  # interrupted: the cell shows one line saying what was lost, no traceback
@@ -183,40 +193,51 @@ class BatchView(BridgedView, WidgetDisplayMixin, anywidget.AnyWidget):
     def open_group(self, error: str | None) -> TraceExplorer | None:
         """Show the traces of the items that failed with ``error`` (an exception class name)
         below the counts, as the group's button does; ``None`` hides them. Returns the
-        explorer, or None when the session no longer holds any of the group's item nodes."""
-        old = self.explorer
+        explorer (the view's one, reused), or None when the session no longer holds any of the
+        group's item nodes."""
         if error is None:
             self.explorer = None
             self._bridge.push({"type": OPEN, "error": None})
         else:
-            explorer = self._group_explorer(error)
+            explorer, why = self._group_explorer(error)
             self.explorer = explorer
-            why = "" if explorer else f"the traces of the {error} items are no longer held"
             self._bridge.push({"type": OPEN, "error": error, "open_error": why})
-        if old is not None and old is not self.explorer:
-            old.close()
         self._bridge.flush()
         return self.explorer
 
-    def _group_explorer(self, error: str) -> TraceExplorer | None:
+    def _prepare(self) -> None:
+        """Make the explorer groups open in once the batch reports an error (see the module)."""
+        if self._spare is None and self._reducer.progress.get("errors"):
+            with contextlib.suppress(Exception):  # a view must never break the run it watches
+                self._spare = TraceExplorer(title="traces")
+
+    def _group_explorer(self, error: str) -> tuple[TraceExplorer | None, str]:
+        """The explorer showing ``error``'s items, or None and why not."""
         group = self._reducer.group(error)
         session = self.session
+        gone = f"the traces of the {error} items are no longer held"
         if group is None or session is None:
-            return None
+            return None, gone
         node_ids = [str(i) for i in group.get("node_ids") or () if i is not None]
         data = subtrace(session, node_ids)
         if data is None:
-            return None
+            return None, gone
         shown = sum(1 for i in node_ids if session.find(i) is not None)
         count = int(group.get("count") or 0)
         name = self._reducer.progress.get("name") or "batch"
         more = f" (first {shown} of {count})" if count > shown else ""
         ids = [n["id"] for n in data["nodes"]]  # the ancestors and the items, opened
-        return TraceExplorer(
-            data,
-            title=f"{name} · {error} items{more}",
-            view_state={"expanded": [[i, True] for i in ids]},
-        )
+        try:
+            if self._spare is None:
+                self._spare = TraceExplorer(title="traces")
+            self._spare.show(
+                data,
+                title=f"{name} · {error} items{more}",
+                view_state={"expanded": [[i, True] for i in ids]},
+            )
+        except Exception as exc:  # the page gets a reason, the kernel keeps running
+            return None, f"could not show the traces here: {type(exc).__name__}: {exc}"[:300]
+        return self._spare, ""
 
     # -- fallbacks --------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ The view shows the metric summary (pass rates with their Wilson interval, means 
 error), a breakdown by metadata, usage and cost, and a table of trials that sorts and filters
 in the page and draws only the rows on screen (10,000 rows stay fast). A click on a row asks
 the kernel for that trial's trace, which opens in a ``TraceExplorer`` below the table (the
-trial's subtree only, so it opens at once whatever the session holds). A comparison shows
+trial's subtree only, so it opens at once whatever the session holds), drawn inside the report's
+own view: the report is one anywidget output, which every host draws (marimo keeps only
+anywidget models, so a box of ipywidgets would stay blank there). A comparison shows
 both runs' scores per case, changed cases highlighted, regressions first.
 
 Live: in a notebook ``await lf.eval.run(...)`` shows a view in the running cell that fills in
@@ -23,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
-import ipywidgets
 import traitlets
+from ipywidgets import widget_serialization
 
 from ..jsonable import walk
 from .bridge import Clock, EventBridge, MessageKind
@@ -172,21 +174,11 @@ def compare_summary(comparison: Any) -> dict[str, Any]:
     }
 
 
-class _TraceBox(ipywidgets.VBox):  # type: ignore[misc]
-    """The box below a report holding its explorer; its text form (what a saved notebook
-    shows without widgets) says nothing: the report's static copy stands for both."""
-
-    def __repr__(self) -> str:
-        return ""
-
-
 def live_report(name: str, trials: int) -> EvalReportView:
     """A report view of a run starting now, displayed in the running cell (``lf.eval.run``
     feeds it: ``add`` per trial, then ``show`` of the finished report)."""
-    from IPython.display import display
-
     view = EvalReportView(title=name, trials=trials)
-    display(view)  # type: ignore[no-untyped-call]
+    view._ipython_display_()  # what display(view) calls in Jupyter; marimo's output there
     return view
 
 
@@ -198,6 +190,10 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
     state = traitlets.Bytes(b"").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     view_state = traitlets.Dict().tag(sync=True)  # sort, filter: kept across reloads
+    #: the explorer a clicked trial's trace opens in, drawn inside the report's view once
+    #: ``trace_open`` (the first click); made up front and reused, so a click makes no widget
+    explorer = traitlets.Instance(TraceExplorer).tag(sync=True, **widget_serialization)
+    trace_open = traitlets.Bool(False).tag(sync=True)
 
     def __init__(
         self,
@@ -221,7 +217,9 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
         initial = b""
         if source is not None or trials is not None:
             initial = self._encode({**self._reducer.snapshot(), "seq": 0})
-        super().__init__(title=title, state=initial, **kwargs)
+        super().__init__(
+            title=title, state=initial, explorer=TraceExplorer(title="trace"), **kwargs
+        )
         self._bridge = EventBridge(
             self._send_message,
             self._reducer,
@@ -229,13 +227,6 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             interval=interval,
             clock=clock,
         )
-        #: the explorer a clicked trial's trace opens in, made up front and hidden until the
-        #: first click, then reused (``TraceExplorer.show``): a click makes no widget
-        self.explorer: TraceExplorer = TraceExplorer(
-            title="trace", layout=ipywidgets.Layout(display="none")
-        )
-        #: what is displayed below the view: a box holding the explorer
-        self.trace_output = _TraceBox([self.explorer])
         self.on_msg(self._on_view_message)
 
     # -- public ---------------------------------------------------------------------------
@@ -300,17 +291,16 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
             return None
         ids = [n["id"] for n in data["nodes"]]
         explorer = self.explorer
-        explorer.layout.display = None
         explorer.show(
             data,
             title=title or f"trace of node {node_id}",
             view_state={"selected": str(node_id), "expanded": [[i, True] for i in ids]},
         )
+        self.trace_open = True
         return explorer
 
     def close(self) -> None:
         self.explorer.close()
-        self.trace_output.close()
         super().close()
 
     # -- fallbacks ------------------------------------------------------------------------
@@ -322,12 +312,6 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _static_html(self) -> str:
         return eval_static_html(self._reducer.snapshot(), title=self.title)
-
-    def _ipython_display_(self, **kwargs: Any) -> None:
-        from IPython.display import display
-
-        super()._ipython_display_(**kwargs)
-        display(self.trace_output)  # type: ignore[no-untyped-call]
 
     # -- plumbing -------------------------------------------------------------------------
     @staticmethod

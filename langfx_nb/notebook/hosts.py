@@ -17,6 +17,10 @@ No version list decides: each capability is read from the running kernel itself.
   does (the cell's coroutine runs on the kernel's own loop); in terminal IPython the loop only
   runs while a cell does.
 
+A marimo notebook has no IPython shell to probe: its kernel is recognised by marimo itself
+(``marimo_host``) and reads "no" for the first (one control loop runs cells and handles
+clicks, one request at a time) and "yes" for the second.
+
 The approval mode follows (``LANGFX_NB_APPROVAL=live|background|suspend`` chooses one):
 
 - ``live``: the cell awaits the click (comm while awaiting);
@@ -47,6 +51,7 @@ __all__ = [
     "explain_no_click",
     "meaning",
     "probe",
+    "probe_marimo",
 ]
 
 Mode = Literal["live", "background", "suspend"]
@@ -54,7 +59,7 @@ MODES: tuple[Mode, ...] = ("live", "background", "suspend")
 MODE_ENV = "LANGFX_NB_APPROVAL"
 
 _COMM_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
-_PACKAGES = ("ipykernel", "ipython", "ipywidgets", "anywidget", "jupyter_client")
+_PACKAGES = ("ipykernel", "ipython", "ipywidgets", "anywidget", "jupyter_client", "marimo")
 
 
 @dataclass
@@ -68,6 +73,7 @@ class Host:
     mode: Mode
     forced: bool = False  # the mode came from $LANGFX_NB_APPROVAL
     patches: dict[str, bool] = field(default_factory=dict)  # patch name -> installed
+    marimo: bool = False  # a marimo notebook's kernel (no IPython shell, no `%%lf`)
 
 
 _current: Host | None = None
@@ -85,8 +91,11 @@ def _cell_ended(*_: Any) -> None:
 
 def cell_activity() -> tuple[int, bool]:
     """(cells started so far, whether one runs now): a page's message can reach a background
-    run only while no cell runs, so waits for the page count idle time only."""
-    return _cells["started"], _cells["running"] > 0
+    run only while no cell runs, so waits for the page count idle time only. (In marimo, whose
+    cells are not counted, whether one runs now.)"""
+    from .marimo_host import cell_running
+
+    return _cells["started"], _cells["running"] > 0 or cell_running()
 
 
 def _version(name: str) -> str | None:
@@ -146,13 +155,33 @@ def probe(ip: Any) -> Host:
 
 def current() -> Host | None:
     """The host found by the last :func:`probe` (``%load_ext``). Without ``%load_ext``, the
-    running IPython shell is probed now (``lf.nb`` used directly); None outside IPython."""
+    running IPython shell is probed now (``lf.nb`` used directly), or a marimo notebook's
+    kernel recognised; None elsewhere."""
     if _current is None and "IPython" in sys.modules:
         from IPython import get_ipython
 
         ip = get_ipython()
         if ip is not None:
             return probe(ip)
+    if _current is None:
+        from . import marimo_host
+
+        if marimo_host.running():
+            return probe_marimo()
+    return _current
+
+
+def probe_marimo() -> Host:
+    """The host of a marimo notebook (see the module docstring); remembered as :func:`current`."""
+    global _current
+    from . import marimo_host
+
+    mode: Mode = "background"
+    wanted = os.environ.get(MODE_ENV, "").strip().lower()
+    forced = wanted in MODES
+    if forced:
+        mode = wanted  # type: ignore[assignment]
+    _current = Host(marimo_host.label(), True, False, True, mode, forced, marimo=True)
     return _current
 
 
@@ -182,8 +211,21 @@ _MEANING: dict[Mode, str] = {
 }
 
 
+# marimo has no `%%lf` cells and no `_`: a run is started and named in Python
+_MARIMO_BACKGROUND = (
+    "approvals: background. marimo hands a click to Python only between cells, so a run that "
+    "may ask goes on between cells: `run = lf.nb.background(agent.invoke(session), "
+    "widgets=[policy.widget])` as a cell's last expression shows its prompt; click Approve or "
+    "Deny while no cell runs, then `await run` (in a cell run after the click) gives the "
+    "answer. Cancel run or `run.cancel()` stop it."
+)
+
+
 def meaning(mode: Mode) -> str:
     """What ``mode`` means for a person: how a tool approval waits, and what to do."""
+    host = current()
+    if host is not None and host.marimo and mode == "background":
+        return _MARIMO_BACKGROUND
     return _MEANING[mode]
 
 
@@ -202,19 +244,38 @@ def doctor_text(host: Host | None = None) -> str:
         done = ", ".join(f"{k} {'installed' if v else 'skipped'}" for k, v in host.patches.items())
         lines.append(f"kernel patches: {done}")
     forced = f" (chosen by ${MODE_ENV})" if host.forced else ""
-    lines.append(_MEANING[host.mode] + forced)
+    lines.append(meaning(host.mode) + forced)
     if host.mode != "live" and host.in_kernel:
+        query = "lf.query" if host.marimo else "%%lf query"
         lines.append(
-            "Everything else works here: %%lf query, streaming, the trace explorer, batch "
+            f"Everything else works here: {query}, streaming, the trace explorer, batch "
             "and evaluation views."
         )
     return "\n".join(lines) + "\n"
 
 
-def explain_no_click(tool: str, call_id: str, timeout: float) -> str:
-    """The truthful reason a live prompt got no answer from any page in ``timeout`` s."""
+def explain_no_click(tool: str, call_id: str, timeout: float, *, in_cell: bool = False) -> str:
+    """The truthful reason a live prompt got no answer from any page in ``timeout`` s
+    (``in_cell``: a running cell awaited the prompt, not a background run)."""
     host = current()
     where = f" on {host.kernel}" if host is not None else ""
+    if host is not None and host.marimo and in_cell:  # only with approval mode live forced
+        return (
+            f"no answer reached the approval prompt for tool {tool!r} (call {call_id}) within "
+            f"{timeout:g} s{where}, so the call was denied (fail closed): marimo hands a click "
+            "(and the page's note that it drew the prompt) to Python only after the running "
+            f"cell ends, and this cell awaited the prompt (approval mode {host.mode}). Unset "
+            f"${MODE_ENV} (marimo's mode is background) or start the run with `run = "
+            "lf.nb.background(agent.invoke(session), widgets=[policy.widget])`."
+        )
+    if host is not None and host.marimo:
+        return (
+            f"no page acknowledged the approval prompt for tool {tool!r} (call {call_id}) within "
+            f"{timeout:g} s of idle time{where}, so the call was denied (fail closed). marimo "
+            "draws a widget only where a cell outputs it: start the run with `run = "
+            "lf.nb.background(agent.invoke(session), widgets=[policy.widget])` as the cell's "
+            "last expression, and click while no cell runs."
+        )
     kernel = (
         ""
         if host is not None and host.comm_while_awaiting

@@ -118,9 +118,14 @@ def remember(session: Any) -> Any:
 
 
 def in_kernel() -> bool:
-    """True inside a Jupyter kernel (not terminal IPython, not a plain script)."""
+    """True inside a notebook's kernel: a Jupyter kernel or a marimo notebook's (not terminal
+    IPython, not a plain script), where views show in the running cell."""
     import sys
 
+    from . import marimo_host
+
+    if marimo_host.running():
+        return True
     if "IPython" not in sys.modules:
         return False
     from IPython import get_ipython

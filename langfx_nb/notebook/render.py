@@ -615,6 +615,11 @@ class WidgetDisplayMixin:
     def _ipython_display_(self, **kwargs: Any) -> None:
         from IPython.display import display
 
+        from . import marimo_host
+
+        if marimo_host.running():  # marimo draws the anywidget itself; no static copy there
+            marimo_host.show(self)
+            return
         data, meta = self._live_bundle()
         handle = display(data, metadata=meta, raw=True, display_id=True)  # type: ignore[no-untyped-call]
         static = display(self._static_bundle(), raw=True, display_id=True)  # type: ignore[no-untyped-call]

@@ -201,14 +201,11 @@ def _in_background(
         with control.track(session, label=label):
             return await _invoke(agent, session, explorer, False)
 
-    handle = background(
+    return background(  # the prompt among its widgets: a cell awaiting the run stops when it asks
         tracked(),
         label=label,
         widgets=[w for w in (widget, explorer) if w is not None],
         out=out,
         ns=ns,
-        waiting=widget.waiting_for,
         present=present,
     )
-    widget.observe(lambda change: handle.asked() if change["new"].get("pending") else None, "state")
-    return handle

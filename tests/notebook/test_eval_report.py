@@ -84,12 +84,12 @@ async def test_a_click_opens_the_trial_trace_in_an_explorer() -> None:
     assert data is not None
     kinds = [n["kind"] for n in data["nodes"]]
     assert kinds[:3] == ["session", "batch", "item"] and "action" in kinds
-    # one explorer per report, made up front and hidden until the first click
-    assert view.trace_output.children == (view.explorer,)
-    assert view.explorer.layout.display == "none"
+    # one explorer per report, made up front, a child of the report's own view (one anywidget
+    # output: hosts that keep only anywidget models draw it), shown from the first click
+    assert isinstance(view.explorer, TraceExplorer) and not view.trace_open
+    assert view.get_state()["explorer"] == f"IPY_MODEL_{view.explorer.model_id}"
     explorer = view.open_trace(node_id)  # what a click shows: the trial's subtree
-    assert explorer is view.explorer and isinstance(explorer, TraceExplorer)
-    assert explorer.layout.display is None
+    assert explorer is view.explorer and view.trace_open
     assert {n["id"] for n in explorer.nodes} == {n["id"] for n in data["nodes"]}
     assert explorer.view_state["selected"] == node_id
     # another click reuses the same explorer: only the second trial's nodes are shown
@@ -99,7 +99,7 @@ async def test_a_click_opens_the_trial_trace_in_an_explorer() -> None:
     ids = {n["id"] for n in explorer.nodes}
     assert other in ids and node_id not in ids
     assert explorer.view_state["selected"] == other and explorer.title == f"trace of node {other}"
-    assert view.trace_output.children == (explorer,)
+    assert view.explorer is explorer
     click = {"kind": MessageKind.OPEN_TRACE.value, "id": node_id, "key": "0#0"}
     view._on_view_message(view, click, [])
     assert sent[-1] == {"kind": "trace_opened", "id": node_id, "ok": True, "message": ""}

@@ -112,7 +112,7 @@ def test_ten_thousand_rows_sort_filter_and_a_click_opens_the_trace(lab: Lab) -> 
     assert first[2] == "fail" and first[0] == "c0#0"
 
     # filter: every word must match
-    box = report.locator("input[type=search]")
+    box = report.locator(".lfx-er-bar input[type=search]")
     box.fill("c777")
     page.wait_for_function(
         "() => document.querySelector('.lfx-er .lfx-er-count').textContent.startsWith('11 of')"

@@ -1,7 +1,7 @@
 """``benchmarks/batch.py --engine ray``: lf.batch on a local Ray cluster vs the asyncio engine.
 
     PYTHONPATH=$PWD python benchmarks/batch.py --engine ray [--items 10000] [--cpus 2]
-        [--eager-imports]
+        [--lean-env]
 
 Typed queries on a fake model (no manifest), the same items run in the same process with
 ``engine=None`` first (the baseline), then with ``engine=lf.engines.Ray(num_cpus=...)``,
@@ -10,9 +10,10 @@ the cluster's start. Per-item overhead = (Ray wall time without the cluster star
 wall time) / items; the cluster start is timed as the wait until the first result arrives
 less the asyncio engine's time per item. CPU seconds are this process's plus those of every
 process of the cluster (sampled every 0.1 s while it runs: on a shared machine wall time
-measures the neighbours). ``--eager-imports`` starts the cluster without the engine's lazy
-``rfc3987_syntax`` (``ray_engine.LAZY_IMPORTS``), for comparison: give it in a separate run,
-since this process imports Ray only once.
+measures the neighbours). ``--lean-env`` starts the cluster's processes without
+``rfc3987_syntax`` (``tests/batch/ray_env`` first on their ``PYTHONPATH``: an environment of
+the user's own, docs/batch.md "Start-up"), which every Ray process otherwise builds a
+grammar of at import.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -37,12 +39,12 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--cpus", type=int, default=2)
-    parser.add_argument("--eager-imports", action="store_true")
+    parser.add_argument("--lean-env", action="store_true")
     args = parser.parse_args(argv)
-    if args.eager_imports:
-        from langfx_nb.batch import ray_engine
-
-        ray_engine._lazy_cluster = contextlib.nullcontext
+    if args.lean_env:
+        old = os.environ.get("PYTHONPATH")
+        lean = str(ROOT / "tests" / "batch" / "ray_env")
+        os.environ["PYTHONPATH"] = os.pathsep.join([lean, *([old] if old else [])])
     lm = StaticResponse('{"item": 1, "label": "x"}')
     rows = [{"id": i} for i in range(args.items)]
 
@@ -79,7 +81,7 @@ def main(argv: list[str]) -> None:
     )
     print(
         f"CPU: asyncio engine {local_cpu:.2f} s; Ray engine driver {driver_cpu:.2f} s + cluster "
-        f"processes {cluster_cpu:.2f} s (lazy rfc3987_syntax: {not args.eager_imports})"
+        f"processes {cluster_cpu:.2f} s (lean environment: {args.lean_env})"
     )
 
 

@@ -22,6 +22,7 @@ from .result import BatchResult, BatchTotals, ItemError, ItemStatus
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
+    from .engine import Engine
 
 __all__ = [
     "BatchProgress",
@@ -47,7 +48,7 @@ async def batch(
     *,
     session: Session | None = None,
     run: str | Path | None = None,
-    engine: Any = None,
+    engine: Engine | None = None,
     max_concurrency: int = 16,
     on_error: OnError = "collect",
     progress: Any = None,
@@ -80,7 +81,9 @@ async def batch(
       the owner (pid, host, start time), or with ``if_owned="wait"`` waits for it to end.
       Each finished item is committed before its worker takes the next one, so a crash
       sends again only the items that were in flight.
-    - ``engine``: ``None`` runs in this process on asyncio.
+    - ``engine``: where the items run: ``None`` in this process on asyncio
+      (``lf.engines.Asyncio()``), ``lf.engines.ProviderBatch()`` through the providers'
+      batch APIs, ``lf.engines.Ray()`` on a Ray cluster, or any ``lf.engines.Engine``.
     - ``max_concurrency``: items running at once. ``on_error``: ``"collect"`` records what
       an item raised and goes on; ``"raise"`` stops the batch and raises the first error.
     - ``progress``: ``None`` automatic (a notebook widget, a terminal bar or nothing),

@@ -1,23 +1,21 @@
 """``engine=lf.engines.Ray()``: the same ``lf.batch`` with its items run on a Ray cluster.
 
 The driver (this process) keeps what the asyncio engine keeps: the run manifest, the
-session and its trace, the progress view. ``num_workers`` long-lived actors
-(``batch/ray_worker.py``) each run the items they are given on their own asyncio loop, up
-to ``max_concurrency`` at once, and send back, every few hundred items or ~0.1 s, each
-item's result, error, model requests and trace nodes (``TraceNode.to_json``); the driver
-adopts the nodes under its ``batch`` node (``Session.adopt``), counts the requests and
-writes the manifest. The driver keeps a few chunks' worth of items queued at each actor:
-when an actor dies (its process killed), the items it held but had not returned go back to
-the front of the queue and run on a new actor; items whose results reached the driver are
-never sent again. Rate limits (``lf.RateLimit``, provider headers, 429 pauses) hold for the
-whole cluster: one ``ray_limiter.LimitActor``, started when a worker first needs it, leases
-capacity to the workers in small grants.
+session and its trace, the progress view. ``num_workers`` async actors
+(``ray_worker.BatchWorker``) run the items, and Ray schedules them: a
+``ray.util.ActorPool`` with two slots per worker hands each free slot the next chunk of
+``max_concurrency`` items, so a worker holds the chunk it runs and the next one (at most
+``max_concurrency`` items run at once in it) and never idles between chunks. A chunk comes
+back as its items' outcomes (result, error, model requests, trace nodes as
+``TraceNode.to_json``); the driver adopts the nodes under its ``batch`` node
+(``Session.adopt``), counts the requests, records the outcomes and commits them before it
+sends another chunk. Items are pickled when their chunk is sent, not before.
 
-A cluster this engine starts itself gets ``ray_lazy/`` first on its processes'
-``PYTHONPATH`` (this process, the user's, is left as it is): a stand-in that imports
-``rfc3987_syntax`` lazily (every Ray process imports ``jsonschema``, which
-imports that package, which builds a grammar at import: ~1.5 s of CPU per process;
-``ray_lazy/rfc3987_syntax``, docs/decisions.md).
+A worker that dies (its process killed) is restarted by Ray (``max_restarts``) and the
+chunks it held are retried on it (``max_task_retries``): their items run again, while an
+item whose chunk reached the driver is never sent again. Rate limits (``lf.RateLimit``,
+provider headers, 429 pauses) hold for the whole cluster: one ``ray_limiter.LimitActor``
+per batch, created by the first worker that needs it, leases capacity to the workers.
 
 This module does not import Ray: ``ray_worker`` (which does) is imported on first use.
 """
@@ -25,29 +23,25 @@ This module does not import Ray: ``ray_worker`` (which does) is imported on firs
 from __future__ import annotations
 
 import asyncio
-import collections
+import concurrent.futures
 import contextlib
-import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+import uuid
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RayEngineError, ShippingError
 
 if TYPE_CHECKING:
-    from ..agentic.session import Session
-    from ..messages import Usage
+    from .engine import BatchJob
 
-__all__ = ["Ray", "Sink", "dataset_rows", "run_on_ray"]
+__all__ = ["Ray", "dataset_rows"]
 
-#: Items queued at a worker at first (x ``max_concurrency``); grows while it keeps up.
-QUEUE_FACTOR = 2
-#: The most items queued at one worker (bounds what a killed worker makes run again).
-MAX_QUEUED = 4096
-#: Put first on the ``PYTHONPATH`` of the Ray processes of a cluster this engine starts.
-LAZY_IMPORTS = Path(__file__).with_name("ray_lazy")
+#: Chunks held at each worker at once (one running, the next waiting to).
+SLOTS_PER_WORKER = 2
+#: How long the driver waits for a chunk before it looks at its own task again (seconds):
+#: the bound on how late a cancellation is seen.
+WAIT_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +53,8 @@ class Ray:
     the batch ends). ``num_workers``: worker actors (default: the cluster's CPUs), each
     running ``max_concurrency`` items at once. ``num_cpus``: the CPUs of a local cluster
     this engine starts (default: all). ``cpus_per_worker``: what each worker reserves.
-    ``max_worker_restarts``: workers that die are replaced this many times in all before
-    the batch fails with ``RayEngineError``.
+    ``max_worker_restarts``: how many times Ray restarts each worker that dies before the
+    batch fails with ``RayEngineError``.
     """
 
     address: str | None = None
@@ -68,6 +62,9 @@ class Ray:
     num_cpus: int | None = None
     cpus_per_worker: float = 1.0
     max_worker_restarts: int = 8
+
+    name = "ray"
+    in_process = False  # fn, items and the session's model travel to the workers
 
     def __post_init__(self) -> None:
         for name in ("num_workers", "num_cpus"):
@@ -79,43 +76,138 @@ class Ray:
         if isinstance(self.max_worker_restarts, bool) or self.max_worker_restarts < 0:
             raise ValueError("max_worker_restarts must be a non-negative int")
 
+    async def run(self, job: BatchJob) -> None:
+        """Run ``job.pending`` on Ray workers (see the module)."""
+        try:
+            import ray
+        except ImportError as exc:
+            raise RayEngineError(
+                "engine=lf.engines.Ray() needs Ray: pip install 'langfx_nb[ray]'"
+            ) from exc
+        view = job.session
+        fn_blob = _dumps(job.fn, "fn")  # before the cluster starts and before any request
+        context_blob = _dumps((view.lm, dict(view.defaults)), "the session's lm and defaults")
+        if not job.pending:
+            return
+        started = False
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if self.address is not None:
+                options["address"] = self.address
+            elif self.num_cpus is not None:
+                options["num_cpus"] = self.num_cpus
+            try:
+                await asyncio.to_thread(ray.init, **options)
+            except Exception as exc:  # Ray raises a bare Exception when start-up times out
+                with contextlib.suppress(Exception):  # what did start is stopped
+                    await asyncio.to_thread(ray.shutdown)
+                where = self.address or "a local cluster"
+                raise RayEngineError(
+                    f"Ray could not start or join {where} ({type(exc).__name__}: {exc}); "
+                    "nothing was sent. On a loaded machine a local cluster may outlast "
+                    "Ray's start-up wait: start it once yourself (ray.init()) and every "
+                    "Ray() batch joins it (docs/batch.md, Start-up)"
+                ) from exc
+            started = True  # ours to stop (a cluster we joined is only disconnected from)
+        limiter = f"batch-{uuid.uuid4().hex}"
+        waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="langfx-ray")
+        actors: list[Any] = []
+        try:
+            fn_ref = ray.put(fn_blob)  # held here: a worker Ray restarts is made from it again
+            actors = self._start_workers(ray, job, fn_ref, context_blob, limiter)
+            await _drive(ray, job, actors, waiter)
+        finally:
+            waiter.shutdown(wait=True)  # the driver's wait ends within WAIT_S
+            for actor in actors:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
+            with contextlib.suppress(Exception):  # made only if a worker needed a limit
+                from .ray_worker import LIMITER_NAMESPACE
 
-class Sink(Protocol):
-    """What the runner gives ``run_on_ray`` to record outcomes into (``runner._RaySink``)."""
+                ray.kill(ray.get_actor(limiter, namespace=LIMITER_NAMESPACE))
+            if started:
+                await asyncio.to_thread(ray.shutdown)
 
-    def running(self, count: int) -> None: ...
+    def _start_workers(
+        self, ray: Any, job: BatchJob, fn_ref: Any, context_blob: bytes, limiter: str
+    ) -> list[Any]:
+        from .ray_worker import BatchWorker
 
-    def ok(self, index: int, result: Any, node_id: str | None) -> None: ...
+        view = job.session
+        worker_cls = ray.remote(
+            num_cpus=self.cpus_per_worker,
+            max_restarts=self.max_worker_restarts,
+            max_task_retries=-1,  # a chunk held by a worker that died runs on its restart
+        )(BatchWorker)
+        config: dict[str, Any] = {
+            "context": context_blob,
+            "with_session": job.with_session,
+            "concurrency": job.max_concurrency,
+            "prices": dict(view.prices),
+            "max_trace_nodes": view.trace_store.max_nodes,
+            "max_text_chars": view.max_text_chars,
+            "limiter": limiter,
+        }
+        count = self.num_workers
+        if count is None:
+            cpus = ray.cluster_resources().get("CPU", 1)
+            count = max(1, int(cpus // max(self.cpus_per_worker, 1)))
+        return [worker_cls.remote(fn_ref, config) for _ in range(count)]
 
-    def failed(
-        self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
-    ) -> None: ...
 
-    def requests(self, requests: list[tuple[str, Usage | None, float | None]]) -> None: ...
+async def _drive(
+    ray: Any, job: BatchJob, actors: list[Any], waiter: concurrent.futures.Executor
+) -> None:
+    """Send ``job.pending`` in chunks through an ``ActorPool`` of ``actors``; record and
+    commit each chunk's outcomes as it comes back."""
+    from ray.util.actor_pool import ActorPool
 
-    async def settled(self) -> None: ...
+    pool = ActorPool([actor for actor in actors for _ in range(SLOTS_PER_WORKER)])
+    size = job.max_concurrency
+    chunks = (job.pending[at : at + size] for at in range(0, len(job.pending), size))
+    state, view = job.state, job.session
+
+    def send() -> None:
+        chunk = next(chunks, None)
+        if chunk is not None:  # a free slot takes it at once: items pickled only now
+            blobs = [(i, _dumps(job.values[i], f"item {i}")) for i in chunk]
+            pool.submit(lambda actor, items: actor.run.remote(items), blobs)
+            state.running += len(chunk)
+
+    for _ in range(len(actors) * SLOTS_PER_WORKER):
+        send()
+    loop = asyncio.get_running_loop()
+    while pool.has_next():  # type: ignore[no-untyped-call]
+        try:
+            outcomes = await loop.run_in_executor(waiter, pool.get_next_unordered, WAIT_S)
+        except TimeoutError:
+            continue
+        except ray.exceptions.RayActorError as exc:
+            raise RayEngineError(
+                f"a Ray worker died more than max_worker_restarts times ({exc})"
+            ) from exc
+        state.running -= len(outcomes)
+        for index, ok, payload, error, exc_blob, nodes, requests in outcomes:
+            node_id = view.adopt(nodes, requests).id if nodes else None
+            job.count_requests(requests)
+            if ok:
+                job.record_ok(index, pickle.loads(payload), node_id)
+                continue
+            exc_sent: BaseException | None = None
+            if exc_blob is not None:
+                with contextlib.suppress(Exception):
+                    exc_sent = pickle.loads(exc_blob)
+            job.record_failed(index, error[0], error[1], node_id, exc_sent)
+        await job.commit()  # committed before another chunk is sent
+        send()
 
 
-def dataset_rows(items: Any) -> Iterable[Any] | None:
+def dataset_rows(items: Any) -> Any:
     """The rows of a ``ray.data.Dataset`` (read on the driver, as dicts), else ``None``."""
     module = type(items).__module__
     if not module.startswith("ray.data") or not hasattr(items, "iter_rows"):
         return None
     return items.iter_rows()
-
-
-@contextlib.contextmanager
-def _lazy_cluster() -> Iterator[None]:
-    """While a local cluster starts: ``LAZY_IMPORTS`` first on its processes' path."""
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(LAZY_IMPORTS), *([old] if old else [])])
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
 
 
 def _dumps(value: Any, what: str) -> bytes:
@@ -129,149 +221,4 @@ def _dumps(value: Any, what: str) -> bytes:
             f"({type(exc).__name__}: {exc}); define it at module level and keep open "
             "files, locks and clients out of it",
             what=what,
-        ) from None
-
-
-async def run_on_ray(
-    engine: Ray,
-    fn: Callable[..., Any],
-    values: list[Any],
-    pending: list[int],
-    view: Session,
-    sink: Sink,
-    with_session: bool,
-    max_concurrency: int,
-) -> None:
-    """Run ``values[i]`` for each ``i`` in ``pending`` on Ray workers (see the module)."""
-    try:
-        import ray
-    except ImportError:
-        raise RayEngineError(
-            "engine=lf.engines.Ray() needs Ray: pip install 'langfx_nb[ray]'"
-        ) from None
-    fn_blob = _dumps(fn, "fn")  # before the cluster starts and before any request
-    context_blob = _dumps((view.lm, dict(view.defaults)), "the session's lm and defaults")
-    blobs = {i: _dumps(values[i], f"item {i}") for i in pending}
-    if not pending:
-        return
-    started = False
-    if not ray.is_initialized():
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if engine.address is None and engine.num_cpus is not None:
-            options["num_cpus"] = engine.num_cpus
-        if engine.address is None:  # a local cluster of our own
-            with _lazy_cluster():
-                await asyncio.to_thread(ray.init, **options)
-        else:
-            await asyncio.to_thread(ray.init, address=engine.address, **options)
-        started = True
-    from .ray_limiter import LimitActor
-    from .ray_worker import BatchWorker
-
-    store = view.trace_store
-    worker_cls = ray.remote(num_cpus=engine.cpus_per_worker, max_restarts=0)(BatchWorker)
-    limit_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(LimitActor)
-    fn_ref = ray.put(fn_blob)
-    config: dict[str, Any] = {
-        "context": context_blob,
-        "with_session": with_session,
-        "concurrency": max_concurrency,
-        "prices": dict(view.prices),
-        "max_trace_nodes": store.max_nodes,
-        "max_text_chars": view.max_text_chars,
-    }
-
-    limit_actor: list[Any] = []  # the batch's LimitActor, once a worker asked for it
-
-    def new_actor() -> Any:
-        actor = worker_cls.remote(fn_ref, config)
-        if limit_actor:
-            limit_actor[0].add_worker.remote(actor)
-        return actor
-
-    async def share_limiter() -> None:
-        if limit_actor:
-            return
-        limit_actor.append(limit_cls.remote())
-        config["limiter"] = limit_actor[0]  # for workers that replace dead ones
-        for actor in actors:
-            limit_actor[0].add_worker.remote(actor)
-            actor.use_limiter.remote(limit_actor[0])
-
-    count = engine.num_workers
-    if count is None:
-        cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
-        count = max(1, int(cpus // max(engine.cpus_per_worker, 1)))
-    queue: collections.deque[int] = collections.deque(pending)
-    held: list[dict[int, None]] = [{} for _ in range(count)]
-    restarts = [0]
-    actors: list[Any] = [new_actor() for _ in range(count)]
-
-    def apply(outcome: tuple[Any, ...]) -> None:
-        index, ok, payload, error, exc_blob, nodes, requests = outcome
-        node_id = None
-        if nodes:
-            node_id = view.adopt(nodes, requests).id
-        sink.requests(requests)
-        if ok:
-            sink.ok(index, pickle.loads(payload), node_id)
-            return
-        exc: BaseException | None = None
-        if exc_blob is not None:
-            with contextlib.suppress(Exception):
-                exc = pickle.loads(exc_blob)
-        sink.failed(index, error[0], error[1], node_id, exc)
-
-    async def drive(slot: int) -> None:
-        target = QUEUE_FACTOR * max_concurrency
-        mine = held[slot]
-        while True:
-            give: list[tuple[int, bytes]] = []
-            while queue and len(mine) + len(give) < target:
-                i = queue.popleft()
-                give.append((i, blobs[i]))
-            if not give and not mine:
-                if not any(held):
-                    return
-                await asyncio.sleep(0.05)  # another worker may die and hand items back
-                continue
-            for i, _ in give:
-                mine[i] = None
-            sink.running(len(give))
-            try:
-                outcomes, wants_limiter = await actors[slot].exchange.remote(give)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                queue.extendleft(reversed(list(mine)))  # they run again, first in line
-                sink.running(-len(mine))
-                mine.clear()
-                restarts[0] += 1
-                if restarts[0] > engine.max_worker_restarts:
-                    raise RayEngineError(
-                        f"Ray workers died {restarts[0]} times (max_worker_restarts="
-                        f"{engine.max_worker_restarts})"
-                    ) from None
-                actors[slot] = new_actor()
-                continue
-            if wants_limiter:
-                await share_limiter()
-            for outcome in outcomes:
-                mine.pop(outcome[0], None)
-                sink.running(-1)
-                apply(outcome)
-            await sink.settled()  # committed before this worker is given more items
-            if len(outcomes) >= target // 2 and target < MAX_QUEUED:
-                target = min(MAX_QUEUED, target * 2)  # it keeps up: larger chunks
-
-    tasks = [asyncio.ensure_future(drive(slot)) for slot in range(count)]
-    try:
-        from ..agentic.fanout import settle_first_failure
-
-        await settle_first_failure(tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for actor in [*actors, *limit_actor]:
-            with contextlib.suppress(Exception):
-                ray.kill(actor)
-        if started:
-            await asyncio.to_thread(ray.shutdown)
+        ) from exc

@@ -1,8 +1,9 @@
 """One rate limiter for every worker of a Ray batch (``engine=lf.engines.Ray()``).
 
-- ``LimitActor`` (one Ray actor per batch, made by the driver) owns the account limiters:
-  plain ``ratelimit.Limiter``s with the configured requests and tokens per minute, the
-  provider headers' windows and the 429 pause, exactly as in one process.
+- ``LimitActor`` (one Ray actor per batch, made by its first worker that needs it) owns
+  the account limiters: plain ``ratelimit.Limiter``s with the configured requests and
+  tokens per minute, the provider headers' windows and the 429 pause, exactly as in one
+  process.
 - ``LeasedLimiter`` is a worker's limiter of one account (``ratelimit.set_limiter_factory``).
   It asks the actor for a *grant* (``Limiter.take``): up to ``LEASE_S`` seconds' worth of
   the limit, at most as many requests as are waiting in the worker, and spends it locally,
@@ -77,7 +78,7 @@ class LimitActor:
 
     def __init__(self) -> None:
         self.limiters: dict[str, Limiter] = {}
-        self.workers: list[Any] = []
+        self.workers: dict[Any, Any] = {}  # the BatchWorkers told of 429 pauses, by id
         self.headers_at: dict[str, float] = {}  # when the newest headers applied arrived
 
     def _limiter(self, account: str, limit: RateLimit | None) -> Limiter:
@@ -98,9 +99,10 @@ class LimitActor:
             self.headers_at[account] = at
             limiter.observe(seen, age)
 
-    async def add_worker(self, worker: Any) -> None:
-        """``worker`` (a ``BatchWorker`` actor) is told of every 429 pause."""
-        self.workers.append(worker)
+    async def add_worker(self, worker: Any, worker_id: str | None = None) -> None:
+        """``worker`` (a ``BatchWorker`` actor) is told of every 429 pause; once per
+        ``worker_id`` (a worker Ray restarted registers again)."""
+        self.workers[worker_id if worker_id is not None else id(worker)] = worker
 
     async def lease(
         self,
@@ -135,7 +137,7 @@ class LimitActor:
         before = limiter.pause_until
         limiter.throttle(pause)
         if limiter.pause_until > before:
-            for worker in self.workers:
+            for worker in self.workers.values():
                 with contextlib.suppress(Exception):  # a dead worker is replaced anyway
                     worker.pause.remote(account, pause)
 
@@ -148,7 +150,7 @@ class LimitActor:
 class ActorSource(Protocol):
     """Where a ``LeasedLimiter`` finds the batch's ``LimitActor`` (``BatchWorker``)."""
 
-    limit_handle: Any  # the actor, or None until the driver has made it
+    limit_handle: Any  # the actor, or None until this worker first needed it
 
     async def limit_actor(self) -> Any: ...
 

@@ -1,13 +1,15 @@
 """What runs inside the Ray cluster for ``engine=lf.engines.Ray()`` (``ray_engine.py``).
 
-- ``BatchWorker``: an async actor holding ``fn`` and a session of its own. ``exchange``
-  queues the items it is given, waits until some have finished, and returns their outcomes:
-  ``(index, ok, pickled result, (type, message), pickled exception, trace nodes, requests)``.
-  It never opens the run manifest; the trace nodes go to the driver, which adopts them.
+- ``BatchWorker``: an async actor holding ``fn`` and a session of its own. ``run(items)``
+  runs a chunk of items (at most ``concurrency`` at once across every chunk it holds) and
+  returns their outcomes: ``(index, ok, pickled result, (type, message), pickled
+  exception, trace nodes, requests)``. It never opens the run manifest; the trace nodes go
+  to the driver, which adopts them.
 - Its account limiters are ``ray_limiter.LeasedLimiter``s (``ratelimit.set_limiter_factory``),
-  spending grants of the batch's one ``LimitActor``. The driver starts that actor when a
-  worker first needs it: ``exchange`` then returns at once, saying so, and the driver hands
-  every worker the actor (``use_limiter``). ``pause`` is the actor telling of a 429.
+  spending grants of the batch's one ``LimitActor``: a named actor the first worker that
+  needs a limit creates (``get_if_exists``; detached, so that a worker dying does not take
+  it along; the driver kills it when the batch ends). ``pause`` is that actor telling of a
+  429.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import asyncio
 import contextlib
 import inspect
 import pickle
-import time
 from typing import Any
 
+import ray
 from ray import cloudpickle
 
 from ..agentic.session import Session
@@ -26,16 +28,23 @@ from ..agentic.tracebacks import error_info
 from ..agentic.usage import UsageMeter
 from ..llms.ratelimit import limiter_for, set_limiter_factory
 from ..messages import Usage
-from .ray_limiter import LeasedLimiter
+from .ray_limiter import LeasedLimiter, LimitActor
 
-__all__ = ["BatchWorker"]
+__all__ = ["LIMITER_NAMESPACE", "BatchWorker", "Outcome"]
 
-#: ``exchange`` returns after this long without any finished item (the driver asks again).
-WAIT_S = 1.0
-#: Once an item has finished, ``exchange`` waits up to this long for more before returning.
-GATHER_S = 0.05
-#: ... unless this many outcomes are ready.
-GATHER_MAX = 512
+#: The Ray namespace of the batches' limiter actors (each named after its batch).
+LIMITER_NAMESPACE = "langfx_nb"
+
+#: ``(index, ok, pickled result, (type, message), pickled exception, trace nodes, requests)``
+Outcome = tuple[
+    int,
+    bool,
+    bytes | None,
+    tuple[str, str] | None,
+    bytes | None,
+    list[dict[str, Any]],
+    list[tuple[str, Usage | None, float | None]],
+]
 
 
 class RequestLog(UsageMeter):
@@ -57,7 +66,7 @@ class BatchWorker:
     def __init__(self, fn_blob: bytes, config: dict[str, Any]) -> None:
         self.fn = pickle.loads(fn_blob)
         self.with_session = bool(config["with_session"])
-        self.concurrency = int(config["concurrency"])
+        self.slots = asyncio.Semaphore(int(config["concurrency"]))
         lm, defaults = pickle.loads(config["context"])
         self.session = Session(
             lm,
@@ -66,58 +75,30 @@ class BatchWorker:
             max_text_chars=int(config["max_text_chars"]),
             **defaults,
         )
-        self.limit_handle: Any = config.get("limiter")  # the batch's LimitActor, once made
-        self.limit_ready: asyncio.Event | None = None
+        self.limiter_name = str(config["limiter"])
+        self.limit_handle: Any = None  # the batch's LimitActor, once a limit was needed
+        self.limit_lock = asyncio.Lock()
         set_limiter_factory(lambda account: LeasedLimiter(account, self))
-        self.queue: asyncio.Queue[tuple[int, bytes]] | None = None
-        self.ready: list[tuple[Any, ...]] = []
-        self.arrived: asyncio.Event | None = None
-        self.tasks: list[asyncio.Task[None]] = []
 
-    async def exchange(self, items: list[tuple[int, bytes]]) -> tuple[list[tuple[Any, ...]], bool]:
-        """Queue ``items``; the outcomes of items finished since the last call, and whether
-        this worker waits for the batch's ``LimitActor`` (see ``use_limiter``)."""
-        if self.queue is None:
-            self.queue = asyncio.Queue()
-            self.arrived = asyncio.Event()
-            self.tasks = [asyncio.ensure_future(self._consume()) for _ in range(self.concurrency)]
-        assert self.arrived is not None
-        for item in items:
-            self.queue.put_nowait(item)
-        if not self.ready and not self._wants_limiter():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.arrived.wait(), WAIT_S)
-        deadline = time.monotonic() + GATHER_S
-        while len(self.ready) < GATHER_MAX and not self.queue.empty():
-            left = deadline - time.monotonic()
-            if left <= 0 or self._wants_limiter():
-                break
-            self.arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.arrived.wait(), left)
-        out, self.ready = self.ready, []
-        self.arrived.clear()
-        return out, self._wants_limiter()
-
-    def _wants_limiter(self) -> bool:
-        return self.limit_handle is None and self.limit_ready is not None
+    async def run(self, items: list[tuple[int, bytes]]) -> list[Outcome]:
+        """The outcomes of ``items`` (``(index, pickled item)``), once all have ended."""
+        return list(await asyncio.gather(*(self._slot(index, blob) for index, blob in items)))
 
     async def limit_actor(self) -> Any:
-        """The batch's ``LimitActor`` (asking the driver for it on first use)."""
-        if self.limit_handle is None:
-            if self.limit_ready is None:
-                self.limit_ready = asyncio.Event()
-                if self.arrived is not None:
-                    self.arrived.set()  # exchange returns now and tells the driver
-            await self.limit_ready.wait()
+        """The batch's ``LimitActor``, created by the first worker that asks for it."""
+        async with self.limit_lock:
+            if self.limit_handle is None:
+                cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(LimitActor)
+                handle: Any = cls.options(
+                    name=self.limiter_name,
+                    namespace=LIMITER_NAMESPACE,
+                    lifetime="detached",
+                    get_if_exists=True,
+                ).remote()
+                context = ray.get_runtime_context()
+                await handle.add_worker.remote(context.current_actor, context.get_actor_id())
+                self.limit_handle = handle
         return self.limit_handle
-
-    async def use_limiter(self, handle: Any) -> None:
-        """The driver's answer: the batch's ``LimitActor``."""
-        self.limit_handle = handle
-        if self.limit_ready is None:
-            self.limit_ready = asyncio.Event()
-        self.limit_ready.set()
 
     async def pause(self, account: str, seconds: float) -> None:
         """A 429 elsewhere in the cluster: this worker's requests of ``account`` wait too."""
@@ -125,20 +106,11 @@ class BatchWorker:
         if isinstance(limiter, LeasedLimiter):
             limiter.pause(seconds)
 
-    async def _consume(self) -> None:
-        assert self.queue is not None and self.arrived is not None
-        last = time.monotonic()
-        while True:
-            index, blob = await self.queue.get()
-            outcome = await self._one(index, blob)
-            self.ready.append(outcome)  # after the await: exchange may have swapped the list
-            self.arrived.set()
-            now = time.monotonic()
-            if now - last >= 0.02:  # items that never wait must let exchange return
-                last = now
-                await asyncio.sleep(0)
+    async def _slot(self, index: int, blob: bytes) -> Outcome:
+        async with self.slots:
+            return await self._one(index, blob)
 
-    async def _one(self, index: int, blob: bytes) -> tuple[Any, ...]:
+    async def _one(self, index: int, blob: bytes) -> Outcome:
         log = RequestLog()
         node = None
         try:
@@ -156,7 +128,7 @@ class BatchWorker:
                     raise TypeError(
                         f"the result ({type(out).__name__}) cannot be sent back to the "
                         f"driver: it does not pickle ({type(exc).__name__})"
-                    ) from None
+                    ) from exc
                 tracked.outputs = out
         except Exception as exc:
             info = error_info(exc)

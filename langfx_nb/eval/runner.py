@@ -324,7 +324,6 @@ async def run(
     trials run in other processes: the view shows the finished report when the run ends.
     """
     from ..batch.identity import run_identity
-    from ..batch.ray_engine import Ray
     from ..batch.runner import run_batch
 
     if repeats < 1:
@@ -341,7 +340,7 @@ async def run(
     # the view lives in this process: trials run elsewhere (Ray workers) cannot feed it, and
     # it must not travel with the trial function; it shows the finished report then
     hook = on_trial
-    if view is not None and not isinstance(engine, Ray):
+    if view is not None and getattr(engine, "in_process", True):  # None: asyncio, here
         hook = _feed(view, on_trial)
     if view is not None and progress is None:
         progress = False  # one view per run: the report shows the progress, not a batch view

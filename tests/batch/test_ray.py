@@ -22,7 +22,6 @@ import pydantic
 import pytest
 
 import langfx_nb as lf
-from langfx_nb.batch.ray_engine import LAZY_IMPORTS
 from langfx_nb.eval.report import set_live_view
 from langfx_nb.llms import StaticResponse
 from langfx_nb.llms.openai import OpenAI
@@ -35,15 +34,15 @@ pytestmark = pytest.mark.ray
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("run_script.py")
+RAY_ENV = Path(__file__).with_name("ray_env")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster() -> Iterator[None]:
     # The workers import this module's functions by name: they need the repository root.
-    # The cluster's processes get the lazy rfc3987_syntax that a cluster started by the
-    # engine gets (ray_engine.LAZY_IMPORTS): ~1.5 s less CPU per Ray process.
+    # The cluster's processes start without rfc3987_syntax (ray_env/rfc3987_syntax.py).
     old = os.environ.get("PYTHONPATH")
-    paths = [str(ROOT), str(LAZY_IMPORTS), *([old] if old else [])]
+    paths = [str(ROOT), str(RAY_ENV), *([old] if old else [])]
     os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
@@ -399,30 +398,6 @@ async def test_an_eval_run_reports_the_same_on_ray() -> None:
     assert spread.summary() == local.summary()
     assert [r.output for r in spread.results] == [r.output for r in local.results]
     assert [r.scores for r in spread.results] == [r.scores for r in local.results]
-
-
-def test_the_lazy_rfc3987_syntax_checks_iris_as_the_real_one() -> None:
-    pytest.importorskip("rfc3987_syntax")
-    jsonschema = pytest.importorskip("jsonschema")
-    iris = ["http://example.com/\u00e4", "not an iri ::: %%"]
-    code = (
-        "import sys, jsonschema\n"
-        "lazy = 'rfc3987_syntax.syntax_helpers' not in sys.modules\n"
-        "check = jsonschema.FormatChecker()\n"
-        "v = jsonschema.Draft7Validator({'format': 'iri'}, format_checker=check)\n"
-        f"print(lazy, *[v.is_valid(i) for i in {iris!r}])\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(LAZY_IMPORTS), str(ROOT)])}
-    run = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    # here, with the real package imported eagerly
-    check = jsonschema.FormatChecker()
-    real = jsonschema.Draft7Validator({"format": "iri"}, format_checker=check)
-    expected = [str(real.is_valid(i)) for i in iris]
-    assert expected == ["True", "False"]
-    assert run.stdout.split() == ["True", *expected]  # no grammar built at import, same answers
 
 
 async def test_a_worker_never_waits_out_a_pause_longer_than_max_delay() -> None:

@@ -711,6 +711,7 @@ def temporary(write: Callable[[sqlite3.Connection], Any], where: str = "") -> St
     """A stored trace that ``write(conn)`` writes into a private temporary database."""
     conn = sqlite3.connect("", check_same_thread=False)
     try:
+        conn.execute("PRAGMA journal_mode=OFF")  # dropped, not rolled back, if writing fails
         write(conn)
         return StoredTrace(conn, where=where)
     except BaseException:

@@ -574,7 +574,7 @@ class _Writer:
 # builds read back what was just written, which a small cache re-reads from the file
 _BUILD_CACHE = -(64 << 10)
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
-_PER_INSERT = 200  # rows bound into one INSERT (a third cheaper than one row at a time)
+_PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # How a row's values are bound. A None costs far more to bind than a number or a string (the
 # sqlite3 module looks for an adapter), so a missing number is bound as NaN (which SQLite
 # stores as NULL), missing text as "" (nullif), and the search text as text (cast to a BLOB).
@@ -631,7 +631,8 @@ def write_store(
         conn.rollback()
         raise
     finally:
-        conn.execute(f"PRAGMA cache_size={int(cache)}")
+        with contextlib.suppress(sqlite3.Error):  # never hiding why writing stopped
+            conn.execute(f"PRAGMA cache_size={int(cache)}")
         if paused:
             gc.enable()
     conn.commit()

@@ -570,9 +570,6 @@ class _Writer:
         return n
 
 
-# pages SQLite keeps in memory while a store is written (in KiB when negative): the index
-# builds read back what was just written, which a small cache re-reads from the file
-_BUILD_CACHE = -(64 << 10)
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # How a row's values are bound. A None costs far more to bind than a number or a string (the
@@ -615,8 +612,6 @@ def write_store(
     written)."""
     paused = gc.isenabled()
     gc.disable()  # millions of new objects would trigger it over and over
-    (cache,) = conn.execute("PRAGMA cache_size").fetchone()
-    conn.execute(f"PRAGMA cache_size={_BUILD_CACHE}")
     if not conn.in_transaction:
         conn.execute("BEGIN")
     try:
@@ -631,8 +626,6 @@ def write_store(
         conn.rollback()
         raise
     finally:
-        with contextlib.suppress(sqlite3.Error):  # never hiding why writing stopped
-            conn.execute(f"PRAGMA cache_size={int(cache)}")
         if paused:
             gc.enable()
     conn.commit()

@@ -17,8 +17,10 @@ process (what a fresh kernel pays), with wall and CPU seconds and RSS (after, an
   the stored trace takes at its end (``Manifest.store_trace``) against the rest: ≤ 10 %.
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/trace_store.py [--nodes 1000000]
-[--small 200000] [--items 100000] [--steps convert,explorer,open,batch]``. Times depend on
-the machine's load (the 1-minute load average is printed before each step); RSS does not.
+[--small 200000] [--items 100000] [--steps convert,explorer,open,batch] [--baseline DIR]``
+(``DIR``: another source tree, e.g. ``git archive main``, each step run with it first, then the
+CPU ratios). Times depend on the machine's load (the 1-minute load average is printed before
+each step); CPU seconds less so; RSS not.
 """
 
 from __future__ import annotations
@@ -117,31 +119,33 @@ BATCH = (
 import asyncio
 import langfx_nb as lf
 from langfx_nb.batch.manifest import Manifest
-spent = []
+spent, spent_cpu = [], []
 store = Manifest.store_trace
 def timed(self):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     try:
         store(self)
     finally:
         spent.append(time.perf_counter() - t)
+        spent_cpu.append(time.process_time() - c)
 Manifest.store_trace = timed
 from benchmarks.batch import label
 from langfx_nb.llms import StaticResponse
 lm = StaticResponse('{"item": 1, "label": "x"}')
 rows = [{"id": i} for i in range(int(sys.argv[2]))]
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 run = lf.batch(label, rows, session=lf.Session(lm), run=sys.argv[1], progress=False,
                max_concurrency=16)
 asyncio.run(run)
-done(wall_s=time.perf_counter() - t, store_s=sum(spent))
+done(wall_s=time.perf_counter() - t, store_s=sum(spent), cpu_s=time.process_time() - c,
+     store_cpu_s=sum(spent_cpu))
 """
 )
 
 
-def run(code: str, *args: str) -> dict[str, Any]:
+def run(code: str, *args: str, root: Path = ROOT) -> dict[str, Any]:
     load = os.getloadavg()[0]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False
     )
@@ -164,6 +168,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--steps", default="convert,explorer,open,batch")
     parser.add_argument("--dir", default=None, help="where the traces are written (kept)")
+    parser.add_argument(
+        "--baseline", default=None, help="a source tree (git archive of main) run alternately"
+    )
     args = parser.parse_args()
     steps = set(args.steps.split(","))
     where = Path(args.dir or tempfile.mkdtemp(prefix="lfx-trace-store-"))
@@ -173,47 +180,70 @@ def main() -> None:
     for path, n in ((big, args.nodes), (small, args.small)):
         if not path.exists():
             write_big_trace(path, n, deep=deep)
-    store = where / f"t{args.nodes}.lfxtrace"
-    if "convert" in steps or not store.exists():
-        for path, n, target_s, target_mb in (
-            (small, args.small, 2.0, 500),
-            (big, args.nodes, 15.0, 500),
-        ):
-            out = where / f"t{n}.lfxtrace"
-            r = run(CONVERT, str(path), str(out))
+    trees = [("this", ROOT)]
+    if args.baseline:  # alternating, step by step: the machine's load varies
+        trees.insert(0, ("base", Path(args.baseline).resolve()))
+    cpu: dict[str, dict[str, float]] = {}
+
+    def note(step: str, tree: str, seconds: float) -> None:
+        cpu.setdefault(step, {})[tree] = seconds
+
+    for tree, root in trees:
+        store = where / f"t{args.nodes}.{tree}.lfxtrace"
+        if "convert" not in steps and store.exists():
+            continue
+        for path, n, target_s in ((small, args.small, 2.0), (big, args.nodes, 15.0)):
+            out = where / f"t{n}.{tree}.lfxtrace"
+            r = run(CONVERT, str(path), str(out), root=root)
+            note(f"convert {n:,}", tree, r["cpu_s"])
             print(
-                f"convert {n:>9,} nodes ({path.stat().st_size / 2**20:,.0f} MB JSON): "
+                f"[{tree}] convert {n:>9,} nodes ({path.stat().st_size / 2**20:,.0f} MB JSON): "
                 f"{r['wall_s']:5.1f} s wall, {r['cpu_s']:5.1f} s CPU (target {target_s:.0f} s), "
-                f"peak RSS {r['peak_mb']:4.0f} MB (target {target_mb}), "
+                f"peak RSS {r['peak_mb']:4.0f} MB (target 500), "
                 f"store {out.stat().st_size / 2**20:,.0f} MB [load {r['load']:.1f}]"
             )
     if "explorer" in steps:
-        r = run(EXPLORER, str(small))
-        print(
-            f"TraceExplorer(json) {r['nodes']:>9,} nodes: {r['wall_s']:5.1f} s wall, "
-            f"{r['cpu_s']:5.1f} s CPU (target 2 s), peak RSS {r['peak_mb']:4.0f} MB "
-            f"[load {r['load']:.1f}]"
-        )
+        for tree, root in trees:
+            r = run(EXPLORER, str(small), root=root)
+            note("TraceExplorer(json)", tree, r["cpu_s"])
+            print(
+                f"[{tree}] TraceExplorer(json) {r['nodes']:>9,} nodes: {r['wall_s']:5.1f} s wall, "
+                f"{r['cpu_s']:5.1f} s CPU (target 2 s), peak RSS {r['peak_mb']:4.0f} MB "
+                f"[load {r['load']:.1f}]"
+            )
     if "open" in steps:
-        r = run(OPEN, str(store), str(deep))
-        print(
-            f"TraceExplorer(store) {r['nodes']:>9,} nodes: exact counts in {r['open_s']:.3f} s "
-            f"wall, {r['open_cpu_s']:.3f} s CPU (target 0.5 s; imports {r['imports_s']:.2f} s), "
-            f"RSS {r['rss_mb']:.0f} MB (peak {r['peak_mb']:.0f}, target 300) [load {r['load']:.1f}]"
-        )
-        for name, ts in r["times"].items():
-            print(f"  {name:<17} p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
+        for tree, root in trees:
+            store = where / f"t{args.nodes}.{tree}.lfxtrace"
+            r = run(OPEN, str(store), str(deep), root=root)
+            note("TraceExplorer(store)", tree, r["open_cpu_s"])
+            print(
+                f"[{tree}] TraceExplorer(store) {r['nodes']:>9,} nodes: exact counts in "
+                f"{r['open_s']:.3f} s wall, {r['open_cpu_s']:.3f} s CPU (target 0.5 s; imports "
+                f"{r['imports_s']:.2f} s), RSS {r['rss_mb']:.0f} MB (peak {r['peak_mb']:.0f}, "
+                f"target 300) [load {r['load']:.1f}]"
+            )
+            for name, ts in r["times"].items():
+                print(f"  {name:<17} p50 {pct(ts, 0.5):7.1f} ms  p95 {pct(ts, 0.95):7.1f} ms")
     if "batch" in steps:
-        manifest = where / f"batch{args.items}.sqlite"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{manifest}{suffix}").unlink(missing_ok=True)
-        r = run(BATCH, str(manifest), str(args.items))
-        rest = r["wall_s"] - r["store_s"]
-        print(
-            f"batch of {args.items:,} items: {rest:.1f} s, then the stored trace "
-            f"{r['store_s']:.2f} s = +{100 * r['store_s'] / rest:.1f} % (target 10 %), "
-            f"peak RSS {r['peak_mb']:.0f} MB [load {r['load']:.1f}]"
-        )
+        for tree, root in trees:
+            manifest = where / f"batch{args.items}.sqlite"
+            for suffix in ("", "-wal", "-shm", ".lock"):
+                Path(f"{manifest}{suffix}").unlink(missing_ok=True)
+            r = run(BATCH, str(manifest), str(args.items), root=root)
+            rest, rest_cpu = r["wall_s"] - r["store_s"], r["cpu_s"] - r["store_cpu_s"]
+            note("stored trace of a batch", tree, r["store_cpu_s"])
+            print(
+                f"[{tree}] batch of {args.items:,} items: {rest:.1f} s wall "
+                f"({1000 * rest_cpu / args.items:.3f} ms CPU an item), then the stored trace "
+                f"{r['store_s']:.2f} s = +{100 * r['store_s'] / rest:.1f} % wall, "
+                f"{r['store_cpu_s']:.2f} s CPU = +{100 * r['store_cpu_s'] / rest_cpu:.1f} % CPU "
+                f"(target 10 %), peak RSS {r['peak_mb']:.0f} MB [load {r['load']:.1f}]"
+            )
+    if args.baseline:
+        print("CPU, this tree / base:")
+        for step, by_tree in cpu.items():
+            if len(by_tree) == 2:
+                print(f"  {step:<24} {by_tree['this'] / by_tree['base']:.2f}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeGuard, get_args
+from typing import Any, NamedTuple, TypeGuard, get_args
 
 from .trace import NodeKind, NodeStatus, saved_nodes
 from .trace_json import read_batches
@@ -237,13 +237,30 @@ _STR_NONE: frozenset[type] = frozenset({str, type(None)})
 _FLOAT: frozenset[type] = frozenset({float})
 _FLOAT_NONE: frozenset[type] = frozenset({float, type(None)})
 _DICT_NONE: frozenset[type] = frozenset({dict, type(None)})
+_DICT: frozenset[type] = frozenset({dict})
+_INT: frozenset[type] = frozenset({int})
 
 
-def _columns(nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]] | None:
+class _Batch(NamedTuple):
+    """A batch of nodes' stored rows (``trace_rows`` values) and search texts, with the
+    columns the tree order is derived from."""
+
+    rows: list[tuple[Any, ...]]
+    searches: list[str | bytes]
+    ids: list[str]
+    parents: list[str | None]
+    kinds: list[str]
+    statuses: list[str]
+    starts: list[float]  # NaN: none
+    costs: list[float]  # NaN: none
+    tokens: list[int]
+
+
+def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
     """:func:`_row_values` of every node a field at a time, for records as the core writes
     them (ASCII ids, string names, float times and costs, usage totals); ``None`` for
     anything else, which is read node by node."""
-    if not all(type(x) is dict for x in nodes):
+    if not set(map(type, nodes)) <= _DICT:
         return None
     try:
         ids = [x["id"] for x in nodes]
@@ -259,7 +276,6 @@ def _columns(nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]] | None:
     usages = [x.get("usage") for x in nodes]
     if not (
         set(map(type, ids)) <= _STR
-        and all(map(str.isascii, ids))
         and set(map(type, parents)) <= _STR_NONE
         and set(kinds) <= _KINDS
         and set(statuses) <= _STATUSES
@@ -268,18 +284,18 @@ def _columns(nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]] | None:
         and set(map(type, ends)) <= _FLOAT_NONE
         and set(map(type, costs)) <= _FLOAT_NONE
         and set(map(type, usages)) <= _DICT_NONE
+        and "".join(ids).isascii()
+        and "".join(filter(None, parents)).isascii()
         and not any(map(operator.eq, ids, parents))
     ):
         return None
     tokens = [0 if u is None else u.get("total_tokens") for u in usages]
-    if not set(map(type, tokens)) <= {int} or not all(p is None or p.isascii() for p in parents):
+    if not set(map(type, tokens)) <= _INT:
         return None
     hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
-    if not set(map(type, hints)) <= _STR:
+    if not set(map(type, hints)) <= _STR or "\n" in "".join(names) or "\n" in "".join(hints):
         return None
-    if any("\n" in t for t in names) or any("\n" in t for t in hints):
-        return None
-    extras: list[str | None] = [None] * len(nodes)
+    extras = [""] * len(nodes)  # "": none
     errors = [""] * len(nodes)
     for k, x in enumerate(nodes):
         if "error" in x or "decision" in x or "evicted_children" in x:
@@ -287,22 +303,32 @@ def _columns(nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]] | None:
                 row = _row_values(x, first + k)
             except (KeyError, TypeError, ValueError, OverflowError):
                 return None
-            extras[k] = row[11]
+            extras[k] = row[11] or ""
             err = x.get("error")
             if err is not None:
-                errors[k] = err if type(err) is str else json.dumps(err, separators=(",", ":"))
-    searches = [
-        f"{a} {k} {s} {h} {e}".replace("\n", " ").lower().encode("utf-8", "surrogatepass")
-        for a, k, s, h, e in zip(names, kinds, statuses, hints, errors, strict=True)
-    ]
-    return list(
+                text = err if type(err) is str else json.dumps(err, separators=(",", ":"))
+                errors[k] = text.replace("\n", " ")
+    # one lowercase text a node, lowered as one string (no row holds a newline)
+    text = "\n".join(map(" ".join, zip(names, kinds, statuses, hints, errors, strict=True)))
+    text = text.lower()
+    searches: list[str | bytes] = list(text.split("\n"))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: kept as it is, in bytes
+            searches = [t.encode("utf-8", "surrogatepass") for t in text.split("\n")]
+    # NaN for a missing number (SQLite stores NULL): a None costs more to bind
+    nan = math.nan
+    ends = [nan if t is None else t for t in ends]
+    costs = [nan if c is None else c for c in costs]
+    rows = list(
         zip(
             range(first, first + len(nodes)), ids, parents, kinds, statuses,
             [n if n.isascii() else db_text(n) for n in names],
-            [db_text(h) for h in hints], starts, ends, costs, tokens, extras, searches,
-            strict=True,
+            [db_text(h) for h in hints], starts, ends, costs, tokens, extras, strict=True,
         )
     )  # fmt: skip
+    return _Batch(rows, searches, ids, parents, kinds, statuses, starts, costs, tokens)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -333,19 +359,20 @@ class _Writer:
             return
         first = len(self.parent)
         try:
-            rows = _columns(nodes, first)
+            batch = _columns(nodes, first)
         except RecursionError:  # a value nested too deeply: named node by node
-            rows = None
-        if rows is None or not self._add_rows(rows):
-            rows = self._add_nodes(nodes, first)
+            batch = None
+        if batch is None or not self._take(batch):
+            batch = self._checked(nodes, first)
+            self._take(batch)
         conn = self.conn
-        conn.executemany("INSERT INTO trace_rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _first12(rows))
-        conn.executemany("INSERT INTO trace_search VALUES (?, ?)", [(r[0], r[12]) for r in rows])
-        self.start.extend([math.nan if r[7] is None else r[7] for r in rows])
+        _insert(conn, "trace_rows", _ROW_VALUES, batch.rows)
+        _insert(
+            conn, "trace_search", _SEARCH_VALUES, list(zip(itertools.count(first), batch.searches))
+        )
         if body is not None and not isinstance(body, bytes):
             self.refs = True
-            refs = zip(range(first, first + len(nodes)), body, strict=True)
-            self.conn.executemany("INSERT INTO trace_refs VALUES (?, ?)", refs)
+            _insert(conn, "trace_refs", "(?,?)", list(zip(itertools.count(first), body)))
             return
         if body is None:
             text = json.dumps(list(nodes), ensure_ascii=False)
@@ -353,71 +380,59 @@ class _Writer:
                 body = text.encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
                 body = json.dumps(list(nodes)).encode("ascii")
-        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+        conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
 
-    def _add_rows(self, rows: list[tuple[Any, ...]]) -> bool:
-        """Take the rows :func:`_columns` made, a column at a time; ``False`` (nothing
-        taken) when an id is used twice (the node-by-node path names it)."""
-        pos, at = self.pos, len(self.parent)
-        ids = [r[1] for r in rows]
+    def _take(self, batch: _Batch) -> bool:
+        """Keep what the tree order needs of ``batch``, a column at a time; ``False``
+        (nothing taken) when an id is used twice (:meth:`_checked` names it)."""
+        pos, at, ids = self.pos, len(self.parent), batch.ids
         if len(set(ids)) != len(ids) or any(map(pos.__contains__, ids)):
             return False
-        pos.update(zip(ids, range(at, at + len(ids)), strict=True))
-        get, later = pos.get, self.later
-        for k, r in enumerate(rows):
-            parent = r[2]
-            if parent is None:
-                self.parent.append(-1)
-            else:
-                p = get(parent, -2)
-                self.parent.append(p)
-                if p == -2:
-                    later[at + k] = parent
+        pos.update(zip(ids, itertools.count(at)))
+        get = pos.get
+        parents = [-1 if p is None else get(p, -2) for p in batch.parents]
+        if -2 in parents:  # parents written after their child
+            pairs = zip(parents, batch.parents, strict=True)
+            for k, (p, parent_id) in enumerate(pairs, at):
+                if p == -2 and parent_id is not None:
+                    self.later[k] = parent_id
+        self.parent.extend(parents)
         statuses = self.statuses
-        for status in {r[4] for r in rows}:
+        for status in dict.fromkeys(batch.statuses):  # in the order first seen
             statuses.setdefault(status, len(statuses))
-        self.status.extend([statuses[r[4]] for r in rows])
-        for kind, n in Counter([r[3] for r in rows]).items():
+        self.status.extend(map(statuses.__getitem__, batch.statuses))
+        for kind, n in Counter(batch.kinds).items():
             self.kinds[kind] = self.kinds.get(kind, 0) + n
-        self.tokens.extend([r[10] for r in rows])
-        self.cost.extend([math.nan if r[9] is None else r[9] for r in rows])
+        self.tokens.extend(batch.tokens)
+        self.cost.extend(batch.costs)
+        self.start.extend(batch.starts)
         return True
 
-    def _add_nodes(self, nodes: Sequence[Any], first: int) -> list[tuple[Any, ...]]:
+    def _checked(self, nodes: Sequence[Any], first: int) -> _Batch:
         """Any records, node by node, checking each (a bad one raises, named)."""
-        rows = []
-        pos, later, parent_a = self.pos, self.later, self.parent
-        statuses, status_a, kinds = self.statuses, self.status, self.kinds
-        tokens_a, cost_a = self.tokens, self.cost
-        seq = first
-        for x in nodes:
+        rows, searches, seen, pos = [], [], set(), self.pos
+        for seq, x in enumerate(nodes, first):
             try:
                 row = _row_values(x, seq)
             except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
                 raise malformed(f"nodes[{seq}]", exc) from exc
-            node_id, parent = py_text(row[1]), py_text(row[2])
-            if node_id in pos:
+            node_id = py_text(row[1])
+            if node_id in seen or node_id in pos:
                 raise ValueError(
                     f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
                 )
-            pos[node_id] = seq
-            if parent is None:
-                parent_a.append(-1)
-            else:
-                p = pos.get(parent, -2)
-                parent_a.append(p)
-                if p == -2:
-                    later[seq] = parent
-            code = statuses.get(row[4])
-            if code is None:
-                code = statuses[row[4]] = len(statuses)
-            status_a.append(code)
-            kinds[row[3]] = kinds.get(row[3], 0) + 1
-            tokens_a.append(row[10])
-            cost_a.append(math.nan if row[9] is None else row[9])
-            rows.append(row)
-            seq += 1
-        return rows
+            seen.add(node_id)
+            rows.append(row[:12])
+            searches.append(row[12])
+        _, ids, parents, kinds, statuses, _, _, starts, _, costs, tokens, _ = zip(
+            *rows, strict=True
+        )
+        nan = math.nan
+        return _Batch(
+            rows, searches, [py_text(i) for i in ids], [py_text(p) for p in parents],
+            list(kinds), list(statuses), [nan if t is None else t for t in starts],
+            [nan if c is None else c for c in costs], list(tokens),
+        )  # fmt: skip
 
     def finish(self, header: Mapping[str, Any]) -> int:
         """Derive the tree order, write it and the trace's info; the number of nodes."""
@@ -503,22 +518,24 @@ class _Writer:
         for r, i in enumerate(order):
             rank[i] = r
 
-        def tree() -> Iterator[tuple[Any, ...]]:
-            shallow = 0
-            for r, i in enumerate(order):
-                p = parent[i]
-                p = rank[p] if p >= 0 else -1
-                b = below.get(i)
-                d = depth[i]
-                yield (
-                    r, i, None if p < 0 else p, d, desc[i], shallow, sub_t[i], sub_c[i],
-                    sub_p[i], sub_u[i], None if b is None else json.dumps(b),
-                )  # fmt: skip
-                if d <= 2:
-                    shallow += 1
-
         conn = self.conn
-        conn.executemany("INSERT INTO trace_tree VALUES (?,?,?,?,?,?,?,?,?,?,?)", tree())
+        # a row's number among rows of depth <= 2 (counting those before it)
+        shallow_at = array("i", itertools.accumulate((depth[i] <= 2 for i in order), initial=0))
+        below_at: dict[int, str] = {rank[i]: json.dumps(b) for i, b in below.items()}
+        for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
+            ids = order[at : at + _TREE_SLICE]
+            parents = [rank[p] if p >= 0 else -1 for p in map(parent.__getitem__, ids)]
+            ranks = range(at, at + len(ids))
+            rows = list(
+                zip(
+                    ranks, ids, parents, map(depth.__getitem__, ids), map(desc.__getitem__, ids),
+                    shallow_at[at : at + len(ids)], map(sub_t.__getitem__, ids),
+                    map(sub_c.__getitem__, ids), map(sub_p.__getitem__, ids),
+                    map(sub_u.__getitem__, ids), map(below_at.get, ranks, itertools.repeat("")),
+                    strict=True,
+                )
+            )  # fmt: skip
+            _insert(conn, "trace_tree", _TREE_VALUES, rows)
         group_of = {c: _group(s) for s, c in self.statuses.items()}
         by_group: dict[str, list[float]] = {"running": [], "ok": [], "failed": []}
         for code, start in zip(self.status, self.start, strict=True):
@@ -530,7 +547,7 @@ class _Writer:
             [(g, array("d", sorted(v)).tobytes()) for g, v in by_group.items()],
         )
         _script(conn, _INDEXES)
-        shallow = sum(1 for d in depth if d <= 2)
+        shallow = shallow_at[n]
         row = conn.execute(
             "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
         ).fetchone()
@@ -553,8 +570,28 @@ class _Writer:
         return n
 
 
-def _first12(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    return [r[:12] for r in rows]
+_TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
+_PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
+# How a row's values are bound. A None costs far more to bind than a number or a string (the
+# sqlite3 module looks for an adapter), so a missing number is bound as NaN (which SQLite
+# stores as NULL), missing text as "" (nullif), and the search text as text (cast to a BLOB).
+_ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
+_SEARCH_VALUES = "(?,CAST(? AS BLOB))"
+_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
+
+
+def _insert(conn: sqlite3.Connection, table: str, values: str, rows: Sequence[Any]) -> None:
+    """Insert ``rows`` into ``table``, each as ``values`` (``"(?,?)"``) takes it, many rows
+    a statement."""
+    full = len(rows) - len(rows) % _PER_INSERT
+    if full:
+        chain = itertools.chain.from_iterable
+        conn.executemany(
+            f"INSERT INTO {table} VALUES " + ",".join([values] * _PER_INSERT),
+            [list(chain(rows[at : at + _PER_INSERT])) for at in range(0, full, _PER_INSERT)],
+        )
+    if full < len(rows):
+        conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
 
 
 def _group(status: str) -> str:
@@ -668,6 +705,7 @@ def temporary(write: Callable[[sqlite3.Connection], Any], where: str = "") -> St
     """A stored trace that ``write(conn)`` writes into a private temporary database."""
     conn = sqlite3.connect("", check_same_thread=False)
     try:
+        conn.execute("PRAGMA journal_mode=OFF")  # dropped, not rolled back, if writing fails
         write(conn)
         return StoredTrace(conn, where=where)
     except BaseException:

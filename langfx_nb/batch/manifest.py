@@ -627,22 +627,35 @@ def _trace_header() -> dict[str, Any]:
     return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "session": {}}
 
 
+# A record as the stored trace's rows need it (in place): SQLite leaves out the parts no row
+# shows (a node's outputs and metadata, a query's rendered prompt when it has its template,
+# the inputs of a node whose row shows none of them), which Python would otherwise parse.
+_ROW_RECORD = """CASE WHEN typeof(record) != 'text' OR NOT json_valid(record) THEN record
+    WHEN record->>'kind' IN ('query', 'tool_call', 'log') THEN json_remove(record,
+        '$.outputs', '$.metadata', iif(json_type(record, '$.inputs.prompt') IS NULL,
+        '$.outputs', '$.inputs.rendered_prompt'))
+    ELSE json_replace(json_remove(record, '$.outputs', '$.metadata'), '$.inputs', json('{}'))
+    END"""
+
+
 def _trace_batches(
     conn: sqlite3.Connection, path: Path, *, in_place: bool
 ) -> Iterator[tuple[list[Any], bytes | list[int]]]:
     """The manifest's trace node records in the order written, a chunk at a time (a record
     rewritten later comes at the place of its last write), each chunk with its rowids
-    (``in_place``: the records stay where they are) or its JSON array."""
-    rows = conn.execute("SELECT rowid, record FROM trace_nodes ORDER BY rowid")
+    (``in_place``: the records stay where they are, and are read as a row needs them) or
+    its JSON array."""
+    record = _ROW_RECORD if in_place else "record"
+    rows = conn.execute(f"SELECT rowid, {record} FROM trace_nodes ORDER BY rowid")
     any_rows = False
     while chunk := rows.fetchmany(5_000):
         any_rows = True
-        body = ("[" + ",".join(str(r[1]) for r in chunk) + "]").encode("utf-8")
+        text = "[" + ",".join([str(r[1]) for r in chunk]) + "]"
         try:
-            batch = json.loads(body)
+            batch = json.loads(text)
         except (ValueError, RecursionError) as exc:
             raise ValueError(f"{path}: a trace record is not valid JSON ({exc})") from exc
-        yield batch, ([r[0] for r in chunk] if in_place else body)
+        yield batch, ([r[0] for r in chunk] if in_place else text.encode("utf-8"))
     if not any_rows:
         raise ValueError(f"{path}: the run manifest holds no trace")
 

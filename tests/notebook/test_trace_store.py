@@ -162,3 +162,52 @@ def test_a_batch_that_never_reached_its_end_is_read_from_its_records(tmp_path: P
     finally:
         index.close()
     assert lf.Session.load_trace(path).trace_json()["nodes"]  # a script reads it too
+
+
+async def shown(item: int, view: Any) -> int:
+    """Nodes whose rows show part of their inputs (a hint) beside parts no row shows."""
+    prompt = {"role": "user", "text": f"rendered {item}"}
+    with view.track("query", "q", inputs={"prompt": "p {x}", "vars": {"x": item}}) as t:
+        t.outputs = {"text": "x" * 500}
+    with view.track("query", "r", inputs={"rendered_prompt": prompt}):
+        pass
+    with view.track("tool_call", "lookup", inputs={"args": {"key": item, "deep": [1, 2]}}):
+        pass
+    view.log("info", f"done\n{item}")
+    return item
+
+
+def test_the_rows_stored_in_a_manifest_are_those_its_whole_records_give(tmp_path: Path) -> None:
+    """The stored trace reads a record's parts a row shows (SQLite leaves the rest out):
+    its rows are exactly those converted from the whole records."""
+    path = tmp_path / "run.sqlite"
+    asyncio.run(lf.batch(shown, range(50), run=path, progress=False))
+    rows = "SELECT * FROM trace_rows ORDER BY seq"
+    with sqlite3.connect(path) as conn:
+        stored = conn.execute(rows).fetchall()
+        for table in STORE_TABLES:
+            conn.execute(f"DROP TABLE {table}")
+    index = open_trace(path)  # converted from the whole records
+    try:
+        assert index.conn.execute(rows).fetchall() == stored
+    finally:
+        index.close()
+    assert len(stored) == 2 + 50 * 5
+    assert {r[6] for r in stored if r[3] == "query"} >= {"x=3 · p {x}", "rendered 3"}
+
+
+@pytest.mark.parametrize("record", [b'{"id": "x"}', "not json", "[" * 5000 + "]" * 5000])
+def test_a_damaged_record_leaves_the_trace_as_records_and_the_batch_stands(
+    tmp_path: Path, record: Any
+) -> None:
+    path = tmp_path / "run.sqlite"
+    run(path, 10)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO trace_nodes VALUES (1, 'bad', ?)", (record,))
+    result = asyncio.run(lf.batch(work, range(20), run=path, progress=False))
+    assert len(result) == 20 and result.failed == [0]  # item 0 fails (FAIL_EVERY)
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert "trace_info" not in tables  # not stored: the records stay
+    with pytest.raises(ValueError, match="not valid JSON"):
+        open_trace(path)

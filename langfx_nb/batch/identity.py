@@ -2,7 +2,7 @@
 
 A manifest holds the results of one run identity; a later call whose identity differs is
 refused (``RunManifestError``), and the error names what changed ("the model 'lm' changed
-from openai:gpt-4o to openai:gpt-4o-mini", "fn's source text changed"). The identity is:
+from fake:echo to fake:other", "fn's source text changed"). The identity is:
 
 - ``fn``: ``fn``'s module and qualified name (through partials, bound methods, callable
   objects: the function that runs).

@@ -576,7 +576,7 @@ def _click_cannot_arrive() -> str | None:
     if host is None or not host.in_kernel or host.mode == "live" or control.in_background():
         return None
     return (
-        f"this kernel ({host.kernel}) hands a click to Python only while no cell runs, so an "
+        f"{hosts.why_not_live(host)}, so an "
         "approval prompt in a cell that awaits the run could never be answered; the call was "
         "denied without asking. Use `%%lf agent` (it runs in the background here and the cell "
         "returns at once), or start the run with `run = lf.nb.background(agent.invoke(...))` "

@@ -308,8 +308,11 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
 
 
 def _approval_static_html(state: Mapping[str, Any]) -> str:
-    """The prompt as a saved notebook shows it: decisions with local times, and a prompt that
-    was still waiting shown closed (no kernel can receive a click any more)."""
+    """The prompt as a page without its live view shows it (a saved notebook, nbconvert, a
+    host without a widget manager): decisions with local times, and a prompt that was waiting
+    when the copy was written. That copy may show while the run still waits (classic pages
+    where the CSS cannot choose, a reader of the saved file mid-run), so it never says the call
+    did not run: only the live prompt or the run's end can say."""
     from .render import local_time
 
     rows = []
@@ -326,9 +329,10 @@ def _approval_static_html(state: Mapping[str, Any]) -> str:
     pending = state.get("pending")
     if pending:
         rows.append(
-            f'<li class="lfx-closed">closed: tool call <b>{esc(pending.get("tool"))}</b> '
-            f"({esc(pending.get('call_id'))}) was waiting for approval when this output was "
-            "saved; it did not run from this prompt</li>"
+            f'<li class="lfx-closed">waiting: tool call <b>{esc(pending.get("tool"))}</b> '
+            f"({esc(pending.get('call_id'))}) was waiting for approval when this copy was "
+            "written; this copy cannot answer it (the live prompt can, while its kernel "
+            "runs)</li>"
         )
     notice = state.get("notice")
     if notice:

@@ -560,11 +560,19 @@ def register_formatters(ipython: Any) -> None:
 # when they draw and which is never saved) is hidden next to a copy. nbconvert and GitHub show
 # the copy (the widget output there falls back to a one-line note with a mime type).
 # (`:has()` cannot nest, hence the class mark instead of `:not(:has(.lfx))`.)
+# Classic Notebook 6.5 (and Colab's page) names its outputs `.output > .output_area`, and a
+# widget view's area holds `.jupyter-widgets-view` (empty, or ipywidgets' "could not be
+# displayed" note, until a view draws), or the text/html note when the page renders the saved
+# output before its widget extension loads (`.lfx-fallback`): the same choices, in its classes.
 STATIC_CSS = (
     "<style>"
     ".jp-OutputArea:has(.lfx) > .jp-OutputArea-child:has(.lfx-static){display:none}"
     ".jp-OutputArea:has(.lfx-static) > .jp-OutputArea-child:not(.lfx-live-child)"
     ":has(> .jp-OutputArea-output:not([data-mime-type])){display:none}"
+    ".output:has(.lfx) > .output_area:has(.lfx-static){display:none}"
+    ".output:has(.lfx-static) > .output_area:has(.lfx-fallback){display:none}"
+    ".output:has(.lfx-static) > .output_area:has(> .jupyter-widgets-view):not(:has(.lfx))"
+    "{display:none}"
     ".lfx-static ul{list-style:none!important;margin:0!important;padding-left:1.1em!important}"
     ".lfx-static details.lfx-nd>summary{cursor:pointer;color:#666}"
     ".lfx-static .lfx-closed{color:#8a5a00}"
@@ -606,7 +614,10 @@ class WidgetDisplayMixin:
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
         data = dict(data)
         name = esc(type(self).__name__)
-        data["text/html"] = f"<div>{name}: live view (needs its kernel); static copy below</div>"
+        data["text/html"] = (
+            f'<div class="lfx-fallback">{name}: live view (needs its kernel); static copy below'
+            "</div>"
+        )
         return data, meta
 
     def _static_bundle(self) -> dict[str, Any]:

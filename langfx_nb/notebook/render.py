@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import traitlets
+
 from ..agentic.usage import cost_label
 from ..batch.progress import provider_lines
 from ..jsonable import walk
@@ -580,7 +582,10 @@ STATIC_CSS = (
 )
 
 
-class WidgetDisplayMixin:
+ANYWIDGET_RANGE = ">=0.9.0"  # the anywidget releases a page may draw the views with
+
+
+class WidgetDisplayMixin(traitlets.HasTraits):
     """Displays an anywidget as a live view plus a static copy that outlives the kernel.
 
     ``display(widget)`` emits two outputs with display ids: the widget view (its text/html is a
@@ -590,6 +595,14 @@ class WidgetDisplayMixin:
 
     _display_handles: list[Any]
     _static_handles: list[Any]
+
+    # The page's anywidget draws the views whatever its release: a kernel's anywidget names
+    # its own minor release ("~0.9.*" on Colab's pins) and a page from another environment
+    # (JupyterLab with a host's kernel) has another (0.11), which the widget manager refuses
+    # by that range. The views use only what anywidget 0.9 already had (ESM render, traits,
+    # custom messages), so any release from 0.9 on will do.
+    _model_module_version = traitlets.Unicode(ANYWIDGET_RANGE).tag(sync=True)
+    _view_module_version = traitlets.Unicode(ANYWIDGET_RANGE).tag(sync=True)
 
     def _fallback_html(self) -> str:
         raise NotImplementedError

@@ -310,9 +310,9 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
 def _approval_static_html(state: Mapping[str, Any]) -> str:
     """The prompt as a page without its live view shows it (a saved notebook, nbconvert, a
     host without a widget manager): decisions with local times, and a prompt that was waiting
-    when the copy was written. That copy may show while the run still waits (classic pages
-    where the CSS cannot choose, a reader of the saved file mid-run), so it never says the call
-    did not run: only the live prompt or the run's end can say."""
+    when the copy was written. That copy may show while the run still waits (a page whose
+    widgets have not drawn, the saved file read mid-run), so it never says the call did not
+    run: only the live prompt or the run's end can say."""
     from .render import local_time
 
     rows = []

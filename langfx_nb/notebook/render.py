@@ -565,7 +565,8 @@ def register_formatters(ipython: Any) -> None:
 # Classic Notebook 6.5 (and Colab's page) names its outputs `.output > .output_area`, and a
 # widget view's area holds `.jupyter-widgets-view` (empty, or ipywidgets' "could not be
 # displayed" note, until a view draws), or the text/html note when the page renders the saved
-# output before its widget extension loads (`.lfx-fallback`): the same choices, in its classes.
+# output before its widget extension loads (`.lfx-fallback`): the same choices, in its classes
+# (`:not(:has())` next to `:has()` is not nesting; Chromium applies it).
 STATIC_CSS = (
     "<style>"
     ".jp-OutputArea:has(.lfx) > .jp-OutputArea-child:has(.lfx-static){display:none}"

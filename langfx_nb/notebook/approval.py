@@ -312,8 +312,11 @@ class ApprovalWidget(WidgetDisplayMixin, anywidget.AnyWidget):
 
 
 def _approval_static_html(state: Mapping[str, Any]) -> str:
-    """The prompt as a saved notebook shows it: decisions with local times, and a prompt that
-    was still waiting shown closed (no kernel can receive a click any more)."""
+    """The prompt as a page without its live view shows it (a saved notebook, nbconvert, a
+    host without a widget manager): decisions with local times, and a prompt that was waiting
+    when the copy was written. That copy may show while the run still waits (a page whose
+    widgets have not drawn, the saved file read mid-run), so it never says the call did not
+    run: only the live prompt or the run's end can say."""
     from .render import local_time
 
     rows = []
@@ -330,9 +333,10 @@ def _approval_static_html(state: Mapping[str, Any]) -> str:
     pending = state.get("pending")
     if pending:
         rows.append(
-            f'<li class="lfx-closed">closed: tool call <b>{esc(pending.get("tool"))}</b> '
-            f"({esc(pending.get('call_id'))}) was waiting for approval when this output was "
-            "saved; it did not run from this prompt</li>"
+            f'<li class="lfx-closed">waiting: tool call <b>{esc(pending.get("tool"))}</b> '
+            f"({esc(pending.get('call_id'))}) was waiting for approval when this copy was "
+            "written; this copy cannot answer it (the live prompt can, while its kernel "
+            "runs)</li>"
         )
     notice = state.get("notice")
     if notice:
@@ -605,7 +609,7 @@ def _click_cannot_arrive() -> str | None:
             "runs; `await run` in a later cell gives the answer."
         )
     return (
-        f"this kernel ({host.kernel}) hands a click to Python only while no cell runs, so an "
+        f"{hosts.why_not_live(host)}, so an "
         "approval prompt in a cell that awaits the run could never be answered; the call was "
         "denied without asking. Use `%%lf agent` (it runs in the background here and the cell "
         "returns at once), or start the run with `run = lf.nb.background(agent.invoke(...))` "

@@ -113,8 +113,13 @@ class BackgroundRun:
         if host is not None and host.forced:
             why = f"approval mode background, chosen by ${hosts.MODE_ENV}"
         else:
-            kernel = host.kernel if host is not None else "this kernel"
-            why = f"approval mode background: {kernel} hands clicks to Python only between cells"
+            why = f"approval mode background: {hosts.why_not_live(host)}"
+        if host is not None and host.page is not None:  # nobody runs another cell there
+            return (
+                f"{self.label}: runs in the background ({why}). When the prompt below asks, "
+                "click Approve or Deny; the trace below follows the run (its Agent row holds "
+                "the answer)."
+            )
         gets = f"`{self.out}` is this run until its answer replaces it; " if self.out else ""
         return (
             f"{self.label}: runs in the background ({why}). When the prompt below asks, click "
@@ -146,10 +151,10 @@ class BackgroundRun:
 
     def _cannot_wait(self, pending: str) -> str:
         return (
-            f"{self.label} is waiting for your decision on {pending}. This kernel hands a "
-            "click to Python only while no cell runs, so a cell awaiting the run would never "
-            "get it: click Approve or Deny in the run's prompt first, then `await` it again. "
-            "The run keeps waiting."
+            f"{self.label} is waiting for your decision on {pending}. Here "
+            f"{hosts.why_not_live()}, so a cell awaiting the run would never get it: click "
+            "Approve or Deny in the run's prompt first, then `await` it again. The run keeps "
+            "waiting."
         )
 
 

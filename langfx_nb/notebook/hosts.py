@@ -16,6 +16,11 @@ No version list decides: each capability is read from the running kernel itself.
   returns? In an ipykernel kernel whose IPython runs async cells with the asyncio runner it
   does (the cell's coroutine runs on the kernel's own loop); in terminal IPython the loop only
   runs while a cell does.
+- **page drawn after the run** (Voilà): Voilà's default mode runs the whole notebook before it
+  sends the page, so no prompt is on screen while a cell runs, whatever the kernel can do. Its
+  kernels are told apart by the environment Voilà starts them with (``SERVER_SOFTWARE``
+  ``voila/…`` for a page's kernel, ``VOILA_PREHEAT`` also for a pre-heated one). The page's
+  widgets connect once the notebook has run, so a click reaches a background run there.
 
 A marimo notebook has no IPython shell to probe: its kernel is recognised by marimo itself
 (``marimo_host``) and reads "no" for the first (one control loop runs cells and handles
@@ -23,7 +28,7 @@ clicks, one request at a time) and "yes" for the second.
 
 The approval mode follows (``LANGFX_NB_APPROVAL=live|background|suspend`` chooses one):
 
-- ``live``: the cell awaits the click (comm while awaiting);
+- ``live``: the cell awaits the click (comm while awaiting, and a page drawn while cells run);
 - ``background``: the run becomes a task on the kernel loop and the cell returns at once with
   its handle; the click arrives between cells (loop between cells);
 - ``suspend``: the run ends with a saved ``RunState`` that ``%lf resume`` continues.
@@ -52,6 +57,7 @@ __all__ = [
     "meaning",
     "probe",
     "probe_marimo",
+    "why_not_live",
 ]
 
 Mode = Literal["live", "background", "suspend"]
@@ -72,6 +78,7 @@ class Host:
     loop_between_cells: bool
     mode: Mode
     forced: bool = False  # the mode came from $LANGFX_NB_APPROVAL
+    page: str | None = None  # a host that draws the page only after the notebook ran: "Voilà"
     patches: dict[str, bool] = field(default_factory=dict)  # patch name -> installed
     marimo: bool = False  # a marimo notebook's kernel (no IPython shell, no `%%lf`)
 
@@ -117,6 +124,15 @@ def comm_while_awaiting(kernel: Any) -> bool:
     return any(s >= _COMM_TYPES for s in sets) and {"dispatch_shell", "_main_asyncio_lock"} <= names
 
 
+def page_after_run(environ: Any = os.environ) -> str | None:
+    """The name of the host when this kernel serves a page drawn only after the whole notebook
+    has run (Voilà's default mode), else None."""
+    software = str(environ.get("SERVER_SOFTWARE", ""))
+    if software.startswith("voila/") or "VOILA_PREHEAT" in environ:
+        return "Voilà"
+    return None
+
+
 def loop_between_cells(ip: Any) -> bool:
     """True when async cells run on a loop that keeps running after the cell returns."""
     kernel = getattr(ip, "kernel", None)
@@ -140,12 +156,13 @@ def probe(ip: Any) -> Host:
         label = f"ipykernel {found or '?'} ({type(kernel).__name__})"
     comm = kernel is not None and comm_while_awaiting(kernel)
     loop = loop_between_cells(ip)
-    mode: Mode = "live" if comm else "background" if loop else "suspend"
+    page = page_after_run() if kernel is not None else None
+    mode: Mode = "live" if comm and page is None else "background" if loop else "suspend"
     forced = False
     wanted = os.environ.get(MODE_ENV, "").strip().lower()
     if wanted in MODES:
         mode, forced = wanted, True
-    _current = Host(label, kernel is not None, comm, loop, mode, forced)
+    _current = Host(label, kernel is not None, comm, loop, mode, forced, page=page)
     events = getattr(ip, "events", None)
     if events is not None and _cell_started not in events.callbacks.get("pre_run_cell", []):
         events.register("pre_run_cell", _cell_started)
@@ -221,6 +238,12 @@ _MARIMO_BACKGROUND = (
 )
 
 
+_PAGE_AFTER_RUN = (
+    "drawn only after the whole notebook has run, so no cell can wait for a click here; "
+    "a prompt appears with the page and its click reaches the run going on in the background"
+)
+
+
 def meaning(mode: Mode) -> str:
     """What ``mode`` means for a person: how a tool approval waits, and what to do."""
     host = current()
@@ -240,6 +263,8 @@ def doctor_text(host: Host | None = None) -> str:
     yes = {True: "yes", False: "no"}
     lines.append(f"widget messages handled while a cell awaits: {yes[host.comm_while_awaiting]}")
     lines.append(f"asyncio loop runs between cells: {yes[host.loop_between_cells]}")
+    if host.page is not None:
+        lines.append(f"page: {host.page}, {_PAGE_AFTER_RUN}")
     if host.patches:
         done = ", ".join(f"{k} {'installed' if v else 'skipped'}" for k, v in host.patches.items())
         lines.append(f"kernel patches: {done}")
@@ -252,6 +277,15 @@ def doctor_text(host: Host | None = None) -> str:
             "and evaluation views."
         )
     return "\n".join(lines) + "\n"
+
+
+def why_not_live(host: Host | None = None) -> str:
+    """Why a cell cannot wait for a click here, in words for the person who would click."""
+    host = host or current()
+    if host is not None and host.page is not None:
+        return f"{host.page} draws the page only after the whole notebook has run"
+    kernel = host.kernel if host is not None else "this kernel"
+    return f"{kernel} hands clicks to Python only between cells"
 
 
 def explain_no_click(tool: str, call_id: str, timeout: float, *, in_cell: bool = False) -> str:
@@ -284,7 +318,7 @@ def explain_no_click(tool: str, call_id: str, timeout: float, *, in_cell: bool =
     return (
         f"no notebook page acknowledged the approval prompt for tool {tool!r} (call {call_id}) "
         f"within {timeout:g} s{where}, so the call was denied (fail closed). The page may not "
-        f"draw widgets (nbconvert, nbval, Voilà, a closed tab){kernel}. For unattended runs use "
+        f"draw widgets (nbconvert, nbval, a closed tab){kernel}. For unattended runs use "
         "--approve deny | allow:TOOLS (ApprovalPolicy(mode='deny') or mode='allow'); to decide "
         "later, %%lf agent --suspend."
     )

@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import traitlets
+
 from ..agentic.usage import cost_label
 from ..batch.progress import provider_lines
 from ..jsonable import walk
@@ -542,11 +544,20 @@ def register_formatters(ipython: Any) -> None:
 # when they draw and which is never saved) is hidden next to a copy. nbconvert and GitHub show
 # the copy (the widget output there falls back to a one-line note with a mime type).
 # (`:has()` cannot nest, hence the class mark instead of `:not(:has(.lfx))`.)
+# Classic Notebook 6.5 (and Colab's page) names its outputs `.output > .output_area`, and a
+# widget view's area holds `.jupyter-widgets-view` (empty, or ipywidgets' "could not be
+# displayed" note, until a view draws), or the text/html note when the page renders the saved
+# output before its widget extension loads (`.lfx-fallback`): the same choices, in its classes
+# (`:not(:has())` next to `:has()` is not nesting; Chromium applies it).
 STATIC_CSS = (
     "<style>"
     ".jp-OutputArea:has(.lfx) > .jp-OutputArea-child:has(.lfx-static){display:none}"
     ".jp-OutputArea:has(.lfx-static) > .jp-OutputArea-child:not(.lfx-live-child)"
     ":has(> .jp-OutputArea-output:not([data-mime-type])){display:none}"
+    ".output:has(.lfx) > .output_area:has(.lfx-static){display:none}"
+    ".output:has(.lfx-static) > .output_area:has(.lfx-fallback){display:none}"
+    ".output:has(.lfx-static) > .output_area:has(> .jupyter-widgets-view):not(:has(.lfx))"
+    "{display:none}"
     ".lfx-static ul{list-style:none!important;margin:0!important;padding-left:1.1em!important}"
     ".lfx-static details.lfx-nd>summary{cursor:pointer;color:#666}"
     ".lfx-static .lfx-closed{color:#8a5a00}"
@@ -554,7 +565,10 @@ STATIC_CSS = (
 )
 
 
-class WidgetDisplayMixin:
+ANYWIDGET_RANGE = ">=0.9.0"  # the anywidget releases a page may draw the views with
+
+
+class WidgetDisplayMixin(traitlets.HasTraits):
     """Displays an anywidget as a live view plus a static copy that outlives the kernel.
 
     ``display(widget)`` emits two outputs with display ids: the widget view (its text/html is a
@@ -564,6 +578,14 @@ class WidgetDisplayMixin:
 
     _display_handles: list[Any]
     _static_handles: list[Any]
+
+    # The page's anywidget draws the views whatever its release: a kernel's anywidget names
+    # its own minor release ("~0.9.*" on Colab's pins) and a page from another environment
+    # (JupyterLab with a host's kernel) has another (0.11), which the widget manager refuses
+    # by that range. The views use only what anywidget 0.9 already had (ESM render, traits,
+    # custom messages), so any release from 0.9 on will do.
+    _model_module_version = traitlets.Unicode(ANYWIDGET_RANGE).tag(sync=True)
+    _view_module_version = traitlets.Unicode(ANYWIDGET_RANGE).tag(sync=True)
 
     def _fallback_html(self) -> str:
         raise NotImplementedError
@@ -588,7 +610,10 @@ class WidgetDisplayMixin:
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, None)
         data = dict(data)
         name = esc(type(self).__name__)
-        data["text/html"] = f"<div>{name}: live view (needs its kernel); static copy below</div>"
+        data["text/html"] = (
+            f'<div class="lfx-fallback">{name}: live view (needs its kernel); static copy below'
+            "</div>"
+        )
         return data, meta
 
     def _static_bundle(self) -> dict[str, Any]:

@@ -111,7 +111,7 @@ async def test_a_prompt_awaited_by_a_cell_on_such_a_kernel_is_denied_at_once_wit
             await agent.invoke(session)
     message = str(info.value)
     assert "ipykernel 6.29.5" in message
-    assert "only while no cell runs" in message
+    assert "hands clicks to Python only between cells" in message
     assert "lf.nb.background" in message and "%%lf agent" in message
     assert "not shown" not in message
     assert CALLS == []
@@ -161,6 +161,15 @@ async def test_the_handle_says_which_mode_why_and_what_to_do(
     )
     assert f"chosen by ${hosts.MODE_ENV}" in handle.explain()  # never a false reason
     assert "hands clicks" not in handle.explain()
+    monkeypatch.setattr(
+        hosts,
+        "_current",
+        hosts.Host("ipykernel 7.4.0", True, True, True, "background", page="Voilà"),
+    )
+    text = handle.explain()  # a Voilà page: nobody runs a next cell there
+    assert "Voilà draws the page only after the whole notebook has run" in text
+    assert "the trace below follows the run (its Agent row holds the answer)" in text
+    assert "hands clicks" not in text and "next cell" not in text
     handle.cancel()
     with pytest.raises(asyncio.CancelledError):
         await handle.task

@@ -176,3 +176,38 @@ def test_in_suspend_mode_an_ask_ends_the_run_saved_and_resume_continues_it(
     assert CALLS == []
     assert run(ip, "%lf resume --approve c1 --lm lm") == "The answer is 5."
     assert CALLS == [(2, 3)]
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [{"SERVER_SOFTWARE": "voila/0.5.13"}, {"VOILA_PREHEAT": "True"}],
+)
+def test_voila_gets_background_approvals_even_on_a_kernel_with_live_clicks(
+    fresh: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    environ: dict[str, str],
+) -> None:
+    """Voilà's default mode draws the page after the whole notebook ran: a cell waiting for a
+    click would wait for a prompt nobody sees (it used to be denied after 15 s as "not shown")."""
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    ip = shell_with(kernel74())
+    load_ipython_extension(ip)
+    host = hosts.current()
+    assert host is not None
+    assert host.comm_while_awaiting and host.page == "Voilà" and host.mode == "background"
+    ip.run_line_magic("lf", "doctor")
+    text = capsys.readouterr().out
+    assert "page: Voilà, drawn only after the whole notebook has run" in text
+    assert "approvals: background" in text
+    assert hosts.why_not_live() == "Voilà draws the page only after the whole notebook has run"
+
+
+def test_a_kernel_outside_voila_is_not_taken_for_it(
+    fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SERVER_SOFTWARE", "nginx/1.27")
+    monkeypatch.delenv("VOILA_PREHEAT", raising=False)
+    host = hosts.probe(shell_with(kernel74()))
+    assert host.page is None and host.mode == "live"

@@ -338,3 +338,14 @@ def test_widget_text_repr_is_deterministic() -> None:
         "notice": None,
     }
     assert widget._fallback_text() == "ApprovalWidget: 1 decisions (1 approved, 0 denied)"
+
+
+def test_the_copy_of_a_waiting_prompt_never_says_the_call_did_not_run() -> None:
+    """Classic Notebook showed the copy next to the live prompt while the run waited; it said
+    the call "did not run", which the click then made false."""
+    from langfx_nb.notebook.approval import _approval_static_html
+
+    pending = {"tool": "add", "call_id": "c1", "args": {"a": 2, "b": 3}}
+    html = _approval_static_html({"history": [], "pending": pending})
+    assert "did not run" not in html
+    assert "was waiting for approval when this copy was written" in html

@@ -49,6 +49,7 @@ __all__ = [
     "TraceExplorer",
     "background",
     "cancel",
+    "doctor",
     "export",
     "load_ipython_extension",
     "save_trace",
@@ -115,6 +116,15 @@ def eval_live_view(name: str, trials: int) -> Any:
 
 
 set_live_view(eval_live_view)
+
+
+def doctor() -> None:
+    """Print what ``%lf doctor`` prints (the kernel found, what it can do, how approvals wait
+    here and what to do): for marimo, which has no magics. ``hosts.doctor_text()`` returns
+    the same text."""
+    from .hosts import doctor_text
+
+    print(doctor_text(), end="")
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -244,11 +244,35 @@ _PAGE_AFTER_RUN = (
 )
 
 
+# marimo has no `%lf resume`: the suspended run is a RunState the notebook continues in Python
+_MARIMO_SUSPEND = (
+    "approvals: suspend. A run that needs a decision stops instead of asking: `state = await "
+    'agent.invoke(session, on_approval="suspend")` (with no ask policy) returns its RunState, '
+    "and `await lf.Agent.resume(state, {call_id: lf.Approve()}, tools=[...], lm=lm)` (or "
+    "`lf.Deny(note)`) continues it."
+)
+
+
+def _page_background(page: str) -> str:
+    """Background mode on a page drawn after the notebook ran: nobody runs another cell."""
+    return (
+        f"approvals: background. {page} draws the page only after the whole notebook has run, "
+        "so a `%%lf agent` cell that may ask returns at once and its run goes on in the "
+        "background. Nobody runs another cell on this page: click Approve or Deny in the "
+        "prompt on the page, and the trace below it follows the run (its Agent row holds the "
+        "answer). Cancel run stops it."
+    )
+
+
 def meaning(mode: Mode) -> str:
     """What ``mode`` means for a person: how a tool approval waits, and what to do."""
     host = current()
     if host is not None and host.marimo and mode == "background":
         return _MARIMO_BACKGROUND
+    if host is not None and host.marimo and mode == "suspend":
+        return _MARIMO_SUSPEND
+    if host is not None and host.page is not None and mode == "background":
+        return _page_background(host.page)
     return _MEANING[mode]
 
 

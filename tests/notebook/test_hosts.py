@@ -202,6 +202,9 @@ def test_voila_gets_background_approvals_even_on_a_kernel_with_live_clicks(
     assert "page: Voilà, drawn only after the whole notebook has run" in text
     assert "approvals: background" in text
     assert hosts.why_not_live() == "Voilà draws the page only after the whole notebook has run"
+    # nobody runs a next cell on a Voilà page: the advice is what to do on the page
+    assert "run = _" not in text and "next cell" not in text
+    assert "click Approve or Deny in the prompt on the page" in text and "Agent row" in text
 
 
 def test_a_kernel_outside_voila_is_not_taken_for_it(

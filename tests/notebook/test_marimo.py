@@ -199,3 +199,21 @@ async def test_with_live_forced_in_marimo_a_denial_says_the_click_was_held_not_u
     message = str(info.value)
     assert "only after the running cell ends" in message and "approval mode live" in message
     assert "no page acknowledged" not in message
+
+
+def test_with_suspend_forced_in_marimo_doctor_names_the_python_resume_call(
+    marimo: FakeMarimo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """marimo has no magics: `%lf resume` would be advice nobody can follow there."""
+    monkeypatch.setenv(hosts.MODE_ENV, "suspend")
+    doctor = hosts.doctor_text()
+    assert "approvals: suspend" in doctor and "%lf" not in doctor
+    assert 'on_approval="suspend"' in doctor and "lf.Agent.resume(state" in doctor
+
+
+def test_lf_nb_doctor_prints_what_the_magic_prints_for_marimo_users(
+    marimo: FakeMarimo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert lf.nb.doctor() is None
+    text = capsys.readouterr().out
+    assert text == hosts.doctor_text() and "kernel: marimo 0.25.2" in text

@@ -253,15 +253,13 @@ _MARIMO_SUSPEND = (
 )
 
 
-def _page_background(page: str) -> str:
-    """Background mode on a page drawn after the notebook ran: nobody runs another cell."""
-    return (
-        f"approvals: background. {page} draws the page only after the whole notebook has run, "
-        "so a `%%lf agent` cell that may ask returns at once and its run goes on in the "
-        "background. Nobody runs another cell on this page: click Approve or Deny in the "
-        "prompt on the page, and the trace below it follows the run (its Agent row holds the "
-        "answer). Cancel run stops it."
-    )
+# a page drawn after the notebook ran (the `page:` line says why): nobody runs another cell
+_PAGE_BACKGROUND = (
+    "approvals: background. A `%%lf agent` cell that may ask returns at once and its run goes "
+    "on in the background. Nobody runs another cell on this page: click Approve or Deny in the "
+    "prompt on the page, and the trace below it follows the run (its Agent row holds the "
+    "answer). Cancel run stops it."
+)
 
 
 def meaning(mode: Mode) -> str:
@@ -272,7 +270,7 @@ def meaning(mode: Mode) -> str:
     if host is not None and host.marimo and mode == "suspend":
         return _MARIMO_SUSPEND
     if host is not None and host.page is not None and mode == "background":
-        return _page_background(host.page)
+        return _PAGE_BACKGROUND
     return _MEANING[mode]
 
 

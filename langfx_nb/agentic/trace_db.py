@@ -337,7 +337,8 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
 
 class StoreWriter:
     """Writes one trace's tables into ``conn``: records and row values as they come (a batch
-    at a time), then the tree order once every node is known (:meth:`finish`)."""
+    at a time, in one transaction or several: a run manifest writes each record's row with
+    it), then the tree order once every node is known (:meth:`finish`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn

@@ -146,8 +146,13 @@ done(wall_s=time.perf_counter() - t, store_s=sum(spent), cpu_s=time.process_time
 def run(code: str, *args: str, root: Path = ROOT) -> dict[str, Any]:
     load = os.getloadavg()[0]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False
+    done = subprocess.run(  # in root: ``-c`` imports from the current directory first
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=root,
     )
     if done.returncode:
         raise SystemExit(done.stderr)
@@ -173,7 +178,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     steps = set(args.steps.split(","))
-    where = Path(args.dir or tempfile.mkdtemp(prefix="lfx-trace-store-"))
+    where = Path(args.dir or tempfile.mkdtemp(prefix="lfx-trace-store-")).resolve()
     where.mkdir(parents=True, exist_ok=True)
     deep = 60
     big, small = where / f"t{args.nodes}.json", where / f"t{args.small}.json"
@@ -232,6 +237,7 @@ def main() -> None:
             r = run(BATCH, str(manifest), str(args.items), root=root)
             rest, rest_cpu = r["wall_s"] - r["store_s"], r["cpu_s"] - r["store_cpu_s"]
             note("stored trace of a batch", tree, r["store_cpu_s"])
+            note("the whole batch", tree, r["cpu_s"])  # rows may be built as items finish
             print(
                 f"[{tree}] batch of {args.items:,} items: {rest:.1f} s wall "
                 f"({1000 * rest_cpu / args.items:.3f} ms CPU an item), then the stored trace "

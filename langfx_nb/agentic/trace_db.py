@@ -56,6 +56,7 @@ __all__ = [
     "DEFAULT_OPEN_DEPTH",
     "MAX_WINDOW",
     "STORE_TABLES",
+    "StoreWriter",
     "StoredTrace",
     "convert",
     "is_store",
@@ -334,9 +335,10 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
 # -- writing -----------------------------------------------------------------------------------
 
 
-class _Writer:
+class StoreWriter:
     """Writes one trace's tables into ``conn``: records and row values as they come (a batch
-    at a time), then the tree order once every node is known (:meth:`finish`)."""
+    at a time, in one transaction or several: a run manifest writes each record's row with
+    it), then the tree order once every node is known (:meth:`finish`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -357,6 +359,21 @@ class _Writer:
         where each record stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
         if not nodes:
             return
+        first = self.add_rows(nodes)
+        if body is not None and not isinstance(body, bytes):
+            self.add_refs(first, body)
+            return
+        if body is None:
+            text = json.dumps(list(nodes), ensure_ascii=False)
+            try:
+                body = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
+                body = json.dumps(list(nodes)).encode("ascii")
+        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+
+    def add_rows(self, nodes: Sequence[Any]) -> int:
+        """Write the rows of the next node records (their records are written apart:
+        :meth:`add_refs`); the position of the first."""
         first = len(self.parent)
         try:
             batch = _columns(nodes, first)
@@ -370,17 +387,17 @@ class _Writer:
         _insert(
             conn, "trace_search", _SEARCH_VALUES, list(zip(itertools.count(first), batch.searches))
         )
-        if body is not None and not isinstance(body, bytes):
-            self.refs = True
-            _insert(conn, "trace_refs", "(?,?)", list(zip(itertools.count(first), body)))
-            return
-        if body is None:
-            text = json.dumps(list(nodes), ensure_ascii=False)
-            try:
-                body = text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
-                body = json.dumps(list(nodes)).encode("ascii")
-        conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+        return first
+
+    def add_refs(self, first: int, refs: Sequence[int]) -> None:
+        """Where the records from position ``first`` on stay: their rowids in the file's
+        ``trace_nodes``."""
+        self.refs = True
+        _insert(self.conn, "trace_refs", "(?,?)", list(zip(itertools.count(first), refs)))
+
+    def ids(self) -> list[str]:
+        """The ids of the nodes added so far, in the order added."""
+        return list(self.pos)
 
     def _take(self, batch: _Batch) -> bool:
         """Keep what the tree order needs of ``batch``, a column at a time; ``False``
@@ -615,7 +632,7 @@ def write_store(
     if not conn.in_transaction:
         conn.execute("BEGIN")
     try:
-        writer = _Writer(conn)
+        writer = StoreWriter(conn)
         for batch in batches:
             if isinstance(batch, tuple):
                 writer.add(*batch)

@@ -29,8 +29,10 @@ Item traces: a ``trace_nodes`` row per trace node of the batch (the session root
 ``lf.batch`` call on the manifest is one run) and the node's id, the record as the core
 writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a later run are
 ``"<run>:<id>"`` so the runs of one manifest form one trace (one session root per run).
-At the end of each batch they are written again as a stored trace (``agentic/trace_db.py``)
-in the same file, which ``TraceExplorer(path)`` and ``Session.load_trace(path)`` read.
+They make a stored trace (``agentic/trace_db.py``) in the same file, which
+``TraceExplorer(path)`` and ``Session.load_trace(path)`` read: its rows are written with the
+records (an earlier run's at the start of the next), the tree order and the trace's info at
+the end of each batch (until then, the records are read).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import json
 import os
 import re
@@ -52,7 +55,7 @@ from .codec import JSON_TAG, ResultCodec, input_preview
 from .identity import RunIdentity
 
 if TYPE_CHECKING:
-    from ..agentic.trace_db import StoredTrace
+    from ..agentic.trace_db import StoredTrace, StoreWriter
 
 __all__ = [
     "FLUSH_INTERVAL_S",
@@ -107,11 +110,13 @@ CREATE TABLE IF NOT EXISTS provider_batches (
 class TraceSource(Protocol):
     """Where a manifest gets the trace records it commits with its rows (the batch
     runner's trace writer): ``len`` is how many are waiting, ``records`` hands them over
-    as ``(run, node id, JSON text)`` and forgets them."""
+    as ``(run, node id, JSON text)`` and forgets them, with the same records as objects
+    for the stored trace's rows, in the same order, leaving out a record that will be
+    written again (the batch node while it runs)."""
 
     def __len__(self) -> int: ...
 
-    def records(self) -> list[tuple[int, str, str]]: ...
+    def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]: ...
 
 
 def manifest_path(run: str | os.PathLike[str]) -> Path:
@@ -147,6 +152,11 @@ class Manifest:
         self._pending: list[tuple[Any, ...]] = []
         self._trace_pending: list[tuple[int, str, str]] = []
         self._trace: TraceSource | None = None
+        #: the stored trace's rows, written with the trace records they are made of (the
+        #: end of the batch then only orders them); ``None``: written at the end from the
+        #: records (an earlier run's record a row cannot show, a record written twice)
+        self._rows: StoreWriter | None = None
+        self._rows_pending: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
         #: a transaction is committed once this many rows wait, or ``flush_interval``
         #: seconds after the last (a crash loses at most these; the runner widens them
@@ -390,13 +400,30 @@ class Manifest:
         """Commit ``source``'s trace records with every later ``flush`` (``None``: stop);
         records with an id already stored replace it (a node written running, then
         finished). The stored trace of earlier runs is dropped now (it would be stale: it is
-        written again at the end, :meth:`store_trace`; until then the records are read)."""
+        written again at the end, :meth:`store_trace`; until then the records are read); its
+        rows are written again now, and this run's with its records."""
         if source is not None:
-            from ..agentic.trace_db import STORE_TABLES
+            from ..agentic.trace_db import STORE_TABLES, StoreWriter
 
+            conn, drop = self._conn, [f"DROP TABLE IF EXISTS {t}" for t in STORE_TABLES]
             try:
-                for table in STORE_TABLES:
-                    self._conn.execute(f"DROP TABLE IF EXISTS {table}")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in drop:
+                        conn.execute(statement)
+                    self._rows = StoreWriter(conn)
+                    if conn.execute("SELECT 1 FROM trace_nodes LIMIT 1").fetchone():
+                        for nodes, _ in _trace_batches(conn, self.path, in_place=True):
+                            self._rows.add_rows(nodes)
+                except ValueError:  # left to store_trace, from the records
+                    self._rows = None
+                    for statement in drop:
+                        conn.execute(statement)
+                except BaseException:
+                    self._rows = None
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self.broken = _unusable(self.path, exc, "write its trace")
                 raise self.broken from exc
@@ -424,7 +451,9 @@ class Manifest:
         if not rows_only:
             self._last_flush = time.monotonic()
             if self._trace is not None and len(self._trace):
-                self._trace_pending.extend(self._trace.records())  # kept until committed
+                records, nodes = self._trace.records()
+                self._trace_pending.extend(records)  # kept until committed
+                self._rows_pending.extend(nodes)
         if not (self._pending if rows_only else self._pending or self._trace_pending):
             return
         rows = self._pending
@@ -440,8 +469,16 @@ class Manifest:
             )
             if traced:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
+            if not rows_only and self._rows_pending and self._rows is not None:
+                try:
+                    self._rows.add_rows(self._rows_pending)
+                except sqlite3.Error:
+                    raise
+                except Exception:  # a record a row cannot show: store_trace names it
+                    self._rows = None
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
+            self._rows = None  # its rows are rolled back
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             self.broken = _unusable(self.path, exc, "write results to it")
@@ -450,6 +487,7 @@ class Manifest:
         self._pending = []
         if not rows_only:
             self._trace_pending = []
+            self._rows_pending = []
 
     @property
     def pending(self) -> int:
@@ -462,8 +500,10 @@ class Manifest:
         a batch), replacing the one an earlier run wrote; ``RunManifestError`` when the
         disk refuses (the trace node records stay). A record a row cannot show leaves the
         trace as records only: opening it names what is wrong, the batch's results stand."""
+        rows, self._rows = self._rows, None
         try:
-            _store_trace(self._conn, self.path)
+            if rows is None or not _finish_rows(self._conn, rows):
+                _store_trace(self._conn, self.path)
         except ValueError:
             return
         except sqlite3.Error as exc:
@@ -658,6 +698,40 @@ def _trace_batches(
         yield batch, ([r[0] for r in chunk] if in_place else text.encode("utf-8"))
     if not any_rows:
         raise ValueError(f"{path}: the run manifest holds no trace")
+
+
+def _finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
+    """Finish the stored trace whose rows ``rows`` wrote as the records were (the tree
+    order, the records' places, the trace's info), in one transaction; ``False`` (its rows
+    dropped) when they are not the records' in the order of their last write, or the tree
+    is not one a stored trace can hold."""
+    from ..agentic.trace_db import STORE_TABLES
+
+    conn.execute("BEGIN IMMEDIATE")
+    paused = gc.isenabled()
+    gc.disable()  # as write_store: many new objects, none of them in a cycle
+    try:
+        refs = conn.execute("SELECT rowid, id FROM trace_nodes ORDER BY rowid").fetchall()
+        if [r[1] for r in refs] != rows.ids():
+            raise ValueError("the rows are not the records'")
+        rows.add_refs(0, [r[0] for r in refs])
+        rows.finish(_trace_header())
+    except sqlite3.Error:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    except Exception:  # written again from the records (which names what is wrong)
+        conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
+        for table in STORE_TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("COMMIT")
+        return False
+    finally:
+        if paused:
+            gc.enable()
+    conn.execute("COMMIT")
+    return True
 
 
 def _store_trace(conn: sqlite3.Connection, path: Path) -> None:

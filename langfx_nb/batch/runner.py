@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agentic.session import Session
-from ..agentic.trace import TraceNode
+from ..agentic.trace import OPEN_STATUSES, TraceNode
 from ..errors import RunManifestError
 from .codec import ResultCodec, item_keys, target_function
 from .engine import Asyncio, BatchJob, Engine
@@ -267,12 +267,16 @@ class _TraceWriter:
                 if len(changed) >= 8 * FLUSH_ROWS:
                     self.manifest.flush()
 
-    def records(self) -> list[tuple[int, str, str]]:
+    def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]:
         """``(run, node id, JSON text)`` of each node changed since the last call, in the
-        order of their last change; they are forgotten here."""
+        order of their last change, and the same records for the stored trace's rows (but
+        the batch node's while it runs: it is written again when it ends); they are
+        forgotten here."""
         changed, self.changed = self.changed, {}
         run, prefix, encode = self.run, self.prefix, _encode_record
         out: list[tuple[int, str, str]] = []
+        rows: list[dict[str, Any]] = []
+        batch_id = prefix + self.batch_id
         for record in changed.values():
             with contextlib.suppress(Exception):  # a node that cannot be encoded is left out
                 if prefix:
@@ -280,7 +284,9 @@ class _TraceWriter:
                     if record.get("parent_id") is not None:
                         record["parent_id"] = prefix + record["parent_id"]
                 out.append((run, record["id"], encode(record)))
-        return out
+                if record["id"] != batch_id or record["status"] not in OPEN_STATUSES:
+                    rows.append(record)
+        return out, rows
 
 
 async def _tick(state: BatchState, reporter: Reporter | None, manifest: Manifest | None) -> None:

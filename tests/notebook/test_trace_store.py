@@ -211,3 +211,38 @@ def test_a_damaged_record_leaves_the_trace_as_records_and_the_batch_stands(
     assert "trace_info" not in tables  # not stored: the records stay
     with pytest.raises(ValueError, match="not valid JSON"):
         open_trace(path)
+
+
+async def mixed(item: int, view: Any) -> int:
+    await shown(item, view)
+    return await work(item, view)
+
+
+def test_the_stored_trace_written_as_items_finish_is_the_one_its_records_give(
+    tmp_path: Path,
+) -> None:
+    """Rows are written with the records as items finish, over two runs of one manifest
+    (the first run's read back at the second's start): every table of the stored trace is
+    as converted from the whole records at the end."""
+    path = tmp_path / "run.sqlite"
+    asyncio.run(lf.batch(mixed, range(150), run=path, progress=False))
+    asyncio.run(lf.batch(mixed, range(300), run=path, progress=False))
+    tables = [t for t in STORE_TABLES if t not in ("trace_refs", "trace_records")]
+    queries = {t: f"SELECT * FROM {t} ORDER BY 1" for t in tables}
+    with sqlite3.connect(path) as conn:
+        stored = {t: conn.execute(q).fetchall() for t, q in queries.items()}
+        refs = conn.execute("SELECT ref FROM trace_refs ORDER BY seq").fetchall()
+        assert refs == conn.execute("SELECT rowid FROM trace_nodes ORDER BY rowid").fetchall()
+        for table in STORE_TABLES:
+            conn.execute(f"DROP TABLE {table}")
+    index = open_trace(path)  # converted from the whole records
+    try:
+        converted = {t: index.conn.execute(q).fetchall() for t, q in queries.items()}
+    finally:
+        index.close()
+    info = "trace_info"  # where the records are: the manifest's own, or the copy's
+    stored[info] = [r for r in stored[info] if r[0] != "records"]
+    converted[info] = [r for r in converted[info] if r[0] != "records"]
+    assert stored == converted
+    failed = len(range(0, 150, FAIL_EVERY))
+    assert len(stored["trace_rows"]) == 2 + 150 * 6 + 2 + (150 + failed) * 6

@@ -453,85 +453,86 @@ class _Writer:
         by_parent = sorted(range(n), key=parent.__getitem__)
         roots, child = by_parent[:roots_n], array("i", by_parent[roots_n:])
         del by_parent
-        order = array("i")  # nodes depth first
-        visit = order.append
+        # One walk depth first gives each node its rank, and per rank: the node, its
+        # parent's rank and its depth.
+        rank = array("i", bytes(4 * n))
+        order = array("i")  # the node at each rank
+        up = array("i")  # its parent's rank; -1: a root
+        depth = array("i")
+        visit, up_is, depth_is = order.append, up.append, depth.append
         stack = list(reversed(roots))
         pop, push = stack.pop, stack.extend
+        r = 0
         while stack:
             i = pop()
+            rank[i] = r
+            r += 1
             visit(i)
+            p = parent[i]
+            if p < 0:
+                up_is(-1)
+                depth_is(0)
+            else:
+                p = rank[p]
+                up_is(p)
+                depth_is(depth[p] + 1)
             a, b = first[i], first[i + 1]
             if a != b:
                 push(reversed(child[a:b]))
-        if len(order) < n:
+        if r < n:
             raise ValueError("malformed trace: some nodes' parents form a cycle")
         del child, first, stack
-        depth = array("i", bytes(4 * n))
-        for i in order:
-            p = parent[i]
-            if p >= 0:
-                depth[i] = depth[p] + 1
-        desc = array("i", bytes(4 * n))
-        sub_t = array("q", self.tokens)
-        sub_c = array("d", [0.0 if c != c else c for c in self.cost])
-        sub_p = array("i", [0 if c != c else 1 for c in self.cost])
-        sub_u = array(
-            "i", [1 if c != c and t else 0 for c, t in zip(self.cost, self.tokens, strict=True)]
-        )
-        priced, unpriced = any(sub_p), any(sub_u)
-        for i in reversed(order):
-            p = parent[i]
-            if p >= 0:
-                desc[p] += desc[i] + 1
-                sub_t[p] += sub_t[i]
-                if priced:
-                    sub_c[p] += sub_c[i]
-                    sub_p[p] += sub_p[i]
-                if unpriced:
-                    sub_u[p] += sub_u[i]
-        names = {code: status for status, code in self.statuses.items()}
-        by_status = {names[c]: self.status.count(c) for c in names}
-        # A problem is counted once, where it started (as trace_rows.problems_below): a node
-        # with a problem below it failed because of it, and is not counted again.
+        # Per rank, from the last up: descendants, subtree sums, and whether a problem is
+        # below (a problem is counted once, where it started, as trace_rows.problems_below:
+        # a node with a problem below it failed because of it, and is not counted again).
         bad_codes = {c for s, c in self.statuses.items() if s in _BAD}
+        status = bytes(map(self.status.__getitem__, order))
+        cost = [self.cost[i] for i in order]
+        desc = array("i", bytes(4 * n))
+        sub_t = array("q", map(self.tokens.__getitem__, order))
+        sub_c = array("d", [0.0 if c != c else c for c in cost])
+        sub_p = array("i", [0 if c != c else 1 for c in cost])
+        sub_u = array("i", [1 if c != c and t else 0 for c, t in zip(cost, sub_t, strict=True)])
+        del cost
+        priced, unpriced = any(sub_p), any(sub_u)
         above_a_problem = bytearray(n)
-        for i in reversed(order):
-            p = parent[i]
-            if p >= 0 and (above_a_problem[i] or self.status[i] in bad_codes):
-                above_a_problem[p] = 1
-        below: dict[int, dict[str, int]] = {}
+        for r in range(n - 1, -1, -1):
+            p = up[r]
+            if p >= 0:
+                desc[p] += desc[r] + 1
+                sub_t[p] += sub_t[r]
+                if priced:
+                    sub_c[p] += sub_c[r]
+                    sub_p[p] += sub_p[r]
+                if unpriced:
+                    sub_u[p] += sub_u[r]
+                if above_a_problem[r] or status[r] in bad_codes:
+                    above_a_problem[p] = 1
+        names = {code: name for name, code in self.statuses.items()}
+        by_status = {names[c]: self.status.count(c) for c in names}
+        below: dict[int, dict[str, int]] = {}  # by rank
         for code in bad_codes:
-            status = names[code]
-            at = self.status.find(code)
+            name = names[code]
+            at = status.find(code)
             while at >= 0:
-                if above_a_problem[at]:
-                    at = self.status.find(code, at + 1)
-                    continue
-                p = parent[at]
-                while p >= 0:
-                    counts = below.setdefault(p, {})
-                    counts[status] = counts.get(status, 0) + 1
-                    p = parent[p]
-                at = self.status.find(code, at + 1)
-
-        rank = array("i", bytes(4 * n))
-        for r, i in enumerate(order):
-            rank[i] = r
-
-        conn = self.conn
+                if not above_a_problem[at]:
+                    p = up[at]
+                    while p >= 0:
+                        counts = below.setdefault(p, {})
+                        counts[name] = counts.get(name, 0) + 1
+                        p = up[p]
+                at = status.find(code, at + 1)
+        below_at = {r: json.dumps(b) for r, b in below.items()}
         # a row's number among rows of depth <= 2 (counting those before it)
-        shallow_at = array("i", itertools.accumulate((depth[i] <= 2 for i in order), initial=0))
-        below_at: dict[int, str] = {rank[i]: json.dumps(b) for i, b in below.items()}
+        shallow_at = array("i", itertools.accumulate((d <= 2 for d in depth), initial=0))
+        conn = self.conn
         for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
-            ids = order[at : at + _TREE_SLICE]
-            parents = [rank[p] if p >= 0 else -1 for p in map(parent.__getitem__, ids)]
-            ranks = range(at, at + len(ids))
+            to = min(n, at + _TREE_SLICE)
             rows = list(
                 zip(
-                    ranks, ids, parents, map(depth.__getitem__, ids), map(desc.__getitem__, ids),
-                    shallow_at[at : at + len(ids)], map(sub_t.__getitem__, ids),
-                    map(sub_c.__getitem__, ids), map(sub_p.__getitem__, ids),
-                    map(sub_u.__getitem__, ids), map(below_at.get, ranks, itertools.repeat("")),
+                    range(at, to), order[at:to], up[at:to], depth[at:to], desc[at:to],
+                    shallow_at[at:to], sub_t[at:to], sub_c[at:to], sub_p[at:to], sub_u[at:to],
+                    map(below_at.get, range(at, to), itertools.repeat("")),
                     strict=True,
                 )
             )  # fmt: skip

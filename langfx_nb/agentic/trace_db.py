@@ -342,15 +342,16 @@ class _Writer:
         self.conn = conn
         _script(conn, SCHEMA)
         self.pos: dict[str, int] = {}
-        self.parent = array("i")  # the parent's position; -1: none, -2: not seen yet
+        # per node (lists: filling an array parses each item, a tenth of the whole write)
+        self.parent: list[int] = []  # the parent's position; -1: none, -2: not seen yet
         self.later: dict[int, str] = {}  # parents written after their child
         self.status = bytearray()
         self.statuses: dict[str, int] = {}
-        self.tokens = array("q")
-        self.cost = array("d")
+        self.tokens: list[int] = []
+        self.cost: list[float] = []
         self.kinds: dict[str, int] = {}
         self.refs = False  # the records stay in the file's trace_nodes
-        self.start = array("d")  # NaN: no start time
+        self.start: list[float] = []  # NaN: no start time
 
     def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
         """Add the next node records. ``body``: their JSON array as written (else made), or
@@ -443,56 +444,46 @@ class _Writer:
         for i, parent_id in self.later.items():  # a parent not in the trace: a root
             parent[i] = self.pos.get(parent_id, -1)
         self.pos, self.later = {}, {}
-        # children as one flat array (CSR): the kids of i are child[first[i]:first[i + 1]]
+        # The children of i are child[first[i]:first[i + 1]], after the roots (parent -1).
         kids = [0] * (n + 1)
         for p in parent:
             kids[p] += 1  # a root (-1) counts in the last slot
         roots_n = kids[n]
-        first = array("i", itertools.accumulate(kids[:n], initial=0))
+        first = list(itertools.accumulate(kids[:n], initial=roots_n))
         del kids
-        by_parent = sorted(range(n), key=parent.__getitem__)
-        roots, child = by_parent[:roots_n], array("i", by_parent[roots_n:])
-        del by_parent
-        # One walk depth first gives each node its rank, and per rank: the node, its
-        # parent's rank and its depth.
-        rank = array("i", bytes(4 * n))
-        order = array("i")  # the node at each rank
-        up = array("i")  # its parent's rank; -1: a root
-        depth = array("i")
-        visit, up_is, depth_is = order.append, up.append, depth.append
-        stack = list(reversed(roots))
-        pop, push = stack.pop, stack.extend
+        child = sorted(range(n), key=parent.__getitem__)
+        # One walk depth first: per rank, the node, its parent's rank and its depth.
+        order: list[int] = []
+        up: list[int] = []  # -1: a root
+        depth: list[int] = []
+        stack = child[:roots_n][::-1]  # nodes to visit, the next last
+        ups = [-1] * roots_n  # the rank of each one's parent
+        pop, push, pop_up, push_up = stack.pop, stack.extend, ups.pop, ups.extend
         r = 0
         while stack:
-            i = pop()
-            rank[i] = r
-            r += 1
-            visit(i)
-            p = parent[i]
-            if p < 0:
-                up_is(-1)
-                depth_is(0)
-            else:
-                p = rank[p]
-                up_is(p)
-                depth_is(depth[p] + 1)
+            i, p = pop(), pop_up()
+            order.append(i)
+            up.append(p)
+            depth.append(0 if p < 0 else depth[p] + 1)
             a, b = first[i], first[i + 1]
             if a != b:
                 push(reversed(child[a:b]))
+                push_up([r] * (b - a))
+            r += 1
         if r < n:
             raise ValueError("malformed trace: some nodes' parents form a cycle")
-        del child, first, stack
+        del child, first, stack, ups
         # Per rank, from the last up: descendants, subtree sums, and whether a problem is
         # below (a problem is counted once, where it started, as trace_rows.problems_below:
         # a node with a problem below it failed because of it, and is not counted again).
         bad_codes = {c for s, c in self.statuses.items() if s in _BAD}
         status = bytes(map(self.status.__getitem__, order))
-        cost = [self.cost[i] for i in order]
-        desc = array("i", bytes(4 * n))
-        sub_t = array("q", map(self.tokens.__getitem__, order))
-        sub_c = array("d", [0.0 if c != c else c for c in cost])
-        sub_p = array("i", [0 if c != c else 1 for c in cost])
-        sub_u = array("i", [1 if c != c and t else 0 for c, t in zip(cost, sub_t, strict=True)])
+        cost = list(map(self.cost.__getitem__, order))
+        desc = [0] * n
+        sub_t = list(map(self.tokens.__getitem__, order))
+        sub_c = [0.0 if c != c else c for c in cost]
+        sub_p = [0 if c != c else 1 for c in cost]
+        sub_u = [1 if c != c and t else 0 for c, t in zip(cost, sub_t, strict=True)]
         del cost
         priced, unpriced = any(sub_p), any(sub_u)
         above_a_problem = bytearray(n)
@@ -524,7 +515,7 @@ class _Writer:
                 at = status.find(code, at + 1)
         below_at = {r: json.dumps(b) for r, b in below.items()}
         # a row's number among rows of depth <= 2 (counting those before it)
-        shallow_at = array("i", itertools.accumulate((d <= 2 for d in depth), initial=0))
+        shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
         conn = self.conn
         for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
             to = min(n, at + _TREE_SLICE)

@@ -293,7 +293,10 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
     if not set(map(type, tokens)) <= _INT:
         return None
     hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
-    if not set(map(type, hints)) <= _STR or "\n" in "".join(names) or "\n" in "".join(hints):
+    if not set(map(type, hints)) <= _STR:
+        return None
+    all_names, all_hints = "".join(names), "".join(hints)
+    if "\n" in all_names or "\n" in all_hints:
         return None
     extras = [""] * len(nodes)  # "": none
     errors = [""] * len(nodes)
@@ -324,8 +327,9 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
     rows = list(
         zip(
             range(first, first + len(nodes)), ids, parents, kinds, statuses,
-            [n if n.isascii() else db_text(n) for n in names],
-            [db_text(h) for h in hints], starts, ends, costs, tokens, extras, strict=True,
+            names if all_names.isascii() else map(db_text, names),
+            hints if all_hints.isascii() else map(db_text, hints),
+            starts, ends, costs, tokens, extras, strict=True,
         )
     )  # fmt: skip
     return _Batch(rows, searches, ids, parents, kinds, statuses, starts, costs, tokens)
@@ -445,11 +449,11 @@ class _Writer:
             parent[i] = self.pos.get(parent_id, -1)
         self.pos, self.later = {}, {}
         # The children of i are child[first[i]:first[i + 1]], after the roots (parent -1).
-        kids = [0] * (n + 1)
-        for p in parent:
-            kids[p] += 1  # a root (-1) counts in the last slot
-        roots_n = kids[n]
-        first = list(itertools.accumulate(kids[:n], initial=roots_n))
+        kids = Counter(parent)
+        roots_n = kids[-1]
+        first = list(
+            itertools.accumulate(map(kids.get, range(n), itertools.repeat(0)), initial=roots_n)
+        )
         del kids
         child = sorted(range(n), key=parent.__getitem__)
         # One walk depth first: per rank, the node, its parent's rank and its depth.

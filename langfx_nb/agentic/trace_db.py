@@ -346,7 +346,8 @@ class _Writer:
         self.conn = conn
         _script(conn, SCHEMA)
         self.pos: dict[str, int] = {}
-        # per node (lists: filling an array parses each item, a tenth of the whole write)
+        # per node, in lists: an array parses every item stored in it (PyArg_Parse), lists and
+        # bytes do not (as in finish)
         self.parent: list[int] = []  # the parent's position; -1: none, -2: not seen yet
         self.later: dict[int, str] = {}  # parents written after their child
         self.status = bytearray()
@@ -449,11 +450,11 @@ class _Writer:
             parent[i] = self.pos.get(parent_id, -1)
         self.pos, self.later = {}, {}
         # The children of i are child[first[i]:first[i + 1]], after the roots (parent -1).
-        kids = Counter(parent)
-        roots_n = kids[-1]
-        first = list(
-            itertools.accumulate(map(kids.get, range(n), itertools.repeat(0)), initial=roots_n)
-        )
+        kids = [0] * (n + 1)
+        for p in parent:
+            kids[p] += 1  # a root (-1) counts in the last slot
+        roots_n = kids[n]
+        first = list(itertools.accumulate(kids[:n], initial=roots_n))
         del kids
         child = sorted(range(n), key=parent.__getitem__)
         # One walk depth first: per rank, the node, its parent's rank and its depth.

@@ -294,7 +294,10 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
     if not set(map(type, tokens)) <= _INT:
         return None
     hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
-    if not set(map(type, hints)) <= _STR or "\n" in "".join(names) or "\n" in "".join(hints):
+    if not set(map(type, hints)) <= _STR:
+        return None
+    all_names, all_hints = "".join(names), "".join(hints)
+    if "\n" in all_names or "\n" in all_hints:
         return None
     extras = [""] * len(nodes)  # "": none
     errors = [""] * len(nodes)
@@ -325,8 +328,9 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
     rows = list(
         zip(
             range(first, first + len(nodes)), ids, parents, kinds, statuses,
-            [n if n.isascii() else db_text(n) for n in names],
-            [db_text(h) for h in hints], starts, ends, costs, tokens, extras, strict=True,
+            names if all_names.isascii() else map(db_text, names),
+            hints if all_hints.isascii() else map(db_text, hints),
+            starts, ends, costs, tokens, extras, strict=True,
         )
     )  # fmt: skip
     return _Batch(rows, searches, ids, parents, kinds, statuses, starts, costs, tokens)
@@ -344,15 +348,17 @@ class StoreWriter:
         self.conn = conn
         _script(conn, SCHEMA)
         self.pos: dict[str, int] = {}
-        self.parent = array("i")  # the parent's position; -1: none, -2: not seen yet
+        # per node, in lists: an array parses every item stored in it (PyArg_Parse), lists and
+        # bytes do not (as in finish)
+        self.parent: list[int] = []  # the parent's position; -1: none, -2: not seen yet
         self.later: dict[int, str] = {}  # parents written after their child
         self.status = bytearray()
         self.statuses: dict[str, int] = {}
-        self.tokens = array("q")
-        self.cost = array("d")
+        self.tokens: list[int] = []
+        self.cost: list[float] = []
         self.kinds: dict[str, int] = {}
         self.refs = False  # the records stay in the file's trace_nodes
-        self.start = array("d")  # NaN: no start time
+        self.start: list[float] = []  # NaN: no start time
 
     def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
         """Add the next node records. ``body``: their JSON array as written (else made), or
@@ -460,95 +466,86 @@ class StoreWriter:
         for i, parent_id in self.later.items():  # a parent not in the trace: a root
             parent[i] = self.pos.get(parent_id, -1)
         self.pos, self.later = {}, {}
-        # children as one flat array (CSR): the kids of i are child[first[i]:first[i + 1]]
+        # The children of i are child[first[i]:first[i + 1]], after the roots (parent -1).
         kids = [0] * (n + 1)
         for p in parent:
             kids[p] += 1  # a root (-1) counts in the last slot
         roots_n = kids[n]
-        first = array("i", itertools.accumulate(kids[:n], initial=0))
+        first = list(itertools.accumulate(kids[:n], initial=roots_n))
         del kids
-        by_parent = sorted(range(n), key=parent.__getitem__)
-        roots, child = by_parent[:roots_n], array("i", by_parent[roots_n:])
-        del by_parent
-        order = array("i")  # nodes depth first
-        visit = order.append
-        stack = list(reversed(roots))
-        pop, push = stack.pop, stack.extend
+        child = sorted(range(n), key=parent.__getitem__)
+        # One walk depth first: per rank, the node, its parent's rank and its depth.
+        order: list[int] = []
+        up: list[int] = []  # -1: a root
+        depth: list[int] = []
+        stack = child[:roots_n][::-1]  # nodes to visit, the next last
+        ups = [-1] * roots_n  # the rank of each one's parent
+        pop, push, pop_up, push_up = stack.pop, stack.extend, ups.pop, ups.extend
+        r = 0
         while stack:
-            i = pop()
-            visit(i)
+            i, p = pop(), pop_up()
+            order.append(i)
+            up.append(p)
+            depth.append(0 if p < 0 else depth[p] + 1)
             a, b = first[i], first[i + 1]
             if a != b:
                 push(reversed(child[a:b]))
-        if len(order) < n:
+                push_up([r] * (b - a))
+            r += 1
+        if r < n:
             raise ValueError("malformed trace: some nodes' parents form a cycle")
-        del child, first, stack
-        depth = array("i", bytes(4 * n))
-        for i in order:
-            p = parent[i]
-            if p >= 0:
-                depth[i] = depth[p] + 1
-        desc = array("i", bytes(4 * n))
-        sub_t = array("q", self.tokens)
-        sub_c = array("d", [0.0 if c != c else c for c in self.cost])
-        sub_p = array("i", [0 if c != c else 1 for c in self.cost])
-        sub_u = array(
-            "i", [1 if c != c and t else 0 for c, t in zip(self.cost, self.tokens, strict=True)]
-        )
-        priced, unpriced = any(sub_p), any(sub_u)
-        for i in reversed(order):
-            p = parent[i]
-            if p >= 0:
-                desc[p] += desc[i] + 1
-                sub_t[p] += sub_t[i]
-                if priced:
-                    sub_c[p] += sub_c[i]
-                    sub_p[p] += sub_p[i]
-                if unpriced:
-                    sub_u[p] += sub_u[i]
-        names = {code: status for status, code in self.statuses.items()}
-        by_status = {names[c]: self.status.count(c) for c in names}
-        # A problem is counted once, where it started (as trace_rows.problems_below): a node
-        # with a problem below it failed because of it, and is not counted again.
+        del child, first, stack, ups
+        # Per rank, from the last up: descendants, subtree sums, and whether a problem is
+        # below (a problem is counted once, where it started, as trace_rows.problems_below:
+        # a node with a problem below it failed because of it, and is not counted again).
         bad_codes = {c for s, c in self.statuses.items() if s in _BAD}
+        status = bytes(map(self.status.__getitem__, order))
+        cost = list(map(self.cost.__getitem__, order))
+        desc = [0] * n
+        sub_t = list(map(self.tokens.__getitem__, order))
+        sub_c = [0.0 if c != c else c for c in cost]
+        sub_p = [0 if c != c else 1 for c in cost]
+        sub_u = [1 if c != c and t else 0 for c, t in zip(cost, sub_t, strict=True)]
+        del cost
+        priced, unpriced = any(sub_p), any(sub_u)
         above_a_problem = bytearray(n)
-        for i in reversed(order):
-            p = parent[i]
-            if p >= 0 and (above_a_problem[i] or self.status[i] in bad_codes):
-                above_a_problem[p] = 1
-        below: dict[int, dict[str, int]] = {}
+        for r in range(n - 1, -1, -1):
+            p = up[r]
+            if p >= 0:
+                desc[p] += desc[r] + 1
+                sub_t[p] += sub_t[r]
+                if priced:
+                    sub_c[p] += sub_c[r]
+                    sub_p[p] += sub_p[r]
+                if unpriced:
+                    sub_u[p] += sub_u[r]
+                if above_a_problem[r] or status[r] in bad_codes:
+                    above_a_problem[p] = 1
+        names = {code: name for name, code in self.statuses.items()}
+        by_status = {names[c]: self.status.count(c) for c in names}
+        below: dict[int, dict[str, int]] = {}  # by rank
         for code in bad_codes:
-            status = names[code]
-            at = self.status.find(code)
+            name = names[code]
+            at = status.find(code)
             while at >= 0:
-                if above_a_problem[at]:
-                    at = self.status.find(code, at + 1)
-                    continue
-                p = parent[at]
-                while p >= 0:
-                    counts = below.setdefault(p, {})
-                    counts[status] = counts.get(status, 0) + 1
-                    p = parent[p]
-                at = self.status.find(code, at + 1)
-
-        rank = array("i", bytes(4 * n))
-        for r, i in enumerate(order):
-            rank[i] = r
-
-        conn = self.conn
+                if not above_a_problem[at]:
+                    p = up[at]
+                    while p >= 0:
+                        counts = below.setdefault(p, {})
+                        counts[name] = counts.get(name, 0) + 1
+                        p = up[p]
+                at = status.find(code, at + 1)
+        below_at = {r: json.dumps(b) for r, b in below.items()}
         # a row's number among rows of depth <= 2 (counting those before it)
-        shallow_at = array("i", itertools.accumulate((depth[i] <= 2 for i in order), initial=0))
-        below_at: dict[int, str] = {rank[i]: json.dumps(b) for i, b in below.items()}
+        shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
+        conn = self.conn
         for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
-            ids = order[at : at + _TREE_SLICE]
-            parents = [rank[p] if p >= 0 else -1 for p in map(parent.__getitem__, ids)]
-            ranks = range(at, at + len(ids))
+            to = min(n, at + _TREE_SLICE)
             rows = list(
                 zip(
-                    ranks, ids, parents, map(depth.__getitem__, ids), map(desc.__getitem__, ids),
-                    shallow_at[at : at + len(ids)], map(sub_t.__getitem__, ids),
-                    map(sub_c.__getitem__, ids), map(sub_p.__getitem__, ids),
-                    map(sub_u.__getitem__, ids), map(below_at.get, ranks, itertools.repeat("")),
+                    range(at, to), order[at:to], up[at:to], depth[at:to], desc[at:to],
+                    shallow_at[at:to], sub_t[at:to], sub_c[at:to], sub_p[at:to], sub_u[at:to],
+                    map(below_at.get, range(at, to), itertools.repeat("")),
                     strict=True,
                 )
             )  # fmt: skip

@@ -213,6 +213,76 @@ def test_records_as_the_core_writes_them_and_any_others_give_the_same_store(
         slow.close()
 
 
+def test_the_tree_table_holds_what_a_plain_walk_of_the_tree_gives(tmp_path: Path) -> None:
+    """Every trace_tree column against the tree walked the plain way, for a trace with
+    children written before their parents (across blocks), a root besides the session, a
+    parent not in the trace, problems below problems, priced and unpriced queries."""
+    data = make_trace(6000, seed=7, deep=30)
+    nodes = data["nodes"]
+    nodes[:0] = list(reversed(nodes[-30:]))  # the deep chain first, each child before its parent
+    del nodes[-30:]
+    nodes.append(nodes.pop(31))  # the batch: after its items, blocks later
+    assert nodes[-1]["id"] == "b"
+    nodes.append({"id": "lost", "parent_id": "gone", "kind": "action", "name": "x"})
+    nodes.append({"id": "root2", "kind": "action", "name": "y", "status": "failed"})
+    for k, node in enumerate(n for n in nodes if n["kind"] == "tool_call"):
+        if k % 5 == 0:  # a failed step below it: counted there, not here
+            node["status"] = "failed"
+            kid = {"id": f"{node['id']}.k", "parent_id": node["id"], "kind": "log",
+                   "name": "z", "status": "failed", "usage": {"total_tokens": 2}}  # fmt: skip
+            nodes.append(kid)
+    bad = ("failed", "denied", "cancelled", "timed_out")
+    by_id = {n["id"]: n for n in nodes}
+    kids: dict[str, list[str]] = {}
+    for n in nodes:  # a parent not in the trace: a root
+        kids.setdefault(n["parent_id"] if n.get("parent_id") in by_id else "", []).append(n["id"])
+    order: list[tuple[dict[str, Any], int]] = []
+    walk = [(k, 0) for k in reversed(kids[""])]
+    while walk:
+        node_id, depth = walk.pop()
+        order.append((by_id[node_id], depth))
+        walk.extend((k, depth + 1) for k in reversed(kids.get(node_id, [])))
+    rank = {n["id"]: r for r, (n, _) in enumerate(order)}
+    seq = {n["id"]: k for k, n in enumerate(nodes)}
+
+    def subtree(top: str) -> list[dict[str, Any]]:
+        out, stack = [], [top]
+        while stack:
+            out.append(by_id[stack.pop()])
+            stack.extend(kids.get(out[-1]["id"], []))
+        return out
+
+    started = {  # problems that did not come from a problem below them
+        n["id"]
+        for n in nodes
+        if n.get("status") in bad and not any(m.get("status") in bad for m in subtree(n["id"])[1:])
+    }
+    store = open_store(save_trace(data, tmp_path / "t.lfxtrace"))
+    try:
+        stored = store.conn.execute("SELECT * FROM trace_tree ORDER BY rank").fetchall()
+    finally:
+        store.close()
+    assert len(stored) == len(nodes)
+    shallow = 0
+    for (node, depth), row in zip(order, stored, strict=True):
+        below = subtree(node["id"])
+        tokens = [(m.get("usage") or {}).get("total_tokens", 0) for m in below]
+        costs = [m["cost"] for m in below if "cost" in m]
+        problems: dict[str, int] = {}
+        for m in below[1:]:
+            if m["id"] in started:
+                problems[m["status"]] = problems.get(m["status"], 0) + 1
+        parent = node.get("parent_id")
+        expected = (
+            rank[node["id"]], seq[node["id"]], rank.get(parent or ""), depth,
+            len(below) - 1, shallow, sum(tokens), pytest.approx(sum(costs)), len(costs),
+            sum(1 for m, t in zip(below, tokens, strict=True) if t and "cost" not in m),
+            problems or None,
+        )  # fmt: skip
+        assert (*row[:10], row[10] and json.loads(row[10])) == expected, node["id"]
+        shallow += depth <= 2
+
+
 def test_records_and_timeline_are_exact(stored: tuple[dict[str, Any], StoredTrace]) -> None:
     data, store = stored
     for node in data["nodes"][:100]:

@@ -49,6 +49,67 @@ _LAB_SETTINGS = {
 }
 
 
+def artifact(name: str) -> Path:
+    """A path under ``ARTIFACTS`` for a screenshot or log kept for diagnosis."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / name
+
+
+def notebook_json(cells: list[str]) -> str:
+    """A notebook of code cells (each dedented) on the ``python3`` kernel, as JSON text."""
+    import textwrap
+
+    return json.dumps(
+        {
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "id": f"c{i}",
+                    "metadata": {},
+                    "outputs": [],
+                    "source": textwrap.dedent(src).strip(),
+                }
+                for i, src in enumerate(cells)
+            ],
+            "metadata": {
+                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
+            },
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def host_server_env(home: Path) -> dict[str, str]:
+    """The environment of a host's own server (Voilà, classic Notebook) started from its venv:
+    Jupyter's folders under ``home``; no approval settings (``ask`` must ask, the probe decide)
+    and no ``PYTHONPATH``/``VIRTUAL_ENV`` (the venv's own install runs)."""
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "IPYTHONDIR": str(home / "ipython"),
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    }
+    for key in ("LANGFX_NB_APPROVE", "LANGFX_NB_APPROVAL", "PYTHONPATH", "VIRTUAL_ENV"):
+        env.pop(key, None)
+    return env
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a server started with ``start_new_session``, then SIGKILL if it will not go."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
 class LabServer:
     """A JupyterLab process serving a directory; ``url(path)`` adds the token."""
 

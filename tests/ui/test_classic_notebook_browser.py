@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
-import signal
 import subprocess
-import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -34,7 +31,7 @@ import pytest
 from tests.hosts._kernel import host_python
 from tests.local import free_port
 
-from .conftest import ARTIFACTS
+from .conftest import artifact, host_server_env, notebook_json, stop_group
 
 pytestmark = [pytest.mark.browser, pytest.mark.hosts]
 
@@ -62,29 +59,6 @@ CELLS = [
 ]
 
 
-def notebook(cells: list[str]) -> str:
-    return json.dumps(
-        {
-            "cells": [
-                {
-                    "cell_type": "code",
-                    "execution_count": None,
-                    "id": f"c{i}",
-                    "metadata": {},
-                    "outputs": [],
-                    "source": textwrap.dedent(src).strip(),
-                }
-                for i, src in enumerate(cells)
-            ],
-            "metadata": {
-                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
-            },
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        }
-    )
-
-
 class ClassicServer:
     """``jupyter notebook`` (6.5) from the Colab host venv; its kernel is that venv's python."""
 
@@ -94,16 +68,7 @@ class ClassicServer:
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = home / "notebook.log"
-        env = {
-            **os.environ,
-            "JUPYTER_CONFIG_DIR": str(home / "config"),
-            "JUPYTER_DATA_DIR": str(home / "data"),
-            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-            "IPYTHONDIR": str(home / "ipython"),
-            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        }
-        for key in ("LANGFX_NB_APPROVE", "LANGFX_NB_APPROVAL", "PYTHONPATH", "VIRTUAL_ENV"):
-            env.pop(key, None)  # `ask` must ask, the probe decide, and the venv's own code run
+        env = host_server_env(home)
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [
@@ -140,14 +105,7 @@ class ClassicServer:
         raise RuntimeError("jupyter notebook did not start in 90 s")
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+        stop_group(self.proc)
         self._log.close()
 
 
@@ -155,7 +113,7 @@ class ClassicServer:
 def classic(tmp_path: Path) -> Iterator[ClassicServer]:
     root = tmp_path / "root"
     root.mkdir()
-    (root / "classic.ipynb").write_text(notebook(CELLS))
+    (root / "classic.ipynb").write_text(notebook_json(CELLS))
     server = ClassicServer(root, tmp_path)
     try:
         server.wait_ready()
@@ -236,7 +194,7 @@ def test_classic_notebook_shows_each_view_once_and_approves_in_the_background(
         approve = page.locator(".lfx-ap .lfx-approve")
         approve.wait_for(state="visible", timeout=60_000)
         page.wait_for_function(ONE_VIEW_EACH, arg=2, timeout=30_000)  # both explorers drawn
-        page.screenshot(path=str(_artifact("classic-prompt.png")), full_page=True)
+        page.screenshot(path=str(artifact("classic-prompt.png")), full_page=True)
         shown = page.evaluate(SHOWN)
         text = page.locator("#notebook").inner_text()
         assert "MODE: background" in text
@@ -248,7 +206,7 @@ def test_classic_notebook_shows_each_view_once_and_approves_in_the_background(
         assert [sum(a["live"] for a in areas) for areas in shown] == [0, 0, 1, 2]
         approve.click()
         page.locator(".lfx-ap-hist", has_text="approved").wait_for(timeout=30_000)
-        page.screenshot(path=str(_artifact("classic-approved.png")), full_page=True)
+        page.screenshot(path=str(artifact("classic-approved.png")), full_page=True)
         # saved, then reopened with a new kernel (no widget models): the copies show instead
         page.wait_for_function(
             "() => !Jupyter.notebook.get_cells()[3].output_area.outputs.some("
@@ -269,19 +227,14 @@ def test_classic_notebook_shows_each_view_once_and_approves_in_the_background(
         text = page.locator("#notebook").inner_text()
         assert "approved: add (c1)" in text  # the copy, refreshed when the prompt closed
         assert "could not be displayed" not in text and "needs its kernel" not in text
-        page.screenshot(path=str(_artifact("classic-reopened.png")), full_page=True)
+        page.screenshot(path=str(artifact("classic-reopened.png")), full_page=True)
     except Exception:
-        _artifact("classic-console.txt").write_text("\n".join(console[-200:]))
+        artifact("classic-console.txt").write_text("\n".join(console[-200:]))
         with contextlib.suppress(Exception):
             dom = json.dumps(page.evaluate(DOM), indent=1)
-            _artifact("classic-failed-dom.json").write_text(dom)
+            artifact("classic-failed-dom.json").write_text(dom)
         with contextlib.suppress(Exception):
-            page.screenshot(path=str(_artifact("classic-failed.png")), full_page=True)
+            page.screenshot(path=str(artifact("classic-failed.png")), full_page=True)
         raise
     finally:
         context.close()
-
-
-def _artifact(name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS / name

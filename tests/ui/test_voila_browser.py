@@ -12,12 +12,8 @@ there: the cell waited for a prompt nobody could see and the call was denied aft
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import signal
 import socket
 import subprocess
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +24,7 @@ import pytest
 from tests.hosts._kernel import host_python
 from tests.local import free_port
 
-from .conftest import ARTIFACTS
+from .conftest import artifact, host_server_env, notebook_json, stop_group
 
 pytestmark = [pytest.mark.browser, pytest.mark.hosts]
 
@@ -56,29 +52,6 @@ CELLS = [
 ]
 
 
-def notebook(cells: list[str]) -> str:
-    return json.dumps(
-        {
-            "cells": [
-                {
-                    "cell_type": "code",
-                    "execution_count": None,
-                    "id": f"c{i}",
-                    "metadata": {},
-                    "outputs": [],
-                    "source": textwrap.dedent(src).strip(),
-                }
-                for i, src in enumerate(cells)
-            ],
-            "metadata": {
-                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
-            },
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        }
-    )
-
-
 class VoilaServer:
     """``voila NOTEBOOK`` from the Voilà host venv; its kernel is that venv's python."""
 
@@ -87,17 +60,8 @@ class VoilaServer:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}/"
         self.log_path = home / "voila.log"
-        env = {
-            **os.environ,
-            "JUPYTER_CONFIG_DIR": str(home / "config"),
-            "JUPYTER_DATA_DIR": str(home / "data"),
-            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-            "IPYTHONDIR": str(home / "ipython"),
-            "JUPYTER_PLATFORM_DIRS": "1",
-            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        }
-        for key in ("LANGFX_NB_APPROVE", "LANGFX_NB_APPROVAL", "PYTHONPATH", "VIRTUAL_ENV"):
-            env.pop(key, None)  # `ask` must ask, the probe decide, and the venv's own code run
+        env = host_server_env(home)
+        env["JUPYTER_PLATFORM_DIRS"] = "1"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [
@@ -128,14 +92,7 @@ class VoilaServer:
         raise RuntimeError("voila did not start in 90 s")
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
+        stop_group(self.proc)
         self._log.close()
 
 
@@ -143,7 +100,7 @@ class VoilaServer:
 def voila(tmp_path: Path) -> Iterator[VoilaServer]:
     path = tmp_path / "app" / "voila_app.ipynb"
     path.parent.mkdir()
-    path.write_text(notebook(CELLS))
+    path.write_text(notebook_json(CELLS))
     server = VoilaServer(path, tmp_path)
     try:
         server.wait_ready()
@@ -180,7 +137,7 @@ def test_voila_draws_the_views_and_an_approval_click_finishes_the_run(
         statics = page.locator(".lfx-static")
         shown = [statics.nth(i).is_visible() for i in range(statics.count())]
         assert statics.count() >= 3 and not any(shown), shown
-        page.screenshot(path=str(_artifact("voila-prompt.png")), full_page=True)
+        page.screenshot(path=str(artifact("voila-prompt.png")), full_page=True)
         approve.click()
         page.locator(".lfx-ap-hist", has_text="approved").wait_for(timeout=30_000)
         # the run went on: the tool ran, and the agent's row in the live explorer holds the
@@ -190,17 +147,12 @@ def test_voila_draws_the_views_and_an_approval_click_finishes_the_run(
         page.locator(".lfx-te-row", has_text="step 2").last.wait_for(timeout=30_000)
         agent.click()
         page.get_by_text("The sum is 5.").first.wait_for(timeout=30_000)
-        page.screenshot(path=str(_artifact("voila-approved.png")), full_page=True)
+        page.screenshot(path=str(artifact("voila-approved.png")), full_page=True)
         assert "denied" not in page.locator(".lfx-ap").inner_text()
     except Exception:
-        _artifact("voila-console.txt").write_text("\n".join(console[-200:]))
+        artifact("voila-console.txt").write_text("\n".join(console[-200:]))
         with contextlib.suppress(Exception):
-            page.screenshot(path=str(_artifact("voila-failed.png")), full_page=True)
+            page.screenshot(path=str(artifact("voila-failed.png")), full_page=True)
         raise
     finally:
         context.close()
-
-
-def _artifact(name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS / name

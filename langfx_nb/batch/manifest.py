@@ -210,7 +210,7 @@ class Manifest:
             raise _unusable(path, exc, "read it") from exc
         try:
             try:
-                meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
+                meta = _meta(ro)
                 types = ro.execute("SELECT tag, schema_hash FROM types").fetchall()
             except sqlite3.DatabaseError as exc:
                 raise RunManifestError(
@@ -549,6 +549,16 @@ class Manifest:
         return {status: n for status, n in rows}
 
 
+#: The longest ``meta`` value read (the identity holds fn's source): a longer one, from a
+#: damaged or hostile file, reads as missing, so the manifest is refused, not loaded whole.
+MAX_META_CHARS = 1_000_000
+
+
+def _meta(conn: sqlite3.Connection) -> dict[str, Any]:
+    rows = conn.execute("SELECT name, value FROM meta WHERE length(value) <= ?", (MAX_META_CHARS,))
+    return dict(rows.fetchall())
+
+
 def _identity(meta: dict[str, Any], path: Path) -> RunIdentity:
     try:
         return RunIdentity.from_json(json.loads(meta.get("identity") or "null"))
@@ -584,7 +594,7 @@ def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
     except sqlite3.Error as exc:
         raise _unusable(path, exc, "read it") from exc
     try:
-        meta = dict(ro.execute("SELECT name, value FROM meta").fetchall())
+        meta = _meta(ro)
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise RunManifestError(
                 f"{path} is not a run manifest of format {VERSION}", path=str(path)

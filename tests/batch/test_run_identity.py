@@ -171,3 +171,21 @@ def test_a_long_option_changed_past_what_is_shown_is_still_a_change() -> None:
     assert a.models != b.models and a.changes(b) == [
         f"the session's model changed from {a.models['session']} to {b.models['session']}"
     ]
+
+
+async def test_an_oversized_stored_identity_is_refused_unread(tmp_path: Path) -> None:
+    from langfx_nb.batch.manifest import MAX_META_CHARS
+
+    run = tmp_path / "run.sqlite"
+    await lf.batch(ask, ROWS, session=lf.Session(Echo()), run=run, progress=False)
+    conn = sqlite3.connect(run)  # a damaged or hostile file: its identity grown huge
+    conn.execute(
+        "UPDATE meta SET value = ? WHERE name = 'identity'",
+        (json.dumps({"fn": f"{__name__}.ask", "code": "x" * MAX_META_CHARS}),),
+    )
+    conn.commit()
+    conn.close()
+    before, CALLS[:] = digest(run), []
+    with pytest.raises(lf.RunManifestError, match="run identity is damaged"):
+        await lf.batch(ask, ROWS, session=lf.Session(Echo()), run=run, progress=False)
+    assert CALLS == [] and digest(run) == before

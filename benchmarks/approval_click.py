@@ -34,7 +34,7 @@ from playwright.sync_api import sync_playwright
 
 from tests.hosts._kernel import host_python, kernel_specs
 from tests.local import CHROMIUM, CHROMIUM_ARGS
-from tests.ui.conftest import Lab, LabServer
+from tests.ui.conftest import Lab, LabServer, notebook_json
 
 ROUNDS = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 20
 KERNELS = {"main": "python3", "colab": "host-colab", "ipk629": "host-ipk629"}
@@ -104,23 +104,7 @@ def run(lab: Lab, index: int) -> None:
 
 
 def write(server: LabServer, name: str, kernel: str) -> str:
-    nb = {
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": src,
-            }
-            for i, src in enumerate(CELLS)
-        ],
-        "metadata": {"kernelspec": {"display_name": kernel, "language": "python", "name": kernel}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    (server.root / name).write_text(json.dumps(nb))
+    (server.root / name).write_text(notebook_json(CELLS, kernel))
     return name
 
 

@@ -55,8 +55,8 @@ def artifact(name: str) -> Path:
     return ARTIFACTS / name
 
 
-def notebook_json(cells: list[str]) -> str:
-    """A notebook of code cells (each dedented) on the ``python3`` kernel, as JSON text."""
+def notebook_json(cells: list[str], kernel: str = "python3") -> str:
+    """A notebook of code cells (each dedented) on ``kernel`` (a kernelspec name), as JSON."""
     import textwrap
 
     return json.dumps(
@@ -73,7 +73,11 @@ def notebook_json(cells: list[str]) -> str:
                 for i, src in enumerate(cells)
             ],
             "metadata": {
-                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
+                "kernelspec": {
+                    "display_name": "Python 3" if kernel == "python3" else kernel,
+                    "language": "python",
+                    "name": kernel,
+                }
             },
             "nbformat": 4,
             "nbformat_minor": 5,

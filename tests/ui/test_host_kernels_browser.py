@@ -11,7 +11,6 @@ protocol on Colab's pins.)
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ import pytest
 
 from tests.hosts._kernel import host_python, kernel_specs
 
-from .conftest import NOTEBOOKS, Lab, LabServer
+from .conftest import NOTEBOOKS, Lab, LabServer, notebook_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.hosts]
 
@@ -90,23 +89,7 @@ def lab_on_host(browser: Any, host_lab: LabServer, request: pytest.FixtureReques
 
 
 def write(lab: Lab, name: str, kernel: str) -> str:
-    nb = {
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": src,
-            }
-            for i, src in enumerate(CELLS)
-        ],
-        "metadata": {"kernelspec": {"display_name": kernel, "language": "python", "name": kernel}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    (lab.server.root / name).write_text(json.dumps(nb))
+    (lab.server.root / name).write_text(notebook_json(CELLS, kernel))
     return name
 
 

@@ -15,7 +15,7 @@ import sys
 import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from .progress import BatchProgress, ErrorGroup, Reporter, set_default_reporter
 from .result import BatchResult, BatchTotals, ItemError, ItemStatus
@@ -35,9 +35,6 @@ __all__ = [
     "batch",
     "set_default_reporter",
 ]
-
-ItemT = TypeVar("ItemT")
-R = TypeVar("R")
 
 OnError = Literal["collect", "raise"]
 
@@ -92,14 +89,16 @@ async def batch(
       occurrence number for repeated items). ``name``: the batch node's name.
     - ``version``: with ``run=``, what identifies ``fn``'s code in place of its source text
       (change it when the code's meaning changes; a reformat or a comment then keeps the
-      manifest).
+      manifest). Without ``run=`` there is no manifest for it to identify: ``ValueError``.
 
     Cancelling the awaiting task stops the batch at once: in-flight items are cancelled
     (their requests closed), results already finished are written to the manifest, and
     ``CancelledError`` propagates.
     """
+    from .identity import check_version
     from .runner import run_batch
 
+    check_version(version, run)
     return await run_batch(
         fn,
         items,

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..llms.base import LanguageModel
 
 
-__all__ = ["RunIdentity", "code_digest", "run_identity"]
+__all__ = ["RunIdentity", "check_version", "code_digest", "run_identity"]
 
 _PLAIN = (str, int, float, bool, bytes)
 #: sampling options that change no answer (prompt caching only routes the request)
@@ -182,6 +182,16 @@ def run_identity(
         return RunIdentity(f"{module}.{qualname}", version, None, {}, models, templates)
     code = _digest(_code_text(target))
     return RunIdentity(f"{module}.{qualname}", None, code, values, models, templates)
+
+
+def check_version(version: str | None, run: object) -> None:
+    """``ValueError`` for a ``version=`` given without ``run=``: it identifies a run manifest,
+    and a version that nothing reads would let a caller believe results are kept."""
+    if version is not None and run is None:
+        raise ValueError(
+            f"version={version!r:.80} identifies a run manifest, and no run= was given: "
+            "pass run='name' as well to keep the results under that version, or drop version="
+        )
 
 
 def code_digest(fn: Callable[..., Any]) -> str:

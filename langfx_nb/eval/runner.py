@@ -314,7 +314,8 @@ async def run(
     ``lf.batch``'s: with ``run=`` a second call (in any process) re-runs no finished
     trial of the same case and evaluators (others are re-scored or re-run: see the module);
     a manifest made by another task is refused (``RunManifestError`` naming what changed:
-    the run's identity is the task's, with ``version=`` as ``lf.batch``'s: docs/batch.md).
+    the run's identity is the task's, with ``version=`` as ``lf.batch``'s: docs/batch.md;
+    ``version=`` without ``run=`` is a ``ValueError``).
     While the live view shows the run, the batch's own progress view is not shown (unless
     ``progress=`` asks for one). ``on_trial(index, result)`` is called as each trial of this
     process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
@@ -323,9 +324,10 @@ async def run(
     nothing. The returned report's ``widget()`` is that view. With ``engine=Ray()`` the
     trials run in other processes: the view shows the finished report when the run ends.
     """
-    from ..batch.identity import run_identity
+    from ..batch.identity import check_version, run_identity
     from ..batch.runner import run_batch
 
+    check_version(version, run)
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     data = dataset if isinstance(dataset, Dataset) else Dataset(dataset)

@@ -189,3 +189,11 @@ async def test_an_oversized_stored_identity_is_refused_unread(tmp_path: Path) ->
     with pytest.raises(lf.RunManifestError, match="run identity is damaged"):
         await lf.batch(ask, ROWS, session=lf.Session(Echo()), run=run, progress=False)
     assert CALLS == [] and digest(run) == before
+
+
+async def test_a_version_without_a_run_is_refused_before_anything_runs() -> None:
+    """``version=`` identifies a manifest: without ``run=`` nothing would read it, and a
+    caller would believe the results are kept under it."""
+    with pytest.raises(ValueError, match="pass run='name' as well") as info:
+        await lf.batch(double, [1, 2], version="1", progress=False)
+    assert "version='1'" in str(info.value)

@@ -46,3 +46,12 @@ async def test_an_eval_manifest_names_the_changed_model_and_version(tmp_path: Pa
     with pytest.raises(lf.RunManifestError, match="version changed from '1' to '2'"):
         await _run(path, Echo(), version="2")
     assert CALLS == []
+
+
+async def test_a_version_without_a_run_is_refused_before_the_task_runs() -> None:
+    CALLS.clear()
+    with pytest.raises(ValueError, match="no run= was given"):
+        await lf.eval.run(
+            task, CASES, lf.eval.exact, session=lf.Session(Echo()), version="1", live=False
+        )
+    assert CALLS == []

@@ -99,8 +99,12 @@ class CaseResult:
     """One trial: a case's task run once (``repeat`` counts from 0) and its scores.
 
     ``status`` is the task's: ``ok`` (it answered, ``output``), ``failed`` (it raised:
-    ``error`` holds the class and message; no scores), or ``cancelled``/``skipped`` when
-    the run stopped first. ``node_id`` is the trial's ``item`` node in the run's session
+    ``error`` holds the class and short message, ``{"type": ..., "message": ...}``, and
+    ``traceback`` where it was raised; no scores), or ``cancelled``/``skipped`` when the run
+    stopped first. ``traceback`` is the task's frames and its causes', bounded, secrets
+    masked, never a provider body (``agentic/tracebacks.py``, as ``lf.batch`` keeps for a
+    failed item); ``None`` unless the task raised, or when the error came back from another
+    process without one. ``node_id`` is the trial's ``item`` node in the run's session
     (``None`` when resumed from the manifest, or for a loaded report); ``resumed`` says the
     result came from the run manifest without running again; ``redo`` why a stored trial of
     this case was not reused (``re-scored: the expected answer changed; output kept``,
@@ -119,6 +123,7 @@ class CaseResult:
     resumed: bool = False
     unpriced: int = 0  # model requests with no known price, left out of ``cost``
     redo: str | None = None
+    traceback: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -135,7 +140,7 @@ class CaseResult:
             "node_id": self.node_id,
             "resumed": self.resumed,
         }
-        for key in ("error", "cost", "duration", "redo"):
+        for key in ("error", "traceback", "cost", "duration", "redo"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if key == "error" else value
@@ -170,7 +175,14 @@ class CaseResult:
             bool(data.get("resumed", False)),
             int(data.get("unpriced") or 0),
             data.get("redo"),
+            _text_or_none(data.get("traceback")),
         )
+
+
+def _text_or_none(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"a traceback is text, not {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,9 +457,10 @@ class Report(Sequence[CaseResult]):
 
     # -- records and files ---------------------------------------------------------------
     def to_records(self) -> list[dict[str, Any]]:
-        """One flat dict per trial: ``case_id``, ``repeat``, ``status``, ``output``, the
-        metadata as ``meta.KEY``, each metric's score (``None`` if it raised) and
-        ``NAME.error``, ``tokens``, ``cost``, ``node_id``."""
+        """One flat dict per trial: ``case_id``, ``repeat``, ``status``, ``output``,
+        ``error`` and ``error_traceback`` (a failed task's), the metadata as ``meta.KEY``,
+        each metric's score (``None`` if it raised) and ``NAME.error``, ``tokens``,
+        ``cost``, ``node_id``."""
         rows = []
         for r in self.results:
             row: dict[str, Any] = {
@@ -456,6 +469,7 @@ class Report(Sequence[CaseResult]):
                 "status": r.status,
                 "output": walk(r.output),
                 "error": None if r.error is None else f"{r.error['type']}: {r.error['message']}",
+                "error_traceback": r.traceback,
             }
             for k, v in r.case.metadata.items():
                 row[f"meta.{k}"] = v

@@ -47,6 +47,7 @@ from .score import Evaluator, ScoreRecord, evaluate, evaluator_names
 if TYPE_CHECKING:
     from ..agentic.recorder import Tracked
     from ..agentic.session import Session
+    from ..batch import ItemError
     from ..batch.identity import RunIdentity
 
 __all__ = ["run"]
@@ -156,11 +157,13 @@ def _result(
     index: int,
     status: Any,
     stored: Mapping[str, Any] | None,
-    error: Mapping[str, str] | None,
+    error: ItemError | None,
     node_id: str | None,
     resumed: bool,
     output_type: Any = None,
 ) -> CaseResult:
+    """Trial ``index`` as the report shows it: from its ``stored`` result (the output and
+    scores ``_trial`` returned) or, when its task raised, from the batch's ``error``."""
     case, repeat = ctx.trials[index]
     redo = None if resumed else ctx.redo.get(index)
     if stored is None:
@@ -169,15 +172,14 @@ def _result(
             case,
             repeat,
             status,
-            None,
-            error,
-            {},
-            node_id,
+            error=None if error is None else {"type": error.type, "message": error.message},
+            node_id=node_id,
             usage=usage,
             cost=cost,
             unpriced=unpriced,
             resumed=resumed,
             redo=redo,
+            traceback=None if error is None else error.traceback,
         )
     if index in ctx.outputs:
         output = ctx.outputs[index]
@@ -194,15 +196,14 @@ def _result(
         repeat,
         status,
         output,
-        error,
-        {s.name: s for s in scores},
-        node_id,
-        Usage.from_json(usage) if usage else None,
-        stored.get("cost"),
-        stored.get("duration"),
-        resumed,
-        int(stored.get("unpriced") or 0),
-        redo,
+        scores={s.name: s for s in scores},
+        node_id=node_id,
+        usage=Usage.from_json(usage) if usage else None,
+        cost=stored.get("cost"),
+        duration=stored.get("duration"),
+        resumed=resumed,
+        unpriced=int(stored.get("unpriced") or 0),
+        redo=redo,
     )
 
 
@@ -379,22 +380,19 @@ async def run(
             with contextlib.suppress(Exception):
                 view.stop(reason)
         raise
-    results = []
-    for i in range(len(trials)):
-        error = result.errors[i]
-        stored = result.results[i]
-        results.append(
-            _result(
-                ctx,
-                i,
-                result.statuses[i],
-                stored if result.statuses[i] == "ok" else None,
-                None if error is None else {"type": error.type, "message": error.message},
-                result.node_ids[i],
-                result.resumed[i],
-                data.output_type,
-            )
+    results = [
+        _result(
+            ctx,
+            i,
+            status,
+            result.results[i] if status == "ok" else None,
+            result.errors[i],
+            result.node_ids[i],
+            result.resumed[i],
+            data.output_type,
         )
+        for i, status in enumerate(result.statuses)
+    ]
     report = Report(
         results,
         name=name or data.name,

@@ -305,3 +305,32 @@ async def test_a_cancelled_run_tells_its_live_view_it_stopped() -> None:
         set_live_view(previous)
     (view,) = views
     assert view.stopped == "cancelled"
+
+
+async def test_a_failed_trial_keeps_where_its_task_raised(tmp_path: Path) -> None:
+    """A bug in the task at one case shows its traceback (as a failed batch item's), not
+    only ``KeyError: 'name'``; credential-shaped text in it is masked, and it is kept when
+    the report is saved and loaded."""
+
+    def lookup(row: dict[str, str]) -> str:
+        return row["name"]  # the bug: one row has no name
+
+    async def task(row: dict[str, str]) -> str:
+        if row.get("key"):
+            raise RuntimeError(f"refused key {row['key']}")
+        return lookup(row)
+
+    secret = "sk-" + "A" * 40
+    cases = [lf.eval.Case({"name": "a"}), lf.eval.Case({"nom": "b"}), lf.eval.Case({"key": secret})]
+    report = await lf.eval.run(task, cases, {"ran": lambda ctx: True}, progress=False, live=False)
+    ok, missing, refused = report
+    assert ok.traceback is None
+    assert missing.error == {"type": "KeyError", "message": "'name'"}
+    assert missing.traceback is not None
+    assert "in lookup" in missing.traceback and 'return row["name"]' in missing.traceback
+    assert missing.traceback.rstrip().endswith("KeyError: 'name'")
+    assert refused.traceback is not None and secret not in refused.traceback
+    assert "refused key" in refused.traceback
+    assert report.to_records()[1]["error_traceback"] == missing.traceback
+    report.save(tmp_path / "r.json")
+    assert lf.eval.Report.load(tmp_path / "r.json")[1].traceback == missing.traceback

@@ -43,7 +43,7 @@ import hashlib
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,6 @@ from ..llms.deferred import Capture, DeferredCall, capturing
 from .manifest import FLUSH_ROWS
 
 if TYPE_CHECKING:
-    from ..agentic.session import Session
     from ..llms.base import LanguageModel, LMRequest
     from ..llms.batch_wire import Outcome, Wire
     from ..llms.cache import Cache
@@ -78,8 +77,8 @@ RESUBMITTED = frozenset({"errored", "expired", "canceled"})
 #: The manifest's transactions during the replay: 2,048 rows or 1 s (online, each item's
 #: row is committed before its worker goes on). A replayed item lost to a crash costs no
 #: second request (its batch stays ``submitted`` until every item is stored, and a rerun
-#: polls and downloads it again); with ~150 rows per 50 ms transaction each commit rewrote
-#: the same random-key index pages: ~4 us of CPU and 20-30 us of wall time per item more.
+#: polls and downloads it again), so the replay commits in large transactions: small ones
+#: rewrite the same index pages again and again.
 REPLAY_FLUSH_ROWS = 2048
 REPLAY_FLUSH_INTERVAL_S = 1.0
 
@@ -160,8 +159,8 @@ def request_fingerprint(model: LanguageModel, request: LMRequest) -> int:
     the turns (role, text, tool calls), the system prompt, options, tools and schema.
 
     Compared only within one process (a resumed run collects again), so Python's own
-    ``hash`` of those values serves; a JSON text and a SHA-256 of it cost more than the
-    rest of the batch machinery per item."""
+    ``hash`` of those values serves (a stable digest would cost more than the rest of the
+    batch machinery per item)."""
     turns = tuple(
         (m.role, m.text, tuple((c.id, c.name, repr(c.args)) for c in m.tool_calls))
         for m in request.messages
@@ -182,9 +181,8 @@ def request_fingerprint(model: LanguageModel, request: LMRequest) -> int:
 class CacheWrites:
     """The replay's LLM-cache writes, kept and written ``FLUSH_ROWS`` at a time per cache in
     one transaction (``put_many`` where the cache has it, else ``put`` one by one): a
-    ``SQLiteCache`` hops to its thread and commits per ``put``, which with its read cost more
-    than the rest of a replayed item (benchmarks/provider_batch.py ``--llm-cache sqlite``:
-    911 against 4,023 items per CPU second, when it also opened a connection per call). A
+    ``SQLiteCache`` hops to its thread and commits per ``put``, which costs more than the
+    rest of a replayed item (``benchmarks/provider_batch.py --llm-cache sqlite``). A
     write that fails warns once per flush (``CacheWarning``) and loses no result;
     ``discard`` drops a write not yet made (``forget_cached``: an answer that failed
     validation)."""
@@ -390,29 +388,17 @@ async def collect_and_batch(engine: ProviderBatch, job: BatchJob) -> ProviderPla
     ``fn(item, session)`` sees the model and defaults of ``job.session``."""
     from .spool import Spool
 
-    fn, values, keys, pending, session = job.fn, job.values, job.keys, job.pending, job.session
-    report = job.state.show_provider
     plan = ProviderPlan(engine.online)
-    report(plan.counts)
+    job.state.show_provider(plan.counts)
     with contextlib.closing(Spool()) as spool:  # the entries, on disk until submitted
-        await _collect(engine, fn, values, keys, pending, job.with_session, plan, spool, session)
-        await _batch(engine, job.manifest, report, plan, spool, keys, pending)
+        await _collect(engine, job, plan, spool)
+        await _batch(engine, job, plan, spool)
     plan.counts["status"] = "collected"
-    report(plan.counts)
+    job.state.show_provider(plan.counts)
     return plan
 
 
-async def _collect(
-    engine: ProviderBatch,
-    fn: Callable[..., Any],
-    values: list[Any],
-    keys: list[str],
-    pending: list[int],
-    with_session: bool,
-    plan: ProviderPlan,
-    spool: Spool,
-    session: Session | None,
-) -> None:
+async def _collect(engine: ProviderBatch, job: BatchJob, plan: ProviderPlan, spool: Spool) -> None:
     """Step 1: each pending item's request, as its provider's entry in ``spool``."""
     from ..agentic.session import Session
     from ..llms.batch_wire import wire_for
@@ -420,14 +406,14 @@ async def _collect(
     wires: dict[str, Wire] = {}
     accounts: dict[int, tuple[LanguageModel, str, Wire]] = {}
     # collect runs leave no trace in the batch's; they see the run's model and defaults
-    lm, defaults = (session.lm, session.defaults) if session is not None else (None, {})
-    scratch = Session(lm, max_trace_nodes=16, **defaults)
+    fn, values = job.fn, job.values
+    scratch = Session(job.session.lm, max_trace_nodes=16, **job.session.defaults)
     try:
-        for i in pending:
+        for i in job.pending:
             collector = _Collector()
             with capturing(collector):
                 try:
-                    out = fn(values[i], scratch) if with_session else fn(values[i])
+                    out = fn(values[i], scratch) if job.with_session else fn(values[i])
                     if inspect.isawaitable(out):
                         await out
                 except DeferredCall:
@@ -446,30 +432,23 @@ async def _collect(
                     wire = wires[account] = wire_for(model, engine.max_result_bytes)
                 known = accounts[id(model)] = (model, account, wire)
             _, account, wire = known
-            cid = custom_id(keys[i])
+            cid = custom_id(job.keys[i])
             span = spool.add(wire.entry(cid, request))
             plan.items[i] = _Item(i, cid, account, wire, span, request_fingerprint(model, request))
     finally:
         await scratch.dispose()
 
 
-async def _batch(
-    engine: ProviderBatch,
-    manifest: Manifest | None,
-    report: Callable[[dict[str, Any]], None],
-    plan: ProviderPlan,
-    spool: Spool,
-    keys: list[str],
-    pending: list[int],
-) -> None:
+async def _batch(engine: ProviderBatch, job: BatchJob, plan: ProviderPlan, spool: Spool) -> None:
     """Step 2: the collected entries submitted (or found submitted by an earlier
     process), polled and their outcomes read into ``plan``; failures resubmitted."""
+    manifest, report = job.manifest, job.state.show_provider
     by_cid = {item.cid: item for item in plan.items.values()}
     active: dict[str, tuple[Wire, list[str]]] = {}
     submitted = manifest.submitted_batches() if manifest is not None else []
     if submitted:  # batches an earlier process submitted: poll, never resubmit
-        todo = set(pending)  # the custom ids of the items done in an earlier run:
-        done = {custom_id(k) for i, k in enumerate(keys) if i not in todo}
+        todo = set(job.pending)  # the custom ids of the items done in an earlier run:
+        done = {custom_id(k) for i, k in enumerate(job.keys) if i not in todo}
         for batch_id, account, cids in submitted:
             mine = [c for c in cids if c in by_cid and by_cid[c].account == account]
             if mine:

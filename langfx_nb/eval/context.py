@@ -2,7 +2,7 @@
 
 An evaluator is a callable of one argument, the context: ``def short(ctx) -> float: return
 6 / len(ctx.output.city)``. New fields can be added to the context without breaking any
-evaluator. The earlier form, positional parameters ``(case, output, trace)``, still
+evaluator. The deprecated form, positional parameters ``(case, output, trace)``, still
 works: ``lf.eval.run`` tells the two forms apart by the evaluator's signature, once per
 evaluator and run, and warns (``DeprecationWarning``) for the three-parameter form.
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,7 +147,7 @@ async def evaluate(
     try:
         value = evaluator(ctx)
         if inspect.isawaitable(value):
-            value = await _await(value)
+            value = await value
         if isinstance(value, Mapping):
             return [
                 ScoreRecord(f"{name}.{k}", _as_score(f"{name}.{k}", v)) for k, v in value.items()
@@ -155,7 +155,3 @@ async def evaluate(
         return [ScoreRecord(name, _as_score(name, value))]
     except Exception as exc:  # an evaluator's bug is that case's error, never a silent 0
         return [ScoreRecord(name, error=error_info(exc))]
-
-
-async def _await(value: Awaitable[Any]) -> Any:
-    return await value

@@ -22,7 +22,6 @@ This module is part of the core: it never imports the notebook layer.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
@@ -399,8 +398,3 @@ def _duration(seconds: float) -> str:
         return f"{minutes}m{sec:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
-
-
-def monotonic() -> float:
-    """The clock progress rates and ``elapsed_s`` are measured with."""
-    return time.monotonic()

@@ -53,9 +53,11 @@ if TYPE_CHECKING:
 __all__ = ["run"]
 
 
-class _Context:
-    """What every trial of one run shares (the run's identity is the task's, given to the
-    batch: see ``run``)."""
+class _Shared:
+    """What the trials of one ``run`` share: the task, each trial's ``(case, repeat)`` by
+    index, the evaluators (each a callable of an ``EvalContext``), the ``on_trial`` hook,
+    and what the run finds out per trial index (below). The batch's ``fn`` is
+    ``partial(_trial, shared)``."""
 
     def __init__(
         self,
@@ -80,39 +82,39 @@ class _Context:
         self.spent: dict[int, tuple[Usage | None, float | None, int]] = {}
 
 
-async def _trial(ctx: _Context, index: int, session: Session) -> dict[str, Any]:
+async def _trial(shared: _Shared, index: int, session: Session) -> dict[str, Any]:
     """One batch item: the task, then the evaluators (see the module)."""
     from ..agentic.usage import UsageMeter
 
-    case, repeat = ctx.trials[index]
+    case, repeat = shared.trials[index]
     session.rename(f"{case.id}#{repeat}", inputs=case.inputs)  # one name per trial everywhere
     meter = UsageMeter()
-    kept = index in ctx.kept
-    meta = {"kept": ctx.redo[index]} if kept else None
+    kept = index in shared.kept
+    meta = {"kept": shared.redo[index]} if kept else None
     try:
         with session.track(
             "action", "task", inputs=case.inputs, metadata=meta, meter=meter
         ) as task:
             if kept:  # re-scored: the stored output of the same inputs, no task call
-                output = ctx.kept[index]
-            elif ctx.with_session:
-                output = await ctx.task(case.inputs, task.session)
+                output = shared.kept[index]
+            elif shared.with_session:
+                output = await shared.task(case.inputs, task.session)
             else:
-                output = await ctx.task(case.inputs)
+                output = await shared.task(case.inputs)
             task.outputs = output
     except Exception:
         usage = meter.usage if meter.usage.to_json() else None
-        ctx.spent[index] = (usage, meter.cost()[0], meter.unpriced_requests)
+        shared.spent[index] = (usage, meter.cost()[0], meter.unpriced_requests)
         raise
     # a kept output has no trace of its making
     trace, duration = (None, None) if kept else (task.node, task.node.duration)
     records: list[ScoreRecord] = []
     with session.track("action", "evaluate", meter=meter) as ev:
-        for name, evaluator in ctx.evaluators.items():
+        for name, evaluator in shared.evaluators.items():
             with ev.session.track("action", name) as check:
                 trial = EvalContext(case, output, trace, check.session, duration, repeat)
                 records.extend(await _check(check, name, evaluator, trial))
-    ctx.outputs[index] = output
+    shared.outputs[index] = output
     scores = [r.to_json() for r in records]
     # on the trial's node: the OpenTelemetry export turns these into evaluation events
     session.node.metadata["evaluations"] = scores
@@ -126,10 +128,10 @@ async def _trial(ctx: _Context, index: int, session: Session) -> dict[str, Any]:
     }
     if meter.unpriced_requests:  # requests left out of cost: no price known
         result["unpriced"] = meter.unpriced_requests
-    if index in ctx.redo:
-        result["redo"] = ctx.redo[index]
-    if ctx.on_trial is not None:
-        ctx.on_trial(index, _result(ctx, index, "ok", result, None, session.node.id, False))
+    if index in shared.redo:
+        result["redo"] = shared.redo[index]
+    if shared.on_trial is not None:
+        shared.on_trial(index, _result(shared, index, "ok", result, None, session.node.id, False))
     return result
 
 
@@ -153,7 +155,7 @@ async def _check(
 
 
 def _result(
-    ctx: _Context,
+    shared: _Shared,
     index: int,
     status: Any,
     stored: Mapping[str, Any] | None,
@@ -164,10 +166,10 @@ def _result(
 ) -> CaseResult:
     """Trial ``index`` as the report shows it: from its ``stored`` result (the output and
     scores ``_trial`` returned) or, when its task raised, from the batch's ``error``."""
-    case, repeat = ctx.trials[index]
-    redo = None if resumed else ctx.redo.get(index)
+    case, repeat = shared.trials[index]
+    redo = None if resumed else shared.redo.get(index)
     if stored is None:
-        usage, cost, unpriced = ctx.spent.get(index, (None, None, 0))
+        usage, cost, unpriced = shared.spent.get(index, (None, None, 0))
         return CaseResult(
             case,
             repeat,
@@ -181,8 +183,8 @@ def _result(
             redo=redo,
             traceback=None if error is None else error.traceback,
         )
-    if index in ctx.outputs:
-        output = ctx.outputs[index]
+    if index in shared.outputs:
+        output = shared.outputs[index]
     else:
         output = stored.get("output")
         if output_type is not None and output is not None:
@@ -232,11 +234,11 @@ def _plan(
     fn: Callable[..., Any],
     identity: RunIdentity,
     run: str | Path,
-    ctx: _Context,
+    shared: _Shared,
     keys: list[str],
 ) -> None:
-    """Before the batch: which trials of ``run`` are done again and why (``ctx.redo``), and
-    the stored output each re-scored trial keeps (``ctx.kept``; see the module)."""
+    """Before the batch: which trials of ``run`` are done again and why (``shared.redo``), and
+    the stored output each re-scored trial keeps (``shared.kept``; see the module)."""
     from ..batch.codec import ResultCodec
     from ..batch.manifest import Manifest, manifest_path
 
@@ -271,10 +273,10 @@ def _plan(
                     w for w, i in (("expected answer", 1), ("evaluators", 2)) if before[i] != now[i]
                 ]
                 why = f"the {' and the '.join(changed)} changed"
-            ctx.redo[index] = f"re-scored: {why}; output kept"
-            ctx.kept[index] = outputs[found]
+            shared.redo[index] = f"re-scored: {why}; output kept"
+            shared.kept[index] = outputs[found]
         elif before is not None:
-            ctx.redo[index] = "re-run: the inputs changed"
+            shared.redo[index] = "re-run: the inputs changed"
 
 
 def _plain_attrs(ev: Any) -> str:
@@ -350,15 +352,15 @@ async def run(
     called: dict[str, Callable[[EvalContext], Any]] = {}
     for metric, evaluator in named.items():  # a loop, not a comprehension: the warning's frame
         called[metric] = one_argument(metric, evaluator)
-    ctx = _Context(task, trials, called, hook)
+    shared = _Shared(task, trials, called, hook)
     # the manifest belongs to the task; each trial's key names its case and scoring
-    fn = functools.partial(_trial, ctx)
+    fn = functools.partial(_trial, shared)
     identity = run_identity(task, version=version, session=session)
     scoring = _scoring(named)
     keys = [_trial_key(case, repeat, scoring) for case, repeat in trials]
     if run is not None:
-        _plan(fn, identity, run, ctx, keys)
-        _type_kept(ctx, data.output_type)
+        _plan(fn, identity, run, shared, keys)
+        _type_kept(shared, data.output_type)
     started = time.perf_counter()
     try:
         result = await run_batch(
@@ -382,7 +384,7 @@ async def run(
         raise
     results = [
         _result(
-            ctx,
+            shared,
             i,
             status,
             result.results[i] if status == "ok" else None,
@@ -409,19 +411,19 @@ async def run(
     return report
 
 
-def _type_kept(ctx: _Context, output_type: Any) -> None:
+def _type_kept(shared: _Shared, output_type: Any) -> None:
     """Kept outputs (stored as JSON) back into ``output_type`` for the evaluators."""
     if output_type is None:
         return
     from pydantic import TypeAdapter, ValidationError
 
     adapter = TypeAdapter(output_type)
-    for index, output in list(ctx.kept.items()):
+    for index, output in list(shared.kept.items()):
         try:
-            ctx.kept[index] = adapter.validate_python(output)
+            shared.kept[index] = adapter.validate_python(output)
         except ValidationError:  # the output's type changed since: run the task again
-            del ctx.kept[index]
-            ctx.redo[index] = "re-run: the stored output is not a valid output_type any more"
+            del shared.kept[index]
+            shared.redo[index] = "re-run: the stored output is not a valid output_type any more"
 
 
 def _feed(

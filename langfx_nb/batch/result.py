@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -213,7 +213,7 @@ class BatchResult(Generic[R]):
             for r in rows
         ]
         statuses: list[ItemStatus] = ["ok" if r.status == "ok" else "failed" for r in rows]
-        ok = count(statuses, "ok")
+        ok = statuses.count("ok")
         return cls(
             results=[r.value for r in rows],
             statuses=statuses,
@@ -253,7 +253,3 @@ def _plain(value: Any) -> Any:
     if callable(dump) and not isinstance(value, type):
         return dump()
     return value
-
-
-def count(statuses: Sequence[str], status: str) -> int:
-    return sum(1 for s in statuses if s == status)

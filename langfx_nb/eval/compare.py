@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .report import Metric, Report, report_view
+from ..jsonable import walk
+from .report import Metric, Report, finite_or_none, report_view
 from .stats import Interval, paired_difference
 
 __all__ = ["CaseDelta", "Comparison", "MetricDelta", "compare"]
@@ -31,7 +32,7 @@ _ORDER: dict[str, int] = {
     "added": 4,
     "same": 5,
 }
-TEST = "paired difference of per-case scores, 95% normal interval (paired z-test)"
+PAIRED_TEST = "paired difference of per-case scores, 95% normal interval (paired z-test)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +60,6 @@ class CaseDelta:
         return min(self.deltas.values(), default=0.0)
 
     def to_json(self) -> dict[str, Any]:
-        from ..jsonable import walk
-
         return {
             "case_id": self.case_id,
             "change": self.change,
@@ -82,7 +81,7 @@ class MetricDelta:
     b: Metric | None
     difference: Interval
     beyond_noise: bool
-    test: str = TEST
+    test: str = PAIRED_TEST
 
     def __str__(self) -> str:
         d = self.difference
@@ -94,8 +93,6 @@ class MetricDelta:
         return f"{self.name}: {d.value:+.3g} [{low}, {high}] over {d.n} cases, {verdict}"
 
     def to_json(self) -> dict[str, Any]:
-        from .report import finite_or_none
-
         d = self.difference
         return {
             "name": self.name,

@@ -67,10 +67,9 @@ class LiveReport(Protocol):
     def stop(self, reason: str) -> None: ...
 
 
-_live_view: Callable[[str, int], LiveReport | None] | None = None  # see set_live_view
-
-
+#: makes (and displays) the view of a run: ``factory(name, trials)`` (see ``set_live_view``)
 LiveFactory = Callable[[str, int], LiveReport | None]
+_live_view: LiveFactory | None = None
 
 
 def set_live_view(factory: LiveFactory | None) -> LiveFactory | None:

@@ -4,9 +4,9 @@ An evaluator is any callable ``(ctx: EvalContext) -> bool | float | Score`` (or 
 of names to those, for one score per field), sync or async (``context.py``).
 ``True``/``False`` is a pass or a fail; a number is a score; ``Score`` adds a label and a
 reason. What an evaluator raises is recorded as that case's *error* for that evaluator
-(class and message), never as a 0; so is a score that is not a finite number (``inf``,
-``1e999``, NaN: it has no mean and no JSON form).
-A pass rate counts an error as not passed (``report.Metric``).
+(class and message, and its traceback), never as a 0; so is a score that is not a finite
+number (``inf``, ``1e999``, NaN: it has no mean and no JSON form). A pass rate counts an
+error as not passed (``report.Metric``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..agentic.tracebacks import error_info
+from ..agentic.tracebacks import error_info, format_traceback
 from .context import EvalContext
 
 __all__ = ["Evaluator", "Score", "ScoreRecord", "evaluate", "evaluator_names"]
@@ -76,11 +76,14 @@ class Score:
 
 @dataclass(frozen=True, slots=True)
 class ScoreRecord:
-    """What one evaluator gave one case: a ``score``, or the ``error`` it raised."""
+    """What one evaluator gave one case: a ``score``, or the ``error`` it raised
+    (``{"type": ..., "message": ...}``) with its ``traceback``: where the evaluator raised,
+    bounded, secrets masked, never a provider body (``agentic/tracebacks.py``)."""
 
     name: str
     score: Score | None = None
     error: Mapping[str, str] | None = None
+    traceback: str | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
@@ -88,15 +91,20 @@ class ScoreRecord:
             out.update(self.score.to_json())
         if self.error is not None:
             out["error"] = dict(self.error)
+        if self.traceback is not None:
+            out["traceback"] = self.traceback
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        error = data.get("error")
+        error, traceback = data.get("error"), data.get("traceback")
+        if traceback is not None and not isinstance(traceback, str):
+            raise TypeError(f"a traceback is text, not {type(traceback).__name__}")
         return cls(
             str(data["name"]),
             Score.from_json(data) if "score" in data else None,
             dict(error) if error is not None else None,
+            traceback,
         )
 
 
@@ -154,4 +162,4 @@ async def evaluate(
             ]
         return [ScoreRecord(name, _as_score(name, value))]
     except Exception as exc:  # an evaluator's bug is that case's error, never a silent 0
-        return [ScoreRecord(name, error=error_info(exc))]
+        return [ScoreRecord(name, error=error_info(exc), traceback=format_traceback(exc))]

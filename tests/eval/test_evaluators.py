@@ -3,6 +3,7 @@ an agent's tool calls in its trace, and an LLM judge answering through ``lf.quer
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -223,3 +224,24 @@ def test_a_class_or_an_unnamed_evaluator_is_refused() -> None:
     with pytest.raises(ValueError, match="two evaluators are named 'exact'"):
         evaluator_names([lf.eval.exact, lf.eval.exact])
     assert list(evaluator_names({"ok": lambda ctx: True})) == ["ok"]
+
+
+async def test_an_evaluator_error_keeps_where_it_was_raised(tmp_path: Path) -> None:
+    """A bug in an evaluator shows its traceback, not only its class and message; it is
+    stored with the trial (a resumed run and a loaded report show it too)."""
+
+    def first_word(ctx: lf.eval.EvalContext) -> bool:
+        return bool(ctx.output.split()[0])  # the bug: an empty answer has no first word
+
+    path = tmp_path / "e.sqlite"
+    report = await lf.eval.run(_echo_task, ["a b", ""], [first_word], run=path, live=False)
+    record = report[1].scores["first_word"]
+    assert record.error == {"type": "IndexError", "message": "list index out of range"}
+    assert record.traceback is not None and "in first_word" in record.traceback
+    assert "ctx.output.split()[0]" in record.traceback
+    assert report[0].scores["first_word"].traceback is None
+    again = await lf.eval.run(_echo_task, ["a b", ""], [first_word], run=path, live=False)
+    assert again[1].resumed and again[1].scores["first_word"].traceback == record.traceback
+    report.save(tmp_path / "r.json")
+    loaded = lf.eval.Report.load(tmp_path / "r.json")
+    assert loaded[1].scores["first_word"].traceback == record.traceback

@@ -27,7 +27,7 @@ from ..agentic.usage import cost_label
 from ..jsonable import walk
 from ..messages import Usage
 from .dataset import Case
-from .score import ScoreRecord
+from .score import ScoreRecord, traceback_from_json
 from .stats import Interval, mean_interval, wilson
 
 __all__ = ["REPORT_FORMAT", "CaseResult", "Metric", "Report", "aggregate"]
@@ -174,14 +174,8 @@ class CaseResult:
             bool(data.get("resumed", False)),
             int(data.get("unpriced") or 0),
             data.get("redo"),
-            _text_or_none(data.get("traceback")),
+            traceback_from_json(data),
         )
-
-
-def _text_or_none(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"a traceback is text, not {type(value).__name__}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)

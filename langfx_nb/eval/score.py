@@ -97,15 +97,22 @@ class ScoreRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        error, traceback = data.get("error"), data.get("traceback")
-        if traceback is not None and not isinstance(traceback, str):
-            raise TypeError(f"a traceback is text, not {type(traceback).__name__}")
+        error = data.get("error")
         return cls(
             str(data["name"]),
             Score.from_json(data) if "score" in data else None,
             dict(error) if error is not None else None,
-            traceback,
+            traceback_from_json(data),
         )
+
+
+def traceback_from_json(data: Mapping[str, Any]) -> str | None:
+    """The ``traceback`` of a stored record (``None`` when it has none); ``TypeError`` when
+    it is not text (a report or a manifest is data)."""
+    traceback = data.get("traceback")
+    if traceback is not None and not isinstance(traceback, str):
+        raise TypeError(f"a traceback is text, not {type(traceback).__name__}")
+    return traceback
 
 
 def evaluator_names(evaluators: Iterable[Evaluator] | Mapping[str, Evaluator]) -> dict[str, Any]:

@@ -11,7 +11,8 @@ node's ``metadata.evaluations`` (the OpenTelemetry export makes each a
 ``gen_ai.evaluation.result`` event on the trial's span). The item's result, stored in
 the run manifest with ``run=``, is the output and the scores, so a resumed run sends nothing
 for a trial that finished: neither the task nor its judges run again. A trial whose task
-raised is a failed item: it has no scores and runs again on resume, as ``lf.batch`` does.
+raised is a failed item: it has no scores, keeps the item's traceback
+(``CaseResult.traceback``) and runs again on resume, as ``lf.batch`` does.
 
 A stored trial is reused only for the same case and the same scoring: its manifest key is
 ``case_id#repeat@I.E.V``, digests of the inputs, the expected answer and the evaluators. When

@@ -27,8 +27,8 @@
     ├── ExecutionTimeoutError         a deadline expired (also a TimeoutError)
     ├── RunManifestError              a batch's run manifest cannot be used (another run's, damaged)
     ├── ProviderBatchError            a provider batch gave an item no usable answer
-    ├── RayEngineError                the Ray engine cannot run (no Ray, workers kept dying)
-    └── ShippingError                 fn, an item or a result cannot go to another process
+    ├── RayEngineError                the Ray engine cannot run (no Ray, no cluster, workers died)
+    └── ShippingError                 fn or an item cannot go to another process (a Ray worker)
 
 Messages never contain secrets, nor provider error bodies as such: adapters keep the HTTP
 status and a short provider error *type*. One exception: when a server answers a request it
@@ -272,10 +272,12 @@ class ExecutionTimeoutError(LangFxError, TimeoutError):
 
 
 class RunManifestError(LangFxError):
-    """A batch's run manifest (``lf.batch(run=...)``) cannot be used: made by another
-    function or result schema (refused, left untouched), not a manifest, or not writable
-    (a read-only or full disk). ``result`` holds the ``BatchResult`` of what had finished
-    when writing failed mid-run (``None`` when nothing ran)."""
+    """A batch's run manifest (``lf.batch(run=...)``) cannot be used: made by another run
+    (its identity changed: the message names what) or another result schema (refused, left
+    untouched), owned by a run still going, not a manifest, or not writable (a read-only or
+    full disk: ``__cause__`` is the ``OSError`` or ``sqlite3`` error). ``path`` is the
+    manifest's; ``result`` holds the ``BatchResult`` of what had finished when writing
+    failed mid-run (``None`` when nothing ran)."""
 
     def __init__(self, message: str, *, path: str | None = None, result: Any = None) -> None:
         super().__init__(message)
@@ -295,14 +297,17 @@ class ProviderBatchError(LangFxError):
 
 
 class RayEngineError(LangFxError):
-    """``lf.batch(..., engine=lf.engines.Ray())`` cannot run: Ray is not installed, or its
-    workers kept dying (more restarts than ``Ray.max_worker_restarts``)."""
+    """``lf.batch(..., engine=lf.engines.Ray())`` cannot run: Ray is not installed, Ray could
+    not start or join the cluster (nothing was sent), or a worker died more often than
+    ``Ray.max_worker_restarts`` allows."""
 
 
 class ShippingError(LangFxError, TypeError):
-    """A batch's ``fn``, an item, or a result cannot be sent to another process (it does not
-    pickle): raised before any request for ``fn`` and the items. ``what`` names it (``fn``,
-    ``item 3``)."""
+    """A batch's ``fn`` (or the session's model and defaults) or an item cannot be sent to a
+    Ray worker: it does not pickle (``__cause__`` says why). ``fn`` is checked before the
+    cluster starts and any request is sent; an item when its chunk is sent, so what finished
+    before it is kept. ``what`` names it (``fn``, ``item 3``). A result that does not pickle
+    fails its item with a ``TypeError`` instead."""
 
     def __init__(self, message: str, *, what: str = "") -> None:
         super().__init__(message)

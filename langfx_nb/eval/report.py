@@ -102,12 +102,12 @@ class CaseResult:
     ``traceback`` where it was raised; no scores), or ``cancelled``/``skipped`` when the run
     stopped first. ``traceback`` is the task's frames and its causes', bounded, secrets
     masked, never a provider body (``agentic/tracebacks.py``, as ``lf.batch`` keeps for a
-    failed item); ``None`` unless the task raised, or when the error came back from another
-    process without one. ``node_id`` is the trial's ``item`` node in the run's session
-    (``None`` when resumed from the manifest, or for a loaded report); ``resumed`` says the
-    result came from the run manifest without running again; ``redo`` why a stored trial of
-    this case was not reused (``re-scored: the expected answer changed; output kept``,
-    ``re-run: the inputs changed``), ``None`` when there was none to reuse or it was."""
+    failed item); ``None`` unless the task raised, or when unknown. ``node_id`` is the
+    trial's ``item`` node in the run's session (``None`` when resumed from the manifest, or
+    for a loaded report); ``resumed`` says the result came from the run manifest without
+    running again; ``redo`` why a stored trial of this case was not reused (``re-scored:
+    the expected answer changed; output kept``, ``re-run: the inputs changed``), ``None``
+    when there was none to reuse or it was."""
 
     case: Case
     repeat: int

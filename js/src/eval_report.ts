@@ -357,6 +357,8 @@ export default () => {
         for (const [k, v] of Object.entries(row.reasons ?? {})) fields.push([`${k} reason`, v]);
         for (const [k, v] of Object.entries(row.meta ?? {})) fields.push([k, v]);
         for (const [k, v] of fields) if (v !== undefined && v !== "") detail.append(h("span", { class: "lfx-key", text: k }), h("pre", { text: v }));
+        const tracebacks: [string, string | undefined][] = [["error", row.traceback], ...Object.entries(row.error_tracebacks ?? {}).map(([k, v]): [string, string] => [`${k} error`, v])];
+        for (const [k, tb] of tracebacks) if (tb) detail.append(h("span", { class: "lfx-key", text: `${k} traceback` }), h("details", { class: "lfx-err-tb" }, h("summary", { text: "show" }), h("pre", { text: tb })));
         if (row.node) {
           note.textContent = asked ? `opening the trace of ${row.key} below…` : "the kernel is not connected: no trace to open";
         } else note.textContent = "no trace for this trial (resumed from the manifest, or a loaded report)";

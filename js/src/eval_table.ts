@@ -19,6 +19,8 @@ export interface EvalRow {
   node?: string | null;
   error?: string;
   errors?: Record<string, string>;
+  traceback?: string; // where a failed trial's task raised (bounded, secrets masked)
+  error_tracebacks?: Record<string, string>; // where each evaluator that raised did
   reasons?: Record<string, string>;
   tokens?: number;
   cost?: number;

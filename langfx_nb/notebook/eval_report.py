@@ -51,11 +51,14 @@ def case_row(result: Any) -> dict[str, Any]:
     """One trial (``lf.eval.CaseResult``) as a table row: plain JSON, outputs cut short."""
     scores: dict[str, Any] = {}
     errors: dict[str, str] = {}
+    tracebacks: dict[str, str] = {}
     reasons: dict[str, str] = {}
     for name, record in result.scores.items():
         if record.score is None:
             scores[name] = None
             errors[name] = f"{record.error['type']}: {record.error['message']}"
+            if record.traceback:
+                tracebacks[name] = record.traceback
         else:
             scores[name] = record.score.score
             if record.score.reason:
@@ -77,8 +80,12 @@ def case_row(result: Any) -> dict[str, Any]:
         row["errors"] = errors
     if reasons:
         row["reasons"] = reasons
+    if tracebacks:
+        row["error_tracebacks"] = tracebacks
     if result.error is not None:
         row["error"] = f"{result.error['type']}: {result.error['message']}"
+        if result.traceback:
+            row["traceback"] = result.traceback
     if result.usage is not None:
         row["tokens"] = result.usage.total_tokens
     if result.cost is not None:

@@ -171,3 +171,22 @@ async def test_a_view_that_has_the_report_gets_no_second_copy() -> None:
     assert sent == []  # the state trait it rendered from is current: nothing to resend
     view._on_view_message(view, {"kind": MessageKind.SYNC.value, "seq": seq - 1}, [])
     assert [m["kind"] for m in sent] == ["snapshot"]
+
+
+async def test_a_failed_trial_row_carries_where_its_task_and_evaluator_raised() -> None:
+    async def task(x: str) -> str:
+        if x == "bad":
+            raise KeyError("name")
+        return x
+
+    def picky(ctx: lf.eval.EvalContext) -> bool:
+        raise RuntimeError("no rubric")
+
+    report = await lf.eval.run(
+        task, [lf.eval.Case("bad"), lf.eval.Case("ok")], [picky], progress=False, name="tb"
+    )
+    bad, ok = EvalReportView(report).rows
+    assert bad["error"] == "KeyError: 'name'"
+    assert "in task" in bad["traceback"] and "KeyError" in bad["traceback"]
+    assert "traceback" not in ok
+    assert "RuntimeError" in ok["error_tracebacks"]["picky"]

@@ -4,7 +4,7 @@ A trace too large for the page to hold is shown through windows: the page asks f
 on screen (:func:`window_params` reads its request, :func:`with_timeline` answers it from a
 :class:`StoredTrace` or a :class:`LiveIndex` through the one ``WindowedTrace.window``, with
 the timeline overview's counts when asked).
-A live trace grown past ``WINDOW_NODES`` keeps its rows in a :class:`LiveIndex`;
+A live trace keeps its rows in a :class:`LiveIndex`;
 :class:`LiveWindows` remembers each view's last request (at most ``LIVE_VIEWS`` views) and
 pushes the same window again, with what changed, as events arrive: at least ``LIVE_PUSH_S``
 apart per view, and at least ``LIVE_STATE_S`` apart for a copy of the state (what a reloaded

@@ -249,3 +249,21 @@ def test_a_saved_deep_trace_gets_exact_sums_in_its_static_copy() -> None:
     session_row = html[html.index('data-kind="session"') :].split("<ul")[0]
     assert "5,000 tok" in session_row
     assert f"{5000 - render.MAX_ROWS:,} more nodes" in html
+
+
+def test_a_saved_traces_copy_holds_its_first_rows_details() -> None:
+    # read in one pass from the stored trace (each row's record, not the first one's)
+    nodes: list[dict[str, Any]] = [{"id": "0", "kind": "session", "name": "s"}] + [
+        {
+            "id": str(i),
+            "kind": "tool_call",
+            "name": f"add {i}",
+            "inputs": {"args": {"a": 2}},
+            "decision": {"outcome": "approve", "by": "me", "args": {"a": 20 + i}},
+        }
+        for i in range(1, 400)
+    ]
+    html = TraceExplorer(saved_trace(nodes))._static_html()
+    assert html.count("Arguments that ran (edited)") == render.MAX_ROWS - 1
+    row = html.split('data-node="299"')[1]
+    assert "add 299" in row and "a: 2 → 319" in row.split('data-node="')[0]

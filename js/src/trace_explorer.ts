@@ -284,7 +284,7 @@ export default () => {
         if (msg?.kind === KINDS.WINDOW) {
           for (const l of windowListeners) l(msg as WindowReply);
         } else if (msg?.kind === KINDS.DETAIL && msg.node) {
-          shared.details.set(String(msg.id), { ...msg.node, id: String(msg.id), partial: false });
+          shared.details.set(String(msg.id), { ...msg.node, id: String(msg.id) });
           shared.detailsVersion++;
           for (const l of shared.listeners) l();
         } else if (msg?.kind === KINDS.SNAPSHOT) {
@@ -502,10 +502,14 @@ export default () => {
         if (Array.isArray(reply.span)) shared.span = [reply.span[0], reply.span[1]];
         if (reply.summary !== undefined) shared.summary = reply.summary ?? null;
         shared.ended = reply.ended === true;
-        // a detail already fetched follows its row (status, end, tokens…)
+        // a record fetched before its node changed (it ended, an approval came) is asked again
         for (const row of reply.rows) {
-          const held = shared.details.get(String(row.node.id));
-          if (held) Object.assign(held, row.node, { partial: held.partial });
+          const id = String(row.node.id);
+          const held = shared.details.get(id);
+          if (held && (held.status !== row.node.status || (held.end ?? null) !== (row.node.end ?? null))) {
+            shared.details.delete(id);
+            shared.requested.delete(id);
+          }
         }
       }
       const onWindow = (reply: WindowReply) => {
@@ -720,7 +724,7 @@ export default () => {
         const hidden = !!node && !!shared.query.trim() && win.selected === id && win.reply.selected_index === -1; // filtered out
         const r = held?.r;
         const belowCounts = held?.below;
-        const key = node ? `${id}:${shared.detailsVersion}:${node.status}:${node.end}:${hidden}:${r?.tokens}:${shared.ended}:${!!shared.closed}:${node.partial}` : `none:${shared.query}`;
+        const key = node ? `${id}:${shared.detailsVersion}:${node.status}:${node.end}:${hidden}:${r?.tokens}:${shared.ended}:${!!shared.closed}:${shared.details.has(node.id)}` : `none:${shared.query}`;
         if (key === detailFor) return;
         detailFor = key;
         clear(detail);
@@ -742,8 +746,8 @@ export default () => {
             `cost ${costText(r) || "—"}${r && r.priced ? " in this subtree" : " (no price known)"}`,
           ].join(" · ") }),
         );
-        if (node.partial) {
-          // snapshots carry summaries; the full record (prompt, response, args…) on demand
+        if (!shared.details.has(node.id)) {
+          // rows carry summaries; the full record (prompt, response, args…) on demand
           if (!shared.requested.has(node.id)) {
             shared.requested.add(node.id);
             trySend(model, { kind: KINDS.DETAIL_REQUEST, id: node.id });

@@ -332,9 +332,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         # what a reader sees once the kernel is gone: nothing shown can still run
         return self._copy(ended=True)
 
-    def _session_finished(self) -> bool:
-        return _session_over(self._session)
-
     def cancel(self, reason: str = "the run was cancelled from the trace explorer") -> bool:
         """Cancel the run this explorer watches (as its Cancel-run button does)."""
         from . import control

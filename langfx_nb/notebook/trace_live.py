@@ -1,4 +1,4 @@
-"""The rows of a live trace too large to send whole, kept up to date event by event.
+"""The rows of a live trace, kept up to date event by event.
 
 A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events)
 into flat per-node columns and keeps every total exact as it goes: node counts by status and

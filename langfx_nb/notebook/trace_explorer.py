@@ -180,7 +180,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _adopt_session(self, session: Any) -> None:
         """Show ``session``'s trace so far (its rows: the records stay in the session, which
         answers the detail pane; a disposed or loaded session runs nothing any more)."""
-        self._session = session
+        if self._index is not None:  # watched after showing a stored trace
+            self._index.close()
+        self._index, self._session, self._windows.live = None, session, LiveIndex()
         trace_json = getattr(session, "trace_json", None)
         if not callable(trace_json):
             return
@@ -189,7 +191,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         nodes = data.get("nodes") or ()
         root: Mapping[str, Any] = next((n for n in nodes if n.get("kind") == "session"), {})
         self._windows.live = index_of(nodes)
-        self._ended = self._ended or _session_over(session)
+        self._ended = _session_over(session)
         self._offset = _clock_offset(data, root.get("start"))
         self._summary = _summary(data)
 

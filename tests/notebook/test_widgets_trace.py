@@ -293,3 +293,12 @@ async def test_show_swaps_the_trace_in_place_and_follows_a_new_session() -> None
         assert windows(sent[before:]) == []
         assert [n["id"] for n in explorer.nodes] == ["a"]
     explorer.close()
+
+
+def test_watch_after_a_saved_trace_shows_the_session_as_recorded() -> None:
+    explorer = TraceExplorer(saved_trace([{"id": "a", "kind": "session", "name": "a"}]))
+    session = lf.Session()
+    explorer.watch(session)
+    assert [n["id"] for n in explorer.nodes] == [session.root.id]  # nothing of the file
+    assert explorer._fallback_text() == "TraceExplorer: 1 node (running 1)"  # still live
+    explorer.close()

@@ -37,10 +37,10 @@ WING = (
 RENDER = "langfx_nb/notebook/render.py"
 RENDER_TRACE = frozenset(
     {
-        "_duration_html", "_error_text", "_short", "_status_html", "_tree_html", "arg_changes",
-        "decision_shown", "local_time", "node_detail_rows", "node_timing", "session_html",
-        "trace_html", "trace_index_html", "trace_index_text", "trace_static_html",
-        "trace_text",
+        "_duration_html", "_error_text", "_short", "_status_html", "_statuses", "_tree_html",
+        "arg_changes", "decision_shown", "local_time", "node_detail_rows", "node_timing",
+        "session_html", "trace_html", "trace_index_html", "trace_index_text",
+        "trace_static_html", "trace_text",
     }
 )  # fmt: skip
 

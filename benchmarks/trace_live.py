@@ -108,7 +108,6 @@ async def _run(items: int, explorer_on: bool) -> dict[str, Any]:
         "max_per_s": most,
         "mb": sum(n for _t, n, _k in sent) / 1e6,
         "kinds": kinds,
-        "windowed": bool(getattr(explorer, "windowed", False)),
         "counts_exact": exact,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
@@ -145,7 +144,7 @@ def main() -> None:
         print(
             f"  {name:24} cpu {r['cpu_s']:6.1f} s  wall {r['wall_s']:6.1f} s  "
             f"messages {r['messages']:5}  max/s {r['max_per_s']:3}  sent {r['mb']:8.1f} MB  "
-            f"rss {r['rss_mb']:5.0f} MB  windowed {r['windowed']}  "
+            f"rss {r['rss_mb']:5.0f} MB  "
             f"last window's counts = session's: {r['counts_exact']}  {r['kinds']}"
         )
     base = results["none"]["cpu_s"]

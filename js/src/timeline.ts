@@ -1,6 +1,6 @@
-// The trace explorer's timeline: its zoom (a time range of the trace), the axis math that
-// places a row's bar on it, and the overview's bucket counts (computed here for a trace the
-// page holds whole; the kernel answers them for a windowed one, with the same meaning).
+// The trace explorer's timeline: its zoom (a time range of the trace) and the axis math that
+// places a row's bar on it. The overview's bucket counts come from the kernel with each window
+// (agentic/trace_reader.py time_buckets).
 
 /** Buckets of the overview strip. */
 export const BUCKETS = 60;
@@ -12,16 +12,9 @@ const MIN_SHARE = 1e-6;
 /** Null: the whole trace; else the visible time range [lo, hi] in trace seconds. */
 export type Zoom = [number, number] | null;
 
-/** The overview's groups of statuses (as langfx_nb/notebook/trace_timeline.py). */
+/** The overview's groups of statuses (as agentic/trace_reader.py GROUPS). */
 export const GROUPS = ["running", "ok", "failed"] as const;
 export type Group = (typeof GROUPS)[number];
-const BAD = new Set(["failed", "denied", "cancelled", "timed_out"]);
-
-export function groupOf(status: unknown): Group {
-  const s = String(status ?? "ok");
-  if (s === "running" || s === "waiting") return "running";
-  return BAD.has(s) ? "failed" : "ok";
-}
 
 /** The visible range: the zoom kept inside the span (the whole span when not zoomed). */
 export function visibleRange(span: [number, number], zoom: Zoom): [number, number] {
@@ -59,7 +52,7 @@ export function barPlace(start: number, end: number, lo: number, hi: number): [n
   return [((a - lo) / total) * 100, ((b - a) / total) * 100];
 }
 
-/** Counts per bucket of [lo, hi] (the overview; see trace_timeline.bucket_counts). */
+/** Counts per bucket of [lo, hi] (the overview, as the kernel counts them). */
 export interface Buckets {
   lo: number;
   hi: number;
@@ -69,27 +62,4 @@ export interface Buckets {
   after: number;
   untimed: number;
   counts: Record<Group, number[]>;
-}
-
-/** Nodes by the bucket their start falls in (the last bucket includes `hi`), by group. */
-export function bucketCounts(nodes: Iterable<{ start?: unknown; status?: unknown }>, lo: number, hi: number, buckets = BUCKETS): Buckets {
-  const counts = { running: new Array(buckets).fill(0), ok: new Array(buckets).fill(0), failed: new Array(buckets).fill(0) } as Record<Group, number[]>;
-  const out: Buckets = { lo, hi, buckets, in_range: 0, before: 0, after: 0, untimed: 0, counts };
-  const width = (hi - lo) / buckets;
-  for (const n of nodes) {
-    const s = n.start;
-    if (typeof s !== "number" || Number.isNaN(s)) out.untimed++;
-    else if (s < lo) out.before++;
-    else if (s > hi) out.after++;
-    else {
-      let b = width > 0 ? Math.min(buckets - 1, Math.floor((s - lo) / width)) : 0;
-      // as the kernel's bisection: a start on an edge lo + k·width opens bucket k
-      while (b + 1 < buckets && s >= lo + (b + 1) * width) b++;
-      while (b > 0 && s < lo + b * width) b--;
-      if (width <= 0) b = buckets - 1;
-      counts[groupOf(n.status)][b]++;
-      out.in_range++;
-    }
-  }
-  return out;
 }

@@ -1,18 +1,20 @@
 // TraceExplorer view: a virtualized tree (only rows on screen are in the DOM) with a timeline
 // (waterfall) column on a shared time axis, search that keeps ancestors of matches, a
 // resizable / maximizable detail pane built for reading, keyboard navigation, and view state
-// (selection, expansion, filter, layout) kept in the model so a reload restores it.
+// (selection, expansion, filter, layout) kept in the model so a reload restores it. The page
+// never holds the tree: it asks the kernel for the window of rows on screen (a live trace's
+// windows are pushed again as it changes) and for a selected node's full record.
 import { KINDS } from "./kinds";
 import { asText, chatView, clear, copyButton, decodeState, errorBox, errorCopyText, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
-import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, bucketCounts, panBy, visibleRange, zoomBy } from "./timeline";
-import { BAD, Patch, Rollup, RowModel, RowWindow, TraceNode, TraceStore, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, problemsBelow, rowValuesOf, statusLabel, windowRange } from "./tree";
+import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, panBy, visibleRange, zoomBy } from "./timeline";
+import { BAD, Rollup, RowWindow, TraceNode, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, rollupOf, rowValuesOf, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";
 
 const ROW_H = 22;
 const MAIN_H = 440;
 const NARROW_PX = 760;
-/** Rows asked for beyond what is on screen when a trace is windowed (scrolling stays local). */
+/** Rows asked for beyond what is on screen (scrolling stays local). */
 const MARGIN = 60;
 /** How long a window request may go unanswered before the page asks again. */
 const WINDOW_WAIT_MS = 3000;
@@ -37,7 +39,10 @@ interface Layout {
 }
 
 interface Shared {
-  store: TraceStore;
+  /** Full records of the nodes the detail pane asked the kernel for, by id. */
+  details: Map<string, TraceNode>;
+  /** Bumped when a record arrives (the detail pane redraws). */
+  detailsVersion: number;
   expanded: Map<string, boolean>;
   selected: string | null;
   query: string;
@@ -46,8 +51,7 @@ interface Shared {
   view: Layout;
   requested: Set<string>;
   summary: Record<string, any> | null;
-  /** The trace's time axis [earliest start, latest end or start]: recomputed on a full load,
-   *  widened by each live patch (O(patch), not O(nodes), per frame). */
+  /** The trace's time axis [earliest start, latest end or start], as the kernel sends it. */
   span: [number, number];
   /** Wall-clock seconds minus trace seconds (decision times shown as local times). */
   offset: number | null;
@@ -55,14 +59,14 @@ interface Shared {
   ended: boolean;
   /** Set once the kernel is gone: why live updates stopped. */
   closed: string;
-  /** A trace too large to send whole: the window of rows the page holds (else null). */
-  win: RowWindow | null;
-  listeners: Set<(patches: Patch[]) => void>;
+  /** The window of rows the page holds. */
+  win: RowWindow;
+  listeners: Set<() => void>;
 }
 
 const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
 
-type Hook = (info: { patches: Patch[]; renderedAt: number; nodes: number }) => void;
+type Hook = (info: { patches: unknown[]; renderedAt: number; nodes: number }) => void;
 
 const CSS = `
 .lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff)}
@@ -162,16 +166,7 @@ function defaultLayout(): Layout {
 }
 
 function createShared(): Shared {
-  return { store: new TraceStore(), expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, ended: false, closed: "", win: null, listeners: new Set() };
-}
-
-/** Widen `span` to cover a node's (or a patch's) start and end. */
-function widen(span: [number, number], n: Record<string, unknown>): void {
-  if (typeof n.start === "number") {
-    if (n.start < span[0]) span[0] = n.start;
-    if (n.start > span[1]) span[1] = n.start;
-  }
-  if (typeof n.end === "number" && n.end > span[1]) span[1] = n.end;
+  return { details: new Map(), detailsVersion: 0, expanded: new Map(), selected: null, query: "", seq: 0, layout: 0, view: defaultLayout(), requested: new Set(), summary: null, span: [Infinity, -Infinity], offset: null, ended: false, closed: "", win: new RowWindow(), listeners: new Set() };
 }
 
 /** A query node as a conversation: its system message, the prompt as sent, the answer (with
@@ -209,7 +204,6 @@ export function conversation(node: TraceNode): unknown[] | null {
 
 export default () => {
   const shared = createShared();
-  let pendingPatches: Patch[] = [];
   const windowListeners = new Set<(reply: WindowReply) => void>();
 
   /** The state trait / snapshot buffer: UTF-8 JSON bytes (a DataView in anywidget). */
@@ -224,29 +218,14 @@ export default () => {
   }
 
   function applyState(state: any): void {
-    if (state && state.windowed && typeof state.windowed === "object") {
-      shared.win = new RowWindow();
-      shared.win.set(state.windowed as WindowReply, "0|");
-      shared.store.load([]);
-      shared.span = Array.isArray(state.span) ? [state.span[0], state.span[1]] : [Infinity, -Infinity];
-      shared.summary = state.summary ?? null;
-      shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
-      shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
-      shared.ended = state.ended === true;
-      return;
-    }
-    if (state && Array.isArray(state.nodes)) {
-      shared.win = null;
-      const t0 = performance.now();
-      shared.store.load(state.nodes as TraceNode[]);
-      shared.span = [Infinity, -Infinity];
-      for (const n of shared.store.nodes.values()) widen(shared.span, n);
-      timing("store.load", t0);
-      shared.summary = state.summary ?? null;
-      shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
-      shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
-      shared.ended = state.ended === true;
-    }
+    if (!state || !state.windowed || typeof state.windowed !== "object") return;
+    shared.win = new RowWindow();
+    shared.win.set(state.windowed as WindowReply, "0|");
+    shared.span = Array.isArray(state.span) ? [state.span[0], state.span[1]] : [Infinity, -Infinity];
+    shared.summary = state.summary ?? null;
+    shared.offset = typeof state.offset === "number" ? state.offset : shared.offset;
+    shared.seq = typeof state.seq === "number" ? state.seq : shared.seq;
+    shared.ended = state.ended === true;
   }
 
   function restoreView(saved: any): void {
@@ -298,43 +277,33 @@ export default () => {
         if (!state || typeof state.seq !== "number") return;
         if (state.seq > shared.seq || (state.seq === 0 && shared.seq === 0)) {
           applyState(state);
-          for (const l of shared.listeners) l([]);
+          for (const l of shared.listeners) l();
         }
       });
       model.on("msg:custom", (msg: any, buffers?: any[]) => {
-        if (msg?.kind === KINDS.EVENTS) {
-          if (typeof msg.seq === "number" && msg.seq <= shared.seq) return; // already in a snapshot
-          shared.seq = msg.seq ?? shared.seq;
-          const patches = msg.events as Patch[];
-          for (const p of patches) {
-            if (p.op === "summary") shared.summary = (p.summary as Record<string, any>) ?? null;
-            else {
-              shared.store.apply(p);
-              widen(shared.span, p);
-            }
-          }
-          for (const l of shared.listeners) l(patches);
-        } else if (msg?.kind === KINDS.WINDOW) {
+        if (msg?.kind === KINDS.WINDOW) {
           for (const l of windowListeners) l(msg as WindowReply);
         } else if (msg?.kind === KINDS.DETAIL && msg.node) {
-          shared.store.apply({ ...msg.node, op: "node", id: String(msg.id), partial: false });
-          for (const l of shared.listeners) l([]);
+          shared.details.set(String(msg.id), { ...msg.node, id: String(msg.id) });
+          shared.detailsVersion++;
+          for (const l of shared.listeners) l();
         } else if (msg?.kind === KINDS.SNAPSHOT) {
           applyState({ ...(msg.state ?? decode(buffers?.[0])), seq: msg.seq });
-          for (const l of shared.listeners) l([]);
+          for (const l of shared.listeners) l();
         } else if (msg?.kind === KINDS.SHOW) {
           // another trace in place (TraceExplorer.show): the reader's choices start afresh
           mark("show");
           const state = decode(buffers?.[0]);
           if (!state) return;
           shared.requested.clear();
+          shared.details.clear();
           shared.expanded.clear();
           shared.selected = null;
           shared.query = "";
           applyState({ ...state, seq: msg.seq });
           restoreView(msg.view_state);
           shared.layout++;
-          for (const l of shared.listeners) l([]);
+          for (const l of shared.listeners) l();
         }
       });
     },
@@ -379,10 +348,6 @@ export default () => {
       root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, zoomOut, zoomIn, zoomReset, timelineBtn, maxBtn)), closedBar, main);
       el.append(root);
       markLive(el);
-      let problems = new Map<string, Record<string, number>>();
-      let problemsVersion = -1;
-
-      const rows = new RowModel(shared.store);
       let frame = 0;
       let detailFor = "";
       let selInfo: { id: string; r: Rollup | undefined; below: Record<string, number> | undefined } | null = null;
@@ -390,13 +355,12 @@ export default () => {
       const pool: HTMLElement[] = [];
 
       const notify = () => {
-        for (const l of shared.listeners) l([]);
+        for (const l of shared.listeners) l();
         askNow();
         saveView(model);
       };
 
-      const schedule = (patches: Patch[]) => {
-        pendingPatches = pendingPatches.concat(patches);
+      const schedule = () => {
         if (!frame) frame = requestAnimationFrame(draw);
       };
       /** Draw now rather than at the next frame (what is drawn shows in the coming frame). */
@@ -404,11 +368,10 @@ export default () => {
         if (frame) cancelAnimationFrame(frame);
         draw();
       };
-      /** A windowed trace: ask for the rows the view now needs at once, from the user's action,
-       *  rather than from the next frame's draw (one frame less between the action and the
-       *  request; the draw then finds the request in flight). */
+      /** Ask for the rows the view now needs at once, from the user's action, rather than
+       *  from the next frame's draw (one frame less between the action and the request; the
+       *  draw then finds the request in flight). */
       function askNow(): void {
-        if (!shared.win) return;
         const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || shared.view.height, ROW_H, view.count());
         ensureWindow(start, end);
       }
@@ -445,22 +408,13 @@ export default () => {
 
       /** The timeline overview's key: what a window request asked for ("" none). */
       const tlKey = (): string => (!shared.view.timeline ? "" : shared.view.zoom ? timeSpan().join("|") : "whole");
-      let localOv: { key: string; ov: Buckets } | null = null;
-
-      /** The overview's counts: the kernel's for a windowed trace, else counted here. */
-      function overview(lo: number, hi: number): Buckets | null {
-        if (shared.win) return shared.win.reply.timeline ?? null;
-        const key = `${shared.store.version}|${lo}|${hi}`;
-        if (localOv?.key !== key) localOv = { key, ov: bucketCounts(shared.store.nodes.values(), lo, hi, BUCKETS) };
-        return localOv.ov;
-      }
 
       const ovBars: HTMLElement[][] = [];
       /** The strip above the rows: counts per time bucket when the range holds more nodes
        *  than bars can show, else the number of nodes in range (the rows show their bars). */
       function drawOverview(lo: number, hi: number): void {
         if (!shared.view.timeline) return;
-        const o = overview(lo, hi);
+        const o = shared.win.reply.timeline ?? null;
         const many = !!o && o.in_range > BAR_LIMIT;
         const apart = o ? [o.before && `${o.before.toLocaleString("en-US")} before`, o.after && `${o.after.toLocaleString("en-US")} after`, o.untimed && `${o.untimed.toLocaleString("en-US")} with no time`].filter(Boolean).join(" · ") : "";
         ovLabel.textContent = !o ? "timeline: counting…" : `${o.in_range.toLocaleString("en-US")} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}`;
@@ -488,17 +442,17 @@ export default () => {
         for (let b = n; b < ovBars.length; b++) ovBars[b][0].style.display = "none";
       }
 
-      /** The rows as the view lists them, whether held whole (`rows`) or windowed. */
+      /** The rows as the view lists them: the window the page holds. */
       const view = {
-        count: (): number => (shared.win ? shared.win.total : rows.ids.length),
-        idAt: (i: number): string | undefined => (shared.win ? shared.win.at(i)?.node.id : rows.ids[i]),
-        indexOf: (id: string | null): number => (shared.win ? shared.win.indexOf(id) : id === null ? -1 : rows.ids.indexOf(id)),
-        hasKids: (id: string): boolean => (shared.win ? !!shared.win.row(id)?.kids : shared.store.children(id).length > 0),
-        isOpen: (id: string): boolean => (shared.win ? !!shared.win.row(id)?.open : rows.isOpen(id, shared.expanded)),
-        node: (id: string): TraceNode | undefined => shared.store.nodes.get(id) ?? shared.win?.row(id)?.node,
+        count: (): number => shared.win.total,
+        idAt: (i: number): string | undefined => shared.win.at(i)?.node.id,
+        indexOf: (id: string | null): number => shared.win.indexOf(id),
+        hasKids: (id: string): boolean => !!shared.win.row(id)?.kids,
+        isOpen: (id: string): boolean => !!shared.win.row(id)?.open,
+        node: (id: string): TraceNode | undefined => shared.details.get(id) ?? shared.win.row(id)?.node,
       };
 
-      // -- a windowed trace: ask the kernel for the rows on screen plus a margin ----------
+      // -- ask the kernel for the rows on screen plus a margin ------------------------------
       // One request in flight at a time: a scroll or toggle meanwhile only marks the view
       // stale, and the reply (or a retry when none comes) asks again for where the view is
       // then, so the page always ends on the rows of its last position. Replies carry the
@@ -515,10 +469,10 @@ export default () => {
       let goWanted: number | null = null;
       const viewKey = () => `${shared.layout}|${shared.query.trim().toLowerCase()}`;
       function askAgainLater(ms: number): void {
-        if (!retry) retry = window.setTimeout(() => { retry = 0; schedule([]); }, ms);
+        if (!retry) retry = window.setTimeout(() => { retry = 0; schedule(); }, ms);
       }
       function ensureWindow(a: number, b: number): void {
-        const win = shared.win!;
+        const win = shared.win;
         const key = viewKey();
         const needSel = revealWanted && win.selected !== shared.selected;
         // a live trace: every view asks once, so the kernel knows what to push to it
@@ -548,20 +502,24 @@ export default () => {
         if (Array.isArray(reply.span)) shared.span = [reply.span[0], reply.span[1]];
         if (reply.summary !== undefined) shared.summary = reply.summary ?? null;
         shared.ended = reply.ended === true;
-        // a detail already fetched follows its row (status, end, tokens…)
+        // a record fetched before its node changed (it ended, an approval came) is asked again
         for (const row of reply.rows) {
-          const held = shared.store.nodes.get(String(row.node.id));
-          if (held) shared.store.apply({ ...row.node, op: "node", id: String(row.node.id), partial: held.partial });
+          const id = String(row.node.id);
+          const held = shared.details.get(id);
+          if (held && (held.status !== row.node.status || (held.end ?? null) !== (row.node.end ?? null))) {
+            shared.details.delete(id);
+            shared.requested.delete(id);
+          }
         }
       }
       const onWindow = (reply: WindowReply) => {
         const req = typeof reply.req === "number" ? reply.req : 0;
         if (typeof reply.view === "string") {
           // a live push: the window of a request this view had answered, with what changed
-          if (reply.view !== viewId || req !== applied || !shared.win) return;
+          if (reply.view !== viewId || req !== applied) return;
           adoptLive(reply);
           shared.win.set(reply, appliedMeta[0], appliedMeta[1]);
-          schedule([]);
+          schedule();
           return;
         }
         const meta = reqKeys.get(req);
@@ -569,8 +527,8 @@ export default () => {
         for (const k of reqKeys.keys()) if (k < req) reqKeys.delete(k); // answered in order
         if (!meta) return; // another view's request (numbers are unique across views)
         if (inflight && inflight.req <= req) inflight = null;
-        if (req < applied || !shared.win) {
-          schedule([]); // stale: still look again at where the view is now
+        if (req < applied) {
+          schedule(); // stale: still look again at where the view is now
           return;
         }
         applied = req;
@@ -598,31 +556,19 @@ export default () => {
       function draw(): void {
         frame = 0;
         const t0 = performance.now();
-        const store = shared.store;
         const win = shared.win;
         applyLayout();
-        let roll = new Map<string, Rollup>();
-        if (win) {
-          problems = new Map();
-          for (const row of win.reply.rows) {
-            roll.set(String(row.node.id), win.rollup(row));
-            if (row.below) problems.set(String(row.node.id), row.below);
-          }
-        } else rows.update(shared.expanded, shared.query, String(shared.layout));
-        timing("rows", t0);
+        const roll = new Map<string, Rollup>();
+        const problems = new Map<string, Record<string, number>>();
+        for (const row of win.reply.rows) {
+          roll.set(String(row.node.id), rollupOf(row));
+          if (row.below) problems.set(String(row.node.id), row.below);
+        }
         const count = view.count();
         spacer.style.height = `${count * ROW_H}px`;
         const [start, end] = windowRange(scroll.scrollTop, scroll.clientHeight || shared.view.height, ROW_H, count);
-        const t1 = performance.now();
-        if (win) ensureWindow(start, end);
-        else {
-          roll = store.rollups();
-          if (problemsVersion !== store.version) {
-            problems = problemsBelow(store);
-            problemsVersion = store.version;
-          }
-        }
-        timing("rollups", t1);
+        ensureWindow(start, end);
+        timing("rows", t0);
         const [lo, hi] = timeSpan();
         const at = (t: number) => fmtDuration((t - fullSpan()[0]) * 1000) || "0";
         const axisText = shared.view.timeline ? `${at(lo)}|${at(hi)}` : "";
@@ -645,44 +591,35 @@ export default () => {
           }
           div.style.top = `${i * ROW_H}px`;
           div.style.display = "";
-          if (win) {
-            const row = win.at(i);
-            if (!row) {
-              // not fetched yet (a scroll far away): a placeholder until the window arrives
-              if (div.dataset.key !== "pending") {
-                div.dataset.key = "pending";
-                delete div.dataset.id;
-                div.className = "lfx-te-row lfx-te-pending";
-                clear(div);
-                div.append(h("span", { class: "lfx-te-label", text: "…" }));
-              }
-              continue;
+          const row = win.at(i);
+          if (!row) {
+            // not fetched yet (a scroll far away): a placeholder until the window arrives
+            if (div.dataset.key !== "pending") {
+              div.dataset.key = "pending";
+              delete div.dataset.id;
+              div.className = "lfx-te-row lfx-te-pending";
+              clear(div);
+              div.append(h("span", { class: "lfx-te-label", text: "…" }));
             }
-            const id = String(row.node.id);
-            fillRow(div, id, view.node(id) ?? row.node, row.depth, row.kids, row.kids && row.open, !!row.match, roll.get(id), row.below);
-            placeBar(div, row.node, lo, hi);
             continue;
           }
-          const id = rows.ids[i];
-          const node = store.nodes.get(id)!;
-          const kids = store.children(id);
-          const hasChildren = rows.matches ? kids.some((k) => rows.depth.has(k)) : kids.length > 0;
-          fillRow(div, id, node, rows.depth.get(id) ?? 0, hasChildren, hasChildren && rows.isOpen(id, shared.expanded), rows.matches?.has(id) ?? false, roll.get(id), problems.get(id));
-          placeBar(div, node, lo, hi);
+          const id = String(row.node.id);
+          fillRow(div, id, view.node(id) ?? row.node, row.depth, row.kids, row.kids && row.open, !!row.match, roll.get(id), row.below);
+          placeBar(div, row.node, lo, hi);
         }
         for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
-        const nodesN = win ? win.reply.nodes : store.nodes.size;
+        const nodesN = win.reply.nodes;
         if (count === 0) {
           empty.style.display = "";
           empty.textContent = shared.query.trim()
             ? `No nodes match “${shared.query.trim()}”. Clear the filter to see all ${nodesN} ${plural(nodesN, "node")}.`
             : "No trace nodes yet.";
         } else empty.style.display = "none";
-        const c = win ? new Map(Object.entries(win.reply.counts.status)) : store.statusCounts;
+        const c = new Map(Object.entries(win.reply.counts.status));
         const live = !shared.closed && !shared.ended;
         const waitingN = live ? c.get("waiting") ?? 0 : 0;
         // the session root runs until disposed: only work under it counts as running
-        const rootsRunning = win ? win.reply.roots_running ?? 0 : store.roots().filter((id) => isLive(store.nodes.get(id)?.status)).length;
+        const rootsRunning = win.reply.roots_running ?? 0;
         const running = live ? (c.get("running") ?? 0) + waitingN - rootsRunning : 0;
         const failed = BAD.reduce((n, k) => n + (c.get(k) ?? 0), 0);
         badge.textContent = waitingN ? `${waitingN} approval${waitingN > 1 ? "s" : ""} waiting` : "";
@@ -693,17 +630,15 @@ export default () => {
         const sm = shared.summary;
         const unpricedN = typeof sm?.unpriced_requests === "number" ? sm.unpriced_requests : 0;
         const total = sm && (typeof sm.cost === "number" || unpricedN) ? ` · ${totalCostText(sm.cost, unpricedN, Array.isArray(sm.unpriced_models) ? sm.unpriced_models.map(String) : [])}` : "";
-        const matches = win ? win.reply.matches : rows.matches?.size;
+        const matches = win.reply.matches;
         summary.textContent = `${nodesN} ${plural(nodesN, "node")} · ${running} running · ${failed} failed/denied/cancelled${total}` +
           (shared.query && typeof matches === "number" ? ` · ${matches} match${matches === 1 ? "" : "es"}` : "") +
           (shared.query ? ` · ${count} shown` : "");
-        drawDetail(roll);
+        drawDetail(roll, problems);
         timing("draw", t0);
         mark("drawn");
-        const patches = pendingPatches;
-        pendingPatches = [];
         const hook = (globalThis as any).__lfxTraceHook as Hook | undefined;
-        if (hook) hook({ patches, renderedAt: Date.now(), nodes: nodesN });
+        if (hook) hook({ patches: [], renderedAt: Date.now(), nodes: nodesN });
       }
 
       /** Position a row's timeline bar on the axis (a style update; the row is not rebuilt). */
@@ -727,7 +662,7 @@ export default () => {
         const gone = !!shared.closed;
         // rebuild the row's cells only when something it shows changed
         const below = belowText(belowCounts);
-        const key = `${id}|${shared.store.stamp(id)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${r?.unpriced}|${r?.descendants}|${depth}|${tl}|${below}|${shared.ended}|${gone}`;
+        const key = `${id}|${node.status}|${node.start}|${node.end}|${node.name}|${node.hint}|${!!node.error}|${humanWait(node)}|${hasChildren}|${expanded}|${match}|${shared.selected === id}|${r?.tokens}|${r?.cost}|${r?.priced}|${r?.unpriced}|${r?.descendants}|${depth}|${tl}|${below}|${shared.ended}|${gone}`;
         if (div.dataset.key === key) return;
         div.dataset.key = key;
         div.dataset.id = id;
@@ -771,47 +706,25 @@ export default () => {
         detail.append(label === "Error" ? errorBox(value) : readable(value));
       }
 
-      /** Wall time split into model, tool and human-wait time (the node and its subtree). */
+      /** A tool call's wall time split into the tool's own time and a person's decision. */
       function timeSplit(node: TraceNode): [string, string][] {
         const total = durationMs(node);
-        if (total === null) return [];
-        let model = 0;
-        let tool = 0;
-        let wait = 0;
-        const stack = [node.id];
-        while (stack.length) {
-          const id = stack.pop()!;
-          const n = shared.store.nodes.get(id);
-          if (!n) continue;
-          const d = (durationMs(n) ?? 0) / 1000;
-          const w = humanWait(n) ?? 0;
-          if (n.kind === "query") model += d;
-          else if (n.kind === "tool_call") {
-            tool += Math.max(0, d - w);
-            wait += w;
-          }
-          if (n.kind !== "query" && n.kind !== "tool_call") stack.push(...shared.store.children(id));
-        }
-        if (!wait && !(model && tool)) return [];
+        const wait = node.kind === "tool_call" ? humanWait(node) ?? 0 : 0;
+        if (total === null || !wait) return [];
         const fmt = (s: number) => fmtDuration(s * 1000) || "0 ms";
-        const out: [string, string][] = [["total", fmt(total / 1000)]];
-        if (model) out.push(["model", fmt(model)]);
-        if (tool || node.kind === "tool_call") out.push(["tool", fmt(tool)]);
-        if (wait) out.push(["waiting for a person", fmt(wait)]);
-        return out;
+        return [["total", fmt(total / 1000)], ["tool", fmt(Math.max(0, total / 1000 - wait))], ["waiting for a person", fmt(wait)]];
       }
 
-      function drawDetail(roll: Map<string, Rollup>): void {
+      function drawDetail(roll: Map<string, Rollup>, problems: Map<string, Record<string, number>>): void {
         const id = shared.selected;
         const node = id ? view.node(id) : undefined;
         const win = shared.win;
-        if (win && node && roll.has(node.id)) selInfo = { id: node.id, r: roll.get(node.id), below: problems.get(node.id) };
-        const held = win && node && selInfo?.id === node.id ? selInfo : null;
-        const filtered = !!node && !!shared.query.trim();
-        const hidden = win ? filtered && win.selected === id && win.reply.selected_index === -1 : filtered && !rows.depth.has(node!.id); // filtered out
-        const r = win ? held?.r : roll.get(node?.id ?? "");
-        const belowCounts = win ? held?.below : problems.get(node?.id ?? "");
-        const key = node ? `${id}:${shared.store.stamp(node.id)}:${hidden}:${r?.tokens}:${shared.ended}:${!!shared.closed}:${node.partial}` : `none:${shared.query}`;
+        if (node && roll.has(node.id)) selInfo = { id: node.id, r: roll.get(node.id), below: problems.get(node.id) };
+        const held = node && selInfo?.id === node.id ? selInfo : null;
+        const hidden = !!node && !!shared.query.trim() && win.selected === id && win.reply.selected_index === -1; // filtered out
+        const r = held?.r;
+        const belowCounts = held?.below;
+        const key = node ? `${id}:${shared.detailsVersion}:${node.status}:${node.end}:${hidden}:${r?.tokens}:${shared.ended}:${!!shared.closed}:${shared.details.has(node.id)}` : `none:${shared.query}`;
         if (key === detailFor) return;
         detailFor = key;
         clear(detail);
@@ -822,7 +735,7 @@ export default () => {
           return;
         }
         const dur = durationMs(node);
-        const own = r ? r.own ?? r.tokens - [...shared.store.children(node.id)].reduce((s, k) => s + (roll.get(k)?.tokens ?? 0), 0) : 0;
+        const own = r?.own ?? 0;
         detail.append(
           h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(statusLabel(node, shared.ended, !!shared.closed)), text: statusLabel(node, shared.ended, !!shared.closed) }),
             belowCounts ? h("span", { class: "lfx-te-below", text: `(${belowText(belowCounts)})` }) : ""),
@@ -833,8 +746,8 @@ export default () => {
             `cost ${costText(r) || "—"}${r && r.priced ? " in this subtree" : " (no price known)"}`,
           ].join(" · ") }),
         );
-        if (node.partial) {
-          // snapshots carry summaries; the full record (prompt, response, args…) on demand
+        if (!shared.details.has(node.id)) {
+          // rows carry summaries; the full record (prompt, response, args…) on demand
           if (!shared.requested.has(node.id)) {
             shared.requested.add(node.id);
             trySend(model, { kind: KINDS.DETAIL_REQUEST, id: node.id });
@@ -853,8 +766,7 @@ export default () => {
           const out = node.outputs as Record<string, unknown> | undefined;
           if (out && typeof out === "object" && out.result !== undefined) section("Result", out.result);
         }
-        // a windowed trace holds no subtree: the split of a query or tool call is its own
-        const timing = !win || node.kind === "query" || node.kind === "tool_call" ? timeSplit(node) : [];
+        const timing = timeSplit(node);
         if (timing.length) section("Time", Object.fromEntries(timing));
         const decision = node.decision as Record<string, any> | undefined;
         const inputs = node.inputs as Record<string, any> | undefined;
@@ -900,7 +812,7 @@ export default () => {
         if (show && id) {
           const i = view.indexOf(id);
           if (i >= 0) reveal(i);
-          else if (shared.win) revealWanted = true; // the kernel says where it is
+          else revealWanted = true; // the kernel says where it is
         }
         notify();
       }
@@ -921,12 +833,12 @@ export default () => {
       function closeAll(): void {
         if (shared.closed) return;
         shared.closed = "kernel restarted or shut down — live updates stopped; what is shown is the last state received";
-        for (const l of shared.listeners) l([]);
+        for (const l of shared.listeners) l();
       }
       const stopWatching = onKernelGone(el, model, closeAll);
       scroll.addEventListener("scroll", () => {
         askNow();
-        schedule([]);
+        schedule();
       });
       scroll.addEventListener("click", (ev) => {
         const target = ev.target as HTMLElement;
@@ -952,9 +864,9 @@ export default () => {
           const at = Math.max(0, Math.min(n - 1, i));
           const target = view.idAt(at);
           if (target !== undefined) return select(target, true);
-          goWanted = at; // a windowed trace: select it once its window arrives
+          goWanted = at; // select it once its window arrives
           reveal(at);
-          schedule([]);
+          schedule();
         };
         switch (ev.key) {
           case "ArrowDown": go(idx + 1); break;
@@ -977,7 +889,7 @@ export default () => {
               notify();
             } else if (ev.key === "ArrowLeft") {
               const parent = view.node(id)?.parent_id;
-              if (parent != null && (shared.win || rows.depth.has(parent))) select(parent, true);
+              if (parent != null) select(parent, true);
             } else if (ev.key === "ArrowRight") go(idx + 1);
             break;
           }
@@ -1034,7 +946,7 @@ export default () => {
         const box = main.getBoundingClientRect();
         const move = (e: PointerEvent) => {
           shared.view.split = Math.min(0.8, Math.max(0.2, (e.clientX - box.left) / box.width));
-          for (const l of shared.listeners) l([]);
+          for (const l of shared.listeners) l();
         };
         const up = () => {
           split.removeEventListener("pointermove", move);
@@ -1053,7 +965,7 @@ export default () => {
           shared.view.height = hpx;
           layoutKey = `${shared.view.timeline}|${shared.view.split}|${hpx}|${shared.view.max}`;
           saveView(model);
-          schedule([]);
+          schedule();
         }
       });
       sizes.observe(root);
@@ -1069,15 +981,13 @@ export default () => {
       });
       const onTitle = () => (title.textContent = model.get("title") || "Trace");
       model.on("change:title", onTitle);
-      const listener = (patches: Patch[]) => {
-        if (patches.length === 0) {
-          // (a filter typed and not yet applied is kept: a redraw meanwhile must not undo it)
-          if (search.value !== shared.query && document.activeElement !== search && searchTimer === undefined) search.value = shared.query;
-        }
-        schedule(patches);
+      const listener = () => {
+        // (a filter typed and not yet applied is kept: a redraw meanwhile must not undo it)
+        if (search.value !== shared.query && document.activeElement !== search && searchTimer === undefined) search.value = shared.query;
+        schedule();
       };
       shared.listeners.add(listener);
-      schedule([]);
+      schedule();
       trySend(model, { kind: KINDS.SYNC, seq: shared.seq });
       return () => {
         stopWatching();

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { barPlace, bucketCounts, groupOf, panBy, visibleRange, zoomBy } from "../src/timeline";
+import { barPlace, panBy, visibleRange, zoomBy } from "../src/timeline";
 
 const span: [number, number] = [10, 110];
 
@@ -32,22 +32,4 @@ test("a bar is placed on the zoomed axis and clipped to it", () => {
   assert.equal(barPlace(0, 5, 10, 110), null); // outside: not drawn
   assert.equal(barPlace(120, 130, 10, 110), null);
   assert.deepEqual(barPlace(50, 40, 10, 110), [40, 0]); // an end before the start: a tick
-});
-
-test("bucket counts are exact: every node counted once, by its start", () => {
-  const nodes = [
-    { start: 10, status: "ok" },
-    { start: 35, status: "running" },
-    { start: 60, status: "failed" },
-    { start: 110, status: "waiting" }, // the last bucket includes hi
-    { start: 5, status: "ok" },
-    { start: 200, status: "ok" },
-    { status: "ok" },
-  ];
-  const b = bucketCounts(nodes, 10, 110, 4);
-  assert.deepEqual(b.counts, { running: [0, 1, 0, 1], ok: [1, 0, 0, 0], failed: [0, 0, 1, 0] });
-  assert.equal(b.in_range, 4);
-  assert.equal(b.before + b.in_range + b.after + b.untimed, nodes.length);
-  assert.equal(groupOf("denied"), "failed");
-  assert.equal(groupOf(undefined), "ok");
 });

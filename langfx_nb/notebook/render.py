@@ -11,25 +11,18 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import traitlets
 
+from ..agentic.trace_reader import LIVE
 from ..agentic.usage import cost_label
 from ..batch.progress import provider_lines
 from ..jsonable import walk
 from .trace_data import view_node
-from .trace_rows import (
-    below_text,
-    cost_text,
-    duration_ms,
-    fmt_duration,
-    human_wait,
-    status_label,
-    tokens_text,
-    trace_rows,
-)
+from .trace_live import index_of
+from .trace_rows import duration_ms, human_wait, row_values
 
 __all__ = [
     "WidgetDisplayMixin",
@@ -42,15 +35,12 @@ __all__ = [
     "stream_html",
     "stream_text",
     "trace_html",
-    "trace_index_html",
-    "trace_index_text",
     "trace_text",
     "value_html",
     "value_text",
 ]
 
 MAX_ROWS = 300  # a static page is not the place for 10,000 rows; the live widget is
-MAX_ROLLUP_NODES = 3000  # above this the static fallback shows each node's own tokens/cost
 MAX_TEXT = 4000
 
 CSS = (
@@ -157,49 +147,13 @@ def _usage_str(usage: Mapping[str, Any]) -> str:
 
 # -- traces -------------------------------------------------------------------------------------
 # Every value a trace row shows (status label, sums, duration, what went wrong below) comes from
-# ``trace_rows``, which the live view matches (js/test/fixtures/trace_parity.json).
+# ``row_values`` of a window row, which the live view matches (js/test/fixtures/trace_parity.json).
 
 
 def _error_text(error: Any) -> str:
     if isinstance(error, Mapping):
         return f"{error.get('type', 'Error')}: {error.get('message', '')}"
     return str(error)
-
-
-def _tree_html(
-    nodes: Sequence[Mapping[str, Any]],
-    row: Callable[[Mapping[str, Any], Mapping[str, Any], str], str],
-    *,
-    ended: bool = False,
-    gone: bool = False,
-) -> tuple[str, int]:
-    """The first ``MAX_ROWS`` rows in tree order, each ``row(node, row_values, children_html)``
-    (roll-ups only up to ``MAX_ROLLUP_NODES``: the live view has them for any size). Returns
-    the roots' html and the rows shown."""
-    shown = trace_rows(
-        nodes, ended=ended, gone=gone, roll=len(nodes) <= MAX_ROLLUP_NODES, limit=MAX_ROWS
-    )
-    by_id = {str(n["id"]): n for n in nodes}
-    # nest the rows (depth first, so each row's children follow it at depth + 1)
-    out: list[list[str]] = [[]]
-    depths: list[int] = []
-    pending: list[dict[str, Any]] = []
-
-    def close_to(depth: int) -> None:
-        while depths and depths[-1] >= depth:
-            depths.pop()
-            values = pending.pop()
-            kids = out.pop()
-            inner = UL + "".join(kids) + "</ul>" if kids else ""
-            out[-1].append(row(by_id[values["id"]], values, inner))
-
-    for values in shown:
-        close_to(values["depth"])
-        depths.append(values["depth"])
-        pending.append(values)
-        out.append([])
-    close_to(0)
-    return "".join(out[0]), len(shown)
 
 
 def _status_html(label: str) -> str:
@@ -301,69 +255,23 @@ def node_timing(node: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def trace_html(
-    nodes: Sequence[Mapping[str, Any]],
-    *,
-    title: str = "",
-    ended: bool = False,
-    gone: bool = False,
-    offset: float | None = None,
-) -> str:
-    """The trace as nested lists (first ``MAX_ROWS`` rows): each row with its status (as the
-    live view shows it, or once its kernel is ``gone``), duration, sums, what went wrong
-    below it, its error, and its details in a ``<details>`` element (what a saved notebook
-    keeps: ``offset`` shows decision times as local times)."""
-
-    def row(node: Mapping[str, Any], values: Mapping[str, Any], inner: str) -> str:
-        detail = "".join(
-            f'<div><span class="lfx-k">{esc(label)}:</span> '
-            f"{value_html(value, depth=1) if not isinstance(value, str) else esc(clip(value))}"
-            "</div>"
-            for label, value in node_detail_rows(node, offset)
-        )
-        details = f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
-        sums = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
-        below = values["below"]
-        err = node.get("error")
-        err_html = f'<div class="lfx-st-failed">{esc(clip(_error_text(err), 500))}</div>'
-        return (
-            f'<li data-node="{esc(values["id"])}" data-kind="{esc(values["kind"])}">'
-            f'<span class="lfx-k">{esc(values["kind"])}'
-            f"</span> <b>{esc(clip(values['name'], 200))}</b> {_status_html(values['status'])}"
-            f"{_duration_html(values)}{esc(sums)}"
-            + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
-            + (err_html if err else "")
-            + f"{details if detail else ''}{inner}</li>"
-        )
-
-    body, shown = _tree_html(nodes, row, ended=ended, gone=gone)
-    more = ""
-    if shown < len(nodes):
-        where = "" if gone else " (open the live explorer)"
-        more = f"<div>… {len(nodes) - shown} more nodes{where}</div>"
-    head = f"<b>{esc(title)}</b> " if title else ""
-    head += f'<div class="lfx-k">{esc(trace_text(nodes, ended=ended, gone=gone))}</div>'
-    return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{body}</ul>{more}</div>'
-
-
-def trace_text(
-    nodes: Iterable[Mapping[str, Any]], *, title: str = "", ended: bool = False, gone: bool = False
-) -> str:
-    """Counts per status (stable: nbval compares it): as recorded while the trace is live, as
-    the rows show them once it has ``ended`` or the kernel is ``gone`` (no "running")."""
+def _statuses(index: Any, ended: bool) -> dict[str, int]:
+    """Nodes per status: as recorded while the trace is live, none running once it ended."""
     counts: dict[str, int] = {}
-    total = 0
-    for node in nodes:
-        total += 1
-        status = (
-            status_label(node, ended=ended, gone=gone)
-            if ended or gone
-            else str(node.get("status", ""))
-        )
-        counts[status] = counts.get(status, 0) + 1
-    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    for status, n in index.counts()["status"].items():
+        label = "unfinished" if ended and status in LIVE else status
+        counts[label] = counts.get(label, 0) + n
+    return counts
+
+
+def trace_text(index: Any, *, title: str = "", ended: bool = False) -> str:
+    """Counts per status of a trace (a stored trace or a live index; stable: nbval compares
+    it), as :func:`_statuses` gives them."""
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(_statuses(index, ended).items()))
     name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
-    return f"{name}: {counted(total, 'node', grouped=False)}" + (f" ({detail})" if detail else "")
+    return f"{name}: {counted(len(index), 'node', grouped=False)}" + (
+        f" ({detail})" if detail else ""
+    )
 
 
 # -- streams ------------------------------------------------------------------------------------
@@ -510,8 +418,9 @@ def session_html(session: Any) -> str:
     data = session.trace_json()
     if isinstance(data, str):
         data = json.loads(data)
-    nodes = [view_node(n, plain=True) for n in data["nodes"]]
-    return trace_html(nodes, title=type(session).__name__)
+    nodes = {str(n["id"]): view_node(n, plain=True) for n in data["nodes"]}
+    index = index_of(nodes.values())
+    return trace_html(index, title=type(session).__name__, record=nodes.get, ended=False)
 
 
 def register_formatters(ipython: Any) -> None:
@@ -651,12 +560,22 @@ class WidgetDisplayMixin(traitlets.HasTraits):
                 handle.update(static, raw=True)
 
 
-def trace_index_html(index: Any, *, title: str = "") -> str:
-    """The saved-notebook copy of a trace too large to list (a stored trace or a live
-    index), bounded to about ``MAX_ROWS`` rows whatever its size: a summary, exact counts by
-    status and kind, the first rows depth first with exact subtree sums, and for every row
-    whose subtree is not all shown, "… N more nodes" (and the same for the whole trace)."""
-    counts = index.counts()
+def trace_html(
+    index: Any,
+    *,
+    title: str = "",
+    record: Callable[[str], Mapping[str, Any] | None] | None = None,
+    offset: float | None = None,
+    ended: bool = True,
+) -> str:
+    """A trace (a stored trace or a live index, see ``agentic/trace_reader.py``) as HTML,
+    bounded to about ``MAX_ROWS`` rows whatever its size: exact counts by status and kind,
+    then the first rows depth first, each with its status (as shown once the trace has
+    ``ended`` or its kernel is gone: the saved-notebook copy; else as recorded), duration,
+    exact subtree sums, what went wrong below it, its error, and, when ``record`` gives the
+    node's record, its details in a ``<details>`` element (``offset`` shows decision times
+    as local times); for every row whose subtree is not all shown, "… N more nodes" (and the
+    same for the whole trace)."""
     rows = index.first_rows(MAX_ROWS)
     out: list[str] = []
     open_rows: list[tuple[int, int, int]] = []  # (descendants, depth, descendants shown)
@@ -673,27 +592,40 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
 
     for row in rows:
         depth, node = row["depth"], row["node"]
-        sub_tokens, sub_cost, priced, desc, _own, unpriced = row["roll"]
         close_to(depth)
         if open_rows:
             j, dj, sj = open_rows[-1]
             open_rows[-1] = (j, dj, sj + 1)
-        label = status_label(node, ended=True, gone=True)
-        tokens = tokens_text(sub_tokens)
-        cost = cost_text(sub_tokens, sub_cost, priced, unpriced)
-        below = below_text(row.get("below"))
-        extra = "".join(f" · {esc(v)}" for v in (tokens, cost) if v)
-        dur = fmt_duration(duration_ms(node))
+        values = row_values(row, ended=ended)
+        sums = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
+        below, err = values["below"], node.get("error")
+        full = record(values["id"]) if record is not None else None
+        detail = "".join(
+            f'<div><span class="lfx-k">{esc(label)}:</span> '
+            f"{value_html(value, depth=1) if not isinstance(value, str) else esc(clip(value))}"
+            "</div>"
+            for label, value in (node_detail_rows(full, offset) if full is not None else ())
+        )
         out.append(
-            f'<li data-node="{esc(node["id"])}" data-kind="{esc(node.get("kind", ""))}">'
-            f'<span class="lfx-k">{esc(node.get("kind", ""))}</span> '
-            f"<b>{esc(clip(str(node.get('name', '')), 200))}</b> {_status_html(label)}"
-            + (f' <span class="lfx-dur">{esc(dur)}</span>' if dur else "")
-            + extra
+            f'<li data-node="{esc(values["id"])}" data-kind="{esc(values["kind"])}">'
+            f'<span class="lfx-k">{esc(values["kind"])}</span> '
+            f"<b>{esc(clip(values['name'], 200))}</b> {_status_html(values['status'])}"
+            + _duration_html(values)
+            + esc(sums)
             + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
+            + (
+                f'<div class="lfx-st-failed">{esc(clip(_error_text(err), 500))}</div>'
+                if err
+                else ""
+            )
+            + (
+                f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
+                if detail
+                else ""
+            )
             + UL
         )
-        open_rows.append((desc, depth, 0))
+        open_rows.append((row["roll"][3], depth, 0))
     close_to(0)
     total = len(index)
     more = f"<div>… {total - len(rows):,} more nodes</div>" if len(rows) < total else ""
@@ -703,20 +635,7 @@ def trace_index_html(index: Any, *, title: str = "") -> str:
         return f'<div class="lfx-k">{name}: {cells}</div>'
 
     head = f"<b>{esc(title)}</b> " if title else ""
-    head += f"<div>{counted(total, 'node')} (first {len(rows):,} shown)</div>"
-    head += table("by status", counts["status"]) + table("by kind", counts["kind"])
+    shown = f" (first {len(rows):,} shown)" if len(rows) < total else ""
+    head += f"<div>{counted(total, 'node')}{shown}</div>"
+    head += table("by status", _statuses(index, ended)) + table("by kind", index.counts()["kind"])
     return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{"".join(out)}</ul>{more}</div>'
-
-
-def trace_index_text(index: Any, *, title: str = "") -> str:
-    """``trace_text`` for a trace too large to list (counts per status as the rows show
-    them)."""
-    counts: dict[str, int] = {}
-    for status, n in index.counts()["status"].items():
-        label = "unfinished" if status in ("running", "waiting") else status
-        counts[label] = counts.get(label, 0) + n
-    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    name = f"TraceExplorer {title!r}" if title else "TraceExplorer"
-    return f"{name}: {counted(len(index), 'node', grouped=False)}" + (
-        f" ({detail})" if detail else ""
-    )

@@ -1,14 +1,13 @@
 """TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
 
-Core trace events (``node_start`` / ``node_update`` / ``node_end`` / ``log``) become flat node
-patches ``{"op": "node", "id": ..., <fields>}`` with the core's own field names, which the JS
-merges into its store. Approval is read from the tool-call node itself (status ``waiting``,
-then its decision record), never from log text. The view renders only the rows on screen, so
-10,000 nodes stay smooth; the static copy is drawn from the same records (``trace_rows``).
-A trace too large for the page to hold is shown through windows of rows (``trace_windows``):
-a saved one from its stored trace (``agentic/trace_db.py``: a ``save_trace`` file or a run
-manifest opened in place, a large JSON trace converted into a temporary one), a live one
-from its :class:`LiveIndex`.
+The page never holds the tree: it asks the kernel for the window of rows on screen, and every
+trace answers through the one ``WindowedTrace.window`` (``agentic/trace_reader.py``): a saved
+trace from its stored trace (``agentic/trace_db.py``: a ``save_trace`` file or a run manifest
+opened in place, a JSON trace converted into a temporary one), a live session from its
+:class:`LiveIndex`, kept exact event by event and pushed to the views as it changes
+(``trace_windows``). Approval is read from the tool-call node itself (status ``waiting``, then
+its decision record), never from log text. The detail pane asks the kernel for a node's full
+record; the static copy is drawn from the first rows of the same windows (``render.py``).
 """
 
 from __future__ import annotations
@@ -20,180 +19,55 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import anywidget
 import traitlets
 
+from ..agentic.trace import TraceNode
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from ..agentic.trace_json import regular_file
 from ..agentic.trace_reader import LIVE
 from .bridge import Clock, EventBridge, MessageKind, to_jsonable
-from .render import (
-    WidgetDisplayMixin,
-    trace_html,
-    trace_index_html,
-    trace_index_text,
-    trace_text,
-)
+from .render import MAX_ROWS, WidgetDisplayMixin, trace_html, trace_text
 from .trace_data import read_trace, view_node
-from .trace_live import LiveIndex, row_patch
+from .trace_live import LiveIndex, index_of, row_patch
 from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
 from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
 from .trace_windows import LIVE_VIEWS as LIVE_VIEWS
 from .trace_windows import LiveWindows, window_params, with_timeline
 
-__all__ = ["TraceExplorer", "TraceReducer", "read_trace"]
+__all__ = ["TraceExplorer", "read_trace"]
 
 _STATIC = Path(__file__).parent / "static"
 
 SUMMARY_EVENT = "_session_summary"  # synthetic: the explorer's own end-of-run totals
-#: Above this many nodes a trace is shown through windows (the page holds what it shows);
-#: below it the page gets every node summary and works on its own.
-WINDOW_NODES = 20_000
 #: A trace JSON file at least this large is converted into a stored trace as a stream
-#: (bounded memory, a progress line), not read whole.
+#: (bounded memory, a progress line), not read whole first.
 BIG_FILE_BYTES = 4 << 20
-
-# What a tree row, the roll-ups and the search need. Snapshots (the state trait, a reload)
-# carry only these; the detail pane asks the kernel for the rest of a node when selected.
-SUMMARY_KEYS = frozenset(
-    {
-        "id",
-        "parent_id",
-        "kind",
-        "name",
-        "status",
-        "start",
-        "end",
-        "usage",
-        "cost",
-        "error",
-        "evicted_children",
-        "hint",
-    }
-)
-# The decision record's fields a row needs (the human wait); the rest comes with the details.
-DECISION_SUMMARY = frozenset({"outcome", "by", "asked_at", "decided_at"})
-
-
-def summarize(node: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in node.items() if k in SUMMARY_KEYS}
-    decision = node.get("decision")
-    if isinstance(decision, Mapping):
-        out["decision"] = {k: v for k, v in decision.items() if k in DECISION_SUMMARY}
-        complete = len(out["decision"]) == len(decision)
-    else:
-        complete = "decision" not in node
-    if len(out) < len(node) or not complete:
-        out["partial"] = True
-    return out
-
-
-def node_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The node patch (``{"id", <fields>}``, as the views keep records) of a core trace
-    event, or ``None`` for an event that changes no node record."""
-    kind = event.get("type", "")
-    if kind == "node_update":
-        changes = event.get("changes")
-        if not isinstance(changes, Mapping) or event.get("node_id") is None:
-            return None
-        node = view_node({k: v for k, v in changes.items() if k != "delta"})
-        if not node:
-            return None  # streamed text only: shown by StreamView, not stored in the trace
-        node["id"] = str(event["node_id"])
-        return node
-    if kind in ("node_start", "node_end", "log"):
-        body = event.get("node")
-        if not isinstance(body, Mapping) or body.get("id") is None:
-            return None
-        return view_node(body)
-    return None
-
-
-class TraceReducer:
-    """Cumulative trace state: node records by id in arrival order, as the core wrote them."""
-
-    def __init__(self) -> None:
-        self.nodes: dict[str, dict[str, Any]] = {}
-        self.summary: dict[str, Any] | None = None  # session totals from a saved trace
-        self.offset: float | None = None  # wall-clock seconds minus trace seconds
-        #: The trace is over (a saved trace, a disposed session): nothing in it runs any more.
-        self.ended = False
-
-    def load(self, nodes: Iterable[dict[str, Any]], *, ended: bool = False) -> None:
-        """Adopt node records (they become the reducer's own). ``ended``: a saved trace or a
-        disposed session, where a node recorded as running never finished."""
-        self.ended = self.ended or ended
-        for node in nodes:
-            current = self.nodes.get(node["id"])
-            if current is None:
-                self.nodes[node["id"]] = node
-            else:
-                current.update(node)
-
-    def _merge(self, patch: dict[str, Any]) -> dict[str, Any]:
-        node_id = patch["id"]
-        current = self.nodes.get(node_id)
-        if current is None:
-            self.nodes[node_id] = current = {"id": node_id}
-        current.update(patch)
-        return current
-
-    def apply(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
-        kind = event.get("type", "")
-        if kind == SUMMARY_EVENT:  # session totals (tokens, cost), sent when a run ends
-            self.summary = to_jsonable(event.get("summary"))
-            return [{"op": "summary", "summary": self.summary}]
-        node = node_patch(event)
-        if node is None:
-            return []
-        self._merge(dict(node))
-        return [{"op": "node", **node}]
-
-    def is_run_end(self, event: Mapping[str, Any]) -> bool:
-        """A node directly under the session root (or the root itself) finished."""
-        if event.get("type") != "node_end" or not isinstance(event.get("node"), Mapping):
-            return False
-        parent = event["node"].get("parent_id")
-        return parent is None or self.nodes.get(str(parent), {}).get("kind") == "session"
-
-    def snapshot(self) -> dict[str, Any]:
-        """The state the live view starts from: node summaries, ``ended``, totals and the
-        clock offset."""
-        out: dict[str, Any] = {"nodes": [summarize(n) for n in self.nodes.values()]}
-        if self.ended:
-            out["ended"] = True
-        if self.summary is not None:
-            out["summary"] = self.summary
-        if self.offset is not None:
-            out["offset"] = self.offset
-        return out
+#: A stored trace's copy reads its first rows' records in one pass in the order written, at
+#: most this many (a record read alone parses its whole block: 300 of them took a second).
+COPY_READ_AHEAD = 20_000
 
 
 def _encode(state: Mapping[str, Any]) -> bytes:
     return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _clock_offset(data: Mapping[str, Any], nodes: list[dict[str, Any]]) -> float | None:
+def _clock_offset(header: Mapping[str, Any], root_start: Any) -> float | None:
     """Wall-clock (epoch) seconds minus trace seconds, from the session's creation time and
     its root node's start, so trace times can be shown as local times."""
-    header = data.get("session")
-    created = header.get("created_at") if isinstance(header, Mapping) else None
-    root = next((n for n in nodes if n.get("kind") == "session"), None)
-    if (
-        not isinstance(created, str)
-        or root is None
-        or not isinstance(root.get("start"), float | int)
-    ):
+    session = header.get("session")
+    created = session.get("created_at") if isinstance(session, Mapping) else None
+    if not isinstance(created, str) or not isinstance(root_start, float | int):
         return None
     try:
         epoch = _dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-    return epoch - float(root["start"])
+    return epoch - float(root_start)
 
 
 def _session_over(session: Any) -> bool:
@@ -218,8 +92,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """
 
     _esm = _STATIC / "trace_explorer.js"
-    # The cumulative state as UTF-8 JSON bytes: ipywidgets ships bytes as one binary buffer
-    # instead of walking (and re-encoding) a 10,000-node structure on every publish.
+    # The state a page starts from (its first window, totals, the time span) as UTF-8 JSON
+    # bytes: ipywidgets ships bytes as one binary buffer.
     state = traitlets.Bytes(b"").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     # What the reader chose (selection, expanded rows, filter, timeline, pane sizes): written
@@ -229,6 +103,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     _unsubscribe: Callable[[], Any] | None = None
     _index: StoredTrace | None = None
     _session: Any = None
+    #: a stored trace's copy (it never changes): (title, ended, html)
+    _copied: tuple[str, bool, str] | None = None
 
     def __init__(
         self,
@@ -239,30 +115,27 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         clock: Clock | None = None,
         **kwargs: Any,
     ) -> None:
-        self._reducer = TraceReducer()
-        #: A live trace grown past ``WINDOW_NODES``: its rows, kept exact event by event, and
-        #: the windows pushed to the views that asked (first: a half-built widget is closed).
+        #: What the trace shows besides rows: session totals, the clock offset, whether over.
+        self._summary: dict[str, Any] | None = None
+        self._offset: float | None = None
+        self._ended = False
+        #: A live trace's rows, kept exact event by event, and the windows pushed to the
+        #: views that asked (first: a half-built widget is closed).
         self._windows = LiveWindows(
             send=self._send_message,
             snapshot=self._send_live_snapshot,
             publish=self._publish_live_state,
-            extras=self._live_extras,
+            extras=self._extras,
             clock=clock,
         )
-        #: A saved trace too large for the page to hold: the page asks for windows of rows.
-        self._index = None
-        initial = b""
+        self._windows.live = LiveIndex()  # nothing shown yet: an empty live trace
         source = _source(source)
-        if source is not None and not hasattr(source, "subscribe"):
-            saved = _saved(source)
-            if isinstance(saved, StoredTrace):
-                self._index = saved
-                _adopt_index(self._reducer, saved)
-            else:
-                self._adopt(saved, ended=True)
-            initial = _encode({**self._initial_state(), "seq": 0})
-        # the saved trace travels with the widget's opening message (one message, not two)
-        super().__init__(title=title, state=initial or b"", **kwargs)
+        session = source if hasattr(source, "subscribe") else None
+        if source is not None and session is None:
+            self._adopt_stored(_saved(source))
+        # a saved trace travels with the widget's opening message (one message, not two)
+        initial = _encode({**self._state_now(), "seq": 0}) if self._index is not None else b""
+        super().__init__(title=title, state=initial, **kwargs)
         self._bridge = EventBridge(
             self._send_message,
             _Fold(self._fold, self._state_now),
@@ -272,18 +145,25 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         )
         self._run_task: asyncio.Task[Any] | None = None
         self.on_msg(self._on_view_message)
-        if source is not None and hasattr(source, "subscribe"):
-            self.watch(source)
+        if session is not None:
+            self.watch(session)
 
     @property
     def _live(self) -> LiveIndex | None:
         return self._windows.live
 
-    def _initial_state(self) -> dict[str, Any]:
+    def _adopt_stored(self, index: StoredTrace) -> None:
+        """Show a stored trace: its totals and clock offset from its header and root."""
+        self._index, self._windows.live, self._ended = index, None, True
+        self._summary = _summary(index.header)
+        self._offset = _clock_offset(index.header, index.root_start())
+
+    def _state_now(self) -> dict[str, Any]:
+        """The state a page starts from: the first window, the extras and the time span."""
         index = self._index
         if index is None:
-            return self._reducer.snapshot()
-        out = {"windowed": index.window(start=0, count=200), **self._live_extras()}
+            return self._windows.state()
+        out = {"windowed": index.window(start=0, count=200), **self._extras()}
         span = index.span()
         if span is not None:
             out["span"] = list(span)
@@ -294,20 +174,26 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def watch(self, session: Any) -> None:
         """Show ``session``'s trace so far, then follow its live events."""
         self._adopt_session(session)
-        if len(self._reducer.nodes) > WINDOW_NODES:
-            self._go_windowed()
-        self._bridge.publish_now()
+        self._windows.send_snapshot()
         self._subscribe(session)
 
     def _adopt_session(self, session: Any) -> None:
-        """Show ``session``'s trace so far (a copy: a live session's records keep changing;
-        a disposed or loaded session runs nothing any more)."""
-        self._session = session
+        """Show ``session``'s trace so far (its rows: the records stay in the session, which
+        answers the detail pane; a disposed or loaded session runs nothing any more)."""
+        if self._index is not None:  # watched after showing a stored trace
+            self._index.close()
+        self._index, self._session, self._windows.live = None, session, LiveIndex()
         trace_json = getattr(session, "trace_json", None)
-        if callable(trace_json):
-            raw = trace_json()
-            data = json.loads(raw) if isinstance(raw, str) else to_jsonable(raw)
-            self._adopt(data, ended=_session_over(session))
+        if not callable(trace_json):
+            return
+        raw = trace_json()
+        data = json.loads(raw) if isinstance(raw, str) else to_jsonable(raw)
+        nodes = data.get("nodes") or ()
+        root: Mapping[str, Any] = next((n for n in nodes if n.get("kind") == "session"), {})
+        self._windows.live = index_of(nodes)
+        self._ended = _session_over(session)
+        self._offset = _clock_offset(data, root.get("start"))
+        self._summary = _summary(data)
 
     def _subscribe(self, session: Any) -> None:
         handle = session.subscribe(self.push)
@@ -336,26 +222,20 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         given; ``view_state`` (``selected``, ``expanded``, ``query``, ``view``) replaces the
         reader's choices, which otherwise start afresh. A malformed saved trace raises
         ``ValueError`` and the explorer keeps showing what it showed."""
-        reducer = TraceReducer()
-        index: StoredTrace | None = None
         source = _source(source)
         session = source if hasattr(source, "subscribe") else None
-        if session is None:
-            saved = _saved(source)  # raises before anything is replaced
-            if isinstance(saved, StoredTrace):
-                index = saved
-                _adopt_index(reducer, index)
+        saved = _saved(source) if session is None else None  # raises before anything goes
         self._stop_following()
         if self._index is not None:
             self._index.close()
         self._windows.reset()  # a live window of the old source: gone with it
-        self._reducer, self._index, self._session, self._run_task = reducer, index, None, None
-        # the explorer's own fold: a shown session that grows past WINDOW_NODES goes windowed
+        self._index, self._session, self._run_task, self._copied = None, None, None, None
+        self._summary, self._offset, self._ended = None, None, False
         seq = self._bridge.replace(_Fold(self._fold, self._state_now))
-        if session is not None:
+        if saved is not None:
+            self._adopt_stored(saved)
+        else:
             self._adopt_session(session)
-        elif not isinstance(saved, StoredTrace):
-            self._adopt(saved, ended=True)
         self._send_show(seq, title, dict(view_state) if view_state is not None else {})
         if session is not None:
             self._subscribe(session)
@@ -364,7 +244,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _send_show(self, seq: int, title: str | None, view: dict[str, Any]) -> None:
         """The state now to the views on screen (first) and the traits; ``view``: the
         reader's choices afresh."""
-        encoded = _encode({**self._initial_state(), "seq": seq})
+        encoded = _encode({**self._state_now(), "seq": seq})
         if self.comm is not None:  # the views on screen swap first; the traits follow
             message = {
                 "kind": MessageKind.SHOW.value,
@@ -378,13 +258,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 self.title = title
             self.view_state = view
             self.state = encoded
-
-    def _adopt(self, data: Mapping[str, Any], *, ended: bool) -> None:
-        """Take the nodes, totals and clock offset of trace JSON as the core writes it."""
-        nodes = [view_node(n, plain=True) for n in data.get("nodes") or ()]
-        self._reducer.offset = _clock_offset(data, nodes)
-        self._reducer.load(nodes, ended=ended)
-        self._reducer.summary = _summary(data)
 
     def push(self, event: Mapping[str, Any]) -> None:
         """Feed one core event (the Session observer). Never raises into the caller."""
@@ -401,7 +274,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             pass
 
     def flush(self) -> None:
-        """Send pending events now, publish the state and refresh the static fallback."""
+        """Fold pending events now, push the views and the state, refresh the static copy."""
         session = self._session
         if session is not None:
             with contextlib.suppress(Exception):  # totals are a nicety; never break the run
@@ -413,20 +286,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
-        """Every node record (for a trace shown through windows, read back from the file;
-        for a live one, the row values of each node)."""
-        live = self._live
-        if live is not None:
-            return [live.summary(i) for i in range(len(live))]
+        """Every node's row values (a stored trace: its records, read back from the file)."""
         index = self._index
         if index is not None:
             return [view_node(r, plain=True) for r in index.records()]
-        return list(self._reducer.nodes.values())
-
-    @property
-    def windowed(self) -> bool:
-        """The page holds only the rows it shows (a trace of more than ``WINDOW_NODES``)."""
-        return self._index is not None or self._live is not None
+        live = self._live
+        return [] if live is None else [live.summary(i) for i in range(len(live))]
 
     def close(self) -> None:
         if self._index is not None:
@@ -437,33 +302,37 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     # -- fallbacks ------------------------------------------------------------------------------
 
+    def _shown(self) -> StoredTrace | LiveIndex:
+        shown = self._index or self._live
+        assert shown is not None
+        return shown
+
+    def _copy(self, *, ended: bool) -> str:
+        """The trace as HTML (bounded: counts, first rows with their details, "N more")."""
+        index = self._index
+        if index is None:
+            shown = self._shown()
+            return trace_html(
+                shown, title=self.title, record=self._record, offset=self._offset, ended=ended
+            )
+        copied = self._copied
+        if copied is None or copied[:2] != (self.title, ended):
+            record = _first_records(index, self._record)
+            html = trace_html(
+                index, title=self.title, record=record, offset=self._offset, ended=ended
+            )
+            self._copied = copied = (self.title, ended, html)
+        return copied[2]
+
     def _fallback_html(self) -> str:
-        windowed = self._live or self._index
-        if windowed is not None:
-            return trace_index_html(windowed, title=self.title)
-        return trace_html(self.nodes, title=self.title, ended=self._reducer.ended)
+        return self._copy(ended=self._ended or self._unsubscribe is None)
 
     def _fallback_text(self) -> str:
-        windowed = self._live or self._index
-        if windowed is not None:
-            return trace_index_text(windowed, title=self.title)
-        return trace_text(self.nodes, title=self.title, ended=self._reducer.ended)
+        return trace_text(self._shown(), title=self.title, ended=self._ended)
 
     def _static_html(self) -> str:
-        # The copy is what a reader sees once the kernel is gone: drawn from the records the
-        # live view gets, with the labels the live view shows when its kernel is gone. A trace
-        # too large to list gets a bounded copy (summary, counts, first rows, "N more").
-        windowed = self._live or self._index
-        if windowed is not None:
-            return trace_index_html(windowed, title=self.title)
-        reducer = self._reducer
-        nodes = list(reducer.nodes.values())
-        return trace_html(
-            nodes, title=self.title, ended=reducer.ended, gone=True, offset=reducer.offset
-        )
-
-    def _session_finished(self) -> bool:
-        return _session_over(self._session)
+        # what a reader sees once the kernel is gone: nothing shown can still run
+        return self._copy(ended=True)
 
     def cancel(self, reason: str = "the run was cancelled from the trace explorer") -> bool:
         """Cancel the run this explorer watches (as its Cancel-run button does)."""
@@ -473,14 +342,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             return True
         task = self._run_task
         live = self._live
-        if live is not None:
-            held = sum(live.by_status.get(s, 0) for s in LIVE)
-            running = held > live.roots_running()
-        else:
-            running = any(
-                n.get("status") in LIVE and n.get("kind") != "session"
-                for n in self._reducer.nodes.values()
-            )
+        running = live is not None and (
+            sum(live.by_status.get(s, 0) for s in LIVE) > live.roots_running()
+        )
         if task is None or task.done() or not running:
             return False
         loop = task.get_loop()
@@ -502,127 +366,98 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self.send(message)
 
     def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, Mapping) and content.get("kind") == MessageKind.CANCEL.value:
+        if not isinstance(content, Mapping):
+            return
+        kind = content.get("kind")
+        if kind == MessageKind.CANCEL.value:
             self.cancel()
-            return
-        if isinstance(content, Mapping) and content.get("kind") == MessageKind.WINDOW_REQUEST.value:
+        elif kind == MessageKind.WINDOW_REQUEST.value:
             self._send_window(content)
-            return
-        if isinstance(content, Mapping) and content.get("kind") == MessageKind.DETAIL_REQUEST.value:
-            node = self._reducer.nodes.get(str(content.get("id")))
-            if node is None and self._live is not None:
-                node = self._live_record(str(content.get("id")))
-            if node is None and self._index is not None:
-                node = self._index_record(str(content.get("id")))
+        elif kind == MessageKind.DETAIL_REQUEST.value:
+            node = self._record(str(content.get("id")))
             if node is not None:
                 self._send_message(
                     {"kind": MessageKind.DETAIL.value, "id": node["id"], "node": node}
                 )
-            return
-        if isinstance(content, Mapping) and content.get("kind") == MessageKind.SYNC.value:
-            if self._live is not None:
-                self._windows.send_snapshot()
-                return
-            if self._index is not None:
-                return  # the state trait holds the first window; the page asks for the rest
-            if content.get("seq") == self._bridge.seq and self._bridge.is_current:
-                return  # the view already has exactly this state (e.g. a saved trace)
-            message = self._bridge.snapshot_message()
-            state = message.pop("state")
-            if self.comm is not None:
-                self.send(message, buffers=[_encode(state)])
+        elif kind == MessageKind.SYNC.value and self._index is None:
+            self._windows.send_snapshot()  # (a stored trace's first window is in the state)
 
-    def _index_record(self, node_id: str) -> dict[str, Any] | None:
-        """A windowed trace's record, read strictly: a malformed one is shown as its row
-        with what is wrong (the rest of the trace stays open)."""
+    def _record(self, node_id: str) -> dict[str, Any] | None:
+        """A node's full record: a stored one read strictly (a malformed one is its row with
+        what is wrong: the rest of the trace stays open); a live one from the session (it
+        keeps its newest ``max_trace_nodes``), else its row values, labelled as such."""
         index = self._index
-        assert index is not None
-        try:
-            return index.record(node_id)
-        except ValueError as exc:
-            row = {k: v for k, v in (index.summary(node_id) or {}).items() if k != "partial"}
-            return {**row, "id": node_id, "malformed": str(exc)}
+        if index is not None:
+            try:
+                return index.record(node_id)
+            except ValueError as exc:
+                return {**(index.summary(node_id) or {}), "id": node_id, "malformed": str(exc)}
+        live = self._live
+        i = None if live is None else live.pos.get(node_id)
+        if live is None or i is None:
+            return None
+        session = self._session
+        node = session.find(node_id) if session is not None and hasattr(session, "find") else None
+        if node is not None:
+            return view_node(node.to_json())
+        row = live.summary(i)
+        row["details"] = (
+            "no longer held by the session (it keeps its newest max_trace_nodes nodes): "
+            "what the row shows is all there is"
+        )
+        return row
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
         """Answer a page's window request (see ``trace_windows.window_params``) with ``{kind:
         window, req, start, total, nodes, rows, counts, matches?, timeline?}`` (``timeline``:
-        the overview's exact counts per time bucket over the whole trace, see
-        ``trace_timeline``). A live trace remembers each view's last request and pushes the
-        same window again, with what changed, as events arrive (``live: true``; see
-        :class:`LiveWindows`)."""
-        index: StoredTrace | LiveIndex | None = self._live or self._index
-        if index is None:
-            return
+        the overview's exact counts per time bucket over the whole trace). A live trace
+        remembers each view's last request and pushes the same window again, with what
+        changed, as events arrive (``live: true``; see :class:`LiveWindows`)."""
         params = window_params(content)
         if params is None:
             return
-        if self._live is not None:
+        if self._index is None:
             self._windows.answer(content.get("req"), str(content.get("view", "")), params)
             return
-        window = with_timeline(index, params)
+        window = with_timeline(self._index, params)
         self._send_message({"kind": MessageKind.WINDOW.value, "req": content.get("req"), **window})
 
-    # -- a live trace shown through windows ------------------------------------------------------
+    # -- a live trace ---------------------------------------------------------------------------
 
     def _fold(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The bridge's reducer: a live trace's records until it grows past ``WINDOW_NODES``,
-        then its :class:`LiveIndex` (no per-event patches: windows are pushed instead)."""
+        """The bridge's reducer: fold an event into the live rows (no per-event patches to
+        the page: its windows are pushed instead)."""
         live = self._live
-        if live is None:
-            patches = self._reducer.apply(event)
-            if len(self._reducer.nodes) > WINDOW_NODES:
-                self._go_windowed()
-                return []
-            return patches
         if event.get("type") == SUMMARY_EVENT:
-            self._reducer.summary = to_jsonable(event.get("summary"))
-        else:
-            patch = row_patch(event)
-            if patch is None:
-                return []
+            self._summary = to_jsonable(event.get("summary"))
+        elif live is not None and (patch := row_patch(event)) is not None:
             live.apply(patch)
+        else:
+            return []
         self._windows.changed()
         return []
 
-    def _state_now(self) -> dict[str, Any]:
-        if self._live is None:
-            return self._reducer.snapshot()
-        return self._windows.state()
-
     def _is_run_end(self, event: Mapping[str, Any]) -> bool:
+        """A node directly under the session root (or the root itself) finished."""
         live = self._live
-        if live is None:
-            return self._reducer.is_run_end(event)
         node = event.get("node")
-        if event.get("type") != "node_end" or not isinstance(node, Mapping):
+        if live is None or event.get("type") != "node_end" or not isinstance(node, Mapping):
             return False
         parent = live.pos.get(str(node.get("parent_id")))
         return node.get("parent_id") is None or (
             parent is not None and live.kind[parent] == "session"
         )
 
-    def _go_windowed(self) -> None:
-        """The live trace outgrew what the page holds whole: keep its rows in a
-        :class:`LiveIndex` (the records stay in the session), show the page its first window."""
-        live = LiveIndex()
-        for node in self._reducer.nodes.values():
-            live.apply(node)
-        self._reducer.nodes = {}
-        self._windows.live = live
-        self._bridge.drop_pending()
-        self._windows.send_snapshot()
-
-    def _live_extras(self) -> dict[str, Any]:
-        reducer = self._reducer
-        out: dict[str, Any] = {"ended": reducer.ended or _session_over(self._session)}
-        if reducer.summary is not None:
-            out["summary"] = reducer.summary
-        if reducer.offset is not None:
-            out["offset"] = reducer.offset
+    def _extras(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ended": self._ended or _session_over(self._session)}
+        if self._summary is not None:
+            out["summary"] = self._summary
+        if self._offset is not None:
+            out["offset"] = self._offset
         return out
 
     def _send_live_snapshot(self, state: dict[str, Any]) -> None:
-        """The windowed state as a snapshot message, to the views on screen."""
+        """The live state as a snapshot message, to the views on screen."""
         self._bridge.seq += 1
         if self.comm is not None:
             message = {"kind": MessageKind.SNAPSHOT.value, "seq": self._bridge.seq}
@@ -630,25 +465,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _publish_live_state(self, state: dict[str, Any]) -> None:
         self.state = _encode({**state, "seq": self._bridge.seq})
-
-    def _live_record(self, node_id: str) -> dict[str, Any] | None:
-        """A live windowed node's full record from the session (it keeps the newest
-        ``max_trace_nodes``), else its row values, labelled as such."""
-        live = self._live
-        assert live is not None
-        i = live.pos.get(node_id)
-        if i is None:
-            return None
-        session = self._session
-        node = session.find(node_id) if session is not None and hasattr(session, "find") else None
-        if node is not None:
-            return view_node(node.to_json())
-        row = {k: v for k, v in live.summary(i).items() if k != "partial"}
-        row["details"] = (
-            "no longer held by the session (it keeps its newest max_trace_nodes nodes): "
-            "what the row shows is all there is"
-        )
-        return row
 
 
 class _Fold:
@@ -664,16 +480,26 @@ class _Fold:
         self.snapshot = snapshot
 
 
-def _adopt_index(reducer: TraceReducer, index: StoredTrace) -> None:
-    """A stored trace's totals and clock offset, from its header and session root."""
-    reducer.ended = True
-    reducer.summary = _summary(index.header)
-    start = index.root_start()
-    reducer.offset = (
-        None
-        if start is None
-        else _clock_offset(index.header, [{"kind": "session", "start": start}])
-    )
+def _first_records(
+    index: StoredTrace, record: Callable[[str], dict[str, Any] | None]
+) -> Callable[[str], Mapping[str, Any] | None]:
+    """``record`` for the static copy of a stored trace: the records of its first rows read
+    in one pass in the order written (at most ``COPY_READ_AHEAD``), each checked by the
+    core's strict node reader; any other (or malformed) through ``record``."""
+    wanted = {str(row["node"]["id"]) for row in index.first_rows(MAX_ROWS)}
+    found: dict[str, Mapping[str, Any]] = {}
+    with contextlib.suppress(ValueError):  # a damaged block: each read alone says so
+        for n, raw in enumerate(index.records()):
+            if n >= COPY_READ_AHEAD or len(found) == len(wanted):
+                break
+            node_id = str(raw.get("id")) if isinstance(raw, Mapping) else ""
+            if node_id in wanted:
+                with contextlib.suppress(
+                    KeyError, TypeError, ValueError, AttributeError, OverflowError
+                ):
+                    TraceNode.from_json(raw)
+                    found[node_id] = raw
+    return lambda node_id: found.get(node_id) or record(node_id)
 
 
 def _source(source: Any) -> Any:
@@ -686,22 +512,18 @@ def _source(source: Any) -> Any:
     return source
 
 
-def _saved(source: Any) -> StoredTrace | dict[str, Any]:
-    """A saved trace as the explorer shows it: a stored trace when the page should not get
-    it whole (see :func:`_stored`; a trace of more than ``WINDOW_NODES`` read whole is
-    converted too), else its data, read strictly."""
+def _saved(source: Any) -> StoredTrace:
+    """A saved trace as a stored trace: opened in place (see :func:`_stored`), else read
+    strictly and converted into a temporary one."""
     stored = _stored(source)
-    if stored is not None:
-        return stored
-    data = read_trace(source)
-    return convert(data) if len(data.get("nodes") or ()) > WINDOW_NODES else data
+    return convert(read_trace(source)) if stored is None else stored
 
 
 def _stored(source: Any) -> StoredTrace | None:
-    """``source`` as a stored trace when it names a file the page should not get whole: a
-    stored trace or a run manifest (opened in place), or a trace JSON file of
-    ``BIG_FILE_BYTES`` or more (converted, with a progress line, into a temporary store
-    that lives as long as the explorer shows it). ``None``: read it whole."""
+    """``source`` as a stored trace when it names a file: a stored trace or a run manifest
+    (opened in place), or a trace JSON file of ``BIG_FILE_BYTES`` or more (converted, with a
+    progress line, into a temporary store that lives as long as the explorer shows it).
+    ``None``: read it whole first."""
     if not isinstance(source, str | os.PathLike):
         return None
     if isinstance(source, str) and source.lstrip().startswith("{"):

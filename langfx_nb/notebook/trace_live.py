@@ -1,6 +1,6 @@
-"""The rows of a live trace too large to send whole, kept up to date event by event.
+"""The rows of a live trace, kept up to date event by event.
 
-A :class:`LiveIndex` folds node patches (what ``TraceReducer.apply`` makes of core events)
+A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events)
 into flat per-node columns and keeps every total exact as it goes: node counts by status and
 kind, subtree sums (tokens, cost, descendants), what went wrong below each node. It answers
 the primitives of a ``WindowedTrace`` from them, so its windows come from the same function
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..agentic.trace_db import node_hint
@@ -35,7 +35,7 @@ from ..agentic.trace_reader import (
 from .bridge import to_jsonable
 from .trace_rows import tokens_of
 
-__all__ = ["LiveIndex", "row_patch"]
+__all__ = ["LiveIndex", "index_of", "row_patch"]
 
 #: What a row, its roll-ups and the search read of a node record.
 ROW_FIELDS = (
@@ -475,6 +475,16 @@ class LiveIndex(WindowedTrace):
             out.append(self._row(i, {}))
             stack.extend(reversed(self.kids.get(i, ())))
         return out
+
+
+def index_of(records: Iterable[Mapping[str, Any]]) -> LiveIndex:
+    """A :class:`LiveIndex` of whole node records (a session's trace so far)."""
+    index = LiveIndex()
+    for record in records:
+        patch = row_patch({"type": "node_start", "node": record})
+        if patch is not None:
+            index.apply(patch)
+    return index
 
 
 class _Listing:

@@ -1,9 +1,10 @@
-"""What a trace row shows: status labels, token and cost sums, durations, human wait, problems
-below. The static copy (``render.py``) draws its rows from :func:`trace_rows`; the live view
-computes the same values in ``js/src/tree.ts`` (``traceRows``), and the shared fixture
+"""What a trace row shows as text: status labels, token and cost sums, durations, human wait,
+problems below. The static copy (``render.py``) writes window rows (stored or live, see
+``agentic/trace_reader.py``) with :func:`row_values`; the live view computes the same values
+in ``js/src/tree.ts`` (``traceRows``), and the shared fixture
 ``js/test/fixtures/trace_parity.json`` holds the two to the same output.
 
-Input: the node records of a view's snapshot, with the core's field names (``id``,
+Input: node records (or a window row's node), with the core's field names (``id``,
 ``parent_id``, ``kind``, ``status``, ``start``, ``end``, ``usage``, ``decision``; see "The
 node contract" in docs/agentic.md). Nothing here reads a name the core does not write, except
 ``hint`` (derived by ``trace_data``) and ``cost`` (no core field yet: unpriced without it).
@@ -11,24 +12,21 @@ node contract" in docs/agentic.md). Nothing here reads a name the core does not 
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TypeGuard
 
-from ..agentic.trace_reader import BAD_STATUSES, LIVE
+from ..agentic.trace_reader import LIVE
 
 __all__ = [
-    "BAD_STATUSES",
     "WAITING_LABEL",
     "below_text",
     "cost_text",
     "fmt_duration",
     "human_wait",
-    "problems_below",
+    "row_values",
     "status_label",
-    "trace_rows",
 ]
 
 WAITING_LABEL = "waiting for approval"
@@ -79,76 +77,6 @@ def tokens_of(node: Mapping[str, Any]) -> int:
     return sum(
         v for k in ("prompt_tokens", "completion_tokens") if isinstance(v := usage.get(k), int)
     )
-
-
-def _cost_of(node: Mapping[str, Any]) -> float | None:
-    cost = node.get("cost")
-    return float(cost) if _number(cost) else None
-
-
-def _parents(nodes: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], list[str]]:
-    """Each node's parent (only parents in the list) and the ids in list order."""
-    ids = [str(n["id"]) for n in nodes]
-    known = set(ids)
-    parent_of: dict[str, str] = {}
-    for n in nodes:
-        node_id, parent = str(n["id"]), n.get("parent_id")
-        if parent is not None and str(parent) in known and str(parent) != node_id:
-            parent_of[node_id] = str(parent)
-    return parent_of, ids
-
-
-def sums(nodes: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, float, int, int]]:
-    """Per node, over the node and all its descendants: tokens, cost, how many nodes carry a
-    known cost, and how many used tokens with no known cost (a model call with no price:
-    what the cost leaves out). Cycle-safe: a parent cycle never loops."""
-    parent_of, ids = _parents(nodes)
-    own: dict[str, tuple[int, float, int, int]] = {}
-    for n in nodes:
-        cost, tokens = _cost_of(n), tokens_of(n)
-        priced = 0 if cost is None else 1
-        own[str(n["id"])] = (tokens, cost or 0.0, priced, int(bool(tokens) and not priced))
-    out = {node_id: list(values) for node_id, values in own.items()}
-    for node_id in ids:  # add each node's own values to every ancestor (cycle-safe)
-        values = own[node_id]
-        seen = {node_id}
-        cur = parent_of.get(node_id)
-        while cur is not None and cur not in seen:
-            seen.add(cur)
-            acc = out[cur]
-            for k in range(4):
-                acc[k] += values[k]
-            cur = parent_of.get(cur)
-    return {k: (int(v[0]), v[1], int(v[2]), int(v[3])) for k, v in out.items()}
-
-
-def problems_below(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Per node: how many problems below it ended failed / denied / cancelled / timed out,
-    so a parent can say what went wrong beneath it. A problem is counted once, where it
-    started: a node that failed because a descendant failed (an item whose query failed, an
-    agent stopped by a denied call) is not counted again."""
-    parent_of, _ids = _parents(nodes)
-
-    def ancestors(node_id: str) -> Iterator[str]:
-        seen = {node_id}
-        cur = parent_of.get(node_id)
-        while cur is not None and cur not in seen:
-            seen.add(cur)
-            yield cur
-            cur = parent_of.get(cur)
-
-    bad = [n for n in nodes if str(n.get("status", "")) in BAD_STATUSES]
-    above_a_problem = {a for n in bad for a in ancestors(str(n["id"]))}
-    out: dict[str, dict[str, int]] = {}
-    for node in bad:
-        node_id = str(node["id"])
-        if node_id in above_a_problem:
-            continue  # it failed because of what failed below it: counted there
-        status = str(node["status"])
-        for a in ancestors(node_id):
-            counts = out.setdefault(a, {})
-            counts[status] = counts.get(status, 0) + 1
-    return out
 
 
 def below_text(counts: Mapping[str, int] | None) -> str:
@@ -202,55 +130,26 @@ def duration_ms(node: Mapping[str, Any]) -> float | None:
     return max(0.0, (float(end) - float(start)) * 1000)
 
 
-def tree_order(nodes: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Mapping[str, Any], int]]:
-    """Nodes depth first (children in list order) with their depth; a node whose parent is
-    not in the list is a root."""
-    parent_of, _ids = _parents(nodes)
-    children: dict[str | None, list[Mapping[str, Any]]] = {}
-    for node in nodes:
-        children.setdefault(parent_of.get(str(node["id"])), []).append(node)
-    stack = [(n, 0) for n in reversed(children.get(None, []))]
-    while stack:
-        node, depth = stack.pop()
-        yield node, depth
-        stack.extend((k, depth + 1) for k in reversed(children.get(str(node["id"]), [])))
-
-
-def trace_rows(
-    nodes: Sequence[Mapping[str, Any]],
-    *,
-    ended: bool = False,
-    gone: bool = False,
-    roll: bool = True,
-    limit: int | None = None,
-) -> list[dict[str, Any]]:
-    """The rows in tree order (the first ``limit``), as the live view draws them with all rows
-    expanded: ``id``, ``depth``, ``kind``, ``name``, ``hint``, ``status`` (the label),
-    ``duration``, ``tokens`` and ``cost`` (this node and all below it; its own only when
-    ``roll`` is false), ``below`` (what went wrong below it) and ``wait`` (a person's decision
-    time)."""
-    totals = sums(nodes) if roll else {}
-    below = problems_below(nodes) if roll else {}
-    rows = []
-    for node, depth in itertools.islice(tree_order(nodes), limit):
-        node_id = str(node["id"])
-        tokens, cost, priced, left_out = (
-            totals[node_id] if roll else sums([{**node, "parent_id": None}])[node_id]
-        )
-        wait = human_wait(node)
-        rows.append(
-            {
-                "id": node_id,
-                "depth": depth,
-                "kind": str(node.get("kind", "")),
-                "name": str(node.get("name", "")),
-                "hint": str(node.get("hint", "")),
-                "status": status_label(node, ended=ended, gone=gone),
-                "duration": fmt_duration(duration_ms(node)),
-                "tokens": tokens_text(tokens),
-                "cost": cost_text(tokens, cost, priced, left_out),
-                "below": below_text(below.get(node_id)),
-                "wait": "" if wait is None else fmt_duration(wait * 1000),
-            }
-        )
-    return rows
+def row_values(
+    row: Mapping[str, Any], *, ended: bool = False, gone: bool = False
+) -> dict[str, Any]:
+    """What a window row (``WindowedTrace.window``'s rows, stored or live) shows, as text:
+    ``id``, ``depth``, ``kind``, ``name``, ``hint``, ``status`` (the label), ``duration``,
+    ``tokens`` and ``cost`` (this node and all below it), ``below`` (what went wrong below
+    it) and ``wait`` (a person's decision time)."""
+    node = row["node"]
+    tokens, cost, priced, _desc, _own, unpriced = row["roll"]
+    wait = human_wait(node)
+    return {
+        "id": str(node["id"]),
+        "depth": row["depth"],
+        "kind": str(node.get("kind", "")),
+        "name": str(node.get("name", "")),
+        "hint": str(node.get("hint", "")),
+        "status": status_label(node, ended=ended, gone=gone),
+        "duration": fmt_duration(duration_ms(node)),
+        "tokens": tokens_text(tokens),
+        "cost": cost_text(tokens, cost, priced, unpriced),
+        "below": below_text(row.get("below")),
+        "wait": "" if wait is None else fmt_duration(wait * 1000),
+    }

@@ -1,14 +1,13 @@
 """The windows of rows a trace explorer's page asks for, and the live windows it is pushed.
 
-A trace too large for the page to hold is shown through windows: the page asks for the rows
-on screen (:func:`window_params` reads its request, :func:`with_timeline` answers it from a
-:class:`StoredTrace` or a :class:`LiveIndex` through the one ``WindowedTrace.window``, with
-the timeline overview's counts when asked).
-A live trace grown past ``WINDOW_NODES`` keeps its rows in a :class:`LiveIndex`;
-:class:`LiveWindows` remembers each view's last request (at most ``LIVE_VIEWS`` views) and
-pushes the same window again, with what changed, as events arrive: at least ``LIVE_PUSH_S``
-apart per view, and at least ``LIVE_STATE_S`` apart for a copy of the state (what a reloaded
-page starts from). It sends only through the callbacks it is given, so it needs no widget.
+The page never holds the tree: it asks for the rows on screen (:func:`window_params` reads
+its request, :func:`with_timeline` answers it from a :class:`StoredTrace` or a
+:class:`LiveIndex` through the one ``WindowedTrace.window``, with the timeline overview's
+counts when asked). For a live trace, :class:`LiveWindows` remembers each view's last
+request (at most ``LIVE_VIEWS`` views) and pushes the same window again, with what changed,
+as events arrive: at least ``LIVE_PUSH_S`` apart per view, and at least ``LIVE_STATE_S``
+apart for a copy of the state (what a reloaded page starts from). It sends only through the
+callbacks it is given, so it needs no widget.
 """
 
 from __future__ import annotations
@@ -101,13 +100,13 @@ def with_timeline(index: WindowedTrace, params: Mapping[str, Any]) -> dict[str, 
 
 
 class LiveWindows:
-    """The windows of a live trace shown through windows, pushed to the views that asked.
+    """The windows of a live trace, pushed to the views that asked.
 
-    ``live`` is the trace's :class:`LiveIndex` (``None`` while the page holds the trace
-    whole). ``send`` sends a message to the views; ``snapshot`` sends the windowed state as
-    a snapshot message (a view that (re)rendered); ``publish`` makes it the state trait;
-    ``extras`` gives what the state carries besides rows (``ended``, totals, clock offset).
-    The pacing (when the views and the state were last sent) lasts across traces shown.
+    ``live`` is the trace's :class:`LiveIndex` (``None``: a stored trace is shown). ``send``
+    sends a message to the views; ``snapshot`` sends the windowed state as a snapshot
+    message (a view that (re)rendered); ``publish`` makes it the state trait; ``extras``
+    gives what the state carries besides rows (``ended``, totals, clock offset). The pacing
+    (when the views and the state were last sent) lasts across traces shown.
     """
 
     def __init__(

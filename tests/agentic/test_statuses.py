@@ -10,7 +10,7 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.llms import Scripted, StaticResponse
-from langfx_nb.notebook.trace_rows import trace_rows
+from tests.notebook.trace_oracle import trace_rows
 
 TC = lf.ToolCall
 

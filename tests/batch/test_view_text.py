@@ -10,6 +10,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.batch.progress import MAX_GROUP_ITEMS, TextReporter, stopped_note
 from langfx_nb.notebook.render import trace_text
+from langfx_nb.notebook.trace_live import index_of
 
 
 async def test_failed_items_are_listed_in_input_order_whatever_order_they_failed_in() -> None:
@@ -31,7 +32,7 @@ async def test_failed_items_are_listed_in_input_order_whatever_order_they_failed
 
 def test_one_node_is_one_node() -> None:
     session = lf.Session(lf.llms.StaticResponse("x"))
-    assert trace_text([session.root.to_json()]).startswith("TraceExplorer: 1 node (")
+    assert trace_text(index_of([session.root.to_json()])).startswith("TraceExplorer: 1 node (")
 
 
 async def test_a_stopped_batch_says_what_finished_and_that_results_are_lost() -> None:

@@ -17,7 +17,8 @@ import langfx_nb as lf
 from langfx_nb.notebook import control
 from langfx_nb.notebook.render import STATIC_CSS, arg_changes
 from langfx_nb.notebook.trace_explorer import TraceExplorer
-from langfx_nb.notebook.trace_rows import human_wait, status_label, trace_rows
+from langfx_nb.notebook.trace_rows import human_wait, status_label
+from tests.notebook.trace_oracle import trace_rows
 
 from ._approval import CALLS, add, ask_policy, click, script, wait_for_pending
 from ._fakes import record_sends, saved_trace

@@ -19,10 +19,10 @@ from langfx_nb.agentic.session import Session
 from langfx_nb.notebook import trace_explorer as te
 from langfx_nb.notebook.trace_data import view_node
 from langfx_nb.notebook.trace_live import LiveIndex
-from langfx_nb.notebook.trace_rows import problems_below
 
 from ._fakes import FakeClock
 from .test_trace_index import records, stored
+from .trace_oracle import problems_below
 
 
 def final_records(n: int) -> list[dict[str, Any]]:
@@ -160,10 +160,7 @@ def session_counts(session: Session) -> dict[str, dict[str, int]]:
     return {"status": by_status, "kind": by_kind}
 
 
-def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(te, "WINDOW_NODES", 300)
+def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second() -> None:
     clock = FakeClock()
     session = Session(max_trace_nodes=500)
     explorer = te.TraceExplorer(session, clock=clock)
@@ -178,11 +175,10 @@ def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second(
             clock.advance(0.0005)
     explorer.flush()
     clock.advance(2.0)
-    assert explorer.windowed
     times = [t for t, _d in comm.sent]
     assert most_in_one_second(times) <= 20
     events = [d for _t, d in comm.sent if d.get("content", {}).get("kind") == "events"]
-    assert events  # before the trace outgrew the page, it got the nodes themselves
+    assert not events  # windows only: the page never holds the tree
     last = pushes(comm)[-1]
     made = session_counts(session)
     logs = len(range(0, 3000, 7))
@@ -205,8 +201,7 @@ def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second(
     assert "no longer held by the session" in detail["node"]["details"]
 
 
-def test_each_view_gets_its_own_window_pushed_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(te, "WINDOW_NODES", 50)
+def test_each_view_gets_its_own_window_pushed_again() -> None:
     clock = FakeClock()
     session = Session()
     explorer = te.TraceExplorer(session, clock=clock)
@@ -283,10 +278,7 @@ def test_a_parent_cycle_ends_in_a_root_not_a_hang() -> None:
     assert [r["node"]["id"] for r in window["rows"]] == ["s", "a", "b"]
 
 
-def test_a_session_shown_in_an_explorer_goes_windowed_as_it_grows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(te, "WINDOW_NODES", 50)
+def test_a_session_shown_in_an_explorer_is_pushed_as_windows_as_it_grows() -> None:
     clock = FakeClock()
     explorer = te.TraceExplorer(clock=clock)
     explorer.comm = Comm(clock.time)
@@ -298,8 +290,7 @@ def test_a_session_shown_in_an_explorer_goes_windowed_as_it_grows(
                 clock.advance(0.001)
     explorer.flush()
     clock.advance(2.0)
-    assert explorer.windowed  # past WINDOW_NODES: windows, as for a session given at start
-    assert explorer.snapshot["windowed"]["total"] >= 2
+    assert explorer.snapshot["windowed"]["nodes"] == 202  # as for a session given at start
     explorer.close()
 
 

@@ -1,12 +1,12 @@
 """The trace's static copy and the live view show the same rows.
 
-The kernel folds core trace records (live events, a saved trace) into the snapshot the live
-view receives, and ``trace_rows`` computes what each row shows (status label, token and cost
-sums, duration, what went wrong below, a person's decision time); both are committed as
-``js/test/fixtures/trace_parity.json``, which the JS test (``js/test/trace_parity.test.ts``)
-replays through the view's store and ``traceRows``. This test fails when the kernel side
-changes without regenerating the fixture (``LANGFX_REGEN=1`` rewrites it), and checks that
-the static copy a saved notebook keeps shows those same values.
+The kernel answers the page with window rows (a live session's from its ``LiveIndex``, a
+saved trace's from its stored trace), and ``row_values`` computes what each row shows
+(status label, token and cost sums, duration, what went wrong below, a person's decision
+time); both are committed as ``js/test/fixtures/trace_parity.json``, which the JS test
+(``js/test/trace_parity.test.ts``) replays through the view's ``rowValuesOf``. This test
+fails when the kernel side changes without regenerating the fixture (``LANGFX_REGEN=1``
+rewrites it), and checks that the static copy a saved notebook keeps shows those values.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from langfx_nb.agentic.trace_reader import WindowedTrace
 from langfx_nb.notebook.render import trace_html
-from langfx_nb.notebook.trace_explorer import TraceExplorer, TraceReducer
-from langfx_nb.notebook.trace_rows import trace_rows
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+from langfx_nb.notebook.trace_live import LiveIndex, row_patch
+from langfx_nb.notebook.trace_rows import row_values
 
 FIXTURE = Path(__file__).resolve().parents[2] / "js" / "test" / "fixtures" / "trace_parity.json"
 
@@ -186,19 +188,34 @@ def saved_mid_run() -> dict[str, Any]:
     return {"format": "langfx_nb.trace", "version": 1, "nodes": nodes}
 
 
+def live_index() -> LiveIndex:
+    """The live events folded as the explorer folds them."""
+    live = LiveIndex()
+    for event in live_events():
+        patch = row_patch(event)
+        if patch is not None:
+            live.apply(patch)
+    return live
+
+
+def all_rows(index: WindowedTrace) -> list[dict[str, Any]]:
+    """Every window row, all expanded."""
+    expanded = {str(n): True for n in range(20)}
+    return list(index.window(expanded=expanded, count=1000)["rows"])
+
+
 def build() -> dict[str, Any]:
-    reducer = TraceReducer()
-    patches = [p for e in live_events() for p in reducer.apply(e)]
-    live = reducer.snapshot()
+    live = all_rows(live_index())
     saved = TraceExplorer(saved_mid_run())
     cases: dict[str, Any] = {
-        "live": {"patches": patches, "state": live, "gone": False},
-        "live_kernel_gone": {"state": live, "gone": True},
-        "saved_mid_run": {"state": saved.snapshot, "gone": False},
+        "live": {"rows": live, "ended": False, "gone": False},
+        "live_kernel_gone": {"rows": live, "ended": False, "gone": True},
+        "saved_mid_run": {"rows": all_rows(saved._shown()), "ended": True, "gone": False},
     }
+    saved.close()
     for case in cases.values():
-        state = case["state"]
-        case["rows"] = trace_rows(state["nodes"], ended=bool(state.get("ended")), gone=case["gone"])
+        flags = {"ended": case["ended"], "gone": case["gone"]}
+        case["values"] = [row_values(row, **flags) for row in case["rows"]]
     return {"cases": cases}
 
 
@@ -212,7 +229,7 @@ def test_fixture_matches_the_kernel_rows() -> None:
 
 
 def test_the_fixture_covers_what_a_reader_relies_on() -> None:
-    rows = {r["id"]: r for r in build()["cases"]["live"]["rows"]}
+    rows = {r["id"]: r for r in build()["cases"]["live"]["values"]}
     assert rows["0"]["status"] == "open" and rows["0"]["tokens"] == "1,246 tok"
     assert rows["1"]["below"] == "1 denied, 1 failed below"
     assert rows["7"]["status"] == "info"  # a log entry shows its level, never a green "ok"
@@ -223,9 +240,9 @@ def test_the_fixture_covers_what_a_reader_relies_on() -> None:
     assert rows["8"]["cost"] == "$0.25"
     # the session's sum leaves out the two unpriced queries below it: labelled partial
     assert rows["0"]["cost"] == "≥ $0.25 (2 calls unpriced)"
-    gone = {r["id"]: r["status"] for r in build()["cases"]["live_kernel_gone"]["rows"]}
+    gone = {r["id"]: r["status"] for r in build()["cases"]["live_kernel_gone"]["values"]}
     assert gone["6"] == "unfinished" and gone["1"] == "unfinished" and gone["0"] == "closed"
-    saved = {r["id"]: r["status"] for r in build()["cases"]["saved_mid_run"]["rows"]}
+    saved = {r["id"]: r["status"] for r in build()["cases"]["saved_mid_run"]["values"]}
     assert saved == {
         "0": "closed",  # a session is a container: its unfinished work shows below it
         "1": "unfinished",
@@ -242,18 +259,12 @@ def _row_html(html: str, node_id: str) -> str:
 
 
 def test_the_static_copy_shows_the_rows_values() -> None:
-    for name, case in build()["cases"].items():
-        if not case["gone"] and name != "saved_mid_run":
-            continue  # the static copy is what a reader sees once the kernel is gone
-        state = case["state"]
-        nodes = state["nodes"]
-        if name == "live_kernel_gone":  # the copy is drawn from whole records
-            reducer = TraceReducer()
-            for event in live_events():
-                reducer.apply(event)
-            nodes = list(reducer.nodes.values())
-        html = trace_html(nodes, ended=bool(state.get("ended")), gone=True)
-        for row in case["rows"]:
+    # the static copy is what a reader sees once the kernel is gone (or the trace ended)
+    saved = TraceExplorer(saved_mid_run())
+    copies = {"live_kernel_gone": trace_html(live_index()), "saved_mid_run": saved._static_html()}
+    saved.close()
+    for name, html in copies.items():
+        for row in build()["cases"][name]["values"]:
             cell = _row_html(html, row["id"])
             assert f">{row['status']}</span>" in cell, (name, row, cell)
             if row["duration"]:

@@ -6,6 +6,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pydantic
 import pytest
@@ -16,7 +17,7 @@ from langfx_nb.notebook import render
 from langfx_nb.notebook.approval import ApprovalWidget
 from langfx_nb.notebook.stream_view import StreamView
 from langfx_nb.notebook.trace_explorer import TraceExplorer
-from langfx_nb.notebook.trace_rows import sums
+from langfx_nb.notebook.trace_live import index_of
 
 from ._fakes import saved_trace
 
@@ -74,19 +75,20 @@ def test_trace_html_escapes_names_errors_and_rolls_up_tokens() -> None:
             "usage": {"prompt_tokens": 1, "completion_tokens": 2},
         },
     ]
-    html = render.trace_html(nodes)
+    html = render.trace_html(index_of(nodes))
     assert_inert(html)
     assert "13 tok" in html  # the session row rolls up both children
     assert '<span class="lfx-dur">250 ms</span>' in html
-    assert render.trace_text(nodes) == "TraceExplorer: 3 nodes (failed 1, ok 1, running 1)"
+    text = render.trace_text(index_of(nodes))
+    assert text == "TraceExplorer: 3 nodes (failed 1, ok 1, running 1)"
 
 
 def test_trace_html_is_bounded_for_huge_traces() -> None:
     nodes = [
         {"id": str(i), "parent_id": None, "name": f"n{i}", "status": "ok"} for i in range(5000)
     ]
-    html = render.trace_html(nodes)
-    assert f"{5000 - render.MAX_ROWS} more nodes" in html
+    html = render.trace_html(index_of(nodes))
+    assert f"{5000 - render.MAX_ROWS:,} more nodes" in html
     assert len(html) < 200_000
 
 
@@ -202,7 +204,8 @@ def test_session_html_and_formatters(tmp_path: Path) -> None:
     assert "Point" in fmt(Point(label="a", x=1))
     assert_inert(fmt(AIMessage(HOSTILE)))
     html = fmt(lf.Session())
-    assert "TraceExplorer: 1 node (running 1)" in html
+    assert "1 node</div>" in html and "by status: running 1" in html
+    assert '<span class="lfx-st-open">open</span>' in html  # a live session: open, not closed
 
 
 def test_jsonable_reprs_unknown_objects_without_evaluating_them() -> None:
@@ -222,5 +225,45 @@ def test_rollups_do_not_depend_on_the_order_nodes_are_listed_in() -> None:
         {"id": "c", "parent_id": "r"},
     ]
     expected = {"r": (10, 0.5, 1, 2), "a": (9, 0.5, 1, 1), "b": (7, 0.0, 0, 1), "c": (0, 0.0, 0, 0)}
+
+    def sums(nodes: list[dict[str, Any]]) -> dict[str, tuple[int, float, int, int]]:
+        rows = index_of(nodes).first_rows(100)
+        return {
+            r["node"]["id"]: (r["roll"][0], r["roll"][1], r["roll"][2], r["roll"][5]) for r in rows
+        }
+
     assert sums(nodes) == expected
     assert sums(list(reversed(nodes))) == expected  # children listed first
+
+
+def test_a_saved_deep_trace_gets_exact_sums_in_its_static_copy() -> None:
+    # a chain 5,000 deep (a damaged or hostile file): every row still sums all below it
+    nodes = [
+        {"id": "0", "kind": "session", "name": "s", "status": "ok", "usage": {"total_tokens": 1}}
+    ] + [
+        {"id": str(i), "parent_id": str(i - 1), "kind": "query", "name": "q", "status": "ok"}
+        | {"usage": {"total_tokens": 1}}
+        for i in range(1, 5000)
+    ]
+    html = TraceExplorer(saved_trace(nodes))._static_html()
+    session_row = html[html.index('data-kind="session"') :].split("<ul")[0]
+    assert "5,000 tok" in session_row
+    assert f"{5000 - render.MAX_ROWS:,} more nodes" in html
+
+
+def test_a_saved_traces_copy_holds_its_first_rows_details() -> None:
+    # read in one pass from the stored trace (each row's record, not the first one's)
+    nodes: list[dict[str, Any]] = [{"id": "0", "kind": "session", "name": "s"}] + [
+        {
+            "id": str(i),
+            "kind": "tool_call",
+            "name": f"add {i}",
+            "inputs": {"args": {"a": 2}},
+            "decision": {"outcome": "approve", "by": "me", "args": {"a": 20 + i}},
+        }
+        for i in range(1, 400)
+    ]
+    html = TraceExplorer(saved_trace(nodes))._static_html()
+    assert html.count("Arguments that ran (edited)") == render.MAX_ROWS - 1
+    row = html.split('data-node="299"')[1]
+    assert "add 299" in row and "a: 2 → 319" in row.split('data-node="')[0]

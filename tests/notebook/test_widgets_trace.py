@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.llms import Scripted
-from langfx_nb.notebook.trace_explorer import TraceExplorer, TraceReducer
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+from langfx_nb.notebook.trace_live import LiveIndex, row_patch
 
 from ._fakes import FakeClock, record_sends, saved_trace
 
@@ -21,11 +23,13 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-def batches(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [m for m in sent if m["kind"] == "events"]
+def windows(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The windows of rows pushed to the page (it never gets node patches)."""
+    assert not [m for m in sent if m["kind"] == "events"]
+    return [m for m in sent if m["kind"] == "window"]
 
 
-async def test_live_session_events_arrive_batched_and_state_matches_the_trace() -> None:
+async def test_live_session_is_pushed_as_windows_and_its_rows_match_the_trace() -> None:
     model = Scripted([lf.ToolCall("c1", "add", {"a": 1, "b": 2}), "three"])
     async with lf.Session(model) as session:
         explorer = TraceExplorer(session)
@@ -33,7 +37,7 @@ async def test_live_session_events_arrive_batched_and_state_matches_the_trace() 
         answer = await lf.Agent("add", tools=[add]).invoke(session)
         assert answer == "three"
         explorer.flush()
-        final = {n["id"]: n for n in explorer.snapshot["nodes"]}
+        final = {n["id"]: n for n in explorer.nodes}
         trace = {n["id"]: n for n in session.trace_json()["nodes"]}
         assert final.keys() == trace.keys()
         for node_id, node in trace.items():
@@ -42,8 +46,10 @@ async def test_live_session_events_arrive_batched_and_state_matches_the_trace() 
             assert final[node_id].get("parent_id") == node["parent_id"]
         kinds = sorted({n["kind"] for n in final.values()})
         assert kinds == ["action", "query", "session", "tool_call"]
-        events = [e for m in batches(sent) for e in m["events"]]
-        assert len(batches(sent)) < len(events)  # batched, not one message per event
+        await asyncio.sleep(0.2)  # the pushes are spaced: the last one goes out
+        pushed = windows(sent)
+        assert 0 < len(pushed) < 2 * len(trace)  # paced, not one message per event
+        assert pushed[-1]["nodes"] == len(trace) and pushed[-1]["counts"]["status"]["ok"] >= 3
         by_id = {n["id"]: n for n in explorer.nodes}
         assert by_id[session.all_tool_calls[0].id]["decision"]["outcome"] == "approve"
         explorer.close()
@@ -55,12 +61,8 @@ async def test_explorer_flushes_when_the_run_ends() -> None:
         explorer = TraceExplorer(session, clock=clock)
         sent = record_sends(explorer)
         await lf.Agent("hello").invoke(session)
-        statuses = {
-            e["id"]: e.get("status")
-            for m in batches(sent)
-            for e in m["events"]
-            if e["op"] == "node"
-        }
+        clock.advance(1.0)  # the end-of-run flush asked for a push now
+        statuses = {r["node"]["id"]: r["node"]["status"] for r in windows(sent)[-1]["rows"]}
         agent_node = session.all_actions[0]
         assert statuses[agent_node.id] == "ok"
         explorer.close()
@@ -86,7 +88,7 @@ async def test_saved_trace_loads_from_dict_text_and_path(tmp_path: Path) -> None
     path.write_text(json.dumps(data))
     for source in (data, json.dumps(data), path, str(path)):
         explorer = TraceExplorer(source)
-        assert len(explorer.snapshot["nodes"]) == len(data["nodes"])
+        assert explorer.snapshot["windowed"]["nodes"] == len(data["nodes"])
         assert (
             explorer.snapshot["summary"]["requests"] is not None or "summary" in explorer.snapshot
         )
@@ -144,57 +146,50 @@ def test_a_bad_trace_file_is_named_in_the_error(tmp_path: Path) -> None:
         TraceExplorer(tmp_path / "missing.json")
 
 
-def test_reducer_handles_update_changes_and_logs() -> None:
-    r = TraceReducer()
-    r.apply(
-        {"type": "node_start", "node": {"id": "1", "parent_id": None, "kind": "query", "name": "q"}}
-    )
-    assert r.apply({"type": "node_update", "node_id": "1", "changes": {"delta": "tok"}}) == []
-    r.apply({"type": "node_update", "node_id": "1", "changes": {"usage": {"total_tokens": 5}}})
-    r.apply(
+def test_row_patches_handle_update_changes_and_logs() -> None:
+    live = LiveIndex()
+    events: list[dict[str, Any]] = [
+        {"type": "node_start", "node": {"id": "1", "parent_id": None, "kind": "query"}},
+        {"type": "node_update", "node_id": "1", "changes": {"usage": {"total_tokens": 5}}},
         {
             "type": "log",
-            "node": {
-                "id": "2",
-                "parent_id": "1",
-                "kind": "log",
-                "name": "info",
-                "inputs": {"message": "m"},
-            },
-        }
-    )
-    r.apply(
+            "node": {"id": "2", "parent_id": "1", "kind": "log", "name": "info"}
+            | {"inputs": {"message": "m"}},
+        },
         {
             "type": "node_end",
-            "node": {
-                "id": "1",
-                "parent_id": None,
-                "kind": "query",
-                "name": "q",
-                "status": "failed",
-                "error": {"type": "LMError", "message": "x"},
-            },
-        }
-    )
-    nodes = r.snapshot()["nodes"]
-    assert nodes[0]["usage"] == {"total_tokens": 5} and nodes[0]["status"] == "failed"
-    assert nodes[1]["kind"] == "log" and nodes[1]["parent_id"] == "1"
-    assert r.apply({"type": "something_else"}) == []
+            "node": {"id": "1", "parent_id": None, "kind": "query", "name": "q"}
+            | {"status": "failed", "error": {"type": "LMError", "message": "x"}},
+        },
+    ]
+    assert row_patch({"type": "node_update", "node_id": "1", "changes": {"delta": "t"}}) is None
+    assert row_patch({"type": "something_else"}) is None
+    for event in events:
+        patch = row_patch(event)
+        assert patch is not None
+        live.apply(patch)
+    rows = live.window()["rows"]
+    assert rows[0]["roll"][0] == 5 and rows[0]["node"]["status"] == "failed"
+    assert rows[1]["node"]["kind"] == "log" and rows[1]["node"]["parent_id"] == "1"
+    assert rows[1]["node"]["hint"] == "m"
 
 
 def test_sync_request_answers_with_a_snapshot() -> None:
     explorer = TraceExplorer(saved_trace([{"id": "a", "kind": "session", "name": "a"}]))
     sent = record_sends(explorer)
+    explorer._on_view_message(explorer, {"kind": "sync", "seq": 0}, [])
+    assert sent == []  # a saved trace: its first window is in the state trait
+    session = lf.Session()
+    live = TraceExplorer(session)
     buffers: list[list[bytes]] = []
-    explorer.send = lambda content, buffers_=None, **kw: (
+    live.send = lambda content, buffers_=None, **kw: (
         sent.append(content),
         buffers.append(kw.get("buffers") or buffers_),
     )
-    explorer._on_view_message(explorer, {"kind": "sync", "seq": 0}, [])
-    assert sent == []  # the view already has the saved trace (same seq, nothing pending)
-    explorer._on_view_message(explorer, {"kind": "sync"}, [])
-    assert sent[-1] == {"kind": "snapshot", "seq": 0}
-    assert json.loads(buffers[-1][0])["nodes"][0]["id"] == "a"
+    live._on_view_message(live, {"kind": "sync"}, [])
+    assert sent[-1]["kind"] == "snapshot"
+    rows = json.loads(buffers[-1][0])["windowed"]["rows"]
+    assert [r["node"]["id"] for r in rows] == [session.root.id]
 
 
 def test_snapshots_carry_summaries_and_details_come_on_request() -> None:
@@ -208,7 +203,8 @@ def test_snapshots_carry_summaries_and_details_come_on_request() -> None:
         "outputs": {"text": "answer"},
     }
     explorer = TraceExplorer(saved_trace([{"id": "s", "kind": "session", "name": "s"}, node]))
-    _root, summary = explorer.snapshot["nodes"]
+    _root, row = explorer.snapshot["windowed"]["rows"]
+    summary = row["node"]
     assert summary["partial"] is True and "inputs" not in summary and summary["name"] == "q"
     sent = record_sends(explorer)
     explorer._on_view_message(explorer, {"kind": "detail_request", "id": "q"}, [])
@@ -222,18 +218,18 @@ async def test_session_totals_reach_the_view_when_a_run_ends() -> None:
         explorer = TraceExplorer(session)
         sent = record_sends(explorer)
         await lf.Agent("hi").invoke(session)
-        summaries = [p for m in batches(sent) for p in m["events"] if p["op"] == "summary"]
-        assert summaries and summaries[-1]["summary"]["usage"]["total_tokens"] > 0
-        assert explorer.snapshot["summary"] == summaries[-1]["summary"]
+        await asyncio.sleep(1.2)  # the pushes, and the state at most once a second
+        summaries = [m["summary"] for m in windows(sent) if m.get("summary")]
+        assert summaries and summaries[-1]["usage"]["total_tokens"] > 0
+        assert explorer.snapshot["summary"] == summaries[-1]
         explorer.close()
 
 
 def test_rows_carry_a_hint_that_tells_same_named_nodes_apart() -> None:
     from langfx_nb.notebook.trace_data import view_node
-    from langfx_nb.notebook.trace_explorer import summarize
 
     log = view_node({"id": 1, "kind": "log", "name": "info", "inputs": {"message": "cache warm"}})
-    assert summarize(log)["hint"] == "cache warm"  # kept in snapshots: filterable after reload
+    assert log["hint"] == "cache warm"
     query = view_node(
         {
             "id": 2,
@@ -268,7 +264,8 @@ async def test_show_swaps_the_trace_in_place_and_follows_a_new_session() -> None
     assert (explorer.title, explorer.view_state) == ("second", {"selected": "x"})
     shown = sent[-1]
     assert shown["kind"] == "show" and shown["seq"] > 0 and shown["view_state"]["selected"] == "x"
-    assert [n["id"] for n in json.loads(buffers[-1][0])["nodes"]] == ["r", "x"]
+    rows = json.loads(buffers[-1][0])["windowed"]["rows"]
+    assert [r["node"]["id"] for r in rows] == ["r", "x"]
     assert explorer.snapshot["seq"] == shown["seq"]  # a reloaded page starts from it
 
     # a malformed trace raises and the explorer keeps what it showed
@@ -283,14 +280,25 @@ async def test_show_swaps_the_trace_in_place_and_follows_a_new_session() -> None
         seq = sent[-1]["seq"]
         await lf.Agent("hello").invoke(session)
         explorer.flush()
-        live = batches(sent)
-        assert live and all(m["seq"] > seq for m in live)
+        await asyncio.sleep(0.2)
+        live = windows(sent[sent.index(next(m for m in sent if m.get("seq") == seq)) :])
+        assert live and live[-1]["nodes"] == len(session.trace_json()["nodes"])
         assert {n["id"] for n in explorer.nodes} == {n["id"] for n in session.trace_json()["nodes"]}
         # shown something else: the session's later events no longer reach the explorer
         explorer.show(first)
         before = len(sent)
         await lf.Agent("again").invoke(session)
         explorer.flush()
-        assert batches(sent[before:]) == []
+        await asyncio.sleep(0.2)
+        assert windows(sent[before:]) == []
         assert [n["id"] for n in explorer.nodes] == ["a"]
+    explorer.close()
+
+
+def test_watch_after_a_saved_trace_shows_the_session_as_recorded() -> None:
+    explorer = TraceExplorer(saved_trace([{"id": "a", "kind": "session", "name": "a"}]))
+    session = lf.Session()
+    explorer.watch(session)
+    assert [n["id"] for n in explorer.nodes] == [session.root.id]  # nothing of the file
+    assert explorer._fallback_text() == "TraceExplorer: 1 node (running 1)"  # still live
     explorer.close()

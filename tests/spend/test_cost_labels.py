@@ -11,7 +11,7 @@ from langfx_nb.agentic.usage import cost_label
 from langfx_nb.llms.fake import Echo, StaticResponse
 from langfx_nb.notebook.eval_report import case_row, report_summary
 from langfx_nb.notebook.render import batch_html
-from langfx_nb.notebook.trace_rows import trace_rows
+from tests.notebook.trace_oracle import trace_rows
 
 # $0.10 per token: Echo's few tokens cost cents
 PRICES = {"fake:echo": lf.Price(prompt=100_000.0, completion=100_000.0)}

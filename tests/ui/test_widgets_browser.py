@@ -113,11 +113,20 @@ def test_click_approve_and_the_agent_finishes_with_the_tool_result(lab: Lab) -> 
     assert "add" in prompt and "c1" in prompt and "Add two integers." in prompt
     # the trace is live while the cell waits for the click: the call shows it is waiting
     wait_row(lab, "tool_call", "waiting for approval")
+    # the waiting call selected: its record comes from the kernel, and follows the node
+    call = lab.page.locator(
+        ".lfx-te-row", has=lab.page.locator(".lfx-te-kind", has_text="tool_call")
+    )
+    call.locator(".lfx-te-name").click()
+    detail = lab.page.locator(".lfx-te-detail")
+    detail.locator("h4", has_text="Policy decision").wait_for(timeout=30_000)
+    assert "Output" not in detail.inner_text()
     lab.screenshot("approval-prompt")
     approve.click()
     lab.wait_cells_done()
     out = lab.output_text(2)
     assert "ANSWER: The answer is 5." in out, out
+    detail.locator("h4", has_text="Output").wait_for(timeout=30_000)  # the call ended: 5
     rows = wait_row(lab, "tool_call", "ok")
     assert any(
         r["kind"] == "action" and r["name"] == "Agent" and r["status"] == "ok" for r in rows

@@ -34,13 +34,15 @@ from ..errors import RayEngineError, ShippingError
 
 if TYPE_CHECKING:
     from .engine import BatchJob
+    from .ray_worker import Outcome
 
 __all__ = ["Ray", "dataset_rows"]
 
-#: Chunks held at each worker at once (one running, the next waiting to).
-SLOTS_PER_WORKER = 2
-#: How long the driver waits for a chunk before it looks at its own task again (seconds):
-#: the bound on how late a cancellation is seen.
+#: Items held at each worker per item it may run at once: those beyond ``max_concurrency``
+#: wait there (unsent) to start as soon as one ends, while the driver sends the next.
+HELD = 2
+#: How long the driver waits for an outcome before it looks at its own task again
+#: (seconds): the bound on how late a cancellation is seen.
 WAIT_S = 0.2
 
 
@@ -137,7 +139,8 @@ class Ray:
         worker_cls = ray.remote(
             num_cpus=self.cpus_per_worker,
             max_restarts=self.max_worker_restarts,
-            max_task_retries=-1,  # a chunk held by a worker that died runs on its restart
+            max_task_retries=-1,  # an item held by a worker that died runs on its restart
+            max_concurrency=job.max_concurrency * HELD,
         )(BatchWorker)
         config: dict[str, Any] = {
             "context": context_blob,
@@ -158,28 +161,38 @@ class Ray:
 async def _drive(
     ray: Any, job: BatchJob, actors: list[Any], waiter: concurrent.futures.Executor
 ) -> None:
-    """Send ``job.pending`` in chunks through an ``ActorPool`` of ``actors``; record and
-    commit each chunk's outcomes as it comes back."""
+    """Send ``job.pending`` one item per task through an ``ActorPool`` of ``actors``;
+    record each outcome as it comes back and commit them before sending more."""
     from ray.util.actor_pool import ActorPool
 
-    pool = ActorPool([actor for actor in actors for _ in range(SLOTS_PER_WORKER)])
-    size = job.max_concurrency
-    chunks = (job.pending[at : at + size] for at in range(0, len(job.pending), size))
+    pool = ActorPool([actor for actor in actors for _ in range(job.max_concurrency * HELD)])
+    order = iter(job.pending)
     state, view = job.state, job.session
 
     def send() -> None:
-        chunk = next(chunks, None)
-        if chunk is not None:  # a free slot takes it at once: items pickled only now
-            blobs = [(i, _dumps(job.values[i], f"item {i}")) for i in chunk]
-            pool.submit(lambda actor, items: actor.run.remote(items), blobs)
-            state.running += len(chunk)
+        while pool.has_free():  # type: ignore[no-untyped-call]
+            index = next(order, None)
+            if index is None:
+                return
+            blob = _dumps(job.values[index], f"item {index}")  # pickled only now
+            pool.submit(lambda actor, item: actor.run.remote(*item), (index, blob))
+            state.running += 1
 
-    for _ in range(len(actors) * SLOTS_PER_WORKER):
-        send()
+    def take() -> list[Outcome]:
+        """The outcomes ready now; waits up to WAIT_S for the first one."""
+        got = [pool.get_next_unordered(WAIT_S)]
+        while pool.has_next():  # type: ignore[no-untyped-call]
+            try:
+                got.append(pool.get_next_unordered(0))
+            except TimeoutError:
+                break
+        return got
+
+    send()
     loop = asyncio.get_running_loop()
     while pool.has_next():  # type: ignore[no-untyped-call]
         try:
-            outcomes = await loop.run_in_executor(waiter, pool.get_next_unordered, WAIT_S)
+            outcomes = await loop.run_in_executor(waiter, take)
         except TimeoutError:
             continue
         except ray.exceptions.RayActorError as exc:
@@ -190,15 +203,16 @@ async def _drive(
         for index, ok, payload, error, exc_blob, nodes, requests in outcomes:
             node_id = view.adopt(nodes, requests).id if nodes else None
             job.count_requests(requests)
-            if ok:
+            if ok and payload is not None:
                 job.record_ok(index, pickle.loads(payload), node_id)
                 continue
             exc_sent: BaseException | None = None
             if exc_blob is not None:
                 with contextlib.suppress(Exception):
                     exc_sent = pickle.loads(exc_blob)
-            job.record_failed(index, error[0], error[1], node_id, exc_sent)
-        await job.commit()  # committed before another chunk is sent
+            type_, message = error or ("RuntimeError", "the worker sent no outcome")
+            job.record_failed(index, type_, message, node_id, exc_sent)
+        await job.commit()  # committed before more items are sent
         send()
 
 

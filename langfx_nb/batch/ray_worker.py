@@ -80,9 +80,11 @@ class BatchWorker:
         self.limit_lock = asyncio.Lock()
         set_limiter_factory(lambda account: LeasedLimiter(account, self))
 
-    async def run(self, items: list[tuple[int, bytes]]) -> list[Outcome]:
-        """The outcomes of ``items`` (``(index, pickled item)``), once all have ended."""
-        return list(await asyncio.gather(*(self._slot(index, blob) for index, blob in items)))
+    async def run(self, index: int, blob: bytes) -> Outcome:
+        """The outcome of item ``index`` (``blob``: the pickled item), once it has run;
+        at most ``concurrency`` items run at once, the others wait here."""
+        async with self.slots:
+            return await self._one(index, blob)
 
     async def limit_actor(self) -> Any:
         """The batch's ``LimitActor``, created by the first worker that asks for it."""
@@ -105,10 +107,6 @@ class BatchWorker:
         limiter = limiter_for(account)
         if isinstance(limiter, LeasedLimiter):
             limiter.pause(seconds)
-
-    async def _slot(self, index: int, blob: bytes) -> Outcome:
-        async with self.slots:
-            return await self._one(index, blob)
 
     async def _one(self, index: int, blob: bytes) -> Outcome:
         log = RequestLog()

@@ -170,10 +170,10 @@ async def test_one_request_limit_holds_across_two_workers_on_a_limited_server() 
     assert server.duplicates == {} and len(server.answered) == n
     assert server.first_at is not None
     rate = (sum(server.answered.values()) - 1) / (server.last_at - server.first_at)
-    # the limit holds (never above it); below it by at most 15 %: an item's chunk comes back
-    # whole, and capacity leased to a worker between its chunks can go unused (45.7 req/s
-    # seen in 2 of 4 clean CI runs, 49.3-49.5 in others)
-    assert 0.85 <= rate / 50 <= 1.05, rate
+    # the limit holds (never above it) and is used: each outcome comes back as its item ends,
+    # so a worker always holds items waiting, and asks for its next grant before the last
+    # is spent (the limiter paces at 97 % of the limit, plus its small burst)
+    assert 0.95 <= rate / 50 <= 1.05, rate
     assert len(server.rejected) <= 2, server.rejected  # the limit was kept, not found by 429s
 
 

@@ -2,8 +2,8 @@
 
 - ``BatchWorker``: an async actor holding ``fn`` and a session of its own. ``run(items)``
   runs a chunk of items (at most ``concurrency`` at once across every chunk it holds) and
-  returns their outcomes: ``(index, ok, pickled result, (type, message), pickled
-  exception, trace nodes, requests)``. It never opens the run manifest; the trace nodes go
+  streams their outcomes back as they end: ``(index, ok, pickled result, (type, message),
+  pickled exception, trace nodes, requests)``. It never opens the run manifest; the trace nodes go
   to the driver, which adopts them.
 - Its account limiters are ``ray_limiter.LeasedLimiter``s (``ratelimit.set_limiter_factory``),
   spending grants of the batch's one ``LimitActor``: a named actor the first worker that
@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import inspect
 import pickle
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -80,11 +81,18 @@ class BatchWorker:
         self.limit_lock = asyncio.Lock()
         set_limiter_factory(lambda account: LeasedLimiter(account, self))
 
-    async def run(self, index: int, blob: bytes) -> Outcome:
-        """The outcome of item ``index`` (``blob``: the pickled item), once it has run;
-        at most ``concurrency`` items run at once, the others wait here."""
-        async with self.slots:
-            return await self._one(index, blob)
+    async def run(self, items: list[tuple[int, bytes]]) -> AsyncIterator[list[Outcome]]:
+        """The outcomes of ``items`` (``(index, pickled item)``) as they end: each value
+        sent is those that ended since the last (called with ``num_returns="streaming"``).
+        At most ``concurrency`` items run at once across every call this worker holds."""
+        pending = {asyncio.ensure_future(self._slot(index, blob)) for index, blob in items}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                yield [task.result() for task in done]
+        finally:
+            for task in pending:
+                task.cancel()
 
     async def limit_actor(self) -> Any:
         """The batch's ``LimitActor``, created by the first worker that asks for it."""
@@ -107,6 +115,10 @@ class BatchWorker:
         limiter = limiter_for(account)
         if isinstance(limiter, LeasedLimiter):
             limiter.pause(seconds)
+
+    async def _slot(self, index: int, blob: bytes) -> Outcome:
+        async with self.slots:
+            return await self._one(index, blob)
 
     async def _one(self, index: int, blob: bytes) -> Outcome:
         log = RequestLog()

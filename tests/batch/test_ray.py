@@ -282,6 +282,29 @@ async def test_a_worker_killed_mid_run_sends_again_only_what_had_just_finished(
     assert {k: ago for k, ago in again.items() if ago > 0.2} == {}, again
 
 
+async def test_a_worker_dead_beyond_max_worker_restarts_stops_the_batch(tmp_path: Path) -> None:
+    lm = StaticResponse('{"item": 1, "label": "x"}')
+    path = tmp_path / "calls.txt"
+    path.write_text("")
+
+    async def kill_one() -> None:
+        while not logged(path):
+            await asyncio.sleep(0.02)
+        os.kill(logged(path)[0][1], signal.SIGKILL)
+
+    killer = asyncio.ensure_future(kill_one())
+    with pytest.raises(lf.errors.RayEngineError, match="max_worker_restarts"):
+        await lf.batch(
+            Logged(str(path), slow_every=4, slow_s=0.2),
+            [{"id": i} for i in range(400)],
+            session=lf.Session(lm),
+            progress=False,
+            max_concurrency=4,
+            engine=lf.engines.Ray(num_workers=2, max_worker_restarts=0),
+        )
+    await killer
+
+
 def done_in(manifest: Path) -> set[int]:
     if not manifest.exists():
         return set()

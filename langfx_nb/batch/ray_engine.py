@@ -222,7 +222,7 @@ async def _drive(
                     raise RayEngineError(
                         f"a Ray worker died more than max_worker_restarts times ({got})"
                     ) from got
-                again[:0] = sorted(left)  # not one of them had ended
+                again[:0] = sorted(left)  # no outcome of theirs came back: sent again
                 state.running -= len(left)
         await job.commit()  # committed before more items are sent
         send()

@@ -3,8 +3,8 @@
 - ``BatchWorker``: an async actor holding ``fn`` and a session of its own. ``run(items)``
   runs a chunk of items (at most ``concurrency`` at once across every chunk it holds) and
   streams their outcomes back as they end: ``(index, ok, pickled result, (type, message),
-  pickled exception, trace nodes, requests)``. It never opens the run manifest; the trace nodes go
-  to the driver, which adopts them.
+  pickled exception, trace nodes, requests)``. It never opens the run manifest; the trace
+  nodes go to the driver, which adopts them.
 - Its account limiters are ``ray_limiter.LeasedLimiter``s (``ratelimit.set_limiter_factory``),
   spending grants of the batch's one ``LimitActor``: a named actor the first worker that
   needs a limit creates (``get_if_exists``; detached, so that a worker dying does not take

@@ -199,15 +199,19 @@ async def _drive(
                 got.append((call, ray.get(next(call))))
             except StopIteration:
                 got.append((call, None))
-            except ray.exceptions.RayActorError as exc:
+            except Exception as exc:  # its worker died, or the call itself failed
                 got.append((call, exc))
         return got
 
     send()
     loop = asyncio.get_running_loop()
     while live:
+        fatal: BaseException | None = None
         for call, got in await loop.run_in_executor(waiter, take):
             actor, left = live[call]
+            if isinstance(got, Exception) and not isinstance(got, ray.exceptions.RayActorError):
+                fatal = got
+                continue
             if isinstance(got, list):
                 for index, ok, payload, error, exc_blob, nodes, requests in got:
                     left.discard(index)
@@ -219,12 +223,15 @@ async def _drive(
             if got is not None:
                 failed[actor] += 1  # each death cuts short at most its slots' chunks
                 if failed[actor] > SLOTS_PER_WORKER * (restarts + 1):
-                    raise RayEngineError(
+                    fatal = RayEngineError(
                         f"a Ray worker died more than max_worker_restarts times ({got})"
-                    ) from got
+                    )
+                    fatal.__cause__ = got
                 again[:0] = sorted(left)  # no outcome of theirs came back: sent again
                 state.running -= len(left)
         await job.commit()  # committed before more items are sent
+        if fatal is not None:  # raised once what the other calls sent is recorded
+            raise fatal
         send()
 
 

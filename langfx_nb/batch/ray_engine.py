@@ -2,18 +2,19 @@
 
 The driver (this process) keeps what the asyncio engine keeps: the run manifest, the
 session and its trace, the progress view. ``num_workers`` async actors
-(``ray_worker.BatchWorker``) run the items, and Ray schedules them: a
-``ray.util.ActorPool`` with two slots per worker hands each free slot the next chunk of
-``max_concurrency`` items, so a worker holds the chunk it runs and the next one (at most
-``max_concurrency`` items run at once in it) and never idles between chunks. A chunk comes
-back as its items' outcomes (result, error, model requests, trace nodes as
-``TraceNode.to_json``); the driver adopts the nodes under its ``batch`` node
-(``Session.adopt``), counts the requests, records the outcomes and commits them before it
-sends another chunk. Items are pickled when their chunk is sent, not before.
+(``ray_worker.BatchWorker``) run the items. Each worker holds two chunks of
+``max_concurrency`` items at once (at most ``max_concurrency`` of them run at a time), so it
+never idles between chunks; a chunk is a streaming call (``num_returns="streaming"``) that
+sends its items' outcomes back as they end (result, error, model requests, trace nodes as
+``TraceNode.to_json``). The driver adopts the nodes under its ``batch`` node
+(``Session.adopt``), counts the requests, records the outcomes and commits them as they
+arrive, and gives a worker whose chunk ended the next one. Items are pickled when their
+chunk is sent, not before.
 
-A worker that dies (its process killed) is restarted by Ray (``max_restarts``) and the
-chunks it held are retried on it (``max_task_retries``): their items run again, while an
-item whose chunk reached the driver is never sent again. Rate limits (``lf.RateLimit``,
+A worker that dies (its process killed) is restarted by Ray (``max_restarts``); the items
+of its chunks that had not come back are sent again, on it or another worker. An item
+whose outcome reached the driver is never sent again, so a crash re-sends only the items
+that were running or had ended in the last moments. Rate limits (``lf.RateLimit``,
 provider headers, 429 pauses) hold for the whole cluster: one ``ray_limiter.LimitActor``
 per batch, created by the first worker that needs it, leases capacity to the workers.
 
@@ -23,8 +24,10 @@ This module does not import Ray: ``ray_worker`` (which does) is imported on firs
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
+import itertools
 import pickle
 import uuid
 from dataclasses import dataclass
@@ -34,13 +37,15 @@ from ..errors import RayEngineError, ShippingError
 
 if TYPE_CHECKING:
     from .engine import BatchJob
+    from .ray_worker import Outcome
 
 __all__ = ["Ray", "dataset_rows"]
 
-#: Chunks held at each worker at once (one running, the next waiting to).
+#: Chunks held at each worker at once: one runs, the next starts as the first one's items
+#: end (at most ``max_concurrency`` items run at once in a worker).
 SLOTS_PER_WORKER = 2
-#: How long the driver waits for a chunk before it looks at its own task again (seconds):
-#: the bound on how late a cancellation is seen.
+#: How long the driver waits for an outcome before it looks at its own task again
+#: (seconds): the bound on how late a cancellation is seen.
 WAIT_S = 0.2
 
 
@@ -115,7 +120,7 @@ class Ray:
         try:
             fn_ref = ray.put(fn_blob)  # held here: a worker Ray restarts is made from it again
             actors = self._start_workers(ray, job, fn_ref, context_blob, limiter)
-            await _drive(ray, job, actors, waiter)
+            await _drive(ray, job, actors, waiter, self.max_worker_restarts)
         finally:
             waiter.shutdown(wait=True)  # the driver's wait ends within WAIT_S
             for actor in actors:
@@ -137,7 +142,6 @@ class Ray:
         worker_cls = ray.remote(
             num_cpus=self.cpus_per_worker,
             max_restarts=self.max_worker_restarts,
-            max_task_retries=-1,  # a chunk held by a worker that died runs on its restart
         )(BatchWorker)
         config: dict[str, Any] = {
             "context": context_blob,
@@ -156,50 +160,104 @@ class Ray:
 
 
 async def _drive(
-    ray: Any, job: BatchJob, actors: list[Any], waiter: concurrent.futures.Executor
+    ray: Any,
+    job: BatchJob,
+    actors: list[Any],
+    waiter: concurrent.futures.Executor,
+    restarts: int,
 ) -> None:
-    """Send ``job.pending`` in chunks through an ``ActorPool`` of ``actors``; record and
-    commit each chunk's outcomes as it comes back."""
-    from ray.util.actor_pool import ActorPool
-
-    pool = ActorPool([actor for actor in actors for _ in range(SLOTS_PER_WORKER)])
+    """Run ``job.pending`` in chunks on ``actors`` (``SLOTS_PER_WORKER`` chunks each), each
+    chunk a streaming call whose outcomes come back as its items end; record and commit
+    them as they come, and hand a slot whose chunk ended the next chunk."""
     size = job.max_concurrency
-    chunks = (job.pending[at : at + size] for at in range(0, len(job.pending), size))
+    order = iter(job.pending)
+    again: list[int] = []  # items of a chunk its worker's death cut short
+    idle = [actor for actor in actors for _ in range(SLOTS_PER_WORKER)]
+    live: dict[Any, tuple[Any, set[int]]] = {}  # a chunk's call: its worker, items not back
+    failed: collections.Counter[Any] = collections.Counter()  # cut-short chunks per worker
     state, view = job.state, job.session
 
     def send() -> None:
-        chunk = next(chunks, None)
-        if chunk is not None:  # a free slot takes it at once: items pickled only now
-            blobs = [(i, _dumps(job.values[i], f"item {i}")) for i in chunk]
-            pool.submit(lambda actor, items: actor.run.remote(items), blobs)
+        while idle:
+            chunk, again[:size] = again[:size], []
+            chunk += itertools.islice(order, size - len(chunk))
+            if not chunk:
+                return
+            actor = idle.pop()
+            blobs = [(i, _dumps(job.values[i], f"item {i}")) for i in chunk]  # pickled now
+            live[actor.run.options(num_returns="streaming").remote(blobs)] = (actor, set(chunk))
             state.running += len(chunk)
 
-    for _ in range(len(actors) * SLOTS_PER_WORKER):
-        send()
+    def take() -> list[tuple[Any, list[Outcome] | BaseException | None]]:
+        """What the calls ready now sent (``None``: the call ended); waits up to WAIT_S."""
+        ready, _ = ray.wait(list(live), num_returns=1, timeout=WAIT_S)
+        if ready:
+            ready, _ = ray.wait(list(live), num_returns=len(live), timeout=0)
+        got: list[tuple[Any, list[Outcome] | BaseException | None]] = []
+        for call in ready:
+            try:
+                got.append((call, ray.get(next(call))))
+            except StopIteration:
+                got.append((call, None))
+            except Exception as exc:  # its worker died, or the call itself failed
+                got.append((call, exc))
+        return got
+
+    send()
     loop = asyncio.get_running_loop()
-    while pool.has_next():  # type: ignore[no-untyped-call]
-        try:
-            outcomes = await loop.run_in_executor(waiter, pool.get_next_unordered, WAIT_S)
-        except TimeoutError:
-            continue
-        except ray.exceptions.RayActorError as exc:
-            raise RayEngineError(
-                f"a Ray worker died more than max_worker_restarts times ({exc})"
-            ) from exc
-        state.running -= len(outcomes)
-        for index, ok, payload, error, exc_blob, nodes, requests in outcomes:
-            node_id = view.adopt(nodes, requests).id if nodes else None
-            job.count_requests(requests)
-            if ok:
-                job.record_ok(index, pickle.loads(payload), node_id)
+    while live:
+        fatal: BaseException | None = None
+        for call, got in await loop.run_in_executor(waiter, take):
+            actor, left = live[call]
+            if isinstance(got, Exception) and not isinstance(got, ray.exceptions.RayActorError):
+                fatal = got
                 continue
-            exc_sent: BaseException | None = None
-            if exc_blob is not None:
-                with contextlib.suppress(Exception):
-                    exc_sent = pickle.loads(exc_blob)
-            job.record_failed(index, error[0], error[1], node_id, exc_sent)
-        await job.commit()  # committed before another chunk is sent
+            if isinstance(got, list):
+                for index, ok, payload, error, exc_blob, nodes, requests in got:
+                    left.discard(index)
+                    state.running -= 1
+                    _record(job, view, index, ok, payload, error, exc_blob, nodes, requests)
+                continue
+            del live[call]  # it ended, or its worker died (Ray restarts it)
+            idle.append(actor)
+            if got is not None:
+                failed[actor] += 1  # each death cuts short at most its slots' chunks
+                if failed[actor] > SLOTS_PER_WORKER * (restarts + 1):
+                    fatal = RayEngineError(
+                        f"a Ray worker died more than max_worker_restarts times ({got})"
+                    )
+                    fatal.__cause__ = got
+                again[:0] = sorted(left)  # no outcome of theirs came back: sent again
+                state.running -= len(left)
+        await job.commit()  # committed before more items are sent
+        if fatal is not None:  # raised once what the other calls sent is recorded
+            raise fatal
         send()
+
+
+def _record(
+    job: BatchJob,
+    view: Any,
+    index: int,
+    ok: bool,
+    payload: bytes | None,
+    error: tuple[str, str] | None,
+    exc_blob: bytes | None,
+    nodes: list[dict[str, Any]],
+    requests: list[Any],
+) -> None:
+    """Record one outcome a worker sent (see ``ray_worker.Outcome``)."""
+    node_id = view.adopt(nodes, requests).id if nodes else None
+    job.count_requests(requests)
+    if ok and payload is not None:
+        job.record_ok(index, pickle.loads(payload), node_id)
+        return
+    exc_sent: BaseException | None = None
+    if exc_blob is not None:
+        with contextlib.suppress(Exception):
+            exc_sent = pickle.loads(exc_blob)
+    type_, message = error or ("RuntimeError", "the worker sent no outcome")
+    job.record_failed(index, type_, message, node_id, exc_sent)
 
 
 def dataset_rows(items: Any) -> Any:

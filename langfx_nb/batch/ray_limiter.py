@@ -7,7 +7,9 @@
 - ``LeasedLimiter`` is a worker's limiter of one account (``ratelimit.set_limiter_factory``).
   It asks the actor for a *grant* (``Limiter.take``): up to ``LEASE_S`` seconds' worth of
   the limit, at most as many requests as are waiting in the worker, and spends it locally,
-  so a worker calls the actor once per grant, not per request. A grant not spent within
+  so a worker calls the actor once per grant, not per request; while more requests wait
+  than its grant holds, the next grant is already asked for (the actor's capacity never
+  idles during a worker's round trip to it). A grant not spent within
   ``LEASE_TTL_S`` expires (an idle or dead worker holds no share of the limit); the requests
   a worker ended, the tokens they used beyond their estimates and the last rate-limit
   headers it saw travel with its next request for a grant.
@@ -195,12 +197,20 @@ class LeasedLimiter(Limiter):
                     self.left_requests -= 1
                     self.left_tokens -= estimate
                     self.in_flight += 1
+                    if self.waiting - 1 > self.left_requests:  # more wait than it holds:
+                        self._ask(estimate)  # the next grant is asked for now
                     return Ticket(self, estimate)
-                if self.leasing is None or self.leasing.done():
-                    self.leasing = asyncio.ensure_future(self._lease(estimate))
-                await asyncio.shield(self.leasing)
+                await asyncio.shield(self._ask(estimate))
         finally:
             self.waiting -= 1
+
+    def _ask(self, estimate: int) -> asyncio.Future[None]:
+        """The grant asked for now, or the one already on its way."""
+        if self.leasing is None or self.leasing.done():
+            self.leasing = asyncio.ensure_future(self._lease(estimate))
+            # its failure is raised to the requests that wait for it, if any
+            self.leasing.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return self.leasing
 
     async def _lease(self, estimate: int) -> None:
         requests = max(1, self.waiting)

@@ -2,9 +2,9 @@
 
 - ``BatchWorker``: an async actor holding ``fn`` and a session of its own. ``run(items)``
   runs a chunk of items (at most ``concurrency`` at once across every chunk it holds) and
-  returns their outcomes: ``(index, ok, pickled result, (type, message), pickled
-  exception, trace nodes, requests)``. It never opens the run manifest; the trace nodes go
-  to the driver, which adopts them.
+  streams their outcomes back as they end: ``(index, ok, pickled result, (type, message),
+  pickled exception, trace nodes, requests)``. It never opens the run manifest; the trace
+  nodes go to the driver, which adopts them.
 - Its account limiters are ``ray_limiter.LeasedLimiter``s (``ratelimit.set_limiter_factory``),
   spending grants of the batch's one ``LimitActor``: a named actor the first worker that
   needs a limit creates (``get_if_exists``; detached, so that a worker dying does not take
@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import inspect
 import pickle
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -80,9 +81,18 @@ class BatchWorker:
         self.limit_lock = asyncio.Lock()
         set_limiter_factory(lambda account: LeasedLimiter(account, self))
 
-    async def run(self, items: list[tuple[int, bytes]]) -> list[Outcome]:
-        """The outcomes of ``items`` (``(index, pickled item)``), once all have ended."""
-        return list(await asyncio.gather(*(self._slot(index, blob) for index, blob in items)))
+    async def run(self, items: list[tuple[int, bytes]]) -> AsyncIterator[list[Outcome]]:
+        """The outcomes of ``items`` (``(index, pickled item)``) as they end: each value
+        sent is those that ended since the last (called with ``num_returns="streaming"``).
+        At most ``concurrency`` items run at once across every call this worker holds."""
+        pending = {asyncio.ensure_future(self._slot(index, blob)) for index, blob in items}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                yield [task.result() for task in done]
+        finally:
+            for task in pending:
+                task.cancel()
 
     async def limit_actor(self) -> Any:
         """The batch's ``LimitActor``, created by the first worker that asks for it."""

@@ -8,8 +8,9 @@ same file as its items), is these tables:
   and what the whole trace's view needs at once (node count, counts by status and kind, time
   span, where the records are);
 - ``trace_rows``: per node in the order written (``seq``), what a row shows (id, parent id,
-  kind, status, name, hint, times, cost, tokens, its rarer fields); ``trace_search`` its
-  lowercase search text (a narrow table: a search scans only it);
+  kind, status, name, hint, times, cost, tokens, its rarer fields);
+- ``trace_search``: each node's lowercase search text, a line a node, in UTF-8 blocks of
+  consecutive nodes (``seq``: the first one's), read whole at the first search;
 - ``trace_tree``: per node in tree order (``rank``: depth first, children in the order
   written), its place in the tree (parent's rank, depth, descendants: the subtree is the ranks
   ``(rank, rank + desc]``, its number among rows of depth ≤ 2), subtree sums, "below" counts;
@@ -103,9 +104,8 @@ _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # How a row's values are bound. A None costs far more to bind than a number or a string (the
 # sqlite3 module looks for an adapter), so a missing number is bound as NaN (which SQLite
-# stores as NULL), missing text as "" (nullif), and the search text as text (cast to a BLOB).
+# stores as NULL), missing text as "" (nullif).
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
-_SEARCH_VALUES = "(?,CAST(? AS BLOB))"
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
 
@@ -249,7 +249,7 @@ class _Batch(NamedTuple):
     columns the tree order is derived from."""
 
     rows: list[tuple[Any, ...]]
-    searches: list[Any]  # str, or bytes (a lone surrogate)
+    search: bytes  # the search texts, a line each
     ids: list[str]
     parents: list[Any]  # str or None
     kinds: Sequence[str]
@@ -308,12 +308,7 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
                 return None
     # one lowercase text a node, lowered as one string (no row holds a newline)
     text = "\n".join(map(" ".join, zip(names, kinds, statuses, hints, errors, strict=True)))
-    searches: list[Any] = text.lower().split("\n")
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: kept as it is, in bytes
-            searches = [t.encode("utf-8", "surrogatepass") for t in searches]
+    search = f"{text.lower()}\n".encode("utf-8", "surrogatepass")  # a lone surrogate kept
     # NaN for a missing number (SQLite stores NULL): a None costs more to bind
     starts = [_NAN if t is None else t for t in starts]
     costs = [_NAN if c is None else c for c in costs]
@@ -330,7 +325,7 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
             strict=True,
         )
     )  # fmt: skip
-    return _Batch(rows, searches, list(ids), list(parents), kinds, statuses, starts, costs, tokens)
+    return _Batch(rows, search, list(ids), list(parents), kinds, statuses, starts, costs, tokens)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -447,8 +442,7 @@ class StoreWriter:
         self.cost += batch.costs
         self.start += batch.starts
         self._sql(_insert, self.conn, "trace_rows", _ROW_VALUES, batch.rows)
-        searches = list(zip(itertools.count(at), batch.searches))
-        self._sql(_insert, self.conn, "trace_search", _SEARCH_VALUES, searches)
+        self._sql(self.conn.execute, "INSERT INTO trace_search VALUES (?, ?)", (at, batch.search))
         return at
 
     def add_refs(self, first: int, refs: Sequence[int]) -> None:

@@ -51,7 +51,7 @@ STORE_TABLES = (
     "trace_info", "trace_records", "trace_refs", "trace_rows", "trace_search", "trace_starts",
     "trace_tree",
 )  # fmt: skip
-STORE_VERSION = 1
+STORE_VERSION = 2
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
@@ -464,17 +464,18 @@ class StoredTrace(WindowedTrace):
         """The ``seq`` of every node whose search text holds ``query``: one ``bytes.find``
         pass over all the search texts, read into memory at the first search (UTF-8, one
         line a node: a match never spans two nodes)."""
-        if self._texts is None:  # a chunk of rows in memory at a time, besides the result
+        if self._texts is None:  # a block in memory at a time, besides the result
             text, lines = bytearray(), array("q", [0])
             try:
-                cursor = self.conn.execute("SELECT text FROM trace_search ORDER BY seq")
-                while chunk := cursor.fetchmany(BLOCK * 10):
-                    part = [t if type(t) is bytes else str(t).encode("utf-8") for (t,) in chunk]
-                    text += b"\n".join(part) + b"\n"
+                for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY seq"):
+                    if type(block) is not bytes or not block.endswith(b"\n"):
+                        raise self._error("damaged trace_search")
+                    text += block
+                    part = block.split(b"\n")[:-1]
                     lines.extend(
                         itertools.accumulate((len(t) + 1 for t in part), initial=lines[-1])
                     )
-                    del lines[-len(part) - 1]  # the chunk's start, already there
+                    del lines[-len(part) - 1]  # the block's start, already there
             except sqlite3.Error as exc:
                 raise self._error(f"not a readable stored trace ({exc})") from exc
             if len(lines) != self.nodes + 1:

@@ -430,7 +430,7 @@ def _tamper(path: Path, sql: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("UPDATE trace_info SET value = '2' WHERE key = 'version'", "unsupported"),
+        ("UPDATE trace_info SET value = '99' WHERE key = 'version'", "unsupported"),
         ("UPDATE trace_info SET value = 'x' WHERE key = 'counts'", "damaged"),
         ("DROP TABLE trace_info", "not a readable stored trace"),
     ],

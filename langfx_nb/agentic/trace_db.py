@@ -181,14 +181,10 @@ def _tokens(usage: Any) -> int:
         return 0
     if not _is_map(usage):
         raise TypeError("'usage' must be an object")
-    total = usage.get("total_tokens")
-    if type(total) is int:
+    if type(total := usage.get("total_tokens")) is int:
         return total
-    return sum(
-        v
-        for k in ("prompt_tokens", "completion_tokens")
-        if type(v := usage.get(k)) is int and v >= 0
-    )
+    parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    return sum(v for v in parts if type(v) is int and v >= 0)
 
 
 def _core_shaped(x: Any) -> dict[str, Any]:
@@ -385,9 +381,8 @@ class StoreWriter:
             self.add_refs(first, body)
             return
         if body is None:
-            text = _dumps(list(nodes))
             try:
-                body = text.encode("utf-8")
+                body = _dumps(list(nodes)).encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
                 body = json.dumps(list(nodes)).encode("ascii")
         self._sql(self.conn.execute, "INSERT INTO trace_records VALUES (?, ?)", (first, body))
@@ -464,7 +459,7 @@ class StoreWriter:
         conn = self.conn
         # while the tree order is derived: the rows' index, the time span
         self._sql(conn.execute, "CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
-        span_row = self._sql(_fetch_one, conn, _SPAN)
+        span_row = self._sql(lambda: conn.execute(_SPAN).fetchone())
         parent = self.parent
         for i, parent_id in self.later.items():  # a parent not in the trace: a root
             parent[i] = self.pos.get(parent_id, -1)
@@ -596,10 +591,6 @@ def _insert(conn: sqlite3.Connection, table: str, values: str, rows: Sequence[An
         )
     if full < len(rows):
         conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
-
-
-def _fetch_one(conn: sqlite3.Connection, sql: str) -> Any:
-    return conn.execute(sql).fetchone()
 
 
 def _script(conn: sqlite3.Connection, script: str) -> None:

@@ -554,16 +554,10 @@ class _Segments:
     """A stored trace's visible rows with nothing filtered (``StoredTrace._segments``):
     counted and sliced with two indexed lookups per segment, never listed whole."""
 
-    def __init__(
-        self,
-        trace: StoredTrace,
-        segments: list[tuple[int, int] | list[int]],
-        fetched: dict[int, tuple[Any, ...]],
-    ) -> None:
-        self.trace = trace
-        self.segments = segments
+    def __init__(self, trace: StoredTrace, segments: list[Any], fetched: dict[int, Any]) -> None:
+        self.trace, self.segments = trace, segments  # as StoredTrace._segments makes them
         self.fetched = fetched  # rows read by rank range, kept for the trace's rows()
-        self.total = sum(_size(s) for s in segments)
+        self.total = sum(map(_size, segments))
 
     def slice(self, start: int, stop: int) -> Sequence[int]:
         out: list[int] = []

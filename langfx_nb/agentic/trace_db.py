@@ -14,7 +14,9 @@ same file as its items), is these tables:
 - ``trace_tree``: per node in tree order (``rank``: depth first, children in the order
   written), its place in the tree (parent's rank, depth, descendants: the subtree is the ranks
   ``(rank, rank + desc]``, its number among rows of depth ≤ 2), subtree sums, "below" counts;
-- ``trace_starts``: each timeline group's sorted start times;
+- ``trace_starts``: each timeline group's sorted start times; ``trace_order``: each node's
+  rank by ``seq`` (``rank``) and each rank's parent's rank (``parent``, -1: none), as arrays
+  of 32-bit integers (what a search and a lookup by id need, without an index);
 - ``trace_records``: the full node records as JSON arrays of consecutive records (``seq``: the
   first one's), or in a run manifest ``trace_refs``: each record's rowid in ``trace_nodes``.
 """
@@ -86,6 +88,7 @@ CREATE TABLE trace_rows (
     cost REAL, tokens INTEGER NOT NULL, extra TEXT);
 CREATE TABLE trace_search (seq INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
+CREATE TABLE trace_order (name TEXT PRIMARY KEY, ranks BLOB NOT NULL);
 CREATE TABLE trace_tree (
     rank INTEGER PRIMARY KEY, seq INTEGER NOT NULL, parent INTEGER, depth INTEGER NOT NULL,
     desc INTEGER NOT NULL, shallow_at INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
@@ -94,7 +97,6 @@ CREATE TABLE trace_tree (
 """
 # built once the rows are written (faster than keeping them up to date row by row)
 _TREE_INDEXES = """
-CREATE UNIQUE INDEX trace_tree_seq ON trace_tree(seq);
 CREATE INDEX trace_tree_parent ON trace_tree(parent);
 CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2;
 """
@@ -544,7 +546,11 @@ class StoreWriter:
                 )
             )  # fmt: skip
             self._sql(_insert, conn, "trace_tree", _TREE_VALUES, rows)
-        del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u
+        rank = [0] * n
+        deque(map(rank.__setitem__, order, range(n)), maxlen=0)  # rank[order[r]] = r
+        ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
+        self._sql(conn.executemany, "INSERT INTO trace_order VALUES (?, ?)", ranks)
+        del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks
         starts: dict[str, list[float]] = {g: [] for g in GROUPS}
         for name, code in self.statuses.items():
             mine = itertools.compress(self.start, map(code.__eq__, self.status))

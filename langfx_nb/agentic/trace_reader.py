@@ -48,8 +48,8 @@ GROUPS = ("running", "ok", "failed")  # the timeline overview's groups (see grou
 MAX_TIME_BUCKETS = 400
 STORE_FORMAT = "langfx_nb.trace_store"
 STORE_TABLES = (
-    "trace_info", "trace_records", "trace_refs", "trace_rows", "trace_search", "trace_starts",
-    "trace_tree",
+    "trace_info", "trace_order", "trace_records", "trace_refs", "trace_rows", "trace_search",
+    "trace_starts", "trace_tree",
 )  # fmt: skip
 STORE_VERSION = 2
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
@@ -270,6 +270,7 @@ class StoredTrace(WindowedTrace):
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
         self._search: tuple[str, array[int], bytearray, int] | None = None
         self._starts: dict[str, array[float]] | None = None
+        self._ranks: dict[str, array[int]] = {}
         self._texts: tuple[bytearray, array[int]] | None = None
         self._fetched: dict[int, tuple[Any, ...]] = {}
 
@@ -383,11 +384,29 @@ class StoredTrace(WindowedTrace):
 
     # -- windows -----------------------------------------------------------------------------
 
+    def _order(self, name: str) -> array[int]:
+        """``trace_order``'s array ``name`` (``rank``: by seq, ``parent``: by rank), read once
+        (4 bytes a node) and checked to hold ranks only."""
+        if name not in self._ranks:
+            found = self.query("SELECT ranks FROM trace_order WHERE name = ?", (name,))
+            blob = found[0][0] if found else None
+            if not isinstance(blob, bytes) or len(blob) != 4 * self.nodes:
+                raise self._error("damaged trace_order")
+            ranks = array("i", blob)
+            if ranks and (min(ranks) < -1 or max(ranks) >= self.nodes):
+                raise self._error("damaged trace_order")
+            self._ranks[name] = ranks
+        return self._ranks[name]
+
     def _ranks_of(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         """``{id: (rank, depth, desc)}`` of the known ids among ``ids``."""
-        sql = "SELECT r.id, t.rank, t.depth, t.desc FROM trace_rows r JOIN trace_tree t"
-        found = self.query(f"{sql} ON t.seq = r.seq WHERE r.id IN ({{}})", list(map(db_text, ids)))
-        return {py_text(i): (int(r), int(d), int(n)) for i, r, d, n in found}
+        sql = "SELECT id, seq FROM trace_rows WHERE id IN ({})"
+        found = self.query(sql, list(map(db_text, ids)))
+        rank_of = self._order("rank") if found else array("i")
+        ranks = {py_text(i): rank_of[s] for i, s in found if 0 <= s < len(rank_of)}
+        sql = "SELECT rank, depth, desc FROM trace_tree WHERE rank IN ({})"
+        tree = {r: (int(d), int(n)) for r, d, n in self.query(sql, list(ranks.values()))}
+        return {i: (r, *tree[r]) for i, r in ranks.items() if r in tree}
 
     def _children(self, rank: int, desc: int) -> list[tuple[int, int]]:
         """The children of the node at ``rank`` as ``(rank, desc)``, in order (only ranks
@@ -446,16 +465,16 @@ class StoredTrace(WindowedTrace):
         if self._search is not None and self._search[0] == query:
             return self._search[1:]
         hits, keep = bytearray(self.nodes), bytearray(self.nodes)
-        sql = "SELECT rank, parent FROM trace_tree WHERE {} IN ({{}})"
-        found = self.query(sql.format("seq"), self._search_seqs(query))
-        found = [(r, p) for r, p in found if 0 <= r < self.nodes]
-        for rank, _ in found:
-            hits[rank] = keep[rank] = 1
-        while found:  # ancestors, a level at a time (each strictly before its child)
-            level = sorted({p for r, p in found if p is not None and 0 <= p < r and not keep[p]})
-            for p in level:
-                keep[p] = 1
-            found = self.query(sql.format("rank"), level)
+        if seqs := self._search_seqs(query):
+            rank_of, parent_of = self._order("rank"), self._order("parent")
+            for rank in map(rank_of.__getitem__, seqs):
+                hits[rank] = keep[rank] = 1
+            level = list(itertools.compress(range(self.nodes), hits))
+            while level:  # ancestors, a level at a time (each strictly before its child)
+                up = {p for r in level if 0 <= (p := parent_of[r]) < r and not keep[p]}
+                for p in up:
+                    keep[p] = 1
+                level = list(up)
         kept = array("i", itertools.compress(range(self.nodes), keep))
         self._search = (query, kept, hits, hits.count(1))
         return self._search[1:]

@@ -14,6 +14,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -477,5 +478,32 @@ def test_damaged_rows_and_records_never_loop_and_are_named(tmp_path: Path) -> No
     try:
         with pytest.raises(ValueError, match="malformed trace: nodes"):
             store.record("s")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "ranks", [b"\x00", array("i", [10**6] * 200).tobytes(), array("i", [-2] * 200).tobytes()]
+)
+def test_a_damaged_tree_order_is_one_error(tmp_path: Path, ranks: bytes) -> None:
+    path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
+    _tamper(path, f"UPDATE trace_order SET ranks = X'{ranks.hex()}'")
+    store = open_store(path)
+    try:
+        with pytest.raises(ValueError, match="damaged trace_order"):
+            store.window(query="step")
+        with pytest.raises(ValueError, match="damaged trace_order"):
+            store.window(selected="b")
+    finally:
+        store.close()
+
+
+def test_parents_that_point_forward_never_loop_a_search(tmp_path: Path) -> None:
+    path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
+    forward = array("i", [(r + 1) % 200 for r in range(200)]).tobytes()
+    _tamper(path, f"UPDATE trace_order SET ranks = X'{forward.hex()}' WHERE name = 'parent'")
+    store = open_store(path)
+    try:
+        assert 0 < store.window(query="step")["total"] <= 200
     finally:
         store.close()

@@ -473,28 +473,28 @@ class StoreWriter:
         roots_n = kids[n]
         first = list(itertools.accumulate(kids[:n], initial=roots_n))
         del kids
-        child = sorted(range(n), key=parent.__getitem__)
-        # One walk depth first: per rank, the node, its parent's rank and its depth.
+        child = sorted(range(n - 1, -1, -1), key=parent.__getitem__)  # each one's, last first
+        # One walk depth first: the node at each rank; then each rank's parent's and depth.
         order: list[int] = []
-        up: list[int] = []  # -1: a root
-        depth: list[int] = []
-        stack = child[:roots_n][::-1]  # nodes to visit, the next last
-        ups = [-1] * roots_n  # the rank of each one's parent
-        pop, push, pop_up, push_up = stack.pop, stack.extend, ups.pop, ups.extend
-        r = 0
+        stack = child[:roots_n]  # nodes to visit, the next last
+        pop, push, visit = stack.pop, stack.extend, order.append
         while stack:
-            i, p = pop(), pop_up()
-            order.append(i)
-            up.append(p)
-            depth.append(0 if p < 0 else depth[p] + 1)
+            i = pop()
+            visit(i)
             a, b = first[i], first[i + 1]
             if a != b:
-                push(reversed(child[a:b]))
-                push_up([r] * (b - a))
-            r += 1
-        if r < n:
+                push(child[a:b])
+        if len(order) < n:
             raise ValueError("malformed trace: some nodes' parents form a cycle")
-        del child, first, stack, ups
+        del child, first, stack
+        rank = [0] * n + [-1]  # by node; a root's parent (-1): -1
+        deque(map(rank.__setitem__, order, range(n)), maxlen=0)
+        up = list(map(rank.__getitem__, map(parent.__getitem__, order)))
+        rank.pop()
+        depth = [0] * n + [-1]  # a root's parent (-1): -1
+        for r, p in enumerate(up):
+            depth[r] = depth[p] + 1
+        depth.pop()
         # Per rank, from the last up: descendants, subtree sums, and whether a problem is
         # below (a problem is counted once, where it started, in the "below" of each ancestor:
         # a node with a problem below it failed because of it, and is not counted again).
@@ -546,8 +546,6 @@ class StoreWriter:
                 )
             )  # fmt: skip
             self._sql(_insert, conn, "trace_tree", _TREE_VALUES, rows)
-        rank = [0] * n
-        deque(map(rank.__setitem__, order, range(n)), maxlen=0)  # rank[order[r]] = r
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
         self._sql(conn.executemany, "INSERT INTO trace_order VALUES (?, ?)", ranks)
         del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks

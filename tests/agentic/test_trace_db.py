@@ -507,3 +507,18 @@ def test_parents_that_point_forward_never_loop_a_search(tmp_path: Path) -> None:
         assert 0 < store.window(query="step")["total"] <= 200
     finally:
         store.close()
+
+
+def test_a_record_larger_than_a_batch_with_a_lone_surrogate_is_converted(tmp_path: Path) -> None:
+    data = make_trace(20)
+    data["nodes"][5]["name"] = "odd \ud800"  # JSON may hold it as an escape
+    data["nodes"][5]["inputs"] = {"prompt": "x" * (2 << 20)}  # read on its own
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    store = open_store(save_trace(path, tmp_path / "t.lfxtrace"))
+    try:
+        record = store.record(data["nodes"][5]["id"])
+        assert record is not None and record["name"] == "odd \ud800"
+        assert store.window(query="\ud800")["matches"] == 1
+    finally:
+        store.close()

@@ -487,7 +487,7 @@ class StoredTrace(WindowedTrace):
             text, lines = bytearray(), array("q", [0])
             try:
                 for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY seq"):
-                    if type(block) is not bytes or not block.endswith(b"\n"):
+                    if type(block) is not bytes or block[-1:] != b"\n" or len(lines) > self.nodes:
                         raise self._error("damaged trace_search")
                     text += block
                     part = block.split(b"\n")[:-1]

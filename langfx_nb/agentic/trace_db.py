@@ -8,11 +8,15 @@ same file as its items), is these tables:
   and what the whole trace's view needs at once (node count, counts by status and kind, time
   span, where the records are);
 - ``trace_rows``: per node in the order written (``seq``), what a row shows (id, parent id,
-  kind, status, name, hint, times, cost, tokens, its rarer fields); ``trace_search`` its
-  lowercase search text (a narrow table: a search scans only it);
+  kind, status, name, hint, times, cost, tokens, its rarer fields);
+- ``trace_search``: each node's lowercase search text, a line a node, in UTF-8 blocks of
+  consecutive nodes (``seq``: the first one's), read whole at the first search;
 - ``trace_tree``: per node in tree order (``rank``: depth first, children in the order
   written), its place in the tree (parent's rank, depth, descendants: the subtree is the ranks
   ``(rank, rank + desc]``, its number among rows of depth ≤ 2), subtree sums, "below" counts;
+- ``trace_starts``: each timeline group's sorted start times; ``trace_order``: each node's
+  rank by ``seq`` (``rank``) and each rank's parent's rank (``parent``, -1: none), as arrays
+  of 32-bit integers (what a search and a lookup by id need, without an index);
 - ``trace_records``: the full node records as JSON arrays of consecutive records (``seq``: the
   first one's), or in a run manifest ``trace_refs``: each record's rowid in ``trace_nodes``.
 """
@@ -20,34 +24,37 @@ same file as its items), is these tables:
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import itertools
 import json
-import math
 import operator
 import os
 import sqlite3
 from array import array
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard, get_args
 
 from .trace import NodeKind, NodeStatus, saved_nodes
 from .trace_json import read_batches
 from .trace_reader import (
+    BAD_STATUSES,
     BLOCK,
     DEFAULT_OPEN_DEPTH,
+    GROUPS,
     MAX_WINDOW,
     STORE_FORMAT,
     STORE_TABLES,
     STORE_VERSION,
     StoredTrace,
     db_text,
+    group_of,
     is_store,
     malformed,
     open_store,
-    py_text,
     row_summary,
     short,
 )
@@ -71,7 +78,6 @@ __all__ = [
 HINT_CHARS = 80  # what a row can show
 _KINDS = frozenset(get_args(NodeKind))
 _STATUSES = frozenset(get_args(NodeStatus))
-_BAD = ("failed", "denied", "cancelled", "timed_out")
 SCHEMA = """
 CREATE TABLE trace_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE trace_records (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
@@ -82,19 +88,29 @@ CREATE TABLE trace_rows (
     cost REAL, tokens INTEGER NOT NULL, extra TEXT);
 CREATE TABLE trace_search (seq INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
+CREATE TABLE trace_order (name TEXT PRIMARY KEY, ranks BLOB NOT NULL);
 CREATE TABLE trace_tree (
     rank INTEGER PRIMARY KEY, seq INTEGER NOT NULL, parent INTEGER, depth INTEGER NOT NULL,
     desc INTEGER NOT NULL, shallow_at INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
     sub_cost REAL NOT NULL, sub_priced INTEGER NOT NULL, sub_unpriced INTEGER NOT NULL,
     below TEXT);
 """
-# built after the rows are written (faster than keeping them up to date row by row)
-_INDEXES = """
-CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id);
-CREATE UNIQUE INDEX trace_tree_seq ON trace_tree(seq);
+# built once the rows are written (faster than keeping them up to date row by row)
+_TREE_INDEXES = """
 CREATE INDEX trace_tree_parent ON trace_tree(parent);
 CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2;
 """
+_SPAN = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
+_QUEUED = 3  # SQL writes queued at most for the writing thread (bounded memory)
+_TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
+_PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
+# How a row's values are bound. A None costs far more to bind than a number or a string (the
+# sqlite3 module looks for an adapter), so a missing number is bound as NaN (which SQLite
+# stores as NULL), missing text as "" (nullif).
+_ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
+_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
+_dumps = functools.partial(json.dumps, ensure_ascii=False)
+
 # -- row values --------------------------------------------------------------------------------
 
 
@@ -120,12 +136,7 @@ def _text_of(value: Any) -> str:
 
 def _short_value(value: Any) -> str:
     kind = type(value)
-    if kind is int:
-        text = str(value)
-    elif kind is str:
-        text = value
-    else:
-        text = json.dumps(value, ensure_ascii=False, default=str)
+    text = value if kind is str else str(value) if kind is int else _dumps(value, default=str)
     return text if len(text) <= 30 else text[:29] + "…"
 
 
@@ -133,22 +144,26 @@ def node_hint(node: Mapping[str, Any]) -> str:
     """One line that tells same-named rows apart: a log's message, a query's prompt (and
     vars), a tool call's arguments. ``""`` when the record has nothing to show."""
     inputs = node.get("inputs")
-    if not _is_map(inputs):
+    if type(inputs) is not dict and not isinstance(inputs, Mapping):
         return ""
     kind = node.get("kind")
-    text = ""
-    if kind == "log":
-        text = str(inputs.get("message", ""))
-    elif kind == "query":
-        text = _text_of(inputs.get("prompt", inputs.get("rendered_prompt")))
+    if kind == "query":
+        text = inputs.get("prompt", inputs.get("rendered_prompt"))
+        if type(text) is not str:
+            text = _text_of(text)
         variables = inputs.get("vars")
-        if _is_map(variables) and variables:
+        if variables and _is_map(variables):
             shown = ", ".join(f"{k}={_short_value(v)}" for k, v in list(variables.items())[:4])
             text = f"{shown} · {text}" if text else shown
     elif kind == "tool_call":
         args = inputs.get("args")
-        if _is_map(args):
-            text = ", ".join([f"{k}={_short_value(v)}" for k, v in args.items()])
+        if type(args) is not dict and not isinstance(args, Mapping):
+            return ""
+        text = ", ".join([f"{k}={_short_value(v)}" for k, v in args.items()])
+    elif kind == "log":
+        text = str(inputs.get("message", ""))
+    else:
+        return ""
     if len(text) <= HINT_CHARS and text.isprintable() and "  " not in text:
         return text.strip()
     text = " ".join(text.split())
@@ -168,78 +183,63 @@ def _tokens(usage: Any) -> int:
         return 0
     if not _is_map(usage):
         raise TypeError("'usage' must be an object")
-    total = usage.get("total_tokens")
-    if type(total) is int:
+    if type(total := usage.get("total_tokens")) is int:
         return total
-    return sum(
-        v
-        for k in ("prompt_tokens", "completion_tokens")
-        if type(v := usage.get(k)) is int and v >= 0
-    )
+    parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    return sum(v for v in parts if type(v) is int and v >= 0)
 
 
-def _row_values(x: Any, seq: int) -> tuple[Any, ...]:
-    """What a stored row keeps of node record ``x`` (the ``seq``-th written), checked for
-    what a row shows; anything else is checked when its record is read."""
+def _core_shaped(x: Any) -> dict[str, Any]:
+    """What a row shows of record ``x``, checked, as the core writes it (string ids and
+    names, float or null times and cost, a usage total, the hint in place of the inputs):
+    any record a row can show, made one the fast path (:func:`_columns`) takes."""
     if type(x) is not dict:
         raise TypeError("must be an object")
-    node_id = x["id"]
-    if type(node_id) is not str:
-        node_id = str(node_id)
-    kind, status = x["kind"], x.get("status", "ok")
+    node_id, kind, status, parent = x["id"], x["kind"], x.get("status", "ok"), x.get("parent_id")
     if kind not in _KINDS or status not in _STATUSES:
         raise ValueError(f"unknown kind or status: {short(kind)}, {short(status)}")
-    parent = x.get("parent_id")
-    if parent is not None and type(parent) is not str:
-        parent = str(parent)
-    if parent == node_id:
+    hint = node_hint(x) if "inputs" in x else str(x.get("hint", ""))
+    out = {
+        "id": str(node_id),
+        "parent_id": None if parent is None else str(parent),
+        "kind": kind,
+        "status": status,
+        "name": str(x.get("name", "")).replace("\n", " "),  # a row is one line
+        "start": _number(x.get("start", 0.0), "start"),
+        "end": _number(x.get("end"), "end"),
+        "cost": _number(x.get("cost"), "cost"),
+        "usage": {"total_tokens": _tokens(x.get("usage"))},
+        "hint": hint.replace("\n", " "),
+    }
+    if out["parent_id"] == out["id"]:
         raise ValueError("the node is its own parent")
-    name = x.get("name", "")
-    if type(name) is not str:
-        name = str(name)
-    name = name.replace("\n", " ")  # a row is one line
-    hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
-    start = _number(x.get("start", 0.0), "start")
-    end = _number(x.get("end"), "end")
-    cost = _number(x.get("cost"), "cost")
-    tokens = _tokens(x.get("usage"))
+    for key in ("error", "decision", "evicted_children"):
+        if key in x:
+            out[key] = x[key]
+    _extra(out)
+    return out
+
+
+def _extra(x: Mapping[str, Any]) -> tuple[str, str]:
+    """A record's rarer fields a row shows (JSON, ``""``: none) and its error's text."""
     err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
-    extra = None
-    err_text = ""
-    if err is not None or decision is not None or evicted:
-        more: dict[str, Any] = {}
-        if err is not None:
-            more["error"] = err
-            err_text = (
-                err
-                if type(err) is str
-                else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
-            )
-        if decision is not None:
-            if not _is_map(decision):
-                raise TypeError("'decision' must be an object")
-            more["decision"] = {
-                k: decision[k] for k in ("outcome", "by", "asked_at", "decided_at") if k in decision
-            }
-        if evicted:
-            if isinstance(evicted, bool) or not isinstance(evicted, int):
-                raise TypeError("'evicted_children' must be an integer")
-            more["evicted_children"] = evicted
-        extra = json.dumps(more)
-    search = f"{name} {kind} {status} {hint} {err_text}".replace("\n", " ").lower()
-    return (
-        seq, db_text(node_id), db_text(parent), kind, status, db_text(name), db_text(hint),
-        start, end, cost, tokens, extra, search.encode("utf-8", "surrogatepass"),
-    )  # fmt: skip
-
-
-_STR: frozenset[type] = frozenset({str})
-_STR_NONE: frozenset[type] = frozenset({str, type(None)})
-_FLOAT: frozenset[type] = frozenset({float})
-_FLOAT_NONE: frozenset[type] = frozenset({float, type(None)})
-_DICT_NONE: frozenset[type] = frozenset({dict, type(None)})
-_DICT: frozenset[type] = frozenset({dict})
-_INT: frozenset[type] = frozenset({int})
+    if err is None and decision is None and not evicted:
+        return "", ""
+    more: dict[str, Any] = {}
+    text = ""
+    if err is not None:
+        more["error"] = err
+        text = err if type(err) is str else _dumps(err, separators=(",", ":"))
+    if decision is not None:
+        if not _is_map(decision):
+            raise TypeError("'decision' must be an object")
+        keys = ("outcome", "by", "asked_at", "decided_at")
+        more["decision"] = {k: decision[k] for k in keys if k in decision}
+    if evicted:
+        if isinstance(evicted, bool) or not isinstance(evicted, int):
+            raise TypeError("'evicted_children' must be an integer")
+        more["evicted_children"] = evicted
+    return json.dumps(more), text.replace("\n", " ")
 
 
 class _Batch(NamedTuple):
@@ -247,54 +247,51 @@ class _Batch(NamedTuple):
     columns the tree order is derived from."""
 
     rows: list[tuple[Any, ...]]
-    searches: list[str | bytes]
+    search: bytes  # the search texts, a line each
     ids: list[str]
-    parents: list[str | None]
-    kinds: list[str]
-    statuses: list[str]
+    parents: list[Any]  # str or None
+    kinds: Sequence[str]
+    statuses: Sequence[str]
     starts: list[float]  # NaN: none
     costs: list[float]  # NaN: none
     tokens: list[int]
 
 
+_CORE = operator.itemgetter("id", "parent_id", "kind", "status", "name", "start", "end")
+_STR, _STR_NONE = frozenset({str}), frozenset({str, type(None)})
+_FLOAT_NONE, _DICT_NONE = frozenset({float, type(None)}), frozenset({dict, type(None)})
+_DICT, _INT = frozenset({dict}), frozenset({int})
+_NAN = float("nan")
+
+
 def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
-    """:func:`_row_values` of every node a field at a time, for records as the core writes
-    them (ASCII ids, string names, float times and costs, usage totals); ``None`` for
-    anything else, which is read node by node."""
+    """The rows of records as the core writes them (:func:`_core_shaped`), a field at a time
+    (in C, mostly); ``None`` for anything else."""
     if not set(map(type, nodes)) <= _DICT:
         return None
     try:
-        ids = [x["id"] for x in nodes]
-        kinds = [x["kind"] for x in nodes]
+        columns: list[Any] = list(zip(*map(_CORE, nodes), strict=True))
     except KeyError:
         return None
-    statuses = [x.get("status", "ok") for x in nodes]
-    parents = [x.get("parent_id") for x in nodes]
-    names = [x.get("name", "") for x in nodes]
-    starts = [x.get("start", 0.0) for x in nodes]
-    ends = [x.get("end") for x in nodes]
-    costs = [x.get("cost") for x in nodes]
-    usages = [x.get("usage") for x in nodes]
+    ids, parents, kinds, statuses, names, starts, ends = columns
+    costs: list[Any] = list(map(dict.get, nodes, itertools.repeat("cost")))
+    usages = list(map(dict.get, nodes, itertools.repeat("usage")))
     if not (
         set(map(type, ids)) <= _STR
         and set(map(type, parents)) <= _STR_NONE
         and set(kinds) <= _KINDS
         and set(statuses) <= _STATUSES
         and set(map(type, names)) <= _STR
-        and set(map(type, starts)) <= _FLOAT
+        and set(map(type, starts)) <= _FLOAT_NONE
         and set(map(type, ends)) <= _FLOAT_NONE
         and set(map(type, costs)) <= _FLOAT_NONE
         and set(map(type, usages)) <= _DICT_NONE
-        and "".join(ids).isascii()
-        and "".join(filter(None, parents)).isascii()
         and not any(map(operator.eq, ids, parents))
     ):
         return None
     tokens = [0 if u is None else u.get("total_tokens") for u in usages]
-    if not set(map(type, tokens)) <= _INT:
-        return None
     hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
-    if not set(map(type, hints)) <= _STR:
+    if not (set(map(type, tokens)) <= _INT and set(map(type, hints)) <= _STR):
         return None
     all_names, all_hints = "".join(names), "".join(hints)
     if "\n" in all_names or "\n" in all_hints:
@@ -304,36 +301,29 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
     for k, x in enumerate(nodes):
         if "error" in x or "decision" in x or "evicted_children" in x:
             try:
-                row = _row_values(x, first + k)
-            except (KeyError, TypeError, ValueError, OverflowError):
+                extras[k], errors[k] = _extra(x)
+            except (TypeError, RecursionError):
                 return None
-            extras[k] = row[11] or ""
-            err = x.get("error")
-            if err is not None:
-                text = err if type(err) is str else json.dumps(err, separators=(",", ":"))
-                errors[k] = text.replace("\n", " ")
     # one lowercase text a node, lowered as one string (no row holds a newline)
     text = "\n".join(map(" ".join, zip(names, kinds, statuses, hints, errors, strict=True)))
-    text = text.lower()
-    searches: list[str | bytes] = list(text.split("\n"))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: kept as it is, in bytes
-            searches = [t.encode("utf-8", "surrogatepass") for t in text.split("\n")]
+    search = f"{text.lower()}\n".encode("utf-8", "surrogatepass")  # a lone surrogate kept
     # NaN for a missing number (SQLite stores NULL): a None costs more to bind
-    nan = math.nan
-    ends = [nan if t is None else t for t in ends]
-    costs = [nan if c is None else c for c in costs]
+    starts = [_NAN if t is None else t for t in starts]
+    costs = [_NAN if c is None else c for c in costs]
+    ends = [_NAN if t is None else t for t in ends]
     rows = list(
         zip(
-            range(first, first + len(nodes)), ids, parents, kinds, statuses,
+            range(first, first + len(nodes)),
+            ids if "".join(ids).isascii() else map(db_text, ids),
+            parents if "".join(filter(None, parents)).isascii() else map(db_text, parents),
+            kinds, statuses,
             names if all_names.isascii() else map(db_text, names),
             hints if all_hints.isascii() else map(db_text, hints),
-            starts, ends, costs, tokens, extras, strict=True,
+            starts, ends, costs, tokens, extras,
+            strict=True,
         )
     )  # fmt: skip
-    return _Batch(rows, searches, ids, parents, kinds, statuses, starts, costs, tokens)
+    return _Batch(rows, search, list(ids), list(parents), kinds, statuses, starts, costs, tokens)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -342,23 +332,46 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
 class StoreWriter:
     """Writes one trace's tables into ``conn``: records and row values as they come (a batch
     at a time, in one transaction or several: a run manifest writes each record's row with
-    it), then the tree order once every node is known (:meth:`finish`)."""
+    it), then the tree order once every node is known (:meth:`finish`).
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    ``background``: the SQL runs in order on a thread of its own, at most a few batches
+    behind (sqlite3 lets go of the GIL while SQLite works: parsing and writing overlap), for
+    a connection nothing else uses until :meth:`finish` returns."""
+
+    def __init__(self, conn: sqlite3.Connection, *, background: bool = False) -> None:
         self.conn = conn
+        self._pool = ThreadPoolExecutor(1, "trace-store") if background else None
+        self._jobs: deque[Future[Any]] = deque()
         _script(conn, SCHEMA)
+        # per node, in lists: an array parses every item stored in it (PyArg_Parse)
         self.pos: dict[str, int] = {}
-        # per node, in lists: an array parses every item stored in it (PyArg_Parse), lists and
-        # bytes do not (as in finish)
-        self.parent: list[int] = []  # the parent's position; -1: none, -2: not seen yet
+        self.parent: list[int] = []  # the parent's position; -1: none, -2: written later
         self.later: dict[int, str] = {}  # parents written after their child
-        self.status = bytearray()
+        self.status = bytearray()  # codes (self.statuses)
         self.statuses: dict[str, int] = {}
+        self.kinds: Counter[str] = Counter()
         self.tokens: list[int] = []
-        self.cost: list[float] = []
-        self.kinds: dict[str, int] = {}
+        self.cost: list[float] = []  # NaN: none
+        self.start: list[float] = []  # NaN: none
         self.refs = False  # the records stay in the file's trace_nodes
-        self.start: list[float] = []  # NaN: no start time
+
+    def _sql(self, write: Callable[..., Any], *args: Any) -> Future[Any]:
+        """``write(*args)``, at once or queued for the writing thread."""
+        if self._pool is None:
+            done: Future[Any] = Future()
+            done.set_result(write(*args))
+            return done
+        self._jobs.append(job := self._pool.submit(write, *args))
+        while len(self._jobs) > _QUEUED:
+            self._jobs.popleft().result()
+        return job
+
+    def close(self) -> None:
+        """Wait for the queued SQL (raising its error)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            while self._jobs:
+                self._jobs.popleft().result()
 
     def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
         """Add the next node records. ``body``: their JSON array as written (else made), or
@@ -370,98 +383,85 @@ class StoreWriter:
             self.add_refs(first, body)
             return
         if body is None:
-            text = json.dumps(list(nodes), ensure_ascii=False)
             try:
-                body = text.encode("utf-8")
+                body = _dumps(list(nodes)).encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
                 body = json.dumps(list(nodes)).encode("ascii")
-        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+        self._sql(self.conn.execute, "INSERT INTO trace_records VALUES (?, ?)", (first, body))
 
     def add_rows(self, nodes: Sequence[Any]) -> int:
         """Write the rows of the next node records (their records are written apart:
-        :meth:`add_refs`); the position of the first."""
-        first = len(self.parent)
+        :meth:`add_refs`); the position of the first. A record a row cannot show, or an id
+        used twice, raises ``ValueError`` naming it."""
+        at = len(self.parent)
+        if not nodes:
+            return at
         try:
-            batch = _columns(nodes, first)
+            batch = _columns(nodes, at)
         except RecursionError:  # a value nested too deeply: named node by node
             batch = None
-        if batch is None or not self._take(batch):
-            batch = self._checked(nodes, first)
-            self._take(batch)
-        conn = self.conn
-        _insert(conn, "trace_rows", _ROW_VALUES, batch.rows)
-        _insert(
-            conn, "trace_search", _SEARCH_VALUES, list(zip(itertools.count(first), batch.searches))
-        )
-        return first
+        if batch is None:
+            shaped = []
+            for seq, x in enumerate(nodes, at):
+                try:
+                    shaped.append(_core_shaped(x))
+                except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+                    raise malformed(f"nodes[{seq}]", exc) from exc
+            batch = _columns(shaped, at)
+            assert batch is not None  # what _core_shaped makes, _columns takes
+        pos, ids = self.pos, batch.ids
+        if len(set(ids)) != len(ids) or any(map(pos.__contains__, ids)):
+            seen: set[str] = set()
+            for seq, node_id in enumerate(ids, at):
+                if node_id in seen or node_id in pos:
+                    raise ValueError(
+                        f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
+                    )
+                seen.add(node_id)
+        pos.update(zip(ids, itertools.count(at)))
+        get: Callable[[Any, int], int] = pos.get
+        parents = list(map(get, batch.parents, itertools.repeat(-2)))
+        if -2 in parents:  # a root, or a parent written after its child
+            for k, parent_id in enumerate(batch.parents):
+                if parents[k] != -2:
+                    continue
+                if parent_id is None:
+                    parents[k] = -1
+                else:
+                    self.later[at + k] = parent_id
+        self.parent += parents
+        statuses = self.statuses
+        for status in dict.fromkeys(batch.statuses):  # in the order first seen
+            statuses.setdefault(status, len(statuses))
+        self.status += bytes(map(statuses.__getitem__, batch.statuses))
+        self.kinds.update(batch.kinds)
+        self.tokens += batch.tokens
+        self.cost += batch.costs
+        self.start += batch.starts
+        self._sql(_insert, self.conn, "trace_rows", _ROW_VALUES, batch.rows)
+        self._sql(self.conn.execute, "INSERT INTO trace_search VALUES (?, ?)", (at, batch.search))
+        return at
 
     def add_refs(self, first: int, refs: Sequence[int]) -> None:
         """Where the records from position ``first`` on stay: their rowids in the file's
         ``trace_nodes``."""
         self.refs = True
-        _insert(self.conn, "trace_refs", "(?,?)", list(zip(itertools.count(first), refs)))
+        rows = list(zip(itertools.count(first), refs))
+        self._sql(_insert, self.conn, "trace_refs", "(?,?)", rows)
 
     def ids(self) -> list[str]:
         """The ids of the nodes added so far, in the order added."""
         return list(self.pos)
-
-    def _take(self, batch: _Batch) -> bool:
-        """Keep what the tree order needs of ``batch``, a column at a time; ``False``
-        (nothing taken) when an id is used twice (:meth:`_checked` names it)."""
-        pos, at, ids = self.pos, len(self.parent), batch.ids
-        if len(set(ids)) != len(ids) or any(map(pos.__contains__, ids)):
-            return False
-        pos.update(zip(ids, itertools.count(at)))
-        get = pos.get
-        parents = [-1 if p is None else get(p, -2) for p in batch.parents]
-        if -2 in parents:  # parents written after their child
-            pairs = zip(parents, batch.parents, strict=True)
-            for k, (p, parent_id) in enumerate(pairs, at):
-                if p == -2 and parent_id is not None:
-                    self.later[k] = parent_id
-        self.parent.extend(parents)
-        statuses = self.statuses
-        for status in dict.fromkeys(batch.statuses):  # in the order first seen
-            statuses.setdefault(status, len(statuses))
-        self.status.extend(map(statuses.__getitem__, batch.statuses))
-        for kind, n in Counter(batch.kinds).items():
-            self.kinds[kind] = self.kinds.get(kind, 0) + n
-        self.tokens.extend(batch.tokens)
-        self.cost.extend(batch.costs)
-        self.start.extend(batch.starts)
-        return True
-
-    def _checked(self, nodes: Sequence[Any], first: int) -> _Batch:
-        """Any records, node by node, checking each (a bad one raises, named)."""
-        rows, searches, seen, pos = [], [], set(), self.pos
-        for seq, x in enumerate(nodes, first):
-            try:
-                row = _row_values(x, seq)
-            except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-                raise malformed(f"nodes[{seq}]", exc) from exc
-            node_id = py_text(row[1])
-            if node_id in seen or node_id in pos:
-                raise ValueError(
-                    f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
-                )
-            seen.add(node_id)
-            rows.append(row[:12])
-            searches.append(row[12])
-        _, ids, parents, kinds, statuses, _, _, starts, _, costs, tokens, _ = zip(
-            *rows, strict=True
-        )
-        nan = math.nan
-        return _Batch(
-            rows, searches, [py_text(i) for i in ids], [py_text(p) for p in parents],
-            list(kinds), list(statuses), [nan if t is None else t for t in starts],
-            [nan if c is None else c for c in costs], list(tokens),
-        )  # fmt: skip
 
     def finish(self, header: Mapping[str, Any]) -> int:
         """Derive the tree order, write it and the trace's info; the number of nodes."""
         n = len(self.parent)
         if "session" not in self.kinds:
             raise ValueError("malformed trace: it has no session root node")
+        conn = self.conn
+        # while the tree order is derived: the rows' index, the time span
+        self._sql(conn.execute, "CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
+        span_row = self._sql(lambda: conn.execute(_SPAN).fetchone())
         parent = self.parent
         for i, parent_id in self.later.items():  # a parent not in the trace: a root
             parent[i] = self.pos.get(parent_id, -1)
@@ -473,32 +473,32 @@ class StoreWriter:
         roots_n = kids[n]
         first = list(itertools.accumulate(kids[:n], initial=roots_n))
         del kids
-        child = sorted(range(n), key=parent.__getitem__)
-        # One walk depth first: per rank, the node, its parent's rank and its depth.
+        child = sorted(range(n - 1, -1, -1), key=parent.__getitem__)  # each one's, last first
+        # One walk depth first: the node at each rank; then each rank's parent's and depth.
         order: list[int] = []
-        up: list[int] = []  # -1: a root
-        depth: list[int] = []
-        stack = child[:roots_n][::-1]  # nodes to visit, the next last
-        ups = [-1] * roots_n  # the rank of each one's parent
-        pop, push, pop_up, push_up = stack.pop, stack.extend, ups.pop, ups.extend
-        r = 0
+        stack = child[:roots_n]  # nodes to visit, the next last
+        pop, push, visit = stack.pop, stack.extend, order.append
         while stack:
-            i, p = pop(), pop_up()
-            order.append(i)
-            up.append(p)
-            depth.append(0 if p < 0 else depth[p] + 1)
+            i = pop()
+            visit(i)
             a, b = first[i], first[i + 1]
             if a != b:
-                push(reversed(child[a:b]))
-                push_up([r] * (b - a))
-            r += 1
-        if r < n:
+                push(child[a:b])
+        if len(order) < n:
             raise ValueError("malformed trace: some nodes' parents form a cycle")
-        del child, first, stack, ups
+        del child, first, stack
+        rank = [0] * n + [-1]  # by node; a root's parent (-1): -1
+        deque(map(rank.__setitem__, order, range(n)), maxlen=0)
+        up = list(map(rank.__getitem__, map(parent.__getitem__, order)))
+        rank.pop()
+        depth = [0] * n + [-1]  # a root's parent (-1): -1
+        for r, p in enumerate(up):
+            depth[r] = depth[p] + 1
+        depth.pop()
         # Per rank, from the last up: descendants, subtree sums, and whether a problem is
-        # below (a problem is counted once, where it started, as trace_rows.problems_below:
+        # below (a problem is counted once, where it started, in the "below" of each ancestor:
         # a node with a problem below it failed because of it, and is not counted again).
-        bad_codes = {c for s, c in self.statuses.items() if s in _BAD}
+        bad_codes = {c for s, c in self.statuses.items() if s in BAD_STATUSES}
         status = bytes(map(self.status.__getitem__, order))
         cost = list(map(self.cost.__getitem__, order))
         desc = [0] * n
@@ -522,76 +522,65 @@ class StoreWriter:
                 if above_a_problem[r] or status[r] in bad_codes:
                     above_a_problem[p] = 1
         names = {code: name for name, code in self.statuses.items()}
-        by_status = {names[c]: self.status.count(c) for c in names}
         below: dict[int, dict[str, int]] = {}  # by rank
         for code in bad_codes:
-            name = names[code]
             at = status.find(code)
             while at >= 0:
                 if not above_a_problem[at]:
                     p = up[at]
                     while p >= 0:
                         counts = below.setdefault(p, {})
-                        counts[name] = counts.get(name, 0) + 1
+                        counts[names[code]] = counts.get(names[code], 0) + 1
                         p = up[p]
                 at = status.find(code, at + 1)
-        below_at = {r: json.dumps(b) for r, b in below.items()}
         # a row's number among rows of depth <= 2 (counting those before it)
         shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
-        conn = self.conn
+        columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u)
         for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
             to = min(n, at + _TREE_SLICE)
             rows = list(
                 zip(
-                    range(at, to), order[at:to], up[at:to], depth[at:to], desc[at:to],
-                    shallow_at[at:to], sub_t[at:to], sub_c[at:to], sub_p[at:to], sub_u[at:to],
-                    map(below_at.get, range(at, to), itertools.repeat("")),
+                    range(at, to), *(c[at:to] for c in columns),
+                    [json.dumps(below[r]) if r in below else "" for r in range(at, to)],
                     strict=True,
                 )
             )  # fmt: skip
-            _insert(conn, "trace_tree", _TREE_VALUES, rows)
-        group_of = {c: _group(s) for s, c in self.statuses.items()}
-        by_group: dict[str, list[float]] = {"running": [], "ok": [], "failed": []}
-        for code, start in zip(self.status, self.start, strict=True):
-            if start == start:
-                by_group[group_of[code]].append(start)
-        untimed = n - sum(map(len, by_group.values()))
-        conn.executemany(
+            self._sql(_insert, conn, "trace_tree", _TREE_VALUES, rows)
+        ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
+        self._sql(conn.executemany, "INSERT INTO trace_order VALUES (?, ?)", ranks)
+        del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks
+        starts: dict[str, list[float]] = {g: [] for g in GROUPS}
+        for name, code in self.statuses.items():
+            mine = itertools.compress(self.start, map(code.__eq__, self.status))
+            starts[group_of(name)] += [s for s in mine if s == s]  # not NaN
+        self._sql(
+            conn.executemany,
             "INSERT INTO trace_starts VALUES (?, ?)",
-            [(g, array("d", sorted(v)).tobytes()) for g, v in by_group.items()],
+            [(g, array("d", sorted(v)).tobytes()) for g, v in starts.items()],
         )
-        _script(conn, _INDEXES)
-        shallow = shallow_at[n]
-        row = conn.execute(
-            "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
-        ).fetchone()
-        span = None if row[0] is None else [row[0], max(row[0], row[1])]
+        self._sql(_script, conn, _TREE_INDEXES)
+        row = span_row.result()
         info = {
             "format": STORE_FORMAT,
             "version": STORE_VERSION,
             "header": {k: v for k, v in header.items() if k != "nodes"},
             "nodes": n,
-            "counts": {"status": by_status, "kind": self.kinds},
-            "shallow": shallow,
-            "span": span,
+            "counts": {
+                "status": {s: self.status.count(c) for s, c in self.statuses.items()},
+                "kind": dict(self.kinds),
+            },
+            "shallow": shallow_at[n],
+            "span": None if row[0] is None else [row[0], max(row[0], row[1])],
             "records": "trace_nodes" if self.refs else "own",
-            "untimed": untimed,
+            "untimed": n - sum(map(len, starts.values())),
         }
-        conn.executemany(
+        self._sql(
+            conn.executemany,
             "INSERT INTO trace_info VALUES (?, ?)",
-            [(k, json.dumps(v, ensure_ascii=False)) for k, v in info.items()],
+            [(k, _dumps(v)) for k, v in info.items()],
         )
+        self.close()
         return n
-
-
-_TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
-_PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
-# How a row's values are bound. A None costs far more to bind than a number or a string (the
-# sqlite3 module looks for an adapter), so a missing number is bound as NaN (which SQLite
-# stores as NULL), missing text as "" (nullif), and the search text as text (cast to a BLOB).
-_ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
-_SEARCH_VALUES = "(?,CAST(? AS BLOB))"
-_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
 
 
 def _insert(conn: sqlite3.Connection, table: str, values: str, rows: Sequence[Any]) -> None:
@@ -608,44 +597,6 @@ def _insert(conn: sqlite3.Connection, table: str, values: str, rows: Sequence[An
         conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
 
 
-def _group(status: str) -> str:
-    """The timeline overview's group of a node status."""
-    return "running" if status in ("running", "waiting") else "failed" if status in _BAD else "ok"
-
-
-def write_store(
-    conn: sqlite3.Connection,
-    header: Mapping[str, Any],
-    batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes | Sequence[int]]],
-) -> int:
-    """Write a trace's tables into ``conn`` (which holds none yet) in one transaction: its
-    node records come in ``batches`` (a batch, or a batch with its JSON array as written or
-    the rowids of its records in ``conn``'s ``trace_nodes``, where they stay),
-    its other top-level fields in ``header`` (read once every batch is written). Returns the
-    number of nodes. A node a row cannot show raises ``ValueError`` naming it (nothing is
-    written)."""
-    paused = gc.isenabled()
-    gc.disable()  # millions of new objects would trigger it over and over
-    if not conn.in_transaction:
-        conn.execute("BEGIN")
-    try:
-        writer = StoreWriter(conn)
-        for batch in batches:
-            if isinstance(batch, tuple):
-                writer.add(*batch)
-            else:
-                writer.add(batch)
-        n = writer.finish(header)
-    except BaseException:
-        conn.rollback()
-        raise
-    finally:
-        if paused:
-            gc.enable()
-    conn.commit()
-    return n
-
-
 def _script(conn: sqlite3.Connection, script: str) -> None:
     """Each statement of ``script`` in the transaction under way (``executescript`` would
     commit it first)."""
@@ -654,9 +605,38 @@ def _script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
-def _blocks(nodes: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for at in range(0, len(nodes), BLOCK):
-        yield nodes[at : at + BLOCK]
+def write_store(
+    conn: sqlite3.Connection,
+    header: Mapping[str, Any],
+    batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes | Sequence[int]]],
+    *,
+    background: bool = False,
+) -> int:
+    """Write a trace's tables into ``conn`` (which holds none yet) in one transaction: its
+    node records come in ``batches`` (a batch, or a batch with its JSON array as written or
+    the rowids of its records in ``conn``'s ``trace_nodes``, where they stay), its other
+    top-level fields in ``header`` (read once every batch is written); ``background``: see
+    :class:`StoreWriter`. Returns the number of nodes. A node a row cannot show raises
+    ``ValueError`` naming it (nothing is written)."""
+    paused = gc.isenabled()
+    gc.disable()  # millions of new objects would trigger it over and over
+    if not conn.in_transaction:
+        conn.execute("BEGIN")
+    writer = StoreWriter(conn, background=background)
+    try:
+        for batch in batches:
+            writer.add(*batch) if isinstance(batch, tuple) else writer.add(batch)
+        n = writer.finish(header)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            writer.close()
+        conn.rollback()
+        raise
+    finally:
+        if paused:
+            gc.enable()
+    conn.commit()
+    return n
 
 
 def save_trace(
@@ -677,7 +657,7 @@ def save_trace(
     with contextlib.suppress(FileNotFoundError):
         temp.unlink()
     try:
-        conn = sqlite3.connect(temp)
+        conn = sqlite3.connect(temp, check_same_thread=False)
         try:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
@@ -699,12 +679,14 @@ def _write_source(
         file = Path(source)
         header: dict[str, Any] = {}
         try:
-            return write_store(conn, header, read_batches(file, header, progress))
+            batches = read_batches(file, header, progress)
+            return write_store(conn, header, batches, background=True)
         except ValueError as exc:
             raise ValueError(f"{file}: {exc}") from exc
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
     nodes = saved_nodes(data)
-    return write_store(conn, data, _blocks(nodes))
+    blocks = (nodes[at : at + BLOCK] for at in range(0, len(nodes), BLOCK))
+    return write_store(conn, data, blocks, background=True)
 
 
 def convert(source: Any, progress: Callable[[int, int], None] | None = None) -> StoredTrace:

@@ -48,17 +48,15 @@ GROUPS = ("running", "ok", "failed")  # the timeline overview's groups (see grou
 MAX_TIME_BUCKETS = 400
 STORE_FORMAT = "langfx_nb.trace_store"
 STORE_TABLES = (
-    "trace_info", "trace_records", "trace_refs", "trace_rows", "trace_search", "trace_starts",
-    "trace_tree",
+    "trace_info", "trace_order", "trace_records", "trace_refs", "trace_rows", "trace_search",
+    "trace_starts", "trace_tree",
 )  # fmt: skip
-STORE_VERSION = 1
+STORE_VERSION = 2
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
 BLOCK = 1_000  # records per stored block (and read at a time)
 _CHUNK = 500  # values bound into one SQL statement
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
 _ROW = (
     "SELECT t.rank, r.id, t.parent, r.parent_id, t.depth, t.desc, r.kind, r.status, r.name,"
     " r.hint, r.start, r.end, r.cost, r.tokens, t.sub_tokens, t.sub_cost, t.sub_priced,"
@@ -94,15 +92,12 @@ def malformed(where: str, exc: BaseException) -> ValueError:
     return ValueError(f"malformed trace: {where}: {str(exc)[:199]}")
 
 
-# -- reading -----------------------------------------------------------------------------------
-
-
 def is_store(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file that begins as an SQLite database does."""
     try:
         regular_file(Path(path))
         with open(path, "rb") as file:
-            return file.read(16) == _SQLITE_MAGIC
+            return file.read(16) == b"SQLite format 3\x00"
     except (OSError, ValueError):
         return False
 
@@ -113,9 +108,8 @@ def open_store(path: str | os.PathLike[str]) -> StoredTrace:
     where = Path(path)
     regular_file(where)
     try:
-        conn = sqlite3.connect(
-            f"{where.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
-        )
+        uri = f"{where.resolve().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     except sqlite3.Error as exc:
         raise ValueError(f"{where}: not a stored trace ({exc})") from exc
     try:
@@ -153,10 +147,7 @@ class Listed:
     def index_of(self, node: int) -> int:
         if self.ascending:
             return _index(self.order, node)
-        try:
-            return self.order.index(node)
-        except ValueError:
-            return -1
+        return self.order.index(node) if node in self.order else -1
 
 
 class WindowedTrace(ABC):
@@ -264,7 +255,7 @@ class StoredTrace(WindowedTrace):
             self.header: dict[str, Any] = dict(info["header"])
             check_trace_header(self.header)
             self.nodes = int(info["nodes"])
-            self.shallow = int(info["shallow"])
+            self.shallow = int(info["shallow"])  # rows of depth <= 2
             counts = info["counts"]
             self._counts = {
                 f: {str(k): int(v) for k, v in counts[f].items()} for f in ("status", "kind")
@@ -279,18 +270,24 @@ class StoredTrace(WindowedTrace):
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
         self._search: tuple[str, array[int], bytearray, int] | None = None
         self._starts: dict[str, array[float]] | None = None
+        self._ranks: dict[str, array[int]] = {}
         self._texts: tuple[bytearray, array[int]] | None = None
         self._fetched: dict[int, tuple[Any, ...]] = {}
-
-    # -- plumbing ----------------------------------------------------------------------------
 
     def _error(self, message: str) -> ValueError:
         return ValueError(f"{self.where}: {message}" if self.where else message)
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        """The rows of ``sql`` (read only), an error as one ``ValueError`` naming the file."""
+        """The rows of ``sql`` (read only), an error as one ``ValueError`` naming the file.
+        ``sql`` with ``{}``: ``IN ({})`` of every value in ``args``, a chunk at a time."""
         try:
-            return self.conn.execute(sql, args).fetchall()
+            if "{}" not in sql:
+                return self.conn.execute(sql, args).fetchall()
+            out: list[Any] = []
+            for at in range(0, len(args), _CHUNK):
+                part = args[at : at + _CHUNK]
+                out += self.conn.execute(sql.format(",".join("?" * len(part))), part)
+            return out
         except sqlite3.Error as exc:
             raise self._error(f"not a readable stored trace ({exc})") from exc
 
@@ -309,11 +306,9 @@ class StoredTrace(WindowedTrace):
         return self.nodes
 
     def span(self) -> tuple[float, float] | None:
-        """The earliest start and the latest start or end (``None``: no times at all)."""
         return self._span
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Exact node counts by status and by kind."""
         return self._counts
 
     def root_start(self) -> float | None:
@@ -340,65 +335,43 @@ class StoredTrace(WindowedTrace):
         if not found:
             return None
         seq, hint = found[0][0], py_text(found[0][1])
+        missing = self._error(f"the record of node {short(node_id)} is missing or too large")
         if self._external:
-            raw = self._external_record(seq, node_id)
+            sql = "SELECT 0, length(n.record), n.record FROM trace_refs r JOIN trace_nodes n"
+            block = self.query(f"{sql} ON n.rowid = r.ref WHERE r.seq = ?", (seq,))
         else:
-            raw = self._own_record(seq, node_id)
+            sql = "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
+            block = self.query(f"{sql} ORDER BY seq DESC LIMIT 1", (seq,))
+        if not block or not isinstance(block[0][1], int) or block[0][1] > MAX_RECORDS_BYTES:
+            raise missing
+        raw = self._json(block[0][2], "records")
+        if not self._external:  # the seq-th record of the block
+            at = seq - block[0][0]
+            if not isinstance(raw, list) or not 0 <= at < len(raw):
+                raise missing
+            raw = raw[at]
         try:
             node = TraceNode.from_json(raw)
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             raise malformed(f"nodes[{seq}]", exc) from exc
         if node.id != node_id:
             raise self._error(f"the record of node {short(node_id)} is another node's")
-        out = dict(raw)
-        if hint:
-            out["hint"] = hint
-        return out
-
-    def _external_record(self, seq: int, node_id: str) -> Any:
-        found = self.query(
-            "SELECT length(n.record), n.record FROM trace_refs r"
-            " JOIN trace_nodes n ON n.rowid = r.ref WHERE r.seq = ?",
-            (seq,),
-        )
-        if not found or not isinstance(found[0][0], int) or found[0][0] > MAX_RECORDS_BYTES:
-            raise self._error(f"the record of node {short(node_id)} is missing or too large")
-        return self._json(found[0][1], "records")
-
-    def _own_record(self, seq: int, node_id: str) -> Any:
-        block = self.query(
-            "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
-            " ORDER BY seq DESC LIMIT 1",
-            (seq,),
-        )
-        if not block or not isinstance(block[0][1], int) or block[0][1] > MAX_RECORDS_BYTES:
-            raise self._error(f"the record of node {short(node_id)} is missing or too large")
-        records = self._json(block[0][2], "records")
-        at = seq - block[0][0]
-        if not isinstance(records, list) or not 0 <= at < len(records):
-            raise self._error(f"the record of node {short(node_id)} is missing")
-        return records[at]
+        return {**raw, "hint": hint} if hint else dict(raw)
 
     def records(self) -> Iterator[Any]:
         """Every node record in the order written (a block of records in memory at a time)."""
         if self._external:
+            sql = "SELECT n.record FROM trace_refs r JOIN trace_nodes n ON n.rowid = r.ref"
             try:
-                cursor = self.conn.execute(
-                    "SELECT n.record FROM trace_refs r JOIN trace_nodes n ON n.rowid = r.ref"
-                    " ORDER BY r.seq"
-                )
+                cursor = self.conn.execute(f"{sql} ORDER BY r.seq")
                 while chunk := cursor.fetchmany(BLOCK):
                     yield from (self._json(text, "records") for (text,) in chunk)
             except sqlite3.Error as exc:
                 raise self._error(f"not a readable stored trace ({exc})") from exc
             return
         at = -1
-        while True:
-            block = self.query(
-                "SELECT seq, body FROM trace_records WHERE seq > ? ORDER BY seq LIMIT 1", (at,)
-            )
-            if not block:
-                return
+        sql = "SELECT seq, body FROM trace_records WHERE seq > ? ORDER BY seq LIMIT 1"
+        while block := self.query(sql, (at,)):
             at = block[0][0]
             records = self._json(block[0][1], "records")
             if not isinstance(records, list):
@@ -411,31 +384,36 @@ class StoredTrace(WindowedTrace):
 
     # -- windows -----------------------------------------------------------------------------
 
+    def _order(self, name: str) -> array[int]:
+        """``trace_order``'s array ``name`` (``rank``: by seq, ``parent``: by rank), read once
+        (4 bytes a node) and checked to hold ranks only."""
+        if name not in self._ranks:
+            found = self.query("SELECT ranks FROM trace_order WHERE name = ?", (name,))
+            blob = found[0][0] if found else None
+            if not isinstance(blob, bytes) or len(blob) != 4 * self.nodes:
+                raise self._error("damaged trace_order")
+            ranks = array("i", blob)
+            if ranks and (min(ranks) < -1 or max(ranks) >= self.nodes):
+                raise self._error("damaged trace_order")
+            self._ranks[name] = ranks
+        return self._ranks[name]
+
     def _ranks_of(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         """``{id: (rank, depth, desc)}`` of the known ids among ``ids``."""
-        out: dict[str, tuple[int, int, int]] = {}
-        for at in range(0, len(ids), _CHUNK):
-            part = ids[at : at + _CHUNK]
-            marks = ",".join("?" * len(part))
-            for node_id, rank, depth, desc in self.query(
-                "SELECT r.id, t.rank, t.depth, t.desc FROM trace_rows r JOIN trace_tree t"
-                f" ON t.seq = r.seq WHERE r.id IN ({marks})",
-                [db_text(k) for k in part],
-            ):
-                out[py_text(node_id)] = (int(rank), int(depth), int(desc))
-        return out
+        sql = "SELECT id, seq FROM trace_rows WHERE id IN ({})"
+        found = self.query(sql, list(map(db_text, ids)))
+        rank_of = self._order("rank") if found else array("i")
+        ranks = {py_text(i): rank_of[s] for i, s in found if 0 <= s < len(rank_of)}
+        sql = "SELECT rank, depth, desc FROM trace_tree WHERE rank IN ({})"
+        tree = {r: (int(d), int(n)) for r, d, n in self.query(sql, list(ranks.values()))}
+        return {i: (r, *tree[r]) for i, r in ranks.items() if r in tree}
 
     def _children(self, rank: int, desc: int) -> list[tuple[int, int]]:
         """The children of the node at ``rank`` as ``(rank, desc)``, in order (only ranks
         inside its subtree: a damaged parent column never loops)."""
-        return [
-            (int(r), int(d))
-            for r, d in self.query(
-                "SELECT rank, desc FROM trace_tree WHERE parent = ? AND rank > ? AND rank <= ?"
-                " ORDER BY rank",
-                (rank, rank, rank + desc),
-            )
-        ]
+        sql = "SELECT rank, desc FROM trace_tree WHERE parent = ? AND rank > ? AND rank <= ?"
+        rows = self.query(f"{sql} ORDER BY rank", (rank, rank, rank + desc))
+        return [(int(r), int(d)) for r, d in rows]
 
     def _shallow_before(self, rank: int) -> int:
         """How many rows of depth ≤ 2 come before ``rank``."""
@@ -447,27 +425,22 @@ class StoredTrace(WindowedTrace):
     def _segments(self, expanded: Mapping[str, bool]) -> list[tuple[int, int] | list[int]]:
         """The visible rows as segments in order: ``(a, b)``, the rows of depth ≤ 2 numbered
         ``a`` to ``b - 1`` among them; a list: the ranks below a row opened at depth ≥ 2."""
-        known = self._ranks_of([k for k in expanded])
         cuts: list[tuple[int, int, bool]] = []  # (rank, desc, opened)
         opened: set[int] = set()
-        for node_id, (rank, depth, desc) in known.items():
+        for node_id, (rank, depth, desc) in self._ranks_of(list(expanded)).items():
             want = expanded[node_id]
-            if desc <= 0:
-                continue
-            if depth < DEFAULT_OPEN_DEPTH and not want:
+            if desc > 0 and depth < DEFAULT_OPEN_DEPTH and not want:
                 cuts.append((rank, desc, False))
-            elif depth >= DEFAULT_OPEN_DEPTH and want:
+            elif desc > 0 and depth >= DEFAULT_OPEN_DEPTH and want:
                 opened.add(rank)
                 if depth == DEFAULT_OPEN_DEPTH:
                     cuts.append((rank, desc, True))
-        cuts.sort()
         out: list[tuple[int, int] | list[int]] = []
         next_rank = 0
-        for rank, desc, is_open in cuts:
+        for rank, desc, is_open in sorted(cuts):
             if rank < next_rank:
                 continue  # inside a collapsed row, or inside an opened row's subtree
-            upto = self._shallow_before(rank + 1)
-            out.append((self._shallow_before(next_rank), upto))
+            out.append((self._shallow_before(next_rank), self._shallow_before(rank + 1)))
             if is_open:
                 out.append(self._below(rank, desc, opened))
             next_rank = rank + desc + 1
@@ -478,94 +451,62 @@ class StoredTrace(WindowedTrace):
         """The visible ranks below the opened row at ``rank`` (its children, and theirs for
         each opened child), in order."""
         out: list[int] = []
-        stack = [list(reversed(self._children(rank, desc)))]
+        stack = self._children(rank, desc)[::-1]
         while stack:
-            level = stack[-1]
-            if not level:
-                stack.pop()
-                continue
-            r, d = level.pop()
+            r, d = stack.pop()
             out.append(r)
             if r in opened and d > 0:
-                stack.append(list(reversed(self._children(r, d))))
+                stack += self._children(r, d)[::-1]
         return out
 
     def _matches(self, query: str) -> tuple[array[int], bytearray, int]:
         """The ranks of every node whose search text holds ``query`` and of their ancestors,
         in order, a mark per rank of the matches, and how many there are."""
-        cached = self._search
-        if cached is not None and cached[0] == query:
-            return cached[1], cached[2], cached[3]
-        found = 0
-        hits = bytearray(self.nodes)
-        keep = bytearray(self.nodes)
-        parents: list[int] = []
-        seqs = self._search_seqs(query)
-        try:
-            for at in range(0, len(seqs), _CHUNK):
-                part = seqs[at : at + _CHUNK]
-                marks = ",".join("?" * len(part))
-                for rank, parent in self.conn.execute(
-                    f"SELECT rank, parent FROM trace_tree WHERE seq IN ({marks})", part
-                ):
-                    if 0 <= rank < self.nodes and not hits[rank]:
-                        found += 1
-                        hits[rank] = keep[rank] = 1
-                        if parent is not None and 0 <= parent < rank and not keep[parent]:
-                            parents.append(parent)
-            while parents:  # ancestors, a level at a time (each strictly before its child)
-                level = sorted({p for p in parents if not keep[p]})
-                parents = []
-                for p in level:
+        if self._search is not None and self._search[0] == query:
+            return self._search[1:]
+        hits, keep = bytearray(self.nodes), bytearray(self.nodes)
+        if seqs := self._search_seqs(query):
+            rank_of, parent_of = self._order("rank"), self._order("parent")
+            for rank in map(rank_of.__getitem__, seqs):
+                hits[rank] = keep[rank] = 1
+            level = list(itertools.compress(range(self.nodes), hits))
+            while level:  # ancestors, a level at a time (each strictly before its child)
+                up = {p for r in level if 0 <= (p := parent_of[r]) < r and not keep[p]}
+                for p in up:
                     keep[p] = 1
-                for at in range(0, len(level), _CHUNK):
-                    part = level[at : at + _CHUNK]
-                    marks = ",".join("?" * len(part))
-                    for rank, parent in self.conn.execute(
-                        f"SELECT rank, parent FROM trace_tree WHERE rank IN ({marks})", part
-                    ):
-                        if parent is not None and 0 <= parent < rank and not keep[parent]:
-                            parents.append(parent)
-        except sqlite3.Error as exc:
-            raise self._error(f"not a readable stored trace ({exc})") from exc
+                level = list(up)
         kept = array("i", itertools.compress(range(self.nodes), keep))
-        self._search = (query, kept, hits, found)
-        return kept, hits, found
-
-    def _read_texts(self) -> tuple[bytearray, array[int]]:
-        """Every node's search text as one line, and where each line starts (a chunk of
-        rows in memory at a time, besides the result)."""
-        text, lines = bytearray(), array("q", [0])
-        try:
-            cursor = self.conn.execute("SELECT text FROM trace_search ORDER BY seq")
-            while chunk := cursor.fetchmany(BLOCK * 10):
-                part = [t if type(t) is bytes else str(t).encode("utf-8") for (t,) in chunk]
-                text += b"\n".join(part) + b"\n"
-                lines.extend(itertools.accumulate((len(t) + 1 for t in part), initial=lines[-1]))
-                del lines[-len(part) - 1]  # the chunk's start, already there
-        except sqlite3.Error as exc:
-            raise self._error(f"not a readable stored trace ({exc})") from exc
-        if len(lines) != self.nodes + 1:
-            raise self._error("damaged trace_search")
-        return text, lines
+        self._search = (query, kept, hits, hits.count(1))
+        return self._search[1:]
 
     def _search_seqs(self, query: str) -> list[int]:
         """The ``seq`` of every node whose search text holds ``query``: one ``bytes.find``
         pass over all the search texts, read into memory at the first search (UTF-8, one
         line a node: a match never spans two nodes)."""
-        if self._texts is None:
-            self._texts = self._read_texts()
+        if self._texts is None:  # a block in memory at a time, besides the result
+            text, lines = bytearray(), array("q", [0])
+            try:
+                for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY seq"):
+                    if type(block) is not bytes or block[-1:] != b"\n" or len(lines) > self.nodes:
+                        raise self._error("damaged trace_search")
+                    text += block
+                    part = block.split(b"\n")[:-1]
+                    lines.extend(
+                        itertools.accumulate((len(t) + 1 for t in part), initial=lines[-1])
+                    )
+                    del lines[-len(part) - 1]  # the block's start, already there
+            except sqlite3.Error as exc:
+                raise self._error(f"not a readable stored trace ({exc})") from exc
+            if len(lines) != self.nodes + 1:
+                raise self._error("damaged trace_search")
+            self._texts = text, lines
         text, lines = self._texts
         needle = query.encode("utf-8", "surrogatepass")
         out: list[int] = []
-        if b"\n" in needle or not needle:
-            return out
-        where, find = bisect.bisect_right, text.find
-        at = find(needle)
+        at = text.find(needle) if needle and b"\n" not in needle else -1
         while at >= 0:
-            i = where(lines, at) - 1
-            out.append(i)
-            at = find(needle, lines[i + 1]) if i + 1 < len(lines) else -1
+            out.append(i := bisect.bisect_right(lines, at) - 1)
+            at = text.find(needle, lines[i + 1]) if i + 1 < len(lines) else -1
         return out
 
     def locate(self, node_id: str) -> int | None:
@@ -578,32 +519,26 @@ class StoredTrace(WindowedTrace):
 
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         kept, hits, found = self._matches(query)
-        return (
-            Listed(kept, ascending=True),
-            lambda rank: 0 <= rank < len(hits) and bool(hits[rank]),
-            found,
-        )
+        is_match = lambda rank: 0 <= rank < len(hits) and bool(hits[rank])  # noqa: E731
+        return Listed(kept, ascending=True), is_match, found
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
         found, self._fetched = self._fetched, {}
         missing = [rank for rank in nodes if rank not in found]
-        for at in range(0, len(missing), _CHUNK):
-            part = missing[at : at + _CHUNK]
-            marks = ",".join("?" * len(part))
-            for row in self.query(f"{_ROW} WHERE t.rank IN ({marks})", part):
-                found[int(row[0])] = row
+        found.update(
+            (int(row[0]), row) for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", missing)
+        )
         if len(found) < len(set(nodes)):
             raise self._error("damaged trace_tree")
         return [self._row(found[rank], expanded) for rank in nodes]
 
     def _row(self, row: Sequence[Any], expanded: Mapping[str, bool]) -> dict[str, Any]:
         depth, desc = int(row[4]), int(row[5])
-        kids = desc > 0
         entry: dict[str, Any] = {
             "node": self._summary(row),
             "depth": depth,
-            "kids": kids,
-            "open": kids and bool(expanded.get(py_text(row[1]), depth < DEFAULT_OPEN_DEPTH)),
+            "kids": desc > 0,
+            "open": desc > 0 and bool(expanded.get(py_text(row[1]), depth < DEFAULT_OPEN_DEPTH)),
             "roll": [row[14], row[15], row[16], desc, row[13], row[17]],
         }
         if row[19] is not None:
@@ -620,11 +555,8 @@ class StoredTrace(WindowedTrace):
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
         """Exact node counts per time bucket of ``[lo, hi]`` by status group (``running``,
-        ``ok``, ``failed``), and how many start before, after, or have no start time."""
-        return time_buckets(self._group_starts(), self._untimed, lo, hi, buckets)
-
-    def _group_starts(self) -> dict[str, array[float]]:
-        """The start times of each status group, sorted (read once, 8 bytes a node)."""
+        ``ok``, ``failed``), and how many start before, after, or have no start time. The
+        start times of each group are read once, sorted (8 bytes a node)."""
         if self._starts is None:
             starts: dict[str, array[float]] = {}
             for group, blob in self.query("SELECT grp, starts FROM trace_starts"):
@@ -634,23 +566,17 @@ class StoredTrace(WindowedTrace):
                     raise self._error("damaged trace_starts")
                 starts[group] = array("d", blob)
             self._starts = {g: starts.get(g, array("d")) for g in GROUPS}
-        return self._starts
+        return time_buckets(self._starts, self._untimed, lo, hi, buckets)
 
 
 class _Segments:
     """A stored trace's visible rows with nothing filtered (``StoredTrace._segments``):
     counted and sliced with two indexed lookups per segment, never listed whole."""
 
-    def __init__(
-        self,
-        trace: StoredTrace,
-        segments: list[tuple[int, int] | list[int]],
-        fetched: dict[int, tuple[Any, ...]],
-    ) -> None:
-        self.trace = trace
-        self.segments = segments
+    def __init__(self, trace: StoredTrace, segments: list[Any], fetched: dict[int, Any]) -> None:
+        self.trace, self.segments = trace, segments  # as StoredTrace._segments makes them
         self.fetched = fetched  # rows read by rank range, kept for the trace's rows()
-        self.total = sum(_size(s) for s in segments)
+        self.total = sum(map(_size, segments))
 
     def slice(self, start: int, stop: int) -> Sequence[int]:
         out: list[int] = []
@@ -723,18 +649,13 @@ def row_summary(
         out["cost"] = cost
     if tokens:
         out["usage"] = {"total_tokens": tokens}
-    if more:
-        out.update(more)
-    out["partial"] = True
-    return out
+    return {**out, **(more or {}), "partial": True}
 
 
 def group_of(status: str) -> str:
     """The timeline overview's group of a node status: ``running`` (still running or
     waiting), ``failed`` (failed, denied, cancelled, timed out) or ``ok`` (the rest)."""
-    if status in LIVE:
-        return "running"
-    return "failed" if status in BAD_STATUSES else "ok"
+    return "running" if status in LIVE else "failed" if status in BAD_STATUSES else "ok"
 
 
 def time_buckets(
@@ -762,13 +683,5 @@ def time_buckets(
             at = max(at, edge)
         in_range += last - first
         counts[group] = row
-    return {
-        "lo": lo,
-        "hi": hi,
-        "buckets": buckets,
-        "in_range": in_range,
-        "before": before,
-        "after": after,
-        "untimed": untimed,
-        "counts": counts,
-    }
+    out = {"lo": lo, "hi": hi, "buckets": buckets, "in_range": in_range, "before": before}
+    return {**out, "after": after, "untimed": untimed, "counts": counts}

@@ -14,13 +14,13 @@ import re
 import sqlite3
 import subprocess
 import sys
+from array import array
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import langfx_nb as lf
-from langfx_nb.agentic import trace_db
 from langfx_nb.agentic.trace_db import StoredTrace, node_hint, open_store, save_trace
 from langfx_nb.llms import Echo
 
@@ -196,12 +196,15 @@ def test_a_search_lists_every_match_and_its_ancestors_and_counts_exactly(
 
 
 def test_records_as_the_core_writes_them_and_any_others_give_the_same_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     data = make_trace(3000, seed=5, deep=20)
-    data["nodes"][40]["start"] = 40  # an int: this batch goes node by node
+    data["nodes"][40]["start"] = 40  # an int: this batch is checked node by node
     fast = open_store(save_trace(data, tmp_path / "fast.lfxtrace"))
-    monkeypatch.setattr(trace_db, "_columns", lambda nodes, first: None)
+    for node in data["nodes"]:  # as another writer may write them: every batch node by node
+        node["start"] = int(node["start"])
+        if (status := node.pop("status")) != "ok":  # "ok" when left out
+            node["status"] = status
     slow = open_store(save_trace(data, tmp_path / "slow.lfxtrace"))
     try:
         tables = ("trace_rows", "trace_tree", "trace_info", "trace_search", "trace_starts")
@@ -428,7 +431,7 @@ def _tamper(path: Path, sql: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("UPDATE trace_info SET value = '2' WHERE key = 'version'", "unsupported"),
+        ("UPDATE trace_info SET value = '99' WHERE key = 'version'", "unsupported"),
         ("UPDATE trace_info SET value = 'x' WHERE key = 'counts'", "damaged"),
         ("DROP TABLE trace_info", "not a readable stored trace"),
     ],
@@ -475,5 +478,47 @@ def test_damaged_rows_and_records_never_loop_and_are_named(tmp_path: Path) -> No
     try:
         with pytest.raises(ValueError, match="malformed trace: nodes"):
             store.record("s")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "ranks", [b"\x00", array("i", [10**6] * 200).tobytes(), array("i", [-2] * 200).tobytes()]
+)
+def test_a_damaged_tree_order_is_one_error(tmp_path: Path, ranks: bytes) -> None:
+    path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
+    _tamper(path, f"UPDATE trace_order SET ranks = X'{ranks.hex()}'")
+    store = open_store(path)
+    try:
+        with pytest.raises(ValueError, match="damaged trace_order"):
+            store.window(query="step")
+        with pytest.raises(ValueError, match="damaged trace_order"):
+            store.window(selected="b")
+    finally:
+        store.close()
+
+
+def test_parents_that_point_forward_never_loop_a_search(tmp_path: Path) -> None:
+    path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
+    forward = array("i", [(r + 1) % 200 for r in range(200)]).tobytes()
+    _tamper(path, f"UPDATE trace_order SET ranks = X'{forward.hex()}' WHERE name = 'parent'")
+    store = open_store(path)
+    try:
+        assert 0 < store.window(query="step")["total"] <= 200
+    finally:
+        store.close()
+
+
+def test_a_record_larger_than_a_batch_with_a_lone_surrogate_is_converted(tmp_path: Path) -> None:
+    data = make_trace(20)
+    data["nodes"][5]["name"] = "odd \ud800"  # JSON may hold it as an escape
+    data["nodes"][5]["inputs"] = {"prompt": "x" * (2 << 20)}  # read on its own
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    store = open_store(save_trace(path, tmp_path / "t.lfxtrace"))
+    try:
+        record = store.record(data["nodes"][5]["id"])
+        assert record is not None and record["name"] == "odd \ud800"
+        assert store.window(query="\ud800")["matches"] == 1
     finally:
         store.close()

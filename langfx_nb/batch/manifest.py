@@ -642,19 +642,23 @@ def is_manifest_path(path: str | os.PathLike[str]) -> bool:
 def open_trace(path: Path) -> StoredTrace:
     """The batch trace of the manifest at ``path``: its stored trace (written at the end of
     each batch, :meth:`Manifest.store_trace`), opened read-only; for a batch that never reached
-    its end, its node records converted into a temporary stored trace. ``ValueError`` for a
-    file that is not a manifest with a trace."""
-    from ..agentic.trace_db import open_store, temporary, write_store
+    its end, or whose stored trace is of an older format, its node records converted into a
+    temporary stored trace. ``ValueError`` for a file that is not a manifest with a trace."""
+    from ..agentic.trace_db import STORE_VERSION, open_store, temporary, write_store
 
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            version = None
+            if "trace_info" in tables:
+                row = conn.execute("SELECT value FROM trace_info WHERE key = 'version'").fetchone()
+                version = None if row is None else row[0]
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise ValueError(f"{path}: not a run manifest with a trace ({exc})") from exc
-    if "trace_info" in tables:
+    if version == str(STORE_VERSION) or ("trace_info" in tables and "trace_nodes" not in tables):
         return open_store(path)
     if "trace_nodes" not in tables:
         raise ValueError(f"{path}: not a run manifest with a trace")

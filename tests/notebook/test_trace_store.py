@@ -163,6 +163,20 @@ def test_a_batch_that_never_reached_its_end_is_read_from_its_records(tmp_path: P
     assert lf.Session.load_trace(path).trace_json()["nodes"]  # a script reads it too
 
 
+def test_a_manifest_whose_stored_trace_is_of_an_older_format_is_read_from_its_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    run(path, 200)
+    with sqlite3.connect(path) as conn:  # as a batch written by an earlier release leaves it
+        conn.execute("UPDATE trace_info SET value = '1' WHERE key = 'version'")
+    index = open_trace(path)
+    try:
+        assert len(index) == 2 + 2 * 200 and index.counts()["kind"]["item"] == 200
+    finally:
+        index.close()
+
+
 async def shown(item: int, view: Any) -> int:
     """Nodes whose rows show part of their inputs (a hint) beside parts no row shows."""
     prompt = {"role": "user", "text": f"rendered {item}"}

@@ -644,7 +644,8 @@ def open_trace(path: Path) -> StoredTrace:
     each batch, :meth:`Manifest.store_trace`), opened read-only; for a batch that never reached
     its end, or whose stored trace is of an older format, its node records converted into a
     temporary stored trace. ``ValueError`` for a file that is not a manifest with a trace."""
-    from ..agentic.trace_db import STORE_VERSION, open_store, temporary, write_store
+    from ..agentic.trace_db import open_store, temporary, write_store
+    from ..agentic.trace_reader import STORE_VERSION
 
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

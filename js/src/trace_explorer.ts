@@ -6,7 +6,7 @@
 // windows are pushed again as it changes) and for a selected node's full record.
 import { KINDS } from "./kinds";
 import { asText, chatView, clear, copyButton, decodeState, errorBox, errorCopyText, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
-import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, panBy, visibleRange, zoomBy } from "./timeline";
+import { BAR_LIMIT, BUCKETS, GROUPS, Zoom, barPlace, panBy, visibleRange, zoomBy } from "./timeline";
 import { BAD, Rollup, RowWindow, TraceNode, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, rollupOf, rowValuesOf, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";

@@ -35,9 +35,6 @@ from .bridge import Clock, MessageKind, to_jsonable
 from .render import MAX_ROWS, WidgetDisplayMixin, trace_html, trace_text
 from .trace_data import read_trace, view_node
 from .trace_live import LiveIndex, index_of, row_patch
-from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
-from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
-from .trace_windows import LIVE_VIEWS as LIVE_VIEWS
 from .trace_windows import LiveWindows, window_params, with_timeline
 
 __all__ = ["TraceExplorer", "read_trace"]

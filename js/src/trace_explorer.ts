@@ -6,7 +6,7 @@
 // windows are pushed again as it changes) and for a selected node's full record.
 import { KINDS } from "./kinds";
 import { asText, chatView, clear, copyButton, decodeState, errorBox, errorCopyText, errorText, fmtCost, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
-import { BAR_LIMIT, BUCKETS, Buckets, GROUPS, Zoom, barPlace, panBy, visibleRange, zoomBy } from "./timeline";
+import { BAR_LIMIT, BUCKETS, GROUPS, Zoom, barPlace, panBy, visibleRange, zoomBy } from "./timeline";
 import { BAD, Rollup, RowWindow, TraceNode, WindowReply, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, rollupOf, rowValuesOf, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";
@@ -66,7 +66,8 @@ interface Shared {
 
 const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
 
-type Hook = (info: { patches: unknown[]; renderedAt: number; nodes: number }) => void;
+/** Benchmarks set `globalThis.__lfxTraceHook` to hear of each draw (when, how many nodes). */
+type Hook = (info: { renderedAt: number; nodes: number }) => void;
 
 const CSS = `
 .lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff)}
@@ -270,8 +271,8 @@ export default () => {
       // The synced state trait: newer than what this page has seen (page reload, a state set
       // after the widget opened, a saved trace) → adopt it. Equal seq: already applied live.
       model.on("change:state", () => {
-        // Once live batches arrive they are the truth; a later trait copy has the same seq,
-        // and decoding megabytes of it would only stall the page.
+        // Once a snapshot or another trace arrived by message it is the truth; a later trait
+        // copy has the same seq, and decoding it again would only stall the page.
         if (shared.seq > 0) return;
         const state = decode(model.get("state"));
         if (!state || typeof state.seq !== "number") return;
@@ -288,7 +289,7 @@ export default () => {
           shared.detailsVersion++;
           for (const l of shared.listeners) l();
         } else if (msg?.kind === KINDS.SNAPSHOT) {
-          applyState({ ...(msg.state ?? decode(buffers?.[0])), seq: msg.seq });
+          applyState({ ...decode(buffers?.[0]), seq: msg.seq });
           for (const l of shared.listeners) l();
         } else if (msg?.kind === KINDS.SHOW) {
           // another trace in place (TraceExplorer.show): the reader's choices start afresh
@@ -638,7 +639,7 @@ export default () => {
         timing("draw", t0);
         mark("drawn");
         const hook = (globalThis as any).__lfxTraceHook as Hook | undefined;
-        if (hook) hook({ patches: [], renderedAt: Date.now(), nodes: nodesN });
+        if (hook) hook({ renderedAt: Date.now(), nodes: nodesN });
       }
 
       /** Position a row's timeline bar on the axis (a style update; the row is not rebuilt). */

@@ -156,14 +156,6 @@ def _error_text(error: Any) -> str:
     return str(error)
 
 
-def _status_html(label: str) -> str:
-    return f'<span class="lfx-st-{esc(label.replace(" ", "_"))}">{esc(label)}</span>'
-
-
-def _duration_html(values: Mapping[str, Any]) -> str:
-    return f' <span class="lfx-dur">{esc(values["duration"])}</span>' if values["duration"] else ""
-
-
 def local_time(at: Any, offset: float | None) -> str:
     """A trace time (seconds on the session's clock) as a local wall-clock time."""
     import datetime as dt
@@ -219,25 +211,19 @@ def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tupl
         rows.append(("Inputs", inputs))
     if node.get("outputs") is not None:
         rows.append(("Output", node["outputs"]))
-    if decision is not None:
-        rows.append(("Policy decision", decision_shown(decision, offset)))
+    if decision is not None:  # its times as local times; edited arguments shown above
+        shown = {
+            k: local_time(v, offset) if k in ("asked_at", "decided_at") else v
+            for k, v in decision.items()
+            if k != "args" and v is not None
+        }
+        rows.append(("Policy decision", {k: v for k, v in shown.items() if v != ""}))
     timing = node_timing(node)
     if timing:
         rows.append(("Time", timing))
     if node.get("usage"):
         rows.append(("Usage", node["usage"]))
     return rows
-
-
-def decision_shown(decision: Mapping[str, Any], offset: float | None) -> dict[str, Any]:
-    """A decision record as the detail pane shows it: its times as local times, edited
-    arguments left to their own sections."""
-    shown: dict[str, Any] = {}
-    for key, value in decision.items():
-        if key == "args" or value is None:
-            continue
-        shown[key] = local_time(value, offset) if key in ("asked_at", "decided_at") else value
-    return {k: v for k, v in shown.items() if v != ""}
 
 
 def node_timing(node: Mapping[str, Any]) -> dict[str, str]:
@@ -597,6 +583,8 @@ def trace_html(
             j, dj, sj = open_rows[-1]
             open_rows[-1] = (j, dj, sj + 1)
         values = row_values(row, ended=ended)
+        status, duration = values["status"], values["duration"]
+        dur = f' <span class="lfx-dur">{esc(duration)}</span>' if duration else ""
         sums = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
         below, err = values["below"], node.get("error")
         full = record(values["id"]) if record is not None else None
@@ -609,8 +597,8 @@ def trace_html(
         out.append(
             f'<li data-node="{esc(values["id"])}" data-kind="{esc(values["kind"])}">'
             f'<span class="lfx-k">{esc(values["kind"])}</span> '
-            f"<b>{esc(clip(values['name'], 200))}</b> {_status_html(values['status'])}"
-            + _duration_html(values)
+            f"<b>{esc(clip(values['name'], 200))}</b> "
+            f'<span class="lfx-st-{esc(status.replace(" ", "_"))}">{esc(status)}</span>{dur}'
             + esc(sums)
             + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
             + (

@@ -2,8 +2,8 @@
 
 The views read the node JSON the core writes (``TraceNode.to_json``; "The node contract" in
 docs/agentic.md) under the same names. Two fields are the views' own, derived here: ``hint``
-(one line that tells same-named rows apart) and, in snapshots, ``partial`` (the record was
-cut to what a row needs; the detail pane asks for the rest).
+(one line that tells same-named rows apart) and, in window rows, ``partial`` (the record
+was cut to what a row needs; the detail pane asks for the rest).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..agentic.trace_db import HINT_CHARS, node_hint
+from ..agentic.trace_db import node_hint
 from .bridge import to_jsonable
 
-__all__ = ["HINT_CHARS", "node_hint", "read_trace", "subtrace", "view_node"]
+__all__ = ["read_trace", "subtrace", "view_node"]
 
 
 def read_trace(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:

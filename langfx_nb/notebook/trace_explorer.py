@@ -18,6 +18,7 @@ import datetime as _dt
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,20 +31,16 @@ from ..agentic.trace import TraceNode
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from ..agentic.trace_json import regular_file
 from ..agentic.trace_reader import LIVE
-from .bridge import Clock, EventBridge, MessageKind, to_jsonable
+from .bridge import Clock, MessageKind, to_jsonable
 from .render import MAX_ROWS, WidgetDisplayMixin, trace_html, trace_text
 from .trace_data import read_trace, view_node
 from .trace_live import LiveIndex, index_of, row_patch
-from .trace_windows import LIVE_PUSH_S as LIVE_PUSH_S
-from .trace_windows import LIVE_STATE_S as LIVE_STATE_S
-from .trace_windows import LIVE_VIEWS as LIVE_VIEWS
 from .trace_windows import LiveWindows, window_params, with_timeline
 
 __all__ = ["TraceExplorer", "read_trace"]
 
 _STATIC = Path(__file__).parent / "static"
 
-SUMMARY_EVENT = "_session_summary"  # synthetic: the explorer's own end-of-run totals
 #: A trace JSON file at least this large is converted into a stored trace as a stream
 #: (bounded memory, a progress line), not read whole first.
 BIG_FILE_BYTES = 4 << 20
@@ -111,7 +108,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         source: Any = None,
         *,
         title: str = "",
-        interval: float = 0.05,
         clock: Clock | None = None,
         **kwargs: Any,
     ) -> None:
@@ -136,13 +132,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         # a saved trace travels with the widget's opening message (one message, not two)
         initial = _encode({**self._state_now(), "seq": 0}) if self._index is not None else b""
         super().__init__(title=title, state=initial, **kwargs)
-        self._bridge = EventBridge(
-            self._send_message,
-            _Fold(self._fold, self._state_now),
-            on_state=self._set_state,
-            interval=interval,
-            clock=clock,
-        )
+        self._clock = clock
+        self._seq = 0  # bumped by each new state sent (a page keeps the newest)
+        #: the event loop (and its thread) that folds events: another thread's are handed over
+        self._loop: tuple[asyncio.AbstractEventLoop, int] | None = None
         self._run_task: asyncio.Task[Any] | None = None
         self.on_msg(self._on_view_message)
         if session is not None:
@@ -231,7 +224,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._windows.reset()  # a live window of the old source: gone with it
         self._index, self._session, self._run_task, self._copied = None, None, None, None
         self._summary, self._offset, self._ended = None, None, False
-        seq = self._bridge.replace(_Fold(self._fold, self._state_now))
+        self._seq += 1
+        seq = self._seq
         if saved is not None:
             self._adopt_stored(saved)
         else:
@@ -260,27 +254,42 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self.state = encoded
 
     def push(self, event: Mapping[str, Any]) -> None:
-        """Feed one core event (the Session observer). Never raises into the caller."""
+        """Feed one core event (the Session observer), folded on the thread of the event loop
+        that folded the first one (another thread's events are handed over to that loop).
+        Never raises into the caller."""
+        if self._clock is None:
+            with contextlib.suppress(RuntimeError):  # no running loop here
+                if self._loop is None:
+                    self._loop = asyncio.get_running_loop(), threading.get_ident()
+            if self._loop is not None and self._loop[1] != threading.get_ident():
+                loop = self._loop[0]
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(self._take, event)
+                    return
+        self._take(event)
+
+    def _take(self, event: Mapping[str, Any]) -> None:
         try:
             if event.get("type") == "node_start":  # the task running the watched session
                 with contextlib.suppress(RuntimeError):
                     task = asyncio.current_task()
                     if task is not None:
                         self._run_task = task
-            self._bridge.push(event)
+            live = self._live
+            if live is not None and (patch := row_patch(event)) is not None:
+                live.apply(patch)
+                self._windows.changed()
             if self._is_run_end(event):  # the run is over: show the truth now
                 self.flush()
         except Exception:  # an observer must never break the run it watches
             pass
 
     def flush(self) -> None:
-        """Fold pending events now, push the views and the state, refresh the static copy."""
+        """Push the views and the state now, with the session's totals; refresh the copy."""
         session = self._session
         if session is not None:
             with contextlib.suppress(Exception):  # totals are a nicety; never break the run
-                summary = session.usage_summary.to_json()
-                self._bridge.push({"type": SUMMARY_EVENT, "summary": summary})
-        self._bridge.flush()
+                self._summary = to_jsonable(session.usage_summary.to_json())
         self._windows.flush()
         self._refresh_displays()
 
@@ -358,9 +367,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         """The state the synced trait holds, decoded (what a reloaded page starts from)."""
         return json.loads(self.state) if self.state else {}
 
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.state = _encode(state)
-
     def _send_message(self, message: dict[str, Any]) -> None:
         if self.comm is not None:
             self.send(message)
@@ -424,19 +430,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     # -- a live trace ---------------------------------------------------------------------------
 
-    def _fold(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The bridge's reducer: fold an event into the live rows (no per-event patches to
-        the page: its windows are pushed instead)."""
-        live = self._live
-        if event.get("type") == SUMMARY_EVENT:
-            self._summary = to_jsonable(event.get("summary"))
-        elif live is not None and (patch := row_patch(event)) is not None:
-            live.apply(patch)
-        else:
-            return []
-        self._windows.changed()
-        return []
-
     def _is_run_end(self, event: Mapping[str, Any]) -> bool:
         """A node directly under the session root (or the root itself) finished."""
         live = self._live
@@ -458,26 +451,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _send_live_snapshot(self, state: dict[str, Any]) -> None:
         """The live state as a snapshot message, to the views on screen."""
-        self._bridge.seq += 1
+        self._seq += 1
         if self.comm is not None:
-            message = {"kind": MessageKind.SNAPSHOT.value, "seq": self._bridge.seq}
+            message = {"kind": MessageKind.SNAPSHOT.value, "seq": self._seq}
             self.send(message, buffers=[_encode(state)])
 
     def _publish_live_state(self, state: dict[str, Any]) -> None:
-        self.state = _encode({**state, "seq": self._bridge.seq})
-
-
-class _Fold:
-    """The explorer's bridge reducer: its ``apply`` and ``snapshot`` are the explorer's own
-    fold of an event and state now (bound methods, so the bridge needs no explorer)."""
-
-    def __init__(
-        self,
-        apply: Callable[[Mapping[str, Any]], list[dict[str, Any]]],
-        snapshot: Callable[[], dict[str, Any]],
-    ) -> None:
-        self.apply = apply
-        self.snapshot = snapshot
+        self.state = _encode({**state, "seq": self._seq})
 
 
 def _first_records(

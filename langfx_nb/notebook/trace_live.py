@@ -273,26 +273,18 @@ class LiveIndex(WindowedTrace):
                 if not self.by_status[old]:
                     del self.by_status[old]
                 self.by_status[new] = self.by_status.get(new, 0) + 1
-                if not self.below.get(i):  # else its problem was counted below it
-                    delta: dict[str, int] = {}
-                    for label, step in ((old, -1), (new, 1)):
-                        if label in BAD_STATUSES:
-                            delta[label] = delta.get(label, 0) + step
-                    delta = {k: v for k, v in delta.items() if v}
-                    if delta:
-                        self._count_problems(i, delta)
+                delta = {s: d for s, d in ((old, -1), (new, 1)) if s in BAD_STATUSES}
+                if delta and not self.below.get(i):  # else its problem was counted below it
+                    self._count_problems(i, delta)
         if "name" in patch:
             self.name[i] = str(patch["name"])
         if "hint" in patch:
             self.hint[i] = str(patch["hint"] or "")
-        if "start" in patch or "end" in patch:
-            if "start" in patch:
-                self.start[i] = _float(patch["start"])
-            if "end" in patch:
-                self.end[i] = _float(patch["end"])
-            start, end = self.start[i], self.end[i]
-            if start < self.lo or start > self.hi or end > self.hi:
-                self._widen(start, end)
+        if "start" in patch:
+            self.start[i] = _float(patch["start"])
+        if "end" in patch:
+            self.end[i] = _float(patch["end"])
+        self._widen(self.start[i], self.end[i])
         was_unpriced = self.cost[i] != self.cost[i] and bool(self.tokens[i])
         if "usage" in patch:
             step = tokens_of(patch) - self.tokens[i]
@@ -390,14 +382,9 @@ class LiveIndex(WindowedTrace):
 
     def _text(self, i: int) -> str:
         err = self.extra.get(i, {}).get("error")
-        err_text = (
-            ""
-            if err is None
-            else err
-            if type(err) is str
-            else json.dumps(err, ensure_ascii=False, separators=(",", ":"))
-        )
-        return f"{self.name[i]} {self.kind[i]} {self.status[i]} {self.hint[i]} {err_text}".lower()
+        if err is not None and type(err) is not str:
+            err = json.dumps(err, ensure_ascii=False, separators=(",", ":"))
+        return f"{self.name[i]} {self.kind[i]} {self.status[i]} {self.hint[i]} {err or ''}".lower()
 
     def _hits(self, query: str) -> set[int]:
         """Every node whose search text holds ``query`` (lowercase): the nodes changed since

@@ -209,10 +209,10 @@ class LiveWindows:
     def _schedule(self, delay: float) -> None:
         if self._timer is not None:
             return
-        clock: Clock | None = self._clock
+        clock: Clock | asyncio.AbstractEventLoop | None = self._clock
         if clock is None:
             try:
-                clock = _MonotonicLoop(asyncio.get_running_loop())
+                clock = asyncio.get_running_loop()
             except RuntimeError:  # no event loop: nothing could fire a timer later
                 self.tick(final=True)
                 return
@@ -249,17 +249,3 @@ class LiveWindows:
                 self._publish_state()
             else:
                 self._schedule(min(wait, self._push_spacing))  # pushes go on meanwhile
-
-
-class _MonotonicLoop:
-    """An event loop's timers on ``time.monotonic`` (the windows' own clock when none is
-    given: the loop's clock is monotonic too, this keeps the two in one time base)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-
-    def time(self) -> float:
-        return time.monotonic()
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        return self.loop.call_later(delay, callback)

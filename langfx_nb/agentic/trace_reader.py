@@ -11,14 +11,16 @@ holds more than a bounded part of the file.
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import json
 import math
+import operator
 import os
 import sqlite3
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -57,6 +59,8 @@ MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
 BLOCK = 1_000  # records per stored block (and read at a time)
 _CHUNK = 500  # values bound into one SQL statement
+_FEW_MATCHES = 2_000  # a search finds more by marking every line at once
+_NOT_MARKS = bytes(b for b in range(256) if b not in b"\n\xff")
 _ROW = (
     "SELECT t.rank, r.id, t.parent, r.parent_id, t.depth, t.desc, r.kind, r.status, r.name,"
     " r.hint, r.start, r.end, r.cost, r.tokens, t.sub_tokens, t.sub_cost, t.sub_priced,"
@@ -268,10 +272,10 @@ class StoredTrace(WindowedTrace):
             self._untimed = int(info.get("untimed", 0))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
-        self._search: tuple[str, array[int], bytearray, int] | None = None
+        self._search: tuple[str, list[list[int]], list[int]] | None = None
         self._starts: dict[str, array[float]] | None = None
         self._ranks: dict[str, array[int]] = {}
-        self._texts: tuple[bytearray, array[int]] | None = None
+        self._text: bytearray | None = None
         self._fetched: dict[int, tuple[Any, ...]] = {}
 
     def _error(self, message: str) -> ValueError:
@@ -459,55 +463,68 @@ class StoredTrace(WindowedTrace):
                 stack += self._children(r, d)[::-1]
         return out
 
-    def _matches(self, query: str) -> tuple[array[int], bytearray, int]:
-        """The ranks of every node whose search text holds ``query`` and of their ancestors,
-        in order, a mark per rank of the matches, and how many there are."""
-        if self._search is not None and self._search[0] == query:
-            return self._search[1:]
-        hits, keep = bytearray(self.nodes), bytearray(self.nodes)
-        if seqs := self._search_seqs(query):
-            rank_of, parent_of = self._order("rank"), self._order("parent")
-            for rank in map(rank_of.__getitem__, seqs):
-                hits[rank] = keep[rank] = 1
-            level = list(itertools.compress(range(self.nodes), hits))
-            while level:  # ancestors, a level at a time (each strictly before its child)
-                up = {p for r in level if 0 <= (p := parent_of[r]) < r and not keep[p]}
-                for p in up:
-                    keep[p] = 1
-                level = list(up)
-        kept = array("i", itertools.compress(range(self.nodes), keep))
-        self._search = (query, kept, hits, hits.count(1))
+    def _matches(self, query: str) -> tuple[list[list[int]], list[int]]:
+        """The ranks of every node whose search text holds ``query`` with those of their
+        ancestors, as sorted runs (see :meth:`_ancestors`), and the matches' ranks, sorted
+        (the last query's kept: scrolling through a search asks again)."""
+        if self._search is None or self._search[0] != query:
+            hits = sorted(self._search_ranks(query))
+            self._search = (query, self._ancestors(hits), hits)
         return self._search[1:]
 
-    def _search_seqs(self, query: str) -> list[int]:
-        """The ``seq`` of every node whose search text holds ``query``: one ``bytes.find``
-        pass over all the search texts, read into memory at the first search (UTF-8, one
-        line a node: a match never spans two nodes)."""
-        if self._texts is None:  # a block in memory at a time, besides the result
-            text, lines = bytearray(), array("q", [0])
+    def _ancestors(self, hits: list[int]) -> list[list[int]]:
+        """``hits`` (sorted ranks) and then the ranks of their ancestors, in sorted runs, one
+        a level: depth first, an ancestor of a hit not listed before it comes after the
+        previous hit, so a level at a time each hit's next ancestor is taken while after the
+        previous hit (and before its child: a damaged parent never loops). Each node once."""
+        parent_of = self._order("parent")
+        runs, child, after = [hits], hits, [-1, *hits[:-1]]
+        while child:
+            up = list(map(parent_of.__getitem__, child))
+            new = list(map(operator.gt, up, after))
+            new = list(map(operator.and_, new, map(operator.lt, up, child)))
+            child, after = list(itertools.compress(up, new)), list(itertools.compress(after, new))
+            runs.append(child)
+        return [run for run in runs if run]
+
+    def _search_text(self) -> bytearray:
+        """Every node's search text by ``seq``, a line each, read at the first search (UTF-8,
+        a line a node: a match never spans two nodes; no byte 0xff, which UTF-8 never has)."""
+        if self._text is None:
+            text, lines = bytearray(), 0
             try:
                 for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY seq"):
-                    if type(block) is not bytes or block[-1:] != b"\n" or len(lines) > self.nodes:
+                    if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
+                        raise self._error("damaged trace_search")
+                    lines += block.count(b"\n")
+                    if lines > self.nodes:
                         raise self._error("damaged trace_search")
                     text += block
-                    part = block.split(b"\n")[:-1]
-                    lines.extend(
-                        itertools.accumulate((len(t) + 1 for t in part), initial=lines[-1])
-                    )
-                    del lines[-len(part) - 1]  # the block's start, already there
             except sqlite3.Error as exc:
                 raise self._error(f"not a readable stored trace ({exc})") from exc
-            if len(lines) != self.nodes + 1:
+            if lines != self.nodes:
                 raise self._error("damaged trace_search")
-            self._texts = text, lines
-        text, lines = self._texts
+            self._text = text
+        return self._text
+
+    def _search_ranks(self, query: str) -> Iterable[int]:
+        """The rank of every node whose search text holds ``query``: found one by one while
+        few, else every line marked at once (C-speed passes over the text)."""
+        text, rank_of = self._search_text(), self._order("rank")
         needle = query.encode("utf-8", "surrogatepass")
-        out: list[int] = []
-        at = text.find(needle) if needle and b"\n" not in needle else -1
+        if not needle or b"\n" in needle:
+            return []
+        seqs: list[int] = []
+        seq = end = 0
+        at = text.find(needle)
         while at >= 0:
-            out.append(i := bisect.bisect_right(lines, at) - 1)
-            at = text.find(needle, lines[i + 1]) if i + 1 < len(lines) else -1
-        return out
+            if len(seqs) == _FEW_MATCHES:
+                return itertools.compress(rank_of, _lines_holding(text, needle))
+            seq += text.count(b"\n", end, at)
+            seqs.append(seq)
+            end = text.find(b"\n", at)  # the line's end: every line has one
+            at = text.find(needle, end)
+        return map(rank_of.__getitem__, seqs)
 
     def locate(self, node_id: str) -> int | None:
         found = self._ranks_of([node_id]).get(node_id)
@@ -518,9 +535,8 @@ class StoredTrace(WindowedTrace):
         return _Segments(self, self._segments(expanded), self._fetched)
 
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
-        kept, hits, found = self._matches(query)
-        is_match = lambda rank: 0 <= rank < len(hits) and bool(hits[rank])  # noqa: E731
-        return Listed(kept, ascending=True), is_match, found
+        runs, hits = self._matches(query)
+        return _Runs(runs), lambda rank: _index(hits, rank) >= 0, len(hits)
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
         found, self._fetched = self._fetched, {}
@@ -606,6 +622,46 @@ class _Segments:
             elif found and found[0][0] <= 2 and seg[0] <= found[0][1] < seg[1]:
                 return at + int(found[0][1]) - seg[0]
             at += _size(seg)
+        return -1
+
+
+def _lines_holding(text: bytes | bytearray, needle: bytes) -> bytes | bytearray:
+    """A byte a line of ``text``: 1 if the line holds ``needle``, else 0 (``needle`` without
+    newline or 0xff, nor ``text`` with 0xff): each occurrence becomes 0xff, every other byte
+    but newlines goes, runs of 0xff become one: a line is ``\\xff\\n`` if it holds
+    ``needle``, else ``\\n``."""
+    marks = text.replace(needle, b"\xff").translate(None, _NOT_MARKS)
+    while b"\xff\xff" in marks:
+        marks = marks.replace(b"\xff\xff", b"\xff")
+    flags = marks.replace(b"\xff\n", b"\x01").replace(b"\n", b"\x00")  # a byte a line
+    return flags
+
+
+class _Runs:
+    """A search's listing (``StoredTrace._ancestors``): sorted runs of distinct ranks,
+    listed in order without merging them whole."""
+
+    def __init__(self, runs: list[list[int]]) -> None:
+        self.runs = runs
+        self.total = sum(map(len, runs))
+
+    def _before(self, rank: int) -> int:
+        return sum(bisect.bisect_left(run, rank) for run in self.runs)
+
+    def slice(self, start: int, stop: int) -> Sequence[int]:
+        if start >= min(stop, self.total):
+            return []
+        lo, hi = 0, max(run[-1] for run in self.runs)  # the smallest rank with start before it
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if self._before(mid + 1) <= start else (lo, mid)
+        want = stop - start
+        parts = [run[(k := bisect.bisect_left(run, lo)) : k + want] for run in self.runs]
+        return list(itertools.islice(heapq.merge(*parts), want))
+
+    def index_of(self, node: int) -> int:
+        if any(_index(run, node) >= 0 for run in self.runs):
+            return self._before(node)
         return -1
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import langfx_nb as lf
+from langfx_nb.agentic import trace_reader
 from langfx_nb.agentic.trace_db import StoredTrace, node_hint, open_store, save_trace
 from langfx_nb.llms import Echo
 
@@ -180,12 +181,16 @@ def test_expanding_and_collapsing_rows_lists_what_the_page_would(
     assert all_rows(store, expanded=chain) == visible(nodes, chain)
 
 
+@pytest.mark.parametrize("few", [2000, 0])  # matches found one by one, or all lines at once
 def test_a_search_lists_every_match_and_its_ancestors_and_counts_exactly(
-    stored: tuple[dict[str, Any], StoredTrace],
+    stored: tuple[dict[str, Any], StoredTrace], few: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(trace_reader, "_FEW_MATCHES", few)
     data, store = stored
     nodes = data["nodes"]
-    for query in ("boom", "FAILED", "step 39", "ünï", "no such thing", "deep 3"):
+    rand = random.Random(7)
+    queries = ("boom", "FAILED", "step 39", "ünï", "no such thing", "deep 3", "s", "e", "p 1")
+    for query in queries:
         expected = visible(nodes, {}, query)
         window = store.window(query=query, count=50)
         assert window["total"] == len(expected)
@@ -193,6 +198,9 @@ def test_a_search_lists_every_match_and_its_ancestors_and_counts_exactly(
         hits = {n["id"] for n in nodes if query.lower() in search_text(n)}
         assert window["matches"] == len(hits)
         assert {r["node"]["id"] for r in window["rows"] if r.get("match")} <= hits
+        for pick in rand.sample(expected, min(5, len(expected))):
+            at = store.window(query=query, selected=pick)["selected_index"]
+            assert at == expected.index(pick)
 
 
 def test_records_as_the_core_writes_them_and_any_others_give_the_same_store(

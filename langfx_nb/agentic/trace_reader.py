@@ -275,7 +275,7 @@ class StoredTrace(WindowedTrace):
         self._search: tuple[str, list[list[int]], list[int]] | None = None
         self._starts: dict[str, array[float]] | None = None
         self._ranks: dict[str, array[int]] = {}
-        self._text: bytearray | None = None
+        self._text: bytes | None = None
         self._fetched: dict[int, tuple[Any, ...]] = {}
 
     def _error(self, message: str) -> ValueError:
@@ -481,17 +481,18 @@ class StoredTrace(WindowedTrace):
         runs, child, after = [hits], hits, [-1, *hits[:-1]]
         while child:
             up = list(map(parent_of.__getitem__, child))
+            if not all(map(operator.lt, up, child)):  # damaged: a parent after its child
+                up = [p if p < c else -1 for p, c in zip(up, child, strict=True)]
             new = list(map(operator.gt, up, after))
-            new = list(map(operator.and_, new, map(operator.lt, up, child)))
             child, after = list(itertools.compress(up, new)), list(itertools.compress(after, new))
             runs.append(child)
         return [run for run in runs if run]
 
-    def _search_text(self) -> bytearray:
+    def _search_text(self) -> bytes:
         """Every node's search text by ``seq``, a line each, read at the first search (UTF-8,
         a line a node: a match never spans two nodes; no byte 0xff, which UTF-8 never has)."""
         if self._text is None:
-            text, lines = bytearray(), 0
+            blocks, lines = [], 0
             try:
                 for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY seq"):
                     if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
@@ -499,12 +500,12 @@ class StoredTrace(WindowedTrace):
                     lines += block.count(b"\n")
                     if lines > self.nodes:
                         raise self._error("damaged trace_search")
-                    text += block
+                    blocks.append(block)
             except sqlite3.Error as exc:
                 raise self._error(f"not a readable stored trace ({exc})") from exc
             if lines != self.nodes:
                 raise self._error("damaged trace_search")
-            self._text = text
+            self._text = b"".join(blocks)
         return self._text
 
     def _search_ranks(self, query: str) -> Iterable[int]:
@@ -625,7 +626,7 @@ class _Segments:
         return -1
 
 
-def _lines_holding(text: bytes | bytearray, needle: bytes) -> bytes | bytearray:
+def _lines_holding(text: bytes, needle: bytes) -> bytes:
     """A byte a line of ``text``: 1 if the line holds ``needle``, else 0 (``needle`` without
     newline or 0xff, nor ``text`` with 0xff): each occurrence becomes 0xff, every other byte
     but newlines goes, runs of 0xff become one: a line is ``\\xff\\n`` if it holds

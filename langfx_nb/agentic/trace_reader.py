@@ -275,7 +275,7 @@ class StoredTrace(WindowedTrace):
         self._search: tuple[str, list[list[int]], list[int]] | None = None
         self._starts: dict[str, array[float]] | None = None
         self._ranks: dict[str, array[int]] = {}
-        self._text: bytes | None = None
+        self._texts: list[tuple[int, bytes]] | None = None
         self._fetched: dict[int, tuple[Any, ...]] = {}
 
     def _error(self, message: str) -> ValueError:
@@ -390,16 +390,14 @@ class StoredTrace(WindowedTrace):
 
     def _order(self, name: str) -> array[int]:
         """``trace_order``'s array ``name`` (``rank``: by seq, ``parent``: by rank), read once
-        (4 bytes a node) and checked to hold ranks only."""
+        (4 bytes a node). Its values are checked where they are used (a parent: only one
+        before its child is taken), not all at once: the first search or lookup would wait."""
         if name not in self._ranks:
             found = self.query("SELECT ranks FROM trace_order WHERE name = ?", (name,))
             blob = found[0][0] if found else None
             if not isinstance(blob, bytes) or len(blob) != 4 * self.nodes:
                 raise self._error("damaged trace_order")
-            ranks = array("i", blob)
-            if ranks and (min(ranks) < -1 or max(ranks) >= self.nodes):
-                raise self._error("damaged trace_order")
-            self._ranks[name] = ranks
+            self._ranks[name] = array("i", blob)
         return self._ranks[name]
 
     def _ranks_of(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
@@ -408,6 +406,8 @@ class StoredTrace(WindowedTrace):
         found = self.query(sql, list(map(db_text, ids)))
         rank_of = self._order("rank") if found else array("i")
         ranks = {py_text(i): rank_of[s] for i, s in found if 0 <= s < len(rank_of)}
+        if not all(0 <= r < self.nodes for r in ranks.values()):
+            raise self._error("damaged trace_order")
         sql = "SELECT rank, depth, desc FROM trace_tree WHERE rank IN ({})"
         tree = {r: (int(d), int(n)) for r, d, n in self.query(sql, list(ranks.values()))}
         return {i: (r, *tree[r]) for i, r in ranks.items() if r in tree}
@@ -469,6 +469,8 @@ class StoredTrace(WindowedTrace):
         (the last query's kept: scrolling through a search asks again)."""
         if self._search is None or self._search[0] != query:
             hits = sorted(self._search_ranks(query))
+            if hits and not 0 <= hits[0] <= hits[-1] < self.nodes:
+                raise self._error("damaged trace_order")
             self._search = (query, self._ancestors(hits), hits)
         return self._search[1:]
 
@@ -488,43 +490,46 @@ class StoredTrace(WindowedTrace):
             runs.append(child)
         return [run for run in runs if run]
 
-    def _search_text(self) -> bytes:
-        """Every node's search text by ``seq``, a line each, read at the first search (UTF-8,
-        a line a node: a match never spans two nodes; no byte 0xff, which UTF-8 never has)."""
-        if self._text is None:
+    def _search_texts(self) -> list[tuple[int, bytes]]:
+        """Every node's search text as stored, read at the first search and kept: blocks of
+        consecutive nodes, each with its first node's ``seq``, a line a node (UTF-8: a match
+        never spans two nodes; no byte 0xff, which UTF-8 never has)."""
+        if self._texts is None:
             blocks, lines = [], 0
             try:
                 for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY seq"):
                     if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
                         raise self._error("damaged trace_search")
+                    blocks.append((lines, block))
                     lines += block.count(b"\n")
                     if lines > self.nodes:
                         raise self._error("damaged trace_search")
-                    blocks.append(block)
             except sqlite3.Error as exc:
                 raise self._error(f"not a readable stored trace ({exc})") from exc
             if lines != self.nodes:
                 raise self._error("damaged trace_search")
-            self._text = b"".join(blocks)
-        return self._text
+            self._texts = blocks
+        return self._texts
 
     def _search_ranks(self, query: str) -> Iterable[int]:
         """The rank of every node whose search text holds ``query``: found one by one while
         few, else every line marked at once (C-speed passes over the text)."""
-        text, rank_of = self._search_text(), self._order("rank")
+        texts, rank_of = self._search_texts(), self._order("rank")
         needle = query.encode("utf-8", "surrogatepass")
         if not needle or b"\n" in needle:
             return []
         seqs: list[int] = []
-        seq = end = 0
-        at = text.find(needle)
-        while at >= 0:
-            if len(seqs) == _FEW_MATCHES:
-                return itertools.compress(rank_of, _lines_holding(text, needle))
-            seq += text.count(b"\n", end, at)
-            seqs.append(seq)
-            end = text.find(b"\n", at)  # the line's end: every line has one
-            at = text.find(needle, end)
+        for seq, text in texts:
+            end = 0
+            at = text.find(needle)
+            while at >= 0:
+                if len(seqs) == _FEW_MATCHES:
+                    flags = b"".join(_lines_holding(text, needle) for _, text in texts)
+                    return itertools.compress(rank_of, flags)
+                seq += text.count(b"\n", end, at)
+                seqs.append(seq)
+                end = text.find(b"\n", at)  # the line's end: every line has one
+                at = text.find(needle, end)
         return map(rank_of.__getitem__, seqs)
 
     def locate(self, node_id: str) -> int | None:

@@ -272,7 +272,7 @@ class StoredTrace(WindowedTrace):
             self._untimed = int(info.get("untimed", 0))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
-        self._search: tuple[str, list[list[int]], list[int]] | None = None
+        self._search: tuple[str, list[array[int]], array[int]] | None = None
         self._starts: dict[str, array[float]] | None = None
         self._ranks: dict[str, array[int]] = {}
         self._texts: list[tuple[int, bytes]] | None = None
@@ -463,7 +463,7 @@ class StoredTrace(WindowedTrace):
                 stack += self._children(r, d)[::-1]
         return out
 
-    def _matches(self, query: str) -> tuple[list[list[int]], list[int]]:
+    def _matches(self, query: str) -> tuple[list[array[int]], array[int]]:
         """The ranks of every node whose search text holds ``query`` with those of their
         ancestors, as sorted runs (see :meth:`_ancestors`), and the matches' ranks, sorted
         (the last query's kept: scrolling through a search asks again)."""
@@ -471,10 +471,10 @@ class StoredTrace(WindowedTrace):
             hits = sorted(self._search_ranks(query))
             if hits and not 0 <= hits[0] <= hits[-1] < self.nodes:
                 raise self._error("damaged trace_order")
-            self._search = (query, self._ancestors(hits), hits)
+            self._search = (query, self._ancestors(hits), array("i", hits))
         return self._search[1:]
 
-    def _ancestors(self, hits: list[int]) -> list[list[int]]:
+    def _ancestors(self, hits: list[int]) -> list[array[int]]:
         """``hits`` (sorted ranks) and then the ranks of their ancestors, in sorted runs, one
         a level: depth first, an ancestor of a hit not listed before it comes after the
         previous hit, so a level at a time each hit's next ancestor is taken while after the
@@ -488,7 +488,7 @@ class StoredTrace(WindowedTrace):
             new = list(map(operator.gt, up, after))
             child, after = list(itertools.compress(up, new)), list(itertools.compress(after, new))
             runs.append(child)
-        return [run for run in runs if run]
+        return [array("i", run) for run in runs if run]  # 4 bytes a rank
 
     def _search_texts(self) -> list[tuple[int, bytes]]:
         """Every node's search text as stored, read at the first search and kept: blocks of
@@ -647,7 +647,7 @@ class _Runs:
     """A search's listing (``StoredTrace._ancestors``): sorted runs of distinct ranks,
     listed in order without merging them whole."""
 
-    def __init__(self, runs: list[list[int]]) -> None:
+    def __init__(self, runs: list[array[int]]) -> None:
         self.runs = runs
         self.total = sum(map(len, runs))
 

@@ -471,7 +471,8 @@ class StoredTrace(WindowedTrace):
             hits = sorted(self._search_ranks(query))
             if hits and not 0 <= hits[0] <= hits[-1] < self.nodes:
                 raise self._error("damaged trace_order")
-            self._search = (query, self._ancestors(hits), array("i", hits))
+            runs = self._ancestors(hits)  # the hits first
+            self._search = (query, runs, runs[0] if runs else array("i"))
         return self._search[1:]
 
     def _ancestors(self, hits: list[int]) -> list[array[int]]:

@@ -506,6 +506,21 @@ def test_a_damaged_tree_order_is_one_error(tmp_path: Path, ranks: bytes) -> None
         store.close()
 
 
+@pytest.mark.parametrize(
+    "text",
+    [b"step\xff\n", b"no newline at the end", b"one line\n", b"step\n" * 500],
+)
+def test_damaged_search_texts_are_one_error(tmp_path: Path, text: bytes) -> None:
+    path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
+    _tamper(path, f"UPDATE trace_search SET text = X'{text.hex()}'")
+    store = open_store(path)
+    try:
+        with pytest.raises(ValueError, match="damaged trace_search"):
+            store.window(query="step")
+    finally:
+        store.close()
+
+
 def test_parents_that_point_forward_never_loop_a_search(tmp_path: Path) -> None:
     path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
     forward = array("i", [(r + 1) % 200 for r in range(200)]).tobytes()

@@ -525,7 +525,7 @@ class StoredTrace(WindowedTrace):
             at = text.find(needle)
             while at >= 0:
                 if len(seqs) == _FEW_MATCHES:
-                    flags = b"".join(_lines_holding(text, needle) for _, text in texts)
+                    flags = b"".join(_lines_holding(block, needle) for _, block in texts)
                     return itertools.compress(rank_of, flags)
                 seq += text.count(b"\n", end, at)
                 seqs.append(seq)
@@ -640,8 +640,7 @@ def _lines_holding(text: bytes, needle: bytes) -> bytes:
     marks = text.replace(needle, b"\xff").translate(None, _NOT_MARKS)
     while b"\xff\xff" in marks:
         marks = marks.replace(b"\xff\xff", b"\xff")
-    flags = marks.replace(b"\xff\n", b"\x01").replace(b"\n", b"\x00")  # a byte a line
-    return flags
+    return marks.replace(b"\xff\n", b"\x01").replace(b"\n", b"\x00")
 
 
 class _Runs:

@@ -508,7 +508,7 @@ def test_a_damaged_tree_order_is_one_error(tmp_path: Path, ranks: bytes) -> None
 
 @pytest.mark.parametrize(
     "text",
-    [b"step\xff\n", b"no newline at the end", b"one line\n", b"step\n" * 500],
+    [b"step \xff\n" * 200, b"no newline at the end", b"one line\n", b"step\n" * 500],
 )
 def test_damaged_search_texts_are_one_error(tmp_path: Path, text: bytes) -> None:
     path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")

@@ -483,7 +483,7 @@ class StoredTrace(WindowedTrace):
         parent_of = self._order("parent")
         runs, child, after = [hits], hits, [-1, *hits[:-1]]
         while child:
-            up = list(map(parent_of.__getitem__, child))
+            up = _take(parent_of, child)
             if not all(map(operator.lt, up, child)):  # damaged: a parent after its child
                 up = [p if p < c else -1 for p, c in zip(up, child, strict=True)]
             new = list(map(operator.gt, up, after))
@@ -634,10 +634,10 @@ class _Segments:
 
 def _lines_holding(text: bytes, needle: bytes) -> bytes:
     """A byte a line of ``text``: 1 if the line holds ``needle``, else 0 (``needle`` without
-    newline or 0xff, nor ``text`` with 0xff): each occurrence becomes 0xff, every other byte
-    but newlines goes, runs of 0xff become one: a line is ``\\xff\\n`` if it holds
-    ``needle``, else ``\\n``."""
-    marks = text.replace(needle, b"\xff").translate(None, _NOT_MARKS)
+    newline or 0xff, nor ``text`` with 0xff): each occurrence's first byte becomes 0xff (a
+    replacement of the same length: one pass, in place), every other byte but newlines goes,
+    runs of 0xff become one: a line is ``\\xff\\n`` if it holds ``needle``, else ``\\n``."""
+    marks = text.replace(needle, b"\xff" + needle[1:]).translate(None, _NOT_MARKS)
     while b"\xff\xff" in marks:
         marks = marks.replace(b"\xff\xff", b"\xff")
     return marks.replace(b"\xff\n", b"\x01").replace(b"\n", b"\x00")
@@ -669,6 +669,11 @@ class _Runs:
         if any(_index(run, node) >= 0 for run in self.runs):
             return self._before(node)
         return -1
+
+
+def _take(values: Sequence[int], at: list[int]) -> Sequence[int]:
+    """``values[k]`` for each ``k`` in ``at``, in order (one C call: ``itemgetter``)."""
+    return operator.itemgetter(*at)(values) if len(at) > 1 else [values[k] for k in at]
 
 
 def _size(segment: tuple[int, int] | list[int]) -> int:

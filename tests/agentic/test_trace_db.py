@@ -189,7 +189,7 @@ def test_a_search_lists_every_match_and_its_ancestors_and_counts_exactly(
     data, store = stored
     nodes = data["nodes"]
     rand = random.Random(7)
-    queries = ("boom", "FAILED", "step 39", "ünï", "no such thing", "deep 3", "s", "e", "p 1")
+    queries = ("boom", "FAILED", "step 39", "ünï", "no such thing", "deep 3", "s", "e", "p 1", "oo")
     for query in queries:
         expected = visible(nodes, {}, query)
         window = store.window(query=query, count=50)

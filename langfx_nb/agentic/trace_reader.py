@@ -61,6 +61,7 @@ BLOCK = 1_000  # records per stored block (and read at a time)
 _CHUNK = 500  # values bound into one SQL statement
 _FEW_MATCHES = 2_000  # a search finds more by marking every line at once
 _NOT_MARKS = bytes(b for b in range(256) if b not in b"\n\xff")
+_NEWLINE_0 = bytes.maketrans(b"\n", b"\x00")
 _ROW = (
     "SELECT t.rank, r.id, t.parent, r.parent_id, t.depth, t.desc, r.kind, r.status, r.name,"
     " r.hint, r.start, r.end, r.cost, r.tokens, t.sub_tokens, t.sub_cost, t.sub_priced,"
@@ -635,12 +636,11 @@ class _Segments:
 def _lines_holding(text: bytes, needle: bytes) -> bytes:
     """A byte a line of ``text``: 1 if the line holds ``needle``, else 0 (``needle`` without
     newline or 0xff, nor ``text`` with 0xff): each occurrence's first byte becomes 0xff (a
-    replacement of the same length: one pass, in place), every other byte but newlines goes,
-    runs of 0xff become one: a line is ``\\xff\\n`` if it holds ``needle``, else ``\\n``."""
+    replacement of the same length: one pass, in place), every other byte but newlines goes:
+    a line is 0xff k times and a newline, k > 0 if it holds ``needle``; its last 0xff and
+    newline become 1, the other 0xff go, a lone newline becomes 0."""
     marks = text.replace(needle, b"\xff" + needle[1:]).translate(None, _NOT_MARKS)
-    while b"\xff\xff" in marks:
-        marks = marks.replace(b"\xff\xff", b"\xff")
-    return marks.replace(b"\xff\n", b"\x01").replace(b"\n", b"\x00")
+    return marks.replace(b"\xff\n", b"\x01").translate(_NEWLINE_0, b"\xff")
 
 
 class _Runs:

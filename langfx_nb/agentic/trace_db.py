@@ -101,9 +101,7 @@ CREATE INDEX trace_tree_parent ON trace_tree(parent);
 CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2;
 """
 _SPAN = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
-# SQL writes queued at most for the writing thread (bounded memory: about four batches). A
-# deeper queue lets the parsing thread go on while the writer waits for the GIL.
-_QUEUED = 12
+_QUEUED = 3  # SQL writes queued at most for the writing thread (bounded memory)
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # How a row's values are bound. A None costs far more to bind than a number or a string (the

@@ -3,8 +3,8 @@ process (what a fresh kernel pays), with wall and CPU seconds and RSS (after, an
 
 - ``convert``: ``lf.save_trace(json_path, store_path)`` of a JSON trace written elsewhere
   (``tests/trace_gen.py``: session → batch → a deep chain, then items with a query, a tool
-  call and a log): 1,000,000 nodes ≤ 15 s and ≤ 500 MB; 200,000 nodes ≤ 2 s. SQLite writes on
-  a thread of its own, so on two free cores the wall time follows the parsing thread's CPU.
+  call and a log): 1,000,000 nodes ≤ 15 s and ≤ 500 MB; 200,000 nodes ≤ 2 s (one thread:
+  wall time follows CPU time).
 - ``explorer``: ``TraceExplorer(json_path)`` of the 200,000-node file (converted into a
   temporary store, then its first window): ≤ 2 s.
 - ``open``: ``TraceExplorer(store_path)`` of the 1,000,000-node store: exact counts in the

@@ -34,7 +34,6 @@ import sqlite3
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard, get_args
 
@@ -101,7 +100,6 @@ CREATE INDEX trace_tree_parent ON trace_tree(parent);
 CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2;
 """
 _SPAN = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
-_QUEUED = 3  # SQL writes queued at most for the writing thread (bounded memory)
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # How a row's values are bound. A None costs far more to bind than a number or a string (the
@@ -334,14 +332,12 @@ class StoreWriter:
     at a time, in one transaction or several: a run manifest writes each record's row with
     it), then the tree order once every node is known (:meth:`finish`).
 
-    ``background``: the SQL runs in order on a thread of its own, at most a few batches
-    behind (sqlite3 lets go of the GIL while SQLite works: parsing and writing overlap), for
-    a connection nothing else uses until :meth:`finish` returns."""
+    The SQL runs on the calling thread: a writing thread of its own would wait for the GIL
+    between statements (binding the values holds it), and two threads trading it cost more
+    CPU than SQLite's share of the work saves."""
 
-    def __init__(self, conn: sqlite3.Connection, *, background: bool = False) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._pool = ThreadPoolExecutor(1, "trace-store") if background else None
-        self._jobs: deque[Future[Any]] = deque()
         _script(conn, SCHEMA)
         # per node, in lists: an array parses every item stored in it (PyArg_Parse)
         self.pos: dict[str, int] = {}
@@ -354,24 +350,6 @@ class StoreWriter:
         self.cost: list[float] = []  # NaN: none
         self.start: list[float] = []  # NaN: none
         self.refs = False  # the records stay in the file's trace_nodes
-
-    def _sql(self, write: Callable[..., Any], *args: Any) -> Future[Any]:
-        """``write(*args)``, at once or queued for the writing thread."""
-        if self._pool is None:
-            done: Future[Any] = Future()
-            done.set_result(write(*args))
-            return done
-        self._jobs.append(job := self._pool.submit(write, *args))
-        while len(self._jobs) > _QUEUED:
-            self._jobs.popleft().result()
-        return job
-
-    def close(self) -> None:
-        """Wait for the queued SQL (raising its error)."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            while self._jobs:
-                self._jobs.popleft().result()
 
     def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
         """Add the next node records. ``body``: their JSON array as written (else made), or
@@ -387,7 +365,7 @@ class StoreWriter:
                 body = _dumps(list(nodes)).encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
                 body = json.dumps(list(nodes)).encode("ascii")
-        self._sql(self.conn.execute, "INSERT INTO trace_records VALUES (?, ?)", (first, body))
+        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
 
     def add_rows(self, nodes: Sequence[Any]) -> int:
         """Write the rows of the next node records (their records are written apart:
@@ -438,8 +416,8 @@ class StoreWriter:
         self.tokens += batch.tokens
         self.cost += batch.costs
         self.start += batch.starts
-        self._sql(_insert, self.conn, "trace_rows", _ROW_VALUES, batch.rows)
-        self._sql(self.conn.execute, "INSERT INTO trace_search VALUES (?, ?)", (at, batch.search))
+        _insert(self.conn, "trace_rows", _ROW_VALUES, batch.rows)
+        self.conn.execute("INSERT INTO trace_search VALUES (?, ?)", (at, batch.search))
         return at
 
     def add_refs(self, first: int, refs: Sequence[int]) -> None:
@@ -447,7 +425,7 @@ class StoreWriter:
         ``trace_nodes``."""
         self.refs = True
         rows = list(zip(itertools.count(first), refs))
-        self._sql(_insert, self.conn, "trace_refs", "(?,?)", rows)
+        _insert(self.conn, "trace_refs", "(?,?)", rows)
 
     def ids(self) -> list[str]:
         """The ids of the nodes added so far, in the order added."""
@@ -459,9 +437,7 @@ class StoreWriter:
         if "session" not in self.kinds:
             raise ValueError("malformed trace: it has no session root node")
         conn = self.conn
-        # while the tree order is derived: the rows' index, the time span
-        self._sql(conn.execute, "CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
-        span_row = self._sql(lambda: conn.execute(_SPAN).fetchone())
+        conn.execute("CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
         parent = self.parent
         for i, parent_id in self.later.items():  # a parent not in the trace: a root
             parent[i] = self.pos.get(parent_id, -1)
@@ -545,21 +521,20 @@ class StoreWriter:
                     strict=True,
                 )
             )  # fmt: skip
-            self._sql(_insert, conn, "trace_tree", _TREE_VALUES, rows)
+            _insert(conn, "trace_tree", _TREE_VALUES, rows)
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
-        self._sql(conn.executemany, "INSERT INTO trace_order VALUES (?, ?)", ranks)
+        conn.executemany("INSERT INTO trace_order VALUES (?, ?)", ranks)
         del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks
         starts: dict[str, list[float]] = {g: [] for g in GROUPS}
         for name, code in self.statuses.items():
             mine = itertools.compress(self.start, map(code.__eq__, self.status))
             starts[group_of(name)] += [s for s in mine if s == s]  # not NaN
-        self._sql(
-            conn.executemany,
+        conn.executemany(
             "INSERT INTO trace_starts VALUES (?, ?)",
             [(g, array("d", sorted(v)).tobytes()) for g, v in starts.items()],
         )
-        self._sql(_script, conn, _TREE_INDEXES)
-        row = span_row.result()
+        _script(conn, _TREE_INDEXES)
+        row = conn.execute(_SPAN).fetchone()
         info = {
             "format": STORE_FORMAT,
             "version": STORE_VERSION,
@@ -574,12 +549,10 @@ class StoreWriter:
             "records": "trace_nodes" if self.refs else "own",
             "untimed": n - sum(map(len, starts.values())),
         }
-        self._sql(
-            conn.executemany,
+        conn.executemany(
             "INSERT INTO trace_info VALUES (?, ?)",
             [(k, _dumps(v)) for k, v in info.items()],
         )
-        self.close()
         return n
 
 
@@ -609,27 +582,23 @@ def write_store(
     conn: sqlite3.Connection,
     header: Mapping[str, Any],
     batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes | Sequence[int]]],
-    *,
-    background: bool = False,
 ) -> int:
     """Write a trace's tables into ``conn`` (which holds none yet) in one transaction: its
     node records come in ``batches`` (a batch, or a batch with its JSON array as written or
     the rowids of its records in ``conn``'s ``trace_nodes``, where they stay), its other
-    top-level fields in ``header`` (read once every batch is written); ``background``: see
-    :class:`StoreWriter`. Returns the number of nodes. A node a row cannot show raises
+    top-level fields in ``header`` (read once every batch is written). Returns the number of
+    nodes. A node a row cannot show raises
     ``ValueError`` naming it (nothing is written)."""
     paused = gc.isenabled()
     gc.disable()  # millions of new objects would trigger it over and over
     if not conn.in_transaction:
         conn.execute("BEGIN")
-    writer = StoreWriter(conn, background=background)
+    writer = StoreWriter(conn)
     try:
         for batch in batches:
             writer.add(*batch) if isinstance(batch, tuple) else writer.add(batch)
         n = writer.finish(header)
     except BaseException:
-        with contextlib.suppress(Exception):
-            writer.close()
         conn.rollback()
         raise
     finally:
@@ -657,7 +626,7 @@ def save_trace(
     with contextlib.suppress(FileNotFoundError):
         temp.unlink()
     try:
-        conn = sqlite3.connect(temp, check_same_thread=False)
+        conn = sqlite3.connect(temp)
         try:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
@@ -680,13 +649,13 @@ def _write_source(
         header: dict[str, Any] = {}
         try:
             batches = read_batches(file, header, progress)
-            return write_store(conn, header, batches, background=True)
+            return write_store(conn, header, batches)
         except ValueError as exc:
             raise ValueError(f"{file}: {exc}") from exc
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
     nodes = saved_nodes(data)
     blocks = (nodes[at : at + BLOCK] for at in range(0, len(nodes), BLOCK))
-    return write_store(conn, data, blocks, background=True)
+    return write_store(conn, data, blocks)
 
 
 def convert(source: Any, progress: Callable[[int, int], None] | None = None) -> StoredTrace:

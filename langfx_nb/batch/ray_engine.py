@@ -216,7 +216,10 @@ async def _drive(
                 for index, ok, payload, error, exc_blob, nodes, requests in got:
                     left.discard(index)
                     state.running -= 1
-                    _record(job, view, index, ok, payload, error, exc_blob, nodes, requests)
+                    try:  # on_error="raise" raises here: the outcomes after it still count
+                        _record(job, view, index, ok, payload, error, exc_blob, nodes, requests)
+                    except Exception as exc:
+                        fatal = fatal or exc
                 continue
             del live[call]  # it ended, or its worker died (Ray restarts it)
             idle.append(actor)

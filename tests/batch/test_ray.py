@@ -305,6 +305,33 @@ async def test_a_worker_dead_beyond_max_worker_restarts_stops_the_batch(tmp_path
     await killer
 
 
+async def together(row: dict[str, int]) -> int:
+    """Every item ends at the same moment; item 0 raises."""
+    await asyncio.sleep(row["at"] - time.time())
+    if row["id"] == 0:
+        raise ValueError("item 0 fails")
+    return row["id"]
+
+
+async def test_on_error_raise_records_every_outcome_that_came_back_with_the_failure(
+    tmp_path: Path,
+) -> None:
+    manifest = tmp_path / "run.sqlite"
+    at = time.time() + 3  # after the worker has started and holds all eight items
+    with pytest.raises(ValueError, match="item 0 fails"):
+        await lf.batch(
+            together,
+            [{"id": i, "at": at} for i in range(8)],
+            run=manifest,
+            on_error="raise",
+            progress=False,
+            max_concurrency=8,
+            engine=lf.engines.Ray(num_workers=1),
+        )
+    # the items that ended with the failure are in the manifest: a resume never sends them
+    assert done_in(manifest) == set(range(1, 8))
+
+
 def done_in(manifest: Path) -> set[int]:
     if not manifest.exists():
         return set()

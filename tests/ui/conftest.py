@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,70 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
+
+
+# A host test's notebook: one setup cell that prints ``probe`` (what the host decided), then a
+# query, its trace, and an agent whose tool call waits for approval.
+HOST_CELLS = [
+    """
+    %load_ext langfx_nb
+    import langfx_nb as lf
+    from langfx_nb.notebook import hosts
+
+    print({probe})
+
+
+    @lf.tool
+    async def add(a: int, b: int) -> int:
+        \"\"\"Add two integers.\"\"\"
+        return a + b
+
+
+    talk = lf.llms.Scripted(["Paris is the capital of France."])
+    calc = lf.llms.Scripted([lf.ToolCall("c1", "add", {{"a": 2, "b": 3}}), "The sum is 5."])
+    """,
+    "%%lf query --lm talk -o capital\nWhat is the capital of France?",
+    "%lf trace",
+    "%%lf agent --lm calc --tools add -o ans\nWhat is 2 + 3?",
+]
+
+
+def host_cells(probe: str) -> list[str]:
+    """:data:`HOST_CELLS` whose first cell prints ``probe`` (Python expressions)."""
+    return [HOST_CELLS[0].format(probe=probe), *HOST_CELLS[1:]]
+
+
+class HostServer:
+    """A notebook host's own server (classic Notebook, Voilà, marimo) from its venv: its own
+    process group, its output in ``home/NAME.log``, stopped with :func:`stop_group`."""
+
+    def __init__(
+        self, name: str, argv: list[str], *, cwd: Path, home: Path, env: dict[str, str]
+    ) -> None:
+        self.name = name
+        self.log_path = home / f"{name}.log"
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def wait_until(self, ready: Callable[[], object], timeout_s: float = 90) -> None:
+        """Until ``ready()`` returns without an ``OSError`` (``URLError`` is one)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"{self.name} exited early: {tail}")
+            with contextlib.suppress(OSError):
+                ready()
+                return
+            time.sleep(0.25)
+        raise RuntimeError(f"{self.name} did not start in {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+        self._log.close()
 
 
 class LabServer:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -31,35 +29,14 @@ import pytest
 from tests.hosts._kernel import host_python
 from tests.local import free_port
 
-from .conftest import artifact, host_server_env, notebook_json, stop_group
+from .conftest import HostServer, artifact, host_cells, host_server_env, notebook_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.hosts]
 
-CELLS = [
-    """
-    %load_ext langfx_nb
-    import langfx_nb as lf
-    from langfx_nb.notebook import hosts
-
-    print("MODE:", hosts.approval_mode())
+CELLS = host_cells('"MODE:", hosts.approval_mode()')
 
 
-    @lf.tool
-    async def add(a: int, b: int) -> int:
-        \"\"\"Add two integers.\"\"\"
-        return a + b
-
-
-    talk = lf.llms.Scripted(["Paris is the capital of France."])
-    calc = lf.llms.Scripted([lf.ToolCall("c1", "add", {"a": 2, "b": 3}), "The sum is 5."])
-    """,
-    "%%lf query --lm talk -o capital\nWhat is the capital of France?",
-    "%lf trace",
-    "%%lf agent --lm calc --tools add -o ans\nWhat is 2 + 3?",
-]
-
-
-class ClassicServer:
+class ClassicServer(HostServer):
     """``jupyter notebook`` (6.5) from the Colab host venv; its kernel is that venv's python."""
 
     def __init__(self, root: Path, home: Path) -> None:
@@ -67,46 +44,25 @@ class ClassicServer:
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = home / "notebook.log"
-        env = host_server_env(home)
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                str(python.with_name("jupyter")),
-                "notebook",
-                "--no-browser",
-                "--ip=127.0.0.1",
-                f"--port={self.port}",
-                "--port-retries=0",
-                f"--NotebookApp.token={self.token}",
-                "--NotebookApp.password=",
-                "--allow-root",
-                f"--NotebookApp.notebook_dir={root}",
-            ],
-            cwd=root,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        argv = [
+            str(python.with_name("jupyter")),
+            "notebook",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--port-retries=0",
+            f"--NotebookApp.token={self.token}",
+            "--NotebookApp.password=",
+            "--allow-root",
+            f"--NotebookApp.notebook_dir={root}",
+        ]
+        super().__init__("notebook", argv, cwd=root, home=home, env=host_server_env(home))
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}?token={self.token}"
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter notebook exited early; see {self.log_path}")
-            with contextlib.suppress(OSError, urllib.error.URLError):
-                urllib.request.urlopen(self.url("/api/status"), timeout=5).close()
-                return
-            time.sleep(0.25)
-        raise RuntimeError("jupyter notebook did not start in 90 s")
-
-    def stop(self) -> None:
-        stop_group(self.proc)
-        self._log.close()
+        self.wait_until(lambda: urllib.request.urlopen(self.url("/api/status"), timeout=5).close())
 
 
 @pytest.fixture

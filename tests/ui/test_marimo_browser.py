@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -29,7 +28,7 @@ import pytest
 from tests.hosts._kernel import host_python
 from tests.local import free_port
 
-from .conftest import ARTIFACTS
+from .conftest import ARTIFACTS, HostServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.hosts]
 
@@ -143,14 +142,13 @@ DEEP_TEXT = """(el) => {
 }"""
 
 
-class MarimoServer:
+class MarimoServer(HostServer):
     """``marimo edit`` serving one notebook from the marimo host venv, with its own HOME."""
 
     def __init__(self, notebook: Path, home: Path) -> None:
         marimo = Path(host_python("marimo")).with_name("marimo")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = home / "marimo.log"
         env = {
             **os.environ,
             "HOME": str(home),
@@ -160,7 +158,7 @@ class MarimoServer:
         }
         for name in ("LANGFX_NB_APPROVE", "LANGFX_NB_APPROVAL", "PYTHONPATH"):
             env.pop(name, None)  # `ask` asks, the probe decides, the venv's own checkout runs
-        cmd = [
+        argv = [
             str(marimo),
             "edit",
             str(notebook),
@@ -170,40 +168,13 @@ class MarimoServer:
             "--no-token",
             "--skip-update-check",
         ]
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            cmd,
-            cwd=notebook.parent,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        super().__init__("marimo", argv, cwd=notebook.parent, home=home, env=env)
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"marimo exited early: {self.log_path.read_text()[-2000:]}")
-            with (
-                contextlib.suppress(OSError, urllib.error.URLError),
-                urllib.request.urlopen(f"{self.base}/health", timeout=5),
-            ):
-                return
-            time.sleep(0.25)
-        raise RuntimeError(f"marimo did not start in {START_TIMEOUT:.0f}s")
-
-    def stop(self) -> None:
-        """End the server and its kernel process (their own process group)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-        self._log.close()
+        self.wait_until(
+            lambda: urllib.request.urlopen(f"{self.base}/health", timeout=5).close(),
+            START_TIMEOUT,
+        )
 
 
 @pytest.fixture

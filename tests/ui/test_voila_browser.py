@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,76 +22,37 @@ import pytest
 from tests.hosts._kernel import host_python
 from tests.local import free_port
 
-from .conftest import artifact, host_server_env, notebook_json, stop_group
+from .conftest import HostServer, artifact, host_cells, host_server_env, notebook_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.hosts]
 
-CELLS = [
-    """
-    %load_ext langfx_nb
-    import langfx_nb as lf
-    from langfx_nb.notebook import hosts
-
-    print("MODE:", hosts.approval_mode(), "PAGE:", hosts.current().page)
+CELLS = host_cells('"MODE:", hosts.approval_mode(), "PAGE:", hosts.current().page')
 
 
-    @lf.tool
-    async def add(a: int, b: int) -> int:
-        \"\"\"Add two integers.\"\"\"
-        return a + b
-
-
-    talk = lf.llms.Scripted(["Paris is the capital of France."])
-    calc = lf.llms.Scripted([lf.ToolCall("c1", "add", {"a": 2, "b": 3}), "The sum is 5."])
-    """,
-    "%%lf query --lm talk -o capital\nWhat is the capital of France?",
-    "%lf trace",
-    "%%lf agent --lm calc --tools add -o ans\nWhat is 2 + 3?",
-]
-
-
-class VoilaServer:
+class VoilaServer(HostServer):
     """``voila NOTEBOOK`` from the Voilà host venv; its kernel is that venv's python."""
 
     def __init__(self, notebook_path: Path, home: Path) -> None:
         python = Path(host_python("voila"))
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}/"
-        self.log_path = home / "voila.log"
         env = host_server_env(home)
         env["JUPYTER_PLATFORM_DIRS"] = "1"
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                str(python.with_name("voila")),
-                str(notebook_path),
-                "--no-browser",
-                f"--port={self.port}",
-                "--Voila.ip=127.0.0.1",
-                "--show_tracebacks=True",
-            ],
-            cwd=notebook_path.parent,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        argv = [
+            str(python.with_name("voila")),
+            str(notebook_path),
+            "--no-browser",
+            f"--port={self.port}",
+            "--Voila.ip=127.0.0.1",
+            "--show_tracebacks=True",
+        ]
+        super().__init__("voila", argv, cwd=notebook_path.parent, home=home, env=env)
 
     def wait_ready(self) -> None:
         """Until the port listens (a GET of the page would run the notebook)."""
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"voila exited early; see {self.log_path}")
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
-                return
-            time.sleep(0.25)
-        raise RuntimeError("voila did not start in 90 s")
-
-    def stop(self) -> None:
-        stop_group(self.proc)
-        self._log.close()
+        self.wait_until(
+            lambda: socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+        )
 
 
 @pytest.fixture

@@ -58,6 +58,8 @@ DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader togg
 MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
 BLOCK = 1_000  # records per stored block (and read at a time)
+CACHED_BLOCKS = 8  # blocks of records kept parsed (a window's details read a few), each
+CACHED_BLOCK_BYTES = 8 << 20  # at most this large stored
 _CHUNK = 500  # values bound into one SQL statement
 _FEW_MATCHES = 2_000  # a search finds more by marking every line at once
 _NOT_MARKS = bytes(b for b in range(256) if b not in b"\n\xff")
@@ -278,6 +280,7 @@ class StoredTrace(WindowedTrace):
         self._ranks: dict[str, array[int]] = {}
         self._texts: list[tuple[int, bytes]] | None = None
         self._fetched: dict[int, tuple[Any, ...]] = {}
+        self._blocks: dict[int, Any] = {}  # the last blocks of records read, by first seq
 
     def _error(self, message: str) -> ValueError:
         return ValueError(f"{self.where}: {message}" if self.where else message)
@@ -342,19 +345,29 @@ class StoredTrace(WindowedTrace):
         seq, hint = found[0][0], py_text(found[0][1])
         missing = self._error(f"the record of node {short(node_id)} is missing or too large")
         if self._external:
-            sql = "SELECT 0, length(n.record), n.record FROM trace_refs r JOIN trace_nodes n"
-            block = self.query(f"{sql} ON n.rowid = r.ref WHERE r.seq = ?", (seq,))
-        else:
-            sql = "SELECT seq, length(body), body FROM trace_records WHERE seq <= ?"
-            block = self.query(f"{sql} ORDER BY seq DESC LIMIT 1", (seq,))
-        if not block or not isinstance(block[0][1], int) or block[0][1] > MAX_RECORDS_BYTES:
-            raise missing
-        raw = self._json(block[0][2], "records")
-        if not self._external:  # the seq-th record of the block
-            at = seq - block[0][0]
-            if not isinstance(raw, list) or not 0 <= at < len(raw):
+            sql = "SELECT length(n.record), n.record FROM trace_refs r JOIN trace_nodes n"
+            found = self.query(f"{sql} ON n.rowid = r.ref WHERE r.seq = ?", (seq,))
+            if not found or not _bounded(found[0][0]):
                 raise missing
-            raw = raw[at]
+            raw = self._json(found[0][1], "records")
+        else:  # the seq-th record of its block, a block parsed once for the rows read near it
+            sql = "SELECT seq, length(body) FROM trace_records WHERE seq <= ?"
+            found = self.query(f"{sql} ORDER BY seq DESC LIMIT 1", (seq,))
+            if not found or not _bounded(found[0][1]):
+                raise missing
+            first, size = found[0]
+            block = self._blocks.get(first)
+            if block is None:
+                body = self.query("SELECT body FROM trace_records WHERE seq = ?", (first,))
+                block = self._json(body[0][0], "records")
+                if size <= CACHED_BLOCK_BYTES:
+                    if len(self._blocks) >= CACHED_BLOCKS:
+                        del self._blocks[next(iter(self._blocks))]
+                    self._blocks[first] = block
+            at = seq - first
+            if not isinstance(block, list) or not 0 <= at < len(block):
+                raise missing
+            raw = block[at]
         try:
             node = TraceNode.from_json(raw)
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
@@ -674,6 +687,11 @@ class _Runs:
 def _take(values: Sequence[int], at: list[int]) -> Sequence[int]:
     """``values[k]`` for each ``k`` in ``at``, in order (one C call: ``itemgetter``)."""
     return operator.itemgetter(*at)(values) if len(at) > 1 else [values[k] for k in at]
+
+
+def _bounded(size: Any) -> bool:
+    """A stored block's length as SQLite gives it, within what is read."""
+    return isinstance(size, int) and size <= MAX_RECORDS_BYTES
 
 
 def _size(segment: tuple[int, int] | list[int]) -> int:

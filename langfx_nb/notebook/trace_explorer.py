@@ -27,12 +27,11 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..agentic.trace import TraceNode
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from ..agentic.trace_json import regular_file
 from ..agentic.trace_reader import LIVE
 from .bridge import Clock, MessageKind, to_jsonable
-from .render import MAX_ROWS, WidgetDisplayMixin, trace_html, trace_text
+from .render import WidgetDisplayMixin, trace_html, trace_text
 from .trace_data import read_trace, view_node
 from .trace_live import LiveIndex, index_of, row_patch
 from .trace_windows import LiveWindows, window_params, with_timeline
@@ -44,9 +43,6 @@ _STATIC = Path(__file__).parent / "static"
 #: A trace JSON file at least this large is converted into a stored trace as a stream
 #: (bounded memory, a progress line), not read whole first.
 BIG_FILE_BYTES = 4 << 20
-#: A stored trace's copy reads its first rows' records in one pass in the order written, at
-#: most this many (a record read alone parses its whole block: 300 of them took a second).
-COPY_READ_AHEAD = 20_000
 
 
 def _encode(state: Mapping[str, Any]) -> bytes:
@@ -326,9 +322,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             )
         copied = self._copied
         if copied is None or copied[:2] != (self.title, ended):
-            record = _first_records(index, self._record)
             html = trace_html(
-                index, title=self.title, record=record, offset=self._offset, ended=ended
+                index, title=self.title, record=self._record, offset=self._offset, ended=ended
             )
             self._copied = copied = (self.title, ended, html)
         return copied[2]
@@ -458,28 +453,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _publish_live_state(self, state: dict[str, Any]) -> None:
         self.state = _encode({**state, "seq": self._seq})
-
-
-def _first_records(
-    index: StoredTrace, record: Callable[[str], dict[str, Any] | None]
-) -> Callable[[str], Mapping[str, Any] | None]:
-    """``record`` for the static copy of a stored trace: the records of its first rows read
-    in one pass in the order written (at most ``COPY_READ_AHEAD``), each checked by the
-    core's strict node reader; any other (or malformed) through ``record``."""
-    wanted = {str(row["node"]["id"]) for row in index.first_rows(MAX_ROWS)}
-    found: dict[str, Mapping[str, Any]] = {}
-    with contextlib.suppress(ValueError):  # a damaged block: each read alone says so
-        for n, raw in enumerate(index.records()):
-            if n >= COPY_READ_AHEAD or len(found) == len(wanted):
-                break
-            node_id = str(raw.get("id")) if isinstance(raw, Mapping) else ""
-            if node_id in wanted:
-                with contextlib.suppress(
-                    KeyError, TypeError, ValueError, AttributeError, OverflowError
-                ):
-                    TraceNode.from_json(raw)
-                    found[node_id] = raw
-    return lambda node_id: found.get(node_id) or record(node_id)
 
 
 def _source(source: Any) -> Any:

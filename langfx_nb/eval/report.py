@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ..agentic.trace_json import regular_file
 from ..agentic.usage import cost_label
 from ..jsonable import walk
 from ..messages import Usage
@@ -34,6 +35,7 @@ __all__ = ["REPORT_FORMAT", "CaseResult", "Metric", "Report", "aggregate"]
 
 REPORT_FORMAT = "langfx_nb.eval.report"
 REPORT_VERSION = 1
+MAX_REPORT_BYTES = 1 << 30  # a report file larger than this is refused, not read
 
 CaseStatus = Literal["ok", "failed", "cancelled", "skipped"]
 
@@ -515,10 +517,14 @@ class Report(Sequence[CaseResult]):
                 results.append(CaseResult.from_json(raw, output_type))
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"malformed report: results[{i}]: {exc}") from exc
+        try:
+            repeats = int(data.get("repeats", 1))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed report: repeats: {exc}") from exc
         return cls(
             results,
             name=str(data.get("name", "")),
-            repeats=int(data.get("repeats", 1)),
+            repeats=repeats,
             elapsed_s=data.get("elapsed_s"),
             run_path=data.get("run_path"),
             output_type=output_type,
@@ -526,9 +532,16 @@ class Report(Sequence[CaseResult]):
 
     @classmethod
     def load(cls, path: str | Path, *, output_type: Any = None) -> Report:
-        return cls.from_json(
-            json.loads(Path(path).read_text(encoding="utf-8")), output_type=output_type
-        )
+        """The report saved at ``path`` (``save``). A report file may come from elsewhere:
+        ``ValueError`` when it is no regular file, is larger than ``MAX_REPORT_BYTES``, or
+        is malformed; it is never read past that size."""
+        path = Path(path)
+        regular_file(path)
+        with path.open("rb") as file:
+            data = file.read(MAX_REPORT_BYTES + 1)
+        if len(data) > MAX_REPORT_BYTES:
+            raise ValueError(f"{path}: larger than {MAX_REPORT_BYTES} bytes, not read")
+        return cls.from_json(json.loads(data), output_type=output_type)
 
     # -- display -------------------------------------------------------------------------
     def widget(self) -> Any:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
 import langfx_nb as lf
+from langfx_nb.eval import report as report_module
 
 
 class Answer(BaseModel):
@@ -83,6 +85,25 @@ def test_a_malformed_report_file_is_one_clear_error(tmp_path: Path) -> None:
     path.write_text('{"format": "langfx_nb.eval.report", "version": 1, "results": [{}]}')
     with pytest.raises(ValueError, match=r"malformed report: results\[0\]"):
         lf.eval.Report.load(path)
+    path.write_text('{"format": "langfx_nb.eval.report", "version": 1, "repeats": [2]}')
+    with pytest.raises(ValueError, match="malformed report"):
+        lf.eval.Report.load(path)
+
+
+def test_a_report_path_that_is_no_regular_file_or_too_big_is_refused_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo, zero = tmp_path / "fifo.json", tmp_path / "zero.json"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    zero.symlink_to("/dev/zero")  # reading it would never end
+    for path in (fifo, zero, tmp_path):
+        with pytest.raises(ValueError, match="not a regular file"):
+            lf.eval.Report.load(path)
+    big = tmp_path / "big.json"
+    big.write_text('{"format": "langfx_nb.eval.report", "version": 1, "results": []}')
+    monkeypatch.setattr(report_module, "MAX_REPORT_BYTES", 10)
+    with pytest.raises(ValueError, match="larger than"):
+        lf.eval.Report.load(big)
 
 
 def test_wilson_and_standard_error_figures() -> None:

@@ -495,11 +495,12 @@ class StoredTrace(WindowedTrace):
         needle = query.encode("utf-8", "surrogatepass")
         if not needle or b"\n" in needle:
             return []
-        seqs: list[int] = []
+        rank_of, ranks = self._array("rank"), list[int]()
         for first, block in self._search_texts():
             if needle in block:
-                seqs += itertools.compress(itertools.count(first), _lines_holding(block, needle))
-        return _take(self._array("rank"), seqs)
+                marks = _lines_holding(block, needle)
+                ranks += itertools.compress(rank_of[first : first + len(marks)], marks)
+        return ranks
 
     def _search_texts(self) -> list[tuple[int, bytes]]:
         """Every node's search text as stored: blocks of consecutive nodes, each with its

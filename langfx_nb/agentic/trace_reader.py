@@ -280,7 +280,6 @@ class StoredTrace(WindowedTrace):
         self._starts: dict[str, array[float]] | None = None
         self._arrays: dict[str, array[int]] = {}
         self._texts: list[tuple[int, bytes]] | None = None
-        self._fetched: dict[int, tuple[Any, ...]] = {}  # rows a listing's slice read
         self._blocks: dict[int, Any] = {}  # the last blocks of records read, by first seq
 
     def _error(self, message: str) -> ValueError:
@@ -452,8 +451,7 @@ class StoredTrace(WindowedTrace):
                     segments.append(self._below(rank, desc, opened))
                 after = rank + desc + 1
         segments.append((self._shallow_before(after), self.shallow))
-        self._fetched = {}
-        return _Segments(self, segments, self._fetched)
+        return _Segments(self, segments)
 
     def _shallow_before(self, rank: int) -> int:
         """How many rows of depth ≤ 2 come before ``rank``."""
@@ -541,11 +539,7 @@ class StoredTrace(WindowedTrace):
         return out
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
-        found, self._fetched = self._fetched, {}
-        missing = [rank for rank in nodes if rank not in found]
-        found.update(
-            (int(row[0]), row) for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", missing)
-        )
+        found = {int(row[0]): row for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", nodes)}
         if len(found) < len(set(nodes)):
             raise self._error("damaged trace_tree")
         return [self._row(found[rank], expanded) for rank in nodes]
@@ -591,9 +585,8 @@ class _Segments:
     """:meth:`StoredTrace.listing`'s segments, counted and sliced with one indexed query per
     segment of rows of depth ≤ 2, never listed whole."""
 
-    def __init__(self, trace: StoredTrace, segments: list[Any], fetched: dict[int, Any]) -> None:
+    def __init__(self, trace: StoredTrace, segments: list[Any]) -> None:
         self.trace, self.segments = trace, [s for s in segments if _size(s) > 0]
-        self.fetched = fetched  # rows read by a slice, kept for the trace's rows()
         self.total = sum(map(_size, self.segments))
 
     def slice(self, start: int, stop: int) -> Sequence[int]:
@@ -604,13 +597,11 @@ class _Segments:
             if lo < hi and isinstance(seg, list):
                 out += seg[lo:hi]
             elif lo < hi:
-                for row in self.trace.query(
-                    f"{_ROW} WHERE t.depth <= 2 AND t.shallow_at >= ? AND t.shallow_at < ?"
-                    " ORDER BY t.shallow_at",
-                    (seg[0] + lo, seg[0] + hi),
-                ):
-                    out.append(int(row[0]))
-                    self.fetched[int(row[0])] = row
+                sql = "SELECT rank FROM trace_tree WHERE depth <= 2 AND shallow_at >= ?"
+                found = self.trace.query(
+                    f"{sql} AND shallow_at < ? ORDER BY shallow_at", (seg[0] + lo, seg[0] + hi)
+                )
+                out += [int(rank) for (rank,) in found]
             at += _size(seg)
         return out
 

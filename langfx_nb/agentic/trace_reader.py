@@ -140,7 +140,8 @@ class Listing(Protocol):
 
 
 class Listed:
-    """A listing held whole (a search's matches and their ancestors, in tree order)."""
+    """A listing held whole, in order (``ascending``: the handles increase, so a handle is
+    found by bisection)."""
 
     def __init__(self, order: Sequence[int], *, ascending: bool) -> None:
         self.order = order

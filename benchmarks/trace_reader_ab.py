@@ -36,7 +36,9 @@ def main() -> None:
     steps: dict[str, list[dict[str, Any]]] = {
         "expand": [dict(expanded={d: True for d in deep[:k]}, count=200) for k in range(1, 6)],
         "scroll": [dict(start=s, count=200) for s in (1_000, total // 2, total - 200)],
-        "search selective": [dict(query=q) for q in ("boom 97", "question number 4241 ", "no such")],
+        "search selective": [
+            dict(query=q) for q in ("boom 97", "question number 4241 ", "no such")
+        ],
         "search broad": [dict(query="question")],
         "select": [dict(selected="d3", expanded={"d0": True, "d1": True, "d2": True})],
     }

@@ -1,5 +1,6 @@
 """Reading a stored trace: :class:`StoredTrace` answers the explorer's questions with a few
-queries each (the format is written by :mod:`langfx_nb.agentic.trace_db`).
+queries each (the format is written by :mod:`langfx_nb.agentic.trace_db`), and
+:class:`WindowedTrace` makes the page's window from them, for a stored and a live trace alike.
 
 What it answers: the exact counts, a window of visible rows for what the reader expanded or
 collapsed (default: depth 0 and 1 open), a search (every match and its ancestors), a node's
@@ -11,7 +12,6 @@ holds more than a bounded part of the file.
 from __future__ import annotations
 
 import bisect
-import heapq
 import itertools
 import json
 import math
@@ -20,7 +20,7 @@ import os
 import sqlite3
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,7 +61,6 @@ BLOCK = 1_000  # records per stored block (and read at a time)
 CACHED_BLOCKS = 8  # blocks of records kept parsed (a window's details read a few), each
 CACHED_BLOCK_BYTES = 8 << 20  # at most this large stored
 _CHUNK = 500  # values bound into one SQL statement
-_FEW_MATCHES = 2_000  # a search finds more by marking every line at once
 _NOT_MARKS = bytes(b for b in range(256) if b not in b"\n\xff")
 _NEWLINE_0 = bytes.maketrans(b"\n", b"\x00")
 _ROW = (
@@ -141,7 +140,8 @@ class Listing(Protocol):
 
 
 class Listed:
-    """A listing held whole (a search's matches and their ancestors, in tree order)."""
+    """A listing held whole, in order (``ascending``: the handles increase, so a handle is
+    found by bisection)."""
 
     def __init__(self, order: Sequence[int], *, ascending: bool) -> None:
         self.order = order
@@ -247,7 +247,9 @@ class WindowedTrace(ABC):
 
 
 class StoredTrace(WindowedTrace):
-    """A stored trace's reader: counts, windows, search and records, each a few queries."""
+    """A stored trace's reader: counts, windows, search and records, each a few queries.
+    Nodes are handled by ``rank`` (depth first order); what a query reads whole (the search
+    texts, the rank and parent arrays, the start times) is read at its first use and kept."""
 
     def __init__(self, conn: sqlite3.Connection, *, where: str = "") -> None:
         self.conn = conn
@@ -275,11 +277,10 @@ class StoredTrace(WindowedTrace):
             self._untimed = int(info.get("untimed", 0))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
-        self._search: tuple[str, list[array[int]], array[int]] | None = None
+        self._search: tuple[str, Listed, list[int]] | None = None  # the last query's
         self._starts: dict[str, array[float]] | None = None
-        self._ranks: dict[str, array[int]] = {}
+        self._arrays: dict[str, array[int]] = {}
         self._texts: list[tuple[int, bytes]] | None = None
-        self._fetched: dict[int, tuple[Any, ...]] = {}
         self._blocks: dict[int, Any] = {}  # the last blocks of records read, by first seq
 
     def _error(self, message: str) -> ValueError:
@@ -343,31 +344,9 @@ class StoredTrace(WindowedTrace):
         if not found:
             return None
         seq, hint = found[0][0], py_text(found[0][1])
-        missing = self._error(f"the record of node {short(node_id)} is missing or too large")
-        if self._external:
-            sql = "SELECT length(n.record), n.record FROM trace_refs r JOIN trace_nodes n"
-            found = self.query(f"{sql} ON n.rowid = r.ref WHERE r.seq = ?", (seq,))
-            if not found or not _bounded(found[0][0]):
-                raise missing
-            raw = self._json(found[0][1], "records")
-        else:  # the seq-th record of its block, a block parsed once for the rows read near it
-            sql = "SELECT seq, length(body) FROM trace_records WHERE seq <= ?"
-            found = self.query(f"{sql} ORDER BY seq DESC LIMIT 1", (seq,))
-            if not found or not _bounded(found[0][1]):
-                raise missing
-            first, size = found[0]
-            block = self._blocks.get(first)
-            if block is None:
-                body = self.query("SELECT body FROM trace_records WHERE seq = ?", (first,))
-                block = self._json(body[0][0], "records")
-                if size <= CACHED_BLOCK_BYTES:
-                    if len(self._blocks) >= CACHED_BLOCKS:
-                        del self._blocks[next(iter(self._blocks))]
-                    self._blocks[first] = block
-            at = seq - first
-            if not isinstance(block, list) or not 0 <= at < len(block):
-                raise missing
-            raw = block[at]
+        raw = self._record(seq)
+        if raw is None:
+            raise self._error(f"the record of node {short(node_id)} is missing or too large")
         try:
             node = TraceNode.from_json(raw)
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
@@ -376,25 +355,44 @@ class StoredTrace(WindowedTrace):
             raise self._error(f"the record of node {short(node_id)} is another node's")
         return {**raw, "hint": hint} if hint else dict(raw)
 
+    def _record(self, seq: int) -> Any:
+        """The ``seq``-th record as stored (``None``: missing or too large): in a manifest,
+        a row of ``trace_nodes``; else from its block, the last few blocks kept parsed."""
+        if self._external:
+            sql = "SELECT length(n.record), n.record FROM trace_refs r JOIN trace_nodes n"
+            found = self.query(f"{sql} ON n.rowid = r.ref WHERE r.seq = ?", (seq,))
+            return self._json(found[0][1], "records") if found and _bounded(found[0][0]) else None
+        sql = "SELECT seq, length(body) FROM trace_records WHERE seq <= ? ORDER BY seq DESC"
+        found = self.query(f"{sql} LIMIT 1", (seq,))
+        if not found or not _bounded(found[0][1]):
+            return None
+        first, size = found[0]
+        block = self._blocks.get(first)
+        if block is None:
+            body = self.query("SELECT body FROM trace_records WHERE seq = ?", (first,))
+            block = self._json(body[0][0], "records")
+            if size <= CACHED_BLOCK_BYTES:
+                if len(self._blocks) >= CACHED_BLOCKS:
+                    del self._blocks[next(iter(self._blocks))]
+                self._blocks[first] = block
+        at = seq - first
+        return block[at] if isinstance(block, list) and 0 <= at < len(block) else None
+
     def records(self) -> Iterator[Any]:
         """Every node record in the order written (a block of records in memory at a time)."""
         if self._external:
-            sql = "SELECT n.record FROM trace_refs r JOIN trace_nodes n ON n.rowid = r.ref"
-            try:
-                cursor = self.conn.execute(f"{sql} ORDER BY r.seq")
-                while chunk := cursor.fetchmany(BLOCK):
-                    yield from (self._json(text, "records") for (text,) in chunk)
-            except sqlite3.Error as exc:
-                raise self._error(f"not a readable stored trace ({exc})") from exc
-            return
-        at = -1
-        sql = "SELECT seq, body FROM trace_records WHERE seq > ? ORDER BY seq LIMIT 1"
-        while block := self.query(sql, (at,)):
-            at = block[0][0]
-            records = self._json(block[0][1], "records")
-            if not isinstance(records, list):
-                raise self._error("damaged records")
-            yield from records
+            sql = "SELECT n.record, 0 FROM trace_refs r JOIN trace_nodes n ON n.rowid = r.ref"
+            sql += " ORDER BY r.seq"
+        else:
+            sql = "SELECT body, 1 FROM trace_records ORDER BY seq"
+        try:
+            for text, is_block in self.conn.execute(sql):
+                found = self._json(text, "records")
+                if is_block and not isinstance(found, list):
+                    raise self._error("damaged records")
+                yield from found if is_block else [found]
+        except sqlite3.Error as exc:
+            raise self._error(f"not a readable stored trace ({exc})") from exc
 
     def trace_json(self) -> dict[str, Any]:
         """The whole trace as saved-trace data (every record in memory: a small trace)."""
@@ -402,23 +400,24 @@ class StoredTrace(WindowedTrace):
 
     # -- windows -----------------------------------------------------------------------------
 
-    def _order(self, name: str) -> array[int]:
-        """``trace_order``'s array ``name`` (``rank``: by seq, ``parent``: by rank), read once
-        (4 bytes a node). Its values are checked where they are used (a parent: only one
-        before its child is taken), not all at once: the first search or lookup would wait."""
-        if name not in self._ranks:
+    def _array(self, name: str) -> array[int]:
+        """``trace_order``'s array ``name`` (``rank``: by seq, ``parent``: by rank), 4 bytes a
+        node. Its values are checked where they are used, not all at once (a parent: only one
+        before its child is taken)."""
+        if name not in self._arrays:
             found = self.query("SELECT ranks FROM trace_order WHERE name = ?", (name,))
             blob = found[0][0] if found else None
             if not isinstance(blob, bytes) or len(blob) != 4 * self.nodes:
                 raise self._error("damaged trace_order")
-            self._ranks[name] = array("i", blob)
-        return self._ranks[name]
+            self._arrays[name] = array("i", blob)
+        return self._arrays[name]
 
     def _ranks_of(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         """``{id: (rank, depth, desc)}`` of the known ids among ``ids``."""
-        sql = "SELECT id, seq FROM trace_rows WHERE id IN ({})"
-        found = self.query(sql, list(map(db_text, ids)))
-        rank_of = self._order("rank") if found else array("i")
+        found = self.query(
+            "SELECT id, seq FROM trace_rows WHERE id IN ({})", list(map(db_text, ids))
+        )
+        rank_of = self._array("rank") if found else array("i")
         ranks = {py_text(i): rank_of[s] for i, s in found if 0 <= s < len(rank_of)}
         if not all(0 <= r < self.nodes for r in ranks.values()):
             raise self._error("damaged trace_order")
@@ -426,23 +425,14 @@ class StoredTrace(WindowedTrace):
         tree = {r: (int(d), int(n)) for r, d, n in self.query(sql, list(ranks.values()))}
         return {i: (r, *tree[r]) for i, r in ranks.items() if r in tree}
 
-    def _children(self, rank: int, desc: int) -> list[tuple[int, int]]:
-        """The children of the node at ``rank`` as ``(rank, desc)``, in order (only ranks
-        inside its subtree: a damaged parent column never loops)."""
-        sql = "SELECT rank, desc FROM trace_tree WHERE parent = ? AND rank > ? AND rank <= ?"
-        rows = self.query(f"{sql} ORDER BY rank", (rank, rank, rank + desc))
-        return [(int(r), int(d)) for r, d in rows]
+    def locate(self, node_id: str) -> int | None:
+        found = self._ranks_of([node_id]).get(node_id)
+        return None if found is None else found[0]
 
-    def _shallow_before(self, rank: int) -> int:
-        """How many rows of depth ≤ 2 come before ``rank``."""
-        if rank >= self.nodes:
-            return self.shallow
-        row = self.query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (max(0, rank),))
-        return int(row[0][0]) if row else self.shallow
-
-    def _segments(self, expanded: Mapping[str, bool]) -> list[tuple[int, int] | list[int]]:
-        """The visible rows as segments in order: ``(a, b)``, the rows of depth ≤ 2 numbered
-        ``a`` to ``b - 1`` among them; a list: the ranks below a row opened at depth ≥ 2."""
+    def listing(self, expanded: Mapping[str, bool]) -> Listing:
+        """Segments of visible rows in order: ``(a, b)``, the rows of depth ≤ 2 numbered ``a``
+        to ``b - 1`` among them (those outside collapsed rows), and after each row opened at
+        depth 2, the list of ranks shown below it."""
         cuts: list[tuple[int, int, bool]] = []  # (rank, desc, opened)
         opened: set[int] = set()
         for node_id, (rank, depth, desc) in self._ranks_of(list(expanded)).items():
@@ -453,62 +443,68 @@ class StoredTrace(WindowedTrace):
                 opened.add(rank)
                 if depth == DEFAULT_OPEN_DEPTH:
                     cuts.append((rank, desc, True))
-        out: list[tuple[int, int] | list[int]] = []
-        next_rank = 0
+        segments: list[tuple[int, int] | list[int]] = []
+        after = 0  # the first rank not yet listed
         for rank, desc, is_open in sorted(cuts):
-            if rank < next_rank:
-                continue  # inside a collapsed row, or inside an opened row's subtree
-            out.append((self._shallow_before(next_rank), self._shallow_before(rank + 1)))
-            if is_open:
-                out.append(self._below(rank, desc, opened))
-            next_rank = rank + desc + 1
-        out.append((self._shallow_before(next_rank), self.shallow))
-        return [s for s in out if (s[1] > s[0] if isinstance(s, tuple) else s)]
+            if rank >= after:  # not inside a collapsed row, nor below an opened one
+                segments.append((self._shallow_before(after), self._shallow_before(rank + 1)))
+                if is_open:
+                    segments.append(self._below(rank, desc, opened))
+                after = rank + desc + 1
+        segments.append((self._shallow_before(after), self.shallow))
+        return _Segments(self, segments)
+
+    def _shallow_before(self, rank: int) -> int:
+        """How many rows of depth ≤ 2 come before ``rank``."""
+        if rank >= self.nodes:
+            return self.shallow
+        row = self.query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (max(0, rank),))
+        return int(row[0][0]) if row else self.shallow
 
     def _below(self, rank: int, desc: int, opened: set[int]) -> list[int]:
-        """The visible ranks below the opened row at ``rank`` (its children, and theirs for
-        each opened child), in order."""
-        out: list[int] = []
-        stack = self._children(rank, desc)[::-1]
+        """The ranks shown below the opened row at ``rank``, in order: its children, and
+        theirs for each opened child (only ranks inside a subtree: a damaged parent column
+        never loops)."""
+        sql = "SELECT rank, desc FROM trace_tree WHERE parent = ? AND rank > ? AND rank <= ?"
+
+        def children(r: int, d: int) -> list[tuple[int, int]]:  # the last one first
+            found = self.query(f"{sql} ORDER BY rank DESC", (r, r, r + d))
+            return [(int(k), int(n)) for k, n in found]
+
+        out, stack = [], children(rank, desc)
         while stack:
             r, d = stack.pop()
             out.append(r)
             if r in opened and d > 0:
-                stack += self._children(r, d)[::-1]
+                stack += children(r, d)
         return out
 
-    def _matches(self, query: str) -> tuple[list[array[int]], array[int]]:
-        """The ranks of every node whose search text holds ``query`` with those of their
-        ancestors, as sorted runs (see :meth:`_ancestors`), and the matches' ranks, sorted
-        (the last query's kept: scrolling through a search asks again)."""
+    def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         if self._search is None or self._search[0] != query:
-            hits = sorted(self._search_ranks(query))
+            hits = sorted(self._hits(query))
             if hits and not 0 <= hits[0] <= hits[-1] < self.nodes:
                 raise self._error("damaged trace_order")
-            runs = self._ancestors(hits)  # the hits first
-            self._search = (query, runs, runs[0] if runs else array("i"))
-        return self._search[1:]
+            self._search = (query, Listed(self._with_ancestors(hits), ascending=True), hits)
+        _, listed, hits = self._search
+        return listed, lambda rank: _index(hits, rank) >= 0, len(hits)
 
-    def _ancestors(self, hits: list[int]) -> list[array[int]]:
-        """``hits`` (sorted ranks) and then the ranks of their ancestors, in sorted runs, one
-        a level: depth first, an ancestor of a hit not listed before it comes after the
-        previous hit, so a level at a time each hit's next ancestor is taken while after the
-        previous hit (and before its child: a damaged parent never loops). Each node once."""
-        parent_of = self._order("parent")
-        runs, child, after = [hits], hits, [-1, *hits[:-1]]
-        while child:
-            up = _take(parent_of, child)
-            if not all(map(operator.lt, up, child)):  # damaged: a parent after its child
-                up = [p if p < c else -1 for p, c in zip(up, child, strict=True)]
-            new = list(map(operator.gt, up, after))
-            child, after = list(itertools.compress(up, new)), list(itertools.compress(after, new))
-            runs.append(child)
-        return [array("i", run) for run in runs if run]  # 4 bytes a rank
+    def _hits(self, query: str) -> Sequence[int]:
+        """The rank of every node whose search text holds ``query``: every line of each
+        block holding it marked at once (C-speed passes over the text)."""
+        needle = query.encode("utf-8", "surrogatepass")
+        if not needle or b"\n" in needle:
+            return []
+        rank_of, ranks = self._array("rank"), list[int]()
+        for first, block in self._search_texts():
+            if needle in block:
+                marks = _lines_holding(block, needle)
+                ranks += itertools.compress(rank_of[first : first + len(marks)], marks)
+        return ranks
 
     def _search_texts(self) -> list[tuple[int, bytes]]:
-        """Every node's search text as stored, read at the first search and kept: blocks of
-        consecutive nodes, each with its first node's ``seq``, a line a node (UTF-8: a match
-        never spans two nodes; no byte 0xff, which UTF-8 never has)."""
+        """Every node's search text as stored: blocks of consecutive nodes, each with its
+        first node's ``seq``, a line a node (UTF-8: a match never spans two nodes; no byte
+        0xff, which UTF-8 never has)."""
         if self._texts is None:
             blocks, lines = [], 0
             try:
@@ -526,45 +522,25 @@ class StoredTrace(WindowedTrace):
             self._texts = blocks
         return self._texts
 
-    def _search_ranks(self, query: str) -> Iterable[int]:
-        """The rank of every node whose search text holds ``query``: found one by one while
-        few, else every line marked at once (C-speed passes over the text)."""
-        texts, rank_of = self._search_texts(), self._order("rank")
-        needle = query.encode("utf-8", "surrogatepass")
-        if not needle or b"\n" in needle:
-            return []
-        seqs: list[int] = []
-        for seq, text in texts:
-            end = 0
-            at = text.find(needle)
-            while at >= 0:
-                if len(seqs) == _FEW_MATCHES:
-                    flags = b"".join(_lines_holding(block, needle) for _, block in texts)
-                    return itertools.compress(rank_of, flags)
-                seq += text.count(b"\n", end, at)
-                seqs.append(seq)
-                end = text.find(b"\n", at)  # the line's end: every line has one
-                at = text.find(needle, end)
-        return map(rank_of.__getitem__, seqs)
-
-    def locate(self, node_id: str) -> int | None:
-        found = self._ranks_of([node_id]).get(node_id)
-        return None if found is None else found[0]
-
-    def listing(self, expanded: Mapping[str, bool]) -> Listing:
-        self._fetched = {}  # the rows its slices read, for rows() to take
-        return _Segments(self, self._segments(expanded), self._fetched)
-
-    def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
-        runs, hits = self._matches(query)
-        return _Runs(runs), lambda rank: _index(hits, rank) >= 0, len(hits)
+    def _with_ancestors(self, hits: list[int]) -> list[int]:
+        """``hits`` (sorted ranks) and the ranks of their ancestors, sorted, each once. Depth
+        first, an ancestor of a hit not listed before it comes after the previous hit: a level
+        at a time, each hit's next ancestor is taken while after the previous hit (and before
+        its child: a damaged parent never loops)."""
+        parent_of = self._array("parent")
+        out, child, after = list(hits), hits, [-1, *hits[:-1]]
+        while child:
+            up = _take(parent_of, child)
+            if not all(map(operator.lt, up, child)):  # damaged: a parent after its child
+                up = [p if p < c else -1 for p, c in zip(up, child, strict=True)]
+            new = list(map(operator.gt, up, after))
+            child, after = list(itertools.compress(up, new)), list(itertools.compress(after, new))
+            out += child
+        out.sort()  # sorted runs, one a level: merged
+        return out
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
-        found, self._fetched = self._fetched, {}
-        missing = [rank for rank in nodes if rank not in found]
-        found.update(
-            (int(row[0]), row) for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", missing)
-        )
+        found = {int(row[0]): row for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", nodes)}
         if len(found) < len(set(nodes)):
             raise self._error("damaged trace_tree")
         return [self._row(found[rank], expanded) for rank in nodes]
@@ -607,13 +583,12 @@ class StoredTrace(WindowedTrace):
 
 
 class _Segments:
-    """A stored trace's visible rows with nothing filtered (``StoredTrace._segments``):
-    counted and sliced with two indexed lookups per segment, never listed whole."""
+    """:meth:`StoredTrace.listing`'s segments, counted and sliced with one indexed query per
+    segment of rows of depth ≤ 2, never listed whole."""
 
-    def __init__(self, trace: StoredTrace, segments: list[Any], fetched: dict[int, Any]) -> None:
-        self.trace, self.segments = trace, segments  # as StoredTrace._segments makes them
-        self.fetched = fetched  # rows read by rank range, kept for the trace's rows()
-        self.total = sum(map(_size, segments))
+    def __init__(self, trace: StoredTrace, segments: list[Any]) -> None:
+        self.trace, self.segments = trace, [s for s in segments if _size(s) > 0]
+        self.total = sum(map(_size, self.segments))
 
     def slice(self, start: int, stop: int) -> Sequence[int]:
         out: list[int] = []
@@ -621,15 +596,13 @@ class _Segments:
         for seg in self.segments:
             lo, hi = max(start, at) - at, min(stop, at + _size(seg)) - at
             if lo < hi and isinstance(seg, list):
-                out.extend(seg[lo:hi])
+                out += seg[lo:hi]
             elif lo < hi:
-                for row in self.trace.query(
-                    f"{_ROW} WHERE t.depth <= 2 AND t.shallow_at >= ? AND t.shallow_at < ?"
-                    " ORDER BY t.shallow_at",
-                    (seg[0] + lo, seg[0] + hi),
-                ):
-                    out.append(int(row[0]))
-                    self.fetched[int(row[0])] = row
+                sql = "SELECT rank FROM trace_tree WHERE depth <= 2 AND shallow_at >= ?"
+                found = self.trace.query(
+                    f"{sql} AND shallow_at < ? ORDER BY shallow_at", (seg[0] + lo, seg[0] + hi)
+                )
+                out += [int(rank) for (rank,) in found]
             at += _size(seg)
         return out
 
@@ -656,35 +629,7 @@ def _lines_holding(text: bytes, needle: bytes) -> bytes:
     return marks.replace(b"\xff\n", b"\x01").translate(_NEWLINE_0, b"\xff")
 
 
-class _Runs:
-    """A search's listing (``StoredTrace._ancestors``): sorted runs of distinct ranks,
-    listed in order without merging them whole."""
-
-    def __init__(self, runs: list[array[int]]) -> None:
-        self.runs = runs
-        self.total = sum(map(len, runs))
-
-    def _before(self, rank: int) -> int:
-        return sum(bisect.bisect_left(run, rank) for run in self.runs)
-
-    def slice(self, start: int, stop: int) -> Sequence[int]:
-        if start >= min(stop, self.total):
-            return []
-        lo, hi = 0, max(run[-1] for run in self.runs)  # the smallest rank with start before it
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if self._before(mid + 1) <= start else (lo, mid)
-        want = stop - start
-        parts = [run[(k := bisect.bisect_left(run, lo)) : k + want] for run in self.runs]
-        return list(itertools.islice(heapq.merge(*parts), want))
-
-    def index_of(self, node: int) -> int:
-        if any(_index(run, node) >= 0 for run in self.runs):
-            return self._before(node)
-        return -1
-
-
-def _take(values: Sequence[int], at: list[int]) -> Sequence[int]:
+def _take(values: Sequence[int], at: Sequence[int]) -> Sequence[int]:
     """``values[k]`` for each ``k`` in ``at``, in order (one C call: ``itemgetter``)."""
     return operator.itemgetter(*at)(values) if len(at) > 1 else [values[k] for k in at]
 

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 import langfx_nb as lf
-from langfx_nb.agentic import trace_reader
 from langfx_nb.agentic.trace_db import StoredTrace, node_hint, open_store, save_trace
 from langfx_nb.llms import Echo
 
@@ -181,11 +180,9 @@ def test_expanding_and_collapsing_rows_lists_what_the_page_would(
     assert all_rows(store, expanded=chain) == visible(nodes, chain)
 
 
-@pytest.mark.parametrize("few", [2000, 0])  # matches found one by one, or all lines at once
 def test_a_search_lists_every_match_and_its_ancestors_and_counts_exactly(
-    stored: tuple[dict[str, Any], StoredTrace], few: int, monkeypatch: pytest.MonkeyPatch
+    stored: tuple[dict[str, Any], StoredTrace],
 ) -> None:
-    monkeypatch.setattr(trace_reader, "_FEW_MATCHES", few)
     data, store = stored
     nodes = data["nodes"]
     rand = random.Random(7)

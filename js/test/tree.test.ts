@@ -53,10 +53,8 @@ test("a query's details read as a conversation: system, prompt, reasoning, answe
 });
 
 test("a row window answers for the rows it holds, and only for the view it was computed for", () => {
-  const win = new RowWindow();
   const row = (id: string, depth: number) => ({ node: { id, kind: "item", status: "ok" }, depth, kids: depth === 0, open: false, roll: [10, 0, 0, 4, 2] });
-  win.set({ start: 100, total: 1000, nodes: 5000, rows: [row("a", 0), row("b", 1)], counts: { status: { ok: 5000 }, kind: {} }, selected_index: 700 }, "1|", "z");
-  assert.equal(win.total, 1000);
+  const win = new RowWindow({ start: 100, total: 1000, nodes: 5000, rows: [row("a", 0), row("b", 1)], counts: { status: { ok: 5000 }, kind: {} }, selected_index: 700 }, "1|", "z");
   assert.equal(win.at(101)?.node.id, "b");
   assert.equal(win.at(99), undefined);
   assert.equal(win.indexOf("a"), 100);

@@ -45,9 +45,6 @@ function layoutOf(v: Record<string, any>): Layout {
 
 const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
 
-/** Benchmarks set `globalThis.__lfxTraceHook` to hear of each draw (when, how many nodes). */
-type Hook = (info: { renderedAt: number; nodes: number }) => void;
-
 const CSS = `
 .lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff)}
 .lfx-te-bar{display:flex;flex-wrap:wrap;gap:6px 8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
@@ -79,7 +76,7 @@ const CSS = `
 .lfx-te-head .lfx-te-c-tl{height:auto}
 @container (max-width: 620px){.lfx-te-c-tok,.lfx-te-c-cost{display:none}}
 @container (max-width: 420px){.lfx-te-c-tl{display:none}}
-.lfx-te-nol .lfx-te-c-tl{display:none}
+.lfx-te-nol .lfx-te-c-tl,.lfx-te-nol .lfx-te-ov,.lfx-te-nol .lfx-te-zoom{display:none}
 .lfx-te-bar-tl{position:absolute;top:1px;height:10px;min-width:2px;border-radius:2px;background:var(--lfx-c,var(--jp-ui-font-color2,#757575));opacity:.9}
 .lfx-te-bar-tl.k-query{--lfx-c:var(--lfx-run)}
 .lfx-te-bar-tl.k-tool_call{--lfx-c:var(--lfx-warn)}
@@ -98,17 +95,15 @@ const CSS = `
 .lfx-te-ov-b .g-ok{background:color-mix(in srgb,var(--jp-ui-font-color1,#222) 45%,transparent)}
 .lfx-te-ov-b .g-running{background:var(--lfx-run,#1a73e8)}
 .lfx-te-ov-b .g-failed{background:var(--lfx-bad,#b3261e)}
-.lfx-te-nol .lfx-te-ov,.lfx-te-nol .lfx-te-zoom{display:none}
 .lfx-te-split{flex:0 0 6px;cursor:col-resize;background:var(--jp-border-color2,#e0e0e0)}
 .lfx-te-split:hover{background:var(--jp-brand-color2,#64b5f6)}
 .lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box}
 .lfx-te-detail h4{display:flex;align-items:center;gap:6px;margin:10px 0 3px 0;font-size:12px}
 .lfx-te-detail h4 .lfx-copy{margin-left:auto}
 .lfx-te-empty{padding:12px;color:var(--jp-ui-font-color2,#757575)}
-.lfx-te.lfx-max .lfx-te-left,.lfx-te.lfx-max .lfx-te-split{display:none}
+.lfx-te.lfx-max .lfx-te-left,.lfx-te.lfx-max .lfx-te-split,.lfx-te.lfx-narrow .lfx-te-split{display:none}
 .lfx-te.lfx-narrow .lfx-te-main{flex-direction:column}
 .lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%!important}
-.lfx-te.lfx-narrow .lfx-te-split{display:none}
 .lfx-te.lfx-narrow .lfx-te-detail{border-top:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx .lfx-st-waiting_for_approval{background:var(--lfx-warn,#f9ab00);color:#000}
 .lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#555)}
@@ -198,7 +193,7 @@ export default {
     /** The kernel's state (the first window of the default view, span, totals, ended). */
     function applyState(state: any): void {
       if (!state || !state.windowed || typeof state.windowed !== "object") return;
-      win = new RowWindow(state.windowed, JSON.stringify(["", [], ""]));
+      win = new RowWindow(state.windowed); // for no view yet: every view asks once (a live trace then pushes to it)
       span = Array.isArray(state.span) ? [state.span[0], state.span[1]] : [Infinity, -Infinity];
       totals = state.summary ?? null;
       if (typeof state.offset === "number") offset = state.offset;
@@ -342,7 +337,6 @@ export default {
     // ends on the rows of its last position. A reply to any other request is dropped.
     let pending: { req: number; at: number; key: string; selected: string | null } | null = null;
     let applied = 0; // the request the window held answers (a live push repeats it)
-    let asked = false; // a live trace pushes windows to the views that asked
     let retry = 0;
     let revealWanted = false; // show the selection once the kernel says where it is
     let goWanted: number | null = null; // select this row once its window arrives
@@ -359,7 +353,7 @@ export default {
     function ensureWindow(a: number, b: number): void {
       const key = wantKey();
       const needSel = revealWanted && win.selected !== selected;
-      if (win.covers(a, b, key) && !needSel && (asked || !win.reply.live)) return;
+      if (win.covers(a, b, key) && !needSel) return;
       const now = performance.now();
       if (pending && now - pending.at < WINDOW_WAIT_MS) return askAgainLater(WINDOW_WAIT_MS - (now - pending.at) + 10);
       const req = ++windowRequests;
@@ -369,7 +363,6 @@ export default {
       const sent = trySend(model, { kind: KINDS.WINDOW_REQUEST, req, view: viewId, start: from, count: b - from + MARGIN, query, expanded: [...expanded.entries()], selected, timeline });
       if (!sent) return askAgainLater(500); // the comm is not ready: try again
       pending = { req, at: now, key, selected };
-      asked = true;
     }
     /** A live reply's trace-wide values (time span, totals, whether the trace ended). */
     function adoptLive(reply: WindowReply): void {
@@ -453,8 +446,8 @@ export default {
       drawDetail();
       timing("draw", t0);
       mark("drawn");
-      const hook = (globalThis as any).__lfxTraceHook as Hook | undefined;
-      if (hook) hook({ renderedAt: Date.now(), nodes: win.reply.nodes });
+      // benchmarks set `globalThis.__lfxTraceHook` to hear of each draw (when, how many nodes)
+      (globalThis as any).__lfxTraceHook?.({ renderedAt: Date.now(), nodes: win.reply.nodes });
     }
 
     let overviewFor = "";

@@ -22,24 +22,17 @@ const WINDOW_WAIT_MS = 3000;
 /** Window requests of every view on the page, numbered in order (a reply names its own). */
 let windowRequests = 0;
 
-interface Layout {
-  timeline: boolean;
-  split: number; // tree pane share of the width, 0.2–0.8
-  height: number; // px of the tree + detail area
-  max: boolean; // detail maximized
-  zoom: Zoom; // the timeline's visible time range (null: the whole trace)
-}
-
-/** A saved layout (`view_state.view`), checked: defaults for what is missing or wrong. */
-function layoutOf(v: Record<string, any>): Layout {
+/** The layout a view keeps (`view_state.view`), from a saved one: defaults for what is missing
+ *  or wrong. */
+function layoutOf(v: Record<string, any>) {
   const zoom = v.zoom;
   const zoomOk = Array.isArray(zoom) && zoom.length === 2 && zoom.every((t: unknown) => typeof t === "number" && Number.isFinite(t)) && zoom[0] <= zoom[1];
   return {
     timeline: v.timeline !== false,
-    split: typeof v.split === "number" ? Math.min(0.8, Math.max(0.2, v.split)) : 0.62,
-    height: typeof v.height === "number" ? Math.max(160, v.height) : MAIN_H,
-    max: !!v.max,
-    zoom: zoomOk ? [zoom[0], zoom[1]] : null,
+    split: typeof v.split === "number" ? Math.min(0.8, Math.max(0.2, v.split)) : 0.62, // the tree pane's share of the width
+    height: typeof v.height === "number" ? Math.max(160, v.height) : MAIN_H, // px of the tree + detail area
+    max: !!v.max, // the detail pane maximized
+    zoom: (zoomOk ? [zoom[0], zoom[1]] : null) as Zoom, // the timeline's visible range (null: the whole trace)
   };
 }
 
@@ -117,16 +110,12 @@ const CSS = `
 // A node's fields the detail pane shows in its own way; any other field follows them.
 const SHOWN_KEYS = new Set(["id", "parent_id", "kind", "name", "status", "start", "end", "cost", "partial", "hint", "error", "inputs", "outputs", "decision", "usage"]);
 
-/** Benchmarks set `globalThis.__lfxTimings = []` to get a breakdown of where time goes. */
-function timing(label: string, since: number): void {
+/** Benchmarks set `globalThis.__lfxTimings = []` to get where time goes: how long a step took
+ *  (`since`: when it started), else when it happened (ms since the epoch, labelled `@label`). */
+function timing(label: string, since?: number): void {
   const t = (globalThis as any).__lfxTimings;
-  if (Array.isArray(t)) t.push([label, Math.round((performance.now() - since) * 10) / 10]);
-}
-
-/** An absolute timestamp (ms since the epoch) for the benchmark's timeline. */
-function mark(label: string): void {
-  const t = (globalThis as any).__lfxTimings;
-  if (Array.isArray(t)) t.push([`@${label}`, Date.now()]);
+  if (!Array.isArray(t)) return;
+  t.push(since === undefined ? [`@${label}`, Date.now()] : [label, Math.round((performance.now() - since) * 10) / 10]);
 }
 
 /** A query node as a conversation: its system message, the prompt as sent, the answer (with
@@ -164,7 +153,7 @@ export function conversation(node: TraceNode): unknown[] | null {
 
 export default {
   render({ model, el }: { model: any; el: HTMLElement }) {
-    mark("initialize");
+    timing("initialize");
     // -- what this view shows, and the reader's choices -------------------------------------
     let win = new RowWindow();
     let span: [number, number] = [Infinity, -Infinity]; // the trace's time axis, from the kernel
@@ -243,7 +232,7 @@ export default {
         schedule();
       } else if (msg?.kind === KINDS.SHOW) {
         // another trace in place (TraceExplorer.show): the reader's choices start afresh
-        mark("show");
+        timing("show");
         const state = decode(buffers?.[0]);
         if (!state) return;
         pending = null; // a window of the trace shown before
@@ -445,7 +434,7 @@ export default {
       drawBar();
       drawDetail();
       timing("draw", t0);
-      mark("drawn");
+      timing("drawn");
       // benchmarks set `globalThis.__lfxTraceHook` to hear of each draw (when, how many nodes)
       (globalThis as any).__lfxTraceHook?.({ renderedAt: Date.now(), nodes: win.reply.nodes });
     }

@@ -14,9 +14,6 @@ export interface TraceNode {
   status?: string;
   start?: number | null;
   end?: number | null;
-  usage?: Record<string, number | null> | null;
-  cost?: number | null;
-  error?: unknown;
   [key: string]: unknown;
 }
 

@@ -8,7 +8,7 @@
 import { KINDS } from "./kinds";
 import { asText, chatView, clear, copyButton, decodeState, errorBox, errorCopyText, errorText, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
 import { BAR_LIMIT, BUCKETS, GROUPS, Zoom, barPlace, panBy, visibleRange, zoomBy } from "./timeline";
-import { BAD, RowWindow, TraceNode, WindowReply, WindowRow, argChanges, belowText, costShort, costText, durationMs, humanWait, isLive, rollupOf, rowValuesOf, statusLabel, windowRange } from "./tree";
+import { BAD, RowWindow, TraceNode, WindowReply, WindowRow, argChanges, belowText, costText, durationMs, humanWait, isLive, rollupOf, rowValuesOf, statusLabel, windowRange } from "./tree";
 
 export { costText } from "./tree";
 
@@ -516,7 +516,8 @@ export default {
         h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: stClass(v.status), text: v.status })),
         h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: v.duration || (still ? "…" : "—") }),
         h("span", { class: "lfx-te-c lfx-te-c-tok", text: v.tokens }),
-        h("span", { class: "lfx-te-c lfx-te-c-cost", text: costShort(v.cost) }),
+        // "≥ $1.23" of a partial sum: the tooltip and the detail pane give the whole label
+        h("span", { class: "lfx-te-c lfx-te-c-cost", text: v.cost.split(" (")[0] }),
         h("span", { class: "lfx-te-c lfx-te-c-tl" }, place && h("span", {
           class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${v.wait ? " w-human" : ""}`,
           style: `left:${place[0].toFixed(3)}%;width:${place[1].toFixed(3)}%`,

@@ -108,13 +108,6 @@ export function costText(r: Rollup | undefined): string {
   return u ? `≥ ${text} (${u.toLocaleString("en-US")} call${u === 1 ? "" : "s"} unpriced)` : text;
 }
 
-/** What the narrow cost column shows of `costText`: "≥ $1.23" for a partial sum (the
- * row's tooltip and the detail pane give the whole label). */
-export function costShort(text: string): string {
-  const cut = text.indexOf(" (");
-  return cut < 0 ? text : text.slice(0, cut);
-}
-
 /** What one row shows, from the node, its subtree's roll-up and what went wrong below it. */
 export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, ended = false, gone = false) {
   const id = node.id;

@@ -519,7 +519,7 @@ export default {
         // "≥ $1.23" of a partial sum: the tooltip and the detail pane give the whole label
         h("span", { class: "lfx-te-c lfx-te-c-cost", text: v.cost.split(" (")[0] }),
         h("span", { class: "lfx-te-c lfx-te-c-tl" }, place && h("span", {
-          class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${v.wait ? " w-human" : ""}`,
+          class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${humanWait(node) ? " w-human" : ""}`,
           style: `left:${place[0].toFixed(3)}%;width:${place[1].toFixed(3)}%`,
         })),
       );
@@ -719,7 +719,10 @@ export default {
         case "ArrowLeft":
           if (idx < 0) go(0);
           else if (row?.kids && row.open) toggle(row.node.id, false);
-          else if (row?.node.parent_id != null) select(row.node.parent_id, true);
+          else {
+            const parent = (row?.node ?? details.get(selected as string))?.parent_id;
+            if (parent != null) select(parent, true);
+          }
           break;
         case "Enter": if (idx >= 0) toggleMax(true); break;
         case "+": case "=": zoom(0.5); break;

@@ -172,11 +172,9 @@ export default {
 
     function decode(raw: any): any {
       const t0 = performance.now();
-      try {
-        return decodeState(raw);
-      } finally {
-        timing("decode", t0);
-      }
+      const state = decodeState(raw);
+      timing("decode", t0);
+      return state;
     }
 
     /** The kernel's state (the first window of the default view, span, totals, ended). */
@@ -567,7 +565,7 @@ export default {
     let selectedRow: WindowRow | undefined; // the selection's row, kept while it is scrolled away
     let detailFor = "";
     function drawDetail(): void {
-      selectedRow = win.row(selected) ?? (selectedRow?.node.id === selected ? selectedRow : undefined);
+      selectedRow = win.at(win.indexOf(selected)) ?? (selectedRow?.node.id === selected ? selectedRow : undefined);
       const node = (selected && details.get(selected)) || selectedRow?.node;
       const hidden = !!node && !!query.trim() && win.selected === selected && win.reply.selected_index === -1; // filtered out
       const key = JSON.stringify(node ? [selected, detailsVersion, selectedRow, hidden, ended, closed] : null);
@@ -681,7 +679,7 @@ export default {
       const target = ev.target as HTMLElement;
       const id = (target.closest(".lfx-te-row") as HTMLElement | null)?.dataset.id;
       if (!id) return;
-      const row = win.row(id);
+      const row = win.at(win.indexOf(id));
       if (target.dataset.caret && row?.kids) toggle(id, !row.open);
       else select(id);
     });

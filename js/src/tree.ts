@@ -186,11 +186,6 @@ export class RowWindow {
     return id === this.selected && typeof this.reply.selected_index === "number" ? this.reply.selected_index : -1;
   }
 
-  row(id: string | null): WindowRow | undefined {
-    const i = id === null ? undefined : this.index.get(id);
-    return i === undefined ? undefined : this.at(i);
-  }
-
   /** Whether rows [a, b) of the view `key` are held. */
   covers(a: number, b: number, key: string): boolean {
     const r = this.reply;

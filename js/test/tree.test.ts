@@ -63,9 +63,10 @@ test("a row window answers for the rows it holds, and only for the view it was c
   assert.ok(win.covers(100, 102, "1|"));
   assert.ok(!win.covers(100, 103, "1|"));
   assert.ok(!win.covers(100, 102, "2|"));
-  assert.deepEqual(rollupOf(win.row("a")!), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2, unpriced: 0 });
+  const a = win.at(win.indexOf("a"))!;
+  assert.deepEqual(rollupOf(a), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2, unpriced: 0 });
   // the row values are the ones a whole store would give for the same node and sums
-  const v = rowValuesOf(win.row("a")!.node as any, 0, rollupOf(win.row("a")!), { failed: 2 }, true);
+  const v = rowValuesOf(a.node as any, 0, rollupOf(a), { failed: 2 }, true);
   assert.equal(v.tokens, "10 tok");
   assert.equal(v.below, "2 failed below");
 });

@@ -466,11 +466,14 @@ export default {
 
     const pool: HTMLElement[] = [];
     function drawRows(start: number, end: number, lo: number, hi: number): void {
+      // the state's window lists the trace with no filter and nothing toggled: a view with
+      // other choices (restored, or given to `show`) waits for its own rows, not the wrong tree
+      const stale = win.key === "" && (query.trim() !== "" || expanded.size > 0);
       for (let i = start; i < end; i++) {
         const div = (pool[i - start] ??= spacer.appendChild(h("div", { class: "lfx-te-row", role: "treeitem" })));
         div.style.top = `${i * ROW_H}px`;
         div.style.display = "";
-        const row = win.at(i);
+        const row = stale ? undefined : win.at(i);
         // a row is rebuilt only when something it shows changed
         const key = row ? JSON.stringify([row, row.node.id === selected, layout.timeline, lo, hi, span[1], ended, closed]) : "pending";
         if (div.dataset.key === key) continue;

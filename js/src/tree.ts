@@ -163,7 +163,8 @@ export interface WindowReply {
 
 /** The rows a page holds of a trace: one window (what is on screen plus a margin) of the
  *  visible list the kernel computed, with exact totals; `key` names the view (expansion,
- *  filter, timeline range) it was computed for, `selected` the id its `selected_index` is for. */
+ *  filter, timeline range) it was computed for ("": the state's, for no view), `selected`
+ *  the id its `selected_index` is for. */
 export class RowWindow {
   private index: Map<string, number>;
 

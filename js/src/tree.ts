@@ -1,9 +1,8 @@
 // Pure trace-row logic (no DOM): what each row shows (status label, sums, duration, human
-// wait) and the window of rows the page holds. The page never holds the tree: the kernel
-// answers windows of rows (agentic/trace_reader.py WindowedTrace.window, stored or live) with
-// their sums; nodes carry the core's field names (TraceNode.to_json, "The node contract" in
-// docs/agentic.md). Unit-tested in js/test; trace_parity.json holds the row values to what the
-// static copy (langfx_nb/notebook/trace_rows.py row_values) computes.
+// wait) and the window of rows the page holds. The kernel answers windows of rows
+// (agentic/trace_reader.py WindowedTrace.window, stored or live) with their sums; nodes carry
+// the core's field names (TraceNode.to_json). trace_parity.json holds the row values to what
+// the static copy (langfx_nb/notebook/trace_rows.py row_values) computes.
 import type { Buckets } from "./timeline";
 import { fmtCost, fmtDuration } from "./dom";
 
@@ -15,9 +14,6 @@ export interface TraceNode {
   status?: string;
   start?: number | null;
   end?: number | null;
-  usage?: Record<string, number | null> | null;
-  cost?: number | null;
-  error?: unknown;
   [key: string]: unknown;
 }
 
@@ -70,7 +66,6 @@ export function argChanges(proposed: any, ran: any): string[] {
   return out;
 }
 
-export const WAITING_LABEL = "waiting for approval";
 const LIVE = ["running", "waiting"];
 
 /** Whether a recorded status is not terminal (work still running, or an approval awaited). */
@@ -90,7 +85,7 @@ export function statusLabel(node: TraceNode, ended = false, gone = false): strin
   if (!isLive(status)) return status;
   if (node.kind === "session") return ended || gone ? "closed" : "open"; // a container
   if (ended || gone) return "unfinished";
-  return status === "waiting" ? WAITING_LABEL : status;
+  return status === "waiting" ? "waiting for approval" : status;
 }
 
 /** Seconds a person (or an approval policy) took to decide this tool call, from the node's
@@ -113,34 +108,8 @@ export function costText(r: Rollup | undefined): string {
   return u ? `≥ ${text} (${u.toLocaleString("en-US")} call${u === 1 ? "" : "s"} unpriced)` : text;
 }
 
-/** What the narrow cost column shows of `costText`: "≥ $1.23" for a partial sum (the
- * row's tooltip and the detail pane give the whole label). */
-export function costShort(text: string): string {
-  const cut = text.indexOf(" (");
-  return cut < 0 ? text : text.slice(0, cut);
-}
-
-export function tokensText(n: number): string {
-  return n ? `${n.toLocaleString("en-US")} tok` : "";
-}
-
-/** What one row shows (the static copy's rows hold the same values). */
-export interface RowValues {
-  id: string;
-  depth: number;
-  kind: string;
-  name: string;
-  hint: string;
-  status: string;
-  duration: string;
-  tokens: string;
-  cost: string;
-  below: string;
-  wait: string;
-}
-
 /** What one row shows, from the node, its subtree's roll-up and what went wrong below it. */
-export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, ended = false, gone = false): RowValues {
+export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, ended = false, gone = false) {
   const id = node.id;
   const wait = humanWait(node);
   return {
@@ -151,7 +120,7 @@ export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefine
     hint: String(node.hint ?? ""),
     status: statusLabel(node, ended, gone),
     duration: fmtDuration(durationMs(node)),
-    tokens: r ? tokensText(r.tokens) : "",
+    tokens: r && r.tokens ? `${r.tokens.toLocaleString("en-US")} tok` : "",
     cost: costText(r),
     below: belowText(below),
     wait: wait === null ? "" : fmtDuration(wait * 1000),
@@ -192,27 +161,19 @@ export interface WindowReply {
   timeline?: Buckets;
 }
 
-/**
- * The rows a page holds of a trace: one window (what is on screen
- * plus a margin) of the visible list the kernel computed, with exact totals. `key` names the
- * view (expansion, filter) the window was computed for.
- */
+/** The rows a page holds of a trace: one window (what is on screen plus a margin) of the
+ *  visible list the kernel computed, with exact totals; `key` names the view (expansion,
+ *  filter, timeline range) it was computed for ("": the state's, for no view), `selected`
+ *  the id its `selected_index` is for. */
 export class RowWindow {
-  reply: WindowReply = { start: 0, total: 0, nodes: 0, rows: [], counts: { status: {}, kind: {} } };
-  key = "";
-  /** The selected id the last reply's `selected_index` is for. */
-  selected: string | null = null;
-  private index = new Map<string, number>();
+  private index: Map<string, number>;
 
-  set(reply: WindowReply, key: string, selected: string | null = null): void {
-    this.reply = reply;
-    this.key = key;
-    this.selected = selected;
+  constructor(
+    readonly reply: WindowReply = { start: 0, total: 0, nodes: 0, rows: [], counts: { status: {}, kind: {} } },
+    readonly key = "",
+    readonly selected: string | null = null,
+  ) {
     this.index = new Map(reply.rows.map((r, k) => [String(r.node.id), reply.start + k]));
-  }
-
-  get total(): number {
-    return this.reply.total;
   }
 
   at(i: number): WindowRow | undefined {
@@ -224,11 +185,6 @@ export class RowWindow {
     const i = this.index.get(id);
     if (i !== undefined) return i;
     return id === this.selected && typeof this.reply.selected_index === "number" ? this.reply.selected_index : -1;
-  }
-
-  row(id: string): WindowRow | undefined {
-    const i = this.index.get(id);
-    return i === undefined ? undefined : this.at(i);
   }
 
   /** Whether rows [a, b) of the view `key` are held. */

@@ -53,10 +53,8 @@ test("a query's details read as a conversation: system, prompt, reasoning, answe
 });
 
 test("a row window answers for the rows it holds, and only for the view it was computed for", () => {
-  const win = new RowWindow();
   const row = (id: string, depth: number) => ({ node: { id, kind: "item", status: "ok" }, depth, kids: depth === 0, open: false, roll: [10, 0, 0, 4, 2] });
-  win.set({ start: 100, total: 1000, nodes: 5000, rows: [row("a", 0), row("b", 1)], counts: { status: { ok: 5000 }, kind: {} }, selected_index: 700 }, "1|", "z");
-  assert.equal(win.total, 1000);
+  const win = new RowWindow({ start: 100, total: 1000, nodes: 5000, rows: [row("a", 0), row("b", 1)], counts: { status: { ok: 5000 }, kind: {} }, selected_index: 700 }, "1|", "z");
   assert.equal(win.at(101)?.node.id, "b");
   assert.equal(win.at(99), undefined);
   assert.equal(win.indexOf("a"), 100);
@@ -65,9 +63,10 @@ test("a row window answers for the rows it holds, and only for the view it was c
   assert.ok(win.covers(100, 102, "1|"));
   assert.ok(!win.covers(100, 103, "1|"));
   assert.ok(!win.covers(100, 102, "2|"));
-  assert.deepEqual(rollupOf(win.row("a")!), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2, unpriced: 0 });
+  const a = win.at(win.indexOf("a"))!;
+  assert.deepEqual(rollupOf(a), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2, unpriced: 0 });
   // the row values are the ones a whole store would give for the same node and sums
-  const v = rowValuesOf(win.row("a")!.node as any, 0, rollupOf(win.row("a")!), { failed: 2 }, true);
+  const v = rowValuesOf(a.node as any, 0, rollupOf(a), { failed: 2 }, true);
   assert.equal(v.tokens, "10 tok");
   assert.equal(v.below, "2 failed below");
 });

@@ -34,7 +34,7 @@ _HOSTILE = {
     "scores that are numbers": _report([{**_OK, "scores": [1, 2]}]),
     # AttributeError: 'list' object has no attribute 'get' (Usage.from_json)
     "usage that is a list": _report([{**_OK, "usage": [1]}]),
-    # loads, then report.summary() raises TypeError: cannot convert dictionary update
+    # loads, then report.to_json() (save) raises TypeError: cannot convert dictionary update
     # sequence element #0 to a sequence
     "case metadata that is a list": _report([{**_OK, "case": {"inputs": 1, "metadata": [1, 2]}}]),
     "an error that is a list": _report([{**_OK, "status": "failed", "error": [1, 2]}]),
@@ -50,4 +50,5 @@ def test_a_malformed_report_is_one_value_error(tmp_path: Path, hostile: str) -> 
     path.write_text(_HOSTILE[hostile])
     with pytest.raises(ValueError, match="report"):
         report = Report.load(path)
-        report.summary()  # a report that loads must show: some errors wait until here
+        report.summary()  # a report that loads must show and save again:
+        report.to_json()  # some errors wait until here

@@ -1,7 +1,6 @@
-"""``lf.eval.Report.load`` of a report file from elsewhere (issue #40's check): the docs
-promise one ``ValueError`` for a malformed report ("ValueError when it is no regular file,
-... or is malformed"). Each case below lets another error out of the reader instead; the
-test is marked ``xfail(strict=True)`` until the fix lands (then drop the mark)."""
+"""``lf.eval.Report.load`` of a report file from elsewhere: a malformed report is one
+``ValueError`` naming the report, never another error out of the reader, and a report that
+loads shows and saves again."""
 
 from __future__ import annotations
 
@@ -43,7 +42,6 @@ _HOSTILE = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="Report.load lets non-ValueError errors out")
 @pytest.mark.parametrize("hostile", list(_HOSTILE))
 def test_a_malformed_report_is_one_value_error(tmp_path: Path, hostile: str) -> None:
     path = tmp_path / "report.json"

@@ -25,11 +25,9 @@ async def leaky(item: int, session: Any) -> int:
     return item
 
 
-@pytest.mark.xfail(strict=True, reason="a failed item's message keeps a credential unmasked")
 def test_a_failed_items_message_never_stores_a_credential(tmp_path: Path) -> None:
-    # the item's traceback is masked (redact_secrets in format_traceback), but the short
-    # message beside it (error_info) is stored as raised: in the BatchResult, the manifest
-    # file, the item's trace node and BatchResult.load's errors
+    # neither the traceback nor the short message beside it, in the BatchResult, the
+    # manifest file or the item's trace node
     path = tmp_path / "run.sqlite"
     session = lf.Session()
     result = asyncio.run(lf.batch(leaky, range(3), run=path, session=session, progress=False))

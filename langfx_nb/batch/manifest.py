@@ -22,7 +22,9 @@ run owns the file at a time (``owner``).
 A manifest made by a run of another identity (its ``fn``, version or source, models,
 templates: the error names what changed), by an older langfx_nb (format version 1, before
 identities and inputs were stored), or whose stored result classes changed schema is
-refused before anything is written to it.
+refused before anything is written to it. Format 2 (its items under a unique index of their
+keys, where format 3 appends them and keeps the key of each row in memory) is read and
+resumed as it is.
 
 Item traces: a ``trace_nodes`` row per trace node of the batch (the session root, the
 ``batch`` node, each item's nodes as they finish), keyed by the run number (each
@@ -70,7 +72,9 @@ __all__ = [
 ]
 
 FORMAT = "langfx_nb.batch_run"
-VERSION = "2"
+VERSION = "3"
+#: versions this one reads and resumes: 2 differs only in its items' key index
+READABLE = ("2", VERSION)
 FLUSH_INTERVAL_S = 0.05
 FLUSH_ROWS = 512
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -80,7 +84,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS types (tag TEXT PRIMARY KEY, schema_hash TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (
-    key TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
     idx INTEGER NOT NULL,
     status TEXT NOT NULL,
     tag TEXT,
@@ -164,6 +168,10 @@ class Manifest:
         self.flush_rows = FLUSH_ROWS
         self.flush_interval = FLUSH_INTERVAL_S
         self._known_tags: set[str] = set()
+        #: each stored item's rowid by key: a new key gets the next one (the rows append,
+        #: so a commit writes the table's last pages, not an index's random ones)
+        self._rowids: dict[str, int] = {}
+        self._last_rowid = 0
         self._commit_waiters: list[asyncio.Future[None]] = []
         self.broken: RunManifestError | None = None
 
@@ -199,6 +207,8 @@ class Manifest:
             raise _unusable(path, exc, "write to it") from exc
         manifest = cls(path, conn, codec)
         manifest._known_tags = {row[0] for row in conn.execute("SELECT tag FROM types")}
+        manifest._rowids = dict(conn.execute("SELECT key, rowid FROM items"))
+        manifest._last_rowid = max(manifest._rowids.values(), default=0)
         return manifest
 
     @staticmethod
@@ -230,7 +240,7 @@ class Manifest:
                 "another run= name, or delete the file to start again.",
                 path=str(path),
             )
-        if meta.get("version") != VERSION:
+        if meta.get("version") not in READABLE:
             raise RunManifestError(
                 f"{path}: run manifest version {str(meta.get('version'))[:20]!r} is not "
                 "supported (refused, left untouched)",
@@ -341,8 +351,8 @@ class Manifest:
     # -- writing -------------------------------------------------------------------------
     def add_ok(self, key: str, index: int, tag: str, text: str, item: Any) -> None:
         """Queue the row of an item done: its result (``codec.encode``) and its input."""
-        preview = input_preview(item)
-        self._pending.append((key, index, "ok", tag, text, None, None, time.time(), None, preview))
+        row = (self._rowid(key), key, index, "ok", tag, text, None, None, time.time(), None)
+        self._pending.append((*row, input_preview(item)))
         self._due()
 
     def add_failed(
@@ -356,9 +366,15 @@ class Manifest:
     ) -> None:
         """Queue the row of a failed item: its error (class, message, traceback; see
         ``ItemError``) and its input."""
-        row = (key, index, "failed", None, None, error_type, message, time.time(), traceback)
-        self._pending.append((*row, input_preview(item)))
+        row = (self._rowid(key), key, index, "failed", None, None, error_type, message)
+        self._pending.append((*row, time.time(), traceback, input_preview(item)))
         self._due()
+
+    def _rowid(self, key: str) -> int:
+        rowid = self._rowids.get(key)
+        if rowid is None:
+            rowid = self._rowids[key] = self._last_rowid = self._last_rowid + 1
+        return rowid
 
     async def commit(self) -> None:
         """Commit every row queued so far; return once they are on disk. The rows that
@@ -465,7 +481,9 @@ class Manifest:
             if new_types:
                 conn.executemany("INSERT OR IGNORE INTO types VALUES (?, ?)", new_types)
             conn.executemany(
-                "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                "INSERT OR REPLACE INTO items (rowid, key, idx, status, tag, value, error_type, "
+                "error_message, at, traceback, input) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
             )
             if traced:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
@@ -595,7 +613,7 @@ def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
         raise _unusable(path, exc, "read it") from exc
     try:
         meta = _meta(ro)
-        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        if meta.get("format") != FORMAT or meta.get("version") not in READABLE:
             raise RunManifestError(
                 f"{path} is not a run manifest of format {VERSION}", path=str(path)
             )

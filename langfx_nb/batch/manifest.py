@@ -52,8 +52,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
-from .codec import JSON_TAG, ResultCodec, input_preview
+from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
 from .identity import RunIdentity
 
 if TYPE_CHECKING:
@@ -618,14 +619,23 @@ def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
                 f"{path} is not a run manifest of format {VERSION}", path=str(path)
             )
         identity = _identity(meta, path)
+        # what the writer bounds is read bounded: a damaged row is never read whole
         rows = ro.execute(
-            "SELECT key, idx, status, value, error_type, error_message, traceback, input "
-            "FROM items ORDER BY idx, key"
+            "SELECT key, idx, status, value, error_type, substr(error_message, 1, ?), "
+            "substr(traceback, 1, ?), substr(input, 1, ?) FROM items ORDER BY idx, key",
+            (MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, MAX_INPUT_CHARS + 1),
         ).fetchall()
     except sqlite3.Error as exc:
         raise _unusable(path, exc, "read it") from exc
     finally:
         ro.close()
+    indices = [row[1] for row in rows]
+    if not all(type(i) is int and i >= 0 for i in indices) or len(set(indices)) < len(rows):
+        raise RunManifestError(
+            f"run manifest {path} is damaged: its items' input positions are not distinct "
+            "whole numbers",
+            path=str(path),
+        )
     return identity, [
         StoredItem(k, i, st, _json_or_text(v), et, em, tb, _json_or_text(inp))
         for k, i, st, v, et, em, tb, inp in rows

@@ -382,8 +382,8 @@ class Manifest:
         other workers queue in the same turn of the event loop share the transaction (one
         commit per turn, not per row). ``RunManifestError`` when the disk refuses. The
         runner awaits this after each item, before the worker takes the next one: a crash
-        then loses only the items in flight. (Trace records go with ``flush``, on the
-        ticker's schedule: they cost no request when lost.)"""
+        then loses only the items in flight, and the trace records of the items it kept
+        are committed with them."""
         if not self._pending:
             return
         loop = asyncio.get_running_loop()
@@ -397,7 +397,7 @@ class Manifest:
         waiters, self._commit_waiters = self._commit_waiters, []
         error: RunManifestError | None = None
         try:
-            self.flush(rows_only=True)
+            self.flush()
         except RunManifestError as exc:
             error = exc
         for waiter in waiters:
@@ -459,22 +459,20 @@ class Manifest:
         flush (the runner's ticker flushes then)."""
         return bool(self.pending) and time.monotonic() - self._last_flush >= self.flush_interval
 
-    def flush(self, *, rows_only: bool = False) -> None:
-        """Commit the queued rows in one transaction, with the trace records waiting (not
-        with ``rows_only``); ``RunManifestError`` when the disk refuses (the rows stay
-        queued, nothing already committed is lost)."""
+    def flush(self) -> None:
+        """Commit the queued rows in one transaction, with the trace records waiting;
+        ``RunManifestError`` when the disk refuses (the rows stay queued, nothing already
+        committed is lost)."""
         if self.broken is not None:
             raise self.broken
-        if not rows_only:
-            self._last_flush = time.monotonic()
-            if self._trace is not None and len(self._trace):
-                records, nodes = self._trace.records()
-                self._trace_pending.extend(records)  # kept until committed
-                self._rows_pending.extend(nodes)
-        if not (self._pending if rows_only else self._pending or self._trace_pending):
+        self._last_flush = time.monotonic()
+        if self._trace is not None and len(self._trace):
+            records, nodes = self._trace.records()
+            self._trace_pending.extend(records)  # kept until committed
+            self._rows_pending.extend(nodes)
+        if not (self._pending or self._trace_pending):
             return
-        rows = self._pending
-        traced = [] if rows_only else self._trace_pending
+        rows, traced = self._pending, self._trace_pending
         new_types = [(t, h) for t, h in self.codec.schemas.items() if t not in self._known_tags]
         conn = self._conn
         try:
@@ -488,7 +486,7 @@ class Manifest:
             )
             if traced:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
-            if not rows_only and self._rows_pending and self._rows is not None:
+            if self._rows_pending and self._rows is not None:
                 try:
                     self._rows.add_rows(self._rows_pending)
                 except sqlite3.Error:
@@ -503,10 +501,7 @@ class Manifest:
             self.broken = _unusable(self.path, exc, "write results to it")
             raise self.broken from exc
         self._known_tags.update(t for t, _ in new_types)
-        self._pending = []
-        if not rows_only:
-            self._trace_pending = []
-            self._rows_pending = []
+        self._pending, self._trace_pending, self._rows_pending = [], [], []
 
     @property
     def pending(self) -> int:

@@ -28,14 +28,13 @@ import functools
 import gc
 import itertools
 import json
-import operator
 import os
 import sqlite3
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeGuard, get_args
+from typing import Any, TypeGuard, get_args
 
 from .trace import NodeKind, NodeStatus, saved_nodes
 from .trace_json import read_batches
@@ -44,7 +43,6 @@ from .trace_reader import (
     BLOCK,
     DEFAULT_OPEN_DEPTH,
     GROUPS,
-    MAX_WINDOW,
     STORE_FORMAT,
     STORE_TABLES,
     STORE_VERSION,
@@ -54,13 +52,11 @@ from .trace_reader import (
     is_store,
     malformed,
     open_store,
-    row_summary,
     short,
 )
 
 __all__ = [
     "DEFAULT_OPEN_DEPTH",
-    "MAX_WINDOW",
     "STORE_TABLES",
     "StoreWriter",
     "StoredTrace",
@@ -68,15 +64,15 @@ __all__ = [
     "is_store",
     "node_hint",
     "open_store",
-    "row_summary",
     "save_trace",
     "temporary",
     "write_store",
 ]
 
 HINT_CHARS = 80  # what a row can show
-_KINDS = frozenset(get_args(NodeKind))
-_STATUSES = frozenset(get_args(NodeStatus))
+_KINDS = {k: k for k in get_args(NodeKind)}
+_STATUSES = {s: s for s in get_args(NodeStatus)}
+_NAN = float("nan")
 SCHEMA = """
 CREATE TABLE trace_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE trace_records (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
@@ -168,9 +164,13 @@ def node_hint(node: Mapping[str, Any]) -> str:
     return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
 
 
-def _number(value: Any, field: str) -> float | None:
-    if value is None or type(value) is float:
+def _number(value: Any, field: str) -> float:
+    """A time or cost as bound: a float, NaN for none (stored as NULL: a None costs far more
+    to bind than a number, the sqlite3 module looks for an adapter)."""
+    if type(value) is float:
         return value
+    if value is None:
+        return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{field!r} must be a number or null")
     return float(value)
@@ -187,42 +187,8 @@ def _tokens(usage: Any) -> int:
     return sum(v for v in parts if type(v) is int and v >= 0)
 
 
-def _core_shaped(x: Any) -> dict[str, Any]:
-    """What a row shows of record ``x``, checked, as the core writes it (string ids and
-    names, float or null times and cost, a usage total, the hint in place of the inputs):
-    any record a row can show, made one the fast path (:func:`_columns`) takes."""
-    if type(x) is not dict:
-        raise TypeError("must be an object")
-    node_id, kind, status, parent = x["id"], x["kind"], x.get("status", "ok"), x.get("parent_id")
-    if kind not in _KINDS or status not in _STATUSES:
-        raise ValueError(f"unknown kind or status: {short(kind)}, {short(status)}")
-    hint = node_hint(x) if "inputs" in x else str(x.get("hint", ""))
-    out = {
-        "id": str(node_id),
-        "parent_id": None if parent is None else str(parent),
-        "kind": kind,
-        "status": status,
-        "name": str(x.get("name", "")).replace("\n", " "),  # a row is one line
-        "start": _number(x.get("start", 0.0), "start"),
-        "end": _number(x.get("end"), "end"),
-        "cost": _number(x.get("cost"), "cost"),
-        "usage": {"total_tokens": _tokens(x.get("usage"))},
-        "hint": hint.replace("\n", " "),
-    }
-    if out["parent_id"] == out["id"]:
-        raise ValueError("the node is its own parent")
-    for key in ("error", "decision", "evicted_children"):
-        if key in x:
-            out[key] = x[key]
-    _extra(out)
-    return out
-
-
-def _extra(x: Mapping[str, Any]) -> tuple[str, str]:
-    """A record's rarer fields a row shows (JSON, ``""``: none) and its error's text."""
-    err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
-    if err is None and decision is None and not evicted:
-        return "", ""
+def _extra(err: Any, decision: Any, evicted: Any) -> tuple[str, str]:
+    """A record's rarer fields a row shows, as JSON, and its error's text."""
     more: dict[str, Any] = {}
     text = ""
     if err is not None:
@@ -240,88 +206,32 @@ def _extra(x: Mapping[str, Any]) -> tuple[str, str]:
     return json.dumps(more), text.replace("\n", " ")
 
 
-class _Batch(NamedTuple):
-    """A batch of nodes' stored rows (``trace_rows`` values) and search texts, with the
-    columns the tree order is derived from."""
-
-    rows: list[tuple[Any, ...]]
-    search: bytes  # the search texts, a line each
-    ids: list[str]
-    parents: list[Any]  # str or None
-    kinds: Sequence[str]
-    statuses: Sequence[str]
-    starts: list[float]  # NaN: none
-    costs: list[float]  # NaN: none
-    tokens: list[int]
-
-
-_CORE = operator.itemgetter("id", "parent_id", "kind", "status", "name", "start", "end")
-_STR, _STR_NONE = frozenset({str}), frozenset({str, type(None)})
-_FLOAT_NONE, _DICT_NONE = frozenset({float, type(None)}), frozenset({dict, type(None)})
-_DICT, _INT = frozenset({dict}), frozenset({int})
-_NAN = float("nan")
-
-
-def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
-    """The rows of records as the core writes them (:func:`_core_shaped`), a field at a time
-    (in C, mostly); ``None`` for anything else."""
-    if not set(map(type, nodes)) <= _DICT:
-        return None
-    try:
-        columns: list[Any] = list(zip(*map(_CORE, nodes), strict=True))
-    except KeyError:
-        return None
-    ids, parents, kinds, statuses, names, starts, ends = columns
-    costs: list[Any] = list(map(dict.get, nodes, itertools.repeat("cost")))
-    usages = list(map(dict.get, nodes, itertools.repeat("usage")))
-    if not (
-        set(map(type, ids)) <= _STR
-        and set(map(type, parents)) <= _STR_NONE
-        and set(kinds) <= _KINDS
-        and set(statuses) <= _STATUSES
-        and set(map(type, names)) <= _STR
-        and set(map(type, starts)) <= _FLOAT_NONE
-        and set(map(type, ends)) <= _FLOAT_NONE
-        and set(map(type, costs)) <= _FLOAT_NONE
-        and set(map(type, usages)) <= _DICT_NONE
-        and not any(map(operator.eq, ids, parents))
-    ):
-        return None
-    tokens = [0 if u is None else u.get("total_tokens") for u in usages]
-    hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
-    if not (set(map(type, tokens)) <= _INT and set(map(type, hints)) <= _STR):
-        return None
-    all_names, all_hints = "".join(names), "".join(hints)
-    if "\n" in all_names or "\n" in all_hints:
-        return None
-    extras = [""] * len(nodes)  # "": none
-    errors = [""] * len(nodes)
-    for k, x in enumerate(nodes):
-        if "error" in x or "decision" in x or "evicted_children" in x:
-            try:
-                extras[k], errors[k] = _extra(x)
-            except (TypeError, RecursionError):
-                return None
-    # one lowercase text a node, lowered as one string (no row holds a newline)
-    text = "\n".join(map(" ".join, zip(names, kinds, statuses, hints, errors, strict=True)))
-    search = f"{text.lower()}\n".encode("utf-8", "surrogatepass")  # a lone surrogate kept
-    # NaN for a missing number (SQLite stores NULL): a None costs more to bind
-    starts = [_NAN if t is None else t for t in starts]
-    costs = [_NAN if c is None else c for c in costs]
-    ends = [_NAN if t is None else t for t in ends]
-    rows = list(
-        zip(
-            range(first, first + len(nodes)),
-            ids if "".join(ids).isascii() else map(db_text, ids),
-            parents if "".join(filter(None, parents)).isascii() else map(db_text, parents),
-            kinds, statuses,
-            names if all_names.isascii() else map(db_text, names),
-            hints if all_hints.isascii() else map(db_text, hints),
-            starts, ends, costs, tokens, extras,
-            strict=True,
-        )
+def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
+    """What a row shows of record ``x`` (its ``trace_rows`` values, ``seq`` first), checked,
+    and its search line (before lowering): ids and names as text, numbers as floats, the
+    usage's total, the hint in place of the inputs; no value holds a newline."""
+    if type(x) is not dict:
+        raise TypeError("must be an object")
+    node_id, kind, status, parent = x["id"], x["kind"], x.get("status", "ok"), x.get("parent_id")
+    if kind not in _KINDS or status not in _STATUSES:
+        raise ValueError(f"unknown kind or status: {short(kind)}, {short(status)}")
+    kind, status = _KINDS[kind], _STATUSES[status]  # one string object each, kept per node
+    node_id = str(node_id)
+    parent = None if parent is None else str(parent)
+    if parent == node_id:
+        raise ValueError("the node is its own parent")
+    name = str(x.get("name", "")).replace("\n", " ")
+    hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
+    err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
+    extra = err_text = ""
+    if err is not None or decision is not None or evicted:
+        extra, err_text = _extra(err, decision, evicted)
+    start, end, cost = x.get("start", 0.0), x.get("end"), x.get("cost")
+    row = (
+        seq, node_id, parent, kind, status, name, hint, _number(start, "start"),
+        _number(end, "end"), _number(cost, "cost"), _tokens(x.get("usage")), extra,
     )  # fmt: skip
-    return _Batch(rows, search, list(ids), list(parents), kinds, statuses, starts, costs, tokens)
+    return row, f"{name} {kind} {status} {hint} {err_text}"
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -330,21 +240,15 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
 class StoreWriter:
     """Writes one trace's tables into ``conn``: records and row values as they come (a batch
     at a time, in one transaction or several: a run manifest writes each record's row with
-    it), then the tree order once every node is known (:meth:`finish`).
-
-    The SQL runs on the calling thread: a writing thread of its own would wait for the GIL
-    between statements (binding the values holds it), and two threads trading it cost more
-    CPU than SQLite's share of the work saves."""
+    it), then the tree order once every node is known (:meth:`finish`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         _script(conn, SCHEMA)
         # per node, in lists: an array parses every item stored in it (PyArg_Parse)
         self.pos: dict[str, int] = {}
-        self.parent: list[int] = []  # the parent's position; -1: none, -2: written later
-        self.later: dict[int, str] = {}  # parents written after their child
-        self.status = bytearray()  # codes (self.statuses)
-        self.statuses: dict[str, int] = {}
+        self.parent: list[int | str] = []  # the parent's position (-1: none), or its id
+        self.status: list[str] = []
         self.kinds: Counter[str] = Counter()
         self.tokens: list[int] = []
         self.cost: list[float] = []  # NaN: none
@@ -374,50 +278,38 @@ class StoreWriter:
         at = len(self.parent)
         if not nodes:
             return at
+        rows, lines = [], []
+        for seq, x in enumerate(nodes, at):
+            try:
+                row, line = _row(seq, x)
+            except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+                raise malformed(f"nodes[{seq}]", exc) from exc
+            rows.append(row)
+            lines.append(line)
+        _, ids, parents, kinds, statuses, _, _, starts, _, costs, tokens, _ = zip(
+            *rows, strict=True
+        )
+        pos = self.pos
+        for seq, node_id in enumerate(ids, at):
+            if pos.setdefault(node_id, seq) != seq:
+                raise ValueError(
+                    f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
+                )
+        get = pos.get
+        self.parent += [-1 if p is None else get(p, p) for p in parents]
+        self.status += statuses
+        self.kinds.update(kinds)
+        self.tokens += tokens
+        self.cost += costs
+        self.start += starts
         try:
-            batch = _columns(nodes, at)
-        except RecursionError:  # a value nested too deeply: named node by node
-            batch = None
-        if batch is None:
-            shaped = []
-            for seq, x in enumerate(nodes, at):
-                try:
-                    shaped.append(_core_shaped(x))
-                except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-                    raise malformed(f"nodes[{seq}]", exc) from exc
-            batch = _columns(shaped, at)
-            assert batch is not None  # what _core_shaped makes, _columns takes
-        pos, ids = self.pos, batch.ids
-        if len(set(ids)) != len(ids) or any(map(pos.__contains__, ids)):
-            seen: set[str] = set()
-            for seq, node_id in enumerate(ids, at):
-                if node_id in seen or node_id in pos:
-                    raise ValueError(
-                        f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
-                    )
-                seen.add(node_id)
-        pos.update(zip(ids, itertools.count(at)))
-        get: Callable[[Any, int], int] = pos.get
-        parents = list(map(get, batch.parents, itertools.repeat(-2)))
-        if -2 in parents:  # a root, or a parent written after its child
-            for k, parent_id in enumerate(batch.parents):
-                if parents[k] != -2:
-                    continue
-                if parent_id is None:
-                    parents[k] = -1
-                else:
-                    self.later[at + k] = parent_id
-        self.parent += parents
-        statuses = self.statuses
-        for status in dict.fromkeys(batch.statuses):  # in the order first seen
-            statuses.setdefault(status, len(statuses))
-        self.status += bytes(map(statuses.__getitem__, batch.statuses))
-        self.kinds.update(batch.kinds)
-        self.tokens += batch.tokens
-        self.cost += batch.costs
-        self.start += batch.starts
-        _insert(self.conn, "trace_rows", _ROW_VALUES, batch.rows)
-        self.conn.execute("INSERT INTO trace_search VALUES (?, ?)", (at, batch.search))
+            _insert(self.conn, "trace_rows", _ROW_VALUES, rows)
+        except UnicodeEncodeError:  # a lone surrogate (JSON may hold one): kept as UTF-8 bytes
+            self.conn.execute("DELETE FROM trace_rows WHERE seq >= ?", (at,))
+            rows = [tuple(db_text(v) if type(v) is str else v for v in r) for r in rows]
+            _insert(self.conn, "trace_rows", _ROW_VALUES, rows)
+        text = ("\n".join(lines).lower() + "\n").encode("utf-8", "surrogatepass")
+        self.conn.execute("INSERT INTO trace_search VALUES (?, ?)", (at, text))
         return at
 
     def add_refs(self, first: int, refs: Sequence[int]) -> None:
@@ -438,10 +330,9 @@ class StoreWriter:
             raise ValueError("malformed trace: it has no session root node")
         conn = self.conn
         conn.execute("CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
-        parent = self.parent
-        for i, parent_id in self.later.items():  # a parent not in the trace: a root
-            parent[i] = self.pos.get(parent_id, -1)
-        self.pos, self.later = {}, {}
+        get = self.pos.get  # a parent not in the trace: a root
+        parent = [p if isinstance(p, int) else get(p, -1) for p in self.parent]
+        self.pos, self.parent = {}, []
         # The children of i are child[first[i]:first[i + 1]], after the roots (parent -1).
         kids = [0] * (n + 1)
         for p in parent:
@@ -474,8 +365,7 @@ class StoreWriter:
         # Per rank, from the last up: descendants, subtree sums, and whether a problem is
         # below (a problem is counted once, where it started, in the "below" of each ancestor:
         # a node with a problem below it failed because of it, and is not counted again).
-        bad_codes = {c for s, c in self.statuses.items() if s in BAD_STATUSES}
-        status = bytes(map(self.status.__getitem__, order))
+        status = list(map(self.status.__getitem__, order))
         cost = list(map(self.cost.__getitem__, order))
         desc = [0] * n
         sub_t = list(map(self.tokens.__getitem__, order))
@@ -495,20 +385,17 @@ class StoreWriter:
                     sub_p[p] += sub_p[r]
                 if unpriced:
                     sub_u[p] += sub_u[r]
-                if above_a_problem[r] or status[r] in bad_codes:
+                if above_a_problem[r] or status[r] in BAD_STATUSES:
                     above_a_problem[p] = 1
-        names = {code: name for name, code in self.statuses.items()}
-        below: dict[int, dict[str, int]] = {}  # by rank
-        for code in bad_codes:
-            at = status.find(code)
-            while at >= 0:
-                if not above_a_problem[at]:
-                    p = up[at]
+        counts = Counter(self.status)  # in the order first seen
+        below: dict[int, Counter[str]] = {}  # by rank
+        for bad in filter(BAD_STATUSES.__contains__, counts):
+            for r in itertools.compress(range(n), map(bad.__eq__, status)):
+                if not above_a_problem[r]:
+                    p = up[r]
                     while p >= 0:
-                        counts = below.setdefault(p, {})
-                        counts[names[code]] = counts.get(names[code], 0) + 1
+                        below.setdefault(p, Counter())[bad] += 1
                         p = up[p]
-                at = status.find(code, at + 1)
         # a row's number among rows of depth <= 2 (counting those before it)
         shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
         columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u)
@@ -524,10 +411,10 @@ class StoreWriter:
             _insert(conn, "trace_tree", _TREE_VALUES, rows)
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
         conn.executemany("INSERT INTO trace_order VALUES (?, ?)", ranks)
-        del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks
+        del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks, status
         starts: dict[str, list[float]] = {g: [] for g in GROUPS}
-        for name, code in self.statuses.items():
-            mine = itertools.compress(self.start, map(code.__eq__, self.status))
+        for name in counts:
+            mine = itertools.compress(self.start, map(name.__eq__, self.status))
             starts[group_of(name)] += [s for s in mine if s == s]  # not NaN
         conn.executemany(
             "INSERT INTO trace_starts VALUES (?, ?)",
@@ -541,7 +428,7 @@ class StoreWriter:
             "header": {k: v for k, v in header.items() if k != "nodes"},
             "nodes": n,
             "counts": {
-                "status": {s: self.status.count(c) for s, c in self.statuses.items()},
+                "status": dict(counts),
                 "kind": dict(self.kinds),
             },
             "shallow": shallow_at[n],

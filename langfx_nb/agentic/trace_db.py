@@ -1,24 +1,6 @@
-"""Writing a stored trace: a trace in SQLite tables, written once, read by windows of rows
-(:mod:`langfx_nb.agentic.trace_reader`).
-
-A stored trace, in a file of its own (:func:`save_trace`) or in a batch's run manifest (the
-same file as its items), is these tables:
-
-- ``trace_info``: the format and version, the saved trace's header (session, summary, counts)
-  and what the whole trace's view needs at once (node count, counts by status and kind, time
-  span, where the records are);
-- ``trace_rows``: per node in the order written (``seq``), what a row shows (id, parent id,
-  kind, status, name, hint, times, cost, tokens, its rarer fields);
-- ``trace_search``: each node's lowercase search text, a line a node, in UTF-8 blocks of
-  consecutive nodes (``seq``: the first one's), read whole at the first search;
-- ``trace_tree``: per node in tree order (``rank``: depth first, children in the order
-  written), its place in the tree (parent's rank, depth, descendants: the subtree is the ranks
-  ``(rank, rank + desc]``, its number among rows of depth ≤ 2), subtree sums, "below" counts;
-- ``trace_starts``: each timeline group's sorted start times; ``trace_order``: each node's
-  rank by ``seq`` (``rank``) and each rank's parent's rank (``parent``, -1: none), as arrays
-  of 32-bit integers (what a search and a lookup by id need, without an index);
-- ``trace_records``: the full node records as JSON arrays of consecutive records (``seq``: the
-  first one's), or in a run manifest ``trace_refs``: each record's rowid in ``trace_nodes``.
+"""Writing a stored trace: a trace in SQLite tables (:data:`SCHEMA`), written once, in a file
+of its own (:func:`save_trace`) or in a batch's run manifest (the same file as its items), and
+read by windows of rows (:mod:`langfx_nb.agentic.trace_reader`).
 """
 
 from __future__ import annotations
@@ -74,28 +56,34 @@ _KINDS = {k: k for k in get_args(NodeKind)}
 _STATUSES = {s: s for s in get_args(NodeStatus)}
 _NAN = float("nan")
 SCHEMA = """
+-- the format and version, the saved trace's header (session, summary, counts) and what the
+-- whole trace's view needs at once (node count, counts by status and kind, time span, ...)
 CREATE TABLE trace_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- the full node records, JSON arrays of consecutive records (seq: the first one's), or in a
+-- run manifest each record's rowid in trace_nodes (trace_refs)
 CREATE TABLE trace_records (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE trace_refs (seq INTEGER PRIMARY KEY, ref INTEGER NOT NULL);
+-- per node in the order written (seq), what a row shows
 CREATE TABLE trace_rows (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL, parent_id TEXT, kind TEXT NOT NULL,
     status TEXT NOT NULL, name TEXT NOT NULL, hint TEXT NOT NULL, start REAL, end REAL,
     cost REAL, tokens INTEGER NOT NULL, extra TEXT);
+-- each node's lowercase search text, a line a node, in UTF-8 blocks of consecutive nodes
+-- (seq: the first one's), read whole at the first search
 CREATE TABLE trace_search (seq INTEGER PRIMARY KEY, text BLOB NOT NULL);
+-- each timeline group's sorted start times (doubles)
 CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
+-- each node's rank by seq ('rank') and each rank's parent's rank ('parent', -1: none), as
+-- 32-bit integers: what a search and a lookup by id need, without an index
 CREATE TABLE trace_order (name TEXT PRIMARY KEY, ranks BLOB NOT NULL);
+-- per node in tree order (rank: depth first, children in the order written): its subtree is
+-- the ranks (rank, rank + desc], shallow_at is its number among rows of depth <= 2
 CREATE TABLE trace_tree (
     rank INTEGER PRIMARY KEY, seq INTEGER NOT NULL, parent INTEGER, depth INTEGER NOT NULL,
     desc INTEGER NOT NULL, shallow_at INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
     sub_cost REAL NOT NULL, sub_priced INTEGER NOT NULL, sub_unpriced INTEGER NOT NULL,
     below TEXT);
 """
-# built once the rows are written (faster than keeping them up to date row by row)
-_TREE_INDEXES = """
-CREATE INDEX trace_tree_parent ON trace_tree(parent);
-CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2;
-"""
-_SPAN = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # How a row's values are bound. A None costs far more to bind than a number or a string (the
@@ -104,6 +92,7 @@ _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one 
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
+_chain = itertools.chain.from_iterable
 
 # -- row values --------------------------------------------------------------------------------
 
@@ -158,15 +147,12 @@ def node_hint(node: Mapping[str, Any]) -> str:
         text = str(inputs.get("message", ""))
     else:
         return ""
-    if len(text) <= HINT_CHARS and text.isprintable() and "  " not in text:
-        return text.strip()
     text = " ".join(text.split())
     return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
 
 
 def _number(value: Any, field: str) -> float:
-    """A time or cost as bound: a float, NaN for none (stored as NULL: a None costs far more
-    to bind than a number, the sqlite3 module looks for an adapter)."""
+    """A time or cost as bound: a float, NaN for none (see ``_ROW_VALUES``)."""
     if type(value) is float:
         return value
     if value is None:
@@ -244,7 +230,8 @@ class StoreWriter:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        _script(conn, SCHEMA)
+        for statement in SCHEMA.split(";")[:-1]:  # in the transaction under way
+            conn.execute(statement)
         # per node, in lists: an array parses every item stored in it (PyArg_Parse)
         self.pos: dict[str, int] = {}
         self.parent: list[int | str] = []  # the parent's position (-1: none), or its id
@@ -255,21 +242,14 @@ class StoreWriter:
         self.start: list[float] = []  # NaN: none
         self.refs = False  # the records stay in the file's trace_nodes
 
-    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
-        """Add the next node records. ``body``: their JSON array as written (else made), or
-        where each record stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
-        if not nodes:
-            return
+    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int]) -> None:
+        """Add the next node records: ``body`` is their JSON array, or where each record
+        stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
         first = self.add_rows(nodes)
-        if body is not None and not isinstance(body, bytes):
+        if not isinstance(body, bytes):
             self.add_refs(first, body)
-            return
-        if body is None:
-            try:
-                body = _dumps(list(nodes)).encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
-                body = json.dumps(list(nodes)).encode("ascii")
-        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+        elif nodes:
+            self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
 
     def add_rows(self, nodes: Sequence[Any]) -> int:
         """Write the rows of the next node records (their records are written apart:
@@ -333,27 +313,19 @@ class StoreWriter:
         get = self.pos.get  # a parent not in the trace: a root
         parent = [p if isinstance(p, int) else get(p, -1) for p in self.parent]
         self.pos, self.parent = {}, []
-        # The children of i are child[first[i]:first[i + 1]], after the roots (parent -1).
-        kids = [0] * (n + 1)
-        for p in parent:
-            kids[p] += 1  # a root (-1) counts in the last slot
-        roots_n = kids[n]
-        first = list(itertools.accumulate(kids[:n], initial=roots_n))
-        del kids
-        child = sorted(range(n - 1, -1, -1), key=parent.__getitem__)  # each one's, last first
-        # One walk depth first: the node at each rank; then each rank's parent's and depth.
+        # One walk depth first (children in the order written): the node at each rank.
+        child = sorted(range(n - 1, -1, -1), key=parent.__getitem__)  # by parent, last first
+        kids = {p: list(group) for p, group in itertools.groupby(child, parent.__getitem__)}
+        del child
         order: list[int] = []
-        stack = child[:roots_n]  # nodes to visit, the next last
-        pop, push, visit = stack.pop, stack.extend, order.append
+        stack = kids.get(-1, [])  # nodes to visit, the next last
         while stack:
-            i = pop()
-            visit(i)
-            a, b = first[i], first[i + 1]
-            if a != b:
-                push(child[a:b])
+            i = stack.pop()
+            order.append(i)
+            stack += kids.get(i, ())
         if len(order) < n:
             raise ValueError("malformed trace: some nodes' parents form a cycle")
-        del child, first, stack
+        del kids, stack
         rank = [0] * n + [-1]  # by node; a root's parent (-1): -1
         deque(map(rank.__setitem__, order, range(n)), maxlen=0)
         up = list(map(rank.__getitem__, map(parent.__getitem__, order)))
@@ -373,18 +345,15 @@ class StoreWriter:
         sub_p = [0 if c != c else 1 for c in cost]
         sub_u = [1 if c != c and t else 0 for c, t in zip(cost, sub_t, strict=True)]
         del cost
-        priced, unpriced = any(sub_p), any(sub_u)
         above_a_problem = bytearray(n)
         for r in range(n - 1, -1, -1):
             p = up[r]
             if p >= 0:
                 desc[p] += desc[r] + 1
                 sub_t[p] += sub_t[r]
-                if priced:
-                    sub_c[p] += sub_c[r]
-                    sub_p[p] += sub_p[r]
-                if unpriced:
-                    sub_u[p] += sub_u[r]
+                sub_c[p] += sub_c[r]
+                sub_p[p] += sub_p[r]
+                sub_u[p] += sub_u[r]
                 if above_a_problem[r] or status[r] in BAD_STATUSES:
                     above_a_problem[p] = 1
         counts = Counter(self.status)  # in the order first seen
@@ -420,8 +389,11 @@ class StoreWriter:
             "INSERT INTO trace_starts VALUES (?, ?)",
             [(g, array("d", sorted(v)).tobytes()) for g, v in starts.items()],
         )
-        _script(conn, _TREE_INDEXES)
-        row = conn.execute(_SPAN).fetchone()
+        # indexes built once the rows are written (faster than kept up to date row by row)
+        conn.execute("CREATE INDEX trace_tree_parent ON trace_tree(parent)")
+        conn.execute("CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2")
+        span = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
+        row = conn.execute(span).fetchone()
         info = {
             "format": STORE_FORMAT,
             "version": STORE_VERSION,
@@ -447,35 +419,21 @@ def _insert(conn: sqlite3.Connection, table: str, values: str, rows: Sequence[An
     """Insert ``rows`` into ``table``, each as ``values`` (``"(?,?)"``) takes it, many rows
     a statement."""
     full = len(rows) - len(rows) % _PER_INSERT
-    if full:
-        chain = itertools.chain.from_iterable
-        conn.executemany(
-            f"INSERT INTO {table} VALUES " + ",".join([values] * _PER_INSERT),
-            [list(chain(rows[at : at + _PER_INSERT])) for at in range(0, full, _PER_INSERT)],
-        )
-    if full < len(rows):
-        conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
-
-
-def _script(conn: sqlite3.Connection, script: str) -> None:
-    """Each statement of ``script`` in the transaction under way (``executescript`` would
-    commit it first)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+    chained = [list(_chain(rows[at : at + _PER_INSERT])) for at in range(0, full, _PER_INSERT)]
+    conn.executemany(f"INSERT INTO {table} VALUES {','.join([values] * _PER_INSERT)}", chained)
+    conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
 
 
 def write_store(
     conn: sqlite3.Connection,
     header: Mapping[str, Any],
-    batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes | Sequence[int]]],
+    batches: Iterable[tuple[Sequence[Any], bytes | Sequence[int]]],
 ) -> int:
     """Write a trace's tables into ``conn`` (which holds none yet) in one transaction: its
-    node records come in ``batches`` (a batch, or a batch with its JSON array as written or
-    the rowids of its records in ``conn``'s ``trace_nodes``, where they stay), its other
-    top-level fields in ``header`` (read once every batch is written). Returns the number of
-    nodes. A node a row cannot show raises
-    ``ValueError`` naming it (nothing is written)."""
+    node records come in ``batches``, each with its JSON array or the rowids of its records
+    in ``conn``'s ``trace_nodes`` (where they stay); its other top-level fields in ``header``
+    (read once every batch is written). Returns the number of nodes. A node a row cannot
+    show raises ``ValueError`` naming it (nothing is written)."""
     paused = gc.isenabled()
     gc.disable()  # millions of new objects would trigger it over and over
     if not conn.in_transaction:
@@ -483,7 +441,7 @@ def write_store(
     writer = StoreWriter(conn)
     try:
         for batch in batches:
-            writer.add(*batch) if isinstance(batch, tuple) else writer.add(batch)
+            writer.add(*batch)
         n = writer.finish(header)
     except BaseException:
         conn.rollback()
@@ -510,16 +468,12 @@ def save_trace(
     touched."""
     path = Path(path)
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        temp.unlink()
+    temp.unlink(missing_ok=True)
     try:
-        conn = sqlite3.connect(temp)
-        try:
+        with contextlib.closing(sqlite3.connect(temp)) as conn:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
             _write_source(conn, source, progress)
-        finally:
-            conn.close()
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -542,7 +496,9 @@ def _write_source(
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
     nodes = saved_nodes(data)
     blocks = (nodes[at : at + BLOCK] for at in range(0, len(nodes), BLOCK))
-    return write_store(conn, data, blocks)
+    # a lone surrogate (only in a JSON string) is written as its escape
+    bodies = ((b, _dumps(b).encode("utf-8", "backslashreplace")) for b in blocks)
+    return write_store(conn, data, bodies)
 
 
 def convert(source: Any, progress: Callable[[int, int], None] | None = None) -> StoredTrace:

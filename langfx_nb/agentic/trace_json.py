@@ -67,7 +67,7 @@ class _Text:
 
     def expect(self, char: str) -> None:
         if self.peek() != char:
-            raise _bad(f"expected {char!r} at character {self.read - len(self.text) + self.at}")
+            raise _bad(f"expected {char!r}")
         self.at += 1
 
     def value(self) -> tuple[Any, str]:
@@ -136,7 +136,7 @@ def read_batches(
         size = os.fstat(file.fileno()).st_size
         reader = _Text(file)
         reader.expect("{")
-        while reader.peek() != "}":
+        while True:
             key, _ = reader.value()
             reader.expect(":")
             if key == "nodes":
@@ -152,19 +152,16 @@ def read_batches(
                     if progress is not None:
                         progress(reader.read, size)
                     sep = reader.peek()
-                    if sep not in (",", "]"):
-                        raise _bad("in 'nodes'")
-                    reader.at += 1
+                    reader.expect(sep if sep in (",", "]") else ",")
             elif isinstance(key, str):
                 header[key] = reader.value()[0]
                 check_trace_header(header, whole=False)
             else:
                 raise _bad("a key that is not a string")
-            if reader.peek() == ",":
-                reader.at += 1
-            elif reader.peek() != "}":
-                raise _bad("expected ','")
-        reader.at += 1
+            if reader.peek() != ",":
+                break
+            reader.at += 1
+        reader.expect("}")
         if reader.peek() != "":
             raise _bad("data after the trace")
     check_trace_header(header)

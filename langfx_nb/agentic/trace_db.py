@@ -127,20 +127,18 @@ def node_hint(node: Mapping[str, Any]) -> str:
     """One line that tells same-named rows apart: a log's message, a query's prompt (and
     vars), a tool call's arguments. ``""`` when the record has nothing to show."""
     inputs = node.get("inputs")
-    if type(inputs) is not dict and not isinstance(inputs, Mapping):
+    if not _is_map(inputs):
         return ""
     kind = node.get("kind")
     if kind == "query":
-        text = inputs.get("prompt", inputs.get("rendered_prompt"))
-        if type(text) is not str:
-            text = _text_of(text)
+        text = _text_of(inputs.get("prompt", inputs.get("rendered_prompt")))
         variables = inputs.get("vars")
         if variables and _is_map(variables):
             shown = ", ".join(f"{k}={_short_value(v)}" for k, v in list(variables.items())[:4])
             text = f"{shown} · {text}" if text else shown
     elif kind == "tool_call":
         args = inputs.get("args")
-        if type(args) is not dict and not isinstance(args, Mapping):
+        if not _is_map(args):
             return ""
         text = ", ".join([f"{k}={_short_value(v)}" for k, v in args.items()])
     elif kind == "log":
@@ -153,8 +151,6 @@ def node_hint(node: Mapping[str, Any]) -> str:
 
 def _number(value: Any, field: str) -> float:
     """A time or cost as bound: a float, NaN for none (see ``_ROW_VALUES``)."""
-    if type(value) is float:
-        return value
     if value is None:
         return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -399,10 +395,7 @@ class StoreWriter:
             "version": STORE_VERSION,
             "header": {k: v for k, v in header.items() if k != "nodes"},
             "nodes": n,
-            "counts": {
-                "status": dict(counts),
-                "kind": dict(self.kinds),
-            },
+            "counts": {"status": counts, "kind": self.kinds},
             "shallow": shallow_at[n],
             "span": None if row[0] is None else [row[0], max(row[0], row[1])],
             "records": "trace_nodes" if self.refs else "own",

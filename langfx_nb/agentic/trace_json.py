@@ -9,20 +9,19 @@ records in another key order) is read one record at a time.
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, TextIO
 
 from .trace import check_trace_header
 
 __all__ = ["read_batches", "regular_file"]
 
-_READ = 4 << 20  # bytes read from the file at a time
+_READ = 4 << 20  # characters read from the file at a time
 _BATCH = 1 << 20  # characters of node records in a batch
 _MAX_VALUE = 256 << 20  # a single header value or record larger than this is refused
 _SPACE = re.compile(r"[ \t\r\n]*")
@@ -35,26 +34,23 @@ def _bad(what: str) -> ValueError:
 
 
 class _Text:
-    """The file's text, decoded as it is read, and a cursor (``at``) in what is not parsed."""
+    """The file's text, read as needed, and a cursor (``at``) in what is not parsed."""
 
-    def __init__(self, file: BinaryIO) -> None:
+    def __init__(self, file: TextIO) -> None:
         self.file = file
-        self.utf8 = codecs.getincrementaldecoder("utf-8")()
         self.text = ""
         self.at = 0
-        self.read = 0  # bytes read
         self.eof = False
 
     def more(self, ahead: int) -> None:
         """Read until ``ahead`` characters are left to parse, or the file ends."""
         while len(self.text) - self.at < ahead and not self.eof:
-            data = self.file.read(_READ)
-            self.read += len(data)
-            self.eof = not data
             try:
-                self.text = self.text[self.at :] + self.utf8.decode(data, self.eof)
+                data = self.file.read(_READ)
             except UnicodeDecodeError as exc:
                 raise ValueError("not a langfx_nb trace: not valid UTF-8") from exc
+            self.eof = not data
+            self.text = self.text[self.at :] + data
             self.at = 0
 
     def peek(self) -> str:
@@ -96,7 +92,8 @@ def _records(reader: _Text) -> tuple[list[Any], bytes]:
     reader.peek()
     reader.more(_BATCH)
     text, at = reader.text, reader.at
-    ends = [m.start() + 1 for m in _CUT.finditer(text, at, at + _BATCH)]
+    end = min(len(text), at + _BATCH)  # the last cuts: in the last 64 kB
+    ends = [m.start() + 1 for m in _CUT.finditer(text, max(at, end - (1 << 16)), end)]
     if ends:
         body = f"[{text[at : ends[-1]]}]"
         try:
@@ -132,7 +129,7 @@ def read_batches(
     path = Path(path)
     regular_file(path)
     saw_nodes = False
-    with path.open("rb") as file:
+    with path.open(encoding="utf-8", newline="") as file:
         size = os.fstat(file.fileno()).st_size
         reader = _Text(file)
         reader.expect("{")
@@ -144,15 +141,15 @@ def read_batches(
                     raise ValueError("malformed trace: 'nodes' given twice")
                 saw_nodes = True
                 reader.expect("[")
-                sep = reader.peek()
-                if sep == "]":  # no records
-                    reader.at += 1
-                while sep != "]":
+                more = reader.peek() != "]"
+                while more:
                     yield _records(reader)
                     if progress is not None:
-                        progress(reader.read, size)
-                    sep = reader.peek()
-                    reader.expect(sep if sep in (",", "]") else ",")
+                        progress(os.lseek(file.fileno(), 0, os.SEEK_CUR), size)  # bytes read
+                    more = reader.peek() == ","
+                    if more:
+                        reader.at += 1
+                reader.expect("]")
             elif isinstance(key, str):
                 header[key] = reader.value()[0]
                 check_trace_header(header, whole=False)

@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 HINT_CHARS = 80  # what a row can show
+# one string object per kind and status, whatever object a record holds (kept per node)
 _KINDS = {k: k for k in get_args(NodeKind)}
 _STATUSES = {s: s for s in get_args(NodeStatus)}
 _NAN = float("nan")
@@ -150,7 +151,7 @@ def node_hint(node: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any, field: str) -> float:
-    """A time or cost as bound: a float, NaN for none (see ``_ROW_VALUES``)."""
+    """A time or cost (not a float) as bound: NaN for none (see ``_ROW_VALUES``)."""
     if value is None:
         return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -194,11 +195,11 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     usage's total, the hint in place of the inputs; no value holds a newline."""
     if type(x) is not dict:
         raise TypeError("must be an object")
-    node_id, kind, status, parent = x["id"], x["kind"], x.get("status", "ok"), x.get("parent_id")
-    if kind not in _KINDS or status not in _STATUSES:
-        raise ValueError(f"unknown kind or status: {short(kind)}, {short(status)}")
-    kind, status = _KINDS[kind], _STATUSES[status]  # one string object each, kept per node
-    node_id = str(node_id)
+    node_id, parent = str(x["id"]), x.get("parent_id")
+    kind, status = _KINDS.get(x["kind"]), _STATUSES.get(x.get("status", "ok"))
+    if kind is None or status is None:
+        shown = f"{short(x['kind'])}, {short(x.get('status', 'ok'))}"
+        raise ValueError(f"unknown kind or status: {shown}")
     parent = None if parent is None else str(parent)
     if parent == node_id:
         raise ValueError("the node is its own parent")
@@ -208,10 +209,13 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     extra = err_text = ""
     if err is not None or decision is not None or evicted:
         extra, err_text = _extra(err, decision, evicted)
-    start, end, cost = x.get("start", 0.0), x.get("end"), x.get("cost")
+    start, end, cost, usage = x.get("start", 0.0), x.get("end"), x.get("cost"), x.get("usage")
     row = (
-        seq, node_id, parent, kind, status, name, hint, _number(start, "start"),
-        _number(end, "end"), _number(cost, "cost"), _tokens(x.get("usage")), extra,
+        seq, node_id, parent, kind, status, name, hint,
+        start if type(start) is float else _number(start, "start"),
+        end if type(end) is float else _number(end, "end"),
+        cost if type(cost) is float else _number(cost, "cost"),
+        0 if usage is None else _tokens(usage), extra,
     )  # fmt: skip
     return row, f"{name} {kind} {status} {hint} {err_text}"
 

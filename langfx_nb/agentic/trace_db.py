@@ -310,9 +310,9 @@ class StoreWriter:
             raise ValueError("malformed trace: it has no session root node")
         conn = self.conn
         conn.execute("CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
-        get = self.pos.get  # a parent not in the trace: a root
-        parent = [p if isinstance(p, int) else get(p, -1) for p in self.parent]
-        self.pos, self.parent = {}, []
+        # a parent not in the trace: a root
+        parent = [p if isinstance(p, int) else self.pos.get(p, -1) for p in self.parent]
+        self.pos, self.parent = {}, []  # freed
         # One walk depth first (children in the order written): the node at each rank.
         child = sorted(range(n - 1, -1, -1), key=parent.__getitem__)  # by parent, last first
         kids = {p: list(group) for p, group in itertools.groupby(child, parent.__getitem__)}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeGuard, get_args
 
 from .trace import NodeKind, NodeStatus, saved_nodes
-from .trace_json import read_batches
+from .trace_json import Progress, read_batches
 from .trace_reader import (
     BAD_STATUSES,
     BLOCK,
@@ -232,7 +232,6 @@ class StoreWriter:
         self.conn = conn
         for statement in SCHEMA.split(";")[:-1]:  # in the transaction under way
             conn.execute(statement)
-        # per node, in lists: an array parses every item stored in it (PyArg_Parse)
         self.pos: dict[str, int] = {}
         self.parent: list[int | str] = []  # the parent's position (-1: none), or its id
         self.status: list[str] = []
@@ -266,18 +265,14 @@ class StoreWriter:
                 raise malformed(f"nodes[{seq}]", exc) from exc
             rows.append(row)
             lines.append(line)
-        _, ids, parents, kinds, statuses, _, _, starts, _, costs, tokens, _ = zip(
-            *rows, strict=True
-        )
+        _, ids, parents, kinds, status, _, _, starts, _, costs, tokens, _ = zip(*rows, strict=True)
         pos = self.pos
         for seq, node_id in enumerate(ids, at):
             if pos.setdefault(node_id, seq) != seq:
-                raise ValueError(
-                    f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
-                )
+                raise ValueError(f"malformed trace: nodes[{seq}]: id {short(node_id)} used twice")
         get = pos.get
         self.parent += [-1 if p is None else get(p, p) for p in parents]
-        self.status += statuses
+        self.status += status
         self.kinds.update(kinds)
         self.tokens += tokens
         self.cost += costs
@@ -451,10 +446,7 @@ def write_store(
 
 
 def save_trace(
-    source: Any,
-    path: str | os.PathLike[str],
-    *,
-    progress: Callable[[int, int], None] | None = None,
+    source: Any, path: str | os.PathLike[str], *, progress: Progress | None = None
 ) -> Path:
     """Write a stored trace to ``path`` (replaced as a whole once written) and return it.
 
@@ -479,9 +471,7 @@ def save_trace(
     return path
 
 
-def _write_source(
-    conn: sqlite3.Connection, source: Any, progress: Callable[[int, int], None] | None
-) -> int:
+def _write_source(conn: sqlite3.Connection, source: Any, progress: Progress | None) -> int:
     if isinstance(source, str | os.PathLike):
         file = Path(source)
         header: dict[str, Any] = {}
@@ -498,7 +488,7 @@ def _write_source(
     return write_store(conn, data, bodies)
 
 
-def convert(source: Any, progress: Callable[[int, int], None] | None = None) -> StoredTrace:
+def convert(source: Any, progress: Progress | None = None) -> StoredTrace:
     """``source`` (what :func:`save_trace` takes) converted into a store that lives as long
     as the returned reader: a private temporary database, deleted when closed, so nothing is
     written beside a file or in a cache, and a file changed later is never read stale."""

@@ -19,7 +19,9 @@ from typing import Any, TextIO
 
 from .trace import check_trace_header
 
-__all__ = ["read_batches", "regular_file"]
+__all__ = ["Progress", "read_batches", "regular_file"]
+
+Progress = Callable[[int, int], None]  # progress(bytes_read, file_size)
 
 _READ = 4 << 20  # characters read from the file at a time
 _BATCH = 1 << 20  # characters of node records in a batch
@@ -117,9 +119,7 @@ def _records(reader: _Text) -> tuple[list[Any], bytes]:
 
 
 def read_batches(
-    path: str | Path,
-    header: dict[str, Any],
-    progress: Callable[[int, int], None] | None = None,
+    path: str | Path, header: dict[str, Any], progress: Progress | None = None
 ) -> Iterator[tuple[list[Any], bytes]]:
     """The node records of the trace file at ``path``, in batches (each with its JSON array
     as read); ``header`` is filled with the other top-level fields (complete once the

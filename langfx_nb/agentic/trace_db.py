@@ -269,7 +269,9 @@ class StoreWriter:
         pos = self.pos
         for seq, node_id in enumerate(ids, at):
             if pos.setdefault(node_id, seq) != seq:
-                raise ValueError(f"malformed trace: nodes[{seq}]: id {short(node_id)} used twice")
+                raise ValueError(
+                    f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
+                )
         get = pos.get
         self.parent += [-1 if p is None else get(p, p) for p in parents]
         self.status += status

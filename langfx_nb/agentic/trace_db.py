@@ -160,8 +160,6 @@ def _number(value: Any, field: str) -> float:
 
 
 def _tokens(usage: Any) -> int:
-    if usage is None:
-        return 0
     if not _is_map(usage):
         raise TypeError("'usage' must be an object")
     if type(total := usage.get("total_tokens")) is int:

@@ -42,6 +42,7 @@ class _Text:
         self.file = file
         self.text = ""
         self.at = 0
+        self.done = 0  # characters before text[0]
         self.eof = False
 
     def more(self, ahead: int) -> None:
@@ -52,6 +53,7 @@ class _Text:
             except UnicodeDecodeError as exc:
                 raise ValueError("not a langfx_nb trace: not valid UTF-8") from exc
             self.eof = not data
+            self.done += self.at
             self.text = self.text[self.at :] + data
             self.at = 0
 
@@ -65,7 +67,7 @@ class _Text:
 
     def expect(self, char: str) -> None:
         if self.peek() != char:
-            raise _bad(f"expected {char!r}")
+            raise _bad(f"expected {char!r} at character {self.done + self.at}")
         self.at += 1
 
     def value(self) -> tuple[Any, str]:

@@ -362,20 +362,18 @@ class StoreWriter:
                         p = up[p]
         # a row's number among rows of depth <= 2 (counting those before it)
         shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
-        columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u)
+        below_json = [""] * n  # "": no problem below
+        for r, found in below.items():
+            below_json[r] = json.dumps(found)
+        columns = (range(n), order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u)
         for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
-            to = min(n, at + _TREE_SLICE)
-            rows = list(
-                zip(
-                    range(at, to), *(c[at:to] for c in columns),
-                    [json.dumps(below[r]) if r in below else "" for r in range(at, to)],
-                    strict=True,
-                )
-            )  # fmt: skip
+            part = [c[at : at + _TREE_SLICE] for c in (*columns, below_json)]
+            rows = list(zip(*part, strict=False))  # shallow_at holds one more: the count
             _insert(conn, "trace_tree", _TREE_VALUES, rows)
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
         conn.executemany("INSERT INTO trace_order VALUES (?, ?)", ranks)
         del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks, status
+        del below, below_json
         starts: dict[str, list[float]] = {g: [] for g in GROUPS}
         for name in counts:
             mine = itertools.compress(self.start, map(name.__eq__, self.status))

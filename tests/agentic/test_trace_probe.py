@@ -152,7 +152,7 @@ def test_a_store_whose_parents_point_outside_is_refused(tmp_path: Path) -> None:
 
 def _load_in_child(path: Path) -> subprocess.CompletedProcess[str]:
     """``Session.load_trace(Path(path))`` in a child process with 1 GB of address space and
-    30 s (a hang or a read without end fails the test instead of taking the suite down)."""
+    15 s (a hang or a read without end fails the test instead of taking the suite down)."""
     code = (
         "import sys; from pathlib import Path; from langfx_nb.agentic.session import Session\n"
         "try:\n    Session.load_trace(Path(sys.argv[1]))\n"
@@ -166,7 +166,7 @@ def _load_in_child(path: Path) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-c", code, str(path)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=15,
         preexec_fn=limit,
         check=False,
     )
@@ -211,3 +211,30 @@ def test_save_trace_of_json_text_does_not_quote_the_text_as_a_path(tmp_path: Pat
         assert len(str(exc)) < 2_000
     else:
         assert len(open_store(tmp_path / "t.sqlite")) == 2
+
+
+@pytest.mark.xfail(strict=True, reason="save_trace's progress never reaches the file's size")
+def test_save_trace_progress_ends_at_the_files_size(tmp_path: Path) -> None:
+    # the last call comes before the closing "]}" is read (done == size - 2), so the
+    # explorer's progress line ("reading x.json: 99% of 12 MB") never prints its 100% and
+    # its newline: the next output continues on the same line
+    nodes = [_node(f"n{i}", "s", inputs={"message": "x" * 100}) for i in range(20_000)]
+    source = _trace_file(tmp_path, *nodes)
+    calls: list[tuple[int, int]] = []
+    lf.save_trace(
+        source, tmp_path / "t.sqlite", progress=lambda done, size: calls.append((done, size))
+    )
+    size = source.stat().st_size
+    assert calls[-1] == (size, size)
+
+
+@pytest.mark.xfail(strict=True, reason="a file named '{...}.json' is read as JSON text")
+def test_a_trace_file_whose_name_starts_with_a_brace_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a str starting with "{" is taken for JSON text before checking for a file of that name
+    # (save_trace opens it; Session.load_trace and TraceExplorer say "not valid JSON")
+    path = _trace_file(tmp_path, _node("x", "s"))
+    path.rename(tmp_path / "{run}.json")
+    monkeypatch.chdir(tmp_path)
+    assert len(Session.load_trace("{run}.json").trace_json()["nodes"]) == 2

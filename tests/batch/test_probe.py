@@ -4,6 +4,7 @@ probing, marked ``xfail(strict=True)`` until the fix lands (then drop the mark).
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import signal
 import sqlite3
@@ -181,3 +182,40 @@ def test_a_deeply_nested_item_is_a_type_error_naming_it(tmp_path: Path) -> None:
         deep = [deep]
     with pytest.raises(TypeError, match=r"items\[0\]"):
         asyncio.run(lf.batch(one, [deep], run=tmp_path / "r.sqlite", progress=False))
+
+
+_ON_A_FIFO = """
+import asyncio, sys
+import langfx_nb as lf
+
+async def fn(item, session):
+    return item
+
+try:
+    if sys.argv[1] == "load":
+        lf.BatchResult.load(sys.argv[2])
+    else:
+        asyncio.run(lf.batch(fn, [1], run=sys.argv[2], progress=False))
+except lf.RunManifestError:
+    print("RunManifestError")
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BatchResult.load / lf.batch(run=) of a FIFO hang")
+@pytest.mark.parametrize("how", ["load", "batch"])
+def test_a_run_manifest_path_that_is_a_fifo_is_refused(tmp_path: Path, how: str) -> None:
+    # read_run / Manifest open the path with sqlite3 without checking it is a regular file:
+    # opening a FIFO blocks for ever (the trace readers refuse it: "not a regular file")
+    path = tmp_path / "run.sqlite"
+    os.mkfifo(path)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _ON_A_FIFO, how, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{how} on a FIFO hung")
+    assert done.stdout.strip() == "RunManifestError", done.stderr[-300:]

@@ -66,10 +66,9 @@ def leaky_evaluator(ctx: Any) -> bool:
     raise ValueError(f"judge call failed: Authorization: Bearer {SECRET}")
 
 
-@pytest.mark.xfail(strict=True, reason="task and evaluator error messages keep a credential")
 def test_a_saved_report_and_its_manifest_never_hold_a_credential(tmp_path: Path) -> None:
-    # tracebacks are masked (redact_secrets), the short error messages beside them are not:
-    # the credential is in report.to_json(), the saved report file and the run manifest
+    # neither the tracebacks nor the short error messages beside them, in report.to_json(),
+    # the saved report file or the run manifest
     import langfx_nb as lf
 
     run = tmp_path / "eval.sqlite"

@@ -279,6 +279,15 @@ def test_a_parent_cycle_ends_in_a_root_not_a_hang() -> None:
     assert [r["node"]["id"] for r in window["rows"]] == ["s", "a", "b"]
 
 
+def test_a_node_that_is_its_own_parent_is_a_root_not_a_hang() -> None:
+    live = LiveIndex()
+    live.apply({"id": "s", "kind": "session", "status": "running", "start": 0.0})
+    live.apply({"id": "a", "parent_id": "a", "kind": "action", "status": "failed"})
+    window = live.window(expanded={"a": True}, selected="a")
+    assert [r["node"]["id"] for r in window["rows"]] == ["s", "a"]
+    assert window["rows"][1]["node"]["parent_id"] == "a" and window["selected_index"] == 1
+
+
 def test_a_session_shown_in_an_explorer_is_pushed_as_windows_as_it_grows() -> None:
     clock = FakeClock()
     explorer = te.TraceExplorer(clock=clock)

@@ -19,7 +19,6 @@ from langfx_nb.agentic.session import Session
 from langfx_nb.notebook import trace_explorer as te
 from langfx_nb.notebook.trace_data import view_node
 from langfx_nb.notebook.trace_live import LiveIndex
-from langfx_nb.notebook.trace_windows import LIVE_STATE_S
 
 from ._fakes import FakeClock
 from .test_trace_index import records, stored
@@ -251,7 +250,7 @@ async def _live_batch(n: int) -> tuple[Comm, Any, Session]:
 
     result = await lf.batch(work, range(n), session=session, progress=False)
     explorer.flush()
-    await asyncio.sleep(LIVE_STATE_S + 0.5)
+    await asyncio.sleep(te.LIVE_STATE_S + 0.5)
     return comm, result, session
 
 

@@ -76,7 +76,6 @@ async def test_an_observer_error_never_reaches_the_run() -> None:
             raise RuntimeError("frontend gone")
 
         explorer._send_message = boom  # type: ignore[method-assign]
-        explorer._windows._send = boom  # the live pushes (bound when built)
         assert await lf.Agent("x").invoke(session) == "ok"
 
 

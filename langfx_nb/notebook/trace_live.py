@@ -73,6 +73,12 @@ _FIELDS = ("error", "decision", "evicted_children")
 _DECISION = ("outcome", "by", "asked_at", "decided_at")
 
 
+def _bump(counts: dict[str, int], key: str, by: int) -> None:
+    counts[key] = counts.get(key, 0) + by
+    if not counts[key]:
+        del counts[key]
+
+
 def _float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return float("nan")
@@ -85,7 +91,8 @@ class LiveIndex(WindowedTrace):
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.pos: dict[str, int] = {}
-        self.parent = array("i")
+        self.parent_id: list[str | None] = []  # as recorded (a parent not seen is no row)
+        self.parent = array("i")  # the parent's row (-1: a root)
         self.depth = array("i")
         self.kind: list[str] = []
         self.status: list[str] = []
@@ -97,17 +104,12 @@ class LiveIndex(WindowedTrace):
         self.cost = array("d")  # NaN: no price known
         #: at and below each node: descendants, tokens, cost, nodes with a known price, and
         #: nodes that used tokens with no known price (the cost leaves them out)
-        self.desc = array("i")
-        self.sub_tokens = array("q")
-        self.sub_cost = array("d")
-        self.sub_priced = array("i")
-        self.sub_unpriced = array("i")
+        self.sums: tuple[array[Any], ...] = tuple(map(array, "iqdii"))
         #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
         self.extra: dict[int, dict[str, Any]] = {}
         self.kids: dict[int, array[int]] = {}
         self.roots = array("i")
-        self.orphans: dict[int, str] = {}  # parent id not (yet) seen, by node
-        self._waiting: dict[str, list[int]] = {}  # the same, by the missing parent's id
+        self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
         #: what went wrong below each node: counts by bad status
         self.below: dict[int, dict[str, int]] = {}
         self.by_status: dict[str, int] = {}
@@ -142,12 +144,13 @@ class LiveIndex(WindowedTrace):
         early = self._waiting.pop(node_id, ())  # children that came before their parent
         self.ids.append(node_id)
         self.pos[node_id] = i
+        self.parent_id.append(None if parent_id is None else str(parent_id))
         kind = str(patch.get("kind", "") or "")
         status = str(patch.get("status", "ok") or "ok")
         self.kind.append(kind)
         self.status.append(status)
-        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-        self.by_status[status] = self.by_status.get(status, 0) + 1
+        _bump(self.by_kind, kind, 1)
+        _bump(self.by_status, status, 1)
         name = patch.get("name", "")
         self.name.append(name if type(name) is str else str(name))
         self.hint.append(str(patch.get("hint") or ""))
@@ -156,28 +159,21 @@ class LiveIndex(WindowedTrace):
         self._widen(i)
         self.tokens.append(tokens_of(patch))
         self.cost.append(_float(patch.get("cost")))
-        _n, tokens, cost, priced, unpriced = self._own(i)
-        for column, value in zip(self._sums, (0, tokens, cost, priced, unpriced), strict=True):
-            column.append(value)
+        for column, value in zip(self.sums, self._own(i), strict=True):
+            column.append(value - (column is self.sums[0]))  # not its own descendant
         if any(f in patch for f in _FIELDS):
             self._set_extra(i, patch)
         self.parent.append(-1)
         self.depth.append(0)
         if p == -2:
-            self.orphans[i] = str(parent_id)
             self._waiting.setdefault(str(parent_id), []).append(i)
         self._attach(i, max(p, -1))
         self._touched.add(i)
         for child in early:
             if child in self._ancestors(i):
                 continue  # a parent cycle (never from a Session): the child stays a root
-            self.orphans.pop(child, None)
             self.roots.remove(child)  # rare: a child written before its parent
             self._attach(child, i)
-
-    @property
-    def _sums(self) -> tuple[array[Any], ...]:
-        return self.desc, self.sub_tokens, self.sub_cost, self.sub_priced, self.sub_unpriced
 
     def _own(self, i: int) -> tuple[int, int, float, int, int]:
         """What node ``i`` adds to the sums at and above it (one node, not counted in its
@@ -189,7 +185,7 @@ class LiveIndex(WindowedTrace):
     def _roll(self, nodes: Sequence[int], delta: Sequence[float]) -> None:
         """Add ``delta`` (descendants, tokens, cost, priced, unpriced) to the sums of
         ``nodes``."""
-        for column, d in zip(self._sums, delta, strict=True):
+        for column, d in zip(self.sums, delta, strict=True):
             if d:
                 for a in nodes:
                     column[a] += d
@@ -204,7 +200,7 @@ class LiveIndex(WindowedTrace):
         self.kids.setdefault(p, array("i")).append(i)
         self._set_depths(i, self.depth[p] + 1)
         ancestors = self._ancestors(i)
-        self._roll(ancestors, [s[i] + (k == 0) for k, s in enumerate(self._sums)])
+        self._roll(ancestors, [s[i] + (k == 0) for k, s in enumerate(self.sums)])
         bad = self._bad_counts(i)
         if bad:
             self._count_problems(i, bad)
@@ -219,9 +215,7 @@ class LiveIndex(WindowedTrace):
             counts = self.below.get(a, {})
             had = bool(counts)
             for label, m in delta.items():
-                counts[label] = counts.get(label, 0) + m
-                if not counts[label]:
-                    del counts[label]
+                _bump(counts, label, m)
             if counts:
                 self.below[a] = counts
             else:
@@ -229,8 +223,7 @@ class LiveIndex(WindowedTrace):
             own = self.status[a]
             if had != bool(counts) and own in BAD_STATUSES:
                 delta = dict(delta)
-                delta[own] = delta.get(own, 0) + (-1 if counts else 1)
-                delta = {k: v for k, v in delta.items() if v}
+                _bump(delta, own, -1 if counts else 1)
             if not delta:
                 return
 
@@ -266,10 +259,8 @@ class LiveIndex(WindowedTrace):
             old, new = self.status[i], str(patch["status"] or "ok")
             if old != new:
                 self.status[i] = new
-                self.by_status[old] -= 1
-                if not self.by_status[old]:
-                    del self.by_status[old]
-                self.by_status[new] = self.by_status.get(new, 0) + 1
+                _bump(self.by_status, old, -1)
+                _bump(self.by_status, new, 1)
                 delta = {s: d for s, d in ((old, -1), (new, 1)) if s in BAD_STATUSES}
                 if delta and not self.below.get(i):  # else its problem was counted below it
                     self._count_problems(i, delta)
@@ -348,10 +339,9 @@ class LiveIndex(WindowedTrace):
 
     def summary(self, i: int) -> dict[str, Any]:
         """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
-        parent = self.parent[i]
         return row_summary(
             self.ids[i],
-            self.ids[parent] if parent >= 0 else self.orphans.get(i),
+            self.parent_id[i],
             self.kind[i],
             self.name[i],
             self.status[i],
@@ -449,13 +439,13 @@ class LiveIndex(WindowedTrace):
 
     def _row(self, i: int, expanded: Mapping[str, bool]) -> dict[str, Any]:
         has_kids = i in self.kids
-        roll = [self.sub_tokens[i], self.sub_cost[i], self.sub_priced[i], self.desc[i]]
+        desc, tokens, cost, priced, unpriced = (column[i] for column in self.sums)
         row: dict[str, Any] = {
             "node": self.summary(i),
             "depth": self.depth[i],
             "kids": has_kids,
             "open": has_kids and self.is_open(i, expanded),
-            "roll": [*roll, self.tokens[i], self.sub_unpriced[i]],
+            "roll": [tokens, cost, priced, desc, self.tokens[i], unpriced],
         }
         bad = self.below.get(i)
         if bad:

@@ -412,16 +412,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _is_run_end(self, event: Mapping[str, Any]) -> bool:
         """A node directly under the session root (or the root itself) finished."""
-        live = self._trace
-        node = event.get("node")
+        live, node = self._trace, event.get("node")
         if event.get("type") != "node_end" or not isinstance(node, Mapping):
             return False
-        if not isinstance(live, LiveIndex):
-            return False
-        parent = live.pos.get(str(node.get("parent_id")))
-        return node.get("parent_id") is None or (
-            parent is not None and live.kind[parent] == "session"
-        )
+        parent = node.get("parent_id")
+        if parent is None or not isinstance(live, LiveIndex):
+            return parent is None
+        at = live.locate(str(parent))
+        return at is not None and live.kind[at] == "session"
 
     def _send_snapshot(self) -> None:
         """The live state as a snapshot message (a view that (re)rendered) and, at most
@@ -514,17 +512,12 @@ def window_params(content: Mapping[str, Any]) -> dict[str, Any] | None:
         "selected": selected if isinstance(selected, str) else None,
     }
     timeline = content.get("timeline")
-    if not isinstance(timeline, list) or len(timeline) != 3:
-        return params
-    lo, hi, buckets = timeline
-    if not isinstance(buckets, int) or isinstance(buckets, bool):
-        return params
-    if lo is None and hi is None:
-        params["timeline"] = (None, None, buckets)
-    elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
-        lo, hi = float(lo), float(hi)
-        if math.isfinite(lo) and math.isfinite(hi) and lo <= hi:
-            params["timeline"] = (lo, hi, buckets)
+    if isinstance(timeline, list) and len(timeline) == 3 and type(timeline[2]) is int:
+        lo, hi, buckets = timeline
+        if lo is None and hi is None:
+            params["timeline"] = (None, None, buckets)
+        elif all(type(v) in (int, float) and math.isfinite(v) for v in (lo, hi)) and lo <= hi:
+            params["timeline"] = (float(lo), float(hi), buckets)
     return params
 
 
@@ -553,23 +546,20 @@ def _saved(source: Any) -> StoredTrace:
             return open_trace(path)
         regular_file(path)
         if path.stat().st_size >= BIG_FILE_BYTES:
-            return convert(path, _ProgressLine(path))
+            return convert(path, _progress_line(path.name))
     return convert(read_trace(source))
 
 
-class _ProgressLine:
+def _progress_line(name: str) -> Callable[[int, int], None]:
     """How far a conversion is, as one line on standard error (at most twice a second)."""
+    last = [0.0]
 
-    def __init__(self, path: Path) -> None:
-        self.name = path.name
-        self.last = 0.0
+    def show(done: int, size: int) -> None:
+        if time.monotonic() - last[0] >= 0.5 or done >= size:
+            last[0] = time.monotonic()
+            end = "\n" if done >= size else ""
+            share = 100 * done // max(1, size)
+            sys.stderr.write(f"\rreading {name}: {share}% of {size / 1e6:,.0f} MB{end}")
+            sys.stderr.flush()
 
-    def __call__(self, done: int, size: int) -> None:
-        now = time.monotonic()
-        if now - self.last < 0.5 and done < size:
-            return
-        self.last = now
-        end = "\n" if done >= size else ""
-        share = 100 * done // max(1, size)
-        sys.stderr.write(f"\rreading {self.name}: {share}% of {size / 1e6:,.0f} MB{end}")
-        sys.stderr.flush()
+    return show

@@ -274,8 +274,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self._timer = None
 
     def _extras(self) -> dict[str, Any]:
-        """What the state carries besides rows: whether the trace ended, totals, offset."""
+        """What the state (and a live window) carries besides rows: whether the trace ended,
+        its time span, the session's totals, the clock offset."""
         out: dict[str, Any] = {"ended": self._ended or _session_over(self._session)}
+        span = self._trace.span()
+        if span is not None:
+            out["span"] = list(span)
         if self._summary is not None:
             out["summary"] = self._summary
         if self._offset is not None:
@@ -284,7 +288,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The window for ``params`` (see :func:`window_params`), with the timeline overview's
-        exact counts per time bucket over the whole trace when asked; a live one with its span,
+        exact counts per time bucket over the whole trace when asked; a live one with its
         running roots, ``live: true`` and the extras."""
         trace = self._trace
         out = trace.window(**{k: v for k, v in params.items() if k != "timeline"})
@@ -294,21 +298,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 lo, hi = trace.span() or (0.0, 0.0)
             out["timeline"] = trace.timeline(lo, hi, buckets)
         if isinstance(trace, LiveIndex):
-            span = trace.span()
-            if span is not None:
-                out["span"] = list(span)
-            out["roots_running"] = trace.roots_running()
-            out["live"] = True
-            out.update(self._extras())
+            out.update(roots_running=trace.roots_running(), live=True, **self._extras())
         return out
 
     def _state_now(self) -> dict[str, Any]:
-        """The state a page starts from: the first window, the extras and the time span."""
-        out = {"windowed": self._reply({}), **self._extras()}
-        span = self._trace.span()
-        if span is not None:
-            out["span"] = list(span)
-        return out
+        """The state a page starts from: the first window and the extras."""
+        return {"windowed": self._reply({}), **self._extras()}
 
     def _record(self, node_id: str) -> dict[str, Any] | None:
         """A node's full record: a stored one read strictly (a malformed one is its row with

@@ -149,19 +149,30 @@ class LiveIndex(WindowedTrace):
         status = str(patch.get("status", "ok") or "ok")
         self.kind.append(kind)
         self.status.append(status)
-        _bump(self.by_kind, kind, 1)
-        _bump(self.by_status, status, 1)
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        self.by_status[status] = self.by_status.get(status, 0) + 1
         name = patch.get("name", "")
         self.name.append(name if type(name) is str else str(name))
         self.hint.append(str(patch.get("hint") or ""))
-        self.start.append(_float(patch.get("start")))
-        self.end.append(_float(patch.get("end")))
-        self._widen(i)
-        self.tokens.append(tokens_of(patch))
-        self.cost.append(_float(patch.get("cost")))
-        for column, value in zip(self.sums, self._own(i), strict=True):
-            column.append(value - (column is self.sums[0]))  # not its own descendant
-        if any(f in patch for f in _FIELDS):
+        start, end = patch.get("start"), patch.get("end")
+        start = start if type(start) is float else _float(start)
+        end = end if type(end) is float else _float(end)
+        self.start.append(start)
+        self.end.append(end)
+        if start < self.lo or start > self.hi or end > self.hi:  # (NaN compares false)
+            self._widen(i)
+        usage, cost = patch.get("usage"), patch.get("cost")
+        tokens = 0 if usage is None else tokens_of(patch)
+        cost = _float(cost) if cost is not None else float("nan")
+        self.tokens.append(tokens)
+        self.cost.append(cost)
+        desc, sub_tokens, sub_cost, priced, unpriced = self.sums
+        desc.append(0)
+        sub_tokens.append(tokens)
+        sub_cost.append(0.0 if cost != cost else cost)
+        priced.append(int(cost == cost))
+        unpriced.append(int(cost != cost and tokens > 0))
+        if "error" in patch or "decision" in patch or "evicted_children" in patch:
             self._set_extra(i, patch)
         self.parent.append(-1)
         self.depth.append(0)
@@ -175,12 +186,11 @@ class LiveIndex(WindowedTrace):
             self.roots.remove(child)  # rare: a child written before its parent
             self._attach(child, i)
 
-    def _own(self, i: int) -> tuple[int, int, float, int, int]:
-        """What node ``i`` adds to the sums at and above it (one node, not counted in its
-        own descendants)."""
+    def _own(self, i: int) -> tuple[int, float, int, int]:
+        """What node ``i`` adds to the sums (but descendants) at and above it."""
         tokens, cost = self.tokens[i], self.cost[i]
         priced = cost == cost  # NaN: no price known
-        return 1, tokens, cost if priced else 0.0, int(priced), int(not priced and tokens > 0)
+        return tokens, cost if priced else 0.0, int(priced), int(not priced and tokens > 0)
 
     def _roll(self, nodes: Sequence[int], delta: Sequence[float]) -> None:
         """Add ``delta`` (descendants, tokens, cost, priced, unpriced) to the sums of
@@ -197,13 +207,24 @@ class LiveIndex(WindowedTrace):
             self.roots.append(i)
             self._set_depths(i, 0)
             return
-        self.kids.setdefault(p, array("i")).append(i)
-        self._set_depths(i, self.depth[p] + 1)
-        ancestors = self._ancestors(i)
-        self._roll(ancestors, [s[i] + (k == 0) for k, s in enumerate(self.sums)])
-        bad = self._bad_counts(i)
-        if bad:
-            self._count_problems(i, bad)
+        if p not in self.kids:
+            self.kids[p] = array("i")
+        self.kids[p].append(i)
+        if i in self.kids:
+            self._set_depths(i, self.depth[p] + 1)
+        else:
+            self.depth[i] = self.depth[p] + 1  # the common case: a new leaf
+        desc, tokens, cost, priced, unpriced = self.sums
+        n, t, c, k, u = desc[i] + 1, tokens[i], cost[i], priced[i], unpriced[i]
+        for a in self._ancestors(i):  # (the common case: a new leaf, no tokens yet)
+            desc[a] += n
+            if t or k or u:
+                tokens[a] += t
+                cost[a] += c
+                priced[a] += k
+                unpriced[a] += u
+        if i in self.below or self.status[i] in BAD_STATUSES:
+            self._count_problems(i, self._bad_counts(i))
 
     def _count_problems(self, i: int, delta: dict[str, int]) -> None:
         """Add ``delta`` (problems by status) to what is below each ancestor of ``i``. A
@@ -268,9 +289,10 @@ class LiveIndex(WindowedTrace):
             self.name[i] = str(patch["name"])
         if "hint" in patch:
             self.hint[i] = str(patch["hint"] or "")
-        for field, column in (("start", self.start), ("end", self.end)):
-            if field in patch:
-                column[i] = _float(patch[field])
+        if "start" in patch:
+            self.start[i] = _float(patch["start"])
+        if "end" in patch:
+            self.end[i] = _float(patch["end"])
         self._widen(i)
         if "usage" in patch or "cost" in patch:
             before = self._own(i)
@@ -278,9 +300,9 @@ class LiveIndex(WindowedTrace):
                 self.tokens[i] = tokens_of(patch)
             if "cost" in patch:
                 self.cost[i] = _float(patch["cost"])
-            step = [new - old for new, old in zip(self._own(i), before, strict=True)]
+            step = [0, *(new - old for new, old in zip(self._own(i), before, strict=True))]
             self._roll([i, *self._ancestors(i)], step)
-        if any(f in patch for f in _FIELDS):
+        if not patch.keys().isdisjoint(_FIELDS):
             self._set_extra(i, patch)
         self._touched.add(i)
 

@@ -172,7 +172,7 @@ class LiveIndex(WindowedTrace):
         sub_cost.append(0.0 if cost != cost else cost)
         priced.append(int(cost == cost))
         unpriced.append(int(cost != cost and tokens > 0))
-        if "error" in patch or "decision" in patch or "evicted_children" in patch:
+        if not patch.keys().isdisjoint(_FIELDS):
             self._set_extra(i, patch)
         self.parent.append(-1)
         self.depth.append(0)

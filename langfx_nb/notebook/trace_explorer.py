@@ -408,13 +408,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _is_run_end(self, event: Mapping[str, Any]) -> bool:
         """A node directly under the session root (or the root itself) finished."""
         live, node = self._trace, event.get("node")
-        if event.get("type") != "node_end" or not isinstance(node, Mapping):
+        if not isinstance(live, LiveIndex) or event.get("type") != "node_end":
             return False
-        parent = node.get("parent_id")
-        if parent is None or not isinstance(live, LiveIndex):
-            return parent is None
-        at = live.locate(str(parent))
-        return at is not None and live.kind[at] == "session"
+        parent = node.get("parent_id") if isinstance(node, Mapping) else ""
+        at = None if parent is None else live.locate(str(parent))
+        return parent is None or (at is not None and live.kind[at] == "session")
 
     def _send_snapshot(self) -> None:
         """The live state as a snapshot message (a view that (re)rendered) and, at most

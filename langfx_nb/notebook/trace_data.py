@@ -36,7 +36,7 @@ def read_trace(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     try:
         trace: dict[str, Any] = Session.load_trace(data).trace_json()
     except ValueError as exc:
-        raise ValueError(f"{where}{exc}") from None
+        raise ValueError(f"{where}{exc}") from exc
     return trace
 
 

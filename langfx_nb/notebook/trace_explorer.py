@@ -54,8 +54,28 @@ LIVE_VIEWS = 4  # views kept up to date at once (the ones that asked last)
 LIVE_STATE_S = 1.0  # at least this long between two copies of the state trait while live
 
 
-def _encode(state: Mapping[str, Any]) -> bytes:
-    return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def _encode(state: Any) -> bytes:
+    """``state`` as JSON the page's ``JSON.parse`` reads: a number that is not finite (a
+    damaged trace's ``1e999``) is ``null``, a lone surrogate (an emoji a model's text cut in
+    two) is written as its escape."""
+    try:
+        text = json.dumps(state, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # not finite: rare, so the state is walked only then
+        return _encode(_finite(state))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(state, separators=(",", ":")).encode("ascii")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _clock_offset(header: Mapping[str, Any], root_start: Any) -> float | None:

@@ -66,7 +66,10 @@ def tokens_of(node: Mapping[str, Any]) -> int:
 
 
 def _fixed(value: float, digits: int) -> str:
-    """``value.toFixed(digits)`` as JavaScript rounds it (half away from zero, exact value)."""
+    """``value.toFixed(digits)`` as JavaScript rounds it (half away from zero, exact value);
+    like JavaScript, a value that is not finite or is 1e21 or more is written as it is."""
+    if not math.isfinite(value) or abs(value) >= 1e21:
+        return "NaN" if math.isnan(value) else repr(value).replace("inf", "Infinity")
     return str(Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
 
 

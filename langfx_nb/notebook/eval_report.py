@@ -31,7 +31,7 @@ from ipywidgets import widget_serialization
 from ..jsonable import walk
 from .bridge import Clock, EventBridge, MessageKind
 from .eval_static import eval_static_html, eval_text
-from .render import WidgetDisplayMixin
+from .render import WidgetDisplayMixin, esc
 from .trace_data import subtrace
 from .trace_explorer import TraceExplorer
 
@@ -312,7 +312,7 @@ class EvalReportView(WidgetDisplayMixin, anywidget.AnyWidget):
 
     # -- fallbacks ------------------------------------------------------------------------
     def _fallback_html(self) -> str:
-        return f"<div>{eval_text(self._reducer.snapshot(), title=self.title)}</div>"
+        return f"<pre>{esc(self._fallback_text())}</pre>"
 
     def _fallback_text(self) -> str:
         return eval_text(self._reducer.snapshot(), title=self.title)

@@ -1,14 +1,12 @@
 """The evaluation report's HTML a notebook saves (issue #40's check): names and labels are
 data (an evaluator's score keys may come from a model), so its ``text/html`` must hold them
-as text. Found by probing; marked ``xfail(strict=True)`` until the fix lands."""
+as text."""
 
 from __future__ import annotations
 
 import asyncio
 from html.parser import HTMLParser
 from typing import Any
-
-import pytest
 
 import langfx_nb as lf
 import langfx_nb.notebook  # registers the report view
@@ -33,11 +31,9 @@ def scores(ctx: Any) -> dict[str, float]:
     return {X: 0.5}  # one score per key, as lf.eval.fields does
 
 
-@pytest.mark.xfail(strict=True, reason="the report widget's text/html holds names unescaped")
 def test_the_report_widgets_html_holds_names_as_text() -> None:
-    # EvalReportView._fallback_html is f"<div>{eval_text(...)}</div>": the report's name and
-    # its metric names go into the notebook's text/html as markup (a <script>, an <img
-    # onerror>); the static copy (_static_html) escapes them
+    # the report's name and its metric names (a <script>, an <img onerror>) are text in
+    # the widget's text/html fallback, as in its static copy
     report = asyncio.run(lf.eval.run(task, ["a"], {"ev": scores}, name=X, progress=False))
     bundle = report.widget()._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle

@@ -3,7 +3,8 @@
 Two users, one walk:
 
 - the trace keeps a *bounded preview* (``agentic.preview.preview``): strings cut, containers
-  capped, credential-looking keys redacted, messages and models reduced by a ``special`` hook;
+  capped, credential-looking keys and credential-shaped text redacted, messages and models
+  reduced by a ``special`` hook;
 - the notebook layer sends *faithful* JSON to the browser and to fallback HTML
   (``notebook.bridge.to_jsonable``): nothing cut, only made JSON-able.
 
@@ -23,6 +24,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .redact import redact_secrets
+
 __all__ = ["SECRET_KEY", "UNHANDLED", "Bounds", "walk"]
 
 SECRET_KEY = re.compile(r"api[_-]?key|secret|password|passwd|token$|authorization|credential", re.I)
@@ -38,7 +41,8 @@ class Bounds:
     max_chars: int | None = None  # strings longer than this are cut and end with "…"
     max_items: int | None = None  # containers keep this many items and say how many more
     max_depth: int = 64
-    redact: bool = False  # mapping keys that look like credentials show "<redacted>"
+    redact: bool = False  # credential-looking mapping keys show "<redacted>", and text masks
+    # credential-shaped substrings (``redact_secrets``)
     max_repr: int | None = None  # repr() of unknown objects is cut at this length
 
 
@@ -63,7 +67,8 @@ def walk(
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, str):
         limit = bounds.max_chars
-        return value if limit is None or len(value) <= limit else value[:limit] + "…"
+        text = value if limit is None or len(value) <= limit else value[:limit] + "…"
+        return redact_secrets(text) if bounds.redact else text
     if _depth >= bounds.max_depth:
         return "…"
     if special is not None:
@@ -109,6 +114,11 @@ def walk(
                 pass
     if dataclasses.is_dataclass(value):
         return again({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # a repr that raises: its class is all there is to say
+        text = f"<{type(value).__qualname__}>"
+    if bounds.redact:
+        text = redact_secrets(text)
     limit = bounds.max_repr
     return text if limit is None or len(text) <= limit else text[:limit] + "…"

@@ -14,6 +14,7 @@ from typing import Any
 from ..jsonable import SECRET_KEY, UNHANDLED, Bounds, walk
 from ..messages import Message, TextPart
 from ..modalities import Mime
+from ..redact import redact_secrets
 
 __all__ = ["MAX_PREVIEW_TURNS", "message_preview", "preview", "turn_preview", "turns_preview"]
 
@@ -23,11 +24,12 @@ def preview(value: Any, max_chars: int = 4000) -> Any:
 
     Strings are cut at ``max_chars``; containers at 100 items and depth 8; messages become
     ``{role, text}``; models, functions and other objects become short descriptions.
-    Mapping keys that look like credentials are redacted.
+    Mapping keys that look like credentials are redacted, and credential-shaped text is
+    masked (``redact_secrets``): a trace is saved, shown and exported.
     """
     kind = type(value)
-    if kind is str:  # the common case, as ``walk`` would cut it
-        return value if len(value) <= max_chars else value[:max_chars] + "…"
+    if kind is str:  # the common case, as ``walk`` would cut and mask it
+        return redact_secrets(value if len(value) <= max_chars else value[:max_chars] + "…")
     if kind is dict and len(value) <= _MAX_ITEMS:  # vars, options, tool arguments
         shown = _flat_dict(value, max_chars)
         if shown is not None:
@@ -66,8 +68,7 @@ def _flat_dict(value: dict[Any, Any], max_chars: int) -> dict[str, Any] | None:
             return None
         kind = type(item)
         if kind is str:
-            if len(item) > max_chars:
-                item = item[:max_chars] + "…"
+            item = redact_secrets(item if len(item) <= max_chars else item[:max_chars] + "…")
         elif kind not in _SCALARS and (kind is not float or not math.isfinite(item)):
             return None
         out[key] = "<redacted>" if _is_secret(key) else item

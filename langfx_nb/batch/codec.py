@@ -91,6 +91,10 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
             raise TypeError(
                 f"items[{i}] holds a NaN or infinite number: it cannot be keyed"
             ) from exc
+        except RecursionError as exc:
+            raise TypeError(
+                f"items[{i}] is nested too deeply: it cannot be keyed for run= (pass key=)"
+            ) from exc
         except TypeError as exc:
             message = str(exc)
             if "keys must be" in message:
@@ -111,7 +115,7 @@ def input_preview(item: Any) -> str:
     masked (``redact_secrets``), cut to ``MAX_INPUT_CHARS`` characters (ending in ``…``)."""
     try:
         text = _ENCODER.encode(item)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         try:
             text = repr(item)
         except Exception:  # a repr that raises: its class is all there is to say

@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from ..agentic.trace_json import regular_file
 from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
 from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
@@ -140,6 +141,15 @@ def manifest_path(run: str | os.PathLike[str]) -> Path:
     return Path(base) / f"{text}.sqlite"
 
 
+def _regular(path: Path) -> None:
+    """``RunManifestError`` unless ``path`` is a regular file: SQLite would wait forever on
+    a FIFO's open."""
+    try:
+        regular_file(path)
+    except ValueError as exc:
+        raise RunManifestError(f"run manifest {exc}", path=str(path)) from exc
+
+
 def _unusable(path: Path, exc: BaseException, doing: str) -> RunManifestError:
     return RunManifestError(
         f"run manifest {path}: cannot {doing} ({type(exc).__name__}: {exc})", path=str(path)
@@ -183,6 +193,7 @@ class Manifest:
         ``RunManifestError`` when it belongs to another run (naming what changed) or cannot
         be written (nothing is changed then)."""
         if path.exists():
+            _regular(path)
             cls._check_existing(path, identity, codec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -603,6 +614,7 @@ def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
     when it is not a manifest of this format."""
     if not path.exists():
         raise RunManifestError(f"run manifest {path} does not exist", path=str(path))
+    _regular(path)
     try:
         ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:

@@ -141,7 +141,6 @@ async def one(item: Any, session: Any) -> int:
     return 1
 
 
-@pytest.mark.xfail(strict=True, reason="the item's trace node keeps a masked input unmasked")
 def test_an_items_input_is_masked_in_the_whole_manifest(tmp_path: Path) -> None:
     # docs/batch.md: the manifest stores each item's input "credential-shaped text masked";
     # items.input is masked, but the item's trace node (trace_nodes, in the same file) keeps
@@ -158,7 +157,6 @@ class _BadRepr:
         raise RuntimeError("repr boom")
 
 
-@pytest.mark.xfail(strict=True, reason="an item whose repr raises fails though fn succeeded")
 def test_an_item_whose_repr_raises_keeps_fns_result(tmp_path: Path) -> None:
     # with key=, an item with no JSON form is stored as its repr; a repr that raises turns the
     # item's outcome into "failed: RuntimeError: repr boom", the result of fn lost
@@ -168,7 +166,6 @@ def test_an_item_whose_repr_raises_keeps_fns_result(tmp_path: Path) -> None:
     assert result.statuses == ["ok"] and result.results == [1]
 
 
-@pytest.mark.xfail(strict=True, reason="a deeply nested item raises RecursionError, not TypeError")
 def test_a_deeply_nested_item_is_a_type_error_naming_it(tmp_path: Path) -> None:
     # docs/batch.md: items that cannot be keyed with run= raise TypeError naming the item
     # before any request; json's RecursionError escapes instead
@@ -196,7 +193,6 @@ except lf.RunManifestError:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="BatchResult.load / lf.batch(run=) of a FIFO hang")
 @pytest.mark.parametrize("how", ["load", "batch"])
 def test_a_run_manifest_path_that_is_a_fifo_is_refused(tmp_path: Path, how: str) -> None:
     # read_run / Manifest open the path with sqlite3 without checking it is a regular file:

@@ -247,6 +247,9 @@ class TraceNode:
         kind, status, end = data["kind"], data.get("status", "ok"), data.get("end")
         if kind not in _KINDS or status not in _STATUSES:
             raise ValueError(f"unknown kind or status: {_short(kind)}, {_short(status)}")
+        start = data.get("start", 0.0)
+        if isinstance(start, bool) or not isinstance(start, (int, float)):
+            raise TypeError("'start' must be a number")
         if end is not None and (isinstance(end, bool) or not isinstance(end, (int, float))):
             raise TypeError("'end' must be a number or null")
         for key in ("usage", "metadata"):
@@ -258,7 +261,7 @@ class TraceNode:
             parent_id=None if parent_id is None else str(parent_id),
             kind=kind,
             name=str(data.get("name", "")),
-            start=float(data.get("start", 0.0)),
+            start=float(start),
             status=status,
             end=end,
             inputs=data.get("inputs"),
@@ -651,6 +654,7 @@ class TraceStore:
             parent = store.nodes.get(node.parent_id) if node.parent_id is not None else None
             if parent is not None:
                 parent.children_map[node.id] = node
+        _check_no_cycle(store.nodes)
         roots = [n for n in store.nodes.values() if n.kind == "session"]
         if not roots:
             raise ValueError("malformed trace: it has no session root node")
@@ -688,18 +692,33 @@ class TraceStore:
         return store
 
 
+def _check_no_cycle(nodes: Mapping[str, TraceNode]) -> None:
+    """``ValueError`` when following parents from some node comes back to it (such nodes
+    are under no root: a tree would leave them out). Each node is followed once."""
+    done: set[str] = set()
+    for node in nodes.values():
+        path: set[str] = set()
+        at: TraceNode | None = node
+        while at is not None and at.id not in done:
+            if at.id in path:
+                raise ValueError("malformed trace: some nodes' parents form a cycle")
+            path.add(at.id)
+            at = None if at.parent_id is None else nodes.get(at.parent_id)
+        done |= path
+
+
 @contextlib.contextmanager
 def _reading(where: str) -> Iterator[None]:
     """Turn what a malformed part of a saved trace raises into one clear ``ValueError``."""
     try:
         yield
     except KeyError as exc:
-        raise ValueError(f"malformed trace: {where}: {exc.args[0]!r} is missing") from None
+        raise ValueError(f"malformed trace: {where}: {exc.args[0]!r} is missing") from exc
     except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         message = str(exc)
         if len(message) > 200:
             message = message[:199] + "…"
-        raise ValueError(f"malformed trace: {where}: {message}") from None
+        raise ValueError(f"malformed trace: {where}: {message}") from exc
 
 
 def _object(value: Any, *, required: bool = False) -> Mapping[str, Any]:

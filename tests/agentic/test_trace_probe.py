@@ -120,7 +120,6 @@ _DAMAGE = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="a damaged stored trace gives a bare error or a wrong count")
 @pytest.mark.parametrize("damage", list(_DAMAGE))
 def test_a_damaged_store_is_one_value_error_naming_the_file(tmp_path: Path, damage: str) -> None:
     path = _store(tmp_path)
@@ -135,7 +134,6 @@ def test_a_damaged_store_is_one_value_error_naming_the_file(tmp_path: Path, dama
     assert (window["nodes"], window["total"], search["matches"]) == (4, 4, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="a rank past the trace in trace_order reads out of range")
 def test_a_store_whose_parents_point_outside_is_refused(tmp_path: Path) -> None:
     # a parent rank of -5 for every node: the search answers 1 row (the match, no ancestors)
     # instead of refusing the damaged array as it does a too-large rank

@@ -111,7 +111,6 @@ _DAMAGE = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="a damaged stored trace crashes the explorer's copy")
 @pytest.mark.parametrize("damage", list(_DAMAGE))
 def test_a_damaged_store_in_the_explorer_is_one_value_error(tmp_path: Path, damage: str) -> None:
     path = lf.save_trace(_trace_file(tmp_path, _node("a", "s"), _node("b", "a")), tmp_path / "t.db")

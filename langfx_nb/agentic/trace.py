@@ -252,6 +252,9 @@ class TraceNode:
             raise TypeError("'start' must be a number")
         if end is not None and (isinstance(end, bool) or not isinstance(end, (int, float))):
             raise TypeError("'end' must be a number or null")
+        evicted = data.get("evicted_children") or 0
+        if isinstance(evicted, bool) or not isinstance(evicted, int):
+            raise TypeError("'evicted_children' must be an integer")
         for key in ("usage", "metadata"):
             if data.get(key) is not None and not isinstance(data[key], Mapping):
                 raise TypeError(f"{key!r} must be an object")
@@ -271,7 +274,7 @@ class TraceNode:
             decision=None if data.get("decision") is None else Decision.from_json(data["decision"]),
             progress=data.get("progress"),
             metadata=dict(data.get("metadata") or {}),
-            evicted_children=int(data.get("evicted_children", 0)),
+            evicted_children=evicted,
             cost=_cost(data.get("cost")),
         )
 

@@ -67,6 +67,18 @@ def test_save_trace_into_a_missing_folder_is_an_os_error(tmp_path: Path) -> None
         lf.save_trace(_trace(), target)
 
 
+@pytest.mark.parametrize("evicted", ["5", True, 2.5])
+def test_evicted_children_not_an_integer_is_refused_by_every_reader(
+    tmp_path: Path, evicted: Any
+) -> None:
+    # save_trace refuses it; Session.load_trace took int("5"), int(True), int(2.5)
+    source = _trace_file(tmp_path, _node("x", "s", evicted_children=evicted))
+    with pytest.raises(ValueError, match="evicted_children"):
+        lf.save_trace(source, tmp_path / "t.sqlite")
+    with pytest.raises(ValueError, match="evicted_children"):
+        Session.load_trace(source)
+
+
 @pytest.mark.parametrize("start", ["5", True])
 def test_a_non_numeric_start_is_refused_by_every_reader(tmp_path: Path, start: Any) -> None:
     # save_trace (and so the explorer on a file of 4 MB or more) says "'start' must be a

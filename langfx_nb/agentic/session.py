@@ -721,8 +721,9 @@ class Session:
 def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
     """Saved-trace data from data, JSON text, or the path of a stored trace (``save_trace``,
     a run manifest) or of a trace JSON file. A path that is not a regular file (a pipe, a
-    device) is ``ValueError`` before it is opened; a ``str`` that is neither JSON nor an
-    existing file, but could be a path, ``FileNotFoundError``."""
+    device) is ``ValueError`` before it is opened. A ``str`` that names a file is its path
+    (even ``{run}.json``); one that is neither JSON nor a file, and does not begin as JSON of
+    an object or a list, is ``FileNotFoundError``."""
     if isinstance(data, str) and _path_like(data) and os.path.lexists(data):
         data = Path(data)
     if isinstance(data, os.PathLike):
@@ -749,17 +750,15 @@ def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str
     except RecursionError as exc:
         raise ValueError("not a langfx_nb trace: not valid JSON (nested too deeply)") from exc
     except ValueError as exc:
-        if isinstance(data, str) and _path_like(data):
+        if isinstance(data, str) and _path_like(data) and data.lstrip()[:1] not in "{[":
             raise FileNotFoundError(errno.ENOENT, "no such trace file", data) from exc
         raise ValueError(f"not a langfx_nb trace: not valid JSON ({str(exc)[:200]})") from exc
     return loaded  # its shape is checked by TraceStore.from_json
 
 
 def _path_like(text: str) -> bool:
-    """Whether ``text`` given for a trace may be a path (it is not JSON of an object)."""
-    if len(text) > _PATH_CHARS or "\n" in text:
-        return False
-    return text.lstrip()[:1] not in ("", "{", "[")
+    """Whether ``text`` given for a trace may be a path (one line, not too long)."""
+    return len(text) <= _PATH_CHARS and "\n" not in text and text.strip() != ""
 
 
 def _clock_now(clock: Clock) -> Callable[[], float]:

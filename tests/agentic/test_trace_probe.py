@@ -213,3 +213,14 @@ def test_save_trace_of_json_text_does_not_quote_the_text_as_a_path(tmp_path: Pat
         assert len(str(exc)) < 2_000
     else:
         assert len(open_store(tmp_path / "t.sqlite")) == 2
+
+
+def test_a_trace_file_whose_name_starts_with_a_brace_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a str starting with "{" is taken for JSON text before checking for a file of that name
+    # (save_trace opens it; Session.load_trace and TraceExplorer say "not valid JSON")
+    path = _trace_file(tmp_path, _node("x", "s"))
+    path.rename(tmp_path / "{run}.json")
+    monkeypatch.chdir(tmp_path)
+    assert len(Session.load_trace("{run}.json").trace_json()["nodes"]) == 2

@@ -9,7 +9,7 @@
    frames are never on screen: counted, not timed), event → counted in the summary on screen
    (every event), and loss (the node count shown vs. emitted). What the kernel sent is counted
    at the widget's comm (every message and its bytes, buffers included): window pushes
-   (``LiveWindows``), state copies, the rest. Also checked: the cell finishes (no ``[*]``).
+   (live), state copies, the rest. Also checked: the cell finishes (no ``[*]``).
    Baseline in the same run: the same emission loop with no explorer attached (kernel-side
    cost of watching = ratio of the two loop durations).
 2. Saved trace: a 10,000-node trace JSON is opened with ``TraceExplorer(path)``; we time from

@@ -1,24 +1,6 @@
-"""Writing a stored trace: a trace in SQLite tables, written once, read by windows of rows
-(:mod:`langfx_nb.agentic.trace_reader`).
-
-A stored trace, in a file of its own (:func:`save_trace`) or in a batch's run manifest (the
-same file as its items), is these tables:
-
-- ``trace_info``: the format and version, the saved trace's header (session, summary, counts)
-  and what the whole trace's view needs at once (node count, counts by status and kind, time
-  span, where the records are);
-- ``trace_rows``: per node in the order written (``seq``), what a row shows (id, parent id,
-  kind, status, name, hint, times, cost, tokens, its rarer fields);
-- ``trace_search``: each node's lowercase search text, a line a node, in UTF-8 blocks of
-  consecutive nodes (``seq``: the first one's), read whole at the first search;
-- ``trace_tree``: per node in tree order (``rank``: depth first, children in the order
-  written), its place in the tree (parent's rank, depth, descendants: the subtree is the ranks
-  ``(rank, rank + desc]``, its number among rows of depth ≤ 2), subtree sums, "below" counts;
-- ``trace_starts``: each timeline group's sorted start times; ``trace_order``: each node's
-  rank by ``seq`` (``rank``) and each rank's parent's rank (``parent``, -1: none), as arrays
-  of 32-bit integers (what a search and a lookup by id need, without an index);
-- ``trace_records``: the full node records as JSON arrays of consecutive records (``seq``: the
-  first one's), or in a run manifest ``trace_refs``: each record's rowid in ``trace_nodes``.
+"""Writing a stored trace: a trace in SQLite tables (:data:`SCHEMA`), written once, in a file
+of its own (:func:`save_trace`) or in a batch's run manifest (the same file as its items), and
+read by windows of rows (:mod:`langfx_nb.agentic.trace_reader`).
 """
 
 from __future__ import annotations
@@ -28,23 +10,21 @@ import functools
 import gc
 import itertools
 import json
-import operator
 import os
 import sqlite3
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeGuard, get_args
+from typing import Any, TypeGuard, get_args
 
 from .trace import NodeKind, NodeStatus, saved_nodes
-from .trace_json import read_batches
+from .trace_json import Progress, read_batches
 from .trace_reader import (
     BAD_STATUSES,
     BLOCK,
     DEFAULT_OPEN_DEPTH,
     GROUPS,
-    MAX_WINDOW,
     STORE_FORMAT,
     STORE_TABLES,
     STORE_VERSION,
@@ -54,13 +34,11 @@ from .trace_reader import (
     is_store,
     malformed,
     open_store,
-    row_summary,
     short,
 )
 
 __all__ = [
     "DEFAULT_OPEN_DEPTH",
-    "MAX_WINDOW",
     "STORE_TABLES",
     "StoreWriter",
     "StoredTrace",
@@ -68,38 +46,45 @@ __all__ = [
     "is_store",
     "node_hint",
     "open_store",
-    "row_summary",
     "save_trace",
     "temporary",
     "write_store",
 ]
 
 HINT_CHARS = 80  # what a row can show
-_KINDS = frozenset(get_args(NodeKind))
-_STATUSES = frozenset(get_args(NodeStatus))
+# one string object per kind and status, whatever object a record holds (kept per node)
+_KINDS = {k: k for k in get_args(NodeKind)}
+_STATUSES = {s: s for s in get_args(NodeStatus)}
+_NAN = float("nan")
 SCHEMA = """
+-- the format and version, the saved trace's header (session, summary, counts) and what the
+-- whole trace's view needs at once (node count, counts by status and kind, time span, ...)
 CREATE TABLE trace_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- the full node records, JSON arrays of consecutive records (seq: the first one's), or in a
+-- run manifest each record's rowid in trace_nodes (trace_refs)
 CREATE TABLE trace_records (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE trace_refs (seq INTEGER PRIMARY KEY, ref INTEGER NOT NULL);
+-- per node in the order written (seq), what a row shows
 CREATE TABLE trace_rows (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL, parent_id TEXT, kind TEXT NOT NULL,
     status TEXT NOT NULL, name TEXT NOT NULL, hint TEXT NOT NULL, start REAL, end REAL,
     cost REAL, tokens INTEGER NOT NULL, extra TEXT);
+-- each node's lowercase search text, a line a node, in UTF-8 blocks of consecutive nodes
+-- (seq: the first one's), read whole at the first search
 CREATE TABLE trace_search (seq INTEGER PRIMARY KEY, text BLOB NOT NULL);
+-- each timeline group's sorted start times (doubles)
 CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
+-- each node's rank by seq ('rank') and each rank's parent's rank ('parent', -1: none), as
+-- 32-bit integers: what a search and a lookup by id need, without an index
 CREATE TABLE trace_order (name TEXT PRIMARY KEY, ranks BLOB NOT NULL);
+-- per node in tree order (rank: depth first, children in the order written): its subtree is
+-- the ranks (rank, rank + desc], shallow_at is its number among rows of depth <= 2
 CREATE TABLE trace_tree (
     rank INTEGER PRIMARY KEY, seq INTEGER NOT NULL, parent INTEGER, depth INTEGER NOT NULL,
     desc INTEGER NOT NULL, shallow_at INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
     sub_cost REAL NOT NULL, sub_priced INTEGER NOT NULL, sub_unpriced INTEGER NOT NULL,
     below TEXT);
 """
-# built once the rows are written (faster than keeping them up to date row by row)
-_TREE_INDEXES = """
-CREATE INDEX trace_tree_parent ON trace_tree(parent);
-CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2;
-"""
-_SPAN = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # How a row's values are bound. A None costs far more to bind than a number or a string (the
@@ -108,6 +93,7 @@ _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one 
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
+_chain = itertools.chain.from_iterable
 
 # -- row values --------------------------------------------------------------------------------
 
@@ -142,43 +128,38 @@ def node_hint(node: Mapping[str, Any]) -> str:
     """One line that tells same-named rows apart: a log's message, a query's prompt (and
     vars), a tool call's arguments. ``""`` when the record has nothing to show."""
     inputs = node.get("inputs")
-    if type(inputs) is not dict and not isinstance(inputs, Mapping):
+    if not _is_map(inputs):
         return ""
     kind = node.get("kind")
     if kind == "query":
-        text = inputs.get("prompt", inputs.get("rendered_prompt"))
-        if type(text) is not str:
-            text = _text_of(text)
+        text = _text_of(inputs.get("prompt", inputs.get("rendered_prompt")))
         variables = inputs.get("vars")
         if variables and _is_map(variables):
             shown = ", ".join(f"{k}={_short_value(v)}" for k, v in list(variables.items())[:4])
             text = f"{shown} · {text}" if text else shown
     elif kind == "tool_call":
         args = inputs.get("args")
-        if type(args) is not dict and not isinstance(args, Mapping):
+        if not _is_map(args):
             return ""
         text = ", ".join([f"{k}={_short_value(v)}" for k, v in args.items()])
     elif kind == "log":
         text = str(inputs.get("message", ""))
     else:
         return ""
-    if len(text) <= HINT_CHARS and text.isprintable() and "  " not in text:
-        return text.strip()
     text = " ".join(text.split())
     return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
 
 
-def _number(value: Any, field: str) -> float | None:
-    if value is None or type(value) is float:
-        return value
+def _number(value: Any, field: str) -> float:
+    """A time or cost (not a float) as bound: NaN for none (see ``_ROW_VALUES``)."""
+    if value is None:
+        return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{field!r} must be a number or null")
     return float(value)
 
 
 def _tokens(usage: Any) -> int:
-    if usage is None:
-        return 0
     if not _is_map(usage):
         raise TypeError("'usage' must be an object")
     if type(total := usage.get("total_tokens")) is int:
@@ -187,42 +168,8 @@ def _tokens(usage: Any) -> int:
     return sum(v for v in parts if type(v) is int and v >= 0)
 
 
-def _core_shaped(x: Any) -> dict[str, Any]:
-    """What a row shows of record ``x``, checked, as the core writes it (string ids and
-    names, float or null times and cost, a usage total, the hint in place of the inputs):
-    any record a row can show, made one the fast path (:func:`_columns`) takes."""
-    if type(x) is not dict:
-        raise TypeError("must be an object")
-    node_id, kind, status, parent = x["id"], x["kind"], x.get("status", "ok"), x.get("parent_id")
-    if kind not in _KINDS or status not in _STATUSES:
-        raise ValueError(f"unknown kind or status: {short(kind)}, {short(status)}")
-    hint = node_hint(x) if "inputs" in x else str(x.get("hint", ""))
-    out = {
-        "id": str(node_id),
-        "parent_id": None if parent is None else str(parent),
-        "kind": kind,
-        "status": status,
-        "name": str(x.get("name", "")).replace("\n", " "),  # a row is one line
-        "start": _number(x.get("start", 0.0), "start"),
-        "end": _number(x.get("end"), "end"),
-        "cost": _number(x.get("cost"), "cost"),
-        "usage": {"total_tokens": _tokens(x.get("usage"))},
-        "hint": hint.replace("\n", " "),
-    }
-    if out["parent_id"] == out["id"]:
-        raise ValueError("the node is its own parent")
-    for key in ("error", "decision", "evicted_children"):
-        if key in x:
-            out[key] = x[key]
-    _extra(out)
-    return out
-
-
-def _extra(x: Mapping[str, Any]) -> tuple[str, str]:
-    """A record's rarer fields a row shows (JSON, ``""``: none) and its error's text."""
-    err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
-    if err is None and decision is None and not evicted:
-        return "", ""
+def _extra(err: Any, decision: Any, evicted: Any) -> tuple[str, str]:
+    """A record's rarer fields a row shows, as JSON, and its error's text."""
     more: dict[str, Any] = {}
     text = ""
     if err is not None:
@@ -240,88 +187,35 @@ def _extra(x: Mapping[str, Any]) -> tuple[str, str]:
     return json.dumps(more), text.replace("\n", " ")
 
 
-class _Batch(NamedTuple):
-    """A batch of nodes' stored rows (``trace_rows`` values) and search texts, with the
-    columns the tree order is derived from."""
-
-    rows: list[tuple[Any, ...]]
-    search: bytes  # the search texts, a line each
-    ids: list[str]
-    parents: list[Any]  # str or None
-    kinds: Sequence[str]
-    statuses: Sequence[str]
-    starts: list[float]  # NaN: none
-    costs: list[float]  # NaN: none
-    tokens: list[int]
-
-
-_CORE = operator.itemgetter("id", "parent_id", "kind", "status", "name", "start", "end")
-_STR, _STR_NONE = frozenset({str}), frozenset({str, type(None)})
-_FLOAT_NONE, _DICT_NONE = frozenset({float, type(None)}), frozenset({dict, type(None)})
-_DICT, _INT = frozenset({dict}), frozenset({int})
-_NAN = float("nan")
-
-
-def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
-    """The rows of records as the core writes them (:func:`_core_shaped`), a field at a time
-    (in C, mostly); ``None`` for anything else."""
-    if not set(map(type, nodes)) <= _DICT:
-        return None
-    try:
-        columns: list[Any] = list(zip(*map(_CORE, nodes), strict=True))
-    except KeyError:
-        return None
-    ids, parents, kinds, statuses, names, starts, ends = columns
-    costs: list[Any] = list(map(dict.get, nodes, itertools.repeat("cost")))
-    usages = list(map(dict.get, nodes, itertools.repeat("usage")))
-    if not (
-        set(map(type, ids)) <= _STR
-        and set(map(type, parents)) <= _STR_NONE
-        and set(kinds) <= _KINDS
-        and set(statuses) <= _STATUSES
-        and set(map(type, names)) <= _STR
-        and set(map(type, starts)) <= _FLOAT_NONE
-        and set(map(type, ends)) <= _FLOAT_NONE
-        and set(map(type, costs)) <= _FLOAT_NONE
-        and set(map(type, usages)) <= _DICT_NONE
-        and not any(map(operator.eq, ids, parents))
-    ):
-        return None
-    tokens = [0 if u is None else u.get("total_tokens") for u in usages]
-    hints = [node_hint(x) if "inputs" in x else x.get("hint", "") for x in nodes]
-    if not (set(map(type, tokens)) <= _INT and set(map(type, hints)) <= _STR):
-        return None
-    all_names, all_hints = "".join(names), "".join(hints)
-    if "\n" in all_names or "\n" in all_hints:
-        return None
-    extras = [""] * len(nodes)  # "": none
-    errors = [""] * len(nodes)
-    for k, x in enumerate(nodes):
-        if "error" in x or "decision" in x or "evicted_children" in x:
-            try:
-                extras[k], errors[k] = _extra(x)
-            except (TypeError, RecursionError):
-                return None
-    # one lowercase text a node, lowered as one string (no row holds a newline)
-    text = "\n".join(map(" ".join, zip(names, kinds, statuses, hints, errors, strict=True)))
-    search = f"{text.lower()}\n".encode("utf-8", "surrogatepass")  # a lone surrogate kept
-    # NaN for a missing number (SQLite stores NULL): a None costs more to bind
-    starts = [_NAN if t is None else t for t in starts]
-    costs = [_NAN if c is None else c for c in costs]
-    ends = [_NAN if t is None else t for t in ends]
-    rows = list(
-        zip(
-            range(first, first + len(nodes)),
-            ids if "".join(ids).isascii() else map(db_text, ids),
-            parents if "".join(filter(None, parents)).isascii() else map(db_text, parents),
-            kinds, statuses,
-            names if all_names.isascii() else map(db_text, names),
-            hints if all_hints.isascii() else map(db_text, hints),
-            starts, ends, costs, tokens, extras,
-            strict=True,
-        )
+def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
+    """What a row shows of record ``x`` (its ``trace_rows`` values, ``seq`` first), checked,
+    and its search line (before lowering): ids and names as text, numbers as floats, the
+    usage's total, the hint in place of the inputs; no value holds a newline."""
+    if type(x) is not dict:
+        raise TypeError("must be an object")
+    node_id, parent = str(x["id"]), x.get("parent_id")
+    kind, status = _KINDS.get(x["kind"]), _STATUSES.get(x.get("status", "ok"))
+    if kind is None or status is None:
+        shown = f"{short(x['kind'])}, {short(x.get('status', 'ok'))}"
+        raise ValueError(f"unknown kind or status: {shown}")
+    parent = None if parent is None else str(parent)
+    if parent == node_id:
+        raise ValueError("the node is its own parent")
+    name = str(x.get("name", "")).replace("\n", " ")
+    hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
+    err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
+    extra = err_text = ""
+    if err is not None or decision is not None or evicted:
+        extra, err_text = _extra(err, decision, evicted)
+    start, end, cost, usage = x.get("start", 0.0), x.get("end"), x.get("cost"), x.get("usage")
+    row = (
+        seq, node_id, parent, kind, status, name, hint,
+        start if type(start) is float else _number(start, "start"),
+        end if type(end) is float else _number(end, "end"),
+        cost if type(cost) is float else _number(cost, "cost"),
+        0 if usage is None else _tokens(usage), extra,
     )  # fmt: skip
-    return _Batch(rows, search, list(ids), list(parents), kinds, statuses, starts, costs, tokens)
+    return row, f"{name} {kind} {status} {hint} {err_text}"
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -330,42 +224,29 @@ def _columns(nodes: Sequence[Any], first: int) -> _Batch | None:
 class StoreWriter:
     """Writes one trace's tables into ``conn``: records and row values as they come (a batch
     at a time, in one transaction or several: a run manifest writes each record's row with
-    it), then the tree order once every node is known (:meth:`finish`).
-
-    The SQL runs on the calling thread: a writing thread of its own would wait for the GIL
-    between statements (binding the values holds it), and two threads trading it cost more
-    CPU than SQLite's share of the work saves."""
+    it), then the tree order once every node is known (:meth:`finish`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        _script(conn, SCHEMA)
-        # per node, in lists: an array parses every item stored in it (PyArg_Parse)
+        for statement in SCHEMA.split(";")[:-1]:  # in the transaction under way
+            conn.execute(statement)
         self.pos: dict[str, int] = {}
-        self.parent: list[int] = []  # the parent's position; -1: none, -2: written later
-        self.later: dict[int, str] = {}  # parents written after their child
-        self.status = bytearray()  # codes (self.statuses)
-        self.statuses: dict[str, int] = {}
+        self.parent: list[int | str] = []  # the parent's position (-1: none), or its id
+        self.status: list[str] = []
         self.kinds: Counter[str] = Counter()
         self.tokens: list[int] = []
         self.cost: list[float] = []  # NaN: none
         self.start: list[float] = []  # NaN: none
         self.refs = False  # the records stay in the file's trace_nodes
 
-    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int] | None = None) -> None:
-        """Add the next node records. ``body``: their JSON array as written (else made), or
-        where each record stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
-        if not nodes:
-            return
+    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int]) -> None:
+        """Add the next node records: ``body`` is their JSON array, or where each record
+        stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
         first = self.add_rows(nodes)
-        if body is not None and not isinstance(body, bytes):
+        if not isinstance(body, bytes):
             self.add_refs(first, body)
-            return
-        if body is None:
-            try:
-                body = _dumps(list(nodes)).encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: as a JSON escape
-                body = json.dumps(list(nodes)).encode("ascii")
-        self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
+        elif nodes:
+            self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
 
     def add_rows(self, nodes: Sequence[Any]) -> int:
         """Write the rows of the next node records (their records are written apart:
@@ -374,50 +255,36 @@ class StoreWriter:
         at = len(self.parent)
         if not nodes:
             return at
+        rows, lines = [], []
+        for seq, x in enumerate(nodes, at):
+            try:
+                row, line = _row(seq, x)
+            except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+                raise malformed(f"nodes[{seq}]", exc) from exc
+            rows.append(row)
+            lines.append(line)
+        _, ids, parents, kinds, status, _, _, starts, _, costs, tokens, _ = zip(*rows, strict=True)
+        pos = self.pos
+        for seq, node_id in enumerate(ids, at):
+            if pos.setdefault(node_id, seq) != seq:
+                raise ValueError(
+                    f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
+                )
+        get = pos.get
+        self.parent += [-1 if p is None else get(p, p) for p in parents]
+        self.status += status
+        self.kinds.update(kinds)
+        self.tokens += tokens
+        self.cost += costs
+        self.start += starts
         try:
-            batch = _columns(nodes, at)
-        except RecursionError:  # a value nested too deeply: named node by node
-            batch = None
-        if batch is None:
-            shaped = []
-            for seq, x in enumerate(nodes, at):
-                try:
-                    shaped.append(_core_shaped(x))
-                except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-                    raise malformed(f"nodes[{seq}]", exc) from exc
-            batch = _columns(shaped, at)
-            assert batch is not None  # what _core_shaped makes, _columns takes
-        pos, ids = self.pos, batch.ids
-        if len(set(ids)) != len(ids) or any(map(pos.__contains__, ids)):
-            seen: set[str] = set()
-            for seq, node_id in enumerate(ids, at):
-                if node_id in seen or node_id in pos:
-                    raise ValueError(
-                        f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
-                    )
-                seen.add(node_id)
-        pos.update(zip(ids, itertools.count(at)))
-        get: Callable[[Any, int], int] = pos.get
-        parents = list(map(get, batch.parents, itertools.repeat(-2)))
-        if -2 in parents:  # a root, or a parent written after its child
-            for k, parent_id in enumerate(batch.parents):
-                if parents[k] != -2:
-                    continue
-                if parent_id is None:
-                    parents[k] = -1
-                else:
-                    self.later[at + k] = parent_id
-        self.parent += parents
-        statuses = self.statuses
-        for status in dict.fromkeys(batch.statuses):  # in the order first seen
-            statuses.setdefault(status, len(statuses))
-        self.status += bytes(map(statuses.__getitem__, batch.statuses))
-        self.kinds.update(batch.kinds)
-        self.tokens += batch.tokens
-        self.cost += batch.costs
-        self.start += batch.starts
-        _insert(self.conn, "trace_rows", _ROW_VALUES, batch.rows)
-        self.conn.execute("INSERT INTO trace_search VALUES (?, ?)", (at, batch.search))
+            _insert(self.conn, "trace_rows", _ROW_VALUES, rows)
+        except UnicodeEncodeError:  # a lone surrogate (JSON may hold one): kept as UTF-8 bytes
+            self.conn.execute("DELETE FROM trace_rows WHERE seq >= ?", (at,))
+            rows = [tuple(db_text(v) if type(v) is str else v for v in r) for r in rows]
+            _insert(self.conn, "trace_rows", _ROW_VALUES, rows)
+        text = ("\n".join(lines).lower() + "\n").encode("utf-8", "surrogatepass")
+        self.conn.execute("INSERT INTO trace_search VALUES (?, ?)", (at, text))
         return at
 
     def add_refs(self, first: int, refs: Sequence[int]) -> None:
@@ -438,31 +305,22 @@ class StoreWriter:
             raise ValueError("malformed trace: it has no session root node")
         conn = self.conn
         conn.execute("CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
-        parent = self.parent
-        for i, parent_id in self.later.items():  # a parent not in the trace: a root
-            parent[i] = self.pos.get(parent_id, -1)
-        self.pos, self.later = {}, {}
-        # The children of i are child[first[i]:first[i + 1]], after the roots (parent -1).
-        kids = [0] * (n + 1)
-        for p in parent:
-            kids[p] += 1  # a root (-1) counts in the last slot
-        roots_n = kids[n]
-        first = list(itertools.accumulate(kids[:n], initial=roots_n))
-        del kids
-        child = sorted(range(n - 1, -1, -1), key=parent.__getitem__)  # each one's, last first
-        # One walk depth first: the node at each rank; then each rank's parent's and depth.
+        # a parent not in the trace: a root
+        parent = [p if isinstance(p, int) else self.pos.get(p, -1) for p in self.parent]
+        self.pos, self.parent = {}, []  # freed
+        # One walk depth first (children in the order written): the node at each rank.
+        child = sorted(range(n - 1, -1, -1), key=parent.__getitem__)  # by parent, last first
+        kids = {p: list(group) for p, group in itertools.groupby(child, parent.__getitem__)}
+        del child
         order: list[int] = []
-        stack = child[:roots_n]  # nodes to visit, the next last
-        pop, push, visit = stack.pop, stack.extend, order.append
+        stack = kids.get(-1, [])  # nodes to visit, the next last
         while stack:
-            i = pop()
-            visit(i)
-            a, b = first[i], first[i + 1]
-            if a != b:
-                push(child[a:b])
+            i = stack.pop()
+            order.append(i)
+            stack += kids.get(i, ())
         if len(order) < n:
             raise ValueError("malformed trace: some nodes' parents form a cycle")
-        del child, first, stack
+        del kids, stack
         rank = [0] * n + [-1]  # by node; a root's parent (-1): -1
         deque(map(rank.__setitem__, order, range(n)), maxlen=0)
         up = list(map(rank.__getitem__, map(parent.__getitem__, order)))
@@ -474,8 +332,7 @@ class StoreWriter:
         # Per rank, from the last up: descendants, subtree sums, and whether a problem is
         # below (a problem is counted once, where it started, in the "below" of each ancestor:
         # a node with a problem below it failed because of it, and is not counted again).
-        bad_codes = {c for s, c in self.statuses.items() if s in BAD_STATUSES}
-        status = bytes(map(self.status.__getitem__, order))
+        status = list(map(self.status.__getitem__, order))
         cost = list(map(self.cost.__getitem__, order))
         desc = [0] * n
         sub_t = list(map(self.tokens.__getitem__, order))
@@ -483,67 +340,59 @@ class StoreWriter:
         sub_p = [0 if c != c else 1 for c in cost]
         sub_u = [1 if c != c and t else 0 for c, t in zip(cost, sub_t, strict=True)]
         del cost
-        priced, unpriced = any(sub_p), any(sub_u)
         above_a_problem = bytearray(n)
         for r in range(n - 1, -1, -1):
             p = up[r]
             if p >= 0:
                 desc[p] += desc[r] + 1
                 sub_t[p] += sub_t[r]
-                if priced:
-                    sub_c[p] += sub_c[r]
-                    sub_p[p] += sub_p[r]
-                if unpriced:
-                    sub_u[p] += sub_u[r]
-                if above_a_problem[r] or status[r] in bad_codes:
+                sub_c[p] += sub_c[r]
+                sub_p[p] += sub_p[r]
+                sub_u[p] += sub_u[r]
+                if above_a_problem[r] or status[r] in BAD_STATUSES:
                     above_a_problem[p] = 1
-        names = {code: name for name, code in self.statuses.items()}
-        below: dict[int, dict[str, int]] = {}  # by rank
-        for code in bad_codes:
-            at = status.find(code)
-            while at >= 0:
-                if not above_a_problem[at]:
-                    p = up[at]
+        counts = Counter(self.status)  # in the order first seen
+        below: dict[int, Counter[str]] = {}  # by rank
+        for bad in filter(BAD_STATUSES.__contains__, counts):
+            for r in itertools.compress(range(n), map(bad.__eq__, status)):
+                if not above_a_problem[r]:
+                    p = up[r]
                     while p >= 0:
-                        counts = below.setdefault(p, {})
-                        counts[names[code]] = counts.get(names[code], 0) + 1
+                        below.setdefault(p, Counter())[bad] += 1
                         p = up[p]
-                at = status.find(code, at + 1)
         # a row's number among rows of depth <= 2 (counting those before it)
         shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
-        columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u)
+        below_json = [""] * n  # "": no problem below
+        for r, found in below.items():
+            below_json[r] = json.dumps(found)
+        columns = (range(n), order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u)
         for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
-            to = min(n, at + _TREE_SLICE)
-            rows = list(
-                zip(
-                    range(at, to), *(c[at:to] for c in columns),
-                    [json.dumps(below[r]) if r in below else "" for r in range(at, to)],
-                    strict=True,
-                )
-            )  # fmt: skip
+            part = [c[at : at + _TREE_SLICE] for c in (*columns, below_json)]
+            rows = list(zip(*part, strict=False))  # shallow_at holds one more: the count
             _insert(conn, "trace_tree", _TREE_VALUES, rows)
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
         conn.executemany("INSERT INTO trace_order VALUES (?, ?)", ranks)
-        del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks
+        del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks, status
+        del below, below_json
         starts: dict[str, list[float]] = {g: [] for g in GROUPS}
-        for name, code in self.statuses.items():
-            mine = itertools.compress(self.start, map(code.__eq__, self.status))
+        for name in counts:
+            mine = itertools.compress(self.start, map(name.__eq__, self.status))
             starts[group_of(name)] += [s for s in mine if s == s]  # not NaN
         conn.executemany(
             "INSERT INTO trace_starts VALUES (?, ?)",
             [(g, array("d", sorted(v)).tobytes()) for g, v in starts.items()],
         )
-        _script(conn, _TREE_INDEXES)
-        row = conn.execute(_SPAN).fetchone()
+        # indexes built once the rows are written (faster than kept up to date row by row)
+        conn.execute("CREATE INDEX trace_tree_parent ON trace_tree(parent)")
+        conn.execute("CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2")
+        span = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
+        row = conn.execute(span).fetchone()
         info = {
             "format": STORE_FORMAT,
             "version": STORE_VERSION,
             "header": {k: v for k, v in header.items() if k != "nodes"},
             "nodes": n,
-            "counts": {
-                "status": {s: self.status.count(c) for s, c in self.statuses.items()},
-                "kind": dict(self.kinds),
-            },
+            "counts": {"status": counts, "kind": self.kinds},
             "shallow": shallow_at[n],
             "span": None if row[0] is None else [row[0], max(row[0], row[1])],
             "records": "trace_nodes" if self.refs else "own",
@@ -560,35 +409,21 @@ def _insert(conn: sqlite3.Connection, table: str, values: str, rows: Sequence[An
     """Insert ``rows`` into ``table``, each as ``values`` (``"(?,?)"``) takes it, many rows
     a statement."""
     full = len(rows) - len(rows) % _PER_INSERT
-    if full:
-        chain = itertools.chain.from_iterable
-        conn.executemany(
-            f"INSERT INTO {table} VALUES " + ",".join([values] * _PER_INSERT),
-            [list(chain(rows[at : at + _PER_INSERT])) for at in range(0, full, _PER_INSERT)],
-        )
-    if full < len(rows):
-        conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
-
-
-def _script(conn: sqlite3.Connection, script: str) -> None:
-    """Each statement of ``script`` in the transaction under way (``executescript`` would
-    commit it first)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+    chained = [list(_chain(rows[at : at + _PER_INSERT])) for at in range(0, full, _PER_INSERT)]
+    conn.executemany(f"INSERT INTO {table} VALUES {','.join([values] * _PER_INSERT)}", chained)
+    conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
 
 
 def write_store(
     conn: sqlite3.Connection,
     header: Mapping[str, Any],
-    batches: Iterable[Sequence[Any] | tuple[Sequence[Any], bytes | Sequence[int]]],
+    batches: Iterable[tuple[Sequence[Any], bytes | Sequence[int]]],
 ) -> int:
     """Write a trace's tables into ``conn`` (which holds none yet) in one transaction: its
-    node records come in ``batches`` (a batch, or a batch with its JSON array as written or
-    the rowids of its records in ``conn``'s ``trace_nodes``, where they stay), its other
-    top-level fields in ``header`` (read once every batch is written). Returns the number of
-    nodes. A node a row cannot show raises
-    ``ValueError`` naming it (nothing is written)."""
+    node records come in ``batches``, each with its JSON array or the rowids of its records
+    in ``conn``'s ``trace_nodes`` (where they stay); its other top-level fields in ``header``
+    (read once every batch is written). Returns the number of nodes. A node a row cannot
+    show raises ``ValueError`` naming it (nothing is written)."""
     paused = gc.isenabled()
     gc.disable()  # millions of new objects would trigger it over and over
     if not conn.in_transaction:
@@ -596,7 +431,7 @@ def write_store(
     writer = StoreWriter(conn)
     try:
         for batch in batches:
-            writer.add(*batch) if isinstance(batch, tuple) else writer.add(batch)
+            writer.add(*batch)
         n = writer.finish(header)
     except BaseException:
         conn.rollback()
@@ -609,10 +444,7 @@ def write_store(
 
 
 def save_trace(
-    source: Any,
-    path: str | os.PathLike[str],
-    *,
-    progress: Callable[[int, int], None] | None = None,
+    source: Any, path: str | os.PathLike[str], *, progress: Progress | None = None
 ) -> Path:
     """Write a stored trace to ``path`` (replaced as a whole once written) and return it.
 
@@ -623,16 +455,12 @@ def save_trace(
     touched."""
     path = Path(path)
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        temp.unlink()
+    temp.unlink(missing_ok=True)
     try:
-        conn = sqlite3.connect(temp)
-        try:
+        with contextlib.closing(sqlite3.connect(temp)) as conn:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
             _write_source(conn, source, progress)
-        finally:
-            conn.close()
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -641,9 +469,7 @@ def save_trace(
     return path
 
 
-def _write_source(
-    conn: sqlite3.Connection, source: Any, progress: Callable[[int, int], None] | None
-) -> int:
+def _write_source(conn: sqlite3.Connection, source: Any, progress: Progress | None) -> int:
     if isinstance(source, str | os.PathLike):
         file = Path(source)
         header: dict[str, Any] = {}
@@ -655,10 +481,12 @@ def _write_source(
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
     nodes = saved_nodes(data)
     blocks = (nodes[at : at + BLOCK] for at in range(0, len(nodes), BLOCK))
-    return write_store(conn, data, blocks)
+    # a lone surrogate (only in a JSON string) is written as its escape
+    bodies = ((b, _dumps(b).encode("utf-8", "backslashreplace")) for b in blocks)
+    return write_store(conn, data, bodies)
 
 
-def convert(source: Any, progress: Callable[[int, int], None] | None = None) -> StoredTrace:
+def convert(source: Any, progress: Progress | None = None) -> StoredTrace:
     """``source`` (what :func:`save_trace` takes) converted into a store that lives as long
     as the returned reader: a private temporary database, deleted when closed, so nothing is
     written beside a file or in a cache, and a file changed later is never read stale."""

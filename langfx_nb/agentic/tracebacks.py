@@ -7,8 +7,9 @@ An item's trace node and its run manifest row keep it (``docs/batch.md``), so a 
 is bounded and safe to write to a file: the frames (file, line, function, source line) of
 the exception and of its causes (``raise ... from``, or raised while handling another), each
 exception as its class and the short message ``error_info`` keeps (never a provider body),
-no local variables; credential-shaped text is masked (``redact_secrets``), and the text is
-cut to its last ``MAX_TRACEBACK_CHARS`` characters, where the raise is.
+no local variables; credential-shaped text is masked, in the message too
+(``redact_secrets``), and the text is cut to its last ``MAX_TRACEBACK_CHARS`` characters, where
+the raise is.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ _CONTEXT = "\nDuring handling of the above exception, another exception occurred
 
 
 def error_info(exc: BaseException) -> dict[str, str]:
-    """Class name and a short message: enough to show, never a provider body."""
-    message = str(exc)
+    """Class name and a short message: enough to show, never a provider body, with
+    credential-shaped text masked (the message is stored in traces and run manifests)."""
+    message = redact_secrets(str(exc))
     if len(message) > MAX_ERROR_CHARS:
         message = message[: MAX_ERROR_CHARS - 1] + "…"
     return {"type": type(exc).__name__, "message": message}

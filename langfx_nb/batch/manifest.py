@@ -22,7 +22,9 @@ run owns the file at a time (``owner``).
 A manifest made by a run of another identity (its ``fn``, version or source, models,
 templates: the error names what changed), by an older langfx_nb (format version 1, before
 identities and inputs were stored), or whose stored result classes changed schema is
-refused before anything is written to it.
+refused before anything is written to it. Format 2 (its items under a unique index of their
+keys, where format 3 appends them and keeps the key of each row in memory) is read and
+resumed as it is.
 
 Item traces: a ``trace_nodes`` row per trace node of the batch (the session root, the
 ``batch`` node, each item's nodes as they finish), keyed by the run number (each
@@ -50,8 +52,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
-from .codec import JSON_TAG, ResultCodec, input_preview
+from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
 from .identity import RunIdentity
 
 if TYPE_CHECKING:
@@ -70,7 +73,9 @@ __all__ = [
 ]
 
 FORMAT = "langfx_nb.batch_run"
-VERSION = "2"
+VERSION = "3"
+#: versions this one reads and resumes: 2 differs only in its items' key index
+READABLE = ("2", VERSION)
 FLUSH_INTERVAL_S = 0.05
 FLUSH_ROWS = 512
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -80,7 +85,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS types (tag TEXT PRIMARY KEY, schema_hash TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (
-    key TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
     idx INTEGER NOT NULL,
     status TEXT NOT NULL,
     tag TEXT,
@@ -164,6 +169,10 @@ class Manifest:
         self.flush_rows = FLUSH_ROWS
         self.flush_interval = FLUSH_INTERVAL_S
         self._known_tags: set[str] = set()
+        #: each stored item's rowid by key: a new key gets the next one (the rows append,
+        #: so a commit writes the table's last pages, not an index's random ones)
+        self._rowids: dict[str, int] = {}
+        self._last_rowid = 0
         self._commit_waiters: list[asyncio.Future[None]] = []
         self.broken: RunManifestError | None = None
 
@@ -199,6 +208,8 @@ class Manifest:
             raise _unusable(path, exc, "write to it") from exc
         manifest = cls(path, conn, codec)
         manifest._known_tags = {row[0] for row in conn.execute("SELECT tag FROM types")}
+        manifest._rowids = dict(conn.execute("SELECT key, rowid FROM items"))
+        manifest._last_rowid = max(manifest._rowids.values(), default=0)
         return manifest
 
     @staticmethod
@@ -230,7 +241,7 @@ class Manifest:
                 "another run= name, or delete the file to start again.",
                 path=str(path),
             )
-        if meta.get("version") != VERSION:
+        if meta.get("version") not in READABLE:
             raise RunManifestError(
                 f"{path}: run manifest version {str(meta.get('version'))[:20]!r} is not "
                 "supported (refused, left untouched)",
@@ -341,8 +352,8 @@ class Manifest:
     # -- writing -------------------------------------------------------------------------
     def add_ok(self, key: str, index: int, tag: str, text: str, item: Any) -> None:
         """Queue the row of an item done: its result (``codec.encode``) and its input."""
-        preview = input_preview(item)
-        self._pending.append((key, index, "ok", tag, text, None, None, time.time(), None, preview))
+        row = (self._rowid(key), key, index, "ok", tag, text, None, None, time.time(), None)
+        self._pending.append((*row, input_preview(item)))
         self._due()
 
     def add_failed(
@@ -356,17 +367,23 @@ class Manifest:
     ) -> None:
         """Queue the row of a failed item: its error (class, message, traceback; see
         ``ItemError``) and its input."""
-        row = (key, index, "failed", None, None, error_type, message, time.time(), traceback)
-        self._pending.append((*row, input_preview(item)))
+        row = (self._rowid(key), key, index, "failed", None, None, error_type, message)
+        self._pending.append((*row, time.time(), traceback, input_preview(item)))
         self._due()
+
+    def _rowid(self, key: str) -> int:
+        rowid = self._rowids.get(key)
+        if rowid is None:
+            rowid = self._rowids[key] = self._last_rowid = self._last_rowid + 1
+        return rowid
 
     async def commit(self) -> None:
         """Commit every row queued so far; return once they are on disk. The rows that
         other workers queue in the same turn of the event loop share the transaction (one
         commit per turn, not per row). ``RunManifestError`` when the disk refuses. The
         runner awaits this after each item, before the worker takes the next one: a crash
-        then loses only the items in flight. (Trace records go with ``flush``, on the
-        ticker's schedule: they cost no request when lost.)"""
+        then loses only the items in flight, and the trace records of the items it kept
+        are committed with them."""
         if not self._pending:
             return
         loop = asyncio.get_running_loop()
@@ -380,7 +397,7 @@ class Manifest:
         waiters, self._commit_waiters = self._commit_waiters, []
         error: RunManifestError | None = None
         try:
-            self.flush(rows_only=True)
+            self.flush()
         except RunManifestError as exc:
             error = exc
         for waiter in waiters:
@@ -442,22 +459,20 @@ class Manifest:
         flush (the runner's ticker flushes then)."""
         return bool(self.pending) and time.monotonic() - self._last_flush >= self.flush_interval
 
-    def flush(self, *, rows_only: bool = False) -> None:
-        """Commit the queued rows in one transaction, with the trace records waiting (not
-        with ``rows_only``); ``RunManifestError`` when the disk refuses (the rows stay
-        queued, nothing already committed is lost)."""
+    def flush(self) -> None:
+        """Commit the queued rows in one transaction, with the trace records waiting;
+        ``RunManifestError`` when the disk refuses (the rows stay queued, nothing already
+        committed is lost)."""
         if self.broken is not None:
             raise self.broken
-        if not rows_only:
-            self._last_flush = time.monotonic()
-            if self._trace is not None and len(self._trace):
-                records, nodes = self._trace.records()
-                self._trace_pending.extend(records)  # kept until committed
-                self._rows_pending.extend(nodes)
-        if not (self._pending if rows_only else self._pending or self._trace_pending):
+        self._last_flush = time.monotonic()
+        if self._trace is not None and len(self._trace):
+            records, nodes = self._trace.records()
+            self._trace_pending.extend(records)  # kept until committed
+            self._rows_pending.extend(nodes)
+        if not (self._pending or self._trace_pending):
             return
-        rows = self._pending
-        traced = [] if rows_only else self._trace_pending
+        rows, traced = self._pending, self._trace_pending
         new_types = [(t, h) for t, h in self.codec.schemas.items() if t not in self._known_tags]
         conn = self._conn
         try:
@@ -465,11 +480,13 @@ class Manifest:
             if new_types:
                 conn.executemany("INSERT OR IGNORE INTO types VALUES (?, ?)", new_types)
             conn.executemany(
-                "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                "INSERT OR REPLACE INTO items (rowid, key, idx, status, tag, value, error_type, "
+                "error_message, at, traceback, input) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
             )
             if traced:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
-            if not rows_only and self._rows_pending and self._rows is not None:
+            if self._rows_pending and self._rows is not None:
                 try:
                     self._rows.add_rows(self._rows_pending)
                 except sqlite3.Error:
@@ -484,10 +501,7 @@ class Manifest:
             self.broken = _unusable(self.path, exc, "write results to it")
             raise self.broken from exc
         self._known_tags.update(t for t, _ in new_types)
-        self._pending = []
-        if not rows_only:
-            self._trace_pending = []
-            self._rows_pending = []
+        self._pending, self._trace_pending, self._rows_pending = [], [], []
 
     @property
     def pending(self) -> int:
@@ -595,19 +609,28 @@ def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
         raise _unusable(path, exc, "read it") from exc
     try:
         meta = _meta(ro)
-        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        if meta.get("format") != FORMAT or meta.get("version") not in READABLE:
             raise RunManifestError(
                 f"{path} is not a run manifest of format {VERSION}", path=str(path)
             )
         identity = _identity(meta, path)
+        # what the writer bounds is read bounded: a damaged row is never read whole
         rows = ro.execute(
-            "SELECT key, idx, status, value, error_type, error_message, traceback, input "
-            "FROM items ORDER BY idx, key"
+            "SELECT key, idx, status, value, error_type, substr(error_message, 1, ?), "
+            "substr(traceback, 1, ?), substr(input, 1, ?) FROM items ORDER BY idx, key",
+            (MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, MAX_INPUT_CHARS + 1),
         ).fetchall()
     except sqlite3.Error as exc:
         raise _unusable(path, exc, "read it") from exc
     finally:
         ro.close()
+    indices = [row[1] for row in rows]
+    if not all(type(i) is int and i >= 0 for i in indices) or len(set(indices)) < len(rows):
+        raise RunManifestError(
+            f"run manifest {path} is damaged: its items' input positions are not distinct "
+            "whole numbers",
+            path=str(path),
+        )
     return identity, [
         StoredItem(k, i, st, _json_or_text(v), et, em, tb, _json_or_text(inp))
         for k, i, st, v, et, em, tb, inp in rows

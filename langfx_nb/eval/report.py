@@ -154,7 +154,10 @@ class CaseResult:
     @classmethod
     def from_json(cls, data: Mapping[str, Any], output_type: Any = None) -> CaseResult:
         raw = data["case"]
-        case = Case(raw["inputs"], raw.get("expected"), raw.get("metadata") or {}, raw.get("id"))
+        metadata, error = raw.get("metadata") or {}, data.get("error")
+        if not isinstance(metadata, Mapping) or not isinstance(error, Mapping | None):
+            raise TypeError("a case's metadata and a trial's error are mappings")
+        case = Case(raw["inputs"], raw.get("expected"), metadata, raw.get("id"))
         output = data.get("output")
         if output_type is not None and output is not None and data.get("status") == "ok":
             from pydantic import TypeAdapter
@@ -167,7 +170,7 @@ class CaseResult:
             int(data.get("repeat", 0)),
             data.get("status", "ok"),
             output,
-            data.get("error"),
+            error,
             {s.name: s for s in scores},
             data.get("node_id"),
             Usage.from_json(usage) if usage else None,
@@ -511,15 +514,18 @@ class Report(Sequence[CaseResult]):
             raise ValueError("not a langfx_nb evaluation report")
         if data.get("version") != REPORT_VERSION:
             raise ValueError(f"unsupported report version: {data.get('version')!r}")
-        results = []
-        for i, raw in enumerate(data.get("results") or ()):
+        results, malformed = [], (AttributeError, KeyError, OverflowError, TypeError, ValueError)
+        raw_results = data.get("results") or []
+        if not isinstance(raw_results, list):
+            raise ValueError("malformed report: results is not a list")
+        for i, raw in enumerate(raw_results):
             try:
                 results.append(CaseResult.from_json(raw, output_type))
-            except (KeyError, TypeError, ValueError) as exc:
+            except malformed as exc:
                 raise ValueError(f"malformed report: results[{i}]: {exc}") from exc
         try:
             repeats = int(data.get("repeats", 1))
-        except (TypeError, ValueError) as exc:
+        except malformed as exc:
             raise ValueError(f"malformed report: repeats: {exc}") from exc
         return cls(
             results,
@@ -541,7 +547,11 @@ class Report(Sequence[CaseResult]):
             data = file.read(MAX_REPORT_BYTES + 1)
         if len(data) > MAX_REPORT_BYTES:
             raise ValueError(f"{path}: larger than {MAX_REPORT_BYTES} bytes, not read")
-        return cls.from_json(json.loads(data), output_type=output_type)
+        try:
+            parsed = json.loads(data)
+        except RecursionError as exc:
+            raise ValueError(f"{path}: malformed report: nested too deeply") from exc
+        return cls.from_json(parsed, output_type=output_type)
 
     # -- display -------------------------------------------------------------------------
     def widget(self) -> Any:

@@ -1,13 +1,17 @@
 """TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
 
-The page never holds the tree: it asks the kernel for the window of rows on screen, and every
-trace answers through the one ``WindowedTrace.window`` (``agentic/trace_reader.py``): a saved
-trace from its stored trace (``agentic/trace_db.py``: a ``save_trace`` file or a run manifest
-opened in place, a JSON trace converted into a temporary one), a live session from its
-:class:`LiveIndex`, kept exact event by event and pushed to the views as it changes
-(``trace_windows``). Approval is read from the tool-call node itself (status ``waiting``, then
-its decision record), never from log text. The detail pane asks the kernel for a node's full
-record; the static copy is drawn from the first rows of the same windows (``render.py``).
+The page never holds the tree: it asks the kernel for the window of rows on screen
+(:func:`window_params` reads its request), and every trace answers through the one
+``WindowedTrace.window`` (``agentic/trace_reader.py``): a saved trace from its stored trace
+(``agentic/trace_db.py``: a ``save_trace`` file or a run manifest opened in place, a JSON
+trace converted into a temporary one), a live session from its :class:`LiveIndex`, kept
+exact event by event. For a live trace the explorer remembers each view's last request (at
+most ``LIVE_VIEWS`` views) and pushes the same window again, with what changed, as events
+arrive: at least ``LIVE_PUSH_S`` apart per view, and at least ``LIVE_STATE_S`` apart for a
+copy of the state (what a reloaded page starts from). Approval is read from the tool-call
+node itself (status ``waiting``, then its decision record), never from log text. The detail
+pane asks the kernel for a node's full record; the static copy is drawn from the first rows
+of the same windows (``render.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import sys
 import threading
@@ -30,19 +35,23 @@ import traitlets
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from ..agentic.trace_json import regular_file
 from ..agentic.trace_reader import LIVE
-from .bridge import Clock, MessageKind, to_jsonable
+from .bridge import Clock, MessageKind, Timer, to_jsonable
 from .render import WidgetDisplayMixin, trace_html, trace_text
 from .trace_data import read_trace, view_node
 from .trace_live import LiveIndex, index_of, row_patch
-from .trace_windows import LiveWindows, window_params, with_timeline
 
-__all__ = ["TraceExplorer", "read_trace"]
+__all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer", "read_trace"]
 
 _STATIC = Path(__file__).parent / "static"
 
 #: A trace JSON file at least this large is converted into a stored trace as a stream
 #: (bounded memory, a progress line), not read whole first.
 BIG_FILE_BYTES = 4 << 20
+#: A live trace: at least this long between two pushes to one view (all views together stay
+#: under 20 messages a second; see ``TraceExplorer._tick``).
+LIVE_PUSH_S = 1 / 16
+LIVE_VIEWS = 4  # views kept up to date at once (the ones that asked last)
+LIVE_STATE_S = 1.0  # at least this long between two copies of the state trait while live
 
 
 def _encode(state: Mapping[str, Any]) -> bytes:
@@ -69,11 +78,6 @@ def _session_over(session: Any) -> bool:
     return getattr(root, "status", "running") != "running"
 
 
-def _summary(data: Mapping[str, Any]) -> dict[str, Any] | None:
-    summary = data.get("summary")
-    return to_jsonable(summary) if isinstance(summary, Mapping) else None
-
-
 class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
@@ -92,12 +96,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # What the reader chose (selection, expanded rows, filter, timeline, pane sizes): written
     # by the view, kept by the kernel and in saved widget state, so a reload restores it.
     view_state = traitlets.Dict().tag(sync=True)
-    # set before a saved trace is read: a bad one raises, and the half-built widget is closed
-    _unsubscribe: Callable[[], Any] | None = None
-    _index: StoredTrace | None = None
-    _session: Any = None
-    #: a stored trace's copy (it never changes): (title, ended, html)
-    _copied: tuple[str, bool, str] | None = None
 
     def __init__(
         self,
@@ -107,96 +105,44 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         clock: Clock | None = None,
         **kwargs: Any,
     ) -> None:
+        # set before a saved trace is read: a bad one raises, and the half-built widget closes
+        self._trace: StoredTrace | LiveIndex = LiveIndex()  # nothing shown yet
+        self._session: Any = None
+        self._unsubscribe: Callable[[], Any] | None = None
+        self._timer: Timer | None = None  # the pending live push
         #: What the trace shows besides rows: session totals, the clock offset, whether over.
         self._summary: dict[str, Any] | None = None
         self._offset: float | None = None
         self._ended = False
-        #: A live trace's rows, kept exact event by event, and the windows pushed to the
-        #: views that asked (first: a half-built widget is closed).
-        self._windows = LiveWindows(
-            send=self._send_message,
-            snapshot=self._send_live_snapshot,
-            publish=self._publish_live_state,
-            extras=self._extras,
-            clock=clock,
-        )
-        self._windows.live = LiveIndex()  # nothing shown yet: an empty live trace
-        source = _source(source)
-        session = source if hasattr(source, "subscribe") else None
-        if source is not None and session is None:
-            self._adopt_stored(_saved(source))
-        # a saved trace travels with the widget's opening message (one message, not two)
-        initial = _encode({**self._state_now(), "seq": 0}) if self._index is not None else b""
-        super().__init__(title=title, state=initial, **kwargs)
         self._clock = clock
         self._seq = 0  # bumped by each new state sent (a page keeps the newest)
+        #: each live view's last window request (req, params), by view
+        self._viewers: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._dirty = self._state_due = False  # the views' windows, the state trait: to send
+        self._last_push = self._last_state = float("-inf")
+        self._spacing = LIVE_PUSH_S
         #: the event loop (and its thread) that folds events: another thread's are handed over
         self._loop: tuple[asyncio.AbstractEventLoop, int] | None = None
         self._run_task: asyncio.Task[Any] | None = None
+        source = _source(source)
+        session = source if hasattr(source, "subscribe") else None
+        if source is not None and session is None:
+            self._adopt(_saved(source), None)
+        # a saved trace travels with the widget's opening message (one message, not two)
+        stored = isinstance(self._trace, StoredTrace)
+        initial = _encode({**self._state_now(), "seq": 0}) if stored else b""
+        super().__init__(title=title, state=initial, **kwargs)
         self.on_msg(self._on_view_message)
         if session is not None:
             self.watch(session)
 
-    @property
-    def _live(self) -> LiveIndex | None:
-        return self._windows.live
-
-    def _adopt_stored(self, index: StoredTrace) -> None:
-        """Show a stored trace: its totals and clock offset from its header and root."""
-        self._index, self._windows.live, self._ended = index, None, True
-        self._summary = _summary(index.header)
-        self._offset = _clock_offset(index.header, index.root_start())
-
-    def _state_now(self) -> dict[str, Any]:
-        """The state a page starts from: the first window, the extras and the time span."""
-        index = self._index
-        if index is None:
-            return self._windows.state()
-        out = {"windowed": index.window(start=0, count=200), **self._extras()}
-        span = index.span()
-        if span is not None:
-            out["span"] = list(span)
-        return out
-
     # -- public ---------------------------------------------------------------------------------
 
     def watch(self, session: Any) -> None:
-        """Show ``session``'s trace so far, then follow its live events."""
-        self._adopt_session(session)
-        self._windows.send_snapshot()
-        self._subscribe(session)
-
-    def _adopt_session(self, session: Any) -> None:
-        """Show ``session``'s trace so far (its rows: the records stay in the session, which
-        answers the detail pane; a disposed or loaded session runs nothing any more)."""
-        if self._index is not None:  # watched after showing a stored trace
-            self._index.close()
-        self._index, self._session, self._windows.live = None, session, LiveIndex()
-        trace_json = getattr(session, "trace_json", None)
-        if not callable(trace_json):
-            return
-        raw = trace_json()
-        data = json.loads(raw) if isinstance(raw, str) else to_jsonable(raw)
-        nodes = data.get("nodes") or ()
-        root: Mapping[str, Any] = next((n for n in nodes if n.get("kind") == "session"), {})
-        self._windows.live = index_of(nodes)
-        self._ended = _session_over(session)
-        self._offset = _clock_offset(data, root.get("start"))
-        self._summary = _summary(data)
-
-    def _subscribe(self, session: Any) -> None:
-        handle = session.subscribe(self.push)
-        if callable(handle):
-            self._unsubscribe = handle
-        elif hasattr(session, "unsubscribe"):
-            self._unsubscribe = lambda: session.unsubscribe(self.push)
-
-    def _stop_following(self) -> None:
-        if self._unsubscribe is not None:
-            try:
-                self._unsubscribe()
-            finally:
-                self._unsubscribe = None
+        """Show ``session``'s trace so far, then follow its live events (and no longer what
+        was shown before)."""
+        self._adopt(None, session)
+        self._send_snapshot()
 
     def show(
         self,
@@ -213,32 +159,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         ``ValueError`` and the explorer keeps showing what it showed."""
         source = _source(source)
         session = source if hasattr(source, "subscribe") else None
-        saved = _saved(source) if session is None else None  # raises before anything goes
-        self._stop_following()
-        if self._index is not None:
-            self._index.close()
-        self._windows.reset()  # a live window of the old source: gone with it
-        self._index, self._session, self._run_task, self._copied = None, None, None, None
-        self._summary, self._offset, self._ended = None, None, False
+        stored = _saved(source) if session is None else None  # raises before anything goes
         self._seq += 1
-        seq = self._seq
-        if saved is not None:
-            self._adopt_stored(saved)
-        else:
-            self._adopt_session(session)
-        self._send_show(seq, title, dict(view_state) if view_state is not None else {})
-        if session is not None:
-            self._subscribe(session)
-        self._refresh_displays()
-
-    def _send_show(self, seq: int, title: str | None, view: dict[str, Any]) -> None:
-        """The state now to the views on screen (first) and the traits; ``view``: the
-        reader's choices afresh."""
-        encoded = _encode({**self._state_now(), "seq": seq})
+        self._adopt(stored, session)
+        view = dict(view_state) if view_state is not None else {}
+        encoded = _encode({**self._state_now(), "seq": self._seq})
         if self.comm is not None:  # the views on screen swap first; the traits follow
             message = {
                 "kind": MessageKind.SHOW.value,
-                "seq": seq,
+                "seq": self._seq,
                 "title": self.title if title is None else title,
                 "view_state": view,
             }
@@ -248,6 +177,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 self.title = title
             self.view_state = view
             self.state = encoded
+        self._refresh_displays()
 
     def push(self, event: Mapping[str, Any]) -> None:
         """Feed one core event (the Session observer), folded on the thread of the event loop
@@ -264,79 +194,29 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                     return
         self._take(event)
 
-    def _take(self, event: Mapping[str, Any]) -> None:
-        try:
-            if event.get("type") == "node_start":  # the task running the watched session
-                with contextlib.suppress(RuntimeError):
-                    task = asyncio.current_task()
-                    if task is not None:
-                        self._run_task = task
-            live = self._live
-            if live is not None and (patch := row_patch(event)) is not None:
-                live.apply(patch)
-                self._windows.changed()
-            if self._is_run_end(event):  # the run is over: show the truth now
-                self.flush()
-        except Exception:  # an observer must never break the run it watches
-            pass
-
     def flush(self) -> None:
         """Push the views and the state now, with the session's totals; refresh the copy."""
         session = self._session
         if session is not None:
             with contextlib.suppress(Exception):  # totals are a nicety; never break the run
                 self._summary = to_jsonable(session.usage_summary.to_json())
-        self._windows.flush()
+        if isinstance(self._trace, LiveIndex):
+            self._state_due = True
+            self._changed()
         self._refresh_displays()
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
         """Every node's row values (a stored trace: its records, read back from the file)."""
-        index = self._index
-        if index is not None:
-            return [view_node(r, plain=True) for r in index.records()]
-        live = self._live
-        return [] if live is None else [live.summary(i) for i in range(len(live))]
+        trace = self._trace
+        if isinstance(trace, StoredTrace):
+            return [view_node(r, plain=True) for r in trace.records()]
+        return [trace.summary(i) for i in range(len(trace))]
 
-    def close(self) -> None:
-        if self._index is not None:
-            self._index.close()
-        self._windows.cancel()
-        self._stop_following()
-        super().close()
-
-    # -- fallbacks ------------------------------------------------------------------------------
-
-    def _shown(self) -> StoredTrace | LiveIndex:
-        shown = self._index or self._live
-        assert shown is not None
-        return shown
-
-    def _copy(self, *, ended: bool) -> str:
-        """The trace as HTML (bounded: counts, first rows with their details, "N more")."""
-        index = self._index
-        if index is None:
-            shown = self._shown()
-            return trace_html(
-                shown, title=self.title, record=self._record, offset=self._offset, ended=ended
-            )
-        copied = self._copied
-        if copied is None or copied[:2] != (self.title, ended):
-            html = trace_html(
-                index, title=self.title, record=self._record, offset=self._offset, ended=ended
-            )
-            self._copied = copied = (self.title, ended, html)
-        return copied[2]
-
-    def _fallback_html(self) -> str:
-        return self._copy(ended=self._ended or self._unsubscribe is None)
-
-    def _fallback_text(self) -> str:
-        return trace_text(self._shown(), title=self.title, ended=self._ended)
-
-    def _static_html(self) -> str:
-        # what a reader sees once the kernel is gone: nothing shown can still run
-        return self._copy(ended=True)
+    @property
+    def snapshot(self) -> dict[str, Any]:
+        """The state the synced trait holds, decoded (what a reloaded page starts from)."""
+        return json.loads(self.state) if self.state else {}
 
     def cancel(self, reason: str = "the run was cancelled from the trace explorer") -> bool:
         """Cancel the run this explorer watches (as its Cancel-run button does)."""
@@ -344,23 +224,130 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
         if control.cancel(reason, session=self._session):
             return True
-        task = self._run_task
-        live = self._live
-        running = live is not None and (
+        task, live = self._run_task, self._trace
+        running = isinstance(live, LiveIndex) and (
             sum(live.by_status.get(s, 0) for s in LIVE) > live.roots_running()
         )
         if task is None or task.done() or not running:
             return False
-        loop = task.get_loop()
-        loop.call_soon_threadsafe(control.cancel_task, task, reason)
+        task.get_loop().call_soon_threadsafe(control.cancel_task, task, reason)
         return True
 
-    # -- plumbing -------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._let_go()
+        super().close()
 
-    @property
-    def snapshot(self) -> dict[str, Any]:
-        """The state the synced trait holds, decoded (what a reloaded page starts from)."""
-        return json.loads(self.state) if self.state else {}
+    # -- what is shown --------------------------------------------------------------------------
+
+    def _adopt(self, stored: StoredTrace | None, session: Any) -> None:
+        """Show ``stored``, or ``session``'s trace so far (its rows: the records stay in the
+        session, which answers the detail pane), followed live. What was shown goes, with its
+        pending push and the views that asked for its windows (the pacing stays)."""
+        self._let_go()
+        self._viewers, self._session, self._run_task = {}, session, None
+        if stored is not None:
+            self._trace, self._ended, header = stored, True, stored.header
+            root_start = stored.root_start()
+        else:
+            dump = getattr(session, "trace_json", None)
+            raw = dump() if callable(dump) else {}
+            header = json.loads(raw) if isinstance(raw, str) else to_jsonable(raw)
+            nodes = header.get("nodes") or ()
+            root_start = next((n.get("start") for n in nodes if n.get("kind") == "session"), None)
+            self._trace, self._ended = index_of(nodes), _session_over(session)
+            if session is not None:
+                handle = session.subscribe(self.push)
+                self._unsubscribe = handle if callable(handle) else None
+        summary = header.get("summary")
+        self._summary = to_jsonable(summary) if isinstance(summary, Mapping) else None
+        self._offset = _clock_offset(header, root_start)
+
+    def _let_go(self) -> None:
+        """Stop following the session, close a stored trace's file, drop the pending push."""
+        if self._unsubscribe is not None:
+            unsubscribe, self._unsubscribe = self._unsubscribe, None
+            unsubscribe()
+        if isinstance(self._trace, StoredTrace):
+            self._trace.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _extras(self) -> dict[str, Any]:
+        """What the state (and a live window) carries besides rows: whether the trace ended,
+        its time span, the session's totals, the clock offset."""
+        out: dict[str, Any] = {"ended": self._ended or _session_over(self._session)}
+        span = self._trace.span()
+        if span is not None:
+            out["span"] = list(span)
+        if self._summary is not None:
+            out["summary"] = self._summary
+        if self._offset is not None:
+            out["offset"] = self._offset
+        return out
+
+    def _reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The window for ``params`` (see :func:`window_params`), with the timeline overview's
+        exact counts per time bucket over the whole trace when asked; a live one with its
+        running roots, ``live: true`` and the extras."""
+        trace = self._trace
+        out = trace.window(**{k: v for k, v in params.items() if k != "timeline"})
+        if "timeline" in params:
+            lo, hi, buckets = params["timeline"]
+            if lo is None or hi is None:
+                lo, hi = trace.span() or (0.0, 0.0)
+            out["timeline"] = trace.timeline(lo, hi, buckets)
+        if isinstance(trace, LiveIndex):
+            out.update(roots_running=trace.roots_running(), live=True, **self._extras())
+        return out
+
+    def _state_now(self) -> dict[str, Any]:
+        """The state a page starts from: the first window and the extras."""
+        return {"windowed": self._reply({}), **self._extras()}
+
+    def _record(self, node_id: str) -> dict[str, Any] | None:
+        """A node's full record: a stored one read strictly (a malformed one is its row with
+        what is wrong: the rest of the trace stays open); a live one from the session (it
+        keeps its newest ``max_trace_nodes``), else its row values, labelled as such."""
+        trace = self._trace
+        if isinstance(trace, StoredTrace):
+            try:
+                return trace.record(node_id)
+            except ValueError as exc:
+                return {**(trace.summary(node_id) or {}), "id": node_id, "malformed": str(exc)}
+        i = trace.locate(node_id)
+        if i is None:
+            return None
+        find = getattr(self._session, "find", None)
+        node = find(node_id) if callable(find) else None
+        if node is not None:
+            return view_node(node.to_json())
+        row = trace.summary(i)
+        row["details"] = (
+            "no longer held by the session (it keeps its newest max_trace_nodes nodes): "
+            "what the row shows is all there is"
+        )
+        return row
+
+    # -- copies ---------------------------------------------------------------------------------
+
+    def _copy(self, *, ended: bool) -> str:
+        """The trace as HTML (bounded: counts, first rows with their details, "N more")."""
+        return trace_html(
+            self._trace, title=self.title, record=self._record, offset=self._offset, ended=ended
+        )
+
+    def _fallback_html(self) -> str:
+        return self._copy(ended=self._ended or self._unsubscribe is None)
+
+    def _fallback_text(self) -> str:
+        return trace_text(self._trace, title=self.title, ended=self._ended)
+
+    def _static_html(self) -> str:
+        # what a reader sees once the kernel is gone: nothing shown can still run
+        return self._copy(ended=True)
+
+    # -- messages -------------------------------------------------------------------------------
 
     def _send_message(self, message: dict[str, Any]) -> None:
         if self.comm is not None:
@@ -380,79 +367,151 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 self._send_message(
                     {"kind": MessageKind.DETAIL.value, "id": node["id"], "node": node}
                 )
-        elif kind == MessageKind.SYNC.value and self._index is None:
-            self._windows.send_snapshot()  # (a stored trace's first window is in the state)
-
-    def _record(self, node_id: str) -> dict[str, Any] | None:
-        """A node's full record: a stored one read strictly (a malformed one is its row with
-        what is wrong: the rest of the trace stays open); a live one from the session (it
-        keeps its newest ``max_trace_nodes``), else its row values, labelled as such."""
-        index = self._index
-        if index is not None:
-            try:
-                return index.record(node_id)
-            except ValueError as exc:
-                return {**(index.summary(node_id) or {}), "id": node_id, "malformed": str(exc)}
-        live = self._live
-        i = None if live is None else live.pos.get(node_id)
-        if live is None or i is None:
-            return None
-        session = self._session
-        node = session.find(node_id) if session is not None and hasattr(session, "find") else None
-        if node is not None:
-            return view_node(node.to_json())
-        row = live.summary(i)
-        row["details"] = (
-            "no longer held by the session (it keeps its newest max_trace_nodes nodes): "
-            "what the row shows is all there is"
-        )
-        return row
+        elif kind == MessageKind.SYNC.value and isinstance(self._trace, LiveIndex):
+            self._send_snapshot()  # (a stored trace's first window is in the state)
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
-        """Answer a page's window request (see ``trace_windows.window_params``) with ``{kind:
-        window, req, start, total, nodes, rows, counts, matches?, timeline?}`` (``timeline``:
-        the overview's exact counts per time bucket over the whole trace). A live trace
-        remembers each view's last request and pushes the same window again, with what
-        changed, as events arrive (``live: true``; see :class:`LiveWindows`)."""
+        """Answer a page's window request with ``{kind: window, req, start, total, nodes,
+        rows, counts, matches?, timeline?}`` (see :meth:`_reply`). A live trace remembers
+        each view's last request and pushes the same window again, with what changed, as
+        events arrive (see :meth:`_tick`)."""
         params = window_params(content)
         if params is None:
             return
-        if self._index is None:
-            self._windows.answer(content.get("req"), str(content.get("view", "")), params)
-            return
-        window = with_timeline(self._index, params)
-        self._send_message({"kind": MessageKind.WINDOW.value, "req": content.get("req"), **window})
+        req = content.get("req")
+        if isinstance(self._trace, LiveIndex):
+            view = str(content.get("view", ""))
+            self._viewers.pop(view, None)
+            self._viewers[view] = (req, params)
+            while len(self._viewers) > LIVE_VIEWS:
+                self._viewers.pop(next(iter(self._viewers)))
+        self._send_message({"kind": MessageKind.WINDOW.value, "req": req, **self._reply(params)})
 
     # -- a live trace ---------------------------------------------------------------------------
 
+    def _take(self, event: Mapping[str, Any]) -> None:
+        try:
+            if event.get("type") == "node_start":  # the task running the watched session
+                with contextlib.suppress(RuntimeError):
+                    task = asyncio.current_task()
+                    if task is not None:
+                        self._run_task = task
+            live = self._trace
+            if isinstance(live, LiveIndex) and (patch := row_patch(event)) is not None:
+                live.apply(patch)
+                self._changed()
+            if self._is_run_end(event):  # the run is over: show the truth now
+                self.flush()
+        except Exception:  # an observer must never break the run it watches
+            pass
+
     def _is_run_end(self, event: Mapping[str, Any]) -> bool:
         """A node directly under the session root (or the root itself) finished."""
-        live = self._live
-        node = event.get("node")
-        if live is None or event.get("type") != "node_end" or not isinstance(node, Mapping):
+        live, node = self._trace, event.get("node")
+        if not isinstance(live, LiveIndex) or event.get("type") != "node_end":
             return False
-        parent = live.pos.get(str(node.get("parent_id")))
-        return node.get("parent_id") is None or (
-            parent is not None and live.kind[parent] == "session"
-        )
+        parent = node.get("parent_id") if isinstance(node, Mapping) else ""
+        at = None if parent is None else live.locate(str(parent))
+        return parent is None or (at is not None and live.kind[at] == "session")
 
-    def _extras(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ended": self._ended or _session_over(self._session)}
-        if self._summary is not None:
-            out["summary"] = self._summary
-        if self._offset is not None:
-            out["offset"] = self._offset
-        return out
-
-    def _send_live_snapshot(self, state: dict[str, Any]) -> None:
-        """The live state as a snapshot message, to the views on screen."""
+    def _send_snapshot(self) -> None:
+        """The live state as a snapshot message (a view that (re)rendered) and, at most
+        every ``LIVE_STATE_S``, as the state trait (a page reload)."""
         self._seq += 1
+        state = self._state_now()
         if self.comm is not None:
             message = {"kind": MessageKind.SNAPSHOT.value, "seq": self._seq}
             self.send(message, buffers=[_encode(state)])
+        self._state_due = True
+        wait = LIVE_STATE_S - (self._now() - self._last_state)
+        if wait <= 0:
+            self._publish(state)
+        else:
+            self._schedule(wait)
 
-    def _publish_live_state(self, state: dict[str, Any]) -> None:
-        self.state = _encode({**state, "seq": self._seq})
+    def _publish(self, state: dict[str, Any] | None = None) -> None:
+        self._state_due = False
+        self._last_state = self._now()
+        self.state = _encode({**(state or self._state_now()), "seq": self._seq})
+
+    def _changed(self) -> None:
+        """Something changed: push the views' windows when the spacing allows."""
+        self._dirty = True
+        self._schedule(self._last_push + self._spacing - self._now())
+
+    def _now(self) -> float:
+        return time.monotonic() if self._clock is None else self._clock.time()
+
+    def _schedule(self, delay: float) -> None:
+        if self._timer is not None:
+            return
+        clock: Clock | asyncio.AbstractEventLoop | None = self._clock
+        if clock is None:
+            try:
+                clock = asyncio.get_running_loop()
+            except RuntimeError:  # no event loop: nothing could fire a timer later
+                self._tick(final=True)
+                return
+        self._timer = clock.call_later(max(0.0, delay), self._tick)
+
+    def _tick(self, *, final: bool = False) -> None:
+        """Push each live view its window again (one message per view), then the state trait
+        when due. The next push waits ``LIVE_PUSH_S`` per view, and at least three times
+        what this one cost the kernel, so live updates take at most a quarter of it."""
+        self._timer = None
+        if not isinstance(self._trace, LiveIndex):
+            return
+        started = time.perf_counter()
+        if self._dirty:
+            self._dirty = False
+            for view, (req, params) in (self._viewers or {"": (0, {})}).items():
+                reply = self._reply(params)
+                kind = MessageKind.WINDOW.value
+                self._send_message({"kind": kind, "req": req, "view": view, **reply})
+        now = self._now()
+        self._last_push = now
+        cost = time.perf_counter() - started
+        self._spacing = max(LIVE_PUSH_S * max(1, len(self._viewers)), 3 * cost)
+        if self._state_due:
+            wait = LIVE_STATE_S - (now - self._last_state)
+            if wait <= 0 or final:
+                self._publish()
+            else:
+                self._schedule(min(wait, self._spacing))  # pushes go on meanwhile
+
+
+def window_params(content: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The window a page's request asks for (``{req, start, count, query, expanded,
+    selected, view?, timeline?: [lo, hi, buckets]}``), as ``WindowedTrace.window``'s
+    arguments plus ``timeline`` (``lo`` and ``hi`` both ``None``: the whole trace, as it is
+    when answered; an invalid one is left out); ``None`` for a request whose ``start`` or
+    ``count`` is not a number."""
+    expanded: dict[str, bool] = {}
+    raw = content.get("expanded")
+    if isinstance(raw, list):
+        for entry in raw:
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
+                expanded[entry[0]] = bool(entry[1])
+    query, selected = content.get("query"), content.get("selected")
+    try:
+        start, count = int(content.get("start", 0)), int(content.get("count", 200))
+    except (TypeError, ValueError):
+        return None
+    params: dict[str, Any] = {
+        "start": start,
+        "count": count,
+        "expanded": expanded,
+        "query": query if isinstance(query, str) else "",
+        "selected": selected if isinstance(selected, str) else None,
+    }
+    timeline = content.get("timeline")
+    if isinstance(timeline, list) and len(timeline) == 3 and type(timeline[2]) is int:
+        lo, hi, buckets = timeline
+        if lo is None and hi is None:
+            params["timeline"] = (None, None, buckets)
+        elif all(type(v) in (int, float) and math.isfinite(v) for v in (lo, hi)) and lo <= hi:
+            params["timeline"] = (float(lo), float(hi), buckets)
+    return params
 
 
 def _source(source: Any) -> Any:
@@ -466,45 +525,34 @@ def _source(source: Any) -> Any:
 
 
 def _saved(source: Any) -> StoredTrace:
-    """A saved trace as a stored trace: opened in place (see :func:`_stored`), else read
-    strictly and converted into a temporary one."""
-    stored = _stored(source)
-    return convert(read_trace(source)) if stored is None else stored
+    """A saved trace as a stored trace: a stored trace or a run manifest opened in place, a
+    trace JSON file of ``BIG_FILE_BYTES`` or more converted, with a progress line, into a
+    temporary store that lives as long as the explorer shows it; anything else read strictly
+    (``read_trace``) and converted."""
+    if isinstance(source, str | os.PathLike) and not (
+        isinstance(source, str) and source.lstrip().startswith("{")  # JSON text
+    ):
+        path = Path(source)
+        if is_store(path):
+            from ..batch.manifest import open_trace
+
+            return open_trace(path)
+        regular_file(path)
+        if path.stat().st_size >= BIG_FILE_BYTES:
+            return convert(path, _progress_line(path.name))
+    return convert(read_trace(source))
 
 
-def _stored(source: Any) -> StoredTrace | None:
-    """``source`` as a stored trace when it names a file: a stored trace or a run manifest
-    (opened in place), or a trace JSON file of ``BIG_FILE_BYTES`` or more (converted, with a
-    progress line, into a temporary store that lives as long as the explorer shows it).
-    ``None``: read it whole first."""
-    if not isinstance(source, str | os.PathLike):
-        return None
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        return None  # JSON text
-    path = Path(source)
-    if is_store(path):
-        from ..batch.manifest import open_trace
-
-        return open_trace(path)
-    regular_file(path)
-    if path.stat().st_size < BIG_FILE_BYTES:
-        return None
-    return convert(path, _ProgressLine(path))
-
-
-class _ProgressLine:
+def _progress_line(name: str) -> Callable[[int, int], None]:
     """How far a conversion is, as one line on standard error (at most twice a second)."""
+    last = [0.0]
 
-    def __init__(self, path: Path) -> None:
-        self.name = path.name
-        self.last = 0.0
+    def show(done: int, size: int) -> None:
+        if time.monotonic() - last[0] >= 0.5 or done >= size:
+            last[0] = time.monotonic()
+            end = "\n" if done >= size else ""
+            share = 100 * done // max(1, size)
+            sys.stderr.write(f"\rreading {name}: {share}% of {size / 1e6:,.0f} MB{end}")
+            sys.stderr.flush()
 
-    def __call__(self, done: int, size: int) -> None:
-        now = time.monotonic()
-        if now - self.last < 0.5 and done < size:
-            return
-        self.last = now
-        end = "\n" if done >= size else ""
-        share = 100 * done // max(1, size)
-        sys.stderr.write(f"\rreading {self.name}: {share}% of {size / 1e6:,.0f} MB{end}")
-        sys.stderr.flush()
+    return show

@@ -1,15 +1,15 @@
 """The rows of a live trace, kept up to date event by event.
 
-A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events)
-into flat per-node columns and keeps every total exact as it goes: node counts by status and
-kind, subtree sums (tokens, cost, descendants), what went wrong below each node. It answers
-the primitives of a ``WindowedTrace`` from them, so its windows come from the same function
-as a stored trace's (``agentic.trace_reader``), and the saved-notebook copy reads it the same
-way.
+A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into flat per-node
+columns and keeps every total exact as it goes: node counts by status and kind, subtree sums
+(tokens, cost, descendants), what went wrong below each node. It answers the primitives of a
+``WindowedTrace`` from them, so its windows come from the same function as a stored trace's
+(``agentic.trace_reader``), and the saved-notebook copy reads it the same way.
 
-Costs: a patch is O(depth) (its ancestors' sums); a window is O(visible rows) for the tree
-order (a filter: O(matching nodes and their ancestors' children)), so the explorer spaces its
-live pushes by what a window costs.
+Costs: a patch is O(depth) (its ancestors' sums); a window lists the visible rows (closed
+children in one C-speed copy: only open nodes with children are visited; a filter:
+O(matching nodes and their ancestors' children)), so the explorer spaces its live pushes by
+what a window costs.
 """
 
 from __future__ import annotations
@@ -69,14 +69,19 @@ def row_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-_NAN = float("nan")
 _FIELDS = ("error", "decision", "evicted_children")
 _DECISION = ("outcome", "by", "asked_at", "decided_at")
 
 
+def _bump(counts: dict[str, int], key: str, by: int) -> None:
+    counts[key] = counts.get(key, 0) + by
+    if not counts[key]:
+        del counts[key]
+
+
 def _float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return _NAN
+        return float("nan")
     return float(value)
 
 
@@ -86,7 +91,8 @@ class LiveIndex(WindowedTrace):
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.pos: dict[str, int] = {}
-        self.parent = array("i")
+        self.parent_id: list[str | None] = []  # as recorded (a parent not seen is no row)
+        self.parent = array("i")  # the parent's row (-1: a root)
         self.depth = array("i")
         self.kind: list[str] = []
         self.status: list[str] = []
@@ -96,18 +102,14 @@ class LiveIndex(WindowedTrace):
         self.end = array("d")
         self.tokens = array("q")
         self.cost = array("d")  # NaN: no price known
-        self.sub_tokens = array("q")
-        self.sub_cost = array("d")
-        self.sub_priced = array("i")
-        #: nodes at and below that used tokens with no known price (a partial roll-up)
-        self.sub_unpriced = array("i")
-        self.desc = array("i")
+        #: at and below each node: descendants, tokens, cost, nodes with a known price, and
+        #: nodes that used tokens with no known price (the cost leaves them out)
+        self.sums: tuple[array[Any], ...] = tuple(map(array, "iqdii"))
         #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
         self.extra: dict[int, dict[str, Any]] = {}
-        self.kids: dict[int, list[int]] = {}
-        self.roots: list[int] = []
-        self.orphans: dict[int, str] = {}  # parent id not (yet) seen, by node
-        self._waiting: dict[str, list[int]] = {}  # the same, by the missing parent's id
+        self.kids: dict[int, array[int]] = {}
+        self.roots = array("i")
+        self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
         #: what went wrong below each node: counts by bad status
         self.below: dict[int, dict[str, int]] = {}
         self.by_status: dict[str, int] = {}
@@ -137,52 +139,66 @@ class LiveIndex(WindowedTrace):
 
     def _add(self, node_id: str, patch: Mapping[str, Any]) -> None:
         i = len(self.ids)
+        parent_id = patch.get("parent_id")
+        p = -1 if parent_id is None else self.pos.get(str(parent_id), -2)
+        early = self._waiting.pop(node_id, ())  # children that came before their parent
         self.ids.append(node_id)
         self.pos[node_id] = i
+        self.parent_id.append(None if parent_id is None else str(parent_id))
         kind = str(patch.get("kind", "") or "")
         status = str(patch.get("status", "ok") or "ok")
         self.kind.append(kind)
         self.status.append(status)
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
         self.by_status[status] = self.by_status.get(status, 0) + 1
-        name, hint = patch.get("name", ""), patch.get("hint", "")
+        name = patch.get("name", "")
         self.name.append(name if type(name) is str else str(name))
-        self.hint.append(hint if type(hint) is str else str(hint or ""))
+        self.hint.append(str(patch.get("hint") or ""))
         start, end = patch.get("start"), patch.get("end")
         start = start if type(start) is float else _float(start)
         end = end if type(end) is float else _float(end)
         self.start.append(start)
         self.end.append(end)
-        if start < self.lo or start > self.hi or end > self.hi:  # NaN compares False
-            self._widen(start, end)
+        if start < self.lo or start > self.hi or end > self.hi:  # (NaN compares false)
+            self._widen(i)
         usage, cost = patch.get("usage"), patch.get("cost")
         tokens = 0 if usage is None else tokens_of(patch)
-        cost = _NAN if cost is None else _float(cost)
+        cost = _float(cost) if cost is not None else float("nan")
         self.tokens.append(tokens)
         self.cost.append(cost)
-        self.sub_tokens.append(tokens)
-        self.sub_cost.append(0.0 if cost != cost else cost)
-        self.sub_priced.append(0 if cost != cost else 1)
-        self.sub_unpriced.append(1 if cost != cost and tokens else 0)
-        self.desc.append(0)
-        if "error" in patch or "decision" in patch or "evicted_children" in patch:
+        desc, sub_tokens, sub_cost, priced, unpriced = self.sums
+        desc.append(0)
+        sub_tokens.append(tokens)
+        sub_cost.append(0.0 if cost != cost else cost)
+        priced.append(int(cost == cost))
+        unpriced.append(int(cost != cost and tokens > 0))
+        if not patch.keys().isdisjoint(_FIELDS):
             self._set_extra(i, patch)
-        parent_id = patch.get("parent_id")
-        p = -1 if parent_id is None else self.pos.get(str(parent_id), -2)
         self.parent.append(-1)
         self.depth.append(0)
         if p == -2:
-            self.orphans[i] = str(parent_id)
             self._waiting.setdefault(str(parent_id), []).append(i)
-            p = -1
-        self._attach(i, p)
+        self._attach(i, max(p, -1))
         self._touched.add(i)
-        for child in self._waiting.pop(node_id, ()):  # children that came before their parent
+        for child in early:
             if child in self._ancestors(i):
                 continue  # a parent cycle (never from a Session): the child stays a root
-            self.orphans.pop(child, None)
             self.roots.remove(child)  # rare: a child written before its parent
             self._attach(child, i)
+
+    def _own(self, i: int) -> tuple[int, float, int, int]:
+        """What node ``i`` adds to the sums (but descendants) at and above it."""
+        tokens, cost = self.tokens[i], self.cost[i]
+        priced = cost == cost  # NaN: no price known
+        return tokens, cost if priced else 0.0, int(priced), int(not priced and tokens > 0)
+
+    def _roll(self, nodes: Sequence[int], delta: Sequence[float]) -> None:
+        """Add ``delta`` (descendants, tokens, cost, priced, unpriced) to the sums of
+        ``nodes``."""
+        for column, d in zip(self.sums, delta, strict=True):
+            if d:
+                for a in nodes:
+                    column[a] += d
 
     def _attach(self, i: int, p: int) -> None:
         """Hang node ``i`` (and what is already below it) under ``p`` (-1: a root)."""
@@ -191,26 +207,24 @@ class LiveIndex(WindowedTrace):
             self.roots.append(i)
             self._set_depths(i, 0)
             return
-        self.kids.setdefault(p, []).append(i)
+        if p not in self.kids:
+            self.kids[p] = array("i")
+        self.kids[p].append(i)
         if i in self.kids:
             self._set_depths(i, self.depth[p] + 1)
         else:
             self.depth[i] = self.depth[p] + 1  # the common case: a new leaf
-        bad = self._bad_counts(i) if i in self.below or self.status[i] in BAD_STATUSES else {}
-        n, t, c, k = self.desc[i] + 1, self.sub_tokens[i], self.sub_cost[i], self.sub_priced[i]
-        u = self.sub_unpriced[i]
-        desc, sub_t, sub_c, sub_p = self.desc, self.sub_tokens, self.sub_cost, self.sub_priced
-        for a in self._ancestors(i):
+        desc, tokens, cost, priced, unpriced = self.sums
+        n, t, c, k, u = desc[i] + 1, tokens[i], cost[i], priced[i], unpriced[i]
+        for a in self._ancestors(i):  # (the common case: a new leaf, no tokens yet)
             desc[a] += n
-            if t:
-                sub_t[a] += t
-            if k:
-                sub_c[a] += c
-                sub_p[a] += k
-            if u:
-                self.sub_unpriced[a] += u
-        if bad:
-            self._count_problems(i, bad)
+            if t or k or u:
+                tokens[a] += t
+                cost[a] += c
+                priced[a] += k
+                unpriced[a] += u
+        if i in self.below or self.status[i] in BAD_STATUSES:
+            self._count_problems(i, self._bad_counts(i))
 
     def _count_problems(self, i: int, delta: dict[str, int]) -> None:
         """Add ``delta`` (problems by status) to what is below each ancestor of ``i``. A
@@ -222,9 +236,7 @@ class LiveIndex(WindowedTrace):
             counts = self.below.get(a, {})
             had = bool(counts)
             for label, m in delta.items():
-                counts[label] = counts.get(label, 0) + m
-                if not counts[label]:
-                    del counts[label]
+                _bump(counts, label, m)
             if counts:
                 self.below[a] = counts
             else:
@@ -232,8 +244,7 @@ class LiveIndex(WindowedTrace):
             own = self.status[a]
             if had != bool(counts) and own in BAD_STATUSES:
                 delta = dict(delta)
-                delta[own] = delta.get(own, 0) + (-1 if counts else 1)
-                delta = {k: v for k, v in delta.items() if v}
+                _bump(delta, own, -1 if counts else 1)
             if not delta:
                 return
 
@@ -269,10 +280,8 @@ class LiveIndex(WindowedTrace):
             old, new = self.status[i], str(patch["status"] or "ok")
             if old != new:
                 self.status[i] = new
-                self.by_status[old] -= 1
-                if not self.by_status[old]:
-                    del self.by_status[old]
-                self.by_status[new] = self.by_status.get(new, 0) + 1
+                _bump(self.by_status, old, -1)
+                _bump(self.by_status, new, 1)
                 delta = {s: d for s, d in ((old, -1), (new, 1)) if s in BAD_STATUSES}
                 if delta and not self.below.get(i):  # else its problem was counted below it
                     self._count_problems(i, delta)
@@ -284,29 +293,16 @@ class LiveIndex(WindowedTrace):
             self.start[i] = _float(patch["start"])
         if "end" in patch:
             self.end[i] = _float(patch["end"])
-        self._widen(self.start[i], self.end[i])
-        was_unpriced = self.cost[i] != self.cost[i] and bool(self.tokens[i])
-        if "usage" in patch:
-            step = tokens_of(patch) - self.tokens[i]
-            if step:
-                self.tokens[i] += step
-                self.sub_tokens[i] += step
-                for a in self._ancestors(i):
-                    self.sub_tokens[a] += step
-        if "cost" in patch:
-            old_c, new_c = self.cost[i], _float(patch["cost"])
-            if not (old_c == new_c or (old_c != old_c and new_c != new_c)):
-                self.cost[i] = new_c
-                dc = (0.0 if new_c != new_c else new_c) - (0.0 if old_c != old_c else old_c)
-                dp = (new_c == new_c) - (old_c == old_c)
-                for a in (i, *self._ancestors(i)):
-                    self.sub_cost[a] += dc
-                    self.sub_priced[a] += dp
-        du = (self.cost[i] != self.cost[i] and bool(self.tokens[i])) - was_unpriced
-        if du:
-            for a in (i, *self._ancestors(i)):
-                self.sub_unpriced[a] += du
-        if any(f in patch for f in _FIELDS):
+        self._widen(i)
+        if "usage" in patch or "cost" in patch:
+            before = self._own(i)
+            if "usage" in patch:
+                self.tokens[i] = tokens_of(patch)
+            if "cost" in patch:
+                self.cost[i] = _float(patch["cost"])
+            step = [0, *(new - old for new, old in zip(self._own(i), before, strict=True))]
+            self._roll([i, *self._ancestors(i)], step)
+        if not patch.keys().isdisjoint(_FIELDS):
             self._set_extra(i, patch)
         self._touched.add(i)
 
@@ -329,9 +325,9 @@ class LiveIndex(WindowedTrace):
         else:
             self.extra.pop(i, None)
 
-    def _widen(self, start: float, end: float) -> None:
-        for t in (start, end):
-            if t == t:
+    def _widen(self, i: int) -> None:
+        for t in (self.start[i], self.end[i]):
+            if t == t:  # NaN: no time
                 self.lo = min(self.lo, t)
                 self.hi = max(self.hi, t)
 
@@ -365,10 +361,9 @@ class LiveIndex(WindowedTrace):
 
     def summary(self, i: int) -> dict[str, Any]:
         """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
-        parent = self.parent[i]
         return row_summary(
             self.ids[i],
-            self.ids[parent] if parent >= 0 else self.orphans.get(i),
+            self.parent_id[i],
             self.kind[i],
             self.name[i],
             self.status[i],
@@ -411,7 +406,39 @@ class LiveIndex(WindowedTrace):
         return self.pos.get(node_id)
 
     def listing(self, expanded: Mapping[str, bool]) -> Listing:
-        return _Listing(self, expanded)
+        """The visible rows, listed: an open node's closed (or childless) children are
+        copied as one run, and only open nodes with children are visited (a batch node's
+        100,000 closed items are one copy)."""
+        opened: dict[int, list[int]] = {}  # kids at DEFAULT_OPEN_DEPTH or deeper, opened
+        for node_id, is_open in expanded.items():
+            j = self.pos.get(node_id)
+            if is_open and j is not None and self.depth[j] >= DEFAULT_OPEN_DEPTH and j in self.kids:
+                opened.setdefault(self.parent[j], []).append(j)
+
+        def open_kids(kids: array[int], i: int) -> list[int]:
+            """Where ``i``'s open children with kids are in ``kids``, last first."""
+            if i >= 0 and self.depth[i] + 1 >= DEFAULT_OPEN_DEPTH:
+                return sorted((kids.index(c) for c in opened.get(i, ())), reverse=True)
+            is_open = self.is_open
+            return [
+                k
+                for k in reversed(range(len(kids)))
+                if kids[k] in self.kids and is_open(kids[k], expanded)
+            ]
+
+        order = array("i")
+        stack = [(self.roots, open_kids(self.roots, -1), 0)]
+        while stack:
+            kids, todo, at = stack.pop()
+            if not todo:
+                order.extend(kids[at:])
+                continue
+            k = todo.pop()
+            order.extend(kids[at : k + 1])
+            stack.append((kids, todo, k + 1))
+            below = self.kids[kids[k]]
+            stack.append((below, open_kids(below, kids[k]), 0))
+        return Listed(order, ascending=False)
 
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         hits = self._hits(query)
@@ -433,20 +460,14 @@ class LiveIndex(WindowedTrace):
         return [self._row(i, expanded) for i in nodes]
 
     def _row(self, i: int, expanded: Mapping[str, bool]) -> dict[str, Any]:
-        has_kids = bool(self.kids.get(i))
+        has_kids = i in self.kids
+        desc, tokens, cost, priced, unpriced = (column[i] for column in self.sums)
         row: dict[str, Any] = {
             "node": self.summary(i),
             "depth": self.depth[i],
             "kids": has_kids,
             "open": has_kids and self.is_open(i, expanded),
-            "roll": [
-                self.sub_tokens[i],
-                self.sub_cost[i],
-                self.sub_priced[i],
-                self.desc[i],
-                self.tokens[i],
-                self.sub_unpriced[i],
-            ],
+            "roll": [tokens, cost, priced, desc, self.tokens[i], unpriced],
         }
         bad = self.below.get(i)
         if bad:
@@ -472,113 +493,3 @@ def index_of(records: Iterable[Mapping[str, Any]]) -> LiveIndex:
         if patch is not None:
             index.apply(patch)
     return index
-
-
-class _Listing:
-    """The visible rows of a :class:`LiveIndex` with nothing filtered, for one expansion
-    state, counted and sliced without listing them: a listed, open node's rows are its
-    children (one row each) plus the rows below its open children, and only open nodes with
-    children are visited (a batch node's 100,000 closed items are one subtraction)."""
-
-    def __init__(self, index: LiveIndex, expanded: Mapping[str, bool]) -> None:
-        self.index = index
-        self.expanded = expanded
-        self.sizes: dict[int, int] = {}
-        # kids at depth >= DEFAULT_OPEN_DEPTH are closed unless the reader opened them
-        self.opened: dict[int, list[int]] = {}
-        pos, depth, kids, parent = index.pos, index.depth, index.kids, index.parent
-        for node_id, is_open in expanded.items():
-            j = pos.get(node_id)
-            if is_open and j is not None and depth[j] >= DEFAULT_OPEN_DEPTH and j in kids:
-                self.opened.setdefault(parent[j], []).append(j)
-
-    def _open(self, i: int) -> bool:
-        index = self.index
-        return i in index.kids and index.is_open(i, self.expanded)
-
-    def open_kids(self, i: int) -> list[tuple[int, int]]:
-        """(position in the kid list, node) of ``i``'s children that are open with kids, in
-        order (``i = -1``: the roots)."""
-        index = self.index
-        kids = index.roots if i < 0 else index.kids.get(i, [])
-        if i < 0 or index.depth[i] + 1 < DEFAULT_OPEN_DEPTH:
-            return [(k, c) for k, c in enumerate(kids) if self._open(c)]
-        found = self.opened.get(i, [])
-        return sorted((kids.index(c), c) for c in found)
-
-    def size(self, i: int) -> int:
-        """Rows below open node ``i`` (``-1``: every row)."""
-        cached = self.sizes.get(i)
-        if cached is not None:
-            return cached
-        index = self.index
-        kids = index.roots if i < 0 else index.kids.get(i, [])
-        n = len(kids) + sum(self.size(c) for _k, c in self.open_kids(i))
-        self.sizes[i] = n
-        return n
-
-    @property
-    def total(self) -> int:
-        return self.size(-1)
-
-    def slice(self, start: int, stop: int) -> list[int]:
-        out: list[int] = []
-        if stop > start:
-            self._emit(-1, start, stop - start, out)
-        return out
-
-    def _emit(self, i: int, skip: int, need: int, out: list[int]) -> tuple[int, int]:
-        """Rows below open node ``i``, ``skip`` of them left out, at most ``need`` taken."""
-        index = self.index
-        kids = index.roots if i < 0 else index.kids.get(i, [])
-        at = 0
-        for k, c in [*self.open_kids(i), (len(kids), -1)]:
-            run = k - at  # closed (or childless) kids: one row each
-            if skip >= run:
-                skip -= run
-            else:
-                take = min(run - skip, need)
-                out.extend(kids[at + skip : at + skip + take])
-                need -= take
-                skip = 0
-                if not need:
-                    return 0, 0
-            if c < 0:
-                break
-            if skip:
-                skip -= 1
-            else:
-                out.append(c)
-                need -= 1
-                if not need:
-                    return 0, 0
-            below = self.size(c)
-            if skip >= below:
-                skip -= below
-            else:
-                skip, need = self._emit(c, skip, need, out)
-                if not need:
-                    return 0, 0
-            at = k + 1
-        return skip, need
-
-    def index_of(self, i: int) -> int:
-        """Where node ``i`` is listed (-1: under a closed row)."""
-        index = self.index
-        chain = [i]
-        p = index.parent[i]
-        while p >= 0:
-            if not self._open(p):
-                return -1
-            chain.append(p)
-            p = index.parent[p]
-        chain.reverse()
-        at = -1  # the row of the (virtual) parent of the roots
-        parent = -1
-        for node in chain:
-            kids = index.roots if parent < 0 else index.kids.get(parent, [])
-            k = kids.index(node)
-            before = k + sum(self.size(c) for kk, c in self.open_kids(parent) if kk < k)
-            at += 1 + before
-            parent = node
-        return at

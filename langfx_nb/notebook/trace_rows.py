@@ -1,13 +1,9 @@
 """What a trace row shows as text: status labels, token and cost sums, durations, human wait,
-problems below. The static copy (``render.py``) writes window rows (stored or live, see
-``agentic/trace_reader.py``) with :func:`row_values`; the live view computes the same values
-in ``js/src/tree.ts`` (``traceRows``), and the shared fixture
-``js/test/fixtures/trace_parity.json`` holds the two to the same output.
-
-Input: node records (or a window row's node), with the core's field names (``id``,
-``parent_id``, ``kind``, ``status``, ``start``, ``end``, ``usage``, ``decision``; see "The
-node contract" in docs/agentic.md). Nothing here reads a name the core does not write, except
-``hint`` (derived by ``trace_data``) and ``cost`` (no core field yet: unpriced without it).
+problems below, from a window row (stored or live, ``agentic/trace_reader.py``) and its node
+(the core's field names: "The node contract" in docs/agentic.md). The static copy
+(``render.py``) writes rows with :func:`row_values`; the live view computes the same values
+in ``js/src/tree.ts``, and ``js/test/fixtures/trace_parity.json`` holds the two to the same
+output.
 """
 
 from __future__ import annotations
@@ -19,17 +15,7 @@ from typing import Any, TypeGuard
 
 from ..agentic.trace_reader import LIVE
 
-__all__ = [
-    "WAITING_LABEL",
-    "below_text",
-    "cost_text",
-    "fmt_duration",
-    "human_wait",
-    "row_values",
-    "status_label",
-]
-
-WAITING_LABEL = "waiting for approval"
+__all__ = ["duration_ms", "human_wait", "row_values", "status_label", "tokens_of"]
 
 
 def status_label(node: Mapping[str, Any], *, ended: bool = False, gone: bool = False) -> str:
@@ -48,7 +34,7 @@ def status_label(node: Mapping[str, Any], *, ended: bool = False, gone: bool = F
         return "closed" if ended or gone else "open"
     if ended or gone:
         return "unfinished"
-    return WAITING_LABEL if status == "waiting" else status
+    return "waiting for approval" if status == "waiting" else status
 
 
 def human_wait(node: Mapping[str, Any]) -> float | None:
@@ -79,12 +65,6 @@ def tokens_of(node: Mapping[str, Any]) -> int:
     )
 
 
-def below_text(counts: Mapping[str, int] | None) -> str:
-    if not counts:
-        return ""
-    return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items())) + " below"
-
-
 def _fixed(value: float, digits: int) -> str:
     """``value.toFixed(digits)`` as JavaScript rounds it (half away from zero, exact value)."""
     return str(Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
@@ -101,26 +81,16 @@ def fmt_duration(ms: float | None) -> str:
     return f"{math.floor(ms / 60_000)}m{_fixed((ms % 60_000) / 1000, 0)}s"
 
 
-def fmt_cost(cost: float) -> str:
-    if not cost:
-        return ""
-    return f"${_fixed(cost, 4 if cost < 0.01 else 2)}"
-
-
 def cost_text(tokens: int, cost: float, priced: int, unpriced: int = 0) -> str:
     """A subtree's cost as a reader should see it: "—" when no node in it has a known
     price; ``≥ $1.23 (3 calls unpriced)`` when ``unpriced`` nodes in it used tokens
     without a known price (the sum leaves them out)."""
     if not priced:
         return "—" if tokens else ""
-    text = fmt_cost(cost) or "$0"
+    text = f"${_fixed(cost, 4 if cost < 0.01 else 2)}" if cost else "$0"
     if unpriced:
         return f"≥ {text} ({unpriced:,} call{'' if unpriced == 1 else 's'} unpriced)"
     return text
-
-
-def tokens_text(tokens: int) -> str:
-    return f"{tokens:,} tok" if tokens else ""
 
 
 def duration_ms(node: Mapping[str, Any]) -> float | None:
@@ -137,7 +107,8 @@ def row_values(
     ``id``, ``depth``, ``kind``, ``name``, ``hint``, ``status`` (the label), ``duration``,
     ``tokens`` and ``cost`` (this node and all below it), ``below`` (what went wrong below
     it) and ``wait`` (a person's decision time)."""
-    node = row["node"]
+    node, counts = row["node"], sorted((row.get("below") or {}).items())
+    below = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts)
     tokens, cost, priced, _desc, _own, unpriced = row["roll"]
     wait = human_wait(node)
     return {
@@ -148,8 +119,8 @@ def row_values(
         "hint": str(node.get("hint", "")),
         "status": status_label(node, ended=ended, gone=gone),
         "duration": fmt_duration(duration_ms(node)),
-        "tokens": tokens_text(tokens),
+        "tokens": f"{tokens:,} tok" if tokens else "",
         "cost": cost_text(tokens, cost, priced, unpriced),
-        "below": below_text(row.get("below")),
+        "below": f"{below} below" if below else "",
         "wait": "" if wait is None else fmt_duration(wait * 1000),
     }

@@ -542,3 +542,20 @@ def test_a_record_larger_than_a_batch_with_a_lone_surrogate_is_converted(tmp_pat
         assert store.window(query="\ud800")["matches"] == 1
     finally:
         store.close()
+
+
+def test_records_holding_objects_that_begin_with_an_id_are_converted_whole(tmp_path: Path) -> None:
+    """A batch cut is looked for before a record's ``"id"``: one inside a record (a list of
+    objects with ids) never parses, and such records are read one at a time."""
+    data = make_trace(20_000, seed=3)
+    for k, node in enumerate(data["nodes"]):
+        if node["kind"] == "tool_call":
+            node["inputs"] = {"args": {"rows": [{"id": k}, {"id": k + 1, "x": "}, {"}]}}
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(data), encoding="utf-8")
+    store = open_store(save_trace(source, tmp_path / "t.lfxtrace"))
+    try:
+        assert list(store.records()) == data["nodes"]
+        assert all_rows(store) == visible(data["nodes"], {})
+    finally:
+        store.close()

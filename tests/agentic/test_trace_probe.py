@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 from array import array
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +138,9 @@ def test_a_damaged_store_is_one_value_error_naming_the_file(tmp_path: Path, dama
     path = _store(tmp_path)
     _damage(path, _DAMAGE[damage])
     try:
-        store = open_store(path)
-        window = store.window(expanded={"a": True})
-        search = store.window(query="needle")
+        with closing(open_store(path)) as store:
+            window = store.window(expanded={"a": True})
+            search = store.window(query="needle")
     except ValueError as exc:
         assert type(exc) is ValueError and str(path) in str(exc)
         return
@@ -151,14 +152,13 @@ def test_a_store_whose_parents_point_outside_is_refused(tmp_path: Path) -> None:
     # instead of refusing the damaged array as it does a too-large rank
     path = _store(tmp_path)
     _damage(path, "UPDATE trace_order SET ranks = ? WHERE name = 'parent'", array("i", [-5] * 4))
-    store = open_store(path)
-    with pytest.raises(ValueError, match="damaged"):
+    with closing(open_store(path)) as store, pytest.raises(ValueError, match="damaged"):
         store.window(query="needle")
 
 
 def _load_in_child(path: Path) -> subprocess.CompletedProcess[str]:
     """``Session.load_trace(Path(path))`` in a child process with 1 GB of address space and
-    30 s (a hang or a read without end fails the test instead of taking the suite down)."""
+    15 s (a hang or a read without end fails the test instead of taking the suite down)."""
     code = (
         "import sys; from pathlib import Path; from langfx_nb.agentic.session import Session\n"
         "try:\n    Session.load_trace(Path(sys.argv[1]))\n"
@@ -172,7 +172,7 @@ def _load_in_child(path: Path) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-c", code, str(path)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=15,
         preexec_fn=limit,
         check=False,
     )
@@ -212,7 +212,23 @@ def test_save_trace_of_json_text_does_not_quote_the_text_as_a_path(tmp_path: Pat
     except (ValueError, OSError) as exc:
         assert len(str(exc)) < 2_000
     else:
-        assert len(open_store(tmp_path / "t.sqlite")) == 2
+        with closing(open_store(tmp_path / "t.sqlite")) as store:
+            assert len(store) == 2
+
+
+@pytest.mark.xfail(strict=True, reason="save_trace's progress never reaches the file's size")
+def test_save_trace_progress_ends_at_the_files_size(tmp_path: Path) -> None:
+    # the last call comes before the closing "]}" is read (done == size - 2), so the
+    # explorer's progress line ("reading x.json: 99% of 12 MB") never prints its 100% and
+    # its newline: the next output continues on the same line
+    nodes = [_node(f"n{i}", "s", inputs={"message": "x" * 100}) for i in range(20_000)]
+    source = _trace_file(tmp_path, *nodes)
+    calls: list[tuple[int, int]] = []
+    lf.save_trace(
+        source, tmp_path / "t.sqlite", progress=lambda done, size: calls.append((done, size))
+    )
+    size = source.stat().st_size
+    assert calls[-1] == (size, size)
 
 
 def test_a_trace_file_whose_name_starts_with_a_brace_opens(

@@ -81,6 +81,39 @@ async def test_resume_sends_nothing_for_done_items_and_returns_typed_results(
     assert CALLS == [10, 11] and third.ok  # new items only
 
 
+def _item_rows(run: Path) -> tuple[int, int, int]:
+    """(rows, distinct keys, ok rows) of a manifest's items."""
+    with sqlite3.connect(run) as conn:
+        row = conn.execute(
+            "SELECT count(*), count(DISTINCT key), sum(status = 'ok') FROM items"
+        ).fetchone()
+    return row[0], row[1], row[2]
+
+
+@pytest.mark.parametrize("version", ["3", "2"])
+async def test_an_item_run_again_replaces_its_row(tmp_path: Path, version: str) -> None:
+    """A failed item that succeeds on resume has one row, its new one; a manifest of
+    format 2 (its items under a unique key index) is resumed the same way."""
+    run = tmp_path / "again.sqlite"
+    FAIL_ONCE.update({3, 7})
+    await lf.batch(label, range(10), run=run, progress=False)
+    if version == "2":  # the items table as format 2 made it
+        with sqlite3.connect(run) as conn:
+            conn.executescript(
+                "ALTER TABLE items RENAME TO old; CREATE TABLE items (key TEXT PRIMARY KEY, "
+                "idx INTEGER NOT NULL, status TEXT NOT NULL, tag TEXT, value TEXT, "
+                "error_type TEXT, error_message TEXT, at REAL NOT NULL, traceback TEXT, "
+                "input TEXT); INSERT INTO items SELECT * FROM old; DROP TABLE old; "
+                "UPDATE meta SET value = '2' WHERE name = 'version';"
+            )
+    assert _item_rows(run) == (10, 10, 8)
+    CALLS.clear()
+    again = await lf.batch(label, range(10), run=run, progress=False)
+    assert CALLS == [3, 7] and again.ok
+    assert _item_rows(run) == (10, 10, 10)
+    assert lf.BatchResult.load(run).statuses == ["ok"] * 10
+
+
 async def test_plain_json_results_come_back_as_they_were(tmp_path: Path) -> None:
     async def fn(x: int) -> Any:
         return {"x": x, "tags": ["a", None]} if x else "zero"

@@ -19,7 +19,6 @@ from langfx_nb.agentic.session import Session
 from langfx_nb.notebook import trace_explorer as te
 from langfx_nb.notebook.trace_data import view_node
 from langfx_nb.notebook.trace_live import LiveIndex
-from langfx_nb.notebook.trace_windows import LIVE_STATE_S
 
 from ._fakes import FakeClock
 from .test_trace_index import records, stored
@@ -251,7 +250,7 @@ async def _live_batch(n: int) -> tuple[Comm, Any, Session]:
 
     result = await lf.batch(work, range(n), session=session, progress=False)
     explorer.flush()
-    await asyncio.sleep(LIVE_STATE_S + 0.5)
+    await asyncio.sleep(te.LIVE_STATE_S + 0.5)
     return comm, result, session
 
 
@@ -277,6 +276,15 @@ def test_a_parent_cycle_ends_in_a_root_not_a_hang() -> None:
     window = live.window(expanded={"a": True, "b": True}, selected="b")
     assert window["nodes"] == 3 and window["total"] == 3
     assert [r["node"]["id"] for r in window["rows"]] == ["s", "a", "b"]
+
+
+def test_a_node_that_is_its_own_parent_is_a_root_not_a_hang() -> None:
+    live = LiveIndex()
+    live.apply({"id": "s", "kind": "session", "status": "running", "start": 0.0})
+    live.apply({"id": "a", "parent_id": "a", "kind": "action", "status": "failed"})
+    window = live.window(expanded={"a": True}, selected="a")
+    assert [r["node"]["id"] for r in window["rows"]] == ["s", "a"]
+    assert window["rows"][1]["node"]["parent_id"] == "a" and window["selected_index"] == 1
 
 
 def test_a_session_shown_in_an_explorer_is_pushed_as_windows_as_it_grows() -> None:

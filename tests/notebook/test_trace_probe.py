@@ -74,7 +74,7 @@ def test_a_saved_trace_with_an_escaped_lone_surrogate_opens(tmp_path: Path) -> N
 def test_the_page_state_is_json_the_browser_parses(tmp_path: Path, field: str) -> None:
     # Python's json reads Infinity; the state goes to the page as bytes that dom.ts decodes
     # with JSON.parse, which refuses Infinity: the explorer draws nothing
-    path = _trace_file(tmp_path, _node("x", "s", **{field: float("inf")}))
+    path = _trace_file(tmp_path, {**_node("x", "s"), field: float("inf")})
     explorer = TraceExplorer(path)
     state = _strict_json(explorer.state)
     assert state["windowed"]["nodes"] == 2

@@ -76,7 +76,6 @@ async def test_an_observer_error_never_reaches_the_run() -> None:
             raise RuntimeError("frontend gone")
 
         explorer._send_message = boom  # type: ignore[method-assign]
-        explorer._windows._send = boom  # the live pushes (bound when built)
         assert await lf.Agent("x").invoke(session) == "ok"
 
 
@@ -301,4 +300,14 @@ def test_watch_after_a_saved_trace_shows_the_session_as_recorded() -> None:
     explorer.watch(session)
     assert [n["id"] for n in explorer.nodes] == [session.root.id]  # nothing of the file
     assert explorer._fallback_text() == "TraceExplorer: 1 node (running 1)"  # still live
+    explorer.close()
+
+
+def test_watch_of_another_session_stops_following_the_first() -> None:
+    first, second = lf.Session(), lf.Session()
+    explorer = TraceExplorer(first)
+    explorer.watch(second)
+    with first.track("action", "elsewhere"):
+        pass
+    assert [n["id"] for n in explorer.nodes] == [second.root.id]  # nothing of the first
     explorer.close()

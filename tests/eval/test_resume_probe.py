@@ -1,0 +1,48 @@
+"""Resuming ``lf.eval.run(..., run=path)`` on a manifest from elsewhere (issue #40's check): a
+damaged stored trial must be ``RunManifestError`` naming its item, as a damaged batch result
+is. Found by probing; marked ``xfail(strict=True)`` until the fix lands."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import langfx_nb as lf
+
+
+async def task(x: int) -> int:
+    return x * 2
+
+
+def big(ctx: Any) -> bool:
+    return bool(ctx.output > 2)
+
+
+def _run(path: Path) -> Any:
+    return asyncio.run(lf.eval.run(task, [1, 2, 3], {"big": big}, run=path, progress=False))
+
+
+@pytest.mark.xfail(strict=True, reason="a damaged stored trial escapes as AttributeError")
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE items SET value = '[1, 2]' WHERE idx = 0",  # a trial that is not an object
+        "UPDATE items SET value = json_set(value, '$.scores', json('[1, 2]')) WHERE idx = 0",
+    ],
+)
+def test_a_damaged_stored_trial_is_a_run_manifest_error(tmp_path: Path, damage: str) -> None:
+    # '{bad', NULL or a foreign class tag give RunManifestError naming item 0 before any
+    # request; valid JSON of the wrong shape reaches eval/runner.py and score.py instead:
+    # AttributeError: 'list' object has no attribute 'get'
+    path = tmp_path / "eval.sqlite"
+    _run(path)
+    conn = sqlite3.connect(path)
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    with pytest.raises(lf.RunManifestError, match="item 0"):
+        _run(path)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import errno
 import json
 import os
 import time
@@ -46,6 +47,8 @@ from .preview import preview
 from .query_node import NO_RESULT, record_calls
 from .recorder import Tracked
 from .trace import NodeKind, TraceNode, TraceStore
+from .trace_json import regular_file
+from .trace_reader import is_store
 from .usage import Price, UsageMeter, UsageSummary
 
 if TYPE_CHECKING:
@@ -58,6 +61,7 @@ R = TypeVar("R")
 
 _INF = float("inf")
 _LEVELS = frozenset({"debug", "info", "warning", "error"})
+_PATH_CHARS = 4096  # a longer str given for a trace is not a path
 
 
 class _State:
@@ -716,27 +720,45 @@ class Session:
 
 def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str, Any]:
     """Saved-trace data from data, JSON text, or the path of a stored trace (``save_trace``,
-    a run manifest) or of a trace JSON file."""
-    if isinstance(data, os.PathLike) or (
-        isinstance(data, str) and not data.lstrip().startswith("{") and os.path.isfile(data)
-    ):
-        from ..batch.manifest import open_trace
-        from .trace_db import is_store
+    a run manifest) or of a trace JSON file. A path that is not a regular file (a pipe, a
+    device) is ``ValueError`` before it is opened. A ``str`` that names a file is its path
+    (even ``{run}.json``); one that is neither JSON nor a file, and does not begin as JSON of
+    an object or a list, is ``FileNotFoundError``."""
+    if isinstance(data, str) and _path_like(data) and os.path.lexists(data):
+        data = Path(data)
+    if isinstance(data, os.PathLike):
+        path = Path(data)
+        regular_file(path)
+        if is_store(path):  # a stored trace, or a run manifest
+            from ..batch.manifest import open_trace
 
-        if is_store(data):  # a stored trace, or a run manifest
-            store = open_trace(Path(data))
+            store = open_trace(path)
             try:
                 return store.trace_json()
             finally:
                 store.close()
-        data = Path(data).read_text(encoding="utf-8")
-    if not isinstance(data, str):
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not a langfx_nb trace: not valid UTF-8") from exc
+    elif isinstance(data, str):
+        text = data
+    else:
         return data
     try:
-        loaded: Any = json.loads(data)
+        loaded: Any = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError("not a langfx_nb trace: not valid JSON (nested too deeply)") from exc
     except ValueError as exc:
-        raise ValueError(f"not a langfx_nb trace: not valid JSON ({exc})") from None
+        if isinstance(data, str) and _path_like(data) and data.lstrip()[:1] not in "{[":
+            raise FileNotFoundError(errno.ENOENT, "no such trace file", data) from exc
+        raise ValueError(f"not a langfx_nb trace: not valid JSON ({str(exc)[:200]})") from exc
     return loaded  # its shape is checked by TraceStore.from_json
+
+
+def _path_like(text: str) -> bool:
+    """Whether ``text`` given for a trace may be a path (one line, not too long)."""
+    return len(text) <= _PATH_CHARS and "\n" not in text and text.strip() != ""
 
 
 def _clock_now(clock: Clock) -> Callable[[], float]:

@@ -247,8 +247,14 @@ class TraceNode:
         kind, status, end = data["kind"], data.get("status", "ok"), data.get("end")
         if kind not in _KINDS or status not in _STATUSES:
             raise ValueError(f"unknown kind or status: {_short(kind)}, {_short(status)}")
+        start = data.get("start", 0.0)
+        if isinstance(start, bool) or not isinstance(start, (int, float)):
+            raise TypeError("'start' must be a number")
         if end is not None and (isinstance(end, bool) or not isinstance(end, (int, float))):
             raise TypeError("'end' must be a number or null")
+        evicted = data.get("evicted_children") or 0
+        if isinstance(evicted, bool) or not isinstance(evicted, int):
+            raise TypeError("'evicted_children' must be an integer")
         for key in ("usage", "metadata"):
             if data.get(key) is not None and not isinstance(data[key], Mapping):
                 raise TypeError(f"{key!r} must be an object")
@@ -258,7 +264,7 @@ class TraceNode:
             parent_id=None if parent_id is None else str(parent_id),
             kind=kind,
             name=str(data.get("name", "")),
-            start=float(data.get("start", 0.0)),
+            start=float(start),
             status=status,
             end=end,
             inputs=data.get("inputs"),
@@ -268,7 +274,7 @@ class TraceNode:
             decision=None if data.get("decision") is None else Decision.from_json(data["decision"]),
             progress=data.get("progress"),
             metadata=dict(data.get("metadata") or {}),
-            evicted_children=int(data.get("evicted_children", 0)),
+            evicted_children=evicted,
             cost=_cost(data.get("cost")),
         )
 
@@ -640,6 +646,7 @@ class TraceStore:
                 hub=hub,
             )
         store.nodes.clear()
+        orphans = False  # a node whose parent is not (yet) read: a cycle may be among them
         for i, raw in enumerate(nodes):
             with _reading(f"nodes[{i}]"):
                 node = TraceNode.from_json(_object(raw, required=True))
@@ -651,6 +658,10 @@ class TraceStore:
             parent = store.nodes.get(node.parent_id) if node.parent_id is not None else None
             if parent is not None:
                 parent.children_map[node.id] = node
+            else:
+                orphans = orphans or node.parent_id is not None
+        if orphans:
+            _check_no_cycle(store.nodes)
         roots = [n for n in store.nodes.values() if n.kind == "session"]
         if not roots:
             raise ValueError("malformed trace: it has no session root node")
@@ -688,18 +699,33 @@ class TraceStore:
         return store
 
 
+def _check_no_cycle(nodes: Mapping[str, TraceNode]) -> None:
+    """``ValueError`` when following parents from some node comes back to it (such nodes
+    are under no root: a tree would leave them out). Each node is followed once."""
+    done: set[str] = set()
+    for node in nodes.values():
+        path: set[str] = set()
+        at: TraceNode | None = node
+        while at is not None and at.id not in done:
+            if at.id in path:
+                raise ValueError("malformed trace: some nodes' parents form a cycle")
+            path.add(at.id)
+            at = None if at.parent_id is None else nodes.get(at.parent_id)
+        done |= path
+
+
 @contextlib.contextmanager
 def _reading(where: str) -> Iterator[None]:
     """Turn what a malformed part of a saved trace raises into one clear ``ValueError``."""
     try:
         yield
     except KeyError as exc:
-        raise ValueError(f"malformed trace: {where}: {exc.args[0]!r} is missing") from None
+        raise ValueError(f"malformed trace: {where}: {exc.args[0]!r} is missing") from exc
     except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         message = str(exc)
         if len(message) > 200:
             message = message[:199] + "…"
-        raise ValueError(f"malformed trace: {where}: {message}") from None
+        raise ValueError(f"malformed trace: {where}: {message}") from exc
 
 
 def _object(value: Any, *, required: bool = False) -> Mapping[str, Any]:

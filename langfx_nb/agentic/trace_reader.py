@@ -277,6 +277,11 @@ class StoredTrace(WindowedTrace):
             self._untimed = int(info.get("untimed", 0))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
+        last = self.query(
+            "SELECT rank + 1, shallow_at + (depth <= 2) FROM trace_tree ORDER BY rank DESC LIMIT 1"
+        )  # the node and shallow row counts, as the tree's last row has them
+        if last != [(self.nodes, self.shallow)]:
+            raise self._error("damaged trace_info or trace_tree (their counts differ)")
         self._search: tuple[str, Listed, list[int]] | None = None  # the last query's
         self._starts: dict[str, array[float]] | None = None
         self._arrays: dict[str, array[int]] = {}
@@ -327,13 +332,14 @@ class StoredTrace(WindowedTrace):
 
     def summary(self, node_id: str) -> dict[str, Any] | None:
         """What the node's row shows (``None``: no such node)."""
-        rows = self.query(f"{_ROW} WHERE r.id = ?", (db_text(node_id),))
-        return self._summary(rows[0]) if rows else None
+        rows = self._rows(self.query(f"{_ROW} WHERE r.id = ?", (db_text(node_id),)), {})
+        return rows[0]["node"] if rows else None
 
     def first_rows(self, limit: int) -> list[dict[str, Any]]:
         """The first ``limit`` rows depth first with everything open, as a window's rows."""
-        rows = self.query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),))
-        return [self._row(row, {}) for row in rows]
+        return self._rows(
+            self.query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),)), {}
+        )
 
     # -- records -----------------------------------------------------------------------------
 
@@ -422,7 +428,7 @@ class StoredTrace(WindowedTrace):
         if not all(0 <= r < self.nodes for r in ranks.values()):
             raise self._error("damaged trace_order")
         sql = "SELECT rank, depth, desc FROM trace_tree WHERE rank IN ({})"
-        tree = {r: (int(d), int(n)) for r, d, n in self.query(sql, list(ranks.values()))}
+        tree = {r: self.ints(d, n) for r, d, n in self.query(sql, list(ranks.values()))}
         return {i: (r, *tree[r]) for i, r in ranks.items() if r in tree}
 
     def locate(self, node_id: str) -> int | None:
@@ -459,7 +465,13 @@ class StoredTrace(WindowedTrace):
         if rank >= self.nodes:
             return self.shallow
         row = self.query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (max(0, rank),))
-        return int(row[0][0]) if row else self.shallow
+        return self.ints(row[0][0])[0] if row else self.shallow
+
+    def ints(self, *values: Any) -> tuple[int, ...]:
+        """``values`` read from ``trace_tree``, each an integer (else: damaged)."""
+        if not all(type(v) is int for v in values):
+            raise self._error("damaged trace_tree")
+        return values
 
     def _below(self, rank: int, desc: int, opened: set[int]) -> list[int]:
         """The ranks shown below the opened row at ``rank``, in order: its children, and
@@ -469,7 +481,7 @@ class StoredTrace(WindowedTrace):
 
         def children(r: int, d: int) -> list[tuple[int, int]]:  # the last one first
             found = self.query(f"{sql} ORDER BY rank DESC", (r, r, r + d))
-            return [(int(k), int(n)) for k, n in found]
+            return [(k, self.ints(n)[0]) for k, n in found]
 
         out, stack = [], children(rank, desc)
         while stack:
@@ -531,6 +543,8 @@ class StoredTrace(WindowedTrace):
         out, child, after = list(hits), hits, [-1, *hits[:-1]]
         while child:
             up = _take(parent_of, child)
+            if min(up) < -1:  # no node (-1: a root)
+                raise self._error("damaged trace_order")
             if not all(map(operator.lt, up, child)):  # damaged: a parent after its child
                 up = [p if p < c else -1 for p, c in zip(up, child, strict=True)]
             new = list(map(operator.gt, up, after))
@@ -543,7 +557,15 @@ class StoredTrace(WindowedTrace):
         found = {int(row[0]): row for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", nodes)}
         if len(found) < len(set(nodes)):
             raise self._error("damaged trace_tree")
-        return [self._row(found[rank], expanded) for rank in nodes]
+        return self._rows([found[rank] for rank in nodes], expanded)
+
+    def _rows(self, rows: Sequence[Sequence[Any]], expanded: Mapping[str, bool]) -> list[Any]:
+        """The window rows of rows of ``_ROW``; a damaged value (text for a number, bytes
+        not UTF-8, JSON not an object): one ``ValueError`` naming the file."""
+        try:
+            return [self._row(row, expanded) for row in rows]
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise self._error(f"damaged trace_rows or trace_tree ({short(str(exc))})") from exc
 
     def _row(self, row: Sequence[Any], expanded: Mapping[str, bool]) -> dict[str, Any]:
         depth, desc = int(row[4]), int(row[5])
@@ -555,15 +577,15 @@ class StoredTrace(WindowedTrace):
             "roll": [row[14], row[15], row[16], desc, row[13], row[17]],
         }
         if row[19] is not None:
-            entry["below"] = self._json(row[19], "row")
+            entry["below"] = {str(k): int(n) for k, n in _object(row[19]).items()}
         return entry
 
     def _summary(self, row: Sequence[Any]) -> dict[str, Any]:
-        extra = None if row[18] is None else self._json(row[18], "row")
+        extra = None if row[18] is None else _object(row[18])
         return row_summary(
             str(py_text(row[1])), py_text(row[3]), str(row[6]), str(py_text(row[8])),
             str(row[7]), row[10], row[11], str(py_text(row[9])), row[12], int(row[13]),
-            extra if isinstance(extra, dict) else None,
+            extra,
         )  # fmt: skip
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
@@ -608,6 +630,7 @@ class _Segments:
 
     def index_of(self, node: int) -> int:
         found = self.trace.query("SELECT depth, shallow_at FROM trace_tree WHERE rank = ?", (node,))
+        found = [self.trace.ints(*row) for row in found]
         at = 0
         for seg in self.segments:
             if isinstance(seg, list):
@@ -627,6 +650,14 @@ def _lines_holding(text: bytes, needle: bytes) -> bytes:
     newline become 1, the other 0xff go, a lone newline becomes 0."""
     marks = text.replace(needle, b"\xff" + needle[1:]).translate(None, _NOT_MARKS)
     return marks.replace(b"\xff\n", b"\x01").translate(_NEWLINE_0, b"\xff")
+
+
+def _object(text: Any) -> dict[str, Any]:
+    """The JSON object a row's ``text`` holds (``TypeError``/``ValueError`` if none)."""
+    value = json.loads(text)
+    if type(value) is not dict:
+        raise TypeError("a row's JSON is not an object")
+    return value
 
 
 def _take(values: Sequence[int], at: Sequence[int]) -> Sequence[int]:

@@ -152,12 +152,14 @@ def node_hint(node: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any, field: str) -> float:
-    """A time or cost (not a float) as bound: NaN for none (see ``_ROW_VALUES``)."""
+    """A time or cost (not a finite float) as bound: NaN for none (see ``_ROW_VALUES``), and
+    for an infinity or NaN, which the page's JSON cannot hold."""
     if value is None:
         return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{field!r} must be a number or null")
-    return float(value)
+    number = float(value)
+    return number if number - number == 0.0 else _NAN
 
 
 def _tokens(usage: Any) -> int:
@@ -215,9 +217,9 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     start, end, cost, usage = x.get("start", 0.0), x.get("end"), x.get("cost"), x.get("usage")
     row = (
         seq, node_id, parent, kind, status, name, hint,
-        start if type(start) is float else _number(start, "start"),
-        end if type(end) is float else _number(end, "end"),
-        cost if type(cost) is float else _number(cost, "cost"),
+        start if type(start) is float and start - start == 0.0 else _number(start, "start"),
+        end if type(end) is float and end - end == 0.0 else _number(end, "end"),
+        cost if type(cost) is float and cost - cost == 0.0 else _number(cost, "cost"),
         0 if usage is None else _tokens(usage), extra,
     )  # fmt: skip
     return row, f"{name} {kind} {status} {hint} {err_text}"

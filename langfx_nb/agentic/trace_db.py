@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeGuard, get_args
 
 from .trace import NodeKind, NodeStatus, saved_nodes
-from .trace_json import Progress, read_batches
+from .trace_json import Progress, parse_trace, read_batches
 from .trace_reader import (
     BAD_STATUSES,
     BLOCK,
@@ -56,6 +56,7 @@ HINT_CHARS = 80  # what a row can show
 _KINDS = {k: k for k in get_args(NodeKind)}
 _STATUSES = {s: s for s in get_args(NodeStatus)}
 _NAN = float("nan")
+_MAX_TOKENS = 1 << 53
 SCHEMA = """
 -- the format and version, the saved trace's header (session, summary, counts) and what the
 -- whole trace's view needs at once (node count, counts by status and kind, time span, ...)
@@ -151,21 +152,27 @@ def node_hint(node: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any, field: str) -> float:
-    """A time or cost (not a float) as bound: NaN for none (see ``_ROW_VALUES``)."""
+    """A time or cost (not a finite float) as bound: NaN for none (see ``_ROW_VALUES``), and
+    for an infinity or NaN, which the page's JSON cannot hold."""
     if value is None:
         return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{field!r} must be a number or null")
-    return float(value)
+    number = float(value)
+    return number if number - number == 0.0 else _NAN
 
 
 def _tokens(usage: Any) -> int:
+    """The usage's total, from 0 to below 2**53 (what the page's numbers hold exactly)."""
     if not _is_map(usage):
         raise TypeError("'usage' must be an object")
-    if type(total := usage.get("total_tokens")) is int:
-        return total
-    parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
-    return sum(v for v in parts if type(v) is int and v >= 0)
+    total = usage.get("total_tokens")
+    if type(total) is not int:
+        parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        total = sum(v for v in parts if type(v) is int and v >= 0)
+    if not 0 <= total < _MAX_TOKENS:
+        raise ValueError("a token count must be from 0 to below 2**53")
+    return total
 
 
 def _extra(err: Any, decision: Any, evicted: Any) -> tuple[str, str]:
@@ -210,9 +217,9 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     start, end, cost, usage = x.get("start", 0.0), x.get("end"), x.get("cost"), x.get("usage")
     row = (
         seq, node_id, parent, kind, status, name, hint,
-        start if type(start) is float else _number(start, "start"),
-        end if type(end) is float else _number(end, "end"),
-        cost if type(cost) is float else _number(cost, "cost"),
+        start if type(start) is float and start - start == 0.0 else _number(start, "start"),
+        end if type(end) is float and end - end == 0.0 else _number(end, "end"),
+        cost if type(cost) is float and cost - cost == 0.0 else _number(cost, "cost"),
         0 if usage is None else _tokens(usage), extra,
     )  # fmt: skip
     return row, f"{name} {kind} {status} {hint} {err_text}"
@@ -303,6 +310,8 @@ class StoreWriter:
         n = len(self.parent)
         if "session" not in self.kinds:
             raise ValueError("malformed trace: it has no session root node")
+        if sum(self.tokens) >= 1 << 63:  # then every subtree's sum fits SQLite's integer
+            raise ValueError("malformed trace: its token counts add up to 2**63 or more")
         conn = self.conn
         conn.execute("CREATE UNIQUE INDEX trace_rows_id ON trace_rows(id)")
         # a parent not in the trace: a root
@@ -448,14 +457,15 @@ def save_trace(
 ) -> Path:
     """Write a stored trace to ``path`` (replaced as a whole once written) and return it.
 
-    ``source`` is a ``Session`` (its ``trace_json()``), a saved trace's data, or the path of a
-    trace JSON file written elsewhere, converted as a stream in bounded memory
+    ``source`` is a ``Session`` (its ``trace_json()``), a saved trace's data or JSON text, or
+    the path of a trace JSON file written elsewhere, converted as a stream in bounded memory
     (``progress(bytes_read, file_size)`` after each batch of records). A source that is not a
     langfx_nb trace, or a node a row cannot show, raises ``ValueError`` before ``path`` is
     touched."""
     path = Path(path)
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temp.unlink(missing_ok=True)
+    temp.touch(exist_ok=False)  # an OSError naming it (a missing folder), not sqlite3's
     try:
         with contextlib.closing(sqlite3.connect(temp)) as conn:
             conn.execute("PRAGMA journal_mode=OFF")
@@ -469,7 +479,14 @@ def save_trace(
     return path
 
 
+def _is_text(source: Any) -> bool:
+    """Whether ``source`` is a trace's JSON text (as ``Session.load_trace`` takes), not a path."""
+    return isinstance(source, str) and source.lstrip().startswith("{")
+
+
 def _write_source(conn: sqlite3.Connection, source: Any, progress: Progress | None) -> int:
+    if _is_text(source):
+        source = parse_trace(source)
     if isinstance(source, str | os.PathLike):
         file = Path(source)
         header: dict[str, Any] = {}
@@ -490,7 +507,7 @@ def convert(source: Any, progress: Progress | None = None) -> StoredTrace:
     """``source`` (what :func:`save_trace` takes) converted into a store that lives as long
     as the returned reader: a private temporary database, deleted when closed, so nothing is
     written beside a file or in a cache, and a file changed later is never read stale."""
-    where = str(source) if isinstance(source, str | os.PathLike) else ""
+    where = str(source) if isinstance(source, str | os.PathLike) and not _is_text(source) else ""
     return temporary(lambda conn: _write_source(conn, source, progress), where)
 
 

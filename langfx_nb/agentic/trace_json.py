@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from .trace import check_trace_header
 
-__all__ = ["Progress", "read_batches", "regular_file"]
+__all__ = ["Progress", "parse_trace", "read_batches", "regular_file"]
 
 Progress = Callable[[int, int], None]  # progress(bytes_read, file_size)
 
@@ -166,6 +166,17 @@ def read_batches(
     check_trace_header(header)
     if not saw_nodes:
         raise ValueError("malformed trace: 'nodes' must be a list")
+
+
+def parse_trace(text: str) -> Any:
+    """A whole trace's JSON text parsed; ``ValueError`` (never quoting the text) when it is
+    not valid JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise _bad("nested too deeply") from exc
+    except json.JSONDecodeError as exc:
+        raise _bad(str(exc)) from exc
 
 
 def regular_file(path: Path) -> None:

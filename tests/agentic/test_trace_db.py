@@ -366,6 +366,14 @@ def test_a_json_trace_is_converted_as_a_stream_with_progress(tmp_path: Path) -> 
         (lambda nodes: nodes.pop(0), "no session root"),
         (lambda nodes: nodes[5].update(start="noon"), "nodes[5]"),
         (lambda nodes: nodes[5].pop("kind"), "nodes[5]: 'kind' is missing"),
+        (lambda nodes: nodes[5].update(usage={"total_tokens": -1}), "nodes[5]: a token count"),
+        (  # each fits, their sum does not: SQLite's integers end at 2**63
+            lambda nodes: nodes.extend(
+                {**nodes[1], "id": f"t{i}", "usage": {"total_tokens": 2**53 - 1}}
+                for i in range(1100)
+            ),
+            "add up to 2**63",
+        ),
     ],
 )
 def test_a_malformed_trace_is_one_error_and_writes_nothing(

@@ -1,8 +1,7 @@
 """Traces a new user saves and opens with the core (issue #39's check): ``lf.save_trace``,
 ``Session.load_trace`` and the stored-trace reader on damaged or unusual input must give one
 clear ``ValueError`` naming the file (or read the trace exactly), never a bare error from deep
-inside sqlite, ``int()`` or ``json``, nor silently wrong counts. Each test is a bug found by
-probing, marked ``xfail(strict=True)`` until the fix lands (then drop the mark)."""
+inside sqlite, ``int()`` or ``json``, nor silently wrong counts."""
 
 from __future__ import annotations
 
@@ -40,7 +39,6 @@ def _trace_file(tmp_path: Path, *nodes: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="a token count over 2**63 escapes as OverflowError")
 def test_a_huge_token_count_is_one_value_error(tmp_path: Path) -> None:
     # sqlite3 cannot bind the int: "OverflowError: Python int too large to convert to SQLite
     # INTEGER" from deep inside StoreWriter (TraceExplorer(path) of the file too)
@@ -59,7 +57,6 @@ def test_load_trace_refuses_parents_that_form_a_cycle(tmp_path: Path) -> None:
         Session.load_trace(data)
 
 
-@pytest.mark.xfail(strict=True, reason="save_trace into a missing folder raises sqlite3's error")
 def test_save_trace_into_a_missing_folder_is_an_os_error(tmp_path: Path) -> None:
     # "sqlite3.OperationalError: unable to open database file" (from connecting to the
     # temporary file beside it), where a user expects FileNotFoundError naming the path
@@ -202,7 +199,6 @@ def test_load_trace_of_a_missing_file_says_it_is_missing(tmp_path: Path) -> None
         Session.load_trace(str(tmp_path / "trace.json"))
 
 
-@pytest.mark.xfail(strict=True, reason="save_trace of JSON text puts all the text in its error")
 def test_save_trace_of_json_text_does_not_quote_the_text_as_a_path(tmp_path: Path) -> None:
     # Session.load_trace and TraceExplorer take JSON text; save_trace takes it for a file
     # name and raises a ValueError whose message holds the whole text (megabytes)
@@ -216,7 +212,6 @@ def test_save_trace_of_json_text_does_not_quote_the_text_as_a_path(tmp_path: Pat
             assert len(store) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="save_trace's progress never reaches the file's size")
 def test_save_trace_progress_ends_at_the_files_size(tmp_path: Path) -> None:
     # the last call comes before the closing "]}" is read (done == size - 2), so the
     # explorer's progress line ("reading x.json: 99% of 12 MB") never prints its 100% and

@@ -1,7 +1,6 @@
 """Traces a new user opens in the explorer (issue #39's check): damaged or unusual ones must
 give one clear ``ValueError`` or show correctly, never crash the widget, freeze a live view or
-send the page a state its ``JSON.parse`` refuses. Each test is a bug found by probing; it is
-marked ``xfail(strict=True)`` until the fix lands (then drop the mark)."""
+send the page a state its ``JSON.parse`` refuses."""
 
 from __future__ import annotations
 

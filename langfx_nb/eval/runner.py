@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import RunManifestError
 from ..jsonable import walk
 from ..messages import Usage
 from .context import EvalContext, one_argument
@@ -231,6 +232,24 @@ def _trial_key(case: Case, repeat: int, scoring: str) -> str:
     return f"{case.id}#{repeat}@{'.'.join(digests)}"
 
 
+def _check_stored(path: Path, index: int, trial: Any) -> None:
+    """``RunManifestError`` naming item ``index`` unless its stored ``trial`` reads back as
+    ``_result`` will read it (a manifest is data from elsewhere): checked before any request."""
+    try:
+        if not isinstance(trial, Mapping):
+            raise TypeError(f"a {type(trial).__name__}, not an object")
+        for score in trial.get("scores") or ():
+            ScoreRecord.from_json(score)
+        if trial.get("usage"):
+            Usage.from_json(trial["usage"])
+        int(trial.get("unpriced") or 0)
+    except (AttributeError, KeyError, OverflowError, TypeError, ValueError) as exc:
+        raise RunManifestError(
+            f"run manifest {path}: the stored trial of item {index} is damaged ({exc})",
+            path=str(path),
+        ) from exc
+
+
 def _plan(
     fn: Callable[..., Any],
     identity: RunIdentity,
@@ -261,8 +280,9 @@ def _plan(
         slots[slot] = parts
         outputs[parts[0], slot.rpartition("#")[2]] = value.get("output")
     for index, key in enumerate(keys):
-        if key in stored:
-            continue  # the same case and scoring: reused as it is
+        if key in stored:  # the same case and scoring: reused as it is, once it reads back
+            _check_stored(path, index, stored[key])
+            continue
         slot, _, digests = key.rpartition("@")
         now, before = digests.split("."), slots.get(slot)
         found = (now[0], slot.rpartition("#")[2])

@@ -1,6 +1,6 @@
 """Resuming ``lf.eval.run(..., run=path)`` on a manifest from elsewhere (issue #40's check): a
 damaged stored trial must be ``RunManifestError`` naming its item, as a damaged batch result
-is. Found by probing; marked ``xfail(strict=True)`` until the fix lands."""
+is."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ def _run(path: Path) -> Any:
     return asyncio.run(lf.eval.run(task, [1, 2, 3], {"big": big}, run=path, progress=False))
 
 
-@pytest.mark.xfail(strict=True, reason="a damaged stored trial escapes as AttributeError")
 @pytest.mark.parametrize(
     "damage",
     [
@@ -35,9 +34,8 @@ def _run(path: Path) -> Any:
     ],
 )
 def test_a_damaged_stored_trial_is_a_run_manifest_error(tmp_path: Path, damage: str) -> None:
-    # '{bad', NULL or a foreign class tag give RunManifestError naming item 0 before any
-    # request; valid JSON of the wrong shape reaches eval/runner.py and score.py instead:
-    # AttributeError: 'list' object has no attribute 'get'
+    # valid JSON of the wrong shape, as '{bad', NULL or a foreign class tag: before any
+    # request
     path = tmp_path / "eval.sqlite"
     _run(path)
     conn = sqlite3.connect(path)

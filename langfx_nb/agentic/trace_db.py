@@ -461,8 +461,12 @@ def save_trace(
     the path of a trace JSON file written elsewhere, converted as a stream in bounded memory
     (``progress(bytes_read, file_size)`` after each batch of records). A source that is not a
     langfx_nb trace, or a node a row cannot show, raises ``ValueError`` before ``path`` is
-    touched."""
+    touched; so does a ``path`` that is the source file itself (it would be replaced)."""
     path = Path(path)
+    if isinstance(source, str | os.PathLike) and not _is_text(source):
+        with contextlib.suppress(OSError):
+            if path.samefile(source):
+                raise ValueError(f"{short(str(path))}: is the trace file to read: name another")
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temp.unlink(missing_ok=True)
     temp.touch(exist_ok=False)  # an OSError naming it (a missing folder), not sqlite3's

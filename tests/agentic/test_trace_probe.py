@@ -235,3 +235,14 @@ def test_a_trace_file_whose_name_starts_with_a_brace_opens(
     path.rename(tmp_path / "{run}.json")
     monkeypatch.chdir(tmp_path)
     assert len(Session.load_trace("{run}.json").trace_json()["nodes"]) == 2
+
+
+def test_save_trace_onto_its_own_source_file_is_refused_and_keeps_it(tmp_path: Path) -> None:
+    path = _trace_file(tmp_path, _node("x", "s"))
+    before = path.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    for target in (path, link):
+        with pytest.raises(ValueError, match="is the trace file to read"):
+            lf.save_trace(path, target)
+    assert path.read_bytes() == before  # still the JSON the user wrote

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sqlite3
 import subprocess
-import sys
 from array import array
 from contextlib import closing
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
 from langfx_nb.agentic.trace_db import open_store
+from tests.local import python_bounded
 
 
 def _node(node_id: str, parent: str | None, kind: str = "action", **more: Any) -> dict[str, Any]:
@@ -154,25 +153,13 @@ def test_a_store_whose_parents_point_outside_is_refused(tmp_path: Path) -> None:
 
 
 def _load_in_child(path: Path) -> subprocess.CompletedProcess[str]:
-    """``Session.load_trace(Path(path))`` in a child process with 1 GB of address space and
-    15 s (a hang or a read without end fails the test instead of taking the suite down)."""
+    """``Session.load_trace(Path(path))`` in a bounded child process (15 s, 1 GB)."""
     code = (
         "import sys; from pathlib import Path; from langfx_nb.agentic.session import Session\n"
         "try:\n    Session.load_trace(Path(sys.argv[1]))\n"
         "except ValueError as exc:\n    print('ValueError:', exc)\n"
     )
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-
-    return subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=15,
-        preexec_fn=limit,
-        check=False,
-    )
+    return python_bounded(code, str(path), timeout=15)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import signal
 import sqlite3
 import subprocess
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 import langfx_nb as lf
+from tests.local import python_bounded
 
 SECRET = "sk-proj-abcdefghijklmnop1234567890"
 
@@ -93,18 +93,7 @@ def test_a_huge_item_row_is_refused_in_bounded_memory(tmp_path: Path) -> None:
         "try:\n    lf.BatchResult.load(sys.argv[1])\n"
         "except lf.RunManifestError as exc:\n    print('RunManifestError')\n"
     )
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=limit,
-        check=False,
-    )
+    done = python_bounded(code, str(path), timeout=120)
     assert done.returncode == 0, done.stderr[-300:]
 
 

@@ -1,0 +1,75 @@
+"""A second probe of the trace explorer after the rewrites of issue #39: what a user relies on
+when a batch manifest, a live session and its saved trace show the same run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.llms import Scripted
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+
+
+async def _work(item: int, session: Any) -> int:
+    with session.track("action", f"work {item}") as tracked:
+        await tracked.session.generate(f"hi {item}")
+        if item % 4 == 1:
+            raise ValueError(f"bad item {item}")
+    return item
+
+
+async def _batch(tmp_path: Path) -> tuple[lf.BatchResult, lf.Session, Path]:
+    model = Scripted([f"answer {i}" for i in range(10)])
+    session = lf.Session(model, prices={"fake:scripted": lf.Price(1.0, 2.0)})
+    path = tmp_path / "run.sqlite"
+    result = await lf.batch(_work, list(range(10)), session=session, run=str(path))
+    return result, session, path
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a run manifest's stored trace keeps no session summary: the explorer's bar shows "
+    "no total cost for a batch, while lf.save_trace(session) of the same run shows it",
+)
+async def test_a_batch_manifest_shows_the_batch_total_cost(tmp_path: Path) -> None:
+    result, session, path = await _batch(tmp_path)
+    assert result.totals.cost is not None and result.totals.failed == 3
+    saved = TraceExplorer(lf.save_trace(session, tmp_path / "saved.db"))
+    assert saved.snapshot["summary"]["cost"] == pytest.approx(result.totals.cost)
+    for source in (path, result):
+        explorer = TraceExplorer(source)
+        summary = explorer.snapshot.get("summary")
+        explorer.close()
+        assert summary is not None, source
+        assert summary["cost"] == pytest.approx(result.totals.cost)
+    saved.close()
+
+
+async def test_a_live_batch_and_its_manifest_show_the_same_rows(tmp_path: Path) -> None:
+    model = Scripted([f"answer {i}" for i in range(10)])
+    session = lf.Session(model)
+    live = TraceExplorer(session)
+    path = tmp_path / "run.sqlite"
+    result = await lf.batch(_work, list(range(10)), session=session, run=str(path))
+    live.flush()
+    stored = TraceExplorer(result)
+    saved = TraceExplorer(lf.save_trace(session, tmp_path / "saved.db"))
+    views: list[dict[str, Any]] = [
+        {},
+        {"expanded": {"1": True}},
+        {"query": "bad"},
+        {"query": "hi 3"},
+    ]
+    for view in views:
+        want = live._reply({"start": 0, "count": 1000, **view})
+        for other in (stored, saved):
+            got = other._reply({"start": 0, "count": 1000, **view})
+            for key in ("rows", "total", "counts", "nodes", "matches"):
+                assert got.get(key) == want.get(key), (view, key)
+    for explorer in (live, stored, saved):
+        explorer.close()
+    await asyncio.sleep(0)

@@ -4,6 +4,7 @@ when a batch manifest, a live session and its saved trace show the same run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,53 @@ async def test_a_live_batch_and_its_manifest_show_the_same_rows(tmp_path: Path) 
     for explorer in (live, stored, saved):
         explorer.close()
     await asyncio.sleep(0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="TraceExplorer.cancel() cancels the task that started the newest node (one batch "
+    "worker), not the run: the batch's other items run on to the end and are recorded ok",
+)
+async def test_cancel_run_from_the_explorer_stops_a_whole_batch() -> None:
+    session = lf.Session()
+    explorer = TraceExplorer(session)
+    gate = asyncio.Event()  # never set while the batch runs: items 3..5 wait on it
+
+    async def fn(item: int) -> int:
+        if item > 2:
+            await gate.wait()
+        return item
+
+    task = asyncio.create_task(lf.batch(fn, list(range(6)), session=session, max_concurrency=6))
+    for _ in range(200):  # until every item started
+        await asyncio.sleep(0)
+        if sum(n["kind"] == "item" for n in explorer.nodes) == 6:
+            break
+    try:
+        assert explorer.cancel()
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert task.done()  # the run stopped, as the Cancel-run button promises
+    finally:
+        gate.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        explorer.close()
+    items = {n["name"]: n["status"] for n in session.trace_json()["nodes"] if n["kind"] == "item"}
+    assert [items[f"item {i}"] for i in (3, 4, 5)] == ["cancelled"] * 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="flush() says it pushes the state now, but the state trait (what a reloaded page "
+    "and .snapshot show) waits up to LIVE_STATE_S after the last copy: stale after a run",
+)
+async def test_the_state_after_a_run_is_the_final_trace() -> None:
+    async with lf.Session(Scripted(["hi"])) as session:
+        explorer = TraceExplorer(session)
+        await lf.Agent("hello").invoke(session)
+        explorer.flush()
+        shown = explorer.snapshot
+        explorer.close()
+    assert shown["windowed"]["nodes"] == len(session.trace_json()["nodes"])
+    assert shown["summary"]["requests"] == 1

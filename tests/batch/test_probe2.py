@@ -1,0 +1,46 @@
+"""A second probe of batch runs after the trace-store rewrite (issue #39): what a user relies
+on when a resumed run's ``BatchResult`` is opened in the trace explorer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a resumed run's BatchResult.node_ids are its session's ids, but the manifest "
+    "TraceExplorer(result) shows stores that run's nodes as '<run>:<id>': node_ids[i] "
+    "names another run's node there (item 1 of run 2 opens item 0 of run 1)",
+)
+async def test_a_resumed_runs_node_ids_name_its_items_in_the_explorer(tmp_path: Path) -> None:
+    fail = {"on": True}
+
+    async def fn(item: int, session: Any) -> int:
+        with session.track("action", f"work {item}"):
+            if item == 1 and fail["on"]:
+                raise ValueError("bad item 1")
+        return item
+
+    path = str(tmp_path / "run.sqlite")
+    first = await lf.batch(fn, list(range(4)), run=path)
+    assert first.statuses[1] == "failed"
+    fail["on"] = False
+    second = await lf.batch(fn, list(range(4)), run=path)
+    assert second.statuses[1] == "ok" and not second.resumed[1]
+    explorer = TraceExplorer(second)
+    try:
+        node_id = second.node_ids[1]
+        assert node_id is not None
+        record = explorer._record(node_id)
+        assert record is not None
+        assert (record["kind"], record["name"], record["status"]) == ("item", "item 1", "ok")
+        batch = explorer._record(str(second.batch_node_id))
+        assert batch is not None and batch["status"] == "ok"  # run 1's batch node failed
+    finally:
+        explorer.close()

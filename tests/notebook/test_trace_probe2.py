@@ -14,6 +14,8 @@ import langfx_nb as lf
 from langfx_nb.llms import Scripted
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 
+from ._fakes import FakeClock
+
 
 async def _work(item: int, session: Any) -> int:
     with session.track("action", f"work {item}") as tracked:
@@ -117,7 +119,8 @@ async def test_cancel_run_from_the_explorer_stops_a_whole_batch() -> None:
 )
 async def test_the_state_after_a_run_is_the_final_trace() -> None:
     async with lf.Session(Scripted(["hi"])) as session:
-        explorer = TraceExplorer(session)
+        # a clock whose timers fire only when advanced: what flush() itself does, and nothing else
+        explorer = TraceExplorer(session, clock=FakeClock())
         await lf.Agent("hello").invoke(session)
         explorer.flush()
         shown = explorer.snapshot

@@ -46,7 +46,7 @@ from .observers import Observer, ObserverHub
 from .preview import preview
 from .query_node import NO_RESULT, record_calls
 from .recorder import Tracked
-from .trace import NodeKind, TraceNode, TraceStore
+from .trace import MAX_TRACE_NODES, NodeKind, TraceNode, TraceStore
 from .trace_json import regular_file
 from .trace_reader import is_store
 from .usage import Price, UsageMeter, UsageSummary
@@ -124,7 +124,7 @@ class Session:
         self,
         lm: LanguageModel | None = None,
         *,
-        max_trace_nodes: int = 10_000,
+        max_trace_nodes: int = MAX_TRACE_NODES,
         metadata: Mapping[str, Any] | None = None,
         prices: Mapping[str, Price] | None = None,
         clock: Clock | None = None,

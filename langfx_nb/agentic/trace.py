@@ -29,6 +29,7 @@ from .tracebacks import error_info, format_traceback
 from .usage import ModelUsage, Price, UsageSummary
 
 __all__ = [
+    "MAX_TRACE_NODES",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "Decision",
@@ -39,6 +40,10 @@ __all__ = [
     "check_trace_header",
     "saved_nodes",
 ]
+
+#: The nodes a session keeps (its default ``max_trace_nodes``; a saved trace that does not
+#: say its own keeps as many, or all it saved when more).
+MAX_TRACE_NODES = 10_000
 
 TRACE_FORMAT = "langfx_nb.trace"
 TRACE_VERSION = 1
@@ -637,7 +642,7 @@ class TraceStore:
         nodes = saved_nodes(data)
         with _reading("session"):
             session = _object(data.get("session"))
-            limit = int(session.get("max_trace_nodes", 1))
+            limit = int(session.get("max_trace_nodes", MAX_TRACE_NODES))
             store = cls(
                 max_nodes=max(1, limit, len(nodes)),
                 clock_now=clock_now or (lambda: 0.0),

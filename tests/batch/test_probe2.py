@@ -110,11 +110,6 @@ async def test_an_interrupted_batch_shows_its_batch_node_cancelled(tmp_path: Pat
     assert shown["batch"] == "cancelled"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a manifest's trace header has no max_trace_nodes, so TraceStore.from_json bounds "
-    "the restored session at the saved node count: each new node evicts a saved one",
-)
 async def test_a_session_restored_from_a_manifest_keeps_the_saved_nodes(tmp_path: Path) -> None:
     async def fn(item: int) -> int:
         return item

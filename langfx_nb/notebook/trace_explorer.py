@@ -216,13 +216,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._take(event)
 
     def flush(self) -> None:
-        """Push the views and the state now, with the session's totals; refresh the copy."""
+        """Copy the state now (what a reloaded page and :attr:`snapshot` show), with the
+        session's totals; push the views their windows (paced as events are); refresh the
+        static copy. Called when a run ends."""
         session = self._session
         if session is not None:
             with contextlib.suppress(Exception):  # totals are a nicety; never break the run
                 self._summary = to_jsonable(session.usage_summary.to_json())
         if isinstance(self._trace, LiveIndex):
-            self._state_due = True
+            self._publish()
             self._changed()
         self._refresh_displays()
 

@@ -107,11 +107,6 @@ async def test_cancel_run_from_the_explorer_stops_a_whole_batch() -> None:
     assert [items[f"item {i}"] for i in (3, 4, 5)] == ["cancelled"] * 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="flush() says it pushes the state now, but the state trait (what a reloaded page "
-    "and .snapshot show) waits up to LIVE_STATE_S after the last copy: stale after a run",
-)
 async def test_the_state_after_a_run_is_the_final_trace() -> None:
     async with lf.Session(Scripted(["hi"])) as session:
         # a clock whose timers fire only when advanced: what flush() itself does, and nothing else

@@ -8,7 +8,8 @@ trace converted into a temporary one), a live session from its :class:`LiveIndex
 exact event by event. For a live trace the explorer remembers each view's last request (at
 most ``LIVE_VIEWS`` views) and pushes the same window again, with what changed, as events
 arrive: at least ``LIVE_PUSH_S`` apart per view, and at least ``LIVE_STATE_S`` apart for a
-copy of the state (what a reloaded page starts from). Approval is read from the tool-call
+copy of the state (what a reloaded page starts from), which is also copied when a run ends
+(:meth:`TraceExplorer.flush`). Approval is read from the tool-call
 node itself (status ``waiting``, then its decision record), never from log text. The detail
 pane asks the kernel for a node's full record; the static copy is drawn from the first rows
 of the same windows (``render.py``).

@@ -8,7 +8,8 @@ trace converted into a temporary one), a live session from its :class:`LiveIndex
 exact event by event. For a live trace the explorer remembers each view's last request (at
 most ``LIVE_VIEWS`` views) and pushes the same window again, with what changed, as events
 arrive: at least ``LIVE_PUSH_S`` apart per view, and at least ``LIVE_STATE_S`` apart for a
-copy of the state (what a reloaded page starts from). Approval is read from the tool-call
+copy of the state (what a reloaded page starts from), which is also copied when a run ends
+(:meth:`TraceExplorer.flush`). Approval is read from the tool-call
 node itself (status ``waiting``, then its decision record), never from log text. The detail
 pane asks the kernel for a node's full record; the static copy is drawn from the first rows
 of the same windows (``render.py``).
@@ -34,7 +35,6 @@ import traitlets
 
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from ..agentic.trace_json import regular_file
-from ..agentic.trace_reader import LIVE
 from .bridge import Clock, MessageKind, Timer, to_jsonable
 from .render import WidgetDisplayMixin, trace_html, trace_text
 from .trace_data import read_trace, view_node
@@ -143,7 +143,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._spacing = LIVE_PUSH_S
         #: the event loop (and its thread) that folds events: another thread's are handed over
         self._loop: tuple[asyncio.AbstractEventLoop, int] | None = None
-        self._run_task: asyncio.Task[Any] | None = None
+        #: the runs going on: each node directly under the session root still open, with
+        #: the task that started it (Cancel run cancels those tasks)
+        self._runs: dict[str, asyncio.Task[Any]] = {}
         source = _source(source)
         session = source if hasattr(source, "subscribe") else None
         if source is not None and session is None:
@@ -215,13 +217,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._take(event)
 
     def flush(self) -> None:
-        """Push the views and the state now, with the session's totals; refresh the copy."""
+        """Copy the state now (what a reloaded page and :attr:`snapshot` show), with the
+        session's totals; push the views their windows (paced as events are); refresh the
+        static copy. Called when a run ends."""
         session = self._session
         if session is not None:
             with contextlib.suppress(Exception):  # totals are a nicety; never break the run
                 self._summary = to_jsonable(session.usage_summary.to_json())
         if isinstance(self._trace, LiveIndex):
-            self._state_due = True
+            self._publish()
             self._changed()
         self._refresh_displays()
 
@@ -239,19 +243,19 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         return json.loads(self.state) if self.state else {}
 
     def cancel(self, reason: str = "the run was cancelled from the trace explorer") -> bool:
-        """Cancel the run this explorer watches (as its Cancel-run button does)."""
+        """Cancel the run this explorer watches (as its Cancel-run button does): the runs
+        ``lf.nb`` tracks for its session, else each task that started a node directly under
+        the session root that is still open (a whole ``lf.batch``, an agent run, a query).
+        Plain asyncio cancellation: the awaiting caller gets ``CancelledError``. Returns
+        whether anything was cancelled."""
         from . import control
 
         if control.cancel(reason, session=self._session):
             return True
-        task, live = self._run_task, self._trace
-        running = isinstance(live, LiveIndex) and (
-            sum(live.by_status.get(s, 0) for s in LIVE) > live.roots_running()
-        )
-        if task is None or task.done() or not running:
-            return False
-        task.get_loop().call_soon_threadsafe(control.cancel_task, task, reason)
-        return True
+        tasks = {task for task in self._runs.values() if not task.done()}
+        for task in tasks:
+            task.get_loop().call_soon_threadsafe(control.cancel_task, task, reason)
+        return bool(tasks)
 
     def close(self) -> None:
         self._let_go()
@@ -264,7 +268,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         session, which answers the detail pane), followed live. What was shown goes, with its
         pending push and the views that asked for its windows (the pacing stays)."""
         self._let_go()
-        self._viewers, self._session, self._run_task = {}, session, None
+        self._viewers, self._session, self._runs = {}, session, {}
         if stored is not None:
             self._trace, self._ended, header = stored, True, stored.header
             root_start = stored.root_start()
@@ -411,28 +415,32 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _take(self, event: Mapping[str, Any]) -> None:
         try:
-            if event.get("type") == "node_start":  # the task running the watched session
+            kind, node = event.get("type"), event.get("node")
+            node_id = str(node.get("id")) if isinstance(node, Mapping) else ""
+            if kind == "node_start" and self._is_run(node):  # a run starts: remember its task
                 with contextlib.suppress(RuntimeError):
                     task = asyncio.current_task()
                     if task is not None:
-                        self._run_task = task
+                        self._runs[node_id] = task
             live = self._trace
             if isinstance(live, LiveIndex) and (patch := row_patch(event)) is not None:
                 live.apply(patch)
                 self._changed()
-            if self._is_run_end(event):  # the run is over: show the truth now
+            root = isinstance(node, Mapping) and node.get("parent_id") is None
+            if kind == "node_end" and (root or self._is_run(node)):  # over: show the truth now
+                self._runs.pop(node_id, None)
                 self.flush()
         except Exception:  # an observer must never break the run it watches
             pass
 
-    def _is_run_end(self, event: Mapping[str, Any]) -> bool:
-        """A node directly under the session root (or the root itself) finished."""
-        live, node = self._trace, event.get("node")
-        if not isinstance(live, LiveIndex) or event.get("type") != "node_end":
+    def _is_run(self, node: Any) -> bool:
+        """``node`` (an event's) is a run: a node directly under the session root."""
+        live = self._trace
+        parent = node.get("parent_id") if isinstance(node, Mapping) else None
+        if not isinstance(live, LiveIndex) or parent is None:
             return False
-        parent = node.get("parent_id") if isinstance(node, Mapping) else ""
-        at = None if parent is None else live.locate(str(parent))
-        return parent is None or (at is not None and live.kind[at] == "session")
+        at = live.locate(str(parent))
+        return at is not None and live.kind[at] == "session"
 
     def _send_snapshot(self) -> None:
         """The live state as a snapshot message (a view that (re)rendered) and, at most

@@ -78,11 +78,6 @@ async def test_a_live_batch_and_its_manifest_show_the_same_rows(tmp_path: Path) 
     await asyncio.sleep(0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TraceExplorer.cancel() cancels the task that started the newest node (one batch "
-    "worker), not the run: the batch's other items run on to the end and are recorded ok",
-)
 async def test_cancel_run_from_the_explorer_stops_a_whole_batch() -> None:
     session = lf.Session()
     explorer = TraceExplorer(session)
@@ -112,11 +107,6 @@ async def test_cancel_run_from_the_explorer_stops_a_whole_batch() -> None:
     assert [items[f"item {i}"] for i in (3, 4, 5)] == ["cancelled"] * 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="flush() says it pushes the state now, but the state trait (what a reloaded page "
-    "and .snapshot show) waits up to LIVE_STATE_S after the last copy: stale after a run",
-)
 async def test_the_state_after_a_run_is_the_final_trace() -> None:
     async with lf.Session(Scripted(["hi"])) as session:
         # a clock whose timers fire only when advanced: what flush() itself does, and nothing else

@@ -31,7 +31,7 @@ from .owner import IfOwned, RunOwner
 from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
 from .ray_engine import dataset_rows
 from .result import BatchResult, ItemsFailedError
-from .state import BatchState, quietly
+from .state import BatchMeter, BatchState, quietly
 
 __all__ = ["run_batch", "takes_session"]
 
@@ -168,7 +168,7 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
             view = tracked.session
             job = dataclasses.replace(job, session=view)
             if manifest is not None:
-                tracer = _TraceWriter(manifest, state.session, tracked.node)
+                tracer = _TraceWriter(manifest, state.session, tracked.node, state.meter)
             reporter = state.reporter = resolve_reporter(progress, state.session, state.snapshot())
             try:
                 if reporter is not None:
@@ -219,8 +219,12 @@ class _TraceWriter:
     its latest event, by id, and encoded to JSON once, when the manifest flushes: a node
     changed twice before a flush is written once."""
 
-    def __init__(self, manifest: Manifest, session: Session, batch: TraceNode) -> None:
+    def __init__(
+        self, manifest: Manifest, session: Session, batch: TraceNode, meter: BatchMeter
+    ) -> None:
         self.manifest = manifest
+        self.meter = meter
+        self.requests = -1  # the meter's requests when ``usage`` last handed them over
         self.store = session.trace_store
         self.run = manifest.new_trace_run()
         self.prefix = "" if self.run == 1 else f"{self.run}:"
@@ -266,6 +270,14 @@ class _TraceWriter:
                 changed[node.id] = node.to_json()
                 if len(changed) >= 8 * FLUSH_ROWS:
                     self.manifest.flush()
+
+    def usage(self) -> dict[str, Any] | None:
+        """The run's usage (``BatchMeter.usage_json``) and its session's ``max_trace_nodes``,
+        when it changed since the last call."""
+        if self.meter.requests == self.requests:
+            return None
+        self.requests = self.meter.requests
+        return {**self.meter.usage_json(), "max_trace_nodes": self.store.max_nodes}
 
     def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]:
         """``(run, node id, JSON text)`` of each node changed since the last call, in the

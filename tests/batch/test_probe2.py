@@ -48,12 +48,6 @@ async def test_a_resumed_runs_node_ids_name_its_items_in_the_explorer(tmp_path: 
         explorer.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run manifest's trace has no session summary and Session.load_trace(manifest) "
-    "builds usage_summary from it: requests 0, cost None, no counts, for a batch that made "
-    "12 priced requests (docs/agentic.md: load_trace gives usage_summary)",
-)
 async def test_load_trace_of_a_manifest_has_the_batch_usage(tmp_path: Path) -> None:
     async def work(item: int, session: Any) -> int:
         await session.generate(f"hi {item}")
@@ -110,11 +104,6 @@ async def test_an_interrupted_batch_shows_its_batch_node_cancelled(tmp_path: Pat
     assert shown["batch"] == "cancelled"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a manifest's trace header has no max_trace_nodes, so TraceStore.from_json bounds "
-    "the restored session at the saved node count: each new node evicts a saved one",
-)
 async def test_a_session_restored_from_a_manifest_keeps_the_saved_nodes(tmp_path: Path) -> None:
     async def fn(item: int) -> int:
         return item

@@ -169,6 +169,7 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
             job = dataclasses.replace(job, session=view)
             if manifest is not None:
                 tracer = _TraceWriter(manifest, state.session, tracked.node, state.meter)
+                state.trace_prefix = tracer.prefix
             reporter = state.reporter = resolve_reporter(progress, state.session, state.snapshot())
             try:
                 if reporter is not None:
@@ -197,12 +198,12 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
     finally:
         if tracer is not None:
             tracer.stop()
-    if tracer is not None and manifest is not None and not manifest.broken and not flush_error:
-        try:
-            manifest.flush()  # the batch node, finished
-            manifest.store_trace()  # the whole trace, stored as it is read
-        except RunManifestError as exc:
-            flush_error = exc
+            if manifest is not None and not manifest.broken and not flush_error:
+                try:  # also when cancelled or raising: the batch node's end is committed
+                    manifest.flush()  # the batch node, finished
+                    manifest.store_trace()  # the whole trace, stored as it is read
+                except RunManifestError as exc:
+                    flush_error = exc
     if flush_error is not None:
         raise flush_error
 

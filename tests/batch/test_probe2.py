@@ -14,12 +14,6 @@ from langfx_nb.llms import Scripted
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a resumed run's BatchResult.node_ids are its session's ids, but the manifest "
-    "TraceExplorer(result) shows stores that run's nodes as '<run>:<id>': node_ids[i] "
-    "names another run's node there (item 1 of run 2 opens item 0 of run 1)",
-)
 async def test_a_resumed_runs_node_ids_name_its_items_in_the_explorer(tmp_path: Path) -> None:
     fail = {"on": True}
 
@@ -65,12 +59,6 @@ async def test_load_trace_of_a_manifest_has_the_batch_usage(tmp_path: Path) -> N
     assert summary.counts["item"] == {"ok": 12}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a batch interrupted (its task cancelled) commits its items but not its batch "
-    "node's end: the manifest's trace shows the batch still running (unfinished) where the "
-    "session's trace says cancelled",
-)
 async def test_an_interrupted_batch_shows_its_batch_node_cancelled(tmp_path: Path) -> None:
     gate = asyncio.Event()  # never set: item 3 is in flight when the cell is interrupted
     started = asyncio.Event()

@@ -30,7 +30,10 @@ Item traces: a ``trace_nodes`` row per trace node of the batch (the session root
 ``batch`` node, each item's nodes as they finish), keyed by the run number (each
 ``lf.batch`` call on the manifest is one run) and the node's id, the record as the core
 writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a later run are
-``"<run>:<id>"`` so the runs of one manifest form one trace (one session root per run).
+``"<run>:<id>"``, and their times placed after the earlier runs', so the runs of one
+manifest form one trace (one session root per run). Each run's model usage (requests,
+tokens, cost per model: ``BatchMeter.usage_json``) is a ``meta`` row ``usage:<run>``,
+committed with its records; the trace's header sums them (its usage summary).
 They make a stored trace (``agentic/trace_db.py``) in the same file, which
 ``TraceExplorer(path)`` and ``Session.load_trace(path)`` read: its rows are written with the
 records (an earlier run's at the start of the next), the tree order and the trace's info at
@@ -432,6 +435,16 @@ class Manifest:
         """The number of the run about to record its trace (1, 2, … per ``lf.batch`` call)."""
         row = self._conn.execute("SELECT max(run) FROM trace_nodes").fetchone()
         return int(row[0] or 0) + 1
+
+    def trace_end(self) -> float:
+        """The latest time (start or end) of the trace records stored so far (0.0: none): a
+        later run's nodes are placed after it, so the runs follow each other on a timeline."""
+        row = self._conn.execute(
+            "SELECT max(max(coalesce(record->>'end', 0), coalesce(record->>'start', 0))) "
+            "FROM trace_nodes WHERE json_valid(record)"
+        ).fetchone()
+        value = row[0]
+        return float(value) if type(value) in (int, float) and value == value else 0.0
 
     def record_trace_from(self, source: TraceSource | None) -> None:
         """Commit ``source``'s trace records with every later ``flush`` (``None``: stop);

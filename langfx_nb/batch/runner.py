@@ -229,6 +229,9 @@ class _TraceWriter:
         self.store = session.trace_store
         self.run = manifest.new_trace_run()
         self.prefix = "" if self.run == 1 else f"{self.run}:"
+        #: a later run's times are moved after the earlier runs' (each counts from its own
+        #: session's start)
+        self.offset = manifest.trace_end() if self.prefix else 0.0
         self.batch_id = batch.id
         self.changed: dict[str, dict[str, Any]] = {}
         chain: list[TraceNode] = []
@@ -286,7 +289,7 @@ class _TraceWriter:
         the batch node's while it runs: it is written again when it ends); they are
         forgotten here."""
         changed, self.changed = self.changed, {}
-        run, prefix, encode = self.run, self.prefix, _encode_record
+        run, prefix, offset, encode = self.run, self.prefix, self.offset, _encode_record
         out: list[tuple[int, str, str]] = []
         rows: list[dict[str, Any]] = []
         batch_id = prefix + self.batch_id
@@ -296,6 +299,9 @@ class _TraceWriter:
                     record["id"] = prefix + record["id"]
                     if record.get("parent_id") is not None:
                         record["parent_id"] = prefix + record["parent_id"]
+                    for at in ("start", "end"):
+                        if isinstance(record.get(at), (int, float)):
+                            record[at] += offset
                 out.append((run, record["id"], encode(record)))
                 if record["id"] != batch_id or record["status"] not in OPEN_STATUSES:
                     rows.append(record)

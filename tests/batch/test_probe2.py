@@ -108,11 +108,6 @@ async def test_a_session_restored_from_a_manifest_keeps_the_saved_nodes(tmp_path
     assert session.usage_summary.evicted_nodes == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each run's nodes keep times from their own session's start, so in a resumed "
-    "manifest the second run's items sit over the first run's on the explorer's timeline",
-)
 async def test_a_resumed_runs_nodes_come_after_the_first_run_on_the_timeline(
     tmp_path: Path,
 ) -> None:

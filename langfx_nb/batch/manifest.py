@@ -57,11 +57,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..agentic.trace_json import regular_file
 from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
-from ..agentic.usage import ModelUsage, UsageSummary
 from ..errors import RunManifestError
-from ..messages import Usage
 from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
 from .identity import RunIdentity
+from .run_usage import trace_header
 
 if TYPE_CHECKING:
     from ..agentic.trace_db import StoredTrace, StoreWriter
@@ -729,86 +728,13 @@ def open_trace(path: Path) -> StoredTrace:
     def write(target: sqlite3.Connection) -> None:
         source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            write_store(target, _trace_header(source), _trace_batches(source, path, in_place=False))
+            write_store(target, trace_header(source), _trace_batches(source, path, in_place=False))
         except sqlite3.Error as exc:
             raise ValueError(f"{path}: the trace cannot be read ({exc})") from exc
         finally:
             source.close()
 
     return temporary(write, str(path))
-
-
-def _trace_header(conn: sqlite3.Connection) -> dict[str, Any]:
-    """The stored trace's header, as ``Session.trace_json`` writes one: the nodes per kind
-    and status (from the records), and the usage summary of every run's model requests
-    (each run's ``usage:<run>`` row in ``meta``, summed; none when no run wrote one, or one
-    is damaged: unknown, not zero)."""
-    from ..agentic.trace import OPEN_STATUSES, TRACE_FORMAT, TRACE_VERSION
-
-    started: dict[str, int] = {}
-    finished: dict[str, dict[str, int]] = {}
-    counts: dict[str, dict[str, int]] = {}
-    rows = conn.execute(
-        "SELECT record->>'kind', record->>'status', count(*) FROM trace_nodes "
-        "WHERE json_valid(record) GROUP BY 1, 2"
-    )
-    for kind, status, n in rows:
-        if isinstance(kind, str) and isinstance(status, str):
-            started[kind] = started.get(kind, 0) + n
-            shown = counts.setdefault(kind, {})
-            key = "running" if status in OPEN_STATUSES else status
-            shown[key] = shown.get(key, 0) + n
-            if status not in OPEN_STATUSES:
-                finished.setdefault(kind, {})[status] = n
-    header: dict[str, Any] = {
-        "format": TRACE_FORMAT,
-        "version": TRACE_VERSION,
-        "session": {},
-        "counts": {"started": started, "finished": finished},
-    }
-    runs = conn.execute(
-        "SELECT value FROM meta WHERE name LIKE 'usage:%' AND length(value) <= ?",
-        (MAX_META_CHARS,),
-    ).fetchall()
-    if runs:
-        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
-            limit, summary = _usage_summary([json.loads(r[0]) for r in runs], counts)
-            header["session"] = {"max_trace_nodes": limit}
-            header["summary"] = summary.to_json()
-    return header
-
-
-def _usage_summary(
-    runs: list[dict[str, Any]], counts: dict[str, dict[str, int]]
-) -> tuple[int, UsageSummary]:
-    """The runs' usage (``_TraceWriter.usage``) summed, with the largest ``max_trace_nodes``."""
-    requests: dict[str, int] = {}
-    tokens: dict[str, Usage] = {}
-    costs: dict[str, float] = {}
-    unpriced: dict[str, int] = {}
-    limit = 1
-    for run in runs:
-        limit = max(limit, int(run["max_trace_nodes"]))
-        for model, entry in run["by_model"].items():
-            requests[model] = requests.get(model, 0) + int(entry["requests"])
-            tokens[model] = tokens.get(model, Usage()) + Usage.from_json(entry["usage"])
-            if entry.get("cost") is not None:
-                costs[model] = costs.get(model, 0.0) + float(entry["cost"])
-        for model, n in run["unpriced"].items():
-            unpriced[model] = unpriced.get(model, 0) + int(n)
-    total = Usage()
-    for usage in tokens.values():
-        total = total + usage
-    summary = UsageSummary(
-        requests=sum(requests.values()),
-        usage=total,
-        cost=sum(costs.values()) if costs else None,
-        by_model={m: ModelUsage(n, tokens[m], costs.get(m)) for m, n in requests.items()},
-        unpriced_models=tuple(m for m in requests if unpriced.get(m)),
-        counts=counts,
-        unpriced_requests=sum(unpriced.values()),
-    )
-    return limit, summary
 
 
 # A record as the stored trace's rows need it (in place): SQLite leaves out the parts no row
@@ -859,7 +785,7 @@ def _finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
         if [r[1] for r in refs] != rows.ids():
             raise ValueError("the rows are not the records'")
         rows.add_refs(0, [r[0] for r in refs])
-        rows.finish(_trace_header(conn))
+        rows.finish(trace_header(conn))
     except sqlite3.Error:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
@@ -890,4 +816,4 @@ def _store_trace(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    write_store(conn, _trace_header(conn), _trace_batches(conn, path, in_place=True))
+    write_store(conn, trace_header(conn), _trace_batches(conn, path, in_place=True))

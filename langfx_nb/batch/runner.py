@@ -32,7 +32,8 @@ from .owner import IfOwned, RunOwner
 from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
 from .ray_engine import dataset_rows
 from .result import BatchResult, ItemsFailedError
-from .state import BatchMeter, BatchState, quietly
+from .run_usage import BatchMeter
+from .state import BatchState, quietly
 
 __all__ = ["run_batch", "takes_session"]
 

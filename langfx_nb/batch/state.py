@@ -12,44 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agentic.tracebacks import error_info, format_traceback
-from ..agentic.usage import ModelUsage, UsageMeter, total_tokens
-from ..messages import Usage
+from ..agentic.usage import total_tokens
 from .progress import MAX_GROUP_ITEMS, BatchProgress, Reporter, group_errors
 from .result import BatchResult, BatchTotals, ItemError, ItemStatus
+from .run_usage import BatchMeter
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
     from .identity import RunIdentity
 
-__all__ = ["BatchMeter", "BatchState", "quietly"]
-
-
-class BatchMeter(UsageMeter):
-    """The batch's meter, which also keeps each model's cost and unpriced requests, for the
-    usage a run manifest stores (``usage_json``)."""
-
-    __slots__ = ("costs", "unpriced")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.costs: dict[str, float] = {}
-        self.unpriced: dict[str, int] = {}
-
-    def add(self, model_id: str, usage: Usage | None, cost: float | None = None) -> None:
-        super().add(model_id, usage, cost)
-        if cost is None:
-            self.unpriced[model_id] = self.unpriced.get(model_id, 0) + 1
-        else:
-            self.costs[model_id] = self.costs.get(model_id, 0.0) + cost
-
-    def usage_json(self) -> dict[str, Any]:
-        """Per model: its ``ModelUsage`` JSON (requests, tokens, cost of the priced ones)
-        and how many of its requests have an unknown cost."""
-        by_model = {
-            m: ModelUsage(e.requests, e.usage, self.costs.get(m)).to_json()
-            for m, e in self.by_model().items()
-        }
-        return {"by_model": by_model, "unpriced": dict(self.unpriced)}
+__all__ = ["BatchState", "quietly"]
 
 
 class BatchState:

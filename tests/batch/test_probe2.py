@@ -4,6 +4,7 @@ on when a resumed run's ``BatchResult`` is opened in the trace explorer."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,25 @@ async def test_a_resumed_runs_nodes_come_after_the_first_run_on_the_timeline(
     (_, _, first_end), (second_id, second_start, _) = batches
     assert second_id.startswith("2:")
     assert second_start >= first_end
+
+
+async def test_a_manifest_with_a_damaged_usage_row_opens_without_a_summary(
+    tmp_path: Path,
+) -> None:
+    async def fn(item: int) -> int:
+        return item
+
+    path = tmp_path / "run.sqlite"
+    await lf.batch(fn, list(range(3)), run=str(path))
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE meta SET value = '{\"by_model\": []}' WHERE name = 'usage:1'")
+        conn.execute("DROP TABLE trace_info")  # read again from the records
+    conn.close()
+    explorer = TraceExplorer(path)
+    try:
+        assert explorer.snapshot.get("summary") is None  # unknown, not zero
+        assert sum(1 for n in explorer.nodes if n["kind"] == "item") == 3  # nothing lost
+    finally:
+        explorer.close()
+    assert len(lf.Session.load_trace(path).trace_json()["nodes"]) == 5

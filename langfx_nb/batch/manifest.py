@@ -30,7 +30,10 @@ Item traces: a ``trace_nodes`` row per trace node of the batch (the session root
 ``batch`` node, each item's nodes as they finish), keyed by the run number (each
 ``lf.batch`` call on the manifest is one run) and the node's id, the record as the core
 writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a later run are
-``"<run>:<id>"`` so the runs of one manifest form one trace (one session root per run).
+``"<run>:<id>"``, and their times placed after the earlier runs', so the runs of one
+manifest form one trace (one session root per run). Each run's model usage (requests,
+tokens, cost per model: ``BatchMeter.usage_json``) is a ``meta`` row ``usage:<run>``,
+committed with its records; the trace's header sums them (its usage summary).
 They make a stored trace (``agentic/trace_db.py``) in the same file, which
 ``TraceExplorer(path)`` and ``Session.load_trace(path)`` read: its rows are written with the
 records (an earlier run's at the start of the next), the tree order and the trace's info at
@@ -57,6 +60,7 @@ from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
 from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
 from .identity import RunIdentity
+from .run_usage import trace_header
 
 if TYPE_CHECKING:
     from ..agentic.trace_db import StoredTrace, StoreWriter
@@ -118,9 +122,15 @@ class TraceSource(Protocol):
     runner's trace writer): ``len`` is how many are waiting, ``records`` hands them over
     as ``(run, node id, JSON text)`` and forgets them, with the same records as objects
     for the stored trace's rows, in the same order, leaving out a record that will be
-    written again (the batch node while it runs)."""
+    written again (the batch node while it runs). ``usage`` is the run's model usage (see
+    ``BatchMeter.usage_json``) with its session's ``max_trace_nodes``, or ``None`` when
+    unchanged since the last call; ``run`` is the run's number."""
+
+    run: int
 
     def __len__(self) -> int: ...
+
+    def usage(self) -> dict[str, Any] | None: ...
 
     def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]: ...
 
@@ -172,6 +182,7 @@ class Manifest:
         #: records (an earlier run's record a row cannot show, a record written twice)
         self._rows: StoreWriter | None = None
         self._rows_pending: list[dict[str, Any]] = []
+        self._usage_pending: tuple[str, str] | None = None  # a ``meta`` row: the run's usage
         self._last_flush = time.monotonic()
         #: a transaction is committed once this many rows wait, or ``flush_interval``
         #: seconds after the last (a crash loses at most these; the runner widens them
@@ -424,6 +435,16 @@ class Manifest:
         row = self._conn.execute("SELECT max(run) FROM trace_nodes").fetchone()
         return int(row[0] or 0) + 1
 
+    def trace_end(self) -> float:
+        """The latest time (start or end) of the trace records stored so far (0.0: none): a
+        later run's nodes are placed after it, so the runs follow each other on a timeline."""
+        row = self._conn.execute(
+            "SELECT max(max(coalesce(record->>'end', 0), coalesce(record->>'start', 0))) "
+            "FROM trace_nodes WHERE json_valid(record)"
+        ).fetchone()
+        value = row[0]
+        return float(value) if type(value) in (int, float) and value == value else 0.0
+
     def record_trace_from(self, source: TraceSource | None) -> None:
         """Commit ``source``'s trace records with every later ``flush`` (``None``: stop);
         records with an id already stored replace it (a node written running, then
@@ -481,7 +502,9 @@ class Manifest:
             records, nodes = self._trace.records()
             self._trace_pending.extend(records)  # kept until committed
             self._rows_pending.extend(nodes)
-        if not (self._pending or self._trace_pending):
+        if self._trace is not None and (usage := self._trace.usage()) is not None:
+            self._usage_pending = (f"usage:{self._trace.run}", json.dumps(usage))
+        if not (self._pending or self._trace_pending or self._usage_pending):
             return
         rows, traced = self._pending, self._trace_pending
         new_types = [(t, h) for t, h in self.codec.schemas.items() if t not in self._known_tags]
@@ -497,6 +520,8 @@ class Manifest:
             )
             if traced:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
+            if self._usage_pending is not None:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._usage_pending)
             if self._rows_pending and self._rows is not None:
                 try:
                     self._rows.add_rows(self._rows_pending)
@@ -513,6 +538,7 @@ class Manifest:
             raise self.broken from exc
         self._known_tags.update(t for t, _ in new_types)
         self._pending, self._trace_pending, self._rows_pending = [], [], []
+        self._usage_pending = None
 
     @property
     def pending(self) -> int:
@@ -702,19 +728,13 @@ def open_trace(path: Path) -> StoredTrace:
     def write(target: sqlite3.Connection) -> None:
         source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            write_store(target, _trace_header(), _trace_batches(source, path, in_place=False))
+            write_store(target, trace_header(source), _trace_batches(source, path, in_place=False))
         except sqlite3.Error as exc:
             raise ValueError(f"{path}: the trace cannot be read ({exc})") from exc
         finally:
             source.close()
 
     return temporary(write, str(path))
-
-
-def _trace_header() -> dict[str, Any]:
-    from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
-
-    return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "session": {}}
 
 
 # A record as the stored trace's rows need it (in place): SQLite leaves out the parts no row
@@ -765,7 +785,7 @@ def _finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
         if [r[1] for r in refs] != rows.ids():
             raise ValueError("the rows are not the records'")
         rows.add_refs(0, [r[0] for r in refs])
-        rows.finish(_trace_header())
+        rows.finish(trace_header(conn))
     except sqlite3.Error:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
@@ -796,4 +816,4 @@ def _store_trace(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    write_store(conn, _trace_header(), _trace_batches(conn, path, in_place=True))
+    write_store(conn, trace_header(conn), _trace_batches(conn, path, in_place=True))

@@ -94,7 +94,10 @@ class BatchResult(Generic[R]):
     - ``statuses[i]``: ``ItemStatus``; ``errors[i]``: an ``ItemError`` for failed items.
     - ``node_ids[i]``: item i's ``item`` trace node in ``session`` (``None`` for items
       resumed from the manifest or never started); the session holds a bounded window of
-      them, ``session.find(node_id)`` returns ``None`` once a node has been evicted.
+      them, ``session.find(node_id)`` returns ``None`` once a node has been evicted. With
+      ``run=``, the ids (and ``batch_node_id``) are the run manifest's, which
+      ``TraceExplorer(result)`` shows: the session's ids in the manifest's first run, and
+      ``"<run>:<id>"`` in a later run on the same manifest (``<id>`` the session's).
     - ``keys[i]``: the item's key in the run manifest (also without ``run=``).
     - ``resumed[i]``: True when the result came from the manifest (no request was sent).
     - ``inputs[i]``: the item that gave ``results[i]`` (read back by ``load``: its stored

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,12 @@ from ..errors import RunManifestError
 from .codec import ResultCodec, item_keys, target_function
 from .engine import Asyncio, BatchJob, Engine
 from .identity import RunIdentity, run_identity
-from .manifest import FLUSH_ROWS, Manifest, manifest_path
+from .manifest import FLUSH_INTERVAL_S, FLUSH_ROWS, Manifest, manifest_path
 from .owner import IfOwned, RunOwner
 from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
 from .ray_engine import dataset_rows
 from .result import BatchResult, ItemsFailedError
+from .run_usage import BatchMeter
 from .state import BatchState, quietly
 
 __all__ = ["run_batch", "takes_session"]
@@ -168,7 +170,8 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
             view = tracked.session
             job = dataclasses.replace(job, session=view)
             if manifest is not None:
-                tracer = _TraceWriter(manifest, state.session, tracked.node)
+                tracer = _TraceWriter(manifest, state.session, tracked.node, state.meter)
+                state.trace_prefix = tracer.prefix
             reporter = state.reporter = resolve_reporter(progress, state.session, state.snapshot())
             try:
                 if reporter is not None:
@@ -197,12 +200,12 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
     finally:
         if tracer is not None:
             tracer.stop()
-    if tracer is not None and manifest is not None and not manifest.broken and not flush_error:
-        try:
-            manifest.flush()  # the batch node, finished
-            manifest.store_trace()  # the whole trace, stored as it is read
-        except RunManifestError as exc:
-            flush_error = exc
+            if manifest is not None and not manifest.broken and not flush_error:
+                try:  # also when cancelled or raising: the batch node's end is committed
+                    manifest.flush()  # the batch node, finished
+                    manifest.store_trace()  # the whole trace, stored as it is read
+                except RunManifestError as exc:
+                    flush_error = exc
     if flush_error is not None:
         raise flush_error
 
@@ -219,11 +222,20 @@ class _TraceWriter:
     its latest event, by id, and encoded to JSON once, when the manifest flushes: a node
     changed twice before a flush is written once."""
 
-    def __init__(self, manifest: Manifest, session: Session, batch: TraceNode) -> None:
+    def __init__(
+        self, manifest: Manifest, session: Session, batch: TraceNode, meter: BatchMeter
+    ) -> None:
         self.manifest = manifest
+        self.meter = meter
+        self.requests = -1  # the meter's requests when ``usage`` last handed them over
+        self.usage_at = -FLUSH_INTERVAL_S  # and when (``time.monotonic``)
+        self.recording = True
         self.store = session.trace_store
         self.run = manifest.new_trace_run()
         self.prefix = "" if self.run == 1 else f"{self.run}:"
+        #: a later run's times are moved after the earlier runs' (each counts from its own
+        #: session's start)
+        self.offset = manifest.trace_end() if self.prefix else 0.0
         self.batch_id = batch.id
         self.changed: dict[str, dict[str, Any]] = {}
         chain: list[TraceNode] = []
@@ -239,6 +251,7 @@ class _TraceWriter:
     def stop(self) -> None:
         """No more events are recorded; what was recorded is still handed to the manifest."""
         self.store.node_hooks.remove(self.hook)
+        self.recording = False
 
     def __len__(self) -> int:
         """How many nodes changed since the last ``records``."""
@@ -267,13 +280,24 @@ class _TraceWriter:
                 if len(changed) >= 8 * FLUSH_ROWS:
                     self.manifest.flush()
 
+    def usage(self) -> dict[str, Any] | None:
+        """The run's usage (``BatchMeter.usage_json``) and its session's ``max_trace_nodes``,
+        when it changed since the last call, at most every ``FLUSH_INTERVAL_S`` until
+        ``stop`` (a crash may leave out the requests of that interval from the trace's
+        summary: never counts one twice)."""
+        requests, now = self.meter.requests, time.monotonic()
+        if requests == self.requests or (self.recording and now - self.usage_at < FLUSH_INTERVAL_S):
+            return None
+        self.requests, self.usage_at = requests, now
+        return {**self.meter.usage_json(), "max_trace_nodes": self.store.max_nodes}
+
     def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]:
         """``(run, node id, JSON text)`` of each node changed since the last call, in the
         order of their last change, and the same records for the stored trace's rows (but
         the batch node's while it runs: it is written again when it ends); they are
         forgotten here."""
         changed, self.changed = self.changed, {}
-        run, prefix, encode = self.run, self.prefix, _encode_record
+        run, prefix, offset, encode = self.run, self.prefix, self.offset, _encode_record
         out: list[tuple[int, str, str]] = []
         rows: list[dict[str, Any]] = []
         batch_id = prefix + self.batch_id
@@ -283,6 +307,9 @@ class _TraceWriter:
                     record["id"] = prefix + record["id"]
                     if record.get("parent_id") is not None:
                         record["parent_id"] = prefix + record["parent_id"]
+                    for at in ("start", "end"):
+                        if isinstance(record.get(at), (int, float)):
+                            record[at] += offset
                 out.append((run, record["id"], encode(record)))
                 if record["id"] != batch_id or record["status"] not in OPEN_STATUSES:
                     rows.append(record)

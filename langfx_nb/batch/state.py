@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agentic.tracebacks import error_info, format_traceback
-from ..agentic.usage import UsageMeter, total_tokens
+from ..agentic.usage import total_tokens
 from .progress import MAX_GROUP_ITEMS, BatchProgress, Reporter, group_errors
 from .result import BatchResult, BatchTotals, ItemError, ItemStatus
+from .run_usage import BatchMeter
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
@@ -38,12 +39,15 @@ class BatchState:
         self.running = 0
         self.resumed_count = 0
         self.groups: dict[str, list[Any]] = {}
-        self.meter = UsageMeter()
+        self.meter = BatchMeter()
         self.session = session
         self.name = name
         self.n = n
         self.t0 = time.monotonic()
         self.batch_node_id: str | None = None
+        #: what the run manifest puts before this run's node ids (``"2:"`` in its second
+        #: run): the result names the manifest's nodes, which ``TraceExplorer(result)`` shows
+        self.trace_prefix = ""
         self.finished = False
         self.provider: dict[str, Any] | None = None
         self.run: str | None = None  # the run manifest's path (``run=``)
@@ -134,15 +138,19 @@ class BatchState:
             resumed=self.resumed_count,
             unpriced_requests=self.meter.unpriced_requests,
         )
+        prefix = self.trace_prefix
+        node_ids = self.node_ids
+        if prefix:
+            node_ids = [None if i is None else prefix + i for i in node_ids]
         return BatchResult(
             results=self.results,
             statuses=self.statuses,
             errors=self.errors,
-            node_ids=self.node_ids,
+            node_ids=node_ids,
             keys=keys,
             resumed=self.resumed,
             totals=totals,
-            batch_node_id=self.batch_node_id,
+            batch_node_id=None if self.batch_node_id is None else prefix + self.batch_node_id,
             session=self.session,
             run_path=None if path is None else str(path),
             inputs=self.inputs,

@@ -33,11 +33,6 @@ async def _batch(tmp_path: Path) -> tuple[lf.BatchResult, lf.Session, Path]:
     return result, session, path
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run manifest's stored trace keeps no session summary: the explorer's bar shows "
-    "no total cost for a batch, while lf.save_trace(session) of the same run shows it",
-)
 async def test_a_batch_manifest_shows_the_batch_total_cost(tmp_path: Path) -> None:
     result, session, path = await _batch(tmp_path)
     assert result.totals.cost is not None and result.totals.failed == 3

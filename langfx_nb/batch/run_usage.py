@@ -1,0 +1,121 @@
+"""A batch run's model usage as its run manifest keeps it: each run's ``BatchMeter`` is
+committed as a ``meta`` row ``usage:<run>`` with its trace records (``manifest.py``), and
+``trace_header`` sums the rows of every run into the header of the manifest's stored trace,
+the usage summary ``TraceExplorer(path)``'s bar and ``Session.load_trace(path)`` show."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from typing import Any
+
+from ..agentic.usage import ModelUsage, UsageMeter, UsageSummary
+from ..messages import Usage
+
+__all__ = ["BatchMeter", "trace_header"]
+
+#: the longest usage row read (a longer one, from a damaged file, is left out: no summary)
+MAX_USAGE_CHARS = 1_000_000
+
+
+class BatchMeter(UsageMeter):
+    """The batch's meter, which also keeps each model's cost and unpriced requests, for the
+    usage a run manifest stores (``usage_json``)."""
+
+    __slots__ = ("costs", "unpriced")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.costs: dict[str, float] = {}
+        self.unpriced: dict[str, int] = {}
+
+    def add(self, model_id: str, usage: Usage | None, cost: float | None = None) -> None:
+        super().add(model_id, usage, cost)
+        if cost is None:
+            self.unpriced[model_id] = self.unpriced.get(model_id, 0) + 1
+        else:
+            self.costs[model_id] = self.costs.get(model_id, 0.0) + cost
+
+    def usage_json(self) -> dict[str, Any]:
+        """Per model: its ``ModelUsage`` JSON (requests, tokens, cost of the priced ones)
+        and how many of its requests have an unknown cost."""
+        by_model = {
+            m: ModelUsage(e.requests, e.usage, self.costs.get(m)).to_json()
+            for m, e in self.by_model().items()
+        }
+        return {"by_model": by_model, "unpriced": dict(self.unpriced)}
+
+
+def trace_header(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The stored trace's header, as ``Session.trace_json`` writes one: the nodes per kind
+    and status (from the records), and the usage summary of every run's model requests
+    (each run's ``usage:<run>`` row in ``meta``, summed; none when no run wrote one, or one
+    is damaged: unknown, not zero)."""
+    from ..agentic.trace import OPEN_STATUSES, TRACE_FORMAT, TRACE_VERSION
+
+    started: dict[str, int] = {}
+    finished: dict[str, dict[str, int]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    rows = conn.execute(
+        "SELECT record->>'kind', record->>'status', count(*) FROM trace_nodes "
+        "WHERE json_valid(record) GROUP BY 1, 2"
+    )
+    for kind, status, n in rows:
+        if isinstance(kind, str) and isinstance(status, str):
+            started[kind] = started.get(kind, 0) + n
+            shown = counts.setdefault(kind, {})
+            key = "running" if status in OPEN_STATUSES else status
+            shown[key] = shown.get(key, 0) + n
+            if status not in OPEN_STATUSES:
+                finished.setdefault(kind, {})[status] = n
+    header: dict[str, Any] = {
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        "session": {},
+        "counts": {"started": started, "finished": finished},
+    }
+    runs = conn.execute(
+        "SELECT value FROM meta WHERE name LIKE 'usage:%' AND length(value) <= ?",
+        (MAX_USAGE_CHARS,),
+    ).fetchall()
+    if runs:
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            limit, summary = _usage_summary([json.loads(r[0]) for r in runs], counts)
+            header["session"] = {"max_trace_nodes": limit}
+            header["summary"] = summary.to_json()
+    return header
+
+
+def _usage_summary(
+    runs: list[dict[str, Any]], counts: dict[str, dict[str, int]]
+) -> tuple[int, UsageSummary]:
+    """The runs' usage rows (``BatchMeter.usage_json``) summed, and the largest of their
+    ``max_trace_nodes``."""
+    requests: dict[str, int] = {}
+    tokens: dict[str, Usage] = {}
+    costs: dict[str, float] = {}
+    unpriced: dict[str, int] = {}
+    limit = 1
+    for run in runs:
+        limit = max(limit, int(run["max_trace_nodes"]))
+        for model, entry in run["by_model"].items():
+            requests[model] = requests.get(model, 0) + int(entry["requests"])
+            tokens[model] = tokens.get(model, Usage()) + Usage.from_json(entry["usage"])
+            if entry.get("cost") is not None:
+                costs[model] = costs.get(model, 0.0) + float(entry["cost"])
+        for model, n in run["unpriced"].items():
+            unpriced[model] = unpriced.get(model, 0) + int(n)
+    total = Usage()
+    for usage in tokens.values():
+        total = total + usage
+    summary = UsageSummary(
+        requests=sum(requests.values()),
+        usage=total,
+        cost=sum(costs.values()) if costs else None,
+        by_model={m: ModelUsage(n, tokens[m], costs.get(m)) for m, n in requests.items()},
+        unpriced_models=tuple(m for m in requests if unpriced.get(m)),
+        counts=counts,
+        unpriced_requests=sum(unpriced.values()),
+    )
+    return limit, summary

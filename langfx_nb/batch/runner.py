@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import inspect
 import json
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from ..errors import RunManifestError
 from .codec import ResultCodec, item_keys, target_function
 from .engine import Asyncio, BatchJob, Engine
 from .identity import RunIdentity, run_identity
-from .manifest import FLUSH_INTERVAL_S, FLUSH_ROWS, Manifest, manifest_path
+from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .owner import IfOwned, RunOwner
 from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
 from .ray_engine import dataset_rows
@@ -228,8 +227,6 @@ class _TraceWriter:
         self.manifest = manifest
         self.meter = meter
         self.requests = -1  # the meter's requests when ``usage`` last handed them over
-        self.usage_at = -FLUSH_INTERVAL_S  # and when (``time.monotonic``)
-        self.recording = True
         self.store = session.trace_store
         self.run = manifest.new_trace_run()
         self.prefix = "" if self.run == 1 else f"{self.run}:"
@@ -251,7 +248,6 @@ class _TraceWriter:
     def stop(self) -> None:
         """No more events are recorded; what was recorded is still handed to the manifest."""
         self.store.node_hooks.remove(self.hook)
-        self.recording = False
 
     def __len__(self) -> int:
         """How many nodes changed since the last ``records``."""
@@ -282,13 +278,11 @@ class _TraceWriter:
 
     def usage(self) -> dict[str, Any] | None:
         """The run's usage (``BatchMeter.usage_json``) and its session's ``max_trace_nodes``,
-        when it changed since the last call, at most every ``FLUSH_INTERVAL_S`` until
-        ``stop`` (a crash may leave out the requests of that interval from the trace's
-        summary: never counts one twice)."""
-        requests, now = self.meter.requests, time.monotonic()
-        if requests == self.requests or (self.recording and now - self.usage_at < FLUSH_INTERVAL_S):
+        when it changed since the last call: committed with the item rows, so after a crash
+        the trace's summary still counts every request of the items kept, once."""
+        if self.meter.requests == self.requests:
             return None
-        self.requests, self.usage_at = requests, now
+        self.requests = self.meter.requests
         return {**self.meter.usage_json(), "max_trace_nodes": self.store.max_nodes}
 
     def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]:

@@ -105,11 +105,11 @@ class CaseResult:
     stopped first. ``traceback`` is the task's frames and its causes', bounded, secrets
     masked, never a provider body (``agentic/tracebacks.py``, as ``lf.batch`` keeps for a
     failed item); ``None`` unless the task raised, or when unknown. ``node_id`` is the
-    trial's ``item`` node in the run's session (``None`` when resumed from the manifest, or
-    for a loaded report); ``resumed`` says the result came from the run manifest without
-    running again; ``redo`` why a stored trial of this case was not reused (``re-scored:
-    the expected answer changed; output kept``, ``re-run: the inputs changed``), ``None``
-    when there was none to reuse or it was."""
+    trial's ``item`` node (the run manifest's id with ``run=``, as ``BatchResult.node_ids``;
+    ``None`` when resumed from the manifest, or for a loaded report); ``resumed`` says the
+    result came from the run manifest without running again; ``redo`` why a stored trial of
+    this case was not reused (``re-scored: the expected answer changed; output kept``,
+    ``re-run: the inputs changed``), ``None`` when there was none to reuse or it was."""
 
     case: Case
     repeat: int

@@ -71,7 +71,6 @@ __all__ = [
     "Manifest",
     "StoredItem",
     "TraceSource",
-    "is_manifest_path",
     "manifest_path",
     "open_trace",
     "read_run",
@@ -689,15 +688,6 @@ def _tag_text(tag: str) -> str:
     """A stored tag as a message shows it (bounded: it is data from the file)."""
     module, _, qualname = tag.partition(":")
     return f"class {qualname[:100]!r} of module {module[:100]!r}"
-
-
-def is_manifest_path(path: str | os.PathLike[str]) -> bool:
-    """A file that starts as SQLite does (a run manifest, for ``TraceExplorer(path)``)."""
-    try:
-        with open(path, "rb") as file:
-            return file.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
 
 
 def open_trace(path: Path) -> StoredTrace:

@@ -730,7 +730,7 @@ def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str
         path = Path(data)
         regular_file(path)
         if is_store(path):  # a stored trace, or a run manifest
-            from ..batch.manifest import open_trace
+            from ..batch.run_trace import open_trace
 
             store = open_trace(path)
             try:

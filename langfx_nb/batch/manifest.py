@@ -34,10 +34,10 @@ writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a l
 manifest form one trace (one session root per run). Each run's model usage (requests,
 tokens, cost per model: ``BatchMeter.usage_json``) is a ``meta`` row ``usage:<run>``,
 committed with its records; the trace's header sums them (its usage summary).
-They make a stored trace (``agentic/trace_db.py``) in the same file, which
-``TraceExplorer(path)`` and ``Session.load_trace(path)`` read: its rows are written with the
-records (an earlier run's at the start of the next), the tree order and the trace's info at
-the end of each batch (until then, the records are read).
+They make a stored trace (``agentic/trace_db.py``; ``run_trace.py`` writes and opens it) in
+the same file, which ``TraceExplorer(path)`` and ``Session.load_trace(path)`` read: its rows
+are written with the records (an earlier run's at the start of the next), the tree order and
+the trace's info at the end of each batch (until then, the records are read).
 """
 
 from __future__ import annotations
@@ -45,13 +45,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import json
 import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -60,10 +59,10 @@ from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
 from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
 from .identity import RunIdentity
-from .run_usage import trace_header
+from .run_trace import finish_rows, trace_batches, write_trace
 
 if TYPE_CHECKING:
-    from ..agentic.trace_db import StoredTrace, StoreWriter
+    from ..agentic.trace_db import StoreWriter
 
 __all__ = [
     "FLUSH_INTERVAL_S",
@@ -72,7 +71,6 @@ __all__ = [
     "StoredItem",
     "TraceSource",
     "manifest_path",
-    "open_trace",
     "read_run",
 ]
 
@@ -461,7 +459,7 @@ class Manifest:
                         conn.execute(statement)
                     self._rows = StoreWriter(conn)
                     if conn.execute("SELECT 1 FROM trace_nodes LIMIT 1").fetchone():
-                        for nodes, _ in _trace_batches(conn, self.path, in_place=True):
+                        for nodes, _ in trace_batches(conn, self.path, in_place=True):
                             self._rows.add_rows(nodes)
                 except ValueError:  # left to store_trace, from the records
                     self._rows = None
@@ -552,8 +550,8 @@ class Manifest:
         trace as records only: opening it names what is wrong, the batch's results stand."""
         rows, self._rows = self._rows, None
         try:
-            if rows is None or not _finish_rows(self._conn, rows):
-                _store_trace(self._conn, self.path)
+            if rows is None or not finish_rows(self._conn, rows):
+                write_trace(self._conn, self.path)
         except ValueError:
             return
         except sqlite3.Error as exc:
@@ -688,122 +686,3 @@ def _tag_text(tag: str) -> str:
     """A stored tag as a message shows it (bounded: it is data from the file)."""
     module, _, qualname = tag.partition(":")
     return f"class {qualname[:100]!r} of module {module[:100]!r}"
-
-
-def open_trace(path: Path) -> StoredTrace:
-    """The batch trace of the manifest at ``path``: its stored trace (written at the end of
-    each batch, :meth:`Manifest.store_trace`), opened read-only; for a batch that never reached
-    its end, or whose stored trace is of an older format, its node records converted into a
-    temporary stored trace. ``ValueError`` for a file that is not a manifest with a trace."""
-    from ..agentic.trace_db import open_store, temporary, write_store
-    from ..agentic.trace_reader import STORE_VERSION
-
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            version = None
-            if "trace_info" in tables:
-                row = conn.execute("SELECT value FROM trace_info WHERE key = 'version'").fetchone()
-                version = None if row is None else row[0]
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise ValueError(f"{path}: not a run manifest with a trace ({exc})") from exc
-    if version == str(STORE_VERSION) or ("trace_info" in tables and "trace_nodes" not in tables):
-        return open_store(path)
-    if "trace_nodes" not in tables:
-        raise ValueError(f"{path}: not a run manifest with a trace")
-
-    def write(target: sqlite3.Connection) -> None:
-        source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            write_store(target, trace_header(source), _trace_batches(source, path, in_place=False))
-        except sqlite3.Error as exc:
-            raise ValueError(f"{path}: the trace cannot be read ({exc})") from exc
-        finally:
-            source.close()
-
-    return temporary(write, str(path))
-
-
-# A record as the stored trace's rows need it (in place): SQLite leaves out the parts no row
-# shows (a node's outputs and metadata, a query's rendered prompt when it has its template,
-# the inputs of a node whose row shows none of them), which Python would otherwise parse.
-_ROW_RECORD = """CASE WHEN typeof(record) != 'text' OR NOT json_valid(record) THEN record
-    WHEN record->>'kind' IN ('query', 'tool_call', 'log') THEN json_remove(record,
-        '$.outputs', '$.metadata', iif(json_type(record, '$.inputs.prompt') IS NULL,
-        '$.outputs', '$.inputs.rendered_prompt'))
-    ELSE json_replace(json_remove(record, '$.outputs', '$.metadata'), '$.inputs', json('{}'))
-    END"""
-
-
-def _trace_batches(
-    conn: sqlite3.Connection, path: Path, *, in_place: bool
-) -> Iterator[tuple[list[Any], bytes | list[int]]]:
-    """The manifest's trace node records in the order written, a chunk at a time (a record
-    rewritten later comes at the place of its last write), each chunk with its rowids
-    (``in_place``: the records stay where they are, and are read as a row needs them) or
-    its JSON array."""
-    record = _ROW_RECORD if in_place else "record"
-    rows = conn.execute(f"SELECT rowid, {record} FROM trace_nodes ORDER BY rowid")
-    any_rows = False
-    while chunk := rows.fetchmany(5_000):
-        any_rows = True
-        text = "[" + ",".join([str(r[1]) for r in chunk]) + "]"
-        try:
-            batch = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"{path}: a trace record is not valid JSON ({exc})") from exc
-        yield batch, ([r[0] for r in chunk] if in_place else text.encode("utf-8"))
-    if not any_rows:
-        raise ValueError(f"{path}: the run manifest holds no trace")
-
-
-def _finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
-    """Finish the stored trace whose rows ``rows`` wrote as the records were (the tree
-    order, the records' places, the trace's info), in one transaction; ``False`` (its rows
-    dropped) when they are not the records' in the order of their last write, or the tree
-    is not one a stored trace can hold."""
-    from ..agentic.trace_db import STORE_TABLES
-
-    conn.execute("BEGIN IMMEDIATE")
-    paused = gc.isenabled()
-    gc.disable()  # as write_store: many new objects, none of them in a cycle
-    try:
-        refs = conn.execute("SELECT rowid, id FROM trace_nodes ORDER BY rowid").fetchall()
-        if [r[1] for r in refs] != rows.ids():
-            raise ValueError("the rows are not the records'")
-        rows.add_refs(0, [r[0] for r in refs])
-        rows.finish(trace_header(conn))
-    except sqlite3.Error:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-    except Exception:  # written again from the records (which names what is wrong)
-        conn.execute("ROLLBACK")
-        conn.execute("BEGIN IMMEDIATE")
-        for table in STORE_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute("COMMIT")
-        return False
-    finally:
-        if paused:
-            gc.enable()
-    conn.execute("COMMIT")
-    return True
-
-
-def _store_trace(conn: sqlite3.Connection, path: Path) -> None:
-    """Write (or write again) the stored trace of every run's trace node records into the
-    manifest itself, in one transaction."""
-    from ..agentic.trace_db import STORE_TABLES, write_store
-
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for table in STORE_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    write_store(conn, trace_header(conn), _trace_batches(conn, path, in_place=True))

@@ -562,7 +562,7 @@ def _saved(source: Any) -> StoredTrace:
     ):
         path = Path(source)
         if is_store(path):
-            from ..batch.manifest import open_trace
+            from ..batch.run_trace import open_trace
 
             return open_trace(path)
         regular_file(path)

@@ -15,7 +15,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
 from langfx_nb.agentic.trace_db import STORE_TABLES
-from langfx_nb.batch.manifest import open_trace
+from langfx_nb.batch.run_trace import open_trace
 from langfx_nb.notebook import trace_explorer as te
 
 from ._fakes import record_sends

@@ -59,7 +59,7 @@ from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
 from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
 from .identity import RunIdentity
-from .run_trace import finish_rows, trace_batches, write_trace
+from .run_trace import drop_trace, finish_rows, trace_batches, write_trace
 
 if TYPE_CHECKING:
     from ..agentic.trace_db import StoreWriter
@@ -449,22 +449,20 @@ class Manifest:
         written again at the end, :meth:`store_trace`; until then the records are read); its
         rows are written again now, and this run's with its records."""
         if source is not None:
-            from ..agentic.trace_db import STORE_TABLES, StoreWriter
+            from ..agentic.trace_db import StoreWriter
 
-            conn, drop = self._conn, [f"DROP TABLE IF EXISTS {t}" for t in STORE_TABLES]
+            conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in drop:
-                        conn.execute(statement)
+                    drop_trace(conn)
                     self._rows = StoreWriter(conn)
                     if conn.execute("SELECT 1 FROM trace_nodes LIMIT 1").fetchone():
                         for nodes, _ in trace_batches(conn, self.path, in_place=True):
                             self._rows.add_rows(nodes)
                 except ValueError:  # left to store_trace, from the records
                     self._rows = None
-                    for statement in drop:
-                        conn.execute(statement)
+                    drop_trace(conn)
                 except BaseException:
                     self._rows = None
                     conn.execute("ROLLBACK")

@@ -19,7 +19,7 @@ from .run_usage import trace_header
 if TYPE_CHECKING:
     from ..agentic.trace_db import StoredTrace, StoreWriter
 
-__all__ = ["finish_rows", "open_trace", "trace_batches", "write_trace"]
+__all__ = ["drop_trace", "finish_rows", "open_trace", "trace_batches", "write_trace"]
 
 
 def open_trace(path: Path) -> StoredTrace:
@@ -97,8 +97,6 @@ def finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
     order, the records' places, the trace's info), in one transaction; ``False`` (its rows
     dropped) when they are not the records' in the order of their last write, or the tree
     is not one a stored trace can hold."""
-    from ..agentic.trace_db import STORE_TABLES
-
     conn.execute("BEGIN IMMEDIATE")
     paused = gc.isenabled()
     gc.disable()  # as write_store: many new objects, none of them in a cycle
@@ -115,8 +113,7 @@ def finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
     except Exception:  # written again from the records (which names what is wrong)
         conn.execute("ROLLBACK")
         conn.execute("BEGIN IMMEDIATE")
-        for table in STORE_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        drop_trace(conn)
         conn.execute("COMMIT")
         return False
     finally:
@@ -129,13 +126,21 @@ def finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
 def write_trace(conn: sqlite3.Connection, path: Path) -> None:
     """Write (or write again) the stored trace of every run's trace node records into the
     manifest itself, in one transaction."""
-    from ..agentic.trace_db import STORE_TABLES, write_store
+    from ..agentic.trace_db import write_store
 
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for table in STORE_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        drop_trace(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     write_store(conn, trace_header(conn), trace_batches(conn, path, in_place=True))
+
+
+def drop_trace(conn: sqlite3.Connection) -> None:
+    """Drop the manifest's stored trace (its tables), in the caller's transaction; the trace
+    node records stay, and the stored trace is written again from them."""
+    from ..agentic.trace_db import STORE_TABLES
+
+    for table in STORE_TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")

@@ -161,8 +161,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     # -- public ---------------------------------------------------------------------------------
 
     def watch(self, session: Any) -> None:
-        """Show ``session``'s trace so far, then follow its live events (and no longer what
-        was shown before)."""
+        """Show ``session``'s trace so far in place of what this explorer showed (which it
+        stops following), then follow the session's live events."""
         self._adopt(None, session)
         self._send_snapshot()
 

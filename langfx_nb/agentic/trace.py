@@ -39,6 +39,7 @@ __all__ = [
     "TraceStore",
     "check_trace_header",
     "saved_nodes",
+    "short",
 ]
 
 #: The nodes a session keeps (its default ``max_trace_nodes``; a saved trace that does not
@@ -114,7 +115,7 @@ class Decision:
             raise TypeError(f"'decision' must be an object, got {type(data).__name__}")
         outcome = data.get("outcome")
         if outcome not in _OUTCOMES:
-            raise ValueError(f"unknown decision outcome: {_short(outcome)}")
+            raise ValueError(f"unknown decision outcome: {short(outcome)}")
         by, note = data.get("by"), data.get("note")
         if by is not None and not isinstance(by, str):
             raise TypeError("decision 'by' must be a string or null")
@@ -251,7 +252,7 @@ class TraceNode:
         """A node from its JSON; ``TypeError``/``KeyError``/``ValueError`` when malformed."""
         kind, status, end = data["kind"], data.get("status", "ok"), data.get("end")
         if kind not in _KINDS or status not in _STATUSES:
-            raise ValueError(f"unknown kind or status: {_short(kind)}, {_short(status)}")
+            raise ValueError(f"unknown kind or status: {short(kind)}, {short(status)}")
         start = data.get("start", 0.0)
         if isinstance(start, bool) or not isinstance(start, (int, float)):
             raise TypeError("'start' must be a number")
@@ -656,7 +657,7 @@ class TraceStore:
             with _reading(f"nodes[{i}]"):
                 node = TraceNode.from_json(_object(raw, required=True))
                 if node.id in store.nodes:
-                    raise ValueError(f"the id {_short(node.id)} is used twice")
+                    raise ValueError(f"the id {short(node.id)} is used twice")
                 if node.parent_id == node.id:
                     raise ValueError("the node is its own parent")
             store.nodes[node.id] = node
@@ -771,9 +772,10 @@ def check_trace_header(header: Mapping[str, Any], *, whole: bool = True) -> None
     if ("format" in header or whole) and header.get("format") != TRACE_FORMAT:
         raise ValueError("not a langfx_nb trace")
     if ("version" in header or whole) and header.get("version") != TRACE_VERSION:
-        raise ValueError(f"unsupported trace version: {_short(header.get('version'))}")
+        raise ValueError(f"unsupported trace version: {short(header.get('version'))}")
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
+    """``value``'s repr, cut to 60 characters (a value from a file, named in a message)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:59] + "…"

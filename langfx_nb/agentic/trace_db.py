@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard, get_args
 
-from .trace import NodeKind, NodeStatus, saved_nodes
+from .trace import NodeKind, NodeStatus, saved_nodes, short
 from .trace_json import Progress, parse_trace, read_batches
 from .trace_reader import (
     BAD_STATUSES,
@@ -34,7 +34,6 @@ from .trace_reader import (
     is_store,
     malformed,
     open_store,
-    short,
 )
 
 __all__ = [

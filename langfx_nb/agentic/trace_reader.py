@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from .trace import TraceNode, check_trace_header
+from .trace import TraceNode, check_trace_header, short
 from .trace_json import regular_file
 
 __all__ = [
@@ -85,11 +85,6 @@ def db_text(text: str | None) -> str | bytes | None:
 def py_text(value: Any) -> Any:
     """What :func:`db_text` stored, as text again."""
     return value.decode("utf-8", "surrogatepass") if type(value) is bytes else value
-
-
-def short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def malformed(where: str, exc: BaseException) -> ValueError:

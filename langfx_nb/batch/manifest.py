@@ -436,8 +436,9 @@ class Manifest:
         """The latest time (start or end) of the trace records stored so far (0.0: none): a
         later run's nodes are placed after it, so the runs follow each other on a timeline."""
         row = self._conn.execute(
-            "SELECT max(max(coalesce(record->>'end', 0), coalesce(record->>'start', 0))) "
-            "FROM trace_nodes WHERE json_valid(record)"
+            "SELECT max(max(coalesce(json_extract(record, '$.end'), 0),"
+            " coalesce(json_extract(record, '$.start'), 0))) FROM trace_nodes"
+            " WHERE json_valid(record)"
         ).fetchone()
         value = row[0]
         return float(value) if type(value) in (int, float) and value == value else 0.0

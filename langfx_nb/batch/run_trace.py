@@ -63,9 +63,10 @@ def open_trace(path: Path) -> StoredTrace:
 # shows (a node's outputs and metadata, a query's rendered prompt when it has its template,
 # the inputs of a node whose row shows none of them), which Python would otherwise parse.
 _ROW_RECORD = """CASE WHEN typeof(record) != 'text' OR NOT json_valid(record) THEN record
-    WHEN record->>'kind' IN ('query', 'tool_call', 'log') THEN json_remove(record,
-        '$.outputs', '$.metadata', iif(json_type(record, '$.inputs.prompt') IS NULL,
-        '$.outputs', '$.inputs.rendered_prompt'))
+    WHEN json_extract(record, '$.kind') IN ('query', 'tool_call', 'log')
+        THEN json_remove(record, '$.outputs', '$.metadata',
+            iif(json_type(record, '$.inputs.prompt') IS NULL, '$.outputs',
+                '$.inputs.rendered_prompt'))
     ELSE json_replace(json_remove(record, '$.outputs', '$.metadata'), '$.inputs', json('{}'))
     END"""
 

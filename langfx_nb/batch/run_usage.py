@@ -58,8 +58,8 @@ def trace_header(conn: sqlite3.Connection) -> dict[str, Any]:
     finished: dict[str, dict[str, int]] = {}
     counts: dict[str, dict[str, int]] = {}
     rows = conn.execute(
-        "SELECT record->>'kind', record->>'status', count(*) FROM trace_nodes "
-        "WHERE json_valid(record) GROUP BY 1, 2"
+        "SELECT json_extract(record, '$.kind'), json_extract(record, '$.status'), count(*)"
+        " FROM trace_nodes WHERE json_valid(record) GROUP BY 1, 2"
     )
     for kind, status, n in rows:
         if isinstance(kind, str) and isinstance(status, str):

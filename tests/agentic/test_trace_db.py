@@ -495,33 +495,29 @@ def test_damaged_rows_and_records_never_loop_and_are_named(tmp_path: Path) -> No
         store.close()
 
 
-@pytest.mark.parametrize(
-    "ranks", [b"\x00", array("i", [10**6] * 200).tobytes(), array("i", [-2] * 200).tobytes()]
-)
-def test_a_damaged_tree_order_is_one_error(tmp_path: Path, ranks: bytes) -> None:
-    path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
-    _tamper(path, f"UPDATE trace_order SET ranks = X'{ranks.hex()}'")
-    store = open_store(path)
-    try:
-        with pytest.raises(ValueError, match="damaged trace_order"):
-            store.window(query="step")
-        with pytest.raises(ValueError, match="damaged trace_order"):
-            store.window(selected="b")
-    finally:
-        store.close()
+_DAMAGED = [
+    *(("trace_order SET ranks", r, "damaged trace_order") for r in (
+        b"\x00", array("i", [10**6] * 200).tobytes(), array("i", [-2] * 200).tobytes()
+    )),
+    *(("trace_search SET text", t, "damaged trace_search") for t in (
+        b"step \xff\n" * 200, b"no newline at the end", b"one line\n", b"step\n" * 500
+    )),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "text",
-    [b"step \xff\n" * 200, b"no newline at the end", b"one line\n", b"step\n" * 500],
-)
-def test_damaged_search_texts_are_one_error(tmp_path: Path, text: bytes) -> None:
+@pytest.mark.parametrize(("column", "value", "message"), _DAMAGED)
+def test_a_damaged_tree_order_or_search_text_is_one_error(
+    tmp_path: Path, column: str, value: bytes, message: str
+) -> None:
     path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
-    _tamper(path, f"UPDATE trace_search SET text = X'{text.hex()}'")
+    _tamper(path, f"UPDATE {column} = X'{value.hex()}'")
     store = open_store(path)
     try:
-        with pytest.raises(ValueError, match="damaged trace_search"):
+        with pytest.raises(ValueError, match=message):
             store.window(query="step")
+        if "trace_order" in column:
+            with pytest.raises(ValueError, match=message):
+                store.window(selected="b")
     finally:
         store.close()
 

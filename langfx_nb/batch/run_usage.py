@@ -80,7 +80,8 @@ def trace_header(conn: sqlite3.Connection) -> dict[str, Any]:
         (MAX_USAGE_CHARS,),
     ).fetchall()
     if runs:
-        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        damaged = (AttributeError, KeyError, OverflowError, RecursionError, TypeError, ValueError)
+        with contextlib.suppress(*damaged):
             limit, summary = _usage_summary([json.loads(r[0]) for r in runs], counts)
             header["session"] = {"max_trace_nodes": limit}
             header["summary"] = summary.to_json()

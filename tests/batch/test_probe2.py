@@ -137,8 +137,12 @@ async def test_a_resumed_runs_nodes_come_after_the_first_run_on_the_timeline(
     assert second_start >= first_end
 
 
+@pytest.mark.parametrize(
+    "damaged",
+    ['{"by_model": []}', '{"by_model": {}, "unpriced": {}, "max_trace_nodes": 1e999}'],
+)
 async def test_a_manifest_with_a_damaged_usage_row_opens_without_a_summary(
-    tmp_path: Path,
+    tmp_path: Path, damaged: str
 ) -> None:
     async def fn(item: int) -> int:
         return item
@@ -147,7 +151,7 @@ async def test_a_manifest_with_a_damaged_usage_row_opens_without_a_summary(
     await lf.batch(fn, list(range(3)), run=str(path))
     conn = sqlite3.connect(path)
     with conn:
-        conn.execute("UPDATE meta SET value = '{\"by_model\": []}' WHERE name = 'usage:1'")
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'usage:1'", (damaged,))
         conn.execute("DROP TABLE trace_info")  # read again from the records
     conn.close()
     explorer = TraceExplorer(path)

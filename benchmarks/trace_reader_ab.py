@@ -5,8 +5,9 @@ equal), then each step of ``trace_store.py``'s ``open`` (expand, scroll, searche
 select) runs alternately, CPU milliseconds each: on a loaded machine a ratio between two
 processes run one after the other is mostly noise, one between calls interleaved is not.
 
-Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/trace_reader_ab.py STORE BASE_TREE [RUNS]``
-(``STORE``: a 1,000,000-node store written by ``trace_store.py --steps convert``).
+Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/trace_reader_ab.py STORE BASE_TREE [RUNS]
+[BASE_STORE]`` (``STORE``: a 1,000,000-node store written by ``trace_store.py --steps convert``;
+``BASE_STORE``: the same trace written by the other tree, when its format differs).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import langfx_nb.agentic.trace_reader as this
 def main() -> None:
     store, base_tree = sys.argv[1], sys.argv[2]
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+    base_store = sys.argv[4] if len(sys.argv) > 4 else store
     name = "langfx_nb.agentic._base_trace_reader"  # a sibling: its relative imports resolve
     spec = importlib.util.spec_from_file_location(
         name, f"{base_tree}/langfx_nb/agentic/trace_reader.py"
@@ -30,7 +32,7 @@ def main() -> None:
     base = importlib.util.module_from_spec(spec)
     sys.modules[name] = base
     spec.loader.exec_module(base)
-    readers: dict[str, Any] = {"base": base.open_store(store), "this": this.open_store(store)}
+    readers: dict[str, Any] = {"base": base.open_store(base_store), "this": this.open_store(store)}
     deep = [f"d{k}" for k in range(60)]
     total = readers["this"].window()["total"]
     steps: dict[str, list[dict[str, Any]]] = {

@@ -69,13 +69,14 @@ CREATE TABLE trace_rows (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL, parent_id TEXT, kind TEXT NOT NULL,
     status TEXT NOT NULL, name TEXT NOT NULL, hint TEXT NOT NULL, start REAL, end REAL,
     cost REAL, tokens INTEGER NOT NULL, extra TEXT);
--- each node's lowercase search text, a line a node, in UTF-8 blocks of consecutive nodes
--- (seq: the first one's), read whole at the first search
-CREATE TABLE trace_search (seq INTEGER PRIMARY KEY, text BLOB NOT NULL);
+-- each node's lowercase search text, a line a node in rank order, in UTF-8 blocks of BLOCK
+-- nodes (rank: the first one's), read whole at the first search
+CREATE TABLE trace_search (rank INTEGER PRIMARY KEY, text BLOB NOT NULL);
 -- each timeline group's sorted start times (doubles)
 CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
 -- each node's rank by seq ('rank') and each rank's parent's rank ('parent', -1: none), as
--- 32-bit integers: what a search and a lookup by id need, without an index
+-- 32-bit integers, and each rank's depth ('depth', a byte: 255 for 255 or deeper): what a
+-- window, a search and a lookup by id need, without an index
 CREATE TABLE trace_order (name TEXT PRIMARY KEY, ranks BLOB NOT NULL);
 -- per node in tree order (rank: depth first, children in the order written): its subtree is
 -- the ranks (rank, rank + desc], shallow_at is its number among rows of depth <= 2
@@ -244,6 +245,7 @@ class StoreWriter:
         self.cost: list[float] = []  # NaN: none
         self.start: list[float] = []  # NaN: none
         self.refs = False  # the records stay in the file's trace_nodes
+        self.search: list[bytes] = []  # the search lines in the order added, a block a batch
 
     def add(self, nodes: Sequence[Any], body: bytes | Sequence[int]) -> None:
         """Add the next node records: ``body`` is their JSON array, or where each record
@@ -290,7 +292,7 @@ class StoreWriter:
             rows = [tuple(db_text(v) if type(v) is str else v for v in r) for r in rows]
             _insert(self.conn, "trace_rows", _ROW_VALUES, rows)
         text = ("\n".join(lines).lower() + "\n").encode("utf-8", "surrogatepass")
-        self.conn.execute("INSERT INTO trace_search VALUES (?, ?)", (at, text))
+        self.search.append(text)  # written in rank order at the end
         return at
 
     def add_refs(self, first: int, refs: Sequence[int]) -> None:
@@ -303,6 +305,23 @@ class StoreWriter:
     def ids(self) -> list[str]:
         """The ids of the nodes added so far, in the order added."""
         return list(self.pos)
+
+    def _write_search(self, order: list[int], depth: list[int]) -> None:
+        """Write the search lines in rank order (``order``: the node at each rank), in blocks
+        of ``BLOCK``, and each rank's depth, so that a search marks ranks, not nodes."""
+        lines = b"".join(self.search).split(b"\n")
+        self.search = []
+        rows = [
+            (at, b"\n".join(map(lines.__getitem__, order[at : at + BLOCK])) + b"\n")
+            for at in range(0, len(order), BLOCK)
+        ]
+        self.conn.executemany("INSERT INTO trace_search VALUES (?, ?)", rows)
+        del lines, rows
+        try:
+            depths = bytes(depth)
+        except ValueError:  # a node 256 deep or more
+            depths = bytes(map(min, depth, itertools.repeat(255)))
+        self.conn.execute("INSERT INTO trace_order VALUES ('depth', ?)", (depths,))
 
     def finish(self, header: Mapping[str, Any]) -> int:
         """Derive the tree order, write it and the trace's info; the number of nodes."""
@@ -337,6 +356,7 @@ class StoreWriter:
         for r, p in enumerate(up):
             depth[r] = depth[p] + 1
         depth.pop()
+        self._write_search(order, depth)
         # Per rank, from the last up: descendants, subtree sums, and whether a problem is
         # below (a problem is counted once, where it started, in the "below" of each ancestor:
         # a node with a problem below it failed because of it, and is not counted again).

@@ -12,6 +12,7 @@ holds more than a bounded part of the file.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import json
 import math
@@ -53,7 +54,7 @@ STORE_TABLES = (
     "trace_info", "trace_order", "trace_records", "trace_refs", "trace_rows", "trace_search",
     "trace_starts", "trace_tree",
 )  # fmt: skip
-STORE_VERSION = 2
+STORE_VERSION = 3
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
@@ -63,6 +64,10 @@ CACHED_BLOCK_BYTES = 8 << 20  # at most this large stored
 _CHUNK = 500  # values bound into one SQL statement
 _NOT_MARKS = bytes(b for b in range(256) if b not in b"\n\xff")
 _NEWLINE_0 = bytes.maketrans(b"\n", b"\x00")
+_NONZERO = bytes(min(b, 1) for b in range(256))  # translate tables of bytes: 0 or 1
+_SHOWN = bytes(int(d <= DEFAULT_OPEN_DEPTH) for d in range(256))  # a depth shown at first
+_LEVELS = 254  # depths told apart by a byte below the last (255: 255 or deeper)
+_RANKS = 4_096  # ranks a listing counts at a time
 _ROW = (
     "SELECT t.rank, r.id, t.parent, r.parent_id, t.depth, t.desc, r.kind, r.status, r.name,"
     " r.hint, r.start, r.end, r.cost, r.tokens, t.sub_tokens, t.sub_cost, t.sub_priced,"
@@ -259,7 +264,6 @@ class StoredTrace(WindowedTrace):
             self.header: dict[str, Any] = dict(info["header"])
             check_trace_header(self.header)
             self.nodes = int(info["nodes"])
-            self.shallow = int(info["shallow"])  # rows of depth <= 2
             counts = info["counts"]
             self._counts = {
                 f: {str(k): int(v) for k, v in counts[f].items()} for f in ("status", "kind")
@@ -272,15 +276,15 @@ class StoredTrace(WindowedTrace):
             self._untimed = int(info.get("untimed", 0))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
-        last = self.query(
-            "SELECT rank + 1, shallow_at + (depth <= 2) FROM trace_tree ORDER BY rank DESC LIMIT 1"
-        )  # the node and shallow row counts, as the tree's last row has them
-        if last != [(self.nodes, self.shallow)]:
+        last = self.query("SELECT rank + 1 FROM trace_tree ORDER BY rank DESC LIMIT 1")
+        if last != [(self.nodes,)]:
             raise self._error("damaged trace_info or trace_tree (their counts differ)")
-        self._search: tuple[str, Listed, list[int]] | None = None  # the last query's
+        self._search: tuple[str, _Marked, bytearray, int] | None = None  # the last query's
         self._starts: dict[str, array[float]] | None = None
-        self._arrays: dict[str, array[int]] = {}
+        self._arrays: dict[str, Any] = {}
         self._texts: list[tuple[int, bytes]] | None = None
+        self._spans: list[tuple[int, int]] | None = None
+        self._shown: _Marked | None = None  # the listing with nothing toggled
         self._blocks: dict[int, Any] = {}  # the last blocks of records read, by first seq
 
     def _error(self, message: str) -> ValueError:
@@ -401,16 +405,22 @@ class StoredTrace(WindowedTrace):
 
     # -- windows -----------------------------------------------------------------------------
 
-    def _array(self, name: str) -> array[int]:
-        """``trace_order``'s array ``name`` (``rank``: by seq, ``parent``: by rank), 4 bytes a
-        node. Its values are checked where they are used, not all at once (a parent: only one
-        before its child is taken)."""
+    def _order(self, name: str) -> Any:
+        """``trace_order``'s array ``name``, read once: ``rank`` (each seq's rank), ``parent``
+        (each rank's parent's rank, -1: none; checked whole: each before its rank, so a walk
+        up ends), ``depth`` (each rank's depth, a byte: 255 for 255 or deeper)."""
         if name not in self._arrays:
             found = self.query("SELECT ranks FROM trace_order WHERE name = ?", (name,))
             blob = found[0][0] if found else None
-            if not isinstance(blob, bytes) or len(blob) != 4 * self.nodes:
+            width = 1 if name == "depth" else 4
+            if not isinstance(blob, bytes) or len(blob) != width * self.nodes:
                 raise self._error("damaged trace_order")
-            self._arrays[name] = array("i", blob)
+            values = blob if width == 1 else array("i", blob)
+            if name == "parent" and not (
+                min(values, default=-1) >= -1 and all(map(operator.lt, values, range(self.nodes)))
+            ):
+                raise self._error("damaged trace_order")
+            self._arrays[name] = values
         return self._arrays[name]
 
     def _ranks_of(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
@@ -418,12 +428,14 @@ class StoredTrace(WindowedTrace):
         found = self.query(
             "SELECT id, seq FROM trace_rows WHERE id IN ({})", list(map(db_text, ids))
         )
-        rank_of = self._array("rank") if found else array("i")
+        rank_of = self._order("rank") if found else array("i")
         ranks = {py_text(i): rank_of[s] for i, s in found if 0 <= s < len(rank_of)}
         if not all(0 <= r < self.nodes for r in ranks.values()):
             raise self._error("damaged trace_order")
         sql = "SELECT rank, depth, desc FROM trace_tree WHERE rank IN ({})"
-        tree = {r: self.ints(d, n) for r, d, n in self.query(sql, list(ranks.values()))}
+        tree = {r: (d, n) for r, d, n in self.query(sql, list(ranks.values()))}
+        if not all(type(v) is int for v in itertools.chain.from_iterable(tree.values())):
+            raise self._error("damaged trace_tree")
         return {i: (r, *tree[r]) for i, r in ranks.items() if r in tree}
 
     def locate(self, node_id: str) -> int | None:
@@ -431,91 +443,57 @@ class StoredTrace(WindowedTrace):
         return None if found is None else found[0]
 
     def listing(self, expanded: Mapping[str, bool]) -> Listing:
-        """Segments of visible rows in order: ``(a, b)``, the rows of depth ≤ 2 numbered ``a``
-        to ``b - 1`` among them (those outside collapsed rows), and after each row opened at
-        depth 2, the list of ranks shown below it."""
-        cuts: list[tuple[int, int, bool]] = []  # (rank, desc, opened)
-        opened: set[int] = set()
-        for node_id, (rank, depth, desc) in self._ranks_of(list(expanded)).items():
-            want = expanded[node_id]
-            if desc > 0 and depth < DEFAULT_OPEN_DEPTH and not want:
-                cuts.append((rank, desc, False))
-            elif desc > 0 and depth >= DEFAULT_OPEN_DEPTH and want:
-                opened.add(rank)
-                if depth == DEFAULT_OPEN_DEPTH:
-                    cuts.append((rank, desc, True))
-        segments: list[tuple[int, int] | list[int]] = []
-        after = 0  # the first rank not yet listed
-        for rank, desc, is_open in sorted(cuts):
-            if rank >= after:  # not inside a collapsed row, nor below an opened one
-                segments.append((self._shallow_before(after), self._shallow_before(rank + 1)))
-                if is_open:
-                    segments.append(self._below(rank, desc, opened))
-                after = rank + desc + 1
-        segments.append((self._shallow_before(after), self.shallow))
-        return _Segments(self, segments)
-
-    def _shallow_before(self, rank: int) -> int:
-        """How many rows of depth ≤ 2 come before ``rank``."""
-        if rank >= self.nodes:
-            return self.shallow
-        row = self.query("SELECT shallow_at FROM trace_tree WHERE rank = ?", (max(0, rank),))
-        return self.ints(row[0][0])[0] if row else self.shallow
-
-    def ints(self, *values: Any) -> tuple[int, ...]:
-        """``values`` read from ``trace_tree``, each an integer (else: damaged)."""
-        if not all(type(v) is int for v in values):
-            raise self._error("damaged trace_tree")
-        return values
-
-    def _below(self, rank: int, desc: int, opened: set[int]) -> list[int]:
-        """The ranks shown below the opened row at ``rank``, in order: its children, and
-        theirs for each opened child (only ranks inside a subtree: a damaged parent column
-        never loops)."""
-        sql = "SELECT rank, desc FROM trace_tree WHERE parent = ? AND rank > ? AND rank <= ?"
-
-        def children(r: int, d: int) -> list[tuple[int, int]]:  # the last one first
-            found = self.query(f"{sql} ORDER BY rank DESC", (r, r, r + d))
-            return [(k, self.ints(n)[0]) for k, n in found]
-
-        out, stack = [], children(rank, desc)
-        while stack:
-            r, d = stack.pop()
-            out.append(r)
-            if r in opened and d > 0:
-                stack += children(r, d)
-        return out
+        """The rows of depth ≤ 2, then in rank order each toggled row that is shown: the
+        subtree of a row closed hidden, the children of a row opened shown."""
+        depths = self._order("depth")
+        if self._shown is None:
+            self._shown = _Marked(bytearray(depths.translate(_SHOWN)))
+        toggled = self._ranks_of(list(expanded))
+        if not toggled:
+            return self._shown
+        marks, counts = bytearray(self._shown.marks), list(self._shown.counts)
+        for rank, depth, desc, node_id in sorted((*v, k) for k, v in toggled.items()):
+            if marks[rank] and expanded[node_id] != (depth < DEFAULT_OPEN_DEPTH):
+                end = max(rank + 1, min(self.nodes, rank + 1 + desc))  # in the tree, if damaged
+                if not expanded[node_id]:
+                    marks[rank + 1 : end] = bytes(end - rank - 1)
+                elif depth + 1 < 255:
+                    marks[rank + 1 : end] = depths[rank + 1 : end].translate(_equal(depth + 1))
+                else:  # the depths do not tell a child apart below 255
+                    marks[rank + 1 : end] = bytes(
+                        map(rank.__eq__, self._order("parent")[rank + 1 : end])
+                    )
+                for chunk in range((rank + 1) // _RANKS, (end - 1) // _RANKS + 1):
+                    counts[chunk] = marks.count(1, chunk * _RANKS, (chunk + 1) * _RANKS)
+        return _Marked(marks, counts)
 
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         if self._search is None or self._search[0] != query:
-            hits = sorted(self._hits(query))
-            if hits and not 0 <= hits[0] <= hits[-1] < self.nodes:
-                raise self._error("damaged trace_order")
-            self._search = (query, Listed(self._with_ancestors(hits), ascending=True), hits)
-        _, listed, hits = self._search
-        return listed, lambda rank: _index(hits, rank) >= 0, len(hits)
+            hits, found = self._hits(query)
+            self._search = (query, _Marked(self._with_ancestors(hits, found)), hits, found)
+        _, listed, hits, found = self._search
+        return listed, lambda rank: hits[rank] == 1, found
 
-    def _hits(self, query: str) -> Sequence[int]:
-        """The rank of every node whose search text holds ``query``: every line of each
-        block holding it marked at once (C-speed passes over the text)."""
+    def _hits(self, query: str) -> tuple[bytearray, int]:
+        """A byte a rank: 1 if the node's search text holds ``query``, else 0 (every line
+        of each block holding it marked at once); how many hold it."""
         needle = query.encode("utf-8", "surrogatepass")
-        if not needle or b"\n" in needle:
-            return []
-        rank_of, ranks = self._array("rank"), list[int]()
-        for first, block in self._search_texts():
+        texts, hits, found = self._search_texts(), bytearray(self.nodes), 0
+        for first, block in texts if needle and b"\n" not in needle else ():
             if needle in block:
                 marks = _lines_holding(block, needle)
-                ranks += itertools.compress(rank_of[first : first + len(marks)], marks)
-        return ranks
+                hits[first : first + len(marks)] = marks
+                found += marks.count(1)
+        return hits, found
 
     def _search_texts(self) -> list[tuple[int, bytes]]:
-        """Every node's search text as stored: blocks of consecutive nodes, each with its
-        first node's ``seq``, a line a node (UTF-8: a match never spans two nodes; no byte
-        0xff, which UTF-8 never has)."""
+        """Every node's search text as stored: blocks of consecutive ranks, a line a node,
+        each with its first rank (UTF-8: a match never spans two nodes; no byte 0xff, which
+        UTF-8 never has)."""
         if self._texts is None:
             blocks, lines = [], 0
             try:
-                for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY seq"):
+                for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY rank"):
                     if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
                         raise self._error("damaged trace_search")
                     blocks.append((lines, block))
@@ -529,24 +507,56 @@ class StoredTrace(WindowedTrace):
             self._texts = blocks
         return self._texts
 
-    def _with_ancestors(self, hits: list[int]) -> list[int]:
-        """``hits`` (sorted ranks) and the ranks of their ancestors, sorted, each once. Depth
-        first, an ancestor of a hit not listed before it comes after the previous hit: a level
-        at a time, each hit's next ancestor is taken while after the previous hit (and before
-        its child: a damaged parent never loops)."""
-        parent_of = self._array("parent")
-        out, child, after = list(hits), hits, [-1, *hits[:-1]]
-        while child:
-            up = _take(parent_of, child)
-            if min(up) < -1:  # no node (-1: a root)
-                raise self._error("damaged trace_order")
-            if not all(map(operator.lt, up, child)):  # damaged: a parent after its child
-                up = [p if p < c else -1 for p, c in zip(up, child, strict=True)]
-            new = list(map(operator.gt, up, after))
-            child, after = list(itertools.compress(up, new)), list(itertools.compress(after, new))
-            out += child
-        out.sort()  # sorted runs, one a level: merged
-        return out
+    def _with_ancestors(self, hits: bytearray, found: int) -> bytearray:
+        """``hits`` (a byte a rank) with their ancestors marked too. Depth first, each node
+        of depth ``k`` with children is followed by its subtree, a run of ranks deeper than
+        ``k``: as one big integer, a byte a rank, 0xff in those runs plus the hits carries
+        into the byte before each run holding a hit; a level of depth at a time. A level
+        costs its range of ranks (C passes), a walk up from each hit its ancestors: levels
+        are taken while cheaper, and a walk up from every hit does the rest."""
+        n, depths, levels = self.nodes, self._order("depth"), self._levels()
+        listed, budget, done = 0, 64 * found, 0  # rank r: byte n - 1 - r
+        for lo, hi in levels:
+            budget -= hi - lo
+            if budget < 0:
+                break
+            runs = int.from_bytes(depths[lo:hi].translate(_deeper(done)), "big")
+            carried = (runs + int.from_bytes(hits[lo:hi], "big")) & ~runs
+            listed |= carried << 8 * (n - hi)
+            done += 1
+        marks = bytearray(hits)
+        if listed:
+            listed |= int.from_bytes(hits, "big")
+            marks = bytearray(listed.to_bytes(n, "big").translate(_NONZERO))
+        if done < len(levels) or done == _LEVELS:  # (a trace 255 deep or more: always)
+            parents, at = self._order("parent"), hits.find(1)
+            while at >= 0:
+                up = parents[at]
+                while up >= 0 and not marks[up]:  # each parent before its child: it ends
+                    marks[up] = 1
+                    up = parents[up]
+                at = hits.find(1, at + 1)
+        return marks
+
+    def _levels(self) -> list[tuple[int, int]]:
+        """Per depth ``k`` (from 0, below ``_LEVELS``) up to the deepest node with children,
+        the ranks ``[lo, hi)`` from the first node of depth ``k`` with a child to the last
+        node deeper than ``k`` (read once, from the depths alone; the parents are checked
+        then too, for the walk up)."""
+        if self._spans is None:
+            self._order("parent")
+            depths, firsts = self._order("depth"), list[int]()
+            while len(firsts) < _LEVELS:  # a node of depth k followed by a child
+                lo = depths.find(bytes((len(firsts), len(firsts) + 1)))
+                if lo < 0:
+                    break
+                firsts.append(lo)
+            end, ends = depths.rfind(255) + 1, list[int]()
+            for k in reversed(range(len(firsts))):
+                end = max(end, depths.rfind(k + 1) + 1)
+                ends.append(end)
+            self._spans = list(zip(firsts, reversed(ends), strict=True))
+        return self._spans
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
         found = {int(row[0]): row for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", nodes)}
@@ -599,42 +609,33 @@ class StoredTrace(WindowedTrace):
         return time_buckets(self._starts, self._untimed, lo, hi, buckets)
 
 
-class _Segments:
-    """:meth:`StoredTrace.listing`'s segments, counted and sliced with one indexed query per
-    segment of rows of depth ≤ 2, never listed whole."""
+class _Marked:
+    """Listed ranks as marks (``marks[rank]``: 1 if listed, else 0), counted a chunk at a
+    time, so a window is sliced without listing every rank."""
 
-    def __init__(self, trace: StoredTrace, segments: list[Any]) -> None:
-        self.trace, self.segments = trace, [s for s in segments if _size(s) > 0]
-        self.total = sum(map(_size, self.segments))
+    def __init__(self, marks: bytearray, counts: list[int] | None = None) -> None:
+        self.marks = marks
+        self.counts = counts or [
+            marks.count(1, at, at + _RANKS) for at in range(0, len(marks), _RANKS)
+        ]
+        self.before = list(itertools.accumulate(self.counts, initial=0))  # before each chunk
+        self.total = self.before[-1]
 
     def slice(self, start: int, stop: int) -> Sequence[int]:
-        out: list[int] = []
-        at = 0
-        for seg in self.segments:
-            lo, hi = max(start, at) - at, min(stop, at + _size(seg)) - at
-            if lo < hi and isinstance(seg, list):
-                out += seg[lo:hi]
-            elif lo < hi:
-                sql = "SELECT rank FROM trace_tree WHERE depth <= 2 AND shallow_at >= ?"
-                found = self.trace.query(
-                    f"{sql} AND shallow_at < ? ORDER BY shallow_at", (seg[0] + lo, seg[0] + hi)
-                )
-                out += [int(rank) for (rank,) in found]
-            at += _size(seg)
-        return out
+        chunk = bisect.bisect_right(self.before, start) - 1
+        skip, at, out = start - self.before[chunk], chunk * _RANKS - 1, list[int]()
+        for _ in range(skip + max(0, stop - start)):
+            at = self.marks.find(1, at + 1)
+            if at < 0:
+                break
+            out.append(at)
+        return out[skip:]
 
     def index_of(self, node: int) -> int:
-        found = self.trace.query("SELECT depth, shallow_at FROM trace_tree WHERE rank = ?", (node,))
-        found = [self.trace.ints(*row) for row in found]
-        at = 0
-        for seg in self.segments:
-            if isinstance(seg, list):
-                if (k := _index(seg, node)) >= 0:
-                    return at + k
-            elif found and found[0][0] <= 2 and seg[0] <= found[0][1] < seg[1]:
-                return at + int(found[0][1]) - seg[0]
-            at += _size(seg)
-        return -1
+        if not (0 <= node < len(self.marks) and self.marks[node]):
+            return -1
+        chunk = node // _RANKS
+        return self.before[chunk] + self.marks.count(1, chunk * _RANKS, node)
 
 
 def _lines_holding(text: bytes, needle: bytes) -> bytes:
@@ -647,6 +648,18 @@ def _lines_holding(text: bytes, needle: bytes) -> bytes:
     return marks.replace(b"\xff\n", b"\x01").translate(_NEWLINE_0, b"\xff")
 
 
+@functools.cache
+def _deeper(depth: int) -> bytes:
+    """A ``translate`` table of depths: 0xff deeper than ``depth``, else 0."""
+    return bytes(255 * (d > depth) for d in range(256))
+
+
+@functools.cache
+def _equal(depth: int) -> bytes:
+    """A ``translate`` table of depths: 1 for ``depth``, else 0."""
+    return bytes(int(d == depth) for d in range(256))
+
+
 def _object(text: Any) -> dict[str, Any]:
     """The JSON object a row's ``text`` holds (``TypeError``/``ValueError`` if none)."""
     value = json.loads(text)
@@ -655,18 +668,9 @@ def _object(text: Any) -> dict[str, Any]:
     return value
 
 
-def _take(values: Sequence[int], at: Sequence[int]) -> Sequence[int]:
-    """``values[k]`` for each ``k`` in ``at``, in order (one C call: ``itemgetter``)."""
-    return operator.itemgetter(*at)(values) if len(at) > 1 else [values[k] for k in at]
-
-
 def _bounded(size: Any) -> bool:
     """A stored block's length as SQLite gives it, within what is read."""
     return isinstance(size, int) and size <= MAX_RECORDS_BYTES
-
-
-def _size(segment: tuple[int, int] | list[int]) -> int:
-    return len(segment) if isinstance(segment, list) else segment[1] - segment[0]
 
 
 def _index(values: Sequence[int], value: int) -> int:

@@ -522,13 +522,43 @@ def test_a_damaged_tree_order_or_search_text_is_one_error(
         store.close()
 
 
-def test_parents_that_point_forward_never_loop_a_search(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("parent", array("i", [(r + 1) % 200 for r in range(200)]).tobytes()),  # would loop
+        ("parent", array("i", [-5] * 200).tobytes()),
+        ("depth", bytes(199)),
+    ],
+)
+def test_a_damaged_parent_or_depth_array_is_one_error_at_the_first_search(
+    tmp_path: Path, name: str, value: bytes
+) -> None:
     path = save_trace(make_trace(200), tmp_path / "t.lfxtrace")
-    forward = array("i", [(r + 1) % 200 for r in range(200)]).tobytes()
-    _tamper(path, f"UPDATE trace_order SET ranks = X'{forward.hex()}' WHERE name = 'parent'")
+    _tamper(path, f"UPDATE trace_order SET ranks = X'{value.hex()}' WHERE name = '{name}'")
     store = open_store(path)
     try:
-        assert 0 < store.window(query="step")["total"] <= 200
+        for query in ("step", "step 17"):  # many matches and one
+            with pytest.raises(ValueError, match="damaged trace_order"):
+                store.window(query=query)
+    finally:
+        store.close()
+
+
+def test_a_trace_deeper_than_a_byte_counts_is_listed_and_searched_exactly(tmp_path: Path) -> None:
+    data = make_trace(700, seed=4, deep=300)  # a chain down to depth 301
+    nodes = data["nodes"]
+    store = open_store(save_trace(data, tmp_path / "t.lfxtrace"))
+    try:
+        for query in ("deep", "deep 29", "deep 299", "step", "step 2", "e"):
+            expected = visible(nodes, {}, query)
+            assert all_rows(store, query=query) == expected
+            pick = expected[-1] if expected else "s"
+            assert store.window(query=query, selected=pick)["selected_index"] == (
+                expected.index(pick) if expected else -1
+            )
+        chain = {f"d{d}": True for d in range(300)}
+        for expanded in (chain, {**chain, "d250": False}, {**chain, "d100": False, "b": False}):
+            assert all_rows(store, expanded=expanded) == visible(nodes, expanded)
     finally:
         store.close()
 

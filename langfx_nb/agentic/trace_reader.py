@@ -58,9 +58,7 @@ STORE_VERSION = 3
 DEFAULT_OPEN_DEPTH = 2  # as the page: depth 0 and 1 open unless the reader toggled them
 MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
-BLOCK = 1_000  # records per stored block (and read at a time)
-CACHED_BLOCKS = 8  # blocks of records kept parsed (a window's details read a few), each
-CACHED_BLOCK_BYTES = 8 << 20  # at most this large stored
+BLOCK = 1_000  # records (and search lines) per stored block
 _CHUNK = 500  # values bound into one SQL statement
 _NOT_MARKS = bytes(b for b in range(256) if b not in b"\n\xff")
 _NEWLINE_0 = bytes.maketrans(b"\n", b"\x00")
@@ -285,7 +283,7 @@ class StoredTrace(WindowedTrace):
         self._texts: list[tuple[int, bytes]] | None = None
         self._spans: list[tuple[int, int]] | None = None
         self._shown: _Marked | None = None  # the listing with nothing toggled
-        self._blocks: dict[int, Any] = {}  # the last blocks of records read, by first seq
+        self._block: tuple[int, Any] = (-1, None)  # the last block of records read
 
     def _error(self, message: str) -> ValueError:
         return ValueError(f"{self.where}: {message}" if self.where else message)
@@ -362,7 +360,7 @@ class StoredTrace(WindowedTrace):
 
     def _record(self, seq: int) -> Any:
         """The ``seq``-th record as stored (``None``: missing or too large): in a manifest,
-        a row of ``trace_nodes``; else from its block, the last few blocks kept parsed."""
+        a row of ``trace_nodes``; else from its block, the last block read kept parsed."""
         if self._external:
             sql = "SELECT length(n.record), n.record FROM trace_refs r JOIN trace_nodes n"
             found = self.query(f"{sql} ON n.rowid = r.ref WHERE r.seq = ?", (seq,))
@@ -371,16 +369,11 @@ class StoredTrace(WindowedTrace):
         found = self.query(f"{sql} LIMIT 1", (seq,))
         if not found or not _bounded(found[0][1]):
             return None
-        first, size = found[0]
-        block = self._blocks.get(first)
-        if block is None:
+        first = found[0][0]
+        if self._block[0] != first:
             body = self.query("SELECT body FROM trace_records WHERE seq = ?", (first,))
-            block = self._json(body[0][0], "records")
-            if size <= CACHED_BLOCK_BYTES:
-                if len(self._blocks) >= CACHED_BLOCKS:
-                    del self._blocks[next(iter(self._blocks))]
-                self._blocks[first] = block
-        at = seq - first
+            self._block = (first, self._json(body[0][0], "records"))
+        block, at = self._block[1], seq - first
         return block[at] if isinstance(block, list) and 0 <= at < len(block) else None
 
     def records(self) -> Iterator[Any]:
@@ -492,16 +485,11 @@ class StoredTrace(WindowedTrace):
         UTF-8 never has)."""
         if self._texts is None:
             blocks, lines = [], 0
-            try:
-                for (block,) in self.conn.execute("SELECT text FROM trace_search ORDER BY rank"):
-                    if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
-                        raise self._error("damaged trace_search")
-                    blocks.append((lines, block))
-                    lines += block.count(b"\n")
-                    if lines > self.nodes:
-                        raise self._error("damaged trace_search")
-            except sqlite3.Error as exc:
-                raise self._error(f"not a readable stored trace ({exc})") from exc
+            for (block,) in self.query("SELECT text FROM trace_search ORDER BY rank"):
+                if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
+                    raise self._error("damaged trace_search")
+                blocks.append((lines, block))
+                lines += block.count(b"\n")
             if lines != self.nodes:
                 raise self._error("damaged trace_search")
             self._texts = blocks
@@ -573,9 +561,14 @@ class StoredTrace(WindowedTrace):
             raise self._error(f"damaged trace_rows or trace_tree ({short(str(exc))})") from exc
 
     def _row(self, row: Sequence[Any], expanded: Mapping[str, bool]) -> dict[str, Any]:
+        node = row_summary(
+            str(py_text(row[1])), py_text(row[3]), str(row[6]), str(py_text(row[8])),
+            str(row[7]), row[10], row[11], str(py_text(row[9])), row[12], int(row[13]),
+            None if row[18] is None else _object(row[18]),
+        )  # fmt: skip
         depth, desc = int(row[4]), int(row[5])
         entry: dict[str, Any] = {
-            "node": self._summary(row),
+            "node": node,
             "depth": depth,
             "kids": desc > 0,
             "open": desc > 0 and bool(expanded.get(py_text(row[1]), depth < DEFAULT_OPEN_DEPTH)),
@@ -584,14 +577,6 @@ class StoredTrace(WindowedTrace):
         if row[19] is not None:
             entry["below"] = {str(k): int(n) for k, n in _object(row[19]).items()}
         return entry
-
-    def _summary(self, row: Sequence[Any]) -> dict[str, Any]:
-        extra = None if row[18] is None else _object(row[18])
-        return row_summary(
-            str(py_text(row[1])), py_text(row[3]), str(row[6]), str(py_text(row[8])),
-            str(row[7]), row[10], row[11], str(py_text(row[9])), row[12], int(row[13]),
-            extra,
-        )  # fmt: skip
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
         """Exact node counts per time bucket of ``[lo, hi]`` by status group (``running``,
@@ -639,11 +624,9 @@ class _Marked:
 
 
 def _lines_holding(text: bytes, needle: bytes) -> bytes:
-    """A byte a line of ``text``: 1 if the line holds ``needle``, else 0 (``needle`` without
-    newline or 0xff, nor ``text`` with 0xff): each occurrence's first byte becomes 0xff (a
-    replacement of the same length: one pass, in place), every other byte but newlines goes:
-    a line is 0xff k times and a newline, k > 0 if it holds ``needle``; its last 0xff and
-    newline become 1, the other 0xff go, a lone newline becomes 0."""
+    """A byte a line of ``text``: 1 if the line holds ``needle``, else 0 (neither holds
+    0xff; ``needle`` no newline). Each match's first byte becomes 0xff and all else but
+    newlines goes: a line holding it is 0xff and a newline, which become 1."""
     marks = text.replace(needle, b"\xff" + needle[1:]).translate(None, _NOT_MARKS)
     return marks.replace(b"\xff\n", b"\x01").translate(_NEWLINE_0, b"\xff")
 

@@ -132,9 +132,7 @@ class Listing(Protocol):
 
     def slice(self, start: int, stop: int) -> Sequence[int]: ...
 
-    def index_of(self, node: int) -> int:
-        """Where ``node`` is listed (-1: not listed)."""
-        ...
+    def index_of(self, node: int) -> int: ...  # -1: not listed
 
 
 class Listed:
@@ -246,8 +244,8 @@ class WindowedTrace(ABC):
 
 class StoredTrace(WindowedTrace):
     """A stored trace's reader: counts, windows, search and records, each a few queries.
-    Nodes are handled by ``rank`` (depth first order); what a query reads whole (the search
-    texts, the rank and parent arrays, the start times) is read at its first use and kept."""
+    Nodes are handled by ``rank`` (depth first order); what is read whole (the search texts,
+    the ``trace_order`` arrays, the start times) is read at its first use and kept."""
 
     def __init__(self, conn: sqlite3.Connection, *, where: str = "") -> None:
         self.conn = conn
@@ -257,7 +255,11 @@ class StoredTrace(WindowedTrace):
         if info.get("format") != STORE_FORMAT:
             raise self._error("not a stored langfx_nb trace")
         if info.get("version") != STORE_VERSION:
-            raise self._error(f"unsupported stored trace version: {short(info.get('version'))}")
+            version = short(info.get("version"))
+            raise self._error(
+                f"unsupported stored trace version: {version} (this langfx_nb reads version"
+                f" {STORE_VERSION}: save the trace again from its source with lf.save_trace)"
+            )
         try:
             self.header: dict[str, Any] = dict(info["header"])
             check_trace_header(self.header)
@@ -579,9 +581,8 @@ class StoredTrace(WindowedTrace):
         return entry
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-        """Exact node counts per time bucket of ``[lo, hi]`` by status group (``running``,
-        ``ok``, ``failed``), and how many start before, after, or have no start time. The
-        start times of each group are read once, sorted (8 bytes a node)."""
+        """See :meth:`WindowedTrace.timeline`: each group's sorted start times are read once
+        (8 bytes a node)."""
         if self._starts is None:
             starts: dict[str, array[float]] = {}
             for group, blob in self.query("SELECT grp, starts FROM trace_starts"):
@@ -719,12 +720,8 @@ def time_buckets(
         last = bisect.bisect_right(values, hi)
         before += first
         after += len(values) - last
-        row, at = [], first
-        for k in range(1, buckets + 1):
-            edge = bisect.bisect_left(values, lo + k * width, at, last) if k < buckets else last
-            row.append(max(0, edge - at))
-            at = max(at, edge)
         in_range += last - first
-        counts[group] = row
+        edges = [bisect.bisect_left(values, lo + k * width, first, last) for k in range(buckets)]
+        counts[group] = list(map(operator.sub, [*edges[1:], last], edges))
     out = {"lo": lo, "hi": hi, "buckets": buckets, "in_range": in_range, "before": before}
     return {**out, "after": after, "untimed": untimed, "counts": counts}

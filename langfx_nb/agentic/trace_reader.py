@@ -136,20 +136,16 @@ class Listing(Protocol):
 
 
 class Listed:
-    """A listing held whole, in order (``ascending``: the handles increase, so a handle is
-    found by bisection)."""
+    """A listing held whole, in order."""
 
-    def __init__(self, order: Sequence[int], *, ascending: bool) -> None:
+    def __init__(self, order: Sequence[int]) -> None:
         self.order = order
-        self.ascending = ascending  # handles in order: found by bisection
         self.total = len(order)
 
     def slice(self, start: int, stop: int) -> Sequence[int]:
         return self.order[start:stop]
 
     def index_of(self, node: int) -> int:
-        if self.ascending:
-            return _index(self.order, node)
         return self.order.index(node) if node in self.order else -1
 
 
@@ -655,12 +651,6 @@ def _object(text: Any) -> dict[str, Any]:
 def _bounded(size: Any) -> bool:
     """A stored block's length as SQLite gives it, within what is read."""
     return isinstance(size, int) and size <= MAX_RECORDS_BYTES
-
-
-def _index(values: Sequence[int], value: int) -> int:
-    """Where ``value`` is in the sorted ``values`` (-1: not there)."""
-    k = bisect.bisect_left(values, value)
-    return k if k < len(values) and values[k] == value else -1
 
 
 def row_summary(

@@ -438,7 +438,7 @@ class LiveIndex(WindowedTrace):
             stack.append((kids, todo, k + 1))
             below = self.kids[kids[k]]
             stack.append((below, open_kids(below, kids[k]), 0))
-        return Listed(order, ascending=False)
+        return Listed(order)
 
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         hits = self._hits(query)
@@ -454,7 +454,7 @@ class LiveIndex(WindowedTrace):
             i = stack.pop()
             order.append(i)
             stack.extend(k for k in reversed(self.kids.get(i, ())) if k in keep)
-        return Listed(order, ascending=False), hits.__contains__, len(hits)
+        return Listed(order), hits.__contains__, len(hits)
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
         return [self._row(i, expanded) for i in nodes]

@@ -593,3 +593,34 @@ def test_records_holding_objects_that_begin_with_an_id_are_converted_whole(tmp_p
         assert all_rows(store) == visible(data["nodes"], {})
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_tree_of_any_shape_is_listed_and_searched_as_the_plain_walk_does(
+    tmp_path: Path, seed: int
+) -> None:
+    """Random trees (wide, deep, in between; children written before or after their
+    parents): a search with many matches (a depth level at a time), few (a walk up) or
+    between, and rows opened and closed, list what the plain walk does."""
+    rand = random.Random(seed)
+    nodes: list[dict[str, Any]] = [
+        {"id": "s", "parent_id": None, "kind": "session", "name": "session", "status": "ok"}
+    ]
+    for i in range(1, 600):
+        back = rand.randrange(len(nodes)) if seed % 2 else int(rand.expovariate(0.1 * seed + 0.1))
+        pick = len(nodes) - 1 - min(len(nodes) - 1, back)  # any node, or one of the last
+        name = f"n{rand.randrange(10 ** rand.randrange(1, 4))}"
+        nodes.append({"id": f"x{i}", "parent_id": nodes[pick]["id"], "kind": "action",
+                      "name": name, "status": "ok"})  # fmt: skip
+    rand.shuffle(nodes)  # written in any order
+    data = {"format": "langfx_nb.trace", "version": 1, "session": {"id": "t"}, "nodes": nodes}
+    store = open_store(save_trace(data, tmp_path / "t.lfxtrace"))
+    try:
+        for query in ("n", "n1", "n12", "n5", "n99", "action", "zzz"):
+            assert all_rows(store, query=query) == visible(nodes, {}, query)
+        expanded: dict[str, bool] = {}
+        for _ in range(20):  # rows opened and closed, at any depth
+            expanded[rand.choice(nodes)["id"]] = rand.random() < 0.7
+            assert all_rows(store, expanded=expanded) == visible(nodes, expanded)
+    finally:
+        store.close()

@@ -410,9 +410,6 @@ class StoreWriter:
             "INSERT INTO trace_starts VALUES (?, ?)",
             [(g, array("d", sorted(v)).tobytes()) for g, v in starts.items()],
         )
-        # indexes built once the rows are written (faster than kept up to date row by row)
-        conn.execute("CREATE INDEX trace_tree_parent ON trace_tree(parent)")
-        conn.execute("CREATE INDEX trace_tree_shallow ON trace_tree(shallow_at) WHERE depth <= 2")
         span = "SELECT min(start), max(max(coalesce(end, start)), start) FROM trace_rows"
         row = conn.execute(span).fetchone()
         info = {

@@ -65,7 +65,7 @@ _NEWLINE_0 = bytes.maketrans(b"\n", b"\x00")
 _NONZERO = bytes(min(b, 1) for b in range(256))  # translate tables of bytes: 0 or 1
 _SHOWN = bytes(int(d <= DEFAULT_OPEN_DEPTH) for d in range(256))  # a depth shown at first
 _LEVELS = 254  # depths told apart by a byte below the last (255: 255 or deeper)
-_RANKS = 4_096  # ranks a listing counts at a time
+_RANKS = 2_048  # ranks a listing counts at a time
 _ROW = (
     "SELECT t.rank, r.id, t.parent, r.parent_id, t.depth, t.desc, r.kind, r.status, r.name,"
     " r.hint, r.start, r.end, r.cost, r.tokens, t.sub_tokens, t.sub_cost, t.sub_priced,"

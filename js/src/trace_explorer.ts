@@ -14,6 +14,7 @@ export { costText } from "./tree";
 
 const ROW_H = 22;
 const MAIN_H = 440;
+const NARROW_PX = 760;
 /** Rows asked for beyond what is on screen (scrolling stays local). */
 const MARGIN = 60;
 /** How long a window request may go unanswered before the page asks again. */
@@ -34,7 +35,7 @@ function layoutOf(v: Record<string, any>) {
 }
 
 const CSS = `
-.lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff);container-type:inline-size}
+.lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff)}
 .lfx-te-bar{display:flex;flex-wrap:wrap;gap:6px 8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-te-bar input{flex:1 1 220px;min-width:160px;font:inherit;padding:2px 6px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
 .lfx-te-bar .lfx-te-tools{display:flex;gap:4px;margin-left:auto}
@@ -89,11 +90,9 @@ const CSS = `
 .lfx-te-empty{padding:12px;color:var(--jp-ui-font-color2,#757575)}
 .lfx-te.lfx-max .lfx-te-left{display:none}
 .lfx-te.lfx-max .lfx-te-main{min-height:560px}
-@container (max-width: 759px){
-.lfx-te-main{flex-direction:column}
-.lfx-te-left{flex:0 0 50%}
-.lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}
-}
+.lfx-te.lfx-narrow .lfx-te-main{flex-direction:column}
+.lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%}
+.lfx-te.lfx-narrow .lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx .lfx-st-waiting_for_approval{background:var(--lfx-warn,#f9ab00);color:#000}
 .lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#555)}
 .lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
@@ -196,6 +195,8 @@ export default {
     let ended = false; // the trace is over (a saved trace, a disposed session)
     let seq = -1; // the newest state adopted
     let closed = ""; // set once the kernel is gone: why live updates stopped
+    /** Nothing shown can still run: the trace ended or the kernel is gone. */
+    const over = () => ended || closed !== "";
     const details = new Map<string, TraceNode | null>(); // full records (null: asked for)
     let detailsVersion = 0;
     let selected: string | null = null;
@@ -214,7 +215,7 @@ export default {
      *  yet, so every view asks for its own) and the trace-wide values. */
     function applyState(state: any): void {
       if (!state?.windowed || typeof state.windowed !== "object") return;
-      seq = state.seq;
+      if (typeof state.seq === "number") seq = state.seq;
       win = new RowWindow(state.windowed);
       span = [Infinity, -Infinity];
       totals = null;
@@ -438,7 +439,7 @@ export default {
         div.style.display = "";
         const row = stale ? undefined : win.at(i);
         // a row is rebuilt only when something it shows changed
-        const key = row ? JSON.stringify([row, row.node.id === selected, layout.timeline, lo, hi, span[1], ended, closed]) : "pending";
+        const key = row ? JSON.stringify([row, row.node.id === selected, layout.timeline, lo, hi, span[1], over()]) : "pending";
         if (div.dataset.key === key) continue;
         div.dataset.key = key;
         if (row) fillRow(div, row, lo, hi);
@@ -459,7 +460,7 @@ export default {
       const id = String(node.id);
       const r = rollupOf(row);
       const open = row.kids && row.open;
-      const v = rowValuesOf(node, row.depth, r, row.below, ended, !!closed);
+      const v = rowValuesOf(node, row.depth, r, row.below, over());
       div.dataset.id = id;
       div.className = `lfx-te-row${selected === id ? " lfx-sel" : ""}${row.match ? " lfx-match" : ""}`;
       div.setAttribute("aria-expanded", String(open));
@@ -470,7 +471,7 @@ export default {
       const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: v.name || id }), belowTag(v.below),
         more && h("span", { class: "lfx-te-more", text: more }), v.hint && h("span", { class: "lfx-te-hint", text: v.hint }));
       // the timeline bar: a running node's reaches the axis end
-      const end = typeof node.end === "number" ? node.end : isLive(node.status) && !ended && !closed ? Math.max(hi, span[1]) : node.start;
+      const end = typeof node.end === "number" ? node.end : isLive(node.status) && !over() ? Math.max(hi, span[1]) : node.start;
       const place = layout.timeline && typeof node.start === "number" ? barPlace(node.start, end as number, lo, hi) : null;
       const bar = place && h("span", {
         class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${humanWait(node) ? " w-human" : ""}`,
@@ -504,10 +505,9 @@ export default {
         ? `No nodes match “${query.trim()}”. Clear the filter to see all ${nodes} ${plural(nodes, "node")}.`
         : "No trace nodes yet.";
       const c = reply.counts.status;
-      const live = !closed && !ended;
-      const waiting = live ? c.waiting ?? 0 : 0;
+      const waiting = over() ? 0 : c.waiting ?? 0;
       // the session root runs until disposed: only work under it counts as running
-      const running = live ? (c.running ?? 0) + waiting - (reply.roots_running ?? 0) : 0;
+      const running = !over() ? (c.running ?? 0) + waiting - (reply.roots_running ?? 0) : 0;
       const failed = BAD.reduce((k, s) => k + (c[s] ?? 0), 0);
       badge.textContent = waiting ? `${waiting} approval${waiting > 1 ? "s" : ""} waiting` : "";
       badge.style.display = waiting ? "" : "none";
@@ -522,10 +522,10 @@ export default {
         (query ? ` · ${reply.total} shown` : "");
     }
 
-    function section(label: string, value: unknown): void {
-      const error = label === "Error";
-      detail.append(h("h4", {}, h("span", { text: label }), copyButton(() => (error ? errorCopyText(value) : asText(value)))));
-      detail.append(error ? errorBox(value) : readable(value));
+    /** A part of the details under its title, with a button that copies the whole value. */
+    function section(label: string, value: unknown, body = label === "Error" ? errorBox(value) : readable(value)): void {
+      const copy = () => (label === "Error" ? errorCopyText(value) : asText(value));
+      detail.append(h("h4", {}, h("span", { text: label }), copyButton(copy)), body);
     }
 
     let selectedRow: WindowRow | undefined; // the selection's row, kept while it is scrolled away
@@ -534,7 +534,7 @@ export default {
       selectedRow = win.at(win.indexOf(selected)) ?? (selectedRow?.node.id === selected ? selectedRow : undefined);
       const node = (selected && details.get(selected)) || selectedRow?.node;
       const hidden = !!node && !!query.trim() && win.selected === selected && win.reply.selected_index === -1; // filtered out
-      const key = JSON.stringify(node ? [selected, detailsVersion, selectedRow, hidden, ended, closed] : null);
+      const key = JSON.stringify(node ? [selected, detailsVersion, selectedRow, hidden, over()] : null);
       if (key === detailFor) return;
       detailFor = key;
       if (!node || hidden) {
@@ -542,7 +542,7 @@ export default {
         return void detail.replaceChildren(h("div", { class: "lfx-muted", text }));
       }
       const r = selectedRow && rollupOf(selectedRow);
-      const v = rowValuesOf(node, 0, r, selectedRow?.below, ended, !!closed);
+      const v = rowValuesOf(node, 0, r, selectedRow?.below, over());
       const tokens = r?.tokens ? `tokens ${r.tokens.toLocaleString("en-US")} in this subtree (${(r.own ?? 0).toLocaleString("en-US")} in this node)` : "tokens —";
       detail.replaceChildren(
         h("div", {}, h("b", { text: v.name || node.id }), " ", chip(v.status), belowTag(v.below)),
@@ -560,8 +560,7 @@ export default {
       if (has("error")) section("Error", node.error);
       const chat = conversation(node);
       if (chat) {
-        detail.append(h("h4", {}, h("span", { text: "Conversation" }), copyButton(() => asText(chat))));
-        detail.append(chatView(chat) ?? readable(chat));
+        section("Conversation", chat, chatView(chat) ?? readable(chat));
         const out = node.outputs as Record<string, unknown> | undefined;
         if (out && typeof out === "object" && out.result !== undefined) section("Result", out.result);
       }
@@ -707,6 +706,9 @@ export default {
     };
     ovCell.addEventListener("wheel", onWheel, { passive: false });
     axis.addEventListener("wheel", onWheel, { passive: false });
+    // below NARROW_PX the panes stack
+    const sizes = new ResizeObserver(() => root.classList.toggle("lfx-narrow", root.clientWidth > 0 && root.clientWidth < NARROW_PX));
+    sizes.observe(root);
     search.addEventListener("input", () => {
       clearTimeout(searchTimer);
       searchTimer = setTimeout(() => {
@@ -724,6 +726,7 @@ export default {
       model.off("msg:custom", onMessage);
       model.off("change:title", onTitle);
       clearTimeout(retry);
+      sizes.disconnect();
       if (frame) cancelAnimationFrame(frame);
     };
   },

@@ -6,7 +6,7 @@
 // screen (a live trace's windows are pushed again as it changes) and for a selected node's
 // full record.
 import { KINDS } from "./kinds";
-import { Child, asText, chatView, copyButton, decodeState, errorBox, errorCopyText, errorText, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
+import { Child, asText, chatView, copyButton, decodeState, errorBox, errorCopyText, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
 import { BAR_LIMIT, BUCKETS, GROUPS, Zoom, barPlace, visibleRange, zoomBy } from "./timeline";
 import { BAD, RowWindow, TraceNode, WindowReply, WindowRow, argChanges, durationMs, humanWait, isLive, rollupOf, rowValuesOf, windowRange } from "./tree";
 
@@ -296,14 +296,12 @@ export default {
       layout.zoom = zoom;
       changed();
     }
-    /** The rows on screen: [start, end). */
     const onScreen = () => windowRange(scroll.scrollTop, scroll.clientHeight || MAIN_H, ROW_H, win.reply.total);
     /** The whole trace's time axis (at least 1 ms long). */
     function fullSpan(): [number, number] {
       const [lo, hi] = span;
       return Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
     }
-    /** The timeline's axis: the zoomed range of the trace's axis. */
     const timeSpan = () => visibleRange(fullSpan(), layout.zoom);
 
     // -- windows of rows: asked of the kernel for the rows on screen plus a margin ----------
@@ -482,18 +480,10 @@ export default {
         h("span", { class: "lfx-te-caret", "data-caret": "1", text: row.kids ? (open ? "▾" : "▸") : "" }),
         h("span", { class: "lfx-te-kind", text: v.kind || "node" }),
         label,
-        // "≥ $1.23" of a partial sum: the tooltip and the detail pane give the whole label
+        // "≥ $1.23" of a partial sum: the detail pane gives the whole label
         ...cols(["st", "", chip(v.status)], ["dur lfx-dur", v.duration || (still ? "…" : "—")], ["tok", v.tokens], ["cost", v.cost.split(" (")[0]]),
         h("span", { class: "lfx-te-c lfx-te-c-tl" }, bar),
       );
-      div.title = [
-        `${v.kind || "node"} ${v.name || id}: ${v.status}${v.below ? ` (${v.below})` : ""}`,
-        `duration ${v.duration || "—"}`,
-        r.tokens && `${r.tokens.toLocaleString("en-US")} tokens (this subtree)`,
-        `cost ${v.cost || "—"}`,
-        v.wait && `waiting for a person ${v.wait}`,
-        errorText(node.error),
-      ].filter(Boolean).join(" · ");
     }
 
     /** The bar's counts, badge, Cancel button and the note when the kernel is gone. */

@@ -466,22 +466,25 @@ export default {
       div.style.paddingLeft = `${row.depth * 14 + 2}px`;
       // a collapsed row says how many nodes it holds: nothing is hidden without a count
       const more = row.kids && !open && r.descendants ? `${r.descendants.toLocaleString("en-US")} ${plural(r.descendants, "node")}` : "";
-      const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: v.name || id }), belowTag(v.below),
-        more && h("span", { class: "lfx-te-more", text: more }), v.hint && h("span", { class: "lfx-te-hint", text: v.hint }));
-      // the timeline bar: a running node's reaches the axis end
-      const end = typeof node.end === "number" ? node.end : isLive(node.status) && !over() ? Math.max(hi, span[1]) : node.start;
+      // a running node's timeline bar reaches the axis end
+      const running = isLive(node.status) && !over();
+      const end = typeof node.end === "number" ? node.end : running ? Math.max(hi, span[1]) : node.start;
       const place = layout.timeline && typeof node.start === "number" ? barPlace(node.start, end as number, lo, hi) : null;
       const bar = place && h("span", {
         class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${humanWait(node) ? " w-human" : ""}`,
         style: `left:${place[0].toFixed(3)}%;width:${place[1].toFixed(3)}%`,
       });
-      const still = ["running", "waiting for approval", "open"].includes(v.status);
       div.replaceChildren(
         h("span", { class: "lfx-te-caret", "data-caret": "1", text: row.kids ? (open ? "▾" : "▸") : "" }),
         h("span", { class: "lfx-te-kind", text: v.kind || "node" }),
-        label,
+        h("span", { class: "lfx-te-label" },
+          h("span", { class: "lfx-te-name", text: v.name || id }),
+          belowTag(v.below),
+          more && h("span", { class: "lfx-te-more", text: more }),
+          v.hint && h("span", { class: "lfx-te-hint", text: v.hint }),
+        ),
         // "≥ $1.23" of a partial sum: the detail pane gives the whole label
-        ...cols(["st", "", chip(v.status)], ["dur lfx-dur", v.duration || (still ? "…" : "—")], ["tok", v.tokens], ["cost", v.cost.split(" (")[0]]),
+        ...cols(["st", "", chip(v.status)], ["dur lfx-dur", v.duration || (running ? "…" : "—")], ["tok", v.tokens], ["cost", v.cost.split(" (")[0]]),
         h("span", { class: "lfx-te-c lfx-te-c-tl" }, bar),
       );
     }

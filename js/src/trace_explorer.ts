@@ -171,8 +171,12 @@ export default {
     const cols = (...specs: [string, string, Child?, string?][]) =>
       specs.map(([col, text, child, tip]) => h("span", { class: `lfx-te-c lfx-te-c-${col}`, text, title: tip }, child));
     const axis = h("span", { class: "lfx-te-c lfx-te-c-tl lfx-te-axis" });
-    const head = h("div", { class: "lfx-te-head" }, h("span", { class: "lfx-te-label", text: "name" }),
-      ...cols(["st", "status"], ["dur", "duration"], ["tok", "tokens Σ", null, "this node and all below it"], ["cost", "cost Σ", null, "this node and all below it; — when no price is known"]), axis);
+    const head = h("div", { class: "lfx-te-head" }, h("span", { class: "lfx-te-label", text: "name" }), ...cols(
+      ["st", "status"],
+      ["dur", "duration"],
+      ["tok", "tokens Σ", null, "this node and all below it"],
+      ["cost", "cost Σ", null, "this node and all below it; — when no price is known"],
+    ), axis);
     const ovLabel = h("span", { class: "lfx-te-label lfx-muted" });
     const ovCell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
     const ov = h("div", { class: "lfx-te-head lfx-te-ov" }, ovLabel, ...cols(["st", ""], ["dur", ""], ["tok", ""], ["cost", ""]), ovCell);
@@ -483,8 +487,12 @@ export default {
           more && h("span", { class: "lfx-te-more", text: more }),
           v.hint && h("span", { class: "lfx-te-hint", text: v.hint }),
         ),
-        // "≥ $1.23" of a partial sum: the detail pane gives the whole label
-        ...cols(["st", "", chip(v.status)], ["dur lfx-dur", v.duration || (running ? "…" : "—")], ["tok", v.tokens], ["cost", v.cost.split(" (")[0]]),
+        ...cols(
+          ["st", "", chip(v.status)],
+          ["dur lfx-dur", v.duration || (running ? "…" : "—")],
+          ["tok", v.tokens],
+          ["cost", v.cost.split(" (")[0]], // "≥ $1.23" of a partial sum: the details give the whole label
+        ),
         h("span", { class: "lfx-te-c lfx-te-c-tl" }, bar),
       );
     }

@@ -287,8 +287,9 @@ export default {
     const schedule = () => {
       if (!frame) frame = requestAnimationFrame(draw);
     };
-    /** The reader changed the view: draw it (asking for its rows) and save it. */
+    /** The reader changed the view: ask for its rows now (not a frame later), draw it, save it. */
     function changed(): void {
+      ensureWindow(...onScreen());
       schedule();
       saveView();
     }
@@ -355,7 +356,10 @@ export default {
       }
       const { key, selected: shownFor } = asked ?? win;
       win = new RowWindow(reply, key, shownFor);
-      schedule();
+      if (!asked) return schedule();
+      // the rows the reader waits for: drawn now, so the coming frame shows them
+      if (frame) cancelAnimationFrame(frame);
+      draw();
     }
     /** Keyboard moves that waited for the kernel: a row to select, a selection to show. */
     function follow(): void {
@@ -630,7 +634,10 @@ export default {
       schedule();
     }
     const stopWatching = onKernelGone(el, model, closeAll);
-    scroll.addEventListener("scroll", schedule);
+    scroll.addEventListener("scroll", () => {
+      ensureWindow(...onScreen());
+      schedule();
+    });
     scroll.addEventListener("click", (ev) => {
       const target = ev.target as HTMLElement;
       const id = (target.closest(".lfx-te-row") as HTMLElement | null)?.dataset.id;

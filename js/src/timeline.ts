@@ -35,14 +35,6 @@ export function zoomBy(span: [number, number], zoom: Zoom, factor: number, at = 
   return visibleRange(span, [centre - width * at, centre - width * at + width]);
 }
 
-/** Move the visible range by `share` of its width (negative: earlier). */
-export function panBy(span: [number, number], zoom: Zoom, share: number): Zoom {
-  if (!zoom) return null;
-  const [lo, hi] = visibleRange(span, zoom);
-  const d = (hi - lo) * share;
-  return visibleRange(span, [lo + d, hi + d]);
-}
-
 /** A bar's left and width, in % of the axis [lo, hi], clipped to it (null: outside). */
 export function barPlace(start: number, end: number, lo: number, hi: number): [number, number] | null {
   const total = hi - lo;

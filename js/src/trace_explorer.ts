@@ -6,9 +6,9 @@
 // screen (a live trace's windows are pushed again as it changes) and for a selected node's
 // full record.
 import { KINDS } from "./kinds";
-import { asText, chatView, clear, copyButton, decodeState, errorBox, errorCopyText, errorText, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
-import { BAR_LIMIT, BUCKETS, GROUPS, Zoom, barPlace, panBy, visibleRange, zoomBy } from "./timeline";
-import { BAD, RowWindow, TraceNode, WindowReply, WindowRow, argChanges, belowText, costText, durationMs, humanWait, isLive, rollupOf, rowValuesOf, statusLabel, windowRange } from "./tree";
+import { Child, asText, chatView, copyButton, decodeState, errorBox, errorCopyText, fmtDuration, h, injectCss, localTime, markLive, messageTurns, onKernelGone, plural, readable, requestAt, totalCostText, trySend } from "./dom";
+import { BAR_LIMIT, BUCKETS, GROUPS, Zoom, barPlace, visibleRange, zoomBy } from "./timeline";
+import { BAD, RowWindow, TraceNode, WindowReply, WindowRow, argChanges, durationMs, humanWait, isLive, rollupOf, rowValuesOf, windowRange } from "./tree";
 
 export { costText } from "./tree";
 
@@ -29,14 +29,10 @@ function layoutOf(v: Record<string, any>) {
   const zoomOk = Array.isArray(zoom) && zoom.length === 2 && zoom.every((t: unknown) => typeof t === "number" && Number.isFinite(t)) && zoom[0] <= zoom[1];
   return {
     timeline: v.timeline !== false,
-    split: typeof v.split === "number" ? Math.min(0.8, Math.max(0.2, v.split)) : 0.62, // the tree pane's share of the width
-    height: typeof v.height === "number" ? Math.max(160, v.height) : MAIN_H, // px of the tree + detail area
     max: !!v.max, // the detail pane maximized
     zoom: (zoomOk ? [zoom[0], zoom[1]] : null) as Zoom, // the timeline's visible range (null: the whole trace)
   };
 }
-
-const stClass = (status: string) => `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`;
 
 const CSS = `
 .lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff)}
@@ -82,22 +78,21 @@ const CSS = `
 .lfx-te-bar-tl.w-human{background:repeating-linear-gradient(90deg,var(--lfx-warn) 0 2px,transparent 2px 4px)}
 .lfx-te-axis{display:flex;justify-content:space-between}
 .lfx-te-ov{height:26px;cursor:default}
-.lfx-te-ov .lfx-te-c-tl{height:22px;display:flex;align-items:flex-end;gap:0;cursor:zoom-in;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
+.lfx-te-ov .lfx-te-c-tl{height:22px;display:flex;align-items:flex-end;gap:0;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-te-ov-b{flex:1 1 0;display:flex;flex-direction:column-reverse;min-width:0;height:100%}
 .lfx-te-ov-b span{display:block;flex:none}
 .lfx-te-ov-b .g-ok{background:color-mix(in srgb,var(--jp-ui-font-color1,#222) 45%,transparent)}
 .lfx-te-ov-b .g-running{background:var(--lfx-run,#1a73e8)}
 .lfx-te-ov-b .g-failed{background:var(--lfx-bad,#b3261e)}
-.lfx-te-split{flex:0 0 6px;cursor:col-resize;background:var(--jp-border-color2,#e0e0e0)}
-.lfx-te-split:hover{background:var(--jp-brand-color2,#64b5f6)}
-.lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box}
+.lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box;border-left:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-te-detail h4{display:flex;align-items:center;gap:6px;margin:10px 0 3px 0;font-size:12px}
 .lfx-te-detail h4 .lfx-copy{margin-left:auto}
 .lfx-te-empty{padding:12px;color:var(--jp-ui-font-color2,#757575)}
-.lfx-te.lfx-max .lfx-te-left,.lfx-te.lfx-max .lfx-te-split,.lfx-te.lfx-narrow .lfx-te-split{display:none}
+.lfx-te.lfx-max .lfx-te-left{display:none}
+.lfx-te.lfx-max .lfx-te-main{min-height:560px}
 .lfx-te.lfx-narrow .lfx-te-main{flex-direction:column}
-.lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%!important}
-.lfx-te.lfx-narrow .lfx-te-detail{border-top:1px solid var(--jp-border-color2,#e0e0e0)}
+.lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%}
+.lfx-te.lfx-narrow .lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx .lfx-st-waiting_for_approval{background:var(--lfx-warn,#f9ab00);color:#000}
 .lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#555)}
 .lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
@@ -154,50 +149,99 @@ export function conversation(node: TraceNode): unknown[] | null {
 export default {
   render({ model, el }: { model: any; el: HTMLElement }) {
     timing("initialize");
-    // -- what this view shows, and the reader's choices -------------------------------------
+    // -- the page ----------------------------------------------------------------------------
+    // JupyterLab's own shortcuts (↑/↓ move between cells…) stay out of the explorer's keys
+    const root = h("div", { class: "lfx lfx-te", "data-lm-suppress-shortcuts": "true" });
+    injectCss(root, CSS);
+    const title = h("b", { text: model.get("title") || "Trace" });
+    const search = h("input", { type: "search", class: "lfx-te-filter", placeholder: "filter: name, kind, status, message, error…  ( / )" }) as HTMLInputElement;
+    const summary = h("span", { class: "lfx-muted lfx-te-summary" });
+    const badge = h("span", { class: "lfx-te-badge", style: "display:none" });
+    const button = (cls: string, text: string, tip: string) => h("button", { class: `lfx-btn ${cls}`, type: "button", text, title: tip }) as HTMLButtonElement;
+    const cancelButton = button("lfx-te-cancel", "Cancel run", "Cancel the run this trace follows; a tool waiting for approval does not run");
+    cancelButton.style.display = "none";
+    const closedBar = h("div", { class: "lfx-te-closed", style: "display:none" });
+    const timelineBtn = button("lfx-te-tl-toggle", "Timeline", "Show or hide the timeline column");
+    const zoomOut = button("lfx-te-zoom lfx-te-zout", "−", "Zoom the timeline out");
+    const zoomIn = button("lfx-te-zoom lfx-te-zin", "+", "Zoom the timeline in (or the wheel over the overview strip, around the pointer)");
+    const zoomReset = button("lfx-te-zoom lfx-te-zreset", "⟲", "Show the whole trace on the timeline");
+    const maxBtn = button("lfx-te-max", "⤢ Details", "Maximize the details (Enter / Esc)");
+    /** The aligned columns of the header, the overview strip and each row: [column, text,
+     *  content, tooltip]. */
+    const cols = (...specs: [string, string, Child?, string?][]) =>
+      specs.map(([col, text, child, tip]) => h("span", { class: `lfx-te-c lfx-te-c-${col}`, text, title: tip }, child));
+    const axis = h("span", { class: "lfx-te-c lfx-te-c-tl lfx-te-axis" });
+    const head = h("div", { class: "lfx-te-head" }, h("span", { class: "lfx-te-label", text: "name" }), ...cols(
+      ["st", "status"],
+      ["dur", "duration"],
+      ["tok", "tokens Σ", null, "this node and all below it"],
+      ["cost", "cost Σ", null, "this node and all below it; — when no price is known"],
+    ), axis);
+    const ovLabel = h("span", { class: "lfx-te-label lfx-muted" });
+    const ovCell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
+    const ov = h("div", { class: "lfx-te-head lfx-te-ov" }, ovLabel, ...cols(["st", ""], ["dur", ""], ["tok", ""], ["cost", ""]), ovCell);
+    const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0, "aria-label": "trace tree" });
+    const spacer = h("div", { style: "position:relative;width:100%" });
+    const empty = h("div", { class: "lfx-te-empty", style: "display:none" });
+    scroll.append(spacer, empty);
+    const left = h("div", { class: "lfx-te-left" }, head, ov, scroll);
+    const detail = h("div", { class: "lfx-te-detail", tabindex: -1 });
+    const main = h("div", { class: "lfx-te-main" }, left, detail);
+    root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, zoomOut, zoomIn, zoomReset, timelineBtn, maxBtn)), closedBar, main);
+    el.append(root);
+    markLive(el);
+
+    // -- what this view shows (from the kernel), and the reader's choices --------------------
     let win = new RowWindow();
-    let span: [number, number] = [Infinity, -Infinity]; // the trace's time axis, from the kernel
+    let span: [number, number] = [Infinity, -Infinity]; // the trace's time axis
     let totals: Record<string, any> | null = null; // the session's totals (cost, unpriced calls)
     let offset: number | null = null; // wall-clock seconds minus trace seconds
-    let seq = 0; // the newest state adopted
     let ended = false; // the trace is over (a saved trace, a disposed session)
+    let seq = -1; // the newest state adopted
     let closed = ""; // set once the kernel is gone: why live updates stopped
-    const details = new Map<string, TraceNode>(); // full records the detail pane asked for
-    const requested = new Set<string>();
+    /** Nothing shown can still run: the trace ended or the kernel is gone. */
+    const over = () => ended || closed !== "";
+    const details = new Map<string, TraceNode | null>(); // full records (null: asked for)
     let detailsVersion = 0;
-    const expanded = new Map<string, boolean>();
     let selected: string | null = null;
     let query = "";
+    const expanded = new Map<string, boolean>();
     let layout = layoutOf({});
 
-    function decode(raw: any): any {
-      const t0 = performance.now();
-      const state = decodeState(raw);
-      timing("decode", t0);
-      return state;
+    /** The trace-wide values a state or a live window carries. */
+    function adoptExtras(x: Record<string, any>): void {
+      if (Array.isArray(x.span)) span = [x.span[0], x.span[1]];
+      if (x.summary !== undefined) totals = x.summary ?? null;
+      if (typeof x.offset === "number") offset = x.offset;
+      ended = x.ended === true;
     }
-
-    /** The kernel's state (the first window of the default view, span, totals, ended). */
+    /** A state from the kernel: the first window of the default view ("" below: for no view
+     *  yet, so every view asks for its own) and the trace-wide values. */
     function applyState(state: any): void {
-      if (!state || !state.windowed || typeof state.windowed !== "object") return;
-      win = new RowWindow(state.windowed); // for no view yet: every view asks once (a live trace then pushes to it)
-      span = Array.isArray(state.span) ? [state.span[0], state.span[1]] : [Infinity, -Infinity];
-      totals = state.summary ?? null;
-      if (typeof state.offset === "number") offset = state.offset;
+      if (!state?.windowed || typeof state.windowed !== "object") return;
       if (typeof state.seq === "number") seq = state.seq;
-      ended = state.ended === true;
+      win = new RowWindow(state.windowed);
+      span = [Infinity, -Infinity];
+      totals = null;
+      adoptExtras(state);
     }
-
+    const newer = (state: any) => typeof state?.seq === "number" && state.seq > seq;
+    /** The reader's choices from a saved view state (the rest start afresh). */
     function restoreView(saved: any): void {
-      if (!saved || typeof saved !== "object") return;
-      if (typeof saved.selected === "string") selected = saved.selected;
-      if (typeof saved.query === "string") query = saved.query;
-      if (Array.isArray(saved.expanded)) {
-        for (const e of saved.expanded) if (Array.isArray(e) && typeof e[0] === "string") expanded.set(e[0], !!e[1]);
+      selected = null;
+      query = "";
+      expanded.clear();
+      if (saved && typeof saved === "object") {
+        if (typeof saved.selected === "string") selected = saved.selected;
+        if (typeof saved.query === "string") query = saved.query;
+        if (Array.isArray(saved.expanded)) {
+          for (const e of saved.expanded) if (Array.isArray(e) && typeof e[0] === "string") expanded.set(e[0], !!e[1]);
+        }
+        if (saved.view && typeof saved.view === "object") layout = layoutOf(saved.view);
       }
-      if (saved.view && typeof saved.view === "object") layout = layoutOf(saved.view);
+      clearTimeout(searchTimer);
+      search.value = query;
     }
-
     let saveTimer: ReturnType<typeof setTimeout> | undefined;
     function saveView(): void {
       clearTimeout(saveTimer);
@@ -206,98 +250,47 @@ export default {
         model.save_changes();
       }, 300);
     }
-
-    applyState(decode(model.get("state")));
+    let searchTimer: ReturnType<typeof setTimeout> | undefined;
+    applyState(decodeState(model.get("state")));
     restoreView(model.get("view_state"));
-    // A state trait newer than this view (set after it opened) is adopted; once a state came
-    // by message (a snapshot, another trace) that is the truth and the trait's copy follows.
+
+    // A state newer than the one shown is adopted, whether it came as the trait or a message.
     const onState = () => {
-      if (seq > 0) return;
-      const state = decode(model.get("state"));
-      if (state && typeof state.seq === "number") {
-        applyState(state);
-        schedule();
-      }
+      const state = decodeState(model.get("state"));
+      if (newer(state)) applyState(state);
+      schedule();
     };
     const onMessage = (msg: any, buffers?: any[]) => {
-      if (msg?.kind === KINDS.WINDOW) onWindow(msg as WindowReply);
-      else if (msg?.kind === KINDS.DETAIL && msg.node) {
+      const kind = msg?.kind;
+      if (kind === KINDS.WINDOW) onWindow(msg as WindowReply);
+      else if (kind === KINDS.DETAIL && msg.node) {
         details.set(String(msg.id), { ...msg.node, id: String(msg.id) });
         detailsVersion++;
-        schedule();
-      } else if (msg?.kind === KINDS.SNAPSHOT) {
-        applyState({ ...decode(buffers?.[0]), seq: msg.seq });
-        schedule();
-      } else if (msg?.kind === KINDS.SHOW) {
-        // another trace in place (TraceExplorer.show): the reader's choices start afresh
-        timing("show");
-        const state = decode(buffers?.[0]);
-        if (!state) return;
-        pending = null; // a window of the trace shown before
-        requested.clear();
-        details.clear();
-        expanded.clear();
-        selected = null;
-        query = "";
-        applyState({ ...state, seq: msg.seq });
-        restoreView(msg.view_state);
-        schedule();
+      } else if (kind === KINDS.SNAPSHOT || kind === KINDS.SHOW) {
+        const state = { ...decodeState(buffers?.[0]), seq: msg.seq };
+        if (kind === KINDS.SHOW && state.windowed) {
+          // another trace in place (TraceExplorer.show): the reader's choices start afresh
+          timing("show");
+          pending = null; // a window of the trace shown before
+          details.clear();
+          restoreView(msg.view_state);
+          seq = -1;
+        }
+        if (newer(state)) applyState(state);
       }
+      schedule();
     };
     model.on("change:state", onState);
     model.on("msg:custom", onMessage);
-
-    // -- the page ----------------------------------------------------------------------------
-    // JupyterLab's own shortcuts (↑/↓ move between cells…) stay out of the explorer's keys
-    const root = h("div", { class: "lfx lfx-te", "data-lm-suppress-shortcuts": "true" });
-    injectCss(root, CSS);
-    const title = h("b", { text: model.get("title") || "Trace" });
-    const search = h("input", { type: "search", class: "lfx-te-filter", placeholder: "filter: name, kind, status, message, error…  ( / )" }) as HTMLInputElement;
-    search.value = query;
-    const summary = h("span", { class: "lfx-muted lfx-te-summary" });
-    const badge = h("span", { class: "lfx-te-badge", style: "display:none" });
-    const button = (cls: string, text: string, tip: string) => h("button", { class: `lfx-btn ${cls}`, type: "button", text, title: tip }) as HTMLButtonElement;
-    const cancelButton = button("lfx-te-cancel", "Cancel run", "Cancel the run this trace follows; a tool waiting for approval does not run");
-    cancelButton.style.display = "none";
-    const closedBar = h("div", { class: "lfx-te-closed", style: "display:none" });
-    const timelineBtn = button("lfx-te-tl-toggle", "Timeline", "Show or hide the timeline column");
-    const zoomOut = button("lfx-te-zoom lfx-te-zout", "−", "Zoom the timeline out ( - )");
-    const zoomIn = button("lfx-te-zoom lfx-te-zin", "+", "Zoom the timeline in ( + ; or the wheel over the overview strip)");
-    const zoomReset = button("lfx-te-zoom lfx-te-zreset", "⟲", "Show the whole trace on the timeline ( 0 )");
-    const maxBtn = button("lfx-te-max", "⤢ Details", "Maximize the details (Enter / Esc)");
-    const axis = h("span", { class: "lfx-te-c lfx-te-c-tl lfx-te-axis" });
-    const head = h("div", { class: "lfx-te-head" },
-      h("span", { class: "lfx-te-label", text: "name" }),
-      h("span", { class: "lfx-te-c lfx-te-c-st", text: "status" }),
-      h("span", { class: "lfx-te-c lfx-te-c-dur", text: "duration" }),
-      h("span", { class: "lfx-te-c lfx-te-c-tok", text: "tokens Σ", title: "this node and all below it" }),
-      h("span", { class: "lfx-te-c lfx-te-c-cost", text: "cost Σ", title: "this node and all below it; — when no price is known" }),
-      axis);
-    const ovLabel = h("span", { class: "lfx-te-label lfx-muted" });
-    const ovCell = h("span", { class: "lfx-te-c lfx-te-c-tl" });
-    const ov = h("div", { class: "lfx-te-head lfx-te-ov" }, ovLabel,
-      h("span", { class: "lfx-te-c lfx-te-c-st" }), h("span", { class: "lfx-te-c lfx-te-c-dur" }),
-      h("span", { class: "lfx-te-c lfx-te-c-tok" }), h("span", { class: "lfx-te-c lfx-te-c-cost" }), ovCell);
-    const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0, "aria-label": "trace tree" });
-    const spacer = h("div", { style: "position:relative;width:100%" });
-    const empty = h("div", { class: "lfx-te-empty", style: "display:none" });
-    scroll.append(spacer, empty);
-    const left = h("div", { class: "lfx-te-left" }, head, ov, scroll);
-    const split = h("div", { class: "lfx-te-split", role: "separator", "aria-orientation": "vertical", title: "drag to resize" });
-    const detail = h("div", { class: "lfx-te-detail", tabindex: -1 });
-    const main = h("div", { class: "lfx-te-main" }, left, split, detail);
-    root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, zoomOut, zoomIn, zoomReset, timelineBtn, maxBtn)), closedBar, main);
-    el.append(root);
-    markLive(el);
 
     let frame = 0;
     const schedule = () => {
       if (!frame) frame = requestAnimationFrame(draw);
     };
-    /** The reader changed the view: draw it, ask for its rows now (not a frame later), save it. */
+    /** The reader changed the view: ask for its rows now (not a frame later), draw it, save it. */
     function changed(): void {
-      schedule();
       ensureWindow(...onScreen());
+      schedule();
       saveView();
     }
     function toggle(id: string, open: boolean): void {
@@ -308,125 +301,102 @@ export default {
       layout.zoom = zoom;
       changed();
     }
-    /** The rows on screen: [start, end). */
-    const onScreen = () => windowRange(scroll.scrollTop, scroll.clientHeight || layout.height, ROW_H, win.reply.total);
+    const onScreen = () => windowRange(scroll.scrollTop, scroll.clientHeight || MAIN_H, ROW_H, win.reply.total);
     /** The whole trace's time axis (at least 1 ms long). */
     function fullSpan(): [number, number] {
       const [lo, hi] = span;
       return Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
     }
-    /** The timeline's axis: the zoomed range of the trace's axis. */
     const timeSpan = () => visibleRange(fullSpan(), layout.zoom);
 
     // -- windows of rows: asked of the kernel for the rows on screen plus a margin ----------
-    // One request in flight at a time: a scroll or toggle meanwhile finds it pending, and its
-    // reply (or a retry when none comes) asks again for where the view is then, so the page
-    // ends on the rows of its last position. A reply to any other request is dropped.
-    let pending: { req: number; at: number; key: string; selected: string | null } | null = null;
+    // One request in flight at a time: a scroll or toggle meanwhile waits for its reply (or,
+    // when none comes, a timer), whose draw asks for where the view is then, so the page ends
+    // on the rows of its last position. A reply to any other request is dropped.
+    let pending: { req: number; key: string; selected: string | null; until: number } | null = null;
     let applied = 0; // the request the window held answers (a live push repeats it)
-    let retry = 0;
+    let retry: ReturnType<typeof setTimeout> | undefined;
     let revealWanted = false; // show the selection once the kernel says where it is
     let goWanted: number | null = null; // select this row once its window arrives
     /** This view's name in its requests: a live trace's pushes say which view they are for. */
     const viewId = Math.random().toString(36).slice(2);
     /** What a window is computed for: filter, expansion and the timeline overview's range. */
     const wantKey = () => JSON.stringify([query.trim().toLowerCase(), [...expanded.entries()], !layout.timeline ? "" : layout.zoom ? timeSpan() : "whole"]);
-    function askAgainLater(ms: number): void {
-      if (!retry) retry = window.setTimeout(() => {
-        retry = 0;
-        schedule();
-      }, ms);
-    }
     function ensureWindow(a: number, b: number): void {
       const key = wantKey();
-      const needSel = revealWanted && win.selected !== selected;
-      if (win.covers(a, b, key) && !needSel) return;
+      if (win.covers(a, b, key) && !(revealWanted && win.selected !== selected)) return;
       const now = performance.now();
-      if (pending && now - pending.at < WINDOW_WAIT_MS) return askAgainLater(WINDOW_WAIT_MS - (now - pending.at) + 10);
+      if (pending && now < pending.until) return;
       const req = ++windowRequests;
       const from = Math.max(0, a - MARGIN);
       const [lo, hi] = timeSpan();
       const timeline = !layout.timeline ? undefined : layout.zoom ? [lo, hi, BUCKETS] : [null, null, BUCKETS];
       const sent = trySend(model, { kind: KINDS.WINDOW_REQUEST, req, view: viewId, start: from, count: b - from + MARGIN, query, expanded: [...expanded.entries()], selected, timeline });
-      if (!sent) return askAgainLater(500); // the comm is not ready: try again
-      pending = { req, at: now, key, selected };
-    }
-    /** A live reply's trace-wide values (time span, totals, whether the trace ended). */
-    function adoptLive(reply: WindowReply): void {
-      if (!reply.live) return;
-      if (Array.isArray(reply.span)) span = [reply.span[0], reply.span[1]];
-      if (reply.summary !== undefined) totals = reply.summary ?? null;
-      ended = reply.ended === true;
-      // a record fetched before its node changed (it ended, an approval came) is asked again
-      for (const row of reply.rows) {
-        const id = String(row.node.id);
-        const held = details.get(id);
-        if (held && (held.status !== row.node.status || (held.end ?? null) !== (row.node.end ?? null))) {
-          details.delete(id);
-          requested.delete(id);
-        }
-      }
+      const wait = sent ? WINDOW_WAIT_MS : 500; // not sent: the comm is not ready yet
+      pending = { req, key, selected, until: now + wait };
+      clearTimeout(retry);
+      retry = setTimeout(schedule, wait + 10);
     }
     function onWindow(reply: WindowReply): void {
-      if (typeof reply.view === "string") {
-        // a live push: the window of the request this view's rows answer, with what changed
-        if (reply.view !== viewId || reply.req !== applied) return;
-        adoptLive(reply);
-        win = new RowWindow(reply, win.key, win.selected);
-        return schedule();
+      // a live push repeats the request this view's window answers, with what changed
+      const push = typeof reply.view === "string";
+      const asked = push ? null : pending;
+      if (push ? reply.view !== viewId || reply.req !== applied : !asked || reply.req !== asked.req) return;
+      if (reply.live) {
+        adoptExtras(reply);
+        // a record fetched before its node changed (it ended, an approval came) is asked again
+        for (const { node } of reply.rows) {
+          const held = details.get(String(node.id));
+          if (held && (held.status !== node.status || (held.end ?? null) !== (node.end ?? null))) details.delete(String(node.id));
+        }
       }
-      const asked = pending;
-      if (!asked || reply.req !== asked.req) return; // another view's, or one asked again since
-      pending = null;
-      applied = asked.req;
-      adoptLive(reply);
-      win = new RowWindow(reply, asked.key, asked.selected);
-      if (revealWanted && asked.selected === selected) {
-        revealWanted = false;
-        const i = win.indexOf(selected);
-        if (i >= 0) reveal(i);
+      if (asked) {
+        pending = null;
+        applied = asked.req;
       }
-      const wanted = goWanted === null ? undefined : win.at(goWanted)?.node.id;
-      if (wanted) {
-        goWanted = null;
-        select(wanted, true);
-      }
+      const { key, selected: shownFor } = asked ?? win;
+      win = new RowWindow(reply, key, shownFor);
+      if (!asked) return schedule();
       // the rows the reader waits for: drawn now, so the coming frame shows them
       if (frame) cancelAnimationFrame(frame);
       draw();
     }
+    /** Keyboard moves that waited for the kernel: a row to select, a selection to show. */
+    function follow(): void {
+      const id = goWanted === null ? undefined : win.at(goWanted)?.node.id;
+      if (id !== undefined) {
+        goWanted = null;
+        select(id, true);
+      }
+      if (revealWanted && win.selected === selected) {
+        revealWanted = false;
+        const i = win.indexOf(selected);
+        if (i >= 0) reveal(i);
+      }
+    }
 
     // -- drawing -----------------------------------------------------------------------------
-    let layoutKey = "";
     function applyLayout(): void {
-      const key = JSON.stringify(layout);
-      if (key === layoutKey) return;
-      layoutKey = key;
       root.classList.toggle("lfx-te-nol", !layout.timeline);
       root.classList.toggle("lfx-max", layout.max);
       timelineBtn.setAttribute("aria-pressed", String(layout.timeline));
       maxBtn.setAttribute("aria-pressed", String(layout.max));
       maxBtn.textContent = layout.max ? "⤡ Tree" : "⤢ Details";
-      left.style.flexBasis = `${Math.round(layout.split * 100)}%`;
-      main.style.height = `${layout.max ? Math.max(layout.height, 560) : layout.height}px`;
     }
 
     function draw(): void {
       frame = 0;
       const t0 = performance.now();
       applyLayout();
-      // (a filter typed and not yet applied is kept: a redraw meanwhile must not undo it)
-      if (search.value !== query && document.activeElement !== search && searchTimer === undefined) search.value = query;
-      const count = win.reply.total;
-      spacer.style.height = `${count * ROW_H}px`;
+      follow();
+      spacer.style.height = `${win.reply.total * ROW_H}px`;
       const [start, end] = onScreen();
       ensureWindow(start, end);
       const [lo, hi] = timeSpan();
       const at = (t: number) => fmtDuration((t - fullSpan()[0]) * 1000) || "0";
-      clear(axis);
-      if (layout.timeline) axis.append(h("span", { text: at(lo) }), h("span", { text: at(hi) }));
-      zoomOut.disabled = zoomReset.disabled = !layout.zoom;
+      axis.replaceChildren(...(layout.timeline ? [h("span", { text: at(lo) }), h("span", { text: at(hi) })] : []));
       axis.title = layout.zoom ? "the zoomed range of the trace (⟲ shows all of it)" : "the whole trace";
+      zoomOut.disabled = zoomReset.disabled = !layout.zoom;
       drawOverview();
       drawRows(start, end, lo, hi);
       drawBar();
@@ -451,7 +421,7 @@ export default {
       ovLabel.textContent = !o ? "timeline: counting…" : `${n(o.in_range)} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}`;
       ovLabel.title = ovLabel.textContent;
       ovCell.style.visibility = many ? "" : "hidden";
-      clear(ovCell);
+      ovCell.replaceChildren();
       if (!o || !many) return;
       const width = (o.hi - o.lo) / o.buckets;
       const sums = Array.from({ length: o.buckets }, (_, b) => GROUPS.map((g) => o.counts[g]?.[b] ?? 0));
@@ -475,61 +445,60 @@ export default {
         div.style.display = "";
         const row = stale ? undefined : win.at(i);
         // a row is rebuilt only when something it shows changed
-        const key = row ? JSON.stringify([row, row.node.id === selected, layout.timeline, lo, hi, span[1], ended, closed]) : "pending";
+        const key = row ? JSON.stringify([row, row.node.id === selected, layout.timeline, lo, hi, span[1], over()]) : "pending";
         if (div.dataset.key === key) continue;
         div.dataset.key = key;
-        clear(div);
         if (row) fillRow(div, row, lo, hi);
         else {
           // not fetched yet (a scroll far away): a placeholder until the window arrives
           delete div.dataset.id;
           div.className = "lfx-te-row lfx-te-pending";
-          div.append(h("span", { class: "lfx-te-label", text: "…" }));
+          div.replaceChildren(h("span", { class: "lfx-te-label", text: "…" }));
         }
       }
       for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
     }
 
+    const chip = (status: string) => h("span", { class: `lfx-st lfx-st-${status.replace(/\s+/g, "_")}`, text: status });
+    const belowTag = (text: string) => text && h("span", { class: "lfx-te-below", text: `(${text})` });
     function fillRow(div: HTMLElement, row: WindowRow, lo: number, hi: number): void {
       const node = row.node;
       const id = String(node.id);
       const r = rollupOf(row);
       const open = row.kids && row.open;
-      const v = rowValuesOf(node, row.depth, r, row.below, ended, !!closed);
+      const v = rowValuesOf(node, row.depth, r, row.below, over());
       div.dataset.id = id;
       div.className = `lfx-te-row${selected === id ? " lfx-sel" : ""}${row.match ? " lfx-match" : ""}`;
       div.setAttribute("aria-expanded", String(open));
       div.setAttribute("aria-selected", String(selected === id));
       div.style.paddingLeft = `${row.depth * 14 + 2}px`;
-      const label = h("span", { class: "lfx-te-label" }, h("span", { class: "lfx-te-name", text: v.name || id }));
-      if (v.below) label.append(h("span", { class: "lfx-te-below", text: `(${v.below})` }));
       // a collapsed row says how many nodes it holds: nothing is hidden without a count
-      if (row.kids && !open && r.descendants) label.append(h("span", { class: "lfx-te-more", text: `${r.descendants.toLocaleString("en-US")} ${plural(r.descendants, "node")}` }));
-      if (v.hint) label.append(h("span", { class: "lfx-te-hint", text: v.hint }));
-      // the timeline bar: a running node's reaches the axis end
-      const end = typeof node.end === "number" ? node.end : isLive(node.status) && !ended && !closed ? Math.max(hi, span[1]) : node.start;
+      const more = row.kids && !open && r.descendants ? `${r.descendants.toLocaleString("en-US")} ${plural(r.descendants, "node")}` : "";
+      // a running node's timeline bar reaches the axis end
+      const running = isLive(node.status) && !over();
+      const end = typeof node.end === "number" ? node.end : running ? Math.max(hi, span[1]) : node.start;
       const place = layout.timeline && typeof node.start === "number" ? barPlace(node.start, end as number, lo, hi) : null;
-      const still = ["running", "waiting for approval", "open"].includes(v.status);
-      div.append(
+      const bar = place && h("span", {
+        class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${humanWait(node) ? " w-human" : ""}`,
+        style: `left:${place[0].toFixed(3)}%;width:${place[1].toFixed(3)}%`,
+      });
+      div.replaceChildren(
         h("span", { class: "lfx-te-caret", "data-caret": "1", text: row.kids ? (open ? "▾" : "▸") : "" }),
         h("span", { class: "lfx-te-kind", text: v.kind || "node" }),
-        label,
-        h("span", { class: "lfx-te-c lfx-te-c-st" }, h("span", { class: stClass(v.status), text: v.status })),
-        h("span", { class: "lfx-te-c lfx-te-c-dur lfx-dur", text: v.duration || (still ? "…" : "—") }),
-        h("span", { class: "lfx-te-c lfx-te-c-tok", text: v.tokens }),
-        // "≥ $1.23" of a partial sum: the tooltip and the detail pane give the whole label
-        h("span", { class: "lfx-te-c lfx-te-c-cost", text: v.cost.split(" (")[0] }),
-        h("span", { class: "lfx-te-c lfx-te-c-tl" }, place && h("span", {
-          class: `lfx-te-bar-tl k-${v.kind || "node"} s-${v.status.replace(/\s+/g, "_")}${humanWait(node) ? " w-human" : ""}`,
-          style: `left:${place[0].toFixed(3)}%;width:${place[1].toFixed(3)}%`,
-        })),
+        h("span", { class: "lfx-te-label" },
+          h("span", { class: "lfx-te-name", text: v.name || id }),
+          belowTag(v.below),
+          more && h("span", { class: "lfx-te-more", text: more }),
+          v.hint && h("span", { class: "lfx-te-hint", text: v.hint }),
+        ),
+        ...cols(
+          ["st", "", chip(v.status)],
+          ["dur lfx-dur", v.duration || (running ? "…" : "—")],
+          ["tok", v.tokens],
+          ["cost", v.cost.split(" (")[0]], // "≥ $1.23" of a partial sum: the details give the whole label
+        ),
+        h("span", { class: "lfx-te-c lfx-te-c-tl" }, bar),
       );
-      const tip = [`${v.kind || "node"} ${v.name || id}: ${v.status}${v.below ? ` (${v.below})` : ""}`, v.duration ? `duration ${v.duration}` : "duration —"];
-      if (r.tokens) tip.push(`${r.tokens.toLocaleString("en-US")} tokens (this subtree)`);
-      tip.push(`cost ${v.cost || "—"}`);
-      if (v.wait) tip.push(`waiting for a person ${v.wait}`);
-      if (node.error) tip.push(errorText(node.error));
-      div.title = tip.join(" · ");
     }
 
     /** The bar's counts, badge, Cancel button and the note when the kernel is gone. */
@@ -541,10 +510,9 @@ export default {
         ? `No nodes match “${query.trim()}”. Clear the filter to see all ${nodes} ${plural(nodes, "node")}.`
         : "No trace nodes yet.";
       const c = reply.counts.status;
-      const live = !closed && !ended;
-      const waiting = live ? c.waiting ?? 0 : 0;
+      const waiting = over() ? 0 : c.waiting ?? 0;
       // the session root runs until disposed: only work under it counts as running
-      const running = live ? (c.running ?? 0) + waiting - (reply.roots_running ?? 0) : 0;
+      const running = !over() ? (c.running ?? 0) + waiting - (reply.roots_running ?? 0) : 0;
       const failed = BAD.reduce((k, s) => k + (c[s] ?? 0), 0);
       badge.textContent = waiting ? `${waiting} approval${waiting > 1 ? "s" : ""} waiting` : "";
       badge.style.display = waiting ? "" : "none";
@@ -559,10 +527,10 @@ export default {
         (query ? ` · ${reply.total} shown` : "");
     }
 
-    function section(label: string, value: unknown): void {
-      const error = label === "Error";
-      detail.append(h("h4", {}, h("span", { text: label }), copyButton(() => (error ? errorCopyText(value) : asText(value)))));
-      detail.append(error ? errorBox(value) : readable(value));
+    /** A part of the details under its title, with a button that copies the whole value. */
+    function section(label: string, value: unknown, body = label === "Error" ? errorBox(value) : readable(value)): void {
+      const copy = () => (label === "Error" ? errorCopyText(value) : asText(value));
+      detail.append(h("h4", {}, h("span", { text: label }), copyButton(copy)), body);
     }
 
     let selectedRow: WindowRow | undefined; // the selection's row, kept while it is scrolled away
@@ -571,32 +539,24 @@ export default {
       selectedRow = win.at(win.indexOf(selected)) ?? (selectedRow?.node.id === selected ? selectedRow : undefined);
       const node = (selected && details.get(selected)) || selectedRow?.node;
       const hidden = !!node && !!query.trim() && win.selected === selected && win.reply.selected_index === -1; // filtered out
-      const key = JSON.stringify(node ? [selected, detailsVersion, selectedRow, hidden, ended, closed] : null);
+      const key = JSON.stringify(node ? [selected, detailsVersion, selectedRow, hidden, over()] : null);
       if (key === detailFor) return;
       detailFor = key;
-      clear(detail);
       if (!node || hidden) {
         const text = hidden ? "The selected node is hidden by the filter." : "Select a node to see its details (click, or ↑/↓ then Enter).";
-        return void detail.append(h("div", { class: "lfx-muted", text }));
+        return void detail.replaceChildren(h("div", { class: "lfx-muted", text }));
       }
       const r = selectedRow && rollupOf(selectedRow);
-      const dur = durationMs(node);
-      const status = statusLabel(node, ended, !!closed);
-      const below = selectedRow?.below;
-      detail.append(
-        h("div", {}, h("b", { text: String(node.name ?? node.id) }), " ", h("span", { class: stClass(status), text: status }),
-          below ? h("span", { class: "lfx-te-below", text: `(${belowText(below)})` }) : ""),
-        h("div", { class: "lfx-muted lfx-te-meta", text: [
-          `${node.kind ?? "node"}`,
-          `duration ${dur === null ? "—" : fmtDuration(dur)}`,
-          r && r.tokens ? `tokens ${r.tokens.toLocaleString("en-US")} in this subtree (${(r.own ?? 0).toLocaleString("en-US")} in this node)` : "tokens —",
-          `cost ${costText(r) || "—"}${r && r.priced ? " in this subtree" : " (no price known)"}`,
-        ].join(" · ") }),
+      const v = rowValuesOf(node, 0, r, selectedRow?.below, over());
+      const tokens = r?.tokens ? `tokens ${r.tokens.toLocaleString("en-US")} in this subtree (${(r.own ?? 0).toLocaleString("en-US")} in this node)` : "tokens —";
+      detail.replaceChildren(
+        h("div", {}, h("b", { text: v.name || node.id }), " ", chip(v.status), belowTag(v.below)),
+        h("div", { class: "lfx-muted lfx-te-meta", text: `${v.kind || "node"} · duration ${v.duration || "—"} · ${tokens} · cost ${v.cost || "—"}${r?.priced ? " in this subtree" : " (no price known)"}` }),
       );
-      if (!details.has(node.id)) {
+      if (!details.get(node.id)) {
         // rows carry summaries; the full record (prompt, response, args…) on demand
-        if (!requested.has(node.id)) {
-          requested.add(node.id);
+        if (!details.has(node.id)) {
+          details.set(node.id, null);
           trySend(model, { kind: KINDS.DETAIL_REQUEST, id: node.id });
         }
         detail.append(h("div", { class: "lfx-muted", text: "loading details…" }));
@@ -605,12 +565,12 @@ export default {
       if (has("error")) section("Error", node.error);
       const chat = conversation(node);
       if (chat) {
-        detail.append(h("h4", {}, h("span", { text: "Conversation" }), copyButton(() => asText(chat))));
-        detail.append(chatView(chat) ?? readable(chat));
+        section("Conversation", chat, chatView(chat) ?? readable(chat));
         const out = node.outputs as Record<string, unknown> | undefined;
         if (out && typeof out === "object" && out.result !== undefined) section("Result", out.result);
       }
       // a tool call's wall time split into the tool's own time and a person's decision
+      const dur = durationMs(node);
       const wait = node.kind === "tool_call" ? humanWait(node) ?? 0 : 0;
       if (dur !== null && wait) {
         const fmt = (s: number) => fmtDuration(s * 1000) || "0 ms";
@@ -686,15 +646,12 @@ export default {
       if (target.dataset.caret && row?.kids) toggle(id, !row.open);
       else select(id);
     });
-    scroll.addEventListener("dblclick", (ev) => {
-      if ((ev.target as HTMLElement).closest(".lfx-te-row")) toggleMax(true);
-    });
     scroll.addEventListener("keydown", (ev) => {
       const n = win.reply.total;
       if (!n) return;
       const idx = win.indexOf(selected);
       const row = win.at(idx);
-      const page = Math.max(1, Math.floor((scroll.clientHeight || layout.height) / ROW_H) - 1);
+      const page = Math.max(1, Math.floor((scroll.clientHeight || MAIN_H) / ROW_H) - 1);
       const go = (i: number) => {
         const at = Math.max(0, Math.min(n - 1, i));
         const target = win.at(at)?.node.id;
@@ -703,8 +660,6 @@ export default {
         reveal(at);
         schedule();
       };
-      const zoom = (factor: number) => setZoom(zoomBy(fullSpan(), layout.zoom, factor));
-      const pan = (share: number) => setZoom(panBy(fullSpan(), layout.zoom, share));
       switch (ev.key) {
         case "ArrowDown": go(idx + 1); break;
         case "ArrowUp": go(idx < 0 ? 0 : idx - 1); break;
@@ -726,11 +681,6 @@ export default {
           }
           break;
         case "Enter": if (idx >= 0) toggleMax(true); break;
-        case "+": case "=": zoom(0.5); break;
-        case "-": zoom(2); break;
-        case "0": setZoom(null); break;
-        case "[": pan(-0.25); break;
-        case "]": pan(0.25); break;
         default: return;
       }
       ev.preventDefault();
@@ -755,55 +705,21 @@ export default {
     zoomIn.addEventListener("click", () => setZoom(zoomBy(fullSpan(), layout.zoom, 0.5)));
     zoomOut.addEventListener("click", () => setZoom(zoomBy(fullSpan(), layout.zoom, 2)));
     zoomReset.addEventListener("click", () => setZoom(null));
-    // the wheel over the overview strip or the axis zooms around the pointer; a click on the
-    // strip zooms in on that bucket
-    const zoomAt = (ev: MouseEvent, factor: number) => {
-      const box = (ev.currentTarget as HTMLElement).getBoundingClientRect();
-      if (box.width) setZoom(zoomBy(fullSpan(), layout.zoom, factor, (ev.clientX - box.left) / box.width));
-    };
+    // the wheel over the overview strip or the axis zooms around the pointer
     const onWheel = (ev: WheelEvent) => {
-      if (!ev.deltaY) return;
+      const box = (ev.currentTarget as HTMLElement).getBoundingClientRect();
+      if (!ev.deltaY || !box.width) return;
       ev.preventDefault();
-      zoomAt(ev, ev.deltaY < 0 ? 0.8 : 1.25);
+      setZoom(zoomBy(fullSpan(), layout.zoom, ev.deltaY < 0 ? 0.8 : 1.25, (ev.clientX - box.left) / box.width));
     };
     ovCell.addEventListener("wheel", onWheel, { passive: false });
     axis.addEventListener("wheel", onWheel, { passive: false });
-    ovCell.addEventListener("click", (ev) => zoomAt(ev, 0.25));
-    split.addEventListener("pointerdown", (ev) => {
-      ev.preventDefault();
-      split.setPointerCapture(ev.pointerId);
-      const box = main.getBoundingClientRect();
-      const move = (e: PointerEvent) => {
-        layout.split = Math.min(0.8, Math.max(0.2, (e.clientX - box.left) / box.width));
-        schedule();
-      };
-      const up = () => {
-        split.removeEventListener("pointermove", move);
-        split.removeEventListener("pointerup", up);
-        saveView();
-      };
-      split.addEventListener("pointermove", move);
-      split.addEventListener("pointerup", up);
-    });
-    // The main area is resizable (CSS resize); keep the chosen height.
-    const sizes = new ResizeObserver(() => {
-      const w = root.getBoundingClientRect().width;
-      root.classList.toggle("lfx-narrow", w > 0 && w < NARROW_PX);
-      const px = Math.round(main.getBoundingClientRect().height);
-      if (!layout.max && px >= 160 && Math.abs(px - layout.height) > 4) {
-        layout.height = px;
-        layoutKey = JSON.stringify(layout); // the page has this height already
-        saveView();
-        schedule();
-      }
-    });
+    // below NARROW_PX the panes stack
+    const sizes = new ResizeObserver(() => root.classList.toggle("lfx-narrow", root.clientWidth > 0 && root.clientWidth < NARROW_PX));
     sizes.observe(root);
-    sizes.observe(main);
-    let searchTimer: ReturnType<typeof setTimeout> | undefined;
     search.addEventListener("input", () => {
       clearTimeout(searchTimer);
       searchTimer = setTimeout(() => {
-        searchTimer = undefined;
         query = search.value;
         changed();
       }, 120);
@@ -811,7 +727,7 @@ export default {
     const onTitle = () => (title.textContent = model.get("title") || "Trace");
     model.on("change:title", onTitle);
     schedule();
-    trySend(model, { kind: KINDS.SYNC, seq });
+    trySend(model, { kind: KINDS.SYNC, seq: Math.max(seq, 0) });
     return () => {
       stopWatching();
       model.off("change:state", onState);

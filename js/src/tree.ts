@@ -74,17 +74,17 @@ export function isLive(status: unknown): boolean {
 }
 
 /**
- * The status a row shows. `ended`: the trace is over (a saved trace, a disposed session) —
- * work recorded as running never finished. `gone`: the kernel is gone — nothing shown can
- * still run. A session shows "open" while its kernel can run work under it, else "closed";
- * a log entry shows its level ("warning"), not a status (trace_rows.py status_label).
+ * The status a row shows. `over`: the trace is over (a saved trace, a disposed session) or
+ * the kernel is gone — work recorded as running never finished. A session shows "open" while
+ * its kernel can run work under it, else "closed"; a log entry shows its level ("warning"),
+ * not a status (trace_rows.py status_label, whose `ended` or `gone` is `over`).
  */
-export function statusLabel(node: TraceNode, ended = false, gone = false): string {
+export function statusLabel(node: TraceNode, over = false): string {
   const status = String(node.status ?? "");
-  if (node.kind === "log") return String(node.name || "log"); // a log entry shows its level
+  if (node.kind === "log") return String(node.name || "log");
   if (!isLive(status)) return status;
-  if (node.kind === "session") return ended || gone ? "closed" : "open"; // a container
-  if (ended || gone) return "unfinished";
+  if (node.kind === "session") return over ? "closed" : "open"; // a container
+  if (over) return "unfinished";
   return status === "waiting" ? "waiting for approval" : status;
 }
 
@@ -109,7 +109,7 @@ export function costText(r: Rollup | undefined): string {
 }
 
 /** What one row shows, from the node, its subtree's roll-up and what went wrong below it. */
-export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, ended = false, gone = false) {
+export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, over = false) {
   const id = node.id;
   const wait = humanWait(node);
   return {
@@ -118,7 +118,7 @@ export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefine
     kind: String(node.kind ?? ""),
     name: String(node.name ?? ""),
     hint: String(node.hint ?? ""),
-    status: statusLabel(node, ended, gone),
+    status: statusLabel(node, over),
     duration: fmtDuration(durationMs(node)),
     tokens: r && r.tokens ? `${r.tokens.toLocaleString("en-US")} tok` : "",
     cost: costText(r),
@@ -152,11 +152,9 @@ export interface WindowReply {
   live?: boolean;
   /** A push: the view it is for (the request it repeats is `req`). */
   view?: string;
-  /** Live: roots still running (the session root runs until disposed). */
+  /** Live: roots still running (the session root runs until disposed), and the trace-wide
+   *  values a state carries (span, summary, ended, offset). */
   roots_running?: number;
-  span?: [number, number];
-  ended?: boolean;
-  summary?: Record<string, any> | null;
   /** The timeline overview's counts for the range the request named (`timeline`). */
   timeline?: Buckets;
 }

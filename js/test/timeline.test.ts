@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { barPlace, panBy, visibleRange, zoomBy } from "../src/timeline";
+import { barPlace, visibleRange, zoomBy } from "../src/timeline";
 
 const span: [number, number] = [10, 110];
 
@@ -17,12 +17,6 @@ test("zooming out past the span is the whole trace again, and the range stays in
   assert.deepEqual(zoomBy(span, [90, 110], 1.5, 1), [80, 110]); // clamped at the end
   assert.deepEqual(visibleRange(span, [-50, -40]), [10, 20]); // a saved zoom off the span
   assert.deepEqual(visibleRange(span, [0, 500]), [10, 110]);
-});
-
-test("panning moves the range by a share of its width, within the span", () => {
-  assert.deepEqual(panBy(span, [30, 50], 0.5), [40, 60]);
-  assert.deepEqual(panBy(span, [30, 50], -5), [10, 30]);
-  assert.equal(panBy(span, null, 1), null);
 });
 
 test("a bar is placed on the zoomed axis and clipped to it", () => {

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..agentic.session import Session
 from ..agentic.trace import OPEN_STATUSES, TraceNode
+from ..agentic.usage import UsageMeter
 from ..errors import RunManifestError
 from .codec import ResultCodec, item_keys, target_function
 from .engine import Asyncio, BatchJob, Engine
@@ -31,7 +32,6 @@ from .owner import IfOwned, RunOwner
 from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
 from .ray_engine import dataset_rows
 from .result import BatchResult, ItemsFailedError
-from .run_usage import BatchMeter
 from .state import BatchState, quietly
 
 __all__ = ["run_batch", "takes_session"]
@@ -222,7 +222,7 @@ class _TraceWriter:
     changed twice before a flush is written once."""
 
     def __init__(
-        self, manifest: Manifest, session: Session, batch: TraceNode, meter: BatchMeter
+        self, manifest: Manifest, session: Session, batch: TraceNode, meter: UsageMeter
     ) -> None:
         self.manifest = manifest
         self.meter = meter
@@ -277,13 +277,13 @@ class _TraceWriter:
                     self.manifest.flush()
 
     def usage(self) -> dict[str, Any] | None:
-        """The run's usage (``BatchMeter.usage_json``) and its session's ``max_trace_nodes``,
+        """The run's usage (``UsageMeter.to_json``) and its session's ``max_trace_nodes``,
         when it changed since the last call: committed with the item rows, so after a crash
         the trace's summary still counts every request of the items kept, once."""
         if self.meter.requests == self.requests:
             return None
         self.requests = self.meter.requests
-        return {**self.meter.usage_json(), "max_trace_nodes": self.store.max_nodes}
+        return {**self.meter.to_json(), "max_trace_nodes": self.store.max_nodes}
 
     def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]:
         """``(run, node id, JSON text)`` of each node changed since the last call, in the

@@ -12,7 +12,6 @@ The engine decides only where the items run: the runner never looks at which one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
 import json
@@ -269,12 +268,14 @@ class _TraceWriter:
         if (event == "end" or event == "log") and (
             node.id == self.batch_id or self._under_batch(node)
         ):
-            with contextlib.suppress(Exception):  # a hook must never break the run
+            try:
                 changed = self.changed
                 changed.pop(node.id, None)  # rows come in the order of their last change
                 changed[node.id] = node.to_json()
                 if len(changed) >= 8 * FLUSH_ROWS:
                     self.manifest.flush()
+            except Exception:  # a hook must never break the run
+                return
 
     def usage(self) -> dict[str, Any] | None:
         """The run's usage (``UsageMeter.to_json``) and its session's ``max_trace_nodes``,
@@ -296,7 +297,7 @@ class _TraceWriter:
         rows: list[dict[str, Any]] = []
         batch_id = prefix + self.batch_id
         for record in changed.values():
-            with contextlib.suppress(Exception):  # a node that cannot be encoded is left out
+            try:
                 if prefix:
                     record["id"] = prefix + record["id"]
                     if record.get("parent_id") is not None:
@@ -307,6 +308,8 @@ class _TraceWriter:
                 out.append((run, record["id"], encode(record)))
                 if record["id"] != batch_id or record["status"] not in OPEN_STATUSES:
                     rows.append(record)
+            except Exception:  # a node that cannot be encoded is left out
+                continue
         return out, rows
 
 

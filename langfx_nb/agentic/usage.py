@@ -211,6 +211,15 @@ class UsageMeter:
         """How many requests have an unknown cost (left out of ``cost()``'s sum)."""
         return sum(self._unpriced.values())
 
+    def to_json(self) -> dict[str, Any]:
+        """Per model: its ``ModelUsage`` JSON (requests, tokens, cost of the priced ones),
+        and how many of its requests have an unknown cost (what a run manifest stores)."""
+        by_model = {
+            m: ModelUsage(e.requests, e.usage, self._cost.get(m)).to_json()
+            for m, e in self.by_model().items()
+        }
+        return {"by_model": by_model, "unpriced": dict(self._unpriced)}
+
 
 def fmt_money(cost: float) -> str:
     """``$1.23``; below a cent, at least four decimals and as many more as keep two

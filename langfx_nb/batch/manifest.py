@@ -32,12 +32,13 @@ Item traces: a ``trace_nodes`` row per trace node of the batch (the session root
 writes it (``TraceNode.to_json``), committed with the item rows. Node ids of a later run are
 ``"<run>:<id>"``, and their times placed after the earlier runs', so the runs of one
 manifest form one trace (one session root per run). Each run's model usage (requests,
-tokens, cost per model: ``BatchMeter.usage_json``) is a ``meta`` row ``usage:<run>``,
+tokens, cost per model: ``UsageMeter.to_json``) is a ``meta`` row ``usage:<run>``,
 committed with its records; the trace's header sums them (its usage summary).
 They make a stored trace (``agentic/trace_db.py``; ``run_trace.py`` writes and opens it) in
 the same file, which ``TraceExplorer(path)`` and ``Session.load_trace(path)`` read: its rows
-are written with the records (an earlier run's at the start of the next), the tree order and
-the trace's info at the end of each batch (until then, the records are read).
+are written from the records committed, ``ROWS_CHUNK`` at a time (an earlier run's at the
+start of the next), the rest with the tree order and the trace's info at the end of each
+batch (until then, the records are read).
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ VERSION = "3"
 READABLE = ("2", VERSION)
 FLUSH_INTERVAL_S = 0.05
 FLUSH_ROWS = 512
+#: the stored trace's rows are written once this many records wait, and at the end of the
+#: batch: no reader needs them before, and a few large writes cost less per row
+ROWS_CHUNK = 4096
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
@@ -120,7 +124,7 @@ class TraceSource(Protocol):
     as ``(run, node id, JSON text)`` and forgets them, with the same records as objects
     for the stored trace's rows, in the same order, leaving out a record that will be
     written again (the batch node while it runs). ``usage`` is the run's model usage (see
-    ``BatchMeter.usage_json``) with its session's ``max_trace_nodes``, or ``None`` when
+    ``UsageMeter.to_json``) with its session's ``max_trace_nodes``, or ``None`` when
     unchanged since the last call; ``run`` is the run's number."""
 
     run: int
@@ -497,7 +501,8 @@ class Manifest:
         if self._trace is not None and len(self._trace):
             records, nodes = self._trace.records()
             self._trace_pending.extend(records)  # kept until committed
-            self._rows_pending.extend(nodes)
+            if self._rows is not None:
+                self._rows_pending.extend(nodes)
         if self._trace is not None and (usage := self._trace.usage()) is not None:
             self._usage_pending = (f"usage:{self._trace.run}", json.dumps(usage))
         if not (self._pending or self._trace_pending or self._usage_pending):
@@ -518,13 +523,14 @@ class Manifest:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
             if self._usage_pending is not None:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._usage_pending)
-            if self._rows_pending and self._rows is not None:
+            if self._rows is not None and len(self._rows_pending) >= ROWS_CHUNK:
                 try:
                     self._rows.add_rows(self._rows_pending)
                 except sqlite3.Error:
                     raise
                 except Exception:  # a record a row cannot show: store_trace names it
                     self._rows = None
+                self._rows_pending = []
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rows = None  # its rows are rolled back
@@ -533,7 +539,7 @@ class Manifest:
             self.broken = _unusable(self.path, exc, "write results to it")
             raise self.broken from exc
         self._known_tags.update(t for t, _ in new_types)
-        self._pending, self._trace_pending, self._rows_pending = [], [], []
+        self._pending, self._trace_pending = [], []
         self._usage_pending = None
 
     @property
@@ -548,8 +554,9 @@ class Manifest:
         disk refuses (the trace node records stay). A record a row cannot show leaves the
         trace as records only: opening it names what is wrong, the batch's results stand."""
         rows, self._rows = self._rows, None
+        pending, self._rows_pending = self._rows_pending, []
         try:
-            if rows is None or not finish_rows(self._conn, rows):
+            if rows is None or not finish_rows(self._conn, rows, pending):
                 write_trace(self._conn, self.path)
         except ValueError:
             return

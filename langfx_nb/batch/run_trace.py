@@ -93,20 +93,21 @@ def trace_batches(
         raise ValueError(f"{path}: the run manifest holds no trace")
 
 
-def finish_rows(conn: sqlite3.Connection, rows: StoreWriter) -> bool:
-    """Finish the stored trace whose rows ``rows`` wrote as the records were (the tree
-    order, the records' places, the trace's info), in one transaction; ``False`` (its rows
-    dropped) when they are not the records' in the order of their last write, or the tree
-    is not one a stored trace can hold."""
+def finish_rows(conn: sqlite3.Connection, rows: StoreWriter, pending: list[Any]) -> bool:
+    """Finish the stored trace whose rows ``rows`` wrote as the records were (the rows of
+    the records ``pending``, the tree order, the records' places, the trace's info), in one
+    transaction; ``False`` (its rows dropped) when they are not the records' in the order of
+    their last write, or the tree is not one a stored trace can hold."""
     conn.execute("BEGIN IMMEDIATE")
     paused = gc.isenabled()
     gc.disable()  # as write_store: many new objects, none of them in a cycle
     try:
+        rows.add_rows(pending)
         refs = conn.execute("SELECT rowid, id FROM trace_nodes ORDER BY rowid").fetchall()
         if [r[1] for r in refs] != rows.ids():
             raise ValueError("the rows are not the records'")
         rows.add_refs(0, [r[0] for r in refs])
-        rows.finish(trace_header(conn))
+        rows.finish(trace_header(conn, from_rows=True))
     except sqlite3.Error:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")

@@ -1,4 +1,4 @@
-"""A batch run's model usage as its run manifest keeps it: each run's ``BatchMeter`` is
+"""A batch run's model usage as its run manifest keeps it: each run's ``UsageMeter`` is
 committed as a ``meta`` row ``usage:<run>`` with its trace records (``manifest.py``), and
 ``trace_header`` sums the rows of every run into the header of the manifest's stored trace,
 the usage summary ``TraceExplorer(path)``'s bar and ``Session.load_trace(path)`` show."""
@@ -10,57 +10,36 @@ import json
 import sqlite3
 from typing import Any
 
-from ..agentic.usage import ModelUsage, UsageMeter, UsageSummary
+from ..agentic.usage import ModelUsage, UsageSummary
 from ..messages import Usage
 
-__all__ = ["BatchMeter", "trace_header"]
+__all__ = ["trace_header"]
 
 #: the longest usage row read (a longer one, from a damaged file, is left out: no summary)
 MAX_USAGE_CHARS = 1_000_000
 
 
-class BatchMeter(UsageMeter):
-    """The batch's meter, which also keeps each model's cost and unpriced requests, for the
-    usage a run manifest stores (``usage_json``)."""
-
-    __slots__ = ("costs", "unpriced")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.costs: dict[str, float] = {}
-        self.unpriced: dict[str, int] = {}
-
-    def add(self, model_id: str, usage: Usage | None, cost: float | None = None) -> None:
-        super().add(model_id, usage, cost)
-        if cost is None:
-            self.unpriced[model_id] = self.unpriced.get(model_id, 0) + 1
-        else:
-            self.costs[model_id] = self.costs.get(model_id, 0.0) + cost
-
-    def usage_json(self) -> dict[str, Any]:
-        """Per model: its ``ModelUsage`` JSON (requests, tokens, cost of the priced ones)
-        and how many of its requests have an unknown cost."""
-        by_model = {
-            m: ModelUsage(e.requests, e.usage, self.costs.get(m)).to_json()
-            for m, e in self.by_model().items()
-        }
-        return {"by_model": by_model, "unpriced": dict(self.unpriced)}
+#: the nodes per kind and status, counted from the records, or from the stored trace's rows
+#: when they are written (one per record: no JSON to parse)
+_COUNT_RECORDS = (
+    "SELECT json_extract(record, '$.kind'), json_extract(record, '$.status'), count(*)"
+    " FROM trace_nodes WHERE json_valid(record) GROUP BY 1, 2"
+)
+_COUNT_ROWS = "SELECT kind, status, count(*) FROM trace_rows GROUP BY 1, 2"
 
 
-def trace_header(conn: sqlite3.Connection) -> dict[str, Any]:
+def trace_header(conn: sqlite3.Connection, *, from_rows: bool = False) -> dict[str, Any]:
     """The stored trace's header, as ``Session.trace_json`` writes one: the nodes per kind
-    and status (from the records), and the usage summary of every run's model requests
-    (each run's ``usage:<run>`` row in ``meta``, summed; none when no run wrote one, or one
-    is damaged: unknown, not zero)."""
+    and status (from the records; ``from_rows``: from the stored trace's rows, which hold
+    every record's), and the usage summary of every run's model requests (each run's
+    ``usage:<run>`` row in ``meta``, summed; none when no run wrote one, or one is damaged:
+    unknown, not zero)."""
     from ..agentic.trace import OPEN_STATUSES, TRACE_FORMAT, TRACE_VERSION
 
     started: dict[str, int] = {}
     finished: dict[str, dict[str, int]] = {}
     counts: dict[str, dict[str, int]] = {}
-    rows = conn.execute(
-        "SELECT json_extract(record, '$.kind'), json_extract(record, '$.status'), count(*)"
-        " FROM trace_nodes WHERE json_valid(record) GROUP BY 1, 2"
-    )
+    rows = conn.execute(_COUNT_ROWS if from_rows else _COUNT_RECORDS)
     for kind, status, n in rows:
         if isinstance(kind, str) and isinstance(status, str):
             started[kind] = started.get(kind, 0) + n
@@ -91,7 +70,7 @@ def trace_header(conn: sqlite3.Connection) -> dict[str, Any]:
 def _usage_summary(
     runs: list[dict[str, Any]], counts: dict[str, dict[str, int]]
 ) -> tuple[int, UsageSummary]:
-    """The runs' usage rows (``BatchMeter.usage_json``) summed, and the largest of their
+    """The runs' usage rows (``UsageMeter.to_json``) summed, and the largest of their
     ``max_trace_nodes``."""
     requests: dict[str, int] = {}
     tokens: dict[str, Usage] = {}

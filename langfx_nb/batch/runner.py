@@ -12,7 +12,6 @@ The engine decides only where the items run: the runner never looks at which one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
 import json
@@ -22,6 +21,7 @@ from typing import Any
 
 from ..agentic.session import Session
 from ..agentic.trace import OPEN_STATUSES, TraceNode
+from ..agentic.usage import UsageMeter
 from ..errors import RunManifestError
 from .codec import ResultCodec, item_keys, target_function
 from .engine import Asyncio, BatchJob, Engine
@@ -31,7 +31,6 @@ from .owner import IfOwned, RunOwner
 from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
 from .ray_engine import dataset_rows
 from .result import BatchResult, ItemsFailedError
-from .run_usage import BatchMeter
 from .state import BatchState, quietly
 
 __all__ = ["run_batch", "takes_session"]
@@ -222,7 +221,7 @@ class _TraceWriter:
     changed twice before a flush is written once."""
 
     def __init__(
-        self, manifest: Manifest, session: Session, batch: TraceNode, meter: BatchMeter
+        self, manifest: Manifest, session: Session, batch: TraceNode, meter: UsageMeter
     ) -> None:
         self.manifest = manifest
         self.meter = meter
@@ -269,21 +268,23 @@ class _TraceWriter:
         if (event == "end" or event == "log") and (
             node.id == self.batch_id or self._under_batch(node)
         ):
-            with contextlib.suppress(Exception):  # a hook must never break the run
+            try:
                 changed = self.changed
                 changed.pop(node.id, None)  # rows come in the order of their last change
                 changed[node.id] = node.to_json()
                 if len(changed) >= 8 * FLUSH_ROWS:
                     self.manifest.flush()
+            except Exception:  # a hook must never break the run
+                return
 
     def usage(self) -> dict[str, Any] | None:
-        """The run's usage (``BatchMeter.usage_json``) and its session's ``max_trace_nodes``,
+        """The run's usage (``UsageMeter.to_json``) and its session's ``max_trace_nodes``,
         when it changed since the last call: committed with the item rows, so after a crash
         the trace's summary still counts every request of the items kept, once."""
         if self.meter.requests == self.requests:
             return None
         self.requests = self.meter.requests
-        return {**self.meter.usage_json(), "max_trace_nodes": self.store.max_nodes}
+        return {**self.meter.to_json(), "max_trace_nodes": self.store.max_nodes}
 
     def records(self) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]:
         """``(run, node id, JSON text)`` of each node changed since the last call, in the
@@ -296,7 +297,7 @@ class _TraceWriter:
         rows: list[dict[str, Any]] = []
         batch_id = prefix + self.batch_id
         for record in changed.values():
-            with contextlib.suppress(Exception):  # a node that cannot be encoded is left out
+            try:
                 if prefix:
                     record["id"] = prefix + record["id"]
                     if record.get("parent_id") is not None:
@@ -307,6 +308,8 @@ class _TraceWriter:
                 out.append((run, record["id"], encode(record)))
                 if record["id"] != batch_id or record["status"] not in OPEN_STATUSES:
                     rows.append(record)
+            except Exception:  # a node that cannot be encoded is left out
+                continue
         return out, rows
 
 

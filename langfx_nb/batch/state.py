@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agentic.tracebacks import error_info, format_traceback
-from ..agentic.usage import total_tokens
+from ..agentic.usage import UsageMeter, total_tokens
 from .progress import MAX_GROUP_ITEMS, BatchProgress, Reporter, group_errors
 from .result import BatchResult, BatchTotals, ItemError, ItemStatus
-from .run_usage import BatchMeter
 
 if TYPE_CHECKING:
     from ..agentic.session import Session
@@ -39,7 +38,7 @@ class BatchState:
         self.running = 0
         self.resumed_count = 0
         self.groups: dict[str, list[Any]] = {}
-        self.meter = BatchMeter()
+        self.meter = UsageMeter()
         self.session = session
         self.name = name
         self.n = n

@@ -1,0 +1,70 @@
+"""The stored trace a run manifest writes as its items finish: its rows go in chunks of
+records (``ROWS_CHUNK``) during the batch and the rest at its end, and every table is the
+one the whole records give when converted."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.agentic.trace_db import STORE_TABLES
+from langfx_nb.batch import manifest
+from langfx_nb.batch.run_trace import open_trace
+
+
+async def steps(item: int, view: Any) -> int:
+    with view.track("query", "q", inputs={"prompt": "p {x}", "vars": {"x": item}}) as t:
+        t.outputs = {"text": "x" * 50}
+    with view.track("tool_call", "lookup", inputs={"args": {"key": item}}):
+        pass
+    view.log("info", f"done {item}")
+    if item % 7 == 3:
+        raise ValueError(f"boom {item}")
+    return item
+
+
+def _tables(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Every table of the stored trace but where its records are, as a reader sees it."""
+    tables = [t for t in STORE_TABLES if t not in ("trace_refs", "trace_records")]
+    out: dict[str, Any] = {
+        t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables
+    }
+    out["trace_search"] = b"".join(r[1] for r in out["trace_search"])  # blocks as written
+    out["trace_info"] = [r for r in out["trace_info"] if r[0] != "records"]
+    return out
+
+
+DEFAULT_CHUNK = manifest.ROWS_CHUNK
+
+
+@pytest.mark.parametrize("chunk", [5, 64, DEFAULT_CHUNK])
+async def test_the_rows_written_in_chunks_are_those_the_records_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    monkeypatch.setattr(manifest, "ROWS_CHUNK", chunk)
+    path = tmp_path / "run.sqlite"
+    first = await lf.batch(steps, range(40), run=path, progress=False, max_concurrency=4)
+    second = await lf.batch(steps, range(60), run=path, progress=False, max_concurrency=4)
+    assert (len(first.failed), len(second.failed)) == (6, 9)  # 6 run again, 3 new
+    with sqlite3.connect(path) as conn:
+        stored = _tables(conn)
+        # a search block per write of rows: the first run's, read again at the second's
+        # start, then this run's (a stored trace converted at the end from the records,
+        # when the rows written do not match them, has one block)
+        blocks = conn.execute("SELECT count(*) FROM trace_search").fetchone()[0]
+        assert blocks >= {5: 6, 64: 3, DEFAULT_CHUNK: 2}[chunk]
+        refs = conn.execute("SELECT ref FROM trace_refs ORDER BY seq").fetchall()
+        assert refs == conn.execute("SELECT rowid FROM trace_nodes ORDER BY rowid").fetchall()
+        for table in STORE_TABLES:
+            conn.execute(f"DROP TABLE {table}")
+    index = open_trace(path)  # converted from the whole records
+    try:
+        assert stored == _tables(index.conn)
+    finally:
+        index.close()
+    # both runs' session and batch nodes, and per item run its node and three below it
+    assert len(stored["trace_rows"]) == 2 + 40 * 4 + 2 + (60 - 40 + 6) * 4

@@ -1,0 +1,68 @@
+"""A run manifest killed mid-run (SIGKILL, a real process) opened in the trace explorer, then
+resumed: what it shows agrees with the items the manifest kept, and with a plain index of its
+own records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import langfx_nb as lf
+from langfx_nb.notebook.trace_explorer import TraceExplorer
+from langfx_nb.notebook.trace_live import index_of
+
+from .test_manifest_owner import ENV, SCRIPT, _committed, _wait_for
+
+
+def _agrees_with_its_records(run: Path) -> None:
+    """The explorer's windows equal those of a live index of the trace's own records."""
+    explorer = TraceExplorer(run)
+    records = lf.Session.load_trace(run).trace_json()["nodes"]
+    plain = index_of(records)
+    ids = [r["id"] for r in records]
+    views = [
+        {},
+        {"start": 10**9},
+        {"expanded": {ids[1]: False}},
+        {"expanded": {ids[-1]: True, ids[2]: True}, "selected": ids[-1]},
+        {"query": "label", "start": 500},
+        {"query": "running"},
+    ]
+    for view in views:
+        want = plain.window(count=2000, **view)
+        got = explorer._reply({"count": 2000, **view})
+        assert {k: got[k] for k in want} == want, view
+    explorer.close()
+
+
+def test_a_killed_run_opens_with_the_items_it_kept_and_resumes(tmp_path: Path) -> None:
+    n = 3000
+    run, asked, log = tmp_path / "run.sqlite", tmp_path / "asked.txt", tmp_path / "first.log"
+    args = [sys.executable, str(SCRIPT), f"fake:{asked}", str(run), str(n), "8"]
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(args, env=ENV, stdout=sink, stderr=sink)
+    try:
+        _wait_for(proc, run, 1000, log)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    done = len(_committed(run))
+    assert done < n
+    explorer = TraceExplorer(run)
+    first = explorer._reply({"start": 0, "count": 50})
+    assert first["counts"]["kind"] == {"session": 1, "batch": 1, "item": done, "query": done}
+    assert explorer._reply({"start": 0, "count": 50, "query": "label this"})["matches"] == done
+    explorer.close()
+    _agrees_with_its_records(run)
+
+    again = subprocess.run(args, env=ENV, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    explorer = TraceExplorer(run)
+    after = explorer._reply({"start": 0, "count": 50})
+    assert after["counts"]["kind"] == {"session": 2, "batch": 2, "item": n, "query": n}
+    explorer.close()
+    _agrees_with_its_records(run)
+    assert len(lf.Session.load_trace(run).trace_json()["nodes"]) == 4 + 2 * n

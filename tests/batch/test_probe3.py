@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,31 @@ def test_a_killed_run_opens_with_the_items_it_kept_and_resumes(tmp_path: Path) -
     explorer.close()
     _agrees_with_its_records(run)
     assert len(lf.Session.load_trace(run).trace_json()["nodes"]) == 4 + 2 * n
+
+
+async def _echo(item: int, session: lf.Session) -> int:
+    with session.track("action", f"work {item}"):
+        if item % 5 == 1:
+            raise ValueError(f"bad item {item}")
+    return item
+
+
+async def test_a_manifest_of_the_previous_store_format_opens_and_resumes(tmp_path: Path) -> None:
+    run = tmp_path / "old.sqlite"
+    first = await lf.batch(_echo, list(range(20)), run=str(run), progress=False)
+    assert first.totals.failed == 4
+    conn = sqlite3.connect(run)  # as format 2 left it: version 2, no depth array
+    conn.execute("UPDATE trace_info SET value = '2' WHERE key = 'version'")
+    conn.execute("DELETE FROM trace_order WHERE name = 'depth'")
+    conn.commit()
+    conn.close()
+    explorer = TraceExplorer(run)
+    shown = explorer._reply({"start": 0, "count": 100, "query": "bad item"})
+    assert shown["nodes"] == 42 and shown["matches"] == 8  # each failed item and its action
+    explorer.close()
+    again = await lf.batch(_echo, list(range(20)), run=str(run), progress=False)
+    assert again.totals.resumed == 16 and again.totals.failed == 4
+    explorer = TraceExplorer(again)
+    shown = explorer._reply({"start": 0, "count": 100, "query": "bad item"})
+    assert shown["nodes"] == 42 + 10 and shown["matches"] == 16
+    explorer.close()

@@ -5,11 +5,14 @@ own records."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import langfx_nb as lf
 from langfx_nb.notebook.trace_explorer import TraceExplorer
@@ -95,3 +98,35 @@ async def test_a_manifest_of_the_previous_store_format_opens_and_resumes(tmp_pat
     shown = explorer._reply({"start": 0, "count": 100, "query": "bad item"})
     assert shown["nodes"] == 42 + 10 and shown["matches"] == 16
     explorer.close()
+
+
+_STORED_TRACE = (
+    "trace_info", "trace_records", "trace_refs", "trace_rows", "trace_search", "trace_starts",
+    "trace_order", "trace_tree",
+)  # fmt: skip
+
+
+@pytest.mark.xfail(
+    strict=True, reason="a damaged record of a manifest's trace gives an error naming no file"
+)
+@pytest.mark.parametrize("opener", ["TraceExplorer", "Session.load_trace"])
+async def test_a_killed_manifest_with_a_damaged_record_is_an_error_naming_it(
+    tmp_path: Path, opener: str
+) -> None:
+    run = tmp_path / "run.sqlite"
+    await lf.batch(_echo, list(range(5)), run=str(run), progress=False)
+    conn = sqlite3.connect(run)
+    for table in _STORED_TRACE:  # as a run killed before its end leaves it
+        conn.execute(f"DELETE FROM {table}")
+    # one record its own parent ("malformed trace: nodes[1]: the node is its own parent")
+    conn.execute(
+        "UPDATE trace_nodes SET record = json_set(record, '$.parent_id', id)"
+        " WHERE rowid = (SELECT min(rowid) FROM trace_nodes WHERE id != '0')"
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(ValueError, match=re.escape(str(run))):
+        if opener == "TraceExplorer":
+            TraceExplorer(run)
+        else:
+            lf.Session.load_trace(run)

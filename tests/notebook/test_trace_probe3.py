@@ -5,6 +5,8 @@ must show what the live one showed."""
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -234,3 +236,23 @@ def test_a_200k_node_json_trace_300_deep_is_shown_and_searched_exactly(tmp_path:
         "question number 1" in f"question number {i}" for i in range(1, nodes - deep - 2, 4)
     )
     explorer.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a malformed trace file read by Session.load_trace or restore: the error names no"
+    " file (TraceExplorer(path) and save_trace name it)",
+)
+@pytest.mark.parametrize("opener", ["load_trace", "restore"])
+def test_a_malformed_trace_file_read_by_a_session_is_an_error_naming_it(
+    tmp_path: Path, opener: str
+) -> None:
+    data = {"format": "langfx_nb.trace", "version": 1, "session": {"id": "s"}}
+    data["nodes"] = [_node("s", None, "session"), _node("a", "b"), _node("b", "a")]  # a cycle
+    path = tmp_path / "cycle.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="cycle") as caught:
+        TraceExplorer(path)
+    assert str(path) in str(caught.value)
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        getattr(Session, opener)(path)

@@ -256,3 +256,19 @@ def test_a_malformed_trace_file_read_by_a_session_is_an_error_naming_it(
     assert str(path) in str(caught.value)
     with pytest.raises(ValueError, match=re.escape(str(path))):
         getattr(Session, opener)(path)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="Session.load_trace of a store with a damaged record names no file"
+)
+def test_a_store_with_a_damaged_record_loaded_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = _store(tmp_path, _node("a", "s"))
+    conn = sqlite3.connect(path)
+    (body,) = conn.execute("SELECT body FROM trace_records WHERE seq = 0").fetchone()
+    records = json.loads(body)
+    records[-1]["parent_id"] = records[-1]["id"]  # its own parent
+    conn.execute("UPDATE trace_records SET body = ? WHERE seq = 0", (json.dumps(records),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        Session.load_trace(path)

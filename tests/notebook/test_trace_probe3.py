@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,45 @@ def test_a_store_with_a_damaged_record_loaded_is_an_error_naming_it(tmp_path: Pa
     conn.close()
     with pytest.raises(ValueError, match=re.escape(str(path))):
         Session.load_trace(path)
+
+
+def _reversed_ok_starts(conn: sqlite3.Connection) -> None:
+    # the ok group's start times in reverse: all 201 nodes counted in one bucket of ten
+    (blob,) = conn.execute("SELECT starts FROM trace_starts WHERE grp = 'ok'").fetchone()
+    starts = array("d", reversed(array("d", blob))).tobytes()
+    conn.execute("UPDATE trace_starts SET starts = ? WHERE grp = 'ok'", (starts,))
+
+
+def _ok_starts_everywhere(conn: sqlite3.Connection) -> None:
+    # every group holds the ok group's times: 603 nodes counted in a trace of 201
+    conn.execute(
+        "UPDATE trace_starts SET starts = (SELECT starts FROM trace_starts WHERE grp = 'ok')"
+    )
+
+
+_STARTS = {"reversed": _reversed_ok_starts, "every group the ok group's": _ok_starts_everywhere}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="trace_starts is not checked: the timeline counts nodes the trace does not have",
+)
+@pytest.mark.parametrize("damage", list(_STARTS))
+def test_a_damaged_timeline_shows_right_or_is_refused(tmp_path: Path, damage: str) -> None:
+    nodes = [_node(f"n{i}", "s", start=float(i), end=i + 0.5) for i in range(200)]
+    path = _store(tmp_path, *nodes)
+    request = {"start": 0, "count": 10, "timeline": (None, None, 10)}
+    explorer = TraceExplorer(path)
+    want = explorer._reply(request)["timeline"]
+    explorer.close()
+    conn = sqlite3.connect(path)
+    _STARTS[damage](conn)
+    conn.commit()
+    conn.close()
+    try:
+        explorer = TraceExplorer(path)
+        got = explorer._reply(request)["timeline"]
+    except ValueError as exc:
+        assert str(path) in str(exc)
+        return
+    assert got == want

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def _agrees_with_its_records(run: Path) -> None:
     records = lf.Session.load_trace(run).trace_json()["nodes"]
     plain = index_of(records)
     ids = [r["id"] for r in records]
-    views = [
+    views: list[dict[str, Any]] = [
         {},
         {"start": 10**9},
         {"expanded": {ids[1]: False}},

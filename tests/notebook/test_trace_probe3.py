@@ -225,11 +225,12 @@ def test_a_200k_node_json_trace_300_deep_is_shown_and_searched_exactly(tmp_path:
     end = explorer._reply({"start": 0, "count": 400, "query": f"deep {deep - 1}"})
     assert [r["node"]["id"] for r in end["rows"]] == ["s", "b", *chain]
     assert [r["depth"] for r in end["rows"]] == list(range(deep + 2))
-    opened = {"expanded": {d: True for d in chain}, "selected": chain[-1]}
+    deep_open = {d: True for d in chain}
+    opened = {"expanded": deep_open, "selected": chain[-1]}
     window = explorer._reply({"start": 10**9, "count": 200, **opened})
     assert window["total"] == 2 + deep + info.items and window["selected_index"] == 1 + deep
     assert window["start"] == window["total"] - 1 and len(window["rows"]) == 1
-    shut = {"expanded": {**opened["expanded"], "b": False}, "selected": chain[-1]}
+    shut = {"expanded": {**deep_open, "b": False}, "selected": chain[-1]}
     closed = explorer._reply({"start": 0, "count": 200, **shut})
     assert closed["total"] == 2 and closed["selected_index"] == -1
     prompts = explorer._reply({"start": 0, "count": 200, "query": "question number 1"})

@@ -44,7 +44,7 @@ def _agrees_with_its_records(run: Path) -> None:
 
 
 def test_a_killed_run_opens_with_the_items_it_kept_and_resumes(tmp_path: Path) -> None:
-    n = 3000
+    n = 4000  # killed after 1,000: far from its end
     run, asked, log = tmp_path / "run.sqlite", tmp_path / "asked.txt", tmp_path / "first.log"
     args = [sys.executable, str(SCRIPT), f"fake:{asked}", str(run), str(n), "8"]
     with log.open("wb") as sink:

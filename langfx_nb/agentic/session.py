@@ -671,7 +671,8 @@ class Session:
         loaded = _trace_data(data)
         session = cls()
         state = session._state
-        session._adopt(TraceStore.from_json(loaded, prices, hub=state.hub), loaded)
+        with _naming(data):
+            session._adopt(TraceStore.from_json(loaded, prices, hub=state.hub), loaded)
         state.created_at = str((loaded.get("session") or {}).get("created_at", ""))
         state.read_only = True
         state.disposed = True
@@ -696,7 +697,8 @@ class Session:
         session = cls(lm, prices=prices, clock=clock)
         state = session._state
         now = _clock_now(state.clock)
-        store = TraceStore.from_json(loaded, prices, clock_now=now, hub=state.hub, live=True)
+        with _naming(data):
+            store = TraceStore.from_json(loaded, prices, clock_now=now, hub=state.hub, live=True)
         session._adopt(store, loaded)
         if tracer_provider is not None:
             from .otel import export
@@ -732,11 +734,12 @@ def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str
         if is_store(path):  # a stored trace, or a run manifest
             from ..batch.run_trace import open_trace
 
-            store = open_trace(path)
-            try:
-                return store.trace_json()
-            finally:
-                store.close()
+            with _naming(path):
+                store = open_trace(path)
+                try:
+                    return store.trace_json()
+                finally:
+                    store.close()
         try:
             text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -754,6 +757,20 @@ def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str
             raise FileNotFoundError(errno.ENOENT, "no such trace file", data) from exc
         raise ValueError(f"not a langfx_nb trace: not valid JSON ({str(exc)[:200]})") from exc
     return loaded  # its shape is checked by TraceStore.from_json
+
+
+@contextlib.contextmanager
+def _naming(source: Any) -> Iterator[None]:
+    """A plain ``ValueError`` about a saved trace read from a file names the file."""
+    try:
+        yield
+    except ValueError as exc:
+        if isinstance(source, str) and not (_path_like(source) and os.path.lexists(source)):
+            raise  # JSON text, not a file
+        where = str(source) if isinstance(source, os.PathLike | str) else ""
+        if not where or type(exc) is not ValueError or where in str(exc):
+            raise
+        raise ValueError(f"{where}: {exc}") from exc
 
 
 def _path_like(text: str) -> bool:

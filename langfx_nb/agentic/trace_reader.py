@@ -69,7 +69,7 @@ _RANKS = 2_048  # ranks a listing counts at a time
 _ROW = (
     "SELECT t.rank, r.id, t.parent, r.parent_id, t.depth, t.desc, r.kind, r.status, r.name,"
     " r.hint, r.start, r.end, r.cost, r.tokens, t.sub_tokens, t.sub_cost, t.sub_priced,"
-    " t.sub_unpriced, r.extra, t.below FROM trace_tree t JOIN trace_rows r ON r.seq = t.seq"
+    " t.sub_unpriced, r.extra, t.below, t.seq FROM trace_tree t JOIN trace_rows r ON r.seq = t.seq"
 )
 
 
@@ -270,7 +270,7 @@ class StoredTrace(WindowedTrace):
                 raise ValueError("records")
             self._external = info.get("records") == "trace_nodes"
             self._untimed = int(info.get("untimed", 0))
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
         last = self.query("SELECT rank + 1 FROM trace_tree ORDER BY rank DESC LIMIT 1")
         if last != [(self.nodes,)]:
@@ -407,6 +407,8 @@ class StoredTrace(WindowedTrace):
             if not isinstance(blob, bytes) or len(blob) != width * self.nodes:
                 raise self._error("damaged trace_order")
             values = blob if width == 1 else array("i", blob)
+            if name == "depth" and blob[:1] not in (b"", b"\x00"):  # rank 0 is a root
+                raise self._error("damaged trace_order")
             if name == "parent" and not (
                 min(values, default=-1) >= -1 and all(map(operator.lt, values, range(self.nodes)))
             ):
@@ -415,19 +417,23 @@ class StoredTrace(WindowedTrace):
         return self._arrays[name]
 
     def _ranks_of(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
-        """``{id: (rank, depth, desc)}`` of the known ids among ``ids``."""
+        """``{id: (rank, depth, desc)}`` of the known ids among ``ids``; the tree row at a
+        node's rank must be that node's (else: damaged)."""
         found = self.query(
             "SELECT id, seq FROM trace_rows WHERE id IN ({})", list(map(db_text, ids))
         )
         rank_of = self._order("rank") if found else array("i")
-        ranks = {py_text(i): rank_of[s] for i, s in found if 0 <= s < len(rank_of)}
-        if not all(0 <= r < self.nodes for r in ranks.values()):
-            raise self._error("damaged trace_order")
-        sql = "SELECT rank, depth, desc FROM trace_tree WHERE rank IN ({})"
-        tree = {r: (d, n) for r, d, n in self.query(sql, list(ranks.values()))}
+        if not all(type(s) is int and 0 <= s < len(rank_of) for _, s in found):
+            raise self._error("damaged trace_rows")
+        seqs = {py_text(i): s for i, s in found}
+        ranks = [rank_of[s] for s in seqs.values()]
+        sql = "SELECT rank, seq, depth, desc FROM trace_tree WHERE rank IN ({})"
+        tree = {r: (s, d, n) for r, s, d, n in self.query(sql, ranks)}
         if not all(type(v) is int for v in itertools.chain.from_iterable(tree.values())):
             raise self._error("damaged trace_tree")
-        return {i: (r, *tree[r]) for i, r in ranks.items() if r in tree}
+        if any(tree.get(r, (s,))[0] != s for r, s in zip(ranks, seqs.values(), strict=True)):
+            raise self._error("damaged trace_order or trace_tree (they disagree)")
+        return {i: (r, *tree[r][1:]) for i, r in zip(seqs, ranks, strict=True) if r in tree}
 
     def locate(self, node_id: str) -> int | None:
         found = self._ranks_of([node_id]).get(node_id)
@@ -548,6 +554,17 @@ class StoredTrace(WindowedTrace):
         found = {int(row[0]): row for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", nodes)}
         if len(found) < len(set(nodes)):
             raise self._error("damaged trace_tree")
+        rank_of, depths = self._order("rank"), self._order("depth")
+        for rank, row in found.items():  # the row is the node listed at that rank
+            seq, depth = row[20], row[4]
+            if not (
+                type(seq) is int
+                and 0 <= seq < self.nodes
+                and rank_of[seq] == rank
+                and type(depth) is int
+                and depths[rank] == min(depth, 255)
+            ):
+                raise self._error("damaged trace_order or trace_tree (they disagree)")
         return self._rows([found[rank] for rank in nodes], expanded)
 
     def _rows(self, rows: Sequence[Sequence[Any]], expanded: Mapping[str, bool]) -> list[Any]:
@@ -555,7 +572,7 @@ class StoredTrace(WindowedTrace):
         not UTF-8, JSON not an object): one ``ValueError`` naming the file."""
         try:
             return [self._row(row, expanded) for row in rows]
-        except (TypeError, ValueError, RecursionError) as exc:
+        except (TypeError, ValueError, RecursionError, OverflowError) as exc:
             raise self._error(f"damaged trace_rows or trace_tree ({short(str(exc))})") from exc
 
     def _row(self, row: Sequence[Any], expanded: Mapping[str, bool]) -> dict[str, Any]:
@@ -587,7 +604,13 @@ class StoredTrace(WindowedTrace):
                 if len(blob) % 8 or len(blob) > 8 * self.nodes:
                     raise self._error("damaged trace_starts")
                 starts[group] = array("d", blob)
-            self._starts = {g: starts.get(g, array("d")) for g in GROUPS}
+            kept = {g: starts.get(g, array("d")) for g in GROUPS}
+            sorted_ = all(
+                all(map(operator.le, a, itertools.islice(a, 1, None))) for a in kept.values()
+            )
+            if not sorted_ or sum(map(len, kept.values())) + self._untimed != self.nodes:
+                raise self._error("damaged trace_starts (not each node's start, sorted)")
+            self._starts = kept
         return time_buckets(self._starts, self._untimed, lo, hi, buckets)
 
 

@@ -53,6 +53,10 @@ def open_trace(path: Path) -> StoredTrace:
             write_store(target, trace_header(source), trace_batches(source, path, in_place=False))
         except sqlite3.Error as exc:
             raise ValueError(f"{path}: the trace cannot be read ({exc})") from exc
+        except ValueError as exc:  # a damaged record: named with its file
+            if type(exc) is not ValueError or str(path) in str(exc):
+                raise
+            raise ValueError(f"{path}: {exc}") from exc
         finally:
             source.close()
 

@@ -107,9 +107,6 @@ _STORED_TRACE = (
 )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a damaged record of a manifest's trace gives an error naming no file"
-)
 @pytest.mark.parametrize("opener", ["TraceExplorer", "Session.load_trace"])
 async def test_a_killed_manifest_with_a_damaged_record_is_an_error_naming_it(
     tmp_path: Path, opener: str

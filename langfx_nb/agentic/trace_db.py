@@ -87,9 +87,8 @@ CREATE TABLE trace_tree (
 """
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
-# How a row's values are bound. A None costs far more to bind than a number or a string (the
-# sqlite3 module looks for an adapter), so a missing number is bound as NaN (which SQLite
-# stores as NULL), missing text as "" (nullif).
+# A None costs far more to bind than a number or a string (the sqlite3 module looks for an
+# adapter): a missing number is bound as NaN (stored as NULL), missing text as "" (nullif).
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
@@ -247,15 +246,6 @@ class StoreWriter:
         self.cost: list[float] = []  # NaN: none
         self.start: list[float] = []  # NaN: none
         self.refs = False  # the records stay in the file's trace_nodes
-
-    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int]) -> None:
-        """Add the next node records: ``body`` is their JSON array, or where each record
-        stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
-        first = self.add_rows(nodes)
-        if not isinstance(body, bytes):
-            self.add_refs(first, body)
-        elif nodes:
-            self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
 
     def add_rows(self, nodes: Sequence[Any]) -> int:
         """Write the rows of the next node records (their records are written apart:
@@ -450,8 +440,12 @@ def write_store(
         conn.execute("BEGIN")
     writer = StoreWriter(conn)
     try:
-        for batch in batches:
-            writer.add(*batch)
+        for nodes, body in batches:
+            first = writer.add_rows(nodes)
+            if not isinstance(body, bytes):
+                writer.add_refs(first, body)
+            elif nodes:
+                conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
         n = writer.finish(header)
     except BaseException:
         conn.rollback()
@@ -473,10 +467,10 @@ def save_trace(
     (``progress(bytes_read, file_size)`` after each batch of records). A source that is not a
     langfx_nb trace, or a node a row cannot show, raises ``ValueError`` before ``path`` is
     touched; so does a ``path`` that is the source file itself (it would be replaced)."""
-    path = Path(path)
-    if isinstance(source, str | os.PathLike) and not _is_text(source):
+    path, file = Path(path), _file_of(source)
+    if file is not None:
         with contextlib.suppress(OSError):
-            if path.samefile(source):
+            if path.samefile(file):
                 raise ValueError(f"{short(str(path))}: is the trace file to read: name another")
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temp.unlink(missing_ok=True)
@@ -492,22 +486,24 @@ def save_trace(
     return path
 
 
-def _is_text(source: Any) -> bool:
-    """Whether ``source`` is a trace's JSON text (as ``Session.load_trace`` takes), not a path."""
-    return isinstance(source, str) and source.lstrip().startswith("{")
+def _file_of(source: Any) -> Path | None:
+    """The file ``source`` names, if it is a path (not a trace's JSON text, which
+    ``Session.load_trace`` also takes)."""
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return None
+    return Path(source) if isinstance(source, str | os.PathLike) else None
 
 
 def _write_source(conn: sqlite3.Connection, source: Any, progress: Progress | None) -> int:
-    if _is_text(source):
-        source = parse_trace(source)
-    if isinstance(source, str | os.PathLike):
-        file = Path(source)
+    file = _file_of(source)
+    if file is not None:
         header: dict[str, Any] = {}
         try:
-            batches = read_batches(file, header, progress)
-            return write_store(conn, header, batches)
+            return write_store(conn, header, read_batches(file, header, progress))
         except ValueError as exc:
             raise ValueError(f"{file}: {exc}") from exc
+    if isinstance(source, str):
+        source = parse_trace(source)
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
     nodes = saved_nodes(data)
     blocks = (nodes[at : at + BLOCK] for at in range(0, len(nodes), BLOCK))
@@ -520,7 +516,7 @@ def convert(source: Any, progress: Progress | None = None) -> StoredTrace:
     """``source`` (what :func:`save_trace` takes) converted into a store that lives as long
     as the returned reader: a private temporary database, deleted when closed, so nothing is
     written beside a file or in a cache, and a file changed later is never read stale."""
-    where = str(source) if isinstance(source, str | os.PathLike) and not _is_text(source) else ""
+    where = str(_file_of(source) or "")
     return temporary(lambda conn: _write_source(conn, source, progress), where)
 
 

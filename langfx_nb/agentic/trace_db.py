@@ -87,10 +87,11 @@ CREATE TABLE trace_tree (
 """
 _TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
-# A None costs far more to bind than a number or a string (the sqlite3 module looks for an
-# adapter): a missing number is bound as NaN (stored as NULL), missing text as "" (nullif).
-_ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
-_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
+# A None costs far more to bind than a number (the sqlite3 module looks for an adapter), and
+# a string more than a number (SQLite copies it): a missing value is bound as NaN, which
+# SQLite stores as NULL.
+_ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,?)"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
 _BAD_RECORD = (KeyError, TypeError, ValueError, OverflowError, RecursionError)
 
@@ -131,8 +132,7 @@ def node_hint(node: Mapping[str, Any]) -> str:
         return ""
     kind = node.get("kind")
     if kind == "query":
-        prompt = inputs["prompt"] if "prompt" in inputs else inputs.get("rendered_prompt")
-        text = prompt if type(prompt) is str else _text_of(prompt)
+        text = _text_of(inputs.get("prompt", inputs.get("rendered_prompt")))
         variables = inputs.get("vars")
         if variables and _is_map(variables):
             shown = ", ".join(f"{k}={_short_value(v)}" for k, v in list(variables.items())[:4])
@@ -199,23 +199,22 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     usage's total, the hint in place of the inputs; no value holds a newline."""
     if type(x) is not dict:
         raise TypeError("must be an object")
-    get = x.get
-    node_id, parent = str(x["id"]), get("parent_id")
-    kind, status = _KINDS.get(x["kind"]), _STATUSES.get(get("status", "ok"))
+    node_id, parent = str(x["id"]), x.get("parent_id")
+    kind, status = _KINDS.get(x["kind"]), _STATUSES.get(x.get("status", "ok"))
     if kind is None or status is None:
-        shown = f"{short(x['kind'])}, {short(get('status', 'ok'))}"
+        shown = f"{short(x['kind'])}, {short(x.get('status', 'ok'))}"
         raise ValueError(f"unknown kind or status: {shown}")
-    if parent is not None:
-        parent = str(parent)
-        if parent == node_id:
-            raise ValueError("the node is its own parent")
-    name = str(get("name", "")).replace("\n", " ")
-    hint = node_hint(x) if "inputs" in x else str(get("hint", "")).replace("\n", " ")
-    err, decision, evicted = get("error"), get("decision"), get("evicted_children")
-    extra = err_text = ""
+    parent = None if parent is None else str(parent)
+    if parent == node_id:
+        raise ValueError("the node is its own parent")
+    name = str(x.get("name", "")).replace("\n", " ")
+    hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
+    err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
+    extra: str | float = _NAN  # none (see _ROW_VALUES)
+    err_text = ""
     if err is not None or decision is not None or evicted:
         extra, err_text = _extra(err, decision, evicted)
-    start, end, cost, usage = get("start", 0.0), get("end"), get("cost"), get("usage")
+    start, end, cost, usage = x.get("start", 0.0), x.get("end"), x.get("cost"), x.get("usage")
     row = (
         seq, node_id, parent, kind, status, name, hint,
         start if type(start) is float and start - start == 0.0 else _number(start, "start"),
@@ -364,7 +363,7 @@ class StoreWriter:
                         p = up[p]
         # a row's number among rows of depth <= 2 (counting those before it)
         shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
-        below_json = [""] * n  # "": no problem below
+        below_json: list[str | float] = [_NAN] * n  # NaN: no problem below
         for r, found in below.items():
             below_json[r] = json.dumps(found)
         columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u, below_json)

@@ -93,7 +93,6 @@ _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one 
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,?)"
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,?)"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
-_BAD_RECORD = (KeyError, TypeError, ValueError, OverflowError, RecursionError)
 
 # -- row values --------------------------------------------------------------------------------
 
@@ -253,15 +252,14 @@ class StoreWriter:
         at = len(self.parent)
         if not nodes:
             return at
-        try:
-            rows, lines = zip(*map(_row, itertools.count(at), nodes), strict=True)
-        except _BAD_RECORD:
-            for seq, x in enumerate(nodes, at):  # which record: named
-                try:
-                    _row(seq, x)
-                except _BAD_RECORD as exc:
-                    raise malformed(f"nodes[{seq}]", exc) from exc
-            raise
+        rows, lines = [], []
+        for seq, x in enumerate(nodes, at):
+            try:
+                row, line = _row(seq, x)
+            except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+                raise malformed(f"nodes[{seq}]", exc) from exc
+            rows.append(row)
+            lines.append(line)
         columns = list(zip(*rows, strict=True))
         ids = columns[1]
         pos = self.pos
@@ -532,8 +530,8 @@ def temporary(write: Callable[[sqlite3.Connection], Any], where: str = "") -> St
 
 def _scratch(path: str | Path) -> sqlite3.Connection:
     """A new database that only this process writes and that is dropped if writing fails
-    (``save_trace`` replaces its file once written): no journal, no syncing, large pages
-    (fewer writes: about 5 % less CPU for a 200,000-node trace)."""
+    (``save_trace`` replaces its file once written): no journal, no syncing, and pages and a
+    cache large enough that writing and indexing it take few system calls."""
     conn = sqlite3.connect(path, check_same_thread=False)
     for pragma in ("journal_mode=OFF", "synchronous=OFF", "page_size=16384", "cache_size=-16384"):
         conn.execute(f"PRAGMA {pragma}")

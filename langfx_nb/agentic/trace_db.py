@@ -85,7 +85,7 @@ CREATE TABLE trace_tree (
     sub_cost REAL NOT NULL, sub_priced INTEGER NOT NULL, sub_unpriced INTEGER NOT NULL,
     below TEXT);
 """
-_TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
+_SLICE = 50_000  # rows bound at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
 # A None costs far more to bind than a number (the sqlite3 module looks for an adapter), and
 # a string more than a number (SQLite copies it): a missing value is bound as NaN, which
@@ -365,10 +365,7 @@ class StoreWriter:
         for r, found in below.items():
             below_json[r] = json.dumps(found)
         columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u, below_json)
-        for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
-            end = min(n, at + _TREE_SLICE)
-            part = [range(at, end), *(c[at:end] for c in columns)]
-            _insert(conn, "trace_tree", _TREE_VALUES, part)
+        _insert(conn, "trace_tree", _TREE_VALUES, [range(n), *columns])
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
         conn.executemany("INSERT INTO trace_order VALUES (?, ?)", ranks)
         del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks, status
@@ -408,17 +405,19 @@ def _insert(
     conn: sqlite3.Connection, table: str, values: str, columns: Sequence[Sequence[Any]]
 ) -> None:
     """Insert the rows whose values are ``columns`` (of one length) into ``table``, each row
-    as ``values`` (``"(?,?)"``) takes it, many rows a statement."""
+    as ``values`` (``"(?,?)"``) takes it: many rows a statement, a slice at a time."""
     k, n = len(columns), len(columns[0])
-    flat: list[Any] = [None] * (k * n)
-    for j, column in enumerate(columns):
-        flat[j::k] = column
-    step, full = k * _PER_INSERT, k * (n - n % _PER_INSERT)
-    many = [flat[at : at + step] for at in range(0, full, step)]
-    conn.executemany(f"INSERT INTO {table} VALUES {','.join([values] * _PER_INSERT)}", many)
-    conn.executemany(
-        f"INSERT INTO {table} VALUES {values}", [flat[at : at + k] for at in range(full, k * n, k)]
-    )
+    step = k * _PER_INSERT
+    for first in range(0, n, _SLICE):
+        m = min(n - first, _SLICE)
+        flat: list[Any] = [None] * (k * m)
+        for j, column in enumerate(columns):
+            flat[j::k] = column[first : first + m]
+        full = k * (m - m % _PER_INSERT)
+        many = [flat[at : at + step] for at in range(0, full, step)]
+        conn.executemany(f"INSERT INTO {table} VALUES {','.join([values] * _PER_INSERT)}", many)
+        rest = [flat[at : at + k] for at in range(full, k * m, k)]
+        conn.executemany(f"INSERT INTO {table} VALUES {values}", rest)
 
 
 def write_store(

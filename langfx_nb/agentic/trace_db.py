@@ -86,15 +86,14 @@ CREATE TABLE trace_tree (
     sub_cost REAL NOT NULL, sub_priced INTEGER NOT NULL, sub_unpriced INTEGER NOT NULL,
     below TEXT);
 """
-_TREE_SLICE = 50_000  # tree rows made at a time (bounded memory)
+_SLICE = 50_000  # rows bound at a time (bounded memory)
 _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
-# How a row's values are bound. A None costs far more to bind than a number or a string (the
-# sqlite3 module looks for an adapter), so a missing number is bound as NaN (which SQLite
-# stores as NULL), missing text as "" (nullif).
-_ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,nullif(?,''))"
-_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,nullif(?,''))"
+# A None costs far more to bind than a number (the sqlite3 module looks for an adapter), and
+# a string more than a number (SQLite copies it): a missing value is bound as NaN, which
+# SQLite stores as NULL.
+_ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,?)"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
-_chain = itertools.chain.from_iterable
 
 # -- row values --------------------------------------------------------------------------------
 
@@ -211,7 +210,8 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     name = str(x.get("name", "")).replace("\n", " ")
     hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
     err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
-    extra = err_text = ""
+    extra: str | float = _NAN  # none (see _ROW_VALUES)
+    err_text = ""
     if err is not None or decision is not None or evicted:
         extra, err_text = _extra(err, decision, evicted)
     start, end, cost, usage = x.get("start", 0.0), x.get("end"), x.get("cost"), x.get("usage")
@@ -247,15 +247,6 @@ class StoreWriter:
         self.refs = False  # the records stay in the file's trace_nodes
         self.search: list[bytes] = []  # the search lines in the order added, a block a batch
 
-    def add(self, nodes: Sequence[Any], body: bytes | Sequence[int]) -> None:
-        """Add the next node records: ``body`` is their JSON array, or where each record
-        stays: its rowid in the file's ``trace_nodes`` (a run manifest)."""
-        first = self.add_rows(nodes)
-        if not isinstance(body, bytes):
-            self.add_refs(first, body)
-        elif nodes:
-            self.conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
-
     def add_rows(self, nodes: Sequence[Any]) -> int:
         """Write the rows of the next node records (their records are written apart:
         :meth:`add_refs`); the position of the first. A record a row cannot show, or an id
@@ -271,7 +262,8 @@ class StoreWriter:
                 raise malformed(f"nodes[{seq}]", exc) from exc
             rows.append(row)
             lines.append(line)
-        _, ids, parents, kinds, status, _, _, starts, _, costs, tokens, _ = zip(*rows, strict=True)
+        columns = list(zip(*rows, strict=True))
+        ids = columns[1]
         pos = self.pos
         for seq, node_id in enumerate(ids, at):
             if pos.setdefault(node_id, seq) != seq:
@@ -279,18 +271,18 @@ class StoreWriter:
                     f"malformed trace: nodes[{seq}]: the id {short(node_id)} is used twice"
                 )
         get = pos.get
-        self.parent += [-1 if p is None else get(p, p) for p in parents]
-        self.status += status
-        self.kinds.update(kinds)
-        self.tokens += tokens
-        self.cost += costs
-        self.start += starts
+        self.parent += [-1 if p is None else get(p, p) for p in columns[2]]
+        self.kinds.update(columns[3])
+        self.status += columns[4]
+        self.start += columns[7]
+        self.cost += columns[9]
+        self.tokens += columns[10]
         try:
-            _insert(self.conn, "trace_rows", _ROW_VALUES, rows)
+            _insert(self.conn, "trace_rows", _ROW_VALUES, columns)
         except UnicodeEncodeError:  # a lone surrogate (JSON may hold one): kept as UTF-8 bytes
             self.conn.execute("DELETE FROM trace_rows WHERE seq >= ?", (at,))
-            rows = [tuple(db_text(v) if type(v) is str else v for v in r) for r in rows]
-            _insert(self.conn, "trace_rows", _ROW_VALUES, rows)
+            kept = [[db_text(v) if type(v) is str else v for v in c] for c in columns]
+            _insert(self.conn, "trace_rows", _ROW_VALUES, kept)
         text = ("\n".join(lines).lower() + "\n").encode("utf-8", "surrogatepass")
         self.search.append(text)  # written in rank order at the end
         return at
@@ -299,8 +291,7 @@ class StoreWriter:
         """Where the records from position ``first`` on stay: their rowids in the file's
         ``trace_nodes``."""
         self.refs = True
-        rows = list(zip(itertools.count(first), refs))
-        _insert(self.conn, "trace_refs", "(?,?)", rows)
+        _insert(self.conn, "trace_refs", "(?,?)", [range(first, first + len(refs)), refs])
 
     def ids(self) -> list[str]:
         """The ids of the nodes added so far, in the order added."""
@@ -390,14 +381,11 @@ class StoreWriter:
                         p = up[p]
         # a row's number among rows of depth <= 2 (counting those before it)
         shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
-        below_json = [""] * n  # "": no problem below
+        below_json: list[str | float] = [_NAN] * n  # NaN: no problem below
         for r, found in below.items():
             below_json[r] = json.dumps(found)
-        columns = (range(n), order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u)
-        for at in range(0, n, _TREE_SLICE):  # the tree's rows in rank order, a slice at a time
-            part = [c[at : at + _TREE_SLICE] for c in (*columns, below_json)]
-            rows = list(zip(*part, strict=False))  # shallow_at holds one more: the count
-            _insert(conn, "trace_tree", _TREE_VALUES, rows)
+        columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u, below_json)
+        _insert(conn, "trace_tree", _TREE_VALUES, [range(n), *columns])
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
         conn.executemany("INSERT INTO trace_order VALUES (?, ?)", ranks)
         del columns, order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, rank, ranks, status
@@ -430,13 +418,23 @@ class StoreWriter:
         return n
 
 
-def _insert(conn: sqlite3.Connection, table: str, values: str, rows: Sequence[Any]) -> None:
-    """Insert ``rows`` into ``table``, each as ``values`` (``"(?,?)"``) takes it, many rows
-    a statement."""
-    full = len(rows) - len(rows) % _PER_INSERT
-    chained = [list(_chain(rows[at : at + _PER_INSERT])) for at in range(0, full, _PER_INSERT)]
-    conn.executemany(f"INSERT INTO {table} VALUES {','.join([values] * _PER_INSERT)}", chained)
-    conn.executemany(f"INSERT INTO {table} VALUES {values}", rows[full:])
+def _insert(
+    conn: sqlite3.Connection, table: str, values: str, columns: Sequence[Sequence[Any]]
+) -> None:
+    """Insert the rows whose values are ``columns`` (of one length) into ``table``, each row
+    as ``values`` (``"(?,?)"``) takes it: many rows a statement, a slice at a time."""
+    k, n = len(columns), len(columns[0])
+    step = k * _PER_INSERT
+    for first in range(0, n, _SLICE):
+        m = min(n - first, _SLICE)
+        flat: list[Any] = [None] * (k * m)
+        for j, column in enumerate(columns):
+            flat[j::k] = column[first : first + m]
+        full = k * (m - m % _PER_INSERT)
+        many = [flat[at : at + step] for at in range(0, full, step)]
+        conn.executemany(f"INSERT INTO {table} VALUES {','.join([values] * _PER_INSERT)}", many)
+        rest = [flat[at : at + k] for at in range(full, k * m, k)]
+        conn.executemany(f"INSERT INTO {table} VALUES {values}", rest)
 
 
 def write_store(
@@ -455,8 +453,12 @@ def write_store(
         conn.execute("BEGIN")
     writer = StoreWriter(conn)
     try:
-        for batch in batches:
-            writer.add(*batch)
+        for nodes, body in batches:
+            first = writer.add_rows(nodes)
+            if not isinstance(body, bytes):
+                writer.add_refs(first, body)
+            elif nodes:
+                conn.execute("INSERT INTO trace_records VALUES (?, ?)", (first, body))
         n = writer.finish(header)
     except BaseException:
         conn.rollback()
@@ -478,18 +480,16 @@ def save_trace(
     (``progress(bytes_read, file_size)`` after each batch of records). A source that is not a
     langfx_nb trace, or a node a row cannot show, raises ``ValueError`` before ``path`` is
     touched; so does a ``path`` that is the source file itself (it would be replaced)."""
-    path = Path(path)
-    if isinstance(source, str | os.PathLike) and not _is_text(source):
+    path, file = Path(path), _file_of(source)
+    if file is not None:
         with contextlib.suppress(OSError):
-            if path.samefile(source):
+            if path.samefile(file):
                 raise ValueError(f"{short(str(path))}: is the trace file to read: name another")
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temp.unlink(missing_ok=True)
     temp.touch(exist_ok=False)  # an OSError naming it (a missing folder), not sqlite3's
     try:
-        with contextlib.closing(sqlite3.connect(temp)) as conn:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
+        with contextlib.closing(_scratch(temp)) as conn:
             _write_source(conn, source, progress)
         os.replace(temp, path)
     except BaseException:
@@ -499,22 +499,24 @@ def save_trace(
     return path
 
 
-def _is_text(source: Any) -> bool:
-    """Whether ``source`` is a trace's JSON text (as ``Session.load_trace`` takes), not a path."""
-    return isinstance(source, str) and source.lstrip().startswith("{")
+def _file_of(source: Any) -> Path | None:
+    """The file ``source`` names, if it is a path (not a trace's JSON text, which
+    ``Session.load_trace`` also takes)."""
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return None
+    return Path(source) if isinstance(source, str | os.PathLike) else None
 
 
 def _write_source(conn: sqlite3.Connection, source: Any, progress: Progress | None) -> int:
-    if _is_text(source):
-        source = parse_trace(source)
-    if isinstance(source, str | os.PathLike):
-        file = Path(source)
+    file = _file_of(source)
+    if file is not None:
         header: dict[str, Any] = {}
         try:
-            batches = read_batches(file, header, progress)
-            return write_store(conn, header, batches)
+            return write_store(conn, header, read_batches(file, header, progress))
         except ValueError as exc:
             raise ValueError(f"{file}: {exc}") from exc
+    if isinstance(source, str):
+        source = parse_trace(source)
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source
     nodes = saved_nodes(data)
     blocks = (nodes[at : at + BLOCK] for at in range(0, len(nodes), BLOCK))
@@ -527,17 +529,26 @@ def convert(source: Any, progress: Progress | None = None) -> StoredTrace:
     """``source`` (what :func:`save_trace` takes) converted into a store that lives as long
     as the returned reader: a private temporary database, deleted when closed, so nothing is
     written beside a file or in a cache, and a file changed later is never read stale."""
-    where = str(source) if isinstance(source, str | os.PathLike) and not _is_text(source) else ""
+    where = str(_file_of(source) or "")
     return temporary(lambda conn: _write_source(conn, source, progress), where)
 
 
 def temporary(write: Callable[[sqlite3.Connection], Any], where: str = "") -> StoredTrace:
     """A stored trace that ``write(conn)`` writes into a private temporary database."""
-    conn = sqlite3.connect("", check_same_thread=False)
+    conn = _scratch("")
     try:
-        conn.execute("PRAGMA journal_mode=OFF")  # dropped, not rolled back, if writing fails
         write(conn)
         return StoredTrace(conn, where=where)
     except BaseException:
         conn.close()
         raise
+
+
+def _scratch(path: str | Path) -> sqlite3.Connection:
+    """A new database that only this process writes and that is dropped if writing fails
+    (``save_trace`` replaces its file once written): no journal, no syncing, and pages and a
+    cache large enough that writing and indexing it take few system calls."""
+    conn = sqlite3.connect(path, check_same_thread=False)
+    for pragma in ("journal_mode=OFF", "synchronous=OFF", "page_size=16384", "cache_size=-16384"):
+        conn.execute(f"PRAGMA {pragma}")
+    return conn

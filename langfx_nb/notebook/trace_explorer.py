@@ -34,18 +34,16 @@ import anywidget
 import traitlets
 
 from ..agentic.trace_db import StoredTrace, convert, is_store
-from ..agentic.trace_json import regular_file
 from .bridge import Clock, MessageKind, Timer, to_jsonable
 from .render import WidgetDisplayMixin, trace_html, trace_text
-from .trace_data import read_trace, view_node
+from .trace_data import view_node
 from .trace_live import LiveIndex, index_of, row_patch
 
-__all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer", "read_trace"]
+__all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer"]
 
 _STATIC = Path(__file__).parent / "static"
 
-#: A trace JSON file at least this large is converted into a stored trace as a stream
-#: (bounded memory, a progress line), not read whole first.
+#: A trace JSON file at least this large shows a progress line while it is converted.
 BIG_FILE_BYTES = 4 << 20
 #: A live trace: at least this long between two pushes to one view (all views together stay
 #: under 20 messages a second; see ``TraceExplorer._tick``).
@@ -102,10 +100,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
     ``source`` is a ``Session``, a saved trace (dict, JSON text, or a path to a trace file),
-    read strictly: a malformed one raises ``ValueError`` naming what is wrong; a stored trace
-    (``lf.save_trace``'s file) or a batch's run manifest (the path of ``lf.batch(run=...)``'s
-    SQLite file, or its ``BatchResult``), windowed from the file. A ``BatchResult`` without a
-    manifest shows its session.
+    a stored trace (``lf.save_trace``'s file) or a batch's run manifest (the path of
+    ``lf.batch(run=...)``'s SQLite file, or its ``BatchResult``), windowed from the file. A
+    ``BatchResult`` without a manifest shows its session. A trace whose rows cannot be read
+    raises ``ValueError`` naming what is wrong; a node record the core's strict reader
+    rejects is named as such when its detail is opened.
     """
 
     _esm = _STATIC / "trace_explorer.js"
@@ -553,33 +552,28 @@ def _source(source: Any) -> Any:
 
 
 def _saved(source: Any) -> StoredTrace:
-    """A saved trace as a stored trace: a stored trace or a run manifest opened in place, a
-    trace JSON file of ``BIG_FILE_BYTES`` or more converted, with a progress line, into a
-    temporary store that lives as long as the explorer shows it; anything else read strictly
-    (``read_trace``) and converted."""
-    if isinstance(source, str | os.PathLike) and not (
-        isinstance(source, str) and source.lstrip().startswith("{")  # JSON text
-    ):
-        path = Path(source)
-        if is_store(path):
-            from ..batch.run_trace import open_trace
+    """A saved trace as a stored trace: a stored trace or a run manifest opened in place;
+    anything else (trace data, its JSON text, the path of a trace JSON file) converted by the
+    core's one reader (``trace_db.convert``: a file as a stream, in bounded memory) into a
+    temporary store that lives as long as the explorer shows it."""
+    if isinstance(source, str | os.PathLike) and is_store(source):
+        from ..batch.run_trace import open_trace
 
-            return open_trace(path)
-        regular_file(path)
-        if path.stat().st_size >= BIG_FILE_BYTES:
-            return convert(path, _progress_line(path.name))
-    return convert(read_trace(source))
+        return open_trace(Path(source))
+    return convert(source, _progress_line(source))
 
 
-def _progress_line(name: str) -> Callable[[int, int], None]:
-    """How far a conversion is, as one line on standard error (at most twice a second)."""
+def _progress_line(source: Any) -> Callable[[int, int], None]:
+    """How far the conversion of a file of ``BIG_FILE_BYTES`` or more is, as one line on
+    standard error (at most twice a second)."""
     last = [0.0]
 
     def show(done: int, size: int) -> None:
-        if time.monotonic() - last[0] >= 0.5 or done >= size:
+        if size >= BIG_FILE_BYTES and (time.monotonic() - last[0] >= 0.5 or done >= size):
             last[0] = time.monotonic()
             end = "\n" if done >= size else ""
             share = 100 * done // max(1, size)
+            name = Path(source).name
             sys.stderr.write(f"\rreading {name}: {share}% of {size / 1e6:,.0f} MB{end}")
             sys.stderr.flush()
 

@@ -1,18 +1,12 @@
 """TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
 
 The page never holds the tree: it asks the kernel for the window of rows on screen
-(:func:`window_params` reads its request), and every trace answers through the one
-``WindowedTrace.window`` (``agentic/trace_reader.py``): a saved trace from its stored trace
-(``agentic/trace_db.py``: a ``save_trace`` file or a run manifest opened in place, a JSON
-trace converted into a temporary one), a live session from its :class:`LiveIndex`, kept
-exact event by event. For a live trace the explorer remembers each view's last request (at
-most ``LIVE_VIEWS`` views) and pushes the same window again, with what changed, as events
-arrive: at least ``LIVE_PUSH_S`` apart per view, and at least ``LIVE_STATE_S`` apart for a
-copy of the state (what a reloaded page starts from), which is also copied when a run ends
-(:meth:`TraceExplorer.flush`). Approval is read from the tool-call
-node itself (status ``waiting``, then its decision record), never from log text. The detail
-pane asks the kernel for a node's full record; the static copy is drawn from the first rows
-of the same windows (``render.py``).
+(:func:`window_params`), and every trace answers through the one ``WindowedTrace.window``
+(``agentic/trace_reader.py``): a saved trace from a stored trace, a live session from its
+:class:`LiveIndex`. A live explorer pushes each view's last window again as events arrive (at
+most ``LIVE_VIEWS`` views, ``LIVE_PUSH_S`` apart per view) and copies the state a reloaded page
+starts from at most every ``LIVE_STATE_S`` and when a run ends (:meth:`TraceExplorer.flush`).
+The static copy is drawn from the same rows (``render.trace_html``).
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ class LiveNode:
         self.sums: Sums = _NO_SUMS
         #: what went wrong below: problems by status, each counted once, where it started
         #: (an item that failed because its query failed is not counted again)
-        self.below: dict[str, int] = {}
+        self.below: dict[str, int] | None = None
         self.sent, self.sent_below = _NO_SUMS, _NO_PROBLEMS  # what the parent has of it
 
     def share(self) -> Sums:
@@ -273,11 +273,12 @@ class LiveIndex(WindowedTrace):
                 )
             problems, old_problems = node.problems(), node.sent_below
             if problems != old_problems:
-                node.sent_below = problems
+                node.sent_below, below = problems, parent.below or {}
                 for label, n in problems.items():
-                    _bump(parent.below, label, n)
+                    _bump(below, label, n)
                 for label, n in old_problems.items():
-                    _bump(parent.below, label, -n)
+                    _bump(below, label, -n)
+                parent.below = below or None
         self._stale = set()
 
     # -- reading ---------------------------------------------------------------------------

@@ -123,8 +123,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._session: Any = None
         self._unsubscribe: Callable[[], Any] | None = None
         self._timer: Timer | None = None  # the pending live push
-        #: What the trace shows besides rows: session totals, the clock offset, whether over.
-        self._summary: dict[str, Any] | None = None
+        self._summary: dict[str, Any] | None = None  # the session's totals
         self._offset: float | None = None
         self._ended = False
         self._clock = clock
@@ -141,11 +140,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._runs: dict[str, asyncio.Task[Any]] = {}
         source = _source(source)
         session = source if hasattr(source, "subscribe") else None
+        initial = b""
         if source is not None and session is None:
             self._adopt(_saved(source), None)
-        # a saved trace travels with the widget's opening message (one message, not two)
-        stored = isinstance(self._trace, StoredTrace)
-        initial = _encode({**self._state_now(), "seq": 0}) if stored else b""
+            # it travels with the widget's opening message (one message, not two)
+            initial = _encode({**self._state_now(), "seq": 0})
         super().__init__(title=title, state=initial, **kwargs)
         self.on_msg(self._on_view_message)
         if session is not None:
@@ -265,16 +264,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if stored is not None:
             self._trace, self._ended, header = stored, True, stored.header
             root_start = stored.root_start()
-        else:
-            dump = getattr(session, "trace_json", None)
-            raw = dump() if callable(dump) else {}
-            header = json.loads(raw) if isinstance(raw, str) else to_jsonable(raw)
-            nodes = header.get("nodes") or ()
+        else:  # (JSON data: the session's trace holds previews only)
+            header = session.trace_json()
+            nodes = header["nodes"]
             root_start = next((n.get("start") for n in nodes if n.get("kind") == "session"), None)
             self._trace, self._ended = index_of(nodes), _session_over(session)
-            if session is not None:
-                handle = session.subscribe(self.push)
-                self._unsubscribe = handle if callable(handle) else None
+            handle = session.subscribe(self.push)
+            self._unsubscribe = handle if callable(handle) else None
         summary = header.get("summary")
         self._summary = to_jsonable(summary) if isinstance(summary, Mapping) else None
         self._offset = _clock_offset(header, root_start)
@@ -335,8 +331,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         i = trace.locate(node_id)
         if i is None:
             return None
-        find = getattr(self._session, "find", None)
-        node = find(node_id) if callable(find) else None
+        node = self._session.find(node_id)  # (a live trace's nodes are its session's)
         if node is not None:
             return view_node(node.to_json())
         row = trace.summary(i)

@@ -5,11 +5,11 @@ A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into 
 the primitives of a ``WindowedTrace``, so its windows come from the same function as a stored
 trace's (``agentic.trace_reader``), and the saved-notebook copy reads it the same way.
 
-Costs: a patch is O(1) but for a child that came before its parent (its subtree's depths).
-What a row sums over its subtree (tokens, cost, descendants, what went wrong below) is brought
-up to date when a window is read, for the nodes changed since the last read and their
-ancestors, each once. A window lists the visible rows (closed children in one C-speed copy:
-only open nodes with children are visited; a filter: the matching nodes and their ancestors).
+Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). What a
+row sums over its subtree (tokens, cost, descendants, what went wrong below) is brought up to
+date when rows are read, for the nodes changed since and their ancestors, each once. A window
+lists the visible rows (closed children in one C-speed copy: only open nodes with children are
+visited; a filter: the matching nodes and their ancestors).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class LiveIndex(WindowedTrace):
         self.version = 0
         self._match: tuple[str, set[int]] | None = None
         self._starts: tuple[int, dict[str, list[float]], int] | None = None
-        self._touched: set[int] = set()  # nodes changed since the cached match set
+        self._touched: set[int] = set()  # nodes changed since the last search
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -164,7 +164,8 @@ class LiveIndex(WindowedTrace):
             _bump(self.by_status, old, -1)
             _bump(self.by_status, new, 1)
         self._touch(i)
-        self._touched.add(i)
+        if self._match is not None:
+            self._touched.add(i)
         self.version += 1
 
     def _add(self, node_id: str, patch: Mapping[str, Any]) -> int:

@@ -20,7 +20,6 @@ from ..agentic.trace_reader import LIVE
 from ..agentic.usage import cost_label
 from ..batch.progress import provider_lines
 from ..jsonable import walk
-from .trace_data import view_node
 from .trace_live import index_of
 from .trace_rows import duration_ms, human_wait, row_values
 
@@ -401,12 +400,10 @@ def batch_html(state: Mapping[str, Any]) -> str:
 
 
 def session_html(session: Any) -> str:
-    data = session.trace_json()
-    if isinstance(data, str):
-        data = json.loads(data)
-    nodes = {str(n["id"]): view_node(n, plain=True) for n in data["nodes"]}
-    index = index_of(nodes.values())
-    return trace_html(index, title=type(session).__name__, record=nodes.get, ended=False)
+    """A ``Session``'s trace so far, as the explorer's static copy shows it."""
+    nodes = {str(n["id"]): n for n in session.trace_json()["nodes"]}
+    title = type(session).__name__
+    return trace_html(index_of(nodes.values()), title=title, record=nodes.get, ended=False)
 
 
 def register_formatters(ipython: Any) -> None:

@@ -212,8 +212,7 @@ class LiveIndex(WindowedTrace):
         if "status" in patch:
             node.status = str(patch["status"] or "ok")
         if "name" in patch:
-            name = patch["name"]
-            node.name = name if type(name) is str else str(name)
+            node.name = str(patch["name"])
         if "hint" in patch:
             node.hint = str(patch["hint"] or "")
         if "start" in patch:

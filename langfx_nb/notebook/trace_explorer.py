@@ -502,12 +502,12 @@ def window_params(content: Mapping[str, Any]) -> dict[str, Any] | None:
     arguments plus ``timeline`` (``lo`` and ``hi`` both ``None``: the whole trace, as it is
     when answered; an invalid one is left out); ``None`` for a request whose ``start`` or
     ``count`` is not a number."""
-    expanded: dict[str, bool] = {}
     raw = content.get("expanded")
-    if isinstance(raw, list):
-        for entry in raw:
-            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
-                expanded[entry[0]] = bool(entry[1])
+    expanded = {
+        e[0]: bool(e[1])
+        for e in (raw if isinstance(raw, list) else ())
+        if isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+    }
     query, selected = content.get("query"), content.get("selected")
     try:
         start, count = int(content.get("start", 0)), int(content.get("count", 200))

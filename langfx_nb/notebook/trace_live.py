@@ -140,10 +140,9 @@ class LiveIndex(WindowedTrace):
         self.by_kind: dict[str, int] = {}
         self.lo = float("inf")
         self.hi = float("-inf")
-        #: bumped by every change: a window computed at one version is current until the next
-        self.version = 0
         self._match: tuple[str, set[int]] | None = None
-        self._starts: tuple[int, dict[str, list[float]], int] | None = None
+        #: each timeline group's start times, sorted, and how many have none (until a change)
+        self._starts: tuple[dict[str, list[float]], int] | None = None
         self._touched: set[int] = set()  # nodes changed since the last search
 
     def __len__(self) -> int:
@@ -166,7 +165,7 @@ class LiveIndex(WindowedTrace):
         self._touch(i)
         if self._match is not None:
             self._touched.add(i)
-        self.version += 1
+        self._starts = None
 
     def _add(self, node_id: str, patch: Mapping[str, Any]) -> int:
         i = len(self.nodes)
@@ -291,8 +290,7 @@ class LiveIndex(WindowedTrace):
         return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-        # each group's start times, sorted once per version of the index
-        if self._starts is None or self._starts[0] != self.version:
+        if self._starts is None:
             by: dict[str, list[float]] = {g: [] for g in GROUPS}
             untimed = 0
             for node in self.nodes:
@@ -302,8 +300,8 @@ class LiveIndex(WindowedTrace):
                     by[group_of(node.status)].append(node.start)
             for values in by.values():
                 values.sort()
-            self._starts = (self.version, by, untimed)
-        return time_buckets(self._starts[1], self._starts[2], lo, hi, buckets)
+            self._starts = (by, untimed)
+        return time_buckets(*self._starts, lo, hi, buckets)
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""

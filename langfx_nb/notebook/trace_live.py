@@ -135,7 +135,7 @@ class LiveIndex(WindowedTrace):
         self.pos: dict[str, int] = {}
         self.roots = array("i")
         self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
-        self._stale: set[int] = set()  # nodes whose sums changed, with all their ancestors
+        self._stale: set[int] = set()  # nodes changed since their parents' sums were
         self.by_status: dict[str, int] = {}
         self.by_kind: dict[str, int] = {}
         self.lo = float("inf")
@@ -162,7 +162,7 @@ class LiveIndex(WindowedTrace):
         if old != new:
             _bump(self.by_status, old, -1)
             _bump(self.by_status, new, 1)
-        self._touch(i)
+        self._stale.add(i)
         if self._match is not None:
             self._touched.add(i)
         self._starts = None
@@ -200,7 +200,6 @@ class LiveIndex(WindowedTrace):
                 parent.kids = array("i")
             parent.kids.append(i)
             self._stale.add(i)
-            self._touch(p)
         stack = [(i, self.nodes[p].depth + 1 if p >= 0 else 0)]
         while stack:  # (the common case: a new leaf)
             j, depth = stack.pop()
@@ -240,14 +239,6 @@ class LiveIndex(WindowedTrace):
                 extra[field] = value
             node.extra = extra or None
 
-    def _touch(self, i: int) -> None:
-        """Mark ``i`` and its ancestors stale, up to the first already stale (whose
-        ancestors are: a stale node's ancestors are always stale)."""
-        nodes, stale = self.nodes, self._stale
-        while i >= 0 and i not in stale:
-            stale.add(i)
-            i = nodes[i].parent
-
     def _ancestors(self, i: int) -> list[int]:
         out: list[int] = []
         p = self.nodes[i].parent
@@ -257,28 +248,32 @@ class LiveIndex(WindowedTrace):
         return out
 
     def _settle(self) -> None:
-        """Bring the sums of the stale nodes up to date, deepest first: each adds to its
-        parent what changed of its share since it last sent it."""
-        nodes = self.nodes
-        for i in sorted(self._stale, key=lambda j: -nodes[j].depth):
-            node = nodes[i]
-            if node.parent < 0:
-                continue
-            parent, share, old = nodes[node.parent], node.share(), node.sent
-            if share != old:
-                node.sent = share
+        """Bring the sums up to date, deepest nodes first: a changed node adds to its
+        parent's sums what changed of its share since it last did, and its parent is
+        looked at next (up to the first node whose share is as it was)."""
+        nodes, levels = self.nodes, dict[int, set[int]]()
+        for i in self._stale:
+            levels.setdefault(nodes[i].depth, set()).add(i)
+        self._stale = set()
+        while levels:
+            for i in levels.pop(max(levels)):
+                node = nodes[i]
+                if node.parent < 0:
+                    continue
+                parent, share, problems = nodes[node.parent], node.share(), node.problems()
+                if share == node.sent and problems == node.sent_below:
+                    continue
                 parent.sums = tuple(
-                    a + b - c for a, b, c in zip(parent.sums, share, old, strict=True)
+                    a + b - c for a, b, c in zip(parent.sums, share, node.sent, strict=True)
                 )
-            problems, old_problems = node.problems(), node.sent_below
-            if problems != old_problems:
-                node.sent_below, below = problems, parent.below or {}
+                below = parent.below or {}
                 for label, n in problems.items():
                     _bump(below, label, n)
-                for label, n in old_problems.items():
+                for label, n in node.sent_below.items():
                     _bump(below, label, -n)
                 parent.below = below or None
-        self._stale = set()
+                node.sent, node.sent_below = share, problems
+                levels.setdefault(node.depth - 1, set()).add(node.parent)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -428,7 +428,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if not isinstance(live, LiveIndex) or parent is None:
             return False
         at = live.locate(str(parent))
-        return at is not None and live.nodes[at].kind == "session"
+        return at is not None and live.kind[at] == "session"
 
     def _send_snapshot(self) -> None:
         """The live state as a snapshot message (a view that (re)rendered) and, at most

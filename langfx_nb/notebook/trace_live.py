@@ -36,7 +36,7 @@ from ..agentic.trace_reader import (
 from .bridge import to_jsonable
 from .trace_rows import tokens_of
 
-__all__ = ["LiveIndex", "LiveNode", "index_of", "row_patch"]
+__all__ = ["LiveIndex", "index_of", "row_patch"]
 
 #: What a row, its roll-ups and the search read of a node record.
 ROW_FIELDS = (
@@ -48,6 +48,7 @@ _DECISION = ("outcome", "by", "asked_at", "decided_at")
 Sums = tuple[float, ...]  # how many, tokens, cost, nodes priced, nodes unpriced
 _NO_SUMS: Sums = (0, 0, 0.0, 0, 0)
 _NO_PROBLEMS: dict[str, int] = {}  # (never changed)
+_NAN = float("nan")
 
 
 def row_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -87,53 +88,37 @@ def _float(value: Any) -> float:
     return float(value)
 
 
-class LiveNode:
-    """One node's row values, its place in the tree, and its sums over its descendants."""
-
-    __slots__ = (
-        "below", "cost", "depth", "end", "extra", "hint", "id", "kids", "kind", "name",
-        "parent", "parent_id", "sent", "sent_below", "start", "status", "sums", "tokens",
-    )  # fmt: skip
-
-    def __init__(self, node_id: str, parent_id: str | None, kind: str, status: str) -> None:
-        self.id, self.parent_id, self.kind, self.status = node_id, parent_id, kind, status
-        self.parent = -1  # the parent's position (-1: a root)
-        self.depth = 0
-        self.kids: array[int] | None = None  # children's positions, by arrival
-        self.name = self.hint = ""
-        self.start = self.end = self.cost = float("nan")  # NaN: no time, no known price
-        self.tokens = 0
-        self.extra: dict[str, Any] | None = None  # error, decision, evicted_children
-        #: over the descendants: how many, tokens, cost, nodes priced, nodes that used
-        #: tokens with no known price (the cost leaves them out)
-        self.sums: Sums = _NO_SUMS
-        #: what went wrong below: problems by status, each counted once, where it started
-        #: (an item that failed because its query failed is not counted again)
-        self.below: dict[str, int] | None = None
-        self.sent, self.sent_below = _NO_SUMS, _NO_PROBLEMS  # what the parent has of it
-
-    def share(self) -> Sums:
-        """What this node and all below it add to its parent's sums."""
-        n, tokens, cost, priced, unpriced = self.sums
-        if self.cost == self.cost:  # (NaN: no known price)
-            return n + 1, tokens + self.tokens, cost + self.cost, priced + 1, unpriced
-        return n + 1, tokens + self.tokens, cost, priced, unpriced + (self.tokens > 0)
-
-    def problems(self) -> dict[str, int]:
-        """What its parent counts as gone wrong at or below it: what went wrong below it,
-        else its own status if bad."""
-        if self.below:
-            return dict(self.below)
-        return {self.status: 1} if self.status in BAD_STATUSES else _NO_PROBLEMS
-
-
 class LiveIndex(WindowedTrace):
-    """The rows and exact totals of a growing trace (nodes by arrival)."""
+    """The rows and exact totals of a growing trace: a column a field, a row a node, nodes
+    by arrival (columns keep 200,000 nodes in tens of MB, and the garbage collector never
+    walks them)."""
 
     def __init__(self) -> None:
-        self.nodes: list[LiveNode] = []
+        self.ids: list[str] = []
         self.pos: dict[str, int] = {}
+        self.parent_id: list[str | None] = []  # as recorded (a parent not seen is no row)
+        self.parent = array("i")  # the parent's row (-1: a root)
+        self.depth = array("i")
+        self.kids: dict[int, array[int]] = {}  # children's rows, by arrival
         self.roots = array("i")
+        self.kind: list[str] = []
+        self.status: list[str] = []
+        self.name: list[str] = []
+        self.hint: list[str] = []
+        self.start = array("d")  # NaN: no time
+        self.end = array("d")
+        self.tokens = array("q")
+        self.cost = array("d")  # NaN: no known price
+        self.extra: dict[int, dict[str, Any]] = {}  # error, decision, evicted_children
+        #: over each node's descendants: how many, tokens, cost, nodes priced, nodes that
+        #: used tokens with no known price (the cost leaves them out)
+        self.sums: list[Sums] = []
+        #: what went wrong below each node: problems by status, each counted once, where it
+        #: started (an item that failed because its query failed is not counted again)
+        self.below: dict[int, dict[str, int]] = {}
+        #: what each node's parent has of it (its share and problems, as last added)
+        self.sent: list[Sums] = []
+        self.sent_below: dict[int, dict[str, int]] = {}
         self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
         self._stale: set[int] = set()  # nodes changed since their parents' sums were
         self.by_status: dict[str, int] = {}
@@ -146,7 +131,7 @@ class LiveIndex(WindowedTrace):
         self._touched: set[int] = set()  # nodes changed since the last search
 
     def __len__(self) -> int:
-        return len(self.nodes)
+        return len(self.ids)
 
     # -- folding patches -------------------------------------------------------------------
 
@@ -156,19 +141,18 @@ class LiveIndex(WindowedTrace):
         i = self.pos.get(node_id)
         if i is None:
             i = self._add(node_id, patch)
-        old = self.nodes[i].status
-        self._update(self.nodes[i], patch)
-        new = self.nodes[i].status
-        if old != new:
+        old = self.status[i]
+        self._update(i, patch)
+        if old != self.status[i]:
             _bump(self.by_status, old, -1)
-            _bump(self.by_status, new, 1)
+            _bump(self.by_status, self.status[i], 1)
         self._stale.add(i)
         if self._match is not None:
             self._touched.add(i)
         self._starts = None
 
     def _add(self, node_id: str, patch: Mapping[str, Any]) -> int:
-        i = len(self.nodes)
+        i = len(self.ids)
         parent_id = patch.get("parent_id")
         parent_id = None if parent_id is None else str(parent_id)
         p = -1 if parent_id is None else self.pos.get(parent_id)
@@ -177,10 +161,22 @@ class LiveIndex(WindowedTrace):
             p = -1
         kind = str(patch.get("kind", "") or "")
         status = str(patch.get("status", "ok") or "ok")
-        self.nodes.append(LiveNode(node_id, parent_id, kind, status))
+        self.ids.append(node_id)
         self.pos[node_id] = i
+        self.parent_id.append(parent_id)
+        self.kind.append(kind)
+        self.status.append(status)
         _bump(self.by_kind, kind, 1)
         _bump(self.by_status, status, 1)
+        self.name.append("")
+        self.hint.append("")
+        for column in (self.start, self.end, self.cost):
+            column.append(_NAN)
+        self.tokens.append(0)
+        self.sums.append(_NO_SUMS)
+        self.sent.append(_NO_SUMS)
+        self.parent.append(-1)
+        self.depth.append(0)
         self._attach(i, p)
         for child in self._waiting.pop(node_id, ()):  # rare: children written before it
             if child != i and child not in self._ancestors(i):  # (else a cycle: a root)
@@ -190,40 +186,37 @@ class LiveIndex(WindowedTrace):
 
     def _attach(self, i: int, p: int) -> None:
         """Hang node ``i`` (and what is already below it) under ``p`` (-1: a root)."""
-        node = self.nodes[i]
-        node.parent, node.sent, node.sent_below = p, _NO_SUMS, _NO_PROBLEMS
+        self.parent[i], self.sent[i] = p, _NO_SUMS
+        self.sent_below.pop(i, None)
         if p < 0:
             self.roots.append(i)
         else:
-            parent = self.nodes[p]
-            if parent.kids is None:
-                parent.kids = array("i")
-            parent.kids.append(i)
+            self.kids.setdefault(p, array("i")).append(i)
             self._stale.add(i)
-        stack = [(i, self.nodes[p].depth + 1 if p >= 0 else 0)]
+        stack = [(i, self.depth[p] + 1 if p >= 0 else 0)]
         while stack:  # (the common case: a new leaf)
             j, depth = stack.pop()
-            self.nodes[j].depth = depth
-            stack.extend((k, depth + 1) for k in self.nodes[j].kids or ())
+            self.depth[j] = depth
+            stack.extend((k, depth + 1) for k in self.kids.get(j, ()))
 
-    def _update(self, node: LiveNode, patch: Mapping[str, Any]) -> None:
+    def _update(self, i: int, patch: Mapping[str, Any]) -> None:
         if "status" in patch:
-            node.status = str(patch["status"] or "ok")
+            self.status[i] = str(patch["status"] or "ok")
         if "name" in patch:
-            node.name = str(patch["name"])
+            self.name[i] = str(patch["name"])
         if "hint" in patch:
-            node.hint = str(patch["hint"] or "")
+            self.hint[i] = str(patch["hint"] or "")
         if "start" in patch:
-            node.start = _float(patch["start"])
+            self.start[i] = _float(patch["start"])
         if "end" in patch:
-            node.end = _float(patch["end"])
-        for t in (node.start, node.end):
+            self.end[i] = _float(patch["end"])
+        for t in (self.start[i], self.end[i]):
             if t == t:  # NaN: no time
                 self.lo, self.hi = min(self.lo, t), max(self.hi, t)
         if "usage" in patch:
-            node.tokens = tokens_of(patch)
+            self.tokens[i] = tokens_of(patch)
         if "cost" in patch:
-            node.cost = _float(patch["cost"])
+            self.cost[i] = _float(patch["cost"])
         for field in _EXTRA if not patch.keys().isdisjoint(_EXTRA) else ():
             if field not in patch:
                 continue
@@ -232,48 +225,70 @@ class LiveIndex(WindowedTrace):
                 value = {k: to_jsonable(value[k]) for k in _DECISION if k in value}
             elif field == "error":
                 value = to_jsonable(value)
-            extra = dict(node.extra or {})
+            extra = self.extra.pop(i, {})
             if value is None or value == 0:
                 extra.pop(field, None)
             else:
                 extra[field] = value
-            node.extra = extra or None
+            if extra:
+                self.extra[i] = extra
 
     def _ancestors(self, i: int) -> list[int]:
         out: list[int] = []
-        p = self.nodes[i].parent
+        p = self.parent[i]
         while p >= 0:
             out.append(p)
-            p = self.nodes[p].parent
+            p = self.parent[p]
         return out
+
+    def _share(self, i: int) -> Sums:
+        """What node ``i`` and all below it add to its parent's sums."""
+        n, tokens, cost, priced, unpriced = self.sums[i]
+        own_tokens, own_cost = self.tokens[i], self.cost[i]
+        if own_cost == own_cost:  # (NaN: no known price)
+            return n + 1, tokens + own_tokens, cost + own_cost, priced + 1, unpriced
+        return n + 1, tokens + own_tokens, cost, priced, unpriced + (own_tokens > 0)
+
+    def _problems(self, i: int) -> dict[str, int]:
+        """What ``i``'s parent counts as gone wrong at or below it: what went wrong below
+        it, else its own status if bad."""
+        if i in self.below:
+            return dict(self.below[i])
+        return {self.status[i]: 1} if self.status[i] in BAD_STATUSES else _NO_PROBLEMS
 
     def _settle(self) -> None:
         """Bring the sums up to date, deepest nodes first: a changed node adds to its
         parent's sums what changed of its share since it last did, and its parent is
         looked at next (up to the first node whose share is as it was)."""
-        nodes, levels = self.nodes, dict[int, set[int]]()
+        levels = dict[int, set[int]]()
         for i in self._stale:
-            levels.setdefault(nodes[i].depth, set()).add(i)
+            levels.setdefault(self.depth[i], set()).add(i)
         self._stale = set()
         while levels:
             for i in levels.pop(max(levels)):
-                node = nodes[i]
-                if node.parent < 0:
+                p = self.parent[i]
+                if p < 0:
                     continue
-                parent, share, problems = nodes[node.parent], node.share(), node.problems()
-                if share == node.sent and problems == node.sent_below:
+                share, problems = self._share(i), self._problems(i)
+                old, old_problems = self.sent[i], self.sent_below.get(i, _NO_PROBLEMS)
+                if share == old and problems == old_problems:
                     continue
-                parent.sums = tuple(
-                    a + b - c for a, b, c in zip(parent.sums, share, node.sent, strict=True)
+                self.sums[p] = tuple(
+                    a + b - c for a, b, c in zip(self.sums[p], share, old, strict=True)
                 )
-                below = parent.below or {}
+                below = self.below.pop(p, {})
                 for label, n in problems.items():
                     _bump(below, label, n)
-                for label, n in node.sent_below.items():
+                for label, n in old_problems.items():
                     _bump(below, label, -n)
-                parent.below = below or None
-                node.sent, node.sent_below = share, problems
-                levels.setdefault(node.depth - 1, set()).add(node.parent)
+                if below:
+                    self.below[p] = below
+                self.sent[i] = share
+                if problems:
+                    self.sent_below[i] = problems
+                else:
+                    self.sent_below.pop(i, None)
+                levels.setdefault(self.depth[p], set()).add(p)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -288,11 +303,11 @@ class LiveIndex(WindowedTrace):
         if self._starts is None:
             by: dict[str, list[float]] = {g: [] for g in GROUPS}
             untimed = 0
-            for node in self.nodes:
-                if node.start != node.start:  # NaN: no start time
+            for start, status in zip(self.start, self.status, strict=True):
+                if start != start:  # NaN: no start time
                     untimed += 1
                 else:
-                    by[group_of(node.status)].append(node.start)
+                    by[group_of(status)].append(start)
             for values in by.values():
                 values.sort()
             self._starts = (by, untimed)
@@ -300,22 +315,22 @@ class LiveIndex(WindowedTrace):
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""
-        return sum(1 for r in self.roots if self.nodes[r].status in LIVE)
+        return sum(1 for r in self.roots if self.status[r] in LIVE)
 
     def summary(self, i: int) -> dict[str, Any]:
         """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
-        n = self.nodes[i]
         return row_summary(
-            n.id, n.parent_id, n.kind, n.name, n.status, n.start, n.end, n.hint, n.cost,
-            n.tokens, n.extra,
+            self.ids[i], self.parent_id[i], self.kind[i], self.name[i], self.status[i],
+            self.start[i], self.end[i], self.hint[i], self.cost[i], self.tokens[i],
+            self.extra.get(i),
         )  # fmt: skip
 
     def _text(self, i: int) -> str:
-        n = self.nodes[i]
-        err = (n.extra or {}).get("error")
+        err = self.extra.get(i, {}).get("error")
         if err is not None and type(err) is not str:
             err = json.dumps(err, ensure_ascii=False, separators=(",", ":"))
-        return f"{n.name} {n.kind} {n.status} {n.hint} {err or ''}".lower()
+        name, kind, status, hint = self.name[i], self.kind[i], self.status[i], self.hint[i]
+        return f"{name} {kind} {status} {hint} {err or ''}".lower()
 
     def _hits(self, query: str) -> set[int]:
         """Every node whose search text holds ``query`` (lowercase): the nodes changed since
@@ -328,15 +343,14 @@ class LiveIndex(WindowedTrace):
                 else:
                     hits.discard(i)
         else:
-            hits = {i for i in range(len(self.nodes)) if query in self._text(i)}
+            hits = {i for i in range(len(self.ids)) if query in self._text(i)}
         self._match = (query, hits)
         self._touched = set()
         return hits
 
     def is_open(self, i: int, expanded: Mapping[str, bool]) -> bool:
         """Whether node ``i`` shows its children under ``expanded`` (default: shallow ones)."""
-        node = self.nodes[i]
-        return expanded.get(node.id, node.depth < DEFAULT_OPEN_DEPTH)
+        return expanded.get(self.ids[i], self.depth[i] < DEFAULT_OPEN_DEPTH)
 
     def locate(self, node_id: str) -> int | None:
         return self.pos.get(node_id)
@@ -345,19 +359,18 @@ class LiveIndex(WindowedTrace):
         """The visible rows, listed: an open node's closed (or childless) children are
         copied as one run, and only open nodes with children are visited (a batch node's
         100,000 closed items are one copy)."""
-        nodes = self.nodes
         opened: dict[int, list[int]] = {}  # nodes at DEFAULT_OPEN_DEPTH or deeper, opened
         for node_id, is_open in expanded.items():
             j = self.pos.get(node_id)
-            if is_open and j is not None and nodes[j].depth >= DEFAULT_OPEN_DEPTH:
-                opened.setdefault(nodes[j].parent, []).append(j)
+            if is_open and j is not None and self.depth[j] >= DEFAULT_OPEN_DEPTH:
+                opened.setdefault(self.parent[j], []).append(j)
 
         def open_kids(kids: array[int], i: int) -> list[int]:
             """Where the open children with kids are in ``kids`` (``i``'s), last first."""
-            if i >= 0 and nodes[i].depth + 1 >= DEFAULT_OPEN_DEPTH:
-                at = (kids.index(c) for c in opened.get(i, ()) if nodes[c].kids)
+            if i >= 0 and self.depth[i] + 1 >= DEFAULT_OPEN_DEPTH:
+                at = (kids.index(c) for c in opened.get(i, ()) if c in self.kids)
             else:
-                at = (k for k, c in enumerate(kids) if nodes[c].kids and self.is_open(c, expanded))
+                at = (k for k, c in enumerate(kids) if c in self.kids and self.is_open(c, expanded))
             return sorted(at, reverse=True)
 
         order = array("i")
@@ -370,7 +383,7 @@ class LiveIndex(WindowedTrace):
             k = todo.pop()
             order.extend(kids[at : k + 1])
             stack.append((kids, todo, k + 1))
-            below = nodes[kids[k]].kids or array("i")
+            below = self.kids[kids[k]]
             stack.append((below, open_kids(below, kids[k]), 0))
         return Listed(order, ascending=False)
 
@@ -380,7 +393,7 @@ class LiveIndex(WindowedTrace):
         while stack:
             i = stack.pop()
             yield i
-            kids = reversed(self.nodes[i].kids or ())
+            kids = reversed(self.kids.get(i, ()))
             stack.extend(kids if keep is None else (k for k in kids if keep(k)))
 
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
@@ -389,7 +402,7 @@ class LiveIndex(WindowedTrace):
         for i in hits:
             while i >= 0 and i not in keep:
                 keep.add(i)
-                i = self.nodes[i].parent
+                i = self.parent[i]
         order = array("i", self._walk(keep.__contains__))
         return Listed(order, ascending=False), hits.__contains__, len(hits)
 
@@ -398,18 +411,17 @@ class LiveIndex(WindowedTrace):
         return [self._row(i, expanded) for i in nodes]
 
     def _row(self, i: int, expanded: Mapping[str, bool]) -> dict[str, Any]:
-        node = self.nodes[i]
-        has_kids = node.kids is not None
-        _n, tokens, cost, priced, unpriced = node.share()
+        has_kids = i in self.kids
+        _n, tokens, cost, priced, unpriced = self._share(i)
         row: dict[str, Any] = {
             "node": self.summary(i),
-            "depth": node.depth,
+            "depth": self.depth[i],
             "kids": has_kids,
             "open": has_kids and self.is_open(i, expanded),
-            "roll": [tokens, cost, priced, node.sums[0], node.tokens, unpriced],
+            "roll": [tokens, cost, priced, self.sums[i][0], self.tokens[i], unpriced],
         }
-        if node.below:
-            row["below"] = dict(node.below)
+        if i in self.below:
+            row["below"] = dict(self.below[i])
         return row
 
     def first_rows(self, limit: int) -> list[dict[str, Any]]:

@@ -271,23 +271,22 @@ class LiveIndex(WindowedTrace):
                     continue
                 share, problems = self._share(i), self._problems(i)
                 old, old_problems = self.sent[i], self.sent_below.get(i, _NO_PROBLEMS)
-                if share == old and problems == old_problems:
-                    continue
-                self.sums[p] = tuple(
-                    a + b - c for a, b, c in zip(self.sums[p], share, old, strict=True)
-                )
-                below = self.below.pop(p, {})
-                for label, n in problems.items():
-                    _bump(below, label, n)
-                for label, n in old_problems.items():
-                    _bump(below, label, -n)
-                if below:
-                    self.below[p] = below
-                self.sent[i] = share
-                if problems:
+                if share != old:
+                    self.sent[i] = share
+                    self.sums[p] = tuple(
+                        a + b - c for a, b, c in zip(self.sums[p], share, old, strict=True)
+                    )
+                elif problems == old_problems:
+                    continue  # as it was: nothing above it changes
+                if problems != old_problems:
                     self.sent_below[i] = problems
-                else:
-                    self.sent_below.pop(i, None)
+                    below = self.below.pop(p, {})
+                    for label, n in problems.items():
+                        _bump(below, label, n)
+                    for label, n in old_problems.items():
+                        _bump(below, label, -n)
+                    if below:
+                        self.below[p] = below
                 levels.setdefault(self.depth[p], set()).add(p)
 
     # -- reading ---------------------------------------------------------------------------

@@ -1,13 +1,14 @@
 """The rows of a live trace, kept up to date event by event.
 
-A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into one
-:class:`LiveNode` per node and keeps the counts by status and kind exact as it goes. It answers
-the primitives of a ``WindowedTrace``, so its windows come from the same function as a stored
-trace's (``agentic.trace_reader``), and the saved-notebook copy reads it the same way.
+A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into its columns
+and keeps the counts by status and kind exact as it goes. It answers the primitives of a
+``WindowedTrace``, so its windows come from the same function as a stored trace's
+(``agentic.trace_reader``), and the saved-notebook copy reads it the same way.
 
 Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). What a
 row sums over its subtree (tokens, cost, descendants, what went wrong below) is brought up to
-date when rows are read, for the nodes changed since and their ancestors, each once. A window
+date when rows are read, for the nodes changed since and the ancestors whose sums that
+changes, each once. A window
 lists the visible rows (closed children in one C-speed copy: only open nodes with children are
 visited; a filter: the matching nodes and their ancestors).
 """
@@ -89,9 +90,8 @@ def _float(value: Any) -> float:
 
 
 class LiveIndex(WindowedTrace):
-    """The rows and exact totals of a growing trace: a column a field, a row a node, nodes
-    by arrival (columns keep 200,000 nodes in tens of MB, and the garbage collector never
-    walks them)."""
+    """The rows and exact totals of a growing trace: a column a field, nodes by arrival
+    (columns, not an object a node, which the garbage collector would walk again and again)."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []

@@ -142,6 +142,8 @@ def read_batches(
                 if saw_nodes:
                     raise ValueError("malformed trace: 'nodes' given twice")
                 saw_nodes = True
+                if reader.peek() != "[":  # valid JSON, but not a list: as the strict reader says
+                    raise ValueError("malformed trace: 'nodes' must be a list")
                 reader.expect("[")
                 more = reader.peek() != "]"
                 while more:

@@ -20,7 +20,6 @@ from ..agentic.trace_reader import LIVE
 from ..agentic.usage import cost_label
 from ..batch.progress import provider_lines
 from ..jsonable import walk
-from .trace_data import view_node
 from .trace_live import index_of
 from .trace_rows import duration_ms, human_wait, row_values
 
@@ -401,12 +400,10 @@ def batch_html(state: Mapping[str, Any]) -> str:
 
 
 def session_html(session: Any) -> str:
-    data = session.trace_json()
-    if isinstance(data, str):
-        data = json.loads(data)
-    nodes = {str(n["id"]): view_node(n, plain=True) for n in data["nodes"]}
-    index = index_of(nodes.values())
-    return trace_html(index, title=type(session).__name__, record=nodes.get, ended=False)
+    """A ``Session``'s trace so far, as the explorer's static copy shows it."""
+    nodes = {str(n["id"]): n for n in session.trace_json()["nodes"]}
+    title = type(session).__name__
+    return trace_html(index_of(nodes.values()), title=title, record=nodes.get, ended=False)
 
 
 def register_formatters(ipython: Any) -> None:
@@ -564,29 +561,34 @@ def trace_html(
     same for the whole trace)."""
     rows = index.first_rows(MAX_ROWS)
     out: list[str] = []
-    open_rows: list[tuple[int, int, int]] = []  # (descendants, depth, descendants shown)
+    #: the rows whose children are being listed: (depth, where, descendants)
+    listed: list[tuple[int, int, int]] = []
 
-    def close_to(depth: int) -> None:
-        while open_rows and open_rows[-1][1] >= depth:
-            desc, _d, shown = open_rows.pop()
-            if desc - shown > 0:
-                out.append(f'<li class="lfx-k">… {desc - shown:,} more nodes</li>')
+    def close_to(depth: int, k: int) -> None:
+        """End the lists of the rows at ``depth`` or deeper (``k`` rows written so far)."""
+        while listed and listed[-1][0] >= depth:
+            _depth, at, desc = listed.pop()
+            if desc > k - at - 1:
+                out.append(f'<li class="lfx-k">… {desc - (k - at - 1):,} more nodes</li>')
             out.append("</ul></li>")
-            if open_rows:
-                j, dj, sj = open_rows[-1]
-                open_rows[-1] = (j, dj, sj + shown)
 
-    for row in rows:
-        depth, node = row["depth"], row["node"]
-        close_to(depth)
-        if open_rows:
-            j, dj, sj = open_rows[-1]
-            open_rows[-1] = (j, dj, sj + 1)
+    for k, row in enumerate(rows):
+        close_to(row["depth"], k)
         values = row_values(row, ended=ended)
-        status, duration = values["status"], values["duration"]
-        dur = f' <span class="lfx-dur">{esc(duration)}</span>' if duration else ""
-        sums = "".join(f" · {values[k]}" for k in ("tokens", "cost") if values[k])
-        below, err = values["below"], node.get("error")
+        status, err = values["status"], row["node"].get("error")
+        html_row = (
+            f'<li data-node="{esc(values["id"])}" data-kind="{esc(values["kind"])}">'
+            f'<span class="lfx-k">{esc(values["kind"])}</span> '
+            f"<b>{esc(clip(values['name'], 200))}</b> "
+            f'<span class="lfx-st-{esc(status.replace(" ", "_"))}">{esc(status)}</span>'
+        )
+        if values["duration"]:
+            html_row += f' <span class="lfx-dur">{esc(values["duration"])}</span>'
+        html_row += esc("".join(f" · {values[f]}" for f in ("tokens", "cost") if values[f]))
+        if values["below"]:
+            html_row += f' <span class="lfx-st-failed">({esc(values["below"])})</span>'
+        if err:
+            html_row += f'<div class="lfx-st-failed">{esc(clip(_error_text(err), 500))}</div>'
         full = record(values["id"]) if record is not None else None
         detail = "".join(
             f'<div><span class="lfx-k">{esc(label)}:</span> '
@@ -594,27 +596,11 @@ def trace_html(
             "</div>"
             for label, value in (node_detail_rows(full, offset) if full is not None else ())
         )
-        out.append(
-            f'<li data-node="{esc(values["id"])}" data-kind="{esc(values["kind"])}">'
-            f'<span class="lfx-k">{esc(values["kind"])}</span> '
-            f"<b>{esc(clip(values['name'], 200))}</b> "
-            f'<span class="lfx-st-{esc(status.replace(" ", "_"))}">{esc(status)}</span>{dur}'
-            + esc(sums)
-            + (f' <span class="lfx-st-failed">({esc(below)})</span>' if below else "")
-            + (
-                f'<div class="lfx-st-failed">{esc(clip(_error_text(err), 500))}</div>'
-                if err
-                else ""
-            )
-            + (
-                f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
-                if detail
-                else ""
-            )
-            + UL
-        )
-        open_rows.append((row["roll"][3], depth, 0))
-    close_to(0)
+        if detail:
+            html_row += f'<details class="lfx-nd"><summary>details</summary>{detail}</details>'
+        out.append(html_row + UL)
+        listed.append((row["depth"], k, row["roll"][3]))
+    close_to(0, len(rows))
     total = len(index)
     more = f"<div>… {total - len(rows):,} more nodes</div>" if len(rows) < total else ""
 

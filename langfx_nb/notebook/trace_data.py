@@ -1,4 +1,4 @@
-"""A trace as the views get it: saved traces read strictly, node records, row hints.
+"""A trace as the views get it: node records with their row hints, a live session's subtrees.
 
 The views read the node JSON the core writes (``TraceNode.to_json``; "The node contract" in
 docs/agentic.md) under the same names. Two fields are the views' own, derived here: ``hint``
@@ -9,35 +9,12 @@ was cut to what a row needs; the detail pane asks for the rest).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from ..agentic.trace_db import node_hint
 from .bridge import to_jsonable
 
-__all__ = ["read_trace", "subtrace", "view_node"]
-
-
-def read_trace(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """A saved trace (a dict, trace JSON text, or a path to a trace file) through the core's
-    one strict, versioned reader (``Session.load_trace``), as the core writes it.
-
-    Raises ``ValueError`` naming what is wrong (and the file, for a path); a missing file
-    raises ``FileNotFoundError``."""
-    from ..agentic.session import Session
-
-    where = ""
-    data: Any = source
-    if isinstance(source, Path) or (
-        isinstance(source, str) and not source.lstrip().startswith("{")
-    ):
-        where = f"{source}: "
-        data = Path(source).read_text(encoding="utf-8")
-    try:
-        trace: dict[str, Any] = Session.load_trace(data).trace_json()
-    except ValueError as exc:
-        raise ValueError(f"{where}{exc}") from exc
-    return trace
+__all__ = ["subtrace", "view_node"]
 
 
 def subtrace(session: Any, node_ids: Iterable[str]) -> dict[str, Any] | None:

@@ -1,18 +1,12 @@
 """TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
 
 The page never holds the tree: it asks the kernel for the window of rows on screen
-(:func:`window_params` reads its request), and every trace answers through the one
-``WindowedTrace.window`` (``agentic/trace_reader.py``): a saved trace from its stored trace
-(``agentic/trace_db.py``: a ``save_trace`` file or a run manifest opened in place, a JSON
-trace converted into a temporary one), a live session from its :class:`LiveIndex`, kept
-exact event by event. For a live trace the explorer remembers each view's last request (at
-most ``LIVE_VIEWS`` views) and pushes the same window again, with what changed, as events
-arrive: at least ``LIVE_PUSH_S`` apart per view, and at least ``LIVE_STATE_S`` apart for a
-copy of the state (what a reloaded page starts from), which is also copied when a run ends
-(:meth:`TraceExplorer.flush`). Approval is read from the tool-call
-node itself (status ``waiting``, then its decision record), never from log text. The detail
-pane asks the kernel for a node's full record; the static copy is drawn from the first rows
-of the same windows (``render.py``).
+(:func:`window_params`), and every trace answers through the one ``WindowedTrace.window``
+(``agentic/trace_reader.py``): a saved trace from a stored trace, a live session from its
+:class:`LiveIndex`. A live explorer pushes each view's last window again as events arrive (at
+most ``LIVE_VIEWS`` views, ``LIVE_PUSH_S`` apart per view) and copies the state a reloaded page
+starts from at most every ``LIVE_STATE_S`` and when a run ends (:meth:`TraceExplorer.flush`).
+The static copy is drawn from the same rows (``render.trace_html``).
 """
 
 from __future__ import annotations
@@ -34,18 +28,16 @@ import anywidget
 import traitlets
 
 from ..agentic.trace_db import StoredTrace, convert, is_store
-from ..agentic.trace_json import regular_file
 from .bridge import Clock, MessageKind, Timer, to_jsonable
 from .render import WidgetDisplayMixin, trace_html, trace_text
-from .trace_data import read_trace, view_node
+from .trace_data import view_node
 from .trace_live import LiveIndex, index_of, row_patch
 
-__all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer", "read_trace"]
+__all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer"]
 
 _STATIC = Path(__file__).parent / "static"
 
-#: A trace JSON file at least this large is converted into a stored trace as a stream
-#: (bounded memory, a progress line), not read whole first.
+#: A trace JSON file at least this large shows a progress line while it is converted.
 BIG_FILE_BYTES = 4 << 20
 #: A live trace: at least this long between two pushes to one view (all views together stay
 #: under 20 messages a second; see ``TraceExplorer._tick``).
@@ -102,10 +94,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     """Live tree of a Session (subscribes to its events) or a saved trace (offline).
 
     ``source`` is a ``Session``, a saved trace (dict, JSON text, or a path to a trace file),
-    read strictly: a malformed one raises ``ValueError`` naming what is wrong; a stored trace
-    (``lf.save_trace``'s file) or a batch's run manifest (the path of ``lf.batch(run=...)``'s
-    SQLite file, or its ``BatchResult``), windowed from the file. A ``BatchResult`` without a
-    manifest shows its session.
+    a stored trace (``lf.save_trace``'s file) or a batch's run manifest (the path of
+    ``lf.batch(run=...)``'s SQLite file, or its ``BatchResult``), windowed from the file. A
+    ``BatchResult`` without a manifest shows its session. A trace whose rows cannot be read
+    raises ``ValueError`` naming what is wrong; a node record the core's strict reader
+    rejects is named as such when its detail is opened.
     """
 
     _esm = _STATIC / "trace_explorer.js"
@@ -130,8 +123,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._session: Any = None
         self._unsubscribe: Callable[[], Any] | None = None
         self._timer: Timer | None = None  # the pending live push
-        #: What the trace shows besides rows: session totals, the clock offset, whether over.
-        self._summary: dict[str, Any] | None = None
+        self._summary: dict[str, Any] | None = None  # the session's totals
         self._offset: float | None = None
         self._ended = False
         self._clock = clock
@@ -148,11 +140,11 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._runs: dict[str, asyncio.Task[Any]] = {}
         source = _source(source)
         session = source if hasattr(source, "subscribe") else None
+        initial = b""
         if source is not None and session is None:
             self._adopt(_saved(source), None)
-        # a saved trace travels with the widget's opening message (one message, not two)
-        stored = isinstance(self._trace, StoredTrace)
-        initial = _encode({**self._state_now(), "seq": 0}) if stored else b""
+            # it travels with the widget's opening message (one message, not two)
+            initial = _encode({**self._state_now(), "seq": 0})
         super().__init__(title=title, state=initial, **kwargs)
         self.on_msg(self._on_view_message)
         if session is not None:
@@ -272,16 +264,13 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if stored is not None:
             self._trace, self._ended, header = stored, True, stored.header
             root_start = stored.root_start()
-        else:
-            dump = getattr(session, "trace_json", None)
-            raw = dump() if callable(dump) else {}
-            header = json.loads(raw) if isinstance(raw, str) else to_jsonable(raw)
-            nodes = header.get("nodes") or ()
+        else:  # (JSON data: the session's trace holds previews only)
+            header = session.trace_json()
+            nodes = header["nodes"]
             root_start = next((n.get("start") for n in nodes if n.get("kind") == "session"), None)
             self._trace, self._ended = index_of(nodes), _session_over(session)
-            if session is not None:
-                handle = session.subscribe(self.push)
-                self._unsubscribe = handle if callable(handle) else None
+            handle = session.subscribe(self.push)
+            self._unsubscribe = handle if callable(handle) else None
         summary = header.get("summary")
         self._summary = to_jsonable(summary) if isinstance(summary, Mapping) else None
         self._offset = _clock_offset(header, root_start)
@@ -342,8 +331,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         i = trace.locate(node_id)
         if i is None:
             return None
-        find = getattr(self._session, "find", None)
-        node = find(node_id) if callable(find) else None
+        node = self._session.find(node_id)  # (a live trace's nodes are its session's)
         if node is not None:
             return view_node(node.to_json())
         row = trace.summary(i)
@@ -514,12 +502,12 @@ def window_params(content: Mapping[str, Any]) -> dict[str, Any] | None:
     arguments plus ``timeline`` (``lo`` and ``hi`` both ``None``: the whole trace, as it is
     when answered; an invalid one is left out); ``None`` for a request whose ``start`` or
     ``count`` is not a number."""
-    expanded: dict[str, bool] = {}
     raw = content.get("expanded")
-    if isinstance(raw, list):
-        for entry in raw:
-            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
-                expanded[entry[0]] = bool(entry[1])
+    expanded = {
+        e[0]: bool(e[1])
+        for e in (raw if isinstance(raw, list) else ())
+        if isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+    }
     query, selected = content.get("query"), content.get("selected")
     try:
         start, count = int(content.get("start", 0)), int(content.get("count", 200))
@@ -553,33 +541,28 @@ def _source(source: Any) -> Any:
 
 
 def _saved(source: Any) -> StoredTrace:
-    """A saved trace as a stored trace: a stored trace or a run manifest opened in place, a
-    trace JSON file of ``BIG_FILE_BYTES`` or more converted, with a progress line, into a
-    temporary store that lives as long as the explorer shows it; anything else read strictly
-    (``read_trace``) and converted."""
-    if isinstance(source, str | os.PathLike) and not (
-        isinstance(source, str) and source.lstrip().startswith("{")  # JSON text
-    ):
-        path = Path(source)
-        if is_store(path):
-            from ..batch.run_trace import open_trace
+    """A saved trace as a stored trace: a stored trace or a run manifest opened in place;
+    anything else (trace data, its JSON text, the path of a trace JSON file) converted by the
+    core's one reader (``trace_db.convert``: a file as a stream, in bounded memory) into a
+    temporary store that lives as long as the explorer shows it."""
+    if isinstance(source, str | os.PathLike) and is_store(source):
+        from ..batch.run_trace import open_trace
 
-            return open_trace(path)
-        regular_file(path)
-        if path.stat().st_size >= BIG_FILE_BYTES:
-            return convert(path, _progress_line(path.name))
-    return convert(read_trace(source))
+        return open_trace(Path(source))
+    return convert(source, _progress_line(source))
 
 
-def _progress_line(name: str) -> Callable[[int, int], None]:
-    """How far a conversion is, as one line on standard error (at most twice a second)."""
+def _progress_line(source: Any) -> Callable[[int, int], None]:
+    """How far the conversion of a file of ``BIG_FILE_BYTES`` or more is, as one line on
+    standard error (at most twice a second)."""
     last = [0.0]
 
     def show(done: int, size: int) -> None:
-        if time.monotonic() - last[0] >= 0.5 or done >= size:
+        if size >= BIG_FILE_BYTES and (time.monotonic() - last[0] >= 0.5 or done >= size):
             last[0] = time.monotonic()
             end = "\n" if done >= size else ""
             share = 100 * done // max(1, size)
+            name = Path(source).name
             sys.stderr.write(f"\rreading {name}: {share}% of {size / 1e6:,.0f} MB{end}")
             sys.stderr.flush()
 

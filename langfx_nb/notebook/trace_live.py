@@ -1,22 +1,24 @@
 """The rows of a live trace, kept up to date event by event.
 
-A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into flat per-node
-columns and keeps every total exact as it goes: node counts by status and kind, subtree sums
-(tokens, cost, descendants), what went wrong below each node. It answers the primitives of a
-``WindowedTrace`` from them, so its windows come from the same function as a stored trace's
+A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into its columns
+and keeps the counts by status and kind exact as it goes. It answers the primitives of a
+``WindowedTrace``, so its windows come from the same function as a stored trace's
 (``agentic.trace_reader``), and the saved-notebook copy reads it the same way.
 
-Costs: a patch is O(depth) (its ancestors' sums); a window lists the visible rows (closed
-children in one C-speed copy: only open nodes with children are visited; a filter:
-O(matching nodes and their ancestors' children)), so the explorer spaces its live pushes by
-what a window costs.
+Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). What a
+row sums over its subtree (tokens, cost, descendants, what went wrong below) is brought up to
+date when rows are read, for the nodes changed since and the ancestors whose sums that
+changes, each once. A window
+lists the visible rows (closed children in one C-speed copy: only open nodes with children are
+visited; a filter: the matching nodes and their ancestors).
 """
 
 from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from ..agentic.trace_db import node_hint
@@ -42,6 +44,12 @@ ROW_FIELDS = (
     "id", "parent_id", "kind", "name", "status", "start", "end", "usage", "cost", "error",
     "decision", "evicted_children",
 )  # fmt: skip
+_EXTRA = ("error", "decision", "evicted_children")  # shown by a row when present
+_DECISION = ("outcome", "by", "asked_at", "decided_at")
+Sums = tuple[float, ...]  # how many, tokens, cost, nodes priced, nodes unpriced
+_NO_SUMS: Sums = (0, 0, 0.0, 0, 0)
+_NO_PROBLEMS: dict[str, int] = {}  # (never changed)
+_NAN = float("nan")
 
 
 def row_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -69,10 +77,6 @@ def row_patch(event: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-_FIELDS = ("error", "decision", "evicted_children")
-_DECISION = ("outcome", "by", "asked_at", "decided_at")
-
-
 def _bump(counts: dict[str, int], key: str, by: int) -> None:
     counts[key] = counts.get(key, 0) + by
     if not counts[key]:
@@ -86,7 +90,8 @@ def _float(value: Any) -> float:
 
 
 class LiveIndex(WindowedTrace):
-    """Per-node row values and exact totals of a growing trace (nodes by arrival)."""
+    """The rows and exact totals of a growing trace: a column a field, nodes by arrival
+    (columns, not an object a node, which the garbage collector would walk again and again)."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
@@ -94,33 +99,36 @@ class LiveIndex(WindowedTrace):
         self.parent_id: list[str | None] = []  # as recorded (a parent not seen is no row)
         self.parent = array("i")  # the parent's row (-1: a root)
         self.depth = array("i")
+        self.kids: dict[int, array[int]] = {}  # children's rows, by arrival
+        self.roots = array("i")
         self.kind: list[str] = []
         self.status: list[str] = []
         self.name: list[str] = []
         self.hint: list[str] = []
-        self.start = array("d")
+        self.start = array("d")  # NaN: no time
         self.end = array("d")
         self.tokens = array("q")
-        self.cost = array("d")  # NaN: no price known
-        #: at and below each node: descendants, tokens, cost, nodes with a known price, and
-        #: nodes that used tokens with no known price (the cost leaves them out)
-        self.sums: tuple[array[Any], ...] = tuple(map(array, "iqdii"))
-        #: a row's rarer fields by node: error, decision (what a row shows), evicted_children
-        self.extra: dict[int, dict[str, Any]] = {}
-        self.kids: dict[int, array[int]] = {}
-        self.roots = array("i")
-        self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
-        #: what went wrong below each node: counts by bad status
+        self.cost = array("d")  # NaN: no known price
+        self.extra: dict[int, dict[str, Any]] = {}  # error, decision, evicted_children
+        #: over each node's descendants: how many, tokens, cost, nodes priced, nodes that
+        #: used tokens with no known price (the cost leaves them out)
+        self.sums: list[Sums] = []
+        #: what went wrong below each node: problems by status, each counted once, where it
+        #: started (an item that failed because its query failed is not counted again)
         self.below: dict[int, dict[str, int]] = {}
+        #: what each node's parent has of it (its share and problems, as last added)
+        self.sent: list[Sums] = []
+        self.sent_below: dict[int, dict[str, int]] = {}
+        self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
+        self._stale: set[int] = set()  # nodes changed since their parents' sums were
         self.by_status: dict[str, int] = {}
         self.by_kind: dict[str, int] = {}
         self.lo = float("inf")
         self.hi = float("-inf")
-        #: bumped by every change: a window computed at one version is current until the next
-        self.version = 0
         self._match: tuple[str, set[int]] | None = None
-        self._starts: tuple[int, dict[str, list[float]], int] | None = None
-        self._touched: set[int] = set()  # nodes changed since the cached match set
+        #: each timeline group's start times, sorted, and how many have none (until a change)
+        self._starts: tuple[dict[str, list[float]], int] | None = None
+        self._touched: set[int] = set()  # nodes changed since the last search
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -132,159 +140,68 @@ class LiveIndex(WindowedTrace):
         node_id = str(patch["id"])
         i = self.pos.get(node_id)
         if i is None:
-            self._add(node_id, patch)
-        else:
-            self._update(i, patch)
-        self.version += 1
+            i = self._add(node_id, patch)
+        old = self.status[i]
+        self._update(i, patch)
+        if old != self.status[i]:
+            _bump(self.by_status, old, -1)
+            _bump(self.by_status, self.status[i], 1)
+        self._stale.add(i)
+        if self._match is not None:
+            self._touched.add(i)
+        self._starts = None
 
-    def _add(self, node_id: str, patch: Mapping[str, Any]) -> None:
+    def _add(self, node_id: str, patch: Mapping[str, Any]) -> int:
         i = len(self.ids)
         parent_id = patch.get("parent_id")
-        p = -1 if parent_id is None else self.pos.get(str(parent_id), -2)
-        early = self._waiting.pop(node_id, ())  # children that came before their parent
-        self.ids.append(node_id)
-        self.pos[node_id] = i
-        self.parent_id.append(None if parent_id is None else str(parent_id))
+        parent_id = None if parent_id is None else str(parent_id)
+        p = -1 if parent_id is None else self.pos.get(parent_id)
+        if p is None:  # a parent not seen yet (or never: a root)
+            self._waiting.setdefault(str(parent_id), []).append(i)
+            p = -1
         kind = str(patch.get("kind", "") or "")
         status = str(patch.get("status", "ok") or "ok")
+        self.ids.append(node_id)
+        self.pos[node_id] = i
+        self.parent_id.append(parent_id)
         self.kind.append(kind)
         self.status.append(status)
-        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-        self.by_status[status] = self.by_status.get(status, 0) + 1
-        name = patch.get("name", "")
-        self.name.append(name if type(name) is str else str(name))
-        self.hint.append(str(patch.get("hint") or ""))
-        start, end = patch.get("start"), patch.get("end")
-        start = start if type(start) is float else _float(start)
-        end = end if type(end) is float else _float(end)
-        self.start.append(start)
-        self.end.append(end)
-        if start < self.lo or start > self.hi or end > self.hi:  # (NaN compares false)
-            self._widen(i)
-        usage, cost = patch.get("usage"), patch.get("cost")
-        tokens = 0 if usage is None else tokens_of(patch)
-        cost = _float(cost) if cost is not None else float("nan")
-        self.tokens.append(tokens)
-        self.cost.append(cost)
-        desc, sub_tokens, sub_cost, priced, unpriced = self.sums
-        desc.append(0)
-        sub_tokens.append(tokens)
-        sub_cost.append(0.0 if cost != cost else cost)
-        priced.append(int(cost == cost))
-        unpriced.append(int(cost != cost and tokens > 0))
-        if not patch.keys().isdisjoint(_FIELDS):
-            self._set_extra(i, patch)
+        _bump(self.by_kind, kind, 1)
+        _bump(self.by_status, status, 1)
+        self.name.append("")
+        self.hint.append("")
+        for column in (self.start, self.end, self.cost):
+            column.append(_NAN)
+        self.tokens.append(0)
+        self.sums.append(_NO_SUMS)
+        self.sent.append(_NO_SUMS)
         self.parent.append(-1)
         self.depth.append(0)
-        if p == -2:
-            self._waiting.setdefault(str(parent_id), []).append(i)
-        self._attach(i, max(p, -1))
-        self._touched.add(i)
-        for child in early:
-            if child in self._ancestors(i):
-                continue  # a parent cycle (never from a Session): the child stays a root
-            self.roots.remove(child)  # rare: a child written before its parent
-            self._attach(child, i)
-
-    def _own(self, i: int) -> tuple[int, float, int, int]:
-        """What node ``i`` adds to the sums (but descendants) at and above it."""
-        tokens, cost = self.tokens[i], self.cost[i]
-        priced = cost == cost  # NaN: no price known
-        return tokens, cost if priced else 0.0, int(priced), int(not priced and tokens > 0)
-
-    def _roll(self, nodes: Sequence[int], delta: Sequence[float]) -> None:
-        """Add ``delta`` (descendants, tokens, cost, priced, unpriced) to the sums of
-        ``nodes``."""
-        for column, d in zip(self.sums, delta, strict=True):
-            if d:
-                for a in nodes:
-                    column[a] += d
+        self._attach(i, p)
+        for child in self._waiting.pop(node_id, ()):  # rare: children written before it
+            if child != i and child not in self._ancestors(i):  # (else a cycle: a root)
+                self.roots.remove(child)
+                self._attach(child, i)
+        return i
 
     def _attach(self, i: int, p: int) -> None:
         """Hang node ``i`` (and what is already below it) under ``p`` (-1: a root)."""
-        self.parent[i] = p
+        self.parent[i], self.sent[i] = p, _NO_SUMS
+        self.sent_below.pop(i, None)
         if p < 0:
             self.roots.append(i)
-            self._set_depths(i, 0)
-            return
-        if p not in self.kids:
-            self.kids[p] = array("i")
-        self.kids[p].append(i)
-        if i in self.kids:
-            self._set_depths(i, self.depth[p] + 1)
         else:
-            self.depth[i] = self.depth[p] + 1  # the common case: a new leaf
-        desc, tokens, cost, priced, unpriced = self.sums
-        n, t, c, k, u = desc[i] + 1, tokens[i], cost[i], priced[i], unpriced[i]
-        for a in self._ancestors(i):  # (the common case: a new leaf, no tokens yet)
-            desc[a] += n
-            if t or k or u:
-                tokens[a] += t
-                cost[a] += c
-                priced[a] += k
-                unpriced[a] += u
-        if i in self.below or self.status[i] in BAD_STATUSES:
-            self._count_problems(i, self._bad_counts(i))
-
-    def _count_problems(self, i: int, delta: dict[str, int]) -> None:
-        """Add ``delta`` (problems by status) to what is below each ancestor of ``i``. A
-        problem is counted once, where it started (as ``trace_rows.problems_below``): an
-        ancestor that is itself failed counts as a problem only while nothing below it is
-        one, so when its first problem below arrives (or its last one leaves) its own count
-        leaves (or returns to) the ancestors above it, whatever order the ends came in."""
-        for a in self._ancestors(i):
-            counts = self.below.get(a, {})
-            had = bool(counts)
-            for label, m in delta.items():
-                _bump(counts, label, m)
-            if counts:
-                self.below[a] = counts
-            else:
-                self.below.pop(a, None)
-            own = self.status[a]
-            if had != bool(counts) and own in BAD_STATUSES:
-                delta = dict(delta)
-                _bump(delta, own, -1 if counts else 1)
-            if not delta:
-                return
-
-    def _bad_counts(self, i: int) -> dict[str, int]:
-        """Problems in ``i``'s subtree, ``i`` included unless it is above one: a problem is
-        counted once, where it started (as ``trace_rows.problems_below``)."""
-        out = dict(self.below.get(i, {}))
-        status = self.status[i]
-        if status in BAD_STATUSES and not out:
-            out[status] = 1
-        return out
-
-    def _set_depths(self, i: int, depth: int) -> None:
-        stack = [(i, depth)]
-        while stack:
-            j, d = stack.pop()
-            self.depth[j] = d
-            stack.extend((k, d + 1) for k in self.kids.get(j, ()))
-
-    def _ancestors(self, i: int) -> list[int]:
-        parent = self.parent
-        out: list[int] = []
-        p = parent[i]
-        while p >= 0:
-            if p == i or len(out) > len(parent):
-                break  # a cycle (a malformed trace): stop there
-            out.append(p)
-            p = parent[p]
-        return out
+            self.kids.setdefault(p, array("i")).append(i)
+            self._stale.add(i)
+        stack = [(i, self.depth[p] + 1 if p >= 0 else 0)]
+        while stack:  # (the common case: a new leaf)
+            j, depth = stack.pop()
+            self.depth[j] = depth
+            stack.extend((k, depth + 1) for k in self.kids.get(j, ()))
 
     def _update(self, i: int, patch: Mapping[str, Any]) -> None:
         if "status" in patch:
-            old, new = self.status[i], str(patch["status"] or "ok")
-            if old != new:
-                self.status[i] = new
-                _bump(self.by_status, old, -1)
-                _bump(self.by_status, new, 1)
-                delta = {s: d for s, d in ((old, -1), (new, 1)) if s in BAD_STATUSES}
-                if delta and not self.below.get(i):  # else its problem was counted below it
-                    self._count_problems(i, delta)
+            self.status[i] = str(patch["status"] or "ok")
         if "name" in patch:
             self.name[i] = str(patch["name"])
         if "hint" in patch:
@@ -293,22 +210,14 @@ class LiveIndex(WindowedTrace):
             self.start[i] = _float(patch["start"])
         if "end" in patch:
             self.end[i] = _float(patch["end"])
-        self._widen(i)
-        if "usage" in patch or "cost" in patch:
-            before = self._own(i)
-            if "usage" in patch:
-                self.tokens[i] = tokens_of(patch)
-            if "cost" in patch:
-                self.cost[i] = _float(patch["cost"])
-            step = [0, *(new - old for new, old in zip(self._own(i), before, strict=True))]
-            self._roll([i, *self._ancestors(i)], step)
-        if not patch.keys().isdisjoint(_FIELDS):
-            self._set_extra(i, patch)
-        self._touched.add(i)
-
-    def _set_extra(self, i: int, patch: Mapping[str, Any]) -> None:
-        extra = dict(self.extra.get(i, {}))
-        for field in _FIELDS:
+        for t in (self.start[i], self.end[i]):
+            if t == t:  # NaN: no time
+                self.lo, self.hi = min(self.lo, t), max(self.hi, t)
+        if "usage" in patch:
+            self.tokens[i] = tokens_of(patch)
+        if "cost" in patch:
+            self.cost[i] = _float(patch["cost"])
+        for field in _EXTRA if not patch.keys().isdisjoint(_EXTRA) else ():
             if field not in patch:
                 continue
             value = patch[field]
@@ -316,20 +225,69 @@ class LiveIndex(WindowedTrace):
                 value = {k: to_jsonable(value[k]) for k in _DECISION if k in value}
             elif field == "error":
                 value = to_jsonable(value)
+            extra = self.extra.pop(i, {})
             if value is None or value == 0:
                 extra.pop(field, None)
             else:
                 extra[field] = value
-        if extra:
-            self.extra[i] = extra
-        else:
-            self.extra.pop(i, None)
+            if extra:
+                self.extra[i] = extra
 
-    def _widen(self, i: int) -> None:
-        for t in (self.start[i], self.end[i]):
-            if t == t:  # NaN: no time
-                self.lo = min(self.lo, t)
-                self.hi = max(self.hi, t)
+    def _ancestors(self, i: int) -> list[int]:
+        out: list[int] = []
+        p = self.parent[i]
+        while p >= 0:
+            out.append(p)
+            p = self.parent[p]
+        return out
+
+    def _share(self, i: int) -> Sums:
+        """What node ``i`` and all below it add to its parent's sums."""
+        n, tokens, cost, priced, unpriced = self.sums[i]
+        own_tokens, own_cost = self.tokens[i], self.cost[i]
+        if own_cost == own_cost:  # (NaN: no known price)
+            return n + 1, tokens + own_tokens, cost + own_cost, priced + 1, unpriced
+        return n + 1, tokens + own_tokens, cost, priced, unpriced + (own_tokens > 0)
+
+    def _problems(self, i: int) -> dict[str, int]:
+        """What ``i``'s parent counts as gone wrong at or below it: what went wrong below
+        it, else its own status if bad."""
+        if i in self.below:
+            return dict(self.below[i])
+        return {self.status[i]: 1} if self.status[i] in BAD_STATUSES else _NO_PROBLEMS
+
+    def _settle(self) -> None:
+        """Bring the sums up to date, deepest nodes first: a changed node adds to its
+        parent's sums what changed of its share since it last did, and its parent is
+        looked at next (up to the first node whose share is as it was)."""
+        levels = dict[int, set[int]]()
+        for i in self._stale:
+            levels.setdefault(self.depth[i], set()).add(i)
+        self._stale = set()
+        while levels:
+            for i in levels.pop(max(levels)):
+                p = self.parent[i]
+                if p < 0:
+                    continue
+                share, problems = self._share(i), self._problems(i)
+                old, old_problems = self.sent[i], self.sent_below.get(i, _NO_PROBLEMS)
+                if share != old:
+                    self.sent[i] = share
+                    self.sums[p] = tuple(
+                        a + b - c for a, b, c in zip(self.sums[p], share, old, strict=True)
+                    )
+                elif problems == old_problems:
+                    continue  # as it was: nothing above it changes
+                if problems != old_problems:
+                    self.sent_below[i] = problems
+                    below = self.below.pop(p, {})
+                    for label, n in problems.items():
+                        _bump(below, label, n)
+                    for label, n in old_problems.items():
+                        _bump(below, label, -n)
+                    if below:
+                        self.below[p] = below
+                levels.setdefault(self.depth[p], set()).add(p)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -341,8 +299,7 @@ class LiveIndex(WindowedTrace):
         return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-        # each group's start times, sorted once per version of the index
-        if self._starts is None or self._starts[0] != self.version:
+        if self._starts is None:
             by: dict[str, list[float]] = {g: [] for g in GROUPS}
             untimed = 0
             for start, status in zip(self.start, self.status, strict=True):
@@ -352,8 +309,8 @@ class LiveIndex(WindowedTrace):
                     by[group_of(status)].append(start)
             for values in by.values():
                 values.sort()
-            self._starts = (self.version, by, untimed)
-        return time_buckets(self._starts[1], self._starts[2], lo, hi, buckets)
+            self._starts = (by, untimed)
+        return time_buckets(*self._starts, lo, hi, buckets)
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""
@@ -362,31 +319,23 @@ class LiveIndex(WindowedTrace):
     def summary(self, i: int) -> dict[str, Any]:
         """What a row shows of node ``i`` (``partial``: the detail pane asks for the rest)."""
         return row_summary(
-            self.ids[i],
-            self.parent_id[i],
-            self.kind[i],
-            self.name[i],
-            self.status[i],
-            self.start[i],
-            self.end[i],
-            self.hint[i],
-            self.cost[i],
-            self.tokens[i],
+            self.ids[i], self.parent_id[i], self.kind[i], self.name[i], self.status[i],
+            self.start[i], self.end[i], self.hint[i], self.cost[i], self.tokens[i],
             self.extra.get(i),
-        )
+        )  # fmt: skip
 
     def _text(self, i: int) -> str:
         err = self.extra.get(i, {}).get("error")
         if err is not None and type(err) is not str:
             err = json.dumps(err, ensure_ascii=False, separators=(",", ":"))
-        return f"{self.name[i]} {self.kind[i]} {self.status[i]} {self.hint[i]} {err or ''}".lower()
+        name, kind, status, hint = self.name[i], self.kind[i], self.status[i], self.hint[i]
+        return f"{name} {kind} {status} {hint} {err or ''}".lower()
 
     def _hits(self, query: str) -> set[int]:
         """Every node whose search text holds ``query`` (lowercase): the nodes changed since
         the last call for the same query are checked again, a new query checks them all."""
-        cached = self._match
-        if cached is not None and cached[0] == query:
-            hits = cached[1]
+        if self._match is not None and self._match[0] == query:
+            hits = self._match[1]
             for i in self._touched:
                 if query in self._text(i):
                     hits.add(i)
@@ -409,22 +358,19 @@ class LiveIndex(WindowedTrace):
         """The visible rows, listed: an open node's closed (or childless) children are
         copied as one run, and only open nodes with children are visited (a batch node's
         100,000 closed items are one copy)."""
-        opened: dict[int, list[int]] = {}  # kids at DEFAULT_OPEN_DEPTH or deeper, opened
+        opened: dict[int, list[int]] = {}  # nodes at DEFAULT_OPEN_DEPTH or deeper, opened
         for node_id, is_open in expanded.items():
             j = self.pos.get(node_id)
-            if is_open and j is not None and self.depth[j] >= DEFAULT_OPEN_DEPTH and j in self.kids:
+            if is_open and j is not None and self.depth[j] >= DEFAULT_OPEN_DEPTH:
                 opened.setdefault(self.parent[j], []).append(j)
 
         def open_kids(kids: array[int], i: int) -> list[int]:
-            """Where ``i``'s open children with kids are in ``kids``, last first."""
+            """Where the open children with kids are in ``kids`` (``i``'s), last first."""
             if i >= 0 and self.depth[i] + 1 >= DEFAULT_OPEN_DEPTH:
-                return sorted((kids.index(c) for c in opened.get(i, ())), reverse=True)
-            is_open = self.is_open
-            return [
-                k
-                for k in reversed(range(len(kids)))
-                if kids[k] in self.kids and is_open(kids[k], expanded)
-            ]
+                at = (kids.index(c) for c in opened.get(i, ()) if c in self.kids)
+            else:
+                at = (k for k, c in enumerate(kids) if c in self.kids and self.is_open(c, expanded))
+            return sorted(at, reverse=True)
 
         order = array("i")
         stack = [(self.roots, open_kids(self.roots, -1), 0)]
@@ -440,49 +386,46 @@ class LiveIndex(WindowedTrace):
             stack.append((below, open_kids(below, kids[k]), 0))
         return Listed(order)
 
+    def _walk(self, keep: Callable[[int], bool] | None = None) -> Iterator[int]:
+        """Nodes depth first (children by arrival), only those ``keep`` takes (and below)."""
+        stack = [r for r in reversed(self.roots) if keep is None or keep(r)]
+        while stack:
+            i = stack.pop()
+            yield i
+            kids = reversed(self.kids.get(i, ()))
+            stack.extend(kids if keep is None else (k for k in kids if keep(k)))
+
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         hits = self._hits(query)
         keep: set[int] = set()
         for i in hits:
-            j = i
-            while j >= 0 and j not in keep:
-                keep.add(j)
-                j = self.parent[j]
-        order = array("i")
-        stack = [r for r in reversed(self.roots) if r in keep]
-        while stack:
-            i = stack.pop()
-            order.append(i)
-            stack.extend(k for k in reversed(self.kids.get(i, ())) if k in keep)
+            while i >= 0 and i not in keep:
+                keep.add(i)
+                i = self.parent[i]
+        order = array("i", self._walk(keep.__contains__))
         return Listed(order), hits.__contains__, len(hits)
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
+        self._settle()
         return [self._row(i, expanded) for i in nodes]
 
     def _row(self, i: int, expanded: Mapping[str, bool]) -> dict[str, Any]:
         has_kids = i in self.kids
-        desc, tokens, cost, priced, unpriced = (column[i] for column in self.sums)
+        _n, tokens, cost, priced, unpriced = self._share(i)
         row: dict[str, Any] = {
             "node": self.summary(i),
             "depth": self.depth[i],
             "kids": has_kids,
             "open": has_kids and self.is_open(i, expanded),
-            "roll": [tokens, cost, priced, desc, self.tokens[i], unpriced],
+            "roll": [tokens, cost, priced, self.sums[i][0], self.tokens[i], unpriced],
         }
-        bad = self.below.get(i)
-        if bad:
-            row["below"] = dict(bad)
+        if i in self.below:
+            row["below"] = dict(self.below[i])
         return row
 
     def first_rows(self, limit: int) -> list[dict[str, Any]]:
         """The first ``limit`` rows depth first with everything open, as a window's rows."""
-        stack: list[int] = list(reversed(self.roots))
-        out: list[dict[str, Any]] = []
-        while stack and len(out) < limit:
-            i = stack.pop()
-            out.append(self._row(i, {}))
-            stack.extend(reversed(self.kids.get(i, ())))
-        return out
+        return self.rows(list(islice(self._walk(), max(0, limit))), {})
 
 
 def index_of(records: Iterable[Mapping[str, Any]]) -> LiveIndex:

@@ -20,7 +20,6 @@ from typing import Any
 from langfx_nb.agentic.trace_db import convert
 from langfx_nb.agentic.trace_reader import WindowedTrace
 from langfx_nb.notebook.render import trace_html
-from langfx_nb.notebook.trace_data import read_trace
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 from langfx_nb.notebook.trace_live import LiveIndex, row_patch
 from langfx_nb.notebook.trace_rows import row_values
@@ -208,7 +207,7 @@ def all_rows(index: WindowedTrace) -> list[dict[str, Any]]:
 
 def build() -> dict[str, Any]:
     live = all_rows(live_index())
-    saved = convert(read_trace(saved_mid_run()))  # as TraceExplorer shows a saved trace
+    saved = convert(saved_mid_run())  # as TraceExplorer shows a saved trace
     cases: dict[str, Any] = {
         "live": {"rows": live, "ended": False, "gone": False},
         "live_kernel_gone": {"rows": live, "ended": False, "gone": True},

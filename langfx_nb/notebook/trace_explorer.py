@@ -554,12 +554,15 @@ def _saved(source: Any) -> StoredTrace:
 
 def _progress_line(source: Any) -> Callable[[int, int], None]:
     """How far the conversion of a file of ``BIG_FILE_BYTES`` or more is, as one line on
-    standard error (at most twice a second)."""
+    standard error (at most twice a second, and 100% once: the file may be read ahead of the
+    records parsed)."""
     last = [0.0]
 
     def show(done: int, size: int) -> None:
+        if last[0] < 0:  # 100% shown
+            return
         if size >= BIG_FILE_BYTES and (time.monotonic() - last[0] >= 0.5 or done >= size):
-            last[0] = time.monotonic()
+            last[0] = time.monotonic() if done < size else -1.0
             end = "\n" if done >= size else ""
             share = 100 * done // max(1, size)
             name = Path(source).name

@@ -203,7 +203,7 @@ class LiveIndex(WindowedTrace):
         if "status" in patch:
             self.status[i] = str(patch["status"] or "ok")
         if "name" in patch:
-            self.name[i] = str(patch["name"])
+            self.name[i] = str(patch["name"]).replace("\n", " ")  # a row is one line
         if "hint" in patch:
             self.hint[i] = str(patch["hint"] or "")
         if "start" in patch:
@@ -329,7 +329,8 @@ class LiveIndex(WindowedTrace):
         if err is not None and type(err) is not str:
             err = json.dumps(err, ensure_ascii=False, separators=(",", ":"))
         name, kind, status, hint = self.name[i], self.kind[i], self.status[i], self.hint[i]
-        return f"{name} {kind} {status} {hint} {err or ''}".lower()
+        text = f"{name} {kind} {status} {hint} {err or ''}".lower()
+        return text.replace("\n", " ")  # as stored: a query holding a newline finds nothing
 
     def _hits(self, query: str) -> set[int]:
         """Every node whose search text holds ``query`` (lowercase): the nodes changed since

@@ -120,11 +120,6 @@ def test_a_store_as_written_answers_every_request(tmp_path: Path) -> None:
     assert sent[-1]["kind"] == "detail" and sent[-1]["node"]["error"] == "boom"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stored row shows a name's newline as a space and its search finds the name"
-    " by the space; the live row shows and finds the newline",
-)
 def test_a_name_with_a_newline_shows_the_same_live_and_saved(tmp_path: Path) -> None:
     session = Session()
     with session.track("action", "first line\nsecond line"):
@@ -192,7 +187,6 @@ def _windows(path: Path) -> list[dict[str, Any]]:
     return sent
 
 
-@pytest.mark.xfail(strict=True, reason="the progress line's 100% line is written again and again")
 def test_converting_a_big_json_trace_says_100_percent_once(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

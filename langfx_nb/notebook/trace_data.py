@@ -1,9 +1,9 @@
 """A trace as the views get it: node records with their row hints, a live session's subtrees.
 
 The views read the node JSON the core writes (``TraceNode.to_json``; "The node contract" in
-docs/agentic.md) under the same names. Two fields are the views' own, derived here: ``hint``
-(one line that tells same-named rows apart) and, in window rows, ``partial`` (the record
-was cut to what a row needs; the detail pane asks for the rest).
+docs/agentic.md) under the same names. Two fields are the views' own: ``hint`` (one line
+that tells same-named rows apart, derived here) and, in window rows, ``partial`` (the record
+was cut to what a row needs, ``trace_reader.row_summary``; the detail pane asks for the rest).
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ and keeps the counts by status and kind exact as it goes. It answers the primiti
 Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). What a
 row sums over its subtree (tokens, cost, descendants, what went wrong below) is brought up to
 date when rows are read, for the nodes changed since and the ancestors whose sums that
-changes, each once. A window
-lists the visible rows (closed children in one C-speed copy: only open nodes with children are
-visited; a filter: the matching nodes and their ancestors).
+changes, each once. A window lists the visible rows (closed children in one C-speed copy:
+only open nodes with children are visited; a filter: the matching nodes and their ancestors).
 """
 
 from __future__ import annotations
@@ -85,7 +84,7 @@ def _bump(counts: dict[str, int], key: str, by: int) -> None:
 
 def _float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return float("nan")
+        return _NAN
     return float(value)
 
 

@@ -152,8 +152,9 @@ export interface WindowReply {
   live?: boolean;
   /** A push: the view it is for (the request it repeats is `req`). */
   view?: string;
-  /** Live: roots still running (the session root runs until disposed), and the trace-wide
-   *  values a state carries (span, summary, ended, offset). */
+  /** Live: roots still running (the session root runs until disposed). A live reply also
+   *  carries the trace-wide values a state carries (span, summary, ended, offset), which the
+   *  view reads as a state's (`adoptExtras`). */
   roots_running?: number;
   /** The timeline overview's counts for the range the request named (`timeline`). */
   timeline?: Buckets;

@@ -4,6 +4,7 @@ during the run, not only at the end."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,39 @@ def test_a_windows_path_in_an_error_is_found_by_a_search(tmp_path: Path) -> None
         explorer.close()
         assert found["matches"] == 1
         assert found["rows"][-1]["node"]["name"] == "load"
+
+
+def _status_counts(session: Session) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for by_status in session.usage_summary.counts.values():
+        for status, n in by_status.items():
+            out[status] = out.get(status, 0) + n
+    return out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an evicting session (max_trace_nodes=20, 30 items, 10 failed) saved, or opened "
+    "after its run, shows the counts of the held nodes (failed 6, item 18) where the "
+    "explorer that followed the run and session.usage_summary.counts say failed 10, item 30 "
+    "(docs/batch.md: counts stay exact)",
+)
+def test_an_evicting_session_shows_its_exact_counts_saved_and_opened_late(
+    tmp_path: Path,
+) -> None:
+    session = Session(max_trace_nodes=20)
+    follow = TraceExplorer(session)
+    with session.track("batch", "b") as batch:
+        for i in range(30):
+            with contextlib.suppress(RuntimeError), batch.session.track("item", f"item {i}"):
+                if i % 3 == 0:
+                    raise RuntimeError("boom")
+    want = follow._reply({"start": 0, "count": 50})["counts"]
+    follow.close()
+    assert want["status"] == _status_counts(session)
+    assert want["status"]["failed"] == 10 and want["kind"]["item"] == 30
+    late, saved = _live_and_saved(session, tmp_path)
+    for explorer in (late, saved):
+        got = explorer._reply({"start": 0, "count": 50})["counts"]
+        explorer.close()
+        assert got == want

@@ -9,11 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 from langfx_nb.notebook.trace_rows import row_values
+
+from .trace_oracle import problems_below, sums
 
 
 def _update(explorer: TraceExplorer, node_id: str, **changes: Any) -> None:
@@ -98,3 +102,85 @@ def test_an_evicting_session_shows_its_exact_counts_saved_and_opened_late(
         got = explorer._reply({"start": 0, "count": 50})["counts"]
         explorer.close()
         assert got == want
+
+
+# -- what agreed: a random run read at random moments, live against saved and the oracle ----
+
+_BAD = ["failed", "denied", "cancelled", "timed_out"]
+_CHANGES = st.one_of(
+    st.fixed_dictionaries({"status": st.sampled_from(["ok", "running", "waiting", *_BAD])}),
+    st.fixed_dictionaries({"usage": st.fixed_dictionaries({"total_tokens": st.integers(0, 9)})}),
+    st.fixed_dictionaries({"cost": st.sampled_from([None, 0.0, 0.25, 0.5, 1.0])}),
+    st.fixed_dictionaries({"status": st.sampled_from(_BAD), "error": st.just("boom")}),
+    st.fixed_dictionaries({"name": st.sampled_from(["alpha", "boom x", "Beta"])}),
+)
+
+
+@st.composite
+def _runs(draw: st.DrawFn) -> tuple[int, list[int], list[tuple[int, Any]]]:
+    """A tree of ``n`` nodes under the session root (each parent before it), the order its
+    nodes start in (a child may start before its parent), and changes to started nodes."""
+    n = draw(st.integers(1, 9))
+    parents = [draw(st.integers(-1, k - 1)) for k in range(n)]  # -1: the session root
+    order = draw(st.permutations(range(n)))
+    steps: list[tuple[int, Any]] = []
+    for at, k in enumerate(order):
+        steps.append((k, None))  # node k starts
+        for _ in range(draw(st.integers(0, 3))):
+            steps.append((draw(st.sampled_from(order[: at + 1])), draw(_CHANGES)))
+            if draw(st.booleans()):
+                steps.append((-1, draw(st.sampled_from([{}, {"query": "boom"}]))))  # a read
+    return n, parents, steps
+
+
+def _window_keys(window: dict[str, Any]) -> dict[str, Any]:
+    keys = ("rows", "total", "matches", "counts", "nodes", "selected_index", "timeline")
+    return {k: window.get(k) for k in keys}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=_runs(), data=st.data())
+def test_a_live_run_read_at_any_moment_shows_what_its_saved_copy_and_the_oracle_show(
+    run: tuple[int, list[int], list[tuple[int, Any]]], data: st.DataObject
+) -> None:
+    n, parents, steps = run
+    session = Session()
+    live = TraceExplorer(session)
+    root = session.trace_json()["nodes"][0]
+    records: dict[str, dict[str, Any]] = {str(root["id"]): dict(root)}
+    ids = [f"n{k}" for k in range(n)]
+    for at, (k, change) in enumerate(steps):
+        if k == -1:
+            live._reply({"start": 0, "count": 50, **change})  # a read between changes
+            continue
+        if change is None:
+            parent = str(root["id"]) if parents[k] < 0 else ids[parents[k]]
+            node = {"id": ids[k], "parent_id": parent, "kind": "action", "name": ids[k]}
+            node |= {"status": "running", "start": float(at)}
+            live._take({"type": "node_start", "node": dict(node)})
+            records[ids[k]] = node
+        else:
+            _update(live, ids[k], **change)
+            records[ids[k]].update(change)
+    shown = [i for i in ids if i in records]
+    views: list[dict[str, Any]] = [
+        {},
+        {"query": "boom"},
+        {"query": "beta", "selected": data.draw(st.sampled_from(shown))},
+        {"expanded": {i: data.draw(st.booleans()) for i in shown}},
+        {"timeline": [None, None, 4]},
+    ]
+    data_ = {"format": "langfx_nb.trace", "version": 1, "session": {"id": "s"}}
+    data_["nodes"] = list(records.values())
+    saved = TraceExplorer(data_)
+    tot, below = sums(data_["nodes"]), problems_below(data_["nodes"])
+    for view in views:
+        request = {"start": 0, "count": 50, **view}
+        want, got = live._reply(request), saved._reply(request)
+        assert _window_keys(got) == _window_keys(want), view
+        for row in got["rows"]:
+            tokens, cost, priced, unpriced = tot[row["node"]["id"]]
+            assert row["roll"][:3] == [tokens, cost, priced] and row["roll"][5] == unpriced
+            assert row.get("below") == below.get(row["node"]["id"])
+    live.close()
+    saved.close()

@@ -155,8 +155,8 @@ def test_a_live_run_read_at_any_moment_shows_what_its_saved_copy_and_the_oracle_
             continue
         if change is None:
             parent = str(root["id"]) if parents[k] < 0 else ids[parents[k]]
-            node = {"id": ids[k], "parent_id": parent, "kind": "action", "name": ids[k]}
-            node |= {"status": "running", "start": float(at)}
+            node: dict[str, Any] = {"id": ids[k], "parent_id": parent, "kind": "action"}
+            node |= {"name": ids[k], "status": "running", "start": float(at)}
             live._take({"type": "node_start", "node": dict(node)})
             records[ids[k]] = node
         else:
@@ -170,10 +170,11 @@ def test_a_live_run_read_at_any_moment_shows_what_its_saved_copy_and_the_oracle_
         {"expanded": {i: data.draw(st.booleans()) for i in shown}},
         {"timeline": [None, None, 4]},
     ]
-    data_ = {"format": "langfx_nb.trace", "version": 1, "session": {"id": "s"}}
-    data_["nodes"] = list(records.values())
-    saved = TraceExplorer(data_)
-    tot, below = sums(data_["nodes"]), problems_below(data_["nodes"])
+    nodes = list(records.values())
+    saved = TraceExplorer(
+        {"format": "langfx_nb.trace", "version": 1, "session": {"id": "s"}, "nodes": nodes}
+    )
+    tot, below = sums(nodes), problems_below(nodes)
     for view in views:
         request = {"start": 0, "count": 50, **view}
         want, got = live._reply(request), saved._reply(request)

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
+from langfx_nb.errors import ToolDeniedError
+from langfx_nb.llms import Scripted
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 from langfx_nb.notebook.trace_rows import row_values
 
@@ -185,3 +187,57 @@ def test_a_live_run_read_at_any_moment_shows_what_its_saved_copy_and_the_oracle_
             assert row.get("below") == below.get(row["node"]["id"])
     live.close()
     saved.close()
+
+
+def _agrees(session: Session, live: TraceExplorer, path: Path) -> None:
+    """The live explorer's windows are the saved copy's now, with the oracle's sums."""
+    saved = TraceExplorer(lf.save_trace(session, path))
+    nodes = session.trace_json()["nodes"]
+    tot, below = sums(nodes), problems_below(nodes)
+    everything = {"expanded": {str(n["id"]): True for n in nodes}}
+    for view in ({}, {"query": "add"}, {"query": "denied"}, everything):
+        request = {"start": 0, "count": 100, **view}
+        want, got = live._reply(request), saved._reply(request)
+        assert _window_keys(got) == _window_keys(want), view
+        for row in want["rows"]:
+            node_id = row["node"]["id"]
+            assert row["roll"][0] == tot[node_id][0] and row.get("below") == below.get(node_id)
+    saved.close()
+
+
+async def test_an_agent_with_denied_calls_shows_the_same_live_and_saved_during_its_run(
+    tmp_path: Path,
+) -> None:
+    @lf.tool
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    def calls(*args: tuple[str, int]) -> list[lf.ToolCall]:
+        return [lf.ToolCall(call_id, "add", {"a": a, "b": 1}) for call_id, a in args]
+
+    replies: list[Any] = [calls(("c1", 9), ("c2", 1)), "ok", calls(("c3", 1), ("c4", 7)), "x"]
+    moments = iter(range(100))
+    async with lf.Session(Scripted(replies), prices={"fake:scripted": lf.Price(1, 2)}) as session:
+        live = TraceExplorer(session)
+
+        def check() -> None:
+            _agrees(session, live, tmp_path / f"{next(moments)}.db")
+
+        async def deny_big(call: lf.ToolCall, _s: lf.Session) -> lf.Deny | bool:
+            check()  # a read while the agent waits on its policy
+            return lf.Deny("No.", by="user") if call.args["a"] > 5 else True
+
+        def stop_big(call: lf.ToolCall, _s: lf.Session) -> bool:
+            check()
+            return call.args["a"] <= 5
+
+        await lf.Agent("go", tools=[add], allow_tool=deny_big).invoke(session)
+        check()
+        with pytest.raises(ToolDeniedError):
+            await lf.Agent("go", tools=[add], allow_tool=stop_big).invoke(session)
+        check()
+        root = live._reply({"start": 0, "count": 100})["rows"][0]
+        live.close()
+    assert next(moments) == 6  # four policy calls and two ends read
+    assert root["below"] == {"denied": 2, "cancelled": 1}  # c3 approved, cancelled by c4

@@ -38,7 +38,7 @@ def test_a_cost_that_changes_back_to_zero_shows_zero_live() -> None:
     explorer = TraceExplorer(session)
     with session.track("action", "step") as step:
         step_id = step.node.id
-        for cost in (0.1, 0.2, 0.0):  # a price revised after the call, then refunded
+        for cost in (0.1, 0.2, 0.0):  # a cost changed after the call (core events may set it)
             _update(explorer, step_id, cost=cost)
             explorer._reply({"start": 0, "count": 50})  # a read between the changes
     live = explorer._reply({"start": 0, "count": 50})

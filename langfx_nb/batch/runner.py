@@ -94,12 +94,12 @@ async def run_batch(
     if rows is not None:
         items = rows
     values = list(items)
-    path = manifest_path(run) if run is not None else None
     previews: list[str | None] = []  # what the manifest stores of each input
     # an item that cannot be keyed fails before anything runs
-    keys = item_keys(values, key, previews if path is not None else None)
+    keys = item_keys(values, key, previews if run is not None else None)
     with_session = takes_session(fn)
     codec = ResultCodec(fn)
+    path = manifest_path(run) if run is not None else None
     if path is not None and identity is None:
         identity = run_identity(fn, version=version, session=session)
     owner = await RunOwner.acquire(path, if_owned) if path is not None else None

@@ -79,10 +79,10 @@ CREATE TABLE trace_starts (grp TEXT PRIMARY KEY, starts BLOB NOT NULL);
 -- window, a search and a lookup by id need, without an index
 CREATE TABLE trace_order (name TEXT PRIMARY KEY, ranks BLOB NOT NULL);
 -- per node in tree order (rank: depth first, children in the order written): its subtree is
--- the ranks (rank, rank + desc], shallow_at is its number among rows of depth <= 2
+-- the ranks (rank, rank + desc]
 CREATE TABLE trace_tree (
     rank INTEGER PRIMARY KEY, seq INTEGER NOT NULL, parent INTEGER, depth INTEGER NOT NULL,
-    desc INTEGER NOT NULL, shallow_at INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
+    desc INTEGER NOT NULL, sub_tokens INTEGER NOT NULL,
     sub_cost REAL NOT NULL, sub_priced INTEGER NOT NULL, sub_unpriced INTEGER NOT NULL,
     below TEXT);
 """
@@ -92,7 +92,7 @@ _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one 
 # a string more than a number (SQLite copies it): a missing value is bound as NaN, which
 # SQLite stores as NULL.
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,?)"
-_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?,?)"
+_TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?)"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
 
 # -- row values --------------------------------------------------------------------------------
@@ -132,10 +132,12 @@ def node_hint(node: Mapping[str, Any]) -> str:
         return ""
     kind = node.get("kind")
     if kind == "query":
-        text = _text_of(inputs.get("prompt", inputs.get("rendered_prompt")))
+        prompt = inputs["prompt"] if "prompt" in inputs else inputs.get("rendered_prompt")
+        text = prompt if type(prompt) is str else _text_of(prompt)
         variables = inputs.get("vars")
         if variables and _is_map(variables):
-            shown = ", ".join(f"{k}={_short_value(v)}" for k, v in list(variables.items())[:4])
+            four = itertools.islice(variables.items(), 4)
+            shown = ", ".join([f"{k}={_short_value(v)}" for k, v in four])
             text = f"{shown} · {text}" if text else shown
     elif kind == "tool_call":
         args = inputs.get("args")
@@ -199,22 +201,29 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     usage's total, the hint in place of the inputs; no value holds a newline."""
     if type(x) is not dict:
         raise TypeError("must be an object")
-    node_id, parent = str(x["id"]), x.get("parent_id")
-    kind, status = _KINDS.get(x["kind"]), _STATUSES.get(x.get("status", "ok"))
+    get = x.get
+    node_id, parent = x["id"], get("parent_id")
+    kind, status = _KINDS.get(x["kind"]), _STATUSES.get(get("status", "ok"))
     if kind is None or status is None:
-        shown = f"{short(x['kind'])}, {short(x.get('status', 'ok'))}"
+        shown = f"{short(x['kind'])}, {short(get('status', 'ok'))}"
         raise ValueError(f"unknown kind or status: {shown}")
-    parent = None if parent is None else str(parent)
+    if type(node_id) is not str:
+        node_id = str(node_id)
+    if parent is not None and type(parent) is not str:
+        parent = str(parent)
     if parent == node_id:
         raise ValueError("the node is its own parent")
-    name = str(x.get("name", "")).replace("\n", " ")
-    hint = (node_hint(x) if "inputs" in x else str(x.get("hint", ""))).replace("\n", " ")
-    err, decision, evicted = x.get("error"), x.get("decision"), x.get("evicted_children")
+    name = get("name", "")
+    if type(name) is not str or "\n" in name:
+        name = str(name).replace("\n", " ")
+    # a hint node_hint makes holds no newline
+    hint = node_hint(x) if "inputs" in x else str(get("hint", "")).replace("\n", " ")
+    err, decision, evicted = get("error"), get("decision"), get("evicted_children")
     extra: str | float = _NAN  # none (see _ROW_VALUES)
     err_text = ""
     if err is not None or decision is not None or evicted:
         extra, err_text = _extra(err, decision, evicted)
-    start, end, cost, usage = x.get("start", 0.0), x.get("end"), x.get("cost"), x.get("usage")
+    start, end, cost, usage = get("start", 0.0), get("end"), get("cost"), get("usage")
     row = (
         seq, node_id, parent, kind, status, name, hint,
         start if type(start) is float and start - start == 0.0 else _number(start, "start"),
@@ -379,12 +388,10 @@ class StoreWriter:
                     while p >= 0:
                         below.setdefault(p, Counter())[bad] += 1
                         p = up[p]
-        # a row's number among rows of depth <= 2 (counting those before it)
-        shallow_at = list(itertools.accumulate((d <= 2 for d in depth), initial=0))
         below_json: list[str | float] = [_NAN] * n  # NaN: no problem below
         for r, found in below.items():
             below_json[r] = json.dumps(found)
-        columns = (order, up, depth, desc, shallow_at, sub_t, sub_c, sub_p, sub_u, below_json)
+        columns = (order, up, depth, desc, sub_t, sub_c, sub_p, sub_u, below_json)
         _insert(conn, "trace_tree", _TREE_VALUES, [range(n), *columns])
         ranks = [("rank", array("i", rank).tobytes()), ("parent", array("i", up).tobytes())]
         conn.executemany("INSERT INTO trace_order VALUES (?, ?)", ranks)
@@ -406,7 +413,6 @@ class StoreWriter:
             "header": {k: v for k, v in header.items() if k != "nodes"},
             "nodes": n,
             "counts": {"status": counts, "kind": self.kinds},
-            "shallow": shallow_at[n],
             "span": None if row[0] is None else [row[0], max(row[0], row[1])],
             "records": "trace_nodes" if self.refs else "own",
             "untimed": n - sum(map(len, starts.values())),

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from ..agentic.trace_json import regular_file
 from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
-from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, input_preview
+from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec
 from .identity import RunIdentity
 from .run_trace import drop_trace, finish_rows, trace_batches, write_trace
 
@@ -373,10 +373,11 @@ class Manifest:
         )
 
     # -- writing -------------------------------------------------------------------------
-    def add_ok(self, key: str, index: int, tag: str, text: str, item: Any) -> None:
-        """Queue the row of an item done: its result (``codec.encode``) and its input."""
+    def add_ok(self, key: str, index: int, tag: str, text: str, preview: str) -> None:
+        """Queue the row of an item done: its result (``codec.encode``) and its input's
+        ``input_preview``."""
         row = (self._rowid(key), key, index, "ok", tag, text, None, None, time.time(), None)
-        self._pending.append((*row, input_preview(item)))
+        self._pending.append((*row, preview))
         self._due()
 
     def add_failed(
@@ -386,12 +387,12 @@ class Manifest:
         error_type: str,
         message: str,
         traceback: str | None,
-        item: Any,
+        preview: str,
     ) -> None:
         """Queue the row of a failed item: its error (class, message, traceback; see
-        ``ItemError``) and its input."""
+        ``ItemError``) and its input's ``input_preview``."""
         row = (self._rowid(key), key, index, "failed", None, None, error_type, message)
-        self._pending.append((*row, time.time(), traceback, input_preview(item)))
+        self._pending.append((*row, time.time(), traceback, preview))
         self._due()
 
     def _rowid(self, key: str) -> int:

@@ -271,7 +271,6 @@ def test_the_tree_table_holds_what_a_plain_walk_of_the_tree_gives(tmp_path: Path
     finally:
         store.close()
     assert len(stored) == len(nodes)
-    shallow = 0
     for (node, depth), row in zip(order, stored, strict=True):
         below = subtree(node["id"])
         tokens = [(m.get("usage") or {}).get("total_tokens", 0) for m in below]
@@ -283,12 +282,11 @@ def test_the_tree_table_holds_what_a_plain_walk_of_the_tree_gives(tmp_path: Path
         parent = node.get("parent_id")
         expected = (
             rank[node["id"]], seq[node["id"]], rank.get(parent or ""), depth,
-            len(below) - 1, shallow, sum(tokens), pytest.approx(sum(costs)), len(costs),
+            len(below) - 1, sum(tokens), pytest.approx(sum(costs)), len(costs),
             sum(1 for m, t in zip(below, tokens, strict=True) if t and "cost" not in m),
             problems or None,
         )  # fmt: skip
-        assert (*row[:10], row[10] and json.loads(row[10])) == expected, node["id"]
-        shallow += depth <= 2
+        assert (*row[:9], row[9] and json.loads(row[9])) == expected, node["id"]
 
 
 def test_records_and_timeline_are_exact(stored: tuple[dict[str, Any], StoredTrace]) -> None:

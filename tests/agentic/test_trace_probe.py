@@ -124,8 +124,6 @@ _DAMAGE = {
     "depth is text": "UPDATE trace_tree SET depth = 'x'",
     # UnicodeDecodeError from py_text (names nothing)
     "name is not UTF-8": "UPDATE trace_rows SET name = x'ff00'",
-    # no error: the window says 1,000,000,000 rows for a 4-node trace
-    "huge shallow count": "UPDATE trace_info SET value = '1000000000' WHERE key = 'shallow'",
 }
 
 

@@ -84,3 +84,18 @@ async def test_each_stored_result_keeps_its_input(tmp_path: Path) -> None:
     values = dict(zip(stored.keys, stored.results, strict=True))
     assert values[result.keys[0]] == "hello ada" and values[result.keys[1]] is None
     assert stored.identity == result.identity and stored.statuses.count("failed") == 2
+
+
+async def test_every_kind_of_item_keeps_the_same_input(tmp_path: Path) -> None:
+    # short and long items, strings and objects, keyed by their JSON or by key=
+    rows: list[Any] = [{"name": "ada"}, {"name": "y" * 300}, "plain", {"name": "z" * 5000}]
+    expected = [*rows[:3], None]
+    for key in (None, lambda row: str(row)[:40] + str(len(str(row)))):
+        run = tmp_path / f"{key is None}.sqlite"
+        result = await lf.batch(greet, rows, run=run, key=key, progress=False)
+        stored = lf.BatchResult.load(run)
+        by_key = dict(zip(stored.keys, stored.inputs, strict=True))
+        inputs = [by_key[k] for k in result.keys]
+        cut = inputs[3]
+        assert isinstance(cut, str) and cut.startswith('{"name":"zzz') and cut.endswith("…")
+        assert [*inputs[:3], None] == expected

@@ -42,6 +42,7 @@ __all__ = [
     "StoreWriter",
     "StoredTrace",
     "convert",
+    "error_text",
     "is_store",
     "node_hint",
     "open_store",
@@ -176,13 +177,25 @@ def _tokens(usage: Any) -> int:
     return total
 
 
+def error_text(err: Any) -> str:
+    """What a search finds of a recorded error: its text, or the texts and numbers in its
+    JSON data (not the JSON: a Windows path's backslashes are searched as they are shown)."""
+    if isinstance(err, str):
+        return err
+    if _is_map(err):
+        err = list(err.values())
+    if isinstance(err, list):
+        return " ".join(filter(None, map(error_text, err)))
+    return "" if err is None or isinstance(err, bool) else str(err)
+
+
 def _extra(err: Any, decision: Any, evicted: Any) -> tuple[str, str]:
     """A record's rarer fields a row shows, as JSON, and its error's text."""
     more: dict[str, Any] = {}
     text = ""
     if err is not None:
         more["error"] = err
-        text = err if type(err) is str else _dumps(err, separators=(",", ":"))
+        text = error_text(err)
     if decision is not None:
         if not _is_map(decision):
             raise TypeError("'decision' must be an object")

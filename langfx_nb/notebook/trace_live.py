@@ -14,13 +14,12 @@ only open nodes with children are visited; a filter: the matching nodes and thei
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from ..agentic.trace_db import node_hint
+from ..agentic.trace_db import error_text, node_hint
 from ..agentic.trace_reader import (
     BAD_STATUSES,
     DEFAULT_OPEN_DEPTH,
@@ -324,11 +323,9 @@ class LiveIndex(WindowedTrace):
         )  # fmt: skip
 
     def _text(self, i: int) -> str:
-        err = self.extra.get(i, {}).get("error")
-        if err is not None and type(err) is not str:
-            err = json.dumps(err, ensure_ascii=False, separators=(",", ":"))
+        err = error_text(self.extra.get(i, {}).get("error"))
         name, kind, status, hint = self.name[i], self.kind[i], self.status[i], self.hint[i]
-        text = f"{name} {kind} {status} {hint} {err or ''}".lower()
+        text = f"{name} {kind} {status} {hint} {err}".lower()
         return text.replace("\n", " ")  # as stored: a query holding a newline finds nothing
 
     def _hits(self, query: str) -> set[int]:

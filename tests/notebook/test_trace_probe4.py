@@ -54,11 +54,6 @@ def _live_and_saved(session: Session, tmp_path: Path) -> tuple[TraceExplorer, Tr
     return live, TraceExplorer(lf.save_trace(session, tmp_path / "saved.db"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an error's search text is its JSON: a backslash is doubled, so searching for a "
-    r"Windows path the error shows (C:\data\in.txt) finds nothing, live or saved",
-)
 def test_a_windows_path_in_an_error_is_found_by_a_search(tmp_path: Path) -> None:
     session = Session()
     with pytest.raises(OSError), session.track("action", "load"):

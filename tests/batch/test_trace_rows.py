@@ -4,7 +4,6 @@ one the whole records give when converted."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,8 @@ import pytest
 
 import langfx_nb as lf
 from langfx_nb.agentic import trace_db
-from langfx_nb.agentic.trace_db import STORE_TABLES
 from langfx_nb.batch import manifest
-from langfx_nb.batch.run_trace import open_trace
+from tests.stored_tables import stored_and_converted
 
 
 async def steps(item: int, view: Any) -> int:
@@ -26,17 +24,6 @@ async def steps(item: int, view: Any) -> int:
     if item % 7 == 3:
         raise ValueError(f"boom {item}")
     return item
-
-
-def _tables(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Every table of the stored trace but where its records are, as a reader sees it."""
-    tables = [t for t in STORE_TABLES if t not in ("trace_refs", "trace_records")]
-    out: dict[str, Any] = {
-        t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables
-    }
-    out["trace_search"] = b"".join(r[1] for r in out["trace_search"])  # blocks as written
-    out["trace_info"] = [r for r in out["trace_info"] if r[0] != "records"]
-    return out
 
 
 DEFAULT_CHUNK = manifest.ROWS_CHUNK
@@ -59,20 +46,11 @@ async def test_the_rows_written_in_chunks_are_those_the_records_give(
     first = await lf.batch(steps, range(40), run=path, progress=False, max_concurrency=4)
     second = await lf.batch(steps, range(60), run=path, progress=False, max_concurrency=4)
     assert (len(first.failed), len(second.failed)) == (6, 9)  # 6 run again, 3 new
-    with sqlite3.connect(path) as conn:
-        stored = _tables(conn)
-        # rows written a chunk at a time: the first run's, read again at the second's
-        # start, then this run's (a stored trace converted at the end from the records
-        # writes them a block of records at a time: fewer writes)
-        assert len([n for n in writes if n]) >= {5: 6, 64: 3, DEFAULT_CHUNK: 2}[chunk]
-        refs = conn.execute("SELECT ref FROM trace_refs ORDER BY seq").fetchall()
-        assert refs == conn.execute("SELECT rowid FROM trace_nodes ORDER BY rowid").fetchall()
-        for table in STORE_TABLES:
-            conn.execute(f"DROP TABLE {table}")
-    index = open_trace(path)  # converted from the whole records
-    try:
-        assert stored == _tables(index.conn)
-    finally:
-        index.close()
+    # rows written a chunk at a time: the first run's, read again at the second's start,
+    # then this run's (a stored trace converted at the end from the records writes them a
+    # block of records at a time: fewer writes)
+    assert len([n for n in writes if n]) >= {5: 6, 64: 3, DEFAULT_CHUNK: 2}[chunk]
+    stored, converted = stored_and_converted(path)
+    assert stored == converted
     # both runs' session and batch nodes, and per item run its node and three below it
     assert len(stored["trace_rows"]) == 2 + 40 * 4 + 2 + (60 - 40 + 6) * 4

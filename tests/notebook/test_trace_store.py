@@ -17,6 +17,7 @@ from langfx_nb.agentic.session import Session
 from langfx_nb.agentic.trace_db import STORE_TABLES
 from langfx_nb.batch.run_trace import open_trace
 from langfx_nb.notebook import trace_explorer as te
+from tests.stored_tables import stored_and_converted
 
 from ._fakes import record_sends
 
@@ -240,26 +241,7 @@ def test_the_stored_trace_written_as_items_finish_is_the_one_its_records_give(
     path = tmp_path / "run.sqlite"
     asyncio.run(lf.batch(mixed, range(150), run=path, progress=False))
     asyncio.run(lf.batch(mixed, range(300), run=path, progress=False))
-    tables = [t for t in STORE_TABLES if t not in ("trace_refs", "trace_records")]
-    queries = {t: f"SELECT * FROM {t} ORDER BY 1" for t in tables}
-    with sqlite3.connect(path) as conn:
-        stored: dict[str, Any] = {t: conn.execute(q).fetchall() for t, q in queries.items()}
-        refs = conn.execute("SELECT ref FROM trace_refs ORDER BY seq").fetchall()
-        assert refs == conn.execute("SELECT rowid FROM trace_nodes ORDER BY rowid").fetchall()
-        for table in STORE_TABLES:
-            conn.execute(f"DROP TABLE {table}")
-    index = open_trace(path)  # converted from the whole records
-    try:
-        converted: dict[str, Any] = {
-            t: index.conn.execute(q).fetchall() for t, q in queries.items()
-        }
-    finally:
-        index.close()
-    for tables_of in (stored, converted):  # search texts in blocks as written: the same lines
-        tables_of["trace_search"] = b"".join(r[1] for r in tables_of["trace_search"])
-    info = "trace_info"  # where the records are: the manifest's own, or the copy's
-    stored[info] = [r for r in stored[info] if r[0] != "records"]
-    converted[info] = [r for r in converted[info] if r[0] != "records"]
+    stored, converted = stored_and_converted(path)
     assert stored == converted
     failed = len(range(0, 150, FAIL_EVERY))
     assert len(stored["trace_rows"]) == 2 + 150 * 6 + 2 + (150 + failed) * 6

@@ -210,8 +210,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def flush(self) -> None:
         """Copy the state now (what a reloaded page and :attr:`snapshot` show), with the
-        session's totals; push the views their windows (paced as events are); refresh the
-        static copy. Called when a run ends."""
+        session's totals; push the views their windows (paced as events are; at once with no
+        event loop to pace them); refresh the static copy. Called when a run ends."""
         session = self._session
         if session is not None:
             with contextlib.suppress(Exception):  # totals are a nicety; never break the run
@@ -219,6 +219,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if isinstance(self._trace, LiveIndex):
             self._publish()
             self._changed()
+            if self._dirty and self._timer is None:  # no event loop to push it later
+                self._tick(final=True)
         self._refresh_displays()
 
     @property
@@ -465,8 +467,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         if clock is None:
             try:
                 clock = asyncio.get_running_loop()
-            except RuntimeError:  # no event loop: nothing could fire a timer later
-                self._tick(final=True)
+            except RuntimeError:  # no event loop to fire a timer: a push when due, and
+                if delay <= 0:  # what is left when the run ends (flush)
+                    self._tick(final=True)
                 return
         self._timer = clock.call_later(max(0.0, delay), self._tick)
 

@@ -37,6 +37,8 @@ __all__ = [
     "MAX_WINDOW",
     "STORE_TABLES",
     "StoredTrace",
+    "add_counts",
+    "evicted_counts",
     "group_of",
     "is_store",
     "open_store",
@@ -60,6 +62,7 @@ MAX_WINDOW = 2_000  # rows one window may hold
 MAX_RECORDS_BYTES = 256 << 20  # a stored block of records larger than this is refused
 BLOCK = 1_000  # records (and search lines) per stored block
 _CHUNK = 500  # values bound into one SQL statement
+_MAX_COUNTS = 4_096  # (kind, status) pairs a header's summary.counts may hold
 _NOT_MARKS = bytes(b for b in range(256) if b not in b"\n\xff")
 _NEWLINE_0 = bytes.maketrans(b"\n", b"\x00")
 _NONZERO = bytes(min(b, 1) for b in range(256))  # translate tables of bytes: 0 or 1
@@ -270,6 +273,7 @@ class StoredTrace(WindowedTrace):
                 raise ValueError("records")
             self._external = info.get("records") == "trace_nodes"
             self._untimed = int(info.get("untimed", 0))
+            self._counts = add_counts(self._counts, evicted_counts(self.header, self._counts))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
             raise self._error(f"damaged trace_info ({short(str(exc))})") from exc
         last = self.query("SELECT rank + 1 FROM trace_tree ORDER BY rank DESC LIMIT 1")
@@ -707,6 +711,57 @@ def row_summary(
     if tokens:
         out["usage"] = {"total_tokens": tokens}
     return {**out, **(more or {}), "partial": True}
+
+
+def evicted_counts(
+    header: Mapping[str, Any], held: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
+    """The counts by status and by kind of the nodes a session evicted, where a trace's
+    ``header`` says it evicted some: its exact ``summary.counts`` (``{kind: {status: n}}``)
+    less the ``held`` nodes' counts, where positive. An evicted node had ended, so these
+    never change; a summary that is not a dict of dicts of bounded integers >= 0 (a file
+    from elsewhere) gives none: the held nodes' counts are shown, and the trace still opens."""
+    out: dict[str, dict[str, int]] = {"status": {}, "kind": {}}
+    summary = header.get("summary")
+    if not isinstance(summary, Mapping) or not _count(summary.get("evicted_nodes"), least=1):
+        return out
+    exact = summary.get("counts")
+    if not isinstance(exact, Mapping) or len(exact) > _MAX_COUNTS:
+        return out
+    status: dict[str, int] = {}
+    kind: dict[str, int] = {}
+    entries = 0
+    for k, by_status in exact.items():
+        entries += len(by_status) if isinstance(by_status, Mapping) else 0
+        if not isinstance(by_status, Mapping) or entries > _MAX_COUNTS:
+            return out
+        for s, n in by_status.items():
+            if not _count(n):
+                return out
+            status[str(s)] = status.get(str(s), 0) + n
+            kind[str(k)] = kind.get(str(k), 0) + n
+    for field, exact_counts in (("status", status), ("kind", kind)):
+        have = held.get(field, {})
+        for key, n in exact_counts.items():
+            if n > have.get(key, 0):
+                out[field][key] = n - have.get(key, 0)
+    return out
+
+
+def add_counts(
+    a: Mapping[str, Mapping[str, int]], b: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Counts by status and by kind, ``a`` and ``b`` added up."""
+    out = {field: dict(a.get(field, {})) for field in ("status", "kind")}
+    for field, counts in out.items():
+        for key, n in b.get(field, {}).items():
+            counts[key] = counts.get(key, 0) + n
+    return out
+
+
+def _count(value: Any, *, least: int = 0) -> bool:
+    """Whether ``value`` is an integer a count may be (not a bool; ``least`` to 2**53)."""
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= 1 << 53
 
 
 def group_of(status: str) -> str:

@@ -401,9 +401,10 @@ def batch_html(state: Mapping[str, Any]) -> str:
 
 def session_html(session: Any) -> str:
     """A ``Session``'s trace so far, as the explorer's static copy shows it."""
-    nodes = {str(n["id"]): n for n in session.trace_json()["nodes"]}
-    title = type(session).__name__
-    return trace_html(index_of(nodes.values()), title=title, record=nodes.get, ended=False)
+    trace = session.trace_json()
+    nodes = {str(n["id"]): n for n in trace["nodes"]}
+    index = index_of(nodes.values(), trace)
+    return trace_html(index, title=type(session).__name__, record=nodes.get, ended=False)
 
 
 def register_formatters(ipython: Any) -> None:

@@ -270,7 +270,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             header = session.trace_json()
             nodes = header["nodes"]
             root_start = next((n.get("start") for n in nodes if n.get("kind") == "session"), None)
-            self._trace, self._ended = index_of(nodes), _session_over(session)
+            self._trace, self._ended = index_of(nodes, header), _session_over(session)
             handle = session.subscribe(self.push)
             self._unsubscribe = handle if callable(handle) else None
         summary = header.get("summary")

@@ -28,6 +28,8 @@ from ..agentic.trace_reader import (
     Listed,
     Listing,
     WindowedTrace,
+    add_counts,
+    evicted_counts,
     group_of,
     row_summary,
     time_buckets,
@@ -121,6 +123,9 @@ class LiveIndex(WindowedTrace):
         self._stale: set[int] = set()  # nodes changed since their parents' sums were
         self.by_status: dict[str, int] = {}
         self.by_kind: dict[str, int] = {}
+        #: the counts of nodes the session evicted before the index was made (they ended:
+        #: these never change), added to the held nodes' counts
+        self.evicted: dict[str, dict[str, int]] = {"status": {}, "kind": {}}
         self.lo = float("inf")
         self.hi = float("-inf")
         self._match: tuple[str, set[int]] | None = None
@@ -293,8 +298,8 @@ class LiveIndex(WindowedTrace):
         return None if self.lo > self.hi else (self.lo, self.hi)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Exact node counts by status and by kind."""
-        return {"status": dict(self.by_status), "kind": dict(self.by_kind)}
+        """Exact node counts by status and by kind, the evicted nodes' included."""
+        return add_counts({"status": self.by_status, "kind": self.by_kind}, self.evicted)
 
     def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
         if self._starts is None:
@@ -425,11 +430,16 @@ class LiveIndex(WindowedTrace):
         return self.rows(list(islice(self._walk(), max(0, limit))), {})
 
 
-def index_of(records: Iterable[Mapping[str, Any]]) -> LiveIndex:
-    """A :class:`LiveIndex` of whole node records (a session's trace so far)."""
+def index_of(
+    records: Iterable[Mapping[str, Any]], header: Mapping[str, Any] | None = None
+) -> LiveIndex:
+    """A :class:`LiveIndex` of whole node records (a session's trace so far), its counts
+    exact when ``header`` (the trace's, as ``session.trace_json()``) says nodes were evicted."""
     index = LiveIndex()
     for record in records:
         patch = row_patch({"type": "node_start", "node": record})
         if patch is not None:
             index.apply(patch)
+    if header is not None:
+        index.evicted = evicted_counts(header, index.counts())
     return index

@@ -123,6 +123,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._session: Any = None
         self._unsubscribe: Callable[[], Any] | None = None
         self._timer: Timer | None = None  # the pending live push
+        self._timer_at = 0.0  # when it fires (``_now()`` time)
         self._summary: dict[str, Any] | None = None  # the session's totals
         self._offset: float | None = None
         self._ended = False
@@ -461,8 +462,14 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         return time.monotonic() if self._clock is None else self._clock.time()
 
     def _schedule(self, delay: float) -> None:
+        """Have :meth:`_tick` run in ``delay`` seconds, or sooner if it is due sooner already:
+        a state copy due later never holds back a push."""
+        at = self._now() + max(0.0, delay)
         if self._timer is not None:
-            return
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+            self._timer = None
         clock: Clock | asyncio.AbstractEventLoop | None = self._clock
         if clock is None:
             try:
@@ -472,6 +479,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                     self._tick(final=True)
                 return
         self._timer = clock.call_later(max(0.0, delay), self._tick)
+        self._timer_at = at
 
     def _tick(self, *, final: bool = False) -> None:
         """Push each live view its window again (one message per view), then the state trait

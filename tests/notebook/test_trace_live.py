@@ -334,3 +334,18 @@ def test_a_problem_is_counted_once_where_it_started_in_any_end_order() -> None:
         rows = index.window(**views)["rows"]
         got = {r["node"]["id"]: r.get("below") for r in rows}
         assert got == {n["id"]: expected.get(n["id"]) for n in nodes}, order
+
+
+def test_a_page_that_just_rendered_gets_the_first_events_at_once() -> None:
+    # a page renders (asks for the state: its copy is due within a second), then a run
+    # starts: its first events are pushed within the push spacing, not when the copy is due
+    clock = FakeClock()
+    session = Session()
+    explorer = te.TraceExplorer(session, clock=clock)
+    comm = Comm(clock.time)
+    explorer.comm = comm
+    explorer._on_view_message(explorer, {"kind": "sync", "seq": 0}, [])
+    clock.advance(0.1)
+    session.log("info", "first")
+    clock.advance(te.LIVE_PUSH_S)
+    assert pushes(comm) and pushes(comm)[-1]["nodes"] == 2

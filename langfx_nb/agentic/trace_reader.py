@@ -21,6 +21,7 @@ import os
 import sqlite3
 from abc import ABC, abstractmethod
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -728,23 +729,21 @@ def evicted_counts(
     exact = summary.get("counts")
     if not isinstance(exact, Mapping) or len(exact) > _MAX_COUNTS:
         return out
-    status: dict[str, int] = {}
-    kind: dict[str, int] = {}
+    totals: dict[str, Counter[str]] = {"status": Counter(), "kind": Counter()}
     entries = 0
     for k, by_status in exact.items():
-        entries += len(by_status) if isinstance(by_status, Mapping) else 0
-        if not isinstance(by_status, Mapping) or entries > _MAX_COUNTS:
+        if not isinstance(by_status, Mapping):
             return out
-        for s, n in by_status.items():
-            if not _count(n):
-                return out
-            status[str(s)] = status.get(str(s), 0) + n
-            kind[str(k)] = kind.get(str(k), 0) + n
-    for field, exact_counts in (("status", status), ("kind", kind)):
+        entries += len(by_status)
+        if entries > _MAX_COUNTS or not all(map(_count, by_status.values())):
+            return out
+        totals["status"].update({str(s): n for s, n in by_status.items()})
+        totals["kind"][str(k)] += sum(by_status.values())
+    for field, counts in totals.items():
         have = held.get(field, {})
-        for key, n in exact_counts.items():
-            if n > have.get(key, 0):
-                out[field][key] = n - have.get(key, 0)
+        out[field] = {
+            key: n - have.get(key, 0) for key, n in counts.items() if n > have.get(key, 0)
+        }
     return out
 
 

@@ -215,20 +215,15 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
     if type(x) is not dict:
         raise TypeError("must be an object")
     get = x.get
-    node_id, parent = x["id"], get("parent_id")
+    node_id, parent = str(x["id"]), get("parent_id")
     kind, status = _KINDS.get(x["kind"]), _STATUSES.get(get("status", "ok"))
     if kind is None or status is None:
         shown = f"{short(x['kind'])}, {short(get('status', 'ok'))}"
         raise ValueError(f"unknown kind or status: {shown}")
-    if type(node_id) is not str:
-        node_id = str(node_id)
-    if parent is not None and type(parent) is not str:
-        parent = str(parent)
+    parent = None if parent is None else str(parent)
     if parent == node_id:
         raise ValueError("the node is its own parent")
-    name = get("name", "")
-    if type(name) is not str or "\n" in name:
-        name = str(name).replace("\n", " ")
+    name = str(get("name", "")).replace("\n", " ")
     # a hint node_hint makes holds no newline
     hint = node_hint(x) if "inputs" in x else str(get("hint", "")).replace("\n", " ")
     err, decision, evicted = get("error"), get("decision"), get("evicted_children")

@@ -47,7 +47,7 @@ from .preview import preview
 from .query_node import NO_RESULT, record_calls
 from .recorder import Tracked
 from .trace import MAX_TRACE_NODES, NodeKind, TraceNode, TraceStore
-from .trace_json import regular_file
+from .trace_json import parse_trace, regular_file
 from .trace_reader import is_store
 from .usage import Price, UsageMeter, UsageSummary
 
@@ -749,13 +749,11 @@ def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str
     else:
         return data
     try:
-        loaded: Any = json.loads(text)
-    except RecursionError as exc:
-        raise ValueError("not a langfx_nb trace: not valid JSON (nested too deeply)") from exc
+        loaded: Any = parse_trace(text)
     except ValueError as exc:
         if isinstance(data, str) and _path_like(data) and data.lstrip()[:1] not in "{[":
             raise FileNotFoundError(errno.ENOENT, "no such trace file", data) from exc
-        raise ValueError(f"not a langfx_nb trace: not valid JSON ({str(exc)[:200]})") from exc
+        raise
     return loaded  # its shape is checked by TraceStore.from_json
 
 

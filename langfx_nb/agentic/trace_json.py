@@ -177,8 +177,8 @@ def parse_trace(text: str) -> Any:
         return json.loads(text)
     except RecursionError as exc:
         raise _bad("nested too deeply") from exc
-    except json.JSONDecodeError as exc:
-        raise _bad(str(exc)) from exc
+    except ValueError as exc:  # a JSONDecodeError, or an integer of too many digits
+        raise _bad(str(exc)[:200]) from exc
 
 
 def regular_file(path: Path) -> None:

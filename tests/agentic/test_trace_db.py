@@ -420,6 +420,17 @@ def test_json_nested_too_deeply_is_one_error(tmp_path: Path) -> None:
         save_trace(source, tmp_path / "t.lfxtrace")
 
 
+def test_json_text_with_an_integer_too_long_to_read_says_it_is_not_valid_json(
+    tmp_path: Path,
+) -> None:
+    head = '{"format": "langfx_nb.trace", "version": 1, "nodes": [{"id": "s", "kind": "session"'
+    text = head + ', "start": ' + "1" * 5_000 + "}]}"
+    with pytest.raises(ValueError, match="not a langfx_nb trace: not valid JSON"):
+        save_trace(text, tmp_path / "t.lfxtrace")
+    with pytest.raises(ValueError, match="not a langfx_nb trace: not valid JSON"):
+        lf.Session.load_trace(text)
+
+
 def test_devices_pipes_and_links_to_them_are_refused_at_once(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -126,6 +126,15 @@ class Comm:
         pass
 
 
+def watched(session: Session) -> tuple[FakeClock, te.TraceExplorer, Comm]:
+    """An explorer on ``session`` with a fake clock, its messages recorded by a fake comm."""
+    clock = FakeClock()
+    explorer = te.TraceExplorer(session, clock=clock)
+    comm = Comm(clock.time)
+    explorer.comm = comm
+    return clock, explorer, comm
+
+
 def most_in_one_second(times: list[float]) -> int:
     most, j = 0, 0
     for i, t in enumerate(times):
@@ -161,11 +170,8 @@ def session_counts(session: Session) -> dict[str, dict[str, int]]:
 
 
 def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second() -> None:
-    clock = FakeClock()
     session = Session(max_trace_nodes=500)
-    explorer = te.TraceExplorer(session, clock=clock)
-    comm = Comm(clock.time)
-    explorer.comm = comm
+    clock, explorer, comm = watched(session)
     with session.track("batch", "items") as batch:
         for i in range(3000):  # a node every millisecond: 6,000 events in 3 s
             with batch.session.track("item", f"item {i}"):
@@ -202,11 +208,8 @@ def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second() -> N
 
 
 def test_each_view_gets_its_own_window_pushed_again() -> None:
-    clock = FakeClock()
     session = Session()
-    explorer = te.TraceExplorer(session, clock=clock)
-    comm = Comm(clock.time)
-    explorer.comm = comm
+    clock, explorer, comm = watched(session)
     with session.track("batch", "items") as batch:
         for i in range(100):
             with batch.session.track("item", f"item {i}"):
@@ -339,11 +342,8 @@ def test_a_problem_is_counted_once_where_it_started_in_any_end_order() -> None:
 def test_a_page_that_just_rendered_gets_the_first_events_at_once() -> None:
     # a page renders (asks for the state: its copy is due within a second), then a run
     # starts: its first events are pushed within the push spacing, not when the copy is due
-    clock = FakeClock()
     session = Session()
-    explorer = te.TraceExplorer(session, clock=clock)
-    comm = Comm(clock.time)
-    explorer.comm = comm
+    clock, explorer, comm = watched(session)
     explorer._on_view_message(explorer, {"kind": "sync", "seq": 0}, [])
     clock.advance(0.1)
     session.log("info", "first")

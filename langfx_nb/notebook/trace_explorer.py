@@ -464,7 +464,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _schedule(self, delay: float) -> None:
         """Have :meth:`_tick` run in ``delay`` seconds, or sooner if it is due sooner already:
         a state copy due later never holds back a push."""
-        at = self._now() + max(0.0, delay)
+        delay = max(0.0, delay)
+        at = self._now() + delay
         if self._timer is not None:
             if self._timer_at <= at:
                 return
@@ -478,7 +479,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 if delay <= 0:  # what is left when the run ends (flush)
                     self._tick(final=True)
                 return
-        self._timer = clock.call_later(max(0.0, delay), self._tick)
+        self._timer = clock.call_later(delay, self._tick)
         self._timer_at = at
 
     def _tick(self, *, final: bool = False) -> None:

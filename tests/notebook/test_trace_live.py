@@ -349,3 +349,23 @@ def test_a_page_that_just_rendered_gets_the_first_events_at_once() -> None:
     session.log("info", "first")
     clock.advance(te.LIVE_PUSH_S)
     assert pushes(comm) and pushes(comm)[-1]["nodes"] == 2
+
+
+async def test_runs_ending_together_copy_the_state_once_when_the_last_ends() -> None:
+    # 200 queries gathered: each end is a run's end, but the page's state (a full first
+    # window) is copied once, when the last ends, not 200 times in one instant
+    session = Session()
+    explorer = te.TraceExplorer(session, clock=FakeClock())
+    copies: list[Any] = []
+    explorer.observe(copies.append, names="state")
+
+    async def run(i: int) -> None:
+        with session.track("query", f"q{i}"):
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(run(i) for i in range(200)))
+    shown = explorer.snapshot
+    explorer.close()
+    assert len(copies) == 1
+    assert shown["windowed"]["nodes"] == 201
+    assert shown["windowed"]["counts"]["status"].get("running", 0) == 1  # the session root

@@ -5,8 +5,9 @@ The page never holds the tree: it asks the kernel for the window of rows on scre
 (``agentic/trace_reader.py``): a saved trace from a stored trace, a live session from its
 :class:`LiveIndex`. A live explorer pushes each view's last window again as events arrive (at
 most ``LIVE_VIEWS`` views, ``LIVE_PUSH_S`` apart per view) and copies the state a reloaded page
-starts from at most every ``LIVE_STATE_S`` and when a run ends (:meth:`TraceExplorer.flush`).
-The static copy is drawn from the same rows (``render.trace_html``).
+starts from at most every ``LIVE_STATE_S`` and when the last run going ends
+(:meth:`TraceExplorer.flush`). The static copy is drawn from the same rows
+(``render.trace_html``).
 """
 
 from __future__ import annotations
@@ -212,7 +213,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def flush(self) -> None:
         """Copy the state now (what a reloaded page and :attr:`snapshot` show), with the
         session's totals; push the views their windows (paced as events are; at once with no
-        event loop to pace them); refresh the static copy. Called when a run ends."""
+        event loop to pace them); refresh the static copy. Called when the last run going ends."""
         session = self._session
         if session is not None:
             with contextlib.suppress(Exception):  # totals are a nicety; never break the run
@@ -418,9 +419,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 live.apply(patch)
                 self._changed()
             root = isinstance(node, Mapping) and node.get("parent_id") is None
-            if kind == "node_end" and (root or self._is_run(node)):  # over: show the truth now
+            if kind == "node_end" and (root or self._is_run(node)):
                 self._runs.pop(node_id, None)
-                self.flush()
+                if root or not self._runs:  # all over: show the truth now
+                    self.flush()
+                else:  # other runs go on: a copy of the state, paced as pushes are
+                    self._state_due = True
         except Exception:  # an observer must never break the run it watches
             pass
 
@@ -464,7 +468,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _schedule(self, delay: float) -> None:
         """Have :meth:`_tick` run in ``delay`` seconds, or sooner if it is due sooner already:
         a state copy due later never holds back a push."""
-        at = self._now() + max(0.0, delay)
+        delay = max(0.0, delay)
+        at = self._now() + delay
         if self._timer is not None:
             if self._timer_at <= at:
                 return
@@ -478,7 +483,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
                 if delay <= 0:  # what is left when the run ends (flush)
                     self._tick(final=True)
                 return
-        self._timer = clock.call_later(max(0.0, delay), self._tick)
+        self._timer = clock.call_later(delay, self._tick)
         self._timer_at = at
 
     def _tick(self, *, final: bool = False) -> None:

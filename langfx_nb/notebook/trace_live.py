@@ -274,13 +274,13 @@ class LiveIndex(WindowedTrace):
                     continue
                 share, problems = self._share(i), self._problems(i)
                 old, old_problems = self.sent[i], self.sent_below.get(i, _NO_PROBLEMS)
+                if share == old and problems == old_problems:
+                    continue  # as it was: nothing above it changes
                 if share != old:
                     self.sent[i] = share
                     self.sums[p] = tuple(
                         a + b - c for a, b, c in zip(self.sums[p], share, old, strict=True)
                     )
-                elif problems == old_problems:
-                    continue  # as it was: nothing above it changes
                 if problems != old_problems:
                     self.sent_below[i] = problems
                     below = self.below.pop(p, {})

@@ -126,6 +126,15 @@ class Comm:
         pass
 
 
+def watched(session: Session) -> tuple[FakeClock, te.TraceExplorer, Comm]:
+    """An explorer on ``session`` with a fake clock, its messages recorded by a fake comm."""
+    clock = FakeClock()
+    explorer = te.TraceExplorer(session, clock=clock)
+    comm = Comm(clock.time)
+    explorer.comm = comm
+    return clock, explorer, comm
+
+
 def most_in_one_second(times: list[float]) -> int:
     most, j = 0, 0
     for i, t in enumerate(times):
@@ -161,11 +170,8 @@ def session_counts(session: Session) -> dict[str, dict[str, int]]:
 
 
 def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second() -> None:
-    clock = FakeClock()
     session = Session(max_trace_nodes=500)
-    explorer = te.TraceExplorer(session, clock=clock)
-    comm = Comm(clock.time)
-    explorer.comm = comm
+    clock, explorer, comm = watched(session)
     with session.track("batch", "items") as batch:
         for i in range(3000):  # a node every millisecond: 6,000 events in 3 s
             with batch.session.track("item", f"item {i}"):
@@ -202,11 +208,8 @@ def test_a_live_session_is_pushed_as_windows_at_most_20_messages_a_second() -> N
 
 
 def test_each_view_gets_its_own_window_pushed_again() -> None:
-    clock = FakeClock()
     session = Session()
-    explorer = te.TraceExplorer(session, clock=clock)
-    comm = Comm(clock.time)
-    explorer.comm = comm
+    clock, explorer, comm = watched(session)
     with session.track("batch", "items") as batch:
         for i in range(100):
             with batch.session.track("item", f"item {i}"):
@@ -339,13 +342,30 @@ def test_a_problem_is_counted_once_where_it_started_in_any_end_order() -> None:
 def test_a_page_that_just_rendered_gets_the_first_events_at_once() -> None:
     # a page renders (asks for the state: its copy is due within a second), then a run
     # starts: its first events are pushed within the push spacing, not when the copy is due
-    clock = FakeClock()
     session = Session()
-    explorer = te.TraceExplorer(session, clock=clock)
-    comm = Comm(clock.time)
-    explorer.comm = comm
+    clock, explorer, comm = watched(session)
     explorer._on_view_message(explorer, {"kind": "sync", "seq": 0}, [])
     clock.advance(0.1)
     session.log("info", "first")
     clock.advance(te.LIVE_PUSH_S)
     assert pushes(comm) and pushes(comm)[-1]["nodes"] == 2
+
+
+async def test_runs_ending_together_copy_the_state_once_when_the_last_ends() -> None:
+    # 200 queries gathered: each end is a run's end, but the page's state (a full first
+    # window) is copied once, when the last ends, not 200 times in one instant
+    session = Session()
+    explorer = te.TraceExplorer(session, clock=FakeClock())
+    copies: list[Any] = []
+    explorer.observe(copies.append, names="state")
+
+    async def run(i: int) -> None:
+        with session.track("query", f"q{i}"):
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(run(i) for i in range(200)))
+    shown = explorer.snapshot
+    explorer.close()
+    assert len(copies) == 1
+    assert shown["windowed"]["nodes"] == 201
+    assert shown["windowed"]["counts"]["status"].get("running", 0) == 1  # the session root

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 from typing import Any
 
 from ..agentic.usage import ModelUsage, UsageSummary
-from ..messages import Usage
+from ..messages import USAGE_FIELDS, Usage
 
 __all__ = ["trace_header"]
 
@@ -71,21 +72,24 @@ def _usage_summary(
     runs: list[dict[str, Any]], counts: dict[str, dict[str, int]]
 ) -> tuple[int, UsageSummary]:
     """The runs' usage rows (``UsageMeter.to_json``) summed, and the largest of their
-    ``max_trace_nodes``."""
+    ``max_trace_nodes``. ``ValueError`` for a row a meter cannot have written (a count that
+    is not an integer from 0 to 2**53, a cost that is not a finite number >= 0)."""
     requests: dict[str, int] = {}
     tokens: dict[str, Usage] = {}
     costs: dict[str, float] = {}
     unpriced: dict[str, int] = {}
     limit = 1
     for run in runs:
-        limit = max(limit, int(run["max_trace_nodes"]))
+        limit = max(limit, _count(run["max_trace_nodes"]))
         for model, entry in run["by_model"].items():
-            requests[model] = requests.get(model, 0) + int(entry["requests"])
-            tokens[model] = tokens.get(model, Usage()) + Usage.from_json(entry["usage"])
+            requests[model] = requests.get(model, 0) + _count(entry["requests"])
+            usage = entry["usage"]
+            counts_of = {f: _count(usage[f]) for f in USAGE_FIELDS if usage.get(f) is not None}
+            tokens[model] = tokens.get(model, Usage()) + Usage(**counts_of)
             if entry.get("cost") is not None:
-                costs[model] = costs.get(model, 0.0) + float(entry["cost"])
+                costs[model] = costs.get(model, 0.0) + _cost(entry["cost"])
         for model, n in run["unpriced"].items():
-            unpriced[model] = unpriced.get(model, 0) + int(n)
+            unpriced[model] = unpriced.get(model, 0) + _count(n)
     total = Usage()
     for usage in tokens.values():
         total = total + usage
@@ -99,3 +103,18 @@ def _usage_summary(
         unpriced_requests=sum(unpriced.values()),
     )
     return limit, summary
+
+
+def _count(value: Any) -> int:
+    """``value``, an integer a count may be (not a bool; 0 to 2**53), else ``ValueError``."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 53:
+        return value
+    raise ValueError(f"not a count: {value!r}")
+
+
+def _cost(value: Any) -> float:
+    """``value``, a cost (a finite number >= 0, not a bool), else ``ValueError``."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and math.isfinite(value) and value >= 0:
+        return float(value)
+    raise ValueError(f"not a cost: {value!r}")

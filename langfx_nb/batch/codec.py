@@ -43,7 +43,6 @@ __all__ = [
 
 JSON_TAG = "json"
 MAX_INPUT_CHARS = 4000
-_KEPT_PREVIEW = 256  # see item_keys
 _JSON_TYPES = (str, int, float, bool, type(None), list, dict, tuple, object)
 
 
@@ -67,20 +66,11 @@ _ENCODER = json.JSONEncoder(
 )
 
 
-def item_keys(
-    items: Sequence[Any],
-    key: Callable[[Any], str] | None = None,
-    previews: list[str | None] | None = None,
-) -> list[str]:
+def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> list[str]:
     """One manifest key per item (see the module docstring). ``TypeError`` names the first
-    item that cannot be keyed; ``ValueError`` a custom ``key`` that repeats. With
-    ``previews``, each item's ``input_preview`` is appended to it when its JSON text (which
-    the key hashes) is at most 256 characters, else ``None``: a small item is
-    encoded once, and a large one's preview is not held for the whole run."""
+    item that cannot be keyed; ``ValueError`` a custom ``key`` that repeats."""
     keys: list[str] = []
     if key is not None:
-        if previews is not None:
-            previews += [None] * len(items)
         seen: dict[str, int] = {}
         for i, item in enumerate(items):
             k = key(item)
@@ -112,9 +102,6 @@ def item_keys(
             raise TypeError(
                 f"items[{i}]: {message}: it cannot be keyed for run= (pass key=)"
             ) from exc
-        if previews is not None:  # (a str item's preview is its JSON form, made later)
-            kept = len(text) <= _KEPT_PREVIEW and text is not item
-            previews.append(_bounded(text) if kept else None)
         k = blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         n = repeats.get(k, 0)
         repeats[k] = n + 1
@@ -133,10 +120,6 @@ def input_preview(item: Any) -> str:
             text = repr(item)
         except Exception:  # a repr that raises: its class is all there is to say
             text = f"<{type(item).__qualname__}>"
-    return _bounded(text)
-
-
-def _bounded(text: str) -> str:
     text = redact_secrets(text)
     if len(text) > MAX_INPUT_CHARS:
         text = text[: MAX_INPUT_CHARS - 1] + "…"

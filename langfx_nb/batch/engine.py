@@ -67,10 +67,9 @@ class Engine(Protocol):
 class BatchJob:
     """One batch as its engine sees it: what to run and where outcomes go.
 
-    ``values[i]`` is item ``i``, ``keys[i]`` its manifest key (``previews``: see
-    ``preview``); ``pending`` the indices to run, in input order. ``fn`` takes
-    ``(item, session)`` when ``with_session``. At most ``max_concurrency`` items run at
-    once (per worker for engines with workers).
+    ``values[i]`` is item ``i``, ``keys[i]`` its manifest key; ``pending`` the indices to
+    run, in input order. ``fn`` takes ``(item, session)`` when ``with_session``. At most
+    ``max_concurrency`` items run at once (per worker for engines with workers).
     ``raise_first``: ``on_error="raise"`` (recording a failure raises it). ``session``:
     the view bound to the batch node. ``manifest``: the run manifest (``run=``) or ``None``.
     ``state``: the batch's counters and outcomes, which progress and the result read."""
@@ -78,7 +77,6 @@ class BatchJob:
     fn: Callable[..., Any]
     values: list[Any]
     keys: list[str]
-    previews: list[str | None]
     pending: list[int]
     with_session: bool
     max_concurrency: int
@@ -86,12 +84,6 @@ class BatchJob:
     session: Session
     manifest: Manifest | None
     state: BatchState
-
-    def preview(self, index: int) -> str:
-        """What the manifest stores of item ``index``'s input (``input_preview``): kept
-        when it was keyed, if short, else made now."""
-        kept = self.previews[index] if self.previews else None
-        return kept if kept is not None else input_preview(self.values[index])
 
     async def run_item(self, index: int, capture: Capture | None = None) -> None:
         """Run item ``index`` here under its ``item`` node and record its outcome (with
@@ -124,7 +116,7 @@ class BatchJob:
             state.running -= 1
             error = state.fail(index, exc, node_id)
             if manifest is not None:
-                preview = self.preview(index)
+                preview = input_preview(self.values[index])
                 manifest.add_failed(
                     self.keys[index], index, error.type, error.message, error.traceback, preview
                 )
@@ -140,7 +132,7 @@ class BatchJob:
         state.statuses[index] = "ok"
         state.done += 1
         if manifest is not None and encoded is not None:
-            manifest.add_ok(self.keys[index], index, *encoded, self.preview(index))
+            manifest.add_ok(self.keys[index], index, *encoded, input_preview(self.values[index]))
 
     def record_ok(self, index: int, result: Any, node_id: str | None) -> None:
         """Item ``index`` returned ``result`` elsewhere (its trace node ``node_id``, already
@@ -159,7 +151,7 @@ class BatchJob:
         state.statuses[index] = "ok"
         state.done += 1
         if manifest is not None and encoded is not None:
-            manifest.add_ok(self.keys[index], index, *encoded, self.preview(index))
+            manifest.add_ok(self.keys[index], index, *encoded, input_preview(self.values[index]))
 
     def record_failed(
         self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
@@ -173,8 +165,9 @@ class BatchJob:
         traceback = node.error.get("traceback") if node is not None and node.error else None
         error = state.fail_as(index, type_, message, node_id, traceback)
         if self.manifest is not None:
+            preview = input_preview(self.values[index])
             self.manifest.add_failed(
-                self.keys[index], index, error.type, error.message, traceback, self.preview(index)
+                self.keys[index], index, error.type, error.message, traceback, preview
             )
         if self.raise_first:
             raise exc if exc is not None else RuntimeError(f"{type_}: {message}")

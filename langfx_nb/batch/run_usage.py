@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 from typing import Any
 
 from ..agentic.usage import ModelUsage, UsageSummary
-from ..messages import Usage
+from ..messages import USAGE_FIELDS, Usage
 
-__all__ = ["trace_header"]
+__all__ = ["read_cost", "read_count", "read_usage", "trace_header"]
 
 #: the longest usage row read (a longer one, from a damaged file, is left out: no summary)
 MAX_USAGE_CHARS = 1_000_000
@@ -71,21 +72,22 @@ def _usage_summary(
     runs: list[dict[str, Any]], counts: dict[str, dict[str, int]]
 ) -> tuple[int, UsageSummary]:
     """The runs' usage rows (``UsageMeter.to_json``) summed, and the largest of their
-    ``max_trace_nodes``."""
+    ``max_trace_nodes``. ``ValueError`` for a row a meter cannot have written (a count that
+    is not an integer from 0 to 2**53, a cost that is not a finite number >= 0)."""
     requests: dict[str, int] = {}
     tokens: dict[str, Usage] = {}
     costs: dict[str, float] = {}
     unpriced: dict[str, int] = {}
     limit = 1
     for run in runs:
-        limit = max(limit, int(run["max_trace_nodes"]))
+        limit = max(limit, read_count(run["max_trace_nodes"]))
         for model, entry in run["by_model"].items():
-            requests[model] = requests.get(model, 0) + int(entry["requests"])
-            tokens[model] = tokens.get(model, Usage()) + Usage.from_json(entry["usage"])
+            requests[model] = requests.get(model, 0) + read_count(entry["requests"])
+            tokens[model] = tokens.get(model, Usage()) + read_usage(entry["usage"])
             if entry.get("cost") is not None:
-                costs[model] = costs.get(model, 0.0) + float(entry["cost"])
+                costs[model] = costs.get(model, 0.0) + read_cost(entry["cost"])
         for model, n in run["unpriced"].items():
-            unpriced[model] = unpriced.get(model, 0) + int(n)
+            unpriced[model] = unpriced.get(model, 0) + read_count(n)
     total = Usage()
     for usage in tokens.values():
         total = total + usage
@@ -99,3 +101,25 @@ def _usage_summary(
         unpriced_requests=sum(unpriced.values()),
     )
     return limit, summary
+
+
+def read_count(value: Any) -> int:
+    """``value``, an integer a count may be (not a bool; 0 to 2**53), else ``ValueError``:
+    a count read back from a file, which a meter could have written."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 53:
+        return value
+    raise ValueError(f"not a count: {value!r}")
+
+
+def read_cost(value: Any) -> float:
+    """``value``, a cost (a finite number >= 0, not a bool), else ``ValueError``."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and math.isfinite(value) and value >= 0:
+        return float(value)
+    raise ValueError(f"not a cost: {value!r}")
+
+
+def read_usage(data: Any) -> Usage:
+    """A ``Usage`` read back from its JSON (``Usage.to_json``), each token count checked by
+    ``read_count``; ``ValueError`` (or ``AttributeError`` for a non-object) otherwise."""
+    return Usage(**{f: read_count(data[f]) for f in USAGE_FIELDS if data.get(f) is not None})

@@ -94,9 +94,7 @@ async def run_batch(
     if rows is not None:
         items = rows
     values = list(items)
-    previews: list[str | None] = []  # what the manifest stores of each input
-    # an item that cannot be keyed fails before anything runs
-    keys = item_keys(values, key, previews if run is not None else None)
+    keys = item_keys(values, key)  # an item that cannot be keyed fails before anything runs
     with_session = takes_session(fn)
     codec = ResultCodec(fn)
     path = manifest_path(run) if run is not None else None
@@ -126,7 +124,6 @@ async def run_batch(
             fn=fn,
             values=values,
             keys=keys,
-            previews=previews,
             pending=[i for i, k in enumerate(keys) if k not in stored],
             with_session=with_session,
             max_concurrency=max_concurrency,

@@ -234,15 +234,20 @@ def _trial_key(case: Case, repeat: int, scoring: str) -> str:
 
 def _check_stored(path: Path, index: int, trial: Any) -> None:
     """``RunManifestError`` naming item ``index`` unless its stored ``trial`` reads back as
-    ``_result`` will read it (a manifest is data from elsewhere): checked before any request."""
+    ``_result`` will read it, its usage, cost and unpriced requests as a meter writes them (a
+    manifest is data from elsewhere): checked before any request."""
+    from ..batch.run_usage import read_cost, read_count, read_usage
+
     try:
         if not isinstance(trial, Mapping):
             raise TypeError(f"a {type(trial).__name__}, not an object")
         for score in trial.get("scores") or ():
             ScoreRecord.from_json(score)
         if trial.get("usage"):
-            Usage.from_json(trial["usage"])
-        int(trial.get("unpriced") or 0)
+            read_usage(trial["usage"])
+        if trial.get("cost") is not None:
+            read_cost(trial["cost"])
+        read_count(trial.get("unpriced") or 0)
     except (AttributeError, KeyError, OverflowError, TypeError, ValueError) as exc:
         raise RunManifestError(
             f"run manifest {path}: the stored trial of item {index} is damaged ({exc})",

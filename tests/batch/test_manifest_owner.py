@@ -48,6 +48,19 @@ def _wait_for(proc: subprocess.Popen[bytes], run: Path, count: int, log: Path) -
         time.sleep(0.01)
 
 
+def _killed_after(args: list[str], run: Path, count: int, log: Path) -> int:
+    """Run ``args`` (the run script) in a child, SIGKILL it once ``run`` holds ``count``
+    items done, and return its exit code (its output goes to ``log``)."""
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(args, env=ENV, stdout=sink, stderr=sink)
+    try:
+        _wait_for(proc, run, count, log)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    return proc.returncode
+
+
 def test_a_second_process_on_a_running_manifest_is_refused_naming_the_owner(
     tmp_path: Path,
 ) -> None:
@@ -89,14 +102,7 @@ def test_a_killed_owner_frees_the_manifest_at_once(tmp_path: Path) -> None:
     run = tmp_path / "killed.sqlite"
     with LimitedServer(delay_s=0.02) as server:
         args = [sys.executable, str(SCRIPT), server.url, str(run), str(n), "4"]
-        log = tmp_path / "first.log"
-        with log.open("wb") as sink:
-            first = subprocess.Popen(args, env=ENV, stdout=sink, stderr=sink)
-        try:
-            _wait_for(first, run, 20, log)
-            os.kill(first.pid, signal.SIGKILL)
-        finally:
-            first.wait()
+        _killed_after(args, run, 20, tmp_path / "first.log")
         assert (run.parent / "killed.sqlite.lock").exists()  # left behind, not locked
         again = subprocess.run(args, env=ENV, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -147,15 +153,7 @@ def test_a_kill_re_sends_at_most_the_items_in_flight(tmp_path: Path) -> None:
     run = tmp_path / "fast.sqlite"
     asked = tmp_path / "asked.txt"
     args = [sys.executable, str(SCRIPT), f"fake:{asked}", str(run), str(n), str(concurrency)]
-    log = tmp_path / "first.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(args, env=ENV, stdout=sink, stderr=sink)
-    try:
-        _wait_for(proc, run, 2_000, log)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    assert _killed_after(args, run, 2_000, tmp_path / "first.log") == -signal.SIGKILL
     done = _committed(run)
     requested = [int(line) for line in asked.read_text().split()]
     assert len(set(requested)) == len(requested)

@@ -139,7 +139,22 @@ async def test_a_resumed_runs_nodes_come_after_the_first_run_on_the_timeline(
 
 @pytest.mark.parametrize(
     "damaged",
-    ['{"by_model": []}', '{"by_model": {}, "unpriced": {}, "max_trace_nodes": 1e999}'],
+    [
+        '{"by_model": []}',
+        '{"by_model": {}, "unpriced": {}, "max_trace_nodes": 1e999}',
+        '{"by_model": {}, "unpriced": {}, "max_trace_nodes": 1000000000000000000000}',
+        '{"by_model": {"m": {"requests": -3, "usage": {}}}, "unpriced": {}, "max_trace_nodes": 9}',
+        '{"by_model": {"m": {"requests": true, "usage": {}}}, "unpriced": {},'
+        ' "max_trace_nodes": 9}',
+        '{"by_model": {"m": {"requests": 1, "usage": {"prompt_tokens": "x"}}}, "unpriced": {},'
+        ' "max_trace_nodes": 9}',
+        '{"by_model": {"m": {"requests": 1, "usage": {}, "cost": NaN}}, "unpriced": {},'
+        ' "max_trace_nodes": 9}',
+        '{"by_model": {"m": {"requests": 1, "usage": {}, "cost": "1"}}, "unpriced": {},'
+        ' "max_trace_nodes": 9}',
+        '{"by_model": {"m": {"requests": 1, "usage": {}}}, "unpriced": {"m": -1},'
+        ' "max_trace_nodes": 9}',
+    ],
 )
 async def test_a_manifest_with_a_damaged_usage_row_opens_without_a_summary(
     tmp_path: Path, damaged: str

@@ -4,9 +4,7 @@ own records."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +17,7 @@ import langfx_nb as lf
 from langfx_nb.notebook.trace_explorer import TraceExplorer
 from langfx_nb.notebook.trace_live import index_of
 
-from .test_manifest_owner import ENV, SCRIPT, _committed, _wait_for
+from .test_manifest_owner import ENV, SCRIPT, _committed, _killed_after
 
 
 def _agrees_with_its_records(run: Path) -> None:
@@ -45,15 +43,9 @@ def _agrees_with_its_records(run: Path) -> None:
 
 def test_a_killed_run_opens_with_the_items_it_kept_and_resumes(tmp_path: Path) -> None:
     n = 4000  # killed after 1,000: far from its end
-    run, asked, log = tmp_path / "run.sqlite", tmp_path / "asked.txt", tmp_path / "first.log"
+    run, asked = tmp_path / "run.sqlite", tmp_path / "asked.txt"
     args = [sys.executable, str(SCRIPT), f"fake:{asked}", str(run), str(n), "8"]
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(args, env=ENV, stdout=sink, stderr=sink)
-    try:
-        _wait_for(proc, run, 1000, log)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
+    _killed_after(args, run, 1000, tmp_path / "first.log")
     done = len(_committed(run))
     assert done < n
     explorer = TraceExplorer(run)

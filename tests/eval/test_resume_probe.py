@@ -31,6 +31,11 @@ def _run(path: Path) -> Any:
     [
         "UPDATE items SET value = '[1, 2]' WHERE idx = 0",  # a trial that is not an object
         "UPDATE items SET value = json_set(value, '$.scores', json('[1, 2]')) WHERE idx = 0",
+        "UPDATE items SET value = json_set(value, '$.cost', 'a lot') WHERE idx = 0",
+        "UPDATE items SET value = json_set(value, '$.cost', -1) WHERE idx = 0",
+        "UPDATE items SET value = json_set(value, '$.usage', json('{\"prompt_tokens\": \"x\"}'))"
+        " WHERE idx = 0",
+        "UPDATE items SET value = json_set(value, '$.unpriced', -2) WHERE idx = 0",
     ],
 )
 def test_a_damaged_stored_trial_is_a_run_manifest_error(tmp_path: Path, damage: str) -> None:

@@ -1,9 +1,7 @@
-"""A trace as the views get it: node records with their row hints, a live session's subtrees.
-
-The views read the node JSON the core writes (``TraceNode.to_json``; "The node contract" in
-docs/agentic.md) under the same names. Two fields are the views' own: ``hint`` (one line
-that tells same-named rows apart, derived here) and, in window rows, ``partial`` (the record
-was cut to what a row needs, ``trace_reader.row_summary``; the detail pane asks for the rest).
+"""A trace as the views get it: the node JSON the core writes ("The node contract" in
+docs/agentic.md) under the same names, plus ``hint`` (one line that tells same-named rows
+apart) and, in window rows, ``partial`` (cut to what a row needs: the detail pane asks for
+the rest); a live session's subtrees as a saved trace.
 """
 
 from __future__ import annotations
@@ -25,22 +23,15 @@ def subtrace(session: Any, node_ids: Iterable[str]) -> dict[str, Any] | None:
     from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
 
     records: dict[str, dict[str, Any]] = {}
-    found = False
-    for node_id in node_ids:
-        node = session.find(str(node_id))
-        if node is None:
-            continue
-        found = True
-        chain = []
-        parent = session.find(node.parent_id) if node.parent_id is not None else None
-        while parent is not None and parent.id not in records:
+    for node in filter(None, map(session.find, map(str, node_ids))):
+        chain, up = [], node.parent_id
+        while up is not None and up not in records and (parent := session.find(up)) is not None:
             chain.append(parent)
-            parent = session.find(parent.parent_id) if parent.parent_id is not None else None
-        for n in reversed(chain):
-            records[n.id] = n.to_json()
+            up = parent.parent_id
+        records.update((n.id, n.to_json()) for n in reversed(chain))
         for n in node.walk():
             records.setdefault(n.id, n.to_json())
-    if not found:
+    if not records:
         return None
     return {
         "format": TRACE_FORMAT,

@@ -1,13 +1,11 @@
 """TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
 
 The page never holds the tree: it asks the kernel for the window of rows on screen
-(:func:`window_params`), and every trace answers through the one ``WindowedTrace.window``
-(``agentic/trace_reader.py``): a saved trace from a stored trace, a live session from its
-:class:`LiveIndex`. A live explorer pushes each view's last window again as events arrive (at
-most ``LIVE_VIEWS`` views, ``LIVE_PUSH_S`` apart per view) and copies the state a reloaded page
-starts from at most every ``LIVE_STATE_S`` and when the last run going ends
-(:meth:`TraceExplorer.flush`). The static copy is drawn from the same rows
-(``render.trace_html``).
+(:func:`window_params`), answered by ``WindowedTrace.window`` of a stored trace or of a live
+session's :class:`LiveIndex`. A live explorer pushes each view's last window again as events
+arrive (at most ``LIVE_VIEWS`` views, ``LIVE_PUSH_S`` apart per view) and copies the state a
+reloaded page starts from at most every ``LIVE_STATE_S`` and when the last run going ends
+(:meth:`TraceExplorer.flush`). The static copy (``render.trace_html``) has the same rows.
 """
 
 from __future__ import annotations
@@ -140,12 +138,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         #: the runs going on: each node directly under the session root still open, with
         #: the task that started it (Cancel run cancels those tasks)
         self._runs: dict[str, asyncio.Task[Any]] = {}
-        source = _source(source)
-        session = source if hasattr(source, "subscribe") else None
-        initial = b""
-        if source is not None and session is None:
-            self._adopt(_saved(source), None)
-            # it travels with the widget's opening message (one message, not two)
+        stored, session = _open(source)
+        initial = b""  # (a saved trace's: sent with the widget's opening message)
+        if stored is not None:
+            self._adopt(stored, None)
             initial = _encode({**self._state_now(), "seq": 0})
         super().__init__(title=title, state=initial, **kwargs)
         self.on_msg(self._on_view_message)
@@ -173,9 +169,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         given; ``view_state`` (``selected``, ``expanded``, ``query``, ``view``) replaces the
         reader's choices, which otherwise start afresh. A malformed saved trace raises
         ``ValueError`` and the explorer keeps showing what it showed."""
-        source = _source(source)
-        session = source if hasattr(source, "subscribe") else None
-        stored = _saved(source) if session is None else None  # raises before anything goes
+        stored, session = _open(source)  # raises before anything goes
         self._seq += 1
         self._adopt(stored, session)
         view = dict(view_state) if view_state is not None else {}
@@ -347,21 +341,18 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     # -- copies ---------------------------------------------------------------------------------
 
-    def _copy(self, *, ended: bool) -> str:
+    def _fallback_html(self, *, ended: bool = False) -> str:
         """The trace as HTML (bounded: counts, first rows with their details, "N more")."""
+        ended = ended or self._ended or self._unsubscribe is None
         return trace_html(
             self._trace, title=self.title, record=self._record, offset=self._offset, ended=ended
         )
 
-    def _fallback_html(self) -> str:
-        return self._copy(ended=self._ended or self._unsubscribe is None)
-
     def _fallback_text(self) -> str:
         return trace_text(self._trace, title=self.title, ended=self._ended)
 
-    def _static_html(self) -> str:
-        # what a reader sees once the kernel is gone: nothing shown can still run
-        return self._copy(ended=True)
+    def _static_html(self) -> str:  # once the kernel is gone, nothing shown can still run
+        return self._fallback_html(ended=True)
 
     # -- messages -------------------------------------------------------------------------------
 
@@ -387,10 +378,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self._send_snapshot()  # (a stored trace's first window is in the state)
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
-        """Answer a page's window request with ``{kind: window, req, start, total, nodes,
-        rows, counts, matches?, timeline?}`` (see :meth:`_reply`). A live trace remembers
-        each view's last request and pushes the same window again, with what changed, as
-        events arrive (see :meth:`_tick`)."""
+        """Answer a page's window request (see :meth:`_reply`). A live trace remembers each
+        view's last request, to push it again as events arrive (see :meth:`_tick`)."""
         params = window_params(content)
         if params is None:
             return
@@ -546,40 +535,36 @@ def window_params(content: Mapping[str, Any]) -> dict[str, Any] | None:
     return params
 
 
-def _source(source: Any) -> Any:
-    """What a ``BatchResult`` shows: its run manifest, else (no ``run=``) its session."""
-    run_path = getattr(source, "run_path", None)
-    if run_path is not None:
-        return run_path
-    if hasattr(source, "batch_node_id") and hasattr(source, "session"):
-        return source.session
-    return source
-
-
-def _saved(source: Any) -> StoredTrace:
-    """A saved trace as a stored trace: a stored trace or a run manifest opened in place;
-    anything else (trace data, its JSON text, the path of a trace JSON file) converted by the
-    core's one reader (``trace_db.convert``: a file as a stream, in bounded memory) into a
-    temporary store that lives as long as the explorer shows it."""
+def _open(source: Any) -> tuple[StoredTrace | None, Any]:
+    """What ``source`` shows: ``(stored trace, None)`` or ``(None, session or None)``. A
+    ``BatchResult`` shows its run manifest, else (no ``run=``) its session. A stored trace or a
+    run manifest is opened in place; other saved traces (data, JSON text, the path of a trace
+    JSON file) are converted by the core's one reader (``trace_db.convert``: a file as a
+    stream, in bounded memory) into a temporary store that lives as long as it is shown."""
+    if getattr(source, "run_path", None) is not None:
+        source = source.run_path
+    elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
+        source = source.session
+    if source is None or hasattr(source, "subscribe"):
+        return None, source
     if isinstance(source, str | os.PathLike) and is_store(source):
         from ..batch.run_trace import open_trace
 
-        return open_trace(Path(source))
-    return convert(source, _progress_line(source))
+        return open_trace(Path(source)), None
+    return convert(source, _progress_line(source)), None
 
 
 def _progress_line(source: Any) -> Callable[[int, int], None]:
     """How far the conversion of a file of ``BIG_FILE_BYTES`` or more is, as one line on
     standard error (at most twice a second, and 100% once: the file may be read ahead of the
     records parsed)."""
-    last = [0.0]
+    last = 0.0
 
     def show(done: int, size: int) -> None:
-        if last[0] < 0:  # 100% shown
-            return
-        if size >= BIG_FILE_BYTES and (time.monotonic() - last[0] >= 0.5 or done >= size):
-            last[0] = time.monotonic() if done < size else -1.0
-            end = "\n" if done >= size else ""
+        nonlocal last
+        now = time.monotonic()
+        if last >= 0 and size >= BIG_FILE_BYTES and (now - last >= 0.5 or done >= size):
+            last, end = (now, "") if done < size else (-1.0, "\n")  # 100% shown once
             share = 100 * done // max(1, size)
             name = Path(source).name
             sys.stderr.write(f"\rreading {name}: {share}% of {size / 1e6:,.0f} MB{end}")

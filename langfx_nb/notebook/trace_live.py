@@ -1,15 +1,11 @@
-"""The rows of a live trace, kept up to date event by event.
+"""The rows of a live trace: a :class:`LiveIndex` folds node patches (:func:`row_patch` of core
+events) into its columns, its counts exact as it goes, and answers a ``WindowedTrace``'s
+primitives, so its windows come from the same code as a stored trace's.
 
-A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into its columns
-and keeps the counts by status and kind exact as it goes. It answers the primitives of a
-``WindowedTrace``, so its windows come from the same function as a stored trace's
-(``agentic.trace_reader``), and the saved-notebook copy reads it the same way.
-
-Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). What a
-row sums over its subtree (tokens, cost, descendants, what went wrong below) is brought up to
-date when rows are read, for the nodes changed since and the ancestors whose sums that
-changes, each once. A window lists the visible rows (closed children in one C-speed copy:
-only open nodes with children are visited; a filter: the matching nodes and their ancestors).
+Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). A row's
+subtree sums are brought up to date when rows are read, for the nodes changed since and the
+ancestors whose sums that changes, each once. A listing visits only open nodes with children
+(closed children are copied as one run); a search, the matches and their ancestors.
 """
 
 from __future__ import annotations
@@ -32,7 +28,6 @@ from ..agentic.trace_reader import (
     evicted_counts,
     group_of,
     row_summary,
-    time_buckets,
 )
 from .bridge import to_jsonable
 from .trace_rows import tokens_of
@@ -220,19 +215,17 @@ class LiveIndex(WindowedTrace):
             self.tokens[i] = tokens_of(patch)
         if "cost" in patch:
             self.cost[i] = _float(patch["cost"])
-        for field in _EXTRA if not patch.keys().isdisjoint(_EXTRA) else ():
+        for field in _EXTRA:
             if field not in patch:
                 continue
             value = patch[field]
             if field == "decision" and isinstance(value, Mapping):
-                value = {k: to_jsonable(value[k]) for k in _DECISION if k in value}
-            elif field == "error":
-                value = to_jsonable(value)
+                value = {k: value[k] for k in _DECISION if k in value}
             extra = self.extra.pop(i, {})
             if value is None or value == 0:
                 extra.pop(field, None)
             else:
-                extra[field] = value
+                extra[field] = to_jsonable(value)
             if extra:
                 self.extra[i] = extra
 
@@ -301,7 +294,7 @@ class LiveIndex(WindowedTrace):
         """Exact node counts by status and by kind, the evicted nodes' included."""
         return add_counts({"status": self.by_status, "kind": self.by_kind}, self.evicted)
 
-    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
+    def start_times(self) -> tuple[dict[str, list[float]], int]:
         if self._starts is None:
             by: dict[str, list[float]] = {g: [] for g in GROUPS}
             untimed = 0
@@ -313,7 +306,7 @@ class LiveIndex(WindowedTrace):
             for values in by.values():
                 values.sort()
             self._starts = (by, untimed)
-        return time_buckets(*self._starts, lo, hi, buckets)
+        return self._starts
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""

@@ -96,8 +96,6 @@ _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,?)"
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?)"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
 
-# -- row values --------------------------------------------------------------------------------
-
 
 def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or isinstance(value, Mapping)
@@ -154,8 +152,7 @@ def node_hint(node: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any, field: str) -> float:
-    """A time or cost (not a finite float) as bound: NaN for none (see ``_ROW_VALUES``), and
-    for an infinity or NaN, which the page's JSON cannot hold."""
+    """A time or cost as bound: NaN (see ``_ROW_VALUES``) for none, an infinity or NaN."""
     if value is None:
         return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -240,9 +237,6 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
         0 if usage is None else _tokens(usage), extra,
     )  # fmt: skip
     return row, f"{name} {kind} {status} {hint} {err_text}"
-
-
-# -- writing -----------------------------------------------------------------------------------
 
 
 class StoreWriter:
@@ -514,8 +508,7 @@ def save_trace(
 
 
 def _file_of(source: Any) -> Path | None:
-    """The file ``source`` names, if it is a path (not a trace's JSON text, which
-    ``Session.load_trace`` also takes)."""
+    """The file ``source`` names, if it is a path (not a trace's JSON text)."""
     if isinstance(source, str) and source.lstrip().startswith("{"):
         return None
     return Path(source) if isinstance(source, str | os.PathLike) else None

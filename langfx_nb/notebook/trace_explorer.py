@@ -34,13 +34,9 @@ from .trace_live import LiveIndex, index_of, row_patch
 
 __all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer"]
 
-_STATIC = Path(__file__).parent / "static"
-
 #: A trace JSON file at least this large shows a progress line while it is converted.
 BIG_FILE_BYTES = 4 << 20
-#: A live trace: at least this long between two pushes to one view (all views together stay
-#: under 20 messages a second; see ``TraceExplorer._tick``).
-LIVE_PUSH_S = 1 / 16
+LIVE_PUSH_S = 1 / 16  # at least this long between two pushes to one live view
 LIVE_VIEWS = 4  # views kept up to date at once (the ones that asked last)
 LIVE_STATE_S = 1.0  # at least this long between two copies of the state trait while live
 
@@ -100,9 +96,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     rejects is named as such when its detail is opened.
     """
 
-    _esm = _STATIC / "trace_explorer.js"
-    # The state a page starts from (its first window, totals, the time span) as UTF-8 JSON
-    # bytes: ipywidgets ships bytes as one binary buffer.
+    _esm = Path(__file__).parent / "static" / "trace_explorer.js"
+    # The state a page starts from (first window, totals, time span) as UTF-8 JSON: one buffer
     state = traitlets.Bytes(b"").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     # What the reader chose (selection, expanded rows, filter, timeline, pane sizes): written
@@ -117,8 +112,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         clock: Clock | None = None,
         **kwargs: Any,
     ) -> None:
-        # set before a saved trace is read: a bad one raises, and the half-built widget closes
-        self._trace: StoredTrace | LiveIndex = LiveIndex()  # nothing shown yet
+        # (set before a saved trace is read: a bad one raises, and the half-built widget closes)
+        self._trace: StoredTrace | LiveIndex = LiveIndex()
         self._session: Any = None
         self._unsubscribe: Callable[[], Any] | None = None
         self._timer: Timer | None = None  # the pending live push
@@ -128,15 +123,12 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._ended = False
         self._clock = clock
         self._seq = 0  # bumped by each new state sent (a page keeps the newest)
-        #: each live view's last window request (req, params), by view
-        self._viewers: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._viewers: dict[str, tuple[Any, dict[str, Any]]] = {}  # view: its last (req, params)
         self._dirty = self._state_due = False  # the views' windows, the state trait: to send
         self._last_push = self._last_state = float("-inf")
         self._spacing = LIVE_PUSH_S
-        #: the event loop (and its thread) that folds events: another thread's are handed over
-        self._loop: tuple[asyncio.AbstractEventLoop, int] | None = None
-        #: the runs going on: each node directly under the session root still open, with
-        #: the task that started it (Cancel run cancels those tasks)
+        self._loop: tuple[asyncio.AbstractEventLoop, int] | None = None  # that folds events
+        #: each node directly under the session root still open: the task that started it
         self._runs: dict[str, asyncio.Task[Any]] = {}
         stored, session = _open(source)
         initial = b""  # (a saved trace's: sent with the widget's opening message)
@@ -147,8 +139,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self.on_msg(self._on_view_message)
         if session is not None:
             self.watch(session)
-
-    # -- public ---------------------------------------------------------------------------------
 
     def watch(self, session: Any) -> None:
         """Show ``session``'s trace so far in place of what this explorer showed (which it
@@ -251,8 +241,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._let_go()
         super().close()
 
-    # -- what is shown --------------------------------------------------------------------------
-
     def _adopt(self, stored: StoredTrace | None, session: Any) -> None:
         """Show ``stored``, or ``session``'s trace so far (its rows: the records stay in the
         session, which answers the detail pane), followed live. What was shown goes, with its
@@ -339,8 +327,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         )
         return row
 
-    # -- copies ---------------------------------------------------------------------------------
-
     def _fallback_html(self, *, ended: bool = False) -> str:
         """The trace as HTML (bounded: counts, first rows with their details, "N more")."""
         ended = ended or self._ended or self._unsubscribe is None
@@ -353,8 +339,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
 
     def _static_html(self) -> str:  # once the kernel is gone, nothing shown can still run
         return self._fallback_html(ended=True)
-
-    # -- messages -------------------------------------------------------------------------------
 
     def _send_message(self, message: dict[str, Any]) -> None:
         if self.comm is not None:
@@ -391,8 +375,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             while len(self._viewers) > LIVE_VIEWS:
                 self._viewers.pop(next(iter(self._viewers)))
         self._send_message({"kind": MessageKind.WINDOW.value, "req": req, **self._reply(params)})
-
-    # -- a live trace ---------------------------------------------------------------------------
 
     def _take(self, event: Mapping[str, Any]) -> None:
         try:

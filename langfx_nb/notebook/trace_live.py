@@ -41,7 +41,8 @@ ROW_FIELDS = (
 )  # fmt: skip
 _EXTRA = ("error", "decision", "evicted_children")  # shown by a row when present
 _DECISION = ("outcome", "by", "asked_at", "decided_at")
-Sums = tuple[float, ...]  # how many, tokens, cost, nodes priced, nodes unpriced
+#: how many, tokens, cost, nodes priced, nodes that used tokens with no known price
+Sums = tuple[float, ...]
 _NO_SUMS: Sums = (0, 0, 0.0, 0, 0)
 _NO_PROBLEMS: dict[str, int] = {}  # (never changed)
 _NAN = float("nan")
@@ -105,33 +106,26 @@ class LiveIndex(WindowedTrace):
         self.tokens = array("q")
         self.cost = array("d")  # NaN: no known price
         self.extra: dict[int, dict[str, Any]] = {}  # error, decision, evicted_children
-        #: over each node's descendants: how many, tokens, cost, nodes priced, nodes that
-        #: used tokens with no known price (the cost leaves them out)
-        self.sums: list[Sums] = []
-        #: what went wrong below each node: problems by status, each counted once, where it
-        #: started (an item that failed because its query failed is not counted again)
+        self.sums: list[Sums] = []  # over each node's descendants (see Sums)
+        #: problems below each node by status, each counted once, where it started (an item
+        #: that failed because its query failed is not counted again)
         self.below: dict[int, dict[str, int]] = {}
-        #: what each node's parent has of it (its share and problems, as last added)
-        self.sent: list[Sums] = []
+        self.sent: list[Sums] = []  # what each node's parent has of it (as last added)
         self.sent_below: dict[int, dict[str, int]] = {}
         self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
         self._stale: set[int] = set()  # nodes changed since their parents' sums were
         self.by_status: dict[str, int] = {}
         self.by_kind: dict[str, int] = {}
-        #: the counts of nodes the session evicted before the index was made (they ended:
-        #: these never change), added to the held nodes' counts
+        #: counts of the nodes the session evicted before (they ended: these never change)
         self.evicted: dict[str, dict[str, int]] = {"status": {}, "kind": {}}
         self.lo = float("inf")
         self.hi = float("-inf")
         self._match: tuple[str, set[int]] | None = None
-        #: each timeline group's start times, sorted, and how many have none (until a change)
         self._starts: tuple[dict[str, list[float]], int] | None = None
         self._touched: set[int] = set()  # nodes changed since the last search
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    # -- folding patches -------------------------------------------------------------------
 
     def apply(self, patch: Mapping[str, Any]) -> None:
         """Fold one node patch (``{"id", <fields>}``, a whole record or a change set)."""
@@ -285,13 +279,10 @@ class LiveIndex(WindowedTrace):
                         self.below[p] = below
                 levels.setdefault(self.depth[p], set()).add(p)
 
-    # -- reading ---------------------------------------------------------------------------
-
     def span(self) -> tuple[float, float] | None:
         return None if self.lo > self.hi else (self.lo, self.hi)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Exact node counts by status and by kind, the evicted nodes' included."""
         return add_counts({"status": self.by_status, "kind": self.by_kind}, self.evicted)
 
     def start_times(self) -> tuple[dict[str, list[float]], int]:
@@ -350,9 +341,8 @@ class LiveIndex(WindowedTrace):
         return self.pos.get(node_id)
 
     def listing(self, expanded: Mapping[str, bool]) -> Listing:
-        """The visible rows, listed: an open node's closed (or childless) children are
-        copied as one run, and only open nodes with children are visited (a batch node's
-        100,000 closed items are one copy)."""
+        """An open node's closed (or childless) children are copied as one run: only open
+        nodes with children are visited (a batch node's 100,000 closed items are one copy)."""
         opened: dict[int, list[int]] = {}  # nodes at DEFAULT_OPEN_DEPTH or deeper, opened
         for node_id, is_open in expanded.items():
             j = self.pos.get(node_id)

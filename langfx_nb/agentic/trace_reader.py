@@ -244,9 +244,8 @@ class WindowedTrace(ABC):
 
 
 class StoredTrace(WindowedTrace):
-    """A stored trace's reader: counts, windows, search and records, each a few queries.
-    Nodes are handled by ``rank`` (depth first order); what is read whole (the search texts,
-    the ``trace_order`` arrays, the start times) is read at its first use and kept."""
+    """A stored trace's reader. Nodes are handled by ``rank`` (depth first order); what is
+    read whole (search texts, ``trace_order`` arrays, start times) is read once, when needed."""
 
     def __init__(self, conn: sqlite3.Connection, *, where: str = "") -> None:
         self.conn = conn
@@ -338,8 +337,6 @@ class StoredTrace(WindowedTrace):
             self.query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),)), {}
         )
 
-    # -- records -----------------------------------------------------------------------------
-
     def record(self, node_id: str) -> dict[str, Any] | None:
         """The node's full record, checked with the core's strict node reader (``ValueError``
         naming what is wrong), with its row ``hint``; ``None`` for an unknown id."""
@@ -395,8 +392,6 @@ class StoredTrace(WindowedTrace):
     def trace_json(self) -> dict[str, Any]:
         """The whole trace as saved-trace data (every record in memory: a small trace)."""
         return {**self.header, "nodes": list(self.records())}
-
-    # -- windows -----------------------------------------------------------------------------
 
     def _order(self, name: str) -> Any:
         """``trace_order``'s array ``name``, read once: ``rank`` (each seq's rank), ``parent``
@@ -571,8 +566,7 @@ class StoredTrace(WindowedTrace):
         return self._rows([found[rank] for rank in nodes], expanded)
 
     def _rows(self, rows: Sequence[Sequence[Any]], expanded: Mapping[str, bool]) -> list[Any]:
-        """The window rows of rows of ``_ROW``; a damaged value (text for a number, bytes
-        not UTF-8, JSON not an object): one ``ValueError`` naming the file."""
+        """The window rows of rows of ``_ROW`` (a damaged value: ``ValueError``)."""
         try:
             return [self._row(row, expanded) for row in rows]
         except (TypeError, ValueError, RecursionError, OverflowError) as exc:
@@ -665,15 +659,13 @@ def _equal(depth: int) -> bytes:
 
 
 def _object(text: Any) -> dict[str, Any]:
-    """The JSON object a row's ``text`` holds (``TypeError``/``ValueError`` if none)."""
     value = json.loads(text)
     if type(value) is not dict:
         raise TypeError("a row's JSON is not an object")
     return value
 
 
-def _bounded(size: Any) -> bool:
-    """A stored block's length as SQLite gives it, within what is read."""
+def _bounded(size: Any) -> bool:  # a stored block's length (SQLite's), within what is read
     return isinstance(size, int) and size <= MAX_RECORDS_BYTES
 
 

@@ -72,11 +72,9 @@ def _clock_offset(header: Mapping[str, Any], root_start: Any) -> float | None:
     created = session.get("created_at") if isinstance(session, Mapping) else None
     if not isinstance(created, str) or not isinstance(root_start, float | int):
         return None
-    try:
-        epoch = _dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-    return epoch - float(root_start)
+    with contextlib.suppress(ValueError):
+        return _dt.datetime.fromisoformat(created).timestamp() - float(root_start)
+    return None
 
 
 def _session_over(session: Any) -> bool:
@@ -275,15 +273,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _extras(self) -> dict[str, Any]:
         """What the state (and a live window) carries besides rows: whether the trace ended,
         its time span, the session's totals, the clock offset."""
-        out: dict[str, Any] = {"ended": self._ended or _session_over(self._session)}
         span = self._trace.span()
-        if span is not None:
-            out["span"] = list(span)
-        if self._summary is not None:
-            out["summary"] = self._summary
-        if self._offset is not None:
-            out["offset"] = self._offset
-        return out
+        extras = {"span": span and list(span), "summary": self._summary, "offset": self._offset}
+        ended = self._ended or _session_over(self._session)
+        return {"ended": ended, **{k: v for k, v in extras.items() if v is not None}}
 
     def _reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The window for ``params`` (see :func:`window_params`), with the timeline overview's

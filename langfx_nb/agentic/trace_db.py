@@ -37,19 +37,9 @@ from .trace_reader import (
 )
 
 __all__ = [
-    "DEFAULT_OPEN_DEPTH",
-    "STORE_TABLES",
-    "StoreWriter",
-    "StoredTrace",
-    "convert",
-    "error_text",
-    "is_store",
-    "node_hint",
-    "open_store",
-    "save_trace",
-    "temporary",
-    "write_store",
-]
+    "DEFAULT_OPEN_DEPTH", "STORE_TABLES", "StoreWriter", "StoredTrace", "convert", "error_text",
+    "is_store", "node_hint", "open_store", "save_trace", "temporary", "write_store",
+]  # fmt: skip
 
 HINT_CHARS = 80  # what a row can show
 # one string object per kind and status, whatever object a record holds (kept per node)

@@ -29,8 +29,7 @@ import traitlets
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from .bridge import Clock, MessageKind, Timer, to_jsonable
 from .render import WidgetDisplayMixin, trace_html, trace_text
-from .trace_data import view_node
-from .trace_live import LiveIndex, index_of, row_patch
+from .trace_live import LiveIndex, index_of, row_patch, view_node
 
 __all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer"]
 

@@ -1,6 +1,9 @@
-"""The rows of a live trace: a :class:`LiveIndex` folds node patches (:func:`row_patch` of core
-events) into its columns, its counts exact as it goes, and answers a ``WindowedTrace``'s
-primitives, so its windows come from the same code as a stored trace's.
+"""A live trace as the views get it. A :class:`LiveIndex` folds node patches (:func:`row_patch`
+of core events) into its columns, its counts exact as it goes, and answers a
+``WindowedTrace``'s primitives, so its windows come from the same code as a stored trace's.
+The views read the node JSON the core writes ("The node contract" in docs/agentic.md) under
+the same names, plus ``hint`` (one line that tells same-named rows apart, :func:`view_node`)
+and, in window rows, ``partial`` (cut to what a row needs: the detail pane asks for the rest).
 
 Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). A row's
 subtree sums are brought up to date when rows are read, for the nodes changed since and the
@@ -32,7 +35,7 @@ from ..agentic.trace_reader import (
 from .bridge import to_jsonable
 from .trace_rows import tokens_of
 
-__all__ = ["LiveIndex", "index_of", "row_patch"]
+__all__ = ["LiveIndex", "index_of", "row_patch", "subtrace", "view_node"]
 
 #: What a row, its roll-ups and the search read of a node record.
 ROW_FIELDS = (
@@ -426,3 +429,40 @@ def index_of(
     if header is not None:
         index.evicted = evicted_counts(header, index.counts())
     return index
+
+
+def subtrace(session: Any, node_ids: Iterable[str]) -> dict[str, Any] | None:
+    """A saved-trace dict of the subtrees of ``node_ids`` in a live ``session``, with their
+    ancestors up to the session root, so the strict reader takes it like any saved trace
+    (the batch view's error groups, the evaluation report's trials). ``None`` when the
+    session holds none of them any more."""
+    from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
+
+    records: dict[str, dict[str, Any]] = {}
+    for node in filter(None, map(session.find, map(str, node_ids))):
+        chain, up = [], node.parent_id
+        while up is not None and up not in records and (parent := session.find(up)) is not None:
+            chain.append(parent)
+            up = parent.parent_id
+        records.update((n.id, n.to_json()) for n in reversed(chain))
+        for n in node.walk():
+            records.setdefault(n.id, n.to_json())
+    if not records:
+        return None
+    return {
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        "session": {"id": session.id, "metadata": {}},
+        "nodes": to_jsonable(list(records.values())),
+    }
+
+
+def view_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
+    """A core node record (an event's node, a change set, a saved node) as the views keep it:
+    the same fields under the same names, plus ``hint``. ``plain``: already JSON data (a saved
+    trace), used as is; otherwise copied, so later changes to a live record do not leak in."""
+    node = dict(raw) if plain else to_jsonable(dict(raw))
+    hint = node_hint(node)
+    if hint:
+        node["hint"] = hint
+    return node

@@ -102,12 +102,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     view_state = traitlets.Dict().tag(sync=True)
 
     def __init__(
-        self,
-        source: Any = None,
-        *,
-        title: str = "",
-        clock: Clock | None = None,
-        **kwargs: Any,
+        self, source: Any = None, *, title: str = "", clock: Clock | None = None, **kwargs: Any
     ) -> None:
         # (set before a saved trace is read: a bad one raises, and the half-built widget closes)
         self._trace: StoredTrace | LiveIndex = LiveIndex()
@@ -144,11 +139,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._send_snapshot()
 
     def show(
-        self,
-        source: Any,
-        *,
-        title: str | None = None,
-        view_state: Mapping[str, Any] | None = None,
+        self, source: Any, *, title: str | None = None, view_state: Mapping[str, Any] | None = None
     ) -> None:
         """Show ``source`` (what the constructor takes: a ``Session``, followed live, or a
         saved trace) in this explorer in place of what it showed, in the views already on

@@ -148,6 +148,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         reader's choices, which otherwise start afresh. A malformed saved trace raises
         ``ValueError`` and the explorer keeps showing what it showed."""
         stored, session = _open(source)  # raises before anything goes
+        if stored is None and session is None:
+            raise ValueError("not a langfx_nb trace: nothing to show")
         self._seq += 1
         self._adopt(stored, session)
         view = dict(view_state) if view_state is not None else {}

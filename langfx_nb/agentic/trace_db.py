@@ -42,6 +42,7 @@ __all__ = [
 ]  # fmt: skip
 
 HINT_CHARS = 80  # what a row can show
+DECISION_KEYS = ("outcome", "by", "asked_at", "decided_at")  # what a row shows of a decision
 # one string object per kind and status, whatever object a record holds (kept per node)
 _KINDS = {k: k for k in get_args(NodeKind)}
 _STATUSES = {s: s for s in get_args(NodeStatus)}
@@ -186,8 +187,7 @@ def _extra(err: Any, decision: Any, evicted: Any) -> tuple[str, str]:
     if decision is not None:
         if not _is_map(decision):
             raise TypeError("'decision' must be an object")
-        keys = ("outcome", "by", "asked_at", "decided_at")
-        more["decision"] = {k: decision[k] for k in keys if k in decision}
+        more["decision"] = {k: decision[k] for k in DECISION_KEYS if k in decision}
     if evicted:
         if isinstance(evicted, bool) or not isinstance(evicted, int):
             raise TypeError("'evicted_children' must be an integer")

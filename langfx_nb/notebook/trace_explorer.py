@@ -452,12 +452,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         started = time.perf_counter()
         if self._dirty:
             self._dirty = False
+            kind = MessageKind.WINDOW.value
             for view, (req, params) in (self._viewers or {"": (0, {})}).items():
-                reply = self._reply(params)
-                kind = MessageKind.WINDOW.value
-                self._send_message({"kind": kind, "req": req, "view": view, **reply})
-        now = self._now()
-        self._last_push = now
+                self._send_message({"kind": kind, "req": req, "view": view, **self._reply(params)})
+        self._last_push = now = self._now()
         cost = time.perf_counter() - started
         self._spacing = max(LIVE_PUSH_S * max(1, len(self._viewers)), 3 * cost)
         if self._state_due:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from ..agentic.trace_db import error_text, node_hint
+from ..agentic.trace_db import DECISION_KEYS, error_text, node_hint
 from ..agentic.trace_reader import (
     BAD_STATUSES,
     DEFAULT_OPEN_DEPTH,
@@ -43,7 +43,6 @@ ROW_FIELDS = (
     "decision", "evicted_children",
 )  # fmt: skip
 _EXTRA = ("error", "decision", "evicted_children")  # shown by a row when present
-_DECISION = ("outcome", "by", "asked_at", "decided_at")
 #: how many, tokens, cost, nodes priced, nodes that used tokens with no known price
 Sums = tuple[float, ...]
 _NO_SUMS: Sums = (0, 0, 0.0, 0, 0)
@@ -217,7 +216,7 @@ class LiveIndex(WindowedTrace):
                 continue
             value = patch[field]
             if field == "decision" and isinstance(value, Mapping):
-                value = {k: value[k] for k in _DECISION if k in value}
+                value = {k: value[k] for k in DECISION_KEYS if k in value}
             extra = self.extra.pop(i, {})
             if value is None or value == 0:
                 extra.pop(field, None)

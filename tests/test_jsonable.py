@@ -59,7 +59,7 @@ def test_trace_preview_and_widget_json_share_the_walker() -> None:
 
 
 def test_render_does_not_import_the_trace_explorer() -> None:
-    """render ↔ trace_explorer was an import cycle; render now reads nodes via trace_data."""
+    """render ↔ trace_explorer was an import cycle; render now reads nodes via trace_live."""
     source = Path(__file__).parents[1] / "langfx_nb" / "notebook" / "render.py"
     imported = {
         node.module

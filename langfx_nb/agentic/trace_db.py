@@ -37,21 +37,12 @@ from .trace_reader import (
 )
 
 __all__ = [
-    "DEFAULT_OPEN_DEPTH",
-    "STORE_TABLES",
-    "StoreWriter",
-    "StoredTrace",
-    "convert",
-    "error_text",
-    "is_store",
-    "node_hint",
-    "open_store",
-    "save_trace",
-    "temporary",
-    "write_store",
-]
+    "DEFAULT_OPEN_DEPTH", "STORE_TABLES", "StoreWriter", "StoredTrace", "convert", "error_text",
+    "is_store", "node_hint", "open_store", "save_trace", "temporary", "write_store",
+]  # fmt: skip
 
 HINT_CHARS = 80  # what a row can show
+DECISION_KEYS = ("outcome", "by", "asked_at", "decided_at")  # what a row shows of a decision
 # one string object per kind and status, whatever object a record holds (kept per node)
 _KINDS = {k: k for k in get_args(NodeKind)}
 _STATUSES = {s: s for s in get_args(NodeStatus)}
@@ -95,8 +86,6 @@ _PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one 
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,?)"
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?)"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
-
-# -- row values --------------------------------------------------------------------------------
 
 
 def _is_map(value: Any) -> TypeGuard[Mapping[str, Any]]:
@@ -154,8 +143,7 @@ def node_hint(node: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any, field: str) -> float:
-    """A time or cost (not a finite float) as bound: NaN for none (see ``_ROW_VALUES``), and
-    for an infinity or NaN, which the page's JSON cannot hold."""
+    """A time or cost as bound: NaN (see ``_ROW_VALUES``) for none, an infinity or NaN."""
     if value is None:
         return _NAN
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -199,8 +187,7 @@ def _extra(err: Any, decision: Any, evicted: Any) -> tuple[str, str]:
     if decision is not None:
         if not _is_map(decision):
             raise TypeError("'decision' must be an object")
-        keys = ("outcome", "by", "asked_at", "decided_at")
-        more["decision"] = {k: decision[k] for k in keys if k in decision}
+        more["decision"] = {k: decision[k] for k in DECISION_KEYS if k in decision}
     if evicted:
         if isinstance(evicted, bool) or not isinstance(evicted, int):
             raise TypeError("'evicted_children' must be an integer")
@@ -240,9 +227,6 @@ def _row(seq: int, x: Any) -> tuple[tuple[Any, ...], str]:
         0 if usage is None else _tokens(usage), extra,
     )  # fmt: skip
     return row, f"{name} {kind} {status} {hint} {err_text}"
-
-
-# -- writing -----------------------------------------------------------------------------------
 
 
 class StoreWriter:
@@ -514,8 +498,7 @@ def save_trace(
 
 
 def _file_of(source: Any) -> Path | None:
-    """The file ``source`` names, if it is a path (not a trace's JSON text, which
-    ``Session.load_trace`` also takes)."""
+    """The file ``source`` names, if it is a path (not a trace's JSON text)."""
     if isinstance(source, str) and source.lstrip().startswith("{"):
         return None
     return Path(source) if isinstance(source, str | os.PathLike) else None

@@ -1,12 +1,9 @@
-"""Reading a stored trace: :class:`StoredTrace` answers the explorer's questions with a few
-queries each (the format is written by :mod:`langfx_nb.agentic.trace_db`), and
-:class:`WindowedTrace` makes the page's window from them, for a stored and a live trace alike.
-
-What it answers: the exact counts, a window of visible rows for what the reader expanded or
-collapsed (default: depth 0 and 1 open), a search (every match and its ancestors), a node's
-full record (checked with the core's strict reader), the timeline's counts. A file from
-elsewhere is data: a damaged or hostile one raises one ``ValueError``; no answer loops or
-holds more than a bounded part of the file.
+"""Reading a stored trace (written by :mod:`langfx_nb.agentic.trace_db`): :class:`StoredTrace`
+answers the explorer's questions (exact counts, a window of the rows the reader expanded, a
+search with every match's ancestors, a node's full record, the timeline's counts) with a few
+queries each; :class:`WindowedTrace` makes the page's window from them, stored or live. A file
+from elsewhere is data: a damaged or hostile one raises one ``ValueError`` naming it; no answer
+loops or holds more than a bounded part of the file.
 """
 
 from __future__ import annotations
@@ -30,22 +27,10 @@ from .trace import TraceNode, check_trace_header, short
 from .trace_json import regular_file
 
 __all__ = [
-    "BAD_STATUSES",
-    "DEFAULT_OPEN_DEPTH",
-    "GROUPS",
-    "LIVE",
-    "MAX_TIME_BUCKETS",
-    "MAX_WINDOW",
-    "STORE_TABLES",
-    "StoredTrace",
-    "add_counts",
-    "evicted_counts",
-    "group_of",
-    "is_store",
-    "open_store",
-    "row_summary",
-    "time_buckets",
-]
+    "BAD_STATUSES", "DEFAULT_OPEN_DEPTH", "GROUPS", "LIVE", "MAX_TIME_BUCKETS", "MAX_WINDOW",
+    "STORE_TABLES", "StoredTrace", "add_counts", "evicted_counts", "group_of", "is_store",
+    "open_store", "row_summary", "time_buckets",
+]  # fmt: skip
 
 BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
 LIVE = ("running", "waiting")  # statuses of work not over yet
@@ -129,7 +114,7 @@ def open_store(path: str | os.PathLike[str]) -> StoredTrace:
 
 class Listing(Protocol):
     """The visible rows of one view, in order, as node handles (a stored trace's ranks, a
-    live index's positions), counted and sliced without necessarily listing them all."""
+    live index's positions), counted and sliced without listing them all."""
 
     @property
     def total(self) -> int: ...
@@ -163,15 +148,15 @@ class WindowedTrace(ABC):
 
     @abstractmethod
     def counts(self) -> dict[str, dict[str, int]]:
-        """Exact node counts by status and by kind."""
+        """Exact node counts by status and by kind (evicted nodes included)."""
 
     @abstractmethod
     def span(self) -> tuple[float, float] | None:
         """The earliest start and the latest start or end (``None``: no times at all)."""
 
     @abstractmethod
-    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-        """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`time_buckets`)."""
+    def start_times(self) -> tuple[Mapping[str, Sequence[float]], int]:
+        """Each timeline group's sorted start times, and how many nodes have none."""
 
     @abstractmethod
     def locate(self, node_id: str) -> int | None:
@@ -193,15 +178,14 @@ class WindowedTrace(ABC):
         below?}`` (``roll``: subtree tokens, cost, priced nodes, descendants, own tokens,
         unpriced nodes), ``open`` under ``expanded`` as :meth:`listing` reads it."""
 
+    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
+        """Exact node counts per time bucket of ``[lo, hi]`` (see :func:`time_buckets`)."""
+        return time_buckets(*self.start_times(), lo, hi, buckets)
+
     def window(
-        self,
-        *,
-        start: int = 0,
-        count: int = 200,
-        expanded: Mapping[str, bool] | None = None,
-        query: str = "",
-        selected: str | None = None,
-    ) -> dict[str, Any]:
+        self, *, start: int = 0, count: int = 200, expanded: Mapping[str, bool] | None = None,
+        query: str = "", selected: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """Rows ``[start, start + count)`` of the visible list, with exact totals:
         ``{start, total, nodes, rows, counts, matches?, selected_index?}`` (rows: see
         :meth:`rows`; under a query every listed ancestor is open, matches have
@@ -243,9 +227,8 @@ class WindowedTrace(ABC):
 
 
 class StoredTrace(WindowedTrace):
-    """A stored trace's reader: counts, windows, search and records, each a few queries.
-    Nodes are handled by ``rank`` (depth first order); what is read whole (the search texts,
-    the ``trace_order`` arrays, the start times) is read at its first use and kept."""
+    """A stored trace's reader. Nodes are handled by ``rank`` (depth first order); what is
+    read whole (search texts, ``trace_order`` arrays, start times) is read once, when needed."""
 
     def __init__(self, conn: sqlite3.Connection, *, where: str = "") -> None:
         self.conn = conn
@@ -281,11 +264,7 @@ class StoredTrace(WindowedTrace):
         if last != [(self.nodes,)]:
             raise self._error("damaged trace_info or trace_tree (their counts differ)")
         self._search: tuple[str, _Marked, bytearray, int] | None = None  # the last query's
-        self._starts: dict[str, array[float]] | None = None
         self._arrays: dict[str, Any] = {}
-        self._texts: list[tuple[int, bytes]] | None = None
-        self._spans: list[tuple[int, int]] | None = None
-        self._shown: _Marked | None = None  # the listing with nothing toggled
         self._block: tuple[int, Any] = (-1, None)  # the last block of records read
 
     def _error(self, message: str) -> ValueError:
@@ -340,8 +319,6 @@ class StoredTrace(WindowedTrace):
         return self._rows(
             self.query(f"{_ROW} WHERE t.rank < ? ORDER BY t.rank", (max(0, limit),)), {}
         )
-
-    # -- records -----------------------------------------------------------------------------
 
     def record(self, node_id: str) -> dict[str, Any] | None:
         """The node's full record, checked with the core's strict node reader (``ValueError``
@@ -399,8 +376,6 @@ class StoredTrace(WindowedTrace):
         """The whole trace as saved-trace data (every record in memory: a small trace)."""
         return {**self.header, "nodes": list(self.records())}
 
-    # -- windows -----------------------------------------------------------------------------
-
     def _order(self, name: str) -> Any:
         """``trace_order``'s array ``name``, read once: ``rank`` (each seq's rank), ``parent``
         (each rank's parent's rank, -1: none; checked whole: each before its rank, so a walk
@@ -448,8 +423,6 @@ class StoredTrace(WindowedTrace):
         """The rows of depth ≤ 2, then in rank order each toggled row that is shown: the
         subtree of a row closed hidden, the children of a row opened shown."""
         depths = self._order("depth")
-        if self._shown is None:
-            self._shown = _Marked(bytearray(depths.translate(_SHOWN)))
         toggled = self._ranks_of(list(expanded))
         if not toggled:
             return self._shown
@@ -469,6 +442,11 @@ class StoredTrace(WindowedTrace):
                     counts[chunk] = marks.count(1, chunk * _RANKS, (chunk + 1) * _RANKS)
         return _Marked(marks, counts)
 
+    @functools.cached_property
+    def _shown(self) -> _Marked:
+        """The listing with nothing toggled."""
+        return _Marked(bytearray(self._order("depth").translate(_SHOWN)))
+
     def search(self, query: str) -> tuple[Listing, Callable[[int], bool], int]:
         if self._search is None or self._search[0] != query:
             hits, found = self._hits(query)
@@ -480,7 +458,7 @@ class StoredTrace(WindowedTrace):
         """A byte a rank: 1 if the node's search text holds ``query``, else 0 (every line
         of each block holding it marked at once); how many hold it."""
         needle = query.encode("utf-8", "surrogatepass")
-        texts, hits, found = self._search_texts(), bytearray(self.nodes), 0
+        texts, hits, found = self._search_texts, bytearray(self.nodes), 0
         for first, block in texts if needle and b"\n" not in needle else ():
             if needle in block:
                 marks = _lines_holding(block, needle)
@@ -488,21 +466,20 @@ class StoredTrace(WindowedTrace):
                 found += marks.count(1)
         return hits, found
 
+    @functools.cached_property
     def _search_texts(self) -> list[tuple[int, bytes]]:
         """Every node's search text as stored: blocks of consecutive ranks, a line a node,
         each with its first rank (UTF-8: a match never spans two nodes; no byte 0xff, which
         UTF-8 never has)."""
-        if self._texts is None:
-            blocks, lines = [], 0
-            for (block,) in self.query("SELECT text FROM trace_search ORDER BY rank"):
-                if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
-                    raise self._error("damaged trace_search")
-                blocks.append((lines, block))
-                lines += block.count(b"\n")
-            if lines != self.nodes:
+        blocks, lines = [], 0
+        for (block,) in self.query("SELECT text FROM trace_search ORDER BY rank"):
+            if type(block) is not bytes or block[-1:] != b"\n" or b"\xff" in block:
                 raise self._error("damaged trace_search")
-            self._texts = blocks
-        return self._texts
+            blocks.append((lines, block))
+            lines += block.count(b"\n")
+        if lines != self.nodes:
+            raise self._error("damaged trace_search")
+        return blocks
 
     def _with_ancestors(self, hits: bytearray, found: int) -> bytearray:
         """``hits`` (a byte a rank) with their ancestors marked too. Depth first, each node
@@ -511,7 +488,7 @@ class StoredTrace(WindowedTrace):
         into the byte before each run holding a hit; a level of depth at a time. A level
         costs its range of ranks (C passes), a walk up from each hit its ancestors: levels
         are taken while cheaper, and a walk up from every hit does the rest."""
-        n, depths, levels = self.nodes, self._order("depth"), self._levels()
+        n, depths, levels = self.nodes, self._order("depth"), self._levels
         listed, budget, done = 0, 64 * found, 0  # rank r: byte n - 1 - r
         for lo, hi in levels:
             budget -= hi - lo
@@ -535,25 +512,24 @@ class StoredTrace(WindowedTrace):
                 at = hits.find(1, at + 1)
         return marks
 
+    @functools.cached_property
     def _levels(self) -> list[tuple[int, int]]:
         """Per depth ``k`` (from 0, below ``_LEVELS``) up to the deepest node with children,
         the ranks ``[lo, hi)`` from the first node of depth ``k`` with a child to the last
         node deeper than ``k`` (read once, from the depths alone; the parents are checked
         then too, for the walk up)."""
-        if self._spans is None:
-            self._order("parent")
-            depths, firsts = self._order("depth"), list[int]()
-            while len(firsts) < _LEVELS:  # a node of depth k followed by a child
-                lo = depths.find(bytes((len(firsts), len(firsts) + 1)))
-                if lo < 0:
-                    break
-                firsts.append(lo)
-            end, ends = depths.rfind(255) + 1, list[int]()
-            for k in reversed(range(len(firsts))):
-                end = max(end, depths.rfind(k + 1) + 1)
-                ends.append(end)
-            self._spans = list(zip(firsts, reversed(ends), strict=True))
-        return self._spans
+        self._order("parent")
+        depths, firsts = self._order("depth"), list[int]()
+        while len(firsts) < _LEVELS:  # a node of depth k followed by a child
+            lo = depths.find(bytes((len(firsts), len(firsts) + 1)))
+            if lo < 0:
+                break
+            firsts.append(lo)
+        end, ends = depths.rfind(255) + 1, list[int]()
+        for k in reversed(range(len(firsts))):
+            end = max(end, depths.rfind(k + 1) + 1)
+            ends.append(end)
+        return list(zip(firsts, reversed(ends), strict=True))
 
     def rows(self, nodes: Sequence[int], expanded: Mapping[str, bool]) -> list[dict[str, Any]]:
         found = {int(row[0]): row for row in self.query(f"{_ROW} WHERE t.rank IN ({{}})", nodes)}
@@ -562,19 +538,13 @@ class StoredTrace(WindowedTrace):
         rank_of, depths = self._order("rank"), self._order("depth")
         for rank, row in found.items():  # the row is the node listed at that rank
             seq, depth = row[20], row[4]
-            if not (
-                type(seq) is int
-                and 0 <= seq < self.nodes
-                and rank_of[seq] == rank
-                and type(depth) is int
-                and depths[rank] == min(depth, 255)
-            ):
+            at_rank = type(seq) is int and 0 <= seq < self.nodes and rank_of[seq] == rank
+            if not (at_rank and type(depth) is int and depths[rank] == min(depth, 255)):
                 raise self._error("damaged trace_order or trace_tree (they disagree)")
         return self._rows([found[rank] for rank in nodes], expanded)
 
     def _rows(self, rows: Sequence[Sequence[Any]], expanded: Mapping[str, bool]) -> list[Any]:
-        """The window rows of rows of ``_ROW``; a damaged value (text for a number, bytes
-        not UTF-8, JSON not an object): one ``ValueError`` naming the file."""
+        """The window rows of rows of ``_ROW`` (a damaged value: ``ValueError``)."""
         try:
             return [self._row(row, expanded) for row in rows]
         except (TypeError, ValueError, RecursionError, OverflowError) as exc:
@@ -598,25 +568,23 @@ class StoredTrace(WindowedTrace):
             entry["below"] = {str(k): int(n) for k, n in _object(row[19]).items()}
         return entry
 
-    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
-        """See :meth:`WindowedTrace.timeline`: each group's sorted start times are read once
-        (8 bytes a node)."""
-        if self._starts is None:
-            starts: dict[str, array[float]] = {}
-            for group, blob in self.query("SELECT grp, starts FROM trace_starts"):
-                if group not in GROUPS or not isinstance(blob, bytes):
-                    raise self._error("damaged trace_starts")
-                if len(blob) % 8 or len(blob) > 8 * self.nodes:
-                    raise self._error("damaged trace_starts")
-                starts[group] = array("d", blob)
-            kept = {g: starts.get(g, array("d")) for g in GROUPS}
-            sorted_ = all(
-                all(map(operator.le, a, itertools.islice(a, 1, None))) for a in kept.values()
-            )
-            if not sorted_ or sum(map(len, kept.values())) + self._untimed != self.nodes:
-                raise self._error("damaged trace_starts (not each node's start, sorted)")
-            self._starts = kept
-        return time_buckets(self._starts, self._untimed, lo, hi, buckets)
+    def start_times(self) -> tuple[dict[str, array[float]], int]:
+        return self._starts, self._untimed
+
+    @functools.cached_property
+    def _starts(self) -> dict[str, array[float]]:
+        """Each group's sorted start times, read once (8 bytes a node)."""
+        starts = {g: array("d") for g in GROUPS}
+        for group, blob in self.query("SELECT grp, starts FROM trace_starts"):
+            if group not in GROUPS or not isinstance(blob, bytes):
+                raise self._error("damaged trace_starts")
+            if len(blob) % 8 or len(blob) > 8 * self.nodes:
+                raise self._error("damaged trace_starts")
+            starts[group] = array("d", blob)
+        in_order = (all(map(operator.le, a, itertools.islice(a, 1, None))) for a in starts.values())
+        if not all(in_order) or sum(map(len, starts.values())) + self._untimed != self.nodes:
+            raise self._error("damaged trace_starts (not each node's start, sorted)")
+        return starts
 
 
 class _Marked:
@@ -669,31 +637,20 @@ def _equal(depth: int) -> bytes:
 
 
 def _object(text: Any) -> dict[str, Any]:
-    """The JSON object a row's ``text`` holds (``TypeError``/``ValueError`` if none)."""
     value = json.loads(text)
     if type(value) is not dict:
         raise TypeError("a row's JSON is not an object")
     return value
 
 
-def _bounded(size: Any) -> bool:
-    """A stored block's length as SQLite gives it, within what is read."""
+def _bounded(size: Any) -> bool:  # a stored block's length (SQLite's), within what is read
     return isinstance(size, int) and size <= MAX_RECORDS_BYTES
 
 
 def row_summary(
-    node_id: str,
-    parent_id: str | None,
-    kind: str,
-    name: str,
-    status: str,
-    start: float | None,
-    end: float | None,
-    hint: str,
-    cost: float | None,
-    tokens: int,
-    more: dict[str, Any] | None,
-) -> dict[str, Any]:
+    node_id: str, parent_id: str | None, kind: str, name: str, status: str, start: float | None,
+    end: float | None, hint: str, cost: float | None, tokens: int, more: dict[str, Any] | None,
+) -> dict[str, Any]:  # fmt: skip
     """What a row shows of a node (``partial``: the detail pane asks for the rest), the same
     for a stored trace and a live one."""
     out: dict[str, Any] = {

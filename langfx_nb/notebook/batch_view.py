@@ -33,8 +33,8 @@ from ..batch.progress import BatchProgress, stopped_note
 from . import control
 from .bridge import BridgedView, Clock, EventBridge, MessageKind, to_jsonable
 from .render import WidgetDisplayMixin, batch_html, batch_text
-from .trace_data import subtrace
 from .trace_explorer import TraceExplorer
+from .trace_live import subtrace
 
 if TYPE_CHECKING:
     from ..agentic.session import Session

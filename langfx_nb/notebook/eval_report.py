@@ -32,8 +32,8 @@ from ..jsonable import walk
 from .bridge import Clock, EventBridge, MessageKind
 from .eval_static import eval_static_html, eval_text
 from .render import WidgetDisplayMixin, esc
-from .trace_data import subtrace
 from .trace_explorer import TraceExplorer
+from .trace_live import subtrace
 
 __all__ = ["EvalReducer", "EvalReportView", "case_row", "delta_row", "live_report"]
 

@@ -217,27 +217,14 @@ def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tupl
             if k != "args" and v is not None
         }
         rows.append(("Policy decision", {k: v for k, v in shown.items() if v != ""}))
-    timing = node_timing(node)
-    if timing:
-        rows.append(("Time", timing))
+    total_ms, wait = duration_ms(node), human_wait(node)
+    if total_ms is not None and wait:  # a person's decision time (approval) and the rest
+        total, work = total_ms / 1000, "tool" if node.get("kind") == "tool_call" else "work"
+        split = {"total": total, "waiting for a person": wait, work: max(0.0, total - wait)}
+        rows.append(("Time", {k: f"{v:.2f} s" for k, v in split.items()}))
     if node.get("usage"):
         rows.append(("Usage", node["usage"]))
     return rows
-
-
-def node_timing(node: Mapping[str, Any]) -> dict[str, str]:
-    """Wall time of a node split into a person's decision time (approval) and the rest."""
-    total_ms = duration_ms(node)
-    wait = human_wait(node)
-    if total_ms is None or not wait:
-        return {}
-    total = total_ms / 1000
-    label = "tool" if node.get("kind") == "tool_call" else "work"
-    return {
-        "total": f"{total:.2f} s",
-        "waiting for a person": f"{wait:.2f} s",
-        label: f"{max(0.0, total - wait):.2f} s",
-    }
 
 
 def _statuses(index: Any, ended: bool) -> dict[str, int]:
@@ -562,8 +549,7 @@ def trace_html(
     same for the whole trace)."""
     rows = index.first_rows(MAX_ROWS)
     out: list[str] = []
-    #: the rows whose children are being listed: (depth, where, descendants)
-    listed: list[tuple[int, int, int]] = []
+    listed: list[tuple[int, int, int]] = []  # rows whose children are listed: depth, k, desc
 
     def close_to(depth: int, k: int) -> None:
         """End the lists of the rows at ``depth`` or deeper (``k`` rows written so far)."""
@@ -602,15 +588,14 @@ def trace_html(
         out.append(html_row + UL)
         listed.append((row["depth"], k, row["roll"][3]))
     close_to(0, len(rows))
-    total = len(index)
-    more = f"<div>… {total - len(rows):,} more nodes</div>" if len(rows) < total else ""
-
-    def table(name: str, values: Mapping[str, int]) -> str:
-        cells = ", ".join(f"{esc(k or '—')} {v:,}" for k, v in sorted(values.items()))
-        return f'<div class="lfx-k">{name}: {cells}</div>'
-
+    total, more, shown = len(index), "", ""
+    if len(rows) < total:
+        more = f"<div>… {total - len(rows):,} more nodes</div>"
+        shown = f" (first {len(rows):,} shown)"
     head = f"<b>{esc(title)}</b> " if title else ""
-    shown = f" (first {len(rows):,} shown)" if len(rows) < total else ""
     head += f"<div>{counted(total, 'node')}{shown}</div>"
-    head += table("by status", _statuses(index, ended)) + table("by kind", index.counts()["kind"])
+    by_kind = index.counts()["kind"]
+    for name, values in (("by status", _statuses(index, ended)), ("by kind", by_kind)):
+        cells = ", ".join(f"{esc(k or '—')} {v:,}" for k, v in sorted(values.items()))
+        head += f'<div class="lfx-k">{name}: {cells}</div>'
     return f'{CSS}<div class="lfx-fb lfx-trace-static">{head}{UL}{"".join(out)}</ul>{more}</div>'

@@ -1,13 +1,11 @@
 """TraceExplorer: a live (or offline) collapsible tree of a Session's trace.
 
 The page never holds the tree: it asks the kernel for the window of rows on screen
-(:func:`window_params`), and every trace answers through the one ``WindowedTrace.window``
-(``agentic/trace_reader.py``): a saved trace from a stored trace, a live session from its
-:class:`LiveIndex`. A live explorer pushes each view's last window again as events arrive (at
-most ``LIVE_VIEWS`` views, ``LIVE_PUSH_S`` apart per view) and copies the state a reloaded page
-starts from at most every ``LIVE_STATE_S`` and when the last run going ends
-(:meth:`TraceExplorer.flush`). The static copy is drawn from the same rows
-(``render.trace_html``).
+(:func:`window_params`), answered by ``WindowedTrace.window`` of a stored trace or of a live
+session's :class:`LiveIndex`. A live explorer pushes each view's last window again as events
+arrive (at most ``LIVE_VIEWS`` views, ``LIVE_PUSH_S`` apart per view) and copies the state a
+reloaded page starts from at most every ``LIVE_STATE_S`` and when the last run going ends
+(:meth:`TraceExplorer.flush`). The static copy (``render.trace_html``) has the same rows.
 """
 
 from __future__ import annotations
@@ -31,18 +29,13 @@ import traitlets
 from ..agentic.trace_db import StoredTrace, convert, is_store
 from .bridge import Clock, MessageKind, Timer, to_jsonable
 from .render import WidgetDisplayMixin, trace_html, trace_text
-from .trace_data import view_node
-from .trace_live import LiveIndex, index_of, row_patch
+from .trace_live import LiveIndex, index_of, row_patch, view_node
 
 __all__ = ["LIVE_PUSH_S", "LIVE_STATE_S", "LIVE_VIEWS", "TraceExplorer"]
 
-_STATIC = Path(__file__).parent / "static"
-
 #: A trace JSON file at least this large shows a progress line while it is converted.
 BIG_FILE_BYTES = 4 << 20
-#: A live trace: at least this long between two pushes to one view (all views together stay
-#: under 20 messages a second; see ``TraceExplorer._tick``).
-LIVE_PUSH_S = 1 / 16
+LIVE_PUSH_S = 1 / 16  # at least this long between two pushes to one live view
 LIVE_VIEWS = 4  # views kept up to date at once (the ones that asked last)
 LIVE_STATE_S = 1.0  # at least this long between two copies of the state trait while live
 
@@ -78,11 +71,9 @@ def _clock_offset(header: Mapping[str, Any], root_start: Any) -> float | None:
     created = session.get("created_at") if isinstance(session, Mapping) else None
     if not isinstance(created, str) or not isinstance(root_start, float | int):
         return None
-    try:
-        epoch = _dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-    return epoch - float(root_start)
+    with contextlib.suppress(ValueError):
+        return _dt.datetime.fromisoformat(created).timestamp() - float(root_start)
+    return None
 
 
 def _session_over(session: Any) -> bool:
@@ -102,9 +93,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     rejects is named as such when its detail is opened.
     """
 
-    _esm = _STATIC / "trace_explorer.js"
-    # The state a page starts from (its first window, totals, the time span) as UTF-8 JSON
-    # bytes: ipywidgets ships bytes as one binary buffer.
+    _esm = Path(__file__).parent / "static" / "trace_explorer.js"
+    # The state a page starts from (first window, totals, time span) as UTF-8 JSON: one buffer
     state = traitlets.Bytes(b"").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     # What the reader chose (selection, expanded rows, filter, timeline, pane sizes): written
@@ -112,15 +102,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     view_state = traitlets.Dict().tag(sync=True)
 
     def __init__(
-        self,
-        source: Any = None,
-        *,
-        title: str = "",
-        clock: Clock | None = None,
-        **kwargs: Any,
+        self, source: Any = None, *, title: str = "", clock: Clock | None = None, **kwargs: Any
     ) -> None:
-        # set before a saved trace is read: a bad one raises, and the half-built widget closes
-        self._trace: StoredTrace | LiveIndex = LiveIndex()  # nothing shown yet
+        # (set before a saved trace is read: a bad one raises, and the half-built widget closes)
+        self._trace: StoredTrace | LiveIndex = LiveIndex()
         self._session: Any = None
         self._unsubscribe: Callable[[], Any] | None = None
         self._timer: Timer | None = None  # the pending live push
@@ -130,29 +115,22 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._ended = False
         self._clock = clock
         self._seq = 0  # bumped by each new state sent (a page keeps the newest)
-        #: each live view's last window request (req, params), by view
-        self._viewers: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._viewers: dict[str, tuple[Any, dict[str, Any]]] = {}  # view: its last (req, params)
         self._dirty = self._state_due = False  # the views' windows, the state trait: to send
         self._last_push = self._last_state = float("-inf")
         self._spacing = LIVE_PUSH_S
-        #: the event loop (and its thread) that folds events: another thread's are handed over
-        self._loop: tuple[asyncio.AbstractEventLoop, int] | None = None
-        #: the runs going on: each node directly under the session root still open, with
-        #: the task that started it (Cancel run cancels those tasks)
+        self._loop: tuple[asyncio.AbstractEventLoop, int] | None = None  # that folds events
+        #: each node directly under the session root still open: the task that started it
         self._runs: dict[str, asyncio.Task[Any]] = {}
-        source = _source(source)
-        session = source if hasattr(source, "subscribe") else None
-        initial = b""
-        if source is not None and session is None:
-            self._adopt(_saved(source), None)
-            # it travels with the widget's opening message (one message, not two)
+        stored, session = _open(source)
+        initial = b""  # (a saved trace's: sent with the widget's opening message)
+        if stored is not None:
+            self._adopt(stored, None)
             initial = _encode({**self._state_now(), "seq": 0})
         super().__init__(title=title, state=initial, **kwargs)
         self.on_msg(self._on_view_message)
         if session is not None:
             self.watch(session)
-
-    # -- public ---------------------------------------------------------------------------------
 
     def watch(self, session: Any) -> None:
         """Show ``session``'s trace so far in place of what this explorer showed (which it
@@ -161,11 +139,7 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._send_snapshot()
 
     def show(
-        self,
-        source: Any,
-        *,
-        title: str | None = None,
-        view_state: Mapping[str, Any] | None = None,
+        self, source: Any, *, title: str | None = None, view_state: Mapping[str, Any] | None = None
     ) -> None:
         """Show ``source`` (what the constructor takes: a ``Session``, followed live, or a
         saved trace) in this explorer in place of what it showed, in the views already on
@@ -173,9 +147,9 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         given; ``view_state`` (``selected``, ``expanded``, ``query``, ``view``) replaces the
         reader's choices, which otherwise start afresh. A malformed saved trace raises
         ``ValueError`` and the explorer keeps showing what it showed."""
-        source = _source(source)
-        session = source if hasattr(source, "subscribe") else None
-        stored = _saved(source) if session is None else None  # raises before anything goes
+        stored, session = _open(source)  # raises before anything goes
+        if stored is None and session is None:
+            raise ValueError("not a langfx_nb trace: nothing to show")
         self._seq += 1
         self._adopt(stored, session)
         view = dict(view_state) if view_state is not None else {}
@@ -257,8 +231,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         self._let_go()
         super().close()
 
-    # -- what is shown --------------------------------------------------------------------------
-
     def _adopt(self, stored: StoredTrace | None, session: Any) -> None:
         """Show ``stored``, or ``session``'s trace so far (its rows: the records stay in the
         session, which answers the detail pane), followed live. What was shown goes, with its
@@ -293,15 +265,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _extras(self) -> dict[str, Any]:
         """What the state (and a live window) carries besides rows: whether the trace ended,
         its time span, the session's totals, the clock offset."""
-        out: dict[str, Any] = {"ended": self._ended or _session_over(self._session)}
         span = self._trace.span()
-        if span is not None:
-            out["span"] = list(span)
-        if self._summary is not None:
-            out["summary"] = self._summary
-        if self._offset is not None:
-            out["offset"] = self._offset
-        return out
+        extras = {"span": span and list(span), "summary": self._summary, "offset": self._offset}
+        ended = self._ended or _session_over(self._session)
+        return {"ended": ended, **{k: v for k, v in extras.items() if v is not None}}
 
     def _reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The window for ``params`` (see :func:`window_params`), with the timeline overview's
@@ -345,25 +312,18 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         )
         return row
 
-    # -- copies ---------------------------------------------------------------------------------
-
-    def _copy(self, *, ended: bool) -> str:
+    def _fallback_html(self, *, ended: bool = False) -> str:
         """The trace as HTML (bounded: counts, first rows with their details, "N more")."""
+        ended = ended or self._ended or self._unsubscribe is None
         return trace_html(
             self._trace, title=self.title, record=self._record, offset=self._offset, ended=ended
         )
 
-    def _fallback_html(self) -> str:
-        return self._copy(ended=self._ended or self._unsubscribe is None)
-
     def _fallback_text(self) -> str:
         return trace_text(self._trace, title=self.title, ended=self._ended)
 
-    def _static_html(self) -> str:
-        # what a reader sees once the kernel is gone: nothing shown can still run
-        return self._copy(ended=True)
-
-    # -- messages -------------------------------------------------------------------------------
+    def _static_html(self) -> str:  # once the kernel is gone, nothing shown can still run
+        return self._fallback_html(ended=True)
 
     def _send_message(self, message: dict[str, Any]) -> None:
         if self.comm is not None:
@@ -387,10 +347,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             self._send_snapshot()  # (a stored trace's first window is in the state)
 
     def _send_window(self, content: Mapping[str, Any]) -> None:
-        """Answer a page's window request with ``{kind: window, req, start, total, nodes,
-        rows, counts, matches?, timeline?}`` (see :meth:`_reply`). A live trace remembers
-        each view's last request and pushes the same window again, with what changed, as
-        events arrive (see :meth:`_tick`)."""
+        """Answer a page's window request (see :meth:`_reply`). A live trace remembers each
+        view's last request, to push it again as events arrive (see :meth:`_tick`)."""
         params = window_params(content)
         if params is None:
             return
@@ -402,8 +360,6 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             while len(self._viewers) > LIVE_VIEWS:
                 self._viewers.pop(next(iter(self._viewers)))
         self._send_message({"kind": MessageKind.WINDOW.value, "req": req, **self._reply(params)})
-
-    # -- a live trace ---------------------------------------------------------------------------
 
     def _take(self, event: Mapping[str, Any]) -> None:
         try:
@@ -496,12 +452,10 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
         started = time.perf_counter()
         if self._dirty:
             self._dirty = False
+            kind = MessageKind.WINDOW.value
             for view, (req, params) in (self._viewers or {"": (0, {})}).items():
-                reply = self._reply(params)
-                kind = MessageKind.WINDOW.value
-                self._send_message({"kind": kind, "req": req, "view": view, **reply})
-        now = self._now()
-        self._last_push = now
+                self._send_message({"kind": kind, "req": req, "view": view, **self._reply(params)})
+        self._last_push = now = self._now()
         cost = time.perf_counter() - started
         self._spacing = max(LIVE_PUSH_S * max(1, len(self._viewers)), 3 * cost)
         if self._state_due:
@@ -546,40 +500,36 @@ def window_params(content: Mapping[str, Any]) -> dict[str, Any] | None:
     return params
 
 
-def _source(source: Any) -> Any:
-    """What a ``BatchResult`` shows: its run manifest, else (no ``run=``) its session."""
-    run_path = getattr(source, "run_path", None)
-    if run_path is not None:
-        return run_path
-    if hasattr(source, "batch_node_id") and hasattr(source, "session"):
-        return source.session
-    return source
-
-
-def _saved(source: Any) -> StoredTrace:
-    """A saved trace as a stored trace: a stored trace or a run manifest opened in place;
-    anything else (trace data, its JSON text, the path of a trace JSON file) converted by the
-    core's one reader (``trace_db.convert``: a file as a stream, in bounded memory) into a
-    temporary store that lives as long as the explorer shows it."""
+def _open(source: Any) -> tuple[StoredTrace | None, Any]:
+    """What ``source`` shows: ``(stored trace, None)`` or ``(None, session or None)``. A
+    ``BatchResult`` shows its run manifest, else (no ``run=``) its session. A stored trace or a
+    run manifest is opened in place; other saved traces (data, JSON text, the path of a trace
+    JSON file) are converted by the core's one reader (``trace_db.convert``: a file as a
+    stream, in bounded memory) into a temporary store that lives as long as it is shown."""
+    if getattr(source, "run_path", None) is not None:
+        source = source.run_path
+    elif hasattr(source, "batch_node_id") and hasattr(source, "session"):
+        source = source.session
+    if source is None or hasattr(source, "subscribe"):
+        return None, source
     if isinstance(source, str | os.PathLike) and is_store(source):
         from ..batch.run_trace import open_trace
 
-        return open_trace(Path(source))
-    return convert(source, _progress_line(source))
+        return open_trace(Path(source)), None
+    return convert(source, _progress_line(source)), None
 
 
 def _progress_line(source: Any) -> Callable[[int, int], None]:
     """How far the conversion of a file of ``BIG_FILE_BYTES`` or more is, as one line on
     standard error (at most twice a second, and 100% once: the file may be read ahead of the
     records parsed)."""
-    last = [0.0]
+    last = 0.0
 
     def show(done: int, size: int) -> None:
-        if last[0] < 0:  # 100% shown
-            return
-        if size >= BIG_FILE_BYTES and (time.monotonic() - last[0] >= 0.5 or done >= size):
-            last[0] = time.monotonic() if done < size else -1.0
-            end = "\n" if done >= size else ""
+        nonlocal last
+        now = time.monotonic()
+        if last >= 0 and size >= BIG_FILE_BYTES and (now - last >= 0.5 or done >= size):
+            last, end = (now, "") if done < size else (-1.0, "\n")  # 100% shown once
             share = 100 * done // max(1, size)
             name = Path(source).name
             sys.stderr.write(f"\rreading {name}: {share}% of {size / 1e6:,.0f} MB{end}")

@@ -1,15 +1,14 @@
-"""The rows of a live trace, kept up to date event by event.
+"""A live trace as the views get it. A :class:`LiveIndex` folds node patches (:func:`row_patch`
+of core events) into its columns, its counts exact as it goes, and answers a
+``WindowedTrace``'s primitives, so its windows come from the same code as a stored trace's.
+The views read the node JSON the core writes ("The node contract" in docs/agentic.md) under
+the same names, plus ``hint`` (one line that tells same-named rows apart, :func:`view_node`)
+and, in window rows, ``partial`` (cut to what a row needs: the detail pane asks for the rest).
 
-A :class:`LiveIndex` folds node patches (:func:`row_patch` of core events) into its columns
-and keeps the counts by status and kind exact as it goes. It answers the primitives of a
-``WindowedTrace``, so its windows come from the same function as a stored trace's
-(``agentic.trace_reader``), and the saved-notebook copy reads it the same way.
-
-Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). What a
-row sums over its subtree (tokens, cost, descendants, what went wrong below) is brought up to
-date when rows are read, for the nodes changed since and the ancestors whose sums that
-changes, each once. A window lists the visible rows (closed children in one C-speed copy:
-only open nodes with children are visited; a filter: the matching nodes and their ancestors).
+Costs: a patch is O(1) (a child that came before its parent: its subtree's depths). A row's
+subtree sums are brought up to date when rows are read, for the nodes changed since and the
+ancestors whose sums that changes, each once. A listing visits only open nodes with children
+(closed children are copied as one run); a search, the matches and their ancestors.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from ..agentic.trace_db import error_text, node_hint
+from ..agentic.trace_db import DECISION_KEYS, error_text, node_hint
 from ..agentic.trace_reader import (
     BAD_STATUSES,
     DEFAULT_OPEN_DEPTH,
@@ -32,12 +31,11 @@ from ..agentic.trace_reader import (
     evicted_counts,
     group_of,
     row_summary,
-    time_buckets,
 )
 from .bridge import to_jsonable
 from .trace_rows import tokens_of
 
-__all__ = ["LiveIndex", "index_of", "row_patch"]
+__all__ = ["LiveIndex", "index_of", "row_patch", "subtrace", "view_node"]
 
 #: What a row, its roll-ups and the search read of a node record.
 ROW_FIELDS = (
@@ -45,8 +43,8 @@ ROW_FIELDS = (
     "decision", "evicted_children",
 )  # fmt: skip
 _EXTRA = ("error", "decision", "evicted_children")  # shown by a row when present
-_DECISION = ("outcome", "by", "asked_at", "decided_at")
-Sums = tuple[float, ...]  # how many, tokens, cost, nodes priced, nodes unpriced
+#: how many, tokens, cost, nodes priced, nodes that used tokens with no known price
+Sums = tuple[float, ...]
 _NO_SUMS: Sums = (0, 0, 0.0, 0, 0)
 _NO_PROBLEMS: dict[str, int] = {}  # (never changed)
 _NAN = float("nan")
@@ -110,33 +108,26 @@ class LiveIndex(WindowedTrace):
         self.tokens = array("q")
         self.cost = array("d")  # NaN: no known price
         self.extra: dict[int, dict[str, Any]] = {}  # error, decision, evicted_children
-        #: over each node's descendants: how many, tokens, cost, nodes priced, nodes that
-        #: used tokens with no known price (the cost leaves them out)
-        self.sums: list[Sums] = []
-        #: what went wrong below each node: problems by status, each counted once, where it
-        #: started (an item that failed because its query failed is not counted again)
+        self.sums: list[Sums] = []  # over each node's descendants (see Sums)
+        #: problems below each node by status, each counted once, where it started (an item
+        #: that failed because its query failed is not counted again)
         self.below: dict[int, dict[str, int]] = {}
-        #: what each node's parent has of it (its share and problems, as last added)
-        self.sent: list[Sums] = []
+        self.sent: list[Sums] = []  # what each node's parent has of it (as last added)
         self.sent_below: dict[int, dict[str, int]] = {}
         self._waiting: dict[str, list[int]] = {}  # nodes whose parent is not seen yet
         self._stale: set[int] = set()  # nodes changed since their parents' sums were
         self.by_status: dict[str, int] = {}
         self.by_kind: dict[str, int] = {}
-        #: the counts of nodes the session evicted before the index was made (they ended:
-        #: these never change), added to the held nodes' counts
+        #: counts of the nodes the session evicted before (they ended: these never change)
         self.evicted: dict[str, dict[str, int]] = {"status": {}, "kind": {}}
         self.lo = float("inf")
         self.hi = float("-inf")
         self._match: tuple[str, set[int]] | None = None
-        #: each timeline group's start times, sorted, and how many have none (until a change)
         self._starts: tuple[dict[str, list[float]], int] | None = None
         self._touched: set[int] = set()  # nodes changed since the last search
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    # -- folding patches -------------------------------------------------------------------
 
     def apply(self, patch: Mapping[str, Any]) -> None:
         """Fold one node patch (``{"id", <fields>}``, a whole record or a change set)."""
@@ -220,19 +211,17 @@ class LiveIndex(WindowedTrace):
             self.tokens[i] = tokens_of(patch)
         if "cost" in patch:
             self.cost[i] = _float(patch["cost"])
-        for field in _EXTRA if not patch.keys().isdisjoint(_EXTRA) else ():
+        for field in _EXTRA:
             if field not in patch:
                 continue
             value = patch[field]
             if field == "decision" and isinstance(value, Mapping):
-                value = {k: to_jsonable(value[k]) for k in _DECISION if k in value}
-            elif field == "error":
-                value = to_jsonable(value)
+                value = {k: value[k] for k in DECISION_KEYS if k in value}
             extra = self.extra.pop(i, {})
             if value is None or value == 0:
                 extra.pop(field, None)
             else:
-                extra[field] = value
+                extra[field] = to_jsonable(value)
             if extra:
                 self.extra[i] = extra
 
@@ -292,16 +281,13 @@ class LiveIndex(WindowedTrace):
                         self.below[p] = below
                 levels.setdefault(self.depth[p], set()).add(p)
 
-    # -- reading ---------------------------------------------------------------------------
-
     def span(self) -> tuple[float, float] | None:
         return None if self.lo > self.hi else (self.lo, self.hi)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Exact node counts by status and by kind, the evicted nodes' included."""
         return add_counts({"status": self.by_status, "kind": self.by_kind}, self.evicted)
 
-    def timeline(self, lo: float, hi: float, buckets: int) -> dict[str, Any]:
+    def start_times(self) -> tuple[dict[str, list[float]], int]:
         if self._starts is None:
             by: dict[str, list[float]] = {g: [] for g in GROUPS}
             untimed = 0
@@ -313,7 +299,7 @@ class LiveIndex(WindowedTrace):
             for values in by.values():
                 values.sort()
             self._starts = (by, untimed)
-        return time_buckets(*self._starts, lo, hi, buckets)
+        return self._starts
 
     def roots_running(self) -> int:
         """Roots still running (the session root runs until disposed)."""
@@ -357,9 +343,8 @@ class LiveIndex(WindowedTrace):
         return self.pos.get(node_id)
 
     def listing(self, expanded: Mapping[str, bool]) -> Listing:
-        """The visible rows, listed: an open node's closed (or childless) children are
-        copied as one run, and only open nodes with children are visited (a batch node's
-        100,000 closed items are one copy)."""
+        """An open node's closed (or childless) children are copied as one run: only open
+        nodes with children are visited (a batch node's 100,000 closed items are one copy)."""
         opened: dict[int, list[int]] = {}  # nodes at DEFAULT_OPEN_DEPTH or deeper, opened
         for node_id, is_open in expanded.items():
             j = self.pos.get(node_id)
@@ -443,3 +428,40 @@ def index_of(
     if header is not None:
         index.evicted = evicted_counts(header, index.counts())
     return index
+
+
+def subtrace(session: Any, node_ids: Iterable[str]) -> dict[str, Any] | None:
+    """A saved-trace dict of the subtrees of ``node_ids`` in a live ``session``, with their
+    ancestors up to the session root, so the strict reader takes it like any saved trace
+    (the batch view's error groups, the evaluation report's trials). ``None`` when the
+    session holds none of them any more."""
+    from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
+
+    records: dict[str, dict[str, Any]] = {}
+    for node in filter(None, map(session.find, map(str, node_ids))):
+        chain, up = [], node.parent_id
+        while up is not None and up not in records and (parent := session.find(up)) is not None:
+            chain.append(parent)
+            up = parent.parent_id
+        records.update((n.id, n.to_json()) for n in reversed(chain))
+        for n in node.walk():
+            records.setdefault(n.id, n.to_json())
+    if not records:
+        return None
+    return {
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        "session": {"id": session.id, "metadata": {}},
+        "nodes": to_jsonable(list(records.values())),
+    }
+
+
+def view_node(raw: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
+    """A core node record (an event's node, a change set, a saved node) as the views keep it:
+    the same fields under the same names, plus ``hint``. ``plain``: already JSON data (a saved
+    trace), used as is; otherwise copied, so later changes to a live record do not leak in."""
+    node = dict(raw) if plain else to_jsonable(dict(raw))
+    hint = node_hint(node)
+    if hint:
+        node["hint"] = hint
+    return node

@@ -17,8 +17,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
 from langfx_nb.notebook import trace_explorer as te
-from langfx_nb.notebook.trace_data import view_node
-from langfx_nb.notebook.trace_live import LiveIndex
+from langfx_nb.notebook.trace_live import LiveIndex, view_node
 
 from ._fakes import FakeClock
 from .test_trace_index import records, stored

@@ -225,7 +225,7 @@ async def test_session_totals_reach_the_view_when_a_run_ends() -> None:
 
 
 def test_rows_carry_a_hint_that_tells_same_named_nodes_apart() -> None:
-    from langfx_nb.notebook.trace_data import view_node
+    from langfx_nb.notebook.trace_live import view_node
 
     log = view_node({"id": 1, "kind": "log", "name": "info", "inputs": {"message": "cache warm"}})
     assert log["hint"] == "cache warm"

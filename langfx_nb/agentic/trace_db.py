@@ -37,9 +37,19 @@ from .trace_reader import (
 )
 
 __all__ = [
-    "DEFAULT_OPEN_DEPTH", "STORE_TABLES", "StoreWriter", "StoredTrace", "convert", "error_text",
-    "is_store", "node_hint", "open_store", "save_trace", "temporary", "write_store",
-]  # fmt: skip
+    "DEFAULT_OPEN_DEPTH",
+    "STORE_TABLES",
+    "StoreWriter",
+    "StoredTrace",
+    "convert",
+    "error_text",
+    "is_store",
+    "node_hint",
+    "open_store",
+    "save_trace",
+    "temporary",
+    "write_store",
+]
 
 HINT_CHARS = 80  # what a row can show
 DECISION_KEYS = ("outcome", "by", "asked_at", "decided_at")  # what a row shows of a decision

@@ -27,10 +27,22 @@ from .trace import TraceNode, check_trace_header, short
 from .trace_json import regular_file
 
 __all__ = [
-    "BAD_STATUSES", "DEFAULT_OPEN_DEPTH", "GROUPS", "LIVE", "MAX_TIME_BUCKETS", "MAX_WINDOW",
-    "STORE_TABLES", "StoredTrace", "add_counts", "evicted_counts", "group_of", "is_store",
-    "open_store", "row_summary", "time_buckets",
-]  # fmt: skip
+    "BAD_STATUSES",
+    "DEFAULT_OPEN_DEPTH",
+    "GROUPS",
+    "LIVE",
+    "MAX_TIME_BUCKETS",
+    "MAX_WINDOW",
+    "STORE_TABLES",
+    "StoredTrace",
+    "add_counts",
+    "evicted_counts",
+    "group_of",
+    "is_store",
+    "open_store",
+    "row_summary",
+    "time_buckets",
+]
 
 BAD_STATUSES = ("failed", "denied", "cancelled", "timed_out")
 LIVE = ("running", "waiting")  # statuses of work not over yet
@@ -183,9 +195,14 @@ class WindowedTrace(ABC):
         return time_buckets(*self.start_times(), lo, hi, buckets)
 
     def window(
-        self, *, start: int = 0, count: int = 200, expanded: Mapping[str, bool] | None = None,
-        query: str = "", selected: str | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        *,
+        start: int = 0,
+        count: int = 200,
+        expanded: Mapping[str, bool] | None = None,
+        query: str = "",
+        selected: str | None = None,
+    ) -> dict[str, Any]:
         """Rows ``[start, start + count)`` of the visible list, with exact totals:
         ``{start, total, nodes, rows, counts, matches?, selected_index?}`` (rows: see
         :meth:`rows`; under a query every listed ancestor is open, matches have
@@ -648,9 +665,18 @@ def _bounded(size: Any) -> bool:  # a stored block's length (SQLite's), within w
 
 
 def row_summary(
-    node_id: str, parent_id: str | None, kind: str, name: str, status: str, start: float | None,
-    end: float | None, hint: str, cost: float | None, tokens: int, more: dict[str, Any] | None,
-) -> dict[str, Any]:  # fmt: skip
+    node_id: str,
+    parent_id: str | None,
+    kind: str,
+    name: str,
+    status: str,
+    start: float | None,
+    end: float | None,
+    hint: str,
+    cost: float | None,
+    tokens: int,
+    more: dict[str, Any] | None,
+) -> dict[str, Any]:
     """What a row shows of a node (``partial``: the detail pane asks for the rest), the same
     for a stored trace and a live one."""
     out: dict[str, Any] = {

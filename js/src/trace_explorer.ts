@@ -339,7 +339,7 @@ export default {
       win = new RowWindow(reply, key, shownFor);
       if (!asked) return schedule();
       // the rows the reader waits for: drawn now, so the coming frame shows them
-      if (frame) cancelAnimationFrame(frame);
+      cancelAnimationFrame(frame);
       draw();
     }
     /** Keyboard moves that waited for the kernel: a row to select, a selection to show. */
@@ -357,18 +357,14 @@ export default {
     }
 
     // -- drawing -----------------------------------------------------------------------------
-    function applyLayout(): void {
+    function draw(): void {
+      frame = 0;
+      const t0 = performance.now();
       root.classList.toggle("lfx-te-nol", !layout.timeline);
       root.classList.toggle("lfx-max", layout.max);
       timelineBtn.setAttribute("aria-pressed", String(layout.timeline));
       maxBtn.setAttribute("aria-pressed", String(layout.max));
       maxBtn.textContent = layout.max ? "⤡ Tree" : "⤢ Details";
-    }
-
-    function draw(): void {
-      frame = 0;
-      const t0 = performance.now();
-      applyLayout();
       follow();
       spacer.style.height = `${win.reply.total * ROW_H}px`;
       const [start, end] = onScreen();
@@ -569,18 +565,12 @@ export default {
       if (has("outputs")) section("Output", node.outputs);
       if (has("decision") && decision) {
         // its times as local times; edited arguments have their own sections
-        const shown: Record<string, unknown> = {};
-        for (const [key, value] of Object.entries(decision)) {
-          if (key === "args" || value == null) continue;
-          const text = key === "asked_at" || key === "decided_at" ? localTime(value, offset) : value;
-          if (text !== "") shown[key] = text;
-        }
-        section("Policy decision", shown);
+        const shown = Object.entries(decision).filter(([key, value]) => key !== "args" && value != null)
+          .map(([key, value]) => [key, key === "asked_at" || key === "decided_at" ? localTime(value, offset) : value]);
+        section("Policy decision", Object.fromEntries(shown.filter(([, text]) => text !== "")));
       }
       if (has("usage")) section("Usage", node.usage);
-      for (const [k, v] of Object.entries(node)) {
-        if (!SHOWN_KEYS.has(k) && v != null && v !== "") section(k, v);
-      }
+      for (const [k, v] of Object.entries(node)) if (!SHOWN_KEYS.has(k) && v != null && v !== "") section(k, v);
     }
 
     // -- the reader's actions ---------------------------------------------------------------
@@ -598,9 +588,10 @@ export default {
     }
     function toggleMax(on = !layout.max): void {
       layout.max = on;
-      applyLayout(); // now, so the pane that gets the focus is visible
-      (on ? detail : scroll).focus();
       changed();
+      cancelAnimationFrame(frame);
+      draw(); // now, so the pane that gets the focus is visible
+      (on ? detail : scroll).focus();
     }
 
     /** The kernel is gone: nothing shown can still be running. */
@@ -643,18 +634,14 @@ export default {
         case "PageDown": go(idx + page); break;
         case "PageUp": go(idx - page); break;
         // → opens, then moves to the first child; ← closes, then moves to the parent
-        case "ArrowRight":
-          if (row?.kids && !row.open) toggle(row.node.id, true);
-          else go(idx + 1);
-          break;
-        case "ArrowLeft":
+        case "ArrowRight": if (row?.kids && !row.open) toggle(row.node.id, true); else go(idx + 1); break;
+        case "ArrowLeft": {
+          const parent = (row?.node ?? details.get(selected as string))?.parent_id;
           if (idx < 0) go(0);
           else if (row?.kids && row.open) toggle(row.node.id, false);
-          else {
-            const parent = (row?.node ?? details.get(selected as string))?.parent_id;
-            if (parent != null) select(parent, true);
-          }
+          else if (parent != null) select(parent, true);
           break;
+        }
         case "Enter": if (idx >= 0) toggleMax(true); break;
         default: return;
       }

@@ -12,7 +12,6 @@ import { BAD, RowWindow, TraceNode, WindowReply, WindowRow, argChanges, duration
 
 const ROW_H = 22;
 const MAIN_H = 440;
-const NARROW_PX = 760;
 /** Rows asked for beyond what is on screen (scrolling stays local). */
 const MARGIN = 60;
 /** How long a window request may go unanswered before the page asks again. */
@@ -30,7 +29,7 @@ function layoutOf(v: Record<string, any>) {
 }
 
 const CSS = `
-.lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff);color:var(--jp-ui-font-color1,#222)}
+.lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff);container-type:inline-size}
 .lfx-te-bar{display:flex;flex-wrap:wrap;gap:6px 8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-te-bar input{flex:1 1 220px;min-width:160px;font:inherit;padding:2px 6px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
 .lfx-te-tools{display:flex;gap:4px;margin-left:auto}
@@ -75,15 +74,11 @@ const CSS = `
 .lfx-te-ov-b{flex:1 1 0;display:flex;flex-direction:column-reverse;min-width:0;height:100%}
 .lfx-te-ov-b span{display:block;flex:none}
 .lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box;border-left:1px solid var(--jp-border-color2,#e0e0e0)}
-.lfx-te-detail h4{display:flex;align-items:center;gap:6px;margin:10px 0 3px 0;font-size:12px}
-.lfx-te-detail h4 .lfx-copy{margin-left:auto}
+.lfx-te-detail h4{display:flex;align-items:center;justify-content:space-between;margin:10px 0 3px 0;font-size:12px}
 .lfx-te.lfx-max .lfx-te-left{display:none}
 .lfx-te.lfx-max .lfx-te-main{min-height:560px}
-.lfx-te.lfx-narrow .lfx-te-main{flex-direction:column}
-.lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%}
-.lfx-te.lfx-narrow .lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}
+@container (max-width: 759px){.lfx-te-main{flex-direction:column}.lfx-te-left{flex:0 0 50%}.lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}}
 .lfx .lfx-st-waiting_for_approval{background:var(--lfx-warn,#f9ab00);color:#000}
-.lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#555)}
 .lfx-te-closed{background:rgba(249,171,0,.15);color:var(--jp-ui-font-color1,#8a5a00);padding:2px 6px}
 `;
 
@@ -668,9 +663,6 @@ export default {
     };
     ovCell.addEventListener("wheel", onWheel, { passive: false });
     axis.addEventListener("wheel", onWheel, { passive: false });
-    // below NARROW_PX the panes stack
-    const sizes = new ResizeObserver(() => root.classList.toggle("lfx-narrow", root.clientWidth > 0 && root.clientWidth < NARROW_PX));
-    sizes.observe(root);
     search.addEventListener("input", () => {
       clearTimeout(searchTimer);
       searchTimer = setTimeout(() => {
@@ -688,7 +680,6 @@ export default {
       model.off("msg:custom", onMessage);
       model.off("change:title", onTitle);
       clearTimeout(retry);
-      sizes.disconnect();
       if (frame) cancelAnimationFrame(frame);
     };
   },

@@ -326,13 +326,11 @@ export default {
           if (held && (held.status !== node.status || (held.end ?? null) !== (node.end ?? null))) details.delete(String(node.id));
         }
       }
-      if (asked) {
-        pending = null;
-        applied = asked.req;
-      }
       const { key, selected: shownFor } = asked ?? win;
       win = new RowWindow(reply, key, shownFor);
       if (!asked) return schedule();
+      pending = null;
+      applied = asked.req;
       // the rows the reader waits for: drawn now, so the coming frame shows them
       cancelAnimationFrame(frame);
       draw();

@@ -51,23 +51,18 @@ export function argChanges(proposed: any, ran: any): string[] {
 /** Whether a recorded status is not terminal (work still running, or an approval awaited). */
 export const isLive = (status: unknown) => status === "running" || status === "waiting";
 
-/**
- * The status a row shows. `over`: the trace is over (a saved trace, a disposed session) or
- * the kernel is gone — work recorded as running never finished. A session shows "open" while
- * its kernel can run work under it, else "closed"; a log entry shows its level ("warning"),
- * not a status (trace_rows.py status_label, whose `ended` or `gone` is `over`).
- */
+/** The status a row shows (trace_rows.py status_label, whose `ended` or `gone` is `over`: the
+ *  trace is over or the kernel is gone, so work recorded as running never finished). */
 export function statusLabel(node: TraceNode, over = false): string {
   const status = String(node.status ?? "");
-  if (node.kind === "log") return String(node.name || "log");
+  if (node.kind === "log") return String(node.name || "log"); // its level ("warning")
   if (!isLive(status)) return status;
-  if (node.kind === "session") return over ? "closed" : "open"; // a container
+  if (node.kind === "session") return over ? "closed" : "open"; // a container: open while its kernel can run work
   if (over) return "unfinished";
   return status === "waiting" ? "waiting for approval" : status;
 }
 
-/** Seconds a person (or an approval policy) took to decide this tool call, from the node's
- *  decision record; null when no policy was asked or it has not answered. */
+/** Seconds a person (or a policy) took to decide this tool call (trace_rows.py human_wait). */
 export function humanWait(node: TraceNode): number | null {
   const d = node.decision as Record<string, unknown> | null | undefined;
   if (typeof d?.asked_at !== "number" || typeof d.decided_at !== "number") return null;
@@ -82,9 +77,8 @@ export function rollupOf(row: { roll?: number[] }) {
   return { tokens, cost, priced, descendants, own, unpriced };
 }
 
-/** Cost of a subtree as a reader should see it (trace_rows.py cost_text, same text): "—"
- * when no node in it has a known price; "≥ $1.23 (3 calls unpriced)" when nodes in it used
- * tokens with no known price (the sum leaves them out). */
+/** Cost of a subtree as a reader should see it (trace_rows.py cost_text): "—" when no node in
+ *  it has a known price; "≥ $1.23 (3 calls unpriced)" when its sum leaves some out. */
 export function costText(r: { tokens: number; cost: number; priced: number; unpriced?: number }): string {
   if (!r.priced) return r.tokens ? "—" : "";
   const text = fmtCost(r.cost) || "$0";

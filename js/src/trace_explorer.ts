@@ -33,7 +33,6 @@ const CSS = `
 .lfx-te-bar{display:flex;flex-wrap:wrap;gap:6px 8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-te-bar input{flex:1 1 220px;min-width:160px;font:inherit;padding:2px 6px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
 .lfx-te-tools{display:flex;gap:4px;margin-left:auto}
-.lfx-te-bar button[aria-pressed=true],.lfx-te-row.lfx-sel{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000);box-shadow:inset 3px 0 0 var(--jp-brand-color1,#2196f3)}
 .lfx-te-main{display:flex;height:${MAIN_H}px;min-height:160px;overflow:hidden;resize:vertical}
 .lfx-te-left{display:flex;flex-direction:column;min-width:0;flex:0 0 62%;container-type:inline-size}
 .lfx-te-head,.lfx-te-row{display:flex;align-items:center;gap:6px;white-space:nowrap;box-sizing:border-box;padding-right:6px}
@@ -42,13 +41,14 @@ const CSS = `
 .lfx-te-scroll:focus-visible{box-shadow:inset 0 0 0 2px var(--jp-brand-color1,#2196f3)}
 .lfx-te-row{position:absolute;left:0;right:0;height:${ROW_H}px;cursor:pointer}
 .lfx-te-row:hover{background:var(--jp-layout-color2,#eee)}
+.lfx-te-bar button[aria-pressed=true],.lfx-te-row.lfx-sel{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000);box-shadow:inset 3px 0 0 var(--jp-brand-color1,#2196f3)}
+.lfx-te .lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
 .lfx-te-row.lfx-sel *{color:var(--jp-ui-font-color0,#000)}
 .lfx-te-row.lfx-match .lfx-te-name{text-decoration:underline dotted}
 .lfx-te-caret{width:14px;text-align:center;flex:none}
 .lfx-te-kind{font-size:10px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;padding:0 3px;flex:none}
 .lfx-te-label{overflow:hidden;text-overflow:ellipsis;flex:1 1 auto;min-width:40px}
 .lfx-te-label>span+span{margin-left:6px;color:var(--jp-ui-font-color2,#757575)}
-.lfx-te .lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
 .lfx-te-c{flex:none;text-align:right;font-size:11px;font-variant-numeric:tabular-nums}
 .lfx-te-c-st{width:64px;text-align:center}
 .lfx-te-c-st .lfx-st{min-width:56px}
@@ -74,10 +74,10 @@ const CSS = `
 .lfx-te-ov-b{flex:1 1 0;display:flex;flex-direction:column-reverse;min-width:0;height:100%}
 .lfx-te-ov-b span{display:block;flex:none}
 .lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box;border-left:1px solid var(--jp-border-color2,#e0e0e0)}
-.lfx-te-detail h4{display:flex;align-items:center;justify-content:space-between;margin:10px 0 3px 0;font-size:12px}
+.lfx-te-detail h4{display:flex;align-items:center;justify-content:space-between;gap:6px;margin:10px 0 3px 0;font-size:12px}
 .lfx-te.lfx-max .lfx-te-left{display:none}
 .lfx-te.lfx-max .lfx-te-main{min-height:560px}
-@container (max-width: 759px){.lfx-te-main{flex-direction:column}.lfx-te-left{flex:0 0 50%}.lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}}
+@container (width < 760px){.lfx-te-main{flex-direction:column}.lfx-te-left{flex:0 0 50%}.lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}}
 .lfx .lfx-st-waiting_for_approval{background:var(--lfx-warn,#f9ab00);color:#000}
 .lfx-te-closed{background:rgba(249,171,0,.15);color:var(--jp-ui-font-color1,#8a5a00);padding:2px 6px}
 `;

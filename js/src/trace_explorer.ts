@@ -387,9 +387,9 @@ export default {
       overviewFor = key;
       const many = !!o && o.in_range > BAR_LIMIT;
       const n = (k: number) => k.toLocaleString("en-US");
-      const apart = o ? [o.before && `${n(o.before)} before`, o.after && `${n(o.after)} after`, o.untimed && `${n(o.untimed)} with no time`].filter(Boolean).join(" · ") : "";
-      ovLabel.textContent = !o ? "timeline: counting…" : `${n(o.in_range)} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}`;
-      ovLabel.title = ovLabel.textContent;
+      // nodes starting outside the range, or with no time, are counted apart: the counts add up
+      const parts = o && [`${n(o.in_range)} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}`, o.before && `${n(o.before)} before`, o.after && `${n(o.after)} after`, o.untimed && `${n(o.untimed)} with no time`];
+      ovLabel.textContent = ovLabel.title = parts ? parts.filter(Boolean).join(" · ") : "timeline: counting…";
       ovCell.style.visibility = many ? "" : "hidden";
       ovCell.replaceChildren();
       if (!o || !many) return;

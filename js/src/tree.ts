@@ -37,15 +37,11 @@ export const BAD = ["failed", "denied", "cancelled", "timed_out"];
 
 /** What an edit changed: `a: 2 → 20` per key. */
 export function argChanges(proposed: any, ran: any): string[] {
-  const out: string[] = [];
   const p = proposed && typeof proposed === "object" ? proposed : {};
   const r = ran && typeof ran === "object" ? ran : {};
-  for (const k of [...Object.keys(p), ...Object.keys(r).filter((k) => !(k in p))]) {
-    const before = k in p ? JSON.stringify(p[k]) : "∅";
-    const after = k in r ? JSON.stringify(r[k]) : "∅";
-    if (before !== after) out.push(`${k}: ${before} → ${after}`);
-  }
-  return out;
+  const text = (o: any, k: string) => (k in o ? JSON.stringify(o[k]) : "∅");
+  const keys = [...new Set([...Object.keys(p), ...Object.keys(r)])];
+  return keys.filter((k) => text(p, k) !== text(r, k)).map((k) => `${k}: ${text(p, k)} → ${text(r, k)}`);
 }
 
 /** Whether a recorded status is not terminal (work still running, or an approval awaited). */

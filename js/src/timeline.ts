@@ -14,7 +14,6 @@ export type Zoom = [number, number] | null;
 
 /** The overview's groups of statuses (as agentic/trace_reader.py GROUPS). */
 export const GROUPS = ["running", "ok", "failed"] as const;
-export type Group = (typeof GROUPS)[number];
 
 /** The visible range: the zoom kept inside the span (the whole span when not zoomed). */
 export function visibleRange(span: [number, number], zoom: Zoom): [number, number] {
@@ -53,5 +52,5 @@ export interface Buckets {
   before: number;
   after: number;
   untimed: number;
-  counts: Record<Group, number[]>;
+  counts: Record<(typeof GROUPS)[number], number[]>;
 }

@@ -10,11 +10,8 @@ import { Child, asText, chatView, copyButton, decodeState, errorBox, errorCopyTe
 import { BAR_LIMIT, BUCKETS, GROUPS, Zoom, barPlace, visibleRange, zoomBy } from "./timeline";
 import { BAD, RowWindow, TraceNode, WindowReply, WindowRow, argChanges, durationMs, humanWait, isLive, rollupOf, rowValuesOf, windowRange } from "./tree";
 
-export { costText } from "./tree";
-
 const ROW_H = 22;
 const MAIN_H = 440;
-const NARROW_PX = 760;
 /** Rows asked for beyond what is on screen (scrolling stays local). */
 const MARGIN = 60;
 /** How long a window request may go unanswered before the page asks again. */
@@ -22,24 +19,20 @@ const WINDOW_WAIT_MS = 3000;
 /** Window requests of every view on the page, numbered in order (a reply names its own). */
 let windowRequests = 0;
 
-/** The layout a view keeps (`view_state.view`), from a saved one: defaults for what is missing
- *  or wrong. */
+/** The layout a view keeps (`view_state.view`: the timeline column shown, the detail pane
+ *  maximized, the timeline's visible range or null for the whole trace), from a saved one:
+ *  defaults for what is missing or wrong. */
 function layoutOf(v: Record<string, any>) {
-  const zoom = v.zoom;
-  const zoomOk = Array.isArray(zoom) && zoom.length === 2 && zoom.every((t: unknown) => typeof t === "number" && Number.isFinite(t)) && zoom[0] <= zoom[1];
-  return {
-    timeline: v.timeline !== false,
-    max: !!v.max, // the detail pane maximized
-    zoom: (zoomOk ? [zoom[0], zoom[1]] : null) as Zoom, // the timeline's visible range (null: the whole trace)
-  };
+  const z = v.zoom;
+  const zoomOk = Array.isArray(z) && z.length === 2 && z.every(Number.isFinite) && z[0] <= z[1];
+  return { timeline: v.timeline !== false, max: !!v.max, zoom: (zoomOk ? [z[0], z[1]] : null) as Zoom };
 }
 
 const CSS = `
-.lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff)}
+.lfx-te{border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:4px;background:var(--jp-layout-color0,#fff);container-type:inline-size}
 .lfx-te-bar{display:flex;flex-wrap:wrap;gap:6px 8px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-te-bar input{flex:1 1 220px;min-width:160px;font:inherit;padding:2px 6px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#222)}
-.lfx-te-bar .lfx-te-tools{display:flex;gap:4px;margin-left:auto}
-.lfx-te-bar button[aria-pressed=true]{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000)}
+.lfx-te-tools{display:flex;gap:4px;margin-left:auto}
 .lfx-te-main{display:flex;height:${MAIN_H}px;min-height:160px;overflow:hidden;resize:vertical}
 .lfx-te-left{display:flex;flex-direction:column;min-width:0;flex:0 0 62%;container-type:inline-size}
 .lfx-te-head,.lfx-te-row{display:flex;align-items:center;gap:6px;white-space:nowrap;box-sizing:border-box;padding-right:6px}
@@ -48,57 +41,44 @@ const CSS = `
 .lfx-te-scroll:focus-visible{box-shadow:inset 0 0 0 2px var(--jp-brand-color1,#2196f3)}
 .lfx-te-row{position:absolute;left:0;right:0;height:${ROW_H}px;cursor:pointer}
 .lfx-te-row:hover{background:var(--jp-layout-color2,#eee)}
-.lfx-te-row.lfx-sel{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000);box-shadow:inset 3px 0 0 var(--jp-brand-color1,#2196f3)}
+.lfx-te-bar button[aria-pressed=true],.lfx-te-row.lfx-sel{background:var(--jp-layout-color3,#bdbdbd);color:var(--jp-ui-font-color0,#000);box-shadow:inset 3px 0 0 var(--jp-brand-color1,#2196f3)}
+.lfx-te .lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
 .lfx-te-row.lfx-sel *{color:var(--jp-ui-font-color0,#000)}
 .lfx-te-row.lfx-match .lfx-te-name{text-decoration:underline dotted}
-.lfx-te-caret{width:14px;text-align:center;flex:none;color:var(--jp-ui-font-color1,#222)}
-.lfx-te-kind{font-size:10px;color:var(--jp-ui-font-color1,#222);border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;padding:0 3px;flex:none}
+.lfx-te-caret{width:14px;text-align:center;flex:none}
+.lfx-te-kind{font-size:10px;border:1px solid var(--jp-border-color1,#bdbdbd);border-radius:3px;padding:0 3px;flex:none}
 .lfx-te-label{overflow:hidden;text-overflow:ellipsis;flex:1 1 auto;min-width:40px}
-.lfx-te-hint{color:var(--jp-ui-font-color2,#757575);margin-left:6px}
-.lfx-te-c{flex:none;text-align:right;font-size:11px;font-variant-numeric:tabular-nums;color:var(--jp-ui-font-color1,#222)}
+.lfx-te-label>span+span{margin-left:6px;color:var(--jp-ui-font-color2,#757575)}
+.lfx-te-c{flex:none;text-align:right;font-size:11px;font-variant-numeric:tabular-nums}
 .lfx-te-c-st{width:64px;text-align:center}
 .lfx-te-c-st .lfx-st{min-width:56px}
-.lfx-te-c-dur{width:52px}
+.lfx-te-c-dur,.lfx-te-c-cost{width:52px}
 .lfx-te-c-tok{width:58px}
-.lfx-te-c-cost{width:50px}
 .lfx-te-c-tl{width:22cqi;min-width:70px;position:relative;height:12px;text-align:left;overflow:hidden}
-.lfx-te-head .lfx-te-c-tl{height:auto}
 @container (max-width: 620px){.lfx-te-c-tok,.lfx-te-c-cost{display:none}}
 @container (max-width: 420px){.lfx-te-c-tl{display:none}}
 .lfx-te-nol .lfx-te-c-tl,.lfx-te-nol .lfx-te-ov,.lfx-te-nol .lfx-te-zoom{display:none}
-.lfx-te-bar-tl{position:absolute;top:1px;height:10px;min-width:2px;border-radius:2px;background:var(--lfx-c,var(--jp-ui-font-color2,#757575));opacity:.9}
-.lfx-te-bar-tl.k-query{--lfx-c:var(--lfx-run)}
+.lfx-te-bar-tl,.lfx-te-ov-b span{background:var(--lfx-c,color-mix(in srgb,var(--jp-ui-font-color1,#222) 45%,transparent))}
+.lfx-te-bar-tl{position:absolute;top:1px;height:10px;min-width:2px;border-radius:2px;opacity:.9}
+.lfx-te-bar-tl.k-query,.lfx-te-ov-b .g-running{--lfx-c:var(--lfx-run)}
 .lfx-te-bar-tl.k-tool_call{--lfx-c:var(--lfx-warn)}
-.lfx-te-bar-tl.k-action,.lfx-te-bar-tl.k-session{--lfx-c:color-mix(in srgb,var(--jp-ui-font-color1,#222) 45%,transparent)}
-.lfx-te-bar-tl.k-log{--lfx-c:var(--jp-ui-font-color2,#757575);width:2px!important;min-width:2px}
-.lfx-te-bar-tl.s-failed,.lfx-te-bar-tl.s-timed_out{--lfx-c:var(--lfx-bad)}
+.lfx-te-bar-tl.k-log{--lfx-c:var(--jp-ui-font-color2,#757575);width:2px!important}
+.lfx-te-bar-tl.s-failed,.lfx-te-bar-tl.s-timed_out,.lfx-te-ov-b .g-failed{--lfx-c:var(--lfx-bad)}
 .lfx-te-bar-tl.s-denied,.lfx-te-bar-tl.s-cancelled{background:repeating-linear-gradient(45deg,var(--lfx-warn) 0 3px,transparent 3px 6px);outline:1px solid var(--lfx-warn)}
 .lfx-te-bar-tl.s-running{opacity:.55}
 .lfx-te-bar-tl.s-suspended{--lfx-c:var(--lfx-paused)}
 .lfx-te-bar-tl.w-human{background:repeating-linear-gradient(90deg,var(--lfx-warn) 0 2px,transparent 2px 4px)}
-.lfx-te-axis{display:flex;justify-content:space-between}
+.lfx-te-axis{display:flex;justify-content:space-between;height:auto}
 .lfx-te-ov{height:26px;cursor:default}
-.lfx-te-ov .lfx-te-c-tl{height:22px;display:flex;align-items:flex-end;gap:0;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
+.lfx-te-ov .lfx-te-c-tl{height:22px;display:flex;align-items:flex-end;border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
 .lfx-te-ov-b{flex:1 1 0;display:flex;flex-direction:column-reverse;min-width:0;height:100%}
 .lfx-te-ov-b span{display:block;flex:none}
-.lfx-te-ov-b .g-ok{background:color-mix(in srgb,var(--jp-ui-font-color1,#222) 45%,transparent)}
-.lfx-te-ov-b .g-running{background:var(--lfx-run,#1a73e8)}
-.lfx-te-ov-b .g-failed{background:var(--lfx-bad,#b3261e)}
 .lfx-te-detail{flex:1;min-width:0;padding:6px 10px;overflow:auto;box-sizing:border-box;border-left:1px solid var(--jp-border-color2,#e0e0e0)}
-.lfx-te-detail h4{display:flex;align-items:center;gap:6px;margin:10px 0 3px 0;font-size:12px}
-.lfx-te-detail h4 .lfx-copy{margin-left:auto}
-.lfx-te-empty{padding:12px;color:var(--jp-ui-font-color2,#757575)}
+.lfx-te-detail h4{display:flex;align-items:center;justify-content:space-between;gap:6px;margin:10px 0 3px 0;font-size:12px}
 .lfx-te.lfx-max .lfx-te-left{display:none}
 .lfx-te.lfx-max .lfx-te-main{min-height:560px}
-.lfx-te.lfx-narrow .lfx-te-main{flex-direction:column}
-.lfx-te.lfx-narrow .lfx-te-left{flex:0 0 50%}
-.lfx-te.lfx-narrow .lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}
+@container (width < 760px){.lfx-te-main{flex-direction:column}.lfx-te-left{flex:0 0 50%}.lfx-te-detail{border-left:0;border-top:1px solid var(--jp-border-color2,#e0e0e0)}}
 .lfx .lfx-st-waiting_for_approval{background:var(--lfx-warn,#f9ab00);color:#000}
-.lfx .lfx-st-unfinished,.lfx .lfx-st-open{background:var(--jp-layout-color2,#eee);color:var(--jp-ui-font-color2,#555)}
-.lfx-te-below{color:var(--lfx-bad,#b3261e);font-size:11px;margin-left:6px;white-space:nowrap}
-.lfx-te-badge{background:var(--lfx-warn,#f9ab00);color:#000;border-radius:8px;padding:0 6px;font-size:11px;white-space:nowrap}
-.lfx-te-more{color:var(--jp-ui-font-color2,#757575);font-size:11px;margin-left:6px}
-.lfx-te-row.lfx-te-pending{color:var(--jp-ui-font-color3,#aaa)}
 .lfx-te-closed{background:rgba(249,171,0,.15);color:var(--jp-ui-font-color1,#8a5a00);padding:2px 6px}
 `;
 
@@ -116,32 +96,26 @@ function timing(label: string, since?: number): void {
 /** A query node as a conversation: its system message, the prompt as sent, the answer (with
  *  any tool calls). Null for other nodes or when the record has no prompt. */
 export function conversation(node: TraceNode): unknown[] | null {
-  if (node.kind !== "query") return null;
   const inp = node.inputs as Record<string, any> | undefined;
   const out = node.outputs as Record<string, any> | undefined;
-  if (!inp || typeof inp !== "object") return null;
+  if (node.kind !== "query" || !inp || typeof inp !== "object") return null;
   const turns: unknown[] = [];
   const system = inp.options?.system_message ?? inp.system_message;
   if (typeof system === "string" && system) turns.push({ role: "system", text: system });
+  // a protocol's prompt holds its instructions and example first: open on the user's request
+  const template = typeof inp.prompt === "string" ? inp.prompt : "";
   const sent = messageTurns(inp.rendered_prompt ?? inp.messages ?? inp.prompt);
-  if (sent) {
-    // a protocol's prompt holds its instructions and example first: open on the user's request
-    const template = typeof inp.prompt === "string" ? inp.prompt : "";
-    turns.push(...sent.turns.map((t) => (t.role === "user" && typeof t.text === "string" && template ? { ...t, open_at: requestAt(t.text, template) } : t)));
-  }
+  if (sent) turns.push(...sent.turns.map((t) => (t.role === "user" && typeof t.text === "string" && template ? { ...t, open_at: requestAt(t.text, template) } : t)));
   else if (typeof inp.prompt === "string") turns.push({ role: "user", text: inp.prompt });
   if (out && typeof out === "object") {
     // the model's reasoning, when the trace kept it, as its own block before the answer
-    const parts: unknown[] = Array.isArray(out.reasoning) ? out.reasoning : out.reasoning ? [out.reasoning] : [];
-    for (const r of parts) {
-      const text = typeof r === "string" ? r : (r as any)?.redacted ? "(redacted by the provider)" : String((r as any)?.text ?? "");
+    for (const r of [out.reasoning ?? []].flat()) {
+      const text = typeof r === "string" ? r : r?.redacted ? "(redacted by the provider)" : String(r?.text ?? "");
       if (text) turns.push({ role: "reasoning", text });
     }
     const answer = messageTurns(out.response ?? out.message);
     if (answer) turns.push(...answer.turns);
-    else if (typeof out.text === "string" || Array.isArray(out.tool_calls)) {
-      turns.push({ role: "assistant", text: out.text ?? "", tool_calls: out.tool_calls });
-    }
+    else if (typeof out.text === "string" || Array.isArray(out.tool_calls)) turns.push({ role: "assistant", text: out.text ?? "", tool_calls: out.tool_calls });
   }
   return turns.length ? turns : null;
 }
@@ -156,16 +130,28 @@ export default {
     const title = h("b", { text: model.get("title") || "Trace" });
     const search = h("input", { type: "search", class: "lfx-te-filter", placeholder: "filter: name, kind, status, message, error…  ( / )" }) as HTMLInputElement;
     const summary = h("span", { class: "lfx-muted lfx-te-summary" });
-    const badge = h("span", { class: "lfx-te-badge", style: "display:none" });
-    const button = (cls: string, text: string, tip: string) => h("button", { class: `lfx-btn ${cls}`, type: "button", text, title: tip }) as HTMLButtonElement;
-    const cancelButton = button("lfx-te-cancel", "Cancel run", "Cancel the run this trace follows; a tool waiting for approval does not run");
-    cancelButton.style.display = "none";
+    const badge = h("span", { class: "lfx-st lfx-st-waiting_for_approval lfx-te-badge", style: "display:none" });
     const closedBar = h("div", { class: "lfx-te-closed", style: "display:none" });
-    const timelineBtn = button("lfx-te-tl-toggle", "Timeline", "Show or hide the timeline column");
-    const zoomOut = button("lfx-te-zoom lfx-te-zout", "−", "Zoom the timeline out");
-    const zoomIn = button("lfx-te-zoom lfx-te-zin", "+", "Zoom the timeline in (or the wheel over the overview strip, around the pointer)");
-    const zoomReset = button("lfx-te-zoom lfx-te-zreset", "⟲", "Show the whole trace on the timeline");
-    const maxBtn = button("lfx-te-max", "⤢ Details", "Maximize the details (Enter / Esc)");
+    /** A bar button that does `act` when clicked. */
+    const button = (cls: string, text: string, tip: string, act: () => void) => {
+      const b = h("button", { class: `lfx-btn ${cls}`, type: "button", text, title: tip }) as HTMLButtonElement;
+      b.addEventListener("click", act);
+      return b;
+    };
+    const cancelButton = button("lfx-te-cancel", "Cancel run", "Cancel the run this trace follows; a tool waiting for approval does not run", () => {
+      cancelButton.disabled = true;
+      if (!trySend(model, { kind: KINDS.CANCEL })) closeAll();
+      setTimeout(() => (cancelButton.disabled = false), 2000);
+    });
+    cancelButton.style.display = "none";
+    const zoomOut = button("lfx-te-zoom lfx-te-zout", "−", "Zoom the timeline out", () => setZoom(zoomBy(fullSpan(), layout.zoom, 2)));
+    const zoomIn = button("lfx-te-zoom lfx-te-zin", "+", "Zoom the timeline in (or the wheel over the overview strip, around the pointer)", () => setZoom(zoomBy(fullSpan(), layout.zoom, 0.5)));
+    const zoomReset = button("lfx-te-zoom lfx-te-zreset", "⟲", "Show the whole trace on the timeline", () => setZoom(null));
+    const timelineBtn = button("lfx-te-tl-toggle", "Timeline", "Show or hide the timeline column", () => {
+      layout.timeline = !layout.timeline;
+      changed();
+    });
+    const maxBtn = button("lfx-te-max", "⤢ Details", "Maximize the details (Enter / Esc)", () => toggleMax());
     /** The aligned columns of the header, the overview strip and each row: [column, text,
      *  content, tooltip]. */
     const cols = (...specs: [string, string, Child?, string?][]) =>
@@ -182,11 +168,10 @@ export default {
     const ov = h("div", { class: "lfx-te-head lfx-te-ov" }, ovLabel, ...cols(["st", ""], ["dur", ""], ["tok", ""], ["cost", ""]), ovCell);
     const scroll = h("div", { class: "lfx-te-scroll", role: "tree", tabindex: 0, "aria-label": "trace tree" });
     const spacer = h("div", { style: "position:relative;width:100%" });
-    const empty = h("div", { class: "lfx-te-empty", style: "display:none" });
+    const empty = h("div", { class: "lfx-te-empty lfx-muted", style: "display:none;padding:12px" });
     scroll.append(spacer, empty);
-    const left = h("div", { class: "lfx-te-left" }, head, ov, scroll);
     const detail = h("div", { class: "lfx-te-detail", tabindex: -1 });
-    const main = h("div", { class: "lfx-te-main" }, left, detail);
+    const main = h("div", { class: "lfx-te-main" }, h("div", { class: "lfx-te-left" }, head, ov, scroll), detail);
     root.append(h("div", { class: "lfx-te-bar" }, title, search, badge, summary, h("span", { class: "lfx-te-tools" }, cancelButton, zoomOut, zoomIn, zoomReset, timelineBtn, maxBtn)), closedBar, main);
     el.append(root);
     markLive(el);
@@ -207,6 +192,8 @@ export default {
     let query = "";
     const expanded = new Map<string, boolean>();
     let layout = layoutOf({});
+    let searchTimer: ReturnType<typeof setTimeout> | undefined;
+    let saveTimer: ReturnType<typeof setTimeout> | undefined;
 
     /** The trace-wide values a state or a live window carries. */
     function adoptExtras(x: Record<string, any>): void {
@@ -228,21 +215,15 @@ export default {
     const newer = (state: any) => typeof state?.seq === "number" && state.seq > seq;
     /** The reader's choices from a saved view state (the rest start afresh). */
     function restoreView(saved: any): void {
-      selected = null;
-      query = "";
+      const v = saved && typeof saved === "object" ? saved : {};
+      selected = typeof v.selected === "string" ? v.selected : null;
+      query = typeof v.query === "string" ? v.query : "";
       expanded.clear();
-      if (saved && typeof saved === "object") {
-        if (typeof saved.selected === "string") selected = saved.selected;
-        if (typeof saved.query === "string") query = saved.query;
-        if (Array.isArray(saved.expanded)) {
-          for (const e of saved.expanded) if (Array.isArray(e) && typeof e[0] === "string") expanded.set(e[0], !!e[1]);
-        }
-        if (saved.view && typeof saved.view === "object") layout = layoutOf(saved.view);
-      }
+      for (const e of Array.isArray(v.expanded) ? v.expanded : []) if (Array.isArray(e) && typeof e[0] === "string") expanded.set(e[0], !!e[1]);
+      if (v.view && typeof v.view === "object") layout = layoutOf(v.view);
       clearTimeout(searchTimer);
       search.value = query;
     }
-    let saveTimer: ReturnType<typeof setTimeout> | undefined;
     function saveView(): void {
       clearTimeout(saveTimer);
       saveTimer = setTimeout(() => {
@@ -250,7 +231,6 @@ export default {
         model.save_changes();
       }, 300);
     }
-    let searchTimer: ReturnType<typeof setTimeout> | undefined;
     applyState(decodeState(model.get("state")));
     restoreView(model.get("view_state"));
 
@@ -303,10 +283,7 @@ export default {
     }
     const onScreen = () => windowRange(scroll.scrollTop, scroll.clientHeight || MAIN_H, ROW_H, win.reply.total);
     /** The whole trace's time axis (at least 1 ms long). */
-    function fullSpan(): [number, number] {
-      const [lo, hi] = span;
-      return Number.isFinite(lo) ? [lo, Math.max(hi, lo + 1e-3)] : [0, 1];
-    }
+    const fullSpan = (): [number, number] => (Number.isFinite(span[0]) ? [span[0], Math.max(span[1], span[0] + 1e-3)] : [0, 1]);
     const timeSpan = () => visibleRange(fullSpan(), layout.zoom);
 
     // -- windows of rows: asked of the kernel for the rows on screen plus a margin ----------
@@ -329,8 +306,7 @@ export default {
       if (pending && now < pending.until) return;
       const req = ++windowRequests;
       const from = Math.max(0, a - MARGIN);
-      const [lo, hi] = timeSpan();
-      const timeline = !layout.timeline ? undefined : layout.zoom ? [lo, hi, BUCKETS] : [null, null, BUCKETS];
+      const timeline = layout.timeline ? [...(layout.zoom ? timeSpan() : [null, null]), BUCKETS] : undefined;
       const sent = trySend(model, { kind: KINDS.WINDOW_REQUEST, req, view: viewId, start: from, count: b - from + MARGIN, query, expanded: [...expanded.entries()], selected, timeline });
       const wait = sent ? WINDOW_WAIT_MS : 500; // not sent: the comm is not ready yet
       pending = { req, key, selected, until: now + wait };
@@ -350,15 +326,13 @@ export default {
           if (held && (held.status !== node.status || (held.end ?? null) !== (node.end ?? null))) details.delete(String(node.id));
         }
       }
-      if (asked) {
-        pending = null;
-        applied = asked.req;
-      }
       const { key, selected: shownFor } = asked ?? win;
       win = new RowWindow(reply, key, shownFor);
       if (!asked) return schedule();
+      pending = null;
+      applied = asked.req;
       // the rows the reader waits for: drawn now, so the coming frame shows them
-      if (frame) cancelAnimationFrame(frame);
+      cancelAnimationFrame(frame);
       draw();
     }
     /** Keyboard moves that waited for the kernel: a row to select, a selection to show. */
@@ -376,18 +350,14 @@ export default {
     }
 
     // -- drawing -----------------------------------------------------------------------------
-    function applyLayout(): void {
+    function draw(): void {
+      frame = 0;
+      const t0 = performance.now();
       root.classList.toggle("lfx-te-nol", !layout.timeline);
       root.classList.toggle("lfx-max", layout.max);
       timelineBtn.setAttribute("aria-pressed", String(layout.timeline));
       maxBtn.setAttribute("aria-pressed", String(layout.max));
       maxBtn.textContent = layout.max ? "⤡ Tree" : "⤢ Details";
-    }
-
-    function draw(): void {
-      frame = 0;
-      const t0 = performance.now();
-      applyLayout();
       follow();
       spacer.style.height = `${win.reply.total * ROW_H}px`;
       const [start, end] = onScreen();
@@ -417,9 +387,9 @@ export default {
       overviewFor = key;
       const many = !!o && o.in_range > BAR_LIMIT;
       const n = (k: number) => k.toLocaleString("en-US");
-      const apart = o ? [o.before && `${n(o.before)} before`, o.after && `${n(o.after)} after`, o.untimed && `${n(o.untimed)} with no time`].filter(Boolean).join(" · ") : "";
-      ovLabel.textContent = !o ? "timeline: counting…" : `${n(o.in_range)} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}${apart ? ` · ${apart}` : ""}`;
-      ovLabel.title = ovLabel.textContent;
+      // nodes starting outside the range, or with no time, are counted apart: the counts add up
+      const parts = o && [`${n(o.in_range)} nodes start in this range${many ? " (counts by start time)" : " (bars below)"}`, o.before && `${n(o.before)} before`, o.after && `${n(o.after)} after`, o.untimed && `${n(o.untimed)} with no time`];
+      ovLabel.textContent = ovLabel.title = parts ? parts.filter(Boolean).join(" · ") : "timeline: counting…";
       ovCell.style.visibility = many ? "" : "hidden";
       ovCell.replaceChildren();
       if (!o || !many) return;
@@ -452,8 +422,8 @@ export default {
         else {
           // not fetched yet (a scroll far away): a placeholder until the window arrives
           delete div.dataset.id;
-          div.className = "lfx-te-row lfx-te-pending";
-          div.replaceChildren(h("span", { class: "lfx-te-label", text: "…" }));
+          div.className = "lfx-te-row";
+          div.replaceChildren(h("span", { class: "lfx-te-label lfx-muted", text: "…" }));
         }
       }
       for (let s = end - start; s < pool.length; s++) pool[s].style.display = "none";
@@ -466,7 +436,7 @@ export default {
       const id = String(node.id);
       const r = rollupOf(row);
       const open = row.kids && row.open;
-      const v = rowValuesOf(node, row.depth, r, row.below, over());
+      const v = rowValuesOf(row, over());
       div.dataset.id = id;
       div.className = `lfx-te-row${selected === id ? " lfx-sel" : ""}${row.match ? " lfx-match" : ""}`;
       div.setAttribute("aria-expanded", String(open));
@@ -546,12 +516,13 @@ export default {
         const text = hidden ? "The selected node is hidden by the filter." : "Select a node to see its details (click, or ↑/↓ then Enter).";
         return void detail.replaceChildren(h("div", { class: "lfx-muted", text }));
       }
-      const r = selectedRow && rollupOf(selectedRow);
-      const v = rowValuesOf(node, 0, r, selectedRow?.below, over());
-      const tokens = r?.tokens ? `tokens ${r.tokens.toLocaleString("en-US")} in this subtree (${(r.own ?? 0).toLocaleString("en-US")} in this node)` : "tokens —";
+      const row = { ...selectedRow, node };
+      const r = rollupOf(row);
+      const v = rowValuesOf(row, over());
+      const tokens = r.tokens ? `tokens ${r.tokens.toLocaleString("en-US")} in this subtree (${r.own.toLocaleString("en-US")} in this node)` : "tokens —";
       detail.replaceChildren(
         h("div", {}, h("b", { text: v.name || node.id }), " ", chip(v.status), belowTag(v.below)),
-        h("div", { class: "lfx-muted lfx-te-meta", text: `${v.kind || "node"} · duration ${v.duration || "—"} · ${tokens} · cost ${v.cost || "—"}${r?.priced ? " in this subtree" : " (no price known)"}` }),
+        h("div", { class: "lfx-muted lfx-te-meta", text: `${v.kind || "node"} · duration ${v.duration || "—"} · ${tokens} · cost ${v.cost || "—"}${r.priced ? " in this subtree" : " (no price known)"}` }),
       );
       if (!details.get(node.id)) {
         // rows carry summaries; the full record (prompt, response, args…) on demand
@@ -571,11 +542,9 @@ export default {
       }
       // a tool call's wall time split into the tool's own time and a person's decision
       const dur = durationMs(node);
-      const wait = node.kind === "tool_call" ? humanWait(node) ?? 0 : 0;
-      if (dur !== null && wait) {
-        const fmt = (s: number) => fmtDuration(s * 1000) || "0 ms";
-        section("Time", { total: fmt(dur / 1000), tool: fmt(Math.max(0, dur / 1000 - wait)), "waiting for a person": fmt(wait) });
-      }
+      const wait = node.kind === "tool_call" ? humanWait(node) : null;
+      const ms = (t: number) => fmtDuration(t) || "0 ms";
+      if (dur !== null && wait) section("Time", { total: ms(dur), tool: ms(Math.max(0, dur - wait * 1000)), "waiting for a person": ms(wait * 1000) });
       const decision = node.decision as Record<string, any> | undefined;
       const inputs = node.inputs as Record<string, any> | undefined;
       if (has("inputs") && decision?.args && typeof inputs === "object") {
@@ -589,18 +558,12 @@ export default {
       if (has("outputs")) section("Output", node.outputs);
       if (has("decision") && decision) {
         // its times as local times; edited arguments have their own sections
-        const shown: Record<string, unknown> = {};
-        for (const [key, value] of Object.entries(decision)) {
-          if (key === "args" || value == null) continue;
-          const text = key === "asked_at" || key === "decided_at" ? localTime(value, offset) : value;
-          if (text !== "") shown[key] = text;
-        }
-        section("Policy decision", shown);
+        const shown = Object.entries(decision).filter(([key, value]) => key !== "args" && value != null)
+          .map(([key, value]) => [key, key === "asked_at" || key === "decided_at" ? localTime(value, offset) : value]);
+        section("Policy decision", Object.fromEntries(shown.filter(([, text]) => text !== "")));
       }
       if (has("usage")) section("Usage", node.usage);
-      for (const [k, v] of Object.entries(node)) {
-        if (!SHOWN_KEYS.has(k) && v != null && v !== "") section(k, v);
-      }
+      for (const [k, v] of Object.entries(node)) if (!SHOWN_KEYS.has(k) && v != null && v !== "") section(k, v);
     }
 
     // -- the reader's actions ---------------------------------------------------------------
@@ -618,16 +581,12 @@ export default {
     }
     function toggleMax(on = !layout.max): void {
       layout.max = on;
-      applyLayout(); // now, so the pane that gets the focus is visible
-      (on ? detail : scroll).focus();
       changed();
+      cancelAnimationFrame(frame);
+      draw(); // now, so the pane that gets the focus is visible
+      (on ? detail : scroll).focus();
     }
 
-    cancelButton.addEventListener("click", () => {
-      cancelButton.disabled = true;
-      if (!trySend(model, { kind: KINDS.CANCEL })) closeAll();
-      setTimeout(() => (cancelButton.disabled = false), 2000);
-    });
     /** The kernel is gone: nothing shown can still be running. */
     function closeAll(): void {
       closed = "kernel restarted or shut down — live updates stopped; what is shown is the last state received";
@@ -668,18 +627,14 @@ export default {
         case "PageDown": go(idx + page); break;
         case "PageUp": go(idx - page); break;
         // → opens, then moves to the first child; ← closes, then moves to the parent
-        case "ArrowRight":
-          if (row?.kids && !row.open) toggle(row.node.id, true);
-          else go(idx + 1);
-          break;
-        case "ArrowLeft":
+        case "ArrowRight": if (row?.kids && !row.open) toggle(row.node.id, true); else go(idx + 1); break;
+        case "ArrowLeft": {
+          const parent = (row?.node ?? details.get(selected as string))?.parent_id;
           if (idx < 0) go(0);
           else if (row?.kids && row.open) toggle(row.node.id, false);
-          else {
-            const parent = (row?.node ?? details.get(selected as string))?.parent_id;
-            if (parent != null) select(parent, true);
-          }
+          else if (parent != null) select(parent, true);
           break;
+        }
         case "Enter": if (idx >= 0) toggleMax(true); break;
         default: return;
       }
@@ -697,14 +652,6 @@ export default {
         toggleMax(false);
       } else if (ev.key === "Escape" && t === search) scroll.focus();
     });
-    timelineBtn.addEventListener("click", () => {
-      layout.timeline = !layout.timeline;
-      changed();
-    });
-    maxBtn.addEventListener("click", () => toggleMax());
-    zoomIn.addEventListener("click", () => setZoom(zoomBy(fullSpan(), layout.zoom, 0.5)));
-    zoomOut.addEventListener("click", () => setZoom(zoomBy(fullSpan(), layout.zoom, 2)));
-    zoomReset.addEventListener("click", () => setZoom(null));
     // the wheel over the overview strip or the axis zooms around the pointer
     const onWheel = (ev: WheelEvent) => {
       const box = (ev.currentTarget as HTMLElement).getBoundingClientRect();
@@ -714,9 +661,6 @@ export default {
     };
     ovCell.addEventListener("wheel", onWheel, { passive: false });
     axis.addEventListener("wheel", onWheel, { passive: false });
-    // below NARROW_PX the panes stack
-    const sizes = new ResizeObserver(() => root.classList.toggle("lfx-narrow", root.clientWidth > 0 && root.clientWidth < NARROW_PX));
-    sizes.observe(root);
     search.addEventListener("input", () => {
       clearTimeout(searchTimer);
       searchTimer = setTimeout(() => {
@@ -734,7 +678,6 @@ export default {
       model.off("msg:custom", onMessage);
       model.off("change:title", onTitle);
       clearTimeout(retry);
-      sizes.disconnect();
       if (frame) cancelAnimationFrame(frame);
     };
   },

@@ -17,19 +17,6 @@ export interface TraceNode {
   [key: string]: unknown;
 }
 
-export interface Rollup {
-  tokens: number;
-  cost: number;
-  descendants: number;
-  /** How many nodes of the subtree carry a known cost (0: the cost is unknown, not $0). */
-  priced: number;
-  /** How many nodes of the subtree used tokens with no known cost (left out of `cost`:
-   * with `priced` too, the sum is partial and labelled so). Absent: 0. */
-  unpriced?: number;
-  /** The node's own tokens. */
-  own?: number;
-}
-
 /** Trace times are seconds on the session's clock; a running node has no duration yet. */
 export function durationMs(node: TraceNode): number | null {
   if (typeof node.start !== "number" || typeof node.end !== "number") return null;
@@ -48,81 +35,71 @@ export function windowRange(scrollTop: number, viewport: number, rowHeight: numb
 /** Statuses a parent reports below itself ("1 denied, 2 cancelled below"). */
 export const BAD = ["failed", "denied", "cancelled", "timed_out"];
 
-export function belowText(c: Record<string, number> | undefined): string {
-  if (!c) return "";
-  return Object.entries(c).sort().map(([k, n]) => `${n} ${k.replace("_", " ")}`).join(", ") + " below";
-}
-
 /** What an edit changed: `a: 2 → 20` per key. */
 export function argChanges(proposed: any, ran: any): string[] {
-  const out: string[] = [];
   const p = proposed && typeof proposed === "object" ? proposed : {};
   const r = ran && typeof ran === "object" ? ran : {};
-  for (const k of [...Object.keys(p), ...Object.keys(r).filter((k) => !(k in p))]) {
-    const before = k in p ? JSON.stringify(p[k]) : "∅";
-    const after = k in r ? JSON.stringify(r[k]) : "∅";
-    if (before !== after) out.push(`${k}: ${before} → ${after}`);
-  }
-  return out;
+  const text = (o: any, k: string) => (k in o ? JSON.stringify(o[k]) : "∅");
+  const keys = [...new Set([...Object.keys(p), ...Object.keys(r)])];
+  return keys.filter((k) => text(p, k) !== text(r, k)).map((k) => `${k}: ${text(p, k)} → ${text(r, k)}`);
 }
-
-const LIVE = ["running", "waiting"];
 
 /** Whether a recorded status is not terminal (work still running, or an approval awaited). */
-export function isLive(status: unknown): boolean {
-  return LIVE.includes(String(status ?? ""));
-}
+export const isLive = (status: unknown) => status === "running" || status === "waiting";
 
-/**
- * The status a row shows. `over`: the trace is over (a saved trace, a disposed session) or
- * the kernel is gone — work recorded as running never finished. A session shows "open" while
- * its kernel can run work under it, else "closed"; a log entry shows its level ("warning"),
- * not a status (trace_rows.py status_label, whose `ended` or `gone` is `over`).
- */
+/** The status a row shows (trace_rows.py status_label, whose `ended` or `gone` is `over`: the
+ *  trace is over or the kernel is gone, so work recorded as running never finished). */
 export function statusLabel(node: TraceNode, over = false): string {
   const status = String(node.status ?? "");
-  if (node.kind === "log") return String(node.name || "log");
+  if (node.kind === "log") return String(node.name || "log"); // its level ("warning")
   if (!isLive(status)) return status;
-  if (node.kind === "session") return over ? "closed" : "open"; // a container
+  if (node.kind === "session") return over ? "closed" : "open"; // a container: open while its kernel can run work
   if (over) return "unfinished";
   return status === "waiting" ? "waiting for approval" : status;
 }
 
-/** Seconds a person (or an approval policy) took to decide this tool call, from the node's
- *  decision record; null when no policy was asked or it has not answered. */
+/** Seconds a person (or a policy) took to decide this tool call (trace_rows.py human_wait). */
 export function humanWait(node: TraceNode): number | null {
   const d = node.decision as Record<string, unknown> | null | undefined;
-  if (!d || typeof d !== "object") return null;
-  if (typeof d.asked_at !== "number" || typeof d.decided_at !== "number") return null;
+  if (typeof d?.asked_at !== "number" || typeof d.decided_at !== "number") return null;
   return Math.max(0, d.decided_at - d.asked_at);
 }
 
-/** Cost of a subtree as a reader should see it (trace_rows.py cost_text, same text): "—"
- * when no node in it has a known price; "≥ $1.23 (3 calls unpriced)" when nodes in it used
- * tokens with no known price (the sum leaves them out). */
-export function costText(r: Rollup | undefined): string {
-  if (!r) return "";
+/** A window row's sums over its subtree (the kernel computes them): `priced` nodes carry a
+ *  known cost (0: the cost is unknown, not $0); `unpriced` nodes used tokens with no known
+ *  cost (left out of `cost`: with `priced` too, the sum is partial); `own`: the node's tokens. */
+export function rollupOf(row: { roll?: number[] }) {
+  const [tokens = 0, cost = 0, priced = 0, descendants = 0, own = 0, unpriced = 0] = row.roll ?? [];
+  return { tokens, cost, priced, descendants, own, unpriced };
+}
+
+/** Cost of a subtree as a reader should see it (trace_rows.py cost_text): "—" when no node in
+ *  it has a known price; "≥ $1.23 (3 calls unpriced)" when its sum leaves some out. */
+export function costText(r: { tokens: number; cost: number; priced: number; unpriced?: number }): string {
   if (!r.priced) return r.tokens ? "—" : "";
   const text = fmtCost(r.cost) || "$0";
   const u = r.unpriced ?? 0;
   return u ? `≥ ${text} (${u.toLocaleString("en-US")} call${u === 1 ? "" : "s"} unpriced)` : text;
 }
 
-/** What one row shows, from the node, its subtree's roll-up and what went wrong below it. */
-export function rowValuesOf(node: TraceNode, depth: number, r: Rollup | undefined, below: Record<string, number> | undefined, over = false) {
-  const id = node.id;
+/** What one row shows (trace_rows.py row_values), from the node, its subtree's sums and what
+ *  went wrong below it ("1 cancelled, 2 timed out below"). */
+export function rowValuesOf(row: Pick<WindowRow, "node"> & Partial<WindowRow>, over = false) {
+  const { node } = row;
+  const r = rollupOf(row);
   const wait = humanWait(node);
+  const below = Object.entries(row.below ?? {}).sort().map(([k, n]) => `${n} ${k.replace("_", " ")}`).join(", ");
   return {
-    id,
-    depth,
+    id: node.id,
+    depth: row.depth ?? 0,
     kind: String(node.kind ?? ""),
     name: String(node.name ?? ""),
     hint: String(node.hint ?? ""),
     status: statusLabel(node, over),
     duration: fmtDuration(durationMs(node)),
-    tokens: r && r.tokens ? `${r.tokens.toLocaleString("en-US")} tok` : "",
+    tokens: r.tokens ? `${r.tokens.toLocaleString("en-US")} tok` : "",
     cost: costText(r),
-    below: belowText(below),
+    below: below && `${below} below`,
     wait: wait === null ? "" : fmtDuration(wait * 1000),
   };
 }
@@ -181,9 +158,7 @@ export class RowWindow {
 
   indexOf(id: string | null): number {
     if (id === null) return -1;
-    const i = this.index.get(id);
-    if (i !== undefined) return i;
-    return id === this.selected && typeof this.reply.selected_index === "number" ? this.reply.selected_index : -1;
+    return this.index.get(id) ?? (id === this.selected ? this.reply.selected_index ?? -1 : -1);
   }
 
   /** Whether rows [a, b) of the view `key` are held. */
@@ -191,10 +166,4 @@ export class RowWindow {
     const r = this.reply;
     return this.key === key && a >= r.start && Math.min(b, r.total) <= r.start + r.rows.length;
   }
-}
-
-/** A window row's sums (the kernel computed them over its whole subtree). */
-export function rollupOf(row: WindowRow): Rollup {
-  const [tokens, cost, priced, descendants, own, unpriced] = row.roll;
-  return { tokens, cost, priced, descendants, own, unpriced: unpriced ?? 0 };
 }

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { RowWindow, argChanges, belowText, rollupOf, rowValuesOf, windowRange } from "../src/tree";
+import { RowWindow, argChanges, costText, rollupOf, rowValuesOf, windowRange } from "../src/tree";
 import { KINDS } from "../src/kinds";
 
 test("only a window of the rows goes to the DOM; the range clamps at both ends", () => {
@@ -17,9 +17,10 @@ test("message kinds are the ones the kernel uses", () => {
 });
 
 test("what went wrong below a row reads as counts by status", () => {
-  assert.equal(belowText({ denied: 1, cancelled: 1 }), "1 cancelled, 1 denied below");
-  assert.equal(belowText({ timed_out: 2 }), "2 timed out below");
-  assert.equal(belowText(undefined), "");
+  const below = (counts?: Record<string, number>) => rowValuesOf({ node: { id: "a" }, below: counts }).below;
+  assert.equal(below({ denied: 1, cancelled: 1 }), "1 cancelled, 1 denied below");
+  assert.equal(below({ timed_out: 2 }), "2 timed out below");
+  assert.equal(below(undefined), "");
 });
 
 test("an edit is shown key by key", () => {
@@ -27,8 +28,7 @@ test("an edit is shown key by key", () => {
   assert.deepEqual(argChanges({ a: 1 }, {}), ["a: 1 → ∅"]);
 });
 
-test("cost is known only where a node carries one: '—' for unpriced subtrees, not $0", async () => {
-  const { costText } = await import("../src/trace_explorer");
+test("cost is known only where a node carries one: '—' for unpriced subtrees, not $0", () => {
   const roll = (cost: number, priced: number, unpriced: number, tokens = 15) => ({ tokens, cost, priced, unpriced, descendants: 4 });
   // a sum that leaves out 5 unpriced tokens: labelled partial, never a total
   assert.equal(costText(roll(0.5, 1, 1)), "≥ $0.50 (1 call unpriced)");
@@ -66,7 +66,7 @@ test("a row window answers for the rows it holds, and only for the view it was c
   const a = win.at(win.indexOf("a"))!;
   assert.deepEqual(rollupOf(a), { tokens: 10, cost: 0, priced: 0, descendants: 4, own: 2, unpriced: 0 });
   // the row values are the ones a whole store would give for the same node and sums
-  const v = rowValuesOf(a.node as any, 0, rollupOf(a), { failed: 2 }, true);
+  const v = rowValuesOf({ ...a, below: { failed: 2 } }, true);
   assert.equal(v.tokens, "10 tok");
   assert.equal(v.below, "2 failed below");
 });

@@ -1,4 +1,4 @@
-// langfx-src-sha256: 05e04d592ea5893673f26e258bb420687a3e498405006c9a8c5639f7b5e290f8
+// langfx-src-sha256: 7fd87435090a9218aaf75fcb2c6aec53a360e3645fac04577e3ff2dbb4c233e1
 // Built from js/src by js/build.mjs; do not edit.
 var _={EVENTS:"events",SNAPSHOT:"snapshot",SYNC:"sync",RENDERED:"rendered",DECISION:"decision",DECISION_RESULT:"decision_result",DETAIL_REQUEST:"detail_request",DETAIL:"detail",CANCEL:"cancel",OPEN_GROUP:"open_group",OPEN_TRACE:"open_trace",TRACE_OPENED:"trace_opened",WINDOW_REQUEST:"window_request",WINDOW:"window",SHOW:"show"};function t(e,r={},...n){let s=document.createElement(e);for(let[o,l]of Object.entries(r))l===void 0||l===!1||(o==="class"?s.className=String(l):o==="text"?s.textContent=String(l):s.setAttribute(o,l===!0?"":String(l)));for(let o of n)o==null||o===!1||s.append(typeof o=="string"?document.createTextNode(o):o);return s}function S(e){for(;e.firstChild;)e.removeChild(e.firstChild)}var z=1200,K=24;function oe(e,r=0){let n=r>0?e.lastIndexOf(`
 `,r-1)+1:0,o=e.slice(n).split(`

@@ -227,3 +227,32 @@ async def test_an_error_naming_a_non_utf8_file_fails_its_item(tmp_path: Path) ->
     result = await asyncio.wait_for(batch, 5)  # today: it raises, or never returns
     assert result.statuses == ["failed"] and result.errors[0] is not None
     assert result.errors[0].type == "ValueError"
+
+
+def _parse(row: dict[str, Any]) -> Any:
+    return row["name"]
+
+
+async def _part(row: dict[str, Any]) -> Any:
+    return _parse(row)
+
+
+async def fan_out(rows: list[dict[str, Any]]) -> list[Any]:
+    async with asyncio.TaskGroup() as group:  # asyncio's own way to fan out
+        tasks = [group.create_task(_part(row)) for row in rows]
+    return [t.result() for t in tasks]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an ExceptionGroup (an asyncio.TaskGroup in fn) keeps only 'unhandled errors in a "
+    "TaskGroup (1 sub-exception)': agentic/tracebacks.py format_traceback follows "
+    "__cause__/__context__ but not the group's .exceptions, so the KeyError and where it "
+    "was raised are lost (Python's own traceback prints them)",
+)
+async def test_a_task_groups_failure_shows_the_sub_exception() -> None:
+    result = await lf.batch(fan_out, [[{"name": 1}, {"nom": 2}]], progress=False)
+    error = result.errors[0]
+    assert error is not None and error.type == "ExceptionGroup"
+    tb = error.traceback or ""
+    assert "in _parse" in tb and "KeyError: 'name'" in tb

@@ -174,3 +174,38 @@ async def test_two_lambdas_on_one_line_are_two_runs(tmp_path: Path) -> None:
 
 async def _value(x: int) -> int:
     return x
+
+
+BUGGY = """
+CALLS = []
+
+
+async def ask(row, session):
+    CALLS.append(row)
+    return row["name"].upper()
+"""
+
+
+async def test_a_bug_fixed_under_one_version_reruns_only_the_failed_items(
+    module: Module, tmp_path: Path
+) -> None:
+    # the data scientist's loop: item 1 fails, fn is fixed, the same version is kept
+    run = tmp_path / "fixed.sqlite"
+    rows = [{"name": "ada"}, {"nom": "bob"}, {"name": "cy"}]
+    mod = module.load(BUGGY)
+    first = await lf.batch(
+        mod.ask, rows, session=lf.Session(Echo()), run=run, version="1", progress=False
+    )
+    assert first.failed == [1] and "KeyError" in str(first.errors[1])
+    mod = module.load(BUGGY.replace('row["name"]', 'row.get("name", row.get("nom", ""))'))
+    again = await lf.batch(
+        mod.ask, rows, session=lf.Session(Echo()), run=run, version="1", progress=False
+    )
+    assert again.results == ["ADA", "BOB", "CY"] and mod.CALLS == [{"nom": "bob"}]
+    # without version= the fix is another run: refused, naming the source
+    plain = tmp_path / "plain.sqlite"
+    mod = module.load(BUGGY)
+    await lf.batch(mod.ask, rows, session=lf.Session(Echo()), run=plain, progress=False)
+    mod = module.load(BUGGY.replace('row["name"]', 'row.get("name", "")'))
+    with pytest.raises(lf.RunManifestError, match="fn's source text changed"):
+        await lf.batch(mod.ask, rows, session=lf.Session(Echo()), run=plain, progress=False)

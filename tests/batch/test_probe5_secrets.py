@@ -4,13 +4,18 @@ run manifest's bytes, the stored trace."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import langfx_nb as lf
+from langfx_nb.llms.openai import OpenAI
+
+from ..http_server import HttpServer, Request, send
 
 KEY = "sk-proj-A1b2C3d4E5f6G7h8"
 BEARER = "Zm9vYmFyYmF6cXV4MTIzNDU2"
@@ -103,3 +108,50 @@ async def test_a_password_inside_a_url_in_an_input_reaches_no_file(tmp_path: Pat
     assert "db.example.com" in json.dumps(stored.inputs)
     for file in run.parent.glob(run.name + "*"):
         assert PASSWORD.encode() not in file.read_bytes(), file.name
+
+
+BODY_MARK = "BODYMARK-7731"
+
+
+class Refusing(HttpServer):
+    """An OpenAI-wire server that refuses every request with a body quoting the prompt."""
+
+    async def respond(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        status = int(json.loads(request.body)["messages"][-1]["content"].rsplit(" ", 1)[-1])
+        text = f"{BODY_MARK}: rejected prompt {request.body[:60]!r}"
+        body = {"error": {"message": text, "type": "invalid_request_error", "code": "bad"}}
+        await send(writer, status, {"content-type": "application/json"}, json.dumps(body).encode())
+        return True
+
+
+async def test_a_provider_error_body_reaches_no_error_traceback_or_file(tmp_path: Path) -> None:
+    server = Refusing()
+    await server.listen()
+    lm = OpenAI(
+        "gpt-4o-mini",
+        api_key="sk-test-1234567890abcdef",
+        base_url=f"http://127.0.0.1:{server.port}/v1",
+        transport=httpx.AsyncHTTPTransport(),
+    )
+
+    async def ask(status: int, session: lf.Session) -> str:
+        return str(await session.query(f"answer with {status}", lm=lm))
+
+    run = tmp_path / "body.sqlite"
+    try:
+        result = await lf.batch(ask, [400, 401, 422, 500], run=run, progress=False)
+    finally:
+        await lm.aclose()
+        await server.aclose()
+    kinds = [e.type for e in result.errors if e is not None]
+    assert kinds == [
+        "InvalidRequestError",
+        "AuthenticationError",
+        "InvalidRequestError",
+        "ServerError",
+    ]
+    for error in result.errors:
+        assert error is not None and "HTTP" in error.message
+        assert "in ask" in (error.traceback or "")  # where fn made the call
+    seen = _everything(run, result)
+    assert BODY_MARK not in seen and "1234567890abcdef" not in seen

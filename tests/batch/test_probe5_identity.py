@@ -209,3 +209,26 @@ async def test_a_bug_fixed_under_one_version_reruns_only_the_failed_items(
     mod = module.load(BUGGY.replace('row["name"]', 'row.get("name", "")'))
     with pytest.raises(lf.RunManifestError, match="fn's source text changed"):
         await lf.batch(mod.ask, rows, session=lf.Session(Echo()), run=plain, progress=False)
+
+
+CALLS_SO_FAR = 0
+
+
+async def counted(row: int) -> int:
+    global CALLS_SO_FAR  # state fn keeps for itself (a counter, a last-seen value)
+    CALLS_SO_FAR += 1
+    return row * 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a global that fn itself assigns (global counter; += 1) is read as one of fn's "
+    "plain values (identity.run_identity via codec.named_values), so the first run changes "
+    "the identity and every resume is refused: 'the value of CALLS_SO_FAR that fn reads "
+    "changed'",
+)
+async def test_state_fn_writes_to_a_global_does_not_refuse_the_resume(tmp_path: Path) -> None:
+    run = tmp_path / "counted.sqlite"
+    await lf.batch(counted, [1, 2, 3], run=run, progress=False)
+    result = await lf.batch(counted, [1, 2, 3, 4], run=run, progress=False)
+    assert result.resumed == [True, True, True, False]

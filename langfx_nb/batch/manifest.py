@@ -659,18 +659,18 @@ def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
         # what the writer bounds is read bounded: a damaged row is never read whole
         rows = ro.execute(
             "SELECT key, idx, status, value, error_type, substr(error_message, 1, ?), "
-            "substr(traceback, 1, ?), substr(input, 1, ?) FROM items ORDER BY idx, key",
+            "substr(traceback, 1, ?), substr(input, 1, ?) FROM items ORDER BY idx, rowid",
             (MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, MAX_INPUT_CHARS + 1),
         ).fetchall()
     except sqlite3.Error as exc:
         raise _unusable(path, exc, "read it") from exc
     finally:
         ro.close()
-    indices = [row[1] for row in rows]
-    if not all(type(i) is int and i >= 0 for i in indices) or len(set(indices)) < len(rows):
+    # two rows may share a position: a run that added a row before others keeps the
+    # positions of the rows it resumed (rows are the items' own: key, input, outcome)
+    if not all(type(row[1]) is int and row[1] >= 0 for row in rows):
         raise RunManifestError(
-            f"run manifest {path} is damaged: its items' input positions are not distinct "
-            "whole numbers",
+            f"run manifest {path} is damaged: its items' input positions are not whole numbers",
             path=str(path),
         )
     return identity, [

@@ -64,13 +64,14 @@ def _damage(path: Path, sql: str) -> None:
     "damage",
     [
         "UPDATE items SET idx = -1 WHERE idx = 0",  # not a position
-        "UPDATE items SET idx = 1 WHERE idx = 0",  # two rows at one index
+        "UPDATE items SET idx = 1 WHERE idx = 0",  # two rows at one index (a resumed run may)
         "UPDATE items SET idx = 'abc' WHERE idx = 0",  # not a number
     ],
 )
 def test_a_damaged_item_index_is_refused_not_reordered(tmp_path: Path, damage: str) -> None:
-    # BatchResult.load lists rows in input order: an index that is no position, or one
-    # shared by two rows, would report item 2's failure as item 1's (an index past the end
+    # BatchResult.load lists rows in input order: an index that is no position is refused;
+    # one shared by two rows (as a run that added a row first leaves them) keeps the rows in
+    # the order written, each with its own key, input and outcome (an index past the end
     # cannot be told from a run that stopped early: the rows keep their order and inputs)
     path = _manifest(tmp_path)
     assert lf.BatchResult.load(path).statuses[2] == "failed"

@@ -117,13 +117,6 @@ async def upper(text: str) -> str:
     return text.upper()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after a row is added before the others (docs/batch.md: 'you may add, remove or "
-    "reorder rows between runs'), BatchResult.load refuses the manifest as damaged ('input "
-    "positions are not distinct'): resumed rows keep the idx of the run that stored them "
-    "and the new row takes one of them; manifest.read_run requires distinct idx",
-)
 async def test_a_manifest_resumed_with_a_row_added_first_still_loads(tmp_path: Path) -> None:
     run = tmp_path / "grown.sqlite"
     await lf.batch(upper, ["a", "b", "c"], run=run, progress=False)

@@ -163,3 +163,29 @@ async def test_an_unrelated_global_named_like_a_context_field_rescores_nothing(
         shout, ["a", "b"], [short_answer], run=run, progress=False, live=False
     )
     assert [(r.resumed, r.redo) for r in again] == [(True, None), (True, None)]
+
+
+def strict_and_short(case: Any, output: Any, trace: Any) -> bool:
+    """An evaluator of the old form built from built-ins, as the docs before issue 40 wrote
+    them: every evaluator was a callable of (case, output, trace)."""
+    return bool(lf.eval.exact(case, output, trace)) and len(output) < 10  # type: ignore[call-arg]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the built-in evaluators (lf.eval.exact, contains, numeric, fields, judge, ...) "
+    "take only a context now: an old-form evaluator that calls them as before, "
+    "lf.eval.exact(case, output, trace), gets TypeError ('takes 1 positional argument but 3 "
+    "were given') on every case instead of a DeprecationWarning",
+)
+async def test_an_old_form_evaluator_calling_a_builtin_the_old_way_still_scores() -> None:
+    async def shout(text: str) -> str:
+        return text.upper()
+
+    cases = [lf.eval.Case("a", expected="A")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        report = await lf.eval.run(shout, cases, [strict_and_short], progress=False, live=False)
+    record = report[0].scores["strict_and_short"]
+    assert record.error is None, record.error
+    assert record.score is not None and record.score.score is True

@@ -159,3 +159,21 @@ async def test_an_answer_message_result_fails_with_a_type_error_saying_why(
     error = result.errors[0]
     assert error is not None and error.type == "TypeError"
     assert "run manifest" in error.message
+
+
+async def file_name(index: int) -> str:
+    return os.fsdecode(b"caf\xe9-%d.txt" % index)  # a result with a lone surrogate
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a str result holding a lone surrogate hangs a run= batch: "
+    "codec.ResultCodec.encode keeps it (json.dumps ensure_ascii=False), SQLite refuses it "
+    "with UnicodeEncodeError inside Manifest._commit_now, and the commit waiter never resolves",
+)
+async def test_a_result_naming_a_non_utf8_file_is_stored(tmp_path: Path) -> None:
+    run = tmp_path / "results.sqlite"
+    result = await asyncio.wait_for(lf.batch(file_name, [1], run=run, progress=False), 5)
+    assert result.ok
+    again = await asyncio.wait_for(lf.batch(file_name, [1], run=run, progress=False), 5)
+    assert again.resumed == [True] and again.results == result.results

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,21 @@ async def test_a_locked_manifest_is_said_to_be_locked(tmp_path: Path) -> None:
     assert isinstance(cause, sqlite3.OperationalError) and "locked" in str(cause)
     assert "not a langfx_nb run manifest" not in str(info.value)
     assert "locked" in str(info.value)
+
+
+async def test_a_fn_that_cannot_ship_names_its_pickling_error_before_ray_starts() -> None:
+    pytest.importorskip("ray")
+    import ray
+
+    lock = threading.Lock()
+
+    async def locked(x: int) -> int:  # a closure is shipped by value, its lock with it
+        with lock:
+            return x
+
+    with pytest.raises(lf.ShippingError) as info:
+        await lf.batch(locked, [1], engine=lf.engines.Ray(num_cpus=1), progress=False)
+    assert isinstance(info.value, TypeError) and info.value.what == "fn"
+    assert isinstance(info.value.__cause__, TypeError)
+    assert "_thread.lock" in str(info.value.__cause__)
+    assert not ray.is_initialized()  # refused before any cluster started

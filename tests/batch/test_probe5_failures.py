@@ -15,10 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import langfx_nb as lf
 from langfx_nb.agentic.tracebacks import MAX_TRACEBACK_CHARS
+from langfx_nb.llms.openai import OpenAI
+
+from ..spend.provider_server import ProviderServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -256,3 +260,43 @@ async def test_a_task_groups_failure_shows_the_sub_exception() -> None:
     assert error is not None and error.type == "ExceptionGroup"
     tb = error.traceback or ""
     assert "in _parse" in tb and "KeyError: 'name'" in tb
+
+
+def _checked(text: str, row: dict[str, str]) -> str:
+    if row["id"] == "t2":
+        raise KeyError("missing")
+    return text
+
+
+async def test_provider_batch_items_keep_their_tracebacks(tmp_path: Path) -> None:
+    run = tmp_path / "provider.sqlite"
+    with ProviderServer(steps_to_finish=1, fail_items=frozenset({"t3"})) as server:
+        lm = OpenAI(
+            "gpt-4o-mini",
+            api_key="sk-t",
+            base_url=f"{server.url}/openai/v1",
+            transport=httpx.AsyncHTTPTransport(),
+        )
+
+        async def label(row: dict[str, str], session: lf.Session) -> str:
+            text = await session.query("Label this ticket: item={{id}}", vars=row, lm=lm)
+            return _checked(str(text), row)
+
+        engine = lf.engines.ProviderBatch(poll_interval=0.0, max_resubmits=0)
+        rows = [{"id": f"t{i}"} for i in range(5)]
+        try:
+            result = await lf.batch(label, rows, run=run, engine=engine, progress=False)
+        finally:
+            await lm.aclose()
+    assert result.failed == [2, 3]
+    replayed, errored = result.errors[2], result.errors[3]
+    assert replayed is not None and "in _checked" in (replayed.traceback or "")
+    assert errored is not None and errored.type == "ProviderBatchError"
+    assert "in label" in (errored.traceback or "")  # where fn asked for the answer
+    stored = lf.BatchResult.load(run)
+    tracebacks = {
+        row["id"]: e.traceback
+        for row, e in zip(stored.inputs, stored.errors, strict=True)
+        if e is not None
+    }
+    assert tracebacks == {"t2": replayed.traceback, "t3": errored.traceback}

@@ -22,7 +22,8 @@ from fake:echo to fake:other", "fn's source text changed"). The identity is:
   and of the plain values bound to it.
 
 Not part of it: the helpers ``fn`` calls and objects reached through attributes; pass
-``version=`` (and change it) when those change what a run computes.
+``version=`` (and change it) when those change what a run computes. Nor the globals ``fn``
+assigns (``global n; n += 1``): state it keeps, not values it is given.
 """
 
 from __future__ import annotations

@@ -221,13 +221,6 @@ async def counted(row: int) -> int:
     return row * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a global that fn itself assigns (global counter; += 1) is read as one of fn's "
-    "plain values (identity.run_identity via codec.named_values), so the first run changes "
-    "the identity and every resume is refused: 'the value of CALLS_SO_FAR that fn reads "
-    "changed'",
-)
 async def test_state_fn_writes_to_a_global_does_not_refuse_the_resume(tmp_path: Path) -> None:
     run = tmp_path / "counted.sqlite"
     await lf.batch(counted, [1, 2, 3], run=run, progress=False)
@@ -246,13 +239,6 @@ async def shout(row: Ticket) -> str:
     return row.text.upper()  # reads the attribute .text, not the global
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attribute names are taken for globals: codec.named_values reads code.co_names, "
-    "which lists attribute names too, so fn's 'row.text' makes an unrelated global 'text' "
-    "part of the identity, and changing it refuses the manifest ('the value of text that "
-    "fn reads changed')",
-)
 async def test_an_unrelated_global_named_like_an_attribute_is_not_part_of_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

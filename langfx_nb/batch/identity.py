@@ -13,11 +13,12 @@ from fake:echo to fake:other", "fn's source text changed"). The identity is:
   The source is text, not byte code, so another Python version keeps it; a function
   whose source cannot be read (made by ``exec``) falls back to its byte code.
 - ``models``: each model ``fn`` uses, by where it is found: the session's (``lf.Session(lm,
-  temperature=0)``, with its defaults; the default model ``lf.set_default_lm`` when the
-  session has none) and the models ``fn`` names in its globals, closure or partial
-  arguments (a ``LangFunc``'s model too). A model is its ``provider:model`` and the
-  sampling options that change answers (``temperature``, ``max_tokens``, ``seed`` ...);
-  never a key, nor the endpoint (the same model served elsewhere is the same model).
+  temperature=0)``, with its defaults, each by what it holds; the default model
+  ``lf.set_default_lm`` when the session has none) and the models ``fn`` names in its
+  globals, closure or partial arguments (a ``LangFunc``'s model too). A model is its
+  ``provider:model`` and the sampling options that change answers (``temperature``,
+  ``max_tokens``, ``seed`` ...); never a key, nor the endpoint (the same model served
+  elsewhere is the same model).
 - ``templates``: each ``lf.Template`` (or ``LangFunc``) ``fn`` names, by a hash of its text
   and of the plain values bound to it.
 
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["RunIdentity", "check_version", "code_digest", "run_identity"]
 
 _PLAIN = (str, int, float, bool, bytes)
+#: what an option shows by its qualified name (a result class, a tool function)
+_NAMED = type | types.FunctionType | types.BuiltinFunctionType
 #: sampling options that change no answer (prompt caching only routes the request)
 _NOT_ANSWERS = frozenset({"prompt_cache", "prompt_cache_key"})
 
@@ -277,14 +280,57 @@ def _describe_model(lm: Any, defaults: Mapping[str, Any]) -> str:
 
 
 def _option(value: Any) -> str:
-    """An option as a refusal shows it: its ``repr``, a long one cut with a hash of the
-    whole (so a change past the cut is still a change)."""
+    """An option as a refusal shows it: a plain value (or a list of them) by its ``repr``,
+    any other by its class and the JSON form of what it holds (``_content``), so a changed
+    ``system_message=SystemMessage(...)`` or ``examples=[...]`` is a change; a long one
+    cut with a hash of the whole (so a change past the cut is still a change)."""
     if isinstance(value, list | tuple) and all(isinstance(v, _PLAIN) for v in value):
-        value = list(value)
-    elif not (isinstance(value, _PLAIN) or value is None):
-        return f"<{type(value).__qualname__}>"
-    text = repr(value)
+        text = repr(list(value))
+    elif isinstance(value, _PLAIN) or value is None:
+        text = repr(value)
+    elif _opaque(value):
+        text = f"<{type(value).__qualname__}>"
+    elif isinstance(value, list | tuple | set | frozenset | Mapping | _NAMED):
+        text = _content(value)
+    else:
+        text = f"{type(value).__qualname__}({_content(value)})"
     return text if len(text) <= 80 else f"{text[:60]}…#{_digest(text)[:8]}"
+
+
+def _content(value: Any) -> str:
+    """The JSON text of what ``value`` holds, the same in every process: a message by its
+    parts (text parts as their text), a pydantic model or dataclass by its fields, a set
+    sorted, a class or function by its qualified name, an object with no JSON form and the
+    default ``repr`` by its class; credential-shaped text masked (``jsonable.walk``)."""
+    from ..jsonable import UNHANDLED, Bounds, walk
+    from ..messages import Message
+
+    bounds = Bounds(redact=True)
+
+    def special(item: Any, depth: int) -> Any:
+        if isinstance(item, Message):
+            parts = item.content_json()["parts"]
+            return [p["text"] if p.get("kind") == "text" else walk(p, bounds) for p in parts]
+        if isinstance(item, set | frozenset):
+            shown = [walk(v, bounds, special=special, _depth=depth + 1) for v in item]
+            return sorted(shown, key=lambda v: json.dumps(v, sort_keys=True))
+        if isinstance(item, _NAMED):
+            return f"{item.__module__}.{item.__qualname__}"
+        return f"<{type(item).__qualname__}>" if _opaque(item) else UNHANDLED
+
+    shown = walk(value, bounds, special=special)
+    return json.dumps(shown, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _opaque(value: Any) -> bool:
+    """Whether ``value`` shows nothing of what it holds: no JSON form, and the default
+    ``repr`` (its address, which differs in every process)."""
+    return (
+        getattr(type(value), "__repr__", None) is object.__repr__
+        and not dataclasses.is_dataclass(value)
+        and not callable(getattr(value, "model_dump", None))
+        and not callable(getattr(value, "to_json", None))
+    )
 
 
 def _template_digest(template: Any) -> str:

@@ -137,12 +137,6 @@ async def test_what_identity_leaves_out_keeps_the_manifest(module: Module, tmp_p
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a session default that is not a plain value (system_message=SystemMessage(...), "
-    "examples=[...]) is described by its class name only (identity._option returns "
-    "'<SystemMessage>'), so changing it keeps the manifest and returns answers to the old prompt",
-)
 async def test_a_changed_system_message_default_is_another_run(
     module: Module, tmp_path: Path
 ) -> None:

@@ -197,3 +197,20 @@ async def test_a_version_without_a_run_is_refused_before_anything_runs() -> None
     with pytest.raises(ValueError, match="pass run='name' as well") as info:
         await lf.batch(double, [1, 2], version="1", progress=False)
     assert "version='1'" in str(info.value)
+
+
+def test_a_default_that_is_not_a_plain_value_is_known_by_what_it_holds() -> None:
+    """``system_message=SystemMessage(...)``, ``examples=[...]``: the same content is the
+    same run (another instance, another process), other content another, named."""
+    from langfx_nb.batch.identity import RunIdentity, run_identity
+    from langfx_nb.messages import SystemMessage
+
+    def identity(system: str, *examples: Any) -> RunIdentity:
+        session = lf.Session(Echo(), system_message=SystemMessage(system), examples=examples)
+        return run_identity(ask, session=session)
+
+    terse = identity("Answer in one word.", {"input": "hi", "output": "hello"})
+    assert terse == identity("Answer in one word.", {"input": "hi", "output": "hello"})
+    assert 'system_message=SystemMessage(["Answer in one word."])' in terse.models["session"]
+    assert terse.changes(identity("Answer at length.", {"input": "hi", "output": "hello"}))
+    assert terse.changes(identity("Answer in one word.", {"input": "hi", "output": "hey"}))

@@ -10,7 +10,8 @@ from fake:echo to fake:other", "fn's source text changed"). The identity is:
   reads from its globals and closure or gets from a ``functools.partial``, such as a prompt
   string; or, when the caller passes ``version=``, that version instead: the caller then
   says when the code changed (a comment edit, a refactor, another Python keep the version).
-  The source is text, not byte code, so another Python version keeps it; a function
+  The source is text, not byte code, so another Python version keeps it (a lambda adds
+  where its body is in the line it may share with another lambda); a function
   whose source cannot be read (made by ``exec``) falls back to its byte code.
 - ``models``: each model ``fn`` uses, by where it is found: the session's (``lf.Session(lm,
   temperature=0)``, with its defaults, each by what it holds; the default model
@@ -224,16 +225,40 @@ def _named_objects(fn: Callable[..., Any], target: Any) -> list[tuple[str, Any]]
 
 
 def _code_text(target: Any) -> str:
-    """``target``'s source text (dedented); its byte code when the source cannot be read."""
+    """``target``'s source text (dedented), and for a lambda where in it its body is; its
+    byte code when the source cannot be read."""
+    code = getattr(target, "__code__", None)
     try:
-        return "source:" + textwrap.dedent(inspect.getsource(target))
+        source = inspect.getsource(target)
     except (OSError, TypeError):
-        code = getattr(target, "__code__", None)
         if not isinstance(code, types.CodeType):
             return "none"
         parts: list[str] = []
         _code_parts(code, parts)
         return "bytecode:" + "\n".join(parts)
+    text = textwrap.dedent(source)
+    if isinstance(code, types.CodeType) and code.co_name == "<lambda>":
+        margin = source.index("\n") - text.index("\n") if "\n" in text else 0
+        return f"source:{text}\nlambda body at {_body_span(code, margin)}"
+    return "source:" + text
+
+
+def _body_span(code: types.CodeType, margin: int) -> str:
+    """Where a lambda's body is in its source (``inspect.getsource`` gives the whole lines,
+    which two lambdas on one line share): the first and last (line, column) its
+    instructions cover, lines counted from its first line, columns from the dedented text.
+    Instructions with no extent (a function's prologue) are skipped."""
+    spans = [
+        (line - code.co_firstlineno, col - margin, end_line - code.co_firstlineno, end - margin)
+        for line, end_line, col, end in code.co_positions()
+        if line is not None and end_line is not None and col is not None and end is not None
+        if (line, col) != (end_line, end)
+    ]
+    if not spans:
+        return "?"
+    start = min((s[0], s[1]) for s in spans)
+    stop = max((s[2], s[3]) for s in spans)
+    return f"{start[0]}:{start[1]}-{stop[0]}:{stop[1]}"
 
 
 def _code_parts(code: types.CodeType, out: list[str]) -> None:

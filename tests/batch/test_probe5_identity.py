@@ -150,12 +150,6 @@ async def test_a_changed_system_message_default_is_another_run(
     assert "the session's model changed" in await refused(mod, run, chatty)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two lambdas written on one line share module, qualname ('<lambda>') and "
-    "inspect.getsource text (the whole line), so identity.run_identity gives them one "
-    "identity: the second reuses the first's manifest and returns its stored results",
-)
 async def test_two_lambdas_on_one_line_are_two_runs(tmp_path: Path) -> None:
     run = tmp_path / "lambdas.sqlite"
     negate, keep = (lambda x: _value(-x)), (lambda x: _value(x))

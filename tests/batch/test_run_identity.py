@@ -214,3 +214,25 @@ def test_a_default_that_is_not_a_plain_value_is_known_by_what_it_holds() -> None
     assert 'system_message=SystemMessage(["Answer in one word."])' in terse.models["session"]
     assert terse.changes(identity("Answer at length.", {"input": "hi", "output": "hello"}))
     assert terse.changes(identity("Answer in one word.", {"input": "hi", "output": "hey"}))
+
+
+def lambdas() -> tuple[Any, Any]:
+    return (lambda x: x + 1), (lambda x: x + 2)
+
+
+class Indented:
+    @staticmethod
+    def lambdas() -> tuple[Any, Any]:
+        return (lambda x: x + 1), (lambda x: x + 2)
+
+
+def test_a_lambda_is_known_by_its_own_body_not_by_the_line_it_shares() -> None:
+    """Two lambdas on one line share their source line (``inspect.getsource``): each is
+    known by where its body is in it, counted in the dedented text (so indenting the line
+    keeps it)."""
+    from langfx_nb.batch.identity import run_identity
+
+    one, two = (run_identity(fn) for fn in lambdas())
+    assert one.fn == two.fn and one.code != two.code
+    assert [run_identity(fn).code for fn in Indented.lambdas()] == [one.code, two.code]
+    assert run_identity(lambdas()[0]) == one

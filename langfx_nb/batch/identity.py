@@ -7,17 +7,18 @@ from fake:echo to fake:other", "fn's source text changed"). The identity is:
 - ``fn``: ``fn``'s module and qualified name (through partials, bound methods, callable
   objects: the function that runs).
 - its code: a hash of ``fn``'s source text and of the plain values (strings, numbers) it
-  reads from its globals and closure or gets from a ``functools.partial``, such as a prompt
-  string; or, when the caller passes ``version=``, that version instead: the caller then
-  says when the code changed (a comment edit, a refactor, another Python keep the version).
-  The source is text, not byte code, so another Python version keeps it (a lambda adds
-  where its body is in the line it may share with another lambda); a function
-  whose source cannot be read (made by ``exec``) falls back to its byte code.
+  reads from its globals and closure or gets from a ``functools.partial`` or its
+  parameters' defaults, such as a prompt string; or, when the caller passes ``version=``,
+  that version instead: the caller then says when the code changed (a comment edit, a
+  refactor, another Python keep the version). The source is text, not byte code, so
+  another Python version keeps it (a lambda adds where its body is in the line it may
+  share with another lambda); a function whose source cannot be read (made by ``exec``)
+  falls back to its byte code.
 - ``models``: each model ``fn`` uses, by where it is found: the session's (``lf.Session(lm,
   temperature=0)``, with its defaults, each by what it holds; the default model
   ``lf.set_default_lm`` when the session has none) and the models ``fn`` names in its
-  globals, closure or partial arguments (a ``LangFunc``'s model too). A model is its
-  ``provider:model`` and the sampling options that change answers (``temperature``,
+  globals, closure, partial arguments or defaults (a ``LangFunc``'s model too). A model is
+  its ``provider:model`` and the sampling options that change answers (``temperature``,
   ``max_tokens``, ``seed`` ...); never a key, nor the endpoint (the same model served
   elsewhere is the same model).
 - ``templates``: each ``lf.Template`` (or ``LangFunc``) ``fn`` names, by a hash of its text
@@ -209,8 +210,9 @@ def code_digest(fn: Callable[..., Any]) -> str:
 
 # -- what fn names ---------------------------------------------------------------------------
 def _named_objects(fn: Callable[..., Any], target: Any) -> list[tuple[str, Any]]:
-    """(name, value) of what ``fn`` reads from its globals and closure, and its partials'
-    arguments (``partial[0]``, ``partial.name``), in a stable order."""
+    """(name, value) of what ``fn`` reads from its globals and closure, its partials'
+    arguments (``partial[0]``, ``partial.name``) and its parameters' default values
+    (``default k``: bound when ``fn`` was defined, not in its source), in a stable order."""
     out: list[tuple[str, Any]] = []
     layer: Any = fn
     depth = 0
@@ -220,6 +222,13 @@ def _named_objects(fn: Callable[..., Any], target: Any) -> list[tuple[str, Any]]
         out += [(f"{prefix}.{k}", v) for k, v in sorted(layer.keywords.items())]
         layer = layer.func
         depth += 1
+    code = getattr(target, "__code__", None)
+    defaults = getattr(target, "__defaults__", None) or ()
+    if isinstance(code, types.CodeType) and defaults:
+        params = code.co_varnames[: code.co_argcount][-len(defaults) :]
+        out += [(f"default {p}", v) for p, v in zip(params, defaults, strict=True)]
+    kwdefaults = getattr(target, "__kwdefaults__", None) or {}
+    out += [(f"default {k}", v) for k, v in sorted(kwdefaults.items())]
     out += named_values(target)
     return out
 

@@ -236,3 +236,18 @@ def test_a_lambda_is_known_by_its_own_body_not_by_the_line_it_shares() -> None:
     assert one.fn == two.fn and one.code != two.code
     assert [run_identity(fn).code for fn in Indented.lambdas()] == [one.code, two.code]
     assert run_identity(lambdas()[0]) == one
+
+
+async def test_a_parameter_default_bound_when_fn_was_made_is_part_of_the_run(
+    tmp_path: Path,
+) -> None:
+    """``lambda x, *, k=k: ...`` made in a loop: one source and name, each its own ``k``."""
+    run = tmp_path / "defaults.sqlite"
+
+    async def times(x: int, k: int) -> int:
+        return x * k
+
+    scaled = [lambda x, *, k=k: times(x, k) for k in (2, 3)]
+    assert (await lf.batch(scaled[0], [1], run=run, progress=False)).results == [2]
+    with pytest.raises(lf.RunManifestError, match="the value of default k that fn reads"):
+        await lf.batch(scaled[1], [1], run=run, progress=False)

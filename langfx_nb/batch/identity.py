@@ -247,7 +247,7 @@ def _code_text(target: Any) -> str:
         return "bytecode:" + "\n".join(parts)
     text = textwrap.dedent(source)
     if isinstance(code, types.CodeType) and code.co_name == "<lambda>":
-        margin = source.index("\n") - text.index("\n") if "\n" in text else 0
+        margin = len(source.split("\n", 1)[0]) - len(text.split("\n", 1)[0])
         return f"source:{text}\nlambda body at {_body_span(code, margin)}"
     return "source:" + text
 
@@ -344,7 +344,7 @@ def _content(value: Any) -> str:
     def special(item: Any, depth: int) -> Any:
         if isinstance(item, Message):
             parts = item.content_json()["parts"]
-            return [p["text"] if p.get("kind") == "text" else walk(p, bounds) for p in parts]
+            return [walk(p["text"] if p["kind"] == "text" else p, bounds) for p in parts]
         if isinstance(item, set | frozenset):
             shown = [walk(v, bounds, special=special, _depth=depth + 1) for v in item]
             return sorted(shown, key=lambda v: json.dumps(v, sort_keys=True))

@@ -11,15 +11,16 @@
   anything be imported. The class's JSON schema is hashed when first stored; a manifest
   whose stored classes changed schema is refused.
 - **Inputs**: each stored item keeps a bounded preview of its input (``input_preview``).
-- **What ``fn`` reads**: the globals its code names and its closure (``named_values``),
-  where result classes are found here and a run's identity (``identity.py``) finds its
-  prompt strings, models and templates.
+- **What ``fn`` reads**: the globals its code loads (not those it assigns) and its
+  closure (``named_values``), where result classes are found here and a run's identity
+  (``identity.py``) finds its prompt strings, models and templates.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import dis
 import functools
 import hashlib
 import json
@@ -127,11 +128,27 @@ def input_preview(item: Any) -> str:
 
 
 # -- what fn reads ---------------------------------------------------------------------------
-def _all_names(code: types.CodeType, names: set[str]) -> None:
-    names.update(code.co_names)
+#: what loads a name from the globals (a class body nested in fn loads by ``LOAD_NAME``;
+#: 3.12 adds ``LOAD_FROM_DICT_OR_GLOBALS``), and what stores one there (fn's own state)
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+_STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+def _global_names(code: types.CodeType, loads: set[str], stores: set[str]) -> None:
+    """The global names ``code`` and its nested code objects load and store (not the
+    attribute names that ``co_names`` lists as well). Byte code ``dis`` cannot read (made
+    by hand) counts as loading every name it lists."""
+    try:
+        for instruction in dis.get_instructions(code):
+            if instruction.opname in _LOADS:
+                loads.add(instruction.argval)
+            elif instruction.opname in _STORES:
+                stores.add(instruction.argval)
+    except (IndexError, KeyError, ValueError):
+        loads.update(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            _all_names(const, names)
+            _global_names(const, loads, stores)
 
 
 def target_function(fn: Callable[..., Any]) -> Any:
@@ -149,15 +166,18 @@ def target_function(fn: Callable[..., Any]) -> Any:
 
 def named_values(target: Any) -> list[tuple[str, Any]]:
     """(name, value) of each global the code of ``target`` (a function, its nested
-    functions included) names, sorted, then of its closure cells: what it reads without
-    being given it (a prompt string, a model, a result class). Nothing is imported."""
+    functions included) loads, sorted, then of its closure cells: what it reads without
+    being given it (a prompt string, a model, a result class). A global the code assigns
+    (``global n; n += 1``) is state it keeps, not something it is given: left out, as are
+    attribute names (``row.text`` reads no global ``text``). Nothing is imported."""
     code = getattr(target, "__code__", None)
     if not isinstance(code, types.CodeType):
         return []
-    names: set[str] = set()
-    _all_names(code, names)
+    loads: set[str] = set()
+    stores: set[str] = set()
+    _global_names(code, loads, stores)
     globals_ = getattr(target, "__globals__", {})
-    out = [(n, globals_[n]) for n in sorted(names) if n in globals_]
+    out = [(n, globals_[n]) for n in sorted(loads - stores) if n in globals_]
     for cell_name, cell in zip(code.co_freevars, target.__closure__ or (), strict=False):
         with contextlib.suppress(ValueError):  # an empty cell
             out.append((cell_name, cell.cell_contents))

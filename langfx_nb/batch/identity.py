@@ -7,22 +7,26 @@ from fake:echo to fake:other", "fn's source text changed"). The identity is:
 - ``fn``: ``fn``'s module and qualified name (through partials, bound methods, callable
   objects: the function that runs).
 - its code: a hash of ``fn``'s source text and of the plain values (strings, numbers) it
-  reads from its globals and closure or gets from a ``functools.partial``, such as a prompt
-  string; or, when the caller passes ``version=``, that version instead: the caller then
-  says when the code changed (a comment edit, a refactor, another Python keep the version).
-  The source is text, not byte code, so another Python version keeps it; a function
-  whose source cannot be read (made by ``exec``) falls back to its byte code.
+  reads from its globals and closure or gets from a ``functools.partial`` or its
+  parameters' defaults, such as a prompt string; or, when the caller passes ``version=``,
+  that version instead: the caller then says when the code changed (a comment edit, a
+  refactor, another Python keep the version). The source is text, not byte code, so
+  another Python version keeps it (a lambda adds where its body is in the line it may
+  share with another lambda); a function whose source cannot be read (made by ``exec``)
+  falls back to its byte code.
 - ``models``: each model ``fn`` uses, by where it is found: the session's (``lf.Session(lm,
-  temperature=0)``, with its defaults; the default model ``lf.set_default_lm`` when the
-  session has none) and the models ``fn`` names in its globals, closure or partial
-  arguments (a ``LangFunc``'s model too). A model is its ``provider:model`` and the
-  sampling options that change answers (``temperature``, ``max_tokens``, ``seed`` ...);
-  never a key, nor the endpoint (the same model served elsewhere is the same model).
+  temperature=0)``, with its defaults, each by what it holds; the default model
+  ``lf.set_default_lm`` when the session has none) and the models ``fn`` names in its
+  globals, closure, partial arguments or defaults (a ``LangFunc``'s model too). A model is
+  its ``provider:model`` and the sampling options that change answers (``temperature``,
+  ``max_tokens``, ``seed`` ...); never a key, nor the endpoint (the same model served
+  elsewhere is the same model).
 - ``templates``: each ``lf.Template`` (or ``LangFunc``) ``fn`` names, by a hash of its text
   and of the plain values bound to it.
 
 Not part of it: the helpers ``fn`` calls and objects reached through attributes; pass
-``version=`` (and change it) when those change what a run computes.
+``version=`` (and change it) when those change what a run computes. Nor the globals ``fn``
+assigns (``global n; n += 1``): state it keeps, not values it is given.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["RunIdentity", "check_version", "code_digest", "run_identity"]
 
 _PLAIN = (str, int, float, bool, bytes)
+#: what an option shows by its qualified name (a result class, a tool function)
+_NAMED = type | types.FunctionType | types.BuiltinFunctionType
 #: sampling options that change no answer (prompt caching only routes the request)
 _NOT_ANSWERS = frozenset({"prompt_cache", "prompt_cache_key"})
 
@@ -204,8 +210,9 @@ def code_digest(fn: Callable[..., Any]) -> str:
 
 # -- what fn names ---------------------------------------------------------------------------
 def _named_objects(fn: Callable[..., Any], target: Any) -> list[tuple[str, Any]]:
-    """(name, value) of what ``fn`` reads from its globals and closure, and its partials'
-    arguments (``partial[0]``, ``partial.name``), in a stable order."""
+    """(name, value) of what ``fn`` reads from its globals and closure, its partials'
+    arguments (``partial[0]``, ``partial.name``) and its parameters' default values
+    (``default k``: bound when ``fn`` was defined, not in its source), in a stable order."""
     out: list[tuple[str, Any]] = []
     layer: Any = fn
     depth = 0
@@ -215,21 +222,52 @@ def _named_objects(fn: Callable[..., Any], target: Any) -> list[tuple[str, Any]]
         out += [(f"{prefix}.{k}", v) for k, v in sorted(layer.keywords.items())]
         layer = layer.func
         depth += 1
+    code = getattr(target, "__code__", None)
+    defaults = getattr(target, "__defaults__", None) or ()
+    if isinstance(code, types.CodeType) and defaults:
+        params = code.co_varnames[: code.co_argcount][-len(defaults) :]
+        out += [(f"default {p}", v) for p, v in zip(params, defaults, strict=True)]
+    kwdefaults = getattr(target, "__kwdefaults__", None) or {}
+    out += [(f"default {k}", v) for k, v in sorted(kwdefaults.items())]
     out += named_values(target)
     return out
 
 
 def _code_text(target: Any) -> str:
-    """``target``'s source text (dedented); its byte code when the source cannot be read."""
+    """``target``'s source text (dedented), and for a lambda where in it its body is; its
+    byte code when the source cannot be read."""
+    code = getattr(target, "__code__", None)
     try:
-        return "source:" + textwrap.dedent(inspect.getsource(target))
+        source = inspect.getsource(target)
     except (OSError, TypeError):
-        code = getattr(target, "__code__", None)
         if not isinstance(code, types.CodeType):
             return "none"
         parts: list[str] = []
         _code_parts(code, parts)
         return "bytecode:" + "\n".join(parts)
+    text = textwrap.dedent(source)
+    if isinstance(code, types.CodeType) and code.co_name == "<lambda>":
+        margin = len(source.split("\n", 1)[0]) - len(text.split("\n", 1)[0])
+        return f"source:{text}\nlambda body at {_body_span(code, margin)}"
+    return "source:" + text
+
+
+def _body_span(code: types.CodeType, margin: int) -> str:
+    """Where a lambda's body is in its source (``inspect.getsource`` gives the whole lines,
+    which two lambdas on one line share): the first and last (line, column) its
+    instructions cover, lines counted from its first line, columns from the dedented text.
+    Instructions with no extent (a function's prologue) are skipped."""
+    spans = [
+        (line - code.co_firstlineno, col - margin, end_line - code.co_firstlineno, end - margin)
+        for line, end_line, col, end in code.co_positions()
+        if line is not None and end_line is not None and col is not None and end is not None
+        if (line, col) != (end_line, end)
+    ]
+    if not spans:
+        return "?"
+    start = min((s[0], s[1]) for s in spans)
+    stop = max((s[2], s[3]) for s in spans)
+    return f"{start[0]}:{start[1]}-{stop[0]}:{stop[1]}"
 
 
 def _code_parts(code: types.CodeType, out: list[str]) -> None:
@@ -276,14 +314,57 @@ def _describe_model(lm: Any, defaults: Mapping[str, Any]) -> str:
 
 
 def _option(value: Any) -> str:
-    """An option as a refusal shows it: its ``repr``, a long one cut with a hash of the
-    whole (so a change past the cut is still a change)."""
+    """An option as a refusal shows it: a plain value (or a list of them) by its ``repr``,
+    any other by its class and the JSON form of what it holds (``_content``), so a changed
+    ``system_message=SystemMessage(...)`` or ``examples=[...]`` is a change; a long one
+    cut with a hash of the whole (so a change past the cut is still a change)."""
     if isinstance(value, list | tuple) and all(isinstance(v, _PLAIN) for v in value):
-        value = list(value)
-    elif not (isinstance(value, _PLAIN) or value is None):
-        return f"<{type(value).__qualname__}>"
-    text = repr(value)
+        text = repr(list(value))
+    elif isinstance(value, _PLAIN) or value is None:
+        text = repr(value)
+    elif _opaque(value):
+        text = f"<{type(value).__qualname__}>"
+    elif isinstance(value, list | tuple | set | frozenset | Mapping | _NAMED):
+        text = _content(value)
+    else:
+        text = f"{type(value).__qualname__}({_content(value)})"
     return text if len(text) <= 80 else f"{text[:60]}…#{_digest(text)[:8]}"
+
+
+def _content(value: Any) -> str:
+    """The JSON text of what ``value`` holds, the same in every process: a message by its
+    parts (text parts as their text), a pydantic model or dataclass by its fields, a set
+    sorted, a class or function by its qualified name, an object with no JSON form and the
+    default ``repr`` by its class; credential-shaped text masked (``jsonable.walk``)."""
+    from ..jsonable import UNHANDLED, Bounds, walk
+    from ..messages import Message
+
+    bounds = Bounds(redact=True)
+
+    def special(item: Any, depth: int) -> Any:
+        if isinstance(item, Message):
+            parts = item.content_json()["parts"]
+            return [walk(p["text"] if p["kind"] == "text" else p, bounds) for p in parts]
+        if isinstance(item, set | frozenset):
+            shown = [walk(v, bounds, special=special, _depth=depth + 1) for v in item]
+            return sorted(shown, key=lambda v: json.dumps(v, sort_keys=True))
+        if isinstance(item, _NAMED):
+            return f"{item.__module__}.{item.__qualname__}"
+        return f"<{type(item).__qualname__}>" if _opaque(item) else UNHANDLED
+
+    shown = walk(value, bounds, special=special)
+    return json.dumps(shown, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _opaque(value: Any) -> bool:
+    """Whether ``value`` shows nothing of what it holds: no JSON form, and the default
+    ``repr`` (its address, which differs in every process)."""
+    return (
+        getattr(type(value), "__repr__", None) is object.__repr__
+        and not dataclasses.is_dataclass(value)
+        and not callable(getattr(value, "model_dump", None))
+        and not callable(getattr(value, "to_json", None))
+    )
 
 
 def _template_digest(template: Any) -> str:

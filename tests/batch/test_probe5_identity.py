@@ -137,12 +137,6 @@ async def test_what_identity_leaves_out_keeps_the_manifest(module: Module, tmp_p
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a session default that is not a plain value (system_message=SystemMessage(...), "
-    "examples=[...]) is described by its class name only (identity._option returns "
-    "'<SystemMessage>'), so changing it keeps the manifest and returns answers to the old prompt",
-)
 async def test_a_changed_system_message_default_is_another_run(
     module: Module, tmp_path: Path
 ) -> None:
@@ -156,12 +150,6 @@ async def test_a_changed_system_message_default_is_another_run(
     assert "the session's model changed" in await refused(mod, run, chatty)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two lambdas written on one line share module, qualname ('<lambda>') and "
-    "inspect.getsource text (the whole line), so identity.run_identity gives them one "
-    "identity: the second reuses the first's manifest and returns its stored results",
-)
 async def test_two_lambdas_on_one_line_are_two_runs(tmp_path: Path) -> None:
     run = tmp_path / "lambdas.sqlite"
     negate, keep = (lambda x: _value(-x)), (lambda x: _value(x))
@@ -221,13 +209,6 @@ async def counted(row: int) -> int:
     return row * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a global that fn itself assigns (global counter; += 1) is read as one of fn's "
-    "plain values (identity.run_identity via codec.named_values), so the first run changes "
-    "the identity and every resume is refused: 'the value of CALLS_SO_FAR that fn reads "
-    "changed'",
-)
 async def test_state_fn_writes_to_a_global_does_not_refuse_the_resume(tmp_path: Path) -> None:
     run = tmp_path / "counted.sqlite"
     await lf.batch(counted, [1, 2, 3], run=run, progress=False)
@@ -246,13 +227,6 @@ async def shout(row: Ticket) -> str:
     return row.text.upper()  # reads the attribute .text, not the global
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attribute names are taken for globals: codec.named_values reads code.co_names, "
-    "which lists attribute names too, so fn's 'row.text' makes an unrelated global 'text' "
-    "part of the identity, and changing it refuses the manifest ('the value of text that "
-    "fn reads changed')",
-)
 async def test_an_unrelated_global_named_like_an_attribute_is_not_part_of_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

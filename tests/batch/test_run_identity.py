@@ -197,3 +197,57 @@ async def test_a_version_without_a_run_is_refused_before_anything_runs() -> None
     with pytest.raises(ValueError, match="pass run='name' as well") as info:
         await lf.batch(double, [1, 2], version="1", progress=False)
     assert "version='1'" in str(info.value)
+
+
+def test_a_default_that_is_not_a_plain_value_is_known_by_what_it_holds() -> None:
+    """``system_message=SystemMessage(...)``, ``examples=[...]``: the same content is the
+    same run (another instance, another process), other content another, named."""
+    from langfx_nb.batch.identity import RunIdentity, run_identity
+    from langfx_nb.messages import SystemMessage
+
+    def identity(system: str, *examples: Any) -> RunIdentity:
+        session = lf.Session(Echo(), system_message=SystemMessage(system), examples=examples)
+        return run_identity(ask, session=session)
+
+    terse = identity("Answer in one word.", {"input": "hi", "output": "hello"})
+    assert terse == identity("Answer in one word.", {"input": "hi", "output": "hello"})
+    assert 'system_message=SystemMessage(["Answer in one word."])' in terse.models["session"]
+    assert terse.changes(identity("Answer at length.", {"input": "hi", "output": "hello"}))
+    assert terse.changes(identity("Answer in one word.", {"input": "hi", "output": "hey"}))
+
+
+def lambdas() -> tuple[Any, Any]:
+    return (lambda x: x + 1), (lambda x: x + 2)
+
+
+class Indented:
+    @staticmethod
+    def lambdas() -> tuple[Any, Any]:
+        return (lambda x: x + 1), (lambda x: x + 2)
+
+
+def test_a_lambda_is_known_by_its_own_body_not_by_the_line_it_shares() -> None:
+    """Two lambdas on one line share their source line (``inspect.getsource``): each is
+    known by where its body is in it, counted in the dedented text (so indenting the line
+    keeps it)."""
+    from langfx_nb.batch.identity import run_identity
+
+    one, two = (run_identity(fn) for fn in lambdas())
+    assert one.fn == two.fn and one.code != two.code
+    assert [run_identity(fn).code for fn in Indented.lambdas()] == [one.code, two.code]
+    assert run_identity(lambdas()[0]) == one
+
+
+async def test_a_parameter_default_bound_when_fn_was_made_is_part_of_the_run(
+    tmp_path: Path,
+) -> None:
+    """``lambda x, *, k=k: ...`` made in a loop: one source and name, each its own ``k``."""
+    run = tmp_path / "defaults.sqlite"
+
+    async def times(x: int, k: int) -> int:
+        return x * k
+
+    scaled = [lambda x, *, k=k: times(x, k) for k in (2, 3)]
+    assert (await lf.batch(scaled[0], [1], run=run, progress=False)).results == [2]
+    with pytest.raises(lf.RunManifestError, match="the value of default k that fn reads"):
+        await lf.batch(scaled[1], [1], run=run, progress=False)

@@ -251,13 +251,6 @@ async def ask(row, session, lm=MODEL):  # the model bound as a default argument
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a model bound as a default argument (async def ask(row, session, lm=MODEL)) is "
-    "not part of the identity: identity._named_objects reads globals named in the code, "
-    "closure cells and partial arguments, not fn.__defaults__/__kwdefaults__; the source "
-    "text is unchanged, so a run with another model reuses the old model's answers",
-)
 async def test_a_model_given_as_a_default_argument_is_part_of_the_run(
     module: Module, tmp_path: Path
 ) -> None:

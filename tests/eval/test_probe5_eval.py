@@ -143,12 +143,6 @@ def short_answer(ctx: lf.eval.EvalContext) -> bool:
     return len(ctx.output) < 10  # the attribute .output, not the global
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an evaluator reading ctx.output has the unrelated global 'output' in its digest "
-    "(identity.code_digest -> codec.named_values reads co_names, attribute names included): "
-    "changing that global re-scores every trial, and a judge is paid again",
-)
 async def test_an_unrelated_global_named_like_a_context_field_rescores_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

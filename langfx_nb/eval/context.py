@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..agentic.trace import TraceNode
 
-__all__ = ["EvalContext", "current_session", "one_argument"]
+__all__ = ["EvalContext", "context_of", "current_session", "one_argument"]
 
 _OLD_FORM_SESSION: ContextVar[Session | None] = ContextVar("lf_eval_session", default=None)
 
@@ -83,6 +83,24 @@ async def _awaited(session: Session | None, result: Awaitable[Any]) -> Any:
         return await result
     finally:
         _OLD_FORM_SESSION.reset(token)
+
+
+def context_of(ctx: EvalContext, old: tuple[Any, ...]) -> EvalContext:
+    """What a built-in evaluator scores: ``ctx``; or, called the deprecated way from an
+    evaluator of the old form (``lf.eval.exact(case, output, trace)``), ``ctx`` is the case
+    and ``old`` the output and trace, made into a context (with a ``DeprecationWarning``)."""
+    if not old:
+        return ctx
+    warnings.warn(
+        "built-in evaluators take one lf.eval.EvalContext: call them as lf.eval.exact(ctx); "
+        "(case, output, trace) will be removed",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if not isinstance(ctx, Case) or len(old) > 2:
+        raise TypeError("a built-in evaluator takes (ctx) or, deprecated, (case, output, trace)")
+    trace = old[1] if len(old) == 2 else None
+    return EvalContext(ctx, old[0], trace, session=_OLD_FORM_SESSION.get())
 
 
 def current_session() -> Session | None:

@@ -1,6 +1,7 @@
 """Ready evaluators that compare a task's answer with the case's expected answer.
 
-Each is an evaluator ``(ctx: EvalContext) -> bool | float | Score | {name: ...}``:
+Each is an evaluator ``(ctx: EvalContext) -> bool | float | Score | {name: ...}`` (an
+evaluator of the deprecated form may still call one as ``exact(case, output, trace)``):
 ``exact`` and ``contains`` are used as they are (``evaluators=[lf.eval.exact]``), ``numeric``
 and ``fields`` are built with options (``lf.eval.numeric(tol=0.01)``). A case without an
 expected answer is an error for these (there is nothing to compare with), not a fail.
@@ -12,7 +13,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .context import EvalContext
+from .context import EvalContext, context_of
 from .score import Score
 
 __all__ = ["contains", "exact", "fields", "numeric"]
@@ -25,14 +26,16 @@ def _expected(ctx: EvalContext) -> Any:
     return expected
 
 
-def exact(ctx: EvalContext) -> bool:
+def exact(ctx: EvalContext, *old: Any) -> bool:
     """``output == expected`` (pydantic models compare field by field)."""
+    ctx = context_of(ctx, old)
     return bool(ctx.output == _expected(ctx))
 
 
-def contains(ctx: EvalContext) -> bool:
+def contains(ctx: EvalContext, *old: Any) -> bool:
     """The expected text appears in the answer (``str(output)``); an expected list or tuple
     passes when every item appears."""
+    ctx = context_of(ctx, old)
     expected = _expected(ctx)
     wanted = expected if isinstance(expected, list | tuple) else [expected]
     text = str(ctx.output)
@@ -52,7 +55,8 @@ class numeric:
         self.tol = tol
         self.rel_tol = rel_tol
 
-    def __call__(self, ctx: EvalContext) -> Score:
+    def __call__(self, ctx: EvalContext, *old: Any) -> Score:
+        ctx = context_of(ctx, old)
         expected = float(_expected(ctx))
         output = ctx.output
         try:
@@ -97,7 +101,8 @@ class fields:
     def _names(self, expected: Mapping[str, Any]) -> Iterable[str]:
         return self.only if self.only is not None else expected.keys()
 
-    def __call__(self, ctx: EvalContext) -> dict[str, bool]:
+    def __call__(self, ctx: EvalContext, *old: Any) -> dict[str, bool]:
+        ctx = context_of(ctx, old)
         want = _values(_expected(ctx))
         got = _values(ctx.output)
         out: dict[str, bool] = {}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ..jsonable import walk
-from .context import EvalContext
+from .context import EvalContext, context_of
 from .score import Score
 
 if TYPE_CHECKING:
@@ -87,7 +87,8 @@ class judge:
         self.name = name
         self.options = options
 
-    async def __call__(self, ctx: EvalContext) -> Score:
+    async def __call__(self, ctx: EvalContext, *old: Any) -> Score:
+        ctx = context_of(ctx, old)
         variables = {
             "rubric": self.rubric,
             "inputs": _text(ctx.inputs),

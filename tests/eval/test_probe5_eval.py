@@ -165,13 +165,6 @@ def strict_and_short(case: Any, output: Any, trace: Any) -> bool:
     return bool(lf.eval.exact(case, output, trace)) and len(output) < 10  # type: ignore[call-arg]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the built-in evaluators (lf.eval.exact, contains, numeric, fields, judge, ...) "
-    "take only a context now: an old-form evaluator that calls them as before, "
-    "lf.eval.exact(case, output, trace), gets TypeError ('takes 1 positional argument but 3 "
-    "were given') on every case instead of a DeprecationWarning",
-)
 async def test_an_old_form_evaluator_calling_a_builtin_the_old_way_still_scores() -> None:
     async def shout(text: str) -> str:
         return text.upper()

@@ -220,6 +220,16 @@ def declared_classes(fn: Callable[..., Any]) -> dict[str, type]:
     return out
 
 
+def _dump(adapter: Any, value: Any) -> str:
+    """``value`` as JSON text its adapter reads back. pydantic writes an infinite or NaN float
+    as ``null``, which would not validate again: a text holding ``null`` is written again
+    from the value's JSON-mode dump, with JSON's ``Infinity`` and ``NaN``, which it reads."""
+    text: str = adapter.dump_json(value).decode()
+    if "null" in text:
+        text = json.dumps(adapter.dump_python(value, mode="json"), ensure_ascii=False)
+    return text
+
+
 class ResultCodec:
     """Turns results into (tag, JSON text) and back; remembers each class's schema hash.
 
@@ -265,7 +275,7 @@ class ResultCodec:
         known = self._encoders.get(type(value))
         if known is not None:  # a class stored before: its adapter and tag
             try:
-                return known[1], known[0].dump_json(value).decode()
+                return known[1], _dump(known[0], value)
             except Exception as exc:
                 raise TypeError(
                     f"a {type(value).__qualname__} result cannot be stored in the run "
@@ -285,9 +295,15 @@ class ResultCodec:
                 f"results of {cls.__qualname__} (a class defined inside a function) cannot "
                 "be found again to resume: define it at module level"
             )
-        adapter = self._adapter(cls)
         try:
-            text = adapter.dump_json(value).decode()
+            adapter = self._adapter(cls)
+        except Exception as exc:  # pydantic cannot describe it (no schema)
+            raise TypeError(
+                f"a {cls.__qualname__} result cannot be stored in the run manifest: it has no "
+                "JSON form to read back (return a pydantic model, a dataclass or plain JSON)"
+            ) from exc
+        try:
+            text = _dump(adapter, value)
         except Exception as exc:
             raise TypeError(
                 f"a {cls.__qualname__} result cannot be stored in the run manifest: {exc}"

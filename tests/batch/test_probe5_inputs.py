@@ -136,14 +136,6 @@ async def generate(word: str, session: lf.Session) -> lf.AIMessage[Any]:
     return await session.generate(f"say {word}")  # the library's own answer type
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a result pydantic cannot adapt (the library's own AIMessage, from "
-    "session.generate) fails its item with PydanticSchemaGenerationError (not a TypeError) "
-    "whose text advises arbitrary_types_allowed: codec.ResultCodec.encode builds the "
-    "TypeAdapter outside its try, so the documented 'TypeError saying why (return a "
-    "pydantic model instead)' is never raised",
-)
 async def test_an_answer_message_result_fails_with_a_type_error_saying_why(
     tmp_path: Path,
 ) -> None:
@@ -180,13 +172,6 @@ async def ratio(x: int) -> Scored:
     return Scored(ratio=float("inf") if x == 0 else 1 / x)  # a division by zero, guarded
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pydantic result holding inf or nan is stored as null (pydantic's dump_json "
-    "default), so codec.ResultCodec.encode accepts what it cannot give back: the next run "
-    "refuses the whole manifest ('does not validate as Scored'), and every stored result "
-    "is lost to it; the item should fail with the documented TypeError, or round-trip",
-)
 async def test_a_result_holding_infinity_does_not_make_the_manifest_unusable(
     tmp_path: Path,
 ) -> None:

@@ -101,13 +101,18 @@ def _chain(exc: BaseException, depth: int, seen: set[int]) -> list[str]:
 def _one(error: BaseException, depth: int, seen: set[int]) -> list[str]:
     """One exception: its frames, its class and message, and a group's sub-exceptions."""
     subs = _sub_exceptions(error)
-    frames = traceback.extract_tb(error.__traceback__, limit=-_MAX_FRAMES)
     info = error_info(error)
     parts: list[str] = []
+    try:  # (reading source lines runs a module's loader, which may raise)
+        frames = traceback.format_list(
+            traceback.extract_tb(error.__traceback__, limit=-_MAX_FRAMES)
+        )
+    except Exception:
+        frames = ["  <frames could not be read>\n"]
     if frames:
         group = "Exception Group " if subs is not None else ""
         parts.append(f"{group}Traceback (most recent call last):\n")
-        parts.extend(traceback.format_list(frames))
+        parts.extend(frames)
     parts.append(f"{info['type']}: {info['message']}\n" if info["message"] else info["type"] + "\n")
     if not subs:
         return parts

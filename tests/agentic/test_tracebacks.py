@@ -69,3 +69,30 @@ def test_an_exception_twice_in_a_group_is_shown_once() -> None:
 def test_a_group_whose_exceptions_fail_is_shown_as_itself() -> None:
     text = format_traceback(OddGroup("odd", [ValueError("x")]))
     assert text.rstrip().endswith("OddGroup: odd (1 sub-exception)")
+
+
+class _Loader:
+    """A module loader whose ``get_source`` raises while ``broken`` (not while pytest reports)."""
+
+    broken = False
+
+    def get_source(self, name: str) -> str:
+        if self.broken:
+            raise ValueError("no source")
+        raise ImportError(name)  # what linecache expects when there is none
+
+
+def test_frames_whose_source_cannot_be_read_still_give_a_traceback() -> None:
+    loader = _Loader()
+    namespace = {"__name__": "odd_module", "__loader__": loader}
+    code = compile("def f():\n    raise KeyError('k')\n", "/nonexistent/odd_module.py", "exec")
+    exec(code, namespace)
+    try:
+        namespace["f"]()  # type: ignore[operator]
+    except KeyError as exc:
+        loader.broken = True
+        try:
+            text = format_traceback(exc)
+        finally:
+            loader.broken = False
+    assert text.rstrip().endswith("KeyError: 'k'")

@@ -9,16 +9,23 @@ the word, the ``:``/``=``, quotes and ``Bearer ``/``Basic `` stay, so the reader
 there. A value ends at white space, a quote, ``,``, ``;``, ``&`` or ``}`` (the delimiters
 of JSON, dict reprs, query strings and header lists). A bare "bearer" or "basic" counts
 only before 12 or more token characters, so prose such as "a bearer of good news" is left
-alone.
+alone. In a URL (``postgres://user:password@host``) the password of its userinfo is masked
+and the user and host stay: it runs to the URL's last ``@`` before white space, ``"``,
+``/``, ``?`` or ``#`` (where a URL's authority ends), so a password holding ``@`` is masked
+whole.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["REDACTED", "redact_secrets"]
+__all__ = ["REDACTED", "URL_SCHEME", "redact_secrets"]
 
 REDACTED = "<redacted>"
+
+#: A URL's scheme and ``://`` (RFC 3986), as a regular expression (at most 32 characters
+#: before ``://``: a scheme is short, and a bound keeps a search linear in the text).
+URL_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://"
 
 _SECRETS = re.compile(
     r"(?i:\bsk-)[A-Za-z0-9_-]{6,}"  # "sk-..." API keys (several providers' prefix)
@@ -31,6 +38,8 @@ _SECRETS = re.compile(
     # a credential word set to a value: api_key=…, "token": "…", Authorization: Bearer …
     r"|(?i:((?:api[_-]?key|token|secret|passw(?:or)?d|authorization)[\"']?\s*[:=]\s*[\"']?"
     r"(?:(?:bearer|basic)\s+)?))[^\s\"',;&}]+"
+    # the password of a URL's userinfo: scheme://user:<password>@host
+    rf"|(\b{URL_SCHEME}[^\s\"/?#@:]*:)[^\s\"/?#]+(?=@)"
 )
 
 
@@ -39,7 +48,7 @@ _SECRETS = re.compile(
 #: microseconds even on a short text that holds nothing (each batch item's stored input).
 _HINT = re.compile(
     r"sk-|aiza|gh[pousr]_|xox[abprs]-|akia|bearer|basic|api[_-]?key|token|secret|passw"
-    r"|authorization"
+    r"|authorization|://[^\s\"/?#]*@"
 )
 
 
@@ -48,4 +57,4 @@ def redact_secrets(text: str) -> str:
     module docstring for the shapes); other text is returned unchanged."""
     if _HINT.search(text.casefold()) is None:
         return text
-    return _SECRETS.sub(lambda m: (m[1] or m[2] or "") + REDACTED, text)
+    return _SECRETS.sub(lambda m: (m[1] or m[2] or m[3] or "") + REDACTED, text)

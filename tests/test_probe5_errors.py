@@ -72,12 +72,6 @@ async def test_a_damaged_manifest_keeps_the_sqlite_error_as_its_cause(tmp_path: 
     assert "malformed" in str(loaded.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a manifest another program holds locked is refused as 'is not a langfx_nb run "
-    "manifest': Manifest._check_existing reads every sqlite3.DatabaseError (OperationalError "
-    "'database is locked' included) as not-a-manifest, so the message hides a busy file",
-)
 async def test_a_locked_manifest_is_said_to_be_locked(tmp_path: Path) -> None:
     run = tmp_path / "locked.sqlite"
     await lf.batch(echo, [1, 2], run=run, progress=False)

@@ -47,6 +47,18 @@ GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
         ("password=hunter22&user=x", "password=<redacted>&user=x"),
         ("{token: abc}, next", "{token: <redacted>}, next"),
         ("secret=abc;path=/", "secret=<redacted>;path=/"),
+        # the password of a URL's userinfo: the user and host stay
+        (
+            "cannot reach postgres://alice:hunter2-Xq9@db.example.com:5432/prod",
+            "cannot reach postgres://alice:<redacted>@db.example.com:5432/prod",
+        ),
+        ("redis://:pw-1234@cache:6379/0", "redis://:<redacted>@cache:6379/0"),
+        ("jdbc:mysql://u:p@ss@h/db", "jdbc:mysql://u:<redacted>@h/db"),  # up to the last @
+        ("{'dsn': 'amqp://u:pw@q', 'to': 'a@b'}", "{'dsn': 'amqp://u:<redacted>@q', 'to': 'a@b'}"),
+        (
+            '{"url":"https://u:pw@h?x=1","m":"c@d"}',
+            '{"url":"https://u:<redacted>@h?x=1","m":"c@d"}',
+        ),
     ],
 )
 def test_each_credential_shape_is_masked_and_its_label_kept(text: str, expected: str) -> None:
@@ -62,6 +74,7 @@ def test_each_credential_shape_is_masked_and_its_label_kept(text: str, expected:
         "max_tokens: 512, tokenizer=bpe",  # a credential word must be followed by : or =
         "sk-abc and AKIA123",  # too short for a key shape
         "task-1234567 asks-abcdefgh",  # "sk-" only at the start of a word
+        "ssh://git@github.com/x and http://host:8080/p by a@b.org",  # no password in a URL
         "",
     ],
 )
@@ -110,7 +123,7 @@ def test_a_secret_anywhere_is_masked_and_nothing_else_changes(
 
 FRAGMENTS = st.sampled_from(
     "bearer |api_key|token|password|passwd|Authorization|:|=| |\"|'|,|;|&|}|{|sk-|AKIA|AIza"
-    f"|ghp_|abcdef|0123456789|{REDACTED}".split("|")
+    f"|ghp_|abcdef|0123456789|://|@|/|{REDACTED}".split("|")
 )
 
 

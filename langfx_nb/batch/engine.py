@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agentic.fanout import settle_first_failure
-from ..agentic.tracebacks import error_info
+from ..agentic.tracebacks import error_info, format_traceback, short_message
 from ..llms.deferred import Capture, capturing, current_capture
 from .codec import input_preview
 
@@ -157,12 +157,16 @@ class BatchJob:
         self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
     ) -> None:
         """Item ``index`` raised ``type_: message`` elsewhere (``exc``: the exception itself
-        when it travelled; the traceback is read from its adopted node). With
+        when it travelled). The message is kept as ``error_info`` keeps one (masked, cut);
+        the traceback is read from its adopted node, else formatted from ``exc``. With
         ``raise_first`` it is raised here."""
         state = self.state
         state.node_ids[index] = node_id
+        message = short_message(message)
         node = self.session.find(node_id) if node_id is not None else None
         traceback = node.error.get("traceback") if node is not None and node.error else None
+        if traceback is None and exc is not None:
+            traceback = format_traceback(exc)
         error = state.fail_as(index, type_, message, node_id, traceback)
         if self.manifest is not None:
             preview = input_preview(self.values[index])

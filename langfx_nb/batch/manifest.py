@@ -247,6 +247,13 @@ class Manifest:
                 meta = _meta(ro)
                 types = ro.execute("SELECT tag, schema_hash FROM types").fetchall()
             except sqlite3.DatabaseError as exc:
+                code = getattr(exc, "sqlite_errorcode", None) or 0  # (set by SQLite itself)
+                if code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise RunManifestError(
+                        f"run manifest {path} is locked by another program (busy): close it "
+                        "there, or wait until it is done, then run again (left untouched)",
+                        path=str(path),
+                    ) from exc
                 raise RunManifestError(
                     f"{path} is not a langfx_nb run manifest (refused, left untouched)",
                     path=str(path),

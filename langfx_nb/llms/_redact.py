@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..redact import REDACTED
+from ..redact import REDACTED, URL_SCHEME
 
 __all__ = [
     "MIN_SECRET_CHARS",
@@ -28,7 +28,7 @@ __all__ = [
 
 MIN_SECRET_CHARS = 8  # shorter values (test keys like "k") would redact ordinary words
 # scheme:// and the userinfo (up to the last @ before the path) of a URL
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#]*@")
+_USERINFO = re.compile(rf"^({URL_SCHEME})[^/?#]*@")
 # Names of configured headers whose values are treated as secrets.
 SECRET_HEADER = re.compile(
     r"auth|key|token|secret|cookie|session|password|passwd|credential|signature", re.IGNORECASE

@@ -9,8 +9,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import langfx_nb as lf
 from langfx_nb.agentic.tracebacks import MAX_ERROR_CHARS
 
@@ -75,12 +73,6 @@ async def leaky(x: int) -> int:
     raise RuntimeError(f"refused: api_key=sk-live-0123456789abcdef {'x' * 5000}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BatchJob.record_failed stores the message it is given as is: not masked "
-    "(redact_secrets) nor cut at MAX_ERROR_CHARS, and without a trace node no traceback is "
-    "kept although the exception is passed (batch/engine.py BatchJob.record_failed)",
-)
 async def test_an_engine_recording_a_failure_gets_it_masked_bounded_and_traced(
     tmp_path: Path,
 ) -> None:

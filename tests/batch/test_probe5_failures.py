@@ -198,11 +198,6 @@ async def broken(i: int) -> int:
     return i
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an exception whose __str__ raises stops the whole batch (on_error='collect'): "
-    "agentic/tracebacks.py error_info calls str(exc) unguarded",
-)
 async def test_an_exception_whose_str_fails_fails_only_its_item() -> None:
     result = await lf.batch(broken, [0, 1, 2], progress=False)
     assert result.statuses == ["ok", "failed", "ok"]
@@ -247,13 +242,6 @@ async def fan_out(rows: list[dict[str, Any]]) -> list[Any]:
     return [t.result() for t in tasks]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an ExceptionGroup (an asyncio.TaskGroup in fn) keeps only 'unhandled errors in a "
-    "TaskGroup (1 sub-exception)': agentic/tracebacks.py format_traceback follows "
-    "__cause__/__context__ but not the group's .exceptions, so the KeyError and where it "
-    "was raised are lost (Python's own traceback prints them)",
-)
 async def test_a_task_groups_failure_shows_the_sub_exception() -> None:
     result = await lf.batch(fan_out, [[{"name": 1}, {"nom": 2}]], progress=False)
     error = result.errors[0]

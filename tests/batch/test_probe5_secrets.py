@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 import langfx_nb as lf
 from langfx_nb.llms.openai import OpenAI
@@ -78,12 +77,6 @@ async def connect(row: dict[str, Any]) -> None:
     raise ConnectionError(f"could not connect to {row['dsn']}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a password in a URL's userinfo (scheme://user:password@host) is not masked: "
-    "redact.py's _SECRETS has no URL shape, so ItemError.message, its traceback, the trace "
-    "node and the manifest keep it",
-)
 async def test_a_password_inside_a_url_in_a_message_is_masked(tmp_path: Path) -> None:
     run = tmp_path / "dsn.sqlite"
     result = await lf.batch(connect, [{"dsn": DSN}], run=run, key=lambda r: "k", progress=False)
@@ -93,11 +86,6 @@ async def test_a_password_inside_a_url_in_a_message_is_masked(tmp_path: Path) ->
     assert PASSWORD not in _everything(run, result, errors=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a password in a URL's userinfo is not masked in the stored input preview "
-    "(codec.input_preview -> redact_secrets has no URL shape)",
-)
 async def test_a_password_inside_a_url_in_an_input_reaches_no_file(tmp_path: Path) -> None:
     async def ok(row: dict[str, Any]) -> str:
         return "done"

@@ -260,23 +260,7 @@ class Manifest:
                 ) from exc
         finally:
             ro.close()
-        if meta.get("format") != FORMAT:
-            raise RunManifestError(
-                f"{path} is not a langfx_nb run manifest (refused, left untouched)", path=str(path)
-            )
-        if meta.get("version") == "1":
-            raise RunManifestError(
-                f"run manifest {path} was written by an older langfx_nb (manifest format 1, "
-                "before runs stored their identity and inputs): refused, left untouched. Use "
-                "another run= name, or delete the file to start again.",
-                path=str(path),
-            )
-        if meta.get("version") not in READABLE:
-            raise RunManifestError(
-                f"{path}: run manifest version {str(meta.get('version'))[:20]!r} is not "
-                "supported (refused, left untouched)",
-                path=str(path),
-            )
+        _check_format(meta, path)
         stored_identity = _identity(meta, path)
         changes = stored_identity.changes(identity)
         if changes:
@@ -645,6 +629,27 @@ class StoredItem:
     input: Any
 
 
+def _check_format(meta: dict[str, Any], path: Path) -> None:
+    """``RunManifestError`` unless ``meta`` is a run manifest's of a format this reads."""
+    if meta.get("format") != FORMAT:
+        raise RunManifestError(
+            f"{path} is not a langfx_nb run manifest (refused, left untouched)", path=str(path)
+        )
+    if meta.get("version") == "1":
+        raise RunManifestError(
+            f"run manifest {path} was written by an older langfx_nb (manifest format 1, "
+            "before runs stored their identity and inputs): refused, left untouched. Use "
+            "another run= name, or delete the file to start again.",
+            path=str(path),
+        )
+    if meta.get("version") not in READABLE:
+        raise RunManifestError(
+            f"{path}: run manifest version {str(meta.get('version'))[:20]!r} is not "
+            "supported (refused, left untouched)",
+            path=str(path),
+        )
+
+
 def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
     """The identity and the item rows (by input index) of the manifest at ``path``, read-only
     and without validating results into classes (their JSON values); ``RunManifestError``
@@ -658,10 +663,7 @@ def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:
         raise _unusable(path, exc, "read it") from exc
     try:
         meta = _meta(ro)
-        if meta.get("format") != FORMAT or meta.get("version") not in READABLE:
-            raise RunManifestError(
-                f"{path} is not a run manifest of format {VERSION}", path=str(path)
-            )
+        _check_format(meta, path)
         identity = _identity(meta, path)
         # what the writer bounds is read bounded: a damaged row is never read whole
         rows = ro.execute(

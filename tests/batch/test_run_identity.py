@@ -149,6 +149,8 @@ async def test_a_manifest_of_the_older_format_is_refused_with_a_clear_message(
     before = digest(run)
     with pytest.raises(lf.RunManifestError, match="written by an older langfx_nb"):
         await lf.batch(double, [1], run=run, progress=False)
+    with pytest.raises(lf.RunManifestError, match="written by an older langfx_nb"):
+        lf.BatchResult.load(run)  # reading it says the same
     assert digest(run) == before
 
 

@@ -116,7 +116,7 @@ class BatchJob:
             state.running -= 1
             error = state.fail(index, exc, node_id)
             if manifest is not None:
-                preview = input_preview(self.values[index])
+                preview = input_preview(self.state.inputs[index])
                 manifest.add_failed(
                     self.keys[index], index, error.type, error.message, error.traceback, preview
                 )
@@ -132,7 +132,9 @@ class BatchJob:
         state.statuses[index] = "ok"
         state.done += 1
         if manifest is not None and encoded is not None:
-            manifest.add_ok(self.keys[index], index, *encoded, input_preview(self.values[index]))
+            manifest.add_ok(
+                self.keys[index], index, *encoded, input_preview(self.state.inputs[index])
+            )
 
     def record_ok(self, index: int, result: Any, node_id: str | None) -> None:
         """Item ``index`` returned ``result`` elsewhere (its trace node ``node_id``, already
@@ -151,7 +153,9 @@ class BatchJob:
         state.statuses[index] = "ok"
         state.done += 1
         if manifest is not None and encoded is not None:
-            manifest.add_ok(self.keys[index], index, *encoded, input_preview(self.values[index]))
+            manifest.add_ok(
+                self.keys[index], index, *encoded, input_preview(self.state.inputs[index])
+            )
 
     def record_failed(
         self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
@@ -169,7 +173,7 @@ class BatchJob:
             traceback = format_traceback(exc)
         error = state.fail_as(index, type_, message, node_id, traceback)
         if self.manifest is not None:
-            preview = input_preview(self.values[index])
+            preview = input_preview(self.state.inputs[index])
             self.manifest.add_failed(
                 self.keys[index], index, error.type, error.message, traceback, preview
             )

@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +66,12 @@ async def run_batch(
     if_owned: IfOwned = "raise",
     version: str | None = None,
     identity: RunIdentity | None = None,
+    inputs: Sequence[Any] | None = None,
 ) -> BatchResult[Any]:
     """``lf.batch``: see its docstring (``identity``: the run's, when the caller knows it
-    better than ``fn`` shows: ``lf.eval.run``'s task)."""
+    better than ``fn`` shows: ``lf.eval.run``'s task; ``inputs``: what the manifest stores
+    and the result lists as each item's input, when the items are not: ``lf.eval.run``
+    batches trial numbers, and stores each trial's case inputs)."""
     if not callable(fn):
         raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
@@ -112,7 +115,8 @@ async def run_batch(
         stored = manifest.stored(keys) if manifest is not None else {}
         fn_name = identity.fn if identity else getattr(target_function(fn), "__qualname__", "")
         state = BatchState(len(values), name or fn_name.rpartition(".")[2] or "batch", root)
-        state.inputs, state.identity = values, identity
+        state.inputs = values if inputs is None else list(inputs)
+        state.identity = identity
         for i, k in enumerate(keys):
             if k in stored:
                 state.results[i] = stored[k]

@@ -401,6 +401,7 @@ async def run(
             key=keys.__getitem__,
             name=run_name,
             identity=identity,
+            inputs=[case.inputs for case, _ in trials],
         )
     except BaseException as exc:  # the view says the run stopped; the exception goes on
         if view is not None:

@@ -119,13 +119,6 @@ async def test_both_forms_score_side_by_side_and_failures_keep_their_tracebacks(
     assert again[1].traceback is not None and again[1].traceback.endswith("KeyError: 'name'\n")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an eval manifest stores each trial's position in that run's trial list as the "
-    "item's input (eval/runner.py runs lf.batch over range(len(trials))), not the case's "
-    "inputs: BatchResult.load(run).inputs is [0, 1, 2], which says nothing once the dataset "
-    "changes",
-)
 async def test_an_eval_manifest_stores_each_trials_case_inputs(tmp_path: Path) -> None:
     run = tmp_path / "inputs.sqlite"
     await _run(run)

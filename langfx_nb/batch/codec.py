@@ -67,6 +67,12 @@ _ENCODER = json.JSONEncoder(
 )
 
 
+def storable_text(text: str) -> str:
+    """``text`` as SQLite can store it: a lone surrogate (``os.listdir``'s name of a file that
+    is not UTF-8) as its escape, ``\\udce9``, which a JSON text reads back as it was."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> list[str]:
     """One manifest key per item (see the module docstring). ``TypeError`` names the first
     item that cannot be keyed; ``ValueError`` a custom ``key`` that repeats."""
@@ -77,6 +83,8 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
             k = key(item)
             if not isinstance(k, str) or not k:
                 raise TypeError(f"key(items[{i}]) must be a non-empty str, not {k!r:.60}")
+            if not k.isascii():
+                k = storable_text(k)  # as the manifest stores it, so a resume finds it
             if k in seen:
                 raise ValueError(f"items[{seen[k]}] and items[{i}] have the same key {k!r:.60}")
             seen[k] = i

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from ..agentic.trace_json import regular_file
 from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
-from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec
+from .codec import JSON_TAG, MAX_INPUT_CHARS, ResultCodec, storable_text
 from .identity import RunIdentity
 from .run_trace import drop_trace, finish_rows, trace_batches, write_trace
 
@@ -410,10 +410,10 @@ class Manifest:
 
     def _commit_now(self) -> None:
         waiters, self._commit_waiters = self._commit_waiters, []
-        error: RunManifestError | None = None
+        error: Exception | None = None
         try:
             self.flush()
-        except RunManifestError as exc:
+        except Exception as exc:  # every waiter hears of it: none waits for ever
             error = exc
         for waiter in waiters:
             if waiter.done():  # its worker was cancelled
@@ -506,13 +506,12 @@ class Manifest:
             conn.execute("BEGIN IMMEDIATE")
             if new_types:
                 conn.executemany("INSERT OR IGNORE INTO types VALUES (?, ?)", new_types)
-            conn.executemany(
-                "INSERT OR REPLACE INTO items (rowid, key, idx, status, tag, value, error_type, "
-                "error_message, at, traceback, input) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                rows,
-            )
-            if traced:
-                conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
+            try:
+                self._insert(rows, traced)
+            except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8)
+                rows = self._pending = [storable(row) for row in rows]
+                traced = self._trace_pending = [storable(row) for row in traced]
+                self._insert(rows, traced)  # (rows already in: replaced)
             if self._usage_pending is not None:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._usage_pending)
             if self._rows is not None and len(self._rows_pending) >= ROWS_CHUNK:
@@ -524,15 +523,26 @@ class Manifest:
                     self._rows = None
                 self._rows_pending = []
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             self._rows = None  # its rows are rolled back
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+            if not isinstance(exc, sqlite3.Error):
+                raise
             self.broken = _unusable(self.path, exc, "write results to it")
             raise self.broken from exc
         self._known_tags.update(t for t, _ in new_types)
         self._pending, self._trace_pending = [], []
         self._usage_pending = None
+
+    def _insert(self, rows: list[Any], traced: list[Any]) -> None:
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO items (rowid, key, idx, status, tag, value, error_type, "
+            "error_message, at, traceback, input) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        if traced:
+            self._conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
 
     @property
     def pending(self) -> int:
@@ -648,6 +658,11 @@ def _check_format(meta: dict[str, Any], path: Path) -> None:
             "supported (refused, left untouched)",
             path=str(path),
         )
+
+
+def storable(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``row`` with each text as SQLite can store it (``storable_text``)."""
+    return tuple(storable_text(v) if type(v) is str else v for v in row)
 
 
 def read_run(path: Path) -> tuple[RunIdentity, list[StoredItem]]:

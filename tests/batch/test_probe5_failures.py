@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 import langfx_nb as lf
 from langfx_nb.agentic.tracebacks import MAX_TRACEBACK_CHARS
@@ -210,13 +209,6 @@ async def first_file(folder: str) -> str:
     return "empty"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an error message holding a lone surrogate (a file name that is not UTF-8, as "
-    "os.listdir gives it) is written to SQLite as is: UnicodeEncodeError in "
-    "Manifest.flush, which stops the batch (or, through Manifest._commit_now, leaves the "
-    "item's commit waiter unresolved: the batch hangs)",
-)
 async def test_an_error_naming_a_non_utf8_file_fails_its_item(tmp_path: Path) -> None:
     folder = tmp_path / "data"
     folder.mkdir()

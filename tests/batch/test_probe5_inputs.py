@@ -98,13 +98,6 @@ async def test_an_item_with_no_json_form_needs_a_key_before_anything_runs(tmp_pa
     assert ran == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an input holding a lone surrogate (a file name from os.listdir that is not "
-    "UTF-8) hangs the batch: codec.input_preview keeps the surrogate, Manifest.flush raises "
-    "UnicodeEncodeError inside Manifest._commit_now (a loop callback), and the item's "
-    "commit waiter is never resolved",
-)
 async def test_a_non_utf8_file_name_as_input_is_stored(tmp_path: Path) -> None:
     name = os.fsdecode(b"caf\xe9.txt")  # what os.listdir gives for a Latin-1 file name
     run = tmp_path / "names.sqlite"
@@ -150,12 +143,6 @@ async def file_name(index: int) -> str:
     return os.fsdecode(b"caf\xe9-%d.txt" % index)  # a result with a lone surrogate
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a str result holding a lone surrogate hangs a run= batch: "
-    "codec.ResultCodec.encode keeps it (json.dumps ensure_ascii=False), SQLite refuses it "
-    "with UnicodeEncodeError inside Manifest._commit_now, and the commit waiter never resolves",
-)
 async def test_a_result_naming_a_non_utf8_file_is_stored(tmp_path: Path) -> None:
     run = tmp_path / "results.sqlite"
     result = await asyncio.wait_for(lf.batch(file_name, [1], run=run, progress=False), 5)
@@ -181,3 +168,17 @@ async def test_a_result_holding_infinity_does_not_make_the_manifest_unusable(
     again = await lf.batch(ratio, [0, 1, 2], run=run, progress=False)  # today: refused
     assert again.resumed[1:] == [True, True]
     assert again.results[1:] == [Scored(ratio=1.0), Scored(ratio=0.5)]
+
+
+async def test_a_custom_key_holding_a_lone_surrogate_is_found_again(tmp_path: Path) -> None:
+    # a key= naming files by their (non-UTF-8) names: stored as its escape, found on resume
+    names = [os.fsdecode(b"caf\xe9.txt"), "plain.txt"]
+    run = tmp_path / "keys.sqlite"
+    first = await asyncio.wait_for(
+        lf.batch(done, names, key=lambda name: name, run=run, progress=False), 5
+    )
+    assert first.ok
+    again = await asyncio.wait_for(
+        lf.batch(done, names, key=lambda name: name, run=run, progress=False), 5
+    )
+    assert again.resumed == [True, True]

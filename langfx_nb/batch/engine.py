@@ -114,7 +114,8 @@ class BatchJob:
                 t.outputs = out
         except Exception as exc:
             state.running -= 1
-            error = state.fail(index, exc, node_id)
+            recorded = t.node.error if node_id is not None else None  # (t: its tracker)
+            error = state.fail(index, exc, node_id, recorded)
             if manifest is not None:
                 preview = input_preview(self.state.inputs[index])
                 manifest.add_failed(

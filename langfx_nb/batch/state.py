@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +62,21 @@ class BatchState:
         if changed and self.reporter is not None:
             quietly(self.reporter.update, self.snapshot())
 
-    def fail(self, index: int, exc: BaseException, node_id: str | None) -> ItemError:
-        info = error_info(exc)
-        return self.fail_as(index, info["type"], info["message"], node_id, format_traceback(exc))
+    def fail(
+        self,
+        index: int,
+        exc: BaseException,
+        node_id: str | None,
+        recorded: Mapping[str, Any] | None = None,
+    ) -> ItemError:
+        """Item ``index`` raised ``exc``; ``recorded``: its item node's error, which holds
+        the same type, message and traceback (formatted once: a traceback is the costly
+        part of a failed item)."""
+        if recorded is not None and "traceback" in recorded:
+            info, traceback = recorded, recorded["traceback"]
+        else:
+            info, traceback = error_info(exc), format_traceback(exc)
+        return self.fail_as(index, info["type"], info["message"], node_id, traceback)
 
     def fail_as(
         self, index: int, type_: str, message: str, node_id: str | None, traceback: str | None

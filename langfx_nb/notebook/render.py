@@ -219,7 +219,8 @@ def node_detail_rows(node: Mapping[str, Any], offset: float | None) -> list[tupl
         rows.append(("Policy decision", {k: v for k, v in shown.items() if v != ""}))
     total_ms, wait = duration_ms(node), human_wait(node)
     if total_ms is not None and wait:  # a person's decision time (approval) and the rest
-        total, work = total_ms / 1000, "tool" if node.get("kind") == "tool_call" else "work"
+        total = total_ms / 1000
+        work = "tool" if node.get("kind") == "tool_call" else "work"
         split = {"total": total, "waiting for a person": wait, work: max(0.0, total - wait)}
         rows.append(("Time", {k: f"{v:.2f} s" for k, v in split.items()}))
     if node.get("usage"):

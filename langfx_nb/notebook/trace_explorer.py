@@ -265,10 +265,15 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
     def _extras(self) -> dict[str, Any]:
         """What the state (and a live window) carries besides rows: whether the trace ended,
         its time span, the session's totals, the clock offset."""
+        out: dict[str, Any] = {"ended": self._ended or _session_over(self._session)}
         span = self._trace.span()
-        extras = {"span": span and list(span), "summary": self._summary, "offset": self._offset}
-        ended = self._ended or _session_over(self._session)
-        return {"ended": ended, **{k: v for k, v in extras.items() if v is not None}}
+        if span is not None:
+            out["span"] = list(span)
+        if self._summary is not None:
+            out["summary"] = self._summary
+        if self._offset is not None:
+            out["offset"] = self._offset
+        return out
 
     def _reply(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The window for ``params`` (see :func:`window_params`), with the timeline overview's
@@ -455,7 +460,8 @@ class TraceExplorer(WidgetDisplayMixin, anywidget.AnyWidget):
             kind = MessageKind.WINDOW.value
             for view, (req, params) in (self._viewers or {"": (0, {})}).items():
                 self._send_message({"kind": kind, "req": req, "view": view, **self._reply(params)})
-        self._last_push = now = self._now()
+        now = self._now()
+        self._last_push = now
         cost = time.perf_counter() - started
         self._spacing = max(LIVE_PUSH_S * max(1, len(self._viewers)), 3 * cost)
         if self._state_due:

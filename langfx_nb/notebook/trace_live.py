@@ -438,12 +438,20 @@ def subtrace(session: Any, node_ids: Iterable[str]) -> dict[str, Any] | None:
     from ..agentic.trace import TRACE_FORMAT, TRACE_VERSION
 
     records: dict[str, dict[str, Any]] = {}
-    for node in filter(None, map(session.find, map(str, node_ids))):
-        chain, up = [], node.parent_id
-        while up is not None and up not in records and (parent := session.find(up)) is not None:
+    for node_id in node_ids:
+        node = session.find(str(node_id))
+        if node is None:
+            continue
+        chain = []  # its ancestors not listed yet, nearest first
+        up = node.parent_id
+        while up is not None and up not in records:
+            parent = session.find(up)
+            if parent is None:
+                break
             chain.append(parent)
             up = parent.parent_id
-        records.update((n.id, n.to_json()) for n in reversed(chain))
+        for n in reversed(chain):
+            records[n.id] = n.to_json()
         for n in node.walk():
             records.setdefault(n.id, n.to_json())
     if not records:

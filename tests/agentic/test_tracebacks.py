@@ -54,16 +54,16 @@ def test_a_wide_and_deep_group_stays_bounded() -> None:
     assert "more sub-exceptions" in text
 
 
-class OddGroup(ExceptionGroup[Exception]):
-    @property  # type: ignore[override]
-    def exceptions(self) -> tuple[Exception, ...]:
-        raise RuntimeError("broken")
-
-
 def test_an_exception_twice_in_a_group_is_shown_once() -> None:
     leaf = _raised(ValueError("leaf"))
     text = format_traceback(ExceptionGroup("same", [leaf, leaf]))
     assert text.count("ValueError: leaf") == 1 and "| (shown above)" in text
+
+
+class OddGroup(ExceptionGroup[Exception]):
+    @property  # type: ignore[override]
+    def exceptions(self) -> tuple[Exception, ...]:
+        raise RuntimeError("broken")
 
 
 def test_a_group_whose_exceptions_fail_is_shown_as_itself() -> None:

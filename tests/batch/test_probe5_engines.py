@@ -96,3 +96,5 @@ async def test_an_engine_recording_a_result_elsewhere_is_stored_and_resumed(
     assert result.results == [2, 4]
     stored: Any = lf.BatchResult.load(run)
     assert sorted(stored.results) == [2, 4] and sorted(stored.inputs) == [1, 2]
+    again = await lf.batch(double, [1, 2, 3], run=run, engine=Elsewhere(), progress=False)
+    assert again.resumed == [True, True, False] and again.results == [2, 4, 6]

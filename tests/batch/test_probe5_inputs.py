@@ -164,10 +164,10 @@ async def test_a_result_holding_infinity_does_not_make_the_manifest_unusable(
 ) -> None:
     run = tmp_path / "inf.sqlite"
     first = await lf.batch(ratio, [0, 1, 2], run=run, progress=False)
-    assert first.results[1:] == [Scored(ratio=1.0), Scored(ratio=0.5)]
-    again = await lf.batch(ratio, [0, 1, 2], run=run, progress=False)  # today: refused
-    assert again.resumed[1:] == [True, True]
-    assert again.results[1:] == [Scored(ratio=1.0), Scored(ratio=0.5)]
+    assert first.results == [Scored(ratio=float("inf")), Scored(ratio=1.0), Scored(ratio=0.5)]
+    again = await lf.batch(ratio, [0, 1, 2], run=run, progress=False)
+    assert again.resumed == [True, True, True]  # the infinite ratio too, read back as it was
+    assert again.results == first.results
 
 
 async def test_a_custom_key_holding_a_lone_surrogate_is_found_again(tmp_path: Path) -> None:

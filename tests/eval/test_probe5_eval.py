@@ -155,7 +155,7 @@ async def test_an_unrelated_global_named_like_a_context_field_rescores_nothing(
 def strict_and_short(case: Any, output: Any, trace: Any) -> bool:
     """An evaluator of the old form built from built-ins, as the docs before issue 40 wrote
     them: every evaluator was a callable of (case, output, trace)."""
-    return bool(lf.eval.exact(case, output, trace)) and len(output) < 10  # type: ignore[call-arg]
+    return bool(lf.eval.exact(case, output, trace)) and len(output) < 10
 
 
 async def test_an_old_form_evaluator_calling_a_builtin_the_old_way_still_scores() -> None:

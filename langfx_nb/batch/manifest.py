@@ -509,8 +509,8 @@ class Manifest:
             try:
                 self._insert(rows, traced)
             except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8)
-                rows = self._pending = [storable(row) for row in rows]
-                traced = self._trace_pending = [storable(row) for row in traced]
+                rows = self._pending = [_storable(row) for row in rows]
+                traced = self._trace_pending = [_storable(row) for row in traced]
                 self._insert(rows, traced)  # (rows already in: replaced)
             if self._usage_pending is not None:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._usage_pending)
@@ -660,7 +660,7 @@ def _check_format(meta: dict[str, Any], path: Path) -> None:
         )
 
 
-def storable(row: tuple[Any, ...]) -> tuple[Any, ...]:
+def _storable(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """``row`` with each text as SQLite can store it (``storable_text``)."""
     return tuple(storable_text(v) if type(v) is str else v for v in row)
 

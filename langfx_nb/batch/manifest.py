@@ -523,7 +523,11 @@ class Manifest:
             if traced:
                 conn.executemany("INSERT OR REPLACE INTO trace_nodes VALUES (?, ?, ?)", traced)
             if self._usage_pending is not None:
-                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._usage_pending)
+                name, value = self._usage_pending
+                # changed in place: the index of meta's keys is not written again each commit
+                changed = conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+                if not changed.rowcount:
+                    conn.execute("INSERT INTO meta VALUES (?, ?)", (name, value))
             if self._rows is not None and len(self._rows_pending) >= ROWS_CHUNK:
                 try:
                     self._rows.add_rows(self._rows_pending)

@@ -82,9 +82,9 @@ READABLE = ("2", VERSION)
 FLUSH_INTERVAL_S = 0.05
 FLUSH_ROWS = 512
 #: the stored trace's rows are written once this many records wait, and at the end of the
-#: batch: no reader needs them before, and a few records at a time cost more per row; records
-#: held longer outlive the garbage collector's young generations, and each full collection
-#: then walks them
+#: batch: no reader needs them before, and fewer records a write cost more per row; but
+#: records held longer outlive the garbage collector's young generations, and every full
+#: collection then walks them
 ROWS_CHUNK = 128
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SUFFIXES = (".sqlite", ".sqlite3", ".db")

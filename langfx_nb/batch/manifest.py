@@ -82,8 +82,10 @@ READABLE = ("2", VERSION)
 FLUSH_INTERVAL_S = 0.05
 FLUSH_ROWS = 512
 #: the stored trace's rows are written once this many records wait, and at the end of the
-#: batch: no reader needs them before, and a few large writes cost less per row
-ROWS_CHUNK = 4096
+#: batch: no reader needs them before, and fewer records a write cost more per row; but
+#: records held longer outlive the garbage collector's young generations, and every full
+#: collection then walks them
+ROWS_CHUNK = 128
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
@@ -513,7 +515,11 @@ class Manifest:
                 traced = self._trace_pending = [_storable(row) for row in traced]
                 self._insert(rows, traced)  # (rows already in: replaced)
             if self._usage_pending is not None:
-                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._usage_pending)
+                name, value = self._usage_pending
+                # changed in place: the index of meta's keys is not written again each commit
+                changed = conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+                if not changed.rowcount:
+                    conn.execute("INSERT INTO meta VALUES (?, ?)", (name, value))
             if self._rows is not None and len(self._rows_pending) >= ROWS_CHUNK:
                 try:
                     self._rows.add_rows(self._rows_pending)

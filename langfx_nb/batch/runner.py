@@ -213,8 +213,12 @@ async def _execute(engine: Engine, job: BatchJob, progress: Any) -> None:
 
 
 #: a trace record's JSON text, as ``json.dumps`` with these options writes it (one encoder made
-#: once, not one per record: two records per item)
-_encode_record = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+#: once, not one per record: two records per item). No check for circular references: a
+#: record is previews (bounded, acyclic); one holding a cycle (a caller's own ``metadata``)
+#: still fails, with ``RecursionError`` instead of ``ValueError``, and is left out as before
+_encode_record = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=str, check_circular=False
+).encode
 
 
 class _TraceWriter:

@@ -117,7 +117,7 @@ class BatchJob:
             recorded = t.node.error if node_id is not None else None  # (t: its tracker)
             error = state.fail(index, exc, node_id, recorded)
             if manifest is not None:
-                preview = input_preview(self.state.inputs[index])
+                preview = input_preview(state.inputs[index])
                 manifest.add_failed(
                     self.keys[index], index, error.type, error.message, error.traceback, preview
                 )
@@ -129,13 +129,7 @@ class BatchJob:
             state.statuses[index] = "cancelled"
             raise
         state.running -= 1
-        state.results[index] = out
-        state.statuses[index] = "ok"
-        state.done += 1
-        if manifest is not None and encoded is not None:
-            manifest.add_ok(
-                self.keys[index], index, *encoded, input_preview(self.state.inputs[index])
-            )
+        self._settled_ok(index, out, encoded)
 
     def record_ok(self, index: int, result: Any, node_id: str | None) -> None:
         """Item ``index`` returned ``result`` elsewhere (its trace node ``node_id``, already
@@ -150,13 +144,17 @@ class BatchJob:
                 info = error_info(exc)
                 self.record_failed(index, info["type"], info["message"], node_id, exc)
                 return
+        self._settled_ok(index, result, encoded)
+
+    def _settled_ok(self, index: int, result: Any, encoded: tuple[str, str] | None) -> None:
+        """Item ``index`` returned ``result``: counted, and its row queued (``encoded``)."""
+        state = self.state
         state.results[index] = result
         state.statuses[index] = "ok"
         state.done += 1
-        if manifest is not None and encoded is not None:
-            manifest.add_ok(
-                self.keys[index], index, *encoded, input_preview(self.state.inputs[index])
-            )
+        if self.manifest is not None and encoded is not None:
+            preview = input_preview(state.inputs[index])
+            self.manifest.add_ok(self.keys[index], index, *encoded, preview)
 
     def record_failed(
         self, index: int, type_: str, message: str, node_id: str | None, exc: BaseException | None
@@ -174,7 +172,7 @@ class BatchJob:
             traceback = format_traceback(exc)
         error = state.fail_as(index, type_, message, node_id, traceback)
         if self.manifest is not None:
-            preview = input_preview(self.state.inputs[index])
+            preview = input_preview(state.inputs[index])
             self.manifest.add_failed(
                 self.keys[index], index, error.type, error.message, traceback, preview
             )

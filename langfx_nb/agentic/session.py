@@ -47,7 +47,7 @@ from .preview import preview
 from .query_node import NO_RESULT, record_calls
 from .recorder import Tracked
 from .trace import MAX_TRACE_NODES, NodeKind, TraceNode, TraceStore
-from .trace_json import parse_trace, regular_file
+from .trace_json import naming, parse_trace, regular_file
 from .trace_reader import is_store
 from .usage import Price, UsageMeter, UsageSummary
 
@@ -757,18 +757,12 @@ def _trace_data(data: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[str
     return loaded  # its shape is checked by TraceStore.from_json
 
 
-@contextlib.contextmanager
-def _naming(source: Any) -> Iterator[None]:
-    """A plain ``ValueError`` about a saved trace read from a file names the file."""
-    try:
-        yield
-    except ValueError as exc:
-        if isinstance(source, str) and not (_path_like(source) and os.path.lexists(source)):
-            raise  # JSON text, not a file
-        where = str(source) if isinstance(source, os.PathLike | str) else ""
-        if not where or type(exc) is not ValueError or where in str(exc):
-            raise
-        raise ValueError(f"{where}: {exc}") from exc
+def _naming(source: Any) -> contextlib.AbstractContextManager[None]:
+    """A plain ``ValueError`` about a saved trace read from a file names the file (not
+    a trace given as data or JSON text)."""
+    if isinstance(source, str) and not (_path_like(source) and os.path.lexists(source)):
+        return contextlib.nullcontext()
+    return naming(str(source) if isinstance(source, os.PathLike | str) else "")
 
 
 def _path_like(text: str) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeGuard, get_args
 
 from .trace import NodeKind, NodeStatus, saved_nodes, short
-from .trace_json import Progress, parse_trace, read_batches
+from .trace_json import Progress, naming, parse_trace, read_batches
 from .trace_reader import (
     BAD_STATUSES,
     BLOCK,
@@ -518,10 +518,8 @@ def _write_source(conn: sqlite3.Connection, source: Any, progress: Progress | No
     file = _file_of(source)
     if file is not None:
         header: dict[str, Any] = {}
-        try:
+        with naming(str(file)):
             return write_store(conn, header, read_batches(file, header, progress))
-        except ValueError as exc:
-            raise ValueError(f"{file}: {exc}") from exc
     if isinstance(source, str):
         source = parse_trace(source)
     data = source.trace_json() if callable(getattr(source, "trace_json", None)) else source

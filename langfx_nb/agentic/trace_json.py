@@ -9,6 +9,7 @@ records in another key order) is read one record at a time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from typing import Any, TextIO
 
 from .trace import check_trace_header
 
-__all__ = ["Progress", "parse_trace", "read_batches", "regular_file"]
+__all__ = ["Progress", "naming", "parse_trace", "read_batches", "regular_file"]
 
 Progress = Callable[[int, int], None]  # progress(bytes_read, file_size)
 
@@ -192,3 +193,15 @@ def regular_file(path: Path) -> None:
         raise ValueError(f"{path}: cannot be read ({exc.strerror})") from exc
     if not stat.S_ISREG(mode):
         raise ValueError(f"{path}: not a regular file")
+
+
+@contextlib.contextmanager
+def naming(where: str) -> Iterator[None]:
+    """A plain ``ValueError`` raised inside (a damaged trace read from the file ``where``)
+    names the file, once; ``where`` empty: left as it is."""
+    try:
+        yield
+    except ValueError as exc:
+        if not where or type(exc) is not ValueError or where in str(exc):
+            raise
+        raise ValueError(f"{where}: {exc}") from exc

@@ -28,6 +28,7 @@ def open_trace(path: Path) -> StoredTrace:
     its end, or whose stored trace is of an older format, its node records converted into a
     temporary stored trace. ``ValueError`` for a file that is not a manifest with a trace."""
     from ..agentic.trace_db import open_store, temporary, write_store
+    from ..agentic.trace_json import naming
     from ..agentic.trace_reader import STORE_VERSION
 
     try:
@@ -50,13 +51,11 @@ def open_trace(path: Path) -> StoredTrace:
     def write(target: sqlite3.Connection) -> None:
         source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            write_store(target, trace_header(source), trace_batches(source, path, in_place=False))
+            with naming(str(path)):  # a damaged record: named with its file
+                header = trace_header(source)
+                write_store(target, header, trace_batches(source, path, in_place=False))
         except sqlite3.Error as exc:
             raise ValueError(f"{path}: the trace cannot be read ({exc})") from exc
-        except ValueError as exc:  # a damaged record: named with its file
-            if type(exc) is not ValueError or str(path) in str(exc):
-                raise
-            raise ValueError(f"{path}: {exc}") from exc
         finally:
             source.close()
 

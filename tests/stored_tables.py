@@ -1,5 +1,6 @@
 """A run manifest's stored trace as written during its batches, and as converted from its
-records: what tests of the manifest's trace writer compare."""
+records: what tests of the manifest's trace writer compare; and ``edit_sqlite``, which
+edits a SQLite file as a damaged or hostile one from elsewhere would be."""
 
 from __future__ import annotations
 
@@ -38,3 +39,13 @@ def stored_and_converted(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         return stored, _tables(index.conn)
     finally:
         index.close()
+
+
+def edit_sqlite(path: Path, sql: str) -> None:
+    """Run ``sql`` (one or more statements) on the SQLite file at ``path`` and commit."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(sql)
+        conn.commit()
+    finally:
+        conn.close()

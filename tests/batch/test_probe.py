@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 import langfx_nb as lf
 from tests.local import python_bounded
+from tests.stored_tables import edit_sqlite
 
 SECRET = "sk-proj-abcdefghijklmnop1234567890"
 
@@ -53,13 +53,6 @@ def _manifest(tmp_path: Path) -> Path:
     return path
 
 
-def _damage(path: Path, sql: str) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute(sql)
-    conn.commit()
-    conn.close()
-
-
 @pytest.mark.parametrize(
     "damage",
     [
@@ -75,7 +68,7 @@ def test_a_damaged_item_index_is_refused_not_reordered(tmp_path: Path, damage: s
     # cannot be told from a run that stopped early: the rows keep their order and inputs)
     path = _manifest(tmp_path)
     assert lf.BatchResult.load(path).statuses[2] == "failed"
-    _damage(path, damage)
+    edit_sqlite(path, damage)
     try:
         loaded = lf.BatchResult.load(path)
     except lf.RunManifestError:
@@ -88,7 +81,7 @@ def test_a_huge_item_row_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     # the manifest writes an input cut at 4,000 characters and reads it so: a manifest
     # from elsewhere with a 300 MB input does not take the process to MemoryError
     path = _manifest(tmp_path)
-    _damage(path, "UPDATE items SET input = printf('%.*c', 300000000, 'x') WHERE idx = 0")
+    edit_sqlite(path, "UPDATE items SET input = printf('%.*c', 300000000, 'x') WHERE idx = 0")
     code = (
         "import sys, langfx_nb as lf\n"
         "try:\n    lf.BatchResult.load(sys.argv[1])\n"

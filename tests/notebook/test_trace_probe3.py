@@ -17,6 +17,7 @@ import pytest
 import langfx_nb as lf
 from langfx_nb.agentic.session import Session
 from langfx_nb.notebook.trace_explorer import TraceExplorer
+from tests.stored_tables import edit_sqlite
 from tests.trace_gen import write_big_trace
 
 from ._fakes import record_sends
@@ -42,15 +43,8 @@ def _damaged(tmp_path: Path, sql: str) -> Path:
         _node("c", "b", name="Needle", status="failed", error="boom"),
         _node("d", "s"),
     )
-    _damage(path, sql)
+    edit_sqlite(path, sql)
     return path
-
-
-def _damage(path: Path, sql: str) -> None:
-    conn = sqlite3.connect(path)
-    conn.executescript(sql)
-    conn.commit()
-    conn.close()
 
 
 def _everything_a_page_asks(path: Path) -> list[dict[str, Any]]:
@@ -165,7 +159,7 @@ _WRONG = {
 def test_a_damaged_tree_order_shows_right_or_is_refused(tmp_path: Path, damage: str) -> None:
     path = _wide_store(tmp_path)
     want = _windows(path)
-    _damage(path, _WRONG[damage])
+    edit_sqlite(path, _WRONG[damage])
     try:
         got = _windows(path)
     except ValueError as exc:

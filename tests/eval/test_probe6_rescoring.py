@@ -1,0 +1,156 @@
+"""An evaluation resumed as a data scientist iterates: a stored trial is reused only for the
+same case and the same scoring (docs/eval.md: "the evaluators (their code and plain
+settings: a judge's rubric and model, a tolerance)"). Changing how a judge grades (its
+verdict model, its query options, its model's sampling) or how ``fields`` compares is another
+scoring, and a case whose inputs have no JSON form is not silently paid for again on every
+run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+import langfx_nb as lf
+from langfx_nb.llms.fake import StaticResponse
+
+PASSED = "Verdict(reason='fine', passed=True)"
+
+
+async def echo(text: str) -> str:
+    return text
+
+
+async def _run(path: Path, evaluator: Any, task: Any = echo, cases: Any = None) -> lf.eval.Report:
+    return await lf.eval.run(
+        task, cases or ["a"], [evaluator], run=path, progress=False, live=False
+    )
+
+
+class Grade(pydantic.BaseModel):
+    reason: str
+    score: float
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a judge's verdict= model is not part of the trial's scoring (eval/runner.py "
+    "_scoring/_plain_attrs keep only plain attributes): a judge changed from pass/fail to a "
+    "0-1 grade resumes the old pass/fail verdicts",
+)
+async def test_a_judge_given_another_verdict_model_re_scores(tmp_path: Path) -> None:
+    path = tmp_path / "judge.sqlite"
+    passfail = lf.eval.judge(StaticResponse(PASSED, model="judge-a"), "Is it right?")
+    first = await _run(path, passfail)
+    assert first[0].scores["judge"].score == lf.eval.Score(True, "pass", "fine")
+    graded = lf.eval.judge(
+        StaticResponse("Grade(reason='half', score=0.5)", model="judge-a"),
+        "Is it right?",
+        verdict=Grade,
+    )
+    again = await _run(path, graded)
+    assert not again[0].resumed
+    assert again[0].redo == "re-scored: the evaluators changed; output kept"
+    score = again[0].scores["judge"].score
+    assert score is not None and score.score == 0.5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a judge's query options (temperature=, repair=, protocol=) are a dict, which "
+    "eval/runner.py _plain_attrs leaves out of the scoring: a judge asked another way resumes "
+    "the verdicts of the first",
+)
+async def test_a_judge_asked_with_other_options_re_scores(tmp_path: Path) -> None:
+    path = tmp_path / "options.sqlite"
+    await _run(path, lf.eval.judge(StaticResponse(PASSED, model="judge-a"), "Is it right?"))
+    warmer = lf.eval.judge(StaticResponse(PASSED, model="judge-a"), "Is it right?", temperature=1)
+    again = await _run(path, warmer)
+    assert not again[0].resumed
+    assert again[0].redo == "re-scored: the evaluators changed; output kept"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a judge's model is in the scoring by its model_id only (eval/runner.py "
+    "_plain_attrs), while a run's identity describes a model with the sampling options "
+    "that change its answers (batch/identity.py _describe_model): a judge model at another "
+    "temperature resumes the old verdicts",
+)
+async def test_a_judge_model_with_other_sampling_re_scores(tmp_path: Path) -> None:
+    path = tmp_path / "sampling.sqlite"
+    cold = StaticResponse(PASSED, model="judge-a", temperature=0.0)
+    await _run(path, lf.eval.judge(cold, "Is it right?"))
+    hot = StaticResponse(PASSED, model="judge-a", temperature=1.0)
+    again = await _run(path, lf.eval.judge(hot, "Is it right?"))
+    assert not again[0].resumed
+    assert again[0].redo == "re-scored: the evaluators changed; output kept"
+
+
+class City(pydantic.BaseModel):
+    city: str
+
+
+async def answer_city(text: str) -> City:
+    return City(city=text.lower())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="fields(compare={...}) is a dict of callables, left out of the scoring by "
+    "eval/runner.py _plain_attrs: a case-insensitive comparison added later resumes the "
+    "old case-sensitive fails",
+)
+async def test_fields_given_a_comparison_re_scores(tmp_path: Path) -> None:
+    path = tmp_path / "fields.sqlite"
+    cases = [lf.eval.Case("Paris", expected={"city": "Paris"}, id="paris")]
+    strict = await _run(path, lf.eval.fields(), answer_city, cases)
+    assert strict[0].scores["fields.city"].score == lf.eval.Score(False, "fail")
+
+    def same_text(got: str, want: str) -> bool:
+        return got.casefold() == want.casefold()
+
+    lenient = lf.eval.fields(compare={"city": same_text})
+    again = await _run(path, lenient, answer_city, cases)
+    assert not again[0].resumed
+    assert again[0].scores["fields.city"].score == lf.eval.Score(True, "pass")
+
+
+class Document:
+    """A case input with no JSON form (a loaded document, an image handle)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="eval/runner.py _digest keys a trial by json.dumps(..., default=repr): an input "
+    "with no JSON form is keyed by its address, so every run calls the task again (paid) "
+    "and says 're-run: the inputs changed'; lf.batch refuses such an item before anything "
+    "runs",
+)
+async def test_a_case_whose_inputs_have_no_json_form_is_not_paid_for_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "opaque.sqlite"
+    calls: list[str] = []
+
+    async def read(doc: Document) -> str:
+        calls.append(doc.text)
+        return doc.text.upper()
+
+    def cases() -> list[lf.eval.Case]:
+        return [lf.eval.Case(Document("a"), expected="A", id="a")]
+
+    await _run(path, lf.eval.exact, read, cases())
+    assert calls == ["a"]
+    try:
+        again = await _run(path, lf.eval.exact, read, cases())
+    except (TypeError, ValueError):  # refused before anything runs, as lf.batch does
+        pass
+    else:
+        assert again[0].resumed and again[0].redo is None
+    assert calls == ["a"]  # the task was not called (and paid for) a second time

@@ -4,6 +4,8 @@ called with one context is refused before the task is called (and paid for)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import langfx_nb as lf
@@ -26,5 +28,6 @@ async def test_an_evaluator_needing_a_keyword_is_refused_before_any_trial() -> N
         return len(ctx.output) < limit
 
     with pytest.raises(TypeError, match="within"):
-        await lf.eval.run(task, ["a", "b"], [within], progress=False, live=False)
+        evaluators: list[Any] = [within]  # a notebook user has no type checker
+        await lf.eval.run(task, ["a", "b"], evaluators, progress=False, live=False)
     assert calls == []

@@ -2,8 +2,10 @@
 
 - **Keys**: an item's key is a hash of its canonical JSON form (sorted keys; pydantic
   models and dataclasses by their fields, tagged with their class), with ``#n`` appended
-  for the n-th repeat of an identical item, so keys survive reordering and insertion. An
-  item that has no JSON form is refused before anything runs.
+  for the n-th repeat of an identical item, so keys survive reordering and insertion. A
+  str that is not JSON text is hashed as it is (its JSON form would only add quotes);
+  one that is (``"1"``, ``"null"``) by its JSON form, so it never shares the key of the
+  value it spells. An item that has no JSON form is refused before anything runs.
 - **Results**: JSON values are stored as JSON; an instance of a class (a pydantic model, a
   dataclass, anything pydantic's ``TypeAdapter`` can dump) as its JSON under a tag
   ``module:qualname``, validated back on resume into the class of that tag that ``fn``
@@ -95,7 +97,7 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
     blake2b = hashlib.blake2b
     for i, item in enumerate(items):
         try:
-            text = item if isinstance(item, str) else encode(item)
+            text = encode(item) if not isinstance(item, str) or _is_json(item) else item
         except ValueError as exc:
             raise TypeError(
                 f"items[{i}] holds a NaN or infinite number: it cannot be keyed"
@@ -116,6 +118,16 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
         repeats[k] = n + 1
         keys.append(k if n == 0 else f"{k}#{n}")
     return keys
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    except RecursionError:  # nested too deeply to tell: keyed by its JSON form, as JSON is
+        return True
+    return True
 
 
 def input_preview(item: Any) -> str:

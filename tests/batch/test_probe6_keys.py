@@ -17,12 +17,6 @@ async def describe(x: Any) -> str:
     return f"{type(x).__name__}:{x!r}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batch/codec.py item_keys hashes a str item's text as it is, not its JSON form: "
-    "the text '1' has the key of the number 1 (and '[1]' that of [1], 'null' that of None), "
-    "so a resume returns another item's stored result",
-)
 @pytest.mark.parametrize(("first", "then"), [([1, 2], ["1", "2"]), ([[1], None], ["[1]", "null"])])
 async def test_text_that_looks_like_json_is_not_resumed_as_that_value(
     tmp_path: Path, first: list[Any], then: list[Any]
@@ -34,11 +28,6 @@ async def test_text_that_looks_like_json_is_not_resumed_as_that_value(
     assert again.results == [f"str:{t!r}" for t in then]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batch/codec.py item_keys: in one call the items 1 and '1' get the keys K and "
-    "K#1, so their order decides which stored result each gets on a resume",
-)
 async def test_reordering_a_number_and_its_text_keeps_each_result(tmp_path: Path) -> None:
     run = tmp_path / "order.sqlite"
     await lf.batch(describe, [1, "1"], run=run, progress=False)

@@ -118,7 +118,8 @@ def one_argument(name: str, evaluator: Callable[..., Any]) -> Callable[[EvalCont
     """``evaluator`` as a callable of an ``EvalContext``, told by its signature: at most one
     required positional parameter is the context form; two or three, with room for three,
     is ``(case, output, trace)``, called as before with a ``DeprecationWarning`` (once,
-    here). Any other signature raises ``TypeError`` before a trial runs."""
+    here). Any other signature (a required keyword-only parameter too) raises
+    ``TypeError`` before a trial runs."""
     try:
         parameters = inspect.signature(evaluator).parameters.values()
     except (TypeError, ValueError):  # no signature to read (a builtin): the context form
@@ -126,6 +127,13 @@ def one_argument(name: str, evaluator: Callable[..., Any]) -> Callable[[EvalCont
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = sum(p.default is p.empty for p in positional)
     varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    keywords = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if keywords:
+        raise TypeError(
+            f"evaluator {name!r} must take one argument, an lf.eval.EvalContext "
+            f"(it also requires the keyword arguments {', '.join(keywords)}: give them "
+            "defaults, or bind them with functools.partial)"
+        )
     if required <= 1 and (positional or varargs):
         return evaluator
     if required <= 3 and (len(positional) >= 3 or varargs):

@@ -33,6 +33,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from ..batch.identity import RunIdentity
 
 __all__ = ["run"]
+
+_log = logging.getLogger("langfx_nb.eval")
 
 
 class _Shared:
@@ -76,6 +79,7 @@ class _Shared:
         self.evaluators = evaluators
         self.outputs: dict[int, Any] = {}  # the live (typed) outputs of this process's trials
         self.on_trial = on_trial
+        self.hook_failed = False  # on_trial raised once (logged once: the run goes on)
         #: per trial done again: why (``CaseResult.redo``), and the kept output to re-score
         self.redo: dict[int, str] = {}
         self.kept: dict[int, Any] = {}
@@ -133,7 +137,13 @@ async def _trial(shared: _Shared, index: int, session: Session) -> dict[str, Any
     if index in shared.redo:
         result["redo"] = shared.redo[index]
     if shared.on_trial is not None:
-        shared.on_trial(index, _result(shared, index, "ok", result, None, session.node.id, False))
+        trial_result = _result(shared, index, "ok", result, None, session.node.id, False)
+        try:
+            shared.on_trial(index, trial_result)
+        except Exception:  # the user's hook: its bug never fails a trial that was paid for
+            if not shared.hook_failed:
+                shared.hook_failed = True
+                _log.warning("on_trial raised; the run continues", exc_info=True)
     return result
 
 
@@ -347,11 +357,13 @@ async def run(
     ``version=`` without ``run=`` is a ``ValueError``).
     While the live view shows the run, the batch's own progress view is not shown (unless
     ``progress=`` asks for one). ``on_trial(index, result)`` is called as each trial of this
-    process finishes. ``live``: in a notebook (the notebook layer loaded, in a kernel) the
-    report widget is shown in the running cell and fills in as trials finish (rows arrive
-    in batches, a few per second), then shows the finished report; ``live=False`` shows
-    nothing. The returned report's ``widget()`` is that view. With ``engine=Ray()`` the
-    trials run in other processes: the view shows the finished report when the run ends.
+    process finishes; an exception it raises is logged (once, on ``langfx_nb.eval``) and
+    the trial stays as it finished. ``live``: in a notebook (the notebook layer loaded, in
+    a kernel) the report widget is shown in the running cell and fills in as trials finish
+    (rows arrive in batches, a few per second), then shows the finished report;
+    ``live=False`` shows nothing. The returned report's ``widget()`` is that view. With
+    ``engine=Ray()`` the trials run in other processes: the view shows the finished report
+    when the run ends.
     """
     from ..batch.identity import check_version, run_identity
     from ..batch.runner import run_batch

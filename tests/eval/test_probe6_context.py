@@ -11,12 +11,6 @@ import pytest
 import langfx_nb as lf
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eval/context.py one_argument counts positional parameters only: an evaluator "
-    "with a required keyword-only parameter is taken as the context form, every task runs, "
-    "and each trial stores a TypeError for it",
-)
 async def test_an_evaluator_needing_a_keyword_is_refused_before_any_trial() -> None:
     calls: list[str] = []
 

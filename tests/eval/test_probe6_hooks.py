@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import langfx_nb as lf
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eval/runner.py _trial calls on_trial inside the batch item: a hook that raises "
-    "fails the trial with the hook's error as if the task raised, its paid output and "
-    "scores are not stored, and a resume calls the task again",
-)
 async def test_a_broken_on_trial_hook_costs_no_second_task_call(tmp_path: Path) -> None:
     run = tmp_path / "hook.sqlite"
     calls: list[str] = []

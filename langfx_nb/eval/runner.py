@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ..agentic.session import Session
     from ..batch import ItemError
     from ..batch.identity import RunIdentity
+    from ..batch.owner import IfOwned
 
 __all__ = ["run"]
 
@@ -344,6 +345,7 @@ async def run(
     on_trial: Callable[[int, CaseResult], None] | None = None,
     live: bool = True,
     version: str | None = None,
+    if_owned: IfOwned = "raise",
 ) -> Report:
     """Run ``task`` on every case ``repeats`` times, score each answer, and report.
 
@@ -354,7 +356,8 @@ async def run(
     trial of the same case and evaluators (others are re-scored or re-run: see the module);
     a manifest made by another task is refused (``RunManifestError`` naming what changed:
     the run's identity is the task's, with ``version=`` as ``lf.batch``'s: docs/batch.md;
-    ``version=`` without ``run=`` is a ``ValueError``).
+    ``version=`` without ``run=`` is a ``ValueError``; ``if_owned`` as ``lf.batch``'s: a
+    manifest another live process is running is refused, or waited for with ``"wait"``).
     While the live view shows the run, the batch's own progress view is not shown (unless
     ``progress=`` asks for one). ``on_trial(index, result)`` is called as each trial of this
     process finishes; an exception it raises is logged (once, on ``langfx_nb.eval``) and
@@ -414,6 +417,7 @@ async def run(
             name=run_name,
             identity=identity,
             inputs=[case.inputs for case, _ in trials],
+            if_owned=if_owned,
         )
     except BaseException as exc:  # the view says the run stopped; the exception goes on
         if view is not None:

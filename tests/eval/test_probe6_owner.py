@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
@@ -61,12 +59,6 @@ def _ok_rows(manifest: Path) -> int:
         return 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the owned manifest's RunManifestError (batch/owner.py) tells an evaluation to "
-    "'pass if_owned=\"wait\"', which lf.eval.run (eval/runner.py run) does not take: "
-    "TypeError",
-)
 def test_an_evaluation_told_to_wait_for_the_owner_finishes_after_it(tmp_path: Path) -> None:
     script, manifest = tmp_path / "child.py", tmp_path / "eval.sqlite"
     script.write_text(CHILD, encoding="utf-8")
@@ -84,13 +76,14 @@ def test_an_evaluation_told_to_wait_for_the_owner_finishes_after_it(tmp_path: Pa
         assert "if_owned='wait'" in out  # the advice this test follows
         waiter = _start(script, manifest, "wait", block=False)
         owner.send_signal(signal.SIGKILL)
-        owner.wait(timeout=30)
+        owner.communicate(timeout=30)
         out, err = waiter.communicate(timeout=120)
         assert waiter.returncode == 0, err[-2000:]
         assert out.strip() == "done"
         assert _ok_rows(manifest) == 6
     finally:
         for proc in (owner, waiter):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            if proc is not None:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.communicate(timeout=30)  # its pipes closed

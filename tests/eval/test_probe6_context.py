@@ -1,6 +1,7 @@
-"""Evaluators and tasks as ``lf.eval.run`` reads their signature (``eval/context.py`` one_argument:
-"Any other signature raises ``TypeError`` before a trial runs"): an evaluator that cannot be
-called with one context is refused before the task is called (and paid for)."""
+"""Evaluators and tasks as ``lf.eval.run`` reads them: an evaluator that cannot be called
+with one context is refused before a trial runs (``eval/context.py`` one_argument: "Any other
+signature raises ``TypeError`` before a trial runs"), and a plain (sync) task is run as
+``lf.batch`` runs one, or refused before it is called (and paid for)."""
 
 from __future__ import annotations
 

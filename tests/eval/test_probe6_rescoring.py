@@ -2,8 +2,9 @@
 same case and the same scoring (docs/eval.md: "the evaluators (their code and plain
 settings: a judge's rubric and model, a tolerance)"). Changing how a judge grades (its
 verdict model, its query options, its model's sampling) or how ``fields`` compares is another
-scoring, and a case whose inputs have no JSON form is not silently paid for again on every
-run."""
+scoring; a case whose inputs have no JSON form is not paid for again on every run; a
+re-scored trial keeps its own output (not another case's with the same inputs), as it was
+(a NaN stays a float), and the duration of the task that made it."""
 
 from __future__ import annotations
 

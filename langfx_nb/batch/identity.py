@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..llms.base import LanguageModel
 
 
-__all__ = ["RunIdentity", "check_version", "code_digest", "run_identity"]
+__all__ = ["RunIdentity", "check_version", "code_digest", "run_identity", "setting_text"]
 
 _PLAIN = (str, int, float, bool, bytes)
 #: what an option shows by its qualified name (a result class, a tool function)
@@ -206,6 +206,28 @@ def code_digest(fn: Callable[..., Any]) -> str:
     identity = run_identity(fn)
     parts = [identity.fn, identity.code, identity.values, identity.templates]
     return _digest(json.dumps(parts, sort_keys=True))
+
+
+def setting_text(value: Any) -> str:
+    """What a setting of a built evaluator holds, the same in every process, so that another
+    setting is another scoring (``lf.eval.run``): a model with the options that change its
+    answers, a pydantic model class by its name and JSON schema, a function by
+    ``code_digest``, a mapping by its items so described, anything else as a refused run
+    shows an option."""
+    if isinstance(value, Mapping):
+        return repr(sorted((str(k), _setting_leaf(v)) for k, v in value.items()))
+    return _setting_leaf(value)
+
+
+def _setting_leaf(value: Any) -> str:
+    if _is_model(value):
+        return _describe_model(value, {})
+    if isinstance(value, type) and callable(getattr(value, "model_json_schema", None)):
+        schema = json.dumps(value.model_json_schema(), sort_keys=True, default=str)
+        return f"{value.__qualname__}:{_digest(schema)[:16]}"
+    if isinstance(value, types.FunctionType | functools.partial):
+        return code_digest(value)
+    return _option(value)
 
 
 # -- what fn names ---------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import inspect
 import json
 import logging
 import time
@@ -227,9 +228,7 @@ def _scoring(evaluators: Mapping[str, Any]) -> str:
     tolerance): another value is another scoring, and stored trials are re-scored."""
     from ..batch.identity import code_digest
 
-    return "\n".join(
-        f"{name}={code_digest(ev)}:{_plain_attrs(ev)}" for name, ev in evaluators.items()
-    )
+    return "\n".join(f"{name}={code_digest(ev)}:{_settings(ev)}" for name, ev in evaluators.items())
 
 
 def _digest(value: Any) -> str:
@@ -316,18 +315,30 @@ def _plan(
             shared.redo[index] = "re-run: the inputs changed"
 
 
-def _plain_attrs(ev: Any) -> str:
-    """The plain settings of a built evaluator (a judge's rubric and model id, a tolerance)."""
+def _settings(ev: Any) -> str:
+    """The settings of a built evaluator: plain values as they are, anything else (a judge's
+    model and sampling, its verdict class and query options, ``fields``' comparisons) as
+    ``setting_text`` describes it. A setting left at its constructor's default, or an empty
+    mapping, is left out, as it was before such settings were described, so an evaluator
+    built the same way keeps its stored trials."""
+    from ..batch.identity import setting_text
+
     values = getattr(ev, "__dict__", None)
     if not isinstance(values, dict):
         return ""
-    plain: dict[str, Any] = {}
+    try:
+        parameters = inspect.signature(type(ev)).parameters
+    except (TypeError, ValueError):
+        parameters = {}  # type: ignore[assignment]
+    shown: dict[str, Any] = {}
     for k, v in values.items():
         if isinstance(v, str | int | float | bool | tuple):
-            plain[k] = v
-        elif isinstance(getattr(v, "model_id", None), str):  # a judge's model: its id only
-            plain[k] = v.model_id
-    return repr(sorted(plain.items()))
+            shown[k] = v
+        elif (k in parameters and v is parameters[k].default) or (isinstance(v, Mapping) and not v):
+            continue
+        else:
+            shown[k] = setting_text(v)
+    return repr(sorted(shown.items()))
 
 
 async def run(

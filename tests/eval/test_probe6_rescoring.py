@@ -36,12 +36,6 @@ class Grade(pydantic.BaseModel):
     score: float
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a judge's verdict= model is not part of the trial's scoring (eval/runner.py "
-    "_scoring/_plain_attrs keep only plain attributes): a judge changed from pass/fail to a "
-    "0-1 grade resumes the old pass/fail verdicts",
-)
 async def test_a_judge_given_another_verdict_model_re_scores(tmp_path: Path) -> None:
     path = tmp_path / "judge.sqlite"
     passfail = lf.eval.judge(StaticResponse(PASSED, model="judge-a"), "Is it right?")
@@ -59,12 +53,6 @@ async def test_a_judge_given_another_verdict_model_re_scores(tmp_path: Path) -> 
     assert score is not None and score.score == 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a judge's query options (temperature=, repair=, protocol=) are a dict, which "
-    "eval/runner.py _plain_attrs leaves out of the scoring: a judge asked another way resumes "
-    "the verdicts of the first",
-)
 async def test_a_judge_asked_with_other_options_re_scores(tmp_path: Path) -> None:
     path = tmp_path / "options.sqlite"
     await _run(path, lf.eval.judge(StaticResponse(PASSED, model="judge-a"), "Is it right?"))
@@ -74,13 +62,6 @@ async def test_a_judge_asked_with_other_options_re_scores(tmp_path: Path) -> Non
     assert again[0].redo == "re-scored: the evaluators changed; output kept"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a judge's model is in the scoring by its model_id only (eval/runner.py "
-    "_plain_attrs), while a run's identity describes a model with the sampling options "
-    "that change its answers (batch/identity.py _describe_model): a judge model at another "
-    "temperature resumes the old verdicts",
-)
 async def test_a_judge_model_with_other_sampling_re_scores(tmp_path: Path) -> None:
     path = tmp_path / "sampling.sqlite"
     cold = StaticResponse(PASSED, model="judge-a", temperature=0.0)
@@ -99,12 +80,6 @@ async def answer_city(text: str) -> City:
     return City(city=text.lower())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fields(compare={...}) is a dict of callables, left out of the scoring by "
-    "eval/runner.py _plain_attrs: a case-insensitive comparison added later resumes the "
-    "old case-sensitive fails",
-)
 async def test_fields_given_a_comparison_re_scores(tmp_path: Path) -> None:
     path = tmp_path / "fields.sqlite"
     cases = [lf.eval.Case("Paris", expected={"city": "Paris"}, id="paris")]

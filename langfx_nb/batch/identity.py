@@ -222,8 +222,9 @@ def setting_text(value: Any) -> str:
 def _setting_leaf(value: Any) -> str:
     if _is_model(value):
         return _describe_model(value, {})
-    if isinstance(value, type) and callable(getattr(value, "model_json_schema", None)):
-        schema = json.dumps(value.model_json_schema(), sort_keys=True, default=str)
+    schema_of = getattr(value, "model_json_schema", None)
+    if isinstance(value, type) and callable(schema_of):
+        schema = json.dumps(schema_of(), sort_keys=True, default=str)
         return f"{value.__qualname__}:{_digest(schema)[:16]}"
     if isinstance(value, types.FunctionType | functools.partial):
         return code_digest(value)

@@ -35,6 +35,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -85,6 +86,7 @@ class _Shared:
         #: per trial done again: why (``CaseResult.redo``), and the kept output to re-score
         self.redo: dict[int, str] = {}
         self.kept: dict[int, Any] = {}
+        self.kept_duration: dict[int, float | None] = {}  # of the task that made the output
         #: what a trial whose task raised had spent (usage, cost, unpriced requests): the
         #: provider billed its requests, so the report counts them (this process's trials)
         self.spent: dict[int, tuple[Usage | None, float | None, int]] = {}
@@ -132,7 +134,7 @@ async def _trial(shared: _Shared, index: int, session: Session) -> dict[str, Any
         "scores": scores,
         "usage": meter.usage.to_json(),
         "cost": cost,
-        "duration": task.node.duration,
+        "duration": shared.kept_duration.get(index) if kept else task.node.duration,
     }
     if meter.unpriced_requests:  # requests left out of cost: no price known
         result["unpriced"] = meter.unpriced_requests
@@ -286,14 +288,16 @@ def _plan(
     finally:
         manifest.close()
     slots: dict[str, list[str]] = {}  # "id#repeat" -> stored digests
-    outputs: dict[tuple[str, str], Any] = {}  # (inputs digest, repeat) -> a stored output
+    trials: dict[str, Mapping[str, Any]] = {}  # "id#repeat" -> its stored trial
+    outputs: dict[tuple[str, str], Mapping[str, Any]] = {}  # (inputs digest, repeat) -> one
     for key, value in stored.items():
         slot, _, digests = key.rpartition("@")
         parts = digests.split(".")
         if len(parts) != 3 or not isinstance(value, Mapping):
             continue
         slots[slot] = parts
-        outputs[parts[0], slot.rpartition("#")[2]] = value.get("output")
+        trials[slot] = value
+        outputs[parts[0], slot.rpartition("#")[2]] = value
     for index, key in enumerate(keys):
         if key in stored:  # the same case and scoring: reused as it is, once it reads back
             _check_stored(path, index, stored[key])
@@ -301,18 +305,25 @@ def _plan(
         slot, _, digests = key.rpartition("@")
         now, before = digests.split("."), slots.get(slot)
         found = (now[0], slot.rpartition("#")[2])
-        if found in outputs:
-            if before is None or before[0] != now[0]:
-                why = "a stored trial of the same inputs had another case id"
-            else:
-                changed = [
-                    w for w, i in (("expected answer", 1), ("evaluators", 2)) if before[i] != now[i]
-                ]
-                why = f"the {' and the '.join(changed)} changed"
-            shared.redo[index] = f"re-scored: {why}; output kept"
-            shared.kept[index] = outputs[found]
-        elif before is not None:
-            shared.redo[index] = "re-run: the inputs changed"
+        if before is not None and before[0] == now[0]:  # this case's own trial, same inputs
+            changed = [
+                w for w, i in (("expected answer", 1), ("evaluators", 2)) if before[i] != now[i]
+            ]
+            why, kept = f"the {' and the '.join(changed)} changed", trials[slot]
+        elif found in outputs:
+            why, kept = "a stored trial of the same inputs had another case id", outputs[found]
+        else:
+            if before is not None:
+                shared.redo[index] = "re-run: the inputs changed"
+            continue
+        shared.redo[index] = f"re-scored: {why}; output kept"
+        shared.kept[index] = kept.get("output")
+        duration = kept.get("duration")  # data from a file: a number or unknown
+        if isinstance(duration, bool) or not isinstance(duration, int | float):
+            duration = None
+        shared.kept_duration[index] = (
+            duration if duration is None or math.isfinite(duration) else None
+        )
 
 
 def _settings(ev: Any) -> str:

@@ -146,12 +146,6 @@ def shorter(ctx: lf.eval.EvalContext) -> bool:
     return len(ctx.output) < 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a re-scored trial stores as its duration the no-op 'task' node that hands back "
-    "the kept output (eval/runner.py _trial: result['duration'] = task.node.duration), not "
-    "the time of the task that made it, nor None (unknown)",
-)
 async def test_a_re_scored_trial_keeps_the_duration_of_the_task_that_made_its_output(
     tmp_path: Path,
 ) -> None:
@@ -192,12 +186,6 @@ async def test_a_kept_output_holding_nan_reads_back_as_a_float(tmp_path: Path) -
     assert rescored[0].scores["is_missing"].score == lf.eval.Score(True, "pass")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eval/runner.py _plan indexes stored outputs by (inputs digest, repeat) only: two "
-    "cases with the same inputs (a question asked twice with other expected answers or "
-    "metadata) are both re-scored on the output stored last, while redo says 'output kept'",
-)
 async def test_a_re_scored_case_keeps_its_own_output_when_another_case_has_its_inputs(
     tmp_path: Path,
 ) -> None:

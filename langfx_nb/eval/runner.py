@@ -37,7 +37,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +69,7 @@ class _Shared:
 
     def __init__(
         self,
-        task: Callable[..., Awaitable[Any]],
+        task: Callable[..., Any],
         trials: list[tuple[Case, int]],
         evaluators: dict[str, Callable[[EvalContext], Any]],
         on_trial: Callable[[int, CaseResult], None] | None,
@@ -107,10 +107,11 @@ async def _trial(shared: _Shared, index: int, session: Session) -> dict[str, Any
         ) as task:
             if kept:  # re-scored: the stored output of the same inputs, no task call
                 output = shared.kept[index]
-            elif shared.with_session:
-                output = await shared.task(case.inputs, task.session)
-            else:
-                output = await shared.task(case.inputs)
+            else:  # a plain function's answer as it is, as lf.batch takes it
+                args = (case.inputs, task.session) if shared.with_session else (case.inputs,)
+                output = shared.task(*args)
+                if inspect.isawaitable(output):
+                    output = await output
             task.outputs = output
     except Exception:
         usage = meter.usage if meter.usage.to_json() else None
@@ -353,7 +354,7 @@ def _settings(ev: Any) -> str:
 
 
 async def run(
-    task: Callable[..., Awaitable[Any]],
+    task: Callable[..., Any],
     dataset: Dataset | Iterable[Any],
     evaluators: Iterable[Evaluator] | Mapping[str, Evaluator] | Evaluator,
     *,
@@ -370,6 +371,8 @@ async def run(
     if_owned: IfOwned = "raise",
 ) -> Report:
     """Run ``task`` on every case ``repeats`` times, score each answer, and report.
+    ``task(inputs)`` (or ``task(inputs, session)``) is async, or a plain function whose
+    answer is taken as it is (as ``lf.batch`` takes one; it holds the event loop meanwhile).
 
     ``dataset`` is a ``Dataset`` (or anything ``Dataset(...)`` takes); ``evaluators`` a list
     (named by each one's ``name``/``__name__``), a ``{name: evaluator}`` dict, or one
@@ -401,7 +404,7 @@ async def run(
         evaluators = [evaluators]
     named = evaluator_names(evaluators)
     if not callable(task):
-        raise TypeError(f"task must be an async callable, not {type(task).__name__}")
+        raise TypeError(f"task must be callable, not {type(task).__name__}")
     trials = [(case, r) for case in data for r in range(repeats)]
     run_name = name or data.name or "eval"
     view = live_view(run_name, len(trials)) if live else None

@@ -28,13 +28,6 @@ async def test_an_evaluator_needing_a_keyword_is_refused_before_any_trial() -> N
     assert calls == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eval/runner.py _trial awaits the task's return value: a plain (sync) task is "
-    'called, its answer (maybe paid for) is lost, and every trial fails with "object str '
-    "can't be used in 'await' expression\"; lf.batch takes the same function, and "
-    "lf.eval.run checks only callable(task) before running",
-)
 async def test_a_sync_task_is_run_or_refused_before_it_is_called() -> None:
     calls: list[str] = []
 

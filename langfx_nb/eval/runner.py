@@ -406,6 +406,8 @@ async def run(
     if not callable(task):
         raise TypeError(f"task must be callable, not {type(task).__name__}")
     trials = [(case, r) for case in data for r in range(repeats)]
+    if run is not None:
+        _check_keyable(data)
     run_name = name or data.name or "eval"
     view = live_view(run_name, len(trials)) if live else None
     # the view lives in this process: trials run elsewhere (Ray workers) cannot feed it, and
@@ -477,6 +479,23 @@ async def run(
         with contextlib.suppress(Exception):  # a view never breaks the run it shows
             view.show(report)
     return report
+
+
+def _check_keyable(data: Dataset) -> None:
+    """``TypeError`` naming the first case whose inputs or expected answer have no JSON
+    form (``lf.batch``'s rule for an item): its stored trial could not be found again, so
+    every run would call the task again."""
+    from ..batch.codec import item_keys
+
+    for case in data:
+        try:
+            item_keys([case.inputs, case.expected])
+        except TypeError as exc:
+            raise TypeError(
+                f"case {case.id!r}: its inputs or expected answer have no JSON form, so run= "
+                "could not find its stored trial again: give it inputs JSON can hold (text, "
+                "numbers, a path, a pydantic model)"
+            ) from exc
 
 
 def _type_kept(shared: _Shared, output_type: Any) -> None:

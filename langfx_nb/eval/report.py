@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from ..agentic.trace_json import regular_file
 from ..agentic.usage import cost_label
@@ -165,22 +165,39 @@ class CaseResult:
             output = TypeAdapter(output_type).validate_python(output)
         scores = [ScoreRecord.from_json(s) for s in data.get("scores") or ()]
         usage = data.get("usage")
+        status = data.get("status", "ok")
+        if status not in get_args(CaseStatus):
+            raise ValueError(f"unknown status {str(status)[:40]!r}")
         return cls(
             case,
             int(data.get("repeat", 0)),
-            data.get("status", "ok"),
+            status,
             output,
             error,
             {s.name: s for s in scores},
-            data.get("node_id"),
+            _optional(data, "node_id", str),
             Usage.from_json(usage) if usage else None,
-            data.get("cost"),
-            data.get("duration"),
+            _optional(data, "cost", float),
+            _optional(data, "duration", float),
             bool(data.get("resumed", False)),
             int(data.get("unpriced") or 0),
-            data.get("redo"),
+            _optional(data, "redo", str),
             traceback_from_json(data),
         )
+
+
+def _optional(data: Mapping[str, Any], name: str, kind: type[float] | type[str]) -> Any:
+    """``data[name]`` when it is a ``kind`` (a finite number for ``float``) or missing;
+    ``TypeError`` naming it otherwise."""
+    value = data.get(name)
+    if value is None:
+        return None
+    if kind is float:
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    elif isinstance(value, str):
+        return value
+    raise TypeError(f"{name} must be a {'number' if kind is float else 'str'} or null")
 
 
 @dataclass(frozen=True, slots=True)

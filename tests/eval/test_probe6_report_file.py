@@ -17,12 +17,6 @@ async def echo(text: str) -> str:
     return text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eval/report.py CaseResult.from_json checks error, metadata, scores and "
-    "traceback but not cost, redo, status or duration: such a report loads, then its "
-    "summary (repr) raises TypeError or AttributeError",
-)
 @pytest.mark.parametrize(("field", "value"), [("cost", "0.12"), ("redo", 5), ("status", "odd")])
 async def test_a_report_file_with_a_field_of_the_wrong_type_is_refused_on_load(
     tmp_path: Path, field: str, value: Any

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RunManifestError
 from ..jsonable import walk
+from ..llms.deferred import capturing
 from ..messages import Usage
 from .context import EvalContext, one_argument
 from .dataset import Case, Dataset
@@ -120,7 +121,9 @@ async def _trial(shared: _Shared, index: int, session: Session) -> dict[str, Any
     # a kept output has no trace of its making
     trace, duration = (None, None) if kept else (task.node, task.node.duration)
     records: list[ScoreRecord] = []
-    with session.track("action", "evaluate", meter=meter) as ev:
+    # a judge is asked online: with engine=ProviderBatch() only the task's call is the item's
+    # (batched) request, and its answer has come back by now
+    with capturing(None), session.track("action", "evaluate", meter=meter) as ev:
         for name, evaluator in shared.evaluators.items():
             with ev.session.track("action", name) as check:
                 trial = EvalContext(case, output, trace, check.session, duration, repeat)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 
 import langfx_nb as lf
 from langfx_nb.llms.fake import StaticResponse
@@ -17,14 +16,6 @@ from langfx_nb.llms.openai import OpenAI
 from ..spend.provider_server import ProviderServer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with engine=ProviderBatch() a judge's query is the trial's second model call, "
-    "which the replay refuses (ProviderBatchError 'fn made a second model call'): every "
-    "verdict is an error, stored as a finished trial that a resume never judges again; the "
-    "evaluators should run outside the batch's capture (eval/runner.py _trial, "
-    "batch/provider.py) or the run be refused before a batch is submitted",
-)
 async def test_a_judge_scores_the_answers_of_a_provider_batch(tmp_path: Path) -> None:
     with ProviderServer(steps_to_finish=1) as server:
         lm = OpenAI(

@@ -9,7 +9,7 @@ Two users, one walk:
   (``notebook.bridge.to_jsonable``): nothing cut, only made JSON-able.
 
 What a caller may rely on: the result is accepted by ``json.dumps(..., allow_nan=False)``;
-non-finite floats become their ``repr`` (``"nan"``); enums become their value; exceptions
+non-finite floats become their ``repr`` (``"nan"``; kept with ``Bounds(nonfinite=True)``); enums become their value; exceptions
 ``{"type", "message"}``; objects with ``to_json()`` or pydantic's ``model_dump`` are walked
 through that; dataclasses become their fields; anything else becomes its ``repr`` (shown,
 never evaluated). Nesting deeper than ``max_depth`` becomes ``"…"``.
@@ -44,6 +44,7 @@ class Bounds:
     redact: bool = False  # credential-looking mapping keys show "<redacted>", and text masks
     # credential-shaped substrings (``redact_secrets``)
     max_repr: int | None = None  # repr() of unknown objects is cut at this length
+    nonfinite: bool = False  # NaN and infinities kept as floats (for a JSON that writes them)
 
 
 FULL = Bounds()
@@ -64,7 +65,7 @@ def walk(
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
+        return value if bounds.nonfinite or math.isfinite(value) else repr(value)
     if isinstance(value, str):
         limit = bounds.max_chars
         text = value if limit is None or len(value) <= limit else value[:limit] + "…"

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RunManifestError
-from ..jsonable import walk
+from ..jsonable import Bounds, walk
 from ..llms.deferred import capturing
 from ..messages import Usage
 from .context import EvalContext, one_argument
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["run"]
 
 _log = logging.getLogger("langfx_nb.eval")
+#: how a trial's output is stored: as JSON data, its NaN and infinities as they are
+_STORED = Bounds(nonfinite=True)
 
 
 class _Shared:
@@ -134,7 +136,7 @@ async def _trial(shared: _Shared, index: int, session: Session) -> dict[str, Any
     session.node.metadata["evaluations"] = scores
     cost, _ = meter.cost()
     result = {
-        "output": walk(output),
+        "output": walk(output, _STORED),
         "scores": scores,
         "usage": meter.usage.to_json(),
         "cost": cost,

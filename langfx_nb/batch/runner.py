@@ -28,7 +28,7 @@ from .engine import Asyncio, BatchJob, Engine
 from .identity import RunIdentity, run_identity
 from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .owner import IfOwned, RunOwner
-from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
+from .progress import UPDATE_INTERVAL_S, Reporter, check_progress, resolve_reporter
 from .ray_engine import dataset_rows
 from .result import BatchResult, ItemsFailedError
 from .state import BatchState, quietly
@@ -82,6 +82,7 @@ async def run_batch(
         raise ValueError("on_error must be 'collect' or 'raise'")
     if if_owned not in ("raise", "wait"):
         raise ValueError("if_owned must be 'raise' or 'wait'")
+    check_progress(progress)
     if engine is None:
         engine = Asyncio()
     elif not callable(getattr(engine, "run", None)) or not isinstance(

@@ -370,3 +370,13 @@ class ResultCodec:
 
             adapter = self._lists[cls] = TypeAdapter(list[cls])  # type: ignore[valid-type]
         return adapter.validate_json(whole)
+
+
+def is_dataframe(value: Any) -> bool:
+    """Whether ``value`` is a pandas ``DataFrame`` (or a subclass), found by its class's
+    module without importing pandas, which langfx_nb does not depend on. Iterating a
+    DataFrame yields its column names, never its rows: a caller refuses one as items."""
+    return any(
+        c.__name__ == "DataFrame" and c.__module__.partition(".")[0] == "pandas"
+        for c in type(value).__mro__
+    )

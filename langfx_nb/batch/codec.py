@@ -11,7 +11,8 @@
   ``module:qualname``, validated back on resume into the class of that tag that ``fn``
   declares (its return annotation, or a class its code names); the tag never makes
   anything be imported. The class's JSON schema is hashed when first stored; a manifest
-  whose stored classes changed schema is refused.
+  whose stored classes changed schema is refused. An infinite or NaN float is stored as
+  JSON's ``Infinity`` or ``NaN``, which Python's ``json`` and the classes read back.
 - **Inputs**: each stored item keeps a bounded preview of its input (``input_preview``).
 - **What ``fn`` reads**: the globals its code loads (not those it assigns) and its
   closure (``named_values``), where result classes are found here and a run's identity
@@ -303,7 +304,7 @@ class ResultCodec:
                 ) from exc
         if value is None or isinstance(value, (str, int, float, bool, list, dict)):
             try:
-                return JSON_TAG, json.dumps(value, ensure_ascii=False, allow_nan=False)
+                return JSON_TAG, json.dumps(value, ensure_ascii=False)  # inf, NaN: as _dump
             except (TypeError, ValueError) as exc:
                 raise TypeError(
                     f"a {type(value).__name__} result holding values that are not plain JSON "
@@ -370,3 +371,13 @@ class ResultCodec:
 
             adapter = self._lists[cls] = TypeAdapter(list[cls])  # type: ignore[valid-type]
         return adapter.validate_json(whole)
+
+
+def is_dataframe(value: Any) -> bool:
+    """Whether ``value`` is a pandas ``DataFrame`` (or a subclass), found by its class's
+    module without importing pandas, which langfx_nb does not depend on. Iterating a
+    DataFrame yields its column names, never its rows: a caller refuses one as items."""
+    return any(
+        c.__name__ == "DataFrame" and c.__module__.partition(".")[0] == "pandas"
+        for c in type(value).__mro__
+    )

@@ -126,6 +126,7 @@ class BatchJob:
             return
         except BaseException:
             state.running -= 1
+            state.cancelled += 1
             state.statuses[index] = "cancelled"
             raise
         state.running -= 1

@@ -39,6 +39,7 @@ __all__ = [
     "ErrorGroup",
     "Reporter",
     "ReporterFactory",
+    "check_progress",
     "default_reporter",
     "provider_lines",
     "resolve_reporter",
@@ -86,7 +87,8 @@ class BatchProgress:
     - ``done``: items finished with a result, including ``resumed`` ones (done in an earlier
       run of the same ``run=`` manifest, so nothing was sent for them now).
     - ``failed``: items whose ``fn`` raised (or that were cancelled); ``errors`` groups them
-      by exception class, largest group first.
+      by exception class, largest group first. ``cancelled``: of these, the items stopped in
+      flight by the batch's end (a cancellation, ``on_error="raise"``): they have no error.
     - ``running``: started, not finished. ``left``: not started yet.
     - ``elapsed_s``: wall time since the batch started. ``items_per_s`` and
       ``tokens_per_s`` count only what this run did (resumed items excluded); ``eta_s`` is
@@ -114,6 +116,7 @@ class BatchProgress:
     running: int = 0
     left: int = 0
     resumed: int = 0
+    cancelled: int = 0
     elapsed_s: float = 0.0
     items_per_s: float = 0.0
     tokens_per_s: float = 0.0
@@ -158,6 +161,7 @@ class BatchProgress:
             "running": self.running,
             "left": self.left,
             "resumed": self.resumed,
+            "cancelled": self.cancelled,
             "elapsed_s": self.elapsed_s,
             "items_per_s": self.items_per_s,
             "tokens_per_s": self.tokens_per_s,
@@ -318,14 +322,22 @@ def resolve_reporter(progress: Any, session: Session, first: BatchProgress) -> R
             if made is not None:
                 return made
         return terminal_reporter(first)
+    check_progress(progress)
     if isinstance(progress, Reporter):
         return progress
-    if callable(progress):
-        return _CallableReporter(progress)
-    raise TypeError(
-        "progress must be None (automatic), False, a reporter with update() and close(), "
-        f"or a callable of a BatchProgress, not {type(progress).__name__}"
-    )
+    return _CallableReporter(progress)
+
+
+def check_progress(progress: Any) -> None:
+    """Refuse a ``progress=`` that ``resolve_reporter`` cannot use (``TypeError``): the
+    runner calls it before anything is made, so a typo leaves no run manifest behind."""
+    if progress is None or isinstance(progress, (bool, Reporter)):
+        return
+    if not callable(progress):
+        raise TypeError(
+            "progress must be None (automatic), False, a reporter with update() and close(), "
+            f"or a callable of a BatchProgress, not {type(progress).__name__}"
+        )
 
 
 def _provider_counts(counts: Mapping[str, Any]) -> str:
@@ -372,6 +384,7 @@ def stopped_note(progress: Mapping[str, Any]) -> str:
     returning them) or where they are kept. ``""`` for a batch still running or complete."""
     total = int(progress.get("total") or 0)
     settled = int(progress.get("done") or 0) + int(progress.get("failed") or 0)
+    settled -= int(progress.get("cancelled") or 0)  # stopped in flight: not finished
     if not progress.get("finished") or settled >= total:
         return ""
     what = f"stopped with {settled:,} of {total:,} items finished ({total - settled:,} not run)"

@@ -9,7 +9,9 @@ The same ``fn`` runs twice per item, unchanged:
    the replay builds). An item whose ``fn`` finishes without a request (cache hits) or
    raises is not batched: it runs in step 3, where a model call it makes that the cache
    does not answer is refused (``ProviderBatchError``, nothing sent) unless
-   ``ProviderBatch(online=True)`` lets it go online at full price.
+   ``ProviderBatch(online=True)`` lets it go online at full price. With
+   ``on_error="raise"``, an item whose ``fn`` raises here (before its model call) fails at
+   once and stops the batch: nothing is submitted.
 2. **Batch.** The requests are grouped per model and account, split at the provider's
    limits (requests and bytes per batch), submitted (sent once: a create whose answer is
    lost is looked for in the account's batch list, ``Wire.find``, never sent again); each
@@ -47,6 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..agentic.tracebacks import error_info
 from ..errors import LangFxError, ProviderBatchError, RetryableError, ServerError
 from ..llms.cache import warn_cache_failure
 from ..llms.deferred import Capture, DeferredCall, capturing
@@ -420,6 +423,9 @@ async def _collect(engine: ProviderBatch, job: BatchJob, plan: ProviderPlan, spo
                     pass
                 except Exception as exc:
                     if collector.request is None:
+                        if job.raise_first:  # on_error="raise": stop before anything is paid
+                            info = error_info(exc)
+                            job.record_failed(i, info["type"], info["message"], None, exc)
                         plan.uncollected[i] = f"{type(exc).__name__}: {exc}"[:200]
             model, request = collector.model, collector.request
             if model is None or request is None:

@@ -23,12 +23,12 @@ from ..agentic.session import Session
 from ..agentic.trace import OPEN_STATUSES, TraceNode
 from ..agentic.usage import UsageMeter
 from ..errors import RunManifestError
-from .codec import ResultCodec, item_keys, target_function
+from .codec import ResultCodec, is_dataframe, item_keys, target_function
 from .engine import Asyncio, BatchJob, Engine
 from .identity import RunIdentity, run_identity
 from .manifest import FLUSH_ROWS, Manifest, manifest_path
 from .owner import IfOwned, RunOwner
-from .progress import UPDATE_INTERVAL_S, Reporter, resolve_reporter
+from .progress import UPDATE_INTERVAL_S, Reporter, check_progress, resolve_reporter
 from .ray_engine import dataset_rows
 from .result import BatchResult, ItemsFailedError
 from .state import BatchState, quietly
@@ -82,6 +82,7 @@ async def run_batch(
         raise ValueError("on_error must be 'collect' or 'raise'")
     if if_owned not in ("raise", "wait"):
         raise ValueError("if_owned must be 'raise' or 'wait'")
+    check_progress(progress)
     if engine is None:
         engine = Asyncio()
     elif not callable(getattr(engine, "run", None)) or not isinstance(
@@ -93,6 +94,11 @@ async def run_batch(
         )
     if isinstance(items, (str, bytes)):
         raise TypeError("items must be an iterable of items, not a single string")
+    if is_dataframe(items):
+        raise TypeError(
+            "items is a pandas DataFrame, which iterates over its column names: pass "
+            "df.to_dict('records') to run one item per row (a dict of column -> value)"
+        )
     rows = dataset_rows(items)  # a ray.data.Dataset: its rows, read here
     if rows is not None:
         items = rows

@@ -35,6 +35,7 @@ class BatchState:
         self.resumed: list[bool] = [False] * n
         self.done = 0
         self.failed = 0
+        self.cancelled = 0  # stopped in flight by the batch's end: failed, in progress
         self.running = 0
         self.resumed_count = 0
         self.groups: dict[str, list[Any]] = {}
@@ -106,17 +107,19 @@ class BatchState:
         rate = settled_now / elapsed if elapsed > 0 else 0.0
         usage = self.meter.usage
         tokens = total_tokens(usage)
-        left = self.n - self.done - self.failed - self.running
+        failed = self.failed + self.cancelled
+        left = self.n - self.done - failed - self.running
         remaining = left + self.running
         eta = remaining / rate if rate > 0 else (0.0 if not remaining else None)
         cost, unpriced = self.meter.cost()
         return BatchProgress(
             total=self.n,
             done=self.done,
-            failed=self.failed,
+            failed=failed,
             running=self.running,
             left=left,
             resumed=self.resumed_count,
+            cancelled=self.cancelled,
             elapsed_s=elapsed,
             items_per_s=rate,
             tokens_per_s=tokens / elapsed if elapsed > 0 else 0.0,

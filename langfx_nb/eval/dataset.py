@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..batch.codec import is_dataframe
 from ..jsonable import walk
 
 __all__ = ["Case", "Dataset"]
@@ -61,7 +62,8 @@ class Dataset(Sequence[Case]):
     which columns are the inputs, the expected answer, the metadata and the id.
 
     A malformed case raises ``ValueError`` (``TypeError`` for a wrong kind of value) naming
-    its row; duplicate ids raise ``ValueError``.
+    its row; duplicate ids raise ``ValueError``. A pandas ``DataFrame`` (which iterates over
+    its column names) raises ``TypeError`` naming ``from_pandas``.
     """
 
     __slots__ = ("_by_id", "_cases", "input_type", "name", "output_type")
@@ -74,6 +76,12 @@ class Dataset(Sequence[Case]):
         input_type: Any = None,
         output_type: Any = None,
     ) -> None:
+        if is_dataframe(cases):
+            raise TypeError(
+                "a pandas DataFrame iterates over its column names, not its rows: pass "
+                "lf.eval.Dataset.from_pandas(df, expected=..., id=...), which names the "
+                "columns holding each case's expected answer and id (the rest are its inputs)"
+            )
         self.name = name
         self.input_type = input_type
         self.output_type = output_type

@@ -36,12 +36,6 @@ async def test_reordering_a_number_and_its_text_keeps_each_result(tmp_path: Path
     assert again.results == ["str:'1'", "int:1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lf.batch (batch/runner.py run_batch: list(items)) and lf.eval.run (Dataset(...)) "
-    "iterate a pandas DataFrame as Python does, over its column names: a table of 3 rows "
-    "runs 2 items named 'text' and 'id'",
-)
 async def test_a_dataframe_runs_over_its_rows_or_is_refused() -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame({"text": ["a", "b", "c"], "id": [1, 2, 3]})
@@ -62,3 +56,22 @@ async def test_a_dataframe_runs_over_its_rows_or_is_refused() -> None:
             assert seen == []
             continue
         assert len(result) == 3 and "text" not in seen
+
+
+async def test_a_refused_dataframe_names_the_call_that_runs_its_rows() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"text": ["a", "b", "c"], "answer": ["a", "x", "c"]})
+
+    async def fn(row: Any) -> Any:
+        return row["text"] if isinstance(row, dict) else row
+
+    with pytest.raises(TypeError, match=r"df\.to_dict\('records'\)"):
+        await lf.batch(fn, frame, progress=False)
+    result = await lf.batch(fn, frame.to_dict("records"), progress=False)
+    assert result.results == ["a", "b", "c"]
+
+    with pytest.raises(TypeError, match=r"Dataset\.from_pandas\(df, expected="):
+        await lf.eval.run(fn, frame, [lf.eval.exact], progress=False, live=False)
+    cases = lf.eval.Dataset.from_pandas(frame, expected="answer")
+    report = await lf.eval.run(fn, cases, [lf.eval.exact], progress=False, live=False)
+    assert len(report.results) == 3

@@ -14,12 +14,6 @@ import langfx_nb as lf
 from langfx_nb.batch import BatchProgress
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an item cancelled in flight (on_error='raise', an interrupt) is not counted in "
-    "BatchProgress.failed; the final snapshot counts it as 'left' (not started), "
-    "batch/engine.py run_item's BaseException branch and batch/state.py snapshot",
-)
 async def test_the_final_snapshot_counts_items_cancelled_in_flight() -> None:
     started: list[int] = []
     snapshots: list[BatchProgress] = []
@@ -42,13 +36,6 @@ async def test_the_final_snapshot_counts_items_cancelled_in_flight() -> None:
     assert final.failed == 3  # item 0 raised, items 1 and 2 were cancelled
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="progress= is checked only once the batch runs (batch/runner.py _execute -> "
-    "progress.resolve_reporter), after the run manifest was created and bound to fn's "
-    "identity with a failed batch node in its trace; the other arguments are checked "
-    "before anything (run_batch)",
-)
 async def test_a_bad_progress_argument_is_refused_before_the_manifest_is_made(
     tmp_path: Path,
 ) -> None:

@@ -15,13 +15,6 @@ from langfx_nb.llms.openai import OpenAI
 from ..spend.provider_server import ProviderServer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batch/provider.py collects every item, submits the others' requests and waits "
-    "for the batch, and only the replay raises the first item's KeyError: with "
-    "on_error='raise' the error seen while collecting should stop the batch before a "
-    "paid batch is created",
-)
 async def test_on_error_raise_stops_before_submitting_when_an_item_fails_first() -> None:
     with ProviderServer(steps_to_finish=1) as server:
         lm = OpenAI(

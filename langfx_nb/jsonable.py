@@ -9,10 +9,11 @@ Two users, one walk:
   (``notebook.bridge.to_jsonable``): nothing cut, only made JSON-able.
 
 What a caller may rely on: the result is accepted by ``json.dumps(..., allow_nan=False)``;
-non-finite floats become their ``repr`` (``"nan"``; kept with ``Bounds(nonfinite=True)``); enums become their value; exceptions
-``{"type", "message"}``; objects with ``to_json()`` or pydantic's ``model_dump`` are walked
-through that; dataclasses become their fields; anything else becomes its ``repr`` (shown,
-never evaluated). Nesting deeper than ``max_depth`` becomes ``"…"``.
+non-finite floats become their ``repr`` (``"nan"``; kept as floats with
+``Bounds(nonfinite=True)``); enums become their value; exceptions ``{"type", "message"}``;
+objects with ``to_json()`` or pydantic's ``model_dump`` are walked through that;
+dataclasses become their fields; anything else becomes its ``repr`` (shown, never
+evaluated). Nesting deeper than ``max_depth`` becomes ``"…"``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-import pytest
 
 import langfx_nb as lf
 from langfx_nb.llms.fake import StaticResponse
@@ -161,12 +160,6 @@ def is_missing_too(ctx: lf.eval.EvalContext) -> bool:
     return math.isnan(ctx.output["value"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eval/runner.py stores a trial's output as jsonable.walk(output), which turns a "
-    "NaN/inf float into the text 'nan': a resumed report shows another output than the run "
-    "did, and a re-scored trial's evaluators get a str where the task returned a float",
-)
 async def test_a_kept_output_holding_nan_reads_back_as_a_float(tmp_path: Path) -> None:
     path = tmp_path / "nan.sqlite"
     first = await _run(path, is_missing, unparsed)

@@ -76,9 +76,13 @@ def storable_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> list[str]:
+def item_keys(
+    items: Sequence[Any], key: Callable[[Any], str] | None = None, *, required: bool = True
+) -> list[str]:
     """One manifest key per item (see the module docstring). ``TypeError`` names the first
-    item that cannot be keyed; ``ValueError`` a custom ``key`` that repeats."""
+    item that cannot be keyed; with ``required=False`` (a batch without a manifest) such an
+    item is keyed by its position, ``item-3``, which no hash is. ``ValueError`` names a
+    custom ``key`` that repeats."""
     keys: list[str] = []
     if key is not None:
         seen: dict[str, int] = {}
@@ -99,26 +103,29 @@ def item_keys(items: Sequence[Any], key: Callable[[Any], str] | None = None) -> 
     for i, item in enumerate(items):
         try:
             text = encode(item) if not isinstance(item, str) or _is_json(item) else item
-        except ValueError as exc:
-            raise TypeError(
-                f"items[{i}] holds a NaN or infinite number: it cannot be keyed"
-            ) from exc
-        except RecursionError as exc:
-            raise TypeError(
-                f"items[{i}] is nested too deeply: it cannot be keyed for run= (pass key=)"
-            ) from exc
-        except TypeError as exc:
-            message = str(exc)
-            if "keys must be" in message:
-                message = "a mapping key is not a str, int, float, bool or None"
-            raise TypeError(
-                f"items[{i}]: {message}: it cannot be keyed for run= (pass key=)"
-            ) from exc
+        except (ValueError, RecursionError, TypeError) as exc:
+            if not required:
+                keys.append(f"item-{i}")
+                continue
+            raise _unkeyable(i, exc) from exc
         k = blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         n = repeats.get(k, 0)
         repeats[k] = n + 1
         keys.append(k if n == 0 else f"{k}#{n}")
     return keys
+
+
+def _unkeyable(i: int, exc: Exception) -> TypeError:
+    if isinstance(exc, RecursionError):
+        return TypeError(
+            f"items[{i}] is nested too deeply: it cannot be keyed for run= (pass key=)"
+        )
+    if isinstance(exc, ValueError):
+        return TypeError(f"items[{i}] holds a NaN or infinite number: it cannot be keyed")
+    message = str(exc)
+    if "keys must be" in message:
+        message = "a mapping key is not a str, int, float, bool or None"
+    return TypeError(f"items[{i}]: {message}: it cannot be keyed for run= (pass key=)")
 
 
 def _is_json(text: str) -> bool:

@@ -98,7 +98,8 @@ class BatchResult(Generic[R]):
       ``run=``, the ids (and ``batch_node_id``) are the run manifest's, which
       ``TraceExplorer(result)`` shows: the session's ids in the manifest's first run, and
       ``"<run>:<id>"`` in a later run on the same manifest (``<id>`` the session's).
-    - ``keys[i]``: the item's key in the run manifest (also without ``run=``).
+    - ``keys[i]``: the item's key in the run manifest (also without ``run=``, where an item
+      with no JSON form, which ``run=`` refuses, is keyed by its position: ``item-3``).
     - ``resumed[i]``: True when the result came from the manifest (no request was sent).
     - ``inputs[i]``: the item that gave ``results[i]`` (read back by ``load``: its stored
       preview, see there).

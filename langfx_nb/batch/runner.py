@@ -103,7 +103,8 @@ async def run_batch(
     if rows is not None:
         items = rows
     values = list(items)
-    keys = item_keys(values, key)  # an item that cannot be keyed fails before anything runs
+    # with run=, an item that cannot be keyed fails before anything runs
+    keys = item_keys(values, key, required=run is not None)
     with_session = takes_session(fn)
     codec = ResultCodec(fn)
     path = manifest_path(run) if run is not None else None

@@ -56,7 +56,8 @@ async def batch(
 ) -> BatchResult[Any]:
     """``await fn(item)`` (or ``fn(item, session)``) for every item; a ``BatchResult``.
 
-    - ``fn``: an async callable. With one parameter it gets the item; with two, the item
+    - ``fn``: an async callable (a plain function's answer is taken as it is; it holds the
+      event loop while it runs). With one parameter it gets the item; with two, the item
       and a session view bound to the item's trace node: model calls made through that
       view (``session.query(...)``, ``session.generate(...)``) are traced under the item
       and counted in the batch's totals and progress. Calls that do not go through the

@@ -128,7 +128,8 @@ class CaseResult:
 
     @property
     def key(self) -> str:
-        """``case_id#repeat``: the trial's key in the run manifest."""
+        """``case_id#repeat``: the trial's name in the report, the trace and the live view;
+        its run manifest key adds digests of its inputs, expected answer and evaluators."""
         return f"{self.case.id}#{self.repeat}"
 
     def to_json(self) -> dict[str, Any]:
@@ -449,7 +450,8 @@ class Report(Sequence[CaseResult]):
         """Lines a person reads: the metrics, failures, what was done again, usage and cost."""
         head = f"Report {self.name!r}" if self.name else "Report"
         cases = len({r.case.id for r in self.results})
-        lines = [f"{head}: {cases} cases × {self.repeats} repeat(s), {len(self.failed)} failed"]
+        plural = "case" if cases == 1 else "cases"
+        lines = [f"{head}: {cases} {plural} × {self.repeats} repeat(s), {len(self.failed)} failed"]
         redone = {k: n for k, n in self.redone.items() if n}
         if redone:
             said = ", ".join(f"{n} {k}" for k, n in redone.items())

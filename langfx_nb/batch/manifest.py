@@ -86,6 +86,10 @@ FLUSH_ROWS = 512
 #: records held longer outlive the garbage collector's young generations, and every full
 #: collection then walks them
 ROWS_CHUNK = 128
+#: an ok item's missing error fields, bound as NaN, which SQLite stores as NULL: the sqlite3
+#: module binds a None only after looking for an adapter, which costs more than binding the
+#: rest of the row
+_NULL = float("nan")
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
@@ -369,7 +373,7 @@ class Manifest:
     def add_ok(self, key: str, index: int, tag: str, text: str, preview: str) -> None:
         """Queue the row of an item done: its result (``codec.encode``) and its input's
         ``input_preview``."""
-        row = (self._rowid(key), key, index, "ok", tag, text, None, None, time.time(), None)
+        row = (self._rowid(key), key, index, "ok", tag, text, _NULL, _NULL, time.time(), _NULL)
         self._pending.append((*row, preview))
         self._due()
 

@@ -680,7 +680,7 @@ def _insert_rows(conn: sqlite3.Connection, insert: str, values: str, rows: list[
     full = len(rows) - len(rows) % PER_INSERT
     if full:
         flat = [value for row in rows[:full] for value in row]
-        step = len(flat) // (full // PER_INSERT)
+        step = len(rows[0]) * PER_INSERT
         many = [flat[at : at + step] for at in range(0, len(flat), step)]
         conn.executemany(insert + ",".join([values] * PER_INSERT), many)
     if full < len(rows):

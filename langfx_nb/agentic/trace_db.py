@@ -89,7 +89,9 @@ CREATE TABLE trace_tree (
     below TEXT);
 """
 _SLICE = 50_000  # rows bound at a time (bounded memory)
-_PER_INSERT = 200  # rows bound into one INSERT (about a third cheaper than one at a time)
+# rows bound into one INSERT (about a third cheaper than one at a time): few enough that the
+# rows a run manifest writes at a time (its ROWS_CHUNK, 128 or a few more) mostly go so
+_PER_INSERT = 64
 # A None costs far more to bind than a number (the sqlite3 module looks for an adapter), and
 # a string more than a number (SQLite copies it): a missing value is bound as NaN, which
 # SQLite stores as NULL.
@@ -127,10 +129,12 @@ def _short_value(value: Any) -> str:
 def node_hint(node: Mapping[str, Any]) -> str:
     """One line that tells same-named rows apart: a log's message, a query's prompt (and
     vars), a tool call's arguments. ``""`` when the record has nothing to show."""
+    kind = node.get("kind")
+    if kind != "query" and kind != "tool_call" and kind != "log":
+        return ""  # (most rows)
     inputs = node.get("inputs")
     if not _is_map(inputs):
         return ""
-    kind = node.get("kind")
     if kind == "query":
         prompt = inputs["prompt"] if "prompt" in inputs else inputs.get("rendered_prompt")
         text = prompt if type(prompt) is str else _text_of(prompt)
@@ -144,10 +148,8 @@ def node_hint(node: Mapping[str, Any]) -> str:
         if not _is_map(args):
             return ""
         text = ", ".join([f"{k}={_short_value(v)}" for k, v in args.items()])
-    elif kind == "log":
-        text = str(inputs.get("message", ""))
     else:
-        return ""
+        text = str(inputs.get("message", ""))
     text = " ".join(text.split())
     return text if len(text) <= HINT_CHARS else text[: HINT_CHARS - 1] + "…"
 

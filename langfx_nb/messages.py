@@ -172,6 +172,9 @@ class Provenance:
 
 
 def _coerce_parts(content: str | Part | Iterable[str | Part] | None) -> list[Part]:
+    """``content`` as parts, with adjacent text (strings and text parts) joined into one text
+    part so equal content has one canonical shape; empty strings are dropped, and a text
+    part with no text beside it is kept as it is."""
     if content is None:
         return []
     if isinstance(content, str):
@@ -179,35 +182,32 @@ def _coerce_parts(content: str | Part | Iterable[str | Part] | None) -> list[Par
     if isinstance(content, Part):
         return [content]
     parts: list[Part] = []
+    run: list[str | TextPart] = []  # text not yet in ``parts``
     for item in content:
         if isinstance(item, str):
             if item:
-                parts.append(TextPart(item))
+                run.append(item)
+        elif isinstance(item, TextPart):
+            run.append(item)
         elif isinstance(item, Part):
+            if run:
+                parts.append(_joined(run))
+                run = []
             parts.append(item)
         else:
             raise TypeError(f"not a message part: {type(item).__name__}")
-    return _merge_text(parts)
-
-
-def _merge_text(parts: list[Part]) -> list[Part]:
-    """Join adjacent text parts so equal content has one canonical shape.
-
-    Runs are joined once (linear): a streamed answer arrives as thousands of small parts.
-    """
-    out: list[Part] = []
-    run: list[TextPart] = []
-    for p in parts:
-        if isinstance(p, TextPart):
-            run.append(p)
-            continue
-        if run:
-            out.append(run[0] if len(run) == 1 else TextPart("".join(t.text for t in run)))
-            run = []
-        out.append(p)
     if run:
-        out.append(run[0] if len(run) == 1 else TextPart("".join(t.text for t in run)))
-    return out
+        parts.append(_joined(run))
+    return parts
+
+
+def _joined(run: list[str | TextPart]) -> TextPart:
+    """One text part for a run of adjacent text, joined once (linear: a streamed answer
+    arrives as thousands of small parts); a text part alone is kept."""
+    if len(run) == 1:
+        only = run[0]
+        return only if isinstance(only, TextPart) else TextPart(only)
+    return TextPart("".join(t if isinstance(t, str) else t.text for t in run))
 
 
 class Message(Generic[T]):

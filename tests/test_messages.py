@@ -27,6 +27,17 @@ def test_adjacent_text_merges_and_empty_text_is_dropped() -> None:
     assert lf.AIMessage("").parts == []
 
 
+def test_text_runs_of_strings_and_text_parts_join_between_other_parts() -> None:
+    img = lf.Image.from_uri("https://example.com/cat.png")
+    alone, empty = TextPart("kept"), TextPart("")
+    parts = lf.UserMessage(["a", TextPart("b"), "", img, alone, img, empty, img, "c"]).parts
+    assert parts == [TextPart("ab"), img, alone, img, empty, img, TextPart("c")]
+    assert parts[2] is alone and parts[4] is empty  # a text part alone is kept as given
+    assert lf.UserMessage([empty, "d"]).parts == [TextPart("d")]
+    with pytest.raises(TypeError, match="not a message part: int"):
+        lf.UserMessage(["a", 1])  # type: ignore[list-item]
+
+
 def test_tool_calls_and_results() -> None:
     call = lf.ToolCall("c1", "add", {"a": 1})
     m = lf.AIMessage(["thinking", call])

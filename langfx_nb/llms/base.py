@@ -590,7 +590,7 @@ class LanguageModel:
         (not just a bad entry) no write is tried."""
         cache = self.cache
         if cache is None or not use:
-            return _Lookup(None, None, writable=False)
+            return _NO_LOOKUP
         key = self._cache_key(request, cache_seed)
         if not read:
             return _Lookup(key, None, writable=True)
@@ -715,6 +715,10 @@ class _Lookup:
     hit: AIMessage[Any] | None
     writable: bool
     warned: bool = False
+
+
+#: The lookup of a call without a cache (or with ``use_cache=False``): nothing to read or write.
+_NO_LOOKUP = _Lookup(None, None, writable=False)
 
 
 def _whole_chunk(response: AIMessage[Any], model_id: str) -> StreamChunk:

@@ -18,6 +18,7 @@ model again instead of replaying the bad answer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass
@@ -166,11 +167,9 @@ class Mapping(LangFunc):
             self._message = ComplexMessage(list(cast("Sequence[Message[Any]]", prompt)))
         else:
             raise TypeError(f"a prompt is a str, Template or Message, not {type(prompt).__name__}")
-        from ..schema import Schema
-        from .protocols import get_protocol
-
+        schema_of, get_protocol = _loaders()
         self.lm = lm
-        self.schema = Schema.of(schema)
+        self.schema = schema_of(schema)
         self.protocol = get_protocol(protocol)
         self.native_structured_output = native_structured_output
         self.examples = tuple(examples) if examples is not None else None
@@ -355,6 +354,17 @@ class Mapping(LangFunc):
         from .protocols import to_python_expr
 
         return [to_python_expr(value)]
+
+
+@functools.cache
+def _loaders() -> tuple[Callable[[Any], Schema], Callable[[str | Protocol], Protocol]]:
+    """``Schema.of`` and ``get_protocol``, imported when the first ``Mapping`` is made (they
+    load pydantic, which ``import langfx_nb`` does not) and kept: an import statement in a
+    function is resolved again each time it runs, for every query."""
+    from ..schema import Schema
+    from .protocols import get_protocol
+
+    return Schema.of, get_protocol
 
 
 def _merge(parts: list[str | Part]) -> list[str | Part]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..llms.default import default_lm
 from ..messages import AIMessage, Message
 from ..template import Template, render_prompt
+from .mapping import Mapping as _Mapping
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
@@ -60,8 +61,6 @@ async def query(
         response: AIMessage[Any] = await lm.call(message, **options)
         response.result = response.text
         return response if returns_message else response.text
-    from .mapping import Mapping as _Mapping
-
     mapping: _Mapping = _Mapping(
         prompt,
         schema,

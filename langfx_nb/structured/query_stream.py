@@ -51,14 +51,15 @@ from .events import (
     Repairing,
     StreamEvent,
 )
+from .mapping import Mapping as _Mapping
+from .mapping import Repairs, native_response_schema
 from .query import check_schemaless
 from .stream_parser import StreamParseError, StreamParser
 
 if TYPE_CHECKING:
     from ..llms.base import LanguageModel
     from ..llms.streaming import StreamChunk
-    from .mapping import AttemptHook, Repairs
-    from .mapping import Mapping as _Mapping
+    from .mapping import AttemptHook
     from .protocols import Protocol
 
 __all__ = ["query_stream"]
@@ -105,11 +106,8 @@ def query_stream(
         _check_request(lm, message, options)
         return _text_stream(lm, message, options)
 
-    from .mapping import Mapping as _MappingCls
-    from .mapping import Repairs, native_response_schema
-
     repairs = Repairs(repair)
-    mapping = _MappingCls(
+    mapping = _Mapping(
         prompt,
         schema,
         protocol=protocol,

@@ -120,6 +120,8 @@ def _unkeyable(i: int, exc: Exception) -> TypeError:
         return TypeError(
             f"items[{i}] is nested too deeply: it cannot be keyed for run= (pass key=)"
         )
+    if isinstance(exc, ValueError) and "ircular" in str(exc):
+        return TypeError(f"items[{i}] contains itself: it cannot be keyed for run= (pass key=)")
     if isinstance(exc, ValueError):
         return TypeError(f"items[{i}] holds a NaN or infinite number: it cannot be keyed")
     message = str(exc)

@@ -34,3 +34,12 @@ async def test_run_still_refuses_them_before_anything_runs(tmp_path: Path) -> No
     with pytest.raises(TypeError, match=r"items\[0\]: a date has no JSON form"):
         await lf.batch(record, ITEMS, run=tmp_path / "r.sqlite", progress=False)
     assert calls == []
+
+
+async def test_an_item_that_contains_itself_is_named_so(tmp_path: Path) -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(TypeError, match=r"items\[0\] contains itself"):
+        await lf.batch(kind, [loop], run=tmp_path / "r.sqlite", progress=False)
+    result = await lf.batch(kind, [loop], progress=False)  # no manifest: it runs
+    assert result.results == ["list"]

@@ -245,6 +245,12 @@ class _Bucket:
 class _Window:
     """What a provider's headers say of one limit: its size, what remains, when it resets.
 
+    What remains is the least any answer of the current window reported, less what was
+    sent and not answered since (``unseen``: the server may have counted those after it):
+    a server's count only grows within a window, so an answer read after one the server
+    counted later (answers are read in any order) says more remains than there is, and
+    must not raise it.
+
     At the reset the window holds the limit again, less what was sent and not answered
     (the server may count those requests in the new window), and is taken to last as long
     as the longest time to a reset ever reported, until an answer's headers say what
@@ -252,11 +258,12 @@ class _Window:
     request at once. Headers of an answer the server gave in a window that is over (read
     late) are ignored: they would grant the new window again what it already gave."""
 
-    __slots__ = ("limit", "remaining", "reset_at", "span")
+    __slots__ = ("limit", "remaining", "reported", "reset_at", "span")
 
     def __init__(self) -> None:
         self.limit: float | None = None  # the header's, else the most ever said to remain
         self.remaining: float | None = None  # None: nothing known, nothing held back
+        self.reported = 0.0  # the least an answer of the current window said remains
         self.reset_at = 0.0  # when the current window ends
         self.span = 0.0  # the longest time to a reset ever reported: about a window
 
@@ -264,11 +271,16 @@ class _Window:
         self, remaining: float, now: float, reset: float, limit: float | None, unseen: float
     ) -> None:
         self.span = max(self.span, reset)
-        if self.remaining is not None and now + reset < self.reset_at - self.span / 2:
-            return  # the answer was given in a window that is over
+        end = now + reset
+        if self.remaining is not None:
+            if end < self.reset_at - self.span / 2:
+                return  # the answer was given in a window that is over
+            if end <= self.reset_at + self.span / 2:  # the current window
+                remaining = min(remaining, self.reported)
         self.limit = limit if limit is not None else max(self.limit or 0.0, remaining)
+        self.reported = remaining
         self.remaining = remaining - max(0.0, unseen)
-        self.reset_at = now + reset
+        self.reset_at = end
 
     def wait(self, amount: float, now: float, unanswered: float) -> float:
         """Seconds until ``amount`` fits (``unanswered``: the amount sent and not answered
@@ -279,6 +291,7 @@ class _Window:
             if not self.limit:  # no size known: nothing to hold back
                 self.remaining = None
                 return 0.0
+            self.reported = self.limit
             self.remaining = self.limit - unanswered
             self.reset_at = max(self.reset_at + self.span, now + _MIN_WINDOW_S)
         if self.remaining >= amount or (self.limit and self.remaining >= self.limit):

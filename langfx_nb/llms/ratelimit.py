@@ -25,7 +25,12 @@ that account in this process, in a batch or not, takes its turn from that one li
   in flight) is used up, new requests wait until the reported reset; then the window holds
   the limit again, less what was sent and not answered yet, for as long as the last window
   lasted or until an answer's headers say more: sending resumes at the limit, not with
-  every waiting request at once (see ``_Window``).
+  every waiting request at once (see ``_Window``). What remains of a window is the least
+  any of its answers said (answers are read in any order), so once headers were seen no
+  request sent is refused for the requests limit, as long as the time from the server
+  counting a request to its answer being read varies by less than half the longest time
+  to a reset any answer reported (about half a window, less a round trip): answers
+  further apart may be taken for an older window's, ignored, and let a request more in.
 - **A 429** pauses the whole limiter, every waiting and new request, for the server's
   ``retry-after`` (1 s without one), and empties the buckets so that sending resumes at
   the limit, not in a burst. Without a configured limit this happens only once the
@@ -245,42 +250,72 @@ class _Bucket:
 class _Window:
     """What a provider's headers say of one limit: its size, what remains, when it resets.
 
-    At the reset the window holds the limit again, less what was sent and not answered
-    (the server may count those requests in the new window), and is taken to last as long
-    as the longest time to a reset ever reported, until an answer's headers say what
-    remains and when it ends: sending resumes at the limit, never with every waiting
-    request at once. Headers of an answer the server gave in a window that is over (read
-    late) are ignored: they would grant the new window again what it already gave."""
+    What remains is the least any answer of the current window reported, less what was
+    sent and not answered since (``unseen``: the server may have counted those after it):
+    a server's count only grows within a window, and answers are read in any order, so one
+    the server counted early and read late says more remains than there is. The window
+    ends at the latest end its answers reported (each is read after the server gave it,
+    so never before the server's end).
 
-    __slots__ = ("limit", "remaining", "reset_at", "span")
+    Then the window holds the limit again, less what was sent and not answered (the server
+    may count those requests in the new window), and is taken to last as long as the
+    longest time to a reset ever reported (``span``), until an answer's headers say more:
+    sending resumes at the limit, never with every waiting request at once.
+
+    An answer whose end falls more than ``span / 2`` before the earliest end an answer of
+    the current window reported was given in a window that is over (read late) and is
+    ignored: it would grant the new window again what it already gave. So no window is
+    sent more than its limit while the time from the server counting a request to its
+    answer being read varies by less than ``span / 2``. An answer of the next window read
+    before the current one is seen to end counts in the current one: the limiter then
+    holds back more than it needs to, until the end that answer reports."""
+
+    __slots__ = ("earliest", "limit", "remaining", "reported", "reset_at", "span")
 
     def __init__(self) -> None:
         self.limit: float | None = None  # the header's, else the most ever said to remain
         self.remaining: float | None = None  # None: nothing known, nothing held back
-        self.reset_at = 0.0  # when the current window ends
+        self.reported = 0.0  # the least an answer of the current window said remains
+        self.reset_at = 0.0  # when the current window ends: the latest end said
+        self.earliest = 0.0  # the earliest end an answer of the current window said
         self.span = 0.0  # the longest time to a reset ever reported: about a window
 
     def seen(
         self, remaining: float, now: float, reset: float, limit: float | None, unseen: float
     ) -> None:
         self.span = max(self.span, reset)
-        if self.remaining is not None and now + reset < self.reset_at - self.span / 2:
-            return  # the answer was given in a window that is over
+        end = now + reset
+        self._roll(now, unseen)
+        if self.remaining is None:
+            self.earliest = self.reset_at = end
+        else:
+            if end < self.earliest - self.span / 2:
+                return  # the answer was given in a window that is over
+            remaining = min(remaining, self.reported)
+            self.earliest = min(self.earliest, end)
+            self.reset_at = max(self.reset_at, end)
         self.limit = limit if limit is not None else max(self.limit or 0.0, remaining)
+        self.reported = remaining
         self.remaining = remaining - max(0.0, unseen)
-        self.reset_at = now + reset
+
+    def _roll(self, now: float, unanswered: float) -> None:
+        """Once the current window is over, the next one holds the limit less
+        ``unanswered`` (without a known size, nothing is held back)."""
+        if self.remaining is None or now < self.reset_at:
+            return
+        if not self.limit:
+            self.remaining = None
+            return
+        self.reported = self.limit
+        self.remaining = self.limit - unanswered
+        self.reset_at = self.earliest = max(self.reset_at + self.span, now + _MIN_WINDOW_S)
 
     def wait(self, amount: float, now: float, unanswered: float) -> float:
         """Seconds until ``amount`` fits (``unanswered``: the amount sent and not answered
         yet, which the server may count in a new window)."""
+        self._roll(now, unanswered)
         if self.remaining is None:
             return 0.0
-        if now >= self.reset_at:
-            if not self.limit:  # no size known: nothing to hold back
-                self.remaining = None
-                return 0.0
-            self.remaining = self.limit - unanswered
-            self.reset_at = max(self.reset_at + self.span, now + _MIN_WINDOW_S)
         if self.remaining >= amount or (self.limit and self.remaining >= self.limit):
             return 0.0  # it fits, or the window is whole (a request larger than it goes)
         return self.reset_at - now

@@ -273,10 +273,15 @@ class StoreWriter:
         to be written again by :meth:`finish`. ``None``, with nothing changed, when there is
         no such trace (one of another version, one whose writing never finished) or it does
         not read back as :meth:`finish` writes one (a damaged file)."""
+        paused = gc.isenabled()
+        gc.disable()  # as write_store: many new objects, none of them in a cycle
         try:
             state = _stored_state(conn)
         except sqlite3.Error:
             return None
+        finally:
+            if paused:
+                gc.enable()
         if state is None:
             return None
         for table in STORE_TABLES:
@@ -478,13 +483,15 @@ def _stored_state(conn: sqlite3.Connection) -> _State | None:
         return None
     if (format_, version, records) != (STORE_FORMAT, STORE_VERSION, "trace_nodes"):
         return None
-    rows = conn.execute(
-        "SELECT seq, id, parent_id, kind, status, tokens, cost, start FROM trace_rows ORDER BY seq"
-    ).fetchall()
-    if type(n) is not int or len(rows) != n or n == 0:
+    seqs = conn.execute("SELECT count(*), min(seq), max(seq) FROM trace_rows").fetchone()
+    if type(n) is not int or n == 0 or seqs != (n, 0, n - 1):  # each of 0 .. n - 1 once
         return None
-    seqs, ids, parents, kinds, statuses, tokens, costs, starts = zip(*rows, strict=True)
-    if seqs != tuple(range(n)) or not set(map(type, ids)) <= {str}:
+    rows = conn.execute(
+        "SELECT id, parent_id, kind, status, tokens, cost, start FROM trace_rows ORDER BY seq"
+    ).fetchall()
+    ids, parents, kinds, statuses, tokens, costs, starts = zip(*rows, strict=True)
+    del rows
+    if len(ids) != n or not set(map(type, ids)) <= {str}:
         return None
     pos = dict(zip(ids, range(n), strict=True))
     if len(pos) != n or not set(map(type, parents)) <= {str, type(None)}:

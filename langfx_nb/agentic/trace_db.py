@@ -96,6 +96,8 @@ _PER_INSERT = 64
 # a string more than a number (SQLite copies it): a missing value is bound as NaN, which
 # SQLite stores as NULL.
 _ROW_VALUES = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+# the table of rows as SQLite keeps its statement (a writer that reopens a trace adds to it)
+_ROWS_TABLE = SCHEMA[SCHEMA.index("CREATE TABLE trace_rows") :].split(";", 1)[0]
 _TREE_VALUES = "(?,?,nullif(?,-1),?,?,?,?,?,?,?)"
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
 
@@ -246,10 +248,11 @@ class StoreWriter:
     at a time, in one transaction or several: a run manifest writes each record's row with
     it), then the tree order once every node is known (:meth:`finish`)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, rows_kept: bool = False) -> None:
         self.conn = conn
         for statement in SCHEMA.split(";")[:-1]:  # in the transaction under way
-            conn.execute(statement)
+            if not (rows_kept and _ROWS_TABLE in statement):
+                conn.execute(statement)
         self.pos: dict[str, int] = {}
         self.parent: list[int | str] = []  # the parent's position (-1: none), or its id
         self.status: list[str] = []
@@ -259,6 +262,36 @@ class StoreWriter:
         self.start: list[float] = []  # NaN: none
         self.refs = False  # the records stay in the file's trace_nodes
         self.search: list[bytes] = []  # the search lines in the order added, a block a batch
+
+    @classmethod
+    def reopen(cls, conn: sqlite3.Connection) -> StoreWriter | None:
+        """A writer that adds rows to the stored trace :meth:`finish` completed in ``conn``
+        (a run manifest's: its records stay in ``trace_nodes``), in the caller's transaction,
+        as if it had added that trace's rows itself: they stay, and what it needs of them is
+        read back from the stored tables (not from the records); the tables derived from
+        them (the tree order, the search blocks, the info, the records' places) are dropped,
+        to be written again by :meth:`finish`. ``None``, with nothing changed, when there is
+        no such trace (one of another version, one whose writing never finished) or it does
+        not read back as :meth:`finish` writes one (a damaged file)."""
+        paused = gc.isenabled()
+        gc.disable()  # as write_store: many new objects, none of them in a cycle
+        try:
+            state = _stored_state(conn)
+        except sqlite3.Error:
+            return None
+        finally:
+            if paused:
+                gc.enable()
+        if state is None:
+            return None
+        for table in STORE_TABLES:
+            if table != "trace_rows":
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("DROP INDEX IF EXISTS trace_rows_id")
+        writer = cls(conn, rows_kept=True)
+        writer.pos, writer.parent, writer.status, writer.kinds = state[:4]
+        writer.tokens, writer.cost, writer.start, writer.search = state[4:]
+        return writer
 
     def add_rows(self, nodes: Sequence[Any]) -> int:
         """Write the rows of the next node records (their records are written apart:
@@ -426,6 +459,88 @@ class StoreWriter:
             [(k, _dumps(v)) for k, v in info.items()],
         )
         return n
+
+
+_State = tuple[
+    dict[str, int], list[int | str], list[str], Counter[str], list[int], list[float],
+    list[float], list[bytes],
+]  # fmt: skip
+
+
+def _stored_state(conn: sqlite3.Connection) -> _State | None:
+    """What a :class:`StoreWriter` holds once it has added the rows of the finished stored
+    trace in ``conn`` (see :meth:`StoreWriter.reopen`), read from the stored tables and
+    checked as its own rows would have been; ``None`` when they do not read back so."""
+    # the rows' table as finish left it (rows go on being added to it), and nothing else on it
+    kept = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE tbl_name = 'trace_rows'"))
+    if kept.get("trace_rows") != _ROWS_TABLE or kept.keys() - {"trace_rows", "trace_rows_id"}:
+        return None
+    keys = ("format", "version", "records", "nodes")
+    info = dict(conn.execute("SELECT key, value FROM trace_info WHERE key IN (?,?,?,?)", keys))
+    try:
+        format_, version, records, n = [json.loads(info[k]) for k in keys]
+    except (KeyError, TypeError, ValueError, RecursionError):
+        return None
+    if (format_, version, records) != (STORE_FORMAT, STORE_VERSION, "trace_nodes"):
+        return None
+    seqs = conn.execute("SELECT count(*), min(seq), max(seq) FROM trace_rows").fetchone()
+    if type(n) is not int or n == 0 or seqs != (n, 0, n - 1):  # each of 0 .. n - 1 once
+        return None
+    rows = conn.execute(
+        "SELECT id, parent_id, kind, status, tokens, cost, start FROM trace_rows ORDER BY seq"
+    ).fetchall()
+    ids, parents, kinds, statuses, tokens, costs, starts = zip(*rows, strict=True)
+    del rows
+    if len(ids) != n or not set(map(type, ids)) <= {str}:
+        return None
+    pos = dict(zip(ids, range(n), strict=True))
+    if len(pos) != n or not set(map(type, parents)) <= {str, type(None)}:
+        return None
+    if not (set(kinds) <= _KINDS.keys() and set(statuses) <= _STATUSES.keys()):
+        return None
+    if not set(map(type, tokens)) <= {int} or min(tokens) < 0 or max(tokens) >= _MAX_TOKENS:
+        return None
+    cost, start = _stored_numbers(costs), _stored_numbers(starts)
+    search = _stored_search(conn, n)
+    if cost is None or start is None or search is None:
+        return None
+    get = pos.get
+    return (
+        pos,
+        [-1 if p is None else get(p, p) for p in parents],
+        list(map(_STATUSES.__getitem__, statuses)),
+        Counter(map(_KINDS.__getitem__, kinds)),
+        list(tokens),
+        cost,
+        start,
+        search,
+    )
+
+
+def _stored_numbers(column: Sequence[Any]) -> list[float] | None:
+    """A stored column of times or costs as a writer holds it (NaN: none); ``None`` when a
+    value is not one a row holds (a finite float, or NULL)."""
+    out = [_NAN if v is None else v for v in column]
+    if not set(map(type, out)) <= {float} or not all(v - v == 0.0 or v != v for v in out):
+        return None
+    return out
+
+
+def _stored_search(conn: sqlite3.Connection, n: int) -> list[bytes] | None:
+    """The search lines of the stored trace's ``n`` nodes, in the order the nodes were added
+    (its blocks hold them in rank order: ``trace_order``'s rank of each node puts them back)."""
+    blocks = conn.execute("SELECT rank, text FROM trace_search ORDER BY rank").fetchall()
+    row = conn.execute("SELECT ranks FROM trace_order WHERE name = 'rank'").fetchone()
+    if [b[0] for b in blocks] != list(range(0, n, BLOCK)) or row is None:
+        return None
+    texts = [b[1] for b in blocks]
+    if not set(map(type, texts)) <= {bytes} or type(row[0]) is not bytes or len(row[0]) != 4 * n:
+        return None
+    lines = b"".join(texts).split(b"\n")
+    rank = array("i", row[0])
+    if len(lines) != n + 1 or lines[-1] or sorted(rank) != list(range(n)):
+        return None
+    return [b"\n".join(map(lines.__getitem__, rank)) + b"\n"]
 
 
 def _insert(

@@ -451,8 +451,9 @@ class Manifest:
         """Commit ``source``'s trace records with every later ``flush`` (``None``: stop);
         records with an id already stored replace it (a node written running, then
         finished). The stored trace of earlier runs is dropped now (it would be stale: it is
-        written again at the end, :meth:`store_trace`; until then the records are read); its
-        rows are written again now, and this run's with its records."""
+        written again at the end, :meth:`store_trace`; until then the records are read) but
+        for its rows, which this run's follow; the rows of earlier runs whose stored trace
+        was never finished (a run killed) are written again now from their records."""
         if source is not None:
             from ..agentic.trace_db import StoreWriter
 
@@ -460,11 +461,13 @@ class Manifest:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    drop_trace(conn)
-                    self._rows = StoreWriter(conn)
-                    if conn.execute("SELECT 1 FROM trace_nodes LIMIT 1").fetchone():
-                        for nodes, _ in trace_batches(conn, self.path, in_place=True):
-                            self._rows.add_rows(nodes)
+                    self._rows = StoreWriter.reopen(conn)
+                    if self._rows is None:  # no finished stored trace: its rows from the records
+                        drop_trace(conn)
+                        self._rows = StoreWriter(conn)
+                        if conn.execute("SELECT 1 FROM trace_nodes LIMIT 1").fetchone():
+                            for nodes, _ in trace_batches(conn, self.path, in_place=True):
+                                self._rows.add_rows(nodes)
                 except ValueError:  # left to store_trace, from the records
                     self._rows = None
                     drop_trace(conn)

@@ -15,13 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 import langfx_nb as lf
 from langfx_nb.agentic.tracebacks import MAX_TRACEBACK_CHARS
-from langfx_nb.llms.openai import OpenAI
 
-from ..spend.provider_server import ProviderServer
+from ..spend.provider_server import ProviderServer, openai_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -251,12 +248,7 @@ def _checked(text: str, row: dict[str, str]) -> str:
 async def test_provider_batch_items_keep_their_tracebacks(tmp_path: Path) -> None:
     run = tmp_path / "provider.sqlite"
     with ProviderServer(steps_to_finish=1, fail_items=frozenset({"t3"})) as server:
-        lm = OpenAI(
-            "gpt-4o-mini",
-            api_key="sk-t",
-            base_url=f"{server.url}/openai/v1",
-            transport=httpx.AsyncHTTPTransport(),
-        )
+        lm = openai_model(server)
 
         async def label(row: dict[str, str], session: lf.Session) -> str:
             text = await session.query("Label this ticket: item={{id}}", vars=row, lm=lm)

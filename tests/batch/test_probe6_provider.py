@@ -6,23 +6,16 @@ provider)."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 import langfx_nb as lf
-from langfx_nb.llms.openai import OpenAI
 
-from ..spend.provider_server import ProviderServer
+from ..spend.provider_server import ProviderServer, openai_model
 
 
 async def test_on_error_raise_stops_before_submitting_when_an_item_fails_first() -> None:
     with ProviderServer(steps_to_finish=1) as server:
-        lm = OpenAI(
-            "gpt-4o-mini",
-            api_key="sk-t",
-            base_url=f"{server.url}/openai/v1",
-            transport=httpx.AsyncHTTPTransport(),
-        )
+        lm = openai_model(server)
 
         async def label(row: dict[str, str], session: lf.Session) -> str:
             if row["id"] == "t0":

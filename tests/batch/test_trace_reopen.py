@@ -23,17 +23,7 @@ from langfx_nb.notebook.trace_explorer import TraceExplorer
 from tests.stored_tables import edit_sqlite, stored_and_converted
 
 from .test_manifest_owner import ENV, SCRIPT, _committed, _killed_after
-
-
-async def steps(item: int, view: Any) -> int:
-    with view.track("query", "q", inputs={"prompt": "p {x}", "vars": {"x": item}}) as t:
-        t.outputs = {"text": "x" * 50}
-    with view.track("tool_call", "lookup", inputs={"args": {"key": item}}):
-        pass
-    view.log("info", f"done {item}")
-    if item % 7 == 3:
-        raise ValueError(f"boom {item}")
-    return item
+from .test_trace_rows import steps
 
 
 def _rows_added(monkeypatch: pytest.MonkeyPatch) -> list[int]:

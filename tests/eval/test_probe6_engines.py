@@ -7,23 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
-
 import langfx_nb as lf
 from langfx_nb.llms.fake import StaticResponse
-from langfx_nb.llms.openai import OpenAI
 
-from ..spend.provider_server import ProviderServer
+from ..spend.provider_server import ProviderServer, openai_model
 
 
 async def test_a_judge_scores_the_answers_of_a_provider_batch(tmp_path: Path) -> None:
     with ProviderServer(steps_to_finish=1) as server:
-        lm = OpenAI(
-            "gpt-4o-mini",
-            api_key="sk-t",
-            base_url=f"{server.url}/openai/v1",
-            transport=httpx.AsyncHTTPTransport(),
-        )
+        lm = openai_model(server)
 
         async def label(text: str, session: lf.Session) -> str:
             return str(await session.query("Label this ticket: {{t}}", vars={"t": text}, lm=lm))

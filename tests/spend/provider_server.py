@@ -91,6 +91,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Self
 from urllib.parse import parse_qsl
 
+import httpx
+
+from langfx_nb.llms.openai import OpenAI
 from tests.http_server import Request, ThreadedServer, response_head, send
 
 _ITEM = re.compile(r"item=(\w+)")
@@ -951,3 +954,14 @@ def _error(kind: str, message: str) -> bytes:
 
 def _gemini_error(code: int, status: str, message: str) -> bytes:
     return _dump({"error": {"code": code, "status": status, "message": message}})
+
+
+def openai_model(server: ProviderServer, **kw: Any) -> OpenAI:
+    """langfx_nb's OpenAI model (gpt-4o-mini) speaking to ``server``'s OpenAI routes."""
+    return OpenAI(
+        "gpt-4o-mini",
+        api_key="sk-test",
+        base_url=f"{server.url}/openai/v1",
+        transport=httpx.AsyncHTTPTransport(),
+        **kw,
+    )

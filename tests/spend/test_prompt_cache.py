@@ -15,7 +15,7 @@ from langfx_nb.llms.anthropic import Anthropic
 from langfx_nb.llms.gemini import Gemini
 from langfx_nb.llms.openai import OpenAI
 
-from .provider_server import ProviderServer
+from .provider_server import ProviderServer, openai_model
 
 SYSTEM = "You label support tickets. " + "Rules: be terse, pick one label. " * 242  # ~2,000 tok
 SYSTEM_TOKENS = -(-len(SYSTEM) // 4)  # the server counts 4 characters a token
@@ -26,16 +26,6 @@ assert 1990 < SYSTEM_TOKENS < 2050
 def server() -> Iterator[ProviderServer]:
     with ProviderServer() as s:
         yield s
-
-
-def openai(server: ProviderServer, **kw: Any) -> OpenAI:
-    return OpenAI(
-        "gpt-4o-mini",
-        api_key="sk-test",
-        base_url=f"{server.url}/openai/v1",
-        transport=httpx.AsyncHTTPTransport(),
-        **kw,
-    )
 
 
 def anthropic(server: ProviderServer, **kw: Any) -> Anthropic:
@@ -84,7 +74,9 @@ def cache_share(session: lf.Session) -> tuple[float, lf.Usage, list[lf.TraceNode
     return (total.cached_tokens or 0) / after, first, nodes
 
 
-@pytest.mark.parametrize("make", [openai, anthropic, gemini], ids=["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize(
+    "make", [openai_model, anthropic, gemini], ids=["openai", "anthropic", "gemini"]
+)
 async def test_a_shared_system_prompt_is_read_from_the_cache_after_the_first_request(
     server: ProviderServer, make: Any
 ) -> None:
@@ -171,7 +163,7 @@ def test_openai_sends_prompt_cache_key() -> None:
 
 
 async def test_prompt_cache_key_scopes_openais_cache(server: ProviderServer) -> None:
-    lm = openai(server)
+    lm = openai_model(server)
     try:
         a = await lm.call(f"item=a {SYSTEM}", prompt_cache_key="one")
         b = await lm.call(f"item=a {SYSTEM}", prompt_cache_key="two")

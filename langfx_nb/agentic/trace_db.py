@@ -461,10 +461,18 @@ class StoreWriter:
         return n
 
 
+#: a writer's state (see StoreWriter.__init__): pos, parent, status, kinds, tokens, cost,
+#: start, search
 _State = tuple[
-    dict[str, int], list[int | str], list[str], Counter[str], list[int], list[float],
-    list[float], list[bytes],
-]  # fmt: skip
+    dict[str, int],
+    list[int | str],
+    list[str],
+    Counter[str],
+    list[int],
+    list[float],
+    list[float],
+    list[bytes],
+]
 
 
 def _stored_state(conn: sqlite3.Connection) -> _State | None:

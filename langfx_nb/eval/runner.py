@@ -17,13 +17,15 @@ raised is a failed item: it has no scores, keeps the item's traceback
 A stored trial is reused only for the same case and the same scoring: its manifest key is
 ``case_id#repeat@I.E.V``, digests of the inputs, the expected answer and the evaluators. When
 one changed, the key is new and the trial is done again (``_plan`` reads the manifest first):
-*re-scored* when a stored trial had the same inputs (its output is kept, the task is not
-called; the evaluators see no trace, so trace checks are errors for it), *re-run* when the
-inputs changed. ``CaseResult.redo`` says which and why.
+*re-scored* when a stored trial had the same inputs (its output is kept, that of the same
+case first, the task is not called; the evaluators see no trace, so trace checks are errors
+for it), *re-run* when the inputs changed. ``CaseResult.redo`` says which and why.
 
-``task`` is an async callable of the case's ``inputs``, or of ``(inputs, session)``: model
-calls made through that session view (``session.query``) are traced under the trial and
-counted in its usage and cost; ``lf.query(..., lm=lm)`` calls run but are not traced.
+``task`` is a callable of the case's ``inputs``, or of ``(inputs, session)``, async or plain:
+model calls made through that session view (``session.query``) are traced under the trial
+and counted in its usage and cost; ``lf.query(..., lm=lm)`` calls run but are not traced.
+The evaluators run outside a provider batch's capture: with ``engine=ProviderBatch()`` a
+judge is asked online once the task's batched call has answered.
 """
 
 from __future__ import annotations
@@ -232,8 +234,8 @@ def _result(
 
 
 def _scoring(evaluators: Mapping[str, Any]) -> str:
-    """The evaluators' names, code digests and plain settings (a rubric, a judge's model, a
-    tolerance): another value is another scoring, and stored trials are re-scored."""
+    """The evaluators' names, code digests and settings (``_settings``: a rubric, a judge's
+    model, a tolerance): another value is another scoring, and stored trials are re-scored."""
     from ..batch.identity import code_digest
 
     return "\n".join(f"{name}={code_digest(ev)}:{_settings(ev)}" for name, ev in evaluators.items())

@@ -205,37 +205,44 @@ async def _drive(
 
     send()
     loop = asyncio.get_running_loop()
-    while live:
-        fatal: BaseException | None = None
-        for call, got in await loop.run_in_executor(waiter, take):
-            actor, left = live[call]
-            if isinstance(got, Exception) and not isinstance(got, ray.exceptions.RayActorError):
-                fatal = got
-                continue
-            if isinstance(got, list):
-                for index, ok, payload, error, exc_blob, nodes, requests in got:
-                    left.discard(index)
-                    state.running -= 1
-                    try:  # on_error="raise" raises here: the outcomes after it still count
-                        _record(job, view, index, ok, payload, error, exc_blob, nodes, requests)
-                    except Exception as exc:
-                        fatal = fatal or exc
-                continue
-            del live[call]  # it ended, or its worker died (Ray restarts it)
-            idle.append(actor)
-            if got is not None:
-                failed[actor] += 1  # each death cuts short at most its slots' chunks
-                if failed[actor] > SLOTS_PER_WORKER * (restarts + 1):
-                    fatal = RayEngineError(
-                        f"a Ray worker died more than max_worker_restarts times ({got})"
-                    )
-                    fatal.__cause__ = got
-                again[:0] = sorted(left)  # no outcome of theirs came back: sent again
-                state.running -= len(left)
-        await job.commit()  # committed before more items are sent
-        if fatal is not None:  # raised once what the other calls sent is recorded
-            raise fatal
-        send()
+    try:
+        while live:
+            fatal: BaseException | None = None
+            for call, got in await loop.run_in_executor(waiter, take):
+                actor, left = live[call]
+                if isinstance(got, Exception) and not isinstance(got, ray.exceptions.RayActorError):
+                    fatal = got
+                    continue
+                if isinstance(got, list):
+                    for index, ok, payload, error, exc_blob, nodes, requests in got:
+                        left.discard(index)
+                        state.running -= 1
+                        try:  # on_error="raise" raises here: the outcomes after it still count
+                            _record(job, view, index, ok, payload, error, exc_blob, nodes, requests)
+                        except Exception as exc:
+                            fatal = fatal or exc
+                    continue
+                del live[call]  # it ended, or its worker died (Ray restarts it)
+                idle.append(actor)
+                if got is not None:
+                    failed[actor] += 1  # each death cuts short at most its slots' chunks
+                    if failed[actor] > SLOTS_PER_WORKER * (restarts + 1):
+                        fatal = RayEngineError(
+                            f"a Ray worker died more than max_worker_restarts times ({got})"
+                        )
+                        fatal.__cause__ = got
+                    again[:0] = sorted(left)  # no outcome of theirs came back: sent again
+                    state.running -= len(left)
+            await job.commit()  # committed before more items are sent
+            if fatal is not None:  # raised once what the other calls sent is recorded
+                raise fatal
+            send()
+    finally:  # items still out when the batch stops: cancelled, as the asyncio engine counts
+        for _, left in live.values():
+            for index in left:
+                state.statuses[index] = "cancelled"
+            state.running -= len(left)
+            state.cancelled += len(left)
 
 
 def _record(

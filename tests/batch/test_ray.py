@@ -22,6 +22,7 @@ import pydantic
 import pytest
 
 import langfx_nb as lf
+from langfx_nb.batch import BatchProgress
 from langfx_nb.eval.report import set_live_view
 from langfx_nb.llms import StaticResponse
 from langfx_nb.llms.openai import OpenAI
@@ -335,6 +336,32 @@ async def test_on_error_raise_records_every_outcome_that_came_back_with_the_fail
         )
     # the items that ended with the failure are in the manifest: a resume never sends them
     assert done_in(manifest) == set(range(1, 8))
+
+
+async def first_fails(row: dict[str, int]) -> int:
+    """Item 0 raises once every item has started; the others wait until they are stopped."""
+    await asyncio.sleep(row["at"] - time.time())
+    if row["id"] == 0:
+        raise ValueError("item 0 fails")
+    await asyncio.sleep(120)
+    return row["id"]
+
+
+async def test_on_error_raise_counts_the_items_it_stops_in_flight_as_cancelled() -> None:
+    snapshots: list[BatchProgress] = []
+    at = time.time() + 3  # after the worker has started and holds all four items
+    with pytest.raises(ValueError, match="item 0 fails"):
+        await lf.batch(
+            first_fails,
+            [{"id": i, "at": at} for i in range(4)],
+            on_error="raise",
+            progress=snapshots.append,
+            max_concurrency=4,
+            engine=lf.engines.Ray(num_workers=1),
+        )
+    final = snapshots[-1]
+    assert final.finished and (final.done, final.running, final.left) == (0, 0, 0)
+    assert (final.failed, final.cancelled) == (4, 3)  # item 0 raised, the rest were stopped
 
 
 def done_in(manifest: Path) -> set[int]:

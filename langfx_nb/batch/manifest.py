@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import re
 import sqlite3
@@ -438,7 +439,19 @@ class Manifest:
 
     def trace_end(self) -> float:
         """The latest time (start or end) of the trace records stored so far (0.0: none): a
-        later run's nodes are placed after it, so the runs follow each other on a timeline."""
+        later run's nodes are placed after it, so the runs follow each other on a timeline.
+        A finished stored trace says it (its span's end); else every record is read."""
+        try:
+            info = self._conn.execute(
+                "SELECT substr(value, 1, 100) FROM trace_info WHERE key = 'span'"
+            ).fetchone()
+            span = json.loads(info[0]) if info is not None else None
+        except (sqlite3.Error, ValueError, TypeError, RecursionError):
+            span = None  # no finished stored trace, or not one that reads back
+        if isinstance(span, list) and len(span) == 2 and type(span[1]) in (int, float):
+            end = float(span[1])
+            if math.isfinite(end):
+                return max(0.0, end)
         row = self._conn.execute(
             "SELECT max(max(coalesce(json_extract(record, '$.end'), 0),"
             " coalesce(json_extract(record, '$.start'), 0))) FROM trace_nodes"

@@ -5,6 +5,7 @@ damaged stored trace)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -160,3 +161,26 @@ def test_a_run_killed_after_a_finished_one_is_resumed_with_the_whole_trace(
         assert conn.execute("SELECT count(*) FROM trace_nodes").fetchone()[0] == len(
             stored["trace_rows"]
         )
+
+
+async def test_a_finished_trace_gives_the_end_the_records_give(tmp_path: Path) -> None:
+    from langfx_nb.batch.codec import ResultCodec
+    from langfx_nb.batch.identity import run_identity
+    from langfx_nb.batch.manifest import Manifest
+
+    run = tmp_path / "end.sqlite"
+    await lf.batch(steps, range(20), run=run, progress=False, on_error="collect")
+    with sqlite3.connect(run) as conn:
+        records = [json.loads(r) for (r,) in conn.execute("SELECT record FROM trace_nodes")]
+    from_records = max(max(r.get("end") or 0, r.get("start") or 0) for r in records)
+    manifest = Manifest.open(run, run_identity(steps), ResultCodec(steps))
+    try:
+        assert manifest.trace_end() == from_records > 0
+    finally:
+        manifest.close()
+    edit_sqlite(run, "DELETE FROM trace_info")  # as a killed run leaves it: the records say
+    manifest = Manifest.open(run, run_identity(steps), ResultCodec(steps))
+    try:
+        assert manifest.trace_end() == from_records
+    finally:
+        manifest.close()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard, get_args
 
+from .._sqlite import insert_flat
 from .trace import NodeKind, NodeStatus, saved_nodes, short
 from .trace_json import Progress, naming, parse_trace, read_batches
 from .trace_reader import (
@@ -557,17 +558,12 @@ def _insert(
     """Insert the rows whose values are ``columns`` (of one length) into ``table``, each row
     as ``values`` (``"(?,?)"``) takes it: many rows a statement, a slice at a time."""
     k, n = len(columns), len(columns[0])
-    step = k * _PER_INSERT
     for first in range(0, n, _SLICE):
         m = min(n - first, _SLICE)
         flat: list[Any] = [None] * (k * m)
         for j, column in enumerate(columns):
             flat[j::k] = column[first : first + m]
-        full = k * (m - m % _PER_INSERT)
-        many = [flat[at : at + step] for at in range(0, full, step)]
-        conn.executemany(f"INSERT INTO {table} VALUES {','.join([values] * _PER_INSERT)}", many)
-        rest = [flat[at : at + k] for at in range(full, k * m, k)]
-        conn.executemany(f"INSERT INTO {table} VALUES {values}", rest)
+        insert_flat(conn, f"INSERT INTO {table} VALUES ", values, flat, k, _PER_INSERT)
 
 
 def write_store(

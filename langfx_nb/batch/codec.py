@@ -120,7 +120,7 @@ def _unkeyable(i: int, exc: Exception) -> TypeError:
         return TypeError(
             f"items[{i}] is nested too deeply: it cannot be keyed for run= (pass key=)"
         )
-    if isinstance(exc, ValueError) and "ircular" in str(exc):
+    if isinstance(exc, ValueError) and "Circular reference" in str(exc):  # json's words
         return TypeError(f"items[{i}] contains itself: it cannot be keyed for run= (pass key=)")
     if isinstance(exc, ValueError):
         return TypeError(f"items[{i}] holds a NaN or infinite number: it cannot be keyed")

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from .._sqlite import insert_flat
 from ..agentic.trace_json import regular_file
 from ..agentic.tracebacks import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from ..errors import RunManifestError
@@ -689,18 +690,12 @@ def _check_format(meta: dict[str, Any], path: Path) -> None:
         )
 
 
-def _insert_rows(conn: sqlite3.Connection, insert: str, values: str, rows: list[Any]) -> None:
-    """Run ``insert`` for each of ``rows`` (tuples, ``values`` the placeholders of one), in
-    order: ``PER_INSERT`` rows a statement, the rest one at a time (a statement a row costs
-    about a third more to run)."""
-    full = len(rows) - len(rows) % PER_INSERT
-    if full:
-        flat = [value for row in rows[:full] for value in row]
-        step = len(rows[0]) * PER_INSERT
-        many = [flat[at : at + step] for at in range(0, len(flat), step)]
-        conn.executemany(insert + ",".join([values] * PER_INSERT), many)
-    if full < len(rows):
-        conn.executemany(insert + values, rows[full:])
+def _insert_rows(conn: sqlite3.Connection, head: str, values: str, rows: list[Any]) -> None:
+    """Run ``head`` for each of ``rows`` (tuples, ``values`` the placeholders of one), in
+    order, ``PER_INSERT`` rows a statement."""
+    if rows:
+        flat = [value for row in rows for value in row]
+        insert_flat(conn, head, values, flat, len(rows[0]), PER_INSERT)
 
 
 def _storable(row: tuple[Any, ...]) -> tuple[Any, ...]:
